@@ -1,0 +1,59 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "LogSync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "LogStore", targets: ["LogStore"]),
+        .executable(name: "logtool", targets: ["logtool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // LMDB from the system (Debian: liblmdb-dev).
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        // The append-only log and its projections. Knows nothing of sync.
+        .target(name: "LogStore", dependencies: ["CLMDB"]),
+
+        // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
+        .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),
+        .testTarget(
+            name: "LogStoreTests",
+            dependencies: ["LogStore", "LogStoreFixtures", "logstore-crasher"]
+        ),
+
+        // Tools.
+        .target(name: "LogToolCore", dependencies: ["LogStore"], path: "Tools/LogToolCore"),
+        .testTarget(
+            name: "LogToolTests",
+            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool"]
+        ),
+        .executableTarget(
+            name: "logtool",
+            dependencies: [
+                "LogStore",
+                "LogToolCore",
+                "LogStoreFixtures",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logtool"
+        ),
+        .executableTarget(
+            name: "logstore-crasher",
+            dependencies: ["LogStore", "LogStoreFixtures"],
+            path: "Tools/logstore-crasher"
+        ),
+        .executableTarget(
+            name: "logstore-bench",
+            dependencies: ["LogStore", "LogStoreFixtures", "CLMDB"],
+            path: "Tools/logstore-bench"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,119 @@
+/// A named set of tables derived from a log by a pure function of its entries.
+///
+/// Every projection of a log is applied in the same write transaction as the append, so its
+/// tables always reflect the log exactly through the offset it has applied through. The rule
+/// every projection must keep: **built incrementally, it equals the projection rebuilt by
+/// replaying the log from offset 1** (`Log.verifyProjections()` checks it).
+///
+/// ```swift
+/// struct LatestValue: Projection {
+///     let name = "latest"
+///     let tableNames = ["values"]
+///     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+///         try tables.put(entry.payload, forKey: Array("last".utf8), in: "values")
+///     }
+/// }
+/// ```
+public protocol Projection: Sendable {
+    /// A stable name, unique among the log's projections (1–100 characters, no `.`).
+    var name: String { get }
+    /// The version of `apply`'s meaning. When it changes, the projection is rebuilt at open.
+    var version: UInt32 { get }
+    /// The tables the projection writes (1–100 characters each, no `.`).
+    var tableNames: [String] { get }
+    /// Updates the tables for one entry. Must depend on nothing but the entry and the tables:
+    /// no clock, no randomness, no outside state. Throwing aborts the whole append.
+    func apply(_ entry: LogEntry, to tables: ProjectionTables) throws
+}
+
+extension Projection {
+    public var version: UInt32 { 1 }
+}
+
+/// A projection's own tables inside the append's write transaction.
+public struct ProjectionTables {
+    let transaction: WriteTransaction
+    let member: ProjectionSet.Member
+
+    /// The table named `name`, which the projection must have declared in `tableNames`.
+    public func table(_ name: String) throws(LogStoreError) -> Table {
+        guard let table = member.tables[name] else {
+            throw LogStoreError(
+                .invalidArgument, "projection \"\(member.projection.name)\" declared no table \"\(name)\"")
+        }
+        return table
+    }
+
+    public func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
+        try transaction.value(forKey: key, in: self.table(table))
+    }
+
+    public func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
+        try transaction.put(value, forKey: key, in: self.table(table))
+    }
+
+    @discardableResult
+    public func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool {
+        try transaction.removeValue(forKey: key, in: self.table(table))
+    }
+
+    public func forEach(
+        in table: String, from start: [UInt8]? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try transaction.forEach(in: self.table(table), from: start, body)
+    }
+
+    public func count(of table: String) throws(LogStoreError) -> Int {
+        try transaction.count(of: self.table(table))
+    }
+}
+
+@available(*, unavailable)
+extension ProjectionTables: Sendable {}
+
+/// The first place where a projection built incrementally differs from its rebuild.
+public struct ProjectionMismatch: Sendable, Hashable, CustomStringConvertible {
+    /// The projection that differs.
+    public var projection: String
+    /// The table that differs, or `nil` when the applied offsets differ.
+    public var table: String?
+    /// The first key (in key order) whose values differ.
+    public var key: [UInt8]?
+    /// The value in the incrementally built table (`nil`: absent).
+    public var incremental: [UInt8]?
+    /// The value in the rebuilt table (`nil`: absent).
+    public var rebuilt: [UInt8]?
+    /// The offset both were compared at.
+    public var offset: LogOffset
+    /// What differs, when it is not a key's value.
+    public var detail: String?
+
+    public var description: String {
+        var text = "projection \"\(projection)\""
+        if let table { text += " table \"\(table)\"" }
+        text += " differs from its rebuild through offset \(offset)"
+        if let key {
+            text += " at key \(bytesDescription(key)): incremental "
+            text += incremental.map(bytesDescription) ?? "(absent)"
+            text += ", rebuilt "
+            text += rebuilt.map(bytesDescription) ?? "(absent)"
+        }
+        if let detail { text += ": \(detail)" }
+        return text
+    }
+}
+
+/// `0x…` followed by the printable text, cut at 32 bytes.
+func bytesDescription(_ bytes: [UInt8]) -> String {
+    let shown = bytes.prefix(32)
+    var hex = "0x"
+    for byte in shown {
+        hex += String(byte >> 4, radix: 16) + String(byte & 0xF, radix: 16)
+    }
+    if bytes.count > shown.count { hex += "…(\(bytes.count) bytes)" }
+    if shown.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
+        hex += " \"\(String(decoding: shown, as: UTF8.self))\""
+    }
+    return hex
+}
