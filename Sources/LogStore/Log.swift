@@ -173,7 +173,8 @@ public final class Log: Sendable {
     }
 
     /// Reads up to `limit` consecutive entries from `start` through `end` in `transaction`,
-    /// stopping early past `byteBudget` payload bytes.
+    /// stopping early past `byteBudget` payload bytes, or before a missing or corrupt entry
+    /// (which the read starting at it reports).
     func readChunk(
         from start: LogOffset, through end: LogOffset, limit: Int, byteBudget: Int, in transaction: ReadTransaction
     ) throws(LogStoreError) -> [LogEntry] {
@@ -210,7 +211,11 @@ public final class Log: Sendable {
         } catch {
             throw located(LogStoreError(.lmdb, "\(error)"))
         }
-        if let failure { throw located(failure) }
+        if let failure {
+            // Hand out the good entries before the bad one; the next read starts at it and throws.
+            if chunk.isEmpty { throw located(failure) }
+            return chunk
+        }
         if chunk.isEmpty || (chunk.count < limit && bytesRead < byteBudget && expected <= end) {
             throw located(LogStoreError(.corruptEntry, "the entry is missing (the log ends before \(end))", offset: expected))
         }

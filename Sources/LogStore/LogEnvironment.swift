@@ -210,6 +210,7 @@ public final class LogEnvironment: Sendable {
     // MARK: Transactions
 
     /// Runs `body` in a read transaction: a consistent snapshot of every log and table.
+    @discardableResult
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
         mapLock.lockShared()
         defer { mapLock.unlock() }
@@ -233,6 +234,7 @@ public final class LogEnvironment: Sendable {
     /// from the start: nothing is half-written and nothing acknowledged is lost.
     ///
     /// - Throws: what `body` throws (the transaction is then aborted), or `LogStoreError`.
+    @discardableResult
     public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
         guard !options.readOnly else {
             throw LogStoreError(.readOnly, "the environment was opened read-only", path: path)

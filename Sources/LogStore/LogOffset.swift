@@ -2,7 +2,7 @@
 ///
 /// Offsets are what the rest of LogSync builds on: a server change token is an offset in a
 /// database's log, and a device's delivery cursor is an offset in its own log.
-public struct LogOffset: RawRepresentable, Hashable, Comparable, Sendable, Codable,
+public struct LogOffset: RawRepresentable, Hashable, Strideable, Sendable, Codable,
     CustomStringConvertible, ExpressibleByIntegerLiteral
 {
     public let rawValue: UInt64
@@ -21,6 +21,9 @@ public struct LogOffset: RawRepresentable, Hashable, Comparable, Sendable, Codab
     public var next: LogOffset { LogOffset(rawValue + 1) }
 
     public static func < (lhs: LogOffset, rhs: LogOffset) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public func distance(to other: LogOffset) -> Int64 { Int64(bitPattern: other.rawValue &- rawValue) }
+    public func advanced(by n: Int64) -> LogOffset { LogOffset(rawValue &+ UInt64(bitPattern: n)) }
 
     public var description: String { String(rawValue) }
 

@@ -149,3 +149,31 @@ public final class WriteTransaction: ReadTransaction {
         try check(mdb_drop(txn, table.dbi, 0), "mdb_drop")
     }
 }
+
+/// A cursor that walks a table in key order, copying each pair (for lockstep comparisons).
+struct TableWalker: ~Copyable {
+    // The MDB_cursor*, closed in deinit.
+    private let cursor: OpaquePointer
+    private var started = false
+
+    init(_ table: Table, in transaction: ReadTransaction) throws(LogStoreError) {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(transaction.txn, table.dbi, &cursor), "mdb_cursor_open")
+        self.cursor = cursor!
+    }
+
+    deinit { mdb_cursor_close(cursor) }
+
+    mutating func next() throws(LogStoreError) -> (key: [UInt8], value: [UInt8])? {
+        var key = MDB_val()
+        var value = MDB_val()
+        let status = mdb_cursor_get(cursor, &key, &value, started ? MDB_NEXT : MDB_FIRST)
+        started = true
+        if status == MDB_NOTFOUND { return nil }
+        try check(status, "mdb_cursor_get")
+        return (
+            [UInt8](UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size)),
+            [UInt8](UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size))
+        )
+    }
+}
