@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "LogStore", targets: ["LogStore"]),
+        .library(name: "SyncModel", targets: ["SyncModel"]),
         .executable(name: "logtool", targets: ["logtool"]),
     ],
     dependencies: [
@@ -20,6 +21,11 @@ let package = Package(
         ),
         // The append-only log and its projections. Knows nothing of sync.
         .target(name: "LogStore", dependencies: ["CLMDB"]),
+
+        // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
+        // CloudDatabase protocol: what a device and a server say to each other.
+        .target(name: "SyncModel", dependencies: ["LogStore"]),
+        .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
 
         // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
         .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),

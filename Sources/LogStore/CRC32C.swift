@@ -1,5 +1,5 @@
 /// CRC-32C (Castagnoli), the checksum of every log entry, computed with slicing-by-8 tables.
-enum CRC32C {
+package enum CRC32C {
     static let polynomial: UInt32 = 0x82F6_3B78  // reflected 0x1EDC6F41
 
     /// 8 tables of 256 entries; table k advances the CRC over a byte followed by k zero bytes.
@@ -21,7 +21,7 @@ enum CRC32C {
     }()
 
     /// Continues `crc` (0 to start) over `bytes`.
-    static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = ~crc
         guard var p = bytes.baseAddress else { return ~crc }
         var count = bytes.count
@@ -49,7 +49,7 @@ enum CRC32C {
         return ~crc
     }
 
-    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
         bytes.withUnsafeBytes { update(0, $0) }
     }
 }

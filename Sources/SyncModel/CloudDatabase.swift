@@ -1,0 +1,157 @@
+/// The device's view of one server database: what the sync engine needs from a server.
+///
+/// One requirement per server operation, each taking a request value and returning a response
+/// value, so a transport (in-process, HTTP) only moves these values; the extension adds
+/// CloudKit-style conveniences such as ``modifyRecords(saving:deleting:savePolicy:atomically:requestID:)``.
+///
+/// Contract for every conformer:
+/// - Methods throw ``SyncError`` only, for failures of the whole request (network, throttling
+///   with ``SyncError/retryAfter``, `changeTokenExpired`, `limitExceeded` for the request, …).
+///   Per-item failures are in the response, never thrown; `partialFailure` is never thrown here.
+/// - Cancellation of the calling task gives `operationCancelled`.
+/// - Every response entry corresponds to one item of the request, and every item has one entry.
+///
+/// ```swift
+/// let response = try await database.modifyRecords(saving: [note], deleting: [], requestID: "dev1-7")
+/// switch response.saveResults[note.recordID] {
+/// case .success(let saved)?: archive(saved.systemFieldsCopy())
+/// case .failure(let error)?: handle(error)
+/// case nil: break
+/// }
+/// ```
+public protocol CloudDatabase: Sendable {
+    /// Which of the user's databases this is.
+    var databaseScope: DatabaseScope { get }
+
+    /// Saves and deletes zones, with a result per zone (F147, F149, F156).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse
+
+    /// Fetches zones with their capabilities and share references (F156).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse
+
+    /// Saves and deletes records, with a result per record (F145–F148, F151, F158–F160).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request, such as `limitExceeded`.
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse
+
+    /// Fetches one page of the database's change feed (F140).
+    ///
+    /// - Throws: ``SyncError``: `invalidArguments` for a bad token, `changeTokenExpired` (F144).
+    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse
+
+    /// Fetches one page of a zone's change feed (F141–F144).
+    ///
+    /// - Throws: ``SyncError``: `zoneNotFound`, `userDeletedZone`, `invalidArguments` for a token
+    ///   of the wrong kind, zone or incarnation, `changeTokenExpired` (F144).
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse
+
+    /// Saves and deletes subscriptions, with a result per subscription (F155).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse
+
+    /// Fetches every subscription of this user in this database (F111, F155).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    func allSubscriptions() async throws -> [Subscription]
+
+    /// Fetches the record ID that stands for the signed-in user (F104–F110).
+    ///
+    /// - Throws: ``SyncError``: `notAuthenticated` when no user is signed in.
+    func currentUserRecordID() async throws -> Record.ID
+
+    /// A new stream of push hints for this database (F113, F117, F154).
+    ///
+    /// Each call returns an independent stream; hints may be coalesced or dropped. The stream
+    /// finishes when the connection to the server ends; call again to resubscribe.
+    func pushHints() -> AsyncStream<PushHint>
+}
+
+extension CloudDatabase {
+    /// Saves and deletes zones, with a result per zone.
+    ///
+    /// - Parameters:
+    ///   - saving: The zones to create (or save again).
+    ///   - deleting: The zones to delete.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func modifyZones(saving: [RecordZone], deleting: [RecordZone.ID]) async throws -> ModifyZonesResponse {
+        try await modifyZones(ModifyZonesRequest(zonesToSave: saving, zoneIDsToDelete: deleting))
+    }
+
+    /// Fetches the named zones.
+    ///
+    /// - Parameter zoneIDs: The zones to fetch.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func fetchZones(_ zoneIDs: [RecordZone.ID]) async throws -> FetchZonesResponse {
+        try await fetchZones(FetchZonesRequest(zoneIDs: zoneIDs))
+    }
+
+    /// Fetches every zone of the database.
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func fetchAllZones() async throws -> [RecordZone] {
+        try await fetchZones(FetchZonesRequest(zoneIDs: nil)).results.values.compactMap { try? $0.get() }
+    }
+
+    /// Saves and deletes records, with a result per record.
+    ///
+    /// - Parameters:
+    ///   - saving: The records to save.
+    ///   - deleting: The records to delete.
+    ///   - savePolicy: How change tags are compared; defaults to `ifServerRecordUnchanged`.
+    ///   - atomically: Whether each zone's changes commit all-or-nothing; defaults to `true`.
+    ///   - requestID: The client's ID for the request, which makes retries idempotent.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func modifyRecords(
+        saving: [Record], deleting: [Record.ID], savePolicy: SavePolicy = .ifServerRecordUnchanged,
+        atomically: Bool = true, requestID: RequestID? = nil
+    ) async throws -> ModifyRecordsResponse {
+        try await modifyRecords(ModifyRecordsRequest(
+            recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy,
+            atomically: atomically, requestID: requestID))
+    }
+
+    /// Fetches one page of the database's change feed.
+    ///
+    /// - Parameters:
+    ///   - since: Where the previous fetch ended, or `nil` for all history.
+    ///   - resultsLimit: The most zone changes wanted, or `nil` for the server's choice.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func fetchDatabaseChanges(
+        since: DatabaseChangeToken?, resultsLimit: Int? = nil
+    ) async throws -> FetchDatabaseChangesResponse {
+        try await fetchDatabaseChanges(FetchDatabaseChangesRequest(since: since, resultsLimit: resultsLimit))
+    }
+
+    /// Fetches one page of a zone's change feed.
+    ///
+    /// - Parameters:
+    ///   - zoneID: The zone.
+    ///   - since: Where the previous fetch ended, or `nil` for the zone's full contents.
+    ///   - resultsLimit: The most record changes wanted, or `nil` for the server's choice.
+    ///   - desiredKeys: The fields wanted, or `nil` for all; `[]` for system fields only.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func fetchZoneChanges(
+        zoneID: RecordZone.ID, since: ZoneChangeToken?, resultsLimit: Int? = nil, desiredKeys: [String]? = nil
+    ) async throws -> FetchZoneChangesResponse {
+        try await fetchZoneChanges(FetchZoneChangesRequest(
+            zoneID: zoneID, since: since, resultsLimit: resultsLimit, desiredKeys: desiredKeys))
+    }
+
+    /// Saves and deletes subscriptions, with a result per subscription.
+    ///
+    /// - Parameters:
+    ///   - saving: The subscriptions to save.
+    ///   - deleting: The subscriptions to delete.
+    /// - Throws: ``SyncError`` for a failure of the whole request.
+    public func modifySubscriptions(
+        saving: [Subscription], deleting: [Subscription.ID]
+    ) async throws -> ModifySubscriptionsResponse {
+        try await modifySubscriptions(ModifySubscriptionsRequest(
+            subscriptionsToSave: saving, subscriptionIDsToDelete: deleting))
+    }
+}

@@ -1,0 +1,20 @@
+/// The numeric limits of a server database, from the spec's limits table.
+///
+/// CloudKit gives the request limits as "about"; LogSync pins them to these exact values, with
+/// decimal megabytes (1 MB = 1,000,000 bytes), so boundary tests are exact (F151).
+public enum Limits {
+    /// The most items (saves plus deletes) one modify request may carry (F151).
+    public static let maxItemsPerRequest = 400
+    /// The most bytes of non-asset field data one modify request may carry, 2 MB (F151).
+    ///
+    /// Measured with ``Record/estimatedSize``, summed over the records saved.
+    public static let maxRequestBytes = 2_000_000
+    /// The most bytes of non-asset field data one record may hold, 1 MB (F134).
+    ///
+    /// Measured with ``Record/estimatedSize``.
+    public static let maxRecordBytes = 1_000_000
+    /// The longest record name, zone name or owner name, in ASCII characters (F126, F127).
+    public static let maxNameLength = 255
+    /// The most `deleteSelf` references that may point at one target record (F135).
+    public static let maxDeleteSelfReferencesPerTarget = 750
+}

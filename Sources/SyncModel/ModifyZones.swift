@@ -1,0 +1,76 @@
+/// A request to save and delete record zones (F147, F149, F156).
+///
+/// The server answers each zone separately: saving an existing zone succeeds and returns it,
+/// deleting a zone removes its records and starts a new incarnation if it is saved again.
+public struct ModifyZonesRequest: Sendable, Hashable, Codable {
+    /// The zones to create (or save again).
+    public var zonesToSave: [RecordZone]
+    /// The zones to delete.
+    public var zoneIDsToDelete: [RecordZone.ID]
+
+    /// Creates a request.
+    ///
+    /// - Parameters:
+    ///   - zonesToSave: The zones to create (or save again).
+    ///   - zoneIDsToDelete: The zones to delete.
+    public init(zonesToSave: [RecordZone] = [], zoneIDsToDelete: [RecordZone.ID] = []) {
+        self.zonesToSave = zonesToSave
+        self.zoneIDsToDelete = zoneIDsToDelete
+    }
+
+    /// Checks the request as a whole: at most 400 items, and no zone named twice.
+    ///
+    /// Each zone's own checks (``RecordZone/ID/validate()``) give per-zone errors instead.
+    ///
+    /// - Throws: ``SyncError`` `limitExceeded` or `invalidArguments`.
+    public func validate() throws(SyncError) {
+        try RequestChecks.checkItemCount(zonesToSave.count + zoneIDsToDelete.count, operation: "modifyZones")
+        try RequestChecks.checkNoDuplicates(
+            zonesToSave.map(\.zoneID) + zoneIDsToDelete, operation: "modifyZones", item: { .zone($0) })
+    }
+}
+
+/// The per-zone outcomes of a ``ModifyZonesRequest``.
+///
+/// Every zone of the request has exactly one entry: a saved zone as the server now holds it
+/// (with its capabilities), or the zone's error.
+public struct ModifyZonesResponse: Sendable, Equatable, Codable {
+    /// The outcome of each zone save.
+    public var saveResults: [RecordZone.ID: Result<RecordZone, SyncError>]
+    /// The outcome of each zone deletion.
+    public var deleteResults: [RecordZone.ID: Result<Void, SyncError>]
+
+    /// Creates a response.
+    public init(
+        saveResults: [RecordZone.ID: Result<RecordZone, SyncError>] = [:],
+        deleteResults: [RecordZone.ID: Result<Void, SyncError>] = [:]
+    ) {
+        self.saveResults = saveResults
+        self.deleteResults = deleteResults
+    }
+
+    /// Whether two responses hold the same items with the same outcomes.
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.saveResults == rhs.saveResults && ResultCoding.equal(lhs.deleteResults, rhs.deleteResults)
+    }
+
+    private enum CodingKeys: String, CodingKey { case saveResults, deleteResults }
+
+    /// Decodes a response whose results are arrays of `{id, value}` or `{id, error}` entries.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        saveResults = try ResultCoding.results(
+            container.decode([ResultEntry<RecordZone.ID, RecordZone>].self, forKey: .saveResults),
+            codingPath: container.codingPath)
+        deleteResults = try ResultCoding.voidResults(
+            container.decode([ResultEntry<RecordZone.ID, Bool>].self, forKey: .deleteResults),
+            codingPath: container.codingPath)
+    }
+
+    /// Encodes the results as arrays of `{id, value}` or `{id, error}` entries.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(ResultCoding.entries(saveResults), forKey: .saveResults)
+        try container.encode(ResultCoding.entries(deleteResults), forKey: .deleteResults)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+
+/// The value of one field of a record.
+///
+/// Mirrors the value types a `CKRecord` accepts (F129), minus locations: strings, integers,
+/// doubles, booleans, bytes, dates, references, asset references and lists of these. Lists are
+/// homogeneous and never nested; ``Record/validate()`` enforces it.
+///
+/// ```swift
+/// record["title"] = .string("Groceries")
+/// record["count"] = 3                                   // integer literal → .int64(3)
+/// record["tags"] = .list([.string("home"), .string("food")])
+/// ```
+public enum RecordValue: Sendable, Hashable, Codable {
+    /// A string.
+    case string(String)
+    /// A 64-bit signed integer.
+    case int64(Int64)
+    /// A double-precision floating-point number.
+    case double(Double)
+    /// A boolean.
+    case bool(Bool)
+    /// Raw bytes, counted against the record size limit (unlike assets).
+    case bytes(Data)
+    /// A point in time.
+    case date(Date)
+    /// A reference to another record in the same zone.
+    case reference(Record.Reference)
+    /// A reference to an asset stored apart from the record (its content is not counted against
+    /// the record size limit); the string identifies the asset on the server.
+    case assetReference(String)
+    /// A list of values of one kind; lists do not nest.
+    case list([RecordValue])
+
+    /// The approximate number of bytes this value adds to a record, used by the size limits.
+    ///
+    /// Strings, bytes and asset reference strings count their UTF-8 bytes; integers, doubles
+    /// and dates 8; booleans 1; a reference its record name, zone name and owner name plus 1; a
+    /// list the sum of its elements. Asset *content* is never counted (F134).
+    ///
+    /// - Complexity: O(n) in the size of the value.
+    public var estimatedSize: Int {
+        switch self {
+        case .string(let text): return text.utf8.count
+        case .int64, .double, .date: return 8
+        case .bool: return 1
+        case .bytes(let data): return data.count
+        case .reference(let reference): return reference.estimatedSize
+        case .assetReference(let name): return name.utf8.count
+        case .list(let values): return values.reduce(0) { $0 + $1.estimatedSize }
+        }
+    }
+
+    /// The kind of value, used to check that lists are homogeneous.
+    var kindName: String {
+        switch self {
+        case .string: "string"
+        case .int64: "int64"
+        case .double: "double"
+        case .bool: "bool"
+        case .bytes: "bytes"
+        case .date: "date"
+        case .reference: "reference"
+        case .assetReference: "assetReference"
+        case .list: "list"
+        }
+    }
+}
+
+extension Record.Reference {
+    /// The approximate number of bytes the reference adds to a record.
+    var estimatedSize: Int {
+        recordID.recordName.utf8.count + recordID.zoneID.zoneName.utf8.count
+            + recordID.zoneID.ownerName.utf8.count + 1
+    }
+}
+
+extension RecordValue: ExpressibleByStringLiteral {
+    /// Creates a ``string(_:)`` value from a string literal.
+    public init(stringLiteral value: String) { self = .string(value) }
+}
+
+extension RecordValue: ExpressibleByIntegerLiteral {
+    /// Creates an ``int64(_:)`` value from an integer literal.
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+}
+
+extension RecordValue: ExpressibleByFloatLiteral {
+    /// Creates a ``double(_:)`` value from a floating-point literal.
+    public init(floatLiteral value: Double) { self = .double(value) }
+}
+
+extension RecordValue: ExpressibleByBooleanLiteral {
+    /// Creates a ``bool(_:)`` value from a boolean literal.
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import LogStore
+
+/// The binary layout shared by ``DatabaseChangeToken`` and ``ZoneChangeToken``.
+///
+/// ```
+/// bytes  field
+/// 2      magic "LT" (0x4C 0x54)
+/// 1      format version, 1
+/// 1      kind: 1 database token, 2 zone token
+/// 8      log offset, big-endian
+/// -- zone tokens only --
+/// 8      zone incarnation, big-endian
+/// 2+n    zone name: length n (big-endian UInt16), then n bytes of UTF-8
+/// 2+m    owner name: length m (big-endian UInt16), then m bytes of UTF-8
+/// -- all tokens --
+/// 4      CRC-32C (Castagnoli, as in log entries) of every byte before it, big-endian
+/// ```
+///
+/// The layout is stable: a token written by one version is read by every later one. A reader
+/// checks length, magic, version and checksum before it looks at the kind, so garbage is
+/// reported as garbage and never as a token of the other kind.
+enum TokenCoding {
+    static let magic: [UInt8] = [0x4C, 0x54]
+    static let version: UInt8 = 1
+
+    /// The two kinds of token.
+    enum Kind: UInt8 {
+        case database = 1
+        case zone = 2
+
+        var name: String {
+            switch self {
+            case .database: "database token"
+            case .zone: "zone token"
+            }
+        }
+    }
+
+    /// Header bytes (magic, version, kind) plus the offset.
+    static let headerSize = 4 + 8
+    /// The checksum's size.
+    static let checksumSize = 4
+
+    /// Writes a token: header, offset, kind-specific body, checksum.
+    static func encode(kind: Kind, offset: UInt64, body: (inout Writer) -> Void = { _ in }) -> Data {
+        var writer = Writer()
+        writer.bytes.append(contentsOf: magic)
+        writer.bytes.append(version)
+        writer.bytes.append(kind.rawValue)
+        writer.append(offset)
+        body(&writer)
+        writer.append(CRC32C.checksum(writer.bytes))
+        return Data(writer.bytes)
+    }
+
+    /// Reads a token of the expected kind, checking everything, and returns its offset and a
+    /// reader positioned at its kind-specific body.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming the problem.
+    static func decode(_ data: Data, expecting expected: Kind) throws(SyncError) -> (offset: UInt64, body: Reader) {
+        let bytes = [UInt8](data)
+        func invalid(_ problem: String) -> SyncError {
+            SyncError(.invalidArguments, "invalid \(expected.name): \(problem)")
+        }
+        guard bytes.count >= headerSize + checksumSize else {
+            throw invalid("\(bytes.count) bytes is too short to be a change token")
+        }
+        guard Array(bytes[0..<2]) == magic else {
+            throw invalid("not a LogSync change token (bad magic)")
+        }
+        guard bytes[2] == version else {
+            throw invalid("change token format version \(bytes[2]) is not supported (expected \(version))")
+        }
+        let payloadEnd = bytes.count - checksumSize
+        var checksumReader = Reader(bytes: bytes, position: payloadEnd)
+        let stored = try checksumReader.readUInt32(or: invalid("truncated"))
+        guard stored == CRC32C.checksum(Array(bytes[0..<payloadEnd])) else {
+            throw invalid("checksum mismatch (the token is corrupted)")
+        }
+        guard let kind = Kind(rawValue: bytes[3]) else {
+            throw invalid("unknown token kind \(bytes[3])")
+        }
+        guard kind == expected else {
+            throw invalid("this is a \(kind.name), not a \(expected.name)")
+        }
+        var reader = Reader(bytes: Array(bytes[0..<payloadEnd]), position: 4)
+        let offset = try reader.readUInt64(or: invalid("truncated"))
+        return (offset, reader)
+    }
+
+    /// Appends big-endian integers and length-prefixed strings.
+    struct Writer {
+        var bytes: [UInt8] = []
+
+        mutating func append(_ value: UInt64) {
+            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        }
+
+        mutating func append(_ value: UInt32) {
+            for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+        }
+
+        /// Appends a string's UTF-8 bytes after a 2-byte length; strings longer than 65,535
+        /// bytes are not representable (names are limited to 255).
+        mutating func append(_ text: String) {
+            let utf8 = Array(text.utf8.prefix(Int(UInt16.max)))
+            bytes.append(UInt8(utf8.count >> 8))
+            bytes.append(UInt8(utf8.count & 0xFF))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    /// Reads big-endian integers and length-prefixed strings, throwing a given error at the end.
+    struct Reader {
+        let bytes: [UInt8]
+        var position: Int
+
+        var isAtEnd: Bool { position == bytes.count }
+        var remaining: Int { bytes.count - position }
+
+        mutating func readUInt64(or error: @autoclosure () -> SyncError) throws(SyncError) -> UInt64 {
+            guard remaining >= 8 else { throw error() }
+            var value: UInt64 = 0
+            for byte in bytes[position..<position + 8] { value = value << 8 | UInt64(byte) }
+            position += 8
+            return value
+        }
+
+        mutating func readUInt32(or error: @autoclosure () -> SyncError) throws(SyncError) -> UInt32 {
+            guard remaining >= 4 else { throw error() }
+            var value: UInt32 = 0
+            for byte in bytes[position..<position + 4] { value = value << 8 | UInt32(byte) }
+            position += 4
+            return value
+        }
+
+        mutating func readString(or error: @autoclosure () -> SyncError) throws(SyncError) -> String {
+            guard remaining >= 2 else { throw error() }
+            let length = Int(bytes[position]) << 8 | Int(bytes[position + 1])
+            position += 2
+            guard remaining >= length else { throw error() }
+            let slice = bytes[position..<position + length]
+            position += length
+            guard let text = String(validating: slice, as: UTF8.self) else { throw error() }
+            return text
+        }
+    }
+}

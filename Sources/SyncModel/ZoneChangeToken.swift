@@ -1,0 +1,83 @@
+import Foundation
+
+/// A position in one zone's change feed: everything before it has been fetched.
+///
+/// The analogue of the `CKServerChangeToken` of a zone change fetch (F141, F142). It carries the
+/// zone's ID, the zone's incarnation (a zone deleted and re-created is a new incarnation, F149)
+/// and an offset in the server database's log. Clients treat it as opaque, store it with
+/// ``data`` and hand it back; the server rejects a token of another zone, of a deleted
+/// incarnation, or a ``DatabaseChangeToken``.
+///
+/// ```swift
+/// let token = try ZoneChangeToken(data: saved)   // throws on garbage or a database token
+/// ```
+public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The zone whose feed this token is a position in.
+    public let zoneID: RecordZone.ID
+    /// The zone's incarnation when the token was issued; changes when the zone is re-created.
+    ///
+    /// For the server and for debugging; clients must not infer anything from it (F142).
+    public let incarnation: UInt64
+    /// The offset in the server database's log up to which the zone's changes have been fetched.
+    ///
+    /// For the server and for debugging; clients must not infer anything from it (F142).
+    public let offset: UInt64
+
+    /// Creates a token; only the server makes tokens.
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64) {
+        self.zoneID = zoneID
+        self.incarnation = incarnation
+        self.offset = offset
+    }
+
+    /// Reads a token from its stable binary form.
+    ///
+    /// - Parameter data: Bytes made by ``data``.
+    /// - Throws: ``SyncError`` with code `invalidArguments` naming the problem: too short, not a
+    ///   token, an unsupported version, a checksum mismatch, a database token, a malformed zone
+    ///   ID, trailing bytes.
+    public init(data: Data) throws(SyncError) {
+        var (offset, body) = try TokenCoding.decode(data, expecting: .zone)
+        let truncated = SyncError(.invalidArguments, "invalid zone token: truncated or malformed zone fields")
+        let incarnation = try body.readUInt64(or: truncated)
+        let zoneName = try body.readString(or: truncated)
+        let ownerName = try body.readString(or: truncated)
+        guard body.isAtEnd else {
+            throw SyncError(.invalidArguments, "invalid zone token: \(body.remaining) unexpected trailing bytes")
+        }
+        self.zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
+        self.incarnation = incarnation
+        self.offset = offset
+    }
+
+    /// The token's stable binary form, which ``init(data:)`` reads back.
+    public var data: Data {
+        TokenCoding.encode(kind: .zone, offset: offset) { writer in
+            writer.append(incarnation)
+            writer.append(zoneID.zoneName)
+            writer.append(zoneID.ownerName)
+        }
+    }
+
+    /// A one-line rendering, such as `ZoneChangeToken(zone "Notes", incarnation 1, offset 42)`.
+    public var description: String {
+        "ZoneChangeToken(\(zoneID), incarnation \(incarnation), offset \(offset))"
+    }
+
+    /// Decodes a token from its binary form.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let data = try container.decode(Data.self)
+        do throws(SyncError) {
+            self = try Self(data: data)
+        } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
+        }
+    }
+
+    /// Encodes the token as its binary form.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(data)
+    }
+}
