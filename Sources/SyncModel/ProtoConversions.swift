@@ -1,0 +1,432 @@
+import Foundation
+import SwiftProtobuf
+
+// Conversions between the model types and their Protocol Buffers messages
+// (Proto/model.proto, generated into Proto/Generated/model.pb.swift). See Docs/Protobuf.md.
+//
+// Rules:
+// - Encoding (`proto`) is total and lossless for every value the model types can hold, except
+//   that times and durations keep whole microseconds (the log's resolution).
+// - Decoding (`init(proto:)`) is its inverse, and rejects with `SyncError` `invalidArguments`
+//   only what no encoder writes: a missing required message, an empty oneof, an unknown enum
+//   value, an item named twice. It never checks naming rules or limits: that is `validate()`'s
+//   job, so that a record the server must refuse reaches the server and is refused per item.
+// - Neither ever traps, whatever the bytes.
+
+/// A model type with a Protocol Buffers form, converted without loss both ways.
+///
+/// ```swift
+/// let bytes = record.protoBytes()
+/// let copy = try Record(protoBytes: bytes)      // copy == record
+/// ```
+package protocol ProtoConvertible {
+    /// The generated message type of the model type.
+    associatedtype ProtoMessage: SwiftProtobuf.Message
+
+    /// Creates a value from its message.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` whose message names the field that is missing,
+    ///   unknown or duplicated, such as `Record.parent: Reference.record_id is missing`.
+    init(proto: ProtoMessage) throws(SyncError)
+
+    /// The value's message.
+    var proto: ProtoMessage { get }
+}
+
+extension ProtoConvertible {
+    /// Decodes a value from the binary encoding of its message.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming the message type and what was wrong:
+    ///   bytes that are not a valid encoding, or a message that does not describe a value.
+    package init(protoBytes bytes: [UInt8]) throws(SyncError) {
+        let message = try ProtoWire.decode(ProtoMessage.self, from: bytes)
+        do {
+            try self.init(proto: message)
+        } catch {
+            throw error.prefixed("cannot decode \(ProtoMessage.protoMessageName)")
+        }
+    }
+
+    /// The binary encoding of the value's message, with map entries in a deterministic order.
+    package func protoBytes() -> [UInt8] {
+        ProtoWire.serialize(proto)
+    }
+}
+
+/// Binary encoding and decoding of any generated message, with typed errors.
+package enum ProtoWire {
+    /// Serializes a message with deterministic ordering of map entries.
+    ///
+    /// Serializing a proto3 message fails only if it is larger than 2 GiB, which no model value
+    /// within the limits of ``Limits`` comes near; that failure is a programming error.
+    package static func serialize(_ message: some SwiftProtobuf.Message) -> [UInt8] {
+        var options = BinaryEncodingOptions()
+        options.useDeterministicOrdering = true
+        do {
+            return try message.serializedBytes(options: options)
+        } catch {
+            preconditionFailure("cannot serialize \(type(of: message).protoMessageName): \(error)")
+        }
+    }
+
+    /// Parses the binary encoding of a message.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming the message type and SwiftProtobuf's
+    ///   reason (truncated, malformed, invalid UTF-8, nested too deeply …).
+    package static func decode<Message: SwiftProtobuf.Message>(
+        _ type: Message.Type, from bytes: [UInt8]
+    ) throws(SyncError) -> Message {
+        do {
+            return try Message(serializedBytes: bytes)
+        } catch {
+            throw SyncError(
+                .invalidArguments,
+                "cannot decode \(Message.protoMessageName) from \(bytes.count) bytes: \(error)")
+        }
+    }
+}
+
+// MARK: - Decoding helpers
+
+/// Helpers that build the `invalidArguments` errors of decoding, naming the field concerned.
+enum ProtoDecoding {
+    /// The error for a required field that is absent, e.g. `Record.record_id is missing`.
+    static func missing(_ field: String) -> SyncError {
+        SyncError(.invalidArguments, "\(field) is missing")
+    }
+
+    /// The error for any other problem with a field.
+    static func invalid(_ field: String, _ problem: String) -> SyncError {
+        SyncError(.invalidArguments, "\(field) \(problem)")
+    }
+
+    /// Runs `body`, prefixing the message of any error it throws with `context`, the field being
+    /// decoded, so that errors of nested messages name their path.
+    static func within<T>(_ context: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw error.prefixed(context)
+        }
+    }
+}
+
+extension SyncError {
+    /// The same error with `context: ` before its message.
+    func prefixed(_ context: String) -> SyncError {
+        var copy = self
+        copy.message = message.isEmpty ? context : "\(context): \(message)"
+        return copy
+    }
+}
+
+/// Conversions of times and durations to and from whole microseconds.
+package enum ProtoTime {
+    /// The date in whole microseconds since 1970, rounded to the nearest; clamped to `Int64`'s
+    /// range, and 0 for a date that is not a number.
+    package static func microseconds(_ date: Date) -> Int64 {
+        clamped((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+
+    /// The date `microseconds` after 1970-01-01T00:00:00Z.
+    package static func date(microseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
+    }
+
+    /// The duration in whole microseconds, truncated toward zero and clamped to `Int64`'s range.
+    package static func microseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000)
+        if overflow2 { return seconds < 0 ? .min : .max }
+        return total
+    }
+
+    /// The duration of `microseconds`.
+    package static func duration(microseconds: Int64) -> Duration {
+        .microseconds(microseconds)
+    }
+
+    private static func clamped(_ value: Double) -> Int64 {
+        if value.isNaN { return 0 }
+        if let exact = Int64(exactly: value) { return exact }
+        return value < 0 ? .min : .max
+    }
+}
+
+/// The order in which encoded results and partial errors are written, so that equal values have
+/// equal bytes: record IDs by owner name, zone name, record name.
+enum ProtoOrder {
+    static func key(_ id: Record.ID) -> [String] {
+        [id.zoneID.ownerName, id.zoneID.zoneName, id.recordName]
+    }
+
+    static func key(_ item: SyncError.ItemID) -> [String] {
+        switch item {
+        case .record(let id): ["0"] + key(id)
+        case .zone(let id): ["1", id.ownerName, id.zoneName]
+        case .subscription(let id): ["2", id.rawValue]
+        }
+    }
+
+    static func precedes(_ lhs: [String], _ rhs: [String]) -> Bool {
+        lhs.lexicographicallyPrecedes(rhs) { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+}
+
+// MARK: - IDs
+
+extension RecordZone.ID: ProtoConvertible {
+    package init(proto: Logsync_Model_RecordZoneID) {
+        self.init(zoneName: proto.zoneName, ownerName: proto.ownerName)
+    }
+
+    package var proto: Logsync_Model_RecordZoneID {
+        var message = Logsync_Model_RecordZoneID()
+        message.zoneName = zoneName
+        message.ownerName = ownerName
+        return message
+    }
+}
+
+extension Record.ID: ProtoConvertible {
+    package init(proto: Logsync_Model_RecordID) throws(SyncError) {
+        guard proto.hasZoneID else { throw ProtoDecoding.missing("RecordID.zone_id") }
+        self.init(recordName: proto.recordName, zoneID: RecordZone.ID(proto: proto.zoneID))
+    }
+
+    package var proto: Logsync_Model_RecordID {
+        var message = Logsync_Model_RecordID()
+        message.recordName = recordName
+        message.zoneID = zoneID.proto
+        return message
+    }
+}
+
+// MARK: - References and zones
+
+extension Record.Reference.Action {
+    /// Decodes an action; the numbers are the raw values.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for a value this build does not know.
+    package init(proto: Logsync_Model_ReferenceAction) throws(SyncError) {
+        switch proto {
+        case .none: self = .none
+        case .deleteSelf: self = .deleteSelf
+        case .UNRECOGNIZED(let value):
+            throw ProtoDecoding.invalid("Reference.action", "has unknown value \(value)")
+        }
+    }
+
+    package var proto: Logsync_Model_ReferenceAction {
+        switch self {
+        case .none: .none
+        case .deleteSelf: .deleteSelf
+        }
+    }
+}
+
+extension Record.Reference: ProtoConvertible {
+    package init(proto: Logsync_Model_Reference) throws(SyncError) {
+        guard proto.hasRecordID else { throw ProtoDecoding.missing("Reference.record_id") }
+        let recordID = try ProtoDecoding.within("Reference.record_id") { () throws(SyncError) in
+            try Record.ID(proto: proto.recordID)
+        }
+        self.init(recordID: recordID, action: try Action(proto: proto.action))
+    }
+
+    package var proto: Logsync_Model_Reference {
+        var message = Logsync_Model_Reference()
+        message.recordID = recordID.proto
+        message.action = action.proto
+        return message
+    }
+}
+
+extension RecordZone: ProtoConvertible {
+    package init(proto: Logsync_Model_RecordZone) throws(SyncError) {
+        guard proto.hasZoneID else { throw ProtoDecoding.missing("RecordZone.zone_id") }
+        let share: Record.Reference? =
+            proto.hasShare
+            ? try ProtoDecoding.within("RecordZone.share") { () throws(SyncError) in
+                try Record.Reference(proto: proto.share)
+            }
+            : nil
+        self.init(
+            zoneID: RecordZone.ID(proto: proto.zoneID),
+            capabilities: Capabilities(rawValue: proto.capabilities), share: share)
+    }
+
+    package var proto: Logsync_Model_RecordZone {
+        var message = Logsync_Model_RecordZone()
+        message.zoneID = zoneID.proto
+        message.capabilities = capabilities.rawValue
+        if let share { message.share = share.proto }
+        return message
+    }
+}
+
+extension ZoneDeletionReason {
+    /// Decodes a reason.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for `UNSPECIFIED` or an unknown value.
+    package init(proto: Logsync_Model_ZoneDeletionReason) throws(SyncError) {
+        switch proto {
+        case .deleted: self = .deleted
+        case .purged: self = .purged
+        case .encryptedDataReset: self = .encryptedDataReset
+        case .unspecified: throw ProtoDecoding.missing("ZoneDeletionReason")
+        case .UNRECOGNIZED(let value):
+            throw ProtoDecoding.invalid("ZoneDeletionReason", "has unknown value \(value)")
+        }
+    }
+
+    /// The reason's message value (the raw value plus one; 0 means absent).
+    package var proto: Logsync_Model_ZoneDeletionReason {
+        switch self {
+        case .deleted: .deleted
+        case .purged: .purged
+        case .encryptedDataReset: .encryptedDataReset
+        }
+    }
+}
+
+// MARK: - Values and records
+
+extension RecordValue: ProtoConvertible {
+    package init(proto: Logsync_Model_RecordValue) throws(SyncError) {
+        switch proto.value {
+        case .stringValue(let text)?: self = .string(text)
+        case .int64Value(let value)?: self = .int64(value)
+        case .doubleValue(let value)?: self = .double(value)
+        case .boolValue(let value)?: self = .bool(value)
+        case .bytesValue(let data)?: self = .bytes(data)
+        case .dateMicroseconds(let microseconds)?: self = .date(ProtoTime.date(microseconds: microseconds))
+        case .referenceValue(let reference)?:
+            self = .reference(
+                try ProtoDecoding.within("RecordValue.reference_value") { () throws(SyncError) in
+                    try Record.Reference(proto: reference)
+                })
+        case .assetReference(let name)?: self = .assetReference(name)
+        case .listValue(let list)?:
+            // Nesting and mixed kinds are representable and kept; Record.validate() refuses them.
+            var values: [RecordValue] = []
+            values.reserveCapacity(list.values.count)
+            for (index, element) in list.values.enumerated() {
+                values.append(
+                    try ProtoDecoding.within("RecordValue.list_value[\(index)]") { () throws(SyncError) in
+                        try RecordValue(proto: element)
+                    })
+            }
+            self = .list(values)
+        case nil:
+            throw ProtoDecoding.invalid("RecordValue", "has no value set")
+        }
+    }
+
+    package var proto: Logsync_Model_RecordValue {
+        var message = Logsync_Model_RecordValue()
+        switch self {
+        case .string(let text): message.value = .stringValue(text)
+        case .int64(let value): message.value = .int64Value(value)
+        case .double(let value): message.value = .doubleValue(value)
+        case .bool(let value): message.value = .boolValue(value)
+        case .bytes(let data): message.value = .bytesValue(data)
+        case .date(let date): message.value = .dateMicroseconds(ProtoTime.microseconds(date))
+        case .reference(let reference): message.value = .referenceValue(reference.proto)
+        case .assetReference(let name): message.value = .assetReference(name)
+        case .list(let values):
+            var list = Logsync_Model_RecordValueList()
+            list.values = values.map(\.proto)
+            message.value = .listValue(list)
+        }
+        return message
+    }
+}
+
+extension Record.SystemFields: ProtoConvertible {
+    package init(proto: Logsync_Model_SystemFields) throws(SyncError) {
+        let creator: Record.ID? =
+            proto.hasCreatorUserRecordID
+            ? try ProtoDecoding.within("SystemFields.creator_user_record_id") { () throws(SyncError) in
+                try Record.ID(proto: proto.creatorUserRecordID)
+            }
+            : nil
+        let lastModifier: Record.ID? =
+            proto.hasLastModifiedUserRecordID
+            ? try ProtoDecoding.within("SystemFields.last_modified_user_record_id") { () throws(SyncError) in
+                try Record.ID(proto: proto.lastModifiedUserRecordID)
+            }
+            : nil
+        self.init(
+            recordChangeTag: proto.hasRecordChangeTag ? proto.recordChangeTag : nil,
+            creationDate: proto.hasCreationDateMicroseconds
+                ? ProtoTime.date(microseconds: proto.creationDateMicroseconds) : nil,
+            modificationDate: proto.hasModificationDateMicroseconds
+                ? ProtoTime.date(microseconds: proto.modificationDateMicroseconds) : nil,
+            creatorUserRecordID: creator, lastModifiedUserRecordID: lastModifier)
+    }
+
+    package var proto: Logsync_Model_SystemFields {
+        var message = Logsync_Model_SystemFields()
+        if let recordChangeTag { message.recordChangeTag = recordChangeTag }
+        if let creationDate { message.creationDateMicroseconds = ProtoTime.microseconds(creationDate) }
+        if let modificationDate { message.modificationDateMicroseconds = ProtoTime.microseconds(modificationDate) }
+        if let creatorUserRecordID { message.creatorUserRecordID = creatorUserRecordID.proto }
+        if let lastModifiedUserRecordID { message.lastModifiedUserRecordID = lastModifiedUserRecordID.proto }
+        return message
+    }
+}
+
+extension Record: ProtoConvertible {
+    /// Decodes a record with its fields, its changed keys (including keys set to `nil`), its
+    /// parent and whether the parent changed, and its system fields.
+    package init(proto: Logsync_Model_Record) throws(SyncError) {
+        guard proto.hasRecordID else { throw ProtoDecoding.missing("Record.record_id") }
+        let recordID = try ProtoDecoding.within("Record.record_id") { () throws(SyncError) in
+            try Record.ID(proto: proto.recordID)
+        }
+        var fields: [String: RecordValue] = [:]
+        for (key, value) in proto.fields.sorted(by: { $0.key < $1.key }) {
+            fields[key] = try ProtoDecoding.within("Record.fields[\(quoted(key))]") { () throws(SyncError) in
+                try RecordValue(proto: value)
+            }
+        }
+        let parent: Reference? =
+            proto.hasParent
+            ? try ProtoDecoding.within("Record.parent") { () throws(SyncError) in
+                try Reference(proto: proto.parent)
+            }
+            : nil
+        let systemFields =
+            proto.hasSystemFields
+            ? try ProtoDecoding.within("Record.system_fields") { () throws(SyncError) in
+                try SystemFields(proto: proto.systemFields)
+            }
+            : SystemFields()
+
+        // Rebuild through the record's own API: set everything, mark everything unchanged, then
+        // set again exactly what the message says changed (a changed key without a value is a
+        // field set to nil, which the save removes on the server).
+        var record = Record(recordType: proto.recordType, recordID: recordID)
+        for (key, value) in fields { record[key] = value }
+        record.parent = parent
+        record.applySystemFields(systemFields)
+        for key in proto.changedKeys { record[key] = fields[key] }
+        if proto.parentChanged { record.parent = parent }
+        self = record
+    }
+
+    package var proto: Logsync_Model_Record {
+        var message = Logsync_Model_Record()
+        message.recordType = recordType
+        message.recordID = recordID.proto
+        message.fields = fields.mapValues(\.proto)
+        message.changedKeys = changedKeys()
+        if let parent { message.parent = parent.proto }
+        message.parentChanged = isParentChanged
+        if systemFields != SystemFields() { message.systemFields = systemFields.proto }
+        return message
+    }
+}
