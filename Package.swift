@@ -7,10 +7,12 @@ let package = Package(
     products: [
         .library(name: "LogStore", targets: ["LogStore"]),
         .library(name: "SyncModel", targets: ["SyncModel"]),
+        .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .executable(name: "logtool", targets: ["logtool"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev).
@@ -24,8 +26,22 @@ let package = Package(
 
         // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
         // CloudDatabase protocol: what a device and a server say to each other.
-        .target(name: "SyncModel", dependencies: ["LogStore"]),
+        .target(
+            name: "SyncModel",
+            dependencies: ["LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto/README.md", "Proto/model.proto"]
+        ),
         .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+
+        // The server: each database a log, change tokens as offsets, CloudKit's server rules.
+        .target(
+            name: "LogSyncServer",
+            dependencies: ["SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto/server_log.proto"]
+        ),
+        .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
+        // The CloudDatabase contract, written once and run against every transport.
+        .testTarget(name: "ContractTests", dependencies: ["LogSyncServer", "SyncModel"]),
 
         // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
         .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),

@@ -343,6 +343,14 @@ public struct LogReader {
     public let log: Log
     public let transaction: ReadTransaction
 
+    /// A reader of `log` in `transaction` (which may be a write transaction: it then sees the
+    /// writes made so far).
+    public init(log: Log, transaction: ReadTransaction) {
+        precondition(transaction.environment === log.environment, "a transaction of another environment")
+        self.log = log
+        self.transaction = transaction
+    }
+
     /// The last offset in this snapshot.
     public var lastOffset: LogOffset { get throws { try log.lastOffset(in: transaction) } }
 

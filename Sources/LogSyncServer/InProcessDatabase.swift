@@ -1,0 +1,80 @@
+import Foundation
+import SyncModel
+
+/// `CloudDatabase` implemented directly on a `SyncServer` in the same process: what an app that
+/// embeds its server uses, and what the engine's tests use.
+///
+/// Requests run synchronously against the server's logs; errors are exactly the server's.
+public struct InProcessDatabase: CloudDatabase {
+    public let server: SyncServer
+    public let user: UserID
+    public let databaseScope: DatabaseScope
+    /// The device making the requests: excluded from its own push hints (F114).
+    public let device: DeviceID?
+    /// Whether this device's push stream also gets hints for its own changes.
+    public var receivesOwnChanges = false
+
+    init(server: SyncServer, user: UserID, scope: DatabaseScope, device: DeviceID?) {
+        self.server = server
+        self.user = user
+        self.databaseScope = scope
+        self.device = device
+    }
+
+    /// Runs one operation: injected failures first, then the operation, with any unexpected
+    /// error (storage, corrupt log) reported as `internalError` naming its cause.
+    private func perform<R>(_ operation: String, _ body: (ServerDatabase) throws -> R) async throws -> R {
+        try checkCancellation(operation)
+        try server.takeInjectedFailure(for: user)
+        do {
+            return try body(try server.store(user, databaseScope))
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(.internalError, "\(operation) failed on the server", cause: "\(error)")
+        }
+    }
+
+    private func checkCancellation(_ operation: String) throws(SyncError) {
+        if Task.isCancelled { throw SyncError(.operationCancelled, "\(operation) was cancelled before it reached the server") }
+    }
+
+    public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
+        try await perform("modifyZones") { try $0.modifyZones(request, from: device) }
+    }
+
+    public func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
+        try await perform("fetchZones") { try $0.fetchZones(request) }
+    }
+
+    public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try await perform("modifyRecords") { try $0.modifyRecords(request, from: device) }
+    }
+
+    public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+        try await perform("fetchDatabaseChanges") { try $0.fetchDatabaseChanges(request) }
+    }
+
+    public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        try await perform("fetchZoneChanges") { try $0.fetchZoneChanges(request) }
+    }
+
+    public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
+        try await perform("modifySubscriptions") { try $0.modifySubscriptions(request) }
+    }
+
+    public func allSubscriptions() async throws -> [Subscription] {
+        try await perform("allSubscriptions") { try $0.allSubscriptions() }
+    }
+
+    public func currentUserRecordID() async throws -> Record.ID {
+        try checkCancellation("currentUserRecordID")
+        try server.takeInjectedFailure(for: user)
+        return server.userRecordID(for: user)
+    }
+
+    public func pushHints() -> AsyncStream<PushHint> {
+        server.pushHub.subscribe(
+            PushHub.Key(user: user, scope: databaseScope), device: device, receivesOwnChanges: receivesOwnChanges)
+    }
+}

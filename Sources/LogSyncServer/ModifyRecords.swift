@@ -1,0 +1,248 @@
+import Foundation
+import LogStore
+import SyncModel
+
+extension ServerDatabase {
+    /// Saves and deletes records with CloudKit's rules: the change-tag truth table (F145),
+    /// save policies (F146), partial field updates (F132), server-set system fields (F130,
+    /// F158), atomic zones (F148), limits (F151), quota (F153) and idempotent replays (F160).
+    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?) throws -> ModifyRecordsResponse {
+        try request.validate()  // 400 items, 2 MB, no item twice: limitExceeded for the whole request
+        if scope == .public {
+            throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
+        }
+        let fingerprint = Self.fingerprint(of: request)
+        let quota = server.quotas.withLock { $0[user] }
+        let now = server.configuration.now()
+        var changedZones = Set<RecordZone.ID>()
+        let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
+            // A replayed request gets its first outcome and changes nothing (F160).
+            if let requestID = request.requestID,
+                let stored = try snapshot.reader.transaction.value(
+                    forKey: Array(requestID.rawValue.utf8), in: snapshot.table("requests"))
+            {
+                let offset = stored.withUnsafeBytes { readBigEndian($0) }
+                guard let entry = try snapshot.reader.entry(at: LogOffset(offset)),
+                    case .requestCompleted(_, let storedFingerprint, let response) = try ServerEntry(entry)
+                else {
+                    throw LogStoreError(.projectionInconsistent, "the request index points at offset \(offset), which completes no request")
+                }
+                guard storedFingerprint == fingerprint else {
+                    throw SyncError(
+                        .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
+                        requestID: requestID)
+                }
+                return ([], response)
+            }
+
+            var plan = Plan(usage: try snapshot.state(IndexKey.usage), quota: quota)
+            var outcomes: [Record.ID: Outcome] = [:]
+            // Decide every item against the state before the request.
+            for record in request.recordsToSave {
+                outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now)
+            }
+            for recordID in request.recordIDsToDelete {
+                outcomes[recordID] = try decideDelete(recordID, snapshot, &plan)
+            }
+            // Atomic zones: one failure fails the zone's other items with batchRequestFailed (F148).
+            if request.atomically {
+                var failedZones = Set<RecordZone.ID>()
+                for (recordID, outcome) in outcomes {
+                    if case .failure = outcome, try snapshot.zone(recordID.zoneID)?.capabilities.contains(.atomic) == true {
+                        failedZones.insert(recordID.zoneID)
+                    }
+                }
+                for (recordID, outcome) in outcomes where failedZones.contains(recordID.zoneID) {
+                    if case .failure = outcome { continue }
+                    outcomes[recordID] = .failure(SyncError(
+                        .batchRequestFailed, "another change in atomic \(recordID.zoneID) failed", item: .record(recordID),
+                        requestID: request.requestID))
+                }
+            }
+            // Append the successful items in request order; tags are their entries' offsets.
+            var entries: [ServerEntry] = []
+            var response = ModifyRecordsResponse()
+            var offset = next
+            for record in request.recordsToSave {
+                switch outcomes[record.recordID]! {
+                case .save(var saved):
+                    saved.applySystemFields(saved.systemFields.with(tag: String(offset)))
+                    entries.append(.recordSaved(saved))
+                    offset += 1
+                    response.saveResults[record.recordID] = .success(saved)
+                    changedZones.insert(record.recordID.zoneID)
+                case .failure(var error):
+                    error.requestID = request.requestID
+                    response.saveResults[record.recordID] = .failure(error)
+                case .delete, .alreadyDeleted:
+                    preconditionFailure("a save decided as a deletion")
+                }
+            }
+            for recordID in request.recordIDsToDelete {
+                switch outcomes[recordID]! {
+                case .delete(let recordType):
+                    entries.append(.recordDeleted(recordID, recordType: recordType))
+                    offset += 1
+                    response.deleteResults[recordID] = .success(())
+                    changedZones.insert(recordID.zoneID)
+                case .alreadyDeleted:
+                    response.deleteResults[recordID] = .success(())
+                case .failure(var error):
+                    error.requestID = request.requestID
+                    response.deleteResults[recordID] = .failure(error)
+                case .save:
+                    preconditionFailure("a deletion decided as a save")
+                }
+            }
+            if let token = request.clientChangeToken {
+                for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
+                    entries.append(.clientChangeTokenUpdated(zoneID, token: Array(token)))
+                }
+            }
+            if let requestID = request.requestID {
+                entries.append(.requestCompleted(requestID, fingerprint: fingerprint, response: response))
+            }
+            return (entries, response)
+        }
+        changedZones.remove(.default)  // the default zone takes no part in pushes (F112)
+        if !offsets.isEmpty { notify(changedZones: changedZones, through: offsets.last!, from: device) }
+        return response
+    }
+
+    enum Outcome {
+        case save(Record)
+        case delete(recordType: Record.RecordType)
+        case alreadyDeleted
+        case failure(SyncError)
+    }
+
+    /// The storage the request would use so far, against the user's quota.
+    struct Plan {
+        var usage: UInt64
+        let quota: Int?
+    }
+
+    private func decideSave(
+        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date
+    ) throws -> Outcome {
+        let recordID = client.recordID
+        do throws(SyncError) {
+            try client.validate()
+        } catch {
+            return .failure(error)
+        }
+        guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
+            return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
+        }
+        let size = client.estimatedSize
+        if size > Limits.maxRecordBytes {
+            return .failure(SyncError(
+                .limitExceeded, "\(recordID) holds \(size) bytes of field data, more than \(Limits.maxRecordBytes)",
+                item: .record(recordID)))
+        }
+        let current = try snapshot.record(recordID, incarnation: zone.incarnation)
+        let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset) }
+
+        // The change-tag truth table (F145); changedKeys and allKeys skip it (F146).
+        if policy == .ifServerRecordUnchanged {
+            if let server {
+                guard let tag = client.recordChangeTag else {
+                    return .failure(.serverRecordChanged(
+                        serverRecord: server, clientRecord: client,
+                        "\(recordID) already exists on the server; save it with its change tag"))
+                }
+                if tag != server.recordChangeTag {
+                    return .failure(.serverRecordChanged(
+                        serverRecord: server, clientRecord: client,
+                        "\(recordID) changed on the server (tag \(server.recordChangeTag ?? "?"), the request has \(tag))"))
+                }
+            } else if let tag = client.recordChangeTag {
+                return .failure(SyncError(
+                    .unknownItem, "\(recordID) does not exist on the server, but the request has its tag \(tag)",
+                    item: .record(recordID)))
+            }
+        }
+        if let server, server.recordType != client.recordType {
+            return .failure(SyncError(
+                .invalidArguments, "\(recordID) is a \(server.recordType) on the server, not a \(client.recordType)",
+                item: .record(recordID)))
+        }
+
+        // Partial field updates: keys the client did not change keep the server's values (F132).
+        var saved: Record
+        if let server, policy != .allKeys {
+            saved = server
+            for key in client.changedKeys() { saved[key] = client[key] }
+            if client.isParentChanged { saved.parent = client.parent }
+        } else {
+            saved = Record(recordType: client.recordType, recordID: recordID)
+            for key in client.allKeys() { saved[key] = client[key] }
+            saved.parent = client.parent
+        }
+        let newSize = UInt64(saved.estimatedSize)
+        if newSize > UInt64(Limits.maxRecordBytes) {
+            return .failure(SyncError(
+                .limitExceeded, "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",
+                item: .record(recordID)))
+        }
+        let oldSize = current.map { $0.isTombstone ? 0 : $0.size } ?? 0
+        let usage = plan.usage - min(plan.usage, oldSize) + newSize
+        if let quota = plan.quota, newSize > oldSize, usage > UInt64(max(quota, 0)) {
+            return .failure(SyncError(
+                .quotaExceeded, "saving \(recordID) would use \(usage) bytes, over \(user)'s quota of \(quota)",
+                item: .record(recordID)))
+        }
+        plan.usage = usage
+
+        // System fields are the server's (F130, F158): creation once, modification monotonic.
+        // Dates are whole microseconds, as the log stores them, so a saved record equals its replay.
+        var modified = ProtoTime.microseconds(now)
+        if let previous = server?.modificationDate { modified = max(modified, ProtoTime.microseconds(previous) + 1) }
+        saved.applySystemFields(Record.SystemFields(
+            recordChangeTag: nil,
+            creationDate: server?.creationDate ?? ProtoTime.date(microseconds: ProtoTime.microseconds(now)),
+            modificationDate: ProtoTime.date(microseconds: modified),
+            creatorUserRecordID: server?.creatorUserRecordID ?? userRecordID,
+            lastModifiedUserRecordID: userRecordID))
+        return .save(saved)
+    }
+
+    private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {
+        do throws(SyncError) {
+            try recordID.validate()
+        } catch {
+            return .failure(error)
+        }
+        guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
+            return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
+        }
+        guard let current = try snapshot.record(recordID, incarnation: zone.incarnation), !current.isTombstone else {
+            // Deleting what is not there succeeds: a retried deletion must not fail.
+            return .alreadyDeleted
+        }
+        plan.usage -= min(plan.usage, current.size)
+        return .delete(recordType: current.recordType)
+    }
+
+    /// A checksum of what a modify request asks for, to tell a replay from a reused request ID.
+    static func fingerprint(of request: ModifyRecordsRequest) -> UInt32 {
+        var text = "\(request.savePolicy.rawValue)|\(request.atomically)|"
+        for record in request.recordsToSave {
+            text += "s|\(record.recordID.zoneID.zoneName)|\(record.recordID.zoneID.ownerName)|\(record.recordID.recordName)"
+            text += "|\(record.recordType)|\(record.recordChangeTag ?? "-")|\(record.changedKeys().joined(separator: ","))|"
+            text += "\(record.estimatedSize)|"
+        }
+        for recordID in request.recordIDsToDelete {
+            text += "d|\(recordID.zoneID.zoneName)|\(recordID.zoneID.ownerName)|\(recordID.recordName)|"
+        }
+        return CRC32C.checksum(Array(text.utf8))
+    }
+}
+
+extension Record.SystemFields {
+    func with(tag: String) -> Record.SystemFields {
+        Record.SystemFields(
+            recordChangeTag: tag, creationDate: creationDate, modificationDate: modificationDate,
+            creatorUserRecordID: creatorUserRecordID, lastModifiedUserRecordID: lastModifiedUserRecordID)
+    }
+}

@@ -1,0 +1,55 @@
+import Synchronization
+import SyncModel
+
+/// Delivers "database changed" hints to the devices listening to a database (F113, F154).
+///
+/// Each listener's stream keeps only the newest undelivered hint: hints coalesce, and a device
+/// always fetches with its token rather than reading anything from a hint.
+final class PushHub: Sendable {
+    struct Key: Hashable {
+        let user: UserID
+        let scope: DatabaseScope
+    }
+
+    private struct Listener {
+        let device: DeviceID?
+        let receivesOwnChanges: Bool
+        let continuation: AsyncStream<PushHint>.Continuation
+    }
+
+    private let listeners = Mutex<(next: Int, byKey: [Key: [Int: Listener]])>((0, [:]))
+
+    /// A new stream of hints for `key`, ending when the consumer stops listening.
+    func subscribe(_ key: Key, device: DeviceID?, receivesOwnChanges: Bool) -> AsyncStream<PushHint> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PushHint.self, bufferingPolicy: .bufferingNewest(1))
+        let id = listeners.withLock { state in
+            state.next += 1
+            state.byKey[key, default: [:]][state.next] = Listener(
+                device: device, receivesOwnChanges: receivesOwnChanges, continuation: continuation)
+            return state.next
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.listeners.withLock { state in _ = state.byKey[key]?.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Sends `hint` to every listener of `key`, except the originating device unless it asked (F114).
+    func publish(_ hint: PushHint, to key: Key, from origin: DeviceID?) {
+        let targets = listeners.withLock { state in
+            (state.byKey[key] ?? [:]).values.filter { listener in
+                listener.receivesOwnChanges || origin == nil || listener.device != origin
+            }.map(\.continuation)
+        }
+        for continuation in targets { continuation.yield(hint) }
+    }
+
+    /// Ends every stream (server shutdown).
+    func finishAll() {
+        let all = listeners.withLock { state in
+            defer { state.byKey = [:] }
+            return state.byKey.values.flatMap { $0.values.map(\.continuation) }
+        }
+        for continuation in all { continuation.finish() }
+    }
+}

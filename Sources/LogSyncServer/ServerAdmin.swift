@@ -1,0 +1,52 @@
+import Foundation
+import LogStore
+import SyncModel
+
+/// Operations hooks of a server, used by tests and operators: injected failures, quotas,
+/// purges, encrypted-data resets and tombstone compaction.
+public struct ServerAdmin: Sendable {
+    let server: SyncServer
+
+    /// The next `count` requests of `user` (any operation, any scope) fail with `error` — for
+    /// example `requestRateLimited` with a `retryAfter`, `serviceUnavailable` or `zoneBusy` (F152).
+    public func failNextRequests(of user: UserID, count: Int = 1, with error: SyncError) {
+        server.injectedFailures.withLock { $0[user, default: []] += Array(repeating: error, count: count) }
+    }
+
+    /// Sets `user`'s storage quota in bytes of record data (`nil`: unlimited). Saves that would
+    /// exceed it fail per item with `quotaExceeded` (F153).
+    public func setQuota(_ bytes: Int?, for user: UserID) {
+        server.quotas.withLock { $0[user] = bytes }
+    }
+
+    /// Purges a zone as its user would from their account settings: the database feed reports
+    /// it deleted with reason `purged`, and record writes to it fail with `userDeletedZone`
+    /// until the zone is saved again (F150).
+    public func purgeZone(_ zoneID: RecordZone.ID, of user: UserID) throws {
+        try server.store(user, .private).deleteZonesByServer([zoneID], reason: .purged)
+    }
+
+    /// Resets the user's encrypted data: every custom zone is deleted with reason
+    /// `encryptedDataReset`; operations on those zones fail with `zoneNotFound` carrying that
+    /// reason until they are re-created (F150).
+    public func resetEncryptedData(of user: UserID) throws {
+        let store = try server.store(user, .private)
+        try store.deleteZonesByServer(try store.liveCustomZones(), reason: .encryptedDataReset)
+    }
+
+    /// Drops the tombstones of changes up to `token`; fetches from older tokens then fail with
+    /// `changeTokenExpired` (F144).
+    public func compactTombstones(of user: UserID, scope: DatabaseScope = .private, before token: DatabaseChangeToken) throws {
+        try server.store(user, scope).compactTombstones(through: token.offset)
+    }
+
+    /// The database's current change token: the end of its log.
+    public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
+        DatabaseChangeToken(offset: try server.store(user, scope).log.lastOffset.rawValue)
+    }
+
+    /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).
+    public func log(of user: UserID, scope: DatabaseScope = .private) throws -> Log {
+        try server.store(user, scope).log
+    }
+}

@@ -1,0 +1,297 @@
+import Foundation
+import LogStore
+import SyncModel
+
+/// One (user, scope) database: its log, and the operations of `CloudDatabase` on it.
+///
+/// Every modification is decided and appended inside one write transaction, so what it read
+/// is what it changed: a request commits whole (with its projection updates) or not at all.
+final class ServerDatabase: Sendable {
+    unowned let server: SyncServer
+    let user: UserID
+    let scope: DatabaseScope
+    let log: Log
+
+    init(server: SyncServer, user: UserID, scope: DatabaseScope, log: Log) {
+        self.server = server
+        self.user = user
+        self.scope = scope
+        self.log = log
+    }
+
+    var key: PushHub.Key { PushHub.Key(user: user, scope: scope) }
+    var userRecordID: Record.ID { server.userRecordID(for: user) }
+
+    // MARK: Reading the index
+
+    struct Snapshot {
+        let reader: LogReader
+        let database: ServerDatabase
+
+        func table(_ name: String) throws -> Table { try reader.table(name, of: "index") }
+
+        func zone(_ zoneID: RecordZone.ID) throws -> ZoneState? {
+            if zoneID == .default { return database.scope == .private ? .defaultZone : nil }
+            return try reader.transaction.value(forKey: IndexKey.zone(zoneID), in: table("zones")).map {
+                (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes)
+            }
+        }
+
+        func record(_ recordID: Record.ID, incarnation: UInt64) throws -> RecordState? {
+            try reader.transaction.value(
+                forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: table("records")
+            ).map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
+        }
+
+        /// The record saved by the entry at `offset`.
+        func savedRecord(at offset: UInt64) throws -> Record {
+            guard let entry = try reader.entry(at: LogOffset(offset)), case .recordSaved(let record) = try ServerEntry(entry) else {
+                throw LogStoreError(.projectionInconsistent, "the index points at offset \(offset), which saves no record")
+            }
+            return record
+        }
+
+        func state(_ key: [UInt8]) throws -> UInt64 {
+            try reader.transaction.value(forKey: key, in: table("state")).map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+        }
+
+        var lastOffset: UInt64 { get throws { try reader.lastOffset.rawValue } }
+
+        /// The IDs of the subscriptions of this database, in ID order.
+        func subscriptionOffsets() throws -> [UInt64] {
+            var offsets: [UInt64] = []
+            try reader.transaction.forEach(in: table("subscriptions")) { _, value in
+                offsets.append(readBigEndian(value))
+                return true
+            }
+            return offsets
+        }
+    }
+
+    func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
+        try log.read { reader in try body(Snapshot(reader: reader, database: self)) }
+    }
+
+    /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
+    /// entries it returns are appended in the same transaction. Returns the body's result and
+    /// the offsets appended.
+    func write<R>(_ body: (Snapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)) throws -> (R, Range<LogOffset>) {
+        let (result, offsets) = try log.environment.write { transaction in
+            let snapshot = Snapshot(reader: LogReader(log: log, transaction: transaction), database: self)
+            let next = try snapshot.lastOffset + 1
+            let (entries, result) = try body(snapshot, next)
+            let offsets = try log.append(entries.map(\.newEntry), in: transaction)
+            return (result, offsets)
+        }
+        return (result, offsets)
+    }
+
+    /// Sends a push hint for a commit that changed custom zones of this database (F154, F112).
+    func notify(changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?) {
+        guard !changedZones.isEmpty else { return }
+        guard let subscription = try? read({ snapshot -> Subscription.ID? in
+            guard let first = try snapshot.subscriptionOffsets().first,
+                let entry = try snapshot.reader.entry(at: LogOffset(first)),
+                case .subscriptionSaved(let subscription) = try ServerEntry(entry)
+            else { return nil }
+            return subscription.subscriptionID
+        }) else { return }
+        let hint = PushHint(
+            databaseScope: scope, subscriptionID: subscription,
+            zoneID: changedZones.count == 1 ? changedZones.first : nil,
+            changeToken: DatabaseChangeToken(offset: offset.rawValue))
+        server.pushHub.publish(hint, to: key, from: device)
+    }
+
+    // MARK: Zones
+
+    func modifyZones(_ request: ModifyZonesRequest, from device: DeviceID?) throws -> ModifyZonesResponse {
+        try request.validate()
+        if scope != .private {
+            // Zones live in the private database only: every item fails with badDatabase (F147).
+            var response = ModifyZonesResponse()
+            func error(_ zoneID: RecordZone.ID) -> SyncError {
+                SyncError(.badDatabase, "zones can only be saved or deleted in the private database, not the \(scope) database", item: .zone(zoneID))
+            }
+            for zone in request.zonesToSave { response.saveResults[zone.zoneID] = .failure(error(zone.zoneID)) }
+            for zoneID in request.zoneIDsToDelete { response.deleteResults[zoneID] = .failure(error(zoneID)) }
+            return response
+        }
+        let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyZonesResponse) in
+            var entries: [ServerEntry] = []
+            var response = ModifyZonesResponse()
+            for zone in request.zonesToSave {
+                let zoneID = zone.zoneID
+                if zoneID == .default {
+                    response.saveResults[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: []))
+                    continue
+                }
+                if let state = try snapshot.zone(zoneID), state.isLive {
+                    // Saving an existing zone again is idempotent (F147).
+                    response.saveResults[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                    continue
+                }
+                let saved = RecordZone(zoneID: zoneID, capabilities: .customZoneDefault)
+                entries.append(.zoneSaved(saved))
+                response.saveResults[zoneID] = .success(saved)
+            }
+            for zoneID in request.zoneIDsToDelete {
+                if zoneID == .default {
+                    response.deleteResults[zoneID] = .failure(
+                        SyncError(.invalidArguments, "the default zone cannot be deleted", item: .zone(zoneID)))
+                } else if let state = try snapshot.zone(zoneID), state.isLive {
+                    entries.append(.zoneDeleted(zoneID, reason: .deleted))
+                    response.deleteResults[zoneID] = .success(())
+                } else {
+                    // Deleting a zone that is not there is a per-zone zoneNotFound (F156).
+                    response.deleteResults[zoneID] = .failure(
+                        SyncError(.zoneNotFound, "\(zoneID) does not exist", item: .zone(zoneID)))
+                }
+            }
+            _ = next
+            return (entries, response)
+        }
+        let changed = Set(request.zonesToSave.map(\.zoneID)).union(request.zoneIDsToDelete)
+            .filter { (try? response.saveResults[$0]?.get()) != nil || (try? response.deleteResults[$0]?.get()) != nil }
+        if !offsets.isEmpty { notify(changedZones: changed, through: offsets.last!, from: device) }
+        return response
+    }
+
+    func fetchZones(_ request: FetchZonesRequest) throws -> FetchZonesResponse {
+        try read { snapshot in
+            var response = FetchZonesResponse()
+            if let zoneIDs = request.zoneIDs {
+                for zoneID in zoneIDs {
+                    if let state = try snapshot.zone(zoneID), state.isLive {
+                        response.results[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                    } else {
+                        response.results[zoneID] = .failure(try zoneError(zoneID, snapshot))
+                    }
+                }
+            } else {
+                if scope == .private { response.results[.default] = .success(RecordZone(zoneID: .default, capabilities: [])) }
+                try snapshot.reader.transaction.forEach(in: snapshot.table("zones")) { key, value in
+                    let state = try ZoneState(decoding: Array(value))
+                    if state.isLive {
+                        let zoneID = IndexKey.zoneID(from: Array(key))
+                        response.results[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                    }
+                    return true
+                }
+            }
+            return response
+        }
+    }
+
+    /// The error for an operation on a zone that is not live: why it is gone (F147, F150).
+    func zoneError(_ zoneID: RecordZone.ID, _ snapshot: Snapshot, item: SyncError.ItemID? = nil) throws -> SyncError {
+        let item = item ?? .zone(zoneID)
+        guard scope == .private else {
+            return SyncError(.zoneNotFound, "\(zoneID) is not shared with \(user)", item: item)
+        }
+        if let state = try snapshot.zone(zoneID), !state.isLive, state.deletedAt != 0 {
+            switch state.deletionReason {
+            case .purged:
+                return SyncError(
+                    .userDeletedZone, "\(zoneID) was purged by its user; save the zone again to use it", item: item,
+                    zoneDeletionReason: .purged)
+            case .encryptedDataReset:
+                return SyncError(
+                    .zoneNotFound, "\(zoneID) was removed when the user reset their encrypted data", item: item,
+                    zoneDeletionReason: .encryptedDataReset)
+            case .deleted:
+                return SyncError(.zoneNotFound, "\(zoneID) was deleted", item: item, zoneDeletionReason: .deleted)
+            }
+        }
+        return SyncError(.zoneNotFound, "\(zoneID) does not exist", item: item)
+    }
+
+    func liveCustomZones() throws -> [RecordZone.ID] {
+        try read { snapshot in
+            var zones: [RecordZone.ID] = []
+            try snapshot.reader.transaction.forEach(in: snapshot.table("zones")) { key, value in
+                if try ZoneState(decoding: Array(value)).isLive { zones.append(IndexKey.zoneID(from: Array(key))) }
+                return true
+            }
+            return zones
+        }
+    }
+
+    /// Deletes zones on the server's own initiative (purge, encrypted-data reset).
+    func deleteZonesByServer(_ zoneIDs: [RecordZone.ID], reason: ZoneDeletionReason) throws {
+        let (_, offsets) = try write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
+            var entries: [ServerEntry] = []
+            for zoneID in zoneIDs where zoneID != .default {
+                if let state = try snapshot.zone(zoneID), state.isLive {
+                    entries.append(.zoneDeleted(zoneID, reason: reason))
+                } else {
+                    throw SyncError(.zoneNotFound, "\(zoneID) does not exist", item: .zone(zoneID))
+                }
+            }
+            return (entries, ())
+        }
+        if !offsets.isEmpty { notify(changedZones: Set(zoneIDs), through: offsets.last!, from: nil) }
+    }
+
+    func compactTombstones(through offset: UInt64) throws {
+        _ = try write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
+            let last = try snapshot.lastOffset
+            guard offset <= last else {
+                throw SyncError(.invalidArguments, "cannot compact through offset \(offset): the log ends at \(last)")
+            }
+            return ([.tombstonesCompacted(horizon: LogOffset(offset))], ())
+        }
+    }
+
+    // MARK: Subscriptions
+
+    func modifySubscriptions(_ request: ModifySubscriptionsRequest) throws -> ModifySubscriptionsResponse {
+        try request.validate()
+        let (response, _) = try write { snapshot, _ -> (entries: [ServerEntry], result: ModifySubscriptionsResponse) in
+            var entries: [ServerEntry] = []
+            var response = ModifySubscriptionsResponse()
+            let existing = try allSubscriptions(snapshot)
+            for subscription in request.subscriptionsToSave {
+                let id = subscription.subscriptionID
+                guard subscription.isAllowed(in: scope) else {
+                    response.saveResults[id] = .failure(SyncError(
+                        .invalidArguments, "\(subscription) is not allowed in the \(scope) database (F116)",
+                        item: .subscription(id)))
+                    continue
+                }
+                if case .recordZone(let zoneID) = subscription.kind, try snapshot.zone(zoneID)?.isLive != true {
+                    response.saveResults[id] = .failure(try zoneError(zoneID, snapshot, item: .subscription(id)))
+                    continue
+                }
+                // Saving the same subscription again changes nothing (F155).
+                if existing[id] != subscription { entries.append(.subscriptionSaved(subscription)) }
+                response.saveResults[id] = .success(subscription)
+            }
+            for id in request.subscriptionIDsToDelete {
+                if existing[id] != nil {
+                    entries.append(.subscriptionDeleted(id))
+                    response.deleteResults[id] = .success(())
+                } else {
+                    response.deleteResults[id] = .failure(SyncError(.unknownItem, "there is no subscription \"\(id)\"", item: .subscription(id)))
+                }
+            }
+            return (entries, response)
+        }
+        return response
+    }
+
+    func allSubscriptions(_ snapshot: Snapshot) throws -> [Subscription.ID: Subscription] {
+        var subscriptions: [Subscription.ID: Subscription] = [:]
+        for offset in try snapshot.subscriptionOffsets() {
+            guard let entry = try snapshot.reader.entry(at: LogOffset(offset)), case .subscriptionSaved(let subscription) = try ServerEntry(entry) else {
+                throw LogStoreError(.projectionInconsistent, "the subscription index points at offset \(offset), which saves none")
+            }
+            subscriptions[subscription.subscriptionID] = subscription
+        }
+        return subscriptions
+    }
+
+    func allSubscriptions() throws -> [Subscription] {
+        try read { snapshot in try allSubscriptions(snapshot).values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue } }
+    }
+}

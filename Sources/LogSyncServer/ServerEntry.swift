@@ -1,0 +1,44 @@
+import LogStore
+import SyncModel
+
+/// One committed change in a server database's log. The log of a database is its history:
+/// change tokens are offsets in it, and every index of the server is a projection of it.
+///
+/// Entry kinds 100–199 belong to the server (`ServerEntry.Kind`); payloads are Protocol Buffers
+/// messages (Sources/LogSyncServer/Proto/server_log.proto).
+enum ServerEntry: Sendable, Equatable {
+    /// A zone was created or saved again. A zone that did not exist (or was deleted) starts a
+    /// new incarnation whose number is this entry's offset (F149).
+    case zoneSaved(RecordZone)
+    /// A zone and all its records were removed, for `reason` (F149, F150).
+    case zoneDeleted(RecordZone.ID, reason: ZoneDeletionReason)
+    /// A record's full current state, system fields set by the server (F130, F158). Its change
+    /// tag is the decimal offset of this entry.
+    case recordSaved(Record)
+    /// A record was deleted; the type is kept for the change feed (F139).
+    case recordDeleted(Record.ID, recordType: Record.RecordType)
+    /// A subscription was saved (F155).
+    case subscriptionSaved(Subscription)
+    /// A subscription was deleted (F155).
+    case subscriptionDeleted(Subscription.ID)
+    /// A modify request finished: its ID, a fingerprint of its content and its outcome, so a
+    /// replay returns the same outcome and changes nothing (F160).
+    case requestCompleted(RequestID, fingerprint: UInt32, response: ModifyRecordsResponse)
+    /// Tombstones of changes up to `horizon` were dropped; older tokens expire (F144).
+    case tombstonesCompacted(horizon: LogOffset)
+    /// The client change token last sent with a modify request touching this zone (F159).
+    case clientChangeTokenUpdated(RecordZone.ID, token: [UInt8])
+
+    /// The entry kinds of the server's logs.
+    enum Kind {
+        static let zoneSaved: EntryKind = 101
+        static let zoneDeleted: EntryKind = 102
+        static let recordSaved: EntryKind = 103
+        static let recordDeleted: EntryKind = 104
+        static let subscriptionSaved: EntryKind = 105
+        static let subscriptionDeleted: EntryKind = 106
+        static let requestCompleted: EntryKind = 107
+        static let tombstonesCompacted: EntryKind = 108
+        static let clientChangeTokenUpdated: EntryKind = 109
+    }
+}

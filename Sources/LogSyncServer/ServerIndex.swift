@@ -1,0 +1,280 @@
+import LogStore
+import SyncModel
+
+/// The state of a zone in a database, as the index keeps it.
+struct ZoneState: Hashable {
+    /// The offset of the entry that created the current (or last) incarnation; 0 for the default zone.
+    var incarnation: UInt64
+    var isLive: Bool
+    var capabilities: RecordZone.Capabilities
+    /// The offset of the zone's latest change reported by the database feed (its key there), or 0.
+    var lastChange: UInt64
+    /// The offset of the zone's latest deletion, or 0 if it was never deleted.
+    var deletedAt: UInt64
+    var deletionReason: ZoneDeletionReason
+    /// The client change token last sent with a modify request touching this zone (F159).
+    var clientChangeToken: [UInt8]
+
+    static let defaultZone = ZoneState(
+        incarnation: 0, isLive: true, capabilities: [], lastChange: 0, deletedAt: 0, deletionReason: .deleted,
+        clientChangeToken: [])
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u64(incarnation)
+        writer.u8(isLive ? 1 : 0)
+        writer.u64(capabilities.rawValue)
+        writer.u64(lastChange)
+        writer.u64(deletedAt)
+        writer.u8(UInt8(deletionReason.rawValue))
+        writer.data(clientChangeToken)
+        return writer.bytes
+    }
+
+    init(incarnation: UInt64, isLive: Bool, capabilities: RecordZone.Capabilities, lastChange: UInt64,
+         deletedAt: UInt64, deletionReason: ZoneDeletionReason, clientChangeToken: [UInt8]) {
+        self.incarnation = incarnation
+        self.isLive = isLive
+        self.capabilities = capabilities
+        self.lastChange = lastChange
+        self.deletedAt = deletedAt
+        self.deletionReason = deletionReason
+        self.clientChangeToken = clientChangeToken
+    }
+
+    init(decoding bytes: [UInt8]) throws(LogStoreError) {
+        var reader = ByteReader(bytes, what: "zone state")
+        incarnation = try reader.u64()
+        isLive = try reader.u8() == 1
+        capabilities = RecordZone.Capabilities(rawValue: try reader.u64())
+        lastChange = try reader.u64()
+        deletedAt = try reader.u64()
+        deletionReason = ZoneDeletionReason(rawValue: Int(try reader.u8())) ?? .deleted
+        clientChangeToken = try reader.data()
+    }
+}
+
+/// The state of a record: where its current version (or tombstone) is in the log.
+struct RecordState: Hashable {
+    /// The offset of the entry that saved or deleted it last: its change tag when saved.
+    var offset: UInt64
+    var isTombstone: Bool
+    /// The size of its field data (counted against the quota), 0 for a tombstone.
+    var size: UInt64
+    var recordType: String
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u64(offset)
+        writer.u8(isTombstone ? 1 : 0)
+        writer.u64(size)
+        writer.string(recordType)
+        return writer.bytes
+    }
+
+    init(offset: UInt64, isTombstone: Bool, size: UInt64, recordType: String) {
+        self.offset = offset
+        self.isTombstone = isTombstone
+        self.size = size
+        self.recordType = recordType
+    }
+
+    init(decoding bytes: [UInt8]) throws(LogStoreError) {
+        var reader = ByteReader(bytes, what: "record state")
+        offset = try reader.u64()
+        isTombstone = try reader.u8() == 1
+        size = try reader.u64()
+        recordType = try reader.string()
+    }
+}
+
+/// Keys of the index tables.
+enum IndexKey {
+    /// A zone: its name, a NUL, its owner's name (at most 511 bytes, LMDB's key limit).
+    static func zone(_ zoneID: RecordZone.ID) -> [UInt8] {
+        Array(zoneID.zoneName.utf8) + [0] + Array(zoneID.ownerName.utf8)
+    }
+
+    static func zoneID(from key: [UInt8]) -> RecordZone.ID {
+        let separator = key.firstIndex(of: 0) ?? key.endIndex
+        let owner = separator < key.endIndex ? key[(separator + 1)...] : []
+        return RecordZone.ID(
+            zoneName: String(decoding: key[..<separator], as: UTF8.self), ownerName: String(decoding: owner, as: UTF8.self))
+    }
+
+    /// A record: its zone's incarnation, then its name.
+    static func record(incarnation: UInt64, name: String) -> [UInt8] {
+        bigEndian(incarnation) + Array(name.utf8)
+    }
+
+    /// A zone change: the zone's incarnation, then the offset of the change.
+    static func zoneChange(incarnation: UInt64, offset: UInt64) -> [UInt8] {
+        bigEndian(incarnation) + bigEndian(offset)
+    }
+
+    static let horizon = Array("horizon".utf8)
+    static let usage = Array("usage".utf8)
+}
+
+/// Every index of a server database, kept as one projection of its log (DESIGN.md §4).
+///
+/// Tables:
+/// - `zones`: zone key → `ZoneState`;
+/// - `records`: incarnation + record name → `RecordState` (current version or tombstone);
+/// - `zoneChanges`: incarnation + offset → flag (1 tombstone) + record name; only the latest
+///   change of each record, so a zone fetch costs O(changes since the token) and coalesces (F143);
+/// - `dbChanges`: offset → zone key; only the latest change of each custom zone (F140, F112);
+/// - `subscriptions`: subscription ID → offset of its entry (F155);
+/// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
+/// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
+struct ServerIndex: Projection {
+    let name = "index"
+    let tableNames = ["zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "state"]
+
+    func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+        let offset = entry.offset.rawValue
+        switch try ServerEntry(entry) {
+        case .zoneSaved(let zone):
+            let key = IndexKey.zone(zone.zoneID)
+            var state = try zoneState(key, tables)
+            if state == nil || state?.isLive == false {
+                // A new incarnation: empty, numbered by this entry's offset (F149).
+                state = ZoneState(
+                    incarnation: offset, isLive: true, capabilities: zone.capabilities, lastChange: state?.lastChange ?? 0,
+                    deletedAt: state?.deletedAt ?? 0, deletionReason: state?.deletionReason ?? .deleted,
+                    clientChangeToken: [])
+            }
+            state!.capabilities = zone.capabilities
+            try touch(key, &state!, offset, tables)
+
+        case .zoneDeleted(let zoneID, let reason):
+            let key = IndexKey.zone(zoneID)
+            guard var state = try zoneState(key, tables), state.isLive else { return }
+            try removeRecords(ofIncarnation: state.incarnation, tables)
+            state.isLive = false
+            state.deletedAt = offset
+            state.deletionReason = reason
+            state.clientChangeToken = []
+            try touch(key, &state, offset, tables)
+
+        case .recordSaved(let record):
+            try recordChanged(
+                record.recordID, to: RecordState(offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType),
+                tables)
+
+        case .recordDeleted(let recordID, let recordType):
+            try recordChanged(recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables)
+
+        case .subscriptionSaved(let subscription):
+            try tables.put(bigEndian(offset), forKey: Array(subscription.subscriptionID.rawValue.utf8), in: "subscriptions")
+
+        case .subscriptionDeleted(let id):
+            try tables.removeValue(forKey: Array(id.rawValue.utf8), in: "subscriptions")
+
+        case .requestCompleted(let requestID, _, _):
+            try tables.put(bigEndian(offset), forKey: Array(requestID.rawValue.utf8), in: "requests")
+
+        case .tombstonesCompacted(let horizon):
+            try compact(through: horizon.rawValue, tables)
+
+        case .clientChangeTokenUpdated(let zoneID, let token):
+            let key = IndexKey.zone(zoneID)
+            guard var state = try zoneState(key, tables) else { return }
+            state.clientChangeToken = token
+            try tables.put(state.encoded, forKey: key, in: "zones")
+        }
+    }
+
+    func zoneState(_ key: [UInt8], _ tables: ProjectionTables) throws -> ZoneState? {
+        try tables.value(forKey: key, in: "zones").map { (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes) }
+    }
+
+    /// Records a change of a custom zone at `offset`: moves its database-feed key there.
+    func touch(_ key: [UInt8], _ state: inout ZoneState, _ offset: UInt64, _ tables: ProjectionTables) throws {
+        if state.lastChange != 0 { try tables.removeValue(forKey: bigEndian(state.lastChange), in: "dbChanges") }
+        state.lastChange = offset
+        try tables.put(key, forKey: bigEndian(offset), in: "dbChanges")
+        try tables.put(state.encoded, forKey: key, in: "zones")
+    }
+
+    func recordChanged(_ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables) throws {
+        let zoneKey = IndexKey.zone(recordID.zoneID)
+        let isDefaultZone = recordID.zoneID == .default
+        var zone = isDefaultZone ? ZoneState.defaultZone : try zoneState(zoneKey, tables)
+        guard zone?.isLive == true else { return }  // the server never writes into a missing zone
+        let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
+        var usage = try self.usage(tables)
+        if let old = try tables.value(forKey: key, in: "records").map({ (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }) {
+            try tables.removeValue(forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
+            usage -= min(usage, old.size)
+        }
+        try tables.put(new.encoded, forKey: key, in: "records")
+        try tables.put(
+            [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
+            forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
+        usage += new.size
+        try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state")
+        // The default zone takes no part in the database feed (F112).
+        if !isDefaultZone { try touch(zoneKey, &zone!, new.offset, tables) }
+    }
+
+    func usage(_ tables: ProjectionTables) throws -> UInt64 {
+        try tables.value(forKey: IndexKey.usage, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+    }
+
+    /// Drops every record and change of a zone incarnation.
+    func removeRecords(ofIncarnation incarnation: UInt64, _ tables: ProjectionTables) throws {
+        let prefix = bigEndian(incarnation)
+        var keys: [[UInt8]] = []
+        var freed: UInt64 = 0
+        try tables.forEach(in: "records", from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            var reader = ByteReader(Array(value), what: "record state")
+            _ = try reader.u64()
+            _ = try reader.u8()
+            freed += try reader.u64()
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "records") }
+        keys.removeAll()
+        try tables.forEach(in: "zoneChanges", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "zoneChanges") }
+        let usage = try self.usage(tables)
+        try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
+    }
+
+    /// Drops tombstones (record deletions and deleted zones) of changes at or before `horizon` (F144).
+    func compact(through horizon: UInt64, _ tables: ProjectionTables) throws {
+        var recordKeys: [[UInt8]] = []
+        var changeKeys: [[UInt8]] = []
+        try tables.forEach(in: "zoneChanges") { key, value in
+            let offset = readBigEndian(key, at: 8)
+            if offset <= horizon, value.first == 1 {
+                changeKeys.append(Array(key))
+                recordKeys.append(Array(key[0..<8]) + Array(value[1...]))
+            }
+            return true
+        }
+        for key in changeKeys { try tables.removeValue(forKey: key, in: "zoneChanges") }
+        for key in recordKeys { try tables.removeValue(forKey: key, in: "records") }
+        var deletedZones: [(change: [UInt8], zone: [UInt8])] = []
+        try tables.forEach(in: "dbChanges") { key, value in
+            guard readBigEndian(key) <= horizon else { return false }
+            deletedZones.append((Array(key), Array(value)))
+            return true
+        }
+        for (change, zone) in deletedZones {
+            guard var state = try zoneState(zone, tables), !state.isLive else { continue }
+            try tables.removeValue(forKey: change, in: "dbChanges")
+            state.lastChange = 0
+            try tables.put(state.encoded, forKey: zone, in: "zones")
+        }
+        let current = try tables.value(forKey: IndexKey.horizon, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+        try tables.put(bigEndian(max(current, horizon)), forKey: IndexKey.horizon, in: "state")
+    }
+}

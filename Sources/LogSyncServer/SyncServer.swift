@@ -1,0 +1,114 @@
+import Foundation
+import LogStore
+import Synchronization
+import SyncModel
+
+/// A LogSync server: users' databases as logs, change tokens as offsets, CloudKit's rules.
+///
+/// ```swift
+/// let server = try SyncServer(.init(directory: dataDirectory))
+/// let database = server.database(for: "alice", device: "phone")   // any CloudDatabase
+/// _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+/// ```
+///
+/// Each user's databases live in an LMDB environment of their own under
+/// `directory/users/`, so one user's requests can never read or write another's data. Within
+/// it, each database (private, shared) is a log whose offsets are its change tokens; the
+/// indexes the server answers from are a projection of that log (DESIGN.md §4).
+public final class SyncServer: Sendable {
+    /// How a server stores its data and tells time.
+    public struct Configuration: Sendable {
+        /// The directory holding every user's databases.
+        public var directory: URL
+        /// `.durable` commits each request to disk before answering; `.fast` is for tests.
+        public var durability: Durability
+        /// The server's clock, for creation and modification dates.
+        public var now: @Sendable () -> Date
+        /// The most changes one fetch returns, whatever the client asks for (F141).
+        public var maxChangesPerPage: Int
+        /// The most record bytes one fetch returns (at least one record is always returned).
+        public var maxBytesPerPage: Int
+
+        public init(
+            directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
+            maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000
+        ) {
+            self.directory = directory
+            self.durability = durability
+            self.now = now
+            self.maxChangesPerPage = maxChangesPerPage
+            self.maxBytesPerPage = maxBytesPerPage
+        }
+    }
+
+    public let configuration: Configuration
+    let pushHub = PushHub()
+    let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
+    let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
+    let quotas = Mutex<[UserID: Int]>([:])
+
+    /// Opens (creating it if needed) the server's data directory.
+    ///
+    /// - Throws: `LogStoreError` if the directory cannot be created.
+    public init(_ configuration: Configuration) throws {
+        self.configuration = configuration
+        try FileManager.default.createDirectory(
+            at: configuration.directory.appendingPathComponent("users", isDirectory: true), withIntermediateDirectories: true)
+    }
+
+    /// A device's view of `user`'s database of `scope`: what an embedded app and the tests use.
+    public func database(for user: UserID, scope: DatabaseScope = .private, device: DeviceID? = nil) -> InProcessDatabase {
+        InProcessDatabase(server: self, user: user, scope: scope, device: device)
+    }
+
+    /// The record ID that stands for `user` (what `currentUserRecordID()` returns).
+    public func userRecordID(for user: UserID) -> Record.ID {
+        let hex = Array(user.rawValue.utf8).map { String($0, radix: 16) }.joined()
+        return Record.ID(recordName: "_" + String(hex.prefix(254)), zoneID: .default)
+    }
+
+    /// Test and operations hooks: injected failures, quotas, purges, tombstone compaction.
+    public var admin: ServerAdmin { ServerAdmin(server: self) }
+
+    /// Ends every push stream. Committed data is already on disk.
+    public func shutdown() {
+        pushHub.finishAll()
+    }
+
+    // MARK: Internals
+
+    /// The open database of `user` and `scope`, opened on first use.
+    func store(_ user: UserID, _ scope: DatabaseScope) throws -> ServerDatabase {
+        let key = PushHub.Key(user: user, scope: scope)
+        if let open = databases.withLock({ $0[key] }) { return open }
+        let directory = configuration.directory.appendingPathComponent("users", isDirectory: true)
+            .appendingPathComponent(Self.directoryName(for: user), isDirectory: true)
+        let environment = try LogEnvironment.open(at: directory, options: .init(durability: configuration.durability))
+        let log = try environment.openLog(named: scope.description, projections: [ServerIndex()])
+        let database = ServerDatabase(server: self, user: user, scope: scope, log: log)
+        return databases.withLock { open in
+            if let existing = open[key] { return existing }
+            open[key] = database
+            return database
+        }
+    }
+
+    /// A file name for a user: hex of the ID's UTF-8, so any ID is safe on disk.
+    static func directoryName(for user: UserID) -> String {
+        "u" + Array(user.rawValue.utf8).map { byte in
+            let digits = String(byte, radix: 16)
+            return digits.count == 1 ? "0" + digits : digits
+        }.joined()
+    }
+
+    /// Throws the next failure injected for `user`, if any (F152).
+    func takeInjectedFailure(for user: UserID) throws(SyncError) {
+        let failure = injectedFailures.withLock { failures -> SyncError? in
+            guard var queue = failures[user], !queue.isEmpty else { return nil }
+            let first = queue.removeFirst()
+            failures[user] = queue.isEmpty ? nil : queue
+            return first
+        }
+        if let failure { throw failure }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+
+/// A way of reaching a LogSync server: in process today, over HTTP later.
+///
+/// The contract suite is written once against ``ContractServer`` and `CloudDatabase`, and every
+/// test runs once per harness in ``Harnesses/all``, so each transport must pass it unchanged.
+protocol ContractHarness: Sendable, CustomStringConvertible {
+    /// Starts a fresh server storing its data in `directory`, with the given clock.
+    func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer
+}
+
+/// A running server as the contract suite sees it.
+protocol ContractServer: Sendable {
+    /// A device's view of `user`'s database of `scope`.
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase
+    /// Server-side hooks, always the in-process `ServerAdmin` of the server behind the transport.
+    var admin: ServerAdmin { get }
+    /// Stops the server (and for a transport, its listener).
+    func stop() async throws
+}
+
+/// Every harness the contract suite runs against.
+enum Harnesses {
+    static let all: [any ContractHarness] = [InProcessHarness(), EchoHarness()]
+}
+
+/// The server in this process: `InProcessDatabase` values straight on a `SyncServer`.
+struct InProcessHarness: ContractHarness {
+    var description: String { "in-process" }
+
+    func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
+        InProcessServer(server: try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
+    }
+}
+
+/// A `SyncServer` seen through ``ContractServer``.
+struct InProcessServer: ContractServer {
+    let server: SyncServer
+
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
+        server.database(for: user, scope: scope, device: device)
+    }
+
+    var admin: ServerAdmin { server.admin }
+
+    /// Ends every push stream; the data is already committed.
+    func stop() async throws {
+        server.shutdown()
+    }
+}
+
+struct EchoHarness: ContractHarness {
+    var description: String { "echo" }
+    func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
+        EchoServer(server: try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
+    }
+}
+struct EchoServer: ContractServer {
+    let server: SyncServer
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
+        var db = server.database(for: user, scope: scope, device: device); db.receivesOwnChanges = true; return db
+    }
+    var admin: ServerAdmin { server.admin }
+    func stop() async throws { server.shutdown() }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+/// Idempotent retries by request ID (F160, F103).
+@Suite("Idempotent retries (F160)")
+struct IdempotencyTests {
+    // F160, F103: replaying a modify request with the same request ID returns the first outcome
+    // and writes nothing, even after later writes to the same record.
+    @Test("F160 a replayed request returns the first outcome", arguments: Harnesses.all)
+    func replayReturnsFirstOutcome(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            let request = ModifyRecordsRequest(
+                recordsToSave: [newRecord("n1", ["title": "v1"])], requestID: "phone-1")
+
+            let first = try await phone.database.modifyRecords(request)
+            let saved = try requireSuccess(first.saveResults[recordID("n1")], "the first save")
+            let afterFirst = try server.currentToken(of: "alice")
+
+            server.clock.advance(by: 10)
+            let replay = try await phone.database.modifyRecords(request)
+            #expect(replay == first)
+            #expect(try server.currentToken(of: "alice") == afterFirst, "a replay writes nothing")
+            #expect(try await laptop.fetchRecord(recordID("n1"))?.recordChangeTag == saved.recordChangeTag)
+
+            let edited = try await phone.save(saved.setting(["title": "v2"]))
+            let late = try await phone.database.modifyRecords(request)
+            #expect(late == first, "a late replay still returns the first outcome, not a conflict")
+            let onServer = try #require(try await laptop.fetchRecord(recordID("n1")))
+            #expect(onServer.recordChangeTag == edited.recordChangeTag)
+            #expect(onServer["title"] == "v2")
+        }
+    }
+
+    // F160: a replayed request whose items failed returns the same failures; a replayed
+    // deletion returns its first success, not unknownItem.
+    @Test("F160 replayed failures and deletions", arguments: Harnesses.all)
+    func replayFailuresAndDeletions(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            let v1 = try await phone.save(newRecord("n1", ["v": 1]))
+            try await phone.save(v1.setting(["v": 2]))
+            let stale = ModifyRecordsRequest(recordsToSave: [v1.setting(["v": 3])], requestID: "phone-2")
+            let firstFailure = try await phone.database.modifyRecords(stale)
+            expectFailure(firstFailure.saveResults[v1.recordID], .serverRecordChanged)
+            let replayedFailure = try await phone.database.modifyRecords(stale)
+            expectFailure(replayedFailure.saveResults[v1.recordID], .serverRecordChanged)
+            #expect(replayedFailure.saveResults[v1.recordID].map { (try? $0.get()) == nil } == true)
+
+            let deletion = ModifyRecordsRequest(recordIDsToDelete: [v1.recordID], requestID: "phone-3")
+            let deleted = try await phone.database.modifyRecords(deletion)
+            expectSuccess(deleted.deleteResults[v1.recordID])
+            let afterDeletion = try server.currentToken(of: "alice")
+            let replayedDeletion = try await phone.database.modifyRecords(deletion)
+            #expect(replayedDeletion == deleted)
+            #expect(try server.currentToken(of: "alice") == afterDeletion)
+        }
+    }
+
+    // F160: a different request that reuses a request ID is not a retry: it is never answered
+    // with the first request's outcome (it is applied, or rejected as invalid), and its response
+    // has one entry per item it carries.
+    @Test("F160 a reused request ID with other content is not a replay", arguments: Harnesses.all)
+    func reusedRequestID(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            let first = ModifyRecordsRequest(recordsToSave: [newRecord("n1")], requestID: "7")
+            expectSuccess(try await phone.database.modifyRecords(first).saveResults[recordID("n1")])
+
+            let other = ModifyRecordsRequest(recordsToSave: [newRecord("n2")], requestID: "7")
+            do {
+                let response = try await laptop.database.modifyRecords(other)
+                #expect(Set(response.saveResults.keys) == [recordID("n2")], "\(response)")
+                #expect(response.deleteResults.isEmpty)
+                expectSuccess(response.saveResults[recordID("n2")])
+                #expect(try await phone.fetchRecord(recordID("n2")) != nil)
+            } catch let error as SyncError {
+                #expect(error.code == .invalidArguments, "\(error)")
+                #expect(try await phone.fetchRecord(recordID("n2")) == nil)
+            }
+        }
+    }
+}

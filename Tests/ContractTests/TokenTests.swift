@@ -1,0 +1,142 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+/// Builds change tokens a server never issued, following the documented binary layout of
+/// SyncModel's `TokenCoding` (magic "LT", version 1, kind, offset, zone fields, CRC-32C), so a
+/// test can present a well-formed token from the future. Each test first checks the forge
+/// reproduces a real token byte for byte.
+enum TokenForge {
+    static func databaseToken(offset: UInt64) throws -> DatabaseChangeToken {
+        try DatabaseChangeToken(data: seal(header(kind: 1, offset: offset)))
+    }
+
+    static func zoneToken(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64) throws -> ZoneChangeToken {
+        var bytes = header(kind: 2, offset: offset)
+        append(incarnation, to: &bytes)
+        append(zoneID.zoneName, to: &bytes)
+        append(zoneID.ownerName, to: &bytes)
+        return try ZoneChangeToken(data: seal(bytes))
+    }
+
+    private static func header(kind: UInt8, offset: UInt64) -> [UInt8] {
+        var bytes: [UInt8] = [0x4C, 0x54, 1, kind]
+        append(offset, to: &bytes)
+        return bytes
+    }
+
+    private static func append(_ value: UInt64, to bytes: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    private static func append(_ text: String, to bytes: inout [UInt8]) {
+        let utf8 = Array(text.utf8)
+        bytes.append(UInt8(utf8.count >> 8))
+        bytes.append(UInt8(utf8.count & 0xFF))
+        bytes.append(contentsOf: utf8)
+    }
+
+    private static func seal(_ bytes: [UInt8]) -> Data {
+        let crc = crc32c(bytes)
+        return Data(bytes + (0..<4).map { UInt8(truncatingIfNeeded: crc >> UInt32(24 - 8 * $0)) })
+    }
+
+    /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), bit by bit.
+    static func crc32c(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = (crc & 1) != 0 ? (crc >> 1) ^ 0x82F6_3B78 : crc >> 1 }
+        }
+        return ~crc
+    }
+}
+
+/// Change tokens are opaque and typed (F142): the wrong kind, garbage, another zone's token and a
+/// token from the future are rejected with invalidArguments.
+@Suite("Change tokens (F142)")
+struct TokenTests {
+    // F142: a database token cannot be read as a zone token nor the reverse, and garbage is
+    // not a token; all give invalidArguments.
+    @Test("F142 tokens of the wrong kind and garbage are rejected", arguments: Harnesses.all)
+    func wrongKindAndGarbage(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            try await phone.save(newRecord("n1"))
+            let databaseToken = try await phone.fetchDatabase().token
+            let zoneToken = try await phone.fetchZone("Notes").token
+
+            func expectInvalid(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
+                let error = #expect(throws: SyncError.self, sourceLocation: sourceLocation) { try body() }
+                #expect(error?.code == .invalidArguments, "\(String(describing: error))", sourceLocation: sourceLocation)
+            }
+            expectInvalid { _ = try ZoneChangeToken(data: databaseToken.data) }
+            expectInvalid { _ = try DatabaseChangeToken(data: zoneToken.data) }
+            for garbage in [Data(), Data("garbage".utf8), Data(repeating: 0xFF, count: 64), zoneToken.data.dropLast()] {
+                expectInvalid { _ = try ZoneChangeToken(data: garbage) }
+                expectInvalid { _ = try DatabaseChangeToken(data: garbage) }
+            }
+            #expect(try ZoneChangeToken(data: zoneToken.data) == zoneToken)
+            #expect(try DatabaseChangeToken(data: databaseToken.data) == databaseToken)
+        }
+    }
+
+    // F142: a zone token presented for another zone is rejected.
+    @Test("F142 another zone's token is rejected", arguments: Harnesses.all)
+    func otherZonesToken(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            try await phone.createZone("Photos")
+            try await phone.save(newRecord("n1"))
+            let notesToken = try await phone.fetchZone("Notes").token
+            await expectThrows(.invalidArguments) {
+                try await phone.database.fetchZoneChanges(zoneID: zoneID("Photos"), since: notesToken)
+            }
+        }
+    }
+
+    // F142: well-formed tokens the server never issued, past the end of the log, are rejected.
+    @Test("F142 tokens from the future are rejected", arguments: Harnesses.all)
+    func tokensFromTheFuture(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            try await phone.save(newRecord("n1"))
+            let databaseToken = try await phone.fetchDatabase().token
+            let zoneToken = try await phone.fetchZone("Notes").token
+            try #require(try TokenForge.databaseToken(offset: databaseToken.offset).data == databaseToken.data)
+            try #require(try TokenForge.zoneToken(
+                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset).data
+                == zoneToken.data)
+
+            let end = try server.currentToken(of: "alice").offset
+            let futureDatabase = try TokenForge.databaseToken(offset: end + 1_000)
+            let futureZone = try TokenForge.zoneToken(
+                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: end + 1_000)
+            await expectThrows(.invalidArguments) {
+                try await phone.database.fetchDatabaseChanges(since: futureDatabase)
+            }
+            await expectThrows(.invalidArguments) {
+                try await phone.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: futureZone)
+            }
+        }
+    }
+
+    // F140, F141: a results limit below 1 is an invalid argument.
+    @Test("F140 F141 a results limit below 1 is rejected", arguments: Harnesses.all, [0, -1])
+    func badResultsLimit(harness: any ContractHarness, limit: Int) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            await expectThrows(.invalidArguments) {
+                try await phone.database.fetchDatabaseChanges(since: nil, resultsLimit: limit)
+            }
+            await expectThrows(.invalidArguments) {
+                try await phone.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: limit)
+            }
+        }
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import LogStore
+import SyncModel
+import Testing
+
+@testable import LogSyncServer
+
+/// The byte form of the server's log entries (ServerEntryCodec.swift, Proto/server_log.proto).
+@Suite("Server entry codec")
+struct ServerEntryCodecTests {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static let n1 = Record.ID(recordName: "n1", zoneID: notes)
+    static let n2 = Record.ID(recordName: "n2", zoneID: notes)
+    static let t0 = Date(timeIntervalSince1970: 1_700_000_000.25)
+
+    static func savedRecord(tag: String) -> Record {
+        var record = Record(recordType: "Note", recordID: n1)
+        record["title"] = "Groceries"
+        record["tags"] = .list([.string("home"), .string("food")])
+        record["due"] = .date(t0)
+        record.parent = Record.Reference(recordID: n2, action: .deleteSelf)
+        record.applySystemFields(Record.SystemFields(
+            recordChangeTag: tag, creationDate: t0, modificationDate: t0,
+            creatorUserRecordID: Record.ID(recordName: "_alice"),
+            lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
+        return record
+    }
+
+    /// One entry of every case, each with its kind.
+    struct Sample: Sendable, CustomTestStringConvertible {
+        var entry: ServerEntry
+        var kind: EntryKind
+        var testDescription: String { "\(entry)".prefix(60).description }
+    }
+
+    static let samples: [Sample] = {
+        var conflict = SyncError.serverRecordChanged(
+            serverRecord: savedRecord(tag: "7"), clientRecord: savedRecord(tag: "6"))
+        conflict.requestID = "dev1-1"
+        var edited = savedRecord(tag: "6")
+        edited["title"] = nil   // a removed key, as a failed save's client record may carry
+        let response = ModifyRecordsResponse(
+            saveResults: [
+                n1: .success(savedRecord(tag: "12")),
+                n2: .failure(.serverRecordChanged(serverRecord: savedRecord(tag: "7"), clientRecord: edited)),
+            ],
+            deleteResults: [
+                Record.ID(recordName: "old", zoneID: notes): .success(()),
+                Record.ID(recordName: "gone", zoneID: notes): .failure(SyncError(.unknownItem)),
+            ])
+        let K = ServerEntry.Kind.self
+        return [
+            Sample(entry: .zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)), kind: K.zoneSaved),
+            Sample(entry: .zoneSaved(RecordZone(
+                zoneID: notes, capabilities: .customZoneDefault,
+                share: Record.Reference(recordID: Record.ID(recordName: "cloudkit.zoneshare", zoneID: notes)))),
+                   kind: K.zoneSaved),
+            Sample(entry: .zoneDeleted(notes, reason: .deleted), kind: K.zoneDeleted),
+            Sample(entry: .zoneDeleted(notes, reason: .purged), kind: K.zoneDeleted),
+            Sample(entry: .zoneDeleted(notes, reason: .encryptedDataReset), kind: K.zoneDeleted),
+            Sample(entry: .recordSaved(savedRecord(tag: "3")), kind: K.recordSaved),
+            Sample(entry: .recordDeleted(n1, recordType: "Note"), kind: K.recordDeleted),
+            Sample(entry: .subscriptionSaved(Subscription(subscriptionID: "engine")), kind: K.subscriptionSaved),
+            Sample(entry: .subscriptionSaved(Subscription(subscriptionID: "z", kind: .recordZone(notes))),
+                   kind: K.subscriptionSaved),
+            Sample(entry: .subscriptionDeleted("engine"), kind: K.subscriptionDeleted),
+            Sample(entry: .requestCompleted("dev1-42", fingerprint: 0xDEAD_BEEF, response: response),
+                   kind: K.requestCompleted),
+            Sample(entry: .requestCompleted("empty", fingerprint: 0, response: ModifyRecordsResponse()),
+                   kind: K.requestCompleted),
+            Sample(entry: .tombstonesCompacted(horizon: LogOffset(1234)), kind: K.tombstonesCompacted),
+            Sample(entry: .tombstonesCompacted(horizon: LogOffset(UInt64.max)), kind: K.tombstonesCompacted),
+            Sample(entry: .clientChangeTokenUpdated(notes, token: [0, 1, 2, 0xFF]), kind: K.clientChangeTokenUpdated),
+            Sample(entry: .clientChangeTokenUpdated(notes, token: []), kind: K.clientChangeTokenUpdated),
+        ]
+    }()
+
+    /// The entry as the log returns it after an append at `offset`.
+    static func logEntry(_ new: NewEntry, offset: LogOffset = 42) -> LogEntry {
+        LogEntry(offset: offset, kind: new.kind, time: EntryTime(microsecondsSince1970: 1), payload: new.payload)
+    }
+
+    /// The error decoding `entry` throws, or `nil` if it decodes.
+    static func decodingError(_ entry: LogEntry) -> LogStoreError? {
+        do {
+            _ = try ServerEntry(entry)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("every case round-trips", arguments: samples)
+    func roundTrip(sample: Sample) throws {
+        let new = sample.entry.newEntry
+        #expect(new.kind == sample.kind)
+        #expect(new.time == nil)
+        let decoded = try ServerEntry(Self.logEntry(new))
+        #expect(decoded == sample.entry)
+        #expect(decoded.newEntry.payload == new.payload)  // deterministic bytes
+    }
+
+    @Test func removedKeysSurviveInStoredResponses() throws {
+        let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
+        let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))
+        guard case .requestCompleted(_, _, let response) = decoded,
+              case .failure(let error)? = response.saveResults[Self.n2]
+        else {
+            Issue.record("unexpected \(decoded)")
+            return
+        }
+        let client = try #require(error.clientRecord)
+        #expect(client.changedKeys() == ["title"])
+        #expect(client["title"] == nil)
+    }
+
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 110, 999])
+    func unknownKind(kind: UInt16) throws {
+        let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
+        let error = try #require(Self.decodingError(entry))
+        #expect(error.code == .corruptEntry)
+        #expect(error.offset == 7)
+        #expect(error.message.contains("entry kind \(kind) is not a server entry kind"))
+        #expect(error.description.contains("at offset 7"))
+    }
+
+    @Test("garbage payloads are corrupt entries naming the kind and offset", arguments: samples)
+    func garbagePayload(sample: Sample) throws {
+        let entry = LogEntry(
+            offset: 9, kind: sample.kind, time: EntryTime(microsecondsSince1970: 1), payload: [0xFF, 0xFF, 0xFF])
+        let error = try #require(Self.decodingError(entry))
+        #expect(error.code == .corruptEntry)
+        #expect(error.offset == 9)
+        #expect(error.message.contains("(kind \(sample.kind.rawValue)) payload"), "\(error.message)")
+        #expect(error.description.contains("at offset 9"))
+    }
+
+    @Test func missingRequiredFieldsAreCorruptEntries() throws {
+        let K = ServerEntry.Kind.self
+        let expectations: [(EntryKind, String)] = [
+            (K.zoneSaved, "zoneSaved (kind 101) payload: ZoneSaved.zone is missing"),
+            (K.zoneDeleted, "zoneDeleted (kind 102) payload: ZoneDeleted.zone_id is missing"),
+            (K.recordSaved, "recordSaved (kind 103) payload: RecordSaved.record is missing"),
+            (K.recordDeleted, "recordDeleted (kind 104) payload: RecordDeleted.record_id is missing"),
+            (K.subscriptionSaved, "subscriptionSaved (kind 105) payload: SubscriptionSaved.subscription is missing"),
+            (K.requestCompleted, "requestCompleted (kind 107) payload: RequestCompleted.response is missing"),
+            (K.clientChangeTokenUpdated,
+             "clientChangeTokenUpdated (kind 109) payload: ClientChangeTokenUpdated.zone_id is missing"),
+        ]
+        for (kind, expected) in expectations {
+            let entry = LogEntry(offset: 3, kind: kind, time: EntryTime(microsecondsSince1970: 1), payload: [])
+            let error = try #require(Self.decodingError(entry))
+            #expect(error.code == .corruptEntry)
+            #expect(error.offset == 3)
+            #expect(error.message == expected)
+        }
+    }
+
+    @Test func invalidModelPartsAreCorruptEntries() throws {
+        var deleted = Logsync_Server_ZoneDeleted()
+        deleted.zoneID = Self.notes.proto
+        deleted.reason = .unspecified
+        var error = try #require(Self.decodingError(LogEntry(
+            offset: 5, kind: ServerEntry.Kind.zoneDeleted, time: EntryTime(microsecondsSince1970: 1),
+            payload: ProtoWire.serialize(deleted))))
+        #expect(error.code == .corruptEntry)
+        #expect(error.message == "zoneDeleted (kind 102) payload: ZoneDeleted.reason: ZoneDeletionReason is missing")
+
+        var saved = Logsync_Server_RecordSaved()
+        saved.record = Self.savedRecord(tag: "1").proto
+        saved.record.fields["title"] = Logsync_Model_RecordValue()
+        error = try #require(Self.decodingError(LogEntry(
+            offset: 6, kind: ServerEntry.Kind.recordSaved, time: EntryTime(microsecondsSince1970: 1),
+            payload: ProtoWire.serialize(saved))))
+        #expect(error.offset == 6)
+        #expect(error.message
+            == "recordSaved (kind 103) payload: Record.fields[\"title\"]: RecordValue has no value set")
+    }
+
+    @Test("random payloads never crash the decoder", arguments: [1 as UInt64, 2])
+    func randomPayloads(seed: UInt64) {
+        var random = CodecFuzzRandom(state: seed)
+        var wrong: [String] = []
+        for round in 0..<2_000 {
+            let sample = Self.samples[round % Self.samples.count]
+            var payload = sample.entry.newEntry.payload
+            if payload.isEmpty || round % 3 == 0 {
+                payload = (0..<Int.random(in: 0...48, using: &random)).map { _ in
+                    UInt8.random(in: 0...255, using: &random)
+                }
+            } else {
+                for _ in 0..<Int.random(in: 1...3, using: &random) {
+                    payload[Int.random(in: 0..<payload.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+                }
+            }
+            let entry = LogEntry(offset: LogOffset(UInt64(round + 1)), kind: sample.kind,
+                                 time: EntryTime(microsecondsSince1970: 1), payload: payload)
+            if let error = Self.decodingError(entry),
+               error.code != .corruptEntry || error.offset != entry.offset {
+                wrong.append(error.description)
+            }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(3))")
+    }
+}
+
+/// SplitMix64, so that the garbage is the same on every run.
+private struct CodecFuzzRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import LogStore
+import SyncModel
+import Testing
+
+@testable import LogSyncServer
+
+func withServer<R>(
+    durability: Durability = .fast, _ body: (SyncServer, URL) async throws -> R
+) async throws -> R {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("logsync-server-tests-\(UUID().uuidString)", isDirectory: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let server = try SyncServer(.init(directory: directory, durability: durability))
+    return try await body(server, directory)
+}
+
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("The server's log and its index")
+struct ServerLogTests {
+    /// The projection rule on a server database: after a random history of zone and record
+    /// operations (deletions, re-creations, compaction included), the index built incrementally
+    /// equals the index rebuilt by replaying the log.
+    @Test(arguments: [1 as UInt64, 2, 3])
+    func indexEqualsItsRebuildAfterRandomHistories(seed: UInt64) async throws {
+        try await withServer { server, _ in
+            var random = SeededRandom(state: seed)
+            let database = server.database(for: "alice", device: "phone")
+            let zones = (0..<3).map { RecordZone.ID(zoneName: "Z\($0)") }
+            var tags: [Record.ID: String] = [:]
+            for step in 0..<400 {
+                let zoneID = zones.randomElement(using: &random)!
+                switch Int.random(in: 0..<20, using: &random) {
+                case 0:
+                    _ = try await database.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [zoneID]))
+                    tags = tags.filter { $0.key.zoneID != zoneID }
+                case 1:
+                    let token = try server.admin.currentToken(of: "alice")
+                    try server.admin.compactTombstones(of: "alice", before: token)
+                case 2...4:
+                    let victims = tags.keys.filter { $0.zoneID == zoneID }.prefix(3)
+                    _ = try await database.modifyRecords(ModifyRecordsRequest(recordIDsToDelete: Array(victims)))
+                    for id in victims { tags[id] = nil }
+                default:
+                    _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zoneID)]))
+                    var batch: [Record] = []
+                    for _ in 0..<Int.random(in: 1...5, using: &random) {
+                        let id = Record.ID(recordName: "r\(Int.random(in: 0..<30, using: &random))", zoneID: zoneID)
+                        guard !batch.contains(where: { $0.recordID == id }) else { continue }
+                        var record = Record(recordType: "Note", recordID: id)
+                        if let tag = tags[id] {
+                            record.applySystemFields(Record.SystemFields(recordChangeTag: tag))
+                        }
+                        record["step"] = .int64(Int64(step))
+                        batch.append(record)
+                    }
+                    let response = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: batch))
+                    for (id, result) in response.saveResults {
+                        tags[id] = try result.get().recordChangeTag
+                    }
+                }
+            }
+            let log = try server.admin.log(of: "alice")
+            #expect(try log.lastOffset > 300)
+            let mismatch = try log.verifyProjections()
+            #expect(mismatch == nil, "seed \(seed): \(String(describing: mismatch))")
+        }
+    }
+
+    /// A request is one transaction: its entries are consecutive and a failed atomic zone
+    /// leaves no entry at all (F148).
+    @Test func aFailedAtomicZoneWritesNothing() async throws {
+        try await withServer { server, _ in
+            let database = server.database(for: "alice")
+            let zone = RecordZone.ID(zoneName: "Atomic")
+            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
+            var existing = Record(recordType: "Note", recordID: Record.ID(recordName: "a", zoneID: zone))
+            existing["v"] = 1
+            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [existing]))
+            let before = try server.admin.log(of: "alice").lastOffset
+
+            var fresh = Record(recordType: "Note", recordID: Record.ID(recordName: "b", zoneID: zone))
+            fresh["v"] = 2
+            var conflicting = Record(recordType: "Note", recordID: existing.recordID)  // no tag: conflict
+            conflicting["v"] = 3
+            let response = try await database.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [fresh, conflicting], atomically: true))
+            #expect(throws: SyncError.self) { try response.saveResults[fresh.recordID]?.get() }
+            #expect(try server.admin.log(of: "alice").lastOffset == before)
+        }
+    }
+
+    /// Everything committed survives a restart of the server on the same directory.
+    @Test func aRestartedServerKeepsEveryCommit() async throws {
+        try await withServer(durability: .durable) { server, directory in
+            let zone = RecordZone.ID(zoneName: "Notes")
+            do {
+                let database = server.database(for: "bob")
+                _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
+                let records = (0..<20).map { index -> Record in
+                    var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(index)", zoneID: zone))
+                    record["index"] = .int64(Int64(index))
+                    return record
+                }
+                _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: records))
+            }
+            server.shutdown()
+            server.databases.withLock { $0.removeAll() }
+            let restarted = try SyncServer(.init(directory: directory, durability: .durable))
+            let changes = try await restarted.database(for: "bob").fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone))
+            #expect(changes.modifications.count == 20)
+            #expect(Set(changes.modifications.compactMap { $0.record["index"] }) == Set((0..<20).map { RecordValue.int64(Int64($0)) }))
+        }
+    }
+}
