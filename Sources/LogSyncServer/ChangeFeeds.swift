@@ -58,7 +58,7 @@ extension ServerDatabase {
 
     /// One page of a zone's change feed: current records changed since the token, deletions
     /// with their types, coalesced per record (F139, F141, F143).
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) throws -> FetchZoneChangesResponse {
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
         try request.validate()
         return try read { snapshot in
             let zoneID = request.zoneID
@@ -81,7 +81,9 @@ extension ServerDatabase {
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
                 changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: end), moreComing: false,
-                clientChangeToken: zone.clientChangeToken.isEmpty ? nil : Data(zone.clientChangeToken))
+                clientChangeToken: try snapshot.reader.transaction.value(
+                    forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: device), in: snapshot.table("clientTokens")
+                ).map { Data($0) })
             var count = 0
             var bytes = 0
             var lastReturned: UInt64 = 0

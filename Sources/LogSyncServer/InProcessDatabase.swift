@@ -56,7 +56,7 @@ public struct InProcessDatabase: CloudDatabase {
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await perform("fetchZoneChanges") { try $0.fetchZoneChanges(request) }
+        try await perform("fetchZoneChanges") { try $0.fetchZoneChanges(request, for: device) }
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
@@ -70,7 +70,7 @@ public struct InProcessDatabase: CloudDatabase {
     public func currentUserRecordID() async throws -> Record.ID {
         try checkCancellation("currentUserRecordID")
         try server.takeInjectedFailure(for: user)
-        return server.userRecordID(for: user)
+        return try server.userRecordID(for: user)
     }
 
     public func pushHints() -> AsyncStream<PushHint> {

@@ -96,7 +96,7 @@ extension ServerDatabase {
             }
             if let token = request.clientChangeToken {
                 for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
-                    entries.append(.clientChangeTokenUpdated(zoneID, token: Array(token)))
+                    entries.append(.clientChangeTokenUpdated(zoneID, device: device, token: Array(token)))
                 }
             }
             if let requestID = request.requestID {
@@ -168,12 +168,15 @@ extension ServerDatabase {
                 item: .record(recordID)))
         }
 
-        // Partial field updates: keys the client did not change keep the server's values (F132).
+        // Partial field updates: keys absent from the request keep the server's values, a key
+        // explicitly set to nil is removed (F132). allKeys sends every key the client holds.
         var saved: Record
-        if let server, policy != .allKeys {
+        if let server {
             saved = server
-            for key in client.changedKeys() { saved[key] = client[key] }
-            if client.isParentChanged { saved.parent = client.parent }
+            var keys = Set(client.changedKeys())
+            if policy == .allKeys { keys.formUnion(client.allKeys()) }
+            for key in keys.sorted() { saved[key] = client[key] }
+            if client.isParentChanged || (policy == .allKeys && client.parent != nil) { saved.parent = client.parent }
         } else {
             saved = Record(recordType: client.recordType, recordID: recordID)
             for key in client.allKeys() { saved[key] = client[key] }
@@ -224,18 +227,18 @@ extension ServerDatabase {
         return .delete(recordType: current.recordType)
     }
 
-    /// A checksum of what a modify request asks for, to tell a replay from a reused request ID.
+    /// A checksum of everything a modify request asks for (records with their values, their
+    /// deterministic protobuf bytes; deletions; policy), to tell a replay from a reused request ID.
     static func fingerprint(of request: ModifyRecordsRequest) -> UInt32 {
-        var text = "\(request.savePolicy.rawValue)|\(request.atomically)|"
-        for record in request.recordsToSave {
-            text += "s|\(record.recordID.zoneID.zoneName)|\(record.recordID.zoneID.ownerName)|\(record.recordID.recordName)"
-            text += "|\(record.recordType)|\(record.recordChangeTag ?? "-")|\(record.changedKeys().joined(separator: ","))|"
-            text += "\(record.estimatedSize)|"
+        var crc = CRC32C.checksum([UInt8(request.savePolicy.rawValue), request.atomically ? 1 : 0])
+        func add(_ bytes: [UInt8]) {
+            crc = bigEndian(UInt64(bytes.count)).withUnsafeBytes { CRC32C.update(crc, $0) }
+            crc = bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
         }
-        for recordID in request.recordIDsToDelete {
-            text += "d|\(recordID.zoneID.zoneName)|\(recordID.zoneID.ownerName)|\(recordID.recordName)|"
-        }
-        return CRC32C.checksum(Array(text.utf8))
+        for record in request.recordsToSave { add(record.protoBytes()) }
+        for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
+        add(request.clientChangeToken.map { Array($0) } ?? [])
+        return crc
     }
 }
 

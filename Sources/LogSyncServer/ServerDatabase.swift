@@ -9,18 +9,19 @@ import SyncModel
 final class ServerDatabase: Sendable {
     unowned let server: SyncServer
     let user: UserID
+    let userRecordID: Record.ID
     let scope: DatabaseScope
     let log: Log
 
-    init(server: SyncServer, user: UserID, scope: DatabaseScope, log: Log) {
+    init(server: SyncServer, user: UserID, userRecordID: Record.ID, scope: DatabaseScope, log: Log) {
         self.server = server
         self.user = user
+        self.userRecordID = userRecordID
         self.scope = scope
         self.log = log
     }
 
     var key: PushHub.Key { PushHub.Key(user: user, scope: scope) }
-    var userRecordID: Record.ID { server.userRecordID(for: user) }
 
     // MARK: Reading the index
 
@@ -86,19 +87,24 @@ final class ServerDatabase: Sendable {
         return (result, offsets)
     }
 
-    /// Sends a push hint for a commit that changed custom zones of this database (F154, F112).
+    /// Sends a push hint for a commit that changed custom zones of this database, if a
+    /// subscription covers one of them: a database subscription, or a zone subscription of a
+    /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions skips it.
     func notify(changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?) {
-        guard !changedZones.isEmpty else { return }
-        guard let subscription = try? read({ snapshot -> Subscription.ID? in
-            guard let first = try snapshot.subscriptionOffsets().first,
-                let entry = try snapshot.reader.entry(at: LogOffset(first)),
-                case .subscriptionSaved(let subscription) = try ServerEntry(entry)
-            else { return nil }
-            return subscription.subscriptionID
-        }) else { return }
+        guard !changedZones.isEmpty, let subscriptions = try? read({ try allSubscriptions($0) }) else { return }
+        let sorted = subscriptions.values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue }
+        let matching: (Subscription, RecordZone.ID?)?
+        if let database = sorted.first(where: { $0.kind == .database }) {
+            matching = (database, changedZones.count == 1 ? changedZones.first : nil)
+        } else {
+            matching = sorted.lazy.compactMap { subscription -> (Subscription, RecordZone.ID?)? in
+                guard case .recordZone(let zoneID) = subscription.kind, changedZones.contains(zoneID) else { return nil }
+                return (subscription, zoneID)
+            }.first
+        }
+        guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
-            databaseScope: scope, subscriptionID: subscription,
-            zoneID: changedZones.count == 1 ? changedZones.first : nil,
+            databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
             changeToken: DatabaseChangeToken(offset: offset.rawValue))
         server.pushHub.publish(hint, to: key, from: device)
     }

@@ -26,8 +26,8 @@ enum ServerEntry: Sendable, Equatable {
     case requestCompleted(RequestID, fingerprint: UInt32, response: ModifyRecordsResponse)
     /// Tombstones of changes up to `horizon` were dropped; older tokens expire (F144).
     case tombstonesCompacted(horizon: LogOffset)
-    /// The client change token last sent with a modify request touching this zone (F159).
-    case clientChangeTokenUpdated(RecordZone.ID, token: [UInt8])
+    /// The client change token a device last sent with a modify request touching this zone (F159).
+    case clientChangeTokenUpdated(RecordZone.ID, device: DeviceID?, token: [UInt8])
 
     /// The entry kinds of the server's logs.
     enum Kind {

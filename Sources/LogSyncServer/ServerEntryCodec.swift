@@ -48,10 +48,11 @@ extension ServerEntry {
             var message = Logsync_Server_TombstonesCompacted()
             message.horizon = horizon.rawValue
             return Self.entry(Kind.tombstonesCompacted, message)
-        case .clientChangeTokenUpdated(let zoneID, let token):
+        case .clientChangeTokenUpdated(let zoneID, let device, let token):
             var message = Logsync_Server_ClientChangeTokenUpdated()
             message.zoneID = zoneID.proto
             message.token = Data(token)
+            message.device = device?.rawValue ?? ""
             return Self.entry(Kind.clientChangeTokenUpdated, message)
         }
     }
@@ -118,7 +119,9 @@ extension ServerEntry {
                 Logsync_Server_ClientChangeTokenUpdated.self, entry, "clientChangeTokenUpdated")
             self = try Self.converting(entry, "clientChangeTokenUpdated") { () throws(SyncError) in
                 guard message.hasZoneID else { throw Self.missing("ClientChangeTokenUpdated.zone_id") }
-                return .clientChangeTokenUpdated(RecordZone.ID(proto: message.zoneID), token: [UInt8](message.token))
+                return .clientChangeTokenUpdated(
+                    RecordZone.ID(proto: message.zoneID), device: message.device.isEmpty ? nil : DeviceID(message.device),
+                    token: [UInt8](message.token))
             }
         default:
             throw LogStoreError(

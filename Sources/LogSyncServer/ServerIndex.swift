@@ -12,12 +12,9 @@ struct ZoneState: Hashable {
     /// The offset of the zone's latest deletion, or 0 if it was never deleted.
     var deletedAt: UInt64
     var deletionReason: ZoneDeletionReason
-    /// The client change token last sent with a modify request touching this zone (F159).
-    var clientChangeToken: [UInt8]
 
     static let defaultZone = ZoneState(
-        incarnation: 0, isLive: true, capabilities: [], lastChange: 0, deletedAt: 0, deletionReason: .deleted,
-        clientChangeToken: [])
+        incarnation: 0, isLive: true, capabilities: [], lastChange: 0, deletedAt: 0, deletionReason: .deleted)
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -27,19 +24,17 @@ struct ZoneState: Hashable {
         writer.u64(lastChange)
         writer.u64(deletedAt)
         writer.u8(UInt8(deletionReason.rawValue))
-        writer.data(clientChangeToken)
         return writer.bytes
     }
 
     init(incarnation: UInt64, isLive: Bool, capabilities: RecordZone.Capabilities, lastChange: UInt64,
-         deletedAt: UInt64, deletionReason: ZoneDeletionReason, clientChangeToken: [UInt8]) {
+         deletedAt: UInt64, deletionReason: ZoneDeletionReason) {
         self.incarnation = incarnation
         self.isLive = isLive
         self.capabilities = capabilities
         self.lastChange = lastChange
         self.deletedAt = deletedAt
         self.deletionReason = deletionReason
-        self.clientChangeToken = clientChangeToken
     }
 
     init(decoding bytes: [UInt8]) throws(LogStoreError) {
@@ -50,7 +45,6 @@ struct ZoneState: Hashable {
         lastChange = try reader.u64()
         deletedAt = try reader.u64()
         deletionReason = ZoneDeletionReason(rawValue: Int(try reader.u8())) ?? .deleted
-        clientChangeToken = try reader.data()
     }
 }
 
@@ -112,6 +106,11 @@ enum IndexKey {
         bigEndian(incarnation) + bigEndian(offset)
     }
 
+    /// A device's client change token for a zone incarnation: the incarnation, then the device.
+    static func clientToken(incarnation: UInt64, device: DeviceID?) -> [UInt8] {
+        bigEndian(incarnation) + Array((device?.rawValue ?? "").utf8)
+    }
+
     static let horizon = Array("horizon".utf8)
     static let usage = Array("usage".utf8)
 }
@@ -126,10 +125,11 @@ enum IndexKey {
 /// - `dbChanges`: offset → zone key; only the latest change of each custom zone (F140, F112);
 /// - `subscriptions`: subscription ID → offset of its entry (F155);
 /// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
+/// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
 struct ServerIndex: Projection {
     let name = "index"
-    let tableNames = ["zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "state"]
+    let tableNames = ["zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "state"]
 
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let offset = entry.offset.rawValue
@@ -141,8 +141,7 @@ struct ServerIndex: Projection {
                 // A new incarnation: empty, numbered by this entry's offset (F149).
                 state = ZoneState(
                     incarnation: offset, isLive: true, capabilities: zone.capabilities, lastChange: state?.lastChange ?? 0,
-                    deletedAt: state?.deletedAt ?? 0, deletionReason: state?.deletionReason ?? .deleted,
-                    clientChangeToken: [])
+                    deletedAt: state?.deletedAt ?? 0, deletionReason: state?.deletionReason ?? .deleted)
             }
             state!.capabilities = zone.capabilities
             try touch(key, &state!, offset, tables)
@@ -154,7 +153,6 @@ struct ServerIndex: Projection {
             state.isLive = false
             state.deletedAt = offset
             state.deletionReason = reason
-            state.clientChangeToken = []
             try touch(key, &state, offset, tables)
 
         case .recordSaved(let record):
@@ -177,11 +175,9 @@ struct ServerIndex: Projection {
         case .tombstonesCompacted(let horizon):
             try compact(through: horizon.rawValue, tables)
 
-        case .clientChangeTokenUpdated(let zoneID, let token):
-            let key = IndexKey.zone(zoneID)
-            guard var state = try zoneState(key, tables) else { return }
-            state.clientChangeToken = token
-            try tables.put(state.encoded, forKey: key, in: "zones")
+        case .clientChangeTokenUpdated(let zoneID, let device, let token):
+            guard let state = try zoneState(IndexKey.zone(zoneID), tables), state.isLive else { return }
+            try tables.put(token, forKey: IndexKey.clientToken(incarnation: state.incarnation, device: device), in: "clientTokens")
         }
     }
 
@@ -244,6 +240,13 @@ struct ServerIndex: Projection {
             return true
         }
         for key in keys { try tables.removeValue(forKey: key, in: "zoneChanges") }
+        keys.removeAll()
+        try tables.forEach(in: "clientTokens", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "clientTokens") }
         let usage = try self.usage(tables)
         try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
     }

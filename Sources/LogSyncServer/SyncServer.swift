@@ -12,7 +12,7 @@ import SyncModel
 /// ```
 ///
 /// Each user's databases live in an LMDB environment of their own under
-/// `directory/users/`, so one user's requests can never read or write another's data. Within
+/// `directory/users/u<number>` (numbers from the registry in `directory/registry`), so one user's requests can never read or write another's data. Within
 /// it, each database (private, shared) is a log whose offsets are its change tokens; the
 /// indexes the server answers from are a projection of that log (DESIGN.md §4).
 public final class SyncServer: Sendable {
@@ -46,6 +46,7 @@ public final class SyncServer: Sendable {
     let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
+    let users: UserRegistry
 
     /// Opens (creating it if needed) the server's data directory.
     ///
@@ -54,6 +55,7 @@ public final class SyncServer: Sendable {
         self.configuration = configuration
         try FileManager.default.createDirectory(
             at: configuration.directory.appendingPathComponent("users", isDirectory: true), withIntermediateDirectories: true)
+        users = try UserRegistry(directory: configuration.directory, durability: configuration.durability)
     }
 
     /// A device's view of `user`'s database of `scope`: what an embedded app and the tests use.
@@ -61,10 +63,12 @@ public final class SyncServer: Sendable {
         InProcessDatabase(server: self, user: user, scope: scope, device: device)
     }
 
-    /// The record ID that stands for `user` (what `currentUserRecordID()` returns).
-    public func userRecordID(for user: UserID) -> Record.ID {
-        let hex = Array(user.rawValue.utf8).map { String($0, radix: 16) }.joined()
-        return Record.ID(recordName: "_" + String(hex.prefix(254)), zoneID: .default)
+    /// The record ID that stands for `user` (what `currentUserRecordID()` returns), registering
+    /// the user on first use.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` for an empty user ID or one over 511 bytes.
+    public func userRecordID(for user: UserID) throws -> Record.ID {
+        Record.ID(recordName: "_user\(try users.number(of: user))", zoneID: .default)
     }
 
     /// Test and operations hooks: injected failures, quotas, purges, tombstone compaction.
@@ -81,24 +85,18 @@ public final class SyncServer: Sendable {
     func store(_ user: UserID, _ scope: DatabaseScope) throws -> ServerDatabase {
         let key = PushHub.Key(user: user, scope: scope)
         if let open = databases.withLock({ $0[key] }) { return open }
+        let number = try users.number(of: user)
         let directory = configuration.directory.appendingPathComponent("users", isDirectory: true)
-            .appendingPathComponent(Self.directoryName(for: user), isDirectory: true)
+            .appendingPathComponent("u\(number)", isDirectory: true)
         let environment = try LogEnvironment.open(at: directory, options: .init(durability: configuration.durability))
         let log = try environment.openLog(named: scope.description, projections: [ServerIndex()])
-        let database = ServerDatabase(server: self, user: user, scope: scope, log: log)
+        let database = ServerDatabase(
+            server: self, user: user, userRecordID: try userRecordID(for: user), scope: scope, log: log)
         return databases.withLock { open in
             if let existing = open[key] { return existing }
             open[key] = database
             return database
         }
-    }
-
-    /// A file name for a user: hex of the ID's UTF-8, so any ID is safe on disk.
-    static func directoryName(for user: UserID) -> String {
-        "u" + Array(user.rawValue.utf8).map { byte in
-            let digits = String(byte, radix: 16)
-            return digits.count == 1 ? "0" + digits : digits
-        }.joined()
     }
 
     /// Throws the next failure injected for `user`, if any (F152).

@@ -123,4 +123,26 @@ struct ChangeTagTests {
             #expect(try await phone.fetchRecord(v1.recordID)?["title"] == "untagged")
         }
     }
+
+    // F146, F132: allKeys saves every key the client's record holds and keeps the server's other
+    // keys: a record fetched with desiredKeys, saved with allKeys, touches only the fetched and
+    // added keys.
+    @Test("F146 F132 allKeys keeps keys the client does not hold", arguments: Harnesses.all)
+    func allKeysKeepsOtherKeys(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            try await phone.save(newRecord("n1", ["a": 1, "b": 2]))
+
+            let partial = try #require(try await laptop.fetchZone("Notes", desiredKeys: ["a"]).records[recordID("n1")])
+            #expect(partial.allKeys() == ["a"])
+            let saved = try await laptop.save(partial.setting(["c": 3]), savePolicy: .allKeys)
+            #expect(saved["a"] == 1)
+            #expect(saved["c"] == 3)
+            #expect(saved["b"] == 2, "a key the client never fetched is not removed")
+            let onServer = try #require(try await phone.fetchRecord(recordID("n1")))
+            #expect(onServer.allKeys() == ["a", "b", "c"])
+        }
+    }
 }

@@ -23,7 +23,7 @@ protocol ContractServer: Sendable {
 
 /// Every harness the contract suite runs against.
 enum Harnesses {
-    static let all: [any ContractHarness] = [InProcessHarness(), EchoHarness()]
+    static let all: [any ContractHarness] = [InProcessHarness()]
 }
 
 /// The server in this process: `InProcessDatabase` values straight on a `SyncServer`.
@@ -49,19 +49,4 @@ struct InProcessServer: ContractServer {
     func stop() async throws {
         server.shutdown()
     }
-}
-
-struct EchoHarness: ContractHarness {
-    var description: String { "echo" }
-    func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        EchoServer(server: try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
-    }
-}
-struct EchoServer: ContractServer {
-    let server: SyncServer
-    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
-        var db = server.database(for: user, scope: scope, device: device); db.receivesOwnChanges = true; return db
-    }
-    var admin: ServerAdmin { server.admin }
-    func stop() async throws { server.shutdown() }
 }

@@ -64,27 +64,44 @@ struct IdempotencyTests {
 
     // F160: a different request that reuses a request ID is not a retry: it is never answered
     // with the first request's outcome (it is applied, or rejected as invalid), and its response
-    // has one entry per item it carries.
-    @Test("F160 a reused request ID with other content is not a replay", arguments: Harnesses.all)
-    func reusedRequestID(harness: any ContractHarness) async throws {
+    // has one entry per item it carries. "Other content" is another record, or the same record,
+    // key and size with another value.
+    @Test("F160 a reused request ID with other content is not a replay",
+          arguments: Harnesses.all, ReusedRequest.allCases)
+    func reusedRequestID(harness: any ContractHarness, reuse: ReusedRequest) async throws {
         try await withServer(harness) { server in
             let phone = try await server.device("alice", "phone")
             let laptop = try await server.device("alice", "laptop")
             try await phone.createZone("Notes")
-            let first = ModifyRecordsRequest(recordsToSave: [newRecord("n1")], requestID: "7")
-            expectSuccess(try await phone.database.modifyRecords(first).saveResults[recordID("n1")])
+            let first = ModifyRecordsRequest(recordsToSave: [newRecord("n1", ["title": "aaaa"])], requestID: "7")
+            let saved = try requireSuccess(
+                try await phone.database.modifyRecords(first).saveResults[recordID("n1")], "the first save")
 
-            let other = ModifyRecordsRequest(recordsToSave: [newRecord("n2")], requestID: "7")
+            let otherRecord = reuse == .otherRecord ? newRecord("n2", ["title": "bbbb"]) : newRecord("n1", ["title": "bbbb"])
+            let other = ModifyRecordsRequest(recordsToSave: [otherRecord], requestID: "7")
             do {
                 let response = try await laptop.database.modifyRecords(other)
-                #expect(Set(response.saveResults.keys) == [recordID("n2")], "\(response)")
+                #expect(Set(response.saveResults.keys) == [otherRecord.recordID], "\(response)")
                 #expect(response.deleteResults.isEmpty)
-                expectSuccess(response.saveResults[recordID("n2")])
-                #expect(try await phone.fetchRecord(recordID("n2")) != nil)
+                switch reuse {
+                case .otherRecord:
+                    expectSuccess(response.saveResults[otherRecord.recordID])
+                    #expect(try await phone.fetchRecord(otherRecord.recordID)?["title"] == "bbbb")
+                case .sameShapeOtherValue:
+                    // Applied, it is an untagged save of an existing record: a conflict.
+                    let error = expectFailure(response.saveResults[otherRecord.recordID], .serverRecordChanged)
+                    #expect(error?.serverRecord?.recordChangeTag == saved.recordChangeTag)
+                }
             } catch let error as SyncError {
                 #expect(error.code == .invalidArguments, "\(error)")
-                #expect(try await phone.fetchRecord(recordID("n2")) == nil)
             }
+            #expect(try await phone.fetchRecord(recordID("n1"))?["title"] == "aaaa")
         }
     }
+}
+
+/// How a second request reusing a request ID differs from the first.
+enum ReusedRequest: String, Sendable, CaseIterable, CustomStringConvertible {
+    case otherRecord, sameShapeOtherValue
+    var description: String { rawValue }
 }

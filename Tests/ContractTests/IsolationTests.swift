@@ -63,6 +63,13 @@ struct IsolationTests {
             #expect(try await aliceLaptop.database.currentUserRecordID() == alice)
             #expect(try await aliceShared.database.currentUserRecordID() == alice)
             #expect(try await bob.database.currentUserRecordID() != alice)
+
+            // Long account identifiers that differ only at the end are still different users.
+            let prefix = "https://accounts.example.com/realms/production/users/" + String(repeating: "0", count: 100)
+            let first = try await server.device(UserID(prefix + "1"), "phone").database.currentUserRecordID()
+            let second = try await server.device(UserID(prefix + "2"), "phone").database.currentUserRecordID()
+            #expect(first != second)
+            #expect(first.recordName.utf8.count <= Limits.maxNameLength)
         }
     }
 

@@ -139,4 +139,21 @@ struct LimitsTests {
             #expect(try await phone.fetchZone("Notes").records.isEmpty)
         }
     }
+
+    // F134, F132: the limit applies to the record as saved: a partial update that would make the
+    // stored record exceed 1 MB fails per item, and the server keeps the previous version.
+    @Test("F134 a partial update that makes a record too large fails", arguments: Harnesses.all)
+    func partialUpdateTooLarge(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            try await phone.createZone("Notes")
+            let saved = try await phone.save(newRecord("n1", ["a": .bytes(Data(count: 600_000))]))
+            let grown = saved.systemFieldsCopy().setting(["b": .bytes(Data(count: 600_000))])
+            #expect(grown.estimatedSize < Limits.maxRecordBytes)
+            expectFailure(try await phone.attemptSave(grown), .limitExceeded)
+            let onServer = try #require(try await phone.fetchRecord(saved.recordID))
+            #expect(onServer.recordChangeTag == saved.recordChangeTag)
+            #expect(onServer.allKeys() == ["a"])
+        }
+    }
 }

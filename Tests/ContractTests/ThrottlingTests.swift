@@ -61,8 +61,8 @@ struct ThrottlingTests {
         }
     }
 
-    // F153: the quota counts the data stored now: deleting a record frees its bytes, and
-    // replacing a field counts the new size, not the sum of every version.
+    // F153: the quota counts the data stored now: deleting a record or its zone frees its
+    // bytes, and replacing a field counts the new size, not the sum of every version.
     @Test("F153 quota counts current storage", arguments: Harnesses.all)
     func quotaCountsCurrentStorage(harness: any ContractHarness) async throws {
         try await withServer(harness) { server in
@@ -77,6 +77,10 @@ struct ThrottlingTests {
             expectFailure(try await alice.attemptSave(sizedRecord("r2", size: 600)), .quotaExceeded)
             try await alice.delete(r1.recordID)
             try await alice.save(sizedRecord("r2", size: 600))
+
+            try await alice.deleteZone("Notes")
+            try await alice.createZone("Notes")
+            try await alice.save(sizedRecord("r3", size: 900))
         }
     }
 }

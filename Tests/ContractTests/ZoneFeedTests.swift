@@ -217,14 +217,18 @@ struct ZoneFeedTests {
     }
 
     // F159: the client change token sent with a write comes back in the writer's zone fetches,
-    // always the latest one the server applied.
-    @Test("F159 the client change token is echoed", arguments: Harnesses.all)
+    // always the latest one the server applied for that device; each device gets its own, and a
+    // device that never sent one gets none.
+    @Test("F159 the client change token is echoed per device", arguments: Harnesses.all)
     func clientChangeTokenEcho(harness: any ContractHarness) async throws {
         try await withServer(harness) { server in
             let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            let tablet = try await server.device("alice", "tablet")
             try await phone.createZone("Notes")
             let first = Data("phone-write-1".utf8)
             let second = Data("phone-write-2".utf8)
+            let laptops = Data("laptop-write-1".utf8)
 
             let response = try await phone.modify(saving: [newRecord("n1")], clientChangeToken: first)
             expectSuccess(response.saveResults[recordID("n1")])
@@ -233,6 +237,13 @@ struct ZoneFeedTests {
             let again = try await phone.modify(saving: [newRecord("n2")], clientChangeToken: second)
             expectSuccess(again.saveResults[recordID("n2")])
             #expect(try await phone.fetchZone("Notes").clientChangeToken == second)
+
+            let fromLaptop = try await laptop.modify(saving: [newRecord("n3")], clientChangeToken: laptops)
+            expectSuccess(fromLaptop.saveResults[recordID("n3")])
+            #expect(try await laptop.fetchZone("Notes").clientChangeToken == laptops)
+            #expect(try await phone.fetchZone("Notes").clientChangeToken == second,
+                    "the phone's latest applied write is still its second one")
+            #expect(try await tablet.fetchZone("Notes").clientChangeToken == nil, "the tablet never sent one")
         }
     }
 }

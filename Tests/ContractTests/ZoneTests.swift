@@ -176,4 +176,35 @@ struct ZoneTests {
             #expect(fresh.records[recordID("n1")]?.creationDate == server.clock.now)
         }
     }
+
+    // F149, F49: a device that fetched before a zone was deleted and re-created learns both:
+    // the deletion (so it wipes the old records) and the zone's new contents.
+    @Test("F149 a missed delete and re-create is reported as both", arguments: Harnesses.all)
+    func missedDeleteAndRecreate(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            try await phone.save(newRecord("old"))
+            let start = try await laptop.fetchDatabase().token
+            let oldZone = try await laptop.fetchZone("Notes").token
+
+            try await phone.deleteZone("Notes")
+            try await phone.createZone("Notes")
+            try await phone.save(newRecord("new"))
+
+            let changes = try await laptop.fetchDatabase(since: start)
+            #expect(changes.deleted[zoneID("Notes")] == .deleted, "the old incarnation's deletion is reported")
+            #expect(changes.modified.contains(zoneID("Notes")), "the new incarnation is reported")
+            if let deletionPage = changes.pages.firstIndex(where: { $0.deletions.contains { $0.zoneID == zoneID("Notes") } }),
+                let modificationPage = changes.pages.lastIndex(where: { $0.modifications.contains { $0.zoneID == zoneID("Notes") } })
+            {
+                #expect(deletionPage <= modificationPage, "the deletion does not come after the re-creation")
+            }
+            await expectThrows(.changeTokenExpired) {
+                try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: oldZone)
+            }
+            #expect(Set(try await laptop.fetchZone("Notes").records.keys) == [recordID("new")])
+        }
+    }
 }

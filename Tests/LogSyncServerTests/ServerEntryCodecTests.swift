@@ -70,8 +70,8 @@ struct ServerEntryCodecTests {
                    kind: K.requestCompleted),
             Sample(entry: .tombstonesCompacted(horizon: LogOffset(1234)), kind: K.tombstonesCompacted),
             Sample(entry: .tombstonesCompacted(horizon: LogOffset(UInt64.max)), kind: K.tombstonesCompacted),
-            Sample(entry: .clientChangeTokenUpdated(notes, token: [0, 1, 2, 0xFF]), kind: K.clientChangeTokenUpdated),
-            Sample(entry: .clientChangeTokenUpdated(notes, token: []), kind: K.clientChangeTokenUpdated),
+            Sample(entry: .clientChangeTokenUpdated(notes, device: "phone", token: [0, 1, 2, 0xFF]), kind: K.clientChangeTokenUpdated),
+            Sample(entry: .clientChangeTokenUpdated(notes, device: nil, token: []), kind: K.clientChangeTokenUpdated),
         ]
     }()
 

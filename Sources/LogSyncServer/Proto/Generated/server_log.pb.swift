@@ -230,6 +230,9 @@ package nonisolated struct Logsync_Server_ClientChangeTokenUpdated: Sendable {
 
   package var token: Data = Data()
 
+  /// the device that sent it; empty when the request named none
+  package var device: String = String()
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -527,7 +530,7 @@ nonisolated extension Logsync_Server_TombstonesCompacted: SwiftProtobuf.Message,
 
 nonisolated extension Logsync_Server_ClientChangeTokenUpdated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ClientChangeTokenUpdated"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}token\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}token\0\u{1}device\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -537,6 +540,7 @@ nonisolated extension Logsync_Server_ClientChangeTokenUpdated: SwiftProtobuf.Mes
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
       case 2: try { try decoder.decodeSingularBytesField(value: &self.token) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.device) }()
       default: break
       }
     }
@@ -553,12 +557,16 @@ nonisolated extension Logsync_Server_ClientChangeTokenUpdated: SwiftProtobuf.Mes
     if !self.token.isEmpty {
       try visitor.visitSingularBytesField(value: self.token, fieldNumber: 2)
     }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Logsync_Server_ClientChangeTokenUpdated, rhs: Logsync_Server_ClientChangeTokenUpdated) -> Bool {
     if lhs._zoneID != rhs._zoneID {return false}
     if lhs.token != rhs.token {return false}
+    if lhs.device != rhs.device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
