@@ -1,0 +1,51 @@
+import LogStore
+
+/// Writes a range of a log's entries, one line each, reading them lazily with an
+/// `EntryCursor` (memory does not grow with the range).
+public struct EntryDumper: Sendable {
+    public enum Format: Sendable, Hashable {
+        /// `EntryFormatter.textLine`.
+        case text
+        /// `EntryFormatter.jsonLine` (JSON Lines).
+        case jsonLines
+    }
+
+    public var format: Format
+    /// Used as is, except that the offset column widens to fit the range's last offset.
+    public var formatter: EntryFormatter
+
+    public init(format: Format = .text, formatter: EntryFormatter = EntryFormatter()) {
+        self.format = format
+        self.formatter = formatter
+    }
+
+    /// Writes the entries of `log` from `start` through `end` (clamped to the log's last
+    /// offset; `nil`: the last offset) to `output` and returns how many it wrote.
+    ///
+    /// Every entry before a corrupt one is written before the error is thrown, so the output
+    /// shows how far the log is readable.
+    ///
+    /// - Throws: `LogStoreError` (`.corruptEntry`, `.unknownFormatVersion`, …) naming the offset.
+    @discardableResult
+    public func dump(
+        _ log: Log, from start: LogOffset = .first, through end: LogOffset? = nil,
+        to output: inout some TextOutputStream
+    ) throws -> Int {
+        let last = try log.lastOffset
+        let end = min(end ?? last, last)
+        let start = max(start, .first)
+        guard start <= end else { return 0 }
+        var formatter = self.formatter
+        formatter.offsetWidth = max(formatter.offsetWidth, end.description.count)
+
+        // The cursor hands out every good entry before a corrupt one, then throws naming it.
+        var cursor = try log.entries(from: start, through: end)
+        var written = 0
+        while let entry = try cursor.next() {
+            output.write(format == .text ? formatter.textLine(entry) : formatter.jsonLine(entry))
+            output.write("\n")
+            written += 1
+        }
+        return written
+    }
+}

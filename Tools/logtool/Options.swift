@@ -1,0 +1,51 @@
+import ArgumentParser
+import Foundation
+import LogStore
+import LogToolCore
+
+/// Which log to read: the environment directory and, optionally, the log's name in it.
+struct LogLocationOptions: ParsableArguments {
+    @Argument(help: "The log's environment directory (the one holding data.mdb).", completion: .directory)
+    var path: String
+
+    @Option(
+        name: .customLong("log"),
+        help: ArgumentHelp(
+            "The log in the environment to read (default: the only one there).",
+            valueName: "name"))
+    var logName: String?
+
+    /// Opens the environment read-only (so another process may be appending) and the log in it.
+    func openLog() throws -> Log {
+        let environment = try LogEnvironment.open(at: URL(fileURLWithPath: path), options: .init(readOnly: true))
+        let name = try LogSelection.choose(
+            requested: logName, available: try environment.logNames(), path: environment.path)
+        return try environment.openLog(named: name)
+    }
+}
+
+/// A range of offsets.
+struct OffsetRangeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The first offset to include (default: 1).", valueName: "offset"))
+    var from: UInt64?
+
+    @Option(help: ArgumentHelp("The last offset to include (default: the log's last).", valueName: "offset"))
+    var to: UInt64?
+
+    func validate() throws {
+        if let from, from == 0 { throw ValidationError("offsets start at 1; --from 0 names no entry") }
+        if let to, to == 0 { throw ValidationError("offsets start at 1; --to 0 names no entry") }
+        if let from, let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+    }
+
+    var start: LogOffset { LogOffset(from ?? 1) }
+    var end: LogOffset? { to.map { LogOffset($0) } }
+}
+
+/// Human or machine output.
+struct OutputFormatOptions: ParsableArguments {
+    @Flag(help: "Write JSON Lines (one object per entry) instead of text.")
+    var json = false
+
+    var entryFormat: EntryDumper.Format { json ? .jsonLines : .text }
+}
