@@ -35,7 +35,9 @@ extension ServerDatabase {
                 return ([], response)
             }
 
-            var plan = Plan(usage: try snapshot.state(IndexKey.usage), quota: quota)
+            var plan = Plan(
+                usage: try snapshot.state(IndexKey.usage), quota: quota,
+                savedInRequest: Set(request.recordsToSave.map(\.recordID)))
             var outcomes: [Record.ID: Outcome] = [:]
             // Decide every item against the state before the request.
             for record in request.recordsToSave {
@@ -94,6 +96,16 @@ extension ServerDatabase {
                     preconditionFailure("a deletion decided as a save")
                 }
             }
+            // Deleting a record deletes the records that reference it with deleteSelf, in the
+            // change feeds but not in the sender's results (F135, F136).
+            let untouched = Set(request.recordsToSave.map(\.recordID)).union(request.recordIDsToDelete)
+            for (recordID, recordType) in try cascade(
+                from: request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } },
+                sparing: untouched, snapshot)
+            {
+                entries.append(.recordDeleted(recordID, recordType: recordType))
+                offset += 1
+            }
             if let token = request.clientChangeToken {
                 for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
                     entries.append(.clientChangeTokenUpdated(zoneID, device: device, token: Array(token)))
@@ -116,10 +128,38 @@ extension ServerDatabase {
         case failure(SyncError)
     }
 
-    /// The storage the request would use so far, against the user's quota.
+    /// What the request has decided so far: storage against the quota, deleteSelf references
+    /// added per target (against the 750 limit), records it saves.
     struct Plan {
         var usage: UInt64
         let quota: Int?
+        var addedReferences: [String: Int] = [:]
+        let savedInRequest: Set<Record.ID>
+    }
+
+    /// The live records that reference `deleted` with deleteSelf, transitively, except `spared`
+    /// (records the request itself saves or deletes), in a stable order.
+    private func cascade(
+        from deleted: [Record.ID], sparing spared: Set<Record.ID>, _ snapshot: Snapshot
+    ) throws -> [(Record.ID, Record.RecordType)] {
+        var queue = deleted
+        var seen = Set(deleted)
+        var cascaded: [(Record.ID, Record.RecordType)] = []
+        while !queue.isEmpty {
+            let target = queue.removeFirst()
+            guard let zone = try snapshot.zone(target.zoneID), zone.isLive else { continue }
+            let key = IndexKey.record(incarnation: zone.incarnation, name: target.recordName)
+            let referrers = try Referrers.decode(try snapshot.reader.transaction.value(forKey: key, in: snapshot.table("referrers")))
+            for name in referrers {
+                let referrer = Record.ID(recordName: name, zoneID: target.zoneID)
+                guard !spared.contains(referrer), seen.insert(referrer).inserted,
+                    let state = try snapshot.record(referrer, incarnation: zone.incarnation), !state.isTombstone
+                else { continue }
+                cascaded.append((referrer, state.recordType))
+                queue.append(referrer)
+            }
+        }
+        return cascaded
     }
 
     private func decideSave(
@@ -188,6 +228,27 @@ extension ServerDatabase {
                 .limitExceeded, "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",
                 item: .record(recordID)))
         }
+        // A parent must exist or be saved in the same request (F135).
+        if let parent = saved.parent, parent.recordID != server?.parent?.recordID,
+            !plan.savedInRequest.contains(parent.recordID),
+            try snapshot.record(parent.recordID, incarnation: zone.incarnation).map({ !$0.isTombstone }) != true
+        {
+            return .failure(SyncError(
+                .referenceViolation, "the parent of \(recordID), \(parent.recordID), does not exist", item: .record(recordID)))
+        }
+        // At most 750 deleteSelf references may point at one record (F135).
+        let newTargets = Set(saved.deleteSelfTargets).subtracting(current?.deleteSelfTargets ?? [])
+        for target in newTargets.sorted() {
+            let key = IndexKey.record(incarnation: zone.incarnation, name: target)
+            let existing = try Referrers.decode(try snapshot.reader.transaction.value(forKey: key, in: snapshot.table("referrers"))).count
+            if existing + plan.addedReferences[target, default: 0] >= Limits.maxDeleteSelfReferencesPerTarget {
+                return .failure(SyncError(
+                    .limitExceeded,
+                    "\(Record.ID(recordName: target, zoneID: recordID.zoneID)) already has \(Limits.maxDeleteSelfReferencesPerTarget) deleteSelf references; \(recordID) cannot add another",
+                    item: .record(recordID)))
+            }
+        }
+        for target in newTargets { plan.addedReferences[target, default: 0] += 1 }
         let oldSize = current.map { $0.isTombstone ? 0 : $0.size } ?? 0
         let usage = plan.usage - min(plan.usage, oldSize) + newSize
         if let quota = plan.quota, newSize > oldSize, usage > UInt64(max(quota, 0)) {

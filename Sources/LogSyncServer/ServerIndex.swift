@@ -56,6 +56,8 @@ struct RecordState: Hashable {
     /// The size of its field data (counted against the quota), 0 for a tombstone.
     var size: UInt64
     var recordType: String
+    /// The names of the records (in the same zone) this one references with `deleteSelf`.
+    var deleteSelfTargets: [String]
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -63,14 +65,17 @@ struct RecordState: Hashable {
         writer.u8(isTombstone ? 1 : 0)
         writer.u64(size)
         writer.string(recordType)
+        writer.u64(UInt64(deleteSelfTargets.count))
+        for target in deleteSelfTargets { writer.string(target) }
         return writer.bytes
     }
 
-    init(offset: UInt64, isTombstone: Bool, size: UInt64, recordType: String) {
+    init(offset: UInt64, isTombstone: Bool, size: UInt64, recordType: String, deleteSelfTargets: [String] = []) {
         self.offset = offset
         self.isTombstone = isTombstone
         self.size = size
         self.recordType = recordType
+        self.deleteSelfTargets = deleteSelfTargets
     }
 
     init(decoding bytes: [UInt8]) throws(LogStoreError) {
@@ -79,6 +84,47 @@ struct RecordState: Hashable {
         isTombstone = try reader.u8() == 1
         size = try reader.u64()
         recordType = try reader.string()
+        let count = try reader.u64()
+        guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
+        deleteSelfTargets = try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
+    }
+}
+
+extension Record {
+    /// The names of the records this one references with `deleteSelf` (F135), sorted.
+    var deleteSelfTargets: [String] {
+        var names = Set<String>()
+        func visit(_ value: RecordValue) {
+            switch value {
+            case .reference(let reference) where reference.action == .deleteSelf:
+                names.insert(reference.recordID.recordName)
+            case .list(let values):
+                values.forEach(visit)
+            default:
+                break
+            }
+        }
+        for key in allKeys() { if let value = self[key] { visit(value) } }
+        return names.sorted()
+    }
+}
+
+/// Reads and writes the referrer lists of the `referrers` table: target → names of the records
+/// that reference it with `deleteSelf`.
+enum Referrers {
+    static func decode(_ bytes: [UInt8]?) throws(LogStoreError) -> [String] {
+        guard let bytes else { return [] }
+        var reader = ByteReader(bytes, what: "referrer list")
+        let count = try reader.u64()
+        guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed referrer list") }
+        return try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
+    }
+
+    static func encode(_ names: [String]) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u64(UInt64(names.count))
+        for name in names { writer.string(name) }
+        return writer.bytes
     }
 }
 
@@ -126,10 +172,13 @@ enum IndexKey {
 /// - `subscriptions`: subscription ID → offset of its entry (F155);
 /// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
+/// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
 struct ServerIndex: Projection {
     let name = "index"
-    let tableNames = ["zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "state"]
+    let tableNames = [
+        "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
+    ]
 
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let offset = entry.offset.rawValue
@@ -157,7 +206,10 @@ struct ServerIndex: Projection {
 
         case .recordSaved(let record):
             try recordChanged(
-                record.recordID, to: RecordState(offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType),
+                record.recordID,
+                to: RecordState(
+                    offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType,
+                    deleteSelfTargets: record.deleteSelfTargets),
                 tables)
 
         case .recordDeleted(let recordID, let recordType):
@@ -200,10 +252,14 @@ struct ServerIndex: Projection {
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
         var usage = try self.usage(tables)
-        if let old = try tables.value(forKey: key, in: "records").map({ (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }) {
+        let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
+        if let old {
             try tables.removeValue(forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
             usage -= min(usage, old.size)
         }
+        try updateReferrers(
+            of: recordID.recordName, incarnation: zone!.incarnation, from: old?.deleteSelfTargets ?? [],
+            to: new.deleteSelfTargets, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
         try tables.put(
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
@@ -212,6 +268,24 @@ struct ServerIndex: Projection {
         try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state")
         // The default zone takes no part in the database feed (F112).
         if !isDefaultZone { try touch(zoneKey, &zone!, new.offset, tables) }
+    }
+
+    /// Moves `referrer` from the referrer lists of its old targets to those of its new ones.
+    func updateReferrers(
+        of referrer: String, incarnation: UInt64, from old: [String], to new: [String], _ tables: ProjectionTables
+    ) throws {
+        let removed = Set(old).subtracting(new)
+        let added = Set(new).subtracting(old)
+        for target in removed.union(added).sorted() {
+            let key = IndexKey.record(incarnation: incarnation, name: target)
+            var names = Set(try Referrers.decode(try tables.value(forKey: key, in: "referrers")))
+            if removed.contains(target) { names.remove(referrer) } else { names.insert(referrer) }
+            if names.isEmpty {
+                try tables.removeValue(forKey: key, in: "referrers")
+            } else {
+                try tables.put(Referrers.encode(names.sorted()), forKey: key, in: "referrers")
+            }
+        }
     }
 
     func usage(_ tables: ProjectionTables) throws -> UInt64 {
@@ -247,6 +321,13 @@ struct ServerIndex: Projection {
             return true
         }
         for key in keys { try tables.removeValue(forKey: key, in: "clientTokens") }
+        keys.removeAll()
+        try tables.forEach(in: "referrers", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "referrers") }
         let usage = try self.usage(tables)
         try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
     }

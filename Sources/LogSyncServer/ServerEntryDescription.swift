@@ -1,0 +1,229 @@
+import LogStore
+import SyncModel
+
+/// A server log entry described for people and tools: the name of its kind and its salient
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–109 in
+/// a database's log (`ServerEntry`) and 120 in the user registry's log (`UserRegistry`).
+///
+/// ```swift
+/// if let description = try ServerEntryDescription(entry) {
+///     print(description.kindName, description.fields.map { "\($0.name)=\($0.value)" })
+///     // recordSaved ["zone=Notes", "record=n1", "type=Note", "tag=12", "keys=[body,title]"]
+/// }
+/// ```
+///
+/// Fields appear in this order, each only where its kind has it; names are stable, for scripts:
+///
+/// | field | kinds | value |
+/// |---|---|---|
+/// | `zone`, `owner` | zone and record kinds, zone subscriptions, client change tokens | zone name; owner record name, only when not the current user (`__defaultOwner__`) |
+/// | `record`, `type` | recordSaved, recordDeleted | record name; record type |
+/// | `tag` | recordSaved | the change tag, which the server sets to the entry's offset |
+/// | `keys`, `changed`, `parent` | recordSaved | field keys (sorted); changed keys, only if any; parent record name, only if set |
+/// | `capabilities`, `share` | zoneSaved | capability names; share record name, only if shared |
+/// | `reason` | zoneDeleted | deleted, purged or encryptedDataReset |
+/// | `subscription`, `kind` | subscription kinds | subscription ID; `database` or `zone` (then `zone` follows) |
+/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors` | requestCompleted | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any |
+/// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
+/// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
+/// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
+package struct ServerEntryDescription: Sendable, Hashable {
+    /// A field's value.
+    package enum Value: Sendable, Hashable, CustomStringConvertible {
+        case text(String)
+        case integer(UInt64)
+        case list([String])
+
+        package var description: String {
+            switch self {
+            case .text(let text): text
+            case .integer(let value): String(value)
+            case .list(let items): "[" + items.joined(separator: ",") + "]"
+            }
+        }
+    }
+
+    /// One named value.
+    package struct Field: Sendable, Hashable {
+        package var name: String
+        package var value: Value
+
+        package init(_ name: String, _ value: Value) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The name of the entry's kind, such as `recordSaved`.
+    package var kindName: String
+    /// The entry's fields, in the order of the table above; no name appears twice.
+    package var fields: [Field]
+
+    package init(kindName: String, fields: [Field]) {
+        self.kindName = kindName
+        self.fields = fields
+    }
+
+    /// The value of the field `name`, if the entry has it.
+    package subscript(name: String) -> Value? {
+        fields.first { $0.name == name }?.value
+    }
+
+    /// Every kind a server log holds, with its name, in kind order.
+    package static let kinds: [(kind: EntryKind, name: String)] = [
+        (ServerEntry.Kind.zoneSaved, "zoneSaved"),
+        (ServerEntry.Kind.zoneDeleted, "zoneDeleted"),
+        (ServerEntry.Kind.recordSaved, "recordSaved"),
+        (ServerEntry.Kind.recordDeleted, "recordDeleted"),
+        (ServerEntry.Kind.subscriptionSaved, "subscriptionSaved"),
+        (ServerEntry.Kind.subscriptionDeleted, "subscriptionDeleted"),
+        (ServerEntry.Kind.requestCompleted, "requestCompleted"),
+        (ServerEntry.Kind.tombstonesCompacted, "tombstonesCompacted"),
+        (ServerEntry.Kind.clientChangeTokenUpdated, "clientChangeTokenUpdated"),
+        (UserRegistry.userRegisteredKind, "userRegistered"),
+    ]
+
+    /// The name of `kind` if it is a server kind.
+    package static func kindName(of kind: EntryKind) -> String? {
+        kinds.first { $0.kind == kind }?.name
+    }
+
+    /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
+    /// belongs to some other layer, and a tool shows its bytes instead).
+    ///
+    /// Pure: the description depends only on the entry's offset, kind and payload.
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset when the payload is
+    ///   not a valid entry of its kind (as `ServerEntry.init(_:)` reports it).
+    package init?(_ entry: LogEntry) throws(LogStoreError) {
+        if entry.kind == UserRegistry.userRegisteredKind {
+            self = try Self.userRegistered(entry)
+            return
+        }
+        guard let name = Self.kindName(of: entry.kind) else { return nil }
+        self.init(kindName: name, fields: Self.fields(of: try ServerEntry(entry)))
+    }
+
+    // MARK: Fields of each kind
+
+    private static func fields(of entry: ServerEntry) -> [Field] {
+        var fields: [Field] = []
+        func add(_ name: String, _ value: Value) { fields.append(Field(name, value)) }
+        func addZone(_ zoneID: RecordZone.ID) {
+            add("zone", .text(zoneID.zoneName))
+            if zoneID.ownerName != RecordZone.ID.defaultOwnerName { add("owner", .text(zoneID.ownerName)) }
+        }
+
+        switch entry {
+        case .zoneSaved(let zone):
+            addZone(zone.zoneID)
+            add("capabilities", .list(capabilityNames(zone.capabilities)))
+            if let share = zone.share { add("share", .text(share.recordID.recordName)) }
+        case .zoneDeleted(let zoneID, let reason):
+            addZone(zoneID)
+            add("reason", .text(reason.description))
+        case .recordSaved(let record):
+            addZone(record.recordID.zoneID)
+            add("record", .text(record.recordID.recordName))
+            add("type", .text(record.recordType))
+            if let tag = record.recordChangeTag { add("tag", .text(tag)) }
+            add("keys", .list(record.allKeys()))
+            let changed = record.changedKeys()
+            if !changed.isEmpty { add("changed", .list(changed)) }
+            if let parent = record.parent { add("parent", .text(parent.recordID.recordName)) }
+        case .recordDeleted(let recordID, let recordType):
+            addZone(recordID.zoneID)
+            add("record", .text(recordID.recordName))
+            add("type", .text(recordType))
+        case .subscriptionSaved(let subscription):
+            add("subscription", .text(subscription.subscriptionID.rawValue))
+            switch subscription.kind {
+            case .database:
+                add("kind", .text("database"))
+            case .recordZone(let zoneID):
+                add("kind", .text("zone"))
+                addZone(zoneID)
+            }
+        case .subscriptionDeleted(let subscriptionID):
+            add("subscription", .text(subscriptionID.rawValue))
+        case .requestCompleted(let requestID, let fingerprint, let response):
+            add("request", .text(requestID.rawValue))
+            add("fingerprint", .text(hex32(fingerprint)))
+            var failures: [(Record.ID, SyncError.Code)] = []
+            var saved: UInt64 = 0
+            var deleted: UInt64 = 0
+            for (recordID, result) in response.saveResults {
+                switch result {
+                case .success: saved += 1
+                case .failure(let error): failures.append((recordID, error.code))
+                }
+            }
+            for (recordID, result) in response.deleteResults {
+                switch result {
+                case .success: deleted += 1
+                case .failure(let error): failures.append((recordID, error.code))
+                }
+            }
+            add("saved", .integer(saved))
+            add("deleted", .integer(deleted))
+            add("failed", .integer(UInt64(failures.count)))
+            if !failures.isEmpty {
+                // Dictionaries have no order: sort so the same entry always reads the same.
+                let sorted = failures.sorted { a, b in
+                    (a.0.recordName, a.0.zoneID.zoneName, a.0.zoneID.ownerName, a.1.rawValue)
+                        < (b.0.recordName, b.0.zoneID.zoneName, b.0.zoneID.ownerName, b.1.rawValue)
+                }
+                add("errors", .list(sorted.map { "\($0.0.recordName):\($0.1.name)" }))
+            }
+        case .tombstonesCompacted(let horizon):
+            add("horizon", .integer(horizon.rawValue))
+        case .clientChangeTokenUpdated(let zoneID, let device, let token):
+            addZone(zoneID)
+            if let device { add("device", .text(device.rawValue)) }
+            add("token", .text(hex(token.prefix(32)) + (token.count > 32 ? "…" : "")))
+            add("tokenSize", .integer(UInt64(token.count)))
+        }
+        return fields
+    }
+
+    /// A registry entry: the payload is the user ID in UTF-8, the offset the user's number.
+    private static func userRegistered(_ entry: LogEntry) throws(LogStoreError) -> ServerEntryDescription {
+        guard !entry.payload.isEmpty, let user = String(validating: entry.payload, as: UTF8.self) else {
+            throw LogStoreError(
+                .corruptEntry,
+                "userRegistered (kind \(entry.kind)) payload: \(entry.payload.isEmpty ? "an empty user ID" : "a user ID that is not UTF-8")",
+                offset: entry.offset)
+        }
+        return ServerEntryDescription(kindName: "userRegistered", fields: [
+            Field("user", .text(user)),
+            Field("directory", .text("users/u\(entry.offset.rawValue)")),
+        ])
+    }
+
+    private static func capabilityNames(_ capabilities: RecordZone.Capabilities) -> [String] {
+        let known: [(RecordZone.Capabilities, String)] = [
+            (.fetchChanges, "fetchChanges"), (.atomic, "atomic"), (.sharing, "sharing"),
+            (.zoneWideSharing, "zoneWideSharing"),
+        ]
+        var names = known.filter { capabilities.contains($0.0) }.map(\.1)
+        let unknown = capabilities.subtracting(RecordZone.Capabilities(known.map(\.0)))
+        if !unknown.isEmpty { names.append("0x" + String(unknown.rawValue, radix: 16)) }
+        return names
+    }
+
+    private static func hex32(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16)
+        return "0x" + String(repeating: "0", count: 8 - digits.count) + digits
+    }
+
+    private static func hex(_ bytes: some Collection<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
