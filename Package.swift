@@ -51,10 +51,10 @@ let package = Package(
         ),
 
         // Tools.
-        .target(name: "LogToolCore", dependencies: ["LogStore"], path: "Tools/LogToolCore"),
+        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
-            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool"]
+            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer"]
         ),
         .executableTarget(
             name: "logtool",

@@ -13,7 +13,7 @@ struct DumpCommandTests {
             let run = try runLogtool(["dump", log.path], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
-            #expect(run.lines == entries.map { EntryFormatter().textLine($0) })
+            #expect(try run.lines == entries.map { try EntryFormatter().textLine($0) })
             #expect(run.lines[4].hasPrefix("     5  2023-11-14T22:13:20.000005Z  kind   3  size     43  6e6f7465 20353a20 61207061 796c6f61  |note 5: a payloa|…"))
         }
     }
@@ -113,7 +113,7 @@ struct DumpCommandTests {
                 let run = try runLogtool(["dump", log.path] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == 3)
-                let expected = entries[0..<3].map { json ? EntryFormatter().jsonLine($0) : EntryFormatter().textLine($0) }
+                let expected = try entries[0..<3].map { json ? try EntryFormatter().jsonLine($0) : try EntryFormatter().textLine($0) }
                 #expect(run.lines == expected)
                 #expect(run.standardError.hasPrefix("logtool: error: "))
                 #expect(run.standardError.contains(" at offset 4 of log \"main\" in \(log.path): "), "\(run)")

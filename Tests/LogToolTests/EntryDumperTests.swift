@@ -13,7 +13,7 @@ struct EntryDumperTests {
             var text = ""
             let count = try EntryDumper().dump(log, to: &text)
             #expect(count == 12)
-            #expect(text == entries.map { EntryFormatter().textLine($0) + "\n" }.joined())
+            #expect(try text == entries.map { try EntryFormatter().textLine($0) + "\n" }.joined())
         }
     }
 

@@ -10,47 +10,47 @@ struct EntryFormatterTests {
         offset: 3, kind: 1, time: EntryTime(microsecondsSince1970: 1_700_000_000_000_002),
         payload: KeyValueEntry.set(key: "greeting", value: Array("hello".utf8)).newEntry.payload)
 
-    @Test func textLineOfAShortPayload() {
+    @Test func textLineOfAShortPayload() throws {
         #expect(
-            EntryFormatter().textLine(Self.greeting)
+            try EntryFormatter().textLine(Self.greeting)
                 == "     3  2023-11-14T22:13:20.000002Z  kind   1  size     14  08677265 6574696e 6768656c 6c6f      |.greetinghello|")
     }
 
-    @Test func textLineOfALongPayloadShowsSixteenBytesAndAnEllipsis() {
+    @Test func textLineOfALongPayloadShowsSixteenBytesAndAnEllipsis() throws {
         let entry = LogEntry(offset: 12, kind: 3, time: .init(microsecondsSince1970: 0), payload: Array("abcdefghijklmnopqrstuvwxyz".utf8))
         #expect(
-            EntryFormatter().textLine(entry)
+            try EntryFormatter().textLine(entry)
                 == "    12  1970-01-01T00:00:00.000000Z  kind   3  size     26  61626364 65666768 696a6b6c 6d6e6f70  |abcdefghijklmnop|…")
     }
 
-    @Test func textLineOfAnEmptyPayload() {
+    @Test func textLineOfAnEmptyPayload() throws {
         let entry = LogEntry(offset: 1, kind: 65535, time: .init(microsecondsSince1970: 0), payload: [])
         #expect(
-            EntryFormatter().textLine(entry)
+            try EntryFormatter().textLine(entry)
                 == "     1  1970-01-01T00:00:00.000000Z  kind 65535  size      0                                       ||")
     }
 
-    @Test func columnsLineUpForEveryPayloadLength() {
-        let lines = (0...20).map { length in
-            EntryFormatter().textLine(LogEntry(offset: 1, kind: 1, time: .init(microsecondsSince1970: 0), payload: Array(repeating: 0x41, count: length)))
+    @Test func columnsLineUpForEveryPayloadLength() throws {
+        let lines = try (0...20).map { length in
+            try EntryFormatter().textLine(LogEntry(offset: 1, kind: 1, time: .init(microsecondsSince1970: 0), payload: Array(repeating: 0x41, count: length)))
         }
         let barColumns = Set(lines.map { line in line.distance(from: line.startIndex, to: line.firstIndex(of: "|")!) })
         #expect(barColumns.count == 1)
     }
 
-    @Test func offsetColumnWidens() {
+    @Test func offsetColumnWidens() throws {
         let entry = LogEntry(offset: 12_345_678, kind: 1, time: .init(microsecondsSince1970: 0), payload: [1])
-        #expect(EntryFormatter().textLine(entry).hasPrefix("12345678  1970"))
-        #expect(EntryFormatter(offsetWidth: 10).textLine(entry).hasPrefix("  12345678  1970"))
+        #expect(try EntryFormatter().textLine(entry).hasPrefix("12345678  1970"))
+        #expect(try EntryFormatter(offsetWidth: 10).textLine(entry).hasPrefix("  12345678  1970"))
     }
 
-    @Test func headByteCountIsConfigurable() {
+    @Test func headByteCountIsConfigurable() throws {
         let entry = LogEntry(offset: 1, kind: 1, time: .init(microsecondsSince1970: 0), payload: Array("abcdef".utf8))
-        #expect(EntryFormatter(headByteCount: 4).textLine(entry).hasSuffix("size      6  61626364  |abcd|…"))
+        #expect(try EntryFormatter(headByteCount: 4).textLine(entry).hasSuffix("size      6  61626364  |abcd|…"))
     }
 
     @Test func jsonLine() throws {
-        let line = EntryFormatter().jsonLine(Self.greeting)
+        let line = try EntryFormatter().jsonLine(Self.greeting)
         #expect(
             line
                 == #"{"offset":3,"time":"2023-11-14T22:13:20.000002Z","timeMicros":1700000000000002,"kind":1,"size":14,"payloadBase64":"CGdyZWV0aW5naGVsbG8="}"#)
@@ -64,7 +64,7 @@ struct EntryFormatterTests {
     func jsonLineRoundTripsThePayload(length: Int) throws {
         let payload = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37) }
         let entry = LogEntry(offset: 9, kind: 2, time: .init(microsecondsSince1970: -5), payload: payload)
-        let decoded = try JSONDecoder().decode(DumpedEntry.self, from: Data(EntryFormatter().jsonLine(entry).utf8))
+        let decoded = try JSONDecoder().decode(DumpedEntry.self, from: Data(try EntryFormatter().jsonLine(entry).utf8))
         #expect(decoded == DumpedEntry(offset: 9, time: "1969-12-31T23:59:59.999995Z", timeMicros: -5, kind: 2, size: length, payloadBase64: Data(payload).base64EncodedString()))
         #expect(Data(base64Encoded: decoded.payloadBase64) == Data(payload))
     }

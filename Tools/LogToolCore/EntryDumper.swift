@@ -1,7 +1,7 @@
 import LogStore
 
-/// Writes a range of a log's entries, one line each, reading them lazily with an
-/// `EntryCursor` (memory does not grow with the range).
+/// Writes a range of a log's entries that pass a filter, one line each, reading them lazily with
+/// an `EntryCursor` (memory does not grow with the range).
 public struct EntryDumper: Sendable {
     public enum Format: Sendable, Hashable {
         /// `EntryFormatter.textLine`.
@@ -13,19 +13,25 @@ public struct EntryDumper: Sendable {
     public var format: Format
     /// Used as is, except that the offset column widens to fit the range's last offset.
     public var formatter: EntryFormatter
+    /// Which entries to write; the formatter's decoder describes them for `--record`/`--zone`.
+    public var filter: EntryFilter
 
-    public init(format: Format = .text, formatter: EntryFormatter = EntryFormatter()) {
+    public init(format: Format = .text, formatter: EntryFormatter = EntryFormatter(), filter: EntryFilter = EntryFilter()) {
         self.format = format
         self.formatter = formatter
+        self.filter = filter
     }
 
     /// Writes the entries of `log` from `start` through `end` (clamped to the log's last
-    /// offset; `nil`: the last offset) to `output` and returns how many it wrote.
+    /// offset; `nil`: the last offset) that pass `filter` to `output` and returns how many it
+    /// wrote.
     ///
-    /// Every entry before a corrupt one is written before the error is thrown, so the output
-    /// shows how far the log is readable.
+    /// Every entry of the range is read and decoded, whatever the filter: every entry before a
+    /// corrupt one is written before the error is thrown, so the output shows how far the log
+    /// is readable.
     ///
-    /// - Throws: `LogStoreError` (`.corruptEntry`, `.unknownFormatVersion`, …) naming the offset.
+    /// - Throws: `LogStoreError` (`.corruptEntry`, `.unknownFormatVersion`, …) naming the offset,
+    ///   the log and its path — for a bad envelope, or a payload the decoder cannot decode.
     @discardableResult
     public func dump(
         _ log: Log, from start: LogOffset = .first, through end: LogOffset? = nil,
@@ -42,7 +48,20 @@ public struct EntryDumper: Sendable {
         var cursor = try log.entries(from: start, through: end)
         var written = 0
         while let entry = try cursor.next() {
-            output.write(format == .text ? formatter.textLine(entry) : formatter.jsonLine(entry))
+            let description: EntryDescription?
+            do {
+                description = try formatter.describe(entry)
+            } catch {
+                var located = error
+                if located.path == nil { located.path = log.environment.path }
+                if located.log == nil { located.log = log.name }
+                throw located
+            }
+            guard filter.matches(entry, description: description) else { continue }
+            output.write(
+                format == .text
+                    ? formatter.textLine(entry, description: description)
+                    : formatter.jsonLine(entry, description: description))
             output.write("\n")
             written += 1
         }

@@ -2,17 +2,25 @@ import ArgumentParser
 import LogStore
 import LogToolCore
 
-/// `logtool dump LOG [--log NAME] [--from N] [--to M] [--json]`
+/// `logtool dump LOG [--log NAME] [--from N] [--to M] [--kind K …] [--record NAME] [--zone NAME] [--json]`
 struct Dump: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a log's entries, one line each.",
         discussion: """
-            Each text line shows the offset, the time (ISO 8601 UTC, microseconds), the kind, \
-            the payload size in bytes, and the first 16 payload bytes in hex and as printable \
-            ASCII between bars ('.' for other bytes, '…' after them when the payload is longer).
+            Each text line shows the offset, the time (ISO 8601 UTC, microseconds), the kind \
+            and the payload size in bytes. For a server entry (kinds 101–109 of a database log \
+            such as DATA/users/u1 --log private, kind 120 of the registry DATA/registry) the line \
+            goes on with the kind's name and its fields as name=value, for example \
+            "recordSaved  zone=Notes record=n1 type=Note tag=12 keys=[body,title]". For any \
+            other entry it shows the first 16 payload bytes in hex and as printable ASCII between \
+            bars ('.' for other bytes, '…' after them when the payload is longer).
 
             --json writes JSON Lines: one object per entry with the keys offset, time, \
-            timeMicros, kind, size and payloadBase64 (the whole payload, base 64).
+            timeMicros, kind, size and payloadBase64 (the whole payload, base 64), and for a \
+            server entry kindName and fields (an object of the same fields).
+
+            --kind, --record and --zone keep only matching entries; they combine (all must \
+            hold), and --kind may repeat (any of the kinds).
 
             A corrupt entry stops the dump: the entries before it are printed, then one line \
             on standard error naming its offset, and the exit status is 1. See Docs/logtool.md.
@@ -20,12 +28,13 @@ struct Dump: AsyncParsableCommand {
 
     @OptionGroup var location: LogLocationOptions
     @OptionGroup var range: OffsetRangeOptions
+    @OptionGroup var filter: EntryFilterOptions
     @OptionGroup var output: OutputFormatOptions
 
     func run() async throws {
         try reportingErrors { standardOutput in
             let log = try location.openLog()
-            try EntryDumper(format: output.entryFormat).dump(
+            try EntryDumper(format: output.entryFormat, filter: try filter.entryFilter()).dump(
                 log, from: range.start, through: range.end, to: &standardOutput)
         }
     }

@@ -49,3 +49,38 @@ struct OutputFormatOptions: ParsableArguments {
 
     var entryFormat: EntryDumper.Format { json ? .jsonLines : .text }
 }
+
+/// Which entries to print: `--kind` (repeatable), `--record`, `--zone`.
+struct EntryFilterOptions: ParsableArguments {
+    @Option(
+        name: .customLong("kind"),
+        help: ArgumentHelp(
+            "Print only entries of this kind: a number, or a server kind's name such as recordSaved (repeat for several kinds).",
+            valueName: "kind"))
+    var kinds: [String] = []
+
+    @Option(help: ArgumentHelp("Print only server entries about this record (recordSaved, recordDeleted).", valueName: "name"))
+    var record: String?
+
+    @Option(help: ArgumentHelp("Print only server entries about this zone (any owner).", valueName: "name"))
+    var zone: String?
+
+    func validate() throws {
+        _ = try entryFilter()
+    }
+
+    /// The filter, with kinds named by `decoder`'s names.
+    ///
+    /// - Throws: `ValidationError` for a kind that is neither a number nor a known name.
+    func entryFilter(decoder: EntryDecoder? = .server) throws -> EntryFilter {
+        var filter = EntryFilter(recordName: record, zoneName: zone)
+        for kind in kinds {
+            do {
+                filter.kinds.insert(try EntryFilter.kind(named: kind, decoder: decoder))
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        return filter
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import LogStore
+@testable import LogSyncServer
+import SyncModel
+import Testing
+
+/// `ServerEntryDescription`: every server entry kind described, unknown kinds left alone,
+/// undecodable payloads reported at their offset.
+@Suite("ServerEntryDescription")
+struct ServerEntryDescriptionTests {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static let bobs = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
+
+    /// A record as the server stores it: tag set, nothing marked changed.
+    static func savedNote(_ name: String, tag: String, parent: String? = nil) -> Record {
+        var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: notes))
+        record["title"] = .string("Groceries")
+        record["body"] = .string("milk")
+        if let parent { record.parent = Record.Reference(recordID: Record.ID(recordName: parent, zoneID: notes)) }
+        record.applySystemFields(Record.SystemFields(recordChangeTag: tag))
+        return record
+    }
+
+    static let cases: [(ServerEntry, String, String)] = [
+        (.zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)),
+         "zoneSaved", "zone=Notes capabilities=[fetchChanges,atomic,zoneWideSharing]"),
+        (.zoneSaved(RecordZone(
+            zoneID: bobs, capabilities: [.sharing, RecordZone.Capabilities(rawValue: 0x30)],
+            share: Record.Reference(recordID: Record.ID(recordName: "cloudkit.zoneshare", zoneID: bobs)))),
+         "zoneSaved", "zone=Shared owner=_bob capabilities=[sharing,0x30] share=cloudkit.zoneshare"),
+        (.zoneDeleted(notes, reason: .deleted), "zoneDeleted", "zone=Notes reason=deleted"),
+        (.zoneDeleted(bobs, reason: .encryptedDataReset), "zoneDeleted", "zone=Shared owner=_bob reason=encryptedDataReset"),
+        (.recordSaved(savedNote("n1", tag: "12")), "recordSaved", "zone=Notes record=n1 type=Note tag=12 keys=[body,title]"),
+        (.recordSaved(savedNote("n2", tag: "13", parent: "folder")),
+         "recordSaved", "zone=Notes record=n2 type=Note tag=13 keys=[body,title] parent=folder"),
+        (.recordSaved({
+            var record = Record(recordType: "Task", recordID: Record.ID(recordName: "t1"))
+            record["done"] = .bool(false)
+            return record
+        }()), "recordSaved", "zone=_defaultZone record=t1 type=Task keys=[done] changed=[done]"),
+        (.recordDeleted(Record.ID(recordName: "n1", zoneID: notes), recordType: "Note"),
+         "recordDeleted", "zone=Notes record=n1 type=Note"),
+        (.subscriptionSaved(Subscription(subscriptionID: "engine", kind: .database)),
+         "subscriptionSaved", "subscription=engine kind=database"),
+        (.subscriptionSaved(Subscription(subscriptionID: "notes-push", kind: .recordZone(notes))),
+         "subscriptionSaved", "subscription=notes-push kind=zone zone=Notes"),
+        (.subscriptionDeleted("engine"), "subscriptionDeleted", "subscription=engine"),
+        (.requestCompleted("phone-7", fingerprint: 0xBEEF, response: ModifyRecordsResponse(
+            saveResults: [
+                Record.ID(recordName: "n1", zoneID: notes): .success(savedNote("n1", tag: "20")),
+                Record.ID(recordName: "n3", zoneID: notes): .failure(SyncError(.serverRecordChanged, "changed")),
+                Record.ID(recordName: "n2", zoneID: notes): .failure(SyncError(.batchRequestFailed, "atomic")),
+            ],
+            deleteResults: [
+                Record.ID(recordName: "old", zoneID: notes): .success(()),
+                Record.ID(recordName: "gone", zoneID: bobs): .failure(SyncError(.zoneNotFound, "no zone")),
+            ])),
+         "requestCompleted",
+         "request=phone-7 fingerprint=0x0000beef saved=1 deleted=1 failed=3 errors=[gone:zoneNotFound,n2:batchRequestFailed,n3:serverRecordChanged]"),
+        (.requestCompleted("empty", fingerprint: 0xFFFF_FFFF, response: ModifyRecordsResponse()),
+         "requestCompleted", "request=empty fingerprint=0xffffffff saved=0 deleted=0 failed=0"),
+        (.tombstonesCompacted(horizon: 40), "tombstonesCompacted", "horizon=40"),
+        (.clientChangeTokenUpdated(notes, device: "phone", token: [0x01, 0xAB]),
+         "clientChangeTokenUpdated", "zone=Notes device=phone token=01ab tokenSize=2"),
+        (.clientChangeTokenUpdated(notes, device: nil, token: Array(0..<40)),
+         "clientChangeTokenUpdated",
+         "zone=Notes token=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f… tokenSize=40"),
+    ]
+
+    @Test(arguments: cases.indices)
+    func describesEveryCase(index: Int) throws {
+        let (serverEntry, kindName, fields) = Self.cases[index]
+        let new = serverEntry.newEntry
+        let entry = LogEntry(offset: 12, kind: new.kind, time: EntryTime(microsecondsSince1970: 0), payload: new.payload)
+        let description = try #require(try ServerEntryDescription(entry))
+        #expect(description.kindName == kindName)
+        #expect(ServerEntryDescription.kindName(of: entry.kind) == kindName)
+        #expect(description.fields.map { "\($0.name)=\($0.value)" }.joined(separator: " ") == fields)
+        #expect(Set(description.fields.map(\.name)).count == description.fields.count, "a field name appears twice")
+    }
+
+    @Test func everyServerEntryCaseHasATableRow() {
+        // One kind per ServerEntry case: the table covers all nine.
+        let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
+        #expect(kinds == Set((101...109).map { EntryKind($0) }))
+    }
+
+    @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
+        let request = ServerEntry.requestCompleted("r", fingerprint: 1, response: ModifyRecordsResponse()).newEntry
+        let described = try #require(try ServerEntryDescription(LogEntry(offset: 5, kind: request.kind, time: .init(microsecondsSince1970: 0), payload: request.payload)))
+        #expect(described["saved"] == .integer(0))
+        #expect(described["failed"] == .integer(0))
+        let compacted = ServerEntry.tombstonesCompacted(horizon: 7).newEntry
+        #expect(try ServerEntryDescription(LogEntry(offset: 8, kind: compacted.kind, time: .init(microsecondsSince1970: 0), payload: compacted.payload))?["horizon"] == .integer(7))
+        let saved = ServerEntry.recordSaved(Self.savedNote("n1", tag: "3")).newEntry
+        let record = try #require(try ServerEntryDescription(LogEntry(offset: 3, kind: saved.kind, time: .init(microsecondsSince1970: 0), payload: saved.payload)))
+        #expect(record["tag"] == .text("3"))
+        #expect(record["keys"] == .list(["body", "title"]))
+        #expect(record["owner"] == nil)
+    }
+
+    @Test func userRegisteredNamesTheUserAndTheirDirectory() throws {
+        let entry = LogEntry(offset: 2, kind: 120, time: .init(microsecondsSince1970: 0), payload: Array("bob@example.com".utf8))
+        let description = try #require(try ServerEntryDescription(entry))
+        #expect(description.kindName == "userRegistered")
+        #expect(description.fields == [.init("user", .text("bob@example.com")), .init("directory", .text("users/u2"))])
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 110, 119, 121, 199, 65535] as [UInt16])
+    func otherKindsAreNotDescribed(kind: UInt16) throws {
+        let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
+        #expect(try ServerEntryDescription(entry) == nil)
+        #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
+    }
+
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109] as [UInt16])
+    func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
+        let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        #expect(error.code == .corruptEntry)
+        #expect(error.offset == 42)
+        let name = try #require(ServerEntryDescription.kindName(of: EntryKind(kind)))
+        #expect(error.description.hasPrefix("corrupt entry at offset 42: \(name) (kind \(kind)) payload: "), "\(error)")
+    }
+
+    @Test func aMissingRequiredMessageIsACorruptEntry() throws {
+        // An empty payload parses as a RecordSaved without its record.
+        let entry = LogEntry(offset: 7, kind: 103, time: .init(microsecondsSince1970: 0), payload: [])
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        #expect(error.offset == 7)
+        #expect(error.message.contains("RecordSaved.record is missing"), "\(error)")
+    }
+
+    @Test(arguments: [([], "an empty user ID"), ([0xC3], "a user ID that is not UTF-8")] as [([UInt8], String)])
+    func aBadRegistryEntryIsACorruptEntry(payload: [UInt8], problem: String) throws {
+        let entry = LogEntry(offset: 3, kind: 120, time: .init(microsecondsSince1970: 0), payload: payload)
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        #expect(error == LogStoreError(.corruptEntry, "userRegistered (kind 120) payload: \(problem)", offset: 3))
+    }
+
+    @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
+        let kinds = ServerEntryDescription.kinds
+        #expect(Set(kinds.map(\.name)).count == kinds.count)
+        #expect(kinds.map(\.kind.rawValue) == Array(101...109) + [120])
+        #expect(kinds.map(\.name) == [
+            "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
+            "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "userRegistered",
+        ])
+    }
+}

@@ -1,0 +1,93 @@
+import LogStore
+import LogSyncServer
+
+/// What an entry means, as a decoder found it: the name of its kind and its fields in order.
+///
+/// `EntryFormatter` prints it in place of the payload's hex preview:
+/// `recordSaved  zone=Notes record=n1 type=Note tag=12 keys=[body,title]`.
+public struct EntryDescription: Sendable, Hashable {
+    /// A field's value.
+    public enum Value: Sendable, Hashable {
+        /// Text: a name, an ID, a tag (a JSON string).
+        case text(String)
+        /// A count or an offset (a JSON number).
+        case integer(UInt64)
+        /// A list of names, such as field keys (a JSON array of strings).
+        case list([String])
+    }
+
+    /// One named value.
+    public struct Field: Sendable, Hashable {
+        public var name: String
+        public var value: Value
+
+        public init(_ name: String, _ value: Value) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The name of the entry's kind, such as `recordSaved`.
+    public var kindName: String
+    /// The fields, in the decoder's order; no name appears twice.
+    public var fields: [Field]
+
+    public init(kindName: String, fields: [Field] = []) {
+        self.kindName = kindName
+        self.fields = fields
+    }
+
+    /// The value of the field `name`, if there is one.
+    public subscript(name: String) -> Value? {
+        fields.first { $0.name == name }?.value
+    }
+}
+
+/// The hook `EntryFormatter` uses to describe entries: which kinds it knows by name, and a pure
+/// function from an entry to its description (`nil` for a kind it does not know).
+public struct EntryDecoder: Sendable {
+    /// The kinds this decoder knows, with their names, in kind order.
+    public let kinds: [(kind: EntryKind, name: String)]
+    private let body: @Sendable (LogEntry) throws(LogStoreError) -> EntryDescription?
+
+    /// - Parameters:
+    ///   - kinds: The kinds `describe` knows, with their names (for `--kind NAME`).
+    ///   - describe: Describes an entry, or returns `nil` for a kind it does not know; throws
+    ///     `LogStoreError` naming the offset when the payload is not valid for its kind.
+    public init(
+        kinds: [(kind: EntryKind, name: String)],
+        describe: @escaping @Sendable (LogEntry) throws(LogStoreError) -> EntryDescription?
+    ) {
+        self.kinds = kinds
+        self.body = describe
+    }
+
+    /// The description of `entry`, or `nil` when the decoder does not know its kind.
+    ///
+    /// - Throws: `LogStoreError` (`.corruptEntry`) naming the offset for a payload that is not
+    ///   valid for its kind.
+    public func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
+        try body(entry)
+    }
+
+    /// The name of `kind`, if the decoder knows it.
+    public func name(of kind: EntryKind) -> String? {
+        kinds.first { $0.kind == kind }?.name
+    }
+
+    /// The server's entries (`LogSyncServer`): kinds 101–109 of a database's log (`zoneSaved` …
+    /// `clientChangeTokenUpdated`) and kind 120 of the user registry (`userRegistered`).
+    public static let server = EntryDecoder(kinds: ServerEntryDescription.kinds) {
+        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
+        guard let server = try ServerEntryDescription(entry) else { return nil }
+        return EntryDescription(
+            kindName: server.kindName,
+            fields: server.fields.map { field in
+                switch field.value {
+                case .text(let text): EntryDescription.Field(field.name, .text(text))
+                case .integer(let value): EntryDescription.Field(field.name, .integer(value))
+                case .list(let items): EntryDescription.Field(field.name, .list(items))
+                }
+            })
+    }
+}
