@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "LogStore", targets: ["LogStore"]),
         .library(name: "SyncModel", targets: ["SyncModel"]),
+        .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .executable(name: "logtool", targets: ["logtool"]),
     ],
@@ -32,6 +33,14 @@ let package = Package(
             exclude: ["Proto/README.md", "Proto/model.proto"]
         ),
         .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+
+        // The engine: SyncEngine and its state, all on the device log.
+        .target(
+            name: "LogSync",
+            dependencies: ["SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto/device_log.proto"]
+        ),
+        .testTarget(name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore"]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(

@@ -3,14 +3,15 @@
 #
 #   Sources/SyncModel/Proto/*.proto      -> Sources/SyncModel/Proto/Generated/*.pb.swift
 #   Sources/LogSyncServer/Proto/*.proto  -> Sources/LogSyncServer/Proto/Generated/*.pb.swift
+#   Sources/LogSync/Proto/*.proto        -> Sources/LogSync/Proto/Generated/*.pb.swift
 #
 # Usage: Tools/generate-protos.sh   (from anywhere; idempotent)
 #
 # Installs protoc (Debian's protobuf-compiler) if it is missing, builds protoc-gen-swift from the
 # swift-protobuf version the package resolves to (once, into .build-protoc), then runs protoc.
-# Generated types are `package`, not public API. The server's schemas import model.proto; the
-# module mappings in Tools/proto-module-mappings.asciipb make the generated server code import
-# SyncModel instead of redefining its types. See Docs/Protobuf.md.
+# Generated types are `package`, not public API. The server's and the device's schemas import
+# model.proto; the module mappings in Tools/proto-module-mappings.asciipb make the generated
+# server and engine code import SyncModel instead of redefining its types. See Docs/Protobuf.md.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +21,7 @@ scratch=".build-protoc"
 mappings="Tools/proto-module-mappings.asciipb"
 model_dir="Sources/SyncModel/Proto"
 server_dir="Sources/LogSyncServer/Proto"
+device_dir="Sources/LogSync/Proto"
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -63,14 +65,19 @@ generate() {  # generate OUT_DIR INCLUDE_DIRS... -- FILES... (extra swift option
 shopt -s nullglob
 model_protos=("$model_dir"/*.proto)
 server_protos=("$server_dir"/*.proto)
+device_protos=("$device_dir"/*.proto)
 
 generate "$model_dir/Generated" -I "$model_dir" "${model_protos[@]}"
 if [ ${#server_protos[@]} -gt 0 ]; then
     generate "$server_dir/Generated" -I "$model_dir" -I "$server_dir" \
         --swift_opt=ProtoPathModuleMappings="$mappings" "${server_protos[@]}"
 fi
+if [ ${#device_protos[@]} -gt 0 ]; then
+    generate "$device_dir/Generated" -I "$model_dir" -I "$device_dir" \
+        --swift_opt=ProtoPathModuleMappings="$mappings" "${device_protos[@]}"
+fi
 
 echo "generate-protos: protoc $(protoc --version | awk '{print $NF}'), $("$plugin" --version)" >&2
-for file in "$model_dir"/Generated/*.pb.swift "$server_dir"/Generated/*.pb.swift; do
+for file in "$model_dir"/Generated/*.pb.swift "$server_dir"/Generated/*.pb.swift "$device_dir"/Generated/*.pb.swift; do
     echo "  $file"
 done

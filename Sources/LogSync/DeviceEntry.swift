@@ -1,0 +1,97 @@
+import LogStore
+import SyncModel
+
+/// One entry of a device log: an app's edit of the engine's state, or a step of a sync.
+///
+/// The device log is the engine's only memory: every mutation of ``SyncEngine/State`` and every
+/// step of a send is appended here, and what the engine knows (pending changes, in-flight
+/// changes, last known server records) is `DeviceIndex`, a projection of these entries.
+/// Payloads are Protocol Buffers messages (Proto/device_log.proto, converted in
+/// DeviceEntryCodec.swift); the entry kind says which case an entry is.
+///
+/// Entry kinds 1–99 belong to the device (servers use 100–199). Numbers are forever: a kind is
+/// never renumbered or reused, and a new case takes a new kind. See `Kind` for the kinds in use
+/// and the ones reserved for the flows still to come (DESIGN.md §3).
+enum DeviceEntry: Sendable, Equatable {
+    /// The app added record changes, in this order (F16–F19).
+    case pendingRecordZoneChangesAdded([SyncEngine.PendingRecordZoneChange])
+    /// The app removed record changes (exact matches, F20).
+    case pendingRecordZoneChangesRemoved([SyncEngine.PendingRecordZoneChange])
+    /// The app added database (zone) changes, in this order (F22).
+    case pendingDatabaseChangesAdded([SyncEngine.PendingDatabaseChange])
+    /// The app removed database changes (exact matches by case and zone ID, F20, F22).
+    case pendingDatabaseChangesRemoved([SyncEngine.PendingDatabaseChange])
+    /// The app set `hasPendingUntrackedChanges` (F24).
+    case untrackedChangesFlagged(Bool)
+    /// A batch of record changes is about to be sent, with the contents of the records, so a
+    /// timeline replays without the app. Marks its changes in flight (F32); a batch prepared
+    /// while another is in flight ends the earlier one (its changes stay as they are).
+    case batchPrepared(recordsToSave: [Record], recordIDsToDelete: [Record.ID], atomicByZone: Bool)
+    /// The outcome of the batch last prepared: the records as the server now holds them, the
+    /// deleted IDs and the per-item errors (F21, F44). Ends the batch.
+    case batchResult(
+        saved: [Record], deleted: [Record.ID], failedSaves: [Record.ID: SyncError],
+        failedDeletes: [Record.ID: SyncError])
+    /// The outcome of sending database changes (F23, F43).
+    case databaseChangesSent(
+        savedZones: [RecordZone], deletedZoneIDs: [RecordZone.ID], failedZoneSaves: [RecordZone.ID: SyncError],
+        failedZoneDeletes: [RecordZone.ID: SyncError])
+
+    /// The entry kinds of a device log (1–99).
+    ///
+    /// In use: 1–5 (the app's edits of the state) and 11–13 (sending). Reserved for the kinds of
+    /// DESIGN.md §3 not written yet, so related kinds stay together:
+    ///
+    /// | kinds | for |
+    /// |---|---|
+    /// | 6–9 | more state edits |
+    /// | 10, 14, 15–19 | `sendStarted(context)`, `sendFinished`, more send steps (e.g. zone changes in flight) |
+    /// | 20–29 | `fetchStarted(context)` 20, `databaseChangesFetched` 21, `zoneChangesFetched` 22, `zoneFetchFinished` 23, `fetchFinished` 24 |
+    /// | 30–39 | `accountChanged` 30, `subscriptionEnsured` 31 |
+    /// | 40–49 | `retryScheduled(error, after)` 40 and other scheduling |
+    /// | 50–59 | `eventsDelivered(through:)` 50 |
+    /// | 90–99 | snapshots of the projections written by compaction (DESIGN.md §2, retention) |
+    enum Kind {
+        static let pendingRecordZoneChangesAdded: EntryKind = 1
+        static let pendingRecordZoneChangesRemoved: EntryKind = 2
+        static let pendingDatabaseChangesAdded: EntryKind = 3
+        static let pendingDatabaseChangesRemoved: EntryKind = 4
+        static let untrackedChangesFlagged: EntryKind = 5
+        static let batchPrepared: EntryKind = 11
+        static let batchResult: EntryKind = 12
+        static let databaseChangesSent: EntryKind = 13
+
+        /// Reserved, not written yet: the numbers later cases take (see the table above).
+        static let sendStarted: EntryKind = 10
+        static let sendFinished: EntryKind = 14
+        static let fetchStarted: EntryKind = 20
+        static let databaseChangesFetched: EntryKind = 21
+        static let zoneChangesFetched: EntryKind = 22
+        static let zoneFetchFinished: EntryKind = 23
+        static let fetchFinished: EntryKind = 24
+        static let accountChanged: EntryKind = 30
+        static let subscriptionEnsured: EntryKind = 31
+        static let retryScheduled: EntryKind = 40
+        static let eventsDelivered: EntryKind = 50
+
+        /// The kinds this build writes and reads.
+        static let inUse: [EntryKind] = [
+            pendingRecordZoneChangesAdded, pendingRecordZoneChangesRemoved, pendingDatabaseChangesAdded,
+            pendingDatabaseChangesRemoved, untrackedChangesFlagged, batchPrepared, batchResult, databaseChangesSent,
+        ]
+    }
+
+    /// The case's name, as in `Docs/Engine.md` and error messages.
+    var name: String {
+        switch self {
+        case .pendingRecordZoneChangesAdded: "pendingRecordZoneChangesAdded"
+        case .pendingRecordZoneChangesRemoved: "pendingRecordZoneChangesRemoved"
+        case .pendingDatabaseChangesAdded: "pendingDatabaseChangesAdded"
+        case .pendingDatabaseChangesRemoved: "pendingDatabaseChangesRemoved"
+        case .untrackedChangesFlagged: "untrackedChangesFlagged"
+        case .batchPrepared: "batchPrepared"
+        case .batchResult: "batchResult"
+        case .databaseChangesSent: "databaseChangesSent"
+        }
+    }
+}

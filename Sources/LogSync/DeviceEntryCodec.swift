@@ -1,0 +1,302 @@
+import Foundation
+import LogStore
+import SwiftProtobuf
+import SyncModel
+
+// The byte form of device log entries: the entry kind says which case it is (DeviceEntry.Kind),
+// the payload is that kind's Protocol Buffers message (Proto/device_log.proto), whose model parts
+// are converted by SyncModel's ProtoConversions. Encoding is deterministic (dictionaries are
+// written sorted by ID), so equal entries have equal payloads. See Docs/Engine.md.
+
+extension DeviceEntry {
+    /// The entry to append: the case's kind and its message's bytes. The time is left to the log.
+    var newEntry: NewEntry {
+        switch self {
+        case .pendingRecordZoneChangesAdded(let changes):
+            return Self.entry(Kind.pendingRecordZoneChangesAdded, Self.message(changes))
+        case .pendingRecordZoneChangesRemoved(let changes):
+            return Self.entry(Kind.pendingRecordZoneChangesRemoved, Self.message(changes))
+        case .pendingDatabaseChangesAdded(let changes):
+            return Self.entry(Kind.pendingDatabaseChangesAdded, Self.message(changes))
+        case .pendingDatabaseChangesRemoved(let changes):
+            return Self.entry(Kind.pendingDatabaseChangesRemoved, Self.message(changes))
+        case .untrackedChangesFlagged(let flag):
+            var message = Logsync_Device_UntrackedChangesFlagged()
+            message.value = flag
+            return Self.entry(Kind.untrackedChangesFlagged, message)
+        case .batchPrepared(let records, let deletions, let atomic):
+            var message = Logsync_Device_BatchPrepared()
+            message.recordsToSave = records.map(\.proto)
+            message.recordIdsToDelete = deletions.map(\.proto)
+            message.atomicByZone = atomic
+            return Self.entry(Kind.batchPrepared, message)
+        case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            var message = Logsync_Device_BatchResult()
+            message.saved = saved.map(\.proto)
+            message.deleted = deleted.map(\.proto)
+            message.failedSaves = Self.recordFailures(failedSaves)
+            message.failedDeletes = Self.recordFailures(failedDeletes)
+            return Self.entry(Kind.batchResult, message)
+        case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
+            var message = Logsync_Device_DatabaseChangesSent()
+            message.savedZones = savedZones.map(\.proto)
+            message.deletedZoneIds = deletedZoneIDs.map(\.proto)
+            message.failedZoneSaves = Self.zoneFailures(failedZoneSaves)
+            message.failedZoneDeletes = Self.zoneFailures(failedZoneDeletes)
+            return Self.entry(Kind.databaseChangesSent, message)
+        }
+    }
+
+    /// Decodes an entry read from a device log.
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset, its kind and what
+    ///   failed: a kind that is not a device kind, a payload that is not the kind's message, or
+    ///   a message that does not describe a value (a missing required field, an empty oneof, an
+    ///   ID named twice in a failure list).
+    init(_ entry: LogEntry) throws(LogStoreError) {
+        switch entry.kind {
+        case Kind.pendingRecordZoneChangesAdded, Kind.pendingRecordZoneChangesRemoved:
+            let added = entry.kind == Kind.pendingRecordZoneChangesAdded
+            let name = added ? "pendingRecordZoneChangesAdded" : "pendingRecordZoneChangesRemoved"
+            let message = try Self.message(Logsync_Device_PendingRecordZoneChanges.self, entry, name)
+            let changes = try Self.converting(entry, name) { () throws(SyncError) in
+                try message.changes.enumerated().map { (index, change) throws(SyncError) in
+                    try Self.recordChange(change, "PendingRecordZoneChanges.changes[\(index)]")
+                }
+            }
+            self = added ? .pendingRecordZoneChangesAdded(changes) : .pendingRecordZoneChangesRemoved(changes)
+        case Kind.pendingDatabaseChangesAdded, Kind.pendingDatabaseChangesRemoved:
+            let added = entry.kind == Kind.pendingDatabaseChangesAdded
+            let name = added ? "pendingDatabaseChangesAdded" : "pendingDatabaseChangesRemoved"
+            let message = try Self.message(Logsync_Device_PendingDatabaseChanges.self, entry, name)
+            let changes = try Self.converting(entry, name) { () throws(SyncError) in
+                try message.changes.enumerated().map { (index, change) throws(SyncError) in
+                    try Self.databaseChange(change, "PendingDatabaseChanges.changes[\(index)]")
+                }
+            }
+            self = added ? .pendingDatabaseChangesAdded(changes) : .pendingDatabaseChangesRemoved(changes)
+        case Kind.untrackedChangesFlagged:
+            let message = try Self.message(Logsync_Device_UntrackedChangesFlagged.self, entry, "untrackedChangesFlagged")
+            self = .untrackedChangesFlagged(message.value)
+        case Kind.batchPrepared:
+            let message = try Self.message(Logsync_Device_BatchPrepared.self, entry, "batchPrepared")
+            self = try Self.converting(entry, "batchPrepared") { () throws(SyncError) in
+                .batchPrepared(
+                    recordsToSave: try Self.records(message.recordsToSave, "BatchPrepared.records_to_save"),
+                    recordIDsToDelete: try Self.recordIDs(message.recordIdsToDelete, "BatchPrepared.record_ids_to_delete"),
+                    atomicByZone: message.atomicByZone)
+            }
+        case Kind.batchResult:
+            let message = try Self.message(Logsync_Device_BatchResult.self, entry, "batchResult")
+            self = try Self.converting(entry, "batchResult") { () throws(SyncError) in
+                .batchResult(
+                    saved: try Self.records(message.saved, "BatchResult.saved"),
+                    deleted: try Self.recordIDs(message.deleted, "BatchResult.deleted"),
+                    failedSaves: try Self.recordFailures(message.failedSaves, "BatchResult.failed_saves"),
+                    failedDeletes: try Self.recordFailures(message.failedDeletes, "BatchResult.failed_deletes"))
+            }
+        case Kind.databaseChangesSent:
+            let message = try Self.message(Logsync_Device_DatabaseChangesSent.self, entry, "databaseChangesSent")
+            self = try Self.converting(entry, "databaseChangesSent") { () throws(SyncError) in
+                .databaseChangesSent(
+                    savedZones: try message.savedZones.enumerated().map { (index, zone) throws(SyncError) in
+                        try Self.within("DatabaseChangesSent.saved_zones[\(index)]") { () throws(SyncError) in
+                            try RecordZone(proto: zone)
+                        }
+                    },
+                    deletedZoneIDs: message.deletedZoneIds.map { RecordZone.ID(proto: $0) },
+                    failedZoneSaves: try Self.zoneFailures(message.failedZoneSaves, "DatabaseChangesSent.failed_zone_saves"),
+                    failedZoneDeletes: try Self.zoneFailures(
+                        message.failedZoneDeletes, "DatabaseChangesSent.failed_zone_deletes"))
+            }
+        default:
+            throw LogStoreError(
+                .corruptEntry,
+                "entry kind \(entry.kind) is not a device entry kind "
+                    + "(\(Kind.inUse.map(\.description).joined(separator: ", ")))",
+                offset: entry.offset)
+        }
+    }
+
+    // MARK: Encoding helpers
+
+    private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
+        NewEntry(kind: kind, payload: ProtoWire.serialize(message))
+    }
+
+    private static func message(_ changes: [SyncEngine.PendingRecordZoneChange]) -> Logsync_Device_PendingRecordZoneChanges {
+        var message = Logsync_Device_PendingRecordZoneChanges()
+        message.changes = changes.map(\.proto)
+        return message
+    }
+
+    private static func message(_ changes: [SyncEngine.PendingDatabaseChange]) -> Logsync_Device_PendingDatabaseChanges {
+        var message = Logsync_Device_PendingDatabaseChanges()
+        message.changes = changes.map(\.proto)
+        return message
+    }
+
+    private static func recordFailures(_ failures: [Record.ID: SyncError]) -> [Logsync_Device_RecordFailure] {
+        failures.sorted { IDOrder.precedes($0.key, $1.key) }.map { id, error in
+            var failure = Logsync_Device_RecordFailure()
+            failure.recordID = id.proto
+            failure.error = error.proto
+            return failure
+        }
+    }
+
+    private static func zoneFailures(_ failures: [RecordZone.ID: SyncError]) -> [Logsync_Device_ZoneFailure] {
+        failures.sorted { IDOrder.precedes($0.key, $1.key) }.map { id, error in
+            var failure = Logsync_Device_ZoneFailure()
+            failure.zoneID = id.proto
+            failure.error = error.proto
+            return failure
+        }
+    }
+
+    // MARK: Decoding helpers
+
+    /// Parses the payload of `entry` as `type`, or throws `.corruptEntry` naming the kind.
+    private static func message<Message: SwiftProtobuf.Message>(
+        _ type: Message.Type, _ entry: LogEntry, _ name: String
+    ) throws(LogStoreError) -> Message {
+        do {
+            return try ProtoWire.decode(type, from: entry.payload)
+        } catch {
+            throw LogStoreError(
+                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
+        }
+    }
+
+    /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.
+    private static func converting<T>(
+        _ entry: LogEntry, _ name: String, _ body: () throws(SyncError) -> T
+    ) throws(LogStoreError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw LogStoreError(
+                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
+        }
+    }
+
+    /// Runs `body`, prefixing its error's message with the field being decoded.
+    private static func within<T>(_ field: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+        do {
+            return try body()
+        } catch {
+            var copy = error
+            copy.message = "\(field): \(error.message)"
+            throw copy
+        }
+    }
+
+    private static func missing(_ field: String) -> SyncError {
+        SyncError(.invalidArguments, "\(field) is missing")
+    }
+
+    private static func recordChange(
+        _ message: Logsync_Device_PendingRecordZoneChange, _ field: String
+    ) throws(SyncError) -> SyncEngine.PendingRecordZoneChange {
+        try within(field) { () throws(SyncError) in
+            switch message.change {
+            case .saveRecord(let id)?: .saveRecord(try Record.ID(proto: id))
+            case .deleteRecord(let id)?: .deleteRecord(try Record.ID(proto: id))
+            case nil: throw SyncError(.invalidArguments, "has no change set")
+            }
+        }
+    }
+
+    private static func databaseChange(
+        _ message: Logsync_Device_PendingDatabaseChange, _ field: String
+    ) throws(SyncError) -> SyncEngine.PendingDatabaseChange {
+        try within(field) { () throws(SyncError) in
+            switch message.change {
+            case .saveZone(let zone)?: .saveZone(try RecordZone(proto: zone))
+            case .deleteZone(let id)?: .deleteZone(RecordZone.ID(proto: id))
+            case nil: throw SyncError(.invalidArguments, "has no change set")
+            }
+        }
+    }
+
+    private static func records(_ messages: [Logsync_Model_Record], _ field: String) throws(SyncError) -> [Record] {
+        try messages.enumerated().map { (index, message) throws(SyncError) in
+            try within("\(field)[\(index)]") { () throws(SyncError) in try Record(proto: message) }
+        }
+    }
+
+    private static func recordIDs(_ messages: [Logsync_Model_RecordID], _ field: String) throws(SyncError) -> [Record.ID] {
+        try messages.enumerated().map { (index, message) throws(SyncError) in
+            try within("\(field)[\(index)]") { () throws(SyncError) in try Record.ID(proto: message) }
+        }
+    }
+
+    private static func recordFailures(
+        _ messages: [Logsync_Device_RecordFailure], _ field: String
+    ) throws(SyncError) -> [Record.ID: SyncError] {
+        var failures: [Record.ID: SyncError] = [:]
+        for (index, message) in messages.enumerated() {
+            let context = "\(field)[\(index)]"
+            guard message.hasRecordID else { throw missing("\(context).record_id") }
+            guard message.hasError else { throw missing("\(context).error") }
+            let id = try within("\(context).record_id") { () throws(SyncError) in try Record.ID(proto: message.recordID) }
+            let error = try within("\(context).error") { () throws(SyncError) in try SyncError(proto: message.error) }
+            guard failures.updateValue(error, forKey: id) == nil else {
+                throw SyncError(.invalidArguments, "\(context) names \(id) a second time")
+            }
+        }
+        return failures
+    }
+
+    private static func zoneFailures(
+        _ messages: [Logsync_Device_ZoneFailure], _ field: String
+    ) throws(SyncError) -> [RecordZone.ID: SyncError] {
+        var failures: [RecordZone.ID: SyncError] = [:]
+        for (index, message) in messages.enumerated() {
+            let context = "\(field)[\(index)]"
+            guard message.hasZoneID else { throw missing("\(context).zone_id") }
+            guard message.hasError else { throw missing("\(context).error") }
+            let id = RecordZone.ID(proto: message.zoneID)
+            let error = try within("\(context).error") { () throws(SyncError) in try SyncError(proto: message.error) }
+            guard failures.updateValue(error, forKey: id) == nil else {
+                throw SyncError(.invalidArguments, "\(context) names \(id) a second time")
+            }
+        }
+        return failures
+    }
+}
+
+extension SyncEngine.PendingRecordZoneChange {
+    var proto: Logsync_Device_PendingRecordZoneChange {
+        var message = Logsync_Device_PendingRecordZoneChange()
+        switch self {
+        case .saveRecord(let id): message.change = .saveRecord(id.proto)
+        case .deleteRecord(let id): message.change = .deleteRecord(id.proto)
+        }
+        return message
+    }
+}
+
+extension SyncEngine.PendingDatabaseChange {
+    var proto: Logsync_Device_PendingDatabaseChange {
+        var message = Logsync_Device_PendingDatabaseChange()
+        switch self {
+        case .saveZone(let zone): message.change = .saveZone(zone.proto)
+        case .deleteZone(let id): message.change = .deleteZone(id.proto)
+        }
+        return message
+    }
+}
+
+/// The order in which IDs are written: owner name, zone name, record name, compared as UTF-8.
+enum IDOrder {
+    static func key(_ id: RecordZone.ID) -> [String] { [id.ownerName, id.zoneName] }
+    static func key(_ id: Record.ID) -> [String] { key(id.zoneID) + [id.recordName] }
+
+    static func precedes(_ lhs: Record.ID, _ rhs: Record.ID) -> Bool { precedes(key(lhs), key(rhs)) }
+    static func precedes(_ lhs: RecordZone.ID, _ rhs: RecordZone.ID) -> Bool { precedes(key(lhs), key(rhs)) }
+
+    private static func precedes(_ lhs: [String], _ rhs: [String]) -> Bool {
+        lhs.lexicographicallyPrecedes(rhs) { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+}

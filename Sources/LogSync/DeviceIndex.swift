@@ -1,0 +1,275 @@
+import LogStore
+import SyncModel
+
+/// What the engine knows, as one projection of the device log (DESIGN.md §3): updated in the
+/// same write transaction as every append, equal at every offset to its rebuild from offset 1.
+///
+/// Tables (IDs keyed as `DeviceKey` says; a "change" is stored as its Protocol Buffers message):
+///
+/// | table | key → value | holds |
+/// |---|---|---|
+/// | `recordPending` | record → case + position | the pending record change of each record (one at most) |
+/// | `recordOrder` | position → change | the pending record changes in order (F16) |
+/// | `recordInFlight` | record + case → re-added flag + change | the changes of the batch being sent (F32) |
+/// | `zonePending` | zone → case + position | the pending database change of each zone (F22) |
+/// | `zoneOrder` | position → change | the pending database changes in order |
+/// | `serverRecords` | record → record | the last known server record of each record ID |
+/// | `unfetchedZones` | zone → zone ID | zones with server changes not fetched yet (F25; filled by fetch, later) |
+/// | `zones` | zone → number | the number of each zone seen, for record keys |
+/// | `state` | `untracked` → 1, `zoneCounter` → last zone number | `hasPendingUntrackedChanges` (F24) and counters |
+///
+/// The rules, per entry:
+/// - **Added changes** (F16–F19, F22). A change already pending is left where it is (F18). A
+///   change whose opposite is pending (save after delete, or delete after save, of the same ID)
+///   replaces it: the old one is removed, the new one is appended at the end of the list, at the
+///   position of the entry that added it. *Spec choice* (F19 leaves the place open): the
+///   surviving change is ordered by when it was last requested. A saved zone already pending keeps
+///   the zone value first added. Adding a change that is in flight sets its re-added flag (F32).
+/// - **Removed changes** (F20): exact matches only (same case and ID); anything else is a no-op.
+/// - **`batchPrepared`**: ends any batch still in flight (its changes stay as they are) and marks
+///   the batch's saves and deletions in flight, with the re-added flag clear.
+/// - **`batchResult`**: for each item, clears its in-flight mark and then, unless it was re-added
+///   while in flight, removes the exact change from the pending list if the item succeeded or
+///   failed with a non-transient error (F21, F91); transient errors (F89) keep it. *Spec choice*:
+///   a change re-added while in flight stays pending after a non-transient failure too: the app
+///   asked for it again after the batch was built. Saved records become the last known server
+///   records, deleted ones are forgotten; a `serverRecordChanged` failure's `serverRecord` becomes
+///   the last known server record (F92), and `unknownItem`, `zoneNotFound` or `userDeletedZone`
+///   forget it (the server holds no such record). Then every in-flight mark left is cleared: an
+///   item the result does not mention keeps its pending state.
+/// - **`databaseChangesSent`**: saved and deleted zones, and non-transient failures, remove the
+///   exact pending zone change; transient failures keep it. A deleted zone's last known server
+///   records are forgotten. Zone changes are not tracked in flight: re-adding a zone change while
+///   it is being sent cannot lose anything, since a zone save or delete carries nothing but the ID.
+/// - **`untrackedChangesFlagged`**: sets or clears `untracked`.
+///
+/// Dictionaries of an entry are visited in ID order, so zone numbers are assigned the same way
+/// whenever the entry is applied.
+struct DeviceIndex: Projection {
+    static let projectionName = "index"
+
+    let name = DeviceIndex.projectionName
+    let version: UInt32 = 1
+    let tableNames = [
+        "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
+        "unfetchedZones", "zones", "state",
+    ]
+
+    func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+        let index = DeviceIndexWriter(tables: tables)
+        let offset = entry.offset.rawValue
+        switch try DeviceEntry(entry) {
+        case .pendingRecordZoneChangesAdded(let changes):
+            for (i, change) in changes.enumerated() {
+                try index.add(change, at: Position(offset: offset, index: UInt32(truncatingIfNeeded: i)))
+            }
+        case .pendingRecordZoneChangesRemoved(let changes):
+            for change in changes { try index.remove(change) }
+        case .pendingDatabaseChangesAdded(let changes):
+            for (i, change) in changes.enumerated() {
+                try index.add(change, at: Position(offset: offset, index: UInt32(truncatingIfNeeded: i)))
+            }
+        case .pendingDatabaseChangesRemoved(let changes):
+            for change in changes { try index.remove(change) }
+        case .untrackedChangesFlagged(let flag):
+            if flag {
+                try tables.put([1], forKey: DeviceKey.untracked, in: "state")
+            } else {
+                try tables.removeValue(forKey: DeviceKey.untracked, in: "state")
+            }
+        case .batchPrepared(let records, let deletions, _):
+            try index.clearInFlight()
+            for record in records { try index.markInFlight(.saveRecord(record.recordID)) }
+            for id in deletions { try index.markInFlight(.deleteRecord(id)) }
+        case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            for record in saved {
+                try index.settle(.saveRecord(record.recordID), succeeded: true)
+                try index.setServerRecord(record, for: record.recordID)
+            }
+            for id in deleted {
+                try index.settle(.deleteRecord(id), succeeded: true)
+                try index.setServerRecord(nil, for: id)
+            }
+            for (id, error) in failedSaves.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+                try index.settle(.saveRecord(id), succeeded: false, error: error)
+            }
+            for (id, error) in failedDeletes.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+                try index.settle(.deleteRecord(id), succeeded: false, error: error)
+            }
+            try index.clearInFlight()
+        case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
+            for zone in savedZones { try index.settle(.saveZone(zone), succeeded: true) }
+            for id in deletedZoneIDs {
+                try index.settle(.deleteZone(id), succeeded: true)
+                try index.forgetServerRecords(in: id)
+            }
+            for (id, error) in failedZoneSaves.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+                try index.settle(.saveZone(RecordZone(zoneID: id)), succeeded: false, error: error)
+            }
+            for (id, error) in failedZoneDeletes.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+                try index.settle(.deleteZone(id), succeeded: false, error: error)
+            }
+        }
+    }
+}
+
+/// The rules of `DeviceIndex`, on its tables inside an append's write transaction.
+struct DeviceIndexWriter {
+    let tables: ProjectionTables
+
+    // MARK: Keys
+
+    /// The number of a zone, assigned (1, 2, …) the first time the log names the zone.
+    func zoneNumber(_ zoneID: RecordZone.ID) throws -> UInt64 {
+        let key = DeviceKey.zone(zoneID)
+        if let bytes = try tables.value(forKey: key, in: "zones") {
+            guard bytes.count == 8 else { throw malformed("a zone number of \(bytes.count) bytes") }
+            return readBigEndian(bytes)
+        }
+        let last = try tables.value(forKey: DeviceKey.zoneCounter, in: "state").map { readBigEndian($0) } ?? 0
+        let number = last + 1
+        try tables.put(bigEndian(number), forKey: DeviceKey.zoneCounter, in: "state")
+        try tables.put(bigEndian(number), forKey: key, in: "zones")
+        return number
+    }
+
+    /// The number of a zone, or `nil` if the log never named it (nothing can be stored for it).
+    func existingZoneNumber(_ zoneID: RecordZone.ID) throws -> UInt64? {
+        guard let bytes = try tables.value(forKey: DeviceKey.zone(zoneID), in: "zones") else { return nil }
+        guard bytes.count == 8 else { throw malformed("a zone number of \(bytes.count) bytes") }
+        return readBigEndian(bytes)
+    }
+
+    func recordKey(_ id: Record.ID) throws -> [UInt8] {
+        DeviceKey.record(zoneNumber: try zoneNumber(id.zoneID), name: id.recordName)
+    }
+
+    func existingRecordKey(_ id: Record.ID) throws -> [UInt8]? {
+        try existingZoneNumber(id.zoneID).map { DeviceKey.record(zoneNumber: $0, name: id.recordName) }
+    }
+
+    // MARK: Pending record changes
+
+    func add(_ change: SyncEngine.PendingRecordZoneChange, at position: Position) throws {
+        let key = try recordKey(change.recordID)
+        if let bytes = try tables.value(forKey: key, in: "recordPending") {
+            let slot = try PendingSlot(decoding: bytes)
+            if slot.type != change.typeByte {
+                // The opposite change: the last one wins, at the end of the list (F19).
+                try tables.removeValue(forKey: slot.position.bytes, in: "recordOrder")
+                try insert(change, key: key, at: position)
+            }  // else: already pending, it keeps its first position (F18)
+        } else {
+            try insert(change, key: key, at: position)
+        }
+        // An edit made while the same change is being sent must survive its success (F32).
+        let flightKey = key + [change.typeByte]
+        if let flight = try tables.value(forKey: flightKey, in: "recordInFlight"), flight.first != 1 {
+            try tables.put([1] + flight.dropFirst(), forKey: flightKey, in: "recordInFlight")
+        }
+    }
+
+    private func insert(_ change: SyncEngine.PendingRecordZoneChange, key: [UInt8], at position: Position) throws {
+        try tables.put(PendingSlot(type: change.typeByte, position: position).bytes, forKey: key, in: "recordPending")
+        try tables.put(ProtoWire.serialize(change.proto), forKey: position.bytes, in: "recordOrder")
+    }
+
+    /// Removes `change` if it is pending exactly (same case and ID); returns whether it was.
+    @discardableResult
+    func remove(_ change: SyncEngine.PendingRecordZoneChange) throws -> Bool {
+        guard let key = try existingRecordKey(change.recordID),
+            let bytes = try tables.value(forKey: key, in: "recordPending")
+        else { return false }
+        let slot = try PendingSlot(decoding: bytes)
+        guard slot.type == change.typeByte else { return false }
+        try tables.removeValue(forKey: key, in: "recordPending")
+        try tables.removeValue(forKey: slot.position.bytes, in: "recordOrder")
+        return true
+    }
+
+    // MARK: In flight
+
+    func markInFlight(_ change: SyncEngine.PendingRecordZoneChange) throws {
+        let key = try recordKey(change.recordID) + [change.typeByte]
+        try tables.put([0] + ProtoWire.serialize(change.proto), forKey: key, in: "recordInFlight")
+    }
+
+    func clearInFlight() throws {
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: "recordInFlight") { key, _ in
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "recordInFlight") }
+    }
+
+    /// Ends the flight of one item of a batch result and applies F21/F32 to the pending list.
+    func settle(_ change: SyncEngine.PendingRecordZoneChange, succeeded: Bool, error: SyncError? = nil) throws {
+        let key = try recordKey(change.recordID)
+        let flightKey = key + [change.typeByte]
+        let readded = try tables.value(forKey: flightKey, in: "recordInFlight")?.first == 1
+        try tables.removeValue(forKey: flightKey, in: "recordInFlight")
+        let done = succeeded || !(error?.isTransient ?? false)
+        if done && !readded { try remove(change) }
+        if let error {
+            switch error.code {
+            case .serverRecordChanged:
+                if let serverRecord = error.serverRecord { try setServerRecord(serverRecord, for: change.recordID) }
+            case .unknownItem, .zoneNotFound, .userDeletedZone:
+                try setServerRecord(nil, for: change.recordID)
+            default:
+                break
+            }
+        }
+    }
+
+    // MARK: Pending database changes
+
+    func add(_ change: SyncEngine.PendingDatabaseChange, at position: Position) throws {
+        let key = DeviceKey.zone(change.zoneID)
+        if let bytes = try tables.value(forKey: key, in: "zonePending") {
+            let slot = try PendingSlot(decoding: bytes)
+            guard slot.type != change.typeByte else { return }  // already pending (F18, F22)
+            try tables.removeValue(forKey: slot.position.bytes, in: "zoneOrder")  // last wins (F19)
+        }
+        try tables.put(PendingSlot(type: change.typeByte, position: position).bytes, forKey: key, in: "zonePending")
+        try tables.put(ProtoWire.serialize(change.proto), forKey: position.bytes, in: "zoneOrder")
+    }
+
+    @discardableResult
+    func remove(_ change: SyncEngine.PendingDatabaseChange) throws -> Bool {
+        let key = DeviceKey.zone(change.zoneID)
+        guard let bytes = try tables.value(forKey: key, in: "zonePending") else { return false }
+        let slot = try PendingSlot(decoding: bytes)
+        guard slot.type == change.typeByte else { return false }
+        try tables.removeValue(forKey: key, in: "zonePending")
+        try tables.removeValue(forKey: slot.position.bytes, in: "zoneOrder")
+        return true
+    }
+
+    func settle(_ change: SyncEngine.PendingDatabaseChange, succeeded: Bool, error: SyncError? = nil) throws {
+        if succeeded || !(error?.isTransient ?? false) { try remove(change) }
+    }
+
+    // MARK: Last known server records
+
+    func setServerRecord(_ record: Record?, for id: Record.ID) throws {
+        if let record {
+            try tables.put(record.protoBytes(), forKey: try recordKey(id), in: "serverRecords")
+        } else if let key = try existingRecordKey(id) {
+            try tables.removeValue(forKey: key, in: "serverRecords")
+        }
+    }
+
+    func forgetServerRecords(in zoneID: RecordZone.ID) throws {
+        guard let number = try existingZoneNumber(zoneID) else { return }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: "serverRecords", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: "serverRecords") }
+    }
+}

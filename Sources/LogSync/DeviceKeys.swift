@@ -1,0 +1,143 @@
+import LogStore
+import SyncModel
+
+/// Keys and values of the `DeviceIndex` tables.
+///
+/// LMDB keys hold at most 511 bytes, and a record ID's three names may each be 255 bytes long.
+/// So zones are numbered (`zones` table, in order of first appearance in the log) and a record's
+/// key is its zone's number followed by its name. Every ID has a key, valid or not: a name too
+/// long for its key, or holding a NUL byte (neither passes the server's checks), is keyed by a
+/// 128-bit digest in a form no plain name can take.
+enum DeviceKey {
+    /// The longest record name kept as is in a record key (8 + 400 + 1 type byte < 511).
+    static let maxPlainRecordName = 400
+
+    /// A zone: its name, a NUL, its owner's name; or, for names that do not fit or hold a NUL,
+    /// two NULs and a digest of both names (a plain key never starts with two NULs).
+    static func zone(_ zoneID: RecordZone.ID) -> [UInt8] {
+        let zone = Array(zoneID.zoneName.utf8)
+        let owner = Array(zoneID.ownerName.utf8)
+        if zone.count + 1 + owner.count <= ReadTransaction.maxKeySize, !zone.contains(0), !owner.contains(0) {
+            return zone + [0] + owner
+        }
+        return [0, 0] + Digest.of([zone, owner])
+    }
+
+    /// A record of the zone numbered `zoneNumber`: the number, then the record's name; or, for a
+    /// name that is too long or holds a NUL, the number, a NUL and a digest of the name.
+    static func record(zoneNumber: UInt64, name: String) -> [UInt8] {
+        let bytes = Array(name.utf8)
+        if bytes.count <= maxPlainRecordName, !bytes.contains(0) {
+            return bigEndian(zoneNumber) + bytes
+        }
+        return bigEndian(zoneNumber) + [0] + Digest.of([bytes])
+    }
+
+    /// The 8-byte prefix of every record key of a zone.
+    static func recordPrefix(zoneNumber: UInt64) -> [UInt8] { bigEndian(zoneNumber) }
+
+    static let untracked = Array("untracked".utf8)
+    static let zoneCounter = Array("zoneCounter".utf8)
+}
+
+/// A place in a pending list: the offset of the entry that added the change, then the change's
+/// index in that entry. Positions sort in log order.
+struct Position: Hashable, Comparable {
+    var offset: UInt64
+    var index: UInt32
+
+    var bytes: [UInt8] { bigEndian(offset) + withUnsafeBytes(of: index.bigEndian) { Array($0) } }
+
+    init(offset: UInt64, index: UInt32) {
+        self.offset = offset
+        self.index = index
+    }
+
+    init(decoding bytes: ArraySlice<UInt8>) throws(LogStoreError) {
+        guard bytes.count == 12 else { throw malformed("a position of \(bytes.count) bytes") }
+        offset = readBigEndian(bytes.prefix(8))
+        index = UInt32(truncatingIfNeeded: readBigEndian(bytes.suffix(4)))
+    }
+
+    static func < (lhs: Position, rhs: Position) -> Bool { (lhs.offset, lhs.index) < (rhs.offset, rhs.index) }
+}
+
+/// What a pending table holds for an ID: the pending change's case (0 save, 1 delete, as in
+/// CloudKit's PendingRecordZoneChangeType and PendingDatabaseChangeType) and its position.
+struct PendingSlot: Hashable {
+    static let save: UInt8 = 0
+    static let delete: UInt8 = 1
+
+    var type: UInt8
+    var position: Position
+
+    var bytes: [UInt8] { [type] + position.bytes }
+
+    init(type: UInt8, position: Position) {
+        self.type = type
+        self.position = position
+    }
+
+    init(decoding bytes: [UInt8]) throws(LogStoreError) {
+        guard bytes.count == 13, bytes[0] <= 1 else { throw malformed("a pending slot of \(bytes.count) bytes") }
+        type = bytes[0]
+        position = try Position(decoding: bytes[1...])
+    }
+}
+
+extension SyncEngine.PendingRecordZoneChange {
+    /// The case as stored: 0 save, 1 delete.
+    var typeByte: UInt8 {
+        switch self {
+        case .saveRecord: PendingSlot.save
+        case .deleteRecord: PendingSlot.delete
+        }
+    }
+}
+
+extension SyncEngine.PendingDatabaseChange {
+    /// The case as stored: 0 save, 1 delete.
+    var typeByte: UInt8 {
+        switch self {
+        case .saveZone: PendingSlot.save
+        case .deleteZone: PendingSlot.delete
+        }
+    }
+}
+
+/// A 128-bit digest (two differently seeded FNV-1a 64 hashes, each finished with a SplitMix64
+/// mix) of length-prefixed byte strings. Stable across builds and platforms; not cryptographic.
+enum Digest {
+    static func of(_ parts: [[UInt8]]) -> [UInt8] {
+        var a: UInt64 = 0xCBF2_9CE4_8422_2325
+        var b: UInt64 = 0x6C62_272E_07BB_0142
+        func feed(_ byte: UInt8) {
+            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+            b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+            b = b &+ 0x9E37_79B9_7F4A_7C15
+        }
+        for part in parts {
+            for byte in bigEndian(UInt64(part.count)) { feed(byte) }
+            for byte in part { feed(byte) }
+        }
+        return bigEndian(mix(a)) + bigEndian(mix(b ^ 0xD6E8_FEB8_6659_FD93))
+    }
+
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+
+func readBigEndian<Bytes: Collection>(_ bytes: Bytes) -> UInt64 where Bytes.Element == UInt8 {
+    bytes.reduce(0) { $0 << 8 | UInt64($1) }
+}
+
+/// The error for a table value this build did not write.
+func malformed(_ what: String) -> LogStoreError {
+    LogStoreError(.projectionInconsistent, "the device index holds \(what)")
+}

@@ -1,0 +1,89 @@
+import Foundation
+import LogStore
+import SyncModel
+
+/// A device's sync log: every edit of the engine's state and every step of a sync, appended to
+/// an LMDB log named `device`, with the engine's state kept as projections of it.
+///
+/// ```swift
+/// let deviceLog = try DeviceLog(directory: appSupport.appending(path: "sync"))
+/// let engine = SyncEngine(deviceLog: deviceLog)
+/// try engine.state.add(pendingRecordZoneChanges: [.saveRecord(noteID)])
+/// let archived = try deviceLog.lastKnownServerRecord(for: noteID)   // after a send
+/// ```
+///
+/// Opening costs O(1) in the log's length: the projections are stored with the log, updated in
+/// the same transaction as every append, and only read at open (a projection whose version
+/// changed, or that lags entries written without it, is rebuilt or caught up first).
+///
+/// Concurrent appends share commits (group commit): each caller returns once the commit that
+/// holds its entries is done (durable by default). Reads never block and see a committed state.
+///
+/// Not there yet: `state(at:)` and `rewind(to:)` (time travel, DESIGN.md §6), compaction.
+public final class DeviceLog: Sendable {
+    /// The name of the log in its environment.
+    public static let logName = "device"
+
+    /// The underlying log, for tools: dumping, verifying projections (`verifyProjections()`),
+    /// reading entries. Appending to it directly bypasses group commit but keeps the projections
+    /// right; an entry of a kind the device does not know is refused (`.corruptEntry`).
+    public let log: Log
+
+    let committer: GroupCommitter
+
+    /// Opens (creating it if needed) the device log in `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: the log's directory, created if missing. One directory per engine.
+    ///   - options: the environment's options; `.durable` commits by default (`.fast` is for
+    ///     tests), `readOnly` opens without writing (mutations then fail with `.readOnly`).
+    ///   - clock: the wall-clock time stamped on each entry.
+    /// - Throws: `LogStoreError`: the directory cannot be created or holds something else, the
+    ///   environment is open in this process with other options, or a projection is inconsistent.
+    public init(
+        directory: URL, options: LogEnvironment.Options = .init(),
+        clock: @escaping @Sendable () -> EntryTime = { .now() }
+    ) throws {
+        log = try Log.open(at: directory, named: Self.logName, options: options, projections: [DeviceIndex()], clock: clock)
+        committer = GroupCommitter(log: log)
+    }
+
+    /// The last record the server is known to hold under `recordID`, or `nil`.
+    ///
+    /// Kept from the records of successful saves and from the `serverRecord` of
+    /// `serverRecordChanged` failures, forgotten when the record is deleted or the server reports
+    /// it (or its zone) gone. Rebuild an edit on it (`systemFieldsCopy()`) so that the save passes
+    /// the change-tag check: apps need not archive system fields themselves.
+    ///
+    /// - Throws: `LogStoreError` if the log cannot be read.
+    public func lastKnownServerRecord(for recordID: Record.ID) throws -> Record? {
+        try read { try $0.lastKnownServerRecord(for: recordID) }
+    }
+
+    // MARK: Engine access
+
+    /// Runs `body` with a consistent snapshot of the index. Do not append inside `body`.
+    func read<R>(_ body: (DeviceSnapshot) throws -> R) throws -> R {
+        try log.read { reader in try body(DeviceSnapshot(reader: reader)) }
+    }
+
+    /// Appends `entries` contiguously (sharing a commit with concurrent callers) and returns
+    /// their offsets once committed. An empty list appends nothing.
+    ///
+    /// - Throws: `LogStoreError` (for example `.mapFull` when the disk is full) or what a
+    ///   projection throws; nothing was appended then.
+    @discardableResult
+    func append(_ entries: [DeviceEntry]) throws -> Range<LogOffset> {
+        guard !entries.isEmpty else {
+            let end = try log.lastOffset.next
+            return end..<end
+        }
+        return try committer.append(entries.map(\.newEntry))
+    }
+
+    /// Appends one entry; see `append(_:)`.
+    @discardableResult
+    func append(_ entry: DeviceEntry) throws -> LogOffset {
+        try append([entry]).lowerBound
+    }
+}

@@ -1,0 +1,138 @@
+import LogStore
+import SwiftProtobuf
+import SyncModel
+
+/// A consistent view of a device log's index at one offset, inside `DeviceLog.read`.
+///
+/// Every read here looks at the projection tables only: it costs O(what it returns), never the
+/// log's length. Not `Sendable`: it lives in its read transaction.
+struct DeviceSnapshot {
+    let reader: LogReader
+
+    /// The offset through which the log (and so the index) is seen.
+    var offset: LogOffset { get throws { try reader.appliedOffset(of: DeviceIndex.projectionName) } }
+
+    private func table(_ name: String) throws -> Table { try reader.table(name, of: DeviceIndex.projectionName) }
+
+    private func value(_ key: [UInt8], in table: String) throws -> [UInt8]? {
+        try reader.transaction.value(forKey: key, in: self.table(table))
+    }
+
+    private func zoneNumber(_ zoneID: RecordZone.ID) throws -> UInt64? {
+        guard let bytes = try value(DeviceKey.zone(zoneID), in: "zones") else { return nil }
+        guard bytes.count == 8 else { throw malformed("a zone number of \(bytes.count) bytes") }
+        return readBigEndian(bytes)
+    }
+
+    private func recordKey(_ id: Record.ID) throws -> [UInt8]? {
+        try zoneNumber(id.zoneID).map { DeviceKey.record(zoneNumber: $0, name: id.recordName) }
+    }
+
+    /// Decodes every value of `table` in key order.
+    private func values<T>(of table: String, _ decode: ([UInt8]) throws -> T) throws -> [T] {
+        var result: [T] = []
+        try reader.transaction.forEach(in: self.table(table)) { _, value in
+            result.append(try decode(Array(value)))
+            return true
+        }
+        return result
+    }
+
+    // MARK: Pending changes
+
+    /// The pending record changes, in order (F16–F19).
+    func pendingRecordZoneChanges() throws -> [SyncEngine.PendingRecordZoneChange] {
+        try values(of: "recordOrder", Self.recordChange)
+    }
+
+    /// The pending database changes, in order (F22).
+    func pendingDatabaseChanges() throws -> [SyncEngine.PendingDatabaseChange] {
+        try values(of: "zoneOrder", Self.databaseChange)
+    }
+
+    /// The pending change of a record, if any.
+    func pendingChange(for id: Record.ID) throws -> SyncEngine.PendingRecordZoneChange? {
+        guard let key = try recordKey(id), let bytes = try value(key, in: "recordPending") else { return nil }
+        let slot = try PendingSlot(decoding: bytes)
+        return slot.type == PendingSlot.save ? .saveRecord(id) : .deleteRecord(id)
+    }
+
+    /// `hasPendingUntrackedChanges` (F24).
+    func hasPendingUntrackedChanges() throws -> Bool {
+        try value(DeviceKey.untracked, in: "state") != nil
+    }
+
+    /// The zones known to have server changes not fetched yet (F25), in key order.
+    func zoneIDsWithUnfetchedServerChanges() throws -> [RecordZone.ID] {
+        try values(of: "unfetchedZones") { bytes in
+            RecordZone.ID(proto: try Self.decode(Logsync_Model_RecordZoneID.self, bytes, "an unfetched zone"))
+        }
+    }
+
+    // MARK: In flight
+
+    /// The changes of the batch being sent, with whether each was re-added since (F32).
+    func inFlightRecordChanges() throws -> [(change: SyncEngine.PendingRecordZoneChange, readded: Bool)] {
+        try values(of: "recordInFlight") { bytes in
+            guard let flag = bytes.first, flag <= 1 else { throw malformed("an empty in-flight mark") }
+            return (try Self.recordChange(Array(bytes.dropFirst())), flag == 1)
+        }
+    }
+
+    /// Whether `change` is in flight, and if so whether it was re-added since.
+    func inFlightState(of change: SyncEngine.PendingRecordZoneChange) throws -> (inFlight: Bool, readded: Bool) {
+        guard let key = try recordKey(change.recordID),
+            let bytes = try value(key + [change.typeByte], in: "recordInFlight")
+        else { return (false, false) }
+        return (true, bytes.first == 1)
+    }
+
+    // MARK: Server records
+
+    /// The last record the server is known to hold under `id`: from a save's result, or from a
+    /// conflict's `serverRecord`; `nil` if none is known or the server has none.
+    func lastKnownServerRecord(for id: Record.ID) throws -> Record? {
+        guard let key = try recordKey(id), let bytes = try value(key, in: "serverRecords") else { return nil }
+        do {
+            return try Record(protoBytes: bytes)
+        } catch {
+            throw malformed("an undecodable server record for \(id): \(error.message)")
+        }
+    }
+
+    // MARK: Decoding
+
+    private static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8], _ what: String) throws -> M {
+        do {
+            return try ProtoWire.decode(type, from: bytes)
+        } catch {
+            throw malformed("\(what) that does not decode: \(error.message)")
+        }
+    }
+
+    static func recordChange(_ bytes: [UInt8]) throws -> SyncEngine.PendingRecordZoneChange {
+        let message = try decode(Logsync_Device_PendingRecordZoneChange.self, bytes, "a pending record change")
+        do {
+            switch message.change {
+            case .saveRecord(let id)?: return .saveRecord(try Record.ID(proto: id))
+            case .deleteRecord(let id)?: return .deleteRecord(try Record.ID(proto: id))
+            case nil: throw malformed("a pending record change without a case")
+            }
+        } catch let error as SyncError {
+            throw malformed("a pending record change that does not decode: \(error.message)")
+        }
+    }
+
+    static func databaseChange(_ bytes: [UInt8]) throws -> SyncEngine.PendingDatabaseChange {
+        let message = try decode(Logsync_Device_PendingDatabaseChange.self, bytes, "a pending database change")
+        do {
+            switch message.change {
+            case .saveZone(let zone)?: return .saveZone(try RecordZone(proto: zone))
+            case .deleteZone(let id)?: return .deleteZone(RecordZone.ID(proto: id))
+            case nil: throw malformed("a pending database change without a case")
+            }
+        } catch let error as SyncError {
+            throw malformed("a pending database change that does not decode: \(error.message)")
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import LogStore
+import SyncModel
+
+extension SyncEngine {
+    /// What the engine has to send, and the flags that steer it: a view of the device log.
+    ///
+    /// Mirrors `CKSyncEngine.State` (F16–F32) with one deliberate difference: every mutation
+    /// appends an entry to the device log and **throws** if the append fails (a full disk, for
+    /// example), instead of failing silently. When a mutation returns, its entry is committed
+    /// (on disk, with the default `.durable` log) and every read reflects it. Reads come from the
+    /// log's projections (O(result), not O(log)); they throw only if the log cannot be read.
+    ///
+    /// Thread-safe (F31): use it from any task or thread. Concurrent mutations share commits
+    /// (group commit) and are applied in the order of the log; a mutation blocks its caller for
+    /// at most the commits ahead of it.
+    ///
+    /// ```swift
+    /// try engine.state.add(pendingRecordZoneChanges: [.saveRecord(a), .deleteRecord(b)])
+    /// try engine.state.pendingRecordZoneChanges   // [saveRecord(a), deleteRecord(b)]
+    /// try engine.state.remove(pendingRecordZoneChanges: [.deleteRecord(b)])
+    /// ```
+    ///
+    /// List rules (`DeviceIndex` documents them in full):
+    /// - adding a change already pending neither duplicates nor moves it (F18);
+    /// - adding the opposite of a pending change (delete after save, save after delete) replaces
+    ///   it, and the new change goes to the end of the list (F19; the place is a spec choice);
+    /// - removing takes exact matches only: same case and ID (F20);
+    /// - database changes follow the same rules, keyed on zone ID (F22).
+    public final class State: Sendable {
+        let deviceLog: DeviceLog
+
+        init(deviceLog: DeviceLog) {
+            self.deviceLog = deviceLog
+        }
+
+        // MARK: Record zone changes
+
+        /// The record changes waiting to be sent, in order (F16). IDs only: the delegate supplies
+        /// the records' contents when a batch is built.
+        ///
+        /// - Throws: `LogStoreError` if the log cannot be read.
+        public var pendingRecordZoneChanges: [PendingRecordZoneChange] {
+            get throws { try deviceLog.read { try $0.pendingRecordZoneChanges() } }
+        }
+
+        /// Adds record changes to send, in order; returns once they are committed to the log.
+        ///
+        /// - Parameter pendingRecordZoneChanges: the changes; an empty list does nothing.
+        /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+        public func add(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
+            guard !pendingRecordZoneChanges.isEmpty else { return }
+            try deviceLog.append(.pendingRecordZoneChangesAdded(pendingRecordZoneChanges))
+        }
+
+        /// Removes record changes that are pending exactly (same case and ID, F20); returns
+        /// once the removal is committed. Changes not pending are ignored.
+        ///
+        /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+        public func remove(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
+            guard !pendingRecordZoneChanges.isEmpty else { return }
+            try deviceLog.append(.pendingRecordZoneChangesRemoved(pendingRecordZoneChanges))
+        }
+
+        // MARK: Database changes
+
+        /// The zone saves and deletions waiting to be sent, in order (F22). The engine sends
+        /// them itself, before record changes (F23).
+        ///
+        /// - Throws: `LogStoreError` if the log cannot be read.
+        public var pendingDatabaseChanges: [PendingDatabaseChange] {
+            get throws { try deviceLog.read { try $0.pendingDatabaseChanges() } }
+        }
+
+        /// Adds zone changes to send, in order; returns once they are committed to the log.
+        ///
+        /// - Parameter pendingDatabaseChanges: the changes; an empty list does nothing.
+        /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+        public func add(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
+            guard !pendingDatabaseChanges.isEmpty else { return }
+            try deviceLog.append(.pendingDatabaseChangesAdded(pendingDatabaseChanges))
+        }
+
+        /// Removes zone changes that are pending exactly (same case and zone ID); returns once
+        /// the removal is committed. Changes not pending are ignored.
+        ///
+        /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+        public func remove(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
+            guard !pendingDatabaseChanges.isEmpty else { return }
+            try deviceLog.append(.pendingDatabaseChangesRemoved(pendingDatabaseChanges))
+        }
+
+        // MARK: Flags
+
+        /// Whether the app has changes of its own to send that are not in the pending list (F24):
+        /// while it is true, a send asks the delegate for a batch even with an empty list.
+        ///
+        /// Set it with ``setHasPendingUntrackedChanges(_:)``: setting appends to the log and can
+        /// fail, which a property setter could not report.
+        ///
+        /// - Throws: `LogStoreError` if the log cannot be read.
+        public var hasPendingUntrackedChanges: Bool {
+            get throws { try deviceLog.read { try $0.hasPendingUntrackedChanges() } }
+        }
+
+        /// Sets ``hasPendingUntrackedChanges``; returns once the change is committed to the log.
+        ///
+        /// - Throws: `LogStoreError` if the append fails; the flag is then unchanged.
+        public func setHasPendingUntrackedChanges(_ value: Bool) throws {
+            try deviceLog.append(.untrackedChangesFlagged(value))
+        }
+
+        /// The zones the engine knows to have server changes it has not fetched yet (F25), in a
+        /// stable order. The engine fills and drains it while fetching (not built yet: empty).
+        ///
+        /// - Throws: `LogStoreError` if the log cannot be read.
+        public var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID] {
+            get throws { try deviceLog.read { try $0.zoneIDsWithUnfetchedServerChanges() } }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import LogStore
+import SyncModel
+import Testing
+
+@testable import LogSync
+
+typealias RecordChange = SyncEngine.PendingRecordZoneChange
+typealias DatabaseChange = SyncEngine.PendingDatabaseChange
+
+/// A fresh directory under the system temporary directory, removed when `body` returns.
+@discardableResult
+func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("logsync-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url)
+}
+
+/// A device log in `directory` with unflushed commits (tests only) and a fixed clock.
+func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog {
+    try DeviceLog(
+        directory: directory, options: LogEnvironment.Options(durability: .fast, readOnly: readOnly, initialMapSize: 8 << 20),
+        clock: { EntryTime(microsecondsSince1970: 1_700_000_000_000_000) })
+}
+
+/// An engine on a fresh device log in `directory`.
+func makeEngine(_ directory: URL) throws -> SyncEngine {
+    SyncEngine(deviceLog: try openDeviceLog(directory))
+}
+
+/// SplitMix64: a seedable generator so every random history can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+enum Fixtures {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static let photos = RecordZone.ID(zoneName: "Photos")
+    static let shared = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
+
+    static func id(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
+        Record.ID(recordName: name, zoneID: zone)
+    }
+
+    static let a = id("A")
+    static let b = id("B")
+    static let c = id("C")
+    static let x = id("X")
+
+    /// A record as a server returns it: fields, and system fields with change tag `tag`.
+    static func serverRecord(_ id: Record.ID, tag: String, title: String = "Groceries") -> Record {
+        var record = Record(recordType: "Note", recordID: id)
+        record["title"] = .string(title)
+        record.applySystemFields(Record.SystemFields(
+            recordChangeTag: tag, creationDate: Date(timeIntervalSince1970: 1_700_000_000),
+            modificationDate: Date(timeIntervalSince1970: 1_700_000_100),
+            creatorUserRecordID: Record.ID(recordName: "_alice"), lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
+        return record
+    }
+
+    /// A record as the app hands it to a batch: changed fields, no system fields.
+    static func clientRecord(_ id: Record.ID, title: String = "Groceries") -> Record {
+        var record = Record(recordType: "Note", recordID: id)
+        record["title"] = .string(title)
+        return record
+    }
+}
+
+/// An independent, in-memory implementation of the device index's rules (DeviceIndex's doc
+/// comment), to compare the projection with a straightforward replay of the log.
+struct ReferenceState: Equatable {
+    var records: [RecordChange] = []
+    var zones: [DatabaseChange] = []
+    var untracked = false
+    /// In-flight changes → re-added since.
+    var inFlight: [RecordChange: Bool] = [:]
+    var serverRecords: [Record.ID: Record] = [:]
+
+    mutating func apply(_ entry: DeviceEntry) {
+        switch entry {
+        case .pendingRecordZoneChangesAdded(let changes):
+            for change in changes {
+                if let i = records.firstIndex(where: { $0.recordID == change.recordID }) {
+                    if records[i] != change {
+                        records.remove(at: i)
+                        records.append(change)
+                    }
+                } else {
+                    records.append(change)
+                }
+                if inFlight[change] != nil { inFlight[change] = true }
+            }
+        case .pendingRecordZoneChangesRemoved(let changes):
+            for change in changes { records.removeAll { $0 == change } }
+        case .pendingDatabaseChangesAdded(let changes):
+            for change in changes {
+                if let i = zones.firstIndex(where: { $0.zoneID == change.zoneID }) {
+                    if zones[i] != change {
+                        zones.remove(at: i)
+                        zones.append(change)
+                    }
+                } else {
+                    zones.append(change)
+                }
+            }
+        case .pendingDatabaseChangesRemoved(let changes):
+            for change in changes { zones.removeAll { $0 == change } }
+        case .untrackedChangesFlagged(let flag):
+            untracked = flag
+        case .batchPrepared(let saves, let deletions, _):
+            inFlight = [:]
+            for record in saves { inFlight[.saveRecord(record.recordID)] = false }
+            for id in deletions { inFlight[.deleteRecord(id)] = false }
+        case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            for record in saved {
+                settle(.saveRecord(record.recordID), error: nil)
+                serverRecords[record.recordID] = record
+            }
+            for id in deleted {
+                settle(.deleteRecord(id), error: nil)
+                serverRecords[id] = nil
+            }
+            for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
+            for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
+            inFlight = [:]
+        case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
+            for zone in savedZones { zones.removeAll { $0 == .saveZone(zone) } }
+            for id in deletedZoneIDs {
+                zones.removeAll { $0 == .deleteZone(id) }
+                serverRecords = serverRecords.filter { $0.key.zoneID != id }
+            }
+            for (id, error) in failedZoneSaves where !error.isTransient {
+                zones.removeAll { $0 == .saveZone(RecordZone(zoneID: id)) }
+            }
+            for (id, error) in failedZoneDeletes where !error.isTransient {
+                zones.removeAll { $0 == .deleteZone(id) }
+            }
+        }
+    }
+
+    private mutating func settle(_ change: RecordChange, error: SyncError?) {
+        let readded = inFlight.removeValue(forKey: change) ?? false
+        if !readded && !(error?.isTransient ?? false) { records.removeAll { $0 == change } }
+        guard let error else { return }
+        switch error.code {
+        case .serverRecordChanged:
+            if let server = error.serverRecord { serverRecords[change.recordID] = server }
+        case .unknownItem, .zoneNotFound, .userDeletedZone:
+            serverRecords[change.recordID] = nil
+        default:
+            break
+        }
+    }
+
+    /// Replays the whole device log (decoding every entry) into a fresh reference state.
+    static func replaying(_ deviceLog: DeviceLog) throws -> ReferenceState {
+        var state = ReferenceState()
+        try deviceLog.log.forEachEntry { entry in state.apply(try DeviceEntry(entry)) }
+        return state
+    }
+}
+
+extension DeviceSnapshot {
+    /// The snapshot's state in the reference model's shape, for comparisons.
+    func referenceState(recordIDs: [Record.ID]) throws -> ReferenceState {
+        var state = ReferenceState()
+        state.records = try pendingRecordZoneChanges()
+        state.zones = try pendingDatabaseChanges()
+        state.untracked = try hasPendingUntrackedChanges()
+        for (change, readded) in try inFlightRecordChanges() { state.inFlight[change] = readded }
+        for id in recordIDs {
+            if let record = try lastKnownServerRecord(for: id) { state.serverRecords[id] = record }
+        }
+        return state
+    }
+}
