@@ -15,16 +15,6 @@ func withServer<R>(
     return try await body(server, directory)
 }
 
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("The server's log and its index")
 struct ServerLogTests {
@@ -34,7 +24,7 @@ struct ServerLogTests {
     @Test(arguments: [1 as UInt64, 2, 3])
     func indexEqualsItsRebuildAfterRandomHistories(seed: UInt64) async throws {
         try await withServer { server, _ in
-            var random = SeededRandom(state: seed)
+            var random = SeededRandom(seed: seed)
             let database = server.database(for: "alice", device: "phone")
             let zones = (0..<3).map { RecordZone.ID(zoneName: "Z\($0)") }
             var tags: [Record.ID: String] = [:]

@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 import Testing
 @testable import SyncModel
 
@@ -459,7 +460,7 @@ struct ProtoConversionTests {
 
     @Test("random bytes give typed errors, never a crash", arguments: [1 as UInt64, 2, 3])
     func randomBytes(seed: UInt64) {
-        var random = ProtoFuzzRandom(seed: seed)
+        var random = SeededRandom(seed: seed)
         var wrong: [String] = []
         for _ in 0..<1_000 {
             let count = Int.random(in: 0...96, using: &random)
@@ -471,7 +472,7 @@ struct ProtoConversionTests {
 
     @Test("mutated valid encodings give typed errors or values, never a crash", arguments: [1 as UInt64, 2])
     func mutatedEncodings(seed: UInt64) throws {
-        var random = ProtoFuzzRandom(seed: seed)
+        var random = SeededRandom(seed: seed)
         let samples: [[UInt8]] = [
             Fixture.savedNote().protoBytes(),
             Self.errors.last!.protoBytes(),
@@ -514,15 +515,3 @@ struct ProtoConversionTests {
     }
 }
 
-/// SplitMix64, so that the garbage is the same on every run.
-private struct ProtoFuzzRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -13,19 +13,8 @@ guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
     exit(2)
 }
 
-/// SplitMix64: small, seedable, good enough to vary the workload.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-var random = SplitMix64(state: seed)
+var random = SeededRandom(seed: seed)
 do {
     // A tiny map so the child also crashes in the middle of growing it.
     let log = try Log.open(
