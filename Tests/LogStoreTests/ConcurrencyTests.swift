@@ -21,7 +21,7 @@ struct ConcurrencyTests {
             let total: UInt64 = 20_000
             let writer = Task.detached {
                 var next: UInt64 = 1
-                var random = SplitMix64(seed: 11)
+                var random = SeededRandom(seed: 11)
                 while next <= total {
                     let size = min(total - next + 1, UInt64.random(in: 1...300, using: &random))
                     try log.append((next..<(next + size)).map {

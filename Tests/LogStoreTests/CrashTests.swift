@@ -37,7 +37,7 @@ struct CrashTests {
     @Test func sigkillAtRandomMomentsLosesNothingAcknowledged() async throws {
         let crasher = try builtExecutable("logstore-crasher")
         try await withTemporaryDirectory { directory in
-            var random = SplitMix64(seed: 2026)
+            var random = SeededRandom(seed: 2026)
             var reported = LogOffset.zero
             for round in 0..<24 {
                 let child = Process()

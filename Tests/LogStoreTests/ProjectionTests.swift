@@ -6,7 +6,7 @@ import Testing
 
 /// A random key–value history, reproducible from its seed.
 func randomHistory(count: Int, keys: Int, seed: UInt64) -> [[NewEntry]] {
-    var random = SplitMix64(seed: seed)
+    var random = SeededRandom(seed: seed)
     var batches: [[NewEntry]] = []
     var produced = 0
     while produced < count {

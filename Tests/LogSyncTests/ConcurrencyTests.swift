@@ -14,7 +14,7 @@ struct ConcurrencyTests {
 
     /// The `i`th call of the F31 test: an add or a remove of 1–3 changes among 30 records.
     static func call(_ i: Int) -> (add: Bool, changes: [RecordChange]) {
-        var random = SplitMix64(seed: UInt64(i))
+        var random = SeededRandom(seed: UInt64(i))
         let changes = (0..<Int.random(in: 1...3, using: &random)).map { _ -> RecordChange in
             let id = F.id("r\(Int.random(in: 0..<30, using: &random))", Bool.random(using: &random) ? F.notes : F.photos)
             return Bool.random(using: &random) ? .saveRecord(id) : .deleteRecord(id)

@@ -14,7 +14,7 @@ struct ProjectionRuleTests {
 
     /// Generates random device entries over a small ID space, so that changes collide often.
     struct HistoryGenerator {
-        var random: SplitMix64
+        var random: SeededRandom
         var model = ReferenceState()
         var tag = 0
         static let zones = [F.notes, F.photos, F.shared, RecordZone.ID(zoneName: String(repeating: "L", count: 300))]
@@ -22,7 +22,7 @@ struct ProjectionRuleTests {
         static let codes: [SyncError.Code] =
             Array(SyncError.Code.transient) + [.serverRecordChanged, .unknownItem, .zoneNotFound, .quotaExceeded, .batchRequestFailed, .userDeletedZone]
 
-        init(seed: UInt64) { random = SplitMix64(seed: seed) }
+        init(seed: UInt64) { random = SeededRandom(seed: seed) }
 
         mutating func pick<T>(_ values: [T]) -> T { values[Int.random(in: 0..<values.count, using: &random)] }
         mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &random) < percent }
