@@ -85,6 +85,11 @@ let package = Package(
             dependencies: ["LogStore", "LogStoreFixtures", "CLMDB"],
             path: "Tools/logstore-bench"
         ),
+        .executableTarget(
+            name: "logsync-server-bench",
+            dependencies: ["LogSyncServer", "SyncModel", "LogStore"],
+            path: "Tools/logsync-server-bench"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
