@@ -200,8 +200,7 @@ extension ModifyRecordsResponse: ProtoConvertible {
     /// The outcomes, each list sorted by record ID so that equal responses have equal bytes.
     package var proto: Logsync_Model_ModifyRecordsResponse {
         var message = Logsync_Model_ModifyRecordsResponse()
-        message.saveResults = saveResults
-            .sorted { ProtoOrder.precedes(ProtoOrder.key($0.key), ProtoOrder.key($1.key)) }
+        message.saveResults = ProtoOrder.sorted(saveResults)
             .map { id, result in
                 var entry = Logsync_Model_SaveResult()
                 entry.recordID = id.proto
@@ -211,8 +210,7 @@ extension ModifyRecordsResponse: ProtoConvertible {
                 }
                 return entry
             }
-        message.deleteResults = deleteResults
-            .sorted { ProtoOrder.precedes(ProtoOrder.key($0.key), ProtoOrder.key($1.key)) }
+        message.deleteResults = ProtoOrder.sorted(deleteResults)
             .map { id, result in
                 var entry = Logsync_Model_DeleteResult()
                 entry.recordID = id.proto

@@ -102,11 +102,11 @@ enum ProtoDecoding {
 
     /// Runs `body`, prefixing the message of any error it throws with `context`, the field being
     /// decoded, so that errors of nested messages name their path.
-    static func within<T>(_ context: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+    static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
         do {
             return try body()
         } catch {
-            throw error.prefixed(context)
+            throw error.prefixed(context())  // the context is built only when decoding fails
         }
     }
 }
@@ -172,6 +172,13 @@ enum ProtoOrder {
 
     static func precedes(_ lhs: [String], _ rhs: [String]) -> Bool {
         lhs.lexicographicallyPrecedes(rhs) { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// The dictionary's elements in record-ID order, each sort key computed once.
+    static func sorted<Value>(_ results: [Record.ID: Value]) -> [(key: Record.ID, value: Value)] {
+        results.map { (sortKey: key($0.key), element: $0) }
+            .sorted { precedes($0.sortKey, $1.sortKey) }
+            .map(\.element)
     }
 }
 
