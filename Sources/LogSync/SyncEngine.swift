@@ -15,9 +15,11 @@ import SyncModel
 /// ```
 ///
 /// **Not there yet** — this is the engine's foundation only: there is no `Configuration`
-/// (database, delegate, automatic sync, clock, logger), no delegate or events, no
-/// `sendChanges()`/`fetchChanges()`/`cancelOperations()` and no scheduling. Pending changes can
-/// be added and read, and survive restarts, but nothing sends them.
+/// (database, delegate, automatic sync, clock, logger), no delegate, no
+/// `sendChanges()`/`fetchChanges()`/`cancelOperations()` and no scheduling. The value types the
+/// flows will use exist (``Event`` and its payloads, ``RecordZoneChangeBatch``, the send and
+/// fetch contexts and options), but nothing creates events yet. Pending changes can be added
+/// and read, and survive restarts, but nothing sends them.
 public final class SyncEngine: Sendable {
     /// The engine's state: pending changes and flags, read from and written to the device log.
     public let state: State

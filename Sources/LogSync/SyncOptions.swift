@@ -1,0 +1,221 @@
+import SyncModel
+
+extension SyncEngine {
+    /// Why the engine syncs: on its own schedule or because the app asked (F59).
+    ///
+    /// Mirrors `CKSyncEngine.SyncReason`; raw values match `CKSyncEngineSyncReason`.
+    public enum SyncReason: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The engine's scheduler started the sync (automatic sync, a push, a retry).
+        case scheduled = 0
+        /// The app called `sendChanges()` or `fetchChanges()`.
+        case manual = 1
+
+        /// The case name, such as `manual`.
+        public var description: String {
+            switch self {
+            case .scheduled: "scheduled"
+            case .manual: "manual"
+            }
+        }
+    }
+
+    // MARK: Sending
+
+    /// What one send attempt is for: why it runs and with which options (F60).
+    ///
+    /// Mirrors `CKSyncEngine.SendChangesContext`. The engine makes one per attempt and hands the
+    /// same value to `willSendChanges`, `nextRecordZoneChangeBatch` and `didSendChanges`.
+    public struct SendChangesContext: Sendable, Hashable, CustomStringConvertible {
+        /// Why the send runs.
+        public let reason: SyncReason
+        /// The options of the send, copied when it started (F71).
+        public let options: SendChangesOptions
+
+        /// Creates a context; only the engine does.
+        package init(reason: SyncReason, options: SendChangesOptions) {
+            self.reason = reason
+            self.options = options
+        }
+
+        /// A one-line rendering, such as `SendChangesContext(manual, scope zoneIDs [zone "Notes"])`.
+        public var description: String { "SendChangesContext(\(reason), scope \(options.scope))" }
+    }
+
+    /// The options of a send (F62): which pending changes it covers.
+    ///
+    /// Mirrors `CKSyncEngine.SendChangesOptions`, without `operationGroup` (not implemented yet).
+    /// A value: changing it after `sendChanges(_:)` was called does not change that send (F71).
+    ///
+    /// ```swift
+    /// try await engine.sendChanges(SyncEngine.SendChangesOptions(scope: .zoneIDs([notesZoneID])))
+    /// ```
+    public struct SendChangesOptions: Sendable, Hashable, CustomStringConvertible {
+        /// Which pending changes to send; ``Scope/all`` by default.
+        public var scope: Scope
+
+        /// Creates options.
+        ///
+        /// - Parameter scope: Which pending changes to send.
+        public init(scope: Scope = .all) {
+            self.scope = scope
+        }
+
+        /// A one-line rendering, such as `SendChangesOptions(scope all)`.
+        public var description: String { "SendChangesOptions(scope \(scope))" }
+
+        /// Which pending record changes a send covers (F63, F68).
+        ///
+        /// Mirrors `CKSyncEngine.SendChangesOptions.Scope`. The engine does not filter the
+        /// batches itself: the delegate builds them from the pending changes the scope contains
+        /// (F13); changes outside it stay pending.
+        public enum Scope: Sendable, Hashable, CustomStringConvertible {
+            /// Every pending change.
+            case all
+            /// The changes to records in these zones.
+            case zoneIDs([RecordZone.ID])
+            /// The changes to records in every zone but these.
+            case allExcluding([RecordZone.ID])
+            /// The changes to these records.
+            case recordIDs([Record.ID])
+
+            /// Whether the scope covers changes to the record with this ID.
+            ///
+            /// - Complexity: O(n) in the IDs listed in the scope.
+            public func contains(_ recordID: Record.ID) -> Bool {
+                switch self {
+                case .all: true
+                case .zoneIDs(let zoneIDs): zoneIDs.contains(recordID.zoneID)
+                case .allExcluding(let zoneIDs): !zoneIDs.contains(recordID.zoneID)
+                case .recordIDs(let recordIDs): recordIDs.contains(recordID)
+                }
+            }
+
+            /// Whether the scope covers this pending change: whether it covers its record.
+            ///
+            /// - Complexity: O(n) in the IDs listed in the scope.
+            public func contains(_ pendingChange: PendingRecordZoneChange) -> Bool {
+                contains(pendingChange.recordID)
+            }
+
+            /// Whether the scope covers some records of the zone with this ID.
+            ///
+            /// For ``recordIDs(_:)``, whether one of the records listed is in the zone (spec
+            /// choice: CKSyncEngine's send scope has no zone test).
+            ///
+            /// - Complexity: O(n) in the IDs listed in the scope.
+            public func contains(_ zoneID: RecordZone.ID) -> Bool {
+                switch self {
+                case .all: true
+                case .zoneIDs(let zoneIDs): zoneIDs.contains(zoneID)
+                case .allExcluding(let zoneIDs): !zoneIDs.contains(zoneID)
+                case .recordIDs(let recordIDs): recordIDs.contains { $0.zoneID == zoneID }
+                }
+            }
+
+            /// The case name and its IDs, such as `zoneIDs [zone "Notes"]`.
+            public var description: String {
+                switch self {
+                case .all: "all"
+                case .zoneIDs(let ids): "zoneIDs \(describeItems(ids))"
+                case .allExcluding(let ids): "allExcluding \(describeItems(ids))"
+                case .recordIDs(let ids): "recordIDs \(describeItems(ids))"
+                }
+            }
+        }
+    }
+
+    // MARK: Fetching
+
+    /// What one fetch attempt is for: why it runs and with which options (F61).
+    ///
+    /// Mirrors `CKSyncEngine.FetchChangesContext`. The engine makes one per attempt and hands the
+    /// same value to `willFetchChanges`, `nextFetchChangesOptions` and `didFetchChanges`.
+    public struct FetchChangesContext: Sendable, Hashable, CustomStringConvertible {
+        /// Why the fetch runs.
+        public let reason: SyncReason
+        /// The options of the fetch, copied when it started (F71).
+        public let options: FetchChangesOptions
+
+        /// Creates a context; only the engine does.
+        package init(reason: SyncReason, options: FetchChangesOptions) {
+            self.reason = reason
+            self.options = options
+        }
+
+        /// A one-line rendering, such as `FetchChangesContext(scheduled, scope all)`.
+        public var description: String {
+            var text = "FetchChangesContext(\(reason), scope \(options.scope)"
+            if !options.prioritizedZoneIDs.isEmpty { text += ", prioritized \(describeItems(options.prioritizedZoneIDs))" }
+            return text + ")"
+        }
+    }
+
+    /// The options of a fetch (F64): which zones' record changes it fetches, and in which order.
+    ///
+    /// Mirrors `CKSyncEngine.FetchChangesOptions`, without `operationGroup` (not implemented yet).
+    /// A value: changing it after `fetchChanges(_:)` was called does not change that fetch (F71).
+    ///
+    /// ```swift
+    /// var options = SyncEngine.FetchChangesOptions()
+    /// options.prioritizedZoneIDs = [inboxZoneID]       // fetched first, if it has changes
+    /// try await engine.fetchChanges(options)
+    /// ```
+    public struct FetchChangesOptions: Sendable, Hashable, CustomStringConvertible {
+        /// Which zones' record changes to fetch; ``Scope/all`` by default (F67). The database
+        /// changes are always fetched.
+        public var scope: Scope
+        /// Zones to fetch first, in this order; `[]` by default (F66). Zones without changes
+        /// and zones outside ``scope`` are ignored.
+        public var prioritizedZoneIDs: [RecordZone.ID]
+
+        /// Creates options.
+        ///
+        /// - Parameters:
+        ///   - scope: Which zones' record changes to fetch.
+        ///   - prioritizedZoneIDs: Zones to fetch first, in this order.
+        public init(scope: Scope = .all, prioritizedZoneIDs: [RecordZone.ID] = []) {
+            self.scope = scope
+            self.prioritizedZoneIDs = prioritizedZoneIDs
+        }
+
+        /// A one-line rendering, such as `FetchChangesOptions(scope all, prioritized [zone "Inbox"])`.
+        public var description: String {
+            var text = "FetchChangesOptions(scope \(scope)"
+            if !prioritizedZoneIDs.isEmpty { text += ", prioritized \(describeItems(prioritizedZoneIDs))" }
+            return text + ")"
+        }
+
+        /// Which zones a fetch covers (F65, F67).
+        ///
+        /// Mirrors `CKSyncEngine.FetchChangesOptions.Scope`. Zones outside the scope with
+        /// changes on the server stay in ``State/zoneIDsWithUnfetchedServerChanges``.
+        public enum Scope: Sendable, Hashable, CustomStringConvertible {
+            /// Every zone.
+            case all
+            /// These zones.
+            case zoneIDs([RecordZone.ID])
+            /// Every zone but these.
+            case allExcluding([RecordZone.ID])
+
+            /// Whether the scope covers the zone with this ID.
+            ///
+            /// - Complexity: O(n) in the IDs listed in the scope.
+            public func contains(_ zoneID: RecordZone.ID) -> Bool {
+                switch self {
+                case .all: true
+                case .zoneIDs(let zoneIDs): zoneIDs.contains(zoneID)
+                case .allExcluding(let zoneIDs): !zoneIDs.contains(zoneID)
+                }
+            }
+
+            /// The case name and its IDs, such as `allExcluding [zone "Photos"]`.
+            public var description: String {
+                switch self {
+                case .all: "all"
+                case .zoneIDs(let ids): "zoneIDs \(describeItems(ids))"
+                case .allExcluding(let ids): "allExcluding \(describeItems(ids))"
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import SyncModel
+import Testing
+
+@testable import LogSync
+
+/// `SyncEngine.RecordZoneChangeBatch`: fields, the manual initializer and the builder (F51–F58).
+@Suite("Record zone change batches")
+struct RecordZoneChangeBatchTests {
+    typealias F = Fixtures
+    typealias Batch = SyncEngine.RecordZoneChangeBatch
+
+    /// A record whose ``Record/estimatedSize`` is exactly `size` bytes (at least 4).
+    static func record(_ id: Record.ID, size: Int) -> Record {
+        var record = Record(recordType: "Note", recordID: id)
+        record["body"] = .bytes(Data(count: size - "body".utf8.count))
+        return record
+    }
+
+    /// Builds a batch with a provider that returns `records[id]`, and the IDs it was asked for.
+    static func build(
+        _ pending: [RecordChange], records: [Record.ID: Record]
+    ) async -> (batch: Batch?, asked: [Record.ID]) {
+        var asked: [Record.ID] = []
+        let batch = await Batch(pendingChanges: pending) { id in
+            asked.append(id)
+            return records[id]
+        }
+        return (batch, asked)
+    }
+
+    /// A provider that has every record of `ids`, at `size` bytes each.
+    static func records(_ ids: [Record.ID], size: Int = 20) -> [Record.ID: Record] {
+        Dictionary(uniqueKeysWithValues: ids.map { ($0, record($0, size: size)) })
+    }
+
+    // MARK: Fields and manual init
+
+    @Test("F51: fields round-trip through init; atomicByZone is mutable and false by default")
+    func fieldsRoundTrip() {
+        let a = F.clientRecord(F.a)
+        var batch = Batch(recordsToSave: [a], recordIDsToDelete: [F.b])
+        #expect(batch.recordsToSave == [a])
+        #expect(batch.recordIDsToDelete == [F.b])
+        #expect(batch.atomicByZone == false)
+        batch.atomicByZone = true
+        #expect(batch.atomicByZone)
+        #expect(Batch().recordsToSave.isEmpty && Batch().recordIDsToDelete.isEmpty)
+    }
+
+    @Test("F52: the manual init does not enforce the item or byte limits")
+    func manualInitDoesNotEnforceLimits() {
+        let many = (0...Limits.maxItemsPerRequest).map { F.clientRecord(F.id("r\($0)")) }
+        #expect(Batch(recordsToSave: many).recordsToSave.count == 401)
+        let heavy = (0..<3).map { Self.record(F.id("h\($0)"), size: Limits.maxRecordBytes) }
+        #expect(Batch(recordsToSave: heavy).recordsToSave.count == 3)
+        let deletions = (0..<500).map { F.id("d\($0)") }
+        #expect(Batch(recordsToSave: many, recordIDsToDelete: deletions).recordIDsToDelete.count == 500)
+    }
+
+    // MARK: Builder
+
+    @Test("F53: [save A → nil, delete B, save C] gives {save [C], delete [B]}; the provider is asked for A and C")
+    func nilProviderResultIsSkipped() async throws {
+        let (batch, asked) = await Self.build(
+            [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)], records: Self.records([F.c]))
+        let built = try #require(batch)
+        #expect(built.recordsToSave.map(\.recordID) == [F.c])
+        #expect(built.recordIDsToDelete == [F.b])
+        #expect(asked == [F.a, F.c])
+        #expect(built.atomicByZone == false)
+    }
+
+    @Test("F53: order is kept; deletions never call the provider")
+    func orderKeptDeletesNotAsked() async throws {
+        let ids = (0..<10).map { F.id("r\($0)") }
+        let pending: [RecordChange] = ids.enumerated().map { $0.offset.isMultiple(of: 3) ? .deleteRecord($0.element) : .saveRecord($0.element) }
+        let (batch, asked) = await Self.build(pending, records: Self.records(ids))
+        let built = try #require(batch)
+        let saves = pending.compactMap { if case .saveRecord(let id) = $0 { id } else { nil } }
+        let deletes = pending.compactMap { if case .deleteRecord(let id) = $0 { id } else { nil } }
+        #expect(built.recordsToSave.map(\.recordID) == saves)
+        #expect(built.recordIDsToDelete == deletes)
+        #expect(asked == saves)
+    }
+
+    @Test("F53: nil when nothing is taken", arguments: [
+        [RecordChange](),
+        [.saveRecord(Fixtures.a)],
+        [.saveRecord(Fixtures.a), .saveRecord(Fixtures.b)],
+    ])
+    func nilWhenNothingTaken(pending: [RecordChange]) async {
+        let (batch, asked) = await Self.build(pending, records: [:])
+        #expect(batch == nil)
+        #expect(asked == pending.map(\.recordID))
+    }
+
+    @Test("F53: a batch of deletions only is not nil")
+    func deletionsOnly() async throws {
+        let (batch, asked) = await Self.build([.deleteRecord(F.a), .saveRecord(F.b)], records: [:])
+        #expect(try #require(batch).recordIDsToDelete == [F.a])
+        #expect(asked == [F.b])
+    }
+
+    @Test("F54: 444 saves split into 400 + 44 over two builds, removing what the first took")
+    func splits444() async throws {
+        let ids = (0..<444).map { F.id(String(format: "r%03d", $0)) }
+        let records = Self.records(ids)
+        var pending: [RecordChange] = ids.map { .saveRecord($0) }
+        var sizes: [Int] = []
+        while let batch = await Self.build(pending, records: records).batch {
+            #expect(batch.recordsToSave.count + batch.recordIDsToDelete.count <= Limits.maxItemsPerRequest)
+            #expect(batch.recordsToSave.reduce(0) { $0 + $1.estimatedSize } <= Limits.maxRequestBytes)
+            sizes.append(batch.recordsToSave.count)
+            let taken = Set(batch.recordsToSave.map(\.recordID))
+            pending.removeAll { taken.contains($0.recordID) }
+            try #require(sizes.count <= 3)
+        }
+        #expect(sizes == [400, 44])
+        #expect(pending.isEmpty)
+    }
+
+    @Test("F54: deletions count toward the 400 items; the provider is not asked once the batch is full")
+    func deletionsCountTowardItems() async throws {
+        let deletions: [RecordChange] = (0..<400).map { .deleteRecord(F.id("d\($0)")) }
+        let (batch, asked) = await Self.build(deletions + [.saveRecord(F.a)], records: Self.records([F.a]))
+        let built = try #require(batch)
+        #expect(built.recordIDsToDelete.count == 400)
+        #expect(built.recordsToSave.isEmpty)
+        #expect(asked.isEmpty)
+    }
+
+    @Test("F54: exactly 2 MB fits; a deletion still fits after it; the next byte does not")
+    func twoMegabyteBoundary() async throws {
+        let half = Limits.maxRequestBytes / 2  // 1 MB: the largest valid record
+        let records = [F.a: Self.record(F.a, size: half), F.b: Self.record(F.b, size: half), F.c: Self.record(F.c, size: 4)]
+        let pending: [RecordChange] = [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.x), .saveRecord(F.c)]
+        let (batch, asked) = await Self.build(pending, records: records)
+        let built = try #require(batch)
+        #expect(built.recordsToSave.map(\.recordID) == [F.a, F.b])
+        #expect(built.recordIDsToDelete == [F.x])
+        #expect(asked == [F.a, F.b, F.c])  // C's size is known only once it is provided
+    }
+
+    @Test("F54: three records near 1 MB each make batches of 2 and 1")
+    func nearOneMegabyteRecords() async throws {
+        let ids = [F.a, F.b, F.c]
+        let records = Self.records(ids, size: 999_000)
+        var pending: [RecordChange] = ids.map { .saveRecord($0) } + [.deleteRecord(F.x)]
+        let first = try #require(await Self.build(pending, records: records).batch)
+        #expect(first.recordsToSave.map(\.recordID) == [F.a, F.b])
+        #expect(first.recordIDsToDelete.isEmpty)  // the walk stops at C: D is not taken ahead of it
+        pending.removeFirst(2)
+        let second = try #require(await Self.build(pending, records: records).batch)
+        #expect(second.recordsToSave.map(\.recordID) == [F.c])
+        #expect(second.recordIDsToDelete == [F.x])
+    }
+
+    @Test("F54: a first record over 2 MB is taken alone (spec choice: the server rejects it)")
+    func oversizedFirstRecordTakenAlone() async throws {
+        let records = [F.a: Self.record(F.a, size: 2_500_000), F.b: Self.record(F.b, size: 10)]
+        let (batch, _) = await Self.build([.saveRecord(F.a), .saveRecord(F.b)], records: records)
+        #expect(try #require(batch).recordsToSave.map(\.recordID) == [F.a])
+    }
+
+    @Test("F58: one batch mixes records of several zones")
+    func crossZone() async throws {
+        let inNotes = F.id("n", F.notes), inPhotos = F.id("p", F.photos), shared = F.id("s", F.shared)
+        let (batch, _) = await Self.build(
+            [.saveRecord(inNotes), .saveRecord(inPhotos), .deleteRecord(shared)],
+            records: Self.records([inNotes, inPhotos]))
+        let built = try #require(batch)
+        #expect(built.recordsToSave.map(\.recordID) == [inNotes, inPhotos])
+        #expect(built.recordIDsToDelete == [shared])
+    }
+
+    @Test("F50: the description names the records to save and delete")
+    func description() {
+        var batch = Batch(recordsToSave: [F.clientRecord(F.a)], recordIDsToDelete: [F.b])
+        batch.atomicByZone = true
+        let text = String(describing: batch)
+        #expect(text.hasPrefix("RecordZoneChangeBatch("))
+        #expect(text.contains(F.a.description) && text.contains(F.b.description) && text.contains("atomicByZone"))
+        let long = Batch(recordIDsToDelete: (0..<25).map { F.id("d\($0)") })
+        #expect(String(describing: long).contains("15 more"))
+    }
+}
