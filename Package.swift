@@ -22,8 +22,10 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
         ),
+        // CRC-32C with the CPU's checksum instruction (SSE4.2, arm64 CRC), for entry checksums.
+        .target(name: "CCRC32C"),
         // The append-only log and its projections. Knows nothing of sync.
-        .target(name: "LogStore", dependencies: ["CLMDB"]),
+        .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C"]),
 
         // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
         // CloudDatabase protocol: what a device and a server say to each other.

@@ -1,5 +1,12 @@
-/// CRC-32C (Castagnoli), the checksum of every log entry, computed with slicing-by-8 tables.
+import CCRC32C
+
+/// CRC-32C (Castagnoli), the checksum of every log entry: with the CPU's checksum instruction
+/// where there is one (SSE4.2, arm64 CRC), else with slicing-by-8 tables. Both give the same
+/// values; the instruction is what keeps appends near raw LMDB speed (Docs/Performance.md).
 package enum CRC32C {
+    /// Whether this CPU computes CRC-32C in hardware.
+    package static let usesHardware = logsync_crc32c_hardware_available() != 0
+
     static let polynomial: UInt32 = 0x82F6_3B78  // reflected 0x1EDC6F41
 
     /// 8 tables of 256 entries; table k advances the CRC over a byte followed by k zero bytes.
@@ -21,7 +28,14 @@ package enum CRC32C {
     }()
 
     /// Continues `crc` (0 to start) over `bytes`.
+    @inline(__always)
     package static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        if usesHardware { return logsync_crc32c_hardware(crc, bytes.baseAddress, bytes.count) }
+        return updateWithTables(crc, bytes)
+    }
+
+    /// Continues `crc` (0 to start) over `bytes` with the tables alone.
+    package static func updateWithTables(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc = ~crc
         guard var p = bytes.baseAddress else { return ~crc }
         var count = bytes.count
