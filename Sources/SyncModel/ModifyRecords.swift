@@ -76,43 +76,4 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
 /// it, with new system fields (F158), or the record's error — `serverRecordChanged` with the
 /// server's record, `batchRequestFailed` for atomic siblings, and so on. Cascaded deletions do
 /// not appear (F136). A whole-request failure is thrown instead; `partialFailure` never is.
-public struct ModifyRecordsResponse: Sendable, Equatable, Codable {
-    /// The outcome of each record save.
-    public var saveResults: [Record.ID: Result<Record, SyncError>]
-    /// The outcome of each record deletion.
-    public var deleteResults: [Record.ID: Result<Void, SyncError>]
-
-    /// Creates a response.
-    public init(
-        saveResults: [Record.ID: Result<Record, SyncError>] = [:],
-        deleteResults: [Record.ID: Result<Void, SyncError>] = [:]
-    ) {
-        self.saveResults = saveResults
-        self.deleteResults = deleteResults
-    }
-
-    /// Whether two responses hold the same items with the same outcomes.
-    public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.saveResults == rhs.saveResults && ResultCoding.equal(lhs.deleteResults, rhs.deleteResults)
-    }
-
-    private enum CodingKeys: String, CodingKey { case saveResults, deleteResults }
-
-    /// Decodes a response whose results are arrays of `{id, value}` or `{id, error}` entries.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        saveResults = try ResultCoding.results(
-            container.decode([ResultEntry<Record.ID, Record>].self, forKey: .saveResults),
-            codingPath: container.codingPath)
-        deleteResults = try ResultCoding.voidResults(
-            container.decode([ResultEntry<Record.ID, Bool>].self, forKey: .deleteResults),
-            codingPath: container.codingPath)
-    }
-
-    /// Encodes the results as arrays of `{id, value}` or `{id, error}` entries.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(ResultCoding.entries(saveResults), forKey: .saveResults)
-        try container.encode(ResultCoding.entries(deleteResults), forKey: .deleteResults)
-    }
-}
+public typealias ModifyRecordsResponse = ModifyResponse<Record.ID, Record>

@@ -34,43 +34,4 @@ public struct ModifyZonesRequest: Sendable, Hashable, Codable {
 ///
 /// Every zone of the request has exactly one entry: a saved zone as the server now holds it
 /// (with its capabilities), or the zone's error.
-public struct ModifyZonesResponse: Sendable, Equatable, Codable {
-    /// The outcome of each zone save.
-    public var saveResults: [RecordZone.ID: Result<RecordZone, SyncError>]
-    /// The outcome of each zone deletion.
-    public var deleteResults: [RecordZone.ID: Result<Void, SyncError>]
-
-    /// Creates a response.
-    public init(
-        saveResults: [RecordZone.ID: Result<RecordZone, SyncError>] = [:],
-        deleteResults: [RecordZone.ID: Result<Void, SyncError>] = [:]
-    ) {
-        self.saveResults = saveResults
-        self.deleteResults = deleteResults
-    }
-
-    /// Whether two responses hold the same items with the same outcomes.
-    public static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.saveResults == rhs.saveResults && ResultCoding.equal(lhs.deleteResults, rhs.deleteResults)
-    }
-
-    private enum CodingKeys: String, CodingKey { case saveResults, deleteResults }
-
-    /// Decodes a response whose results are arrays of `{id, value}` or `{id, error}` entries.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        saveResults = try ResultCoding.results(
-            container.decode([ResultEntry<RecordZone.ID, RecordZone>].self, forKey: .saveResults),
-            codingPath: container.codingPath)
-        deleteResults = try ResultCoding.voidResults(
-            container.decode([ResultEntry<RecordZone.ID, Bool>].self, forKey: .deleteResults),
-            codingPath: container.codingPath)
-    }
-
-    /// Encodes the results as arrays of `{id, value}` or `{id, error}` entries.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(ResultCoding.entries(saveResults), forKey: .saveResults)
-        try container.encode(ResultCoding.entries(deleteResults), forKey: .deleteResults)
-    }
-}
+public typealias ModifyZonesResponse = ModifyResponse<RecordZone.ID, RecordZone>
