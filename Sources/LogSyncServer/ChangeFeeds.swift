@@ -3,9 +3,13 @@ import LogStore
 import SyncModel
 
 extension ServerDatabase {
-    /// Checks a token's offset against the log: not from the future (F142), not older than
-    /// the tombstone horizon (F144).
-    func checkTokenOffset(_ offset: UInt64, kind: String, _ snapshot: Snapshot) throws {
+    /// Checks a token against this database: issued by it and not from the future (F142), not
+    /// older than the tombstone horizon (F144).
+    func checkToken(offset: UInt64, database: UInt64, kind: String, _ snapshot: Snapshot) throws {
+        guard database == databaseID else {
+            throw SyncError(
+                .invalidArguments, "the \(kind) token was issued by another database, not \(user)'s \(scope) database")
+        }
         let last = try snapshot.lastOffset
         guard offset <= last else {
             throw SyncError(
@@ -24,10 +28,10 @@ extension ServerDatabase {
         try request.validate()
         return try read { snapshot in
             let since = request.since?.offset ?? 0
-            if request.since != nil { try checkTokenOffset(since, kind: "database", snapshot) }
+            if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
             let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
             var response = FetchDatabaseChangesResponse(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: try snapshot.lastOffset), moreComing: false)
+                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: try snapshot.lastOffset, database: databaseID), moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
             try snapshot.reader.transaction.forEach(in: snapshot.table("dbChanges"), from: bigEndian(since + 1)) { key, value in
@@ -51,7 +55,7 @@ extension ServerDatabase {
                 lastReturned = offset
                 return true
             }
-            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: lastReturned) }
+            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: lastReturned, database: databaseID) }
             return response
         }
     }
@@ -73,14 +77,15 @@ extension ServerDatabase {
                         "the zone token is from an earlier incarnation of \(zoneID), which was deleted; fetch the zone again without a token",
                         item: .zone(zoneID))
                 }
-                try checkTokenOffset(since, kind: "zone", snapshot)
+                try checkToken(offset: since, database: token.database, kind: "zone", snapshot)
             }
             let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
             let byteBudget = server.configuration.maxBytesPerPage
             let end = try snapshot.lastOffset
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: end), moreComing: false,
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: end, database: databaseID),
+                moreComing: false,
                 clientChangeToken: try snapshot.reader.transaction.value(
                     forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: device), in: snapshot.table("clientTokens")
                 ).map { Data($0) })
@@ -113,7 +118,8 @@ extension ServerDatabase {
                 return true
             }
             if response.moreComing {
-                response.changeToken = ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: lastReturned)
+                response.changeToken = ZoneChangeToken(
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: lastReturned, database: databaseID)
             }
             return response
         }

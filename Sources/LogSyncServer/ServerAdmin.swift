@@ -37,12 +37,17 @@ public struct ServerAdmin: Sendable {
     /// Drops the tombstones of changes up to `token`; fetches from older tokens then fail with
     /// `changeTokenExpired` (F144).
     public func compactTombstones(of user: UserID, scope: DatabaseScope = .private, before token: DatabaseChangeToken) throws {
-        try server.store(user, scope).compactTombstones(through: token.offset)
+        let store = try server.store(user, scope)
+        guard token.database == store.databaseID else {
+            throw SyncError(.invalidArguments, "the token was issued by another database, not \(user)'s \(scope) database")
+        }
+        try store.compactTombstones(through: token.offset)
     }
 
     /// The database's current change token: the end of its log.
     public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
-        DatabaseChangeToken(offset: try server.store(user, scope).log.lastOffset.rawValue)
+        let store = try server.store(user, scope)
+        return DatabaseChangeToken(offset: try store.log.lastOffset.rawValue, database: store.databaseID)
     }
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).

@@ -12,10 +12,14 @@ final class ServerDatabase: Sendable {
     let userRecordID: Record.ID
     let scope: DatabaseScope
     let log: Log
+    /// The identity written into this database's change tokens: the user's number and the
+    /// scope, so a token presented to another database is refused (F142).
+    let databaseID: UInt64
 
-    init(server: SyncServer, user: UserID, userRecordID: Record.ID, scope: DatabaseScope, log: Log) {
+    init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: Log) {
         self.server = server
         self.user = user
+        self.databaseID = userNumber << 2 | UInt64(scope.rawValue)
         self.userRecordID = userRecordID
         self.scope = scope
         self.log = log
@@ -105,7 +109,7 @@ final class ServerDatabase: Sendable {
         guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
             databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: offset.rawValue))
+            changeToken: DatabaseChangeToken(offset: offset.rawValue, database: databaseID))
         server.pushHub.publish(hint, to: key, from: device)
     }
 

@@ -91,7 +91,8 @@ public final class SyncServer: Sendable {
         let environment = try LogEnvironment.open(at: directory, options: .init(durability: configuration.durability))
         let log = try environment.openLog(named: scope.description, projections: [ServerIndex()])
         let database = ServerDatabase(
-            server: self, user: user, userRecordID: try userRecordID(for: user), scope: scope, log: log)
+            server: self, user: user, userNumber: number, userRecordID: try userRecordID(for: user), scope: scope,
+            log: log)
         return databases.withLock { open in
             if let existing = open[key] { return existing }
             open[key] = database

@@ -17,9 +17,14 @@ public struct DatabaseChangeToken: Sendable, Hashable, Codable, CustomStringConv
     public let offset: UInt64
 
     /// Creates a token at an offset of the server database's log; only the server makes tokens.
-    package init(offset: UInt64) {
+    package init(offset: UInt64, database: UInt64 = 0) {
         self.offset = offset
+        self.database = database
     }
+
+    /// The identity of the database that issued the token, so a server can refuse another
+    /// database's token (0: unspecified). The server's choice; clients never look at it.
+    package let database: UInt64
 
     /// Reads a token from its stable binary form.
     ///
@@ -27,16 +32,17 @@ public struct DatabaseChangeToken: Sendable, Hashable, Codable, CustomStringConv
     /// - Throws: ``SyncError`` with code `invalidArguments` naming the problem: too short, not a
     ///   token, an unsupported version, a checksum mismatch, a zone token, trailing bytes.
     public init(data: Data) throws(SyncError) {
-        let (offset, body) = try TokenCoding.decode(data, expecting: .database)
+        let (database, offset, body) = try TokenCoding.decode(data, expecting: .database)
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid database token: \(body.remaining) unexpected trailing bytes")
         }
         self.offset = offset
+        self.database = database
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back.
     public var data: Data {
-        TokenCoding.encode(kind: .database, offset: offset)
+        TokenCoding.encode(kind: .database, database: database, offset: offset)
     }
 
     /// A one-line rendering, such as `DatabaseChangeToken(offset 42)`.

@@ -6,8 +6,9 @@ import LogStore
 /// ```
 /// bytes  field
 /// 2      magic "LT" (0x4C 0x54)
-/// 1      format version, 1
+/// 1      format version, 2
 /// 1      kind: 1 database token, 2 zone token
+/// 8      the issuing database's identity, big-endian (the server's choice; 0 = unspecified)
 /// 8      log offset, big-endian
 /// -- zone tokens only --
 /// 8      zone incarnation, big-endian
@@ -17,12 +18,13 @@ import LogStore
 /// 4      CRC-32C (Castagnoli, as in log entries) of every byte before it, big-endian
 /// ```
 ///
-/// The layout is stable: a token written by one version is read by every later one. A reader
+/// Version 1 had no database identity; it was never released and is not read. From version 2 the
+/// layout is stable: a token written by one version is read by every later one. A reader
 /// checks length, magic, version and checksum before it looks at the kind, so garbage is
 /// reported as garbage and never as a token of the other kind.
 enum TokenCoding {
     static let magic: [UInt8] = [0x4C, 0x54]
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
 
     /// The two kinds of token.
     enum Kind: UInt8 {
@@ -38,16 +40,17 @@ enum TokenCoding {
     }
 
     /// Header bytes (magic, version, kind) plus the offset.
-    static let headerSize = 4 + 8
+    static let headerSize = 4 + 8 + 8
     /// The checksum's size.
     static let checksumSize = 4
 
     /// Writes a token: header, offset, kind-specific body, checksum.
-    static func encode(kind: Kind, offset: UInt64, body: (inout Writer) -> Void = { _ in }) -> Data {
+    static func encode(kind: Kind, database: UInt64, offset: UInt64, body: (inout Writer) -> Void = { _ in }) -> Data {
         var writer = Writer()
         writer.bytes.append(contentsOf: magic)
         writer.bytes.append(version)
         writer.bytes.append(kind.rawValue)
+        writer.append(database)
         writer.append(offset)
         body(&writer)
         writer.append(CRC32C.checksum(writer.bytes))
@@ -58,7 +61,9 @@ enum TokenCoding {
     /// reader positioned at its kind-specific body.
     ///
     /// - Throws: ``SyncError`` `invalidArguments` naming the problem.
-    static func decode(_ data: Data, expecting expected: Kind) throws(SyncError) -> (offset: UInt64, body: Reader) {
+    static func decode(
+        _ data: Data, expecting expected: Kind
+    ) throws(SyncError) -> (database: UInt64, offset: UInt64, body: Reader) {
         let bytes = [UInt8](data)
         func invalid(_ problem: String) -> SyncError {
             SyncError(.invalidArguments, "invalid \(expected.name): \(problem)")
@@ -85,8 +90,9 @@ enum TokenCoding {
             throw invalid("this is a \(kind.name), not a \(expected.name)")
         }
         var reader = Reader(bytes: Array(bytes[0..<payloadEnd]), position: 4)
+        let database = try reader.readUInt64(or: invalid("truncated"))
         let offset = try reader.readUInt64(or: invalid("truncated"))
-        return (offset, reader)
+        return (database, offset, reader)
     }
 
     /// Appends big-endian integers and length-prefixed strings.

@@ -24,11 +24,16 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     public let offset: UInt64
 
     /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64) {
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64, database: UInt64 = 0) {
         self.zoneID = zoneID
         self.incarnation = incarnation
         self.offset = offset
+        self.database = database
     }
+
+    /// The identity of the database that issued the token, so a server can refuse another
+    /// database's token (0: unspecified). The server's choice; clients never look at it.
+    package let database: UInt64
 
     /// Reads a token from its stable binary form.
     ///
@@ -37,7 +42,7 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     ///   token, an unsupported version, a checksum mismatch, a database token, a malformed zone
     ///   ID, trailing bytes.
     public init(data: Data) throws(SyncError) {
-        var (offset, body) = try TokenCoding.decode(data, expecting: .zone)
+        var (database, offset, body) = try TokenCoding.decode(data, expecting: .zone)
         let truncated = SyncError(.invalidArguments, "invalid zone token: truncated or malformed zone fields")
         let incarnation = try body.readUInt64(or: truncated)
         let zoneName = try body.readString(or: truncated)
@@ -48,11 +53,12 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
         self.zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         self.incarnation = incarnation
         self.offset = offset
+        self.database = database
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back.
     public var data: Data {
-        TokenCoding.encode(kind: .zone, offset: offset) { writer in
+        TokenCoding.encode(kind: .zone, database: database, offset: offset) { writer in
             writer.append(incarnation)
             writer.append(zoneID.zoneName)
             writer.append(zoneID.ownerName)

@@ -8,20 +8,23 @@ import Testing
 /// test can present a well-formed token from the future. Each test first checks the forge
 /// reproduces a real token byte for byte.
 enum TokenForge {
-    static func databaseToken(offset: UInt64) throws -> DatabaseChangeToken {
-        try DatabaseChangeToken(data: seal(header(kind: 1, offset: offset)))
+    static func databaseToken(offset: UInt64, database: UInt64) throws -> DatabaseChangeToken {
+        try DatabaseChangeToken(data: seal(header(kind: 1, database: database, offset: offset)))
     }
 
-    static func zoneToken(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64) throws -> ZoneChangeToken {
-        var bytes = header(kind: 2, offset: offset)
+    static func zoneToken(
+        zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64, database: UInt64
+    ) throws -> ZoneChangeToken {
+        var bytes = header(kind: 2, database: database, offset: offset)
         append(incarnation, to: &bytes)
         append(zoneID.zoneName, to: &bytes)
         append(zoneID.ownerName, to: &bytes)
         return try ZoneChangeToken(data: seal(bytes))
     }
 
-    private static func header(kind: UInt8, offset: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = [0x4C, 0x54, 1, kind]
+    private static func header(kind: UInt8, database: UInt64, offset: UInt64) -> [UInt8] {
+        var bytes: [UInt8] = [0x4C, 0x54, 2, kind]
+        append(database, to: &bytes)
         append(offset, to: &bytes)
         return bytes
     }
@@ -98,6 +101,35 @@ struct TokenTests {
         }
     }
 
+    // F142: a token is bound to the database that issued it: another user's token, or the
+    // private database's token in the shared database, is refused even where its offset exists.
+    @Test("F142 another database's token is rejected", arguments: Harnesses.all)
+    func anotherDatabasesToken(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let alice = try await server.device("alice", "phone")
+            let bob = try await server.device("bob", "phone")
+            let aliceShared = try await server.device("alice", "phone", scope: .shared)
+            try await alice.createZone("Notes")
+            try await bob.createZone("Notes")
+            for index in 0..<5 { try await bob.save(newRecord("b\(index)")) }
+            let aliceDatabaseToken = try await alice.fetchDatabase().token
+            let aliceZoneToken = try await alice.fetchZone("Notes").token
+            #expect(aliceDatabaseToken.offset <= (try server.currentToken(of: "bob").offset))
+            await expectThrows(.invalidArguments) {
+                try await bob.database.fetchDatabaseChanges(since: aliceDatabaseToken)
+            }
+            await expectThrows(.invalidArguments) {
+                try await bob.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: aliceZoneToken)
+            }
+            await expectThrows(.invalidArguments) {
+                try await aliceShared.database.fetchDatabaseChanges(since: aliceDatabaseToken)
+            }
+            // Each database still accepts its own tokens.
+            _ = try await alice.fetchDatabase(since: aliceDatabaseToken)
+            _ = try await bob.fetchDatabase(since: try await bob.fetchDatabase().token)
+        }
+    }
+
     // F142: well-formed tokens the server never issued, past the end of the log, are rejected.
     @Test("F142 tokens from the future are rejected", arguments: Harnesses.all)
     func tokensFromTheFuture(harness: any ContractHarness) async throws {
@@ -107,15 +139,19 @@ struct TokenTests {
             try await phone.save(newRecord("n1"))
             let databaseToken = try await phone.fetchDatabase().token
             let zoneToken = try await phone.fetchZone("Notes").token
-            try #require(try TokenForge.databaseToken(offset: databaseToken.offset).data == databaseToken.data)
+            try #require(
+                try TokenForge.databaseToken(offset: databaseToken.offset, database: databaseToken.database).data
+                    == databaseToken.data)
             try #require(try TokenForge.zoneToken(
-                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset).data
+                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset,
+                database: zoneToken.database).data
                 == zoneToken.data)
 
             let end = try server.currentToken(of: "alice").offset
-            let futureDatabase = try TokenForge.databaseToken(offset: end + 1_000)
+            let futureDatabase = try TokenForge.databaseToken(offset: end + 1_000, database: databaseToken.database)
             let futureZone = try TokenForge.zoneToken(
-                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: end + 1_000)
+                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: end + 1_000,
+                database: zoneToken.database)
             await expectThrows(.invalidArguments) {
                 try await phone.database.fetchDatabaseChanges(since: futureDatabase)
             }

@@ -52,13 +52,26 @@ struct ChangeTokenTests {
 
     // The binary form is stable: these bytes must decode in every later version.
     @Test func goldenBytes() throws {
-        let database = "4c540101000000000000002a08745571"
-        #expect(Self.hex(DatabaseChangeToken(offset: 42).data) == database)
-        #expect(try DatabaseChangeToken(data: Self.bytes(database)).offset == 42)
+        // magic, version 2, kind, database 7, offset 42, [incarnation 3, zone name, owner], CRC-32C
+        let database = "4c5402010000000000000007000000000000002a63725c00"
+        let databaseToken = DatabaseChangeToken(offset: 42, database: 7)
+        #expect(Self.hex(databaseToken.data) == database)
+        #expect(try DatabaseChangeToken(data: Self.bytes(database)) == databaseToken)
 
-        let zone = "4c540102000000000000002a000000000000000300054e6f74657300105f5f64656661756c744f776e65725f5f14618955"
-        #expect(Self.hex(Self.zoneToken.data) == zone)
-        #expect(try ZoneChangeToken(data: Self.bytes(zone)) == Self.zoneToken)
+        let zone = "4c5402020000000000000007000000000000002a000000000000000300054e6f74657300105f5f64656661756c744f776e65725f5ff3150a00"
+        let zoneToken = ZoneChangeToken(zoneID: Fixture.notes, incarnation: 3, offset: 42, database: 7)
+        #expect(Self.hex(zoneToken.data) == zone)
+        #expect(try ZoneChangeToken(data: Self.bytes(zone)) == zoneToken)
+    }
+
+    // F142: a token remembers the database that issued it; the same offset in another
+    // database is another token.
+    @Test func tokensCarryTheirDatabase() throws {
+        let token = DatabaseChangeToken(offset: 5, database: 9)
+        #expect(try DatabaseChangeToken(data: token.data).database == 9)
+        #expect(token != DatabaseChangeToken(offset: 5, database: 10))
+        let zoneToken = ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 5, database: 9)
+        #expect(try ZoneChangeToken(data: zoneToken.data).database == 9)
     }
 
     // F142: a database token is rejected where a zone token is expected, with a typed error.
@@ -80,14 +93,14 @@ struct ChangeTokenTests {
     static let garbage: [(String, Data, String)] = [
         ("empty", Data(), "0 bytes is too short"),
         ("short", Data([0x4C, 0x54, 1, 1, 0]), "5 bytes is too short"),
-        ("text", Data("not a token at all".utf8), "bad magic"),
+        ("text", Data("this is not a change token at all".utf8), "bad magic"),
         ("version", reseal(DatabaseChangeToken(offset: 1).data) { $0[2] = 9 }, "format version 9 is not supported"),
         ("bit flip", {
             var data = DatabaseChangeToken(offset: 1).data
             data[6] ^= 0x10
             return data
         }(), "checksum mismatch"),
-        ("truncated", DatabaseChangeToken(offset: 1).data.dropLast(), "15 bytes is too short"),
+        ("truncated", DatabaseChangeToken(offset: 1).data.dropLast(), "23 bytes is too short"),
         ("kind", reseal(DatabaseChangeToken(offset: 1).data) { $0[3] = 7 }, "unknown token kind 7"),
         ("trailing", reseal(DatabaseChangeToken(offset: 1).data) { $0.append(0) }, "1 unexpected trailing bytes"),
     ]
@@ -104,9 +117,9 @@ struct ChangeTokenTests {
     // F142
     @Test("malformed zone tokens", arguments: [
         ("cut zone fields", reseal(zoneToken.data) { $0.removeLast(3) }, "truncated or malformed zone fields"),
-        ("bad UTF-8", reseal(zoneToken.data) { $0[22] = 0xFF }, "truncated or malformed zone fields"),
+        ("bad UTF-8", reseal(zoneToken.data) { $0[30] = 0xFF }, "truncated or malformed zone fields"),
         ("trailing", reseal(zoneToken.data) { $0.append(contentsOf: [1, 2]) }, "2 unexpected trailing bytes"),
-        ("flipped", { var data = zoneToken.data; data[25] ^= 1; return data }(), "checksum mismatch"),
+        ("flipped", { var data = zoneToken.data; data[33] ^= 1; return data }(), "checksum mismatch"),
     ])
     func malformedZoneTokenIsRejected(label: String, data: Data, problem: String) throws {
         let error = try #require(throws: SyncError.self, "\(label)") { try ZoneChangeToken(data: data) }
