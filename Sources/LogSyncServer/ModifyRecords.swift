@@ -150,9 +150,7 @@ extension ServerDatabase {
         while !queue.isEmpty {
             let target = queue.removeFirst()
             guard let zone = try snapshot.zone(target.zoneID), zone.isLive else { continue }
-            let key = IndexKey.record(incarnation: zone.incarnation, name: target.recordName)
-            let referrers = try Referrers.decode(try snapshot.reader.transaction.value(forKey: key, in: snapshot.table("referrers")))
-            for name in referrers {
+            for name in try snapshot.referrers(of: target.recordName, incarnation: zone.incarnation) {
                 let referrer = Record.ID(recordName: name, zoneID: target.zoneID)
                 guard !spared.contains(referrer), seen.insert(referrer).inserted,
                     let state = try snapshot.record(referrer, incarnation: zone.incarnation), !state.isTombstone
@@ -241,8 +239,7 @@ extension ServerDatabase {
         // At most 750 deleteSelf references may point at one record (F135).
         let newTargets = Set(saved.deleteSelfTargets).subtracting(current?.deleteSelfTargets ?? [])
         for target in newTargets.sorted() {
-            let key = IndexKey.record(incarnation: zone.incarnation, name: target)
-            let existing = try Referrers.decode(try snapshot.reader.transaction.value(forKey: key, in: snapshot.table("referrers"))).count
+            let existing = try snapshot.referrers(of: target, incarnation: zone.incarnation).count
             if existing + plan.addedReferences[target, default: 0] >= Limits.maxDeleteSelfReferencesPerTarget {
                 return .failure(SyncError(
                     .limitExceeded,

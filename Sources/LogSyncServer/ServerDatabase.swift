@@ -48,6 +48,12 @@ final class ServerDatabase: Sendable {
             ).map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
         }
 
+        /// The records of the zone incarnation that reference `name` with deleteSelf (F135).
+        func referrers(of name: String, incarnation: UInt64) throws -> [String] {
+            try Referrers.decode(try reader.transaction.value(
+                forKey: IndexKey.record(incarnation: incarnation, name: name), in: table("referrers")))
+        }
+
         /// The record saved by the entry at `offset`.
         func savedRecord(at offset: UInt64) throws -> Record {
             guard let entry = try reader.entry(at: LogOffset(offset)), case .recordSaved(let record) = try ServerEntry(entry) else {

@@ -295,41 +295,28 @@ struct ServerIndex: Projection {
     /// Drops every record and change of a zone incarnation.
     func removeRecords(ofIncarnation incarnation: UInt64, _ tables: ProjectionTables) throws {
         let prefix = bigEndian(incarnation)
-        var keys: [[UInt8]] = []
         var freed: UInt64 = 0
-        try tables.forEach(in: "records", from: prefix) { key, value in
-            guard key.starts(with: prefix) else { return false }
-            keys.append(Array(key))
-            var reader = ByteReader(Array(value), what: "record state")
-            _ = try reader.u64()
-            _ = try reader.u8()
-            freed += try reader.u64()
-            return true
+        try removeAll(withPrefix: prefix, in: "records", tables) { value in freed += try RecordState(decoding: value).size }
+        for table in ["zoneChanges", "clientTokens", "referrers"] {
+            try removeAll(withPrefix: prefix, in: table, tables)
         }
-        for key in keys { try tables.removeValue(forKey: key, in: "records") }
-        keys.removeAll()
-        try tables.forEach(in: "zoneChanges", from: prefix) { key, _ in
-            guard key.starts(with: prefix) else { return false }
-            keys.append(Array(key))
-            return true
-        }
-        for key in keys { try tables.removeValue(forKey: key, in: "zoneChanges") }
-        keys.removeAll()
-        try tables.forEach(in: "clientTokens", from: prefix) { key, _ in
-            guard key.starts(with: prefix) else { return false }
-            keys.append(Array(key))
-            return true
-        }
-        for key in keys { try tables.removeValue(forKey: key, in: "clientTokens") }
-        keys.removeAll()
-        try tables.forEach(in: "referrers", from: prefix) { key, _ in
-            guard key.starts(with: prefix) else { return false }
-            keys.append(Array(key))
-            return true
-        }
-        for key in keys { try tables.removeValue(forKey: key, in: "referrers") }
         let usage = try self.usage(tables)
         try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
+    }
+
+    /// Removes every key of `table` that starts with `prefix`, showing each value to `visit` first.
+    func removeAll(
+        withPrefix prefix: [UInt8], in table: String, _ tables: ProjectionTables,
+        visiting visit: ([UInt8]) throws -> Void = { _ in }
+    ) throws {
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: table, from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            try visit(Array(value))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: table) }
     }
 
     /// Drops tombstones (record deletions and deleted zones) of changes at or before `horizon` (F144).
