@@ -10,10 +10,12 @@ let package = Package(
         .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .executable(name: "logtool", targets: ["logtool"]),
+        .executable(name: "two-devices", targets: ["two-devices"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev).
@@ -39,10 +41,13 @@ let package = Package(
         // The engine: SyncEngine and its state, all on the device log.
         .target(
             name: "LogSync",
-            dependencies: ["SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [
+                "SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             exclude: ["Proto/device_log.proto"]
         ),
-        .testTarget(name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore"]),
+        .testTarget(name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer"]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(
@@ -91,6 +96,18 @@ let package = Package(
             name: "logsync-server-bench",
             dependencies: ["LogSyncServer", "SyncModel", "LogStore"],
             path: "Tools/logsync-server-bench"
+        ),
+        .executableTarget(
+            name: "logsync-engine-bench",
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore"],
+            path: "Tools/logsync-engine-bench"
+        ),
+
+        // Examples.
+        .executableTarget(
+            name: "two-devices",
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel"],
+            path: "Sources/Examples/TwoDevices"
         ),
     ],
     swiftLanguageModes: [.v6]

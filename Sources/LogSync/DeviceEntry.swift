@@ -36,20 +36,46 @@ enum DeviceEntry: Sendable, Equatable {
     case databaseChangesSent(
         savedZones: [RecordZone], deletedZoneIDs: [RecordZone.ID], failedZoneSaves: [RecordZone.ID: SyncError],
         failedZoneDeletes: [RecordZone.ID: SyncError])
+    /// A send begins (`willSendChanges`, F42).
+    case sendStarted(SyncEngine.SendChangesContext)
+    /// The send ends (`didSendChanges`, F45): `nil` when every batch was answered, else the error
+    /// that stopped it (a transient request failure, cancellation).
+    case sendFinished(error: SyncError?)
+    /// A fetch begins (`willFetchChanges`, F36).
+    case fetchStarted(SyncEngine.FetchChangesContext)
+    /// One page of the database's change feed (F37): zones to fetch, zones gone, the new token.
+    case databaseChangesFetched(
+        modifications: [RecordZone.ID], deletions: [DatabaseChange.Deletion], changeToken: DatabaseChangeToken,
+        moreComing: Bool)
+    /// One page of a zone's change feed (F39), with the records' contents, so a timeline replays
+    /// and a restart re-delivers it without the server.
+    case zoneChangesFetched(
+        zoneID: RecordZone.ID, modifications: [Record], deletions: [RecordZoneChange.Deletion],
+        changeToken: ZoneChangeToken, moreComing: Bool)
+    /// A zone's fetch ends (`didFetchRecordZoneChanges`, F40): `nil` when fetched to the end.
+    case zoneFetchFinished(zoneID: RecordZone.ID, error: SyncError?)
+    /// The fetch ends (`didFetchChanges`, F41): `nil` when it completed, else what stopped it.
+    case fetchFinished(error: SyncError?)
+    /// The server refused a change token as expired (F100): the zone's token (or the database's,
+    /// for `nil`) is dropped, so the feed is fetched again from the start.
+    case changeTokenReset(zoneID: RecordZone.ID?)
+    /// The delegate has handled the events of every entry through this offset (F29).
+    case eventsDelivered(through: LogOffset)
 
     /// The entry kinds of a device log (1–99).
     ///
-    /// In use: 1–5 (the app's edits of the state) and 11–13 (sending). Reserved for the kinds of
-    /// DESIGN.md §3 not written yet, so related kinds stay together:
+    /// In use: 1–5 (the app's edits of the state), 10–14 (sending), 20–25 (fetching) and 50
+    /// (delivery). Reserved for the kinds of DESIGN.md §3 not written yet, so related kinds stay
+    /// together:
     ///
     /// | kinds | for |
     /// |---|---|
     /// | 6–9 | more state edits |
-    /// | 10, 14, 15–19 | `sendStarted(context)`, `sendFinished`, more send steps (e.g. zone changes in flight) |
-    /// | 20–29 | `fetchStarted(context)` 20, `databaseChangesFetched` 21, `zoneChangesFetched` 22, `zoneFetchFinished` 23, `fetchFinished` 24 |
+    /// | 15–19 | more send steps |
+    /// | 26–29 | more fetch steps |
     /// | 30–39 | `accountChanged` 30, `subscriptionEnsured` 31 |
     /// | 40–49 | `retryScheduled(error, after)` 40 and other scheduling |
-    /// | 50–59 | `eventsDelivered(through:)` 50 |
+    /// | 51–59 | more delivery steps |
     /// | 90–99 | snapshots of the projections written by compaction (DESIGN.md §2, retention) |
     enum Kind {
         static let pendingRecordZoneChangesAdded: EntryKind = 1
@@ -60,8 +86,6 @@ enum DeviceEntry: Sendable, Equatable {
         static let batchPrepared: EntryKind = 11
         static let batchResult: EntryKind = 12
         static let databaseChangesSent: EntryKind = 13
-
-        /// Reserved, not written yet: the numbers later cases take (see the table above).
         static let sendStarted: EntryKind = 10
         static let sendFinished: EntryKind = 14
         static let fetchStarted: EntryKind = 20
@@ -69,15 +93,20 @@ enum DeviceEntry: Sendable, Equatable {
         static let zoneChangesFetched: EntryKind = 22
         static let zoneFetchFinished: EntryKind = 23
         static let fetchFinished: EntryKind = 24
+        static let changeTokenReset: EntryKind = 25
+        static let eventsDelivered: EntryKind = 50
+
+        /// Reserved, not written yet: the numbers later cases take (see the table above).
         static let accountChanged: EntryKind = 30
         static let subscriptionEnsured: EntryKind = 31
         static let retryScheduled: EntryKind = 40
-        static let eventsDelivered: EntryKind = 50
 
         /// The kinds this build writes and reads.
         static let inUse: [EntryKind] = [
             pendingRecordZoneChangesAdded, pendingRecordZoneChangesRemoved, pendingDatabaseChangesAdded,
-            pendingDatabaseChangesRemoved, untrackedChangesFlagged, batchPrepared, batchResult, databaseChangesSent,
+            pendingDatabaseChangesRemoved, untrackedChangesFlagged, sendStarted, batchPrepared, batchResult,
+            databaseChangesSent, sendFinished, fetchStarted, databaseChangesFetched, zoneChangesFetched,
+            zoneFetchFinished, fetchFinished, changeTokenReset, eventsDelivered,
         ]
     }
 
@@ -92,6 +121,15 @@ enum DeviceEntry: Sendable, Equatable {
         case .batchPrepared: "batchPrepared"
         case .batchResult: "batchResult"
         case .databaseChangesSent: "databaseChangesSent"
+        case .sendStarted: "sendStarted"
+        case .sendFinished: "sendFinished"
+        case .fetchStarted: "fetchStarted"
+        case .databaseChangesFetched: "databaseChangesFetched"
+        case .zoneChangesFetched: "zoneChangesFetched"
+        case .zoneFetchFinished: "zoneFetchFinished"
+        case .fetchFinished: "fetchFinished"
+        case .changeTokenReset: "changeTokenReset"
+        case .eventsDelivered: "eventsDelivered"
         }
     }
 }

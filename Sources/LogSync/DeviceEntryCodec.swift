@@ -44,6 +44,8 @@ extension DeviceEntry {
             message.failedZoneSaves = Self.zoneFailures(failedZoneSaves)
             message.failedZoneDeletes = Self.zoneFailures(failedZoneDeletes)
             return Self.entry(Kind.databaseChangesSent, message)
+        default:
+            return syncStepEntry
         }
     }
 
@@ -109,6 +111,10 @@ extension DeviceEntry {
                     failedZoneDeletes: try Self.zoneFailures(
                         message.failedZoneDeletes, "DatabaseChangesSent.failed_zone_deletes"))
             }
+        case Kind.sendStarted, Kind.sendFinished, Kind.fetchStarted, Kind.databaseChangesFetched,
+            Kind.zoneChangesFetched, Kind.zoneFetchFinished, Kind.fetchFinished, Kind.changeTokenReset,
+            Kind.eventsDelivered:
+            self = try Self.syncStep(entry)
         default:
             throw LogStoreError(
                 .corruptEntry,
@@ -120,7 +126,7 @@ extension DeviceEntry {
 
     // MARK: Encoding helpers
 
-    private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
+    static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
     }
 
@@ -157,7 +163,7 @@ extension DeviceEntry {
     // MARK: Decoding helpers
 
     /// Parses the payload of `entry` as `type`, or throws `.corruptEntry` naming the kind.
-    private static func message<Message: SwiftProtobuf.Message>(
+    static func message<Message: SwiftProtobuf.Message>(
         _ type: Message.Type, _ entry: LogEntry, _ name: String
     ) throws(LogStoreError) -> Message {
         do {
@@ -169,7 +175,7 @@ extension DeviceEntry {
     }
 
     /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.
-    private static func converting<T>(
+    static func converting<T>(
         _ entry: LogEntry, _ name: String, _ body: () throws(SyncError) -> T
     ) throws(LogStoreError) -> T {
         do {
@@ -181,7 +187,7 @@ extension DeviceEntry {
     }
 
     /// Runs `body`, prefixing its error's message with the field being decoded.
-    private static func within<T>(_ field: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+    static func within<T>(_ field: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
         do {
             return try body()
         } catch {
@@ -191,7 +197,7 @@ extension DeviceEntry {
         }
     }
 
-    private static func missing(_ field: String) -> SyncError {
+    static func missing(_ field: String) -> SyncError {
         SyncError(.invalidArguments, "\(field) is missing")
     }
 
@@ -219,13 +225,13 @@ extension DeviceEntry {
         }
     }
 
-    private static func records(_ messages: [Logsync_Model_Record], _ field: String) throws(SyncError) -> [Record] {
+    static func records(_ messages: [Logsync_Model_Record], _ field: String) throws(SyncError) -> [Record] {
         try messages.enumerated().map { (index, message) throws(SyncError) in
             try within("\(field)[\(index)]") { () throws(SyncError) in try Record(proto: message) }
         }
     }
 
-    private static func recordIDs(_ messages: [Logsync_Model_RecordID], _ field: String) throws(SyncError) -> [Record.ID] {
+    static func recordIDs(_ messages: [Logsync_Model_RecordID], _ field: String) throws(SyncError) -> [Record.ID] {
         try messages.enumerated().map { (index, message) throws(SyncError) in
             try within("\(field)[\(index)]") { () throws(SyncError) in try Record.ID(proto: message) }
         }

@@ -14,9 +14,11 @@ import SyncModel
 /// | `zonePending` | zone → case + position | the pending database change of each zone (F22) |
 /// | `zoneOrder` | position → change | the pending database changes in order |
 /// | `serverRecords` | record → record | the last known server record of each record ID |
-/// | `unfetchedZones` | zone → zone ID | zones with server changes not fetched yet (F25; filled by fetch, later) |
+/// | `unfetchedZones` | zone → zone ID | zones with server changes not fetched yet (F25) |
+/// | `knownZones` | zone → zone ID | zones the server is known to hold |
+/// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
 /// | `zones` | zone → number | the number of each zone seen, for record keys |
-/// | `state` | `untracked` → 1, `zoneCounter` → last zone number | `hasPendingUntrackedChanges` (F24) and counters |
+/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset (F29) |
 ///
 /// The rules, per entry:
 /// - **Added changes** (F16–F19, F22). A change already pending is left where it is (F18). A
@@ -30,7 +32,8 @@ import SyncModel
 ///   the batch's saves and deletions in flight, with the re-added flag clear.
 /// - **`batchResult`**: for each item, clears its in-flight mark and then, unless it was re-added
 ///   while in flight, removes the exact change from the pending list if the item succeeded or
-///   failed with a non-transient error (F21, F91); transient errors (F89) keep it. *Spec choice*:
+///   failed with a non-transient error (F21, F91); transient errors (F89) and
+///   `operationCancelled` (a send cancelled before the server answered) keep it. *Spec choice*:
 ///   a change re-added while in flight stays pending after a non-transient failure too: the app
 ///   asked for it again after the batch was built. Saved records become the last known server
 ///   records, deleted ones are forgotten; a `serverRecordChanged` failure's `serverRecord` becomes
@@ -38,10 +41,22 @@ import SyncModel
 ///   forget it (the server holds no such record). Then every in-flight mark left is cleared: an
 ///   item the result does not mention keeps its pending state.
 /// - **`databaseChangesSent`**: saved and deleted zones, and non-transient failures, remove the
-///   exact pending zone change; transient failures keep it. A deleted zone's last known server
-///   records are forgotten. Zone changes are not tracked in flight: re-adding a zone change while
+///   exact pending zone change; transient failures keep it. A saved zone becomes known; a
+///   deleted zone is forgotten (not known or unfetched, no token, no last known server records). Zone changes are not tracked in flight: re-adding a zone change while
 ///   it is being sent cannot lose anything, since a zone save or delete carries nothing but the ID.
 /// - **`untrackedChangesFlagged`**: sets or clears `untracked`.
+/// - **`databaseChangesFetched`**: stores the database token; a modified zone becomes known and
+///   unfetched; a deleted zone is forgotten: not known, not unfetched, no token, no last known
+///   server records.
+/// - **`zoneChangesFetched`**: stores the zone's token and makes the zone known; fetched records
+///   become the last known server records, deleted ones are forgotten.
+/// - **`zoneFetchFinished`**: without an error the zone is no longer unfetched (F25). With
+///   `zoneNotFound` or `userDeletedZone` the zone is forgotten as for a deletion; with another
+///   error it stays unfetched, for the next fetch.
+/// - **`changeTokenReset`**: drops the zone's token (or the database's).
+/// - **`eventsDelivered`**: stores the delivery offset.
+/// - **`sendStarted`, `sendFinished`, `fetchStarted`, `fetchFinished`**: change nothing; they
+///   mark the timeline.
 ///
 /// Dictionaries of an entry are visited in ID order, so zone numbers are assigned the same way
 /// whenever the entry is applied.
@@ -49,10 +64,10 @@ struct DeviceIndex: Projection {
     static let projectionName = "index"
 
     let name = DeviceIndex.projectionName
-    let version: UInt32 = 1
+    let version: UInt32 = 2
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
-        "unfetchedZones", "zones", "state",
+        "unfetchedZones", "knownZones", "zoneTokens", "zones", "state",
     ]
 
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -98,10 +113,13 @@ struct DeviceIndex: Projection {
             }
             try index.clearInFlight()
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
-            for zone in savedZones { try index.settle(.saveZone(zone), succeeded: true) }
+            for zone in savedZones {
+                try index.settle(.saveZone(zone), succeeded: true)
+                try index.setZone(zone.zoneID, in: "knownZones", true)
+            }
             for id in deletedZoneIDs {
                 try index.settle(.deleteZone(id), succeeded: true)
-                try index.forgetServerRecords(in: id)
+                try index.forgetZone(id)
             }
             for (id, error) in failedZoneSaves.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
                 try index.settle(.saveZone(RecordZone(zoneID: id)), succeeded: false, error: error)
@@ -109,6 +127,34 @@ struct DeviceIndex: Projection {
             for (id, error) in failedZoneDeletes.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
                 try index.settle(.deleteZone(id), succeeded: false, error: error)
             }
+        case .databaseChangesFetched(let modifications, let deletions, let token, _):
+            try tables.put(Array(token.data), forKey: DeviceKey.databaseToken, in: "state")
+            for deletion in deletions { try index.forgetZone(deletion.zoneID) }
+            for zoneID in modifications {
+                try index.setZone(zoneID, in: "knownZones", true)
+                try index.setZone(zoneID, in: "unfetchedZones", true)
+            }
+        case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
+            try tables.put(Array(token.data), forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
+            try index.setZone(zoneID, in: "knownZones", true)
+            for record in modifications { try index.setServerRecord(record, for: record.recordID) }
+            for deletion in deletions { try index.setServerRecord(nil, for: deletion.recordID) }
+        case .zoneFetchFinished(let zoneID, let error):
+            switch error?.code {
+            case nil: try index.setZone(zoneID, in: "unfetchedZones", false)
+            case .zoneNotFound?, .userDeletedZone?: try index.forgetZone(zoneID)
+            default: break
+            }
+        case .changeTokenReset(let zoneID):
+            if let zoneID {
+                try tables.removeValue(forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
+            } else {
+                try tables.removeValue(forKey: DeviceKey.databaseToken, in: "state")
+            }
+        case .eventsDelivered(let offset):
+            try tables.put(bigEndian(offset.rawValue), forKey: DeviceKey.delivered, in: "state")
+        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished:
+            break
         }
     }
 }
@@ -209,7 +255,7 @@ struct DeviceIndexWriter {
         let flightKey = key + [change.typeByte]
         let readded = try tables.value(forKey: flightKey, in: "recordInFlight")?.first == 1
         try tables.removeValue(forKey: flightKey, in: "recordInFlight")
-        let done = succeeded || !(error?.isTransient ?? false)
+        let done = succeeded || !(error?.keepsChangePending ?? false)
         if done && !readded { try remove(change) }
         if let error {
             switch error.code {
@@ -248,7 +294,28 @@ struct DeviceIndexWriter {
     }
 
     func settle(_ change: SyncEngine.PendingDatabaseChange, succeeded: Bool, error: SyncError? = nil) throws {
-        if succeeded || !(error?.isTransient ?? false) { try remove(change) }
+        if succeeded || !(error?.keepsChangePending ?? false) { try remove(change) }
+    }
+
+    // MARK: Zones
+
+    /// Adds `zoneID` to (or removes it from) one of the zone sets, `knownZones` or
+    /// `unfetchedZones`.
+    func setZone(_ zoneID: RecordZone.ID, in table: String, _ present: Bool) throws {
+        if present {
+            try tables.put(ProtoWire.serialize(zoneID.proto), forKey: DeviceKey.zone(zoneID), in: table)
+        } else {
+            try tables.removeValue(forKey: DeviceKey.zone(zoneID), in: table)
+        }
+    }
+
+    /// Forgets a zone the server no longer holds: not known, not unfetched, no token, no last
+    /// known server records.
+    func forgetZone(_ zoneID: RecordZone.ID) throws {
+        try setZone(zoneID, in: "knownZones", false)
+        try setZone(zoneID, in: "unfetchedZones", false)
+        try tables.removeValue(forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
+        try forgetServerRecords(in: zoneID)
     }
 
     // MARK: Last known server records
@@ -272,4 +339,11 @@ struct DeviceIndexWriter {
         }
         for key in keys { try tables.removeValue(forKey: key, in: "serverRecords") }
     }
+}
+
+extension SyncError {
+    /// Whether a change that failed with this error stays pending, to be sent again: the seven
+    /// transient codes (F89) and `operationCancelled`, which Apple's sample also leaves to the
+    /// engine. Every other failure removes the change; the app re-adds it once resolved (F21).
+    var keepsChangePending: Bool { isTransient || code == .operationCancelled }
 }

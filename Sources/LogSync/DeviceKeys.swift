@@ -38,6 +38,8 @@ enum DeviceKey {
 
     static let untracked = Array("untracked".utf8)
     static let zoneCounter = Array("zoneCounter".utf8)
+    static let databaseToken = Array("databaseToken".utf8)
+    static let delivered = Array("delivered".utf8)
 }
 
 /// A place in a pending list: the offset of the entry that added the change, then the change's

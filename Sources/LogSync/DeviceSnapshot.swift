@@ -1,3 +1,4 @@
+import Foundation
 import LogStore
 import SwiftProtobuf
 import SyncModel
@@ -67,6 +68,42 @@ struct DeviceSnapshot {
         try values(of: "unfetchedZones") { bytes in
             RecordZone.ID(proto: try Self.decode(Logsync_Model_RecordZoneID.self, bytes, "an unfetched zone"))
         }
+    }
+
+    /// The zones the server is known to hold (from fetches and zone saves), in key order.
+    func knownZoneIDs() throws -> [RecordZone.ID] {
+        try values(of: "knownZones") { bytes in
+            RecordZone.ID(proto: try Self.decode(Logsync_Model_RecordZoneID.self, bytes, "a known zone"))
+        }
+    }
+
+    // MARK: Tokens and delivery
+
+    /// The database change token of the last database changes fetched, or `nil` (fetch all).
+    func databaseChangeToken() throws -> DatabaseChangeToken? {
+        guard let bytes = try value(DeviceKey.databaseToken, in: "state") else { return nil }
+        do {
+            return try DatabaseChangeToken(data: Data(bytes))
+        } catch {
+            throw malformed("a database change token that does not decode: \(error.message)")
+        }
+    }
+
+    /// The change token of `zoneID`, or `nil` (fetch the zone from the start).
+    func zoneChangeToken(for zoneID: RecordZone.ID) throws -> ZoneChangeToken? {
+        guard let bytes = try value(DeviceKey.zone(zoneID), in: "zoneTokens") else { return nil }
+        do {
+            return try ZoneChangeToken(data: Data(bytes))
+        } catch {
+            throw malformed("a change token of \(zoneID) that does not decode: \(error.message)")
+        }
+    }
+
+    /// The offset through which the delegate has handled every event (F29), or `nil`.
+    func deliveredOffset() throws -> LogOffset? {
+        guard let bytes = try value(DeviceKey.delivered, in: "state") else { return nil }
+        guard bytes.count == 8 else { throw malformed("a delivery offset of \(bytes.count) bytes") }
+        return LogOffset(readBigEndian(bytes))
     }
 
     // MARK: In flight

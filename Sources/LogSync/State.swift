@@ -1,4 +1,5 @@
 import LogStore
+import Synchronization
 import SyncModel
 
 extension SyncEngine {
@@ -28,9 +29,17 @@ extension SyncEngine {
     /// - database changes follow the same rules, keyed on zone ID (F22).
     public final class State: Sendable {
         let deviceLog: DeviceLog
+        /// The engine to tell about the app's changes (for `stateUpdate`, F26).
+        let engine = Mutex(WeakEngine(nil))
 
         init(deviceLog: DeviceLog) {
             self.deviceLog = deviceLog
+        }
+
+        /// Appends an app's edit of the state and tells the engine.
+        private func record(_ entry: DeviceEntry) throws {
+            try deviceLog.append(entry)
+            engine.withLock { $0 }.value?.stateChanged()
         }
 
         // MARK: Record zone changes
@@ -49,7 +58,7 @@ extension SyncEngine {
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func add(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
             guard !pendingRecordZoneChanges.isEmpty else { return }
-            try deviceLog.append(.pendingRecordZoneChangesAdded(pendingRecordZoneChanges))
+            try record(.pendingRecordZoneChangesAdded(pendingRecordZoneChanges))
         }
 
         /// Removes record changes that are pending exactly (same case and ID, F20); returns
@@ -58,7 +67,7 @@ extension SyncEngine {
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func remove(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
             guard !pendingRecordZoneChanges.isEmpty else { return }
-            try deviceLog.append(.pendingRecordZoneChangesRemoved(pendingRecordZoneChanges))
+            try record(.pendingRecordZoneChangesRemoved(pendingRecordZoneChanges))
         }
 
         // MARK: Database changes
@@ -77,7 +86,7 @@ extension SyncEngine {
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func add(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
             guard !pendingDatabaseChanges.isEmpty else { return }
-            try deviceLog.append(.pendingDatabaseChangesAdded(pendingDatabaseChanges))
+            try record(.pendingDatabaseChangesAdded(pendingDatabaseChanges))
         }
 
         /// Removes zone changes that are pending exactly (same case and zone ID); returns once
@@ -86,7 +95,7 @@ extension SyncEngine {
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func remove(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
             guard !pendingDatabaseChanges.isEmpty else { return }
-            try deviceLog.append(.pendingDatabaseChangesRemoved(pendingDatabaseChanges))
+            try record(.pendingDatabaseChangesRemoved(pendingDatabaseChanges))
         }
 
         // MARK: Flags
@@ -106,11 +115,12 @@ extension SyncEngine {
         ///
         /// - Throws: `LogStoreError` if the append fails; the flag is then unchanged.
         public func setHasPendingUntrackedChanges(_ value: Bool) throws {
-            try deviceLog.append(.untrackedChangesFlagged(value))
+            try record(.untrackedChangesFlagged(value))
         }
 
         /// The zones the engine knows to have server changes it has not fetched yet (F25), in a
-        /// stable order. The engine fills and drains it while fetching (not built yet: empty).
+        /// stable order. Filled by the database changes a fetch reads, drained as each zone is
+        /// fetched to the end; a zone outside a scoped fetch stays listed (F67).
         ///
         /// - Throws: `LogStoreError` if the log cannot be read.
         public var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID] {

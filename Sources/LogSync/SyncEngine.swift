@@ -1,42 +1,183 @@
 import Foundation
 import LogStore
+import Logging
+import Synchronization
 import SyncModel
 
 /// Syncs an app's records and zones with a server database, on a device log.
 ///
-/// Mirrors `CKSyncEngine` without the `CK` prefix (DESIGN.md §3). Everything the engine knows is
-/// kept in its ``DeviceLog``: ``state`` reads from it and every mutation appends to it.
+/// Mirrors `CKSyncEngine` without the `CK` prefix (DESIGN.md §3; `Docs/Porting.md` maps every
+/// name). Everything the engine knows is kept in its ``DeviceLog``: ``state`` reads from it,
+/// every mutation and every step of a sync is appended to it, and the records sent and received
+/// are in it, so a device's timeline can be read and replayed with `logtool`.
 ///
 /// ```swift
-/// let engine = try SyncEngine(logDirectory: appSupport.appending(path: "sync"))
+/// var configuration = SyncEngine.Configuration(
+///     database: database, logDirectory: appSupport.appending(path: "sync"), delegate: notes)
+/// configuration.automaticallySync = false
+/// let engine = try SyncEngine(configuration)
 /// try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneName: "Notes"))])
 /// try engine.state.add(pendingRecordZoneChanges: [.saveRecord(noteID)])
-/// try engine.state.pendingRecordZoneChanges      // [saveRecord(record "n1" in zone "Notes")]
+/// try await engine.sendChanges()     // zones first, then the delegate's batches
+/// try await engine.fetchChanges()    // database changes, then each changed zone
 /// ```
 ///
-/// **Not there yet** — this is the engine's foundation only: there is no `Configuration`
-/// (database, delegate, automatic sync, clock, logger), no delegate, no
-/// `sendChanges()`/`fetchChanges()`/`cancelOperations()` and no scheduling. The value types the
-/// flows will use exist (``Event`` and its payloads, ``RecordZoneChangeBatch``, the send and
-/// fetch contexts and options), but nothing creates events yet. Pending changes can be added
-/// and read, and survive restarts, but nothing sends them.
-public final class SyncEngine: Sendable {
+/// Syncs run one at a time, and their events reach the delegate one at a time, awaited (F10).
+/// `sendChanges()` and `fetchChanges()` return once every event they caused has been handled
+/// (F73, F74), and throw when items failed (F75); overlapping calls coalesce (F77).
+///
+/// Not there yet (DESIGN.md §3, Scheduling): automatic sync. Whatever
+/// ``Configuration/automaticallySync`` says, the engine syncs only when `sendChanges()` or
+/// `fetchChanges()` is called; accounts, subscriptions and push hints are not watched yet.
+public final class SyncEngine: Sendable, CustomStringConvertible {
+    /// The database the engine syncs with (F1).
+    public let database: any CloudDatabase
     /// The engine's state: pending changes and flags, read from and written to the device log.
     public let state: State
     /// The log holding everything the engine knows.
     public let deviceLog: DeviceLog
+    /// Whether the configuration asked for automatic sync (F5; not built yet, see above).
+    public let automaticallySync: Bool
+    /// The subscription the configuration named, if any (F6).
+    public let subscriptionID: Subscription.ID?
 
-    /// Creates an engine on the device log in `logDirectory` (created if missing), with durable
-    /// commits.
+    let logger: Logger
+    let fetchResultsLimit: Int?
+    let operations = SyncOperations()
+    private let delegateReference: WeakDelegate
+
+    /// Creates an engine (F1). Nothing is sent or fetched until asked.
     ///
-    /// - Throws: `LogStoreError` if the log cannot be opened (see ``DeviceLog/init(directory:options:clock:)``).
-    public convenience init(logDirectory: URL) throws {
-        self.init(deviceLog: try DeviceLog(directory: logDirectory))
+    /// - Throws: ``UnsupportedDatabaseError`` for a public database (F2); `LogStoreError` if the
+    ///   device log cannot be opened (see ``DeviceLog/init(directory:options:clock:)``).
+    public init(_ configuration: Configuration) throws {
+        guard configuration.database.databaseScope != .public else {
+            throw UnsupportedDatabaseError(scope: configuration.database.databaseScope)
+        }
+        let deviceLog: DeviceLog
+        switch configuration.storage {
+        case .directory(let url): deviceLog = try DeviceLog(directory: url)
+        case .deviceLog(let log): deviceLog = log
+        }
+        self.database = configuration.database
+        self.deviceLog = deviceLog
+        self.automaticallySync = configuration.automaticallySync
+        self.subscriptionID = configuration.subscriptionID
+        self.logger = configuration.logger
+        self.fetchResultsLimit = configuration.fetchResultsLimit
+        self.delegateReference = WeakDelegate(configuration.delegate)
+        self.state = State(deviceLog: deviceLog)
+        state.engine.withLock { $0 = WeakEngine(self) }
     }
 
-    /// Creates an engine on an open device log.
-    public init(deviceLog: DeviceLog) {
-        self.deviceLog = deviceLog
-        self.state = State(deviceLog: deviceLog)
+    /// The delegate, while it is alive (F4).
+    var delegate: (any SyncEngineDelegate)? { delegateReference.value }
+
+    /// The engine's database scope and log directory, such as
+    /// `SyncEngine(private database, log /data/sync)`.
+    public var description: String {
+        "SyncEngine(\(database.databaseScope) database, log \(deviceLog.log.environment.path))"
     }
+
+    // MARK: Manual sync
+
+    /// Fetches the server's changes now (F73): database changes, then the record changes of each
+    /// changed zone in the options' scope, prioritized zones first (F46, F66, F67). Returns once
+    /// the delegate has handled every event of the fetch.
+    ///
+    /// A call made while a fetch with the same options is queued or running joins it (F48, F77).
+    ///
+    /// - Parameter options: The scope and the zones to fetch first; copied at the call (F71).
+    /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
+    ///   the error that stopped the fetch (`operationCancelled` after ``cancelOperations()``), or
+    ///   `partialFailure` with the zones that failed, keyed `.zone(id)`, while the other zones
+    ///   were fetched (F102); `LogStoreError` if the device log cannot be written.
+    public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
+        try checkNotReentrant("fetchChanges")
+        let context = FetchChangesContext(reason: .manual, options: options)
+        try await operations.run(.fetch(options)) { [self] in try await runFetch(context) }
+    }
+
+    /// Sends the pending changes now (F74): database changes first, then the delegate's record
+    /// batches until it returns `nil` (F47). Returns once the delegate has handled every event of
+    /// the send.
+    ///
+    /// A call made while an equal send is queued joins it; one made while a send is running
+    /// queues behind it (F77).
+    ///
+    /// - Parameter options: The scope handed to the delegate; copied at the call (F71).
+    /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
+    ///   `partialFailure` whose `partialErrors` hold each failed item's error (F75; the details
+    ///   are in the `sent…Changes` events too), or the error that stopped the send (a transient
+    ///   failure, `operationCancelled`); `LogStoreError` if the device log cannot be written.
+    public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
+        try checkNotReentrant("sendChanges")
+        let context = SendChangesContext(reason: .manual, options: options)
+        try await operations.run(.send(options)) { [self] in try await runSend(context) }
+    }
+
+    /// Cancels the running and queued syncs (F79). A running sync stops at its next step: a
+    /// request already made still has its answer applied and reported, the changes not sent stay
+    /// pending, and the sync's will/did events still pair. Calls waiting on cancelled syncs throw
+    /// `operationCancelled`. The engine stays usable (F80).
+    public func cancelOperations() async {
+        await operations.cancelAll()
+    }
+
+    // MARK: Delegate calls
+
+    /// The engine whose delegate callback the current task is in, if any (F11).
+    @TaskLocal static var callbackEngine: ObjectIdentifier?
+
+    private func checkNotReentrant(_ operation: String) throws {
+        if Self.callbackEngine == ObjectIdentifier(self) { throw ReentrantCallError(operation: operation) }
+    }
+
+    /// Hands `event` to the delegate and waits until it has been handled (F9, F10). Dropped if
+    /// the delegate is gone (F4).
+    func deliver(_ event: Event) async {
+        guard let delegate else { return }
+        logger.trace("delivering \(event.kind)")
+        await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
+            await delegate.handleEvent(event, syncEngine: self)
+        }
+    }
+
+    func nextBatch(_ context: SendChangesContext) async -> RecordZoneChangeBatch? {
+        guard let delegate else { return nil }
+        return await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
+            await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
+        }
+    }
+
+    func nextFetchOptions(_ context: FetchChangesContext) async -> FetchChangesOptions {
+        guard let delegate else { return context.options }
+        return await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
+            await delegate.nextFetchChangesOptions(context, syncEngine: self)
+        }
+    }
+
+    /// Called by ``State`` after the app changed it: queues a `stateUpdate` (F26), coalesced
+    /// with one already queued.
+    func stateChanged() {
+        Task { [self] in
+            try? await operations.run(.stateUpdate) { [self] in
+                await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+            }
+        }
+    }
+}
+
+/// The delegate, held weakly (F4).
+private final class WeakDelegate: Sendable {
+    weak let value: (any SyncEngineDelegate)?
+
+    init(_ value: (any SyncEngineDelegate)?) { self.value = value }
+}
+
+/// The engine of a ``SyncEngine/State``, held weakly (the engine owns its state).
+struct WeakEngine: Sendable {
+    weak let value: SyncEngine?
+
+    init(_ value: SyncEngine?) { self.value = value }
 }

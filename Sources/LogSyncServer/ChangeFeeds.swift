@@ -61,7 +61,8 @@ extension ServerDatabase {
     }
 
     /// One page of a zone's change feed: current records changed since the token, deletions
-    /// with their types, coalesced per record (F139, F141, F143).
+    /// with their types, coalesced per record (F139, F141, F143). Without a token, only the live
+    /// records: a client starting over has nothing to delete (F100).
     func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
         try request.validate()
         return try read { snapshot in
@@ -103,6 +104,9 @@ extension ServerDatabase {
                 }
                 let offset = readBigEndian(key, at: 8)
                 let recordID = Record.ID(recordName: String(decoding: value[1...], as: UTF8.self), zoneID: zoneID)
+                // Without a token the client holds nothing of the zone: deletions would be
+                // phantoms (F100), so only live records are returned.
+                if value.first == 1, request.since == nil { return true }
                 if value.first == 1 {
                     guard let state = try snapshot.record(recordID, incarnation: zone.incarnation) else {
                         throw LogStoreError(.projectionInconsistent, "a deletion of \(recordID) at offset \(offset) without its record state")

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import LogSyncServer
 import SyncModel
 import Testing
 
@@ -42,7 +43,7 @@ struct PersistenceTests {
                 #expect(try readOnly.log.appliedOffsets() == [DeviceIndex.projectionName: last])
                 let after = try readOnly.read { try $0.referenceState(recordIDs: [F.a, F.b, F.c]) }
                 #expect(after == before)
-                #expect(throws: LogStoreError.self) { try SyncEngine(deviceLog: readOnly).state.add(pendingRecordZoneChanges: [.saveRecord(F.x)]) }
+                #expect(throws: LogStoreError.self) { try makeEngine(deviceLog: readOnly, directory: directory).state.add(pendingRecordZoneChanges: [.saveRecord(F.x)]) }
             }
 
             // Read-write again: the engine carries on where it was.
@@ -58,17 +59,22 @@ struct PersistenceTests {
         }
     }
 
-    @Test("SyncEngine(logDirectory:) opens a durable log")
+    @Test("A configuration with a log directory opens a durable log")
     func durableInit() async throws {
         try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            func engine() throws -> SyncEngine {
+                try SyncEngine(SyncEngine.Configuration(
+                    database: server.database(for: "tester"), logDirectory: directory.appendingPathComponent("sync"),
+                    delegate: IdleDelegate.shared))
+            }
             do {
-                let engine = try SyncEngine(logDirectory: directory.appendingPathComponent("sync"))
+                let engine = try engine()
                 #expect(engine.deviceLog.log.environment.options.durability == .durable)
                 #expect(engine.deviceLog.log.name == "device")
                 try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             }
-            let engine = try SyncEngine(logDirectory: directory.appendingPathComponent("sync"))
-            #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a)])
+            #expect(try engine().state.pendingRecordZoneChanges == [.saveRecord(F.a)])
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import LogSyncServer
 import SyncModel
 import Testing
 
@@ -25,9 +26,30 @@ func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog
         clock: { EntryTime(microsecondsSince1970: 1_700_000_000_000_000) })
 }
 
-/// An engine on a fresh device log in `directory`.
+/// An engine on a fresh device log in `directory`, with manual sync, a delegate that does
+/// nothing, and a server of its own in `directory/server` (for the tests of the state alone).
 func makeEngine(_ directory: URL) throws -> SyncEngine {
-    SyncEngine(deviceLog: try openDeviceLog(directory))
+    try makeEngine(deviceLog: openDeviceLog(directory), directory: directory)
+}
+
+/// An engine on `deviceLog`; see `makeEngine(_:)`.
+func makeEngine(deviceLog: DeviceLog, directory: URL) throws -> SyncEngine {
+    let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+    var configuration = SyncEngine.Configuration(
+        database: server.database(for: "tester"), deviceLog: deviceLog, delegate: IdleDelegate.shared)
+    configuration.automaticallySync = false
+    return try SyncEngine(configuration)
+}
+
+/// A delegate that handles nothing and sends nothing.
+final class IdleDelegate: SyncEngineDelegate {
+    static let shared = IdleDelegate()
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
 }
 
 
@@ -73,6 +95,18 @@ struct ReferenceState: Equatable {
     /// In-flight changes → re-added since.
     var inFlight: [RecordChange: Bool] = [:]
     var serverRecords: [Record.ID: Record] = [:]
+    var knownZones: Set<RecordZone.ID> = []
+    var unfetchedZones: Set<RecordZone.ID> = []
+    var databaseToken: DatabaseChangeToken?
+    var zoneTokens: [RecordZone.ID: ZoneChangeToken] = [:]
+    var delivered: LogOffset?
+
+    private mutating func forgetZone(_ id: RecordZone.ID) {
+        knownZones.remove(id)
+        unfetchedZones.remove(id)
+        zoneTokens[id] = nil
+        serverRecords = serverRecords.filter { $0.key.zoneID != id }
+    }
 
     mutating func apply(_ entry: DeviceEntry) {
         switch entry {
@@ -122,23 +156,50 @@ struct ReferenceState: Equatable {
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
             inFlight = [:]
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
-            for zone in savedZones { zones.removeAll { $0 == .saveZone(zone) } }
+            for zone in savedZones {
+                zones.removeAll { $0 == .saveZone(zone) }
+                knownZones.insert(zone.zoneID)
+            }
             for id in deletedZoneIDs {
                 zones.removeAll { $0 == .deleteZone(id) }
-                serverRecords = serverRecords.filter { $0.key.zoneID != id }
+                forgetZone(id)
             }
-            for (id, error) in failedZoneSaves where !error.isTransient {
+            for (id, error) in failedZoneSaves where !error.keepsChangePending {
                 zones.removeAll { $0 == .saveZone(RecordZone(zoneID: id)) }
             }
-            for (id, error) in failedZoneDeletes where !error.isTransient {
+            for (id, error) in failedZoneDeletes where !error.keepsChangePending {
                 zones.removeAll { $0 == .deleteZone(id) }
             }
+        case .databaseChangesFetched(let modifications, let deletions, let token, _):
+            databaseToken = token
+            for deletion in deletions { forgetZone(deletion.zoneID) }
+            for id in modifications {
+                knownZones.insert(id)
+                unfetchedZones.insert(id)
+            }
+        case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
+            zoneTokens[zoneID] = token
+            knownZones.insert(zoneID)
+            for record in modifications { serverRecords[record.recordID] = record }
+            for deletion in deletions { serverRecords[deletion.recordID] = nil }
+        case .zoneFetchFinished(let zoneID, let error):
+            switch error?.code {
+            case nil: unfetchedZones.remove(zoneID)
+            case .zoneNotFound?, .userDeletedZone?: forgetZone(zoneID)
+            default: break
+            }
+        case .changeTokenReset(let zoneID):
+            if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
+        case .eventsDelivered(let offset):
+            delivered = offset
+        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished:
+            break
         }
     }
 
     private mutating func settle(_ change: RecordChange, error: SyncError?) {
         let readded = inFlight.removeValue(forKey: change) ?? false
-        if !readded && !(error?.isTransient ?? false) { records.removeAll { $0 == change } }
+        if !readded && !(error?.keepsChangePending ?? false) { records.removeAll { $0 == change } }
         guard let error else { return }
         switch error.code {
         case .serverRecordChanged:
@@ -169,6 +230,13 @@ extension DeviceSnapshot {
         for id in recordIDs {
             if let record = try lastKnownServerRecord(for: id) { state.serverRecords[id] = record }
         }
+        state.knownZones = Set(try knownZoneIDs())
+        state.unfetchedZones = Set(try zoneIDsWithUnfetchedServerChanges())
+        state.databaseToken = try databaseChangeToken()
+        for zoneID in Set(recordIDs.map(\.zoneID)).union(state.knownZones) {
+            if let token = try zoneChangeToken(for: zoneID) { state.zoneTokens[zoneID] = token }
+        }
+        state.delivered = try deliveredOffset()
         return state
     }
 }

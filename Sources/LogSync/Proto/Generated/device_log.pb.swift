@@ -20,6 +20,11 @@
 // Maps keyed by an ID are written as repeated pairs sorted by the ID (owner name, zone name,
 // record name), no ID twice, so equal entries have equal bytes.
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import SwiftProtobuf
 
 import SyncModel
@@ -32,6 +37,45 @@ import SyncModel
 fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobuf.ProtobufAPIVersionCheck {
   struct _2: SwiftProtobuf.ProtobufAPIVersion_2 {}
   typealias Version = _2
+}
+
+/// SyncEngine.SyncReason (raw value + 1; 0 means absent).
+package nonisolated enum Logsync_Device_SyncReason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  package typealias RawValue = Int
+  case unspecified // = 0
+  case scheduled // = 1
+  case manual // = 2
+  case UNRECOGNIZED(Int)
+
+  package init() {
+    self = .unspecified
+  }
+
+  package init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .scheduled
+    case 2: self = .manual
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  package var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .scheduled: return 1
+    case .manual: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  package static let allCases: [Logsync_Device_SyncReason] = [
+    .unspecified,
+    .scheduled,
+    .manual,
+  ]
+
 }
 
 /// SyncEngine.PendingRecordZoneChange. Exactly one case is set.
@@ -271,9 +315,411 @@ package nonisolated struct Logsync_Device_DatabaseChangesSent: Sendable {
   package init() {}
 }
 
+package nonisolated struct Logsync_Device_RecordZoneIDs: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var zoneIds: [SyncModel.Logsync_Model_RecordZoneID] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+package nonisolated struct Logsync_Device_RecordIDs: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var recordIds: [SyncModel.Logsync_Model_RecordID] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// SendChangesOptions.Scope. Exactly one case is set.
+package nonisolated struct Logsync_Device_SendScope: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var scope: Logsync_Device_SendScope.OneOf_Scope? = nil
+
+  /// always true when set
+  package var all: Bool {
+    get {
+      if case .all(let v)? = scope {return v}
+      return false
+    }
+    set {scope = .all(newValue)}
+  }
+
+  package var allExcluding: Logsync_Device_RecordZoneIDs {
+    get {
+      if case .allExcluding(let v)? = scope {return v}
+      return Logsync_Device_RecordZoneIDs()
+    }
+    set {scope = .allExcluding(newValue)}
+  }
+
+  package var zoneIds: Logsync_Device_RecordZoneIDs {
+    get {
+      if case .zoneIds(let v)? = scope {return v}
+      return Logsync_Device_RecordZoneIDs()
+    }
+    set {scope = .zoneIds(newValue)}
+  }
+
+  package var recordIds: Logsync_Device_RecordIDs {
+    get {
+      if case .recordIds(let v)? = scope {return v}
+      return Logsync_Device_RecordIDs()
+    }
+    set {scope = .recordIds(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package nonisolated enum OneOf_Scope: Equatable, Sendable {
+    /// always true when set
+    case all(Bool)
+    case allExcluding(Logsync_Device_RecordZoneIDs)
+    case zoneIds(Logsync_Device_RecordZoneIDs)
+    case recordIds(Logsync_Device_RecordIDs)
+
+  }
+
+  package init() {}
+}
+
+/// FetchChangesOptions.Scope. Exactly one case is set.
+package nonisolated struct Logsync_Device_FetchScope: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var scope: Logsync_Device_FetchScope.OneOf_Scope? = nil
+
+  /// always true when set
+  package var all: Bool {
+    get {
+      if case .all(let v)? = scope {return v}
+      return false
+    }
+    set {scope = .all(newValue)}
+  }
+
+  package var allExcluding: Logsync_Device_RecordZoneIDs {
+    get {
+      if case .allExcluding(let v)? = scope {return v}
+      return Logsync_Device_RecordZoneIDs()
+    }
+    set {scope = .allExcluding(newValue)}
+  }
+
+  package var zoneIds: Logsync_Device_RecordZoneIDs {
+    get {
+      if case .zoneIds(let v)? = scope {return v}
+      return Logsync_Device_RecordZoneIDs()
+    }
+    set {scope = .zoneIds(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package nonisolated enum OneOf_Scope: Equatable, Sendable {
+    /// always true when set
+    case all(Bool)
+    case allExcluding(Logsync_Device_RecordZoneIDs)
+    case zoneIds(Logsync_Device_RecordZoneIDs)
+
+  }
+
+  package init() {}
+}
+
+/// Kind 10, DeviceEntry.sendStarted: a send begins (willSendChanges).
+package nonisolated struct Logsync_Device_SendStarted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var reason: Logsync_Device_SyncReason = .unspecified
+
+  /// required
+  package var scope: Logsync_Device_SendScope {
+    get {_scope ?? Logsync_Device_SendScope()}
+    set {_scope = newValue}
+  }
+  /// Returns true if `scope` has been explicitly set.
+  package var hasScope: Bool {self._scope != nil}
+  /// Clears the value of `scope`. Subsequent reads from it will return its default value.
+  package mutating func clearScope() {self._scope = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _scope: Logsync_Device_SendScope? = nil
+}
+
+/// Kind 14, DeviceEntry.sendFinished: the send ends (didSendChanges).
+package nonisolated struct Logsync_Device_SendFinished: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// absent: every item was answered; else why it stopped
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {_error ?? SyncModel.Logsync_Model_SyncError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  package var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  package mutating func clearError() {self._error = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _error: SyncModel.Logsync_Model_SyncError? = nil
+}
+
+/// Kind 20, DeviceEntry.fetchStarted: a fetch begins (willFetchChanges).
+package nonisolated struct Logsync_Device_FetchStarted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var reason: Logsync_Device_SyncReason = .unspecified
+
+  /// required
+  package var scope: Logsync_Device_FetchScope {
+    get {_scope ?? Logsync_Device_FetchScope()}
+    set {_scope = newValue}
+  }
+  /// Returns true if `scope` has been explicitly set.
+  package var hasScope: Bool {self._scope != nil}
+  /// Clears the value of `scope`. Subsequent reads from it will return its default value.
+  package mutating func clearScope() {self._scope = nil}
+
+  package var prioritizedZoneIds: [SyncModel.Logsync_Model_RecordZoneID] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _scope: Logsync_Device_FetchScope? = nil
+}
+
+/// Kind 21, DeviceEntry.databaseChangesFetched: one page of the database's change feed.
+package nonisolated struct Logsync_Device_DatabaseChangesFetched: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var modifications: [SyncModel.Logsync_Model_RecordZoneID] = []
+
+  package var deletions: [Logsync_Device_ZoneDeletion] = []
+
+  /// required: DatabaseChangeToken.data
+  package var changeToken: Data = Data()
+
+  package var moreComing: Bool = false
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+package nonisolated struct Logsync_Device_ZoneDeletion: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// required
+  package var reason: SyncModel.Logsync_Model_ZoneDeletionReason = .unspecified
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// Kind 22, DeviceEntry.zoneChangesFetched: one page of a zone's change feed, records included.
+package nonisolated struct Logsync_Device_ZoneChangesFetched: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  package var modifications: [SyncModel.Logsync_Model_Record] = []
+
+  package var deletions: [Logsync_Device_RecordDeletion] = []
+
+  /// required: ZoneChangeToken.data
+  package var changeToken: Data = Data()
+
+  package var moreComing: Bool = false
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+package nonisolated struct Logsync_Device_RecordDeletion: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var recordID: SyncModel.Logsync_Model_RecordID {
+    get {_recordID ?? SyncModel.Logsync_Model_RecordID()}
+    set {_recordID = newValue}
+  }
+  /// Returns true if `recordID` has been explicitly set.
+  package var hasRecordID: Bool {self._recordID != nil}
+  /// Clears the value of `recordID`. Subsequent reads from it will return its default value.
+  package mutating func clearRecordID() {self._recordID = nil}
+
+  package var recordType: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _recordID: SyncModel.Logsync_Model_RecordID? = nil
+}
+
+/// Kind 23, DeviceEntry.zoneFetchFinished: a zone's fetch ends (didFetchRecordZoneChanges).
+package nonisolated struct Logsync_Device_ZoneFetchFinished: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// absent: fetched to the end
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {_error ?? SyncModel.Logsync_Model_SyncError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  package var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  package mutating func clearError() {self._error = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+  fileprivate var _error: SyncModel.Logsync_Model_SyncError? = nil
+}
+
+/// Kind 24, DeviceEntry.fetchFinished: the fetch ends (didFetchChanges).
+package nonisolated struct Logsync_Device_FetchFinished: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// absent: completed; else why it stopped
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {_error ?? SyncModel.Logsync_Model_SyncError()}
+    set {_error = newValue}
+  }
+  /// Returns true if `error` has been explicitly set.
+  package var hasError: Bool {self._error != nil}
+  /// Clears the value of `error`. Subsequent reads from it will return its default value.
+  package mutating func clearError() {self._error = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _error: SyncModel.Logsync_Model_SyncError? = nil
+}
+
+/// Kind 25, DeviceEntry.changeTokenReset: the server refused a token as expired; it is dropped
+/// and the feed is fetched again from the start (F100).
+package nonisolated struct Logsync_Device_ChangeTokenReset: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// absent: the database token
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// Kind 50, DeviceEntry.eventsDelivered: the delegate has handled the events of every entry
+/// through this offset (F29: fetched changes after it are delivered again after a restart).
+package nonisolated struct Logsync_Device_EventsDelivered: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var through: UInt64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.device"
+
+nonisolated extension Logsync_Device_SyncReason: SwiftProtobuf._ProtoNameProviding {
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SYNC_REASON_UNSPECIFIED\0\u{1}SYNC_REASON_SCHEDULED\0\u{1}SYNC_REASON_MANUAL\0")
+}
 
 nonisolated extension Logsync_Device_PendingRecordZoneChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".PendingRecordZoneChange"
@@ -740,6 +1186,672 @@ nonisolated extension Logsync_Device_DatabaseChangesSent: SwiftProtobuf.Message,
     if lhs.deletedZoneIds != rhs.deletedZoneIds {return false}
     if lhs.failedZoneSaves != rhs.failedZoneSaves {return false}
     if lhs.failedZoneDeletes != rhs.failedZoneDeletes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_RecordZoneIDs: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RecordZoneIDs"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.zoneIds) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.zoneIds.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.zoneIds, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_RecordZoneIDs, rhs: Logsync_Device_RecordZoneIDs) -> Bool {
+    if lhs.zoneIds != rhs.zoneIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_RecordIDs: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RecordIDs"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.recordIds) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.recordIds.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.recordIds, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_RecordIDs, rhs: Logsync_Device_RecordIDs) -> Bool {
+    if lhs.recordIds != rhs.recordIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SendScope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SendScope"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}all\0\u{3}all_excluding\0\u{3}zone_ids\0\u{3}record_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Bool?
+        try decoder.decodeSingularBoolField(value: &v)
+        if let v = v {
+          if self.scope != nil {try decoder.handleConflictingOneOf()}
+          self.scope = .all(v)
+        }
+      }()
+      case 2: try {
+        var v: Logsync_Device_RecordZoneIDs?
+        var hadOneofValue = false
+        if let current = self.scope {
+          hadOneofValue = true
+          if case .allExcluding(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.scope = .allExcluding(v)
+        }
+      }()
+      case 3: try {
+        var v: Logsync_Device_RecordZoneIDs?
+        var hadOneofValue = false
+        if let current = self.scope {
+          hadOneofValue = true
+          if case .zoneIds(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.scope = .zoneIds(v)
+        }
+      }()
+      case 4: try {
+        var v: Logsync_Device_RecordIDs?
+        var hadOneofValue = false
+        if let current = self.scope {
+          hadOneofValue = true
+          if case .recordIds(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.scope = .recordIds(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.scope {
+    case .all?: try {
+      guard case .all(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 1)
+    }()
+    case .allExcluding?: try {
+      guard case .allExcluding(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .zoneIds?: try {
+      guard case .zoneIds(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case .recordIds?: try {
+      guard case .recordIds(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SendScope, rhs: Logsync_Device_SendScope) -> Bool {
+    if lhs.scope != rhs.scope {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_FetchScope: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchScope"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}all\0\u{3}all_excluding\0\u{3}zone_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Bool?
+        try decoder.decodeSingularBoolField(value: &v)
+        if let v = v {
+          if self.scope != nil {try decoder.handleConflictingOneOf()}
+          self.scope = .all(v)
+        }
+      }()
+      case 2: try {
+        var v: Logsync_Device_RecordZoneIDs?
+        var hadOneofValue = false
+        if let current = self.scope {
+          hadOneofValue = true
+          if case .allExcluding(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.scope = .allExcluding(v)
+        }
+      }()
+      case 3: try {
+        var v: Logsync_Device_RecordZoneIDs?
+        var hadOneofValue = false
+        if let current = self.scope {
+          hadOneofValue = true
+          if case .zoneIds(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.scope = .zoneIds(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.scope {
+    case .all?: try {
+      guard case .all(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularBoolField(value: v, fieldNumber: 1)
+    }()
+    case .allExcluding?: try {
+      guard case .allExcluding(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .zoneIds?: try {
+      guard case .zoneIds(let v)? = self.scope else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_FetchScope, rhs: Logsync_Device_FetchScope) -> Bool {
+    if lhs.scope != rhs.scope {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SendStarted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SendStarted"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0\u{1}scope\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._scope) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.reason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.reason, fieldNumber: 1)
+    }
+    try { if let v = self._scope {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SendStarted, rhs: Logsync_Device_SendStarted) -> Bool {
+    if lhs.reason != rhs.reason {return false}
+    if lhs._scope != rhs._scope {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SendFinished: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SendFinished"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SendFinished, rhs: Logsync_Device_SendFinished) -> Bool {
+    if lhs._error != rhs._error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_FetchStarted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchStarted"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0\u{1}scope\0\u{3}prioritized_zone_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._scope) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.prioritizedZoneIds) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.reason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.reason, fieldNumber: 1)
+    }
+    try { if let v = self._scope {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if !self.prioritizedZoneIds.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.prioritizedZoneIds, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_FetchStarted, rhs: Logsync_Device_FetchStarted) -> Bool {
+    if lhs.reason != rhs.reason {return false}
+    if lhs._scope != rhs._scope {return false}
+    if lhs.prioritizedZoneIds != rhs.prioritizedZoneIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_DatabaseChangesFetched: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".DatabaseChangesFetched"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.modifications) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.deletions) }()
+      case 3: try { try decoder.decodeSingularBytesField(value: &self.changeToken) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.moreComing) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.modifications.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.modifications, fieldNumber: 1)
+    }
+    if !self.deletions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.deletions, fieldNumber: 2)
+    }
+    if !self.changeToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.changeToken, fieldNumber: 3)
+    }
+    if self.moreComing != false {
+      try visitor.visitSingularBoolField(value: self.moreComing, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_DatabaseChangesFetched, rhs: Logsync_Device_DatabaseChangesFetched) -> Bool {
+    if lhs.modifications != rhs.modifications {return false}
+    if lhs.deletions != rhs.deletions {return false}
+    if lhs.changeToken != rhs.changeToken {return false}
+    if lhs.moreComing != rhs.moreComing {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_ZoneDeletion: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneDeletion"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}reason\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.reason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.reason, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_ZoneDeletion, rhs: Logsync_Device_ZoneDeletion) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_ZoneChangesFetched: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneChangesFetched"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.modifications) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.deletions) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.changeToken) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.moreComing) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.modifications.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.modifications, fieldNumber: 2)
+    }
+    if !self.deletions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.deletions, fieldNumber: 3)
+    }
+    if !self.changeToken.isEmpty {
+      try visitor.visitSingularBytesField(value: self.changeToken, fieldNumber: 4)
+    }
+    if self.moreComing != false {
+      try visitor.visitSingularBoolField(value: self.moreComing, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_ZoneChangesFetched, rhs: Logsync_Device_ZoneChangesFetched) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.modifications != rhs.modifications {return false}
+    if lhs.deletions != rhs.deletions {return false}
+    if lhs.changeToken != rhs.changeToken {return false}
+    if lhs.moreComing != rhs.moreComing {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_RecordDeletion: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RecordDeletion"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_id\0\u{3}record_type\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._recordID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.recordType) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._recordID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.recordType.isEmpty {
+      try visitor.visitSingularStringField(value: self.recordType, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_RecordDeletion, rhs: Logsync_Device_RecordDeletion) -> Bool {
+    if lhs._recordID != rhs._recordID {return false}
+    if lhs.recordType != rhs.recordType {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_ZoneFetchFinished: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneFetchFinished"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_ZoneFetchFinished, rhs: Logsync_Device_ZoneFetchFinished) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs._error != rhs._error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_FetchFinished: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchFinished"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._error) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._error {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_FetchFinished, rhs: Logsync_Device_FetchFinished) -> Bool {
+    if lhs._error != rhs._error {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_ChangeTokenReset: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ChangeTokenReset"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_ChangeTokenReset, rhs: Logsync_Device_ChangeTokenReset) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_EventsDelivered: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".EventsDelivered"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}through\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.through) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.through != 0 {
+      try visitor.visitSingularUInt64Field(value: self.through, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_EventsDelivered, rhs: Logsync_Device_EventsDelivered) -> Bool {
+    if lhs.through != rhs.through {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

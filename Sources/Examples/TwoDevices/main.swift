@@ -1,0 +1,1 @@
+print("two-devices: not written yet")

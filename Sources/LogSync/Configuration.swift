@@ -1,0 +1,102 @@
+import Foundation
+import LogStore
+import Logging
+import SyncModel
+
+extension SyncEngine {
+    /// How to build a ``SyncEngine``: the database to sync with, where its device log lives, and
+    /// the delegate (F1–F6).
+    ///
+    /// Mirrors `CKSyncEngine.Configuration`, with one difference: there is no
+    /// `stateSerialization`. The engine keeps its state in its device log, so the app passes the
+    /// log's directory (or an open ``DeviceLog``) instead of a serialized state; the same
+    /// directory next launch continues where the engine stopped (F3, F28).
+    ///
+    /// ```swift
+    /// var configuration = SyncEngine.Configuration(
+    ///     database: server.database(for: "alice", scope: .private, device: "phone"),
+    ///     logDirectory: appSupport.appending(path: "sync"),
+    ///     delegate: notes)
+    /// configuration.automaticallySync = false
+    /// let engine = try SyncEngine(configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The database to sync with: the user's private or shared database (F2).
+        public var database: any CloudDatabase
+        /// Where the device log is: a directory (opened with durable commits), or an open log.
+        public var storage: Storage
+        /// The delegate, held weakly (F4): keep it alive for as long as the engine runs.
+        public weak var delegate: (any SyncEngineDelegate)?
+        /// Whether the engine syncs on its own (F5); `true` by default. Automatic scheduling is
+        /// not built yet: today the engine syncs only when `sendChanges`/`fetchChanges` are
+        /// called, whatever this says.
+        public var automaticallySync: Bool = true
+        /// The database subscription to use for push hints, or `nil` to let the engine find or
+        /// create its own (F6). Stored for the push support still to come.
+        public var subscriptionID: Subscription.ID?
+        /// Where the engine reports what it does (each send and fetch, at `debug`).
+        public var logger: Logger = Logger(label: "LogSync.SyncEngine")
+        /// The most changes to ask for per fetch request, or `nil` for the server's page size.
+        /// Smaller pages mean more, smaller `fetched…Changes` events.
+        public var fetchResultsLimit: Int?
+
+        /// Where a device log is.
+        public enum Storage: Sendable {
+            /// The log in this directory, created if missing, with durable commits.
+            case directory(URL)
+            /// A log already open.
+            case deviceLog(DeviceLog)
+        }
+
+        /// A configuration whose device log is in `logDirectory` (created if missing).
+        ///
+        /// - Parameters:
+        ///   - database: The database to sync with (private or shared scope).
+        ///   - logDirectory: The device log's directory; one per engine.
+        ///   - delegate: The delegate, held weakly.
+        public init(database: any CloudDatabase, logDirectory: URL, delegate: any SyncEngineDelegate) {
+            self.database = database
+            self.storage = .directory(logDirectory)
+            self.delegate = delegate
+        }
+
+        /// A configuration on an open device log (for example one opened with `.fast` commits
+        /// in tests).
+        ///
+        /// - Parameters:
+        ///   - database: The database to sync with (private or shared scope).
+        ///   - deviceLog: The device log; one per engine.
+        ///   - delegate: The delegate, held weakly.
+        public init(database: any CloudDatabase, deviceLog: DeviceLog, delegate: any SyncEngineDelegate) {
+            self.database = database
+            self.storage = .deviceLog(deviceLog)
+            self.delegate = delegate
+        }
+    }
+
+    /// A `sendChanges`, `fetchChanges` or `cancelOperations` call made from inside the engine's
+    /// own delegate callbacks (F11), which would otherwise wait for itself forever.
+    ///
+    /// Move the call out of the callback, for example into a `Task.detached` that the callback
+    /// starts. (A plain `Task { }` inherits the callback's context and is refused too.)
+    public struct ReentrantCallError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The call that was refused, such as `sendChanges`.
+        public let operation: String
+
+        /// Why the call was refused.
+        public var description: String {
+            "\(operation)() was called from inside a SyncEngineDelegate callback of the same engine; it would wait for its own event delivery"
+        }
+    }
+
+    /// The configuration names a public database, which the engine does not sync (F2).
+    public struct UnsupportedDatabaseError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The database's scope.
+        public let scope: DatabaseScope
+
+        /// Why the engine refused the database.
+        public var description: String {
+            "a SyncEngine syncs a private or shared database, not the \(scope) database"
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import LogStore
+import SwiftProtobuf
+import SyncModel
+
+// The byte form of the entries a send or a fetch writes (kinds 10, 14, 20–25, 50); the app's
+// edits and the batch entries are in DeviceEntryCodec.swift, which dispatches here.
+
+extension DeviceEntry {
+    /// The entry of a sync step; called by `newEntry` for the cases it does not encode itself.
+    var syncStepEntry: NewEntry {
+        switch self {
+        case .sendStarted(let context):
+            var message = Logsync_Device_SendStarted()
+            message.reason = context.reason.proto
+            message.scope = context.options.scope.proto
+            return Self.entry(Kind.sendStarted, message)
+        case .sendFinished(let error):
+            var message = Logsync_Device_SendFinished()
+            if let error { message.error = error.proto }
+            return Self.entry(Kind.sendFinished, message)
+        case .fetchStarted(let context):
+            var message = Logsync_Device_FetchStarted()
+            message.reason = context.reason.proto
+            message.scope = context.options.scope.proto
+            message.prioritizedZoneIds = context.options.prioritizedZoneIDs.map(\.proto)
+            return Self.entry(Kind.fetchStarted, message)
+        case .databaseChangesFetched(let modifications, let deletions, let token, let moreComing):
+            var message = Logsync_Device_DatabaseChangesFetched()
+            message.modifications = modifications.map(\.proto)
+            message.deletions = deletions.map { deletion in
+                var proto = Logsync_Device_ZoneDeletion()
+                proto.zoneID = deletion.zoneID.proto
+                proto.reason = deletion.reason.proto
+                return proto
+            }
+            message.changeToken = token.data
+            message.moreComing = moreComing
+            return Self.entry(Kind.databaseChangesFetched, message)
+        case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, let moreComing):
+            var message = Logsync_Device_ZoneChangesFetched()
+            message.zoneID = zoneID.proto
+            message.modifications = modifications.map(\.proto)
+            message.deletions = deletions.map { deletion in
+                var proto = Logsync_Device_RecordDeletion()
+                proto.recordID = deletion.recordID.proto
+                proto.recordType = deletion.recordType
+                return proto
+            }
+            message.changeToken = token.data
+            message.moreComing = moreComing
+            return Self.entry(Kind.zoneChangesFetched, message)
+        case .zoneFetchFinished(let zoneID, let error):
+            var message = Logsync_Device_ZoneFetchFinished()
+            message.zoneID = zoneID.proto
+            if let error { message.error = error.proto }
+            return Self.entry(Kind.zoneFetchFinished, message)
+        case .fetchFinished(let error):
+            var message = Logsync_Device_FetchFinished()
+            if let error { message.error = error.proto }
+            return Self.entry(Kind.fetchFinished, message)
+        case .changeTokenReset(let zoneID):
+            var message = Logsync_Device_ChangeTokenReset()
+            if let zoneID { message.zoneID = zoneID.proto }
+            return Self.entry(Kind.changeTokenReset, message)
+        case .eventsDelivered(let offset):
+            var message = Logsync_Device_EventsDelivered()
+            message.through = offset.rawValue
+            return Self.entry(Kind.eventsDelivered, message)
+        case .pendingRecordZoneChangesAdded, .pendingRecordZoneChangesRemoved, .pendingDatabaseChangesAdded,
+            .pendingDatabaseChangesRemoved, .untrackedChangesFlagged, .batchPrepared, .batchResult,
+            .databaseChangesSent:
+            preconditionFailure("\(name) is encoded by DeviceEntry.newEntry")
+        }
+    }
+
+    /// Decodes the entry of a sync step (kinds 10, 14, 20–25, 50).
+    static func syncStep(_ entry: LogEntry) throws(LogStoreError) -> DeviceEntry {
+        switch entry.kind {
+        case Kind.sendStarted:
+            let message = try message(Logsync_Device_SendStarted.self, entry, "sendStarted")
+            return try converting(entry, "sendStarted") { () throws(SyncError) in
+                guard message.hasScope else { throw missing("SendStarted.scope") }
+                let reason = try SyncEngine.SyncReason(proto: message.reason, "SendStarted.reason")
+                let scope = try SyncEngine.SendChangesOptions.Scope(proto: message.scope)
+                return .sendStarted(SyncEngine.SendChangesContext(reason: reason, options: .init(scope: scope)))
+            }
+        case Kind.sendFinished:
+            let message = try message(Logsync_Device_SendFinished.self, entry, "sendFinished")
+            return try converting(entry, "sendFinished") { () throws(SyncError) in
+                .sendFinished(error: message.hasError ? try within("SendFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
+            }
+        case Kind.fetchStarted:
+            let message = try message(Logsync_Device_FetchStarted.self, entry, "fetchStarted")
+            return try converting(entry, "fetchStarted") { () throws(SyncError) in
+                guard message.hasScope else { throw missing("FetchStarted.scope") }
+                let reason = try SyncEngine.SyncReason(proto: message.reason, "FetchStarted.reason")
+                let scope = try SyncEngine.FetchChangesOptions.Scope(proto: message.scope)
+                let options = SyncEngine.FetchChangesOptions(
+                    scope: scope, prioritizedZoneIDs: message.prioritizedZoneIds.map { RecordZone.ID(proto: $0) })
+                return .fetchStarted(SyncEngine.FetchChangesContext(reason: reason, options: options))
+            }
+        case Kind.databaseChangesFetched:
+            let message = try message(Logsync_Device_DatabaseChangesFetched.self, entry, "databaseChangesFetched")
+            return try converting(entry, "databaseChangesFetched") { () throws(SyncError) in
+                let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
+                    guard deletion.hasZoneID else { throw missing("DatabaseChangesFetched.deletions[\(index)].zone_id") }
+                    let reason = try within("DatabaseChangesFetched.deletions[\(index)].reason") { () throws(SyncError) in
+                        try ZoneDeletionReason(proto: deletion.reason)
+                    }
+                    return DatabaseChange.Deletion(zoneID: RecordZone.ID(proto: deletion.zoneID), reason: reason)
+                }
+                let token = try within("DatabaseChangesFetched.change_token") { () throws(SyncError) in
+                    try DatabaseChangeToken(data: message.changeToken)
+                }
+                return .databaseChangesFetched(
+                    modifications: message.modifications.map { RecordZone.ID(proto: $0) }, deletions: deletions,
+                    changeToken: token, moreComing: message.moreComing)
+            }
+        case Kind.zoneChangesFetched:
+            let message = try message(Logsync_Device_ZoneChangesFetched.self, entry, "zoneChangesFetched")
+            return try converting(entry, "zoneChangesFetched") { () throws(SyncError) in
+                guard message.hasZoneID else { throw missing("ZoneChangesFetched.zone_id") }
+                let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
+                    guard deletion.hasRecordID else { throw missing("ZoneChangesFetched.deletions[\(index)].record_id") }
+                    let id = try within("ZoneChangesFetched.deletions[\(index)].record_id") { () throws(SyncError) in
+                        try Record.ID(proto: deletion.recordID)
+                    }
+                    return RecordZoneChange.Deletion(recordID: id, recordType: deletion.recordType)
+                }
+                let token = try within("ZoneChangesFetched.change_token") { () throws(SyncError) in
+                    try ZoneChangeToken(data: message.changeToken)
+                }
+                return .zoneChangesFetched(
+                    zoneID: RecordZone.ID(proto: message.zoneID),
+                    modifications: try records(message.modifications, "ZoneChangesFetched.modifications"),
+                    deletions: deletions, changeToken: token, moreComing: message.moreComing)
+            }
+        case Kind.zoneFetchFinished:
+            let message = try message(Logsync_Device_ZoneFetchFinished.self, entry, "zoneFetchFinished")
+            return try converting(entry, "zoneFetchFinished") { () throws(SyncError) in
+                guard message.hasZoneID else { throw missing("ZoneFetchFinished.zone_id") }
+                let error = message.hasError
+                    ? try within("ZoneFetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil
+                return .zoneFetchFinished(zoneID: RecordZone.ID(proto: message.zoneID), error: error)
+            }
+        case Kind.fetchFinished:
+            let message = try message(Logsync_Device_FetchFinished.self, entry, "fetchFinished")
+            return try converting(entry, "fetchFinished") { () throws(SyncError) in
+                .fetchFinished(error: message.hasError ? try within("FetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
+            }
+        case Kind.changeTokenReset:
+            let message = try message(Logsync_Device_ChangeTokenReset.self, entry, "changeTokenReset")
+            return .changeTokenReset(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
+        case Kind.eventsDelivered:
+            let message = try message(Logsync_Device_EventsDelivered.self, entry, "eventsDelivered")
+            guard message.through >= 1 else {
+                throw LogStoreError(
+                    .corruptEntry, "eventsDelivered (kind \(entry.kind)) payload: EventsDelivered.through is 0",
+                    offset: entry.offset)
+            }
+            return .eventsDelivered(through: LogOffset(message.through))
+        default:
+            preconditionFailure("kind \(entry.kind) is decoded by DeviceEntry.init")
+        }
+    }
+}
+
+extension SyncEngine.SyncReason {
+    var proto: Logsync_Device_SyncReason {
+        switch self {
+        case .scheduled: .scheduled
+        case .manual: .manual
+        }
+    }
+
+    init(proto: Logsync_Device_SyncReason, _ field: String) throws(SyncError) {
+        switch proto {
+        case .scheduled: self = .scheduled
+        case .manual: self = .manual
+        case .unspecified: throw DeviceEntry.missing(field)
+        case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "\(field) has unknown value \(value)")
+        }
+    }
+}
+
+extension SyncEngine.SendChangesOptions.Scope {
+    var proto: Logsync_Device_SendScope {
+        var message = Logsync_Device_SendScope()
+        switch self {
+        case .all: message.scope = .all(true)
+        case .allExcluding(let ids): message.scope = .allExcluding(.with { $0.zoneIds = ids.map(\.proto) })
+        case .zoneIDs(let ids): message.scope = .zoneIds(.with { $0.zoneIds = ids.map(\.proto) })
+        case .recordIDs(let ids): message.scope = .recordIds(.with { $0.recordIds = ids.map(\.proto) })
+        }
+        return message
+    }
+
+    init(proto: Logsync_Device_SendScope) throws(SyncError) {
+        switch proto.scope {
+        case .all?: self = .all
+        case .allExcluding(let ids)?: self = .allExcluding(ids.zoneIds.map { RecordZone.ID(proto: $0) })
+        case .zoneIds(let ids)?: self = .zoneIDs(ids.zoneIds.map { RecordZone.ID(proto: $0) })
+        case .recordIds(let ids)?:
+            self = .recordIDs(try DeviceEntry.recordIDs(ids.recordIds, "SendScope.record_ids"))
+        case nil: throw SyncError(.invalidArguments, "SendScope has no scope set")
+        }
+    }
+}
+
+extension SyncEngine.FetchChangesOptions.Scope {
+    var proto: Logsync_Device_FetchScope {
+        var message = Logsync_Device_FetchScope()
+        switch self {
+        case .all: message.scope = .all(true)
+        case .allExcluding(let ids): message.scope = .allExcluding(.with { $0.zoneIds = ids.map(\.proto) })
+        case .zoneIDs(let ids): message.scope = .zoneIds(.with { $0.zoneIds = ids.map(\.proto) })
+        }
+        return message
+    }
+
+    init(proto: Logsync_Device_FetchScope) throws(SyncError) {
+        switch proto.scope {
+        case .all?: self = .all
+        case .allExcluding(let ids)?: self = .allExcluding(ids.zoneIds.map { RecordZone.ID(proto: $0) })
+        case .zoneIds(let ids)?: self = .zoneIDs(ids.zoneIds.map { RecordZone.ID(proto: $0) })
+        case nil: throw SyncError(.invalidArguments, "FetchScope has no scope set")
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import LogStore
+import SyncModel
+
+extension SyncEngine {
+    /// One fetch, in the order of F46: `willFetchChanges`; the database's change feed from the
+    /// stored token, one `fetchedDatabaseChanges` per page with changes; then, zone by zone,
+    /// `willFetchRecordZoneChanges`, one `fetchedRecordZoneChanges` per page with changes, and
+    /// `didFetchRecordZoneChanges`; `didFetchChanges` last.
+    ///
+    /// The zones fetched are the ones listed unfetched (F25) inside the scope the delegate's
+    /// `nextFetchChangesOptions` returns, asked before each zone (F14), prioritized zones first in
+    /// their order (F66). An expired token is dropped and its feed fetched again from the start
+    /// (F100). A zone that fails is reported in its `didFetchRecordZoneChanges` and the other
+    /// zones are still fetched (F102).
+    func runFetch(_ context: FetchChangesContext) async throws {
+        let step = SyncStep(engine: self)
+        logger.debug("fetch started: \(context)")
+        try step.append(.fetchStarted(context))
+        await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+
+        var stop: SyncError?
+        var zoneFailures: [SyncError.ItemID: SyncError] = [:]
+        do {
+            try await fetchDatabaseChanges(step)
+            var attempted = Set<RecordZone.ID>()
+            while true {
+                if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
+                let options = await nextFetchOptions(context)
+                let candidates = try step.read { try $0.zoneIDsWithUnfetchedServerChanges() }.filter {
+                    options.scope.contains($0) && !attempted.contains($0)
+                }
+                guard let zoneID = Self.nextZone(candidates, prioritized: options.prioritizedZoneIDs) else { break }
+                attempted.insert(zoneID)
+                if let error = try await fetchZone(zoneID, step) {
+                    zoneFailures[.zone(zoneID)] = error
+                    if error.code == .operationCancelled { throw error }
+                }
+            }
+        } catch let error as SyncError {
+            stop = error
+        }
+
+        try step.append(.fetchFinished(error: stop))
+        try await step.deliverStateUpdate()
+        await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+        logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
+
+        if let stop { throw stop }
+        if !zoneFailures.isEmpty {
+            throw SyncError(
+                .partialFailure, "\(zoneFailures.count) zones could not be fetched; see partialErrors and didFetchRecordZoneChanges",
+                partialErrors: zoneFailures)
+        }
+    }
+
+    /// The first of `prioritized` that is a candidate, else the first candidate (F66).
+    static func nextZone(_ candidates: [RecordZone.ID], prioritized: [RecordZone.ID]) -> RecordZone.ID? {
+        prioritized.first(where: candidates.contains) ?? candidates.first
+    }
+
+    /// Pages through the database's change feed until the server has nothing more (F37).
+    ///
+    /// - Throws: `SyncError` that stops the fetch: the server's, or `operationCancelled`.
+    private func fetchDatabaseChanges(_ step: SyncStep) async throws {
+        var tokenReset = false
+        while true {
+            if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
+            let token = try step.read { try $0.databaseChangeToken() }
+            let response: FetchDatabaseChangesResponse
+            do {
+                response = try await database.fetchDatabaseChanges(
+                    FetchDatabaseChangesRequest(since: token, resultsLimit: fetchResultsLimit))
+            } catch {
+                let failure = SyncError.from(error, during: "fetchDatabaseChanges")
+                if failure.code == .changeTokenExpired, token != nil, !tokenReset {
+                    tokenReset = true
+                    try step.append(.changeTokenReset(zoneID: nil))
+                    continue
+                }
+                throw failure
+            }
+            let offset = try step.append(
+                .databaseChangesFetched(
+                    modifications: response.modifications.map(\.zoneID), deletions: response.deletions,
+                    changeToken: response.changeToken, moreComing: response.moreComing))
+            if !response.modifications.isEmpty || !response.deletions.isEmpty {
+                await deliver(
+                    .fetchedDatabaseChanges(
+                        Event.FetchedDatabaseChanges(modifications: response.modifications, deletions: response.deletions)))
+                step.delivered(through: offset)
+            }
+            if !response.moreComing { return }
+        }
+    }
+
+    /// Fetches one zone's changes to the end, between its will/did events (F38–F40).
+    ///
+    /// - Returns: the error that ended the zone's fetch, or `nil`.
+    private func fetchZone(_ zoneID: RecordZone.ID, _ step: SyncStep) async throws -> SyncError? {
+        await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+        var failure: SyncError?
+        var tokenReset = false
+        while true {
+            if Task.isCancelled {
+                failure = .cancelled("fetchChanges")
+                break
+            }
+            let token = try step.read { try $0.zoneChangeToken(for: zoneID) }
+            let response: FetchZoneChangesResponse
+            do {
+                response = try await database.fetchZoneChanges(
+                    FetchZoneChangesRequest(zoneID: zoneID, since: token, resultsLimit: fetchResultsLimit))
+            } catch {
+                let error = SyncError.from(error, during: "fetchZoneChanges")
+                if error.code == .changeTokenExpired, token != nil, !tokenReset {
+                    // F100: start the zone over; the delegate receives its live records again.
+                    tokenReset = true
+                    try step.append(.changeTokenReset(zoneID: zoneID))
+                    continue
+                }
+                failure = error
+                break
+            }
+            let offset = try step.append(
+                .zoneChangesFetched(
+                    zoneID: zoneID, modifications: response.modifications.map(\.record), deletions: response.deletions,
+                    changeToken: response.changeToken, moreComing: response.moreComing))
+            if !response.modifications.isEmpty || !response.deletions.isEmpty {
+                await deliver(
+                    .fetchedRecordZoneChanges(
+                        Event.FetchedRecordZoneChanges(modifications: response.modifications, deletions: response.deletions)))
+                step.delivered(through: offset)
+            }
+            if !response.moreComing { break }
+        }
+        try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))
+        await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))
+        return failure
+    }
+}

@@ -1,0 +1,208 @@
+import Foundation
+import LogStore
+import SyncModel
+
+extension SyncEngine {
+    /// One send (F47): `willSendChanges`; the pending database changes in scope, in batches, each
+    /// answered by `sentDatabaseChanges`; then the delegate's record batches, each answered by
+    /// `sentRecordZoneChanges` (F57), going back to the database changes whenever new ones were
+    /// added meanwhile; `didSendChanges` once the delegate returns `nil`.
+    ///
+    /// A failure that keeps its change pending (transient, F89, or cancelled) ends the send after
+    /// its batch is reported: asking again at once would fail the same way.
+    func runSend(_ context: SendChangesContext) async throws {
+        let step = SyncStep(engine: self)
+        logger.debug("send started: \(context)")
+        try step.append(.sendStarted(context))
+        await deliver(.willSendChanges(Event.WillSendChanges(context: context)))
+
+        var failures: [SyncError.ItemID: SyncError] = [:]
+        var stop: SyncError?
+        var attemptedZoneChanges = Set<PendingDatabaseChange>()
+        let untrackedAtStart = try step.read { try $0.hasPendingUntrackedChanges() }
+
+        func zoneChangesToSend() throws -> [PendingDatabaseChange] {
+            try step.read { try $0.pendingDatabaseChanges() }.filter {
+                context.options.scope.contains($0.zoneID) && !attemptedZoneChanges.contains($0)
+            }
+        }
+
+        sending: while true {
+            // Database changes first (F23, F47 step 2).
+            while case let pending = try zoneChangesToSend(), !pending.isEmpty {
+                if Task.isCancelled {
+                    stop = .cancelled("sendChanges")
+                    break sending
+                }
+                let batch = Array(pending.prefix(Limits.maxItemsPerRequest))
+                attemptedZoneChanges.formUnion(batch)
+                let outcome = try await sendZoneChanges(batch, step)
+                failures.merge(outcome.failures) { first, _ in first }
+                if let halt = outcome.halt {
+                    stop = halt
+                    break sending
+                }
+            }
+            // Then one record batch from the delegate (F12, F47 step 3).
+            if Task.isCancelled {
+                stop = .cancelled("sendChanges")
+                break sending
+            }
+            guard let batch = await nextBatch(context), !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
+            else {
+                // Zone changes added while the delegate was asked: send them too (F47 step 4).
+                if try !zoneChangesToSend().isEmpty { continue sending }
+                break sending
+            }
+            let outcome = try await sendRecordBatch(batch, step)
+            failures.merge(outcome.failures) { first, _ in first }
+            if let halt = outcome.halt {
+                stop = halt
+                break sending
+            }
+        }
+
+        // F24 (spec choice): the untracked flag is cleared once the delegate had nothing more and
+        // everything sent succeeded.
+        if stop == nil, failures.isEmpty, untrackedAtStart, try step.read({ try $0.hasPendingUntrackedChanges() }) {
+            try step.append(.untrackedChangesFlagged(false))
+        }
+        try step.append(.sendFinished(error: stop))
+        try await step.deliverStateUpdate()
+        await deliver(.didSendChanges(Event.DidSendChanges(context: context)))
+        logger.debug("send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
+
+        if let stop { throw stop }
+        if !failures.isEmpty {
+            throw SyncError(
+                .partialFailure, "\(failures.count) of the changes sent failed; see partialErrors and the sent events",
+                partialErrors: failures)
+        }
+    }
+
+    /// What one request of a send ended with: the items that failed, and the error that should
+    /// end the send, if any.
+    struct SendOutcome {
+        var failures: [SyncError.ItemID: SyncError] = [:]
+        var halt: SyncError?
+
+        mutating func failed(_ item: SyncError.ItemID, _ error: SyncError) {
+            failures[item] = error
+            if halt == nil, error.keepsChangePending { halt = error }
+        }
+    }
+
+    /// Sends one batch of zone changes and reports it (F23, F43).
+    private func sendZoneChanges(_ changes: [PendingDatabaseChange], _ step: SyncStep) async throws -> SendOutcome {
+        var zonesToSave: [RecordZone] = []
+        var zoneIDsToDelete: [RecordZone.ID] = []
+        for change in changes {
+            switch change {
+            case .saveZone(let zone): zonesToSave.append(zone)
+            case .deleteZone(let id): zoneIDsToDelete.append(id)
+            }
+        }
+        let response: ModifyZonesResponse
+        do {
+            response = try await database.modifyZones(ModifyZonesRequest(zonesToSave: zonesToSave, zoneIDsToDelete: zoneIDsToDelete))
+        } catch {
+            let failure = SyncError.from(error, during: "modifyZones")
+            response = ModifyZonesResponse(
+                saveResults: Dictionary(uniqueKeysWithValues: zonesToSave.map { ($0.zoneID, .failure(failure)) }),
+                deleteResults: Dictionary(uniqueKeysWithValues: zoneIDsToDelete.map { ($0, .failure(failure)) }))
+        }
+        var outcome = SendOutcome()
+        var saved: [RecordZone] = []
+        var failedSaves: [Event.SentDatabaseChanges.FailedZoneSave] = []
+        var failedSaveErrors: [RecordZone.ID: SyncError] = [:]
+        var deleted: [RecordZone.ID] = []
+        var failedDeletes: [RecordZone.ID: SyncError] = [:]
+        for zone in zonesToSave {
+            switch response.saveResults[zone.zoneID] ?? .failure(Self.unanswered(.zone(zone.zoneID))) {
+            case .success(let savedZone): saved.append(savedZone)
+            case .failure(let error):
+                failedSaves.append(.init(zone: zone, error: error))
+                failedSaveErrors[zone.zoneID] = error
+                outcome.failed(.zone(zone.zoneID), error)
+            }
+        }
+        for id in zoneIDsToDelete {
+            switch response.deleteResults[id] ?? .failure(Self.unanswered(.zone(id))) {
+            case .success: deleted.append(id)
+            case .failure(let error):
+                failedDeletes[id] = error
+                outcome.failed(.zone(id), error)
+            }
+        }
+        try step.append(
+            .databaseChangesSent(
+                savedZones: saved, deletedZoneIDs: deleted, failedZoneSaves: failedSaveErrors, failedZoneDeletes: failedDeletes))
+        await deliver(
+            .sentDatabaseChanges(
+                Event.SentDatabaseChanges(
+                    savedZones: saved, failedZoneSaves: failedSaves, deletedZoneIDs: deleted, failedZoneDeletes: failedDeletes)))
+        return outcome
+    }
+
+    /// Sends one record batch and reports it (F44, F55–F58). The records go into the log first
+    /// (`batchPrepared`, marking them in flight, F32), the server's answer after.
+    private func sendRecordBatch(_ batch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
+        try step.append(
+            .batchPrepared(
+                recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
+                atomicByZone: batch.atomicByZone))
+        let request = ModifyRecordsRequest(
+            recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
+            savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
+            requestID: RequestID(UUID().uuidString))
+        let response: ModifyRecordsResponse
+        do {
+            response = try await database.modifyRecords(request)
+        } catch {
+            // The request as a whole failed (F52: a manual batch over the limits fails here with
+            // limitExceeded): every item carries the error.
+            let failure = SyncError.from(error, during: "modifyRecords")
+            var saveResults: [Record.ID: Result<Record, SyncError>] = [:]
+            var deleteResults: [Record.ID: Result<Void, SyncError>] = [:]
+            for record in batch.recordsToSave { saveResults[record.recordID] = .failure(failure) }
+            for id in batch.recordIDsToDelete { deleteResults[id] = .failure(failure) }
+            response = ModifyRecordsResponse(saveResults: saveResults, deleteResults: deleteResults)
+        }
+        var outcome = SendOutcome()
+        var saved: [Record] = []
+        var failedSaves: [Event.SentRecordZoneChanges.FailedRecordSave] = []
+        var failedSaveErrors: [Record.ID: SyncError] = [:]
+        var deleted: [Record.ID] = []
+        var failedDeletes: [Record.ID: SyncError] = [:]
+        for record in batch.recordsToSave {
+            switch response.saveResults[record.recordID] ?? .failure(Self.unanswered(.record(record.recordID))) {
+            case .success(let savedRecord): saved.append(savedRecord)
+            case .failure(let error):
+                failedSaves.append(.init(record: record, error: error))
+                failedSaveErrors[record.recordID] = error
+                outcome.failed(.record(record.recordID), error)
+            }
+        }
+        for id in batch.recordIDsToDelete {
+            switch response.deleteResults[id] ?? .failure(Self.unanswered(.record(id))) {
+            case .success: deleted.append(id)
+            case .failure(let error):
+                failedDeletes[id] = error
+                outcome.failed(.record(id), error)
+            }
+        }
+        try step.append(
+            .batchResult(saved: saved, deleted: deleted, failedSaves: failedSaveErrors, failedDeletes: failedDeletes))
+        await deliver(
+            .sentRecordZoneChanges(
+                Event.SentRecordZoneChanges(
+                    savedRecords: saved, failedRecordSaves: failedSaves, deletedRecordIDs: deleted,
+                    failedRecordDeletes: failedDeletes)))
+        return outcome
+    }
+
+    /// The error of an item the server's response left out.
+    private static func unanswered(_ item: SyncError.ItemID) -> SyncError {
+        SyncError(.internalError, "the server's response has no result for \(item)", item: item)
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+@testable import LogSync
+
+/// The conflict from the WWDC23 CKSyncEngine session, as a timeline of two devices.
+@Suite("Scenario: conflicts")
+struct ConflictScenarios {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static let note = Record.ID(recordName: "note", zoneID: notes)
+
+    // F21, F44, F56, F75, F91, F92
+    @Test("WWDC23: A sends \"A\"; B sends \"B\" before fetching, fails, merges the server record, ends with \"A\"")
+    func wwdcConflict() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let phoneA = try TestDevice("A", server: server, directory: directory)
+            let phoneB = try TestDevice("B", server: server, directory: directory)
+
+            // Both devices know the note; A and B each create the zone.
+            try phoneA.createZone(Self.notes)
+            try phoneA.write(Self.note, "first")
+            try await phoneA.sync()
+            try await phoneB.sync()
+            #expect(phoneB.title(Self.note) == "first")
+
+            // A sets "A" and sends.
+            try phoneA.write(Self.note, "A")
+            try await phoneA.engine.sendChanges()
+
+            // B sets "B" and sends before fetching: the save conflicts, and sendChanges throws.
+            try phoneB.write(Self.note, "B")
+            let error = await #expect(throws: SyncError.self) { try await phoneB.engine.sendChanges() }
+            #expect(error?.code == .partialFailure)
+            #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
+            let failed = phoneB.syncEvents.compactMap { event -> SyncEngine.Event.SentRecordZoneChanges? in
+                if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
+            }.last
+            #expect(failed?.failedRecordSaves.first?.error.serverRecord?["title"] == .string("A"))
+
+            // B's delegate merged into the server record (server wins): "A", nothing left to send.
+            #expect(phoneB.title(Self.note) == "A")
+            #expect(try phoneB.engine.state.pendingRecordZoneChanges == [])
+            #expect(try phoneB.engine.deviceLog.lastKnownServerRecord(for: Self.note)?["title"] == .string("A"))
+            try await phoneB.sync()
+            try await phoneA.sync()
+            #expect(phoneA.title(Self.note) == "A")
+            #expect(phoneB.title(Self.note) == "A")
+            #expect(try phoneA.engine.deviceLog.log.verifyProjections() == nil)
+            #expect(try phoneB.engine.deviceLog.log.verifyProjections() == nil)
+        }
+    }
+}

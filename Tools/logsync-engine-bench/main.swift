@@ -1,0 +1,1 @@
+print("logsync-engine-bench: not written yet")
