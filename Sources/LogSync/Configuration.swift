@@ -74,8 +74,9 @@ extension SyncEngine {
         }
     }
 
-    /// A `sendChanges`, `fetchChanges` or `cancelOperations` call made from inside the engine's
-    /// own delegate callbacks (F11), which would otherwise wait for itself forever.
+    /// A `sendChanges` or `fetchChanges` call made from inside the engine's own delegate
+    /// callbacks (F11), which would otherwise wait for itself forever. (`cancelOperations()`
+    /// waits for nothing and may be called from anywhere.)
     ///
     /// Move the call out of the callback, for example into a `Task.detached` that the callback
     /// starts. (A plain `Task { }` inherits the callback's context and is refused too.)

@@ -28,7 +28,7 @@ extension SyncEngine {
         /// Creates a batch of exactly these changes.
         ///
         /// Does **not** check the server's limits (F52): a batch of more than
-        /// ``Limits/maxItemsPerRequest`` items or ``Limits/maxRequestBytes`` bytes is sent as is,
+        /// `Limits.maxItemsPerRequest` items or `Limits.maxRequestBytes` bytes is sent as is,
         /// and the server rejects it with `limitExceeded`.
         ///
         /// - Parameters:
@@ -50,8 +50,8 @@ extension SyncEngine {
         ///   provider returns `nil`, the change is skipped and the walk goes on.
         ///
         /// The walk stops before the change that would take the batch beyond
-        /// ``Limits/maxItemsPerRequest`` items (saves plus deletions) or ``Limits/maxRequestBytes``
-        /// bytes (the sum of the saved records' ``Record/estimatedSize``; deletions weigh nothing).
+        /// `Limits.maxItemsPerRequest` items (saves plus deletions) or `Limits.maxRequestBytes`
+        /// bytes (the sum of the saved records' `Record.estimatedSize`; deletions weigh nothing).
         /// The provider is not asked for a save once the batch is full by count, but it is asked
         /// for the save that turns out too heavy, since its size is known only then. The first
         /// change taken is always taken, even a record heavier than the whole byte limit (spec

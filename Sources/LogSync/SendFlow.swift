@@ -37,6 +37,10 @@ extension SyncEngine {
                 let batch = Array(pending.prefix(Limits.maxItemsPerRequest))
                 attemptedZoneChanges.formUnion(batch)
                 let outcome = try await sendZoneChanges(batch, step)
+                // A change settled by the server is no longer pending; if the app adds it again
+                // later in this send (after a zoneNotFound, say), it is a new change to send.
+                let stillPending = Set(try step.read { try $0.pendingDatabaseChanges() })
+                attemptedZoneChanges.formIntersection(stillPending)
                 failures.merge(outcome.failures) { first, _ in first }
                 if let halt = outcome.halt {
                     stop = halt
