@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Synchronization
 import SyncModel
 
 /// A device's sync log: every edit of the engine's state and every step of a sync, appended to
@@ -7,7 +8,7 @@ import SyncModel
 ///
 /// ```swift
 /// let deviceLog = try DeviceLog(directory: appSupport.appending(path: "sync"))
-/// let engine = SyncEngine(deviceLog: deviceLog)
+/// let engine = try SyncEngine(SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: notes))
 /// try engine.state.add(pendingRecordZoneChanges: [.saveRecord(noteID)])
 /// let archived = try deviceLog.lastKnownServerRecord(for: noteID)   // after a send
 /// ```
@@ -30,6 +31,10 @@ public final class DeviceLog: Sendable {
     public let log: Log
 
     let committer: GroupCommitter
+    /// Decoded pending record changes by position, so that reading the pending list for every
+    /// batch costs a walk of the table, not a decode of every change (see
+    /// `DeviceSnapshot.pendingRecordZoneChanges(cache:)`).
+    let pendingChangeCache = Mutex<[Position: SyncEngine.PendingRecordZoneChange]>([:])
 
     /// Opens (creating it if needed) the device log in `directory`.
     ///

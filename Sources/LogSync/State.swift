@@ -49,7 +49,7 @@ extension SyncEngine {
         ///
         /// - Throws: `LogStoreError` if the log cannot be read.
         public var pendingRecordZoneChanges: [PendingRecordZoneChange] {
-            get throws { try deviceLog.read { try $0.pendingRecordZoneChanges() } }
+            get throws { try deviceLog.read { try $0.pendingRecordZoneChanges(cache: deviceLog.pendingChangeCache) } }
         }
 
         /// Adds record changes to send, in order; returns once they are committed to the log.

@@ -1,0 +1,381 @@
+import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import Synchronization
+import SyncModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What one phase measured, written by the child as JSON for the parent.
+struct PhaseResult: Codable {
+    var phase = ""
+    var durability = ""
+    var records = 0
+    /// Wall time of `fetchChanges()` or `sendChanges()`.
+    var seconds = 0.0
+    /// CPU time (user + system) of the process during that call.
+    var cpuSeconds = 0.0
+    /// Time inside the server's methods (the `TimedDatabase` wrapper), and their calls.
+    var serverSeconds = 0.0
+    var serverCalls = 0
+    /// Time inside the delegate's `handleEvent`.
+    var handleEventSeconds = 0.0
+    var events = 0
+    /// Send: time inside `nextRecordZoneChangeBatch`, split into reading the pending list and
+    /// building the batch (the record provider included); the number of batches asked for.
+    var pendingReadSeconds = 0.0
+    var batchBuildSeconds = 0.0
+    var batches = 0
+    /// Send: the pending-list read of the first and of the last non-empty batch, and the pending
+    /// list's length then.
+    var firstPendingReadSeconds = 0.0
+    var firstPendingCount = 0
+    var lastPendingReadSeconds = 0.0
+    var lastPendingCount = 0
+    /// Send: adding the pending changes before the send (`state.add`, one commit per call).
+    var addSeconds = 0.0
+    var addCalls = 0
+    /// Fetch: pages with records (`fetchedRecordZoneChanges` events). Send: records saved.
+    var pages = 0
+    var processed = 0
+    /// Memory, kB: VmHWM and ru_maxrss at the end, RssAnon's sampled peak (every 10 ms), the
+    /// end's VmRSS, RssAnon and RssFile, and VmHWM before the timed call.
+    var hwm = 0
+    var maxrss = 0
+    var peakAnon = 0
+    var rss = 0
+    var anon = 0
+    var file = 0
+    var hwmBefore = 0
+    /// Sizes of the device log's and the server's data files.
+    var deviceLogBytes = 0
+    var serverBytes = 0
+    /// Seed only.
+    var seedSeconds = 0.0
+    var seedRequests = 0
+}
+
+enum Child {
+    static func main(_ arguments: [String]) async {
+        do {
+            let options = try BenchOptions.parse(arguments)
+            guard let phase = options.phase, let directory = options.phaseDirectory else {
+                throw BenchError("--phase needs --phase-dir")
+            }
+            let url = URL(fileURLWithPath: directory, isDirectory: true)
+            let result: PhaseResult
+            switch phase {
+            case .seed: result = try await seedPhase(options, url)
+            case .fetch: result = try await fetchPhase(options, url)
+            case .send: result = try await sendPhase(options, url)
+            }
+            if let path = options.resultPath {
+                try JSONEncoder().encode(result).write(to: URL(fileURLWithPath: path))
+            }
+            exit(0)
+        } catch {
+            emit("logsync-engine-bench (child): \(error)")
+            exit(1)
+        }
+    }
+
+    static func durability(_ options: BenchOptions) -> Durability {
+        options.durabilities.first == "fast" ? .fast : .durable
+    }
+
+    static func openServer(_ directory: URL, _ options: BenchOptions) throws -> SyncServer {
+        try SyncServer(.init(directory: directory, durability: .fast, maxChangesPerPage: options.page))
+    }
+
+    // MARK: Seed
+
+    static func seedPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+        let server = try openServer(directory.appendingPathComponent("server"), options)
+        defer { server.shutdown() }
+        let (seconds, requests) = try await seed(
+            server.database(for: "alice", device: "seeder"), count: options.records, progress: true)
+        var result = PhaseResult(phase: "seed", records: options.records)
+        result.seedSeconds = seconds
+        result.seedRequests = requests
+        return result
+    }
+
+    // MARK: Initial sync
+
+    static func fetchPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+        let server = try openServer(directory.appendingPathComponent("server"), options)
+        defer { server.shutdown() }
+        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
+        let logDirectory = directory.appendingPathComponent("device-fetch-\(options.durabilities[0])")
+        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
+        let delegate = FetchDelegate()
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
+        configuration.automaticallySync = false
+        let engine = try SyncEngine(configuration)
+
+        var result = PhaseResult(phase: "fetch", durability: options.durabilities[0], records: options.records)
+        let sampler = PeakSampler()
+        result.hwmBefore = Memory.read().hwm
+        let cpuBefore = cpuSeconds()
+        let started = ContinuousClock.now
+        try await engine.fetchChanges()
+        result.seconds = (ContinuousClock.now - started).seconds
+        result.cpuSeconds = cpuSeconds() - cpuBefore
+        result.peakAnon = sampler.stop()
+
+        let received = delegate.store.withLock { $0.records.count }
+        guard received == options.records else {
+            throw BenchError("the delegate holds \(received) records after the fetch, not \(options.records)")
+        }
+        fillMemory(&result)
+        let figures = delegate.store.withLock { $0 }
+        result.handleEventSeconds = figures.handleEventSeconds
+        result.events = figures.events
+        result.pages = figures.pages
+        result.processed = received
+        result.serverSeconds = database.totalSeconds
+        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
+        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
+        result.serverBytes = directorySize(directory.appendingPathComponent("server"))
+        withExtendedLifetime(engine) {}
+        return result
+    }
+
+    // MARK: Sending
+
+    static func sendPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server-send-\(options.durabilities[0])")
+        let server = try openServer(serverDirectory, options)
+        defer { server.shutdown() }
+        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
+        let logDirectory = directory.appendingPathComponent("device-send-\(options.durabilities[0])")
+        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
+        let delegate = SendDelegate(deviceLog: deviceLog)
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
+        configuration.automaticallySync = false
+        let engine = try SyncEngine(configuration)
+
+        var result = PhaseResult(phase: "send", durability: options.durabilities[0], records: options.records)
+        let sampler = PeakSampler()
+        // The app creates its zones, then the user's edits arrive; each chunk is saved in the
+        // app's store and its pending changes added in one call.
+        try engine.state.add(pendingDatabaseChanges: Workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
+        var first = 0
+        while first < options.records {
+            let last = min(first + options.chunk, options.records)
+            let records = (first..<last).map { Workload.record($0, series: "edit") }
+            delegate.store.withLock { store in for record in records { store.records[record.recordID] = record } }
+            let started = ContinuousClock.now
+            try engine.state.add(pendingRecordZoneChanges: records.map { .saveRecord($0.recordID) })
+            result.addSeconds += (ContinuousClock.now - started).seconds
+            result.addCalls += 1
+            first = last
+        }
+
+        result.hwmBefore = Memory.read().hwm
+        let cpuBefore = cpuSeconds()
+        let started = ContinuousClock.now
+        try await engine.sendChanges()
+        result.seconds = (ContinuousClock.now - started).seconds
+        result.cpuSeconds = cpuSeconds() - cpuBefore
+        result.peakAnon = sampler.stop()
+
+        let left = try engine.state.pendingRecordZoneChanges.count
+        let figures = delegate.store.withLock { $0 }
+        guard left == 0, figures.saved == options.records, figures.failed == 0 else {
+            throw BenchError(
+                "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending")
+        }
+        fillMemory(&result)
+        result.handleEventSeconds = figures.handleEventSeconds
+        result.events = figures.events
+        result.pendingReadSeconds = figures.pendingReadSeconds
+        result.batchBuildSeconds = figures.batchBuildSeconds
+        result.batches = figures.batches
+        result.firstPendingReadSeconds = figures.pendingReads.first?.seconds ?? 0
+        result.firstPendingCount = figures.pendingReads.first?.count ?? 0
+        let lastNonEmpty = figures.pendingReads.last(where: { $0.count > 0 })
+        result.lastPendingReadSeconds = lastNonEmpty?.seconds ?? 0
+        result.lastPendingCount = lastNonEmpty?.count ?? 0
+        result.processed = figures.saved
+        result.serverSeconds = database.totalSeconds
+        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
+        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
+        result.serverBytes = directorySize(serverDirectory)
+        if ProcessInfo.processInfo.environment["ENGINE_BENCH_BATCH_TIMES"] != nil {
+            for (i, read) in figures.pendingReads.enumerated() where i % 25 == 0 || i == figures.pendingReads.count - 1 {
+                emit("    batch \(i): pending list of \(grouped(read.count)) read in \(ms(read.seconds))")
+            }
+        }
+        withExtendedLifetime(engine) {}
+        return result
+    }
+
+    static func fillMemory(_ result: inout PhaseResult) {
+        let memory = Memory.read()
+        result.hwm = memory.hwm
+        result.rss = memory.rss
+        result.anon = memory.anon
+        result.file = memory.file
+        result.peakAnon = max(result.peakAnon, memory.anon)
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        result.maxrss = Int(usage.ru_maxrss)
+    }
+}
+
+// MARK: Delegates
+
+/// The initial sync's app: keeps every record it receives in a dictionary.
+final class FetchDelegate: SyncEngineDelegate {
+    struct Store {
+        var records: [Record.ID: Record] = [:]
+        var handleEventSeconds = 0.0
+        var events = 0
+        var pages = 0
+    }
+
+    let store = Mutex(Store())
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        let started = ContinuousClock.now
+        store.withLock { store in
+            switch event {
+            case .fetchedRecordZoneChanges(let changes):
+                store.pages += 1
+                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
+                for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
+            case .fetchedDatabaseChanges(let changes):
+                let gone = Set(changes.deletions.map(\.zoneID))
+                if !gone.isEmpty { store.records = store.records.filter { !gone.contains($0.key.zoneID) } }
+            default:
+                break
+            }
+            store.events += 1
+            store.handleEventSeconds += (ContinuousClock.now - started).seconds
+        }
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
+}
+
+/// The sending app: holds its records in a dictionary, builds each batch from the pending list
+/// as the documentation shows (`state.pendingRecordZoneChanges`, filtered by the send's scope,
+/// into `RecordZoneChangeBatch(pendingChanges:recordProvider:)`), and puts each record's fields
+/// on the last known server record's system fields when there is one (as the scenario tests'
+/// `TestDevice` does).
+final class SendDelegate: SyncEngineDelegate {
+    struct Store {
+        var records: [Record.ID: Record] = [:]
+        var handleEventSeconds = 0.0
+        var events = 0
+        var saved = 0
+        var failed = 0
+        var firstFailure: String?
+        var pendingReadSeconds = 0.0
+        var batchBuildSeconds = 0.0
+        var batches = 0
+        var pendingReads: [(count: Int, seconds: Double)] = []
+    }
+
+    let store = Mutex(Store())
+    let deviceLog: DeviceLog
+
+    init(deviceLog: DeviceLog) { self.deviceLog = deviceLog }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        let started = ContinuousClock.now
+        store.withLock { store in
+            if case .sentRecordZoneChanges(let sent) = event {
+                store.saved += sent.savedRecords.count
+                store.failed += sent.failedRecordSaves.count + sent.failedRecordDeletes.count
+                if store.firstFailure == nil, let failure = sent.failedRecordSaves.first {
+                    store.firstFailure = "\(failure.record.recordID): \(failure.error)"
+                }
+            }
+            store.events += 1
+            store.handleEventSeconds += (ContinuousClock.now - started).seconds
+        }
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        let started = ContinuousClock.now
+        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+        let read = ContinuousClock.now
+        let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id) }
+        let built = ContinuousClock.now
+        store.withLock { store in
+            store.batches += 1
+            store.pendingReadSeconds += (read - started).seconds
+            store.batchBuildSeconds += (built - read).seconds
+            store.pendingReads.append((pending.count, (read - started).seconds))
+        }
+        return batch
+    }
+
+    private func record(for id: Record.ID) -> Record? {
+        guard let local = store.withLock({ $0.records[id] }) else { return nil }
+        guard let known = try? deviceLog.lastKnownServerRecord(for: id) else { return local }
+        var record = known.systemFieldsCopy()
+        for key in local.allKeys() { record[key] = local[key] }
+        return record
+    }
+}
+
+// MARK: Measuring
+
+/// Samples RssAnon every 10 ms on a thread of its own and keeps the largest value (kB).
+final class PeakSampler: Sendable {
+    private let state = Mutex<(peak: Int, stopped: Bool)>((0, false))
+
+    init() {
+        Thread.detachNewThread { [self] in
+            while true {
+                let anon = Memory.read().anon
+                let stopped = state.withLock { state in
+                    state.peak = max(state.peak, anon)
+                    return state.stopped
+                }
+                if stopped { return }
+                usleep(10_000)
+            }
+        }
+    }
+
+    /// Stops sampling and returns the peak.
+    func stop() -> Int {
+        state.withLock { state in
+            state.stopped = true
+            return state.peak
+        }
+    }
+}
+
+/// User plus system CPU time of this process, in seconds.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+func fileSize(_ url: URL) -> Int {
+    (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
+}
+
+/// The apparent size of every file under `url`.
+func directorySize(_ url: URL) -> Int {
+    guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
+    var total = 0
+    for case let file as URL in enumerator {
+        total += (try? file.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0
+    }
+    return total
+}

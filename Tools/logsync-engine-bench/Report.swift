@@ -1,0 +1,123 @@
+import Foundation
+
+/// Resident memory of this process, from /proc/self/status (kB figures; 0 where unavailable).
+struct Memory {
+    var rss = 0
+    var anon = 0
+    var file = 0
+    var hwm = 0
+
+    static func read() -> Memory {
+        var memory = Memory()
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return memory }
+        for line in text.split(separator: "\n") {
+            let parts = line.split(whereSeparator: { $0 == ":" || $0 == " " || $0 == "\t" })
+            guard parts.count >= 2, let kB = Int(parts[1]) else { continue }
+            switch parts[0] {
+            case "VmRSS": memory.rss = kB
+            case "RssAnon": memory.anon = kB
+            case "RssFile": memory.file = kB
+            case "VmHWM": memory.hwm = kB
+            default: break
+            }
+        }
+        return memory
+    }
+
+    var rssMiB: String { mib(rss) }
+    var description: String {
+        "VmRSS \(mib(rss)) MiB (RssAnon \(mib(anon)), RssFile \(mib(file))), VmHWM \(mib(hwm)) MiB"
+    }
+}
+
+func mib(_ kB: Int) -> String { String(format: "%.1f", Double(kB) / 1024) }
+
+/// Timing samples in seconds.
+struct Samples {
+    var values: [Double] = []
+
+    var median: Double { percentile(50) }
+    var p99: Double { percentile(99) }
+
+    /// Nearest-rank percentile.
+    func percentile(_ p: Double) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
+}
+
+func ms(_ seconds: Double) -> String { String(format: "%.3f ms", seconds * 1000) }
+func ratio(_ value: Double) -> String { String(format: "%.2f", value) }
+
+/// `1234567` → `1,234,567`.
+func grouped(_ value: Int) -> String {
+    let digits = String(value.magnitude)
+    var out = ""
+    for (i, ch) in digits.enumerated() {
+        if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+        out.append(ch)
+    }
+    return value < 0 ? "-" + out : out
+}
+
+func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
+    let fill = String(repeating: " ", count: max(0, width - text.count))
+    return left ? fill + text : text + fill
+}
+
+/// An aligned table; the first row is the header, the first column left-aligned.
+func table(_ cells: [[String]]) -> String {
+    var widths = [Int](repeating: 0, count: cells.map(\.count).max() ?? 0)
+    for line in cells { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
+    var lines: [String] = []
+    for (n, line) in cells.enumerated() {
+        lines.append(line.enumerated().map { i, cell in pad(cell, widths[i], left: i != 0) }.joined(separator: "  "))
+        if n == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
+    }
+    return lines.joined(separator: "\n")
+}
+
+/// The 1, 5 and 15-minute load averages, from /proc/loadavg.
+func loadAverage() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
+    return text.split(separator: " ").prefix(3).joined(separator: " ")
+}
+
+func cpuModel() -> String {
+    guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return "CPU unknown" }
+    for line in text.split(separator: "\n") where line.hasPrefix("model name") {
+        return line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "CPU unknown"
+    }
+    return "CPU unknown"
+}
+
+/// The scratch directory: a fresh subdirectory of the one given with `--dir` (or of the
+/// temporary directory), removed at the end, with `--dir` itself if this program created it.
+final class ScratchDirectory {
+    let url: URL
+    private let createdParent: URL?
+
+    init(_ path: String?) throws {
+        let fileManager = FileManager.default
+        let parent = path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? fileManager.temporaryDirectory
+        createdParent = fileManager.fileExists(atPath: parent.path) ? nil : parent
+        url = parent.appendingPathComponent("logsync-engine-bench-\(UUID().uuidString)", isDirectory: true)
+        try fileManager.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func subdirectory(_ name: String) -> URL { url.appendingPathComponent(name, isDirectory: true) }
+
+    func remove(_ directory: URL) { try? FileManager.default.removeItem(at: directory) }
+
+    func finish() {
+        try? FileManager.default.removeItem(at: url)
+        if let createdParent { try? FileManager.default.removeItem(at: createdParent) }
+    }
+}
+
+/// Writes a line to standard output unbuffered, so progress shows when output goes to a file.
+func emit(_ line: String = "") {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
