@@ -9,7 +9,9 @@ extension SyncEngine {
     /// added meanwhile; `didSendChanges` once the delegate returns `nil`.
     ///
     /// A failure that keeps its change pending (transient, F89, or cancelled) ends the send after
-    /// its batch is reported: asking again at once would fail the same way.
+    /// its batch is reported: asking again at once would fail the same way. So does a batch made
+    /// only of items that already failed in this send: the app re-queued them, and they wait for
+    /// the next send.
     func runSend(_ context: SendChangesContext) async throws {
         let step = SyncStep(engine: self)
         logger.debug("send started: \(context)")
@@ -20,6 +22,7 @@ extension SyncEngine {
         var stop: SyncError?
         var attemptedZoneChanges = Set<PendingDatabaseChange>()
         let untrackedAtStart = try step.read { try $0.hasPendingUntrackedChanges() }
+        var lastAsked = try deviceLog.log.lastOffset  // the log's end when the delegate was last asked
 
         func zoneChangesToSend() throws -> [PendingDatabaseChange] {
             try step.read { try $0.pendingDatabaseChanges() }.filter {
@@ -52,12 +55,18 @@ extension SyncEngine {
                 stop = .cancelled("sendChanges")
                 break sending
             }
+            lastAsked = try deviceLog.log.lastOffset
             guard let batch = await nextBatch(context), !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
             else {
                 // Zone changes added while the delegate was asked: send them too (F47 step 4).
                 if try !zoneChangesToSend().isEmpty { continue sending }
                 break sending
             }
+            // A batch of nothing but items that already failed in this send (a delegate that
+            // re-queues its failures, F91) would fail the same way again, forever: the send ends
+            // here, and they stay pending for the next one.
+            let items = batch.recordsToSave.map { SyncError.ItemID.record($0.recordID) } + batch.recordIDsToDelete.map { .record($0) }
+            if items.allSatisfy({ failures[$0] != nil }) { break sending }
             let outcome = try await sendRecordBatch(batch, step)
             failures.merge(outcome.failures) { first, _ in first }
             if let halt = outcome.halt {
@@ -67,8 +76,11 @@ extension SyncEngine {
         }
 
         // F24 (spec choice): the untracked flag is cleared once the delegate had nothing more and
-        // everything sent succeeded.
-        if stop == nil, failures.isEmpty, untrackedAtStart, try step.read({ try $0.hasPendingUntrackedChanges() }) {
+        // everything sent succeeded — unless the app set it again since the delegate's last
+        // answer, for changes that answer could not include.
+        if stop == nil, failures.isEmpty, untrackedAtStart, try step.read({ try $0.hasPendingUntrackedChanges() }),
+            try !untrackedChangesFlagged(after: lastAsked)
+        {
             try step.append(.untrackedChangesFlagged(false))
         }
         try step.append(.sendFinished(error: stop))
@@ -82,6 +94,15 @@ extension SyncEngine {
                 .partialFailure, "\(failures.count) of the changes sent failed; see partialErrors and the sent events",
                 partialErrors: failures)
         }
+    }
+
+    /// Whether the app set ``State/hasPendingUntrackedChanges`` after `offset` (F24).
+    private func untrackedChangesFlagged(after offset: LogOffset) throws -> Bool {
+        var flagged = false
+        try deviceLog.log.forEachEntry(from: offset.next) { entry in
+            if case .untrackedChangesFlagged(true) = try DeviceEntry(entry) { flagged = true }
+        }
+        return flagged
     }
 
     /// What one request of a send ended with: the items that failed, and the error that should

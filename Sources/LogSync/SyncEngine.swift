@@ -160,9 +160,14 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// Called by ``State`` after the app changed it: queues a `stateUpdate` (F26), coalesced
     /// with one already queued.
     func stateChanged() {
-        Task { [self] in
-            try? await operations.run(.stateUpdate) { [self] in
-                await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        // The task holds the engine weakly: an engine the app dropped gets no more events (F4,
+        // F110), and its log closes.
+        let weakSelf = WeakEngine(self)
+        let operations = self.operations
+        Task {
+            try? await operations.run(.stateUpdate) {
+                guard let engine = weakSelf.value else { return }
+                await engine.deliver(.stateUpdate(Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
             }
         }
     }

@@ -52,6 +52,66 @@ struct DeviceEntryCodecTests {
                 failedZoneSaves: [F.shared: SyncError(.badDatabase)],
                 failedZoneDeletes: [RecordZone.ID(zoneName: "Z"): SyncError(.networkFailure)]),
                    kind: K.databaseChangesSent),
+        ] + syncStepSamples
+    }()
+
+    /// The entries of a send or a fetch (kinds 10, 14, 20–25, 50), each case with its variants.
+    static let syncStepSamples: [Sample] = {
+        let K = DeviceEntry.Kind.self
+        let z = RecordZone.ID(zoneName: "Z")
+        func send(_ reason: SyncEngine.SyncReason, _ scope: SyncEngine.SendChangesOptions.Scope) -> DeviceEntry {
+            .sendStarted(SyncEngine.SendChangesContext(reason: reason, options: .init(scope: scope)))
+        }
+        func fetch(
+            _ reason: SyncEngine.SyncReason, _ scope: SyncEngine.FetchChangesOptions.Scope, _ prioritized: [RecordZone.ID] = []
+        ) -> DeviceEntry {
+            .fetchStarted(SyncEngine.FetchChangesContext(
+                reason: reason, options: .init(scope: scope, prioritizedZoneIDs: prioritized)))
+        }
+        let databaseToken = DatabaseChangeToken(offset: 42, database: 7)
+        let zoneToken = ZoneChangeToken(zoneID: F.notes, incarnation: 2, offset: 42, database: 7)
+        var missingZone = SyncError(.zoneNotFound, "no zone", item: .zone(F.shared))
+        missingZone.requestID = "dev-2"
+        return [
+            Sample(entry: send(.scheduled, .all), kind: K.sendStarted),
+            Sample(entry: send(.manual, .zoneIDs([F.notes, F.shared])), kind: K.sendStarted),
+            Sample(entry: send(.manual, .allExcluding([F.photos])), kind: K.sendStarted),
+            Sample(entry: send(.scheduled, .recordIDs([F.a, F.id("s", F.shared)])), kind: K.sendStarted),
+            Sample(entry: send(.manual, .zoneIDs([])), kind: K.sendStarted),
+            Sample(entry: .sendFinished(error: nil), kind: K.sendFinished),
+            Sample(entry: .sendFinished(error: SyncError(.networkFailure, retryAfter: .seconds(2))), kind: K.sendFinished),
+            Sample(entry: fetch(.scheduled, .all), kind: K.fetchStarted),
+            Sample(entry: fetch(.manual, .zoneIDs([F.notes]), [F.notes, F.photos]), kind: K.fetchStarted),
+            Sample(entry: fetch(.manual, .allExcluding([F.shared]), [F.photos]), kind: K.fetchStarted),
+            Sample(entry: .databaseChangesFetched(
+                modifications: [F.notes, F.shared],
+                deletions: [
+                    SyncModel.DatabaseChange.Deletion(zoneID: F.photos, reason: .purged),
+                    SyncModel.DatabaseChange.Deletion(zoneID: z, reason: .encryptedDataReset),
+                    SyncModel.DatabaseChange.Deletion(zoneID: F.notes, reason: .deleted),
+                ],
+                changeToken: databaseToken, moreComing: true),
+                   kind: K.databaseChangesFetched),
+            Sample(entry: .databaseChangesFetched(
+                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: 0), moreComing: false),
+                   kind: K.databaseChangesFetched),
+            Sample(entry: .zoneChangesFetched(
+                zoneID: F.notes, modifications: [F.serverRecord(F.a, tag: "3"), F.serverRecord(F.c, tag: "4", title: "")],
+                deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")],
+                changeToken: zoneToken, moreComing: true),
+                   kind: K.zoneChangesFetched),
+            Sample(entry: .zoneChangesFetched(
+                zoneID: F.shared, modifications: [], deletions: [],
+                changeToken: ZoneChangeToken(zoneID: F.shared, incarnation: 1, offset: 0), moreComing: false),
+                   kind: K.zoneChangesFetched),
+            Sample(entry: .zoneFetchFinished(zoneID: F.notes, error: nil), kind: K.zoneFetchFinished),
+            Sample(entry: .zoneFetchFinished(zoneID: F.shared, error: missingZone), kind: K.zoneFetchFinished),
+            Sample(entry: .fetchFinished(error: nil), kind: K.fetchFinished),
+            Sample(entry: .fetchFinished(error: SyncError(.operationCancelled)), kind: K.fetchFinished),
+            Sample(entry: .changeTokenReset(zoneID: nil), kind: K.changeTokenReset),
+            Sample(entry: .changeTokenReset(zoneID: F.shared), kind: K.changeTokenReset),
+            Sample(entry: .eventsDelivered(through: 1), kind: K.eventsDelivered),
+            Sample(entry: .eventsDelivered(through: LogOffset(1 << 40)), kind: K.eventsDelivered),
         ]
     }()
 
@@ -76,13 +136,22 @@ struct DeviceEntryCodecTests {
     @Test("Kinds are in 1–99 and distinct, reserved ones included")
     func kindsInRange() {
         let K = DeviceEntry.Kind.self
-        let all = K.inUse + [
-            K.sendStarted, K.sendFinished, K.fetchStarted, K.databaseChangesFetched, K.zoneChangesFetched,
-            K.zoneFetchFinished, K.fetchFinished, K.accountChanged, K.subscriptionEnsured, K.retryScheduled,
-            K.eventsDelivered,
-        ]
-        #expect(Set(all).count == all.count)
+        let reserved = [K.accountChanged, K.subscriptionEnsured, K.retryScheduled]
+        let all = K.inUse + reserved
+        #expect(Set(all).count == all.count, "a kind is listed twice: \(all.sorted { $0.rawValue < $1.rawValue })")
         #expect(all.allSatisfy { (1...99).contains($0.rawValue) })
+        #expect(reserved.allSatisfy { !K.inUse.contains($0) }, "a reserved kind is written")
+    }
+
+    @Test("The numbers of the sync-step kinds are the documented ones, forever")
+    func syncStepKindNumbers() {
+        let K = DeviceEntry.Kind.self
+        let numbers: [(EntryKind, UInt16)] = [
+            (K.sendStarted, 10), (K.batchPrepared, 11), (K.batchResult, 12), (K.databaseChangesSent, 13),
+            (K.sendFinished, 14), (K.fetchStarted, 20), (K.databaseChangesFetched, 21), (K.zoneChangesFetched, 22),
+            (K.zoneFetchFinished, 23), (K.fetchFinished, 24), (K.changeTokenReset, 25), (K.eventsDelivered, 50),
+        ]
+        for (kind, number) in numbers { #expect(kind.rawValue == number) }
     }
 
     @Test("Encoding is deterministic: failures are written in ID order")
@@ -108,7 +177,8 @@ struct DeviceEntryCodecTests {
 
     @Test("An unknown kind is a corrupt entry naming the offset")
     func unknownKind() {
-        for kind: EntryKind in [0, 10, 50, 101, 65535] {
+        // 0 is no kind; 6, 30, 31, 40 and 90 are reserved (not written yet); 101 is a server kind.
+        for kind: EntryKind in [0, 6, 30, 31, 40, 90, 99, 101, 65535] {
             let entry = LogEntry(offset: 9, kind: kind, time: EntryTime(microsecondsSince1970: 0), payload: [])
             let error = #expect(throws: LogStoreError.self) { try DeviceEntry(entry) }
             #expect(error?.code == .corruptEntry)
@@ -157,6 +227,162 @@ struct DeviceEntryCodecTests {
             #expect(error?.offset == LogOffset(3))
             #expect(error?.message.contains(expected) == true, "\(error?.message ?? "no error")")
         }
+    }
+
+    /// A payload of a sync-step kind that parses as the kind's message but describes no entry.
+    struct Corruption: Sendable, CustomTestStringConvertible {
+        var kind: EntryKind
+        var payload: [UInt8]
+        /// What the error message must say: the field and its problem.
+        var expected: String
+        var testDescription: String { "kind \(kind): \(expected)" }
+
+        init(_ kind: EntryKind, _ message: some SwiftProtobuf.Message, _ expected: String) {
+            self.kind = kind
+            self.payload = ProtoWire.serialize(message)
+            self.expected = expected
+        }
+    }
+
+    static let corruptions: [Corruption] = {
+        let K = DeviceEntry.Kind.self
+        let databaseToken = DatabaseChangeToken(offset: 3, database: 1).data
+        let zoneToken = ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 3, database: 1).data
+        var flipped = databaseToken
+        flipped[flipped.startIndex + 12] ^= 0x01
+        let noError = Logsync_Model_SyncError()  // a SyncError without its code
+        var noZoneRecordID = Logsync_Model_RecordID()
+        noZoneRecordID.recordName = "A"
+
+        var corruptions: [Corruption] = []
+        func add(_ kind: EntryKind, _ message: some SwiftProtobuf.Message, _ expected: String) {
+            corruptions.append(Corruption(kind, message, expected))
+        }
+
+        // sendStarted (F42): reason and scope are required, the scope's oneof must be set.
+        add(K.sendStarted, Logsync_Device_SendStarted.with { $0.reason = .manual }, "SendStarted.scope is missing")
+        add(K.sendStarted, Logsync_Device_SendStarted.with { $0.scope.scope = .all(true) }, "SendStarted.reason is missing")
+        add(K.sendStarted, Logsync_Device_SendStarted.with {
+            $0.reason = .UNRECOGNIZED(7)
+            $0.scope.scope = .all(true)
+        }, "SendStarted.reason has unknown value 7")
+        add(K.sendStarted, Logsync_Device_SendStarted.with {
+            $0.reason = .scheduled
+            $0.scope = Logsync_Device_SendScope()
+        }, "SendScope has no scope set")
+        add(K.sendStarted, Logsync_Device_SendStarted.with {
+            $0.reason = .scheduled
+            $0.scope.scope = .recordIds(.with { $0.recordIds = [noZoneRecordID] })
+        }, "SendScope.record_ids[0]: RecordID.zone_id is missing")
+        // sendFinished (F45).
+        add(K.sendFinished, Logsync_Device_SendFinished.with { $0.error = noError }, "SendFinished.error: SyncError.code is missing")
+        // fetchStarted (F36).
+        add(K.fetchStarted, Logsync_Device_FetchStarted.with { $0.reason = .manual }, "FetchStarted.scope is missing")
+        add(K.fetchStarted, Logsync_Device_FetchStarted.with { $0.scope.scope = .all(true) }, "FetchStarted.reason is missing")
+        add(K.fetchStarted, Logsync_Device_FetchStarted.with {
+            $0.reason = .manual
+            $0.scope = Logsync_Device_FetchScope()
+        }, "FetchScope has no scope set")
+        // databaseChangesFetched (F37): a database token is required; deletions need a zone and a reason.
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.modifications = [F.notes.proto] },
+            "DatabaseChangesFetched.change_token: invalid database token: 0 bytes is too short")
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = Data(repeating: 0xAB, count: 40) },
+            "DatabaseChangesFetched.change_token: invalid database token: not a LogSync change token")
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = flipped },
+            "DatabaseChangesFetched.change_token: invalid database token: checksum mismatch")
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = zoneToken },
+            "DatabaseChangesFetched.change_token: invalid database token: this is a zone token")
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with {
+            $0.changeToken = databaseToken
+            $0.deletions = [.with { $0.zoneID = F.photos.proto; $0.reason = .deleted }, .with { $0.reason = .purged }]
+        }, "DatabaseChangesFetched.deletions[1].zone_id is missing")
+        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with {
+            $0.changeToken = databaseToken
+            $0.deletions = [.with { $0.zoneID = F.photos.proto }]
+        }, "DatabaseChangesFetched.deletions[0].reason: ZoneDeletionReason is missing")
+        // zoneChangesFetched (F39): a zone and a zone token are required; deletions need a full record ID.
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.changeToken = zoneToken },
+            "ZoneChangesFetched.zone_id is missing")
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.zoneID = F.notes.proto },
+            "ZoneChangesFetched.change_token: invalid zone token: 0 bytes is too short")
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
+            $0.zoneID = F.notes.proto
+            $0.changeToken = databaseToken
+        }, "ZoneChangesFetched.change_token: invalid zone token: this is a database token")
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
+            $0.zoneID = F.notes.proto
+            $0.changeToken = zoneToken
+            $0.deletions = [.with { $0.recordType = "Note" }]
+        }, "ZoneChangesFetched.deletions[0].record_id is missing")
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
+            $0.zoneID = F.notes.proto
+            $0.changeToken = zoneToken
+            $0.deletions = [.with { $0.recordID = noZoneRecordID }]
+        }, "ZoneChangesFetched.deletions[0].record_id: RecordID.zone_id is missing")
+        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
+            $0.zoneID = F.notes.proto
+            $0.changeToken = zoneToken
+            $0.modifications = [F.serverRecord(F.a, tag: "1").proto, Logsync_Model_Record()]
+        }, "ZoneChangesFetched.modifications[1]: Record.record_id is missing")
+        // zoneFetchFinished (F40), fetchFinished (F41).
+        add(K.zoneFetchFinished, Logsync_Device_ZoneFetchFinished(), "ZoneFetchFinished.zone_id is missing")
+        add(K.zoneFetchFinished, Logsync_Device_ZoneFetchFinished.with {
+            $0.zoneID = F.notes.proto
+            $0.error = noError
+        }, "ZoneFetchFinished.error: SyncError.code is missing")
+        add(K.fetchFinished, Logsync_Device_FetchFinished.with { $0.error = noError }, "FetchFinished.error: SyncError.code is missing")
+        // eventsDelivered (F29): offsets start at 1, so "through 0" (also the empty message) is no offset.
+        add(K.eventsDelivered, Logsync_Device_EventsDelivered.with { $0.through = 0 }, "EventsDelivered.through is 0")
+        add(K.eventsDelivered, Logsync_Device_EventsDelivered(), "EventsDelivered.through is 0")
+        return corruptions
+    }()
+
+    @Test("Sync-step payloads that describe no entry are corrupt entries naming the offset and the field", arguments: corruptions)
+    func corruptSyncSteps(_ corruption: Corruption) throws {
+        let entry = LogEntry(
+            offset: 5, kind: corruption.kind, time: EntryTime(microsecondsSince1970: 0), payload: corruption.payload)
+        let error = #expect(throws: LogStoreError.self) { try DeviceEntry(entry) }
+        #expect(error?.code == .corruptEntry)
+        #expect(error?.offset == LogOffset(5))
+        #expect(error?.description.contains("at offset 5") == true, "\(error?.description ?? "no error")")
+        #expect(error?.message.contains("(kind \(corruption.kind)) payload") == true, "\(error?.message ?? "no error")")
+        #expect(error?.message.contains(corruption.expected) == true, "\(error?.message ?? "no error")")
+    }
+
+    @Test("Every sync-step kind has a corrupt-payload case, but changeTokenReset (any message is an entry)")
+    func everySyncStepKindCorrupted() {
+        let K = DeviceEntry.Kind.self
+        let corrupted = Set(Self.corruptions.map(\.kind))
+        let steps = Set(Self.syncStepSamples.map(\.kind))
+        #expect(corrupted == steps.subtracting([K.changeTokenReset]))
+    }
+
+    @Test("Sync-step entries encode to the same bytes every time, and again after a round trip", arguments: syncStepSamples)
+    func syncStepDeterministic(_ sample: Sample) throws {
+        let bytes = sample.entry.newEntry.payload
+        #expect(sample.entry.newEntry.payload == bytes)
+        let decoded = try DeviceEntry(Self.logEntry(sample.entry.newEntry))
+        #expect(decoded.newEntry.payload == bytes)
+        #expect(decoded.newEntry.kind == sample.kind)
+    }
+
+    @Test("Sync-step payloads have the documented bytes (field numbers are forever)")
+    func syncStepGoldenBytes() throws {
+        let shared: [UInt8] = [0x0A, 6] + Array("Shared".utf8) + [0x12, 4] + Array("_bob".utf8)
+        #expect(DeviceEntry.eventsDelivered(through: 5).newEntry.payload == [0x08, 0x05])
+        #expect(DeviceEntry.eventsDelivered(through: 300).newEntry.payload == [0x08, 0xAC, 0x02])
+        #expect(DeviceEntry.changeTokenReset(zoneID: nil).newEntry.payload == [])
+        #expect(DeviceEntry.changeTokenReset(zoneID: F.shared).newEntry.payload == [0x0A, UInt8(shared.count)] + shared)
+        #expect(DeviceEntry.sendFinished(error: nil).newEntry.payload == [])
+        #expect(DeviceEntry.fetchFinished(error: nil).newEntry.payload == [])
+        #expect(DeviceEntry.zoneFetchFinished(zoneID: F.shared, error: nil).newEntry.payload == [0x0A, UInt8(shared.count)] + shared)
+        // reason 2 (manual, raw value + 1), scope { all = true }.
+        let send = DeviceEntry.sendStarted(SyncEngine.SendChangesContext(reason: .manual, options: .init(scope: .all)))
+        #expect(send.newEntry.payload == [0x08, 0x02, 0x12, 0x02, 0x08, 0x01])
+        // The token is stored as its own stable form (`DatabaseChangeToken.data`), field 3.
+        let token = DatabaseChangeToken(offset: 9, database: 4)
+        let fetched = DeviceEntry.databaseChangesFetched(modifications: [], deletions: [], changeToken: token, moreComing: false)
+        #expect(fetched.newEntry.payload == [0x1A, UInt8(token.data.count)] + Array(token.data))
     }
 
     @Test("A corrupt payload is refused at append, naming the offset it would have had")

@@ -112,7 +112,7 @@ struct InFlightTests {
     @Test(
         "F21, F91: non-transient codes remove the change",
         arguments: [SyncError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .quotaExceeded, .batchRequestFailed,
-                    .limitExceeded, .operationCancelled, .permissionFailure])
+                    .limitExceeded, .permissionFailure, .userDeletedZone, .invalidArguments])
     func permanentCodesRemove(_ code: SyncError.Code) async throws {
         try await withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
@@ -121,6 +121,24 @@ struct InFlightTests {
             try engine.deviceLog.append(.batchResult(
                 saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.c)])
+        }
+    }
+
+    @Test("F21, F79: operationCancelled keeps the change pending, as in Apple's sample (spec choice)")
+    func cancelledKeeps() async throws {
+        try await withTemporaryDirectory { directory in
+            let engine = try makeEngine(directory)
+            #expect(!SyncError.Code.operationCancelled.isTransient, "operationCancelled is not one of the seven codes of F89")
+            #expect(SyncError(.operationCancelled).keepsChangePending)
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
+            try engine.deviceLog.append(Self.prepared(saving: [F.a, F.c], deleting: [F.b]))
+            try engine.deviceLog.append(.batchResult(
+                saved: [F.serverRecord(F.c, tag: "1")], deleted: [],
+                failedSaves: [F.a: SyncError(.operationCancelled)], failedDeletes: [F.b: SyncError(.operationCancelled)]))
+            // The cancelled send left A and B to be sent again; C was answered.
+            #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.b)])
+            #expect(try engine.deviceLog.read { try $0.inFlightRecordChanges() }.isEmpty)
+            #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
     }
 

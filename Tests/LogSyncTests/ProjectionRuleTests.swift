@@ -7,7 +7,8 @@ import Testing
 
 /// The projection rule (DESIGN.md §2): the device index built incrementally equals its rebuild
 /// from offset 1, and equals an independent replay of the log (`ReferenceState`), over random
-/// histories of adds, removes, batches and results.
+/// histories of adds, removes, batches and results, sends, fetches and deliveries (every kind of
+/// `DeviceEntry.Kind.inUse`).
 @Suite("Projection rule")
 struct ProjectionRuleTests {
     typealias F = Fixtures
@@ -17,10 +18,12 @@ struct ProjectionRuleTests {
         var random: SeededRandom
         var model = ReferenceState()
         var tag = 0
+        /// The number of entries generated so far: the offset of the last one.
+        var generated: UInt64 = 0
         static let zones = [F.notes, F.photos, F.shared, RecordZone.ID(zoneName: String(repeating: "L", count: 300))]
         static let ids = zones.flatMap { zone in (0..<8).map { F.id("r\($0)", zone) } }
         static let codes: [SyncError.Code] =
-            Array(SyncError.Code.transient) + [.serverRecordChanged, .unknownItem, .zoneNotFound, .quotaExceeded, .batchRequestFailed, .userDeletedZone]
+            SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue } + [.serverRecordChanged, .unknownItem, .zoneNotFound, .quotaExceeded, .batchRequestFailed, .userDeletedZone]
 
         init(seed: UInt64) { random = SeededRandom(seed: seed) }
 
@@ -47,10 +50,62 @@ struct ProjectionRuleTests {
             return SyncError(code)
         }
 
+        /// A zone's fetch ended: fetched to the end, gone, or stopped by another error.
+        mutating func zoneFetchError() -> SyncError? {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<5: nil
+            case 5..<7: SyncError(pick([.zoneNotFound, .userDeletedZone] as [SyncError.Code]))
+            default: SyncError(pick(Self.codes + [.changeTokenExpired, .operationCancelled]))
+            }
+        }
+
+        /// Some distinct zones, in a random order.
+        mutating func someZones(_ max: Int) -> [RecordZone.ID] {
+            Array(Self.zones.shuffled(using: &random).prefix(Int.random(in: 0...max, using: &random)))
+        }
+
+        /// A zone to fetch: mostly one the model has as unfetched, so fetches drain it (F25).
+        mutating func zoneToFetch() -> RecordZone.ID {
+            let unfetched = model.unfetchedZones.sorted { $0.zoneName < $1.zoneName }
+            return !unfetched.isEmpty && chance(70) ? pick(unfetched) : pick(Self.zones)
+        }
+
+        mutating func reason() -> SyncEngine.SyncReason { chance(50) ? .scheduled : .manual }
+
+        /// An entry of a send or a fetch that carries no state (F36, F41, F42, F45).
+        mutating func timelineMark() -> DeviceEntry {
+            let error: SyncError? = chance(60) ? nil : SyncError(pick(Self.codes + [.operationCancelled]))
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:
+                let scope: SyncEngine.SendChangesOptions.Scope =
+                    switch Int.random(in: 0..<4, using: &random) {
+                    case 0: .all
+                    case 1: .zoneIDs(someZones(2))
+                    case 2: .allExcluding(someZones(2))
+                    default: .recordIDs([pick(Self.ids), pick(Self.ids)])
+                    }
+                return .sendStarted(SyncEngine.SendChangesContext(reason: reason(), options: .init(scope: scope)))
+            case 1:
+                return .sendFinished(error: error)
+            case 2:
+                let scope: SyncEngine.FetchChangesOptions.Scope =
+                    switch Int.random(in: 0..<3, using: &random) {
+                    case 0: .all
+                    case 1: .zoneIDs(someZones(3))
+                    default: .allExcluding(someZones(2))
+                    }
+                return .fetchStarted(SyncEngine.FetchChangesContext(
+                    reason: reason(), options: .init(scope: scope, prioritizedZoneIDs: someZones(2))))
+            default:
+                return .fetchFinished(error: error)
+            }
+        }
+
         /// The next entry, applied to the model.
         mutating func next() -> DeviceEntry {
             let entry: DeviceEntry
-            switch Int.random(in: 0..<100, using: &random) {
+            generated += 1
+            switch Int.random(in: 0..<130, using: &random) {
             case 0..<35:
                 entry = .pendingRecordZoneChangesAdded((0..<Int.random(in: 1...4, using: &random)).map { _ in recordChange() })
             case 35..<45:
@@ -97,6 +152,40 @@ struct ProjectionRuleTests {
                     }
                 }
                 entry = .batchResult(saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
+            case 100..<104:
+                entry = timelineMark()
+            case 104..<110:
+                // A page of the database's feed: zones modified, zones deleted (a zone deleted and
+                // re-created since the token is in both lists, deletion first: F149).
+                tag += 1
+                let deletions = someZones(2).map { zone in
+                    SyncModel.DatabaseChange.Deletion(zoneID: zone, reason: pick(ZoneDeletionReason.allCases))
+                }
+                entry = .databaseChangesFetched(
+                    modifications: someZones(3), deletions: deletions,
+                    changeToken: DatabaseChangeToken(offset: UInt64(tag)), moreComing: chance(20))
+            case 110..<118:
+                // A page of a zone's feed: records of the zone saved and deleted on the server.
+                let zone = zoneToFetch()
+                let ids = Self.ids.filter { $0.zoneID == zone }
+                var modifications: [Record] = []
+                for _ in 0..<Int.random(in: 0...3, using: &random) {
+                    tag += 1
+                    modifications.append(F.serverRecord(pick(ids), tag: "f\(tag)"))
+                }
+                let deletions = (0..<Int.random(in: 0...2, using: &random)).map { _ in
+                    RecordZoneChange.Deletion(recordID: pick(ids), recordType: "Note")
+                }
+                tag += 1
+                entry = .zoneChangesFetched(
+                    zoneID: zone, modifications: modifications, deletions: deletions,
+                    changeToken: ZoneChangeToken(zoneID: zone, incarnation: 1, offset: UInt64(tag)), moreComing: chance(20))
+            case 118..<124:
+                entry = .zoneFetchFinished(zoneID: zoneToFetch(), error: zoneFetchError())
+            case 124..<127:
+                entry = .changeTokenReset(zoneID: chance(30) ? nil : pick(Self.zones))
+            case 127..<130:
+                entry = .eventsDelivered(through: LogOffset(UInt64.random(in: 1...generated, using: &random)))
             default:
                 var saved: [RecordZone] = []
                 var deleted: [RecordZone.ID] = []
@@ -143,6 +232,11 @@ struct ProjectionRuleTests {
                     #expect(stored.zones == generator.model.zones)
                     #expect(stored.inFlight == generator.model.inFlight)
                     #expect(stored.serverRecords == generator.model.serverRecords)
+                    #expect(stored.knownZones == generator.model.knownZones)
+                    #expect(stored.unfetchedZones == generator.model.unfetchedZones)
+                    #expect(stored.databaseToken == generator.model.databaseToken)
+                    #expect(stored.zoneTokens == generator.model.zoneTokens)
+                    #expect(stored.delivered == generator.model.delivered)
                     return
                 }
             }
