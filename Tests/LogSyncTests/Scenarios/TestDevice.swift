@@ -76,6 +76,12 @@ final class TestDevice: SyncEngineDelegate {
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
     }
 
+    /// Writes several notes and queues their saves, in this order, with one append.
+    func write(_ notes: [(Record.ID, String)]) throws {
+        store.withLock { store in for (id, title) in notes { store.notes[id] = title } }
+        try engine.state.add(pendingRecordZoneChanges: notes.map { .saveRecord($0.0) })
+    }
+
     /// Deletes a note and queues its deletion.
     func delete(_ id: Record.ID) throws {
         _ = store.withLock { $0.notes.removeValue(forKey: id) }

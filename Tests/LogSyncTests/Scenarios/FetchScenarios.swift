@@ -1,0 +1,654 @@
+import Foundation
+import LogStore
+import LogSyncServer
+import Synchronization
+import SyncModel
+import Testing
+
+@testable import LogSync
+
+/// The fetch side of the engine, as device timelines: a writer device changes the server, a
+/// reader device fetches.
+@Suite("Scenario: fetching")
+struct FetchScenarios {
+    static let zoneA = RecordZone.ID(zoneName: "A")
+    static let zoneB = RecordZone.ID(zoneName: "B")
+    static let zoneC = RecordZone.ID(zoneName: "C")
+    static let zoneD = RecordZone.ID(zoneName: "D")
+    static let zoneX = RecordZone.ID(zoneName: "X")
+
+    static func note(_ name: String, _ zone: RecordZone.ID = zoneA) -> Record.ID {
+        Record.ID(recordName: name, zoneID: zone)
+    }
+
+    /// The writer creates `zones` and writes `perZone` notes in each, then sends.
+    static func seed(_ writer: TestDevice, zones: [RecordZone.ID], perZone: Int = 1) async throws {
+        for zone in zones { try writer.createZone(zone) }
+        try writer.write(zones.flatMap { zone in
+            (0..<perZone).map { (note("\(zone.zoneName)-\($0)", zone), "\(zone.zoneName) \($0)") }
+        })
+        try await writer.engine.sendChanges()
+    }
+
+    // MARK: Construction (F1, F2)
+
+    // F1, F7
+    @Test("A new engine: its database, empty state, no untracked changes")
+    func construction() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let delegate = ScriptedDelegate()
+            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+            #expect(engine.database.databaseScope == .private)
+            #expect((engine.database as? InProcessDatabase)?.user == "alice")
+            #expect(try engine.state.pendingRecordZoneChanges == [])
+            #expect(try engine.state.pendingDatabaseChanges == [])
+            #expect(try engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            #expect(try engine.state.hasPendingUntrackedChanges == false)
+            #expect(!engine.description.isEmpty)
+            #expect(delegate.events.isEmpty)
+            try expectProjectionsHold(engine)
+        }
+    }
+
+    // F2
+    @Test("A public database is refused with UnsupportedDatabaseError; private and shared are accepted")
+    func databaseScopes() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let delegate = ScriptedDelegate()
+            let error = #expect(throws: SyncEngine.UnsupportedDatabaseError.self) {
+                try makeScriptedEngine("public", server: server, scope: .public, directory: directory, delegate: delegate)
+            }
+            #expect(error?.scope == .public)
+            let privateEngine = try makeScriptedEngine("private", server: server, directory: directory, delegate: delegate)
+            let sharedEngine = try makeScriptedEngine("shared", server: server, scope: .shared, directory: directory, delegate: delegate)
+            #expect(privateEngine.database.databaseScope == .private)
+            #expect(sharedEngine.database.databaseScope == .shared)
+        }
+    }
+
+    // MARK: Options (F14, F66, F67, F71)
+
+    // F14, F61, F66
+    @Test("nextFetchChangesOptions: the default returns the context's options; prioritizing a zone midway fetches it next")
+    func nextFetchOptions() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC, Self.zoneD])
+
+            let delegate = ScriptedDelegate()
+            let engine = try makeScriptedEngine("R", server: server, directory: directory, delegate: delegate)
+            struct Midway { var calls = 0; var remaining: [RecordZone.ID] = []; var target: RecordZone.ID? }
+            let midway = Mutex(Midway())
+            delegate.provideFetchOptions { context, syncEngine in
+                let fetched = delegate.events.zonesFetched
+                let unfetched = ((try? syncEngine.state.zoneIDsWithUnfetchedServerChanges) ?? []).filter { !fetched.contains($0) }
+                return midway.withLock { midway in
+                    midway.calls += 1
+                    var options = context.options
+                    if midway.calls == 2 {  // after the first zone: put the last remaining one first
+                        midway.remaining = unfetched
+                        midway.target = unfetched.last
+                    }
+                    if let target = midway.target { options.prioritizedZoneIDs = [target] }
+                    return options
+                }
+            }
+            let options = SyncEngine.FetchChangesOptions()
+            try await engine.fetchChanges(options)
+
+            let state = midway.withLock { $0 }
+            let zones = delegate.events.zonesFetched
+            #expect(Set(zones) == [Self.zoneA, Self.zoneB, Self.zoneC, Self.zoneD])
+            #expect(state.remaining.count == 3)
+            #expect(state.target != state.remaining.first)
+            #expect(zones.count == 4 && zones[1] == state.target)
+            // One context for the whole fetch, given to every call (F61).
+            let context = try #require(delegate.events.willFetchContexts.first)
+            #expect(context.options == options)
+            #expect(delegate.fetchContexts.count >= 4)
+            #expect(delegate.fetchContexts.allSatisfy { $0 == context })
+            #expect(delegate.events.didFetchContexts == [context])
+
+            // The default implementation hands back context.options.
+            #expect(await IdleDelegate.shared.nextFetchChangesOptions(context, syncEngine: engine) == context.options)
+            try expectProjectionsHold(engine, writer.engine)
+        }
+    }
+
+    // F66
+    @Test("prioritizedZoneIDs [C, X]: C is fetched first, X (no changes) never")
+    func prioritizedZones() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
+
+            try await reader.engine.fetchChanges(.init(prioritizedZoneIDs: [Self.zoneC, Self.zoneX]))
+            let zones = reader.events.zonesFetched
+            #expect(zones.first == Self.zoneC)
+            #expect(!zones.contains(Self.zoneX))
+            #expect(Set(zones) == [Self.zoneA, Self.zoneB, Self.zoneC])
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F25, F67
+    @Test("A fetch scoped to zone A fetches only A; B stays unfetched until a full fetch")
+    func scopedFetch() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+
+            try await reader.engine.fetchChanges(.init(scope: .zoneIDs([Self.zoneA])))
+            #expect(reader.events.zonesFetched == [Self.zoneA])
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [Self.zoneB])
+            #expect(reader.notes.keys.allSatisfy { $0.zoneID == Self.zoneA })
+            #expect(reader.notes.count == 1)
+
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.events.zonesFetched == [Self.zoneB])
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F71
+    @Test("Options changed after fetchChanges was called do not change the running fetch")
+    func fetchOptionsAreCopied() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+            let started = Signal()
+            let proceed = Signal()
+            reader.onEvent { event, _ in
+                guard case .willFetchChanges = event else { return }
+                await started.fire()
+                await proceed.wait()
+            }
+
+            var options = SyncEngine.FetchChangesOptions(scope: .zoneIDs([Self.zoneA]))
+            let original = options
+            let fetch = Task { [options] in try await reader.engine.fetchChanges(options) }
+            await started.wait()
+            options.scope = .all
+            options.prioritizedZoneIDs = [Self.zoneB]
+            #expect(options != original)
+            await proceed.fire()
+            try await fetch.value
+
+            #expect(reader.events.willFetchContexts.map(\.options) == [original])
+            #expect(reader.events.didFetchContexts.map(\.options) == [original])
+            #expect(reader.events.zonesFetched == [Self.zoneA])
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // MARK: Unfetched zones (F25)
+
+    // F25
+    @Test("zoneIDsWithUnfetchedServerChanges is filled by the database changes and drained by the zone fetches")
+    func unfetchedZonesFillAndDrain() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+            let seen = Mutex<[String: [RecordZone.ID]]>([:])
+            reader.onEvent { event, engine in
+                let unfetched = (try? engine.state.zoneIDsWithUnfetchedServerChanges) ?? []
+                switch event {
+                case .fetchedDatabaseChanges: seen.withLock { $0["database"] = unfetched }
+                case .didFetchRecordZoneChanges(let did): seen.withLock { $0["after \(did.zoneID.zoneName)"] = unfetched }
+                default: break
+                }
+            }
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+
+            try await reader.engine.fetchChanges()
+            let states = seen.withLock { $0 }
+            #expect(Set(states["database"] ?? []) == [Self.zoneA, Self.zoneB])
+            let first = try #require(reader.events.zonesFetched.first)
+            #expect(states["after \(first.zoneName)"]?.contains(first) == false)
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // MARK: Events (F37–F41, F46, F49)
+
+    // F37, F49 (deleted)
+    @Test("Zone changes with a page size of 1: three or more events whose union is the two new zones and one deletion")
+    func databaseChangesPaged() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 1)
+            try writer.createZone(Self.zoneC)
+            try await writer.engine.sendChanges()
+            try await reader.engine.fetchChanges()
+
+            try writer.createZone(Self.zoneA)
+            try writer.createZone(Self.zoneB)
+            try writer.deleteZone(Self.zoneC)
+            try await writer.engine.sendChanges()
+
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            let pages = reader.events.fetchedDatabaseChanges
+            #expect(pages.count >= 3)
+            #expect(Set(pages.flatMap(\.modifications).map(\.zoneID)) == [Self.zoneA, Self.zoneB])
+            let deletions = pages.flatMap(\.deletions)
+            #expect(deletions.map(\.zoneID) == [Self.zoneC])
+            #expect(deletions.first?.reason == .deleted)
+            #expect(reader.events.isFetchSequence)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F38, F40
+    @Test("willFetchRecordZoneChanges once for each zone with changes, never for a zone without")
+    func zoneFetchesOnlyWhereChanged() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            for zone in [Self.zoneA, Self.zoneB, Self.zoneC] { try writer.createZone(zone) }
+            try await writer.engine.sendChanges()
+            try await reader.engine.fetchChanges()
+
+            try writer.write([(Self.note("a"), "a"), (Self.note("b", Self.zoneB), "b")])
+            try await writer.engine.sendChanges()
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            let zones = reader.events.zonesFetched
+            #expect(zones.count == 2)
+            #expect(Set(zones) == [Self.zoneA, Self.zoneB])
+            #expect(reader.events.zoneFetchResults.map(\.zoneID) == zones)
+            #expect(reader.events.zoneFetchResults.allSatisfy { $0.error == nil })
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F39, F139
+    @Test("250 writes with a page size of 100: three fetchedRecordZoneChanges events; deletions carry their record type")
+    func recordChangesPaged() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 100)
+            try await Self.seed(writer, zones: [Self.zoneA], perZone: 250)
+
+            try await reader.engine.fetchChanges()
+            let pages = reader.events.fetchedRecordZoneChanges
+            #expect(pages.map(\.modifications.count) == [100, 100, 50])
+            #expect(reader.notes.count == 250)
+
+            for index in 0..<10 { try writer.delete(Self.note("A-\(index)")) }
+            try await writer.engine.sendChanges()
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            let deletions = reader.events.fetchedRecordZoneChanges.flatMap(\.deletions)
+            #expect(Set(deletions.map(\.recordID)) == Set((0..<10).map { Self.note("A-\($0)") }))
+            #expect(deletions.allSatisfy { $0.recordType == "Note" })
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F40, F102
+    @Test("A zone deleted between the database fetch and its zone fetch fails alone; the others are fetched, pairs balance")
+    func oneZoneFails() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
+            let deleted = Atomic<Bool>(false)
+            let database = writer.database
+            reader.onEvent { event, _ in
+                guard case .fetchedDatabaseChanges = event, !deleted.exchange(true, ordering: .relaxed) else { return }
+                _ = try? await database.modifyZones(saving: [], deleting: [Self.zoneB])
+            }
+
+            let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }
+            #expect(error?.code == .partialFailure)
+            #expect(error?.partialErrors.keys.map { $0 } == [.zone(Self.zoneB)])
+            let results = reader.events.zoneFetchResults
+            #expect(reader.events.zonesFetched == results.map(\.zoneID))
+            #expect(Set(results.map(\.zoneID)) == [Self.zoneA, Self.zoneB, Self.zoneC])
+            let failedB = results.first { $0.zoneID == Self.zoneB }?.error?.code
+            #expect(failedB == .zoneNotFound || failedB == .userDeletedZone)
+            #expect(results.filter { $0.zoneID != Self.zoneB }.allSatisfy { $0.error == nil })
+            #expect(Set(reader.notes.keys.map(\.zoneID)) == [Self.zoneA, Self.zoneC])
+            #expect(reader.events.isFetchSequence)
+
+            // The next fetch learns that B is gone, and ends cleanly.
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.events.fetchedDatabaseChanges.flatMap(\.deletions).map(\.zoneID) == [Self.zoneB])
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F41, F46, F89 (a transient failure ends the fetch), F102
+    @Test("Random histories with injected failures: every fetch follows the grammar and has one will and one did")
+    func fetchesWithFailures() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory, maxChangesPerPage: 3)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            let zones = [Self.zoneA, Self.zoneB, Self.zoneC]
+            for zone in zones { try writer.createZone(zone) }
+            var random = SeededRandom(seed: 41)
+            var failedFetches = 0
+            let eventsSeen = Atomic<Int>(0)
+            let failAfter = Atomic<Int>(-1)
+            reader.onEvent { event, _ in
+                // A zone's request always follows its willFetchRecordZoneChanges.
+                guard event.kind == .willFetchRecordZoneChanges else { return }
+                if eventsSeen.add(1, ordering: .relaxed).newValue == failAfter.load(ordering: .relaxed) {
+                    server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, "injected"))
+                }
+            }
+            for round in 0..<12 {
+                // The writer changes a few notes in random zones.
+                for index in 0..<Int.random(in: 1...6, using: &random) {
+                    let id = Self.note("n\(Int.random(in: 0..<8, using: &random))", zones.randomElement(using: &random)!)
+                    if Bool.random(using: &random), writer.title(id) != nil {
+                        try writer.delete(id)
+                    } else {
+                        try writer.write(id, "round \(round).\(index)")
+                    }
+                }
+                try await writer.engine.sendChanges()
+
+                // Most fetches meet a failing request: the database's, or the k-th zone's, so the
+                // failure lands at a random step.
+                let failAt = round % 3 == 2 ? -1 : Int.random(in: 0...3, using: &random)
+                if failAt == 0 {
+                    server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, "injected"))
+                }
+                eventsSeen.store(0, ordering: .relaxed)
+                failAfter.store(failAt, ordering: .relaxed)
+                reader.clearEvents()
+                do {
+                    try await reader.engine.fetchChanges()
+                } catch let error as SyncError {
+                    failedFetches += 1
+                    #expect(error.code == .serviceUnavailable || error.code == .partialFailure, "round \(round): \(error)")
+                }
+                let events = reader.events
+                #expect(events.count(of: .willFetchChanges) == 1, "round \(round)")
+                #expect(events.count(of: .didFetchChanges) == 1, "round \(round)")
+                #expect(events.count(of: .willFetchRecordZoneChanges) == events.count(of: .didFetchRecordZoneChanges))
+                #expect(events.isFetchSequence, "round \(round): \(events.withoutStateUpdates.kinds)")
+            }
+            #expect(failedFetches > 0)
+
+            // Without failures, the reader converges on the writer.
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+            try writer.expectProjectionsHold()
+        }
+    }
+
+    // F46, F102: a failure inside a zone fetch, not at the start
+    @Test("A transient failure in one zone's fetch ends that zone; the others are fetched and the fetch is retried cleanly")
+    func zoneFetchFailsTransiently() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+            let injected = Atomic<Bool>(false)
+            reader.onEvent { event, _ in
+                // After the database changes, the next request (the first zone's) fails.
+                guard case .fetchedDatabaseChanges = event, !injected.exchange(true, ordering: .relaxed) else { return }
+                server.admin.failNextRequests(of: "alice", with: SyncError(.zoneBusy, "injected"))
+            }
+
+            let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }
+            #expect(error?.code == .partialFailure)
+            let results = reader.events.zoneFetchResults
+            #expect(results.count == 2)
+            #expect(results.first?.error?.code == .zoneBusy)
+            #expect(results.last?.error == nil)
+            #expect(reader.events.isFetchSequence)
+
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes == writer.notes)
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F49, F98, F99, F150
+    @Test("Zones deleted by the server report their reason: purged, encryptedDataReset",
+          arguments: [ZoneDeletionReason.purged, .encryptedDataReset])
+    func zoneDeletionReasons(reason: ZoneDeletionReason) async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA])
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes.count == 1)
+
+            switch reason {
+            case .purged: try server.admin.purgeZone(Self.zoneA, of: "alice")
+            case .encryptedDataReset: try server.admin.resetEncryptedData(of: "alice")
+            case .deleted: Issue.record("not a server-side reason")
+            }
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            let deletions = reader.events.fetchedDatabaseChanges.flatMap(\.deletions)
+            #expect(deletions.map(\.zoneID) == [Self.zoneA])
+            #expect(deletions.first?.reason == reason)
+            #expect(reader.notes.isEmpty)
+
+            // The writer, which has not fetched, saves into the zone: the error says why (F98, F99).
+            try writer.write(Self.note("late"), "late")
+            let error = await #expect(throws: SyncError.self) { try await writer.engine.sendChanges() }
+            let itemError = error?.partialErrors[.record(Self.note("late"))]
+            switch reason {
+            case .purged: #expect(itemError?.code == .userDeletedZone)
+            default:
+                #expect(itemError?.code == .zoneNotFound)
+                #expect(itemError?.userDidResetEncryptedDataKey == true)
+            }
+            try reader.expectProjectionsHold()
+            try writer.expectProjectionsHold()
+        }
+    }
+
+    // MARK: Concurrency and completion (F48, F73, F77)
+
+    // F48, F77
+    @Test("Two overlapping fetchChanges calls: one will/did pair, both return, no payload twice")
+    func concurrentFetchesCoalesce() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
+            let started = Signal()
+            let proceed = Signal()
+            reader.onEvent { event, _ in
+                guard case .willFetchChanges = event else { return }
+                await started.fire()
+                await proceed.wait()
+            }
+
+            let first = Task { try await reader.engine.fetchChanges() }
+            await started.wait()  // the first fetch is running, held in its willFetchChanges
+            let second = Task { try await reader.engine.fetchChanges() }
+            for _ in 0..<1_000 { await Task.yield() }  // let the second call reach the engine
+            await proceed.fire()
+            try await first.value
+            try await second.value
+
+            #expect(reader.events.count(of: .willFetchChanges) == 1)
+            #expect(reader.events.count(of: .didFetchChanges) == 1)
+            let fetched = reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID)
+            #expect(fetched.count == 10)
+            #expect(Set(fetched).count == fetched.count)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F73
+    @Test("fetchChanges returns after didFetchChanges was handled; no event of it comes later")
+    func fetchReturnsAfterEverything() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
+            let handledDid = Atomic<Bool>(false)
+            reader.onEvent { event, _ in
+                guard case .didFetchChanges = event else { return }
+                for _ in 0..<50 { await Task.yield() }
+                handledDid.store(true, ordering: .sequentiallyConsistent)
+            }
+
+            try await reader.engine.fetchChanges()
+            let didWasHandled = handledDid.load(ordering: .sequentiallyConsistent)
+            #expect(didWasHandled)
+            #expect(reader.syncEvents.last?.kind == .didFetchChanges)
+            let count = reader.events.count
+            for _ in 0..<100 { await Task.yield() }
+            #expect(reader.events.count == count)
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // MARK: Tokens (F3, F28, F100)
+
+    // F100, F144
+    @Test("An expired token: the engine refetches from the start; every live record again, no deletions")
+    func expiredTokenRefetches() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA], perZone: 5)
+            try await reader.engine.fetchChanges()
+
+            // After the reader's fetch: one more note and one deletion, then the server drops
+            // its tombstones up to now, past the reader's tokens.
+            try writer.write(Self.note("A-new"), "new")
+            try writer.delete(Self.note("A-0"))
+            try await writer.engine.sendChanges()
+            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            let pages = reader.events.fetchedRecordZoneChanges
+            #expect(pages.flatMap(\.deletions).isEmpty)
+            let live = Set(writer.notes.keys)
+            #expect(Set(pages.flatMap(\.modifications).map(\.record.recordID)) == live)
+            #expect(reader.events.zoneFetchResults.allSatisfy { $0.error == nil })
+            #expect(reader.notes[Self.note("A-new")] == "new")
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F100, F141, F144 (the refetch from the start comes in several pages)
+    @Test(
+        "An expired token with small pages: the refetch from the start pages through every live record",
+        .disabled("""
+            server bug: a page of a zone fetched without a token ends at the offset of its last record,             which can be older than the tombstone horizon, so the next page's request fails with             changeTokenExpired again and the zone is never refetched (needs a token that knows it was             issued by a fetch from the start, or a page token no older than the horizon's records)
+            """))
+    func expiredTokenRefetchesInPages() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 2)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
+            try await reader.engine.fetchChanges()
+
+            try writer.write(Self.note("A-new"), "new")
+            try writer.delete(Self.note("A-0"))
+            try await writer.engine.sendChanges()
+            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.events.zoneFetchResults.allSatisfy { $0.error == nil })
+            let refetched = Set(reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID))
+            #expect(refetched == Set(writer.notes.keys))
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F100 (a record deleted while the token was expiring)
+    @Test(
+        "After an expired token, a record deleted meanwhile is gone from the app too",
+        .disabled("""
+            design: a refetch from nil returns live records only (no phantom deletions), so a record the \
+            device held and that was deleted before the compaction is never reported deleted; the engine \
+            would have to report the zone's last known server records missing from the refetch as deletions
+            """))
+    func expiredTokenForgetsDeletedRecords() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
+            try await reader.engine.fetchChanges()
+
+            try writer.delete(Self.note("A-0"))
+            try await writer.engine.sendChanges()
+            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes == writer.notes)
+            try reader.expectProjectionsHold()
+        }
+    }
+
+    // F3, F28, F29
+    @Test("An engine reopened on the same log continues from its tokens and keeps its pending changes")
+    func reopenedEngineContinues() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
+            try await reader.engine.fetchChanges()
+            try reader.write(Self.note("mine", Self.zoneB), "mine")
+            let pending = try reader.engine.state.pendingRecordZoneChanges
+
+            try reader.startEngine()
+            #expect(try reader.engine.state.pendingRecordZoneChanges == pending)
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.events.fetchedRecordZoneChanges.isEmpty)
+            #expect(reader.events.fetchedDatabaseChanges.isEmpty)
+
+            try writer.write(Self.note("later"), "later")
+            try await writer.engine.sendChanges()
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [Self.note("later")])
+            try await reader.engine.sendChanges()
+            #expect(try reader.engine.state.pendingRecordZoneChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
+}

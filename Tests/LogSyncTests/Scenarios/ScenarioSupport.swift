@@ -1,0 +1,298 @@
+import Foundation
+import LogStore
+import LogSyncServer
+import Synchronization
+import SyncModel
+import Testing
+
+@testable import LogSync
+
+// Helpers shared by the scenario suites: a delegate whose every answer a test can script, a
+// one-shot signal for making callbacks wait (no sleeps), a server with a ticking clock, and
+// readers of event lists.
+
+/// A server whose clock advances one second per reading, so dates differ deterministically.
+func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
+    let ticks = Atomic<Int>(0)
+    return try SyncServer(.init(
+        directory: directory.appendingPathComponent("server"), durability: .fast,
+        now: { Date(timeIntervalSince1970: 1_700_000_000 + Double(ticks.add(1, ordering: .relaxed).newValue)) },
+        maxChangesPerPage: maxChangesPerPage))
+}
+
+/// A one-shot signal: `wait()` returns once `fire()` has been called (before or after).
+actor Signal {
+    private var fired = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func fire() {
+        fired = true
+        for waiter in waiters { waiter.resume() }
+        waiters.removeAll()
+    }
+
+    func wait() async {
+        if fired { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+}
+
+/// Where a ``ScriptedDelegate`` records what it saw; it outlives the delegate (F4).
+final class EventSink: Sendable {
+    private let recorded = Mutex<[(event: SyncEngine.Event, engine: SyncEngine)]>([])
+
+    func append(_ event: SyncEngine.Event, _ engine: SyncEngine) { recorded.withLock { $0.append((event, engine)) } }
+
+    /// Every event, with the engine that delivered it.
+    var entries: [(event: SyncEngine.Event, engine: SyncEngine)] { recorded.withLock { $0 } }
+
+    /// Every event, in delivery order.
+    var events: [SyncEngine.Event] { entries.map(\.event) }
+
+    func clear() { recorded.withLock { $0.removeAll() } }
+}
+
+/// A delegate whose batches, fetch options and event reactions a test scripts.
+///
+/// By default it sends what is pending (in the send's scope) with titles from ``titles``, on
+/// the last known server record's system fields, like ``TestDevice``. A test may instead queue
+/// exact batches (``queue(_:)``, handed out one per call, then `nil`) or replace the answer
+/// entirely with ``batchProvider``.
+final class ScriptedDelegate: SyncEngineDelegate {
+    let sink: EventSink
+    private let script = Mutex(Script())
+
+    struct Script {
+        var titles: [Record.ID: String] = [:]
+        var queued: [SyncEngine.RecordZoneChangeBatch]?
+        var batchProvider: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
+        var fetchOptions: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+        var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
+        var batchContexts: [SyncEngine.SendChangesContext] = []
+        var fetchContexts: [SyncEngine.FetchChangesContext] = []
+    }
+
+    init(sink: EventSink = EventSink()) { self.sink = sink }
+
+    /// Sets a note's title, used when the default batches save it.
+    func setTitle(_ id: Record.ID, _ title: String) { script.withLock { $0.titles[id] = title } }
+
+    /// Hands out exactly these batches, one per `nextRecordZoneChangeBatch`, then `nil`.
+    func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { script.withLock { $0.queued = batches } }
+
+    /// Replaces every answer to `nextRecordZoneChangeBatch`.
+    func provideBatches(_ body: @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?) {
+        script.withLock { $0.batchProvider = body }
+    }
+
+    /// Replaces every answer to `nextFetchChangesOptions`.
+    func provideFetchOptions(_ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions) {
+        script.withLock { $0.fetchOptions = body }
+    }
+
+    /// Runs `body` inside `handleEvent`, after recording the event.
+    func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { script.withLock { $0.onEvent = body } }
+
+    /// The contexts `nextRecordZoneChangeBatch` was called with, in order.
+    var batchContexts: [SyncEngine.SendChangesContext] { script.withLock { $0.batchContexts } }
+
+    /// The contexts `nextFetchChangesOptions` was called with, in order.
+    var fetchContexts: [SyncEngine.FetchChangesContext] { script.withLock { $0.fetchContexts } }
+
+    var events: [SyncEngine.Event] { sink.events }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        sink.append(event, syncEngine)
+        let onEvent = script.withLock { $0.onEvent }
+        await onEvent?(event, syncEngine)
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        enum Answer {
+            case provider(@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)
+            case fixed(SyncEngine.RecordZoneChangeBatch?)
+            case pending([Record.ID: String])
+        }
+        let answer: Answer = script.withLock { script in
+            script.batchContexts.append(context)
+            if let provider = script.batchProvider { return .provider(provider) }
+            if script.queued != nil {
+                return .fixed(script.queued!.isEmpty ? nil : script.queued!.removeFirst())
+            }
+            return .pending(script.titles)
+        }
+        switch answer {
+        case .provider(let provider): return await provider(context, syncEngine)
+        case .fixed(let batch): return batch
+        case .pending(let titles):
+            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+            return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
+                guard let title = titles[id] else { return nil }
+                var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
+                    ?? Record(recordType: "Note", recordID: id)
+                record["title"] = .string(title)
+                return record
+            }
+        }
+    }
+
+    func nextFetchChangesOptions(
+        _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.FetchChangesOptions {
+        let provider = script.withLock { script in
+            script.fetchContexts.append(context)
+            return script.fetchOptions
+        }
+        guard let provider else { return context.options }
+        return await provider(context, syncEngine)
+    }
+}
+
+/// An engine for `delegate` on a log of its own in `directory/name`, syncing manually with
+/// `user`'s database of `scope`.
+func makeScriptedEngine(
+    _ name: String, server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private, directory: URL,
+    delegate: any SyncEngineDelegate, fetchResultsLimit: Int? = nil
+) throws -> SyncEngine {
+    let log = try DeviceLog(
+        directory: directory.appendingPathComponent(name, isDirectory: true),
+        options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
+    var configuration = SyncEngine.Configuration(
+        database: server.database(for: user, scope: scope, device: DeviceID(name)), deviceLog: log, delegate: delegate)
+    configuration.automaticallySync = false
+    configuration.fetchResultsLimit = fetchResultsLimit
+    return try SyncEngine(configuration)
+}
+
+/// A note record as an app builds it before its first save.
+func newNote(_ id: Record.ID, _ title: String) -> Record {
+    var record = Record(recordType: "Note", recordID: id)
+    record["title"] = .string(title)
+    return record
+}
+
+/// `record` with a new title, keeping its system fields (its change tag).
+func retitled(_ record: Record, _ title: String) -> Record {
+    var copy = record.systemFieldsCopy()
+    copy["title"] = .string(title)
+    return copy
+}
+
+// MARK: Reading events
+
+extension Array where Element == SyncEngine.Event {
+    /// Without `stateUpdate`s, which may come anywhere.
+    var withoutStateUpdates: [SyncEngine.Event] { filter { $0.kind != .stateUpdate } }
+
+    var kinds: [SyncEngine.Event.Kind] { map(\.kind) }
+
+    func count(of kind: SyncEngine.Event.Kind) -> Int { filter { $0.kind == kind }.count }
+
+    var sentRecordZoneChanges: [SyncEngine.Event.SentRecordZoneChanges] {
+        compactMap { if case .sentRecordZoneChanges(let sent) = $0 { sent } else { nil } }
+    }
+
+    var sentDatabaseChanges: [SyncEngine.Event.SentDatabaseChanges] {
+        compactMap { if case .sentDatabaseChanges(let sent) = $0 { sent } else { nil } }
+    }
+
+    var fetchedDatabaseChanges: [SyncEngine.Event.FetchedDatabaseChanges] {
+        compactMap { if case .fetchedDatabaseChanges(let fetched) = $0 { fetched } else { nil } }
+    }
+
+    var fetchedRecordZoneChanges: [SyncEngine.Event.FetchedRecordZoneChanges] {
+        compactMap { if case .fetchedRecordZoneChanges(let fetched) = $0 { fetched } else { nil } }
+    }
+
+    /// The zones of the `willFetchRecordZoneChanges` events, in order.
+    var zonesFetched: [RecordZone.ID] {
+        compactMap { if case .willFetchRecordZoneChanges(let will) = $0 { will.zoneID } else { nil } }
+    }
+
+    /// The `didFetchRecordZoneChanges` payloads, in order.
+    var zoneFetchResults: [SyncEngine.Event.DidFetchRecordZoneChanges] {
+        compactMap { if case .didFetchRecordZoneChanges(let did) = $0 { did } else { nil } }
+    }
+
+    var willSendContexts: [SyncEngine.SendChangesContext] {
+        compactMap { if case .willSendChanges(let will) = $0 { will.context } else { nil } }
+    }
+
+    var didSendContexts: [SyncEngine.SendChangesContext] {
+        compactMap { if case .didSendChanges(let did) = $0 { did.context } else { nil } }
+    }
+
+    var willFetchContexts: [SyncEngine.FetchChangesContext] {
+        compactMap { if case .willFetchChanges(let will) = $0 { will.context } else { nil } }
+    }
+
+    var didFetchContexts: [SyncEngine.FetchChangesContext] {
+        compactMap { if case .didFetchChanges(let did) = $0 { did.context } else { nil } }
+    }
+
+    /// Whether the events (stateUpdates ignored) are whole fetches and sends, one after the
+    /// other, each following its grammar (F46, F47).
+    var isSequenceOfSyncs: Bool {
+        var rest = withoutStateUpdates[...]
+        while let first = rest.first {
+            let end: SyncEngine.Event.Kind = first.kind == .willFetchChanges ? .didFetchChanges : .didSendChanges
+            guard first.kind == .willFetchChanges || first.kind == .willSendChanges,
+                let last = rest.firstIndex(where: { $0.kind == end })
+            else { return false }
+            let sync = Array(rest[...last])
+            guard end == .didFetchChanges ? sync.isFetchSequence : sync.isSendSequence else { return false }
+            rest = rest[(last + 1)...]
+        }
+        return true
+    }
+
+    /// Whether the events (stateUpdates ignored) are one fetch in the order of F46:
+    /// `willFetchChanges`, `fetchedDatabaseChanges`*, then per zone `willFetchRecordZoneChanges`,
+    /// `fetchedRecordZoneChanges`* and `didFetchRecordZoneChanges` of the same zone, and
+    /// `didFetchChanges`.
+    var isFetchSequence: Bool {
+        let events = withoutStateUpdates
+        guard events.count >= 2, events.first?.kind == .willFetchChanges, events.last?.kind == .didFetchChanges else {
+            return false
+        }
+        let end = events.count - 1
+        var index = 1
+        while index < end, events[index].kind == .fetchedDatabaseChanges { index += 1 }
+        while index < end {
+            guard case .willFetchRecordZoneChanges(let will) = events[index] else { return false }
+            index += 1
+            while index < end, events[index].kind == .fetchedRecordZoneChanges { index += 1 }
+            guard index < end, case .didFetchRecordZoneChanges(let did) = events[index], did.zoneID == will.zoneID else {
+                return false
+            }
+            index += 1
+        }
+        return true
+    }
+
+    /// Whether the events (stateUpdates ignored) are one send (F47): `willSendChanges`, any
+    /// `sent…Changes`, `didSendChanges`.
+    var isSendSequence: Bool {
+        let events = withoutStateUpdates
+        guard events.count >= 2, events.first?.kind == .willSendChanges, events.last?.kind == .didSendChanges else {
+            return false
+        }
+        return events.dropFirst().dropLast().allSatisfy { $0.kind == .sentDatabaseChanges || $0.kind == .sentRecordZoneChanges }
+    }
+}
+
+/// Checks the projection rule on a device log: every projection equals a replay (DESIGN.md §7).
+func expectProjectionsHold(_ engines: SyncEngine..., sourceLocation: SourceLocation = #_sourceLocation) throws {
+    for engine in engines {
+        #expect(try engine.deviceLog.log.verifyProjections() == nil, sourceLocation: sourceLocation)
+    }
+}
+
+extension TestDevice {
+    /// The projection rule on the device's log.
+    func expectProjectionsHold(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(try engine.deviceLog.log.verifyProjections() == nil, "device \(name)", sourceLocation: sourceLocation)
+    }
+}
