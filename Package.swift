@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "SyncModel", targets: ["SyncModel"]),
         .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
+        .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
     ],
@@ -47,7 +48,11 @@ let package = Package(
             ],
             exclude: ["Proto/device_log.proto"]
         ),
-        .testTarget(name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer"]),
+        .testTarget(
+            name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting"]),
+
+        // Tools for the tests of apps and of the engine: a test clock.
+        .target(name: "LogSyncTesting", dependencies: ["LogSync", "SyncModel"]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(

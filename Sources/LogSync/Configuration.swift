@@ -27,13 +27,23 @@ extension SyncEngine {
         public var storage: Storage
         /// The delegate, held weakly (F4): keep it alive for as long as the engine runs.
         public weak var delegate: (any SyncEngineDelegate)?
-        /// Whether the engine syncs on its own (F5); `true` by default. Automatic scheduling is
-        /// not built yet: today the engine syncs only when `sendChanges`/`fetchChanges` are
-        /// called, whatever this says.
+        /// Whether the engine syncs on its own (F5); `true` by default: changes are sent after a
+        /// short debounce, push hints and start-up trigger fetches, transient failures are
+        /// retried. With `false` nothing reaches the server until `sendChanges()` or
+        /// `fetchChanges()` is called — the mode for deterministic tests.
         public var automaticallySync: Bool = true
         /// The database subscription to use for push hints, or `nil` to let the engine find or
-        /// create its own (F6). Stored for the push support still to come.
+        /// create its own (F6, F111).
         public var subscriptionID: Subscription.ID?
+        /// The clock the scheduler waits on (a `TestClock` from LogSyncTesting in tests).
+        public var clock: any Clock<Duration> = ContinuousClock()
+        /// Whether the network and power allow automatic syncs, and when that (or the account)
+        /// changes (F81).
+        public var conditions: any SyncConditionsProvider = AlwaysAvailableConditions()
+        /// The scheduler's debounce and backoff.
+        public var schedulePolicy = SchedulePolicy()
+        /// The seed of the retry jitter; the same seed gives the same waits.
+        public var randomSeed: UInt64 = UInt64.random(in: .min ... .max)
         /// Where the engine reports what it does (each send and fetch, at `debug`).
         public var logger: Logger = Logger(label: "LogSync.SyncEngine")
         /// The most changes to ask for per fetch request, or `nil` for the server's page size.
@@ -87,6 +97,34 @@ extension SyncEngine {
         /// Why the call was refused.
         public var description: String {
             "\(operation)() was called from inside a SyncEngineDelegate callback of the same engine; it would wait for its own event delivery"
+        }
+    }
+
+    /// The timings of automatic sync (DESIGN.md §3, Scheduling).
+    public struct SchedulePolicy: Sendable, Hashable {
+        /// How long a send waits after the first change, so that changes made together go
+        /// together; 1 s by default.
+        public var debounce: Duration
+        /// The wait after a first transient failure without a retry-after; 2 s by default.
+        public var initialBackoff: Duration
+        /// The longest wait between retries; 15 minutes by default.
+        public var maximumBackoff: Duration
+        /// The share of a backoff added or removed at random, in 0..<1; 0.2 by default.
+        public var jitter: Double
+
+        /// A policy.
+        public init(
+            debounce: Duration = .seconds(1), initialBackoff: Duration = .seconds(2),
+            maximumBackoff: Duration = .seconds(15 * 60), jitter: Double = 0.2
+        ) {
+            self.debounce = debounce
+            self.initialBackoff = initialBackoff
+            self.maximumBackoff = maximumBackoff
+            self.jitter = min(max(jitter, 0), 0.99)
+        }
+
+        var schedulePolicy: SyncSchedule.Policy {
+            SyncSchedule.Policy(debounce: debounce, initialBackoff: initialBackoff, maximumBackoff: maximumBackoff, jitter: jitter)
         }
     }
 

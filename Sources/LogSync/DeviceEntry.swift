@@ -61,11 +61,22 @@ enum DeviceEntry: Sendable, Equatable {
     case changeTokenReset(zoneID: RecordZone.ID?)
     /// The delegate has handled the events of every entry through this offset (F29).
     case eventsDelivered(through: LogOffset)
+    /// The database reports another account than the log last knew (`nil`: signed out). Wipes
+    /// the state when there was an account or a sign-out before (F30, F104–F108).
+    case accountChanged(previous: Record.ID?, current: Record.ID?)
+    /// The database subscription the engine uses for push hints (F6, F111).
+    case subscriptionEnsured(Subscription.ID)
+    /// A push hint arrived; it lists its zone as unfetched when it names one (F83, F115).
+    case pushReceived(zoneID: RecordZone.ID?)
+    /// The scheduler will run `work` after `after`, and why (F82–F90).
+    case syncScheduled(work: SyncSchedule.Work, reason: SyncSchedule.Cause, after: Duration)
+    /// The scheduler waits: conditions or the account do not allow syncing (F81, F86, F109).
+    case syncDeferred(reason: String)
 
     /// The entry kinds of a device log (1–99).
     ///
-    /// In use: 1–5 (the app's edits of the state), 10–14 (sending), 20–25 (fetching) and 50
-    /// (delivery). Reserved for the kinds of DESIGN.md §3 not written yet, so related kinds stay
+    /// In use: 1–5 (the app's edits of the state), 10–14 (sending), 20–25 (fetching), 30–32
+    /// (account, subscription, push), 40–41 (scheduling) and 50 (delivery). Reserved for the kinds of DESIGN.md §3 not written yet, so related kinds stay
     /// together:
     ///
     /// | kinds | for |
@@ -73,8 +84,8 @@ enum DeviceEntry: Sendable, Equatable {
     /// | 6–9 | more state edits |
     /// | 15–19 | more send steps |
     /// | 26–29 | more fetch steps |
-    /// | 30–39 | `accountChanged` 30, `subscriptionEnsured` 31 |
-    /// | 40–49 | `retryScheduled(error, after)` 40 and other scheduling |
+    /// | 33–39 | more account and push steps |
+    /// | 42–49 | more scheduling |
     /// | 51–59 | more delivery steps |
     /// | 90–99 | snapshots of the projections written by compaction (DESIGN.md §2, retention) |
     enum Kind {
@@ -95,18 +106,19 @@ enum DeviceEntry: Sendable, Equatable {
         static let fetchFinished: EntryKind = 24
         static let changeTokenReset: EntryKind = 25
         static let eventsDelivered: EntryKind = 50
-
-        /// Reserved, not written yet: the numbers later cases take (see the table above).
         static let accountChanged: EntryKind = 30
         static let subscriptionEnsured: EntryKind = 31
-        static let retryScheduled: EntryKind = 40
+        static let pushReceived: EntryKind = 32
+        static let syncScheduled: EntryKind = 40
+        static let syncDeferred: EntryKind = 41
 
         /// The kinds this build writes and reads.
         static let inUse: [EntryKind] = [
             pendingRecordZoneChangesAdded, pendingRecordZoneChangesRemoved, pendingDatabaseChangesAdded,
             pendingDatabaseChangesRemoved, untrackedChangesFlagged, sendStarted, batchPrepared, batchResult,
             databaseChangesSent, sendFinished, fetchStarted, databaseChangesFetched, zoneChangesFetched,
-            zoneFetchFinished, fetchFinished, changeTokenReset, eventsDelivered,
+            zoneFetchFinished, fetchFinished, changeTokenReset, accountChanged, subscriptionEnsured, pushReceived,
+            syncScheduled, syncDeferred, eventsDelivered,
         ]
     }
 
@@ -130,6 +142,11 @@ enum DeviceEntry: Sendable, Equatable {
         case .fetchFinished: "fetchFinished"
         case .changeTokenReset: "changeTokenReset"
         case .eventsDelivered: "eventsDelivered"
+        case .accountChanged: "accountChanged"
+        case .subscriptionEnsured: "subscriptionEnsured"
+        case .pushReceived: "pushReceived"
+        case .syncScheduled: "syncScheduled"
+        case .syncDeferred: "syncDeferred"
         }
     }
 }

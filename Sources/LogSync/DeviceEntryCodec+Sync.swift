@@ -67,6 +67,37 @@ extension DeviceEntry {
             var message = Logsync_Device_EventsDelivered()
             message.through = offset.rawValue
             return Self.entry(Kind.eventsDelivered, message)
+        case .accountChanged(let previous, let current):
+            var message = Logsync_Device_AccountChanged()
+            if let previous { message.previousUser = previous.proto }
+            if let current { message.currentUser = current.proto }
+            return Self.entry(Kind.accountChanged, message)
+        case .subscriptionEnsured(let id):
+            var message = Logsync_Device_SubscriptionEnsured()
+            message.subscriptionID = id.rawValue
+            return Self.entry(Kind.subscriptionEnsured, message)
+        case .pushReceived(let zoneID):
+            var message = Logsync_Device_PushReceived()
+            if let zoneID { message.zoneID = zoneID.proto }
+            return Self.entry(Kind.pushReceived, message)
+        case .syncScheduled(let work, let cause, let after):
+            var message = Logsync_Device_SyncScheduled()
+            message.work = work == .send ? .send : .fetch
+            switch cause {
+            case .localChanges: message.cause = .localChanges
+            case .pushHint: message.cause = .pushHint
+            case .catchUp: message.cause = .catchUp
+            case .retry(let failures, _, let fromServer):
+                message.cause = .retry
+                message.failures = UInt32(clamping: failures)
+                message.serverRetryAfter = fromServer
+            }
+            message.afterMicroseconds = after.wholeMicroseconds
+            return Self.entry(Kind.syncScheduled, message)
+        case .syncDeferred(let reason):
+            var message = Logsync_Device_SyncDeferred()
+            message.reason = reason
+            return Self.entry(Kind.syncDeferred, message)
         case .pendingRecordZoneChangesAdded, .pendingRecordZoneChangesRemoved, .pendingDatabaseChangesAdded,
             .pendingDatabaseChangesRemoved, .untrackedChangesFlagged, .batchPrepared, .batchResult,
             .databaseChangesSent:
@@ -160,6 +191,55 @@ extension DeviceEntry {
                     offset: entry.offset)
             }
             return .eventsDelivered(through: LogOffset(message.through))
+        case Kind.accountChanged:
+            let message = try message(Logsync_Device_AccountChanged.self, entry, "accountChanged")
+            return try converting(entry, "accountChanged") { () throws(SyncError) in
+                .accountChanged(
+                    previous: message.hasPreviousUser
+                        ? try within("AccountChanged.previous_user") { () throws(SyncError) in try Record.ID(proto: message.previousUser) } : nil,
+                    current: message.hasCurrentUser
+                        ? try within("AccountChanged.current_user") { () throws(SyncError) in try Record.ID(proto: message.currentUser) } : nil)
+            }
+        case Kind.subscriptionEnsured:
+            let message = try message(Logsync_Device_SubscriptionEnsured.self, entry, "subscriptionEnsured")
+            guard !message.subscriptionID.isEmpty else {
+                throw LogStoreError(
+                    .corruptEntry, "subscriptionEnsured (kind \(entry.kind)) payload: SubscriptionEnsured.subscription_id is missing",
+                    offset: entry.offset)
+            }
+            return .subscriptionEnsured(Subscription.ID(message.subscriptionID))
+        case Kind.pushReceived:
+            let message = try message(Logsync_Device_PushReceived.self, entry, "pushReceived")
+            return .pushReceived(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
+        case Kind.syncScheduled:
+            let message = try message(Logsync_Device_SyncScheduled.self, entry, "syncScheduled")
+            return try converting(entry, "syncScheduled") { () throws(SyncError) in
+                let work: SyncSchedule.Work
+                switch message.work {
+                case .send: work = .send
+                case .fetch: work = .fetch
+                case .unspecified: throw missing("SyncScheduled.work")
+                case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "SyncScheduled.work has unknown value \(value)")
+                }
+                guard message.afterMicroseconds >= 0 else {
+                    throw SyncError(.invalidArguments, "SyncScheduled.after_microseconds is negative")
+                }
+                let after = Duration.microseconds(message.afterMicroseconds)
+                let cause: SyncSchedule.Cause
+                switch message.cause {
+                case .localChanges: cause = .localChanges
+                case .pushHint: cause = .pushHint
+                case .catchUp: cause = .catchUp
+                case .retry:
+                    cause = .retry(failures: Int(message.failures), after: after, serverRetryAfter: message.serverRetryAfter)
+                case .unspecified: throw missing("SyncScheduled.cause")
+                case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "SyncScheduled.cause has unknown value \(value)")
+                }
+                return .syncScheduled(work: work, reason: cause, after: after)
+            }
+        case Kind.syncDeferred:
+            let message = try message(Logsync_Device_SyncDeferred.self, entry, "syncDeferred")
+            return .syncDeferred(reason: message.reason)
         default:
             preconditionFailure("kind \(entry.kind) is decoded by DeviceEntry.init")
         }
@@ -226,5 +306,13 @@ extension SyncEngine.FetchChangesOptions.Scope {
         case .zoneIds(let ids)?: self = .zoneIDs(ids.zoneIds.map { RecordZone.ID(proto: $0) })
         case nil: throw SyncError(.invalidArguments, "FetchScope has no scope set")
         }
+    }
+}
+
+extension Duration {
+    /// The duration in whole microseconds (rounded toward zero), as device log entries store it.
+    var wholeMicroseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
     }
 }

@@ -113,7 +113,8 @@ extension DeviceEntry {
             }
         case Kind.sendStarted, Kind.sendFinished, Kind.fetchStarted, Kind.databaseChangesFetched,
             Kind.zoneChangesFetched, Kind.zoneFetchFinished, Kind.fetchFinished, Kind.changeTokenReset,
-            Kind.eventsDelivered:
+            Kind.eventsDelivered, Kind.accountChanged, Kind.subscriptionEnsured, Kind.pushReceived,
+            Kind.syncScheduled, Kind.syncDeferred:
             self = try Self.syncStep(entry)
         default:
             throw LogStoreError(

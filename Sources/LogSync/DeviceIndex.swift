@@ -18,7 +18,7 @@ import SyncModel
 /// | `knownZones` | zone → zone ID | zones the server is known to hold |
 /// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
 /// | `zones` | zone → number | the number of each zone seen, for record keys |
-/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset (F29) |
+/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset, `fetched` → offset, `account` → user ID (empty: signed out), `subscription` → ID | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset and the last fetched page (F29), the last known account (F108), the subscription (F111) |
 ///
 /// The rules, per entry:
 /// - **Added changes** (F16–F19, F22). A change already pending is left where it is (F18). A
@@ -55,6 +55,16 @@ import SyncModel
 ///   error it stays unfetched, for the next fetch.
 /// - **`changeTokenReset`**: drops the zone's token (or the database's).
 /// - **`eventsDelivered`**: stores the delivery offset.
+/// - **`databaseChangesFetched`, `zoneChangesFetched`** also store their own offset as `fetched`,
+///   so a restart knows in O(1) whether fetched changes wait for delivery.
+/// - **`accountChanged`**: stores the new account (empty for signed out). If the log knew an
+///   account or a sign-out before, everything of the previous account is wiped first (F30,
+///   F106): pending and in-flight changes, the untracked flag, tokens, known and unfetched zones,
+///   last known server records. The very first account the log records wipes nothing: the
+///   changes an app queued before the first check belong to that account.
+/// - **`subscriptionEnsured`**: stores the subscription ID.
+/// - **`pushReceived`**: a hint naming a zone lists the zone as unfetched (F25, F115).
+/// - **`syncScheduled`, `syncDeferred`**: change nothing; they explain the timeline.
 /// - **`sendStarted`, `sendFinished`, `fetchStarted`, `fetchFinished`**: change nothing; they
 ///   mark the timeline.
 ///
@@ -128,6 +138,7 @@ struct DeviceIndex: Projection {
                 try index.settle(.deleteZone(id), succeeded: false, error: error)
             }
         case .databaseChangesFetched(let modifications, let deletions, let token, _):
+            try tables.put(bigEndian(offset), forKey: DeviceKey.fetched, in: "state")
             try tables.put(Array(token.data), forKey: DeviceKey.databaseToken, in: "state")
             for deletion in deletions { try index.forgetZone(deletion.zoneID) }
             for zoneID in modifications {
@@ -135,6 +146,7 @@ struct DeviceIndex: Projection {
                 try index.setZone(zoneID, in: "unfetchedZones", true)
             }
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
+            try tables.put(bigEndian(offset), forKey: DeviceKey.fetched, in: "state")
             try tables.put(Array(token.data), forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
             try index.setZone(zoneID, in: "knownZones", true)
             for record in modifications { try index.setServerRecord(record, for: record.recordID) }
@@ -153,7 +165,14 @@ struct DeviceIndex: Projection {
             }
         case .eventsDelivered(let offset):
             try tables.put(bigEndian(offset.rawValue), forKey: DeviceKey.delivered, in: "state")
-        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished:
+        case .accountChanged(_, let current):
+            if try tables.value(forKey: DeviceKey.account, in: "state") != nil { try index.wipeAccountState() }
+            try tables.put(current.map { ProtoWire.serialize($0.proto) } ?? [], forKey: DeviceKey.account, in: "state")
+        case .subscriptionEnsured(let id):
+            try tables.put(Array(id.rawValue.utf8), forKey: DeviceKey.subscription, in: "state")
+        case .pushReceived(let zoneID):
+            if let zoneID { try index.setZone(zoneID, in: "unfetchedZones", true) }
+        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished, .syncScheduled, .syncDeferred:
             break
         }
     }
@@ -316,6 +335,27 @@ struct DeviceIndexWriter {
         try setZone(zoneID, in: "unfetchedZones", false)
         try tables.removeValue(forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
         try forgetServerRecords(in: zoneID)
+    }
+
+    /// Forgets everything of the previous account (F30, F106).
+    func wipeAccountState() throws {
+        for table in [
+            "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
+            "unfetchedZones", "knownZones", "zoneTokens",
+        ] {
+            try clear(table)
+        }
+        try tables.removeValue(forKey: DeviceKey.untracked, in: "state")
+        try tables.removeValue(forKey: DeviceKey.databaseToken, in: "state")
+    }
+
+    private func clear(_ table: String) throws {
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: table) { key, _ in
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: table) }
     }
 
     // MARK: Last known server records

@@ -40,6 +40,9 @@ enum DeviceKey {
     static let zoneCounter = Array("zoneCounter".utf8)
     static let databaseToken = Array("databaseToken".utf8)
     static let delivered = Array("delivered".utf8)
+    static let fetched = Array("fetched".utf8)
+    static let account = Array("account".utf8)
+    static let subscription = Array("subscription".utf8)
 }
 
 /// A place in a pending list: the offset of the entry that added the change, then the change's

@@ -136,6 +136,41 @@ struct DeviceSnapshot {
         }
     }
 
+    /// The offset of the last fetched page (database or zone changes), or `nil`.
+    func fetchedThrough() throws -> LogOffset? {
+        guard let bytes = try value(DeviceKey.fetched, in: "state") else { return nil }
+        guard bytes.count == 8 else { throw malformed("a fetched offset of \(bytes.count) bytes") }
+        return LogOffset(readBigEndian(bytes))
+    }
+
+    /// The account the log last recorded (F108).
+    func lastKnownAccount() throws -> KnownAccount {
+        guard let bytes = try value(DeviceKey.account, in: "state") else { return .never }
+        if bytes.isEmpty { return .signedOut }
+        do {
+            return .user(try Record.ID(proto: try Self.decode(Logsync_Model_RecordID.self, bytes, "an account")))
+        } catch let error as SyncError {
+            throw malformed("an account that does not decode: \(error.message)")
+        }
+    }
+
+    /// The subscription the engine ensured last (F111), or `nil`.
+    func subscriptionID() throws -> Subscription.ID? {
+        try value(DeviceKey.subscription, in: "state").map { Subscription.ID(String(decoding: $0, as: UTF8.self)) }
+    }
+
+    /// Whether any record or database change is pending (O(1)).
+    func hasPendingChanges() throws -> Bool {
+        var any = false
+        for table in ["recordOrder", "zoneOrder"] where !any {
+            try reader.transaction.forEach(in: self.table(table)) { _, _ in
+                any = true
+                return false
+            }
+        }
+        return any
+    }
+
     /// The offset through which the delegate has handled every event (F29), or `nil`.
     func deliveredOffset() throws -> LogOffset? {
         guard let bytes = try value(DeviceKey.delivered, in: "state") else { return nil }
@@ -174,6 +209,23 @@ struct DeviceSnapshot {
         }
     }
 
+    /// Every last known server record of `zoneID`, in key order.
+    func lastKnownServerRecords(in zoneID: RecordZone.ID) throws -> [Record] {
+        guard let number = try zoneNumber(zoneID) else { return [] }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        var records: [Record] = []
+        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            do throws(SyncError) {
+                records.append(try Record(protoBytes: Array(value)))
+            } catch {
+                throw malformed("an undecodable server record in \(zoneID): \(error.message)")
+            }
+            return true
+        }
+        return records
+    }
+
     // MARK: Decoding
 
     private static func decode<M: SwiftProtobuf.Message>(_ type: M.Type, _ bytes: [UInt8], _ what: String) throws -> M {
@@ -209,4 +261,14 @@ struct DeviceSnapshot {
             throw malformed("a pending database change that does not decode: \(error.message)")
         }
     }
+}
+
+/// The account a device log last recorded.
+enum KnownAccount: Equatable {
+    /// No account check was ever recorded.
+    case never
+    /// The last check found nobody signed in.
+    case signedOut
+    /// The last check found this user.
+    case user(Record.ID)
 }

@@ -44,6 +44,7 @@ extension SyncEngine {
         try step.append(.fetchFinished(error: stop))
         try await step.deliverStateUpdate()
         await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+        if stop == nil { await ensureSubscriptionOnce() }
         logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
         if let stop { throw stop }
@@ -101,12 +102,21 @@ extension SyncEngine {
         await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
         var failure: SyncError?
         var tokenReset = false
+        // A listing from no token returns the live records only (F100): the records this device
+        // knows in the zone that it does not return were deleted meanwhile.
+        var fromScratch = false
+        var listed = Set<Record.ID>()
+        var lastToken: ZoneChangeToken?
         while true {
             if Task.isCancelled {
                 failure = .cancelled("fetchChanges")
                 break
             }
             let token = try step.read { try $0.zoneChangeToken(for: zoneID) }
+            if token == nil {
+                fromScratch = true
+                listed = []
+            }
             let response: FetchZoneChangesResponse
             do {
                 response = try await database.fetchZoneChanges(
@@ -122,6 +132,10 @@ extension SyncEngine {
                 failure = error
                 break
             }
+            if fromScratch {
+                for modification in response.modifications { listed.insert(modification.record.recordID) }
+            }
+            lastToken = response.changeToken
             let offset = try step.append(
                 .zoneChangesFetched(
                     zoneID: zoneID, modifications: response.modifications.map(\.record), deletions: response.deletions,
@@ -133,6 +147,18 @@ extension SyncEngine {
                 step.delivered(through: offset)
             }
             if !response.moreComing { break }
+        }
+        if failure == nil, fromScratch, let lastToken {
+            let gone = try step.read { try $0.lastKnownServerRecords(in: zoneID) }
+                .filter { !listed.contains($0.recordID) }
+                .map { RecordZoneChange.Deletion(recordID: $0.recordID, recordType: $0.recordType) }
+            if !gone.isEmpty {
+                let offset = try step.append(
+                    .zoneChangesFetched(
+                        zoneID: zoneID, modifications: [], deletions: gone, changeToken: lastToken, moreComing: false))
+                await deliver(.fetchedRecordZoneChanges(Event.FetchedRecordZoneChanges(deletions: gone)))
+                step.delivered(through: offset)
+            }
         }
         try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))
         await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))

@@ -39,7 +39,12 @@ extension SyncEngine {
         /// Appends an app's edit of the state and tells the engine.
         private func record(_ entry: DeviceEntry) throws {
             try deviceLog.append(entry)
-            engine.withLock { $0 }.value?.stateChanged()
+            let added: Bool
+            switch entry {
+            case .pendingRecordZoneChangesAdded, .pendingDatabaseChangesAdded, .untrackedChangesFlagged(true): added = true
+            default: added = false
+            }
+            engine.withLock { $0 }.value?.stateChanged(localChanges: added)
         }
 
         // MARK: Record zone changes

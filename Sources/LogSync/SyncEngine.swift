@@ -45,6 +45,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let fetchResultsLimit: Int?
     let operations = SyncOperations()
     private let delegateReference: WeakDelegate
+    let session = Mutex(EngineSession())
+    /// The automatic sync driver, with `automaticallySync` (F5).
+    let scheduler: SyncScheduler?
+    private let pushListener = Mutex<Task<Void, Never>?>(nil)
 
     /// Creates an engine (F1). Nothing is sent or fetched until asked.
     ///
@@ -67,7 +71,37 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.fetchResultsLimit = configuration.fetchResultsLimit
         self.delegateReference = WeakDelegate(configuration.delegate)
         self.state = State(deviceLog: deviceLog)
+        self.scheduler = configuration.automaticallySync
+            ? SyncScheduler(
+                clock: configuration.clock, policy: configuration.schedulePolicy.schedulePolicy,
+                seed: configuration.randomSeed, conditions: configuration.conditions)
+            : nil
         state.engine.withLock { $0 = WeakEngine(self) }
+        start()
+    }
+
+    /// Starts what runs for the engine's whole life: re-delivering fetched changes the delegate
+    /// may not have handled (F29), listening for push hints (F83, F115), and with automatic
+    /// sync the scheduler, which catches up with a fetch (F85, F87) and sends what is pending
+    /// (F88).
+    private func start() {
+        let weakSelf = WeakEngine(self)
+        Task {
+            try? await weakSelf.value?.operations.run(.redelivery) {
+                try await weakSelf.value?.redeliverUndelivered()
+            }
+        }
+        pushListener.withLock { $0 = startListeningForPushes() }
+        if let scheduler {
+            scheduler.start(self)
+            scheduler.fetchNeeded(self, reason: .catchUp)
+            if hasWorkToSend() { scheduler.localChangesAdded(self) }
+        }
+    }
+
+    deinit {
+        scheduler?.stop()
+        pushListener.withLock { $0?.cancel() }
     }
 
     /// The delegate, while it is alive (F4).
@@ -95,7 +129,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
         try checkNotReentrant("fetchChanges")
         let context = FetchChangesContext(reason: .manual, options: options)
-        try await operations.run(.fetch(options)) { [self] in try await runFetch(context) }
+        try await operations.run(.fetch(options)) { [self] in
+            try await prepareSync()
+            try await runFetch(context)
+        }
     }
 
     /// Sends the pending changes now (F74): database changes first, then the delegate's record
@@ -113,7 +150,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
         try checkNotReentrant("sendChanges")
         let context = SendChangesContext(reason: .manual, options: options)
-        try await operations.run(.send(options)) { [self] in try await runSend(context) }
+        try await operations.run(.send(options)) { [self] in
+            try await prepareSync()
+            try await runSend(context)
+        }
     }
 
     /// Cancels the running and queued syncs (F79). A running sync stops at its next step: a
@@ -159,7 +199,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 
     /// Called by ``State`` after the app changed it: queues a `stateUpdate` (F26), coalesced
     /// with one already queued.
-    func stateChanged() {
+    func stateChanged(localChanges: Bool) {
+        if localChanges { scheduler?.localChangesAdded(self) }
         // The task holds the engine weakly: an engine the app dropped gets no more events (F4,
         // F110), and its log closes.
         let weakSelf = WeakEngine(self)

@@ -12,6 +12,8 @@ actor SyncOperations {
         case send(SyncEngine.SendChangesOptions)
         case fetch(SyncEngine.FetchChangesOptions)
         case stateUpdate
+        case accountCheck
+        case redelivery
     }
 
     private struct Operation {
@@ -37,7 +39,7 @@ actor SyncOperations {
         let joinsRunning: Bool
         switch kind {
         case .fetch: joinsRunning = true
-        case .send, .stateUpdate: joinsRunning = false
+        case .send, .stateUpdate, .accountCheck, .redelivery: joinsRunning = false
         }
         if let existing = operations.first(where: { $0.kind == kind && (!$0.started || joinsRunning) }) {
             return existing.task

@@ -68,8 +68,9 @@ public struct InProcessDatabase: CloudDatabase {
     }
 
     public func currentUserRecordID() async throws -> Record.ID {
+        // An account query, not a database request: injected request failures (F152) do not
+        // apply; account problems are simulated by the caller's account, not the server.
         try checkCancellation("currentUserRecordID")
-        try server.takeInjectedFailure(for: user)
         return try server.userRecordID(for: user)
     }
 

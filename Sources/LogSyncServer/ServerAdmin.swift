@@ -7,8 +7,9 @@ import SyncModel
 public struct ServerAdmin: Sendable {
     let server: SyncServer
 
-    /// The next `count` requests of `user` (any operation, any scope) fail with `error` — for
-    /// example `requestRateLimited` with a `retryAfter`, `serviceUnavailable` or `zoneBusy` (F152).
+    /// The next `count` requests of `user` (any database operation, any scope; not the account
+    /// query `currentUserRecordID`) fail with `error` — for example `requestRateLimited` with a
+    /// `retryAfter`, `serviceUnavailable` or `zoneBusy` (F152).
     public func failNextRequests(of user: UserID, count: Int = 1, with error: SyncError) {
         server.injectedFailures.withLock { $0[user, default: []] += Array(repeating: error, count: count) }
     }

@@ -58,8 +58,12 @@ struct RequestContractTests {
         }
     }
 
-    // F152: an injected failure is the whole-request error of whichever operation comes next.
-    @Test("F152 injected failures reach every operation", arguments: Harnesses.all, Operation.allCases)
+    // F152: an injected failure is the whole-request error of whichever database operation comes
+    // next. The account query `currentUserRecordID` is not a database request: it is exempt, so
+    // an engine's account check never swallows a failure meant for its next sync.
+    @Test(
+        "F152 injected failures reach every database operation",
+        arguments: Harnesses.all, Operation.allCases.filter { $0 != .currentUserRecordID })
     func injectedFailureReachesEveryOperation(harness: any ContractHarness, operation: Operation) async throws {
         try await withServer(harness) { server in
             let phone = try await server.device("alice", "phone")
@@ -68,6 +72,21 @@ struct RequestContractTests {
             let error = await expectThrows(.serviceUnavailable) { try await operation.run(on: phone) }
             #expect(error?.retryAfter == .seconds(1))
             try await operation.run(on: phone)
+        }
+    }
+}
+
+extension RequestContractTests {
+    // F152: account queries are exempt from injected request failures.
+    @Test("F152 the account query is not failed by an injected request failure", arguments: Harnesses.all)
+    func accountQueryExempt(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, retryAfter: .seconds(1)))
+            _ = try await phone.database.currentUserRecordID()
+            // The failure is still there for the next database request.
+            let error = await expectThrows(.serviceUnavailable) { try await Operation.allSubscriptions.run(on: phone) }
+            #expect(error?.retryAfter == .seconds(1))
         }
     }
 }

@@ -112,6 +112,23 @@ struct DeviceEntryCodecTests {
             Sample(entry: .changeTokenReset(zoneID: F.shared), kind: K.changeTokenReset),
             Sample(entry: .eventsDelivered(through: 1), kind: K.eventsDelivered),
             Sample(entry: .eventsDelivered(through: LogOffset(1 << 40)), kind: K.eventsDelivered),
+            // F104–F108: first check, sign-out, sign-in, switch.
+            Sample(entry: .accountChanged(previous: nil, current: nil), kind: K.accountChanged),
+            Sample(entry: .accountChanged(previous: F.userA, current: nil), kind: K.accountChanged),
+            Sample(entry: .accountChanged(previous: nil, current: F.userA), kind: K.accountChanged),
+            Sample(entry: .accountChanged(previous: F.userA, current: F.userB), kind: K.accountChanged),
+            Sample(entry: .subscriptionEnsured("logsync-database"), kind: K.subscriptionEnsured),
+            Sample(entry: .pushReceived(zoneID: nil), kind: K.pushReceived),
+            Sample(entry: .pushReceived(zoneID: F.notes), kind: K.pushReceived),
+            Sample(entry: .syncScheduled(work: .send, reason: .localChanges, after: .seconds(1)), kind: K.syncScheduled),
+            Sample(entry: .syncScheduled(work: .fetch, reason: .pushHint, after: .zero), kind: K.syncScheduled),
+            Sample(entry: .syncScheduled(work: .fetch, reason: .catchUp, after: .zero), kind: K.syncScheduled),
+            Sample(
+                entry: .syncScheduled(
+                    work: .send, reason: .retry(failures: 3, after: .milliseconds(13_250), serverRetryAfter: true),
+                    after: .milliseconds(13_250)),
+                kind: K.syncScheduled),
+            Sample(entry: .syncDeferred(reason: "network down, power ok"), kind: K.syncDeferred),
         ]
     }()
 
@@ -136,7 +153,7 @@ struct DeviceEntryCodecTests {
     @Test("Kinds are in 1–99 and distinct, reserved ones included")
     func kindsInRange() {
         let K = DeviceEntry.Kind.self
-        let reserved = [K.accountChanged, K.subscriptionEnsured, K.retryScheduled]
+        let reserved: [EntryKind] = [6, 15, 26, 33, 42, 51, 90]
         let all = K.inUse + reserved
         #expect(Set(all).count == all.count, "a kind is listed twice: \(all.sorted { $0.rawValue < $1.rawValue })")
         #expect(all.allSatisfy { (1...99).contains($0.rawValue) })
@@ -150,6 +167,8 @@ struct DeviceEntryCodecTests {
             (K.sendStarted, 10), (K.batchPrepared, 11), (K.batchResult, 12), (K.databaseChangesSent, 13),
             (K.sendFinished, 14), (K.fetchStarted, 20), (K.databaseChangesFetched, 21), (K.zoneChangesFetched, 22),
             (K.zoneFetchFinished, 23), (K.fetchFinished, 24), (K.changeTokenReset, 25), (K.eventsDelivered, 50),
+            (K.accountChanged, 30), (K.subscriptionEnsured, 31), (K.pushReceived, 32), (K.syncScheduled, 40),
+            (K.syncDeferred, 41),
         ]
         for (kind, number) in numbers { #expect(kind.rawValue == number) }
     }
@@ -177,8 +196,8 @@ struct DeviceEntryCodecTests {
 
     @Test("An unknown kind is a corrupt entry naming the offset")
     func unknownKind() {
-        // 0 is no kind; 6, 30, 31, 40 and 90 are reserved (not written yet); 101 is a server kind.
-        for kind: EntryKind in [0, 6, 30, 31, 40, 90, 99, 101, 65535] {
+        // 0 is no kind; 6, 33, 42 and 90 are reserved (not written yet); 101 is a server kind.
+        for kind: EntryKind in [0, 6, 33, 42, 90, 99, 101, 65535] {
             let entry = LogEntry(offset: 9, kind: kind, time: EntryTime(microsecondsSince1970: 0), payload: [])
             let error = #expect(throws: LogStoreError.self) { try DeviceEntry(entry) }
             #expect(error?.code == .corruptEntry)
@@ -334,6 +353,25 @@ struct DeviceEntryCodecTests {
         // eventsDelivered (F29): offsets start at 1, so "through 0" (also the empty message) is no offset.
         add(K.eventsDelivered, Logsync_Device_EventsDelivered.with { $0.through = 0 }, "EventsDelivered.through is 0")
         add(K.eventsDelivered, Logsync_Device_EventsDelivered(), "EventsDelivered.through is 0")
+        // accountChanged (F104–F108): a user ID must be whole.
+        add(K.accountChanged, Logsync_Device_AccountChanged.with { $0.previousUser = noZoneRecordID },
+            "AccountChanged.previous_user: RecordID.zone_id is missing")
+        add(K.accountChanged, Logsync_Device_AccountChanged.with { $0.currentUser = noZoneRecordID },
+            "AccountChanged.current_user: RecordID.zone_id is missing")
+        // subscriptionEnsured (F111): the ID is required.
+        add(K.subscriptionEnsured, Logsync_Device_SubscriptionEnsured(), "SubscriptionEnsured.subscription_id is missing")
+        // syncScheduled (F82–F90): work and cause are required, the wait is not negative.
+        add(K.syncScheduled, Logsync_Device_SyncScheduled.with { $0.cause = .pushHint }, "SyncScheduled.work is missing")
+        add(K.syncScheduled, Logsync_Device_SyncScheduled.with { $0.work = .send }, "SyncScheduled.cause is missing")
+        add(K.syncScheduled, Logsync_Device_SyncScheduled.with {
+            $0.work = .UNRECOGNIZED(9)
+            $0.cause = .retry
+        }, "SyncScheduled.work has unknown value 9")
+        add(K.syncScheduled, Logsync_Device_SyncScheduled.with {
+            $0.work = .fetch
+            $0.cause = .retry
+            $0.afterMicroseconds = -1
+        }, "SyncScheduled.after_microseconds is negative")
         return corruptions
     }()
 
@@ -349,12 +387,12 @@ struct DeviceEntryCodecTests {
         #expect(error?.message.contains(corruption.expected) == true, "\(error?.message ?? "no error")")
     }
 
-    @Test("Every sync-step kind has a corrupt-payload case, but changeTokenReset (any message is an entry)")
+    @Test("Every sync-step kind has a corrupt-payload case, but those whose every message is an entry")
     func everySyncStepKindCorrupted() {
         let K = DeviceEntry.Kind.self
         let corrupted = Set(Self.corruptions.map(\.kind))
         let steps = Set(Self.syncStepSamples.map(\.kind))
-        #expect(corrupted == steps.subtracting([K.changeTokenReset]))
+        #expect(corrupted == steps.subtracting([K.changeTokenReset, K.pushReceived, K.syncDeferred]))
     }
 
     @Test("Sync-step entries encode to the same bytes every time, and again after a round trip", arguments: syncStepSamples)

@@ -105,7 +105,7 @@ struct ProjectionRuleTests {
         mutating func next() -> DeviceEntry {
             let entry: DeviceEntry
             generated += 1
-            switch Int.random(in: 0..<130, using: &random) {
+            switch Int.random(in: 0..<137, using: &random) {
             case 0..<35:
                 entry = .pendingRecordZoneChangesAdded((0..<Int.random(in: 1...4, using: &random)).map { _ in recordChange() })
             case 35..<45:
@@ -186,6 +186,20 @@ struct ProjectionRuleTests {
                 entry = .changeTokenReset(zoneID: chance(30) ? nil : pick(Self.zones))
             case 127..<130:
                 entry = .eventsDelivered(through: LogOffset(UInt64.random(in: 1...generated, using: &random)))
+            case 130:
+                let users: [Record.ID?] = [nil, F.userA, F.userB]
+                entry = .accountChanged(previous: pick(users), current: pick(users))
+            case 131:
+                entry = .subscriptionEnsured(pick(["logsync-database", "legacy-sub"]))
+            case 132..<134:
+                entry = .pushReceived(zoneID: chance(40) ? nil : pick(Self.zones))
+            case 134..<136:
+                let cause: SyncSchedule.Cause = pick([
+                    .localChanges, .pushHint, .catchUp, .retry(failures: 2, after: .seconds(4), serverRetryAfter: false),
+                ])
+                entry = .syncScheduled(work: chance(50) ? .send : .fetch, reason: cause, after: .milliseconds(Int64.random(in: 0...5_000, using: &random)))
+            case 136:
+                entry = .syncDeferred(reason: pick(["no account", "network down, power ok"]))
             default:
                 var saved: [RecordZone] = []
                 var deleted: [RecordZone.ID] = []

@@ -66,6 +66,8 @@ enum Fixtures {
     static let b = id("B")
     static let c = id("C")
     static let x = id("X")
+    static let userA = Record.ID(recordName: "_alice")
+    static let userB = Record.ID(recordName: "_bob")
 
     /// A record as a server returns it: fields, and system fields with change tag `tag`.
     static func serverRecord(_ id: Record.ID, tag: String, title: String = "Groceries") -> Record {
@@ -100,6 +102,9 @@ struct ReferenceState: Equatable {
     var databaseToken: DatabaseChangeToken?
     var zoneTokens: [RecordZone.ID: ZoneChangeToken] = [:]
     var delivered: LogOffset?
+    /// The last account recorded: `nil` never, `.some(nil)` signed out.
+    var account: Record.ID??
+    var subscription: Subscription.ID?
 
     private mutating func forgetZone(_ id: RecordZone.ID) {
         knownZones.remove(id)
@@ -192,7 +197,24 @@ struct ReferenceState: Equatable {
             if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
         case .eventsDelivered(let offset):
             delivered = offset
-        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished:
+        case .accountChanged(_, let current):
+            if account != nil {
+                records = []
+                zones = []
+                untracked = false
+                inFlight = [:]
+                serverRecords = [:]
+                knownZones = []
+                unfetchedZones = []
+                databaseToken = nil
+                zoneTokens = [:]
+            }
+            account = .some(current)
+        case .subscriptionEnsured(let id):
+            subscription = id
+        case .pushReceived(let zoneID):
+            if let zoneID { unfetchedZones.insert(zoneID) }
+        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished, .syncScheduled, .syncDeferred:
             break
         }
     }
@@ -237,6 +259,12 @@ extension DeviceSnapshot {
             if let token = try zoneChangeToken(for: zoneID) { state.zoneTokens[zoneID] = token }
         }
         state.delivered = try deliveredOffset()
+        switch try lastKnownAccount() {
+        case .never: state.account = nil
+        case .signedOut: state.account = .some(nil)
+        case .user(let user): state.account = .some(user)
+        }
+        state.subscription = try subscriptionID()
         return state
     }
 }

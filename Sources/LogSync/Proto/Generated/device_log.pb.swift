@@ -78,6 +78,92 @@ package nonisolated enum Logsync_Device_SyncReason: SwiftProtobuf.Enum, Swift.Ca
 
 }
 
+/// What the scheduler may run.
+package nonisolated enum Logsync_Device_SyncWork: SwiftProtobuf.Enum, Swift.CaseIterable {
+  package typealias RawValue = Int
+  case unspecified // = 0
+  case send // = 1
+  case fetch // = 2
+  case UNRECOGNIZED(Int)
+
+  package init() {
+    self = .unspecified
+  }
+
+  package init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .send
+    case 2: self = .fetch
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  package var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .send: return 1
+    case .fetch: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  package static let allCases: [Logsync_Device_SyncWork] = [
+    .unspecified,
+    .send,
+    .fetch,
+  ]
+
+}
+
+/// Why the scheduler scheduled a sync.
+package nonisolated enum Logsync_Device_ScheduleCause: SwiftProtobuf.Enum, Swift.CaseIterable {
+  package typealias RawValue = Int
+  case unspecified // = 0
+  case localChanges // = 1
+  case pushHint // = 2
+  case catchUp // = 3
+  case retry // = 4
+  case UNRECOGNIZED(Int)
+
+  package init() {
+    self = .unspecified
+  }
+
+  package init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .localChanges
+    case 2: self = .pushHint
+    case 3: self = .catchUp
+    case 4: self = .retry
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  package var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .localChanges: return 1
+    case .pushHint: return 2
+    case .catchUp: return 3
+    case .retry: return 4
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  package static let allCases: [Logsync_Device_ScheduleCause] = [
+    .unspecified,
+    .localChanges,
+    .pushHint,
+    .catchUp,
+    .retry,
+  ]
+
+}
+
 /// SyncEngine.PendingRecordZoneChange. Exactly one case is set.
 package nonisolated struct Logsync_Device_PendingRecordZoneChange: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -713,12 +799,129 @@ package nonisolated struct Logsync_Device_EventsDelivered: Sendable {
   package init() {}
 }
 
+/// Kind 30, DeviceEntry.accountChanged: the account the database reports differs from the one
+/// the log last knew (F104–F108). Absent user: signed out.
+package nonisolated struct Logsync_Device_AccountChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var previousUser: SyncModel.Logsync_Model_RecordID {
+    get {_previousUser ?? SyncModel.Logsync_Model_RecordID()}
+    set {_previousUser = newValue}
+  }
+  /// Returns true if `previousUser` has been explicitly set.
+  package var hasPreviousUser: Bool {self._previousUser != nil}
+  /// Clears the value of `previousUser`. Subsequent reads from it will return its default value.
+  package mutating func clearPreviousUser() {self._previousUser = nil}
+
+  package var currentUser: SyncModel.Logsync_Model_RecordID {
+    get {_currentUser ?? SyncModel.Logsync_Model_RecordID()}
+    set {_currentUser = newValue}
+  }
+  /// Returns true if `currentUser` has been explicitly set.
+  package var hasCurrentUser: Bool {self._currentUser != nil}
+  /// Clears the value of `currentUser`. Subsequent reads from it will return its default value.
+  package mutating func clearCurrentUser() {self._currentUser = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _previousUser: SyncModel.Logsync_Model_RecordID? = nil
+  fileprivate var _currentUser: SyncModel.Logsync_Model_RecordID? = nil
+}
+
+/// Kind 31, DeviceEntry.subscriptionEnsured: the database subscription the engine uses (F111).
+package nonisolated struct Logsync_Device_SubscriptionEnsured: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required, not empty
+  package var subscriptionID: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// Kind 32, DeviceEntry.pushReceived: a push hint arrived (F83, F115).
+package nonisolated struct Logsync_Device_PushReceived: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// absent: the hint names no single zone
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// Kind 40, DeviceEntry.syncScheduled: the scheduler decided to run a sync after a wait (F82–F90).
+package nonisolated struct Logsync_Device_SyncScheduled: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var work: Logsync_Device_SyncWork = .unspecified
+
+  /// required
+  package var cause: Logsync_Device_ScheduleCause = .unspecified
+
+  /// the wait, >= 0
+  package var afterMicroseconds: Int64 = 0
+
+  /// retry: consecutive failures so far
+  package var failures: UInt32 = 0
+
+  /// retry: the wait is the server's retry-after
+  package var serverRetryAfter: Bool = false
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// Kind 41, DeviceEntry.syncDeferred: the scheduler waits for conditions or an account (F81, F86).
+package nonisolated struct Logsync_Device_SyncDeferred: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var reason: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.device"
 
 nonisolated extension Logsync_Device_SyncReason: SwiftProtobuf._ProtoNameProviding {
   package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SYNC_REASON_UNSPECIFIED\0\u{1}SYNC_REASON_SCHEDULED\0\u{1}SYNC_REASON_MANUAL\0")
+}
+
+nonisolated extension Logsync_Device_SyncWork: SwiftProtobuf._ProtoNameProviding {
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SYNC_WORK_UNSPECIFIED\0\u{1}SYNC_WORK_SEND\0\u{1}SYNC_WORK_FETCH\0")
+}
+
+nonisolated extension Logsync_Device_ScheduleCause: SwiftProtobuf._ProtoNameProviding {
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SCHEDULE_CAUSE_UNSPECIFIED\0\u{1}SCHEDULE_CAUSE_LOCAL_CHANGES\0\u{1}SCHEDULE_CAUSE_PUSH_HINT\0\u{1}SCHEDULE_CAUSE_CATCH_UP\0\u{1}SCHEDULE_CAUSE_RETRY\0")
 }
 
 nonisolated extension Logsync_Device_PendingRecordZoneChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1852,6 +2055,189 @@ nonisolated extension Logsync_Device_EventsDelivered: SwiftProtobuf.Message, Swi
 
   package static func ==(lhs: Logsync_Device_EventsDelivered, rhs: Logsync_Device_EventsDelivered) -> Bool {
     if lhs.through != rhs.through {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_AccountChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".AccountChanged"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}previous_user\0\u{3}current_user\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._previousUser) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._currentUser) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._previousUser {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._currentUser {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_AccountChanged, rhs: Logsync_Device_AccountChanged) -> Bool {
+    if lhs._previousUser != rhs._previousUser {return false}
+    if lhs._currentUser != rhs._currentUser {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SubscriptionEnsured: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SubscriptionEnsured"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}subscription_id\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.subscriptionID) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.subscriptionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.subscriptionID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SubscriptionEnsured, rhs: Logsync_Device_SubscriptionEnsured) -> Bool {
+    if lhs.subscriptionID != rhs.subscriptionID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_PushReceived: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".PushReceived"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_PushReceived, rhs: Logsync_Device_PushReceived) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SyncScheduled: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SyncScheduled"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}work\0\u{1}cause\0\u{3}after_microseconds\0\u{1}failures\0\u{3}server_retry_after\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.work) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.cause) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.afterMicroseconds) }()
+      case 4: try { try decoder.decodeSingularUInt32Field(value: &self.failures) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.serverRetryAfter) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.work != .unspecified {
+      try visitor.visitSingularEnumField(value: self.work, fieldNumber: 1)
+    }
+    if self.cause != .unspecified {
+      try visitor.visitSingularEnumField(value: self.cause, fieldNumber: 2)
+    }
+    if self.afterMicroseconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.afterMicroseconds, fieldNumber: 3)
+    }
+    if self.failures != 0 {
+      try visitor.visitSingularUInt32Field(value: self.failures, fieldNumber: 4)
+    }
+    if self.serverRetryAfter != false {
+      try visitor.visitSingularBoolField(value: self.serverRetryAfter, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SyncScheduled, rhs: Logsync_Device_SyncScheduled) -> Bool {
+    if lhs.work != rhs.work {return false}
+    if lhs.cause != rhs.cause {return false}
+    if lhs.afterMicroseconds != rhs.afterMicroseconds {return false}
+    if lhs.failures != rhs.failures {return false}
+    if lhs.serverRetryAfter != rhs.serverRetryAfter {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SyncDeferred: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SyncDeferred"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SyncDeferred, rhs: Logsync_Device_SyncDeferred) -> Bool {
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
