@@ -4,8 +4,10 @@ import SyncModel
 
 extension ServerDatabase {
     /// Checks a token against this database: issued by it and not from the future (F142), not
-    /// older than the tombstone horizon (F144).
-    func checkToken(offset: UInt64, database: UInt64, kind: String, _ snapshot: Snapshot) throws {
+    /// older than the tombstone horizon (F144). A page token of a zone listing (`listingStart`
+    /// non-zero) needs only the tombstones after the listing's start, so it expires only when
+    /// both its offset and its listing start are older than the horizon.
+    func checkToken(offset: UInt64, listingStart: UInt64 = 0, database: UInt64, kind: String, _ snapshot: Snapshot) throws {
         guard database == databaseID else {
             throw SyncError(
                 .invalidArguments, "the \(kind) token was issued by another database, not \(user)'s \(scope) database")
@@ -15,7 +17,19 @@ extension ServerDatabase {
             throw SyncError(
                 .invalidArguments, "the \(kind) token is at offset \(offset), past the end of \(user)'s \(scope) database (\(last)); it is not from this database")
         }
+        guard listingStart <= last else {
+            throw SyncError(
+                .invalidArguments, "the \(kind) token continues a listing begun at offset \(listingStart), past the end of \(user)'s \(scope) database (\(last)); it is not from this database")
+        }
         let horizon = try snapshot.state(IndexKey.horizon)
+        if listingStart > offset {
+            guard listingStart >= horizon else {
+                throw SyncError(
+                    .changeTokenExpired,
+                    "the \(kind) token continues a listing begun at offset \(listingStart), older than the oldest change kept (\(horizon)); fetch again without a token")
+            }
+            return
+        }
         guard offset >= horizon else {
             throw SyncError(
                 .changeTokenExpired,
@@ -42,14 +56,13 @@ extension ServerDatabase {
                 let offset = readBigEndian(key)
                 let zoneID = IndexKey.zoneID(from: Array(value))
                 guard let state = try snapshot.zone(zoneID) else { return true }
-                if state.isLive {
-                    // Deleted and re-created since the token: the old incarnation's deletion first (F149).
-                    if state.deletedAt > since {
-                        response.deletions.append(DatabaseChange.Deletion(zoneID: zoneID, reason: state.deletionReason))
-                    }
-                    response.modifications.append(DatabaseChange.Modification(zoneID: zoneID))
-                } else {
+                // The zone's deletion (its latest, or the marker kept when it was re-created), or
+                // its latest change. A zone deleted and re-created since the token has both, the
+                // deletion first (F149), each found by offset, so paging cannot skip either.
+                if offset == state.deletedAt || !state.isLive {
                     response.deletions.append(DatabaseChange.Deletion(zoneID: zoneID, reason: state.deletionReason))
+                } else {
+                    response.modifications.append(DatabaseChange.Modification(zoneID: zoneID))
                 }
                 count += 1
                 lastReturned = offset
@@ -61,8 +74,13 @@ extension ServerDatabase {
     }
 
     /// One page of a zone's change feed: current records changed since the token, deletions
-    /// with their types, coalesced per record (F139, F141, F143). Without a token, only the live
-    /// records: a client starting over has nothing to delete (F100).
+    /// with their types, coalesced per record (F139, F141, F143).
+    ///
+    /// Without a token, a *listing*: the live records only, since a client starting over has
+    /// nothing to delete (F100). Its page tokens carry where the listing began (the end of the
+    /// log at its first page, `listingStart`), so its later pages also leave out the deletions up
+    /// to there, and a compaction up to there does not expire them (F144). Deletions after it are
+    /// reported: they may be of records an earlier page returned.
     func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
         try request.validate()
         return try read { snapshot in
@@ -78,11 +96,14 @@ extension ServerDatabase {
                         "the zone token is from an earlier incarnation of \(zoneID), which was deleted; fetch the zone again without a token",
                         item: .zone(zoneID))
                 }
-                try checkToken(offset: since, database: token.database, kind: "zone", snapshot)
+                try checkToken(
+                    offset: since, listingStart: token.listingStart, database: token.database, kind: "zone", snapshot)
             }
             let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
             let byteBudget = server.configuration.maxBytesPerPage
             let end = try snapshot.lastOffset
+            // Deletions up to here are left out: those before the start of a listing.
+            let listingStart = request.since.map(\.listingStart) ?? end
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
                 changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: end, database: databaseID),
@@ -104,9 +125,9 @@ extension ServerDatabase {
                 }
                 let offset = readBigEndian(key, at: 8)
                 let recordID = Record.ID(recordName: String(decoding: value[1...], as: UTF8.self), zoneID: zoneID)
-                // Without a token the client holds nothing of the zone: deletions would be
-                // phantoms (F100), so only live records are returned.
-                if value.first == 1, request.since == nil { return true }
+                // When a listing began the client held nothing of the zone: deletions up to then
+                // would be phantoms (F100), so only live records are returned.
+                if value.first == 1, offset <= listingStart { return true }
                 if value.first == 1 {
                     guard let state = try snapshot.record(recordID, incarnation: zone.incarnation) else {
                         throw LogStoreError(.projectionInconsistent, "a deletion of \(recordID) at offset \(offset) without its record state")
@@ -122,8 +143,10 @@ extension ServerDatabase {
                 return true
             }
             if response.moreComing {
+                // Past the listing's start, the page token is an ordinary one.
                 response.changeToken = ZoneChangeToken(
-                    zoneID: zoneID, incarnation: zone.incarnation, offset: lastReturned, database: databaseID)
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: lastReturned, database: databaseID,
+                    listingStart: listingStart > lastReturned ? listingStart : 0)
             }
             return response
         }

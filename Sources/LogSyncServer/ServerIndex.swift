@@ -8,8 +8,11 @@ struct ZoneState: Hashable {
     var isLive: Bool
     var capabilities: RecordZone.Capabilities
     /// The offset of the zone's latest change reported by the database feed (its key there), or 0.
+    /// While the zone is deleted, its deletion (`deletedAt`), unless compacted.
     var lastChange: UInt64
-    /// The offset of the zone's latest deletion, or 0 if it was never deleted.
+    /// The offset of the zone's latest deletion, or 0 if it was never deleted. Until compacted,
+    /// it is also a key of the database feed, when the zone has been re-created since: the
+    /// deletion marker that tells a token older than it that the old incarnation is gone (F149).
     var deletedAt: UInt64
     var deletionReason: ZoneDeletionReason
 
@@ -168,7 +171,9 @@ enum IndexKey {
 /// - `records`: incarnation + record name → `RecordState` (current version or tombstone);
 /// - `zoneChanges`: incarnation + offset → flag (1 tombstone) + record name; only the latest
 ///   change of each record, so a zone fetch costs O(changes since the token) and coalesces (F143);
-/// - `dbChanges`: offset → zone key; only the latest change of each custom zone (F140, F112);
+/// - `dbChanges`: offset → zone key; only the latest change of each custom zone (F140, F112),
+///   and, for a zone re-created after a deletion, its latest deletion as well (at `deletedAt`):
+///   a token older than it is told the deletion, whatever the paging (F149);
 /// - `subscriptions`: subscription ID → offset of its entry (F155);
 /// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
@@ -176,6 +181,8 @@ enum IndexKey {
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
 struct ServerIndex: Projection {
     let name = "index"
+    /// 2: `dbChanges` keeps a re-created zone's latest deletion.
+    let version: UInt32 = 2
     let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
     ]
@@ -199,6 +206,9 @@ struct ServerIndex: Projection {
             let key = IndexKey.zone(zoneID)
             guard var state = try zoneState(key, tables), state.isLive else { return }
             try removeRecords(ofIncarnation: state.incarnation, tables)
+            // This deletion supersedes the marker of the previous one: a token older than either
+            // is told this one, which is enough to drop every older incarnation.
+            if state.deletedAt != 0 { try tables.removeValue(forKey: bigEndian(state.deletedAt), in: "dbChanges") }
             state.isLive = false
             state.deletedAt = offset
             state.deletionReason = reason
@@ -237,9 +247,12 @@ struct ServerIndex: Projection {
         try tables.value(forKey: key, in: "zones").map { (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes) }
     }
 
-    /// Records a change of a custom zone at `offset`: moves its database-feed key there.
+    /// Records a change of a custom zone at `offset`: moves its database-feed key there. The key
+    /// of a deletion stays when the zone is re-created: it is the deletion's marker (F149).
     func touch(_ key: [UInt8], _ state: inout ZoneState, _ offset: UInt64, _ tables: ProjectionTables) throws {
-        if state.lastChange != 0 { try tables.removeValue(forKey: bigEndian(state.lastChange), in: "dbChanges") }
+        if state.lastChange != 0, state.lastChange != state.deletedAt {
+            try tables.removeValue(forKey: bigEndian(state.lastChange), in: "dbChanges")
+        }
         state.lastChange = offset
         try tables.put(key, forKey: bigEndian(offset), in: "dbChanges")
         try tables.put(state.encoded, forKey: key, in: "zones")
@@ -319,7 +332,8 @@ struct ServerIndex: Projection {
         for key in keys { try tables.removeValue(forKey: key, in: table) }
     }
 
-    /// Drops tombstones (record deletions and deleted zones) of changes at or before `horizon` (F144).
+    /// Drops tombstones (record deletions, deleted zones and deletion markers) of changes at or
+    /// before `horizon` (F144).
     func compact(through horizon: UInt64, _ tables: ProjectionTables) throws {
         var recordKeys: [[UInt8]] = []
         var changeKeys: [[UInt8]] = []
@@ -340,10 +354,17 @@ struct ServerIndex: Projection {
             return true
         }
         for (change, zone) in deletedZones {
-            guard var state = try zoneState(zone, tables), !state.isLive else { continue }
-            try tables.removeValue(forKey: change, in: "dbChanges")
-            state.lastChange = 0
-            try tables.put(state.encoded, forKey: zone, in: "zones")
+            guard var state = try zoneState(zone, tables) else { continue }
+            if state.isLive {
+                // A re-created zone's deletion marker goes; its latest change stays.
+                if change.withUnsafeBytes({ readBigEndian($0) }) == state.deletedAt {
+                    try tables.removeValue(forKey: change, in: "dbChanges")
+                }
+            } else {
+                try tables.removeValue(forKey: change, in: "dbChanges")
+                state.lastChange = 0
+                try tables.put(state.encoded, forKey: zone, in: "zones")
+            }
         }
         let current = try tables.value(forKey: IndexKey.horizon, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
         try tables.put(bigEndian(max(current, horizon)), forKey: IndexKey.horizon, in: "state")

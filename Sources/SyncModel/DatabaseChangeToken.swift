@@ -32,7 +32,7 @@ public struct DatabaseChangeToken: Sendable, Hashable, Codable, CustomStringConv
     /// - Throws: ``SyncError`` with code `invalidArguments` naming the problem: too short, not a
     ///   token, an unsupported version, a checksum mismatch, a zone token, trailing bytes.
     public init(data: Data) throws(SyncError) {
-        let (database, offset, body) = try TokenCoding.decode(data, expecting: .database)
+        let (_, database, offset, body) = try TokenCoding.decode(data, expecting: .database)
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid database token: \(body.remaining) unexpected trailing bytes")
         }

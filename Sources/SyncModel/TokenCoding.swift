@@ -6,12 +6,13 @@ import LogStore
 /// ```
 /// bytes  field
 /// 2      magic "LT" (0x4C 0x54)
-/// 1      format version, 2
+/// 1      format version, 2 or 3
 /// 1      kind: 1 database token, 2 zone token
 /// 8      the issuing database's identity, big-endian (the server's choice; 0 = unspecified)
 /// 8      log offset, big-endian
 /// -- zone tokens only --
 /// 8      zone incarnation, big-endian
+/// 8      version 3 only: the listing start, big-endian (see ZoneChangeToken.listingStart)
 /// 2+n    zone name: length n (big-endian UInt16), then n bytes of UTF-8
 /// 2+m    owner name: length m (big-endian UInt16), then m bytes of UTF-8
 /// -- all tokens --
@@ -19,12 +20,19 @@ import LogStore
 /// ```
 ///
 /// Version 1 had no database identity; it was never released and is not read. From version 2 the
-/// layout is stable: a token written by one version is read by every later one. A reader
-/// checks length, magic, version and checksum before it looks at the kind, so garbage is
-/// reported as garbage and never as a token of the other kind.
+/// layout is stable: a token written by one version is read by every later one. Version 3 adds
+/// the listing start to zone tokens; a writer uses it only for a token that has one, so every
+/// other token keeps its version-2 bytes. A reader checks length, magic, version and checksum
+/// before it looks at the kind, so garbage is reported as garbage and never as a token of the
+/// other kind.
 enum TokenCoding {
     static let magic: [UInt8] = [0x4C, 0x54]
+    /// The version written for a token without version-3 fields.
     static let version: UInt8 = 2
+    /// The version of a zone token with a listing start.
+    static let listingVersion: UInt8 = 3
+    /// The versions read.
+    static let versions: ClosedRange<UInt8> = 2...3
 
     /// The two kinds of token.
     enum Kind: UInt8 {
@@ -45,7 +53,9 @@ enum TokenCoding {
     static let checksumSize = 4
 
     /// Writes a token: header, offset, kind-specific body, checksum.
-    static func encode(kind: Kind, database: UInt64, offset: UInt64, body: (inout Writer) -> Void = { _ in }) -> Data {
+    static func encode(
+        kind: Kind, version: UInt8 = version, database: UInt64, offset: UInt64, body: (inout Writer) -> Void = { _ in }
+    ) -> Data {
         var writer = Writer()
         writer.bytes.append(contentsOf: magic)
         writer.bytes.append(version)
@@ -57,13 +67,13 @@ enum TokenCoding {
         return Data(writer.bytes)
     }
 
-    /// Reads a token of the expected kind, checking everything, and returns its offset and a
-    /// reader positioned at its kind-specific body.
+    /// Reads a token of the expected kind, checking everything, and returns its format version,
+    /// its offset and a reader positioned at its kind-specific body.
     ///
     /// - Throws: ``SyncError`` `invalidArguments` naming the problem.
     static func decode(
         _ data: Data, expecting expected: Kind
-    ) throws(SyncError) -> (database: UInt64, offset: UInt64, body: Reader) {
+    ) throws(SyncError) -> (version: UInt8, database: UInt64, offset: UInt64, body: Reader) {
         let bytes = [UInt8](data)
         func invalid(_ problem: String) -> SyncError {
             SyncError(.invalidArguments, "invalid \(expected.name): \(problem)")
@@ -74,8 +84,9 @@ enum TokenCoding {
         guard Array(bytes[0..<2]) == magic else {
             throw invalid("not a LogSync change token (bad magic)")
         }
-        guard bytes[2] == version else {
-            throw invalid("change token format version \(bytes[2]) is not supported (expected \(version))")
+        guard versions.contains(bytes[2]) else {
+            throw invalid(
+                "change token format version \(bytes[2]) is not supported (expected \(versions.lowerBound) to \(versions.upperBound))")
         }
         let payloadEnd = bytes.count - checksumSize
         var checksumReader = Reader(bytes: bytes, position: payloadEnd)
@@ -92,7 +103,7 @@ enum TokenCoding {
         var reader = Reader(bytes: Array(bytes[0..<payloadEnd]), position: 4)
         let database = try reader.readUInt64(or: invalid("truncated"))
         let offset = try reader.readUInt64(or: invalid("truncated"))
-        return (database, offset, reader)
+        return (bytes[2], database, offset, reader)
     }
 
     /// Appends big-endian integers and length-prefixed strings.

@@ -24,16 +24,26 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     public let offset: UInt64
 
     /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64, database: UInt64 = 0) {
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64, database: UInt64 = 0, listingStart: UInt64 = 0) {
         self.zoneID = zoneID
         self.incarnation = incarnation
         self.offset = offset
         self.database = database
+        self.listingStart = listingStart
     }
 
     /// The identity of the database that issued the token, so a server can refuse another
     /// database's token (0: unspecified). The server's choice; clients never look at it.
     package let database: UInt64
+
+    /// For a page token of a zone listed without a token: where the listing began (the end of
+    /// the log at its first page); 0 for every other token. The server's choice; clients never
+    /// look at it.
+    ///
+    /// The client held nothing of the zone when the listing began, so the listing leaves out the
+    /// deletions up to there (F100), and it needs none of their tombstones: a compaction up to
+    /// the listing start does not expire the token, even when its offset is older (F144).
+    package let listingStart: UInt64
 
     /// Reads a token from its stable binary form.
     ///
@@ -42,9 +52,16 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     ///   token, an unsupported version, a checksum mismatch, a database token, a malformed zone
     ///   ID, trailing bytes.
     public init(data: Data) throws(SyncError) {
-        var (database, offset, body) = try TokenCoding.decode(data, expecting: .zone)
+        var (version, database, offset, body) = try TokenCoding.decode(data, expecting: .zone)
         let truncated = SyncError(.invalidArguments, "invalid zone token: truncated or malformed zone fields")
         let incarnation = try body.readUInt64(or: truncated)
+        var listingStart: UInt64 = 0
+        if version >= TokenCoding.listingVersion {
+            listingStart = try body.readUInt64(or: truncated)
+            guard listingStart != 0 else {
+                throw SyncError(.invalidArguments, "invalid zone token: a version-3 token without a listing start")
+            }
+        }
         let zoneName = try body.readString(or: truncated)
         let ownerName = try body.readString(or: truncated)
         guard body.isAtEnd else {
@@ -54,20 +71,26 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
         self.incarnation = incarnation
         self.offset = offset
         self.database = database
+        self.listingStart = listingStart
     }
 
-    /// The token's stable binary form, which ``init(data:)`` reads back.
+    /// The token's stable binary form, which ``init(data:)`` reads back: version 3 with a
+    /// listing start, otherwise version 2.
     public var data: Data {
-        TokenCoding.encode(kind: .zone, database: database, offset: offset) { writer in
+        let version = listingStart == 0 ? TokenCoding.version : TokenCoding.listingVersion
+        return TokenCoding.encode(kind: .zone, version: version, database: database, offset: offset) { writer in
             writer.append(incarnation)
+            if listingStart != 0 { writer.append(listingStart) }
             writer.append(zoneID.zoneName)
             writer.append(zoneID.ownerName)
         }
     }
 
-    /// A one-line rendering, such as `ZoneChangeToken(zone "Notes", incarnation 1, offset 42)`.
+    /// A one-line rendering, such as `ZoneChangeToken(zone "Notes", incarnation 1, offset 42)`,
+    /// with `, listing from 57` for a page token of a listing.
     public var description: String {
-        "ZoneChangeToken(\(zoneID), incarnation \(incarnation), offset \(offset))"
+        "ZoneChangeToken(\(zoneID), incarnation \(incarnation), offset \(offset)"
+            + (listingStart == 0 ? ")" : ", listing from \(listingStart))")
     }
 
     /// Decodes a token from its binary form.

@@ -86,6 +86,53 @@ struct DatabaseFeedTests {
         }
     }
 
+    // F140, F149: a zone deleted since the token is reported deleted, whatever the page size,
+    // also when it was re-created since and a page ends between its deletion and its
+    // re-creation; a token taken after the (last) deletion is not told it again. Checked from
+    // every point of a history that deletes and re-creates a zone twice.
+    @Test("F149 a paged database feed reports every deletion its token predates", arguments: Harnesses.all, [1, 2, 3])
+    func pagedFeedKeepsDeletions(harness: any ContractHarness, limit: Int) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("A")
+            try await phone.createZone("B")
+            var tokens = [try server.currentToken(of: "alice")]
+            let steps: [() async throws -> Void] = [
+                { try await phone.deleteZone("B") },
+                { try await phone.save(newRecord("n", in: "A")) },
+                { try await phone.createZone("B") },
+                { try await phone.save(newRecord("n", in: "B")) },
+                { try await phone.deleteZone("B") },
+                { try await phone.save(newRecord("m", in: "A")) },
+                { try await phone.createZone("B") },
+            ]
+            for step in steps {
+                try await step()
+                tokens.append(try server.currentToken(of: "alice"))
+            }
+            // B's last deletion is step 5, A's last change step 6, B's last re-creation step 7: a
+            // page that ends at A's change falls between B's deletion and its re-creation.
+            for (index, token) in tokens.enumerated() {
+                for resultsLimit in [nil, limit] {
+                    let fetch = try await laptop.fetchDatabase(since: token, resultsLimit: resultsLimit)
+                    let label = "since step \(index), limit \(String(describing: resultsLimit))"
+                    #expect(fetch.deleted == (index < 5 ? [zoneID("B"): .deleted] : [:]), "\(label)")
+                    var modified: Set<RecordZone.ID> = []
+                    if index < 6 { modified.insert(zoneID("A")) }
+                    if index < 7 { modified.insert(zoneID("B")) }
+                    #expect(fetch.modified == modified, "\(label)")
+                    // The old incarnation's deletion does not come after the new one's modification.
+                    if let deletion = fetch.pages.firstIndex(where: { $0.deletions.contains { $0.zoneID == zoneID("B") } }),
+                        let modification = fetch.pages.lastIndex(where: { $0.modifications.contains { $0.zoneID == zoneID("B") } })
+                    {
+                        #expect(deletion <= modification, "\(label)")
+                    }
+                }
+            }
+        }
+    }
+
     // F142: an intermediate database token is a safe resume point.
     @Test("F142 resuming the database feed from a mid-fetch token", arguments: Harnesses.all)
     func resumeFromMidFetchToken(harness: any ContractHarness) async throws {

@@ -4,7 +4,7 @@ import SyncModel
 import Testing
 
 /// Builds change tokens a server never issued, following the documented binary layout of
-/// SyncModel's `TokenCoding` (magic "LT", version 1, kind, offset, zone fields, CRC-32C), so a
+/// SyncModel's `TokenCoding` (magic "LT", version 2, kind, offset, zone fields, CRC-32C), so a
 /// test can present a well-formed token from the future. Each test first checks the forge
 /// reproduces a real token byte for byte.
 enum TokenForge {
@@ -127,6 +127,39 @@ struct TokenTests {
             // Each database still accepts its own tokens.
             _ = try await alice.fetchDatabase(since: aliceDatabaseToken)
             _ = try await bob.fetchDatabase(since: try await bob.fetchDatabase().token)
+        }
+    }
+
+    // F142, F144, F149: the continuation token of a zone listed from nil, which a compaction
+    // does not expire, is still bound to its database, its zone and the zone's incarnation.
+    @Test("F142 F149 a paged listing's token stays bound to its database and incarnation", arguments: Harnesses.all)
+    func listingTokenIsBound(harness: any ContractHarness) async throws {
+        try await withServer(harness) { server in
+            let alice = try await server.device("alice", "phone")
+            let bob = try await server.device("bob", "phone")
+            for device in [alice, bob] {
+                try await device.createZone("Notes")
+                try await device.createZone("Photos")
+                try await device.save((0..<3).map { newRecord("n\($0)") })
+                try await device.save((0..<3).map { newRecord("p\($0)", in: "Photos") })
+            }
+            try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
+            let page = try await alice.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: 1)
+            #expect(page.moreComing)
+            let token = page.changeToken
+
+            await expectThrows(.invalidArguments) {
+                try await bob.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: token)
+            }
+            await expectThrows(.invalidArguments) {
+                try await alice.database.fetchZoneChanges(zoneID: zoneID("Photos"), since: token)
+            }
+            _ = try await alice.fetchZone("Notes", since: token)
+            try await alice.deleteZone("Notes")
+            try await alice.createZone("Notes")
+            await expectThrows(.changeTokenExpired) {
+                try await alice.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: token)
+            }
         }
     }
 

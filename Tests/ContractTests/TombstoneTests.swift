@@ -62,6 +62,74 @@ struct TombstoneTests {
         }
     }
 
+    // F100, F141, F144: a zone listed from nil in pages after a compaction can be listed to the
+    // end: the listing's continuation tokens may lie below the horizon (they are the offsets of
+    // old records), and the listing needs none of the dropped tombstones. The listing holds the
+    // live records only, and its last token works like any other.
+    @Test("F144 a zone listed from nil in pages survives a compaction", arguments: Harnesses.all, [1, 2])
+    func pagedListingAfterCompaction(harness: any ContractHarness, limit: Int) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            try await phone.save((0..<5).map { newRecord("n\($0)") })
+            try await phone.delete(recordID("n1"))
+            try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
+
+            let listing = try await laptop.fetchZone("Notes", resultsLimit: limit)
+            #expect(Set(listing.records.keys) == Set([0, 2, 3, 4].map { recordID("n\($0)") }))
+            #expect(listing.deletedIDs.isEmpty, "a listing from nil reports no deletions (F100)")
+            #expect(listing.pages.count > 1, "the listing was paged")
+
+            // A compaction at the point the listing started does not stop it either.
+            let first = try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: limit)
+            #expect(first.moreComing)
+            try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
+            let rest = try await laptop.fetchZone("Notes", since: first.changeToken, resultsLimit: limit)
+            #expect(rest.deletedIDs.isEmpty)
+            #expect(Set(first.modifications.map(\.record.recordID)).union(rest.records.keys) == Set(listing.records.keys))
+
+            // The last token is an ordinary one: later deletions are reported from it.
+            try await phone.delete(recordID("n2"))
+            let next = try await laptop.fetchZone("Notes", since: listing.token, resultsLimit: limit)
+            #expect(next.deletedIDs == [recordID("n2")])
+            #expect(next.records.isEmpty)
+        }
+    }
+
+    // F100, F141, F144: a record a paged listing from nil has already returned, then deleted
+    // before the listing ends, is reported deleted by a later page; or, if that tombstone was
+    // compacted meanwhile, the listing's next page is refused with changeTokenExpired. The
+    // listing never ends holding the deleted record.
+    @Test("F144 a record deleted during a paged listing is not kept", arguments: Harnesses.all, [false, true])
+    func deletionDuringPagedListing(harness: any ContractHarness, compacts: Bool) async throws {
+        try await withServer(harness) { server in
+            let phone = try await server.device("alice", "phone")
+            let laptop = try await server.device("alice", "laptop")
+            try await phone.createZone("Notes")
+            try await phone.save((0..<4).map { newRecord("n\($0)") })
+
+            var fetch = ZoneFetch()
+            fetch.apply(try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: 1))
+            let held = try #require(fetch.records.keys.first)
+            #expect(fetch.pages[0].moreComing)
+            try await phone.delete(held)
+            if compacts {
+                try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
+            }
+            do {
+                let rest = try await laptop.fetchZone("Notes", since: fetch.token, resultsLimit: 1)
+                for page in rest.pages { fetch.apply(page) }
+            } catch let error as SyncError {
+                #expect(compacts, "only a compaction may refuse the listing: \(error)")
+                #expect(error.code == .changeTokenExpired, "\(error)")
+                fetch = try await laptop.fetchZone("Notes", resultsLimit: 1)
+            }
+            #expect(fetch.records[held] == nil, "\(held) was deleted")
+            #expect(fetch.records.count == 3)
+        }
+    }
+
     // F144: a fetch from nil may list deletions, even of records this device never had, but
     // only of records that were deleted, never of live ones, and never a deleted record as live.
     @Test("F144 a nil-token fetch lists only true deletions", arguments: Harnesses.all)

@@ -67,13 +67,10 @@ struct EventGrammarTests {
 }
 
 extension EventGrammarTests {
-    // Server bugs found with pages of 1–2 changes: seed 1 (a paged database feed loses a zone's
-    // deletion, F140, F149) and seed 5 (a zone listed from nil in pages cannot be fetched after a
-    // compaction, F100, F144).
-    @Test(
-        "Seeds with pages smaller than the zone count",
-        .disabled("server bugs: see pagedDatabaseFeedKeepsDeletions and pagedZoneListingPastHorizon"),
-        arguments: [UInt64(1), 5])
+    // Seeds with pages of 1–2 changes, which found two server bugs (now fixed): seed 1 (a paged
+    // database feed lost a zone's deletion, F140, F149) and seed 5 (a zone listed from nil in
+    // pages could not be fetched after a compaction, F100, F144).
+    @Test("Seeds with pages smaller than the zone count", arguments: [UInt64(1), 5])
     func smallPageSeeds(seed: UInt64) async throws {
         try await withTemporaryDirectory { directory in
             let history = try GeneratedHistory(seed: seed, directory: directory, smallPages: true)
@@ -110,12 +107,9 @@ extension EventGrammarTests {
                 failure = error
             }
             // The first page's token is the offset of the last record it returned, older than the
-            // horizon: the next page is refused with changeTokenExpired, and the engine, having
-            // reset once, gives up on the zone at every fetch.
-            withKnownIssue("server bug: a continuation token below the tombstone horizon is refused") {
-                #expect(failure == nil)
-                #expect(fetched.sorted() == ["a", "b", "c"])
-            }
+            // horizon; it continues a listing from nil, so the server still accepts it.
+            #expect(failure == nil)
+            #expect(fetched.sorted() == ["a", "b", "c"])
         }
     }
 
@@ -147,11 +141,9 @@ extension EventGrammarTests {
                 if !page.moreComing { break }
             }
             #expect(Set(modified) == [z1, z2])
-            // The second page's token is past Z2's deletion, so the server no longer reports it,
-            // and a client holding Z2's old records never learns to drop them.
-            withKnownIssue("server bug: the deletion is compared with the page token, not the caller's token") {
-                #expect(deleted == [z2])
-            }
+            // The second page's token is past Z2's deletion; the deletion is still reported, so a
+            // client holding Z2's old records learns to drop them.
+            #expect(deleted == [z2])
         }
     }
 
@@ -173,12 +165,10 @@ extension EventGrammarTests {
             #expect(a.title(note) == "x")
             try a.delete(note)
             try await a.engine.sendChanges()
-            // B's first fetch of the zone has no token: the server returns live records only,
-            // so B is never told that its note is gone.
+            // B's first fetch of the zone has no token: the server returns live records only, and
+            // the engine reports as deleted the records B knew that the listing left out.
             try await b.engine.fetchChanges()
-            withKnownIssue("a zone fetched from nil reports no deletions, even of records the device holds") {
-                #expect(b.title(note) == nil)
-            }
+            #expect(b.title(note) == nil)
         }
     }
 
