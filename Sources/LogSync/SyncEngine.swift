@@ -26,9 +26,10 @@ import SyncModel
 /// `sendChanges()` and `fetchChanges()` return once every event they caused has been handled
 /// (F73, F74), and throw when items failed (F75); overlapping calls coalesce (F77).
 ///
-/// Not there yet (DESIGN.md §3, Scheduling): automatic sync. Whatever
-/// ``Configuration/automaticallySync`` says, the engine syncs only when `sendChanges()` or
-/// `fetchChanges()` is called; accounts, subscriptions and push hints are not watched yet.
+/// With ``Configuration/automaticallySync`` (the default) a scheduler on the configured clock
+/// sends after a debounce, fetches at start and on push hints, and retries transient failures
+/// (DESIGN.md §3, Scheduling); the account is checked with the database, and a change is one
+/// `accountChange` event that wipes the previous account's state.
 public final class SyncEngine: Sendable, CustomStringConvertible {
     /// The database the engine syncs with (F1).
     public let database: any CloudDatabase
