@@ -12,7 +12,7 @@ import SyncModel
 /// Entry kinds 1–99 belong to the device (servers use 100–199). Numbers are forever: a kind is
 /// never renumbered or reused, and a new case takes a new kind. See `Kind` for the kinds in use
 /// and the ones reserved for the flows still to come (DESIGN.md §3).
-enum DeviceEntry: Sendable, Equatable {
+package enum DeviceEntry: Sendable, Equatable {
     /// The app added record changes, in this order (F16–F19).
     case pendingRecordZoneChangesAdded([SyncEngine.PendingRecordZoneChange])
     /// The app removed record changes (exact matches, F20).

@@ -78,7 +78,7 @@ public final class DeviceLog: Sendable {
     /// - Throws: `LogStoreError` (for example `.mapFull` when the disk is full) or what a
     ///   projection throws; nothing was appended then.
     @discardableResult
-    func append(_ entries: [DeviceEntry]) throws -> Range<LogOffset> {
+    package func append(_ entries: [DeviceEntry]) throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end

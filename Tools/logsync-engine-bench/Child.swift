@@ -56,6 +56,13 @@ struct PhaseResult: Codable {
     /// Seed only.
     var seedSeconds = 0.0
     var seedRequests = 0
+    /// Open: `SyncEngine(configuration)` and the first `state.pendingRecordZoneChanges` (their
+    /// sum is `seconds`), the page faults during both, and the log's entries.
+    var openSeconds = 0.0
+    var firstReadSeconds = 0.0
+    var minorFaults = 0
+    var majorFaults = 0
+    var entries = 0
 }
 
 enum Child {
@@ -71,6 +78,8 @@ enum Child {
             case .seed: result = try await seedPhase(options, url)
             case .fetch: result = try await fetchPhase(options, url)
             case .send: result = try await sendPhase(options, url)
+            case .build: result = try buildPhase(options, url)
+            case .open: result = try openPhase(options, url)
             }
             if let path = options.resultPath {
                 try JSONEncoder().encode(result).write(to: URL(fileURLWithPath: path))

@@ -10,7 +10,10 @@ struct BenchOptions {
     /// The server's page size (`maxChangesPerPage`): records per fetched page.
     var page = 400
     /// Which phases to run.
-    var phases: [Phase] = [.fetch, .send]
+    var phases: [Phase] = [.fetch, .send, .open]
+    /// Open: the device logs' lengths in entries, and the opens timed on each (one process each).
+    var openSizes = [10_000, 1_000_000]
+    var openRuns = 7
     /// The device logs' durabilities to measure.
     var durabilities: [String] = ["durable", "fast"]
     /// The scratch directory; `nil`: a fresh temporary directory.
@@ -21,7 +24,7 @@ struct BenchOptions {
     var resultPath: String?
     var phaseDirectory: String?
 
-    enum Phase: String { case seed, fetch, send }
+    enum Phase: String { case seed, fetch, send, build, open }
 
     /// Zones the records are spread over, round-robin.
     static let zones = 10
@@ -29,14 +32,18 @@ struct BenchOptions {
     static let seedRequestSize = 400
 
     static let usage = """
-        usage: logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send]
-                                    [--durability durable,fast] [--dir PATH]
+        usage: logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send|open]
+                                    [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--dir PATH]
 
           --records N     records fetched in the initial sync, and edits sent (default 100,000)
           --chunk N       pending changes per state.add call in the send phase (default 100)
           --page N        the server's page size, changes per fetched page (default 400)
-          --only PHASE    run only the fetch or only the send phase
-          --durability D  device-log durabilities to measure, comma-separated (default durable,fast)
+          --only PHASE    run only the fetch, the send or the open phase
+          --durability D  device-log durabilities to measure in fetch and send, comma-separated
+                          (default durable,fast; the open phase always opens .durable)
+          --open-sizes L  open: device-log lengths in entries, comma-separated (default 10000,1000000;
+                          the ratio compares the last with the first)
+          --open-runs N   open: timed opens per log, each in a fresh process (default 7)
           --dir PATH      scratch directory (default: a fresh temporary directory); what the
                           benchmark writes there is deleted at the end
         """
@@ -64,7 +71,9 @@ struct BenchOptions {
             case "--page": options.page = try integer(argument, minimum: 1)
             case "--only":
                 let text = try value(argument)
-                guard let phase = Phase(rawValue: text), phase != .seed else { throw BenchError("--only: fetch or send, not \"\(text)\"") }
+                guard let phase = Phase(rawValue: text), phase == .fetch || phase == .send || phase == .open else {
+                    throw BenchError("--only: fetch, send or open, not \"\(text)\"")
+                }
                 options.phases = [phase]
             case "--durability":
                 let list = try value(argument).split(separator: ",").map(String.init)
@@ -72,10 +81,18 @@ struct BenchOptions {
                     throw BenchError("--durability: durable, fast or durable,fast")
                 }
                 options.durabilities = list
+            case "--open-sizes":
+                let text = try value(argument)
+                let sizes = text.split(separator: ",").map { Int($0.replacingOccurrences(of: "_", with: "")) }
+                guard !sizes.isEmpty, sizes.allSatisfy({ ($0 ?? 0) >= OpenWorkload.minimumEntries }) else {
+                    throw BenchError("--open-sizes: \"\(text)\" is not a comma-separated list of integers ≥ \(OpenWorkload.minimumEntries)")
+                }
+                options.openSizes = sizes.compactMap { $0 }
+            case "--open-runs": options.openRuns = try integer(argument, minimum: 1)
             case "--dir": options.directory = try value(argument)
             case "--phase":
                 let text = try value(argument)
-                guard let phase = Phase(rawValue: text) else { throw BenchError("--phase: seed, fetch or send, not \"\(text)\"") }
+                guard let phase = Phase(rawValue: text) else { throw BenchError("--phase: seed, fetch, send, build or open, not \"\(text)\"") }
                 options.phase = phase
             case "--result": options.resultPath = try value(argument)
             case "--phase-dir": options.phaseDirectory = try value(argument)
