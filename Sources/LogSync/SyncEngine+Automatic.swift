@@ -85,12 +85,16 @@ extension SyncEngine {
         }
     }
 
-    /// Before a sync: the account, checked at the first sync of a launch (F78, F86, F104).
+    /// Before a sync: the account (F78, F86, F104). It is asked again whenever it was not
+    /// available last time (so a sign-in or a ready account is noticed), and before every sync
+    /// of a manual engine, which has no scheduler listening for account changes (F105–F109);
+    /// an automatic engine re-checks when its conditions provider signals a change. The
+    /// question is an account query, not a database request.
     ///
     /// - Throws: `SyncError` `notAuthenticated` with no account, `accountTemporarilyUnavailable`
     ///   while it is not ready; nothing is sent or fetched then, and no event is delivered.
     func prepareSync() async throws {
-        if knownAccountStatus == nil { try await checkAccountNow() }
+        if scheduler == nil || knownAccountStatus != .available { try await checkAccountNow() }
         switch knownAccountStatus {
         case .noAccount?:
             throw SyncError(.notAuthenticated, "no account is signed in; the engine syncs once one is")
@@ -171,8 +175,12 @@ extension SyncEngine {
         case (nil, nil): return
         }
         logger.info("account changed: \(change)")
+        // The new account starts from scratch: its database gets its own subscription (so its
+        // push hints come, F111), and an automatic engine fetches its data (F86, F106).
+        session.withLock { $0.subscriptionChecked = false }
         await deliver(.accountChange(Event.AccountChange(changeType: change)))
         await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        if current != nil { scheduler?.fetchNeeded(self, reason: .catchUp) }
     }
 
     /// Makes sure the database subscription exists (F6, F85, F111): the configured one, else
@@ -212,6 +220,27 @@ extension SyncEngine {
     func redeliverUndelivered() async throws {
         let (delivered, fetched) = try deviceLog.read { (try $0.deliveredOffset(), try $0.fetchedThrough()) }
         guard let fetched, fetched > (delivered ?? .zero) else { return }
+        // Pages without changes deliver no event, so they are never marked delivered: when only
+        // such pages follow the mark (a fetch that found nothing new), there is nothing to deliver
+        // again and no fetch to frame; the mark catches up without an event.
+        var hasChanges = false
+        var scan = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
+        while !hasChanges, let entry = try scan.next() {
+            guard entry.kind == DeviceEntry.Kind.databaseChangesFetched || entry.kind == DeviceEntry.Kind.zoneChangesFetched
+            else { continue }
+            switch try DeviceEntry(entry) {
+            case .databaseChangesFetched(let modifications, let deletions, _, _):
+                hasChanges = !modifications.isEmpty || !deletions.isEmpty
+            case .zoneChangesFetched(_, let modifications, let deletions, _, _):
+                hasChanges = !modifications.isEmpty || !deletions.isEmpty
+            default:
+                break
+            }
+        }
+        guard hasChanges else {
+            try deviceLog.append(.eventsDelivered(through: fetched))
+            return
+        }
         logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
         let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
         await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))

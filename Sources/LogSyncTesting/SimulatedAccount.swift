@@ -266,7 +266,11 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, S
             let hints = database.pushHints()
             let continuation = subscriber.continuation
             let task = Task {
-                for await hint in hints { continuation.yield(hint) }
+                for await hint in hints {
+                    // A hint still buffered when the account changed is the previous user's.
+                    guard !Task.isCancelled else { return }
+                    continuation.yield(hint)
+                }
             }
             let stale = state.withLock { state -> Bool in
                 // Another change or an unsubscribe may have come meanwhile: keep only the newest.
