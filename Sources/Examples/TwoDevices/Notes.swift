@@ -7,6 +7,8 @@ import Synchronization
 final class Notes: SyncEngineDelegate {
     let device: String
     let notes = Mutex<[Record.ID: [String: String]]>([:])
+    /// The fields edited here and not yet saved, which a fetched copy must not overwrite.
+    let unsaved = Mutex<[Record.ID: Set<String>]>([:])
 
     init(device: String) { self.device = device }
 
@@ -14,11 +16,18 @@ final class Notes: SyncEngineDelegate {
         switch event {
         case .fetchedRecordZoneChanges(let changes):
             for record in changes.modifications.map(\.record) {
-                notes.withLock { $0[record.recordID] = record.stringFields }
+                let mine = unsaved.withLock { $0[record.recordID] } ?? []
+                notes.withLock { notes in
+                    let local = notes[record.recordID] ?? [:]
+                    notes[record.recordID] = record.stringFields.merging(local.filter { mine.contains($0.key) }) { $1 }
+                }
                 say(device, "fetched", record)
             }
         case .sentRecordZoneChanges(let sent):
-            for record in sent.savedRecords { say(device, "saved", record) }
+            for record in sent.savedRecords {
+                unsaved.withLock { $0[record.recordID] = nil }
+                say(device, "saved", record)
+            }
             for failure in sent.failedRecordSaves where failure.error.code == .serverRecordChanged {
                 // Merge into the server's record (its fields and change tag) the keys this device
                 // changed, and queue the save again.
@@ -54,18 +63,19 @@ struct Device {
     let app: Notes
     let engine: SyncEngine
 
-    init(_ name: String, server: SyncServer, directory: URL) throws {
+    init(_ name: String, server: SyncServer, directory: URL, automatic: Bool = false) throws {
         app = Notes(device: name)
         var configuration = SyncEngine.Configuration(
             database: server.database(for: "alice", scope: .private, device: DeviceID(name)),
             logDirectory: directory.appending(path: name), delegate: app)
-        configuration.automaticallySync = false  // sync only when asked
+        configuration.automaticallySync = automatic  // false: sync only when asked
         engine = try SyncEngine(configuration)
     }
 
     /// Sets one field of a note and queues the note's save.
     func edit(_ id: Record.ID, _ key: String, _ text: String) throws {
         app.notes.withLock { $0[id, default: [:]][key] = text }
+        app.unsaved.withLock { _ = $0[id, default: []].insert(key) }
         say(app.device, "sets \(key) to \"\(text)\"")
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
     }

@@ -5,6 +5,10 @@ import LogSyncServer
 // Two devices of one user sync a note through a server embedded in this process. Both edit the
 // note before fetching; the second send conflicts, its delegate merges, and the devices converge.
 let directory = FileManager.default.temporaryDirectory.appending(path: "two-devices-\(UUID().uuidString.prefix(8))")
+if CommandLine.arguments.contains("--automatic") {
+    try await runAutomatically(in: directory)  // the same story, with no sendChanges or fetchChanges
+    exit(0)
+}
 let server = try SyncServer(.init(directory: directory.appending(path: "server")))
 let phone = try Device("phone", server: server, directory: directory)
 let laptop = try Device("laptop", server: server, directory: directory)
