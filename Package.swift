@@ -97,14 +97,16 @@ let package = Package(
             dependencies: ["LogStore", "LogStoreFixtures", "CLMDB"],
             path: "Tools/logstore-bench"
         ),
+        // What the server and engine benchmarks share: memory figures, tables, scratch space.
+        .target(name: "BenchSupport", path: "Tools/BenchSupport"),
         .executableTarget(
             name: "logsync-server-bench",
-            dependencies: ["LogSyncServer", "SyncModel", "LogStore"],
+            dependencies: ["LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
             path: "Tools/logsync-server-bench"
         ),
         .executableTarget(
             name: "logsync-engine-bench",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore"],
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
             path: "Tools/logsync-engine-bench"
         ),
 

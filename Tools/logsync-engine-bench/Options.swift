@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// The benchmark's command line, parsed by hand. The parent's options are passed on to each

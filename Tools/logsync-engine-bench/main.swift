@@ -20,6 +20,7 @@
 //       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--dir PATH]
 //
 // See Docs/Performance.md ("Engine") for what is measured and the figures on the reference machine.
+import BenchSupport
 import Foundation
 
 let arguments = CommandLine.arguments

@@ -6,6 +6,7 @@
 //   swift run -c release --scratch-path .build-bench2 logsync-server-bench [--records N] [--quick] [--dir PATH]
 //
 // See Docs/Performance.md ("Server") for what is measured and the figures on the reference machine.
+import BenchSupport
 import Foundation
 import LogStore
 import LogSyncServer

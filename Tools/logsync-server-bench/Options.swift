@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// The benchmark's command line, parsed by hand (the benchmark depends on the server only).

@@ -1,13 +1,17 @@
+// Helpers the benchmark executables share: memory figures, timing samples, tables, the
+// machine's description, and the scratch directory.
 import Foundation
 
 /// Resident memory of this process, from /proc/self/status (kB figures; 0 where unavailable).
-struct Memory {
-    var rss = 0
-    var anon = 0
-    var file = 0
-    var hwm = 0
+package struct Memory {
+    package init() {}
 
-    static func read() -> Memory {
+    package var rss = 0
+    package var anon = 0
+    package var file = 0
+    package var hwm = 0
+
+    package static func read() -> Memory {
         var memory = Memory()
         guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return memory }
         for line in text.split(separator: "\n") {
@@ -24,23 +28,25 @@ struct Memory {
         return memory
     }
 
-    var rssMiB: String { mib(rss) }
-    var description: String {
+    package var rssMiB: String { mib(rss) }
+    package var description: String {
         "VmRSS \(mib(rss)) MiB (RssAnon \(mib(anon)), RssFile \(mib(file))), VmHWM \(mib(hwm)) MiB"
     }
 }
 
-func mib(_ kB: Int) -> String { String(format: "%.1f", Double(kB) / 1024) }
+package func mib(_ kB: Int) -> String { String(format: "%.1f", Double(kB) / 1024) }
 
 /// Timing samples in seconds.
-struct Samples {
-    var values: [Double] = []
+package struct Samples {
+    package init(values: [Double] = []) { self.values = values }
 
-    var median: Double { percentile(50) }
-    var p99: Double { percentile(99) }
+    package var values: [Double] = []
+
+    package var median: Double { percentile(50) }
+    package var p99: Double { percentile(99) }
 
     /// Nearest-rank percentile.
-    func percentile(_ p: Double) -> Double {
+    package func percentile(_ p: Double) -> Double {
         guard !values.isEmpty else { return .nan }
         let sorted = values.sorted()
         let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
@@ -48,11 +54,11 @@ struct Samples {
     }
 }
 
-func ms(_ seconds: Double) -> String { String(format: "%.3f ms", seconds * 1000) }
-func ratio(_ value: Double) -> String { String(format: "%.2f", value) }
+package func ms(_ seconds: Double) -> String { String(format: "%.3f ms", seconds * 1000) }
+package func ratio(_ value: Double) -> String { String(format: "%.2f", value) }
 
 /// `1234567` → `1,234,567`.
-func grouped(_ value: Int) -> String {
+package func grouped(_ value: Int) -> String {
     let digits = String(value.magnitude)
     var out = ""
     for (i, ch) in digits.enumerated() {
@@ -62,13 +68,13 @@ func grouped(_ value: Int) -> String {
     return value < 0 ? "-" + out : out
 }
 
-func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
+package func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
     let fill = String(repeating: " ", count: max(0, width - text.count))
     return left ? fill + text : text + fill
 }
 
 /// An aligned table; the first row is the header, the first column left-aligned.
-func table(_ cells: [[String]]) -> String {
+package func table(_ cells: [[String]]) -> String {
     var widths = [Int](repeating: 0, count: cells.map(\.count).max() ?? 0)
     for line in cells { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
     var lines: [String] = []
@@ -80,12 +86,12 @@ func table(_ cells: [[String]]) -> String {
 }
 
 /// The 1, 5 and 15-minute load averages, from /proc/loadavg.
-func loadAverage() -> String {
+package func loadAverage() -> String {
     guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
     return text.split(separator: " ").prefix(3).joined(separator: " ")
 }
 
-func cpuModel() -> String {
+package func cpuModel() -> String {
     guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return "CPU unknown" }
     for line in text.split(separator: "\n") where line.hasPrefix("model name") {
         return line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "CPU unknown"
@@ -95,29 +101,29 @@ func cpuModel() -> String {
 
 /// The scratch directory: a fresh subdirectory of the one given with `--dir` (or of the
 /// temporary directory), removed at the end, with `--dir` itself if this program created it.
-final class ScratchDirectory {
-    let url: URL
+package final class ScratchDirectory {
+    package let url: URL
     private let createdParent: URL?
 
-    init(_ path: String?) throws {
+    package init(_ path: String?, prefix: String = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "bench") throws {
         let fileManager = FileManager.default
         let parent = path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? fileManager.temporaryDirectory
         createdParent = fileManager.fileExists(atPath: parent.path) ? nil : parent
-        url = parent.appendingPathComponent("logsync-server-bench-\(UUID().uuidString)", isDirectory: true)
+        url = parent.appendingPathComponent("\(prefix)-\(UUID().uuidString)", isDirectory: true)
         try fileManager.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    func subdirectory(_ name: String) -> URL { url.appendingPathComponent(name, isDirectory: true) }
+    package func subdirectory(_ name: String) -> URL { url.appendingPathComponent(name, isDirectory: true) }
 
-    func remove(_ directory: URL) { try? FileManager.default.removeItem(at: directory) }
+    package func remove(_ directory: URL) { try? FileManager.default.removeItem(at: directory) }
 
-    func finish() {
+    package func finish() {
         try? FileManager.default.removeItem(at: url)
         if let createdParent { try? FileManager.default.removeItem(at: createdParent) }
     }
 }
 
 /// Writes a line to standard output unbuffered, so progress shows when output goes to a file.
-func emit(_ line: String = "") {
+package func emit(_ line: String = "") {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
