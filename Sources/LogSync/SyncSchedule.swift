@@ -50,25 +50,26 @@ package struct SyncSchedule: Sendable, Equatable {
         case retry(failures: Int, after: Duration, serverRetryAfter: Bool)
     }
 
+    /// When a kind of work is due, and why.
+    package struct Due: Sendable, Hashable {
+        package var at: Duration
+        package var cause: Cause
+    }
+
     /// When each kind of work is due, and why.
-    private(set) var due: [Work: (at: Duration, cause: Cause)] = [:]
+    private(set) var due: [Work: Due] = [:]
     /// Consecutive transient failures of each kind.
     private(set) var failures: [Work: Int] = [:]
     let policy: Policy
 
     init(policy: Policy = Policy()) { self.policy = policy }
 
-    package static func == (lhs: SyncSchedule, rhs: SyncSchedule) -> Bool {
-        lhs.policy == rhs.policy && lhs.failures == rhs.failures
-            && lhs.due.mapValues { "\($0.at) \($0.cause)" } == rhs.due.mapValues { "\($0.at) \($0.cause)" }
-    }
-
     /// The app added changes at `now`: a send is due after the debounce unless one is already due
     /// (F17, F82). Returns whether this scheduled something new.
     @discardableResult
     mutating func localChangesAdded(at now: Duration) -> Bool {
         guard due[.send] == nil else { return false }
-        due[.send] = (now + policy.debounce, .localChanges)
+        due[.send] = Due(at: now + policy.debounce, cause: .localChanges)
         return true
     }
 
@@ -77,7 +78,7 @@ package struct SyncSchedule: Sendable, Equatable {
     @discardableResult
     mutating func fetchNeeded(at now: Duration, cause: Cause = .pushHint) -> Bool {
         if let current = due[.fetch], current.at <= now { return false }
-        due[.fetch] = (now, cause)
+        due[.fetch] = Due(at: now, cause: cause)
         return true
     }
 
@@ -116,7 +117,7 @@ package struct SyncSchedule: Sendable, Equatable {
         let cause = Cause.retry(failures: count, after: wait, serverRetryAfter: fromServer)
         // Replaces any earlier due time (new changes made meanwhile): the server's wait is
         // honoured even then.
-        due[work] = (now + wait, cause)
+        due[work] = Due(at: now + wait, cause: cause)
         return (wait, cause)
     }
 
