@@ -42,7 +42,8 @@ extension SyncEngine {
         public var conditions: any SyncConditionsProvider = AlwaysAvailableConditions()
         /// The scheduler's debounce and backoff.
         public var schedulePolicy = SchedulePolicy()
-        /// The seed of the retry jitter; the same seed gives the same waits.
+        /// The seed of the retry jitter and of the engine's request-ID prefix; the same seed gives
+        /// the same waits and IDs. Random by default; give each device of a simulation its own.
         public var randomSeed: UInt64 = UInt64.random(in: .min ... .max)
         /// Where the engine reports what it does (each send and fetch, at `debug`).
         public var logger: Logger = Logger(label: "LogSync.SyncEngine")

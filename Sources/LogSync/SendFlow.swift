@@ -172,17 +172,27 @@ extension SyncEngine {
     /// Sends one record batch and reports it (F44, F55–F58). The records go into the log first
     /// (`batchPrepared`, marking them in flight, F32), the server's answer after.
     private func sendRecordBatch(_ batch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        try step.append(
+        let prepared = try step.append(
             .batchPrepared(
                 recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
                 atomicByZone: batch.atomicByZone))
+        // The request ID names this batch: the engine's launch prefix (seeded) and the offset of
+        // its batchPrepared entry, so the server can replay its answer to a resend (F103).
         let request = ModifyRecordsRequest(
             recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
-            requestID: RequestID(UUID().uuidString))
+            requestID: RequestID("\(requestIDPrefix)-\(prepared.rawValue)"))
         let response: ModifyRecordsResponse
         do {
-            response = try await database.modifyRecords(request)
+            do {
+                response = try await database.modifyRecords(request)
+            } catch let error as SyncError where error.code == .serverResponseLost || error.code == .networkFailure {
+                // The server may have applied the batch and the answer been lost (F103): the same
+                // request, with the same ID, is sent once more, and the server replays its answer
+                // instead of reporting a false conflict.
+                logger.debug("resending \(request.requestID.map(String.init(describing:)) ?? "a batch") after \(error.code)")
+                response = try await database.modifyRecords(request)
+            }
         } catch {
             // The request as a whole failed (F52: a manual batch over the limits fails here with
             // limitExceeded): every item carries the error.

@@ -47,6 +47,9 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let operations = SyncOperations()
     private let delegateReference: WeakDelegate
     let session = Mutex(EngineSession())
+    /// The first part of every request ID this engine makes (F103), drawn from the
+    /// configuration's seed; the second part is the offset of the batch's entry.
+    let requestIDPrefix: String
     /// The automatic sync driver, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     private let pushListener = Mutex<Task<Void, Never>?>(nil)
@@ -71,6 +74,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.logger = configuration.logger
         self.fetchResultsLimit = configuration.fetchResultsLimit
         self.delegateReference = WeakDelegate(configuration.delegate)
+        var random = SeededRandom(seed: configuration.randomSeed ^ 0x5245_5155_4553_5453)
+        self.requestIDPrefix = String(random.next(), radix: 16)
         self.state = State(deviceLog: deviceLog)
         self.scheduler = configuration.automaticallySync
             ? SyncScheduler(

@@ -1,0 +1,147 @@
+import Foundation
+import LogStore
+import LogSyncServer
+import Synchronization
+import Testing
+
+@testable import LogSync
+
+/// A database whose next `modifyRecords` answers are lost after the server applied them.
+final class LosingDatabase: CloudDatabase {
+    let base: InProcessDatabase
+    private let lose = Mutex(0)
+    private let requestIDs = Mutex<[RequestID?]>([])
+
+    init(_ base: InProcessDatabase) { self.base = base }
+
+    /// Loses the answers of the next `count` record modifications.
+    func loseNextAnswers(_ count: Int) { lose.withLock { $0 = count } }
+
+    /// The request ID of each `modifyRecords` call, in order.
+    var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
+
+    var databaseScope: DatabaseScope { base.databaseScope }
+
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        requestIDs.withLock { $0.append(request.requestID) }
+        let response = try await base.modifyRecords(request)
+        let lost = lose.withLock { count -> Bool in
+            guard count > 0 else { return false }
+            count -= 1
+            return true
+        }
+        if lost { throw SyncError(.serverResponseLost, "the answer was lost on the way back") }
+        return response
+    }
+
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
+    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+        try await base.fetchDatabaseChanges(request)
+    }
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        try await base.fetchZoneChanges(request)
+    }
+    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
+        try await base.modifySubscriptions(request)
+    }
+    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
+    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
+    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
+}
+
+/// Lost answers: the engine resends the same request, and the server replays its answer (F103).
+@Suite("Scenario: lost answers")
+struct ResponseLostScenarios {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+
+    // F103, F56
+    @Test("F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict")
+    func lostAnswerReplayed() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+            let app = ScriptedNotes()
+            var configuration = SyncEngine.Configuration(
+                database: database,
+                deviceLog: try DeviceLog(
+                    directory: directory.appendingPathComponent("phone"),
+                    options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
+                delegate: app)
+            configuration.automaticallySync = false
+            configuration.randomSeed = 7
+            let engine = try SyncEngine(configuration)
+            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
+            try await engine.sendChanges()
+
+            // Edit a record the server already holds, so a second application would conflict.
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            app.set(note, "first")
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try await engine.sendChanges()
+            app.set(note, "second")
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            database.loseNextAnswers(1)
+            try await engine.sendChanges()
+
+            let ids = database.modifyRequestIDs
+            #expect(ids.count == 3)
+            #expect(ids[1] == ids[2], "the resend carries the lost request's ID")
+            #expect(ids[0] != ids[1])
+            #expect(try engine.state.pendingRecordZoneChanges == [])
+            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
+            #expect(onServer.modifications.map { $0.record["title"] } == [.string("second")])
+            #expect(app.failures.isEmpty, "no serverRecordChanged: \(app.failures)")
+            #expect(try engine.deviceLog.log.verifyProjections() == nil)
+        }
+    }
+
+    // F103: request IDs come from the configuration's seed and the batch's log offset.
+    @Test("F103 request IDs are made from the seed and the batch's offset: the same seed gives the same IDs")
+    func requestIDsAreSeeded() async throws {
+        var prefixes: [String] = []
+        for run in 0..<2 {
+            try await withTemporaryDirectory { directory in
+                let server = try makeServer(directory)
+                var configuration = SyncEngine.Configuration(
+                    database: server.database(for: "alice"),
+                    deviceLog: try DeviceLog(
+                        directory: directory.appendingPathComponent("d\(run)"),
+                        options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
+                    delegate: IdleDelegate.shared)
+                configuration.automaticallySync = false
+                configuration.randomSeed = 42
+                prefixes.append(try SyncEngine(configuration).requestIDPrefix)
+            }
+        }
+        #expect(prefixes[0] == prefixes[1])
+        #expect(!prefixes[0].isEmpty)
+    }
+}
+
+/// A delegate holding note titles and recording failed saves.
+final class ScriptedNotes: SyncEngineDelegate {
+    private let state = Mutex<(notes: [Record.ID: String], failures: [SyncError.Code])>(([:], []))
+
+    func set(_ id: Record.ID, _ title: String) { state.withLock { $0.notes[id] = title } }
+    var failures: [SyncError.Code] { state.withLock { $0.failures } }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        if case .sentRecordZoneChanges(let sent) = event {
+            state.withLock { $0.failures += sent.failedRecordSaves.map(\.error.code) }
+        }
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        let pending = (try? syncEngine.state.pendingRecordZoneChanges) ?? []
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
+            guard let title = self.state.withLock({ $0.notes[id] }) else { return nil }
+            var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
+                ?? Record(recordType: "Note", recordID: id)
+            record["title"] = .string(title)
+            return record
+        }
+    }
+}
