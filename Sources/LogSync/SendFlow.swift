@@ -186,7 +186,7 @@ extension SyncEngine {
         do {
             do {
                 response = try await database.modifyRecords(request)
-            } catch let error as SyncError where error.code == .serverResponseLost || error.code == .networkFailure {
+            } catch let error as SyncError where error.code == .serverResponseLost {
                 // The server may have applied the batch and the answer been lost (F103): the same
                 // request, with the same ID, is sent once more, and the server replays its answer
                 // instead of reporting a false conflict.
