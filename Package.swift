@@ -72,10 +72,10 @@ let package = Package(
         ),
 
         // Tools.
-        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer"], path: "Tools/LogToolCore"),
+        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer", "LogSync"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
-            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer"]
+            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync"]
         ),
         .executableTarget(
             name: "logtool",

@@ -142,10 +142,11 @@ struct DumpCommandTests {
         }
     }
 
+    /// (Not `device`: a log of that name is a device log, whose kinds 1–3 are not the fixture's.)
     @Test func theOnlyLogIsChosenWhateverItsName() throws {
         try withTemporaryDirectory { directory in
             let environment = directory.appendingPathComponent("env")
-            try writeFixtureLog(at: environment, named: "device", count: 4)
+            try writeFixtureLog(at: environment, named: "phone", count: 4)
             let run = try runLogtool(["dump", environment.path], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.count == 4)

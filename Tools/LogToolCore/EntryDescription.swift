@@ -1,4 +1,5 @@
 import LogStore
+import LogSync
 import LogSyncServer
 
 /// What an entry means, as a decoder found it: the name of its kind and its fields in order.
@@ -31,10 +32,27 @@ public struct EntryDescription: Sendable, Hashable {
     public var kindName: String
     /// The fields, in the decoder's order; no name appears twice.
     public var fields: [Field]
+    /// Records the entry is about beyond its `record` field (for `--record`): a device entry
+    /// names every record of its lists here, shown or not.
+    public var recordNames: Set<String>
+    /// Zones the entry is about beyond its `zone` field (for `--zone`).
+    public var zoneNames: Set<String>
 
-    public init(kindName: String, fields: [Field] = []) {
+    public init(kindName: String, fields: [Field] = [], recordNames: Set<String> = [], zoneNames: Set<String> = []) {
         self.kindName = kindName
         self.fields = fields
+        self.recordNames = recordNames
+        self.zoneNames = zoneNames
+    }
+
+    /// Whether the entry is about the record named `name`: its `record` field or `recordNames`.
+    public func mentions(record name: String) -> Bool {
+        self["record"] == .text(name) || recordNames.contains(name)
+    }
+
+    /// Whether the entry is about the zone named `name`: its `zone` field or `zoneNames`.
+    public func mentions(zone name: String) -> Bool {
+        self["zone"] == .text(name) || zoneNames.contains(name)
     }
 
     /// The value of the field `name`, if there is one.
@@ -89,5 +107,41 @@ public struct EntryDecoder: Sendable {
                 case .list(let items): EntryDescription.Field(field.name, .list(items))
                 }
             })
+    }
+
+    /// The device's entries (`LogSync`): kinds 1–99 of an engine's device log
+    /// (`pendingRecordZoneChangesAdded` … `eventsDelivered`).
+    public static let device = EntryDecoder(kinds: DeviceEntryDescription.kinds) {
+        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
+        guard let device = try DeviceEntryDescription(entry) else { return nil }
+        return EntryDescription(
+            kindName: device.kindName,
+            fields: device.fields.map { field in
+                switch field.value {
+                case .text(let text): EntryDescription.Field(field.name, .text(text))
+                case .integer(let value): EntryDescription.Field(field.name, .integer(value))
+                case .list(let items): EntryDescription.Field(field.name, .list(items))
+                }
+            },
+            recordNames: device.recordNames, zoneNames: device.zoneNames)
+    }
+
+    /// The server's and the device's entries: `device` for kinds 1–99, `server` for 100–199
+    /// (the ranges do not overlap). `logtool dump` reads a device log (named `device`) with it,
+    /// and takes `--kind` names from it.
+    public static let standard = EntryDecoder(kinds: device.kinds + server.kinds) {
+        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
+        if let description = try device.describe(entry) { return description }
+        return try server.describe(entry)
+    }
+
+    /// The decoder for the log named `name`: `standard` for an engine's device log (named
+    /// `device`, `DeviceLog.logName`), `server` for any other.
+    ///
+    /// Device kinds are small numbers that other logs use for their own entries (the demo's
+    /// key–value entries are kinds 1–3), so they are decoded only in a device log; server kinds
+    /// are decoded in every log.
+    public static func forLog(named name: String) -> EntryDecoder {
+        name == DeviceLog.logName ? standard : server
     }
 }

@@ -1,8 +1,9 @@
 import LogStore
 
 /// Which entries `logtool dump` prints: `--kind` (any of several kinds), `--record` and
-/// `--zone` (an entry whose description has that `record` or `zone` field). All given
-/// conditions must hold; an empty filter lets every entry through.
+/// `--zone` (an entry whose description has that `record` or `zone` field, or names the record
+/// or zone in its `recordNames` or `zoneNames`, as device entries do). All given conditions
+/// must hold; an empty filter lets every entry through.
 public struct EntryFilter: Sendable, Hashable {
     /// The kinds to keep; empty: every kind.
     public var kinds: Set<EntryKind>
@@ -24,8 +25,8 @@ public struct EntryFilter: Sendable, Hashable {
     /// `--record` and `--zone` never pass an entry without a description.
     public func matches(_ entry: LogEntry, description: EntryDescription?) -> Bool {
         if !kinds.isEmpty && !kinds.contains(entry.kind) { return false }
-        if let recordName, description?["record"] != .text(recordName) { return false }
-        if let zoneName, description?["zone"] != .text(zoneName) { return false }
+        if let recordName, description?.mentions(record: recordName) != true { return false }
+        if let zoneName, description?.mentions(zone: zoneName) != true { return false }
         return true
     }
 

@@ -9,15 +9,17 @@ struct Dump: AsyncParsableCommand {
         discussion: """
             Each text line shows the offset, the time (ISO 8601 UTC, microseconds), the kind \
             and the payload size in bytes. For a server entry (kinds 101–109 of a database log \
-            such as DATA/users/u1 --log private, kind 120 of the registry DATA/registry) the line \
+            such as DATA/users/u1 --log private, kind 120 of the registry DATA/registry) and for \
+            a device entry (kinds 1–99 of an engine's device log, the log named device) the line \
             goes on with the kind's name and its fields as name=value, for example \
-            "recordSaved  zone=Notes record=n1 type=Note tag=12 keys=[body,title]". For any \
-            other entry it shows the first 16 payload bytes in hex and as printable ASCII between \
+            "recordSaved  zone=Notes record=n1 type=Note tag=12 keys=[body,title]" or \
+            "batchResult  saved=1 deleted=0 failed=1 records=[Notes/n2] errors=[n1:serverRecordChanged]". \
+            For any other entry it shows the first 16 payload bytes in hex and as printable ASCII between \
             bars ('.' for other bytes, '…' after them when the payload is longer).
 
             --json writes JSON Lines: one object per entry with the keys offset, time, \
             timeMicros, kind, size and payloadBase64 (the whole payload, base 64), and for a \
-            server entry kindName and fields (an object of the same fields).
+            server or device entry kindName and fields (an object of the same fields).
 
             --kind, --record and --zone keep only matching entries; they combine (all must \
             hold), and --kind may repeat (any of the kinds).
@@ -34,7 +36,8 @@ struct Dump: AsyncParsableCommand {
     func run() async throws {
         try reportingErrors { standardOutput in
             let log = try location.openLog()
-            try EntryDumper(format: output.entryFormat, filter: try filter.entryFilter()).dump(
+            let formatter = EntryFormatter(decoder: .forLog(named: log.name))
+            try EntryDumper(format: output.entryFormat, formatter: formatter, filter: try filter.entryFilter()).dump(
                 log, from: range.start, through: range.end, to: &standardOutput)
         }
     }

@@ -55,14 +55,14 @@ struct EntryFilterOptions: ParsableArguments {
     @Option(
         name: .customLong("kind"),
         help: ArgumentHelp(
-            "Print only entries of this kind: a number, or a server kind's name such as recordSaved (repeat for several kinds).",
+            "Print only entries of this kind: a number, or a server or device kind's name such as recordSaved or batchResult (repeat for several kinds).",
             valueName: "kind"))
     var kinds: [String] = []
 
-    @Option(help: ArgumentHelp("Print only server entries about this record (recordSaved, recordDeleted).", valueName: "name"))
+    @Option(help: ArgumentHelp("Print only entries about this record: server entries with it as their record, device entries naming it.", valueName: "name"))
     var record: String?
 
-    @Option(help: ArgumentHelp("Print only server entries about this zone (any owner).", valueName: "name"))
+    @Option(help: ArgumentHelp("Print only entries about this zone (any owner): server entries with it as their zone, device entries naming it.", valueName: "name"))
     var zone: String?
 
     func validate() throws {
@@ -72,7 +72,7 @@ struct EntryFilterOptions: ParsableArguments {
     /// The filter, with kinds named by `decoder`'s names.
     ///
     /// - Throws: `ValidationError` for a kind that is neither a number nor a known name.
-    func entryFilter(decoder: EntryDecoder? = .server) throws -> EntryFilter {
+    func entryFilter(decoder: EntryDecoder? = .standard) throws -> EntryFilter {
         var filter = EntryFilter(recordName: record, zoneName: zone)
         for kind in kinds {
             do {

@@ -1,0 +1,323 @@
+import LogStore
+import SyncModel
+
+/// A device log entry described for people and tools: the name of its kind and its salient
+/// fields, in a fixed order. It is what `logtool dump` prints for the device's kinds (1–99,
+/// ``DeviceEntry``) in an engine's device log (the log named `device`).
+///
+/// ```swift
+/// if let description = try DeviceEntryDescription(entry) {
+///     print(description.kindName, description.fields.map { "\($0.name)=\($0.value)" })
+///     // batchResult ["saved=1", "deleted=0", "failed=1", "records=[Notes/n2]", "errors=[n1:serverRecordChanged]"]
+/// }
+/// ```
+///
+/// Lines stay short: a list shows at most four items, or the first three and `…+N` for the `N`
+/// others; the counts beside it are complete. In lists a zone is its name (`Notes`, or
+/// `Notes@owner` when the owner is not the current user, `__defaultOwner__`) and a record is
+/// `zone/name` (`Notes/n1`), or its name alone where the entry is about one zone.
+/// ``recordNames`` and ``zoneNames`` hold every record and zone the entry names, listed or not,
+/// for filters.
+///
+/// Fields appear in this order, each only where its kind has it; names are stable, for scripts.
+/// Booleans are the text `true` or `false`.
+///
+/// | field | kinds | value |
+/// |---|---|---|
+/// | `reason` | sendStarted, fetchStarted; syncDeferred | `manual` or `scheduled`; why the scheduler waits (text) |
+/// | `scope`, `scopeIDs` | sendStarted, fetchStarted | `all`, `zoneIDs`, `allExcluding` or `recordIDs`; the scope's zones or records, only when not `all` |
+/// | `prioritized` | fetchStarted | zones to fetch first, only if any |
+/// | `zone`, `owner` | zoneChangesFetched, zoneFetchFinished, changeTokenReset, pushReceived | zone name (changeTokenReset without `zone`: the database's token; pushReceived: only if the hint names one); owner, only when not the current user |
+/// | `count`, `changes` | pending…Added, pending…Removed, batchPrepared | how many changes; the changes as `save:Notes/n1`, `delete:Notes/n2` (zone changes: `save:Notes`, `delete:Trash`) |
+/// | `atomic` | batchPrepared | whether the batch is atomic by zone |
+/// | `modified` | databaseChangesFetched, zoneChangesFetched | how many zones or records were modified |
+/// | `saved`, `deleted`, `failed` | batchResult, databaseChangesSent (`deleted` also: databaseChangesFetched, zoneChangesFetched) | item counts |
+/// | `records` | batchResult, zoneChangesFetched | records saved (`Notes/n1`); records modified (names) |
+/// | `zones` | databaseChangesSent, databaseChangesFetched | zones saved; zones modified |
+/// | `deletions` | batchResult, databaseChangesSent, databaseChangesFetched, zoneChangesFetched | records or zones deleted (databaseChangesFetched: `zone:reason`) |
+/// | `errors` | batchResult, databaseChangesSent | `record:code` (record name) or `zone:code` per failed item, sorted, only if any |
+/// | `error` | sendFinished, zoneFetchFinished, fetchFinished | the error code that stopped it, only if one did |
+/// | `token`, `moreComing` | databaseChangesFetched, zoneChangesFetched | the new change token's offset in the server's log; whether more pages follow |
+/// | `through` | eventsDelivered | the last offset whose events the delegate handled |
+/// | `user`, `previous` | accountChanged | the current user's record name, absent when signed out; the previous one, absent when there was none |
+/// | `subscription` | subscriptionEnsured | subscription ID |
+/// | `pending` | untrackedChangesFlagged | the flag's new value |
+/// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
+package struct DeviceEntryDescription: Sendable, Hashable {
+    /// A field's value.
+    package enum Value: Sendable, Hashable, CustomStringConvertible {
+        case text(String)
+        case integer(UInt64)
+        case list([String])
+
+        package var description: String {
+            switch self {
+            case .text(let text): text
+            case .integer(let value): String(value)
+            case .list(let items): "[" + items.joined(separator: ",") + "]"
+            }
+        }
+    }
+
+    /// One named value.
+    package struct Field: Sendable, Hashable {
+        package var name: String
+        package var value: Value
+
+        package init(_ name: String, _ value: Value) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The name of the entry's kind, such as `batchResult`.
+    package var kindName: String
+    /// The entry's fields, in the order of the table above; no name appears twice.
+    package var fields: [Field]
+    /// The name of every record the entry names (its changes, results, fetched records, send
+    /// scope), including those its lists leave out.
+    package var recordNames: Set<String>
+    /// The name of every zone the entry names, including the zones of its records.
+    package var zoneNames: Set<String>
+
+    package init(kindName: String, fields: [Field], recordNames: Set<String> = [], zoneNames: Set<String> = []) {
+        self.kindName = kindName
+        self.fields = fields
+        self.recordNames = recordNames
+        self.zoneNames = zoneNames
+    }
+
+    /// The value of the field `name`, if the entry has it.
+    package subscript(name: String) -> Value? {
+        fields.first { $0.name == name }?.value
+    }
+
+    /// Every kind a device log holds, with its name, in kind order.
+    package static let kinds: [(kind: EntryKind, name: String)] = [
+        (DeviceEntry.Kind.pendingRecordZoneChangesAdded, "pendingRecordZoneChangesAdded"),
+        (DeviceEntry.Kind.pendingRecordZoneChangesRemoved, "pendingRecordZoneChangesRemoved"),
+        (DeviceEntry.Kind.pendingDatabaseChangesAdded, "pendingDatabaseChangesAdded"),
+        (DeviceEntry.Kind.pendingDatabaseChangesRemoved, "pendingDatabaseChangesRemoved"),
+        (DeviceEntry.Kind.untrackedChangesFlagged, "untrackedChangesFlagged"),
+        (DeviceEntry.Kind.sendStarted, "sendStarted"),
+        (DeviceEntry.Kind.batchPrepared, "batchPrepared"),
+        (DeviceEntry.Kind.batchResult, "batchResult"),
+        (DeviceEntry.Kind.databaseChangesSent, "databaseChangesSent"),
+        (DeviceEntry.Kind.sendFinished, "sendFinished"),
+        (DeviceEntry.Kind.fetchStarted, "fetchStarted"),
+        (DeviceEntry.Kind.databaseChangesFetched, "databaseChangesFetched"),
+        (DeviceEntry.Kind.zoneChangesFetched, "zoneChangesFetched"),
+        (DeviceEntry.Kind.zoneFetchFinished, "zoneFetchFinished"),
+        (DeviceEntry.Kind.fetchFinished, "fetchFinished"),
+        (DeviceEntry.Kind.changeTokenReset, "changeTokenReset"),
+        (DeviceEntry.Kind.accountChanged, "accountChanged"),
+        (DeviceEntry.Kind.subscriptionEnsured, "subscriptionEnsured"),
+        (DeviceEntry.Kind.pushReceived, "pushReceived"),
+        (DeviceEntry.Kind.syncScheduled, "syncScheduled"),
+        (DeviceEntry.Kind.syncDeferred, "syncDeferred"),
+        (DeviceEntry.Kind.eventsDelivered, "eventsDelivered"),
+    ]
+
+    /// The name of `kind` if it is a device kind in use.
+    package static func kindName(of kind: EntryKind) -> String? {
+        kinds.first { $0.kind == kind }?.name
+    }
+
+    /// At most this many items of a list are shown; a longer list shows one fewer and `…+N`.
+    package static let listLimit = 4
+
+    /// Describes `entry`, or returns `nil` when its kind is not a device kind in use (the entry
+    /// then belongs to some other layer, and a tool shows its bytes instead).
+    ///
+    /// Pure: the description depends only on the entry's kind and payload.
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset when the payload is
+    ///   not a valid entry of its kind (as `DeviceEntry.init(_:)` reports it).
+    package init?(_ entry: LogEntry) throws(LogStoreError) {
+        guard let name = Self.kindName(of: entry.kind) else { return nil }
+        var builder = Builder()
+        builder.add(try DeviceEntry(entry))
+        self.init(kindName: name, fields: builder.fields, recordNames: builder.recordNames, zoneNames: builder.zoneNames)
+    }
+
+    // MARK: Fields of each kind
+
+    private struct Builder {
+        var fields: [Field] = []
+        var recordNames: Set<String> = []
+        var zoneNames: Set<String> = []
+
+        mutating func add(_ name: String, _ value: Value) { fields.append(Field(name, value)) }
+        mutating func add(_ name: String, _ flag: Bool) { add(name, .text(flag ? "true" : "false")) }
+        mutating func add(_ name: String, count: Int) { add(name, .integer(UInt64(count))) }
+        mutating func addList(_ name: String, _ items: [String]) { add(name, .list(DeviceEntryDescription.shortened(items))) }
+
+        /// `zone` and, when not the current user, `owner`.
+        mutating func addZone(_ zoneID: RecordZone.ID) {
+            note(zoneID)
+            add("zone", .text(zoneID.zoneName))
+            if zoneID.ownerName != RecordZone.ID.defaultOwnerName { add("owner", .text(zoneID.ownerName)) }
+        }
+
+        /// Remembers a zone for the filters; returns its list form.
+        @discardableResult
+        mutating func note(_ zoneID: RecordZone.ID) -> String {
+            zoneNames.insert(zoneID.zoneName)
+            return zoneID.ownerName == RecordZone.ID.defaultOwnerName
+                ? zoneID.zoneName : zoneID.zoneName + "@" + zoneID.ownerName
+        }
+
+        /// Remembers a record and its zone for the filters; returns its list form `zone/name`.
+        @discardableResult
+        mutating func note(_ recordID: Record.ID) -> String {
+            recordNames.insert(recordID.recordName)
+            return note(recordID.zoneID) + "/" + recordID.recordName
+        }
+
+        /// `errors` of per-item failures, sorted by ID, only if any.
+        mutating func addErrors(_ items: [(name: String, code: SyncError.Code)]) {
+            guard !items.isEmpty else { return }
+            let sorted = items.sorted { ($0.name, $0.code.name) < ($1.name, $1.code.name) }
+            addList("errors", sorted.map { "\($0.name):\($0.code.name)" })
+        }
+
+        mutating func add(_ entry: DeviceEntry) {
+            switch entry {
+            case .pendingRecordZoneChangesAdded(let changes), .pendingRecordZoneChangesRemoved(let changes):
+                add("count", count: changes.count)
+                addList("changes", changes.map { change in
+                    switch change {
+                    case .saveRecord(let id): "save:" + note(id)
+                    case .deleteRecord(let id): "delete:" + note(id)
+                    }
+                })
+            case .pendingDatabaseChangesAdded(let changes), .pendingDatabaseChangesRemoved(let changes):
+                add("count", count: changes.count)
+                addList("changes", changes.map { change in
+                    switch change {
+                    case .saveZone(let zone): "save:" + note(zone.zoneID)
+                    case .deleteZone(let id): "delete:" + note(id)
+                    }
+                })
+            case .untrackedChangesFlagged(let flag):
+                add("pending", flag)
+            case .batchPrepared(let recordsToSave, let recordIDsToDelete, let atomicByZone):
+                add("count", count: recordsToSave.count + recordIDsToDelete.count)
+                addList(
+                    "changes",
+                    recordsToSave.map { "save:" + note($0.recordID) } + recordIDsToDelete.map { "delete:" + note($0) })
+                add("atomic", atomicByZone)
+            case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+                let failures = Array(failedSaves) + Array(failedDeletes)
+                add("saved", count: saved.count)
+                add("deleted", count: deleted.count)
+                add("failed", count: failures.count)
+                if !saved.isEmpty { addList("records", saved.map { note($0.recordID) }) }
+                if !deleted.isEmpty { addList("deletions", deleted.map { note($0) }) }
+                for id in failures.map(\.key) { note(id) }
+                addErrors(failures.map { (name: $0.key.recordName, code: $0.value.code) })
+            case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
+                let failures = Array(failedZoneSaves) + Array(failedZoneDeletes)
+                add("saved", count: savedZones.count)
+                add("deleted", count: deletedZoneIDs.count)
+                add("failed", count: failures.count)
+                if !savedZones.isEmpty { addList("zones", savedZones.map { note($0.zoneID) }) }
+                if !deletedZoneIDs.isEmpty { addList("deletions", deletedZoneIDs.map { note($0) }) }
+                addErrors(failures.map { (name: note($0.key), code: $0.value.code) })
+            case .sendStarted(let context):
+                add("reason", .text(context.reason.description))
+                switch context.options.scope {
+                case .all: add("scope", .text("all"))
+                case .zoneIDs(let ids): addScope("zoneIDs", ids.map { note($0) })
+                case .allExcluding(let ids): addScope("allExcluding", ids.map { note($0) })
+                case .recordIDs(let ids): addScope("recordIDs", ids.map { note($0) })
+                }
+            case .sendFinished(let error), .fetchFinished(let error):
+                if let error { add("error", .text(error.code.name)) }
+            case .fetchStarted(let context):
+                add("reason", .text(context.reason.description))
+                switch context.options.scope {
+                case .all: add("scope", .text("all"))
+                case .zoneIDs(let ids): addScope("zoneIDs", ids.map { note($0) })
+                case .allExcluding(let ids): addScope("allExcluding", ids.map { note($0) })
+                }
+                let prioritized = context.options.prioritizedZoneIDs
+                if !prioritized.isEmpty { addList("prioritized", prioritized.map { note($0) }) }
+            case .databaseChangesFetched(let modifications, let deletions, let changeToken, let moreComing):
+                add("modified", count: modifications.count)
+                add("deleted", count: deletions.count)
+                if !modifications.isEmpty { addList("zones", modifications.map { note($0) }) }
+                if !deletions.isEmpty {
+                    addList("deletions", deletions.map { note($0.zoneID) + ":" + $0.reason.description })
+                }
+                add("token", .integer(changeToken.offset))
+                add("moreComing", moreComing)
+            case .zoneChangesFetched(let zoneID, let modifications, let deletions, let changeToken, let moreComing):
+                addZone(zoneID)
+                add("modified", count: modifications.count)
+                add("deleted", count: deletions.count)
+                if !modifications.isEmpty {
+                    addList("records", modifications.map { record in
+                        note(record.recordID)
+                        return record.recordID.recordName
+                    })
+                }
+                if !deletions.isEmpty {
+                    addList("deletions", deletions.map { deletion in
+                        note(deletion.recordID)
+                        return deletion.recordID.recordName
+                    })
+                }
+                add("token", .integer(changeToken.offset))
+                add("moreComing", moreComing)
+            case .zoneFetchFinished(let zoneID, let error):
+                addZone(zoneID)
+                if let error { add("error", .text(error.code.name)) }
+            case .changeTokenReset(let zoneID):
+                if let zoneID { addZone(zoneID) }
+            case .eventsDelivered(let through):
+                add("through", .integer(through.rawValue))
+            case .accountChanged(let previous, let current):
+                if let current { add("user", .text(current.recordName)) }
+                if let previous { add("previous", .text(previous.recordName)) }
+            case .subscriptionEnsured(let subscriptionID):
+                add("subscription", .text(subscriptionID.rawValue))
+            case .pushReceived(let zoneID):
+                if let zoneID { addZone(zoneID) }
+            case .syncScheduled(let work, let cause, let after):
+                add("work", .text(work.description))
+                add("after", .text(DeviceEntryDescription.duration(after)))
+                switch cause {
+                case .localChanges: add("cause", .text("localChanges"))
+                case .pushHint: add("cause", .text("pushHint"))
+                case .catchUp: add("cause", .text("catchUp"))
+                case .retry(let failures, _, let serverRetryAfter):
+                    add("cause", .text("retry"))
+                    add("failures", count: failures)
+                    add("serverRetryAfter", serverRetryAfter)
+                }
+            case .syncDeferred(let reason):
+                add("reason", .text(reason))
+            }
+        }
+
+        mutating func addScope(_ name: String, _ ids: [String]) {
+            add("scope", .text(name))
+            addList("scopeIDs", ids)
+        }
+    }
+
+    /// `items` unchanged when there are at most `listLimit`, else the first `listLimit - 1`
+    /// and `…+N` for the `N` others.
+    package static func shortened(_ items: [String]) -> [String] {
+        guard items.count > listLimit else { return items }
+        return Array(items.prefix(listLimit - 1)) + ["…+\(items.count - (listLimit - 1))"]
+    }
+
+    /// A wait as whole milliseconds (`500ms`, `1500ms`) or, when it is whole seconds, seconds (`2s`).
+    package static func duration(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
+    }
+}

@@ -1,0 +1,249 @@
+import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import Synchronization
+import Testing
+
+/// `logtool dump` on the device logs of real `SyncEngine`s syncing through a `SyncServer`, run
+/// as a child process.
+@Suite("logtool dump of device logs")
+struct DeviceDumpCommandTests {
+    /// A notes app: its notes (field → text) and the engine's delegate, which builds batches
+    /// from the pending changes on the last server record it knows.
+    final class NotesApp: SyncEngineDelegate {
+        let notes = Mutex<[Record.ID: [String: String]]>([:])
+
+        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+            if case .fetchedRecordZoneChanges(let changes) = event {
+                for record in changes.modifications.map(\.record) {
+                    var fields: [String: String] = [:]
+                    for key in record.allKeys() { if case .string(let text)? = record[key] { fields[key] = text } }
+                    notes.withLock { $0[record.recordID] = fields }
+                }
+            }
+        }
+
+        func nextRecordZoneChangeBatch(
+            _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+        ) async -> SyncEngine.RecordZoneChangeBatch? {
+            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+            return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
+                guard let fields = self.notes.withLock({ $0[id] }) else { return nil }
+                let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id)
+                var record = known?.systemFieldsCopy() ?? Record(recordType: "Note", recordID: id)
+                for (key, text) in fields where known?[key] != .string(text) { record[key] = .string(text) }
+                return record
+            }
+        }
+    }
+
+    /// A device: the app and its engine (manual sync), its device log in `directory/name`.
+    struct Device {
+        let app = NotesApp()
+        let engine: SyncEngine
+
+        init(_ name: String, server: SyncServer, directory: URL) throws {
+            var configuration = SyncEngine.Configuration(
+                database: server.database(for: "alice", scope: .private, device: DeviceID(name)),
+                logDirectory: directory.appendingPathComponent(name), delegate: app)
+            configuration.automaticallySync = false
+            engine = try SyncEngine(configuration)
+        }
+
+        func edit(_ id: Record.ID, _ fields: [String: String]) throws {
+            app.notes.withLock { $0[id, default: [:]].merge(fields) { $1 } }
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+        }
+    }
+
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
+
+    /// The story, with the server in `directory/data` and the device logs in `directory/phone`
+    /// and `directory/laptop`: the phone creates the zone Notes and the notes n1 and n2 and
+    /// sends them; the laptop fetches them; the phone edits n1 and sends; the laptop, not having
+    /// fetched, edits n1 and deletes n2 in one send: n1 conflicts. Returns the server and the
+    /// devices, still open.
+    static func writeDeviceStory(in directory: URL) async throws -> (SyncServer, phone: Device, laptop: Device) {
+        let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
+        let phone = try Device("phone", server: server, directory: directory)
+        let laptop = try Device("laptop", server: server, directory: directory)
+
+        try phone.engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: notes))])
+        try phone.edit(id("n1"), ["title": "Groceries", "body": "milk"])
+        try phone.edit(id("n2"), ["title": "Draft"])
+        try await phone.engine.sendChanges()
+        try await laptop.engine.fetchChanges()
+
+        try phone.edit(id("n1"), ["title": "Weekend groceries"])
+        try await phone.engine.sendChanges()
+        try laptop.edit(id("n1"), ["body": "milk, eggs"])
+        try laptop.engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id("n2"))])
+        await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
+        return (server, phone, laptop)
+    }
+
+    /// The laptop's log after the story, after the size column, without the `pushReceived`
+    /// entries (push hints arrive whenever the server sends them).
+    static let expectedLaptopLog = [
+        "accountChanged  user=_user1",
+        "fetchStarted  reason=manual scope=all",
+        "databaseChangesFetched  modified=1 deleted=0 zones=[Notes] token=4 moreComing=false",
+        "eventsDelivered  through=3",
+        "zoneChangesFetched  zone=Notes modified=2 deleted=0 records=[n1,n2] token=4 moreComing=false",
+        "eventsDelivered  through=5",
+        "zoneFetchFinished  zone=Notes",
+        "fetchFinished",
+        "subscriptionEnsured  subscription=logsync-database",
+        "pendingRecordZoneChangesAdded  count=1 changes=[save:Notes/n1]",
+        "pendingRecordZoneChangesAdded  count=1 changes=[delete:Notes/n2]",
+        "sendStarted  reason=manual scope=all",
+        "batchPrepared  count=2 changes=[save:Notes/n1,delete:Notes/n2] atomic=false",
+        "batchResult  saved=0 deleted=1 failed=1 deletions=[Notes/n2] errors=[n1:serverRecordChanged]",
+        "sendFinished",
+    ]
+
+    /// The phone's first send, offsets 1–9.
+    static let expectedPhoneStart = [
+        "pendingDatabaseChangesAdded  count=1 changes=[save:Notes]",
+        "pendingRecordZoneChangesAdded  count=1 changes=[save:Notes/n1]",
+        "pendingRecordZoneChangesAdded  count=1 changes=[save:Notes/n2]",
+        "accountChanged  user=_user1",
+        "sendStarted  reason=manual scope=all",
+        "databaseChangesSent  saved=1 deleted=0 failed=0 zones=[Notes]",
+        "batchPrepared  count=2 changes=[save:Notes/n1,save:Notes/n2] atomic=false",
+        "batchResult  saved=2 deleted=0 failed=0 records=[Notes/n1,Notes/n2]",
+        "sendFinished",
+    ]
+
+    static func withoutPushes(_ lines: [String]) -> [String] {
+        lines.filter { !(describedPart(of: $0) ?? "").hasPrefix("pushReceived") }
+    }
+
+    @Test func deviceLogLinesNameKindsAndIDs() async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            _ = (phone, laptop)
+            let run = try runLogtool(["dump", "laptop"], in: directory)
+            #expect(run.status == 0, "\(run)")
+            #expect(run.standardError.isEmpty)
+            #expect(run.lines.map(offsetOfTextLine) == (1...UInt64(run.lines.count)).map { $0 })
+            #expect(Self.withoutPushes(run.lines).map(describedPart) == Self.expectedLaptopLog, "\(run)")
+            #expect(run.lines.contains { $0.contains("  kind  12  size ") && $0.contains("batchResult  saved=0") })
+
+            let phoneRun = try runLogtool(["dump", "phone", "--log", "device"], in: directory)
+            #expect(phoneRun.status == 0, "\(phoneRun)")
+            #expect(phoneRun.lines.prefix(9).map(describedPart) == Self.expectedPhoneStart, "\(phoneRun)")
+            // Every entry is described: no hex preview.
+            #expect(phoneRun.lines.allSatisfy { !$0.contains("|") }, "\(phoneRun)")
+        }
+    }
+
+    @Test func jsonLinesCarryKindNameAndFields() async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            _ = (phone, laptop)
+            let run = try runLogtool(["dump", "laptop", "--json"], in: directory)
+            #expect(run.status == 0, "\(run)")
+            let objects = try run.lines.map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            }
+            for object in objects {
+                #expect(Set(object.keys) == ["offset", "time", "timeMicros", "kind", "kindName", "size", "fields", "payloadBase64"])
+                #expect(Data(base64Encoded: try #require(object["payloadBase64"] as? String))?.count == object["size"] as? Int)
+            }
+            #expect(objects.map { $0["kindName"] as? String }.filter { $0 != "pushReceived" }
+                == Self.expectedLaptopLog.map { $0.components(separatedBy: "  ")[0] })
+
+            let result = try #require(objects.first { $0["kindName"] as? String == "batchResult" })
+            #expect(result["kind"] as? Int == 12)
+            let fields = try #require(result["fields"] as? [String: Any])
+            #expect(fields["saved"] as? Int == 0)
+            #expect(fields["deleted"] as? Int == 1)
+            #expect(fields["failed"] as? Int == 1)
+            #expect(fields["deletions"] as? [String] == ["Notes/n2"])
+            #expect(fields["errors"] as? [String] == ["n1:serverRecordChanged"])
+
+            let page = try #require(objects.first { $0["kindName"] as? String == "zoneChangesFetched" })
+            let pageFields = try #require(page["fields"] as? [String: Any])
+            #expect(pageFields["zone"] as? String == "Notes")
+            #expect(pageFields["records"] as? [String] == ["n1", "n2"])
+            #expect(pageFields["token"] as? Int == 4)
+            #expect(pageFields["moreComing"] as? String == "false")
+        }
+    }
+
+    @Test(arguments: [
+        (["--kind", "batchResult"], ["batchResult"]),
+        (["--kind", "batchresult", "--kind", "11"], ["batchPrepared", "batchResult"]),
+        (["--record", "n2"], ["zoneChangesFetched", "pendingRecordZoneChangesAdded", "batchPrepared", "batchResult"]),
+        (["--record", "n1", "--kind", "batchResult"], ["batchResult"]),
+        (["--zone", "Notes", "--kind", "zoneFetchFinished"], ["zoneFetchFinished"]),
+        (["--zone", "Trash"], []),
+        (["--kind", "recordSaved"], []),
+    ] as [([String], [String])])
+    func filters(options: [String], expected: [String]) async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            _ = (phone, laptop)
+            let run = try runLogtool(["dump", "laptop"] + options, in: directory)
+            #expect(run.status == 0, "\(run)")
+            #expect(run.lines.compactMap { describedPart(of: $0)?.components(separatedBy: "  ")[0] } == expected, "\(run)")
+            let json = try runLogtool(["dump", "laptop", "--json"] + options, in: directory)
+            #expect(json.lines.count == expected.count, "\(json)")
+        }
+    }
+
+    @Test func anUnknownKindNameListsDeviceKinds() async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            _ = (phone, laptop)
+            let run = try runLogtool(["dump", "laptop", "--kind", "batchResul"], in: directory)
+            #expect(run.status == 64, "\(run)")
+            #expect(run.standardError.contains("batchResult (12)"), "\(run)")
+            #expect(run.standardError.contains("recordSaved (103)"), "\(run)")
+        }
+    }
+
+    /// The engine's log cannot hold an undecodable entry (its index decodes every append), so
+    /// the laptop's entries are copied into a device log of its own, followed by a batchResult
+    /// that is not one; a second copy has a flipped payload byte (a checksum mismatch).
+    @Test func aCorruptDeviceEntryIsReportedAtItsOffset() async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            _ = phone
+            var entries: [NewEntry] = []
+            try laptop.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+            let count = entries.count
+            let copy = directory.appendingPathComponent("copy")
+            try Log.open(at: copy, named: "device", options: .init(durability: .fast))
+                .append(entries + [NewEntry(kind: 12, payload: [0xFF, 0xFF]), entries[0]])
+            for json in [false, true] {
+                let run = try runLogtool(["dump", "copy"] + (json ? ["--json"] : []), in: directory)
+                #expect(run.status == 1, "\(run)")
+                #expect(run.lines.count == count)
+                #expect(run.standardError.hasPrefix(
+                    "logtool: error: corrupt entry at offset \(count + 1) of log \"device\" in \(copy.path): batchResult (kind 12) payload: "),
+                    "\(run)")
+                #expect(run.standardError.filter { $0 == "\n" }.count == 1)
+            }
+            let filtered = try runLogtool(["dump", "copy", "--record", "n2"], in: directory)
+            #expect(filtered.status == 1, "a filter does not hide a corrupt entry: \(filtered)")
+
+            let damaged = directory.appendingPathComponent("damaged")
+            try Log.open(at: damaged, named: "device", options: .init(durability: .fast)).append(entries)
+            try corruptEntry(at: 5, of: "device", in: damaged, .flippedPayloadByte)
+            let run = try runLogtool(["dump", "damaged"], in: directory)
+            #expect(run.status == 1, "\(run)")
+            #expect(run.lines.count == 4)
+            #expect(run.standardError.hasPrefix("logtool: error: corrupt entry at offset 5 of log \"device\" in \(damaged.path): "), "\(run)")
+            #expect(run.standardError.filter { $0 == "\n" }.count == 1)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import LogStore
+@testable import LogSync
+import LogToolCore
+import SyncModel
+import Testing
+
+/// `DeviceEntryDescription` through `EntryDecoder.device`: the kinds a short engine run does
+/// not write, long lists cut short, other kinds left alone, undecodable payloads reported at
+/// their offset.
+@Suite("DeviceEntryDescription")
+struct DeviceEntryDescriptionTests {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static let bobs = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
+    static func id(_ name: String, in zone: RecordZone.ID = notes) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+
+    static let cases: [(DeviceEntry, String, String)] = [
+        (.pendingRecordZoneChangesAdded((1...6).map { .saveRecord(id("n\($0)")) }),
+         "pendingRecordZoneChangesAdded", "count=6 changes=[save:Notes/n1,save:Notes/n2,save:Notes/n3,…+3]"),
+        (.pendingRecordZoneChangesRemoved([.deleteRecord(id("s1", in: bobs))]),
+         "pendingRecordZoneChangesRemoved", "count=1 changes=[delete:Shared@_bob/s1]"),
+        (.pendingDatabaseChangesRemoved([.deleteZone(notes)]), "pendingDatabaseChangesRemoved", "count=1 changes=[delete:Notes]"),
+        (.untrackedChangesFlagged(true), "untrackedChangesFlagged", "pending=true"),
+        (.sendStarted(.init(reason: .scheduled, options: .init(scope: .recordIDs([id("n1")])))),
+         "sendStarted", "reason=scheduled scope=recordIDs scopeIDs=[Notes/n1]"),
+        (.sendFinished(error: SyncError(.networkFailure)), "sendFinished", "error=networkFailure"),
+        (.databaseChangesSent(
+            savedZones: [], deletedZoneIDs: [notes], failedZoneSaves: [bobs: SyncError(.permissionFailure)], failedZoneDeletes: [:]),
+         "databaseChangesSent", "saved=0 deleted=1 failed=1 deletions=[Notes] errors=[Shared@_bob:permissionFailure]"),
+        (.fetchStarted(.init(reason: .manual, options: .init(scope: .allExcluding([bobs]), prioritizedZoneIDs: [notes]))),
+         "fetchStarted", "reason=manual scope=allExcluding scopeIDs=[Shared@_bob] prioritized=[Notes]"),
+        (.databaseChangesFetched(
+            modifications: [], deletions: [.init(zoneID: notes, reason: .purged)], changeToken: DatabaseChangeToken(offset: 42),
+            moreComing: true),
+         "databaseChangesFetched", "modified=0 deleted=1 deletions=[Notes:purged] token=42 moreComing=true"),
+        (.zoneChangesFetched(
+            zoneID: bobs, modifications: [], deletions: [.init(recordID: id("s1", in: bobs), recordType: "Note")],
+            changeToken: ZoneChangeToken(zoneID: bobs, incarnation: 1, offset: 9), moreComing: false),
+         "zoneChangesFetched", "zone=Shared owner=_bob modified=0 deleted=1 deletions=[s1] token=9 moreComing=false"),
+        (.zoneFetchFinished(zoneID: notes, error: SyncError(.zoneNotFound)), "zoneFetchFinished", "zone=Notes error=zoneNotFound"),
+        (.fetchFinished(error: nil), "fetchFinished", ""),
+        (.changeTokenReset(zoneID: nil), "changeTokenReset", ""),
+        (.changeTokenReset(zoneID: notes), "changeTokenReset", "zone=Notes"),
+        (.eventsDelivered(through: LogOffset(17)), "eventsDelivered", "through=17"),
+        (.accountChanged(previous: Record.ID(recordName: "_user1"), current: Record.ID(recordName: "_user2")),
+         "accountChanged", "user=_user2 previous=_user1"),
+        (.accountChanged(previous: Record.ID(recordName: "_user1"), current: nil), "accountChanged", "previous=_user1"),
+        (.subscriptionEnsured("logsync-database"), "subscriptionEnsured", "subscription=logsync-database"),
+        (.pushReceived(zoneID: nil), "pushReceived", ""),
+        (.syncScheduled(work: .send, reason: .localChanges, after: .milliseconds(500)),
+         "syncScheduled", "work=send after=500ms cause=localChanges"),
+        (.syncScheduled(work: .fetch, reason: .retry(failures: 2, after: .seconds(4), serverRetryAfter: true), after: .seconds(4)),
+         "syncScheduled", "work=fetch after=4s cause=retry failures=2 serverRetryAfter=true"),
+        (.syncDeferred(reason: "no network"), "syncDeferred", #"reason="no network""#),
+    ]
+
+    static func logEntry(_ entry: DeviceEntry, offset: UInt64 = 5) -> LogEntry {
+        let new = entry.newEntry
+        return LogEntry(offset: LogOffset(offset), kind: new.kind, time: EntryTime(microsecondsSince1970: 0), payload: new.payload)
+    }
+
+    @Test(arguments: cases.indices)
+    func describesEachKind(index: Int) throws {
+        let (entry, name, fields) = Self.cases[index]
+        let description = try #require(try EntryDecoder.device.describe(Self.logEntry(entry)))
+        #expect(description.kindName == name)
+        #expect(EntryFormatter.fieldsText(description.fields) == fields)
+        #expect(EntryDecoder.device.name(of: entry.newEntry.kind) == name)
+    }
+
+    @Test func everyKindInUseHasAName() {
+        #expect(Set(DeviceEntryDescription.kinds.map(\.kind)) == Set(DeviceEntry.Kind.inUse))
+        #expect(Set(DeviceEntryDescription.kinds.map(\.name)).count == DeviceEntry.Kind.inUse.count)
+        #expect(DeviceEntryDescription.kinds.map(\.kind.rawValue) == DeviceEntryDescription.kinds.map(\.kind.rawValue).sorted())
+    }
+
+    /// The record and zone names a list leaves out still count for `--record` and `--zone`.
+    @Test func filtersSeeEveryNamedRecordAndZone() throws {
+        let entry = Self.logEntry(.pendingRecordZoneChangesAdded((1...6).map { .saveRecord(Self.id("n\($0)")) } + [.saveRecord(Self.id("s1", in: Self.bobs))]))
+        let description = try #require(try EntryDecoder.device.describe(entry))
+        #expect(EntryFilter(recordName: "n6").matches(entry, description: description))
+        #expect(EntryFilter(zoneName: "Shared").matches(entry, description: description))
+        #expect(!EntryFilter(recordName: "n7").matches(entry, description: description))
+        #expect(!EntryFilter(zoneName: "Trash").matches(entry, description: description))
+    }
+
+    @Test func otherKindsAreNotDescribed() throws {
+        for kind: EntryKind in [0, 6, 99, 103, 120, 65535] {
+            let entry = LogEntry(offset: 1, kind: kind, time: .init(microsecondsSince1970: 0), payload: [0xFF])
+            #expect(try EntryDecoder.device.describe(entry) == nil)
+        }
+    }
+
+    @Test func anUndecodablePayloadIsACorruptEntryAtItsOffset() {
+        let entry = LogEntry(offset: 9, kind: 12, time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF])
+        #expect {
+            _ = try EntryDecoder.device.describe(entry)
+        } throws: { error in
+            guard let error = error as? LogStoreError else { return false }
+            return error.code == .corruptEntry && error.offset == LogOffset(9) && error.message.hasPrefix("batchResult (kind 12) payload: ")
+        }
+    }
+
+    /// Device kinds are decoded in a device log only: other logs use small kinds for their own
+    /// entries (the demo's key–value entries are kinds 1–3).
+    @Test func theStandardDecoderIsForDeviceLogs() throws {
+        let entry = Self.logEntry(.untrackedChangesFlagged(false))
+        #expect(try EntryDecoder.forLog(named: "device").describe(entry)?.kindName == "untrackedChangesFlagged")
+        #expect(try EntryDecoder.forLog(named: "main").describe(entry) == nil)
+        #expect(EntryDecoder.standard.name(of: 12) == "batchResult")
+        #expect(EntryDecoder.standard.name(of: 103) == "recordSaved")
+        #expect(try EntryFilter.kind(named: "BATCHRESULT", decoder: .standard) == 12)
+    }
+}
