@@ -20,7 +20,7 @@ import SyncModel
 /// Concurrent appends share commits (group commit): each caller returns once the commit that
 /// holds its entries is done (durable by default). Reads never block and see a committed state.
 ///
-/// Not there yet: `state(at:)` and `rewind(to:)` (time travel, DESIGN.md §6), compaction.
+/// Time travel (`state(at:)`, `rewind(to:into:)`, DESIGN.md §6) is in `LogSyncTesting`. Not there yet: compaction.
 public final class DeviceLog: Sendable {
     /// The name of the log in its environment.
     public static let logName = "device"
@@ -63,6 +63,47 @@ public final class DeviceLog: Sendable {
     /// - Throws: `LogStoreError` if the log cannot be read.
     public func lastKnownServerRecord(for recordID: Record.ID) throws -> Record? {
         try read { try $0.lastKnownServerRecord(for: recordID) }
+    }
+
+    /// The engine's state as the index holds it now, read in one snapshot (for `LogSyncTesting`'s
+    /// time travel).
+    package func snapshotState() throws -> IndexState {
+        try read { snapshot in
+            let account = try snapshot.lastKnownAccount()
+            let accountUser: Record.ID?? = switch account {
+            case .never: nil
+            case .signedOut: .some(nil)
+            case .user(let id): .some(id)
+            }
+            return IndexState(
+                offset: try snapshot.offset,
+                pendingRecordZoneChanges: try snapshot.pendingRecordZoneChanges(),
+                pendingDatabaseChanges: try snapshot.pendingDatabaseChanges(),
+                inFlightRecordZoneChanges: try snapshot.inFlightRecordChanges().map(\.change),
+                hasPendingUntrackedChanges: try snapshot.hasPendingUntrackedChanges(),
+                zoneIDsWithUnfetchedServerChanges: try snapshot.zoneIDsWithUnfetchedServerChanges(),
+                knownZoneIDs: try snapshot.knownZoneIDs(),
+                databaseChangeToken: try snapshot.databaseChangeToken(),
+                deliveredOffset: try snapshot.deliveredOffset(),
+                account: accountUser,
+                subscriptionID: try snapshot.subscriptionID())
+        }
+    }
+
+    /// What `snapshotState()` reads.
+    package struct IndexState {
+        package var offset: LogOffset
+        package var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange]
+        package var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange]
+        package var inFlightRecordZoneChanges: [SyncEngine.PendingRecordZoneChange]
+        package var hasPendingUntrackedChanges: Bool
+        package var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID]
+        package var knownZoneIDs: [RecordZone.ID]
+        package var databaseChangeToken: DatabaseChangeToken?
+        package var deliveredOffset: LogOffset?
+        /// `nil`: never checked; `.some(nil)`: signed out; `.some(id)`: that user.
+        package var account: Record.ID??
+        package var subscriptionID: Subscription.ID?
     }
 
     // MARK: Engine access
