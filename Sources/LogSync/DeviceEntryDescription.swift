@@ -45,30 +45,9 @@ import SyncModel
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
 package struct DeviceEntryDescription: Sendable, Hashable {
     /// A field's value.
-    package enum Value: Sendable, Hashable, CustomStringConvertible {
-        case text(String)
-        case integer(UInt64)
-        case list([String])
-
-        package var description: String {
-            switch self {
-            case .text(let text): text
-            case .integer(let value): String(value)
-            case .list(let items): "[" + items.joined(separator: ",") + "]"
-            }
-        }
-    }
-
+    package typealias Value = EntryField.Value
     /// One named value.
-    package struct Field: Sendable, Hashable {
-        package var name: String
-        package var value: Value
-
-        package init(_ name: String, _ value: Value) {
-            self.name = name
-            self.value = value
-        }
-    }
+    package typealias Field = EntryField
 
     /// The name of the entry's kind, such as `batchResult`.
     package var kindName: String

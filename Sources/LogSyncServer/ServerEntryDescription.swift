@@ -29,30 +29,9 @@ import SyncModel
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 package struct ServerEntryDescription: Sendable, Hashable {
     /// A field's value.
-    package enum Value: Sendable, Hashable, CustomStringConvertible {
-        case text(String)
-        case integer(UInt64)
-        case list([String])
-
-        package var description: String {
-            switch self {
-            case .text(let text): text
-            case .integer(let value): String(value)
-            case .list(let items): "[" + items.joined(separator: ",") + "]"
-            }
-        }
-    }
-
+    package typealias Value = EntryField.Value
     /// One named value.
-    package struct Field: Sendable, Hashable {
-        package var name: String
-        package var value: Value
-
-        package init(_ name: String, _ value: Value) {
-            self.name = name
-            self.value = value
-        }
-    }
+    package typealias Field = EntryField
 
     /// The name of the entry's kind, such as `recordSaved`.
     package var kindName: String
