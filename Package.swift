@@ -72,10 +72,10 @@ let package = Package(
         ),
 
         // Tools.
-        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer", "LogSync"], path: "Tools/LogToolCore"),
+        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer", "LogSync", "LogSyncTesting"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
-            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync"]
+            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync", "LogSyncTesting"]
         ),
         .executableTarget(
             name: "logtool",

@@ -12,7 +12,7 @@ struct LogTool: AsyncParsableCommand {
             appends to it.
             Errors are reported on one line on standard error, with a non-zero exit status.
             """,
-        subcommands: [Dump.self, Demo.self])
+        subcommands: [Dump.self, Stats.self, Replay.self, Demo.self])
 }
 
 /// Runs `body` with buffered standard output. On an error, writes what was buffered, then one
