@@ -123,10 +123,6 @@ extension SyncEngine {
             self.maximumBackoff = maximumBackoff
             self.jitter = min(max(jitter, 0), 0.99)
         }
-
-        var schedulePolicy: SyncSchedule.Policy {
-            SyncSchedule.Policy(debounce: debounce, initialBackoff: initialBackoff, maximumBackoff: maximumBackoff, jitter: jitter)
-        }
     }
 
     /// The configuration names a public database, which the engine does not sync (F2).

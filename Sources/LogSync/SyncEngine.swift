@@ -79,7 +79,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.state = State(deviceLog: deviceLog)
         self.scheduler = configuration.automaticallySync
             ? SyncScheduler(
-                clock: configuration.clock, policy: configuration.schedulePolicy.schedulePolicy,
+                clock: configuration.clock, policy: configuration.schedulePolicy,
                 seed: configuration.randomSeed, conditions: configuration.conditions)
             : nil
         state.engine.withLock { $0 = WeakEngine(self) }

@@ -16,18 +16,8 @@ import SyncModel
 ///   drawn from a seeded generator. A success resets the backoff; a non-transient failure is the
 ///   app's to handle (F91) and schedules nothing more.
 package struct SyncSchedule: Sendable, Equatable {
-    /// The timings of a schedule.
-    struct Policy: Sendable, Equatable {
-        /// How long a send waits after the first change, so that changes made together go
-        /// together.
-        var debounce: Duration = .seconds(1)
-        /// The wait after the first transient failure without a retry-after.
-        var initialBackoff: Duration = .seconds(2)
-        /// The longest wait between retries.
-        var maximumBackoff: Duration = .seconds(15 * 60)
-        /// The share of a backoff added or removed at random, in 0..<1.
-        var jitter: Double = 0.2
-    }
+    /// The timings of a schedule: the configuration's.
+    typealias Policy = SyncEngine.SchedulePolicy
 
     /// What a schedule can ask for.
     package enum Work: Sendable, Hashable, CustomStringConvertible {
