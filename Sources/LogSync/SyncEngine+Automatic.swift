@@ -220,31 +220,24 @@ extension SyncEngine {
     func redeliverUndelivered() async throws {
         let (delivered, fetched) = try deviceLog.read { (try $0.deliveredOffset(), try $0.fetchedThrough()) }
         guard let fetched, fetched > (delivered ?? .zero) else { return }
-        // Pages without changes deliver no event, so they are never marked delivered: when only
-        // such pages follow the mark (a fetch that found nothing new), there is nothing to deliver
-        // again and no fetch to frame; the mark catches up without an event.
-        var hasChanges = false
-        var scan = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
-        while !hasChanges, let entry = try scan.next() {
-            guard entry.kind == DeviceEntry.Kind.databaseChangesFetched || entry.kind == DeviceEntry.Kind.zoneChangesFetched
-            else { continue }
-            switch try DeviceEntry(entry) {
-            case .databaseChangesFetched(let modifications, let deletions, _, _):
-                hasChanges = !modifications.isEmpty || !deletions.isEmpty
-            case .zoneChangesFetched(_, let modifications, let deletions, _, _):
-                hasChanges = !modifications.isEmpty || !deletions.isEmpty
-            default:
-                break
-            }
-        }
-        guard hasChanges else {
-            try deviceLog.append(.eventsDelivered(through: fetched))
-            return
-        }
-        logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
+        // Pages without changes deliver no event, so they are never marked delivered: the fetch
+        // that frames the redelivery opens at the first page with changes, and when only empty
+        // pages follow the mark (a fetch that found nothing new) the mark catches up without an
+        // event.
         let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
-        await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+        var opened = false
         var openZone: RecordZone.ID?
+        func open() async {
+            guard !opened else { return }
+            opened = true
+            logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
+            await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+        }
+        func closeZone() async {
+            guard let zone = openZone else { return }
+            await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
+            openZone = nil
+        }
         var cursor = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
         while let entry = try cursor.next() {
             guard entry.kind == DeviceEntry.Kind.databaseChangesFetched || entry.kind == DeviceEntry.Kind.zoneChangesFetched
@@ -252,10 +245,8 @@ extension SyncEngine {
             switch try DeviceEntry(entry) {
             case .databaseChangesFetched(let modifications, let deletions, _, _):
                 guard !modifications.isEmpty || !deletions.isEmpty else { continue }
-                if let zone = openZone {
-                    await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
-                    openZone = nil
-                }
+                await open()
+                await closeZone()
                 await deliver(
                     .fetchedDatabaseChanges(
                         Event.FetchedDatabaseChanges(
@@ -263,10 +254,9 @@ extension SyncEngine {
                             deletions: deletions)))
             case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, _):
                 guard !modifications.isEmpty || !deletions.isEmpty else { continue }
+                await open()
                 if openZone != zoneID {
-                    if let zone = openZone {
-                        await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
-                    }
+                    await closeZone()
                     await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
                     openZone = zoneID
                 }
@@ -279,10 +269,9 @@ extension SyncEngine {
                 continue
             }
         }
-        if let zone = openZone {
-            await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
-        }
+        await closeZone()
         try deviceLog.append(.eventsDelivered(through: fetched))
+        guard opened else { return }
         await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
         await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
     }
