@@ -51,8 +51,9 @@ let package = Package(
         .testTarget(
             name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting"]),
 
-        // Tools for the tests of apps and of the engine: a test clock.
-        .target(name: "LogSyncTesting", dependencies: ["LogSync", "SyncModel"]),
+        // Tools for the tests of apps and of the engine: a test clock, simulated accounts, time
+        // travel on device logs, replay against a fresh server, and the seeded simulation.
+        .target(name: "LogSyncTesting", dependencies: ["LogSync", "SyncModel", "LogSyncServer", "LogStore"]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(
@@ -113,7 +114,7 @@ let package = Package(
         // Examples.
         .executableTarget(
             name: "two-devices",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel"],
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogToolCore"],
             path: "Sources/Examples/TwoDevices"
         ),
     ],
