@@ -107,6 +107,12 @@ extension SyncEngine {
         var fromScratch = false
         var listed = Set<Record.ID>()
         var lastToken: ZoneChangeToken?
+        // A listing left unfinished (a failure, a cancellation or a quit stopped it between its
+        // pages) cannot tell any more which known records it left out: start it over, so that
+        // the whole listing is seen by this call and the records it leaves out are reported.
+        if let token = try step.read({ try $0.zoneChangeToken(for: zoneID) }), token.listingStart != 0 {
+            try step.append(.changeTokenReset(zoneID: zoneID))
+        }
         while true {
             if Task.isCancelled {
                 failure = .cancelled("fetchChanges")

@@ -642,4 +642,47 @@ struct FetchScenarios {
             try reader.expectProjectionsHold()
         }
     }
+
+    // F100, F102, F144: found by the seeded simulation (seed 227 of an earlier generator).
+    @Test("A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile")
+    func interruptedListingStartsOver() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory, maxChangesPerPage: 1)
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let reader = try TestDevice("R", server: server, directory: directory)
+            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes.count == 3)
+
+            // A-2 is deleted, and the tombstones compacted: the reader's token expires, and its
+            // refetch lists the zone from no token, which leaves A-2 out.
+            try writer.delete(Self.note("A-2"))
+            try await writer.engine.sendChanges()
+            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+
+            // The listing's second page fails: the zone fetch stops after one page.
+            let cut = Mutex(true)
+            reader.onEvent { event, _ in
+                guard case .fetchedRecordZoneChanges = event else { return }
+                let first = cut.withLock { first in
+                    defer { first = false }
+                    return first
+                }
+                guard first else { return }
+                server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(.zoneBusy, "injected after the first page"))
+            }
+            let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }
+            #expect(error?.partialErrors[.zone(Self.zoneA)]?.code == .zoneBusy)
+            #expect(reader.title(Self.note("A-2")) != nil)
+
+            // The app quits and launches again; the next fetch lists the zone from the start and
+            // reports A-2 as deleted (continuing the cut listing could not tell).
+            try reader.startEngine()
+            try await reader.engine.fetchChanges()
+            #expect(reader.title(Self.note("A-2")) == nil)
+            #expect(reader.notes == writer.notes)
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
 }
