@@ -66,7 +66,10 @@ public final class DeviceLog: Sendable {
     }
 
     /// The engine's state as the index holds it now, read in one snapshot (for `LogSyncTesting`'s
-    /// time travel).
+    /// time travel and `logtool`).
+    ///
+    /// - Complexity: O(the state's size): every pending and in-flight change, zone, token and
+    ///   last known server record is read and decoded; never O(the log's length).
     package func snapshotState() throws -> IndexState {
         try read { snapshot in
             let account = try snapshot.lastKnownAccount()
@@ -84,9 +87,34 @@ public final class DeviceLog: Sendable {
                 zoneIDsWithUnfetchedServerChanges: try snapshot.zoneIDsWithUnfetchedServerChanges(),
                 knownZoneIDs: try snapshot.knownZoneIDs(),
                 databaseChangeToken: try snapshot.databaseChangeToken(),
+                zoneChangeTokens: try snapshot.zoneChangeTokens().sorted { IDOrder.precedes($0.zoneID, $1.zoneID) },
+                lastKnownServerRecords: try snapshot.lastKnownServerRecords().sorted {
+                    IDOrder.precedes($0.recordID, $1.recordID)
+                },
                 deliveredOffset: try snapshot.deliveredOffset(),
                 account: accountUser,
                 subscriptionID: try snapshot.subscriptionID())
+        }
+    }
+
+    /// The index's tables as stored: every row of every table, in table and key order, each key
+    /// and value preceded by its length. Equal bytes mean an equal index, so comparing them tells
+    /// without decoding anything whether appends changed the state (`logtool diff` reads
+    /// `snapshotState()` only then).
+    ///
+    /// - Complexity: O(the index's size in bytes).
+    package func indexBytes() throws -> [UInt8] {
+        try log.read { reader in
+            var bytes: [UInt8] = []
+            for name in DeviceIndex().tableNames {
+                let table = try reader.table(name, of: DeviceIndex.projectionName)
+                try reader.transaction.forEach(in: table) { key, value in
+                    bytes += bigEndian(UInt64(key.count)) + key + bigEndian(UInt64(value.count)) + value
+                    return true
+                }
+                bytes += bigEndian(UInt64.max)  // the end of the table
+            }
+            return bytes
         }
     }
 
@@ -100,6 +128,12 @@ public final class DeviceLog: Sendable {
         package var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID]
         package var knownZoneIDs: [RecordZone.ID]
         package var databaseChangeToken: DatabaseChangeToken?
+        /// Each zone's change token, in zone ID order (owner name, then zone name).
+        package var zoneChangeTokens: [ZoneChangeToken]
+        /// The last known server record of each ID, in ID order (owner, zone, record name): not
+        /// in the table's key order, whose zone numbers depend on the order the log met the zones,
+        /// so that two logs holding the same records give equal states.
+        package var lastKnownServerRecords: [Record]
         package var deliveredOffset: LogOffset?
         /// `nil`: never checked; `.some(nil)`: signed out; `.some(id)`: that user.
         package var account: Record.ID??

@@ -136,6 +136,21 @@ struct DeviceSnapshot {
         }
     }
 
+    /// Every zone change token the index holds, in the `zoneTokens` table's key order (zone
+    /// name, then owner name; a zone keyed by a digest comes first). Each token names its zone
+    /// (`ZoneChangeToken.zoneID`).
+    ///
+    /// - Complexity: O(zones with a token).
+    func zoneChangeTokens() throws -> [ZoneChangeToken] {
+        try values(of: "zoneTokens") { bytes in
+            do throws(SyncError) {
+                return try ZoneChangeToken(data: Data(bytes))
+            } catch {
+                throw malformed("a zone change token that does not decode: \(error.message)")
+            }
+        }
+    }
+
     /// The offset of the last fetched page (database or zone changes), or `nil`.
     func fetchedThrough() throws -> LogOffset? {
         guard let bytes = try value(DeviceKey.fetched, in: "state") else { return nil }
@@ -206,6 +221,20 @@ struct DeviceSnapshot {
             return try Record(protoBytes: bytes)
         } catch {
             throw malformed("an undecodable server record for \(id): \(error.message)")
+        }
+    }
+
+    /// Every last known server record, in the `serverRecords` table's key order (zone number,
+    /// assigned in order of first appearance in the log, then record name).
+    ///
+    /// - Complexity: O(records known), each decoded.
+    func lastKnownServerRecords() throws -> [Record] {
+        try values(of: "serverRecords") { bytes in
+            do throws(SyncError) {
+                return try Record(protoBytes: bytes)
+            } catch {
+                throw malformed("an undecodable server record: \(error.message)")
+            }
         }
     }
 

@@ -34,12 +34,39 @@ public struct DeviceState: Sendable, Hashable {
     public var knownZoneIDs: [RecordZone.ID]
     /// The database change token of the last database changes fetched, or `nil`.
     public var databaseChangeToken: DatabaseChangeToken?
+    /// Each zone's change token (the position of the zone's last fetched page), in zone ID
+    /// order: owner name, then zone name. Each token names its zone (`ZoneChangeToken.zoneID`).
+    public var zoneChangeTokens: [ZoneChangeToken]
+    /// The last known server record of each record ID (`DeviceLog.lastKnownServerRecord(for:)`),
+    /// in ID order: owner name, zone name, record name.
+    public var lastKnownServerRecords: [Record]
     /// The offset through which the delegate had handled every event, or `nil`.
     public var deliveredOffset: LogOffset?
     /// The account last recorded.
     public var account: Account
     /// The subscription the engine had ensured last, or `nil`.
     public var subscriptionID: Subscription.ID?
+
+    /// The state a device log's index holds, as `DeviceLog.snapshotState()` read it.
+    package init(_ index: DeviceLog.IndexState) {
+        offset = index.offset
+        pendingRecordZoneChanges = index.pendingRecordZoneChanges
+        pendingDatabaseChanges = index.pendingDatabaseChanges
+        inFlightRecordZoneChanges = index.inFlightRecordZoneChanges
+        hasPendingUntrackedChanges = index.hasPendingUntrackedChanges
+        zoneIDsWithUnfetchedServerChanges = index.zoneIDsWithUnfetchedServerChanges
+        knownZoneIDs = index.knownZoneIDs
+        databaseChangeToken = index.databaseChangeToken
+        zoneChangeTokens = index.zoneChangeTokens
+        lastKnownServerRecords = index.lastKnownServerRecords
+        deliveredOffset = index.deliveredOffset
+        account = switch index.account {
+        case nil: .never
+        case .some(nil): .signedOut
+        case .some(.some(let id)): .user(id)
+        }
+        subscriptionID = index.subscriptionID
+    }
 }
 
 extension DeviceLog {
@@ -62,24 +89,7 @@ extension DeviceLog {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let past = try rewind(
             to: offset, into: scratch, options: LogEnvironment.Options(durability: .fast, initialMapSize: 1 << 20))
-        let index = try past.snapshotState()
-        let account: DeviceState.Account = switch index.account {
-        case nil: .never
-        case .some(nil): .signedOut
-        case .some(.some(let id)): .user(id)
-        }
-        return DeviceState(
-            offset: index.offset,
-            pendingRecordZoneChanges: index.pendingRecordZoneChanges,
-            pendingDatabaseChanges: index.pendingDatabaseChanges,
-            inFlightRecordZoneChanges: index.inFlightRecordZoneChanges,
-            hasPendingUntrackedChanges: index.hasPendingUntrackedChanges,
-            zoneIDsWithUnfetchedServerChanges: index.zoneIDsWithUnfetchedServerChanges,
-            knownZoneIDs: index.knownZoneIDs,
-            databaseChangeToken: index.databaseChangeToken,
-            deliveredOffset: index.deliveredOffset,
-            account: account,
-            subscriptionID: index.subscriptionID)
+        return DeviceState(try past.snapshotState())
     }
 
     /// A new device log in `directory` holding this log's entries `1...offset`, its index

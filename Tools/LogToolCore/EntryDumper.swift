@@ -30,12 +30,13 @@ public struct EntryDumper: Sendable {
     /// corrupt one is written before the error is thrown, so the output shows how far the log
     /// is readable.
     ///
+    /// - Parameter progress: Told of each entry read (of the range's length), passed or not.
     /// - Throws: `LogStoreError` (`.corruptEntry`, `.unknownFormatVersion`, …) naming the offset,
     ///   the log and its path — for a bad envelope, or a payload the decoder cannot decode.
     @discardableResult
     public func dump(
         _ log: Log, from start: LogOffset = .first, through end: LogOffset? = nil,
-        to output: inout some TextOutputStream
+        to output: inout some TextOutputStream, progress: (ProgressEvent) -> Void = { _ in }
     ) throws -> Int {
         let last = try log.lastOffset
         let end = min(end ?? last, last)
@@ -47,7 +48,9 @@ public struct EntryDumper: Sendable {
         // The cursor hands out every good entry before a corrupt one, then throws naming it.
         var cursor = try log.entries(from: start, through: end)
         var written = 0
+        let total = end.rawValue - start.rawValue + 1
         while let entry = try cursor.next() {
+            progress(.entries(done: entry.offset.rawValue - start.rawValue + 1, total: total))
             let description: EntryDescription?
             do {
                 description = try formatter.describe(entry)

@@ -28,14 +28,19 @@ public struct LogStats: Sendable, Hashable {
     /// Reads every entry of `log` (with an `EntryCursor`), decoding each one with `decoder`
     /// so that a corrupt payload is reported as `dump` reports it.
     ///
+    /// - Parameter progress: Told of each entry read.
     /// - Throws: `LogStoreError` naming the offset, log and path of a corrupt entry.
-    public static func collect(_ log: Log, decoder: EntryDecoder?) throws -> LogStats {
+    public static func collect(
+        _ log: Log, decoder: EntryDecoder?, progress: (ProgressEvent) -> Void = { _ in }
+    ) throws -> LogStats {
         var byKind: [EntryKind: KindStats] = [:]
         var count = 0
         var first: EntryTime?
         var last: EntryTime?
-        var cursor = try log.entries(from: .first, through: try log.lastOffset)
+        let end = try log.lastOffset
+        var cursor = try log.entries(from: .first, through: end)
         while let entry = try cursor.next() {
+            progress(.entries(done: entry.offset.rawValue, total: end.rawValue))
             do {
                 _ = try decoder?.describe(entry)
             } catch {
@@ -93,6 +98,37 @@ public struct LogStats: Sendable, Hashable {
             text += line + "\n"
         }
         return text
+    }
+
+    /// The JSON object `logtool stats --json` prints, on one line (no line break), keys in this
+    /// order: `log`, `path`, `entries`, `payloadBytes`, `first` and `last` (ISO 8601 UTC with
+    /// microseconds, `null` for an empty log), `firstMicros` and `lastMicros` (microseconds
+    /// since 1970), `spanMicros`, `fileSize` (bytes, `null` if unknown), `kinds`: one object
+    /// per kind in kind order with `kind`, `name` (`null` for a kind without a name), `entries`,
+    /// `payloadBytes`.
+    public var json: String {
+        JSONText.object([
+            ("log", JSONText.string(logName)),
+            ("path", JSONText.string(path)),
+            ("entries", JSONText.number(entryCount)),
+            ("payloadBytes", JSONText.number(payloadBytes)),
+            ("first", JSONText.optional(firstTime.map { JSONText.string($0.iso8601) })),
+            ("last", JSONText.optional(lastTime.map { JSONText.string($0.iso8601) })),
+            ("firstMicros", JSONText.optional(firstTime.map { JSONText.number($0.microsecondsSince1970) })),
+            ("lastMicros", JSONText.optional(lastTime.map { JSONText.number($0.microsecondsSince1970) })),
+            ("spanMicros", JSONText.optional(firstTime.flatMap { first in
+                lastTime.map { JSONText.number($0.microsecondsSince1970 - first.microsecondsSince1970) }
+            })),
+            ("fileSize", JSONText.optional(fileSize.map { JSONText.number($0) })),
+            ("kinds", JSONText.array(kinds.map { kind in
+                JSONText.object([
+                    ("kind", JSONText.number(kind.kind.rawValue)),
+                    ("name", JSONText.optional(kind.name.map(JSONText.string))),
+                    ("entries", JSONText.number(kind.count)),
+                    ("payloadBytes", JSONText.number(kind.payloadBytes)),
+                ])
+            })),
+        ])
     }
 
     /// `1234 bytes`, or `1234567 bytes (1.2 MiB)` from 1 KiB on.

@@ -25,7 +25,10 @@ struct Dump: AsyncParsableCommand {
             hold), and --kind may repeat (any of the kinds).
 
             A corrupt entry stops the dump: the entries before it are printed, then one line \
-            on standard error naming its offset, and the exit status is 1. See Docs/logtool.md.
+            on standard error naming its offset, and the exit status is 1.
+
+            When standard error is a terminal and standard output is not, a status line on \
+            standard error shows how many entries have been read. See Docs/logtool.md.
             """)
 
     @OptionGroup var location: LogLocationOptions
@@ -35,10 +38,14 @@ struct Dump: AsyncParsableCommand {
 
     func run() async throws {
         try reportingErrors { standardOutput in
+            // A dump to the screen shows its own progress, and a status line would break its lines.
+            var progress = ProgressIndicator.standardError(label: "dump", total: nil, also: !isTerminal(1))
+            defer { progress.finish() }
             let log = try location.openLog()
             let formatter = EntryFormatter(decoder: .forLog(named: log.name))
             try EntryDumper(format: output.entryFormat, formatter: formatter, filter: try filter.entryFilter()).dump(
-                log, from: range.start, through: range.end, to: &standardOutput)
+                log, from: range.start, through: range.end, to: &standardOutput
+            ) { progress.report($0) }
         }
     }
 }

@@ -50,6 +50,12 @@ struct OutputFormatOptions: ParsableArguments {
     var entryFormat: EntryDumper.Format { json ? .jsonLines : .text }
 }
 
+/// `--json` for a command that prints one result.
+struct JSONObjectOptions: ParsableArguments {
+    @Flag(help: "Write one JSON object (on one line) instead of text.")
+    var json = false
+}
+
 /// Which entries to print: `--kind` (repeatable), `--record`, `--zone`.
 struct EntryFilterOptions: ParsableArguments {
     @Option(

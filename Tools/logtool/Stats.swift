@@ -2,7 +2,7 @@ import ArgumentParser
 import LogStore
 import LogToolCore
 
-/// `logtool stats LOG [--log NAME]`
+/// `logtool stats LOG [--log NAME] [--json]`
 struct Stats: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a log's entry count, per-kind counts and payload bytes, time span and file size.",
@@ -14,17 +14,25 @@ struct Stats: AsyncParsableCommand {
             its name (server and device kinds, as dump names them; '-' for others), its entries \
             and their payload bytes.
 
+            --json writes the same as one JSON object with the keys log, path, entries, \
+            payloadBytes, first, last, firstMicros, lastMicros, spanMicros, fileSize and kinds \
+            (kind, name, entries, payloadBytes per kind).
+
             A corrupt entry stops it with one line on standard error naming its offset, and the \
             exit status is 1. See Docs/logtool.md.
             """)
 
     @OptionGroup var location: LogLocationOptions
+    @OptionGroup var format: JSONObjectOptions
 
     func run() async throws {
         try reportingErrors { standardOutput in
+            var progress = ProgressIndicator.standardError(label: "stats", total: nil)
+            defer { progress.finish() }
             let log = try location.openLog()
-            let stats = try LogStats.collect(log, decoder: .forLog(named: log.name))
-            standardOutput.write(stats.text)
+            let stats = try LogStats.collect(log, decoder: .forLog(named: log.name)) { progress.report($0) }
+            progress.finish()
+            standardOutput.write(format.json ? stats.json + "\n" : stats.text)
         }
     }
 }
