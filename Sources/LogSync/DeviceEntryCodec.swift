@@ -55,7 +55,7 @@ extension DeviceEntry {
     ///   failed: a kind that is not a device kind, a payload that is not the kind's message, or
     ///   a message that does not describe a value (a missing required field, an empty oneof, an
     ///   ID named twice in a failure list).
-    init(_ entry: LogEntry) throws(LogStoreError) {
+    package init(_ entry: LogEntry) throws(LogStoreError) {
         switch entry.kind {
         case Kind.pendingRecordZoneChangesAdded, Kind.pendingRecordZoneChangesRemoved:
             let added = entry.kind == Kind.pendingRecordZoneChangesAdded

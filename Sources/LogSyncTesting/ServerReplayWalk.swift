@@ -1,0 +1,574 @@
+import Foundation
+import LogStore
+import LogSync
+import SyncModel
+
+/// The state of one replay (see ``ServerReplay``): fed the decoded entries in log order, it
+/// re-issues the requests they record and collects the verdicts.
+///
+/// The device's change tokens are kept as the replayed server issued them, under the rules of
+/// the device index (DeviceIndex's doc comment): a page stores its token, a deleted or vanished
+/// zone and a `changeTokenReset` drop one, an account change after the first wipes them all.
+struct ServerReplayWalk<Database: CloudDatabase> {
+    typealias Outcome = ServerReplayOutcome
+    typealias ItemID = SyncError.ItemID
+
+    let database: Database
+    private(set) var requests: [ServerReplayRequest] = []
+    private(set) var mismatches: [ServerReplayMismatch] = []
+
+    /// The replayed change tag of each recorded one, per record.
+    private var tags: [Record.ID: [String: String]] = [:]
+    /// The database change token the device would hold, as the replayed server issued it.
+    private var databaseToken: DatabaseChangeToken?
+    /// Each zone's change token the device would hold, as the replayed server issued it.
+    private var zoneTokens: [RecordZone.ID: ZoneChangeToken] = [:]
+    /// The record batch prepared and not answered yet.
+    private var batch: PreparedBatch?
+    /// Where the fetch under way is.
+    private var fetch = FetchProgress()
+    /// The accounts the log records.
+    private var account = AccountTrack()
+
+    struct PreparedBatch {
+        var offset: LogOffset
+        var records: [Record]
+        var deletions: [Record.ID]
+        var atomic: Bool
+
+        var items: [ItemID] { records.map { .record($0.recordID) } + deletions.map { .record($0) } }
+    }
+
+    struct FetchProgress {
+        /// Whether the database's feed was fetched to its end in this fetch (or zones began).
+        var databaseDone = false
+        /// The last page of the zone being fetched: its zone and `moreComing`.
+        var lastZonePage: (zoneID: RecordZone.ID, moreComing: Bool)?
+    }
+
+    struct AccountTrack {
+        /// Whether an `accountChanged` was met (the next one wipes the device's state).
+        var recorded = false
+        /// The account signed in at this point of the log, if any.
+        var current: Record.ID?
+        /// The first account the log records: the one the replay stands for.
+        var replayed: Record.ID?
+    }
+
+    init(database: Database) {
+        self.database = database
+    }
+
+    // MARK: Entries
+
+    /// Handles one entry: re-issues the request it answers, if any, and compares.
+    ///
+    /// - Throws: ``ServerReplayError`` `requestFailed` when a replayed request fails as a whole
+    ///   with a transport failure, a transient code or a cancellation.
+    mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) async throws(ServerReplayError) {
+        switch entry {
+        case .batchPrepared(let records, let deletions, let atomic):
+            unanswered("no answer was recorded before the next batch")
+            batch = PreparedBatch(offset: offset, records: records, deletions: deletions, atomic: atomic)
+        case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            try await replayBatch(
+                at: offset, saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
+        case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
+            try await replayZoneChanges(
+                at: offset, saved: savedZones, deleted: deletedZoneIDs, failedSaves: failedZoneSaves,
+                failedDeletes: failedZoneDeletes)
+        case .sendStarted, .sendFinished:
+            unanswered("no answer was recorded before the send ended")
+        case .fetchStarted:
+            unanswered("no answer was recorded before the next fetch")
+            fetch = FetchProgress()
+        case .databaseChangesFetched(let modifications, let deletions, _, let moreComing):
+            try await replayDatabasePage(at: offset, modifications: modifications, deletions: deletions, moreComing: moreComing)
+        case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, let moreComing):
+            try await replayZonePage(
+                at: offset, zoneID: zoneID, modifications: modifications, deletions: deletions, moreComing: moreComing)
+        case .zoneFetchFinished(let zoneID, let error):
+            try await replayZoneFetchEnd(at: offset, zoneID: zoneID, error: error)
+        case .fetchFinished(let error):
+            try await replayFetchEnd(at: offset, error: error)
+            fetch = FetchProgress()
+        case .changeTokenReset(let zoneID):
+            try await replayTokenReset(at: offset, zoneID: zoneID)
+        case .accountChanged(_, let current):
+            if account.recorded {
+                databaseToken = nil
+                zoneTokens = [:]
+            }
+            account.recorded = true
+            account.current = current
+            if account.replayed == nil { account.replayed = current }
+        case .pendingRecordZoneChangesAdded, .pendingRecordZoneChangesRemoved, .pendingDatabaseChangesAdded,
+            .pendingDatabaseChangesRemoved, .untrackedChangesFlagged, .eventsDelivered, .subscriptionEnsured,
+            .pushReceived, .syncScheduled, .syncDeferred:
+            break
+        }
+    }
+
+    /// Ends the walk: a batch still unanswered is reported as such.
+    mutating func finish() {
+        unanswered("its answer is not among the replayed entries")
+    }
+
+    // MARK: Sends
+
+    private mutating func replayBatch(
+        at offset: LogOffset, saved: [Record], deleted: [Record.ID], failedSaves: [Record.ID: SyncError],
+        failedDeletes: [Record.ID: SyncError]
+    ) async throws(ServerReplayError) {
+        guard let batch else {
+            let items = (saved.map(\.recordID) + Self.sorted(Array(failedSaves.keys)) + deleted
+                + Self.sorted(Array(failedDeletes.keys))).map { ItemID.record($0) }
+            var comparison = Comparison(offset: offset, entry: "batchResult", kind: .modifyRecords, items: items)
+            comparison.request.verdict = .notComparable(reason: "no batchPrepared precedes it, so the request is unknown")
+            record(comparison)
+            return
+        }
+        self.batch = nil
+        var comparison = Comparison(offset: offset, entry: "batchResult", kind: .modifyRecords, items: batch.items)
+        comparison.request.preparedOffset = batch.offset
+
+        var recordedSaves: [Record.ID: Outcome] = [:]
+        for record in saved { recordedSaves[record.recordID] = .saved(record) }
+        for (id, error) in failedSaves { recordedSaves[id] = .failed(error) }
+        var recordedDeletes: [Record.ID: Outcome] = [:]
+        for id in deleted { recordedDeletes[id] = .deleted }
+        for (id, error) in failedDeletes { recordedDeletes[id] = .failed(error) }
+        let recorded = batch.records.map { recordedSaves[$0.recordID] ?? .absent }
+            + batch.deletions.map { recordedDeletes[$0] ?? .absent }
+
+        if let reason = notIssuable(recorded) ?? accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return
+        }
+        let records = batch.records.map { translated($0, notes: &comparison.request.notes) }
+        let request = ModifyRecordsRequest(
+            recordsToSave: records, recordIDsToDelete: batch.deletions, savePolicy: .ifServerRecordUnchanged,
+            atomically: batch.atomic, requestID: RequestID("replay-\(batch.offset)"))
+        let database = self.database
+        comparison.request.reissued = true
+        let answer = try await ask("modifyRecords", at: offset) { try await database.modifyRecords(request) }
+        let replayedSaves: [Record.ID: Outcome]
+        let replayedDeletes: [Record.ID: Outcome]
+        switch answer {
+        case .success(let response):
+            replayedSaves = response.saveResults.mapValues { result in
+                switch result {
+                case .success(let record): .saved(record)
+                case .failure(let error): .failed(error)
+                }
+            }
+            replayedDeletes = response.deleteResults.mapValues { result in
+                switch result {
+                case .success: .deleted
+                case .failure(let error): .failed(error)
+                }
+            }
+        case .failure(let error):
+            // The request failed as a whole: every item carries the error, as the engine records it.
+            replayedSaves = Dictionary(batch.records.map { ($0.recordID, .failed(error)) }) { first, _ in first }
+            replayedDeletes = Dictionary(batch.deletions.map { ($0, .failed(error)) }) { first, _ in first }
+        }
+        let replayed = batch.records.map { replayedSaves[$0.recordID] ?? .absent }
+            + batch.deletions.map { replayedDeletes[$0] ?? .absent }
+        for (item, (recordedOutcome, replayedOutcome)) in zip(batch.items, zip(recorded, replayed)) {
+            compare(item, recordedOutcome, replayedOutcome, in: &comparison)
+        }
+        record(comparison)
+    }
+
+    private mutating func replayZoneChanges(
+        at offset: LogOffset, saved: [RecordZone], deleted: [RecordZone.ID], failedSaves: [RecordZone.ID: SyncError],
+        failedDeletes: [RecordZone.ID: SyncError]
+    ) async throws(ServerReplayError) {
+        defer { for id in deleted { zoneTokens[id] = nil } }
+        let zonesToSave = saved.map(\.zoneID) + Self.sorted(Array(failedSaves.keys))
+        let zonesToDelete = deleted + Self.sorted(Array(failedDeletes.keys))
+        let items = (zonesToSave + zonesToDelete).map { ItemID.zone($0) }
+        var comparison = Comparison(offset: offset, entry: "databaseChangesSent", kind: .modifyZones, items: items)
+
+        var recordedSaves: [RecordZone.ID: Outcome] = [:]
+        for zone in saved { recordedSaves[zone.zoneID] = .zoneSaved(zone) }
+        for (id, error) in failedSaves { recordedSaves[id] = .failed(error) }
+        var recordedDeletes: [RecordZone.ID: Outcome] = [:]
+        for id in deleted { recordedDeletes[id] = .deleted }
+        for (id, error) in failedDeletes { recordedDeletes[id] = .failed(error) }
+        let recorded = zonesToSave.map { recordedSaves[$0] ?? .absent } + zonesToDelete.map { recordedDeletes[$0] ?? .absent }
+
+        if let reason = notIssuable(recorded) ?? accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return
+        }
+        let request = ModifyZonesRequest(zonesToSave: zonesToSave.map { RecordZone(zoneID: $0) }, zoneIDsToDelete: zonesToDelete)
+        let database = self.database
+        comparison.request.reissued = true
+        let answer = try await ask("modifyZones", at: offset) { try await database.modifyZones(request) }
+        let replayedSaves: [RecordZone.ID: Outcome]
+        let replayedDeletes: [RecordZone.ID: Outcome]
+        switch answer {
+        case .success(let response):
+            replayedSaves = response.saveResults.mapValues { result in
+                switch result {
+                case .success(let zone): .zoneSaved(zone)
+                case .failure(let error): .failed(error)
+                }
+            }
+            replayedDeletes = response.deleteResults.mapValues { result in
+                switch result {
+                case .success: .deleted
+                case .failure(let error): .failed(error)
+                }
+            }
+        case .failure(let error):
+            replayedSaves = Dictionary(zonesToSave.map { ($0, .failed(error)) }) { first, _ in first }
+            replayedDeletes = Dictionary(zonesToDelete.map { ($0, .failed(error)) }) { first, _ in first }
+        }
+        let replayed = zonesToSave.map { replayedSaves[$0] ?? .absent } + zonesToDelete.map { replayedDeletes[$0] ?? .absent }
+        for (item, (recordedOutcome, replayedOutcome)) in zip(items, zip(recorded, replayed)) {
+            compare(item, recordedOutcome, replayedOutcome, in: &comparison)
+        }
+        record(comparison)
+    }
+
+    /// Reports the batch prepared and never answered, if any, as not comparable: the original
+    /// server may or may not have applied it, so it is not re-issued.
+    private mutating func unanswered(_ why: String) {
+        guard let batch else { return }
+        self.batch = nil
+        var comparison = Comparison(offset: batch.offset, entry: "batchPrepared", kind: .modifyRecords, items: batch.items)
+        comparison.request.preparedOffset = batch.offset
+        comparison.request.verdict = .notComparable(
+            reason: "\(why); not re-issued, since the original server may or may not have applied it")
+        record(comparison)
+    }
+
+    // MARK: Fetches
+
+    private mutating func replayDatabasePage(
+        at offset: LogOffset, modifications: [RecordZone.ID], deletions: [DatabaseChange.Deletion], moreComing: Bool
+    ) async throws(ServerReplayError) {
+        defer {
+            if !moreComing { fetch.databaseDone = true }
+            for deletion in deletions { zoneTokens[deletion.zoneID] = nil }
+        }
+        var comparison = Comparison(offset: offset, entry: "databaseChangesFetched", kind: .fetchDatabaseChanges, items: [])
+        if let reason = accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return
+        }
+        let count = modifications.count + deletions.count
+        let request = FetchDatabaseChangesRequest(since: databaseToken, resultsLimit: moreComing ? max(1, count) : nil)
+        let database = self.database
+        comparison.request.reissued = true
+        switch try await ask("fetchDatabaseChanges", at: offset, { try await database.fetchDatabaseChanges(request) }) {
+        case .failure(let error):
+            compare(nil, .answered, .failed(error), in: &comparison)
+        case .success(let page):
+            var recorded = Keyed<RecordZone.ID>()
+            for id in modifications { recorded.add(id, .zoneModified) }
+            for deletion in deletions { recorded.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
+            var replayed = Keyed<RecordZone.ID>()
+            for modification in page.modifications { replayed.add(modification.zoneID, .zoneModified) }
+            for deletion in page.deletions { replayed.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
+            for id in recorded.keys(with: replayed) {
+                compare(.zone(id), recorded[id], replayed[id], in: &comparison)
+            }
+            compare(nil, .moreComing(moreComing), .moreComing(page.moreComing), in: &comparison)
+            databaseToken = page.changeToken
+        }
+        record(comparison)
+    }
+
+    private mutating func replayZonePage(
+        at offset: LogOffset, zoneID: RecordZone.ID, modifications: [Record], deletions: [RecordZoneChange.Deletion],
+        moreComing: Bool
+    ) async throws(ServerReplayError) {
+        fetch.databaseDone = true
+        // After a listing from scratch the engine appends a page of its own: the records it knew
+        // that the listing left out, deleted meanwhile (F100). It follows the zone's last page.
+        if let last = fetch.lastZonePage, last.zoneID == zoneID, !last.moreComing { return }
+        fetch.lastZonePage = (zoneID, moreComing)
+        var comparison = Comparison(offset: offset, entry: "zoneChangesFetched", kind: .fetchZoneChanges, items: [.zone(zoneID)])
+        if let reason = accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return
+        }
+        let count = modifications.count + deletions.count
+        let request = FetchZoneChangesRequest(
+            zoneID: zoneID, since: zoneTokens[zoneID], resultsLimit: moreComing ? max(1, count) : nil)
+        let database = self.database
+        comparison.request.reissued = true
+        switch try await ask("fetchZoneChanges", at: offset, { try await database.fetchZoneChanges(request) }) {
+        case .failure(let error):
+            compare(nil, .answered, .failed(error), in: &comparison)
+        case .success(let page):
+            var recorded = Keyed<Record.ID>()
+            for record in modifications { recorded.add(record.recordID, .modified(record)) }
+            for deletion in deletions { recorded.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
+            var replayed = Keyed<Record.ID>()
+            for modification in page.modifications { replayed.add(modification.record.recordID, .modified(modification.record)) }
+            for deletion in page.deletions { replayed.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
+            for id in recorded.keys(with: replayed) {
+                compare(.record(id), recorded[id], replayed[id], in: &comparison)
+            }
+            compare(nil, .moreComing(moreComing), .moreComing(page.moreComing), in: &comparison)
+            zoneTokens[zoneID] = page.changeToken
+        }
+        record(comparison)
+    }
+
+    /// A zone's fetch ended; with an error, the request that failed is re-issued from the same token.
+    private mutating func replayZoneFetchEnd(
+        at offset: LogOffset, zoneID: RecordZone.ID, error: SyncError?
+    ) async throws(ServerReplayError) {
+        fetch.databaseDone = true
+        fetch.lastZonePage = nil
+        guard let error else { return }
+        defer {
+            if error.code == .zoneNotFound || error.code == .userDeletedZone { zoneTokens[zoneID] = nil }
+        }
+        let request = FetchZoneChangesRequest(zoneID: zoneID, since: zoneTokens[zoneID])
+        let database = self.database
+        try await replayFailedFetch(
+            at: offset, entry: "zoneFetchFinished", kind: .fetchZoneChanges, item: .zone(zoneID), error: error,
+            operation: "fetchZoneChanges"
+        ) { _ = try await database.fetchZoneChanges(request) }
+    }
+
+    /// A fetch ended; with an error before the database's feed was fetched to its end, the
+    /// database fetch that failed is re-issued from the same token.
+    private mutating func replayFetchEnd(at offset: LogOffset, error: SyncError?) async throws(ServerReplayError) {
+        guard let error, !fetch.databaseDone else { return }
+        let request = FetchDatabaseChangesRequest(since: databaseToken)
+        let database = self.database
+        try await replayFailedFetch(
+            at: offset, entry: "fetchFinished", kind: .fetchDatabaseChanges, item: nil, error: error,
+            operation: "fetchDatabaseChanges"
+        ) { _ = try await database.fetchDatabaseChanges(request) }
+    }
+
+    /// A fetch was refused with `changeTokenExpired` (F100): it is re-issued from the same token,
+    /// then the token is dropped.
+    private mutating func replayTokenReset(at offset: LogOffset, zoneID: RecordZone.ID?) async throws(ServerReplayError) {
+        defer {
+            if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
+        }
+        let expired = SyncError(.changeTokenExpired, "the change token expired")
+        let database = self.database
+        if let zoneID {
+            let request = FetchZoneChangesRequest(zoneID: zoneID, since: zoneTokens[zoneID])
+            try await replayFailedFetch(
+                at: offset, entry: "changeTokenReset", kind: .fetchZoneChanges, item: .zone(zoneID), error: expired,
+                operation: "fetchZoneChanges", answeredIsComparable: false
+            ) { _ = try await database.fetchZoneChanges(request) }
+        } else {
+            let request = FetchDatabaseChangesRequest(since: databaseToken)
+            try await replayFailedFetch(
+                at: offset, entry: "changeTokenReset", kind: .fetchDatabaseChanges, item: nil, error: expired,
+                operation: "fetchDatabaseChanges", answeredIsComparable: false
+            ) { _ = try await database.fetchDatabaseChanges(request) }
+        }
+    }
+
+    /// Re-issues a fetch whose recorded outcome is `error` and compares. Its page, if the replay
+    /// gets one, is not applied: the device stored nothing.
+    ///
+    /// - Parameter answeredIsComparable: `false` when a page instead of the error says nothing
+    ///   about the server's rules (an expired token on the original server).
+    private mutating func replayFailedFetch(
+        at offset: LogOffset, entry: String, kind: ServerReplayRequest.Kind, item: ItemID?, error: SyncError,
+        operation: String, answeredIsComparable: Bool = true, _ body: () async throws -> Void
+    ) async throws(ServerReplayError) {
+        var comparison = Comparison(offset: offset, entry: entry, kind: kind, items: item.map { [$0] } ?? [])
+        if let reason = notIssuable([.failed(error)]) ?? accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return
+        }
+        comparison.request.reissued = true
+        let replayed: Outcome = switch try await ask(operation, at: offset, body) {
+        case .success: .answered
+        case .failure(let replayedError): .failed(replayedError)
+        }
+        if case .answered = replayed, !answeredIsComparable {
+            comparison.request.verdict = .notComparable(
+                reason: "the original server had dropped the tombstones behind this token (F144); the replayed one answers")
+        } else {
+            compare(item, .failed(error), replayed, in: &comparison)
+        }
+        record(comparison)
+    }
+
+    // MARK: Comparing
+
+    /// A request being compared: its report line and its mismatches.
+    struct Comparison {
+        var request: ServerReplayRequest
+        var mismatches: [ServerReplayMismatch] = []
+
+        init(offset: LogOffset, entry: String, kind: ServerReplayRequest.Kind, items: [ItemID]) {
+            request = ServerReplayRequest(
+                offset: offset, entry: entry, preparedOffset: nil, kind: kind, items: items, reissued: false,
+                verdict: .matched, notes: [])
+        }
+    }
+
+    /// Compares one item's outcomes, notes a recorded outcome that cannot be compared, and maps
+    /// the change tags of the record versions both sides hold.
+    private mutating func compare(_ item: ItemID?, _ recorded: Outcome, _ replayed: Outcome, in comparison: inout Comparison) {
+        if case .failed(let error) = recorded, !Self.reproducible(error) {
+            comparison.request.notes.append(
+                "\(item.map { "\($0)" } ?? "the answer"): recorded \(error.code), not compared (a transport failure or cancellation)")
+            return
+        }
+        mapTags(recorded, replayed)
+        guard !Self.same(recorded, replayed) else { return }
+        comparison.mismatches.append(ServerReplayMismatch(
+            offset: comparison.request.offset, entry: comparison.request.entry, kind: comparison.request.kind,
+            requestItems: comparison.request.items, item: item, recorded: recorded, replayed: replayed))
+    }
+
+    /// Files a compared request (its verdict from its mismatches, unless it is not comparable).
+    private mutating func record(_ comparison: Comparison) {
+        var request = comparison.request
+        if request.verdict == .matched, !comparison.mismatches.isEmpty { request.verdict = .mismatched }
+        requests.append(request)
+        mismatches += comparison.mismatches
+    }
+
+    /// Whether two outcomes agree by content (see ``ServerReplayOutcome``).
+    static func same(_ recorded: Outcome, _ replayed: Outcome) -> Bool {
+        switch (recorded, replayed) {
+        case (.saved(let a), .saved(let b)), (.modified(let a), .modified(let b)):
+            sameContent(a, b)
+        case (.failed(let a), .failed(let b)):
+            a.code == b.code && a.zoneDeletionReason == b.zoneDeletionReason
+                && (a.serverRecord == nil) == (b.serverRecord == nil)
+                && zip([a.serverRecord].compactMap { $0 }, [b.serverRecord].compactMap { $0 }).allSatisfy(sameContent)
+        case (.zoneSaved(let a), .zoneSaved(let b)):
+            a.zoneID == b.zoneID && a.capabilities == b.capabilities && (a.share == nil) == (b.share == nil)
+        default:
+            recorded == replayed
+        }
+    }
+
+    /// Whether two records have the same ID, type, fields and parent (system fields aside).
+    static func sameContent(_ a: Record, _ b: Record) -> Bool {
+        a.recordID == b.recordID && a.recordType == b.recordType && a.fields == b.fields && a.parent == b.parent
+    }
+
+    /// Whether a recorded failure could come again from a server's rules: not a transport
+    /// failure, a transient code (F89), a cancellation or a lost response.
+    static func reproducible(_ error: SyncError) -> Bool {
+        !(error.isTransient || error.code == .operationCancelled || error.code == .serverResponseLost)
+    }
+
+    /// Why a request whose recorded outcomes are `recorded` is not re-issued: every item failed
+    /// in a way no server's rules reproduce. `nil` when it is re-issued.
+    private func notIssuable(_ recorded: [Outcome]) -> String? {
+        var codes: [SyncError.Code] = []
+        for outcome in recorded {
+            guard case .failed(let error) = outcome, !Self.reproducible(error) else { return nil }
+            if !codes.contains(error.code) { codes.append(error.code) }
+        }
+        guard !codes.isEmpty else { return nil }
+        let which = codes.map(\.description).joined(separator: ", ")
+        return recorded.count == 1
+            ? "it failed with \(which), a transport failure or cancellation a server cannot reproduce; not re-issued"
+            : "every item failed with \(which), a transport failure or cancellation a server cannot reproduce; not re-issued"
+    }
+
+    /// Why requests are not re-issued at this point of the log: another account than the
+    /// replayed one was signed in. `nil` when they are.
+    private var accountReason: String? {
+        guard let current = account.current, let replayed = account.replayed, current != replayed else { return nil }
+        return "recorded while the account \(current.recordName) was signed in; the replay stands for \(replayed.recordName), the first account the log records"
+    }
+
+    // MARK: Translating
+
+    /// `record` with its change tag translated to the replayed server's (see ``ServerReplay``).
+    private func translated(_ record: Record, notes: inout [String]) -> Record {
+        guard let tag = record.recordChangeTag else { return record }
+        let replayed = tags[record.recordID]?[tag]
+        if replayed == nil {
+            notes.append("change tag \(String(reflecting: tag)) of \(record.recordID) has no replayed counterpart")
+        }
+        var copy = record
+        let fields = record.systemFields
+        copy.systemFields = Record.SystemFields(
+            recordChangeTag: replayed ?? "unmapped-\(tag)", creationDate: fields.creationDate,
+            modificationDate: fields.modificationDate, creatorUserRecordID: fields.creatorUserRecordID,
+            lastModifiedUserRecordID: fields.lastModifiedUserRecordID)
+        return copy
+    }
+
+    /// Maps the recorded change tag to the replayed one where both outcomes hold a version of
+    /// the same record of the same kind.
+    private mutating func mapTags(_ recorded: Outcome, _ replayed: Outcome) {
+        let pair: (Record, Record)? = switch (recorded, replayed) {
+        case (.saved(let a), .saved(let b)), (.modified(let a), .modified(let b)): (a, b)
+        case (.failed(let a), .failed(let b)):
+            if let a = a.serverRecord, let b = b.serverRecord { (a, b) } else { nil }
+        default: nil
+        }
+        guard let (a, b) = pair, a.recordID == b.recordID, let from = a.recordChangeTag, let to = b.recordChangeTag else {
+            return
+        }
+        tags[a.recordID, default: [:]][from] = to
+    }
+
+    // MARK: Helpers
+
+    /// Sends a request; a whole-request failure the server's rules explain is returned, any
+    /// other stops the replay.
+    private func ask<R>(
+        _ operation: String, at offset: LogOffset, _ body: () async throws -> R
+    ) async throws(ServerReplayError) -> Result<R, SyncError> {
+        do {
+            return .success(try await body())
+        } catch {
+            let failure: SyncError = switch error {
+            case let error as SyncError: error
+            case is CancellationError: SyncError(.operationCancelled, "\(operation) was cancelled")
+            default: SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
+            }
+            guard Self.reproducible(failure) else {
+                throw ServerReplayError(
+                    .requestFailed, "the replayed \(operation) for this entry failed: \(failure)", offset: offset,
+                    requestError: failure)
+            }
+            return .failure(failure)
+        }
+    }
+
+    /// IDs in a stable order (by description), for lists built from dictionaries.
+    static func sorted<ID: CustomStringConvertible>(_ ids: [ID]) -> [ID] {
+        ids.sorted { $0.description < $1.description }
+    }
+
+    /// Outcomes by ID, in the order added.
+    struct Keyed<Key: Hashable> {
+        private(set) var order: [Key] = []
+        private var outcomes: [Key: Outcome] = [:]
+
+        mutating func add(_ key: Key, _ outcome: Outcome) {
+            if outcomes.updateValue(outcome, forKey: key) == nil { order.append(key) }
+        }
+
+        subscript(key: Key) -> Outcome { outcomes[key] ?? .absent }
+
+        /// These keys in order, then the other's keys not among them.
+        func keys(with other: Keyed<Key>) -> [Key] {
+            order + other.order.filter { outcomes[$0] == nil }
+        }
+    }
+}
