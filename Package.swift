@@ -53,7 +53,11 @@ let package = Package(
 
         // Tools for the tests of apps and of the engine: a test clock, simulated accounts, time
         // travel on device logs, replay against a fresh server, and the seeded simulation.
-        .target(name: "LogSyncTesting", dependencies: ["LogSync", "SyncModel", "LogSyncServer", "LogStore"]),
+        .target(
+            name: "LogSyncTesting",
+            dependencies: [
+                "LogSync", "SyncModel", "LogSyncServer", "LogStore", .product(name: "Logging", package: "swift-log"),
+            ]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(

@@ -1,0 +1,518 @@
+import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import SyncModel
+
+/// A seeded simulation of several devices syncing through one server over a network that
+/// misbehaves: the test of the whole engine that no hand-written scenario can be.
+///
+/// Each device (``SimulatedDevice``) is a notes app with its own engine, device log and
+/// account. One seed decides everything: the server's page size, each device's fetch limit,
+/// every operation (edits, deletions, zones, sends, fetches, engine and server restarts,
+/// account switches) and what the network does with every request (``NetworkFate``: dropped
+/// requests, answers dropped after the server applied them, duplicates, delays that let other
+/// devices overtake, throttling, `zoneBusy`, expired tokens). Operations run one at a time, so
+/// a seed replays exactly; a request the network delays leaves its device busy while the
+/// others go on.
+///
+/// At the end the network is fixed, held requests go through, and every device sends and
+/// fetches until a round changes nothing. Then ``check()`` requires:
+/// - **convergence**: each device's notes equal the server's records of its account, and
+///   nothing is left pending;
+/// - **nothing acknowledged lost**: the server holds exactly what replaying every change it
+///   acknowledged gives (``ServerHistory``), restarts included;
+/// - **no edit lost**: every local edit was acknowledged or given up by the app's policy;
+/// - **the projection rule**: every device log's and server log's projections equal their
+///   rebuild from the entries.
+///
+/// ```swift
+/// let simulation = try Simulation(seed: 17, directory: temporaryDirectory)
+/// let report = try await simulation.run()   // throws SimulationFailure naming the seed
+/// ```
+public final class Simulation {
+    /// What a simulation does, besides what its seed decides.
+    public struct Configuration: Sendable {
+        /// How many devices sync (at least 1).
+        public var devices = 3
+        /// How many operations each device makes, on average (the total is `devices` times this).
+        public var operationsPerDevice = 100
+        /// The users whose accounts devices switch between; every device starts as the first.
+        public var users: [UserID] = ["alice", "bob"]
+        /// How many zones the notes live in.
+        public var zones = 3
+        /// How many note names each zone has.
+        public var notesPerZone = 4
+        /// How often the network misbehaves.
+        public var faults = NetworkFaultRates()
+        /// The server's page size; `nil`: drawn from the seed (2, 3, 5 or 400).
+        public var maxChangesPerPage: Int?
+        /// The most send-and-fetch rounds the devices may take to settle at the end.
+        public var maxSettleRounds = 12
+        /// How to run one seed again, quoted in failures (`{seed}` is replaced by the seed):
+        /// a test names its own command here.
+        public var rerunCommand = "Simulation(seed: {seed}, directory: …).run()"
+
+        public init() {}
+    }
+
+    /// What one run did.
+    public struct Report: Sendable, CustomStringConvertible {
+        public var seed: UInt64
+        public var operations = 0
+        public var fates: [NetworkFate: Int] = [:]
+        public var sends = 0
+        public var fetches = 0
+        public var engineRestarts = 0
+        public var serverRestarts = 0
+        public var accountSwitches = 0
+        /// Saves the server acknowledged (answers the network dropped included).
+        public var savesAcknowledged = 0
+        /// Local edits acknowledged, as the apps saw them.
+        public var editsAcknowledged = 0
+        public var conflictsWon = 0
+        public var conflictsLost = 0
+        /// Edits given up because their zone was deleted, or the account changed.
+        public var editsDropped = 0
+        public var settleRounds = 0
+        /// Every line of the trace.
+        public var trace: [String] = []
+        /// Each device's notes at the end, as sorted `zone/name = title` lines.
+        public var finalNotes: [[String]] = []
+
+        public var description: String {
+            let faults = fates.filter { $0.key != .delivered }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            return "seed \(seed): \(operations) operations, \(sends) sends, \(fetches) fetches, "
+                + "\(fates[.delivered] ?? 0) requests delivered, faults [\(faults.joined(separator: ", "))], "
+                + "\(engineRestarts) engine restarts, \(serverRestarts) server restarts, \(accountSwitches) account switches, "
+                + "\(savesAcknowledged) saves acknowledged, conflicts \(conflictsWon) won + \(conflictsLost) lost, "
+                + "\(editsDropped) edits dropped with zones or accounts, settled in \(settleRounds) rounds"
+        }
+    }
+
+    public let seed: UInt64
+    public let configuration: Configuration
+    /// The devices, `A`, `B`, … in order.
+    public let devices: [SimulatedDevice]
+    private let network: SimulatedNetwork
+    private let trace: SimulationTrace
+    private var random: SeededRandom
+    private var report: Report
+    private var busy: [String?]
+    private var step = 0
+    private let zoneIDs: [RecordZone.ID]
+    private let recordIDs: [Record.ID]
+
+    /// Sets up the server in `directory/server` and each device's log in `directory/<name>`.
+    ///
+    /// - Throws: `LogStoreError` if a log cannot be created.
+    public init(seed: UInt64, directory: URL, configuration: Configuration = Configuration()) throws {
+        precondition(configuration.devices >= 1 && !configuration.users.isEmpty, "a simulation needs a device and a user")
+        self.seed = seed
+        self.configuration = configuration
+        var random = SeededRandom(seed: seed)
+        let pageSize = configuration.maxChangesPerPage ?? [2, 3, 5, 400][Int.random(in: 0..<4, using: &random)]
+        let names = (0..<configuration.devices).map { Self.deviceName($0) }
+        let trace = SimulationTrace()
+        self.trace = trace
+        let network = try SimulatedNetwork(
+            server: SyncServer.Configuration(
+                directory: directory.appendingPathComponent("server", isDirectory: true), durability: .fast,
+                maxChangesPerPage: pageSize),
+            seed: random.next(), rates: configuration.faults, devices: names, trace: trace)
+        self.network = network
+        var setup = ["seed \(seed): server page size \(pageSize)"]
+        var devices: [SimulatedDevice] = []
+        for name in names {
+            let limit: Int? = Bool.random(using: &random) ? nil : Int.random(in: 1...4, using: &random)
+            let account = SimulatedAccount<UserID>(signedIn: configuration.users[0]) { user, _ in
+                SimulatedLink(network: network, device: name, user: user)
+            }
+            devices.append(try SimulatedDevice(
+                name: name, directory: directory.appendingPathComponent(name, isDirectory: true), account: account,
+                seed: random.next(), fetchResultsLimit: limit))
+            setup.append("\(name): fetch limit \(limit.map(String.init) ?? "none")")
+        }
+        self.devices = devices
+        self.random = random
+        report = Report(seed: seed)
+        busy = names.map { _ in nil }
+        zoneIDs = (0..<configuration.zones).map { RecordZone.ID(zoneName: "Z\($0)") }
+        recordIDs = zoneIDs.flatMap { zone in
+            (0..<configuration.notesPerZone).map { Record.ID(recordName: "n\($0)", zoneID: zone) }
+        }
+        trace.add(setup.joined(separator: "; "))
+    }
+
+    /// The server instance running now (a restart replaces it).
+    public var server: SyncServer { network.currentServer }
+
+    /// Writes a note on device `index` outside the seeded operations, as its user would.
+    public func write(_ id: Record.ID, _ title: String, on index: Int) throws {
+        try devices[index].write(id, title)
+        log("\(devices[index].name) writes \(Self.name(id)) = \(title) (by hand)")
+    }
+
+    static func deviceName(_ index: Int) -> String {
+        index < 26 ? String(UnicodeScalar(UInt8(65 + index))) : "D\(index)"
+    }
+
+    /// Runs the operations, settles, and checks.
+    ///
+    /// - Returns: what the run did.
+    /// - Throws: ``SimulationFailure`` naming the seed, what failed and the trace's last lines;
+    ///   what a device log throws.
+    @discardableResult
+    public func run() async throws -> Report {
+        try await runOperations()
+        try await settle()
+        let findings = try await check()
+        guard findings.isEmpty else { throw failure(findings) }
+        return finalReport()
+    }
+
+    /// The report so far, with each device's notes now.
+    public func finalReport() -> Report {
+        var report = report
+        report.fates = network.fateCounts
+        report.savesAcknowledged = network.history.withLock { $0.savesAcknowledged }
+        for device in devices {
+            let counters = device.counters
+            report.editsAcknowledged += counters.acknowledged
+            report.conflictsWon += counters.conflictsWon
+            report.conflictsLost += counters.conflictsLost
+            report.editsDropped += counters.droppedWithZone + counters.droppedByAccountChange
+        }
+        report.trace = trace.all
+        report.finalNotes = devices.map { Self.describe($0.notes) }
+        return report
+    }
+
+    /// A failure naming the seed, the findings, how to rerun the seed and the trace's end.
+    public func failure(_ findings: [String]) -> SimulationFailure {
+        SimulationFailure(
+            seed: seed, findings: findings,
+            rerun: configuration.rerunCommand.replacingOccurrences(of: "{seed}", with: String(seed)), trace: trace.all)
+    }
+
+    // MARK: Operations
+
+    private func next(_ count: Int) -> Int { Int.random(in: 0..<count, using: &random) }
+    private func pick<T>(_ items: [T]) -> T { items[next(items.count)] }
+    private func log(_ line: String) { trace.add("#\(step) \(line)") }
+
+    /// Runs the seeded operations, `devices × operationsPerDevice` of them.
+    public func runOperations() async throws {
+        for _ in 0..<(configuration.devices * configuration.operationsPerDevice) {
+            step += 1
+            report.operations += 1
+            try await randomStep()
+        }
+    }
+
+    private func randomStep() async throws {
+        let index = next(devices.count)
+        if busy[index] != nil {
+            // The device waits for the network; its user still edits.
+            if next(3) == 0 { return await release(index) }
+            return next(4) == 0 ? try deleteNote(index) : try write(index)
+        }
+        switch next(100) {
+        case 0..<30: try write(index)
+        case 30..<37: try deleteNote(index)
+        case 37..<40: try createZone(index)
+        case 40..<42: try deleteZone(index)
+        case 42..<62: await send(index)
+        case 62..<82: await fetch(index)
+        case 82..<88:
+            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await fetch(index) }
+        case 88..<91: try restartEngine(index)
+        case 91..<93: try restartServer()
+        case 93..<95: switchAccount(index)
+        default:
+            await send(index)
+            if busy[index] == nil { await fetch(index) }
+        }
+    }
+
+    private func write(_ index: Int) throws {
+        let device = devices[index]
+        let id = pick(recordIDs)
+        let title = "\(device.name).\(step)"
+        guard let zone = try ensureZone(device, id.zoneID) else {
+            return log("\(device.name) does not write into \(id.zoneID.zoneName): its deletion is pending")
+        }
+        try device.write(id, title)
+        log("\(device.name) writes \(Self.name(id)) = \(title)\(zone)")
+    }
+
+    /// Queues a save of the zone if the device does not know it; `nil` if its deletion is
+    /// pending (the user does not write into a zone being deleted).
+    private func ensureZone(_ device: SimulatedDevice, _ zoneID: RecordZone.ID) throws -> String? {
+        let state = try device.engine.deviceLog.snapshotState()
+        if state.pendingDatabaseChanges.contains(.deleteZone(zoneID)) { return nil }
+        if state.knownZoneIDs.contains(zoneID) || state.pendingDatabaseChanges.contains(where: { $0.zoneID == zoneID }) {
+            return ""
+        }
+        try device.createZone(zoneID)
+        return " (+ save zone)"
+    }
+
+    private func deleteNote(_ index: Int) throws {
+        let device = devices[index]
+        let ids = device.notes.keys.sorted { $0.description < $1.description }
+        guard !ids.isEmpty else { return try write(index) }
+        let id = pick(ids)
+        try device.delete(id)
+        log("\(device.name) deletes \(Self.name(id))")
+    }
+
+    private func createZone(_ index: Int) throws {
+        let device = devices[index]
+        let zoneID = pick(zoneIDs)
+        guard !(try device.engine.state.pendingDatabaseChanges.contains(.deleteZone(zoneID))) else {
+            return log("\(device.name) does not create \(zoneID.zoneName): its deletion is pending")
+        }
+        try device.createZone(zoneID)
+        log("\(device.name) creates \(zoneID.zoneName)")
+    }
+
+    private func deleteZone(_ index: Int) throws {
+        let device = devices[index]
+        let zoneID = pick(zoneIDs)
+        try device.deleteZone(zoneID)
+        log("\(device.name) deletes zone \(zoneID.zoneName)")
+    }
+
+    private func send(_ index: Int) async {
+        let device = devices[index]
+        let options: SyncEngine.SendChangesOptions =
+            next(5) == 0 ? .init(scope: .zoneIDs([pick(zoneIDs)])) : .init()
+        report.sends += 1
+        await perform(index, "sends \(options.scope)") { try await device.engine.sendChanges(options) }
+    }
+
+    private func fetch(_ index: Int) async {
+        let device = devices[index]
+        let options: SyncEngine.FetchChangesOptions =
+            next(5) == 0 ? .init(scope: .zoneIDs([pick(zoneIDs)])) : .init()
+        report.fetches += 1
+        await perform(index, "fetches \(options.scope)") { try await device.engine.fetchChanges(options) }
+    }
+
+    private func restartEngine(_ index: Int) throws {
+        try devices[index].restartEngine()
+        report.engineRestarts += 1
+        log("\(devices[index].name)'s app quits and launches again")
+    }
+
+    private func restartServer() throws {
+        try network.restartServer()
+        report.serverRestarts += 1
+        log("the server restarts")
+    }
+
+    private func switchAccount(_ index: Int) {
+        let device = devices[index]
+        let users = configuration.users
+        guard users.count > 1, let current = device.account.currentUser, let position = users.firstIndex(of: current) else {
+            return log("\(device.name) keeps its account")
+        }
+        let user = users[(position + 1) % users.count]
+        device.account.switch(to: user)
+        report.accountSwitches += 1
+        log("\(device.name) switches to \(user)'s account")
+    }
+
+    // MARK: Driving engine operations
+
+    /// Starts one engine operation of device `index` and waits until it finishes or the
+    /// network holds one of its requests.
+    @discardableResult
+    private func perform(_ index: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) async -> String? {
+        let device = devices[index]
+        guard let channel = network.channels[device.name] else { return nil }
+        log("\(device.name) \(what)")
+        Task {
+            do {
+                try await body()
+                channel.send(.finished("ok"))
+            } catch {
+                channel.send(.finished(Simulation.outcome(of: error)))
+            }
+        }
+        return await wait(index, what)
+    }
+
+    /// The operation's outcome, or `nil` if the network holds one of its requests.
+    @discardableResult
+    private func wait(_ index: Int, _ what: String) async -> String? {
+        let device = devices[index]
+        guard let channel = network.channels[device.name] else { return nil }
+        switch await channel.next() {
+        case .parked:
+            busy[index] = what
+            trace.add("  \(device.name) waits for the network")
+            return nil
+        case .finished(let outcome):
+            busy[index] = nil
+            trace.add("  \(device.name) \(what): \(outcome)")
+            return outcome
+        }
+    }
+
+    /// Lets device `index`'s held request reach the server, and waits as for a new operation.
+    private func release(_ index: Int) async {
+        let device = devices[index]
+        guard let what = busy[index], network.parkedDevices.contains(device.name) else { return }
+        log("the network lets \(device.name)'s request go")
+        _ = network.release(device.name)
+        await wait(index, what)
+    }
+
+    /// The error's code with its item errors' codes, sorted.
+    static func outcome(of error: any Error) -> String {
+        guard let error = error as? SyncError else { return "\(error)" }
+        guard !error.partialErrors.isEmpty else { return error.code.name }
+        let items = error.partialErrors.map { "\($0.key): \($0.value.code.name)" }.sorted()
+        return "\(error.code.name) [\(items.joined(separator: ", "))]"
+    }
+
+    // MARK: Settling
+
+    /// Fixes the network, lets held requests through, then has every device send and fetch
+    /// until a round in which nothing was sent or fetched and nothing failed.
+    ///
+    /// - Throws: ``SimulationFailure`` if the devices do not settle within
+    ///   `maxSettleRounds` rounds.
+    public func settle() async throws {
+        step += 1
+        network.setFaults(false)
+        log("the network is fixed; every device syncs until nothing changes")
+        for index in devices.indices where busy[index] != nil { await release(index) }
+        for round in 1...configuration.maxSettleRounds {
+            var quiet = true
+            for (index, device) in devices.enumerated() {
+                let before = device.activity
+                let sent = await perform(index, "sends") { try await device.engine.sendChanges() }
+                let fetched = await perform(index, "fetches") { try await device.engine.fetchChanges() }
+                if device.activity != before || sent != "ok" || fetched != "ok" { quiet = false }
+            }
+            if quiet {
+                report.settleRounds = round
+                return
+            }
+        }
+        throw failure(["the devices did not settle in \(configuration.maxSettleRounds) rounds of sends and fetches"])
+    }
+
+    // MARK: Checks
+
+    /// What is wrong at the end, as sentences naming devices, records and users; empty if
+    /// nothing is.
+    public func check() async throws -> [String] {
+        var findings: [String] = []
+        var serverNotes: [UserID: [Record.ID: String]] = [:]
+        let server = network.currentServer
+        for user in configuration.users {
+            let actual = try await Self.notes(in: server.database(for: user, device: "observer"))
+            serverNotes[user] = actual
+            let expected = network.history.withLock { $0.expectedNotes(of: user) }
+            if actual != expected {
+                findings.append(
+                    "the server's notes of \(user) are not what it acknowledged: "
+                        + Self.difference(actual, expected, "server", "acknowledged"))
+            }
+        }
+        for device in devices {
+            guard let user = device.account.currentUser else { continue }
+            let notes = device.notes
+            if let expected = serverNotes[user], notes != expected {
+                findings.append(
+                    "device \(device.name) (\(user)) did not converge: " + Self.difference(notes, expected, "device", "server"))
+            }
+            let state = try device.engine.deviceLog.snapshotState()
+            if !state.pendingRecordZoneChanges.isEmpty || !state.pendingDatabaseChanges.isEmpty {
+                findings.append(
+                    "device \(device.name) still has changes pending: \(state.pendingRecordZoneChanges + []) "
+                        + "\(state.pendingDatabaseChanges)")
+            }
+            let lost = device.unacknowledgedEdits
+            if !lost.isEmpty {
+                findings.append(
+                    "device \(device.name) lost edits, neither acknowledged nor given up, with nothing pending: "
+                        + Self.describe(lost).joined(separator: ", "))
+            }
+            if let mismatch = try device.engine.deviceLog.log.verifyProjections() {
+                findings.append("device \(device.name)'s index differs from its rebuild: \(mismatch)")
+            }
+        }
+        for user in configuration.users where serverNotes[user].map({ !$0.isEmpty }) ?? false {
+            if let mismatch = try server.admin.log(of: user).verifyProjections() {
+                findings.append("the server's index of \(user) differs from its rebuild: \(mismatch)")
+            }
+        }
+        return findings
+    }
+
+    /// Every note of a database, read from the start of each zone.
+    static func notes(in database: some CloudDatabase) async throws -> [Record.ID: String] {
+        var notes: [Record.ID: String] = [:]
+        let zones = try await database.fetchZones(FetchZonesRequest()).results.keys
+            .filter { $0 != .default }.sorted { $0.description < $1.description }
+        for zoneID in zones {
+            var token: ZoneChangeToken?
+            while true {
+                let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
+                for modification in page.modifications {
+                    notes[modification.record.recordID] = SimulatedDevice.title(of: modification.record)
+                }
+                for deletion in page.deletions { notes[deletion.recordID] = nil }
+                token = page.changeToken
+                if !page.moreComing { break }
+            }
+        }
+        return notes
+    }
+
+    static func name(_ id: Record.ID) -> String { "\(id.zoneID.zoneName)/\(id.recordName)" }
+
+    static func describe(_ notes: [Record.ID: String]) -> [String] {
+        notes.map { "\(name($0.key)) = \($0.value)" }.sorted()
+    }
+
+    private static func difference(
+        _ a: [Record.ID: String], _ b: [Record.ID: String], _ aName: String, _ bName: String
+    ) -> String {
+        let aLines = Set(describe(a))
+        let bLines = Set(describe(b))
+        return "only on the \(aName): \(aLines.subtracting(bLines).sorted()); only \(bName): \(bLines.subtracting(aLines).sorted())"
+    }
+}
+
+/// A simulation that ended wrong: the seed, what was wrong, and how to run the seed again.
+public struct SimulationFailure: Error, CustomStringConvertible {
+    public let seed: UInt64
+    /// What the checks found.
+    public let findings: [String]
+    /// The command that runs this seed alone.
+    public let rerun: String
+    /// Every line of the run's trace.
+    public let trace: [String]
+
+    public var description: String { describe(lines: 40) }
+
+    /// The description with every line of the trace.
+    public var fullDescription: String { describe(lines: trace.count) }
+
+    private func describe(lines: Int) -> String {
+        let tail = trace.suffix(lines)
+        return """
+            simulation seed \(seed) failed:
+              \(findings.joined(separator: "\n  "))
+            rerun: \(rerun)
+            trace (last \(tail.count) of \(trace.count) lines):
+              \(tail.joined(separator: "\n  "))
+            """
+    }
+}
