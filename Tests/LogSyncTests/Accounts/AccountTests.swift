@@ -330,6 +330,9 @@ struct AccountTests {
             let app = AccountApp()
             let engine = try world.engine("phone", delegate: app, clock: clock)
             #expect(await eventually(advancing: clock) { app.events.didFetchContexts.count >= 1 })
+            // The catch-up fetch ends by making sure of the subscription, after didFetchChanges:
+            // let it finish, so that no request of it meets the unavailable account.
+            await engine.operations.drain()
 
             world.account.setTemporarilyUnavailable(true)
             #expect(await eventually { engine.knownAccountStatus == .temporarilyUnavailable })
