@@ -3,12 +3,17 @@ import LogSync
 import LogSyncServer
 
 // The same story with automatic sync (the default): the app only edits its notes. Each engine
-// sends after a one-second debounce, fetches when the server's push hint arrives, and the
-// laptop's delegate merges the conflict and queues the merge, which the engine sends on its own.
+// sends after a one-second debounce and fetches when the server's push hint arrives. The
+// laptop is offline (a phone in a tunnel would be) while both edit: back online, it sends its
+// stale edit, the server refuses it, and its delegate merges and queues the merge, which the
+// engine sends on its own.
 func runAutomatically(in directory: URL) async throws {
     let server = try SyncServer(.init(directory: directory.appending(path: "server")))
+    // The laptop's network, which the story turns off and on. A real app would pass a provider
+    // fed by its platform's reachability and power notifications.
+    let network = ManualConditions()
     let phone = try Device("phone", server: server, directory: directory, automatic: true)
-    let laptop = try Device("laptop", server: server, directory: directory, automatic: true)
+    let laptop = try Device("laptop", server: server, directory: directory, automatic: true, conditions: network)
     let groceries = Record.ID(recordName: "groceries", zoneID: RecordZone.ID(zoneName: "Notes"))
     func note(_ device: Device) -> [String: String] { device.app.notes.withLock { $0[groceries] } ?? [:] }
 
@@ -16,17 +21,26 @@ func runAutomatically(in directory: URL) async throws {
     try phone.engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: groceries.zoneID))])
     try phone.edit(groceries, "title", "Groceries")
     try await waitUntil("the laptop has the note") { note(laptop)["title"] == "Groceries" }
+    try await waitUntilIdle(laptop)  // and has fetched all there was: no fetch is left to run
 
-    heading("Both edit the note at once; the engines send, conflict, merge and fetch on their own")
-    try phone.edit(groceries, "title", "Weekend groceries")
+    heading("The laptop goes offline; both edit the note, and the phone's edit reaches the server")
+    network.conditions.networkAvailable = false
+    say("laptop", "goes offline")
+    // The laptop edits first, so its send is due before the fetch the phone's push hint asks for.
     try laptop.edit(groceries, "body", "milk, eggs")
+    try phone.edit(groceries, "title", "Weekend groceries")
+    try await waitUntil("the server has the phone's edit") { phone.app.unsaved.withLock { $0[groceries] } == nil }
+
+    heading("The laptop is back online; the engines send, conflict, merge and fetch on their own")
+    network.conditions.networkAvailable = true
+    say("laptop", "is back online")
     try await waitUntil("both devices hold both edits") {
         let expected = ["title": "Weekend groceries", "body": "milk, eggs"]
         return note(phone) == expected && note(laptop) == expected
     }
     show(phone, groceries)
     show(laptop, groceries)
-    try showLogs(directory, server: server)
+    try await showLogs([phone, laptop], server: server)
 }
 
 /// Waits (checking every 50 ms, for at most 30 s) until `condition` holds.

@@ -63,12 +63,16 @@ struct Device {
     let app: Notes
     let engine: SyncEngine
 
-    init(_ name: String, server: SyncServer, directory: URL, automatic: Bool = false) throws {
+    init(
+        _ name: String, server: SyncServer, directory: URL, automatic: Bool = false,
+        conditions: any SyncConditionsProvider = AlwaysAvailableConditions()
+    ) throws {
         app = Notes(device: name)
         var configuration = SyncEngine.Configuration(
             database: server.database(for: "alice", scope: .private, device: DeviceID(name)),
             logDirectory: directory.appending(path: name), delegate: app)
         configuration.automaticallySync = automatic  // false: sync only when asked
+        configuration.conditions = conditions  // the device's network and power
         engine = try SyncEngine(configuration)
     }
 

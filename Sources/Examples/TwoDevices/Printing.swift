@@ -1,6 +1,7 @@
 import Foundation
 import LogSync
 import LogSyncServer
+import LogToolCore
 
 // The example's output: a timeline, one line per step.
 
@@ -21,15 +22,69 @@ func show(_ device: Device, _ id: Record.ID) {
     say(device.app.device, "has \(id.recordName) \(describe(fields))")
 }
 
-/// Prints where the logs are, and how to read them.
-func showLogs(_ directory: URL, server: SyncServer) throws {
-    print("\n== The logs")
-    print("  Each device's log (the device log: its state and every step of its syncs):")
-    for device in ["phone", "laptop"] {
-        print("    swift run logtool dump \(directory.appending(path: device).path)")
+/// Prints the end of the story: the log of the device whose save the server refused (the last
+/// device if none was), as `swift run logtool dump` prints it, then where the logs are and the
+/// commands that read them.
+func showLogs(_ devices: [Device], server: SyncServer) async throws {
+    for device in devices { try await waitUntilIdle(device) }
+    let conflict = try firstConflict(in: devices)
+    let device = conflict?.device ?? devices[devices.count - 1]
+    let log = device.engine.deviceLog.log
+    heading("The \(device.app.device)'s log, as logtool dump prints it"
+        + (conflict.map { "; the conflict is at offset \($0.offset)" } ?? "; this time no save was refused"))
+    var dump = ""
+    try EntryDumper(formatter: EntryFormatter(decoder: .forLog(named: log.name))).dump(log, to: &dump)
+    print(dump, terminator: "")
+
+    heading("Read the logs with logtool (Docs/Debugging.md explains the output)")
+    func path(_ device: Device) -> String { shellQuoted(device.engine.deviceLog.log.environment.path) }
+    let serverPath = shellQuoted(try server.admin.log(of: "alice").environment.path)
+    for each in devices { say(each.app.device, path(each)) }
+    say("server", "\(serverPath)  (alice's private database: --log private)")
+    print("")
+    var commands = [
+        ("dump \(path(device))", "the dump above"),
+        ("dump \(path(device)) --kind batchResult", "the answers to its sends"),
+        ("stats \(path(device))", "its entries, counted by kind"),
+        conflict.map { ("replay \(path(device)) --to \($0.offset)", "its state just after the conflict") }
+            ?? ("replay \(path(device))", "its state at the end"),
+    ]
+    for other in devices where other.app.device != device.app.device {
+        commands.append(("dump \(path(other))", "the \(other.app.device)'s log"))
     }
-    print("  The server's log of alice's private database:")
-    print("    swift run logtool dump \(try server.admin.log(of: "alice").environment.path) --log private")
+    commands.append(("dump \(serverPath) --log private", "the server's log"))
+    let width = commands.map(\.0.count).max() ?? 0
+    for (command, comment) in commands {
+        print("  swift run logtool \(command.padding(toLength: width, withPad: " ", startingAt: 0))  # \(comment)")
+    }
+}
+
+/// The first device whose log holds a save refused with `serverRecordChanged`, and the offset of
+/// that `batchResult` entry.
+func firstConflict(in devices: [Device]) throws -> (device: Device, offset: UInt64)? {
+    for device in devices {
+        var offset: UInt64?
+        try device.engine.deviceLog.log.forEachEntry { entry in
+            guard offset == nil, let described = try EntryDecoder.device.describe(entry),
+                described.kindName == "batchResult", case .list(let errors)? = described["errors"],
+                errors.contains(where: { $0.hasSuffix(":serverRecordChanged") })
+            else { return }
+            offset = entry.offset.rawValue
+        }
+        if let offset { return (device, offset) }
+    }
+    return nil
+}
+
+/// Waits until `device`'s log has not grown for 200 ms: its engine has finished what it was doing.
+func waitUntilIdle(_ device: Device) async throws {
+    var last = try device.engine.deviceLog.log.lastOffset
+    while true {
+        try await Task.sleep(for: .milliseconds(200))
+        let now = try device.engine.deviceLog.log.lastOffset
+        if now == last { return }
+        last = now
+    }
 }
 
 /// `{body: "milk", title: "Groceries"}`.

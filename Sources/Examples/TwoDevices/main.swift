@@ -26,13 +26,14 @@ try phone.edit(groceries, "title", "Weekend groceries")
 try laptop.edit(groceries, "body", "milk, eggs")
 try await phone.engine.sendChanges()
 do {
-    try await laptop.engine.sendChanges()  // the merge goes out in the same send, which still throws
+    try await laptop.engine.sendChanges()  // refused: the delegate merges and queues the merge
 } catch let error as SyncError {
     say("laptop", "sendChanges() threw \(error.code), with \(error.partialErrors.values.map(\.code))")
 }
 
-heading("The phone fetches the merge")
+heading("The laptop sends the merge; the phone fetches it")
+try await laptop.engine.sendChanges()
 try await phone.engine.fetchChanges()
 show(phone, groceries)
 show(laptop, groceries)
-try showLogs(directory, server: server)
+try await showLogs([phone, laptop], server: server)
