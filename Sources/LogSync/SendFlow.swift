@@ -177,11 +177,23 @@ extension SyncEngine {
                 recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
                 atomicByZone: batch.atomicByZone))
         // The request ID names this batch: the engine's launch prefix (seeded) and the offset of
-        // its batchPrepared entry, so the server can replay its answer to a resend (F103).
+        // its batchPrepared entry, so the server can replay its answer to a resend (F103). A
+        // batch equal to one whose request failed on the way keeps that one's ID: if the server
+        // had applied it, it replays its answer rather than report a conflict with itself.
+        let content = UnansweredBatch(
+            offset: prepared, recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
+            atomicByZone: batch.atomicByZone)
+        let idOffset = unansweredBatch.withLock { previous in
+            previous.flatMap { $0.sameRequest(as: content) ? $0.offset : nil } ?? prepared
+        }
+        if idOffset != prepared {
+            logger.debug("sending batch \(prepared.rawValue) again under the request ID of batch \(idOffset.rawValue)")
+        }
         let request = ModifyRecordsRequest(
             recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
-            requestID: RequestID("\(requestIDPrefix)-\(prepared.rawValue)"))
+            requestID: RequestID("\(requestIDPrefix)-\(idOffset.rawValue)"))
+        var failedOnTheWay = false
         let response: ModifyRecordsResponse
         do {
             do {
@@ -197,11 +209,17 @@ extension SyncEngine {
             // The request as a whole failed (F52: a manual batch over the limits fails here with
             // limitExceeded): every item carries the error.
             let failure = SyncError.from(error, during: "modifyRecords")
+            failedOnTheWay = UnansweredBatch.mayHaveBeenApplied(failure.code)
             var saveResults: [Record.ID: Result<Record, SyncError>] = [:]
             var deleteResults: [Record.ID: Result<Void, SyncError>] = [:]
             for record in batch.recordsToSave { saveResults[record.recordID] = .failure(failure) }
             for id in batch.recordIDsToDelete { deleteResults[id] = .failure(failure) }
             response = ModifyRecordsResponse(saveResults: saveResults, deleteResults: deleteResults)
+        }
+        unansweredBatch.withLock { previous in
+            previous = failedOnTheWay ? UnansweredBatch(
+                offset: idOffset, recordsToSave: content.recordsToSave, recordIDsToDelete: content.recordIDsToDelete,
+                atomicByZone: content.atomicByZone) : nil
         }
         var outcome = SendOutcome()
         var saved: [Record] = []
@@ -239,5 +257,27 @@ extension SyncEngine {
     /// The error of an item the server's response left out.
     private static func unanswered(_ item: SyncError.ItemID) -> SyncError {
         SyncError(.internalError, "the server's response has no result for \(item)", item: item)
+    }
+}
+
+/// A record batch whose request failed on the way: what it held, and the offset its request ID
+/// names.
+struct UnansweredBatch: Sendable {
+    let offset: LogOffset
+    let recordsToSave: [Record]
+    let recordIDsToDelete: [Record.ID]
+    let atomicByZone: Bool
+
+    /// Whether `other` would be the same request (the server compares a resent request's content
+    /// with the first one's before replaying its answer).
+    func sameRequest(as other: UnansweredBatch) -> Bool {
+        recordsToSave == other.recordsToSave && recordIDsToDelete == other.recordIDsToDelete
+            && atomicByZone == other.atomicByZone
+    }
+
+    /// Whether a request that failed with `code` may have reached the server and been applied,
+    /// its answer lost: a failed connection, or an answer the server itself lost.
+    static func mayHaveBeenApplied(_ code: SyncError.Code) -> Bool {
+        code == .networkFailure || code == .serverResponseLost
     }
 }

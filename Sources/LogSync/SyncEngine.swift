@@ -50,6 +50,9 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// The first part of every request ID this engine makes (F103), drawn from the
     /// configuration's seed; the second part is the offset of the batch's entry.
     let requestIDPrefix: String
+    /// The last record batch of this launch whose request failed on the way (its answer may have
+    /// been lost after the server applied it), kept to send it again under the same request ID.
+    let unansweredBatch = Mutex<UnansweredBatch?>(nil)
     /// The automatic sync driver, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     private let pushListener = Mutex<Task<Void, Never>?>(nil)

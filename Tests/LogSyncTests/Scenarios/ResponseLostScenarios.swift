@@ -6,16 +6,21 @@ import Testing
 
 @testable import LogSync
 
-/// A database whose next `modifyRecords` answers are lost after the server applied them.
+/// A database whose next `modifyRecords` answers are lost after the server applied them:
+/// reported by the server (`serverResponseLost`) or as a dropped connection (`networkFailure`).
 final class LosingDatabase: CloudDatabase {
     let base: InProcessDatabase
     private let lose = Mutex(0)
+    private let drop = Mutex(0)
     private let requestIDs = Mutex<[RequestID?]>([])
 
     init(_ base: InProcessDatabase) { self.base = base }
 
     /// Loses the answers of the next `count` record modifications.
     func loseNextAnswers(_ count: Int) { lose.withLock { $0 = count } }
+
+    /// Drops the connection of the next `count` record modifications after the server applied them.
+    func dropNextConnections(_ count: Int) { drop.withLock { $0 = count } }
 
     /// The request ID of each `modifyRecords` call, in order.
     var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
@@ -31,6 +36,12 @@ final class LosingDatabase: CloudDatabase {
             return true
         }
         if lost { throw SyncError(.serverResponseLost, "the answer was lost on the way back") }
+        let dropped = drop.withLock { count -> Bool in
+            guard count > 0 else { return false }
+            count -= 1
+            return true
+        }
+        if dropped { throw SyncError(.networkFailure, "the connection dropped before the answer came") }
         return response
     }
 
@@ -92,6 +103,61 @@ struct ResponseLostScenarios {
             let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
             #expect(onServer.modifications.map { $0.record["title"] } == [.string("second")])
             #expect(app.failures.isEmpty, "no serverRecordChanged: \(app.failures)")
+            #expect(try engine.deviceLog.log.verifyProjections() == nil)
+        }
+    }
+
+    // F89, F103: a dropped connection leaves the change pending; the retry is the same request.
+    @Test("F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict")
+    func droppedConnectionRetriedUnderSameID() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeServer(directory)
+            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+            let app = ScriptedNotes()
+            var configuration = SyncEngine.Configuration(
+                database: database,
+                deviceLog: try DeviceLog(
+                    directory: directory.appendingPathComponent("phone"),
+                    options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
+                delegate: app)
+            configuration.automaticallySync = false
+            let engine = try SyncEngine(configuration)
+            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            app.set(note, "first")
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try await engine.sendChanges()
+
+            // The server applies "second", the connection drops: the change stays pending (F89).
+            app.set(note, "second")
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            database.dropNextConnections(1)
+            await #expect(throws: SyncError.self) { try await engine.sendChanges() }
+            #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(note)])
+
+            // The retry builds the same batch, so it goes under the same ID and the server replays
+            // its answer: a success, where a new ID would have met its own save as a conflict.
+            try await engine.sendChanges()
+            let ids = database.modifyRequestIDs
+            #expect(ids.count == 3)
+            #expect(ids[1] == ids[2], "the retry carries the dropped request's ID")
+            #expect(try engine.state.pendingRecordZoneChanges == [])
+            #expect(!app.failures.contains(.serverRecordChanged), "\(app.failures)")
+
+            // A batch that differs from the dropped one gets an ID of its own: "third" was
+            // applied, so "fourth", built on "second", meets a real conflict.
+            app.set(note, "third")
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            database.dropNextConnections(1)
+            await #expect(throws: SyncError.self) { try await engine.sendChanges() }
+            app.set(note, "fourth")
+            let conflict = await #expect(throws: SyncError.self) { try await engine.sendChanges() }
+            #expect(conflict?.partialErrors[.record(note)]?.code == .serverRecordChanged)
+            let later = database.modifyRequestIDs
+            #expect(later.count == 5)
+            #expect(later[3] != later[4])
+            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
+            #expect(onServer.modifications.map { $0.record["title"] } == [.string("third")])
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
     }
