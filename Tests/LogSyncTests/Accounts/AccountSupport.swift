@@ -178,7 +178,7 @@ final class AccountApp: SyncEngineDelegate {
 /// has passed; with a `clock`, moves it one second forward on each round so scheduled syncs
 /// come due. Returns whether the condition holds.
 func eventually(
-    advancing clock: TestClock? = nil, limit: Duration = .seconds(20), _ condition: () async throws -> Bool
+    advancing clock: TestClock? = nil, limit: Duration = .seconds(120), _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
     let deadline = ContinuousClock.now.advanced(by: limit)
     while ContinuousClock.now < deadline {

@@ -143,7 +143,7 @@ func launch(
 /// holds.
 @discardableResult
 func waitUntil(
-    _ description: String, seconds: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
+    _ description: String, seconds: Double = 120, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
