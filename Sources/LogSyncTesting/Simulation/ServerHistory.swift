@@ -3,7 +3,8 @@ import SyncModel
 
 /// What the server answered that it had applied, per user, in the order it answered: the
 /// simulation's record of every acknowledged change, whoever received the answer (an answer
-/// the network then dropped counts too: the server did apply it).
+/// the network then dropped counts too: the server did apply it). An answer the server replays
+/// for a request ID it has answered before is not counted again: it applied nothing new.
 ///
 /// Replaying it gives the notes the server must hold at the end (``expectedNotes(of:)``); a
 /// difference means the server lost or invented a change it had acknowledged, for example
@@ -16,6 +17,10 @@ struct ServerHistory: Sendable {
     }
 
     private(set) var changes: [UserID: [Change]] = [:]
+    /// The request IDs answered so far, per user: a later answer to one of them is the server
+    /// replaying its first answer (a resend, a duplicate, a retry under the same ID), which
+    /// applied nothing new.
+    private var answered: [UserID: Set<String>] = [:]
 
     /// Saves acknowledged, over every user.
     var savesAcknowledged: Int {
@@ -24,7 +29,8 @@ struct ServerHistory: Sendable {
         }
     }
 
-    mutating func record(_ response: ModifyRecordsResponse, of user: UserID) {
+    mutating func record(_ response: ModifyRecordsResponse, to requestID: RequestID?, of user: UserID) {
+        if let requestID, !answered[user, default: []].insert(requestID.rawValue).inserted { return }
         for (id, result) in response.saveResults.sorted(by: { $0.key.description < $1.key.description }) {
             if case .success(let record) = result { changes[user, default: []].append(.saved(id, SimulatedDevice.title(of: record))) }
         }

@@ -234,7 +234,7 @@ struct SimulatedLink: CloudDatabase {
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
         try await network.forward(.modifyRecords, of: device, user: user) { database in
             let response = try await database.modifyRecords(request)
-            network.history.withLock { $0.record(response, of: user) }
+            network.history.withLock { $0.record(response, to: request.requestID, of: user) }
             return response
         }
     }
