@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
+        .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
     ],
@@ -63,8 +64,19 @@ let package = Package(
         ),
         .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
         // The CloudDatabase contract, written once and run against every transport.
-        .testTarget(name: "ContractTests", dependencies: ["LogSyncServer", "SyncModel"]),
+        .testTarget(
+            name: "ContractTests",
+            dependencies: ["LogSyncServer", "SyncModel"]),
 
+        // The network. LogSyncWire is the body format (Protocol Buffers messages of every
+        // request and response, JSON on request, versioning, errors ↔ HTTP statuses) and
+        // depends on no HTTP library, so both ends and their unit tests share it cheaply.
+        .target(
+            name: "LogSyncWire",
+            dependencies: ["SyncModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto/wire.proto"]
+        ),
+        .testTarget(name: "LogSyncWireTests", dependencies: ["LogSyncWire", "SyncModel"]),
         // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
         .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),
         .testTarget(
