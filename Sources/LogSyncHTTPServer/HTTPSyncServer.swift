@@ -108,6 +108,16 @@ public struct HTTPSyncServer: Sendable {
     }
 }
 
+extension HTTPSyncServer {
+    /// Serves until the process gets SIGINT or SIGTERM, then shuts down gracefully: no new
+    /// connections, requests in flight finish, push channels close.
+    ///
+    /// - Throws: The server's error, such as a port already in use.
+    public func runUntilSignalled() async throws {
+        try await application().runService(gracefulShutdownSignals: [.sigterm, .sigint])
+    }
+}
+
 /// Ends every push stream when the application begins its graceful shutdown, so that push
 /// channels close and the server's wait for open connections ends.
 struct PushShutdownService: Service {

@@ -73,12 +73,14 @@ struct OperationRoutes: Sendable {
         }
     }
 
-    /// Answers a `GET …/push` that was not upgraded: 401 without a valid token, 400 otherwise.
+    /// Answers a `GET …/push` that was not upgraded: 404 for an unknown scope or version, 401
+    /// without a valid token, 400 otherwise (a bad device name, or no `Upgrade: websocket`).
     func refusePush(_ request: Request, context: ServerRequestContext) async -> Response {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         do {
             _ = try scope(context)
             _ = try authenticate(request)
+            _ = try device(of: request)
             throw HTTPFailure(400, SyncError(.invalidArguments, "the push channel is a WebSocket: send GET with \"Upgrade: websocket\""))
         } catch let failure as HTTPFailure {
             return Self.errorResponse(failure.error, status: failure.status, format: format)
