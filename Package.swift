@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(
             name: "LogSyncHTTPTests",
             dependencies: [
-                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "SyncModel",
+                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
                 "LogStore", "logsync-server",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
