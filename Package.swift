@@ -176,6 +176,14 @@ let package = Package(
             path: "Tools/logsync-server-bench"
         ),
         .executableTarget(
+            name: "logsync-http-bench",
+            dependencies: [
+                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "BenchSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/logsync-http-bench"
+        ),
+        .executableTarget(
             name: "logsync-engine-bench",
             dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
             path: "Tools/logsync-engine-bench"
