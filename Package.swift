@@ -10,6 +10,10 @@ let package = Package(
         .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
+        .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
+        .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
+        .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
+        .executable(name: "logsync-server", targets: ["logsync-server"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
     ],
@@ -17,6 +21,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The network transport only (LogSyncHTTP, LogSyncHTTPServer, logsync-server): the
+        // engine, the server core and their tests never build these.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev).
@@ -66,8 +77,58 @@ let package = Package(
             exclude: ["Proto/server_log.proto"]
         ),
         .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
-        // The CloudDatabase contract, written once and run against every transport.
-        .testTarget(name: "ContractTests", dependencies: ["LogSyncServer", "SyncModel"]),
+        // The CloudDatabase contract, written once and run against every transport: in process
+        // and over HTTP on loopback.
+        .testTarget(
+            name: "ContractTests",
+            dependencies: ["LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer"]),
+
+        // The network. LogSyncWire is the body format (Protocol Buffers messages of every
+        // request and response, JSON on request, versioning, errors ↔ HTTP statuses) and
+        // depends on no HTTP library, so both ends and their unit tests share it cheaply.
+        .target(
+            name: "LogSyncWire",
+            dependencies: ["SyncModel", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            exclude: ["Proto/wire.proto"]
+        ),
+        .testTarget(name: "LogSyncWireTests", dependencies: ["LogSyncWire", "SyncModel"]),
+        // The client: CloudDatabase over HTTP (AsyncHTTPClient) with push over WebSocket. An app
+        // links this and never a server.
+        .target(
+            name: "LogSyncHTTP",
+            dependencies: [
+                "LogSyncWire", "SyncModel",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The server's HTTP face: routes on Hummingbird, bearer tokens, body limits, push.
+        .target(
+            name: "LogSyncHTTPServer",
+            dependencies: [
+                "LogSyncWire", "LogSyncServer", "SyncModel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "LogSyncHTTPTests",
+            dependencies: [
+                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
+                "LogStore", "logsync-server",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
 
         // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
         .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),
@@ -93,6 +154,15 @@ let package = Package(
             path: "Tools/logtool"
         ),
         .executableTarget(
+            name: "logsync-server",
+            dependencies: [
+                "LogSyncHTTPServer", "LogSyncServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/logsync-server"
+        ),
+        .executableTarget(
             name: "logstore-crasher",
             dependencies: ["LogStore", "LogStoreFixtures"],
             path: "Tools/logstore-crasher"
@@ -108,6 +178,14 @@ let package = Package(
             name: "logsync-server-bench",
             dependencies: ["LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
             path: "Tools/logsync-server-bench"
+        ),
+        .executableTarget(
+            name: "logsync-http-bench",
+            dependencies: [
+                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "BenchSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/logsync-http-bench"
         ),
         .executableTarget(
             name: "logsync-engine-bench",

@@ -4,6 +4,7 @@
 #   Sources/SyncModel/Proto/*.proto      -> Sources/SyncModel/Proto/Generated/*.pb.swift
 #   Sources/LogSyncServer/Proto/*.proto  -> Sources/LogSyncServer/Proto/Generated/*.pb.swift
 #   Sources/LogSync/Proto/*.proto        -> Sources/LogSync/Proto/Generated/*.pb.swift
+#   Sources/LogSyncWire/Proto/*.proto    -> Sources/LogSyncWire/Proto/Generated/*.pb.swift
 #
 # Usage: Tools/generate-protos.sh   (from anywhere; idempotent)
 #
@@ -22,6 +23,7 @@ mappings="Tools/proto-module-mappings.asciipb"
 model_dir="Sources/SyncModel/Proto"
 server_dir="Sources/LogSyncServer/Proto"
 device_dir="Sources/LogSync/Proto"
+wire_dir="Sources/LogSyncWire/Proto"
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
@@ -66,6 +68,7 @@ shopt -s nullglob
 model_protos=("$model_dir"/*.proto)
 server_protos=("$server_dir"/*.proto)
 device_protos=("$device_dir"/*.proto)
+wire_protos=("$wire_dir"/*.proto)
 
 generate "$model_dir/Generated" -I "$model_dir" "${model_protos[@]}"
 if [ ${#server_protos[@]} -gt 0 ]; then
@@ -77,7 +80,13 @@ if [ ${#device_protos[@]} -gt 0 ]; then
         --swift_opt=ProtoPathModuleMappings="$mappings" "${device_protos[@]}"
 fi
 
+if [ ${#wire_protos[@]} -gt 0 ]; then
+    generate "$wire_dir/Generated" -I "$model_dir" -I "$wire_dir" \
+        --swift_opt=ProtoPathModuleMappings="$mappings" "${wire_protos[@]}"
+fi
+
 echo "generate-protos: protoc $(protoc --version | awk '{print $NF}'), $("$plugin" --version)" >&2
-for file in "$model_dir"/Generated/*.pb.swift "$server_dir"/Generated/*.pb.swift "$device_dir"/Generated/*.pb.swift; do
+for file in "$model_dir"/Generated/*.pb.swift "$server_dir"/Generated/*.pb.swift "$device_dir"/Generated/*.pb.swift \
+    "$wire_dir"/Generated/*.pb.swift; do
     echo "  $file"
 done

@@ -8,14 +8,3 @@ public struct UserID: RawRepresentable, Hashable, Sendable, Codable, Expressible
     public init(stringLiteral value: String) { self.rawValue = value }
     public var description: String { "user \"\(rawValue)\"" }
 }
-
-/// One device of a user: the origin of requests, the receiver of push hints.
-public struct DeviceID: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(_ rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public var description: String { "device \"\(rawValue)\"" }
-}

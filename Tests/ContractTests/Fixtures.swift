@@ -47,7 +47,8 @@ struct TestServer: Sendable {
 
     /// A device of `user` looking at the database of `scope`.
     func device(_ user: UserID, _ device: DeviceID, scope: DatabaseScope = .private) async throws -> Device {
-        Device(user: user, id: device, database: try await server.database(user: user, scope: scope, device: device))
+        let database = try await server.database(user: user, scope: scope, device: device)
+        return Device(user: user, id: device, database: database, pushReady: { [server] in await server.pushChannelsReady(database) })
     }
 
     /// The current change token of `user`'s database: the end of its log.
@@ -104,6 +105,8 @@ struct Device: Sendable, CustomStringConvertible {
     let user: UserID
     let id: DeviceID
     let database: any CloudDatabase
+    /// Returns once the device's push streams reach the server (see `ContractServer.pushChannelsReady`).
+    var pushReady: @Sendable () async -> Void = {}
 
     var description: String { "\(user)'s \(id) (\(database.databaseScope))" }
 
@@ -251,6 +254,7 @@ struct Device: Sendable, CustomStringConvertible {
     func listen() async -> HintListener {
         let listener = HintListener(database.pushHints())
         await listener.settle()
+        await pushReady()
         return listener
     }
 }

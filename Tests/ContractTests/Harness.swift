@@ -2,7 +2,7 @@ import Foundation
 import LogSyncServer
 import SyncModel
 
-/// A way of reaching a LogSync server: in process today, over HTTP later.
+/// A way of reaching a LogSync server: in process, or over HTTP on loopback.
 ///
 /// The contract suite is written once against ``ContractServer`` and `CloudDatabase`, and every
 /// test runs once per harness in ``Harnesses/all``, so each transport must pass it unchanged.
@@ -19,11 +19,18 @@ protocol ContractServer: Sendable {
     var admin: ServerAdmin { get }
     /// Stops the server (and for a transport, its listener).
     func stop() async throws
+    /// Returns once every push stream opened on `database` reaches the server, so that every
+    /// later commit is hinted to it. In process a stream is registered when it is made.
+    func pushChannelsReady(_ database: any CloudDatabase) async
+}
+
+extension ContractServer {
+    func pushChannelsReady(_ database: any CloudDatabase) async {}
 }
 
 /// Every harness the contract suite runs against.
 enum Harnesses {
-    static let all: [any ContractHarness] = [InProcessHarness()]
+    static let all: [any ContractHarness] = [InProcessHarness(), HTTPHarness()]
 }
 
 /// The server in this process: `InProcessDatabase` values straight on a `SyncServer`.

@@ -1,0 +1,177 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import LogSyncWire
+import NIOCore
+import NIOHTTP1
+import SyncModel
+
+/// A connection to a LogSync server over HTTP, for one user (a bearer token) on one device.
+///
+/// ```swift
+/// let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:8080")!,
+///                                   token: token, device: "laptop"))
+/// let engine = try SyncEngine(.init(database: client.database(.private), logDirectory: dir, delegate: app))
+/// ```
+///
+/// Its databases (``HTTPCloudDatabase``) implement `CloudDatabase` with the same values and the
+/// same errors as a server in process. Failures of the network itself become the codes the
+/// engine retries (F89): `networkFailure` when the server cannot be reached or the answer to a
+/// read is lost, `serviceUnavailable` for a server or proxy that answers 502–504 without an
+/// error body, and `serverResponseLost` when the answer to a `modifyRecords` is lost after the
+/// request may have been applied (F103: the engine resends it with the same request ID).
+///
+/// Requests share one process-wide HTTP client, so nothing needs shutting down; call ``close()``
+/// to end the push streams of this client's databases.
+public final class HTTPSyncClient: Sendable {
+    /// Where the server is and who is asking.
+    public struct Configuration: Sendable {
+        /// The server's base URL, such as `http://127.0.0.1:8080`.
+        public var serverURL: URL
+        /// The bearer token standing for the user (see `logsync-server user add`).
+        public var token: String
+        /// This device, so its own commits are not pushed back to it (F114).
+        public var device: DeviceID?
+        /// The body format; JSON is for debugging.
+        public var format: WireFormat
+        /// The longest a request may take, from sending to the last byte of the answer.
+        public var requestTimeout: Duration
+        /// The largest answer read.
+        public var maxResponseBytes: Int
+        /// How a dropped push channel reconnects.
+        public var reconnect: ReconnectPolicy
+        /// Whether push streams also hint this device's own commits.
+        public var receivesOwnChanges: Bool
+        /// The clock of reconnection waits.
+        public var clock: any Clock<Duration>
+        /// Where requests (`.trace`) and push channel events (`.debug`) are logged; silent by default.
+        public var logger: Logger
+
+        public init(
+            serverURL: URL, token: String, device: DeviceID? = nil, format: WireFormat = .protobuf,
+            requestTimeout: Duration = .seconds(60), maxResponseBytes: Int = 64 << 20,
+            reconnect: ReconnectPolicy = ReconnectPolicy(), receivesOwnChanges: Bool = false,
+            clock: any Clock<Duration> = ContinuousClock(),
+            logger: Logger = Logger(label: "logsync.http.client", factory: { _ in SwiftLogNoOpLogHandler() })
+        ) {
+            self.serverURL = serverURL
+            self.token = token
+            self.device = device
+            self.format = format
+            self.requestTimeout = requestTimeout
+            self.maxResponseBytes = maxResponseBytes
+            self.reconnect = reconnect
+            self.receivesOwnChanges = receivesOwnChanges
+            self.clock = clock
+            self.logger = logger
+        }
+    }
+
+    public let configuration: Configuration
+    let pushChannels = PushChannels()
+
+    /// Creates a client; nothing connects until a request or a push stream needs it.
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// The user's database of `scope` on the server.
+    public func database(_ scope: DatabaseScope = .private) -> HTTPCloudDatabase {
+        HTTPCloudDatabase(client: self, databaseScope: scope)
+    }
+
+    /// Returns once every open push stream of this client is connected and registered with its
+    /// database, so that every later commit is hinted to it. For tests and diagnostics.
+    public func waitForPushChannels() async {
+        await pushChannels.waitUntilAllConnected()
+    }
+
+    /// How many times this client's push channels have (re)connected since it was made.
+    public var pushConnectionCount: Int { pushChannels.connectionCount }
+
+    /// Ends every push stream of this client's databases and stops reconnecting.
+    public func close() {
+        pushChannels.closeAll()
+    }
+
+    // MARK: Requests
+
+    /// The HTTP client of every `HTTPSyncClient` in the process: no redirects, no retries of
+    /// failed connections (the engine schedules its own), a 10-second connect timeout.
+    static let httpClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)), decompression: .disabled)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.httpVersion = .http1Only
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    /// Sends one operation and returns the answer's body.
+    ///
+    /// - Throws: ``SyncError`` only: the server's error, or a transport failure mapped as the
+    ///   type's documentation says.
+    func send(_ operation: WireOperation, scope: DatabaseScope, body: [UInt8]) async throws(SyncError) -> [UInt8] {
+        if Task.isCancelled {
+            throw SyncError(.operationCancelled, "\(operation) was cancelled before it was sent")
+        }
+        let format = configuration.format
+        var request = HTTPClientRequest(url: url(WireProtocol.path(operation, scope: scope)))
+        request.method = .POST
+        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
+        request.headers.add(name: "Content-Type", value: format.mediaType)
+        request.headers.add(name: "Accept", value: format.mediaType)
+        if let device = configuration.device { request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue) }
+        request.body = .bytes(ByteBuffer(bytes: body))
+
+        let status: Int
+        let headers: HTTPHeaders
+        let answer: [UInt8]
+        do {
+            let response = try await Self.httpClient.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
+            status = Int(response.status.code)
+            headers = response.headers
+            var buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
+            answer = buffer.readBytes(length: buffer.readableBytes) ?? []
+        } catch {
+            throw TransportFailure.map(error, operation: operation, server: configuration.serverURL)
+        }
+        configuration.logger.trace("answered", metadata: [
+            "operation": "\(operation)", "status": "\(status)", "bytes.out": "\(body.count)", "bytes.in": "\(answer.count)",
+        ])
+        guard status == 200 else {
+            throw Self.error(status: status, headers: headers, body: answer, operation: operation)
+        }
+        return answer
+    }
+
+    /// The error of a response that is not 200: the `SyncError` of its body, or one made from
+    /// its status when it has none (a proxy's page, an unknown route).
+    static func error(status: Int, headers: HTTPHeaders, body: [UInt8], operation: WireOperation) -> SyncError {
+        if let contentType = headers.first(name: "Content-Type"), let format = WireFormat(contentType: contentType),
+           let error = try? Wire.decode(SyncError.self, from: body, as: format)
+        {
+            return error
+        }
+        let excerpt = String(decoding: body.prefix(200), as: UTF8.self)
+        return SyncError(
+            WireStatus.code(forStatus: status), "\(operation) got HTTP \(status) without an error body",
+            retryAfter: WireStatus.retryAfter(header: headers.first(name: "Retry-After")),
+            cause: excerpt.isEmpty ? nil : excerpt)
+    }
+
+    func url(_ path: String) -> String {
+        var base = configuration.serverURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        return base + path
+    }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds, clamped to `Int64`.
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        return scaled + attoseconds / 1_000_000_000
+    }
+}

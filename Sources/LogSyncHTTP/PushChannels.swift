@@ -1,0 +1,189 @@
+import Foundation
+import HTTPTypes
+import HummingbirdWSClient
+import Logging
+import LogSyncWire
+import NIOCore
+import Synchronization
+import SyncModel
+
+/// The push streams of one ``HTTPSyncClient``: each a WebSocket that reconnects until its
+/// consumer stops listening, and whether each is connected, for ``HTTPSyncClient/waitForPushChannels()``.
+final class PushChannels: Sendable {
+    private struct State {
+        var next = 0
+        /// Open channels → whether each is connected and subscribed.
+        var connected: [Int: Bool] = [:]
+        var tasks: [Int: Task<Void, Never>] = [:]
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var connections = 0
+
+        var allConnected: Bool { connected.values.allSatisfy { $0 } }
+
+        /// Removes and returns the waiters to resume if every channel is connected.
+        mutating func readyWaiters() -> [CheckedContinuation<Void, Never>] {
+            guard allConnected else { return [] }
+            defer { waiters = [:] }
+            return Array(waiters.values)
+        }
+    }
+
+    private let state = Mutex(State())
+
+    /// Opens a channel for `scope`: a stream of hints, kept only while someone listens.
+    func open(client: HTTPSyncClient, scope: DatabaseScope) -> AsyncStream<PushHint> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PushHint.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            state.next += 1
+            state.connected[state.next] = false
+            return state.next
+        }
+        let channel = PushChannel(id: id, client: client, scope: scope, continuation: continuation, registry: self)
+        let task = Task { await channel.run() }
+        state.withLock { state in
+            if state.connected[id] != nil { state.tasks[id] = task }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// Records whether channel `id` is connected.
+    func setConnected(_ id: Int, _ connected: Bool) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.connected[id] != nil else { return [] }
+            state.connected[id] = connected
+            if connected { state.connections += 1 }
+            return state.readyWaiters()
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    /// Forgets channel `id`, which has ended.
+    func remove(_ id: Int) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.connected[id] = nil
+            state.tasks[id] = nil
+            return state.readyWaiters()
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Ends every channel.
+    func closeAll() {
+        let tasks = state.withLock { Array($0.tasks.values) }
+        for task in tasks { task.cancel() }
+    }
+
+    /// Returns once every open channel is connected (or the calling task is cancelled).
+    func waitUntilAllConnected() async {
+        let id = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let ready = state.withLock { state in
+                    if state.allConnected || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
+
+/// One push stream: connect, read frames, and on a drop wait (``ReconnectPolicy``) and connect
+/// again, yielding one hint after every reconnection, until cancelled.
+struct PushChannel: Sendable {
+    let id: Int
+    let client: HTTPSyncClient
+    let scope: DatabaseScope
+    let continuation: AsyncStream<PushHint>.Continuation
+    let registry: PushChannels
+
+    /// Whether the current connection got its `subscribed` frame, and whether any did.
+    private final class Progress: Sendable {
+        private let state = Mutex((subscribed: false, everSubscribed: false))
+
+        /// Marks the connection subscribed; returns whether an earlier connection was.
+        func subscribe() -> Bool {
+            state.withLock { state in
+                defer { state = (true, true) }
+                return state.everSubscribed
+            }
+        }
+
+        /// Whether the connection that just ended had subscribed; resets for the next one.
+        func endConnection() -> Bool {
+            state.withLock { state in
+                defer { state.subscribed = false }
+                return state.subscribed
+            }
+        }
+    }
+
+    func run() async {
+        let configuration = client.configuration
+        let format = configuration.format
+        var logger = configuration.logger
+        logger[metadataKey: "scope"] = "\(scope)"
+        var headers = HTTPFields()
+        headers[.authorization] = "Bearer \(configuration.token)"
+        headers[.accept] = format.mediaType
+        if let device = configuration.device { headers[HTTPField.Name(WireProtocol.deviceHeader)!] = device.rawValue }
+        if configuration.receivesOwnChanges { headers[HTTPField.Name(WireProtocol.receivesOwnChangesHeader)!] = "true" }
+        let wsConfiguration = WebSocketClientConfiguration(
+            maxFrameSize: 1 << 20, additionalHeaders: headers, closeTimeout: .seconds(1),
+            autoPing: .enabled(timePeriod: .seconds(30)))
+        var url = client.url(WireProtocol.pushPath(scope: scope))
+        if url.hasPrefix("https://") { url = "wss://" + url.dropFirst("https://".count) }
+        if url.hasPrefix("http://") { url = "ws://" + url.dropFirst("http://".count) }
+
+        let progress = Progress()
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                try await WebSocketClient.connect(url: url, configuration: wsConfiguration, logger: logger) {
+                    [continuation, registry, id, scope, logger] inbound, _, _ in
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        let frame: PushFrame
+                        switch message {
+                        case .binary(let buffer): frame = try Wire.decode(PushFrame.self, from: Array(buffer.readableBytesView), as: format)
+                        case .text(let text): frame = try Wire.decode(PushFrame.self, from: Array(text.utf8), as: format)
+                        }
+                        switch frame {
+                        case .subscribed:
+                            let reconnected = progress.subscribe()
+                            registry.setConnected(id, true)
+                            logger.debug("push channel subscribed", metadata: ["reconnected": "\(reconnected)"])
+                            // Hints may have been missed while disconnected: fetch once.
+                            if reconnected { continuation.yield(PushHint(databaseScope: scope)) }
+                        case .hint(let hint):
+                            continuation.yield(hint)
+                        }
+                    }
+                }
+            } catch {
+                if !Task.isCancelled { logger.debug("push channel failed", metadata: ["error": "\(error)"]) }
+            }
+            registry.setConnected(id, false)
+            if progress.endConnection() { failures = 0 }
+            if Task.isCancelled { break }
+            let delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0...1))
+            failures += 1
+            logger.debug("push channel reconnecting", metadata: ["after.ms": "\(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)"])
+            do {
+                try await configuration.clock.sleep(for: delay)
+            } catch {
+                break
+            }
+        }
+        continuation.finish()
+        registry.remove(id)
+    }
+}

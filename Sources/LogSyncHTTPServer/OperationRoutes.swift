@@ -1,0 +1,269 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import LogSyncServer
+import LogSyncWire
+import NIOCore
+import SyncModel
+
+/// A failed request: the status and the error its body carries.
+struct HTTPFailure: Error {
+    var status: Int
+    var error: SyncError
+    /// Whether the connection must close after the answer (a body left unread).
+    var closeConnection = false
+
+    init(_ status: Int, _ error: SyncError, closeConnection: Bool = false) {
+        self.status = status
+        self.error = error
+        self.closeConnection = closeConnection
+    }
+
+    /// A whole-request error, with the status its code maps to.
+    init(_ error: SyncError) {
+        self.init(WireStatus.status(for: error.code), error)
+    }
+}
+
+/// `POST /v1/databases/{scope}/{operation}`: authenticate, read the body within the limit,
+/// decode, run the operation on the user's database, encode the answer.
+struct OperationRoutes: Sendable {
+    let http: HTTPSyncServer
+
+    func respond(to request: Request, context: ServerRequestContext) async -> Response {
+        let format = WireFormat.forResponse(accept: request.headers[.accept])
+        let started = ContinuousClock.now
+        var logger = context.logger
+        do {
+            let (scope, operation) = try route(context)
+            logger[metadataKey: "operation"] = "\(operation)"
+            logger[metadataKey: "scope"] = "\(scope)"
+            let user = try authenticate(request)
+            let device = try device(of: request)
+            let bodyFormat = try bodyFormat(of: request)
+            let body = try await readBody(request)
+            let database = http.server.database(for: user, scope: scope, device: device)
+            let answer = try await perform(operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
+            logger.debug("answered", metadata: [
+                "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)",
+                "ms": "\((ContinuousClock.now - started).milliseconds)",
+            ])
+            var headers = HTTPFields()
+            headers[.contentType] = format.mediaType
+            headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
+        } catch let failure as HTTPFailure {
+            let level: Logger.Level = failure.status >= 500 ? .error : .debug
+            logger.log(level: level, "refused", metadata: [
+                "status": "\(failure.status)", "error": "\(failure.error)",
+                "ms": "\((ContinuousClock.now - started).milliseconds)",
+            ])
+            if failure.closeConnection {
+                // The rest of the body is not wanted: stop reading it. The answer still goes out,
+                // then the connection closes, instead of the server draining the body.
+                context.channel.close(mode: .input, promise: nil)
+            }
+            return Self.errorResponse(failure.error, status: failure.status, format: format, closeConnection: failure.closeConnection)
+        } catch {
+            // Everything above throws HTTPFailure; this is a safety net, not a path.
+            logger.error("failed", metadata: ["error": "\(error)"])
+            return Self.errorResponse(SyncError(.internalError, "the request failed on the server", cause: "\(error)"),
+                                      status: 500, format: format)
+        }
+    }
+
+    /// Answers a `GET …/push` that was not upgraded: 404 for an unknown scope or version, 401
+    /// without a valid token, 400 otherwise (a bad device name, or no `Upgrade: websocket`).
+    func refusePush(_ request: Request, context: ServerRequestContext) async -> Response {
+        let format = WireFormat.forResponse(accept: request.headers[.accept])
+        do {
+            _ = try scope(context)
+            _ = try authenticate(request)
+            _ = try device(of: request)
+            throw HTTPFailure(400, SyncError(.invalidArguments, "the push channel is a WebSocket: send GET with \"Upgrade: websocket\""))
+        } catch let failure as HTTPFailure {
+            return Self.errorResponse(failure.error, status: failure.status, format: format)
+        } catch {
+            return Self.errorResponse(SyncError(.internalError, cause: "\(error)"), status: 500, format: format)
+        }
+    }
+
+    // MARK: Steps
+
+    /// The scope a path names, after checking its protocol version.
+    func scope(_ context: ServerRequestContext) throws(HTTPFailure) -> DatabaseScope {
+        let version = context.parameters.get("version") ?? ""
+        guard version == WireProtocol.versionPath else {
+            throw HTTPFailure(404, SyncError(
+                .incompatibleVersion,
+                "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
+        }
+        do {
+            return try WireProtocol.scope(named: context.parameters.get("scope") ?? "")
+        } catch {
+            throw HTTPFailure(404, error)
+        }
+    }
+
+    /// The scope and operation a path names.
+    func route(_ context: ServerRequestContext) throws(HTTPFailure) -> (DatabaseScope, WireOperation) {
+        let scope = try scope(context)
+        do {
+            return (scope, try WireOperation.named(context.parameters.get("operation") ?? ""))
+        } catch {
+            throw HTTPFailure(404, error)
+        }
+    }
+
+    /// The user of the request's bearer token.
+    func authenticate(_ request: Request) throws(HTTPFailure) -> UserID {
+        try Self.authenticate(authorization: request.headers[.authorization], tokens: http.tokens)
+    }
+
+    static func authenticate(authorization: String?, tokens: TokenStore) throws(HTTPFailure) -> UserID {
+        guard let authorization else {
+            throw HTTPFailure(401, SyncError(.notAuthenticated, "the request has no Authorization header; send \"Bearer <token>\""))
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw HTTPFailure(401, SyncError(.notAuthenticated, "the Authorization header is not \"Bearer <token>\""))
+        }
+        guard let user = tokens.user(for: parts[1].trimmingCharacters(in: .whitespaces)) else {
+            throw HTTPFailure(401, SyncError(.notAuthenticated, "the bearer token is not valid"))
+        }
+        return user
+    }
+
+    /// The device named by the request, if any.
+    func device(of request: Request) throws(HTTPFailure) -> DeviceID? {
+        try Self.device(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
+    }
+
+    static func device(header: String?) throws(HTTPFailure) -> DeviceID? {
+        guard let header else { return nil }
+        guard !header.isEmpty, header.utf8.count <= 255 else {
+            throw HTTPFailure(400, SyncError(.invalidArguments, "the \(WireProtocol.deviceHeader) header must hold 1 to 255 bytes"))
+        }
+        return DeviceID(header)
+    }
+
+    /// The format of the body, from `Content-Type` (Protocol Buffers when absent).
+    func bodyFormat(of request: Request) throws(HTTPFailure) -> WireFormat {
+        guard let contentType = request.headers[.contentType] else { return .protobuf }
+        guard let format = WireFormat(contentType: contentType) else {
+            throw HTTPFailure(415, SyncError(
+                .invalidArguments,
+                "Content-Type \"\(contentType)\" is not supported; send \(WireFormat.protobuf.mediaType) or \(WireFormat.json.mediaType)"))
+        }
+        return format
+    }
+
+    /// The whole body, refused as soon as it passes the limit: at once when `Content-Length`
+    /// says so, otherwise when the bytes read pass it. The rest of the body is never read.
+    func readBody(_ request: Request) async throws(HTTPFailure) -> [UInt8] {
+        let limit = http.configuration.maxRequestBodyBytes
+        func tooLarge(_ size: String) -> HTTPFailure {
+            HTTPFailure(413, SyncError(
+                .limitExceeded, "the request body of \(size) is larger than this server's limit of \(limit) bytes"),
+                closeConnection: true)
+        }
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
+            throw tooLarge("\(declared) bytes")
+        }
+        var body: [UInt8] = []
+        do {
+            for try await chunk in request.body {
+                guard body.count + chunk.readableBytes <= limit else { throw tooLarge("more than \(limit) bytes") }
+                body.append(contentsOf: chunk.readableBytesView)
+            }
+        } catch let failure as HTTPFailure {
+            throw failure
+        } catch {
+            throw HTTPFailure(400, SyncError(.invalidArguments, "the request body could not be read", cause: "\(error)"))
+        }
+        return body
+    }
+
+    /// Decodes the request, runs the operation, encodes the answer.
+    func perform(
+        _ operation: WireOperation, body: [UInt8], bodyFormat: WireFormat, answerFormat: WireFormat,
+        on database: InProcessDatabase
+    ) async throws(HTTPFailure) -> [UInt8] {
+        func decoded<T>(_ decode: () throws(SyncError) -> T) throws(HTTPFailure) -> T {
+            do {
+                return try decode()
+            } catch {
+                throw HTTPFailure(400, error)
+            }
+        }
+        func emptyBody() throws(HTTPFailure) {
+            guard body.isEmpty || (bodyFormat == .json && body.allSatisfy { [0x20, 0x0A, 0x0D, 0x09, 0x7B, 0x7D].contains($0) }) else {
+                throw HTTPFailure(400, SyncError(.invalidArguments, "\(operation) takes no request body, but got \(body.count) bytes"))
+            }
+        }
+        do {
+            switch operation {
+            case .modifyZones:
+                let request = try decoded { () throws(SyncError) in try Wire.decode(ModifyZonesRequest.self, from: body, as: bodyFormat) }
+                return Wire.encode(try await database.modifyZones(request), as: answerFormat)
+            case .fetchZones:
+                let request = try decoded { () throws(SyncError) in try Wire.decode(FetchZonesRequest.self, from: body, as: bodyFormat) }
+                return Wire.encode(try await database.fetchZones(request), as: answerFormat)
+            case .modifyRecords:
+                let request = try decoded { () throws(SyncError) in try Wire.decode(ModifyRecordsRequest.self, from: body, as: bodyFormat) }
+                return Wire.encode(try await database.modifyRecords(request), as: answerFormat)
+            case .fetchDatabaseChanges:
+                let request = try decoded { () throws(SyncError) in
+                    try Wire.decode(FetchDatabaseChangesRequest.self, from: body, as: bodyFormat)
+                }
+                return Wire.encode(try await database.fetchDatabaseChanges(request), as: answerFormat)
+            case .fetchZoneChanges:
+                let request = try decoded { () throws(SyncError) in try Wire.decode(FetchZoneChangesRequest.self, from: body, as: bodyFormat) }
+                return Wire.encode(try await database.fetchZoneChanges(request), as: answerFormat)
+            case .modifySubscriptions:
+                let request = try decoded { () throws(SyncError) in
+                    try Wire.decode(ModifySubscriptionsRequest.self, from: body, as: bodyFormat)
+                }
+                return Wire.encode(try await database.modifySubscriptions(request), as: answerFormat)
+            case .allSubscriptions:
+                try emptyBody()
+                return Wire.encode(try await database.allSubscriptions(), as: answerFormat)
+            case .currentUserRecordID:
+                try emptyBody()
+                return Wire.encode(try await database.currentUserRecordID(), as: answerFormat)
+            }
+        } catch let failure as HTTPFailure {
+            throw failure
+        } catch let error as SyncError {
+            throw HTTPFailure(error)
+        } catch {
+            // InProcessDatabase throws SyncError only; anything else is a server bug.
+            throw HTTPFailure(500, SyncError(.internalError, "\(operation) failed on the server", cause: "\(error)"))
+        }
+    }
+
+    // MARK: Answers
+
+    /// A response carrying `error` in `format`, with `Retry-After` when the error has a wait and
+    /// `WWW-Authenticate` for 401.
+    static func errorResponse(_ error: SyncError, status: Int, format: WireFormat, closeConnection: Bool = false) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = format.mediaType
+        headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
+        if let retryAfter = WireStatus.retryAfterHeader(for: error) { headers[.retryAfter] = retryAfter }
+        if status == 401 { headers[.wwwAuthenticate] = "Bearer realm=\"logsync\"" }
+        if closeConnection { headers[.connection] = "close" }
+        return Response(
+            status: HTTPResponse.Status(code: status), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: Wire.encode(error, as: format))))
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, for logs.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,553 @@
+import Foundation
+import SwiftProtobuf
+import SyncModel
+
+/// The bodies of the HTTP protocol: every request and response of `CloudDatabase`, the error
+/// body and the push frames, encoded in either ``WireFormat`` (Proto/wire.proto).
+///
+/// ```swift
+/// let body = Wire.encode(request, as: .protobuf)                       // client
+/// let request = try Wire.decode(ModifyRecordsRequest.self, from: body, as: .protobuf)  // server
+/// ```
+///
+/// Encoding is total and lossless. Decoding rejects, with ``SyncError`` `invalidArguments` whose
+/// message names the message and the field, only what no encoder writes: bytes that are not a
+/// message, a missing required field, an empty oneof, an unknown enum value, an item named twice,
+/// a token that is not a token. It never checks limits or naming rules: the server does, with the
+/// same errors as in process. Decoding never traps, whatever the bytes.
+public enum Wire {
+    // MARK: Zones
+
+    /// Encodes a ``ModifyZonesRequest``.
+    public static func encode(_ value: ModifyZonesRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_ModifyZonesRequest()
+        message.zonesToSave = value.zonesToSave.map(\.proto)
+        message.zoneIdsToDelete = value.zoneIDsToDelete.map(\.proto)
+        return format.encode(message)
+    }
+
+    /// Decodes a ``ModifyZonesRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: ModifyZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifyZonesRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesRequest) throws(SyncError) -> ModifyZonesRequest in
+            var zones: [RecordZone] = []
+            for (index, zone) in message.zonesToSave.enumerated() {
+                zones.append(try within("zones_to_save[\(index)]") { () throws(SyncError) in try RecordZone(proto: zone) })
+            }
+            return ModifyZonesRequest(zonesToSave: zones, zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)))
+        }
+    }
+
+    /// Encodes a ``ModifyZonesResponse``, each list sorted by zone ID.
+    public static func encode(_ value: ModifyZonesResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_ModifyZonesResponse()
+        message.saveResults = zoneSaveResults(value.saveResults)
+        message.deleteResults = zoneResults(value.deleteResults.mapValues { $0.map { nil } })
+        return format.encode(message)
+    }
+
+    /// Decodes a ``ModifyZonesResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: ModifyZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifyZonesResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesResponse) throws(SyncError) -> ModifyZonesResponse in
+            ModifyZonesResponse(
+                saveResults: try zoneResults(message.saveResults, "save_results", expecting: .zone)
+                    .mapValues { result in result.map { $0! } },
+                deleteResults: try zoneResults(message.deleteResults, "delete_results", expecting: .deleted)
+                    .mapValues { $0.map { _ in () } })
+        }
+    }
+
+    /// Encodes a ``FetchZonesRequest``.
+    public static func encode(_ value: FetchZonesRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchZonesRequest()
+        message.allZones = value.zoneIDs == nil
+        message.zoneIds = (value.zoneIDs ?? []).map(\.proto)
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchZonesRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for `all_zones` with zone IDs.
+    public static func decode(
+        _: FetchZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchZonesRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZonesRequest) throws(SyncError) -> FetchZonesRequest in
+            if message.allZones {
+                guard message.zoneIds.isEmpty else {
+                    throw SyncError(.invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
+                }
+                return FetchZonesRequest(zoneIDs: nil)
+            }
+            return FetchZonesRequest(zoneIDs: message.zoneIds.map(RecordZone.ID.init(proto:)))
+        }
+    }
+
+    /// Encodes a ``FetchZonesResponse``, sorted by zone ID.
+    public static func encode(_ value: FetchZonesResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchZonesResponse()
+        message.results = zoneSaveResults(value.results)
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchZonesResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: FetchZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchZonesResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZonesResponse) throws(SyncError) -> FetchZonesResponse in
+            FetchZonesResponse(results: try zoneResults(message.results, "results", expecting: .zone)
+                .mapValues { result in result.map { $0! } })
+        }
+    }
+
+    // MARK: Records
+
+    /// Encodes a ``ModifyRecordsRequest``.
+    public static func encode(_ value: ModifyRecordsRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_ModifyRecordsRequest()
+        message.recordsToSave = value.recordsToSave.map(\.proto)
+        message.recordIdsToDelete = value.recordIDsToDelete.map(\.proto)
+        message.savePolicy = switch value.savePolicy {
+        case .ifServerRecordUnchanged: .ifServerRecordUnchanged
+        case .changedKeys: .changedKeys
+        case .allKeys: .allKeys
+        }
+        message.atomically = value.atomically
+        if let requestID = value.requestID { message.requestID = requestID.rawValue }
+        if let token = value.clientChangeToken { message.clientChangeToken = token }
+        return format.encode(message)
+    }
+
+    /// Decodes a ``ModifyRecordsRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong, such as
+    ///   `records_to_save[3]: Record.record_id is missing`.
+    public static func decode(
+        _: ModifyRecordsRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifyRecordsRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyRecordsRequest) throws(SyncError) -> ModifyRecordsRequest in
+            var records: [Record] = []
+            records.reserveCapacity(message.recordsToSave.count)
+            for (index, record) in message.recordsToSave.enumerated() {
+                records.append(try within("records_to_save[\(index)]") { () throws(SyncError) in try Record(proto: record) })
+            }
+            var deletions: [Record.ID] = []
+            for (index, id) in message.recordIdsToDelete.enumerated() {
+                deletions.append(try within("record_ids_to_delete[\(index)]") { () throws(SyncError) in try Record.ID(proto: id) })
+            }
+            let policy: SavePolicy
+            switch message.savePolicy {
+            case .ifServerRecordUnchanged: policy = .ifServerRecordUnchanged
+            case .changedKeys: policy = .changedKeys
+            case .allKeys: policy = .allKeys
+            case .unspecified: throw SyncError(.invalidArguments, "save_policy is missing")
+            case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "save_policy has unknown value \(value)")
+            }
+            return ModifyRecordsRequest(
+                recordsToSave: records, recordIDsToDelete: deletions, savePolicy: policy, atomically: message.atomically,
+                requestID: message.hasRequestID ? RequestID(message.requestID) : nil,
+                clientChangeToken: message.hasClientChangeToken ? message.clientChangeToken : nil)
+        }
+    }
+
+    /// Encodes a ``ModifyRecordsResponse`` (model.proto's message), sorted by record ID.
+    public static func encode(_ value: ModifyRecordsResponse, as format: WireFormat) -> [UInt8] {
+        format.encode(value.proto)
+    }
+
+    /// Decodes a ``ModifyRecordsResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: ModifyRecordsResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifyRecordsResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Model_ModifyRecordsResponse) throws(SyncError) -> ModifyRecordsResponse in
+            try ModifyRecordsResponse(proto: message)
+        }
+    }
+
+    // MARK: Change feeds
+
+    /// Encodes a ``FetchDatabaseChangesRequest``.
+    public static func encode(_ value: FetchDatabaseChangesRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchDatabaseChangesRequest()
+        if let since = value.since { message.since = since.data }
+        if let limit = value.resultsLimit { message.resultsLimit = Int64(limit) }
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchDatabaseChangesRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for a token that is not a database token.
+    public static func decode(
+        _: FetchDatabaseChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchDatabaseChangesRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchDatabaseChangesRequest) throws(SyncError) -> FetchDatabaseChangesRequest in
+            FetchDatabaseChangesRequest(
+                since: message.hasSince
+                    ? try within("since") { () throws(SyncError) in try DatabaseChangeToken(data: message.since) } : nil,
+                resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil)
+        }
+    }
+
+    /// Encodes a ``FetchDatabaseChangesResponse``.
+    public static func encode(_ value: FetchDatabaseChangesResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchDatabaseChangesResponse()
+        message.modifications = value.modifications.map(\.zoneID.proto)
+        message.deletions = value.deletions.map { deletion in
+            var entry = Logsync_Wire_ZoneDeletion()
+            entry.zoneID = deletion.zoneID.proto
+            entry.reason = deletion.reason.proto
+            return entry
+        }
+        message.changeToken = value.changeToken.data
+        message.moreComing = value.moreComing
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchDatabaseChangesResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: FetchDatabaseChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchDatabaseChangesResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchDatabaseChangesResponse) throws(SyncError) -> FetchDatabaseChangesResponse in
+            var deletions: [DatabaseChange.Deletion] = []
+            for (index, deletion) in message.deletions.enumerated() {
+                try within("deletions[\(index)]") { () throws(SyncError) in
+                    guard deletion.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+                    deletions.append(DatabaseChange.Deletion(
+                        zoneID: RecordZone.ID(proto: deletion.zoneID),
+                        reason: try ZoneDeletionReason(proto: deletion.reason)))
+                }
+            }
+            return FetchDatabaseChangesResponse(
+                modifications: message.modifications.map { DatabaseChange.Modification(zoneID: RecordZone.ID(proto: $0)) },
+                deletions: deletions,
+                changeToken: try within("change_token") { () throws(SyncError) in
+                    try DatabaseChangeToken(data: message.changeToken)
+                },
+                moreComing: message.moreComing)
+        }
+    }
+
+    /// Encodes a ``FetchZoneChangesRequest``.
+    public static func encode(_ value: FetchZoneChangesRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchZoneChangesRequest()
+        message.zoneID = value.zoneID.proto
+        if let since = value.since { message.since = since.data }
+        if let limit = value.resultsLimit { message.resultsLimit = Int64(limit) }
+        if let keys = value.desiredKeys {
+            var desired = Logsync_Wire_DesiredKeys()
+            desired.keys = keys
+            message.desiredKeys = desired
+        }
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchZoneChangesRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for a missing zone or a token that is not a
+    ///   zone token.
+    public static func decode(
+        _: FetchZoneChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchZoneChangesRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneChangesRequest) throws(SyncError) -> FetchZoneChangesRequest in
+            guard message.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+            return FetchZoneChangesRequest(
+                zoneID: RecordZone.ID(proto: message.zoneID),
+                since: message.hasSince
+                    ? try within("since") { () throws(SyncError) in try ZoneChangeToken(data: message.since) } : nil,
+                resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil,
+                desiredKeys: message.hasDesiredKeys ? message.desiredKeys.keys : nil)
+        }
+    }
+
+    /// Encodes a ``FetchZoneChangesResponse``.
+    public static func encode(_ value: FetchZoneChangesResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchZoneChangesResponse()
+        message.zoneID = value.zoneID.proto
+        message.modifications = value.modifications.map(\.record.proto)
+        message.deletions = value.deletions.map { deletion in
+            var entry = Logsync_Wire_RecordDeletion()
+            entry.recordID = deletion.recordID.proto
+            entry.recordType = deletion.recordType
+            return entry
+        }
+        message.changeToken = value.changeToken.data
+        message.moreComing = value.moreComing
+        if let token = value.clientChangeToken { message.clientChangeToken = token }
+        return format.encode(message)
+    }
+
+    /// Decodes a ``FetchZoneChangesResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: FetchZoneChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchZoneChangesResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneChangesResponse) throws(SyncError) -> FetchZoneChangesResponse in
+            guard message.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+            var modifications: [RecordZoneChange.Modification] = []
+            modifications.reserveCapacity(message.modifications.count)
+            for (index, record) in message.modifications.enumerated() {
+                modifications.append(RecordZoneChange.Modification(
+                    record: try within("modifications[\(index)]") { () throws(SyncError) in try Record(proto: record) }))
+            }
+            var deletions: [RecordZoneChange.Deletion] = []
+            for (index, deletion) in message.deletions.enumerated() {
+                try within("deletions[\(index)]") { () throws(SyncError) in
+                    guard deletion.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
+                    deletions.append(RecordZoneChange.Deletion(
+                        recordID: try Record.ID(proto: deletion.recordID), recordType: deletion.recordType))
+                }
+            }
+            return FetchZoneChangesResponse(
+                zoneID: RecordZone.ID(proto: message.zoneID), modifications: modifications, deletions: deletions,
+                changeToken: try within("change_token") { () throws(SyncError) in
+                    try ZoneChangeToken(data: message.changeToken)
+                },
+                moreComing: message.moreComing,
+                clientChangeToken: message.hasClientChangeToken ? message.clientChangeToken : nil)
+        }
+    }
+
+    // MARK: Subscriptions and the account
+
+    /// Encodes a ``ModifySubscriptionsRequest``.
+    public static func encode(_ value: ModifySubscriptionsRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_ModifySubscriptionsRequest()
+        message.subscriptionsToSave = value.subscriptionsToSave.map(\.proto)
+        message.subscriptionIdsToDelete = value.subscriptionIDsToDelete.map(\.rawValue)
+        return format.encode(message)
+    }
+
+    /// Decodes a ``ModifySubscriptionsRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: ModifySubscriptionsRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifySubscriptionsRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifySubscriptionsRequest) throws(SyncError) -> ModifySubscriptionsRequest in
+            ModifySubscriptionsRequest(
+                subscriptionsToSave: try subscriptions(message.subscriptionsToSave, "subscriptions_to_save"),
+                subscriptionIDsToDelete: message.subscriptionIdsToDelete.map(Subscription.ID.init(rawValue:)))
+        }
+    }
+
+    /// Encodes a ``ModifySubscriptionsResponse``, each list sorted by subscription ID.
+    public static func encode(_ value: ModifySubscriptionsResponse, as format: WireFormat) -> [UInt8] {
+        func results(_ results: [Subscription.ID: Result<Subscription?, SyncError>]) -> [Logsync_Wire_SubscriptionResult] {
+            results.sorted { $0.key.rawValue.utf8.lexicographicallyPrecedes($1.key.rawValue.utf8) }.map { id, result in
+                var entry = Logsync_Wire_SubscriptionResult()
+                entry.subscriptionID = id.rawValue
+                switch result {
+                case .success(let subscription?): entry.subscription = subscription.proto
+                case .success(nil): entry.deleted = true
+                case .failure(let error): entry.error = error.proto
+                }
+                return entry
+            }
+        }
+        var message = Logsync_Wire_ModifySubscriptionsResponse()
+        message.saveResults = results(value.saveResults.mapValues { $0.map { $0 } })
+        message.deleteResults = results(value.deleteResults.mapValues { $0.map { nil } })
+        return format.encode(message)
+    }
+
+    /// Decodes a ``ModifySubscriptionsResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: ModifySubscriptionsResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> ModifySubscriptionsResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifySubscriptionsResponse) throws(SyncError) -> ModifySubscriptionsResponse in
+            func results(
+                _ entries: [Logsync_Wire_SubscriptionResult], _ field: String, saves: Bool
+            ) throws(SyncError) -> [Subscription.ID: Result<Subscription?, SyncError>] {
+                var results: [Subscription.ID: Result<Subscription?, SyncError>] = [:]
+                for (index, entry) in entries.enumerated() {
+                    let id = Subscription.ID(rawValue: entry.subscriptionID)
+                    let result = try within("\(field)[\(index)]") { () throws(SyncError) -> Result<Subscription?, SyncError> in
+                        switch entry.outcome {
+                        case .subscription(let subscription)? where saves:
+                            return .success(try Subscription(proto: subscription))
+                        case .deleted? where !saves:
+                            return .success(nil)
+                        case .error(let error)?:
+                            return .failure(try within("error") { () throws(SyncError) in try SyncError(proto: error) })
+                        case nil:
+                            throw SyncError(.invalidArguments, "has no outcome set")
+                        default:
+                            throw SyncError(.invalidArguments, "has the outcome of a \(saves ? "deletion" : "save")")
+                        }
+                    }
+                    guard results.updateValue(result, forKey: id) == nil else {
+                        throw SyncError(.invalidArguments, "\(field)[\(index)] names subscription \"\(id.rawValue)\" a second time")
+                    }
+                }
+                return results
+            }
+            return ModifySubscriptionsResponse(
+                saveResults: try results(message.saveResults, "save_results", saves: true).mapValues { $0.map { $0! } },
+                deleteResults: try results(message.deleteResults, "delete_results", saves: false).mapValues { $0.map { _ in () } })
+        }
+    }
+
+    /// Encodes the answer of `allSubscriptions`.
+    public static func encode(_ value: [Subscription], as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_AllSubscriptionsResponse()
+        message.subscriptions = value.map(\.proto)
+        return format.encode(message)
+    }
+
+    /// Decodes the answer of `allSubscriptions`.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: [Subscription].Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> [Subscription] {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_AllSubscriptionsResponse) throws(SyncError) -> [Subscription] in
+            try subscriptions(message.subscriptions, "subscriptions")
+        }
+    }
+
+    /// Encodes the answer of `currentUserRecordID`.
+    public static func encode(_ value: Record.ID, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_CurrentUserRecordIDResponse()
+        message.recordID = value.proto
+        return format.encode(message)
+    }
+
+    /// Decodes the answer of `currentUserRecordID`.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: Record.ID.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> Record.ID {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_CurrentUserRecordIDResponse) throws(SyncError) -> Record.ID in
+            guard message.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
+            return try within("record_id") { () throws(SyncError) in try Record.ID(proto: message.recordID) }
+        }
+    }
+
+    // MARK: Errors
+
+    /// Encodes the body of a failed request: the whole-request error.
+    public static func encode(_ value: SyncError, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_ErrorResponse()
+        message.error = value.proto
+        return format.encode(message)
+    }
+
+    /// Decodes the body of a failed request.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` if the body is not an error body.
+    public static func decode(
+        _: SyncError.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> SyncError {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_ErrorResponse) throws(SyncError) -> SyncError in
+            guard message.hasError else { throw SyncError(.invalidArguments, "error is missing") }
+            return try within("error") { () throws(SyncError) in try SyncError(proto: message.error) }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Parses `bytes` as `Message` and converts it, prefixing any error with the message's name.
+    static func decodeMessage<Message: SwiftProtobuf.Message, Value>(
+        _ bytes: [UInt8], _ format: WireFormat, _ convert: (Message) throws(SyncError) -> Value
+    ) throws(SyncError) -> Value {
+        let message = try format.decode(Message.self, from: bytes)
+        return try within("cannot decode \(Message.protoMessageName)") { () throws(SyncError) in try convert(message) }
+    }
+
+    /// Runs `body`, prefixing the message of any error it throws with `context`.
+    static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+        do {
+            return try body()
+        } catch {
+            var copy = error
+            let prefix = context()
+            copy.message = error.message.isEmpty ? prefix : "\(prefix): \(error.message)"
+            throw copy
+        }
+    }
+
+    private static func int(_ value: Int64, _ field: String) throws(SyncError) -> Int {
+        guard let converted = Int(exactly: value) else {
+            throw SyncError(.invalidArguments, "\(field) \(value) does not fit this platform's Int")
+        }
+        return converted
+    }
+
+    private static func subscriptions(
+        _ messages: [Logsync_Model_Subscription], _ field: String
+    ) throws(SyncError) -> [Subscription] {
+        var subscriptions: [Subscription] = []
+        for (index, message) in messages.enumerated() {
+            subscriptions.append(try within("\(field)[\(index)]") { () throws(SyncError) in try Subscription(proto: message) })
+        }
+        return subscriptions
+    }
+
+    /// Zone results sorted by zone ID; a `nil` success is a deletion.
+    private static func zoneResults(_ results: [RecordZone.ID: Result<RecordZone?, SyncError>]) -> [Logsync_Wire_ZoneResult] {
+        results.sorted { [$0.key.ownerName, $0.key.zoneName].lexicographicallyPrecedes([$1.key.ownerName, $1.key.zoneName]) {
+            $0.utf8.lexicographicallyPrecedes($1.utf8)
+        } }.map { id, result in
+            var entry = Logsync_Wire_ZoneResult()
+            entry.zoneID = id.proto
+            switch result {
+            case .success(let zone?): entry.zone = zone.proto
+            case .success(nil): entry.deleted = true
+            case .failure(let error): entry.error = error.proto
+            }
+            return entry
+        }
+    }
+
+    private static func zoneSaveResults(_ results: [RecordZone.ID: Result<RecordZone, SyncError>]) -> [Logsync_Wire_ZoneResult] {
+        zoneResults(results.mapValues { $0.map { Optional($0) } })
+    }
+
+    private enum ZoneOutcome { case zone, deleted }
+
+    /// Decodes zone results; a success is a zone (`expecting: .zone`) or `nil` (`.deleted`).
+    private static func zoneResults(
+        _ entries: [Logsync_Wire_ZoneResult], _ field: String, expecting expected: ZoneOutcome
+    ) throws(SyncError) -> [RecordZone.ID: Result<RecordZone?, SyncError>] {
+        var results: [RecordZone.ID: Result<RecordZone?, SyncError>] = [:]
+        for (index, entry) in entries.enumerated() {
+            let (id, result) = try within("\(field)[\(index)]") {
+                () throws(SyncError) -> (RecordZone.ID, Result<RecordZone?, SyncError>) in
+                guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+                let id = RecordZone.ID(proto: entry.zoneID)
+                switch (entry.outcome, expected) {
+                case (.zone(let zone)?, .zone):
+                    return (id, .success(try within("zone") { () throws(SyncError) in try RecordZone(proto: zone) }))
+                case (.deleted?, .deleted):
+                    return (id, .success(nil))
+                case (.error(let error)?, _):
+                    return (id, .failure(try within("error") { () throws(SyncError) in try SyncError(proto: error) }))
+                case (nil, _):
+                    throw SyncError(.invalidArguments, "has no outcome set")
+                default:
+                    throw SyncError(.invalidArguments, "has the outcome of a \(expected == .zone ? "deletion" : "save")")
+                }
+            }
+            guard results.updateValue(result, forKey: id) == nil else {
+                throw SyncError(.invalidArguments, "\(field)[\(index)] names \(id) a second time")
+            }
+        }
+        return results
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import LogSyncHTTP
+import LogSyncHTTPServer
+import LogSyncServer
+import Synchronization
+import SyncModel
+
+/// The server behind a real loopback socket: `HTTPSyncServer` on port 0, and each device an
+/// `HTTPSyncClient` with a bearer token of its user.
+struct HTTPHarness: ContractHarness {
+    var description: String { "HTTP" }
+
+    func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
+        let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now))
+        let tokens = TokenStore()
+        let running = try await RunningHTTPSyncServer.start(
+            HTTPSyncServer(server: server, tokens: tokens, configuration: .init(port: 0)))
+        return HTTPContractServer(server: server, tokens: tokens, running: running)
+    }
+}
+
+/// A running HTTP server as the contract suite sees it: one token per user, one client per
+/// device database.
+final class HTTPContractServer: ContractServer {
+    let server: SyncServer
+    let tokens: TokenStore
+    let running: RunningHTTPSyncServer
+    private let state = Mutex<(tokens: [UserID: String], clients: [HTTPSyncClient])>(([:], []))
+
+    init(server: SyncServer, tokens: TokenStore, running: RunningHTTPSyncServer) {
+        self.server = server
+        self.tokens = tokens
+        self.running = running
+    }
+
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
+        let token = try state.withLock { state in
+            if let token = state.tokens[user] { return token }
+            let token = TokenStore.generateToken()
+            try tokens.add(token: token, for: user)
+            state.tokens[user] = token
+            return token
+        }
+        let client = HTTPSyncClient(.init(
+            serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: token, device: device))
+        state.withLock { $0.clients.append(client) }
+        return client.database(scope)
+    }
+
+    var admin: ServerAdmin { server.admin }
+
+    func pushChannelsReady(_ database: any CloudDatabase) async {
+        await (database as? HTTPCloudDatabase)?.client.waitForPushChannels()
+    }
+
+    /// Closes every client's push streams, then stops the server gracefully.
+    func stop() async throws {
+        for client in state.withLock({ $0.clients }) { client.close() }
+        try await running.stop()
+        server.shutdown()
+    }
+}

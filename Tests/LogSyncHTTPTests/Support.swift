@@ -1,0 +1,127 @@
+import AsyncHTTPClient
+import Foundation
+import LogStore
+import LogSyncHTTP
+import LogSyncHTTPServer
+import LogSyncServer
+import LogSyncWire
+import NIOCore
+import NIOHTTP1
+import SyncModel
+import Testing
+
+/// A fresh directory under the system temporary directory, removed when `body` returns.
+func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("logsync-http-tests-\(UUID().uuidString)", isDirectory: true)
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url)
+}
+
+/// A server on a loopback port with two users, alice and bob, each with a token.
+struct LiveServer: Sendable {
+    static let aliceToken = "lsk_alice-token-0123456789abcdef"
+    static let bobToken = "lsk_bob-token-0123456789abcdefgh"
+
+    let server: SyncServer
+    let tokens: TokenStore
+    let running: RunningHTTPSyncServer
+
+    var port: Int { running.port }
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// Starts a server storing its data in `directory`, on `port` (0: any free port).
+    static func start(
+        in directory: URL, port: Int = 0, durability: Durability = .fast,
+        configuration: HTTPSyncServer.Configuration = .init()
+    ) async throws -> LiveServer {
+        let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: durability))
+        let tokens = TokenStore()
+        try tokens.add(token: aliceToken, for: "alice")
+        try tokens.add(token: bobToken, for: "bob")
+        var configuration = configuration
+        configuration.port = port
+        let running = try await RunningHTTPSyncServer.start(HTTPSyncServer(server: server, tokens: tokens, configuration: configuration))
+        return LiveServer(server: server, tokens: tokens, running: running)
+    }
+
+    /// A client of `user` on `device`.
+    func client(_ token: String, device: DeviceID? = nil, format: WireFormat = .protobuf) -> HTTPSyncClient {
+        HTTPSyncClient(.init(
+            serverURL: baseURL, token: token, device: device, format: format,
+            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
+    }
+
+    /// The end of `user`'s database log: equal before and after means nothing was written.
+    func lastOffset(of user: UserID, scope: DatabaseScope = .private) throws -> LogOffset {
+        try server.admin.log(of: user, scope: scope).lastOffset
+    }
+
+    func stop() async throws {
+        try await running.stop()
+        server.shutdown()
+    }
+}
+
+/// Runs `body` with a live server, stopping it afterwards (also when `body` throws).
+func withLiveServer(
+    configuration: HTTPSyncServer.Configuration = .init(), _ body: (LiveServer, URL) async throws -> Void
+) async throws {
+    try await withTemporaryDirectory { directory in
+        let live = try await LiveServer.start(in: directory.appendingPathComponent("server"), configuration: configuration)
+        do {
+            try await body(live, directory)
+        } catch {
+            try? await live.stop()
+            throw error
+        }
+        try await live.stop()
+    }
+}
+
+/// What a raw HTTP exchange returned.
+struct RawResponse: CustomStringConvertible {
+    var status: Int
+    var headers: [(String, String)]
+    var body: [UInt8]
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.0.lowercased() == name.lowercased() }?.1
+    }
+
+    /// The error the body carries.
+    func error() throws -> SyncError {
+        let format = header("Content-Type").flatMap(WireFormat.init(contentType:)) ?? .protobuf
+        return try Wire.decode(SyncError.self, from: body, as: format)
+    }
+
+    var description: String { "HTTP \(status) \(String(decoding: body.prefix(300), as: UTF8.self))" }
+}
+
+/// Sends one request with AsyncHTTPClient exactly as given: any path, headers and body.
+func rawRequest(
+    _ live: LiveServer, _ path: String, method: HTTPMethod = .POST, headers: [(String, String)] = [],
+    body: [UInt8]? = nil
+) async throws -> RawResponse {
+    var request = HTTPClientRequest(url: live.baseURL.absoluteString + path)
+    request.method = method
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
+    if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+    var buffer = try await response.body.collect(upTo: 16 << 20)
+    return RawResponse(
+        status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+        body: buffer.readBytes(length: buffer.readableBytes) ?? [])
+}
+
+/// The headers of an authenticated protobuf request of alice's.
+func aliceHeaders(_ extra: [(String, String)] = []) -> [(String, String)] {
+    [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "application/x-protobuf")] + extra
+}
+
+/// A failure of a test's own machinery.
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,85 @@
+import ArgumentParser
+import Foundation
+import Logging
+import LogSyncHTTPServer
+import LogSyncServer
+
+/// `logsync-server serve`: runs the server until SIGINT or SIGTERM.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server until SIGINT or SIGTERM (the default subcommand).",
+        discussion: """
+            Every commit is on disk (fsync) before its request is answered. On SIGINT or SIGTERM \
+            the server stops accepting connections, lets requests in flight finish, closes push \
+            channels, and exits with status 0; no committed change is lost.
+
+            Logs go to standard error, one line per event with its fields \
+            (`listening host=… port=…` once the server accepts connections).
+            """)
+
+    @OptionGroup var data: DataOptions
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The address to listen on. The default serves this machine only; 0.0.0.0 serves every interface.",
+        valueName: "address"))
+    var host = "127.0.0.1"
+
+    @Option(name: .long, help: ArgumentHelp("The TCP port; 0 picks a free one (logged).", valueName: "n"))
+    var port = 8080
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The largest request body accepted, in bytes; larger ones get 413 before they are read.", valueName: "bytes"))
+    var maxBodyBytes = 8 << 20
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
+        valueName: "level"))
+    var logLevel = "info"
+
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0 to 65535, not \(port)") }
+        guard maxBodyBytes >= 1024 else { throw ValidationError("--max-body-bytes must be at least 1024") }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "logsync-server")
+        let tokens: TokenStore
+        let server: SyncServer
+        do {
+            try FileManager.default.createDirectory(at: data.dataURL, withIntermediateDirectories: true)
+            tokens = try TokenStore(file: data.tokensURL)
+            server = try SyncServer(SyncServer.Configuration(directory: data.dataURL, durability: .durable))
+        } catch {
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode.failure
+        }
+        if tokens.count == 0 {
+            logger.warning("no users yet: every request will get 401; add one with `logsync-server user add USER`",
+                           metadata: ["tokens": "\(data.tokensURL.path)"])
+        }
+        logger.info("starting", metadata: [
+            "data": "\(data.dataURL.path)", "tokens": "\(data.tokensURL.path)", "users": "\(tokens.count)",
+        ])
+        let http = HTTPSyncServer(
+            server: server, tokens: tokens,
+            configuration: .init(host: host, port: port, maxRequestBodyBytes: maxBodyBytes), logger: logger)
+        do {
+            try await http.runUntilSignalled()
+        } catch {
+            logger.critical("stopped on an error", metadata: ["error": "\(error)"])
+            server.shutdown()
+            throw ExitCode.failure
+        }
+        server.shutdown()
+        logger.info("stopped")
+    }
+}
