@@ -66,6 +66,9 @@ struct ServerProcessTests {
 }
 
 /// A `logsync-server` child process with its standard output and error collected.
+///
+/// Spawned with `posix_spawn`, not Foundation's `Process`: `Process.run()` on Linux can crash
+/// when other tests launch processes at the same time (seen here in the whole suite).
 final class ChildProcess: Sendable {
     struct Finished: CustomStringConvertible {
         var status: Int32
@@ -74,15 +77,17 @@ final class ChildProcess: Sendable {
         var description: String { "exit \(status)\nstdout:\n\(output)\nstderr:\n\(errorOutput)" }
     }
 
-    private let process: Process
+    private let pid: pid_t
     private let output = Mutex(Data())
     private let errors = Mutex(Data())
     /// Called with the standard error so far, each time more arrives.
     private let errorWaiters = Mutex<[@Sendable (String) -> Bool]>([])
-    private let exited = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+    private let exited = OneAnswer<Int32>()
+    private let outputDone = Latch()
+    private let errorsDone = Latch()
 
-    private init(process: Process) {
-        self.process = process
+    private init(pid: pid_t) {
+        self.pid = pid
     }
 
     /// The `logsync-server` SwiftPM built next to the test bundle.
@@ -98,22 +103,36 @@ final class ChildProcess: Sendable {
         return nil
     }()
 
-    /// Starts `logsync-server arguments`.
+    /// Starts `logsync-server arguments`, its standard input `/dev/null`.
     static func start(_ arguments: [String]) throws -> ChildProcess {
         let executable = try #require(executable, "no logsync-server binary next to the test bundle")
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        let child = ChildProcess(process: process)
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        // Each pipe is read to its end by a thread of its own, with blocking reads: Foundation's
-        // readabilityHandler is not reliable on Linux.
-        child.drain(out.fileHandleForReading, into: child.outputDone) { data in child.output.withLock { $0.append(data) } }
-        child.drain(err.fileHandleForReading, into: child.errorsDone) { data in
+        var out: [Int32] = [-1, -1]
+        var err: [Int32] = [-1, -1]
+        guard pipe(&out) == 0, pipe(&err) == 0 else { throw TestFailure("pipe failed: \(errno)") }
+        // Not inherited by other children this process spawns (the dup2s below clear the flag).
+        for descriptor in out + err { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, err[1], 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        close(out[1])
+        close(err[1])
+        guard spawned == 0 else {
+            close(out[0])
+            close(err[0])
+            throw TestFailure("posix_spawn \(executable.path) failed: \(spawned)")
+        }
+        let childPID = pid
+        let child = ChildProcess(pid: childPID)
+        // Each pipe is read to its end by a thread of its own, with blocking reads.
+        child.drain(out[0], into: child.outputDone) { data in child.output.withLock { $0.append(data) } }
+        child.drain(err[0], into: child.errorsDone) { data in
             // Under the errors' lock, so a waiter is never added between a chunk and its check.
             child.errors.withLock { errors in
                 errors.append(data)
@@ -121,15 +140,13 @@ final class ChildProcess: Sendable {
                 child.errorWaiters.withLock { waiters in waiters.removeAll { $0(text) } }
             }
         }
-        process.terminationHandler = { process in
-            let waiters = child.exited.withLock { state in
-                state.status = process.terminationStatus
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            for waiter in waiters { waiter.resume(returning: process.terminationStatus) }
+        let reaper = Thread {
+            var status: Int32 = 0
+            while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED: the low 7 bits are 0; then WEXITSTATUS is the next byte. A signal: 128 + it.
+            child.exited.give(status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
         }
-        try process.run()
+        reaper.start()
         return child
     }
 
@@ -153,7 +170,7 @@ final class ChildProcess: Sendable {
         errors.withLock { errors in
             if !check(String(decoding: errors, as: UTF8.self)) { errorWaiters.withLock { $0.append(check) } }
         }
-        let exit = Task { _ = await exitStatus(); answer.give(nil) }
+        let exit = Task { _ = await exited.value(); answer.give(nil) }
         let timeout = Task {
             try? await Task.sleep(for: .seconds(30))
             answer.give(nil)
@@ -162,7 +179,7 @@ final class ChildProcess: Sendable {
         exit.cancel()
         timeout.cancel()
         guard let port else {
-            process.terminate()
+            kill(pid, SIGKILL)
             throw TestFailure("logsync-server did not log its port: \(await finish())")
         }
         return port
@@ -170,47 +187,33 @@ final class ChildProcess: Sendable {
 
     /// Sends SIGTERM and waits for the process to exit.
     func terminate() async throws -> Finished {
-        process.terminate()
+        kill(pid, SIGTERM)
         return await finish()
     }
 
-    /// Waits for the process to exit and returns what it wrote.
+    /// Waits for the process to exit and its output to end, and returns what it wrote.
     func finish() async -> Finished {
-        let status = await exitStatus()
+        let status = await exited.value()
         for done in [outputDone, errorsDone] { await done.wait() }
         return Finished(
             status: status, output: output.withLock { String(decoding: $0, as: UTF8.self) },
             errorOutput: errors.withLock { String(decoding: $0, as: UTF8.self) })
     }
 
-    private let outputDone = Latch()
-    private let errorsDone = Latch()
-
-    /// Reads `handle` to its end on a thread of its own, handing each chunk to `append`.
-    private func drain(_ handle: FileHandle, into latch: Latch, _ append: @escaping @Sendable (Data) -> Void) {
+    /// Reads `descriptor` to its end on a thread of its own, handing each chunk to `append`.
+    private func drain(_ descriptor: Int32, into latch: Latch, _ append: @escaping @Sendable (Data) -> Void) {
         let thread = Thread {
-            // read(2) returns what has arrived; FileHandle.read(upToCount:) waits for the count.
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
-                let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
                 append(Data(buffer[0..<count]))
             }
+            close(descriptor)
             latch.open()
         }
         thread.start()
-    }
-
-    private func exitStatus() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let status = exited.withLock { state -> Int32? in
-                if let status = state.status { return status }
-                state.waiters.append(continuation)
-                return nil
-            }
-            if let status { continuation.resume(returning: status) }
-        }
     }
 }
 
