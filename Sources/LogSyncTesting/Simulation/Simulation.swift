@@ -455,8 +455,8 @@ public final class Simulation {
         return findings
     }
 
-    /// Every note of a database, read from the start of each zone.
-    static func notes(in database: some CloudDatabase) async throws -> [Record.ID: String] {
+    /// Every note of a database (each record's `title`), read from the start of each zone.
+    public static func notes(in database: some CloudDatabase) async throws -> [Record.ID: String] {
         var notes: [Record.ID: String] = [:]
         let zones = try await database.fetchZones(FetchZonesRequest()).results.keys
             .filter { $0 != .default }.sorted { $0.description < $1.description }

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import Synchronization
 import SyncModel
 import Testing
@@ -823,23 +824,7 @@ final class GeneratedHistory {
 
     /// The server's notes, read straight from the database (every zone from the start).
     func serverNotes() async throws -> [Record.ID: String] {
-        let database = server.database(for: Self.user, device: "observer")
-        var notes: [Record.ID: String] = [:]
-        let zones = try await database.fetchZones(FetchZonesRequest()).results.keys
-            .filter { $0 != .default }.sorted { $0.description < $1.description }
-        for zoneID in zones {
-            var token: ZoneChangeToken?
-            while true {
-                let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
-                for modification in page.modifications {
-                    notes[modification.record.recordID] = modification.record["title"]?.stringValue ?? ""
-                }
-                for deletion in page.deletions { notes[deletion.recordID] = nil }
-                token = page.changeToken
-                if !page.moreComing { break }
-            }
-        }
-        return notes
+        try await Simulation.notes(in: server.database(for: Self.user, device: "observer"))
     }
 
     static func describe(_ notes: [Record.ID: String]) -> [String] {
