@@ -153,29 +153,9 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         let database = self.database
         comparison.request.reissued = true
         let answer = try await ask("modifyRecords", at: offset) { try await database.modifyRecords(request) }
-        let replayedSaves: [Record.ID: Outcome]
-        let replayedDeletes: [Record.ID: Outcome]
-        switch answer {
-        case .success(let response):
-            replayedSaves = response.saveResults.mapValues { result in
-                switch result {
-                case .success(let record): .saved(record)
-                case .failure(let error): .failed(error)
-                }
-            }
-            replayedDeletes = response.deleteResults.mapValues { result in
-                switch result {
-                case .success: .deleted
-                case .failure(let error): .failed(error)
-                }
-            }
-        case .failure(let error):
-            // The request failed as a whole: every item carries the error, as the engine records it.
-            replayedSaves = Dictionary(batch.records.map { ($0.recordID, .failed(error)) }) { first, _ in first }
-            replayedDeletes = Dictionary(batch.deletions.map { ($0, .failed(error)) }) { first, _ in first }
+        let replayed = Self.outcomes(of: answer, saves: batch.records.map(\.recordID), deletes: batch.deletions) {
+            .saved($0)
         }
-        let replayed = batch.records.map { replayedSaves[$0.recordID] ?? .absent }
-            + batch.deletions.map { replayedDeletes[$0] ?? .absent }
         for (item, (recordedOutcome, replayedOutcome)) in zip(batch.items, zip(recorded, replayed)) {
             compare(item, recordedOutcome, replayedOutcome, in: &comparison)
         }
@@ -209,31 +189,40 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         let database = self.database
         comparison.request.reissued = true
         let answer = try await ask("modifyZones", at: offset) { try await database.modifyZones(request) }
-        let replayedSaves: [RecordZone.ID: Outcome]
-        let replayedDeletes: [RecordZone.ID: Outcome]
-        switch answer {
-        case .success(let response):
-            replayedSaves = response.saveResults.mapValues { result in
-                switch result {
-                case .success(let zone): .zoneSaved(zone)
-                case .failure(let error): .failed(error)
-                }
-            }
-            replayedDeletes = response.deleteResults.mapValues { result in
-                switch result {
-                case .success: .deleted
-                case .failure(let error): .failed(error)
-                }
-            }
-        case .failure(let error):
-            replayedSaves = Dictionary(zonesToSave.map { ($0, .failed(error)) }) { first, _ in first }
-            replayedDeletes = Dictionary(zonesToDelete.map { ($0, .failed(error)) }) { first, _ in first }
-        }
-        let replayed = zonesToSave.map { replayedSaves[$0] ?? .absent } + zonesToDelete.map { replayedDeletes[$0] ?? .absent }
+        let replayed = Self.outcomes(of: answer, saves: zonesToSave, deletes: zonesToDelete) { .zoneSaved($0) }
         for (item, (recordedOutcome, replayedOutcome)) in zip(items, zip(recorded, replayed)) {
             compare(item, recordedOutcome, replayedOutcome, in: &comparison)
         }
         record(comparison)
+    }
+
+    /// The replayed outcome of each item of a modify request, its saves then its deletions in
+    /// the order asked; a request that failed as a whole gives every item its error, as the
+    /// engine records it.
+    private static func outcomes<ID: Hashable & Sendable & Codable, Saved: Hashable & Sendable & Codable>(
+        of answer: Result<ModifyResponse<ID, Saved>, SyncError>, saves: [ID], deletes: [ID],
+        saved: (Saved) -> Outcome
+    ) -> [Outcome] {
+        switch answer {
+        case .success(let response):
+            let savedOutcomes = saves.map { id -> Outcome in
+                switch response.saveResults[id] {
+                case .success(let value)?: saved(value)
+                case .failure(let error)?: .failed(error)
+                case nil: .absent
+                }
+            }
+            let deletedOutcomes = deletes.map { id -> Outcome in
+                switch response.deleteResults[id] {
+                case .success?: .deleted
+                case .failure(let error)?: .failed(error)
+                case nil: .absent
+                }
+            }
+            return savedOutcomes + deletedOutcomes
+        case .failure(let error):
+            return (saves + deletes).map { _ in .failed(error) }
+        }
     }
 
     /// Reports the batch prepared and never answered, if any, as not comparable: the original
