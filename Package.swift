@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "logsync-server", targets: ["logsync-server"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
+        .executable(name: "notes-device", targets: ["notes-device"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -122,7 +123,7 @@ let package = Package(
             name: "LogSyncHTTPTests",
             dependencies: [
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
-                "LogStore", "logsync-server",
+                "LogStore", "logsync-server", "notes-device",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -198,6 +199,15 @@ let package = Package(
             name: "two-devices",
             dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogToolCore"],
             path: "Sources/Examples/TwoDevices"
+        ),
+        // One device of a notes app as its own process, syncing through a logsync-server.
+        .executableTarget(
+            name: "notes-device",
+            dependencies: [
+                "LogSync", "LogSyncHTTP", "SyncModel",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/Examples/NotesDevice"
         ),
     ],
     swiftLanguageModes: [.v6]

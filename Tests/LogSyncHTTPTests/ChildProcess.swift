@@ -1,0 +1,251 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// A child process (`logsync-server`, or a `notes-device`) with its standard output and error
+/// collected.
+///
+/// Spawned with `posix_spawn`, not Foundation's `Process`: `Process.run()` on Linux can crash
+/// when other tests launch processes at the same time (seen here in the whole suite).
+final class ChildProcess: Sendable {
+    struct Finished: CustomStringConvertible {
+        var status: Int32
+        var output: String
+        var errorOutput: String
+        var description: String { "exit \(status)\nstdout:\n\(output)\nstderr:\n\(errorOutput)" }
+    }
+
+    private let pid: pid_t
+    private let output = Mutex(Data())
+    private let errors = Mutex(Data())
+    /// Called with the standard error so far, each time more arrives.
+    private let errorWaiters = Mutex<[@Sendable (String) -> Bool]>([])
+    /// Called with the standard output so far, each time more arrives.
+    private let outputWaiters = Mutex<[@Sendable (String) -> Bool]>([])
+    private let exited = OneAnswer<Int32>()
+    private let outputDone = Latch()
+    private let errorsDone = Latch()
+
+    private init(pid: pid_t) {
+        self.pid = pid
+    }
+
+    /// An executable SwiftPM built next to the test bundle: `logsync-server` (or the path in
+    /// `LOGSYNC_SERVER_PATH`), `notes-device`.
+    static func executableURL(_ name: String) -> URL? {
+        if name == "logsync-server", let path = ProcessInfo.processInfo.environment["LOGSYNC_SERVER_PATH"] {
+            return URL(fileURLWithPath: path)
+        }
+        var directory = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                            ?? CommandLine.arguments[0]).deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    /// Starts `program arguments` (by default `logsync-server`), its standard input `/dev/null`.
+    static func start(_ arguments: [String], program: String = "logsync-server") throws -> ChildProcess {
+        let executable = try #require(executableURL(program), "no \(program) binary next to the test bundle")
+        var out: [Int32] = [-1, -1]
+        var err: [Int32] = [-1, -1]
+        guard pipe(&out) == 0, pipe(&err) == 0 else { throw TestFailure("pipe failed: \(errno)") }
+        // Not inherited by other children this process spawns (the dup2s below clear the flag).
+        for descriptor in out + err { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, err[1], 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        close(out[1])
+        close(err[1])
+        guard spawned == 0 else {
+            close(out[0])
+            close(err[0])
+            throw TestFailure("posix_spawn \(executable.path) failed: \(spawned)")
+        }
+        let childPID = pid
+        let child = ChildProcess(pid: childPID)
+        // Each pipe is read to its end by a thread of its own, with blocking reads.
+        child.drain(out[0], into: child.outputDone) { data in
+            child.output.withLock { output in
+                output.append(data)
+                let text = String(decoding: output, as: UTF8.self)
+                child.outputWaiters.withLock { waiters in waiters.removeAll { $0(text) } }
+            }
+        }
+        child.drain(err[0], into: child.errorsDone) { data in
+            // Under the errors' lock, so a waiter is never added between a chunk and its check.
+            child.errors.withLock { errors in
+                errors.append(data)
+                let text = String(decoding: errors, as: UTF8.self)
+                child.errorWaiters.withLock { waiters in waiters.removeAll { $0(text) } }
+            }
+        }
+        let reaper = Thread {
+            var status: Int32 = 0
+            while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED: the low 7 bits are 0; then WEXITSTATUS is the next byte. A signal: 128 + it.
+            child.exited.give(status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F))
+        }
+        reaper.start()
+        return child
+    }
+
+    /// Runs `program arguments` (by default `logsync-server`) to its end.
+    static func run(_ arguments: [String], program: String = "logsync-server") async throws -> Finished {
+        let child = try start(arguments, program: program)
+        return await child.finish()
+    }
+
+    /// The port of the server's `listening … port=N` log line; fails after 30 seconds or if the
+    /// process exits first.
+    func waitForPort() async throws -> Int {
+        let answer = OneAnswer<Int?>()
+        let check: @Sendable (String) -> Bool = { text in
+            guard let line = text.split(separator: "\n").first(where: { $0.contains("listening") && $0.contains("port=") }),
+                  let start = line.range(of: "port=")?.upperBound
+            else { return false }
+            answer.give(Int(line[start...].prefix { $0.isNumber }))
+            return true
+        }
+        errors.withLock { errors in
+            if !check(String(decoding: errors, as: UTF8.self)) { errorWaiters.withLock { $0.append(check) } }
+        }
+        let exit = Task { _ = await exited.value(); answer.give(nil) }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(30))
+            answer.give(nil)
+        }
+        let port = await answer.value()
+        exit.cancel()
+        timeout.cancel()
+        guard let port else {
+            kill(pid, SIGKILL)
+            throw TestFailure("logsync-server did not log its port: \(await finish())")
+        }
+        return port
+    }
+
+    /// Waits until the standard output holds a line containing `text`, and returns that line;
+    /// fails after 30 seconds or if the process exits first.
+    @discardableResult
+    func waitForOutputLine(containing text: String) async throws -> String {
+        let answer = OneAnswer<String?>()
+        let check: @Sendable (String) -> Bool = { output in
+            guard let line = output.split(separator: "\n").first(where: { $0.contains(text) }) else { return false }
+            answer.give(String(line))
+            return true
+        }
+        output.withLock { output in
+            if !check(String(decoding: output, as: UTF8.self)) { outputWaiters.withLock { $0.append(check) } }
+        }
+        let exit = Task {
+            _ = await exited.value()
+            await outputDone.wait()  // every line it wrote was checked
+            answer.give(nil)
+        }
+        let timeout = Task {
+            try? await Task.sleep(for: .seconds(30))
+            answer.give(nil)
+        }
+        let line = await answer.value()
+        exit.cancel()
+        timeout.cancel()
+        guard let line else {
+            kill(pid, SIGKILL)
+            throw TestFailure("no output line containing \"\(text)\": \(await finish())")
+        }
+        return line
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    func terminate() async throws -> Finished {
+        kill(pid, SIGTERM)
+        return await finish()
+    }
+
+    /// Waits for the process to exit and its output to end, and returns what it wrote.
+    func finish() async -> Finished {
+        let status = await exited.value()
+        for done in [outputDone, errorsDone] { await done.wait() }
+        return Finished(
+            status: status, output: output.withLock { String(decoding: $0, as: UTF8.self) },
+            errorOutput: errors.withLock { String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// Reads `descriptor` to its end on a thread of its own, handing each chunk to `append`.
+    private func drain(_ descriptor: Int32, into latch: Latch, _ append: @escaping @Sendable (Data) -> Void) {
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { break }
+                append(Data(buffer[0..<count]))
+            }
+            close(descriptor)
+            latch.open()
+        }
+        thread.start()
+    }
+}
+
+/// A one-shot signal: ``wait()`` returns once ``open()`` was called.
+final class Latch: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let open = state.withLock { state in
+                if !state.open { state.waiters.append(continuation) }
+                return state.open
+            }
+            if open { continuation.resume() }
+        }
+    }
+}
+
+/// The first of several possible answers: ``give(_:)`` keeps the first value, ``value()`` waits
+/// for it.
+final class OneAnswer<Value: Sendable>: Sendable {
+    private let state = Mutex<(value: Value?, given: Bool, waiters: [CheckedContinuation<Value, Never>])>((nil, false, []))
+
+    func give(_ value: Value) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Value, Never>] in
+            guard !state.given else { return [] }
+            state.given = true
+            state.value = value
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: value) }
+    }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let value = state.withLock { state -> Value? in
+                if state.given { return state.value }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let value { continuation.resume(returning: value) }
+        }
+    }
+}
