@@ -108,29 +108,11 @@ final class ChildProcess: Sendable {
     /// The port of the server's `listening … port=N` log line; fails after 30 seconds or if the
     /// process exits first.
     func waitForPort() async throws -> Int {
-        let answer = OneAnswer<Int?>()
-        let check: @Sendable (String) -> Bool = { text in
-            guard let line = text.split(separator: "\n").first(where: { $0.contains("listening") && $0.contains("port=") }),
-                  let start = line.range(of: "port=")?.upperBound
-            else { return false }
-            answer.give(Int(line[start...].prefix { $0.isNumber }))
-            return true
+        let port = await firstLine(ofErrors: true) { line -> Int? in
+            guard line.contains("listening"), let start = line.range(of: "port=")?.upperBound else { return nil }
+            return Int(line[start...].prefix { $0.isNumber })
         }
-        errors.withLock { errors in
-            if !check(String(decoding: errors, as: UTF8.self)) { errorWaiters.withLock { $0.append(check) } }
-        }
-        let exit = Task { _ = await exited.value(); answer.give(nil) }
-        let timeout = Task {
-            try? await Task.sleep(for: .seconds(30))
-            answer.give(nil)
-        }
-        let port = await answer.value()
-        exit.cancel()
-        timeout.cancel()
-        guard let port else {
-            kill(pid, SIGKILL)
-            throw TestFailure("logsync-server did not log its port: \(await finish())")
-        }
+        guard let port else { throw TestFailure("logsync-server did not log its port: \(await finish())") }
         return port
     }
 
@@ -138,32 +120,52 @@ final class ChildProcess: Sendable {
     /// fails after 30 seconds or if the process exits first.
     @discardableResult
     func waitForOutputLine(containing text: String) async throws -> String {
-        let answer = OneAnswer<String?>()
-        let check: @Sendable (String) -> Bool = { output in
-            guard let line = output.split(separator: "\n").first(where: { $0.contains(text) }) else { return false }
-            answer.give(String(line))
-            return true
+        let line = await firstLine(ofErrors: false) { $0.contains(text) ? String($0) : nil }
+        guard let line else { throw TestFailure("no output line containing \"\(text)\": \(await finish())") }
+        return line
+    }
+
+    /// The first line of the standard error (or output) for which `match` has a value, waiting
+    /// for more as it arrives; `nil`, and the process killed, after 30 seconds or if the process
+    /// exits (and its stream ends) first.
+    private func firstLine<T: Sendable>(
+        ofErrors: Bool, _ match: @escaping @Sendable (Substring) -> T?
+    ) async -> T? {
+        let answer = OneAnswer<T?>()
+        let check: @Sendable (String) -> Bool = { text in
+            for line in text.split(separator: "\n") {
+                if let value = match(line) {
+                    answer.give(value)
+                    return true
+                }
+            }
+            return false
         }
-        output.withLock { output in
-            if !check(String(decoding: output, as: UTF8.self)) { outputWaiters.withLock { $0.append(check) } }
+        // Checked under the stream's lock, so no chunk arrives between the check and the waiter.
+        if ofErrors {
+            errors.withLock { data in
+                if !check(String(decoding: data, as: UTF8.self)) { errorWaiters.withLock { $0.append(check) } }
+            }
+        } else {
+            output.withLock { data in
+                if !check(String(decoding: data, as: UTF8.self)) { outputWaiters.withLock { $0.append(check) } }
+            }
         }
+        let done = ofErrors ? errorsDone : outputDone
         let exit = Task {
             _ = await exited.value()
-            await outputDone.wait()  // every line it wrote was checked
+            await done.wait()  // every line it wrote was checked
             answer.give(nil)
         }
         let timeout = Task {
             try? await Task.sleep(for: .seconds(30))
             answer.give(nil)
         }
-        let line = await answer.value()
+        let value = await answer.value()
         exit.cancel()
         timeout.cancel()
-        guard let line else {
-            kill(pid, SIGKILL)
-            throw TestFailure("no output line containing \"\(text)\": \(await finish())")
-        }
-        return line
+        if value == nil { kill(pid, SIGKILL) }
+        return value
     }
 
     /// Sends SIGTERM and waits for the process to exit.

@@ -30,14 +30,24 @@ struct DeviceProcessTests {
         }
     }
 
+    /// `logsync-server user add alice` in `directory/server`: the data directory and the token.
+    static func addAlice(in directory: URL) async throws -> (data: String, token: String) {
+        let data = directory.appendingPathComponent("server").path
+        let added = try await ChildProcess.run(["user", "add", "alice", "--data", data])
+        return (data, added.output.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// `logsync-server --data data --port 0` started, and its URL once it listens.
+    static func serve(_ data: String) async throws -> (ChildProcess, URL) {
+        let server = try ChildProcess.start(["--data", data, "--port", "0"])
+        return (server, URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!)
+    }
+
     @Test("F53 F83 F113 phone and laptop processes sync a note, conflict and converge; a watching tablet gets each change pushed")
     func twoDeviceProcesses() async throws {
         try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("server").path
-            let token = try await ChildProcess.run(["user", "add", "alice", "--data", data]).output
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-            let server = try ChildProcess.start(["--data", data, "--port", "0"])
-            let url = URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!
+            let (data, token) = try await Self.addAlice(in: directory)
+            let (server, url) = try await Self.serve(data)
             let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
             let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
             let tablet = Device(name: "tablet", directory: directory.appendingPathComponent("tablet"), token: token)
@@ -77,13 +87,10 @@ struct DeviceProcessTests {
     @Test("F89 an edit made while the server is down stays pending in the device log and is sent after the restart")
     func editWhileServerDown() async throws {
         try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("server").path
-            let token = try await ChildProcess.run(["user", "add", "alice", "--data", data]).output
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let (data, token) = try await Self.addAlice(in: directory)
             let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
             let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
-            let server = try ChildProcess.start(["--data", data, "--port", "0"])
-            let url = URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!
+            let (server, url) = try await Self.serve(data)
             try await phone.run("set", "todo", "title", "Call the plumber", server: url)
             #expect(try await server.terminate().status == 0)
 
@@ -95,8 +102,7 @@ struct DeviceProcessTests {
             #expect(kept.contains(#"todo {body: "before Friday", title: "Call the plumber"}"#), "\(kept)")
 
             // The server comes back (on another port): the next sync sends the kept edit.
-            let again = try ChildProcess.start(["--data", data, "--port", "0"])
-            let newURL = URL(string: "http://127.0.0.1:\(try await again.waitForPort())")!
+            let (again, newURL) = try await Self.serve(data)
             let sent = try await phone.run("sync", server: newURL)
             #expect(sent.contains(#"phone: saved todo {body: "before Friday", title: "Call the plumber"}"#), "\(sent)")
             let fetched = try await laptop.run("sync", server: newURL)
@@ -108,10 +114,8 @@ struct DeviceProcessTests {
     @Test("a device with a wrong token, or none, is told so and changes nothing")
     func badToken() async throws {
         try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("server").path
-            _ = try await ChildProcess.run(["user", "add", "alice", "--data", data])
-            let server = try ChildProcess.start(["--data", data, "--port", "0"])
-            let url = URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!
+            let (data, _) = try await Self.addAlice(in: directory)
+            let (server, url) = try await Self.serve(data)
             let stranger = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: "lsk_not-a-real-token-0123456789")
             let refused = try await stranger.run("set", "n", "title", "x", server: url, expecting: 1)
             #expect(refused.contains("the server did not accept the token (notAuthenticated)"), "\(refused)")

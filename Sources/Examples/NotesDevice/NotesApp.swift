@@ -41,14 +41,7 @@ final class NotesApp: SyncEngineDelegate {
         case .fetchedRecordZoneChanges(let changes):
             for record in changes.modifications.map(\.record) where record.recordID.zoneID == NotesStore.zoneID {
                 let name = record.recordID.recordName
-                // The server's fields, except those edited here and not yet saved: those are sent next.
-                let merged = try store.update { contents in
-                    let mine = contents.unsaved[name] ?? []
-                    let local = contents.notes[name] ?? [:]
-                    let merged = record.textFields.merging(local.filter { mine.contains($0.key) }) { $1 }
-                    contents.notes[name] = merged
-                    return merged
-                }
+                let merged = try store.merge(record)
                 say("fetched \(describe(name, merged))")
             }
             for deletion in changes.deletions where deletion.recordID.zoneID == NotesStore.zoneID {
@@ -96,13 +89,7 @@ final class NotesApp: SyncEngineDelegate {
             // Another device saved the note first. Keep its fields, put this device's unsaved
             // edits on top, and send that on the server's change tag.
             guard let server = failure.error.serverRecord else { fallthrough }
-            let merged = try store.update { contents in
-                let mine = contents.unsaved[name] ?? []
-                let local = contents.notes[name] ?? [:]
-                let merged = server.textFields.merging(local.filter { mine.contains($0.key) }) { $1 }
-                contents.notes[name] = merged
-                return merged
-            }
+            let merged = try store.merge(server)
             say("conflict on \(name): another device saved it first; merged into the server's copy: \(describe(name, merged))")
             try syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(failure.record.recordID)])
         case .zoneNotFound, .userDeletedZone:
@@ -139,15 +126,4 @@ final class NotesApp: SyncEngineDelegate {
 /// `groceries {body: "milk", title: "Groceries"}`.
 func describe(_ name: String, _ fields: [String: String]) -> String {
     name + " {" + fields.sorted { $0.key < $1.key }.map { "\($0.key): \"\($0.value)\"" }.joined(separator: ", ") + "}"
-}
-
-extension Record {
-    /// The record's text fields.
-    var textFields: [String: String] {
-        var fields: [String: String] = [:]
-        for key in allKeys() {
-            if case .string(let text)? = self[key] { fields[key] = text }
-        }
-        return fields
-    }
 }

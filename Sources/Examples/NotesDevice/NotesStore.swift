@@ -55,6 +55,19 @@ final class NotesStore: Sendable {
         }
     }
 
+    /// Takes the server's copy of a note: its fields, except those edited here and not yet
+    /// saved, which are sent next. Returns the note's fields now.
+    func merge(_ record: Record) throws -> [String: String] {
+        let name = record.recordID.recordName
+        return try update { contents in
+            let mine = contents.unsaved[name] ?? []
+            let local = contents.notes[name] ?? [:]
+            let merged = record.textFields.merging(local.filter { mine.contains($0.key) }) { $1 }
+            contents.notes[name] = merged
+            return merged
+        }
+    }
+
     /// A note's fields, or `nil` if the device has no such note.
     func note(_ name: String) -> [String: String]? { read { $0.notes[name] } }
 }
@@ -63,4 +76,15 @@ final class NotesStore: Sendable {
 struct NotesDeviceError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
+}
+
+extension Record {
+    /// The record's text fields.
+    var textFields: [String: String] {
+        var fields: [String: String] = [:]
+        for key in allKeys() {
+            if case .string(let text)? = self[key] { fields[key] = text }
+        }
+        return fields
+    }
 }
