@@ -83,7 +83,43 @@ extension ServerDatabase {
     /// reported: they may be of records an earlier page returned.
     func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
         try request.validate()
-        return try read { snapshot in
+        // Another user's zone is never in a private database; the user's own zone, named with
+        // the user's record name as owner, is answered in that spelling (F127, F138).
+        guard let kept = ownZoneID(request.zoneID) else { throw foreignZoneReadError(request.zoneID) }
+        guard kept != request.zoneID else { return try fetchOwnZoneChanges(request, for: device) }
+        var owned = request
+        owned.zoneID = kept
+        owned.since = request.since.map {
+            ZoneChangeToken(
+                zoneID: kept, incarnation: $0.incarnation, offset: $0.offset, database: $0.database, listingStart: $0.listingStart)
+        }
+        let asked = request.zoneID
+        var spelling = RequestSpelling<RecordZone.ID>()
+        spelling.note(kept: kept, asked: asked)
+        let response: FetchZoneChangesResponse
+        do {
+            response = try fetchOwnZoneChanges(owned, for: device)
+        } catch let error as SyncError {
+            throw error.respelt(records: .init(), zones: spelling)
+        }
+        var respelt = response
+        respelt.zoneID = asked
+        respelt.changeToken = ZoneChangeToken(
+            zoneID: asked, incarnation: response.changeToken.incarnation, offset: response.changeToken.offset,
+            database: response.changeToken.database, listingStart: response.changeToken.listingStart)
+        respelt.modifications = response.modifications.map {
+            RecordZoneChange.Modification(record: $0.record.renamingZone(kept, to: asked))
+        }
+        respelt.deletions = response.deletions.map {
+            RecordZoneChange.Deletion(
+                recordID: Record.ID(recordName: $0.recordID.recordName, zoneID: asked), recordType: $0.recordType)
+        }
+        return respelt
+    }
+
+    /// `fetchZoneChanges` of a zone named by the ID this database keeps it under.
+    private func fetchOwnZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
+        try read { snapshot in
             let zoneID = request.zoneID
             guard let zone = try snapshot.zone(zoneID), zone.isLive else {
                 throw try zoneError(zoneID, snapshot)

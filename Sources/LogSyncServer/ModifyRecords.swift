@@ -11,6 +11,55 @@ extension ServerDatabase {
         if scope == .public {
             throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
+        // A record in another user's zone fails alone (invalidArguments); the others are decided
+        // under the zone IDs the database keeps, and answered in the request's spelling (F127,
+        // F138). A request refused whole this way writes nothing, not even its request ID.
+        var refused = ModifyRecordsResponse()
+        var spelling = RequestSpelling<Record.ID>()
+        var owned = request
+        owned.recordsToSave = []
+        owned.recordIDsToDelete = []
+        for record in request.recordsToSave {
+            let zoneID = record.recordID.zoneID
+            guard let kept = ownZoneID(zoneID) else {
+                refused.saveResults[record.recordID] = .failure(
+                    foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
+                continue
+            }
+            let ownRecord = kept == zoneID ? record : record.renamingZone(zoneID, to: kept)
+            spelling.note(kept: ownRecord.recordID, asked: record.recordID)
+            owned.recordsToSave.append(ownRecord)
+        }
+        for recordID in request.recordIDsToDelete {
+            guard let kept = ownZoneID(recordID.zoneID) else {
+                refused.deleteResults[recordID] = .failure(
+                    foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
+                continue
+            }
+            let ownID = Record.ID(recordName: recordID.recordName, zoneID: kept)
+            spelling.note(kept: ownID, asked: recordID)
+            owned.recordIDsToDelete.append(ownID)
+        }
+        guard !owned.recordsToSave.isEmpty || !owned.recordIDsToDelete.isEmpty else { return refused }
+        var response = try modifyOwnRecords(owned, from: device)
+        if !spelling.isEmpty {
+            response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
+                (spelling.asked(id),
+                 result.map { $0.respelt(spelling) }.mapError { $0.respelt(records: spelling, zones: .init()) })
+            })
+            response.deleteResults = Dictionary(uniqueKeysWithValues: response.deleteResults.map { id, result in
+                (spelling.asked(id), result.mapError { $0.respelt(records: spelling, zones: .init()) })
+            })
+        }
+        response.saveResults.merge(refused.saveResults) { own, _ in own }
+        response.deleteResults.merge(refused.deleteResults) { own, _ in own }
+        return response
+    }
+
+    /// `modifyRecords` for records of this database's own zones, named by the IDs it keeps them
+    /// under.
+    private func modifyOwnRecords(_ request: ModifyRecordsRequest, from device: DeviceID?) throws -> ModifyRecordsResponse {
+        try request.validate()  // two spellings of one record name it twice
         // Only a request with an ID is ever compared with another (F160); the fingerprint encodes
         // every record, so a request without an ID skips it.
         let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)

@@ -133,6 +133,51 @@ final class ServerDatabase: Sendable {
             for zoneID in request.zoneIDsToDelete { response.deleteResults[zoneID] = .failure(error(zoneID)) }
             return response
         }
+        // Another user's zone fails alone (invalidArguments); the user's own zones are decided
+        // under the ID the database keeps, and answered in the request's spelling (F127, F138).
+        var refused = ModifyZonesResponse()
+        var spelling = RequestSpelling<RecordZone.ID>()
+        var owned = ModifyZonesRequest()
+        for zone in request.zonesToSave {
+            guard let kept = ownZoneID(zone.zoneID) else {
+                refused.saveResults[zone.zoneID] = .failure(foreignZoneWriteError(zone.zoneID, item: .zone(zone.zoneID)))
+                continue
+            }
+            spelling.note(kept: kept, asked: zone.zoneID)
+            var ownZone = zone
+            ownZone.zoneID = kept
+            owned.zonesToSave.append(ownZone)
+        }
+        for zoneID in request.zoneIDsToDelete {
+            guard let kept = ownZoneID(zoneID) else {
+                refused.deleteResults[zoneID] = .failure(foreignZoneWriteError(zoneID, item: .zone(zoneID)))
+                continue
+            }
+            spelling.note(kept: kept, asked: zoneID)
+            owned.zoneIDsToDelete.append(kept)
+        }
+        try owned.validate()  // two spellings of one zone name it twice
+        guard !owned.zonesToSave.isEmpty || !owned.zoneIDsToDelete.isEmpty else { return refused }
+        var response = try modifyOwnZones(owned, from: device)
+        if !spelling.isEmpty {
+            response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
+                (spelling.asked(id), result.map { zone in
+                    var zone = zone
+                    zone.zoneID = spelling.asked(id)
+                    return zone
+                }.mapError { $0.respelt(records: .init(), zones: spelling) })
+            })
+            response.deleteResults = Dictionary(uniqueKeysWithValues: response.deleteResults.map { id, result in
+                (spelling.asked(id), result.mapError { $0.respelt(records: .init(), zones: spelling) })
+            })
+        }
+        response.saveResults.merge(refused.saveResults) { own, _ in own }
+        response.deleteResults.merge(refused.deleteResults) { own, _ in own }
+        return response
+    }
+
+    /// Saves and deletes zones of this private database, named by the IDs it keeps them under.
+    private func modifyOwnZones(_ request: ModifyZonesRequest, from device: DeviceID?) throws -> ModifyZonesResponse {
         let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyZonesResponse) in
             var entries: [ServerEntry] = []
             var response = ModifyZonesResponse()
@@ -178,10 +223,15 @@ final class ServerDatabase: Sendable {
             var response = FetchZonesResponse()
             if let zoneIDs = request.zoneIDs {
                 for zoneID in zoneIDs {
-                    if let state = try snapshot.zone(zoneID), state.isLive {
+                    // Another user's zone is never in a private database (F138).
+                    guard let kept = ownZoneID(zoneID) else {
+                        response.results[zoneID] = .failure(foreignZoneReadError(zoneID))
+                        continue
+                    }
+                    if let state = try snapshot.zone(kept), state.isLive {
                         response.results[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
                     } else {
-                        response.results[zoneID] = .failure(try zoneError(zoneID, snapshot))
+                        response.results[zoneID] = .failure(try zoneError(kept, snapshot, item: .zone(zoneID)))
                     }
                 }
             } else {
@@ -275,12 +325,22 @@ final class ServerDatabase: Sendable {
                         item: .subscription(id)))
                     continue
                 }
-                if case .recordZone(let zoneID) = subscription.kind, try snapshot.zone(zoneID)?.isLive != true {
-                    response.saveResults[id] = .failure(try zoneError(zoneID, snapshot, item: .subscription(id)))
-                    continue
+                // A zone subscription is kept under the zone's own ID; one of another user's zone
+                // fails (F127, F138).
+                var kept = subscription
+                if case .recordZone(let zoneID) = subscription.kind {
+                    guard let ownZone = ownZoneID(zoneID) else {
+                        response.saveResults[id] = .failure(foreignZoneWriteError(zoneID, item: .subscription(id)))
+                        continue
+                    }
+                    guard try snapshot.zone(ownZone)?.isLive == true else {
+                        response.saveResults[id] = .failure(try zoneError(ownZone, snapshot, item: .subscription(id)))
+                        continue
+                    }
+                    kept.kind = .recordZone(ownZone)
                 }
                 // Saving the same subscription again changes nothing (F155).
-                if existing[id] != subscription { entries.append(.subscriptionSaved(subscription)) }
+                if existing[id] != kept { entries.append(.subscriptionSaved(kept)) }
                 response.saveResults[id] = .success(subscription)
             }
             for id in request.subscriptionIDsToDelete {

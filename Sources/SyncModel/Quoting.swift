@@ -1,5 +1,5 @@
 /// Quotes a name for a one-line message, escaping quotes, backslashes and control characters.
-func quoted(_ text: String) -> String {
+package func quoted(_ text: String) -> String {
     var out = "\""
     for scalar in text.unicodeScalars {
         switch scalar {

@@ -152,6 +152,34 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         applySystemFields(other.systemFields)
     }
 
+    /// The same record with every ID in zone `old` (its own ID, its parent, its references, in
+    /// lists too) moved to zone `new`; everything else, changed keys included, stays as it is.
+    ///
+    /// A server uses it when two IDs name one zone, such as `__defaultOwner__` and the user's
+    /// record name as owner of a private database's zone: it keeps one spelling and answers in
+    /// the request's.
+    package func renamingZone(_ old: RecordZone.ID, to new: RecordZone.ID) -> Record {
+        func moved(_ id: ID) -> ID { id.zoneID == old ? ID(recordName: id.recordName, zoneID: new) : id }
+        func moved(_ value: RecordValue) -> RecordValue {
+            switch value {
+            case .reference(var reference):
+                reference.recordID = moved(reference.recordID)
+                return .reference(reference)
+            case .list(let elements):
+                return .list(elements.map(moved))
+            default:
+                return value
+            }
+        }
+        var copy = Record(recordType: recordType, recordID: moved(recordID))
+        copy.systemFields = systemFields
+        copy.parent = parent.map { Reference(recordID: moved($0.recordID), action: $0.action) }
+        copy.values = values.mapValues(moved)
+        copy.changed = changed
+        copy.parentChanged = parentChanged
+        return copy
+    }
+
     // MARK: Size
 
     /// The approximate size of the record's non-asset field data in bytes, for the 1 MB limit.

@@ -94,13 +94,16 @@ struct SecurityTests {
             let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
             let bob = live.client(LiveServer.bobToken).database()
 
+            // Bob has no Notes zone of his own (zoneNotFound), and his private database holds no
+            // zone of another owner (invalidArguments, F127).
             let alicesZone = RecordZone.ID(zoneName: "Notes", ownerName: aliceRecordName)
             let response = try await bob.modifyRecords(
                 saving: [Self.note("secret", "bob was here"), Self.note("secret", "bob was here", zone: alicesZone)],
                 deleting: [], savePolicy: .allKeys, atomically: false)
-            for result in response.saveResults.values {
+            let expected: [RecordZone.ID: SyncError.Code] = [Self.notes: .zoneNotFound, alicesZone: .invalidArguments]
+            for (id, result) in response.saveResults {
                 guard case .failure(let error) = result else { Issue.record("bob saved into a zone of alice's"); continue }
-                #expect(error.code == .zoneNotFound)
+                #expect(error.code == expected[id.zoneID], "\(id)")
             }
             let deletion = try await bob.modifyRecords(
                 saving: [], deleting: [Record.ID(recordName: "secret", zoneID: Self.notes)], savePolicy: .allKeys)
@@ -146,6 +149,100 @@ struct SecurityTests {
             #expect(write.saveResults.values.allSatisfy { if case .failure = $0 { true } else { false } })
             #expect(try live.lastOffset(of: "alice") == before)
             #expect(try live.lastOffset(of: "alice", scope: .shared) == LogOffset(rawValue: 0))
+        }
+    }
+
+    // F127 F138: bob saves a zone named with alice's owner name into his private database. The
+    // zone fails alone (200, per-item invalidArguments naming the zone and the owner), nothing is
+    // written, and alice's zone and record are as they were. Deleting it by that name is
+    // refused the same way.
+    @Test("F127 F138 a zone of another owner in a private database: per-item invalidArguments, nothing written")
+    func zoneOfAnotherOwner() async throws {
+        try await withLiveServer { live, _ in
+            try await Self.aliceHasANote(live)
+            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
+            let alicesZone = RecordZone.ID(zoneName: "Notes", ownerName: aliceRecordName)
+            let before = try [live.lastOffset(of: "alice"), live.lastOffset(of: "bob")]
+
+            let raw = try await rawRequest(
+                live, "/v1/databases/private/modifyZones", headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
+                body: Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: alicesZone)]), as: .protobuf))
+            #expect(raw.status == 200, "\(raw)")
+            let answer = try Wire.decode(ModifyZonesResponse.self, from: raw.body, as: .protobuf)
+            guard case .failure(let error)? = answer.saveResults[alicesZone] else {
+                Issue.record("bob's private database took a zone of alice's: \(answer)")
+                return
+            }
+            #expect(error.code == .invalidArguments)
+            #expect(error.item == .zone(alicesZone))
+            #expect(error.message.contains(aliceRecordName) && error.message.contains("Notes"), "\(error)")
+
+            let bob = live.client(LiveServer.bobToken, device: "laptop").database()
+            let deletion = try await bob.modifyZones(saving: [], deleting: [alicesZone])
+            guard case .failure(let deleteError)? = deletion.deleteResults[alicesZone] else {
+                Issue.record("bob deleted a zone of alice's")
+                return
+            }
+            #expect(deleteError.code == .invalidArguments)
+            #expect(try [live.lastOffset(of: "alice"), live.lastOffset(of: "bob")] == before)
+            #expect(try await bob.fetchAllZones().map(\.zoneID) == [.default])
+            let alices = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(zoneID: Self.notes, since: nil)
+            #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
+        }
+    }
+
+    // F120 F138: bob asks his shared database for alice's zone by her owner name: 404
+    // zoneNotFound, byte for byte the answer for a zone alice does not have. His zone saves and
+    // deletions there get badDatabase per zone (F120, F147), and alice's logs stay as they were.
+    @Test("F120 F138 alice's zone through bob's shared database: 404 zoneNotFound, identical whether or not it exists")
+    func sharedDatabaseRead() async throws {
+        try await withLiveServer { live, _ in
+            try await Self.aliceHasANote(live)
+            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
+            let before = try [live.lastOffset(of: "alice"), live.lastOffset(of: "alice", scope: .shared)]
+            let bobShared = live.client(LiveServer.bobToken, device: "laptop").database(.shared)
+            var answers: [String: RawResponse] = [:]
+            for zoneName in ["Notes", "Nothing"] {
+                let zone = RecordZone.ID(zoneName: zoneName, ownerName: aliceRecordName)
+                let raw = try await rawRequest(
+                    live, "/v1/databases/shared/fetchZoneChanges",
+                    headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
+                    body: Wire.encode(FetchZoneChangesRequest(zoneID: zone), as: .protobuf))
+                #expect(raw.status == 404, "\(raw)")
+                #expect(try raw.error().code == .zoneNotFound)
+                #expect(try raw.error().item == .zone(zone))
+                answers[zoneName] = raw
+
+                let fetched = try await bobShared.fetchZones([zone])
+                guard case .failure(let error)? = fetched.results[zone] else {
+                    Issue.record("bob fetched \(zone) through his shared database")
+                    continue
+                }
+                #expect(error.code == .zoneNotFound)
+
+                let modified = try await bobShared.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
+                guard case .failure(let saveError)? = modified.saveResults[zone] else {
+                    Issue.record("bob created \(zone) in his shared database")
+                    continue
+                }
+                #expect(saveError.code == .badDatabase)
+                let deleted = try await bobShared.modifyZones(saving: [], deleting: [zone])
+                guard case .failure(let deleteError)? = deleted.deleteResults[zone] else {
+                    Issue.record("bob deleted \(zone) through his shared database")
+                    continue
+                }
+                #expect(deleteError.code == .badDatabase)
+            }
+            let existing = try #require(answers["Notes"]), missing = try #require(answers["Nothing"])
+            // The whole error, once the zone name is swapped: code, message, item, everything else.
+            var expected = try missing.error()
+            expected.message = expected.message.replacingOccurrences(of: "Nothing", with: "Notes")
+            expected.item = .zone(RecordZone.ID(zoneName: "Notes", ownerName: aliceRecordName))
+            #expect(try existing.error() == expected)
+            #expect(existing.header("Content-Type") == missing.header("Content-Type"))
+            #expect(try [live.lastOffset(of: "alice"), live.lastOffset(of: "alice", scope: .shared)] == before)
+            #expect(try live.lastOffset(of: "bob", scope: .shared) == LogOffset(rawValue: 0))
+            #expect(try await bobShared.fetchAllZones().isEmpty)
         }
     }
 
