@@ -17,7 +17,7 @@ struct ServerProcessTests {
             let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(token.hasPrefix("lsk_") && !token.contains(" "))
             let tokenFile = try String(contentsOf: data.appendingPathComponent("tokens"), encoding: .utf8)
-            #expect(tokenFile.contains("\(token) alice\n"))
+            #expect(tokenFile.contains(/\nsha256:[0-9a-f]{64} alice\n/) && !tokenFile.contains(token), "\(tokenFile)")
             let permissions = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("tokens").path)[.posixPermissions] as? Int
             #expect(permissions == 0o600)
 

@@ -6,7 +6,7 @@ import Foundation
 struct LogSyncServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-server",
-        abstract: "Serve LogSync databases over HTTP, with push and bearer-token authentication.",
+        abstract: "Serve LogSync databases over HTTP or HTTPS, with push and bearer-token authentication.",
         discussion: """
             With no subcommand, `serve` runs: `logsync-server --data DIR --port N` serves DIR on \
             127.0.0.1:N. `logsync-server serve --help` explains every flag of the server.
@@ -27,7 +27,7 @@ struct DataOptions: ParsableArguments {
     var data: String
 
     @Option(name: .long, help: ArgumentHelp(
-        "The token file (\"<token> <user ID>\" per line). Default: <dir>/tokens.", valueName: "file"))
+        "The token file (\"sha256:<digest of the token> <user ID>\" per line). Default: <dir>/tokens.", valueName: "file"))
     var tokens: String?
 
     var dataURL: URL { URL(fileURLWithPath: data, isDirectory: true) }

@@ -7,20 +7,21 @@ import LogSyncServer
 struct User: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the users who may connect.",
-        subcommands: [Add.self])
+        subcommands: [Add.self, Rehash.self])
 
     /// `logsync-server user add USER`: a new token for a user.
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Give USER a new bearer token, append it to the token file and print it.",
+            abstract: "Give USER a new bearer token, append its digest to the token file and print it.",
             discussion: """
                 The token is printed alone on standard output, for scripts:
 
                     TOKEN=$(logsync-server user add alice --data ./data)
 
-                A user may have several tokens (one per device, say). A running server picks up \
-                the new token on its next request that presents it. The token file is created \
-                readable by its owner only; keep it private.
+                The token file keeps only the token's SHA-256 digest, so this is the only time the \
+                token is shown. A user may have several tokens (one per device, say). A running \
+                server picks up the new token on its next request that presents it. The token file \
+                is created readable by its owner only; keep it private.
                 """)
 
         @Argument(help: ArgumentHelp("The user ID: any text on one line, such as an e-mail address.", valueName: "user"))
@@ -37,6 +38,32 @@ struct User: ParsableCommand {
                 throw ExitCode.failure
             }
             print(token)
+        }
+    }
+
+    /// `logsync-server user rehash`: replaces tokens kept in the clear by their digests.
+    struct Rehash: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace the tokens the token file holds in the clear by their SHA-256 digests.",
+            discussion: """
+                Token files written before tokens were hashed hold "<token> <user ID>" lines. They \
+                still work, and the server warns about them when it reads the file; this command \
+                rewrites them as "sha256:<digest> <user ID>" lines, keeping every other line. The \
+                tokens stay valid, so devices and a running server need nothing. Prints how many \
+                lines changed.
+                """)
+
+        @OptionGroup var data: DataOptions
+
+        func run() throws {
+            let count: Int
+            do {
+                count = try TokenStore.rehash(file: data.tokensURL)
+            } catch {
+                FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
+                throw ExitCode.failure
+            }
+            print(count == 1 ? "1 token rehashed" : "\(count) tokens rehashed")
         }
     }
 }
