@@ -4,6 +4,7 @@ import Logging
 import LogSyncWire
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import SyncModel
 
 /// A connection to a LogSync server over HTTP, for one user (a bearer token) on one device.
@@ -21,12 +22,17 @@ import SyncModel
 /// error body, and `serverResponseLost` when the answer to a `modifyRecords` is lost after the
 /// request may have been applied (F103: the engine resends it with the same request ID).
 ///
+/// An `https://` server URL is checked against the system's trust store, or against
+/// ``Configuration/tlsConfiguration`` when set (a private CA, say). A certificate that is not
+/// trusted is a `networkFailure` naming the certificate problem: nothing was sent, and the engine
+/// keeps the changes and retries, as for a server it cannot reach (Docs/Protocol.md, "TLS").
+///
 /// Requests share one process-wide HTTP client, so nothing needs shutting down; call ``close()``
 /// to end the push streams of this client's databases.
 public final class HTTPSyncClient: Sendable {
     /// Where the server is and who is asking.
     public struct Configuration: Sendable {
-        /// The server's base URL, such as `http://127.0.0.1:8080`.
+        /// The server's base URL, such as `http://127.0.0.1:8080` or `https://sync.example.com`.
         public var serverURL: URL
         /// The bearer token standing for the user (see `logsync-server user add`).
         public var token: String
@@ -46,13 +52,28 @@ public final class HTTPSyncClient: Sendable {
         public var clock: any Clock<Duration>
         /// Where requests (`.trace`) and push channel events (`.debug`) are logged; silent by default.
         public var logger: Logger
+        /// The TLS settings of an `https://` server URL, for requests and push channels alike;
+        /// `nil` (the default) verifies the server against the system's trust store. To trust a
+        /// private CA:
+        ///
+        /// ```swift
+        /// var tls = TLSConfiguration.makeClientConfiguration()
+        /// tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile("ca.pem"))
+        /// let client = HTTPSyncClient(.init(serverURL: url, token: token, tlsConfiguration: tls))
+        /// ```
+        ///
+        /// Ignored for `http://` URLs. Push channels (swift-websocket) send the URL's host as
+        /// the TLS server name, which NIOSSL refuses for an IP address: give an `https://` URL
+        /// a host name, not an address, if its push channels are to connect.
+        public var tlsConfiguration: TLSConfiguration?
 
         public init(
             serverURL: URL, token: String, device: DeviceID? = nil, format: WireFormat = .protobuf,
             requestTimeout: Duration = .seconds(60), maxResponseBytes: Int = 64 << 20,
             reconnect: ReconnectPolicy = ReconnectPolicy(), receivesOwnChanges: Bool = false,
             clock: any Clock<Duration> = ContinuousClock(),
-            logger: Logger = Logger(label: "logsync.http.client", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger: Logger = Logger(label: "logsync.http.client", factory: { _ in SwiftLogNoOpLogHandler() }),
+            tlsConfiguration: TLSConfiguration? = nil
         ) {
             self.serverURL = serverURL
             self.token = token
@@ -64,6 +85,7 @@ public final class HTTPSyncClient: Sendable {
             self.receivesOwnChanges = receivesOwnChanges
             self.clock = clock
             self.logger = logger
+            self.tlsConfiguration = tlsConfiguration
         }
     }
 
@@ -97,7 +119,9 @@ public final class HTTPSyncClient: Sendable {
     // MARK: Requests
 
     /// The HTTP client of every `HTTPSyncClient` in the process: no redirects, no retries of
-    /// failed connections (the engine schedules its own), a 10-second connect timeout.
+    /// failed connections (the engine schedules its own), a 10-second connect timeout. A
+    /// client's ``Configuration/tlsConfiguration`` travels with each request; the connection
+    /// pool keeps connections of different TLS settings apart.
     static let httpClient: HTTPClient = {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10)), decompression: .disabled)
@@ -122,6 +146,7 @@ public final class HTTPSyncClient: Sendable {
         request.headers.add(name: "Accept", value: format.mediaType)
         if let device = configuration.device { request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue) }
         request.body = .bytes(ByteBuffer(bytes: body))
+        request.tlsConfiguration = configuration.tlsConfiguration
 
         let status: Int
         let headers: HTTPHeaders

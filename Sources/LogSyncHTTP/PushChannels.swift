@@ -148,7 +148,9 @@ struct PushChannel: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
-                try await WebSocketClient.connect(url: url, configuration: wsConfiguration, logger: logger) {
+                try await WebSocketClient.connect(
+                    url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration, logger: logger
+                ) {
                     [continuation, registry, id, scope, logger] inbound, _, _ in
                     for try await message in inbound.messages(maxSize: 1 << 20) {
                         let frame: PushFrame

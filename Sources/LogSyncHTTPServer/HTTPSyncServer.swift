@@ -1,10 +1,13 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import LogSyncServer
 import LogSyncWire
 import NIOCore
+import NIOSSL
 import ServiceLifecycle
 import Synchronization
 import SyncModel
@@ -15,6 +18,13 @@ import SyncModel
 /// ```swift
 /// let http = HTTPSyncServer(server: syncServer, tokens: try TokenStore(file: tokensFile))
 /// try await http.application().runService()          // until SIGINT or SIGTERM
+/// ```
+///
+/// With ``Configuration/tlsConfiguration`` set, it serves HTTPS, and push channels are `wss`:
+///
+/// ```swift
+/// let tls = try HTTPSyncServer.tlsConfiguration(certificateChainFile: chainPEM, privateKeyFile: keyPEM)
+/// let http = HTTPSyncServer(server: syncServer, tokens: tokens, configuration: .init(port: 8443, tlsConfiguration: tls))
 /// ```
 ///
 /// The user of a request is the one its bearer token stands for, and only that user's databases
@@ -35,15 +45,22 @@ public struct HTTPSyncServer: Sendable {
         public var maxRequestBodyBytes: Int
         /// How long a closing push channel waits for the client's close frame.
         public var pushCloseTimeout: Duration
+        /// The server side of TLS (NIOSSL's, as Hummingbird takes it): with one, every
+        /// connection is TLS, requests are HTTPS and push channels `wss`; without one (the
+        /// default), plain HTTP, for loopback or behind a proxy that terminates TLS.
+        /// ``HTTPSyncServer/tlsConfiguration(certificateChainFile:privateKeyFile:)`` makes one from
+        /// PEM files.
+        public var tlsConfiguration: TLSConfiguration?
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, maxRequestBodyBytes: Int = 8 << 20,
-            pushCloseTimeout: Duration = .seconds(2)
+            pushCloseTimeout: Duration = .seconds(2), tlsConfiguration: TLSConfiguration? = nil
         ) {
             self.host = host
             self.port = port
             self.maxRequestBodyBytes = maxRequestBodyBytes
             self.pushCloseTimeout = pushCloseTimeout
+            self.tlsConfiguration = tlsConfiguration
         }
     }
 
@@ -73,9 +90,12 @@ public struct HTTPSyncServer: Sendable {
 
     /// The Hummingbird application serving the routes; `onListening` is called with the bound
     /// port once the server accepts connections.
+    ///
+    /// - Throws: NIOSSL's error if ``Configuration/tlsConfiguration`` is unusable (a private key
+    ///   that does not match the certificate, say).
     public func application(
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
-    ) -> some ApplicationProtocol {
+    ) throws -> some ApplicationProtocol {
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: UnknownRouteMiddleware())
         let routes = OperationRoutes(http: self)
@@ -91,17 +111,27 @@ public struct HTTPSyncServer: Sendable {
         wsConfiguration.closeTimeout = configuration.pushCloseTimeout
         let logger = self.logger
         let shutdownHook = PushShutdownService(server: server)
+        let upgradeConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(ws: wsConfiguration)
+        let shouldUpgrade: @Sendable (HTTPRequest, any Channel, Logger) async throws
+            -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, _, _ in
+                push.shouldUpgrade(head)
+            }
+        if let tls = configuration.tlsConfiguration {
+            // Checked now, so that a key not matching its certificate fails here, not per connection.
+            _ = try NIOSSLContext(configuration: tls)
+        }
+        let scheme = configuration.tlsConfiguration == nil ? "http" : "https"
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(configuration: .init(ws: wsConfiguration)) { head, _, _ in
-                push.shouldUpgrade(head)
-            },
+            server: try configuration.tlsConfiguration.map { tls in
+                try .tls(.http1WebSocketUpgrade(configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade), tlsConfiguration: tls)
+            } ?? .http1WebSocketUpgrade(configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server"),
             services: [shutdownHook],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
+                logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "scheme": "\(scheme)"])
                 await onListening(port)
             },
             logger: logger)
@@ -115,6 +145,60 @@ extension HTTPSyncServer {
     /// - Throws: The server's error, such as a port already in use.
     public func runUntilSignalled() async throws {
         try await application().runService(gracefulShutdownSignals: [.sigterm, .sigint])
+    }
+
+    /// A file of ``tlsConfiguration(certificateChainFile:privateKeyFile:)`` that cannot be used.
+    public struct TLSFileError: Error, CustomStringConvertible, Sendable {
+        /// The file.
+        public let path: String
+        /// What is wrong.
+        public let problem: String
+
+        public var description: String { "TLS file \(path): \(problem)" }
+    }
+
+    /// The server side of TLS from PEM files: the certificate chain (the server's certificate
+    /// first, then any intermediates) and its unencrypted private key. Client certificates are
+    /// not asked for; NIOSSL's defaults choose the protocol versions (TLS 1.2 and later) and
+    /// ciphers.
+    ///
+    /// ```swift
+    /// let tls = try HTTPSyncServer.tlsConfiguration(
+    ///     certificateChainFile: URL(fileURLWithPath: "/etc/logsync/fullchain.pem"),
+    ///     privateKeyFile: URL(fileURLWithPath: "/etc/logsync/privkey.pem"))
+    /// ```
+    ///
+    /// - Throws: ``TLSFileError`` naming the file that is missing, holds no PEM certificate or
+    ///   key, or (for the key) does not match the certificate.
+    public static func tlsConfiguration(certificateChainFile: URL, privateKeyFile: URL) throws(TLSFileError) -> TLSConfiguration {
+        for file in [certificateChainFile, privateKeyFile] where !FileManager.default.isReadableFile(atPath: file.path) {
+            throw TLSFileError(path: file.path, problem: "no such readable file")
+        }
+        let chain: [NIOSSLCertificate]
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificateChainFile.path)
+        } catch {
+            throw TLSFileError(path: certificateChainFile.path, problem: "not a PEM certificate chain (\(error))")
+        }
+        guard !chain.isEmpty else {
+            throw TLSFileError(path: certificateChainFile.path, problem: "holds no PEM certificate")
+        }
+        let key: NIOSSLPrivateKey
+        do {
+            key = try NIOSSLPrivateKey(file: privateKeyFile.path, format: .pem)
+        } catch {
+            throw TLSFileError(path: privateKeyFile.path, problem: "not an unencrypted PEM private key (\(error))")
+        }
+        let configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        do {
+            _ = try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw TLSFileError(
+                path: privateKeyFile.path,
+                problem: "refused with the certificate of \(certificateChainFile.path); is it that certificate's key? (\(error))")
+        }
+        return configuration
     }
 }
 

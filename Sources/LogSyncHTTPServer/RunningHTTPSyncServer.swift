@@ -28,10 +28,11 @@ public final class RunningHTTPSyncServer: Sendable {
 
     /// Starts `http` and returns once it accepts connections.
     ///
-    /// - Throws: The server's error if it stops before listening (the port is taken, say).
+    /// - Throws: The server's error if it stops before listening (the port is taken, say), or
+    ///   if its TLS configuration is unusable.
     public static func start(_ http: HTTPSyncServer) async throws -> RunningHTTPSyncServer {
         let (ports, listening) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
-        let application = http.application { port in
+        let application = try http.application { port in
             listening.yield(port)
             listening.finish()
         }

@@ -13,8 +13,12 @@ struct Serve: AsyncParsableCommand {
             the server stops accepting connections, lets requests in flight finish, closes push \
             channels, and exits with status 0; no committed change is lost.
 
+            With --tls-certificate and --tls-key the server speaks HTTPS only (and push channels \
+            are wss); without them, plain HTTP: keep it on loopback or behind a reverse proxy \
+            that terminates TLS.
+
             Logs go to standard error, one line per event with its fields \
-            (`listening host=… port=…` once the server accepts connections).
+            (`listening host=… port=… scheme=http|https` once the server accepts connections).
             """)
 
     @OptionGroup var data: DataOptions
@@ -32,6 +36,15 @@ struct Serve: AsyncParsableCommand {
     var maxBodyBytes = 8 << 20
 
     @Option(name: .long, help: ArgumentHelp(
+        "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
+        valueName: "file"))
+    var tlsCertificate: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The unencrypted PEM private key of --tls-certificate. Requires --tls-certificate.", valueName: "file"))
+    var tlsKey: String?
+
+    @Option(name: .long, help: ArgumentHelp(
         "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
         valueName: "level"))
     var logLevel = "info"
@@ -42,6 +55,8 @@ struct Serve: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
+        if tlsCertificate != nil, tlsKey == nil { throw ValidationError("--tls-certificate needs --tls-key (the certificate's private key)") }
+        if tlsKey != nil, tlsCertificate == nil { throw ValidationError("--tls-key needs --tls-certificate (the key's certificate chain)") }
     }
 
     func run() async throws {
@@ -54,9 +69,14 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "logsync-server")
         let tokens: TokenStore
         let server: SyncServer
+        var httpConfiguration = HTTPSyncServer.Configuration(host: host, port: port, maxRequestBodyBytes: maxBodyBytes)
         do {
+            if let tlsCertificate, let tlsKey {
+                httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(
+                    certificateChainFile: URL(fileURLWithPath: tlsCertificate), privateKeyFile: URL(fileURLWithPath: tlsKey))
+            }
             try FileManager.default.createDirectory(at: data.dataURL, withIntermediateDirectories: true)
-            tokens = try TokenStore(file: data.tokensURL)
+            tokens = try TokenStore(file: data.tokensURL, logger: logger)
             server = try SyncServer(SyncServer.Configuration(directory: data.dataURL, durability: .durable))
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
@@ -69,9 +89,7 @@ struct Serve: AsyncParsableCommand {
         logger.info("starting", metadata: [
             "data": "\(data.dataURL.path)", "tokens": "\(data.tokensURL.path)", "users": "\(tokens.count)",
         ])
-        let http = HTTPSyncServer(
-            server: server, tokens: tokens,
-            configuration: .init(host: host, port: port, maxRequestBodyBytes: maxBodyBytes), logger: logger)
+        let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
         do {
             try await http.runUntilSignalled()
         } catch {
