@@ -60,6 +60,9 @@ final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, out[1], 1)
         posix_spawn_file_actions_adddup2(&actions, err[1], 2)
+        // Nothing else of this process's: its servers' listening sockets above all, which a
+        // child holding them would keep open after the test stopped the server.
+        try closeFrom3(&actions)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -97,6 +100,18 @@ final class ChildProcess: Sendable {
         }
         reaper.start()
         return child
+    }
+
+    /// `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (glibc 2.34 and later), looked up
+    /// at run time since the Glibc module does not export it: every descriptor from 3 up is
+    /// closed in the child, atomically, however many other threads open and close meanwhile.
+    private static func closeFrom3(_ actions: inout posix_spawn_file_actions_t) throws {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
+            throw TestFailure("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
+        }
+        let result = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+        guard result == 0 else { throw TestFailure("posix_spawn_file_actions_addclosefrom_np failed: \(result)") }
     }
 
     /// Runs `program arguments` (by default `logsync-server`) to its end.

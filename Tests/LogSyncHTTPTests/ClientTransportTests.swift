@@ -16,13 +16,10 @@ struct ClientTransportTests {
     // F89: no server listening is a network failure, which the engine retries.
     @Test("F89 a server that is not there: networkFailure, transient")
     func noServer() async throws {
-        // Take a free port, then stop listening on it.
-        let port = try await withTemporaryDirectory { directory in
-            let live = try await LiveServer.start(in: directory)
-            let port = live.port
-            try await live.stop()
-            return port
-        }
+        // A port bound but not listening, held for the whole test so no other server takes it.
+        let socket = try #require(try LoopbackSocket())
+        let port = socket.port
+        defer { withExtendedLifetime(socket) {} }
         let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken))
         for operation in [WireOperation.fetchDatabaseChanges, .modifyRecords] {
             let error = await #expect(throws: SyncError.self) {

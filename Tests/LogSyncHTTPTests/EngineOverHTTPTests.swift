@@ -84,8 +84,9 @@ struct EngineOverHTTPTests {
     func serverRestart() async throws {
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("server")
-            var live = try await LiveServer.start(in: data, durability: .durable)
-            let port = live.port
+            // Restarted on the same port: one no server on port 0 can take meanwhile.
+            let port = try portOutsideEphemeralRange()
+            var live = try await LiveServer.start(in: data, port: port, durability: .durable)
             try await subscribe(live)
             let laptop = try NotesDevice("laptop", live: live, directory: directory)
             let phone = try NotesDevice("phone", live: live, directory: directory, automatic: true)

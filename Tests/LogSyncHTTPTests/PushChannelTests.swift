@@ -27,8 +27,9 @@ struct PushChannelTests {
     func hintAfterReconnection() async throws {
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("server")
-            var live = try await LiveServer.start(in: data)
-            let port = live.port
+            // Restarted on the same port: one no server on port 0 can take meanwhile.
+            let port = try portOutsideEphemeralRange()
+            var live = try await LiveServer.start(in: data, port: port)
             let client = live.client(LiveServer.aliceToken, device: "phone")
             defer { client.close() }
             let writer = live.client(LiveServer.aliceToken, device: "laptop").database()

@@ -125,3 +125,53 @@ struct TestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// A loopback port free now and below Linux's ephemeral range (32768–60999 by default), for a
+/// server that a test stops and starts again on the same port: servers on port 0 and clients
+/// get their ports from the ephemeral range, so none of them takes this one meanwhile.
+func portOutsideEphemeralRange() throws -> Int {
+    var random = SystemRandomNumberGenerator()
+    for _ in 0..<200 {
+        let port = Int.random(in: 20_000..<32_000, using: &random)
+        let socket = try LoopbackSocket(port: port)
+        if socket != nil { return port }
+    }
+    throw TestFailure("no free loopback port in 20000..<32000")
+}
+
+/// A TCP socket bound to 127.0.0.1 and never listening: connections to its port are refused,
+/// and no other socket can bind the port while it is open.
+final class LoopbackSocket: Sendable {
+    let port: Int
+    private let descriptor: Int32
+
+    /// Binds `port` (0: any free port); `nil` if that port is taken.
+    init?(port: Int = 0) throws {
+        #if canImport(Glibc)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(descriptor)
+            if errno == EADDRINUSE { return nil }
+            throw TestFailure("bind to port \(port) failed: \(errno)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        self.descriptor = descriptor
+        self.port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+}
