@@ -130,7 +130,7 @@ let package = Package(
             name: "LogSyncHTTPTests",
             dependencies: [
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
-                "LogStore", "logsync-server", "notes-device",
+                "LogStore", "logsync-server", "notes-device", "ChildProcesses",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -140,18 +140,24 @@ let package = Package(
             exclude: ["Fixtures"]  // TLS certificates, read by path
         ),
 
+        // Child processes for the tests that start executables (posix_spawn, never Foundation's
+        // Process, which crashes when tests launch processes at the same time).
+        .target(name: "ChildProcesses", path: "Tests/ChildProcesses"),
         // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
         .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "LogStoreFixtures", "logstore-crasher"]
+            dependencies: ["LogStore", "LogStoreFixtures", "logstore-crasher", "ChildProcesses"]
         ),
 
         // Tools.
         .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer", "LogSync", "LogSyncTesting"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
-            dependencies: ["LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync", "LogSyncTesting"]
+            dependencies: [
+                "LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync", "LogSyncTesting",
+                "ChildProcesses",
+            ]
         ),
         .executableTarget(
             name: "logtool",

@@ -14,23 +14,6 @@ func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> 
 }
 
 
-/// The path of an executable built beside the test bundle (`.build/<config>/NAME`).
-func builtExecutable(_ name: String) throws -> URL {
-    let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-    var directory = me.deletingLastPathComponent()
-    // On macOS the test binary sits inside NAME.xctest/Contents/MacOS.
-    while !FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent(name).path),
-        directory.path != "/"
-    {
-        directory.deleteLastPathComponent()
-    }
-    let url = directory.appendingPathComponent(name)
-    guard FileManager.default.isExecutableFile(atPath: url.path) else {
-        throw LogStoreError(.missingPath, "the executable \(name) was not built beside the tests")
-    }
-    return url
-}
-
 /// Overwrites the stored bytes of the entry at `offset` (bypassing the envelope).
 func overwriteStoredEntry(_ log: Log, at offset: LogOffset, with bytes: [UInt8]) throws {
     try log.environment.write { transaction in

@@ -26,23 +26,23 @@ struct CommandErrorTests {
             defer { server.shutdown() }
             _ = phone
             let before = try laptop.engine.deviceLog.log.lastOffset
-            let run = try runLogtool(Self.arguments(command, "laptop"), in: directory)
+            let run = try await runLogtool(Self.arguments(command, "laptop"), in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty, "no progress line when standard error is not a terminal: \(run)")
             #expect(!run.standardOutput.isEmpty)
             // The engine goes on appending after the read-only reader has gone.
             try laptop.engine.state.add(pendingRecordZoneChanges: [.saveRecord(DeviceDumpCommandTests.id("n3"))])
             #expect(try laptop.engine.deviceLog.log.lastOffset > before)
-            let again = try runLogtool(Self.arguments(command, "laptop"), in: directory)
+            let again = try await runLogtool(Self.arguments(command, "laptop"), in: directory)
             #expect(again.status == 0, "\(again)")
         }
     }
 
     @Test(arguments: commands)
-    func aMissingPathIsAOneLineError(command: String) throws {
-        try withTemporaryDirectory { directory in
+    func aMissingPathIsAOneLineError(command: String) async throws {
+        try await withTemporaryDirectory { directory in
             let missing = directory.appendingPathComponent("missing")
-            let run = try runLogtool(Self.arguments(command, "missing"), in: directory)
+            let run = try await runLogtool(Self.arguments(command, "missing"), in: directory)
             #expect(run.status == Self.errorStatus(command), "\(run)")
             #expect(run.standardOutput.isEmpty)
             #expect(run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n", "\(run)")
@@ -50,15 +50,15 @@ struct CommandErrorTests {
     }
 
     @Test(arguments: commands)
-    func aDirectoryThatIsNotALogIsAOneLineError(command: String) throws {
-        try withTemporaryDirectory { directory in
+    func aDirectoryThatIsNotALogIsAOneLineError(command: String) async throws {
+        try await withTemporaryDirectory { directory in
             let notes = directory.appendingPathComponent("notes")
             try FileManager.default.createDirectory(at: notes, withIntermediateDirectories: false)
             try Data("not lmdb".utf8).write(to: notes.appendingPathComponent("notes.txt"))
             let file = directory.appendingPathComponent("file")
             try Data("x".utf8).write(to: file)
             for path in ["notes", "file"] {
-                let run = try runLogtool(Self.arguments(command, path), in: directory)
+                let run = try await runLogtool(Self.arguments(command, path), in: directory)
                 #expect(run.status == Self.errorStatus(command), "\(run)")
                 #expect(run.standardOutput.isEmpty)
                 #expect(run.standardError.hasPrefix("logtool: error: not a log in \(directory.appendingPathComponent(path).path)"), "\(run)")
@@ -84,7 +84,7 @@ struct CommandErrorTests {
             try corruptEntry(at: 6, of: "device", in: damaged, .flippedPayloadByte)
 
             let arguments = command == "diff" ? [command, "laptop", "damaged"] : [command, "damaged"]
-            let run = try runLogtool(arguments, in: directory)
+            let run = try await runLogtool(arguments, in: directory)
             #expect(run.status == Self.errorStatus(command), "\(run)")
             #expect(run.standardError.hasPrefix(
                 "logtool: error: corrupt entry at offset 6 of log \"device\" in \(damaged.path): checksum mismatch"), "\(run)")

@@ -4,10 +4,10 @@ import Testing
 /// `logtool demo`, run as a child process.
 @Suite("logtool demo")
 struct DemoCommandTests {
-    @Test func writesALogPrintsItsDumpAndHowToDumpItAgain() throws {
-        try withTemporaryDirectory { directory in
+    @Test func writesALogPrintsItsDumpAndHowToDumpItAgain() async throws {
+        try await withTemporaryDirectory { directory in
             let target = directory.appendingPathComponent("demo")
-            let demo = try runLogtool(["demo", "--dir", target.path], in: directory)
+            let demo = try await runLogtool(["demo", "--dir", target.path], in: directory)
             #expect(demo.status == 0, "\(demo)")
             #expect(demo.standardError.isEmpty)
             #expect(demo.lines.first == "Wrote a demo log of 8 entries to \(target.path)")
@@ -19,16 +19,16 @@ struct DemoCommandTests {
             let dumpLines = demo.lines.filter { offsetOfTextLine($0) != nil }
             #expect(dumpLines.map(offsetOfTextLine) == Array(1...8))
 
-            let dump = try runLogtool(["dump", target.path], in: directory)
+            let dump = try await runLogtool(["dump", target.path], in: directory)
             #expect(dump.status == 0, "\(dump)")
             #expect(dump.lines == dumpLines)
         }
     }
 
-    @Test func withoutDirItWritesIntoANewTemporaryDirectory() throws {
-        try withTemporaryDirectory { directory in
+    @Test func withoutDirItWritesIntoANewTemporaryDirectory() async throws {
+        try await withTemporaryDirectory { directory in
             // runLogtool points TMPDIR at `directory`.
-            let demo = try runLogtool(["demo"], in: directory)
+            let demo = try await runLogtool(["demo"], in: directory)
             #expect(demo.status == 0, "\(demo)")
             let created = try #require(demo.lines.first?.components(separatedBy: " to ").last)
             #expect(created.hasPrefix(directory.appendingPathComponent("logtool-demo-").path), "\(demo)")
@@ -37,12 +37,12 @@ struct DemoCommandTests {
         }
     }
 
-    @Test func refusesADirectoryThatIsNotEmpty() throws {
-        try withTemporaryDirectory { directory in
+    @Test func refusesADirectoryThatIsNotEmpty() async throws {
+        try await withTemporaryDirectory { directory in
             let target = directory.appendingPathComponent("busy")
             try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false)
             try Data("keep me".utf8).write(to: target.appendingPathComponent("file"))
-            let run = try runLogtool(["demo", "--dir", target.path], in: directory)
+            let run = try await runLogtool(["demo", "--dir", target.path], in: directory)
             #expect(run.status == 1)
             #expect(run.standardOutput.isEmpty)
             #expect(run.standardError == "logtool: error: \(target.path) is not an empty directory; give --dir a new or empty directory\n")

@@ -126,14 +126,14 @@ struct DeviceDumpCommandTests {
             let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
             defer { server.shutdown() }
             _ = (phone, laptop)
-            let run = try runLogtool(["dump", "laptop"], in: directory)
+            let run = try await runLogtool(["dump", "laptop"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             #expect(run.lines.map(offsetOfTextLine) == (1...UInt64(run.lines.count)).map { $0 })
             #expect(Self.withoutPushes(run.lines).map(describedPart) == Self.expectedLaptopLog, "\(run)")
             #expect(run.lines.contains { $0.contains("  kind  12  size ") && $0.contains("batchResult  saved=0") })
 
-            let phoneRun = try runLogtool(["dump", "phone", "--log", "device"], in: directory)
+            let phoneRun = try await runLogtool(["dump", "phone", "--log", "device"], in: directory)
             #expect(phoneRun.status == 0, "\(phoneRun)")
             #expect(phoneRun.lines.prefix(9).map(describedPart) == Self.expectedPhoneStart, "\(phoneRun)")
             // Every entry is described: no hex preview.
@@ -146,7 +146,7 @@ struct DeviceDumpCommandTests {
             let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
             defer { server.shutdown() }
             _ = (phone, laptop)
-            let run = try runLogtool(["dump", "laptop", "--json"], in: directory)
+            let run = try await runLogtool(["dump", "laptop", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             let objects = try run.lines.map { line in
                 try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
@@ -190,10 +190,10 @@ struct DeviceDumpCommandTests {
             let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
             defer { server.shutdown() }
             _ = (phone, laptop)
-            let run = try runLogtool(["dump", "laptop"] + options, in: directory)
+            let run = try await runLogtool(["dump", "laptop"] + options, in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.compactMap { describedPart(of: $0)?.components(separatedBy: "  ")[0] } == expected, "\(run)")
-            let json = try runLogtool(["dump", "laptop", "--json"] + options, in: directory)
+            let json = try await runLogtool(["dump", "laptop", "--json"] + options, in: directory)
             #expect(json.lines.count == expected.count, "\(json)")
         }
     }
@@ -203,7 +203,7 @@ struct DeviceDumpCommandTests {
             let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
             defer { server.shutdown() }
             _ = (phone, laptop)
-            let run = try runLogtool(["dump", "laptop", "--kind", "batchResul"], in: directory)
+            let run = try await runLogtool(["dump", "laptop", "--kind", "batchResul"], in: directory)
             #expect(run.status == 64, "\(run)")
             #expect(run.standardError.contains("batchResult (12)"), "\(run)")
             #expect(run.standardError.contains("recordSaved (103)"), "\(run)")
@@ -225,7 +225,7 @@ struct DeviceDumpCommandTests {
             try Log.open(at: copy, named: "device", options: .init(durability: .fast))
                 .append(entries + [NewEntry(kind: 12, payload: [0xFF, 0xFF]), entries[0]])
             for json in [false, true] {
-                let run = try runLogtool(["dump", "copy"] + (json ? ["--json"] : []), in: directory)
+                let run = try await runLogtool(["dump", "copy"] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == count)
                 #expect(run.standardError.hasPrefix(
@@ -233,13 +233,13 @@ struct DeviceDumpCommandTests {
                     "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }
-            let filtered = try runLogtool(["dump", "copy", "--record", "n2"], in: directory)
+            let filtered = try await runLogtool(["dump", "copy", "--record", "n2"], in: directory)
             #expect(filtered.status == 1, "a filter does not hide a corrupt entry: \(filtered)")
 
             let damaged = directory.appendingPathComponent("damaged")
             try Log.open(at: damaged, named: "device", options: .init(durability: .fast)).append(entries)
             try corruptEntry(at: 5, of: "device", in: damaged, .flippedPayloadByte)
-            let run = try runLogtool(["dump", "damaged"], in: directory)
+            let run = try await runLogtool(["dump", "damaged"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.lines.count == 4)
             #expect(run.standardError.hasPrefix("logtool: error: corrupt entry at offset 5 of log \"device\" in \(damaged.path): "), "\(run)")

@@ -55,7 +55,7 @@ struct DiffCommandTests {
             try await fork.engine.sendChanges()
             let next = forkPoint.rawValue + 1
 
-            let run = try runLogtool(["diff", "laptop", "fork"], in: directory)
+            let run = try await runLogtool(["diff", "laptop", "fork"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.standardError.isEmpty, "\(run)")
             #expect(run.lines.first?.hasPrefix("A: \(directory.appendingPathComponent("laptop").path), log \"device\", ") == true, "\(run)")
@@ -69,7 +69,7 @@ struct DiffCommandTests {
                 ]), "\(run)")
 
             // The same, as JSON, and with the sides swapped.
-            let json = try runLogtool(["diff", "fork", "laptop", "--json"], in: directory)
+            let json = try await runLogtool(["diff", "fork", "laptop", "--json"], in: directory)
             #expect(json.status == 1, "\(json)")
             #expect(json.lines.count == 1, "\(json)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
@@ -96,13 +96,13 @@ struct DiffCommandTests {
             _ = try laptop.engine.deviceLog.rewind(
                 to: last, into: directory.appendingPathComponent("copy"), options: .init(durability: .fast))
 
-            let run = try runLogtool(["diff", "laptop", "copy"], in: directory)
+            let run = try await runLogtool(["diff", "laptop", "copy"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty, "\(run)")
             #expect(run.lines.count == 3, "\(run)")
             #expect(run.lines.last == "no difference: the same \(last) entries (kinds and payloads), so the same engine state after each", "\(run)")
 
-            let json = try runLogtool(["diff", "laptop", "laptop", "--json"], in: directory)
+            let json = try await runLogtool(["diff", "laptop", "laptop", "--json"], in: directory)
             #expect(json.status == 0, "\(json)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             #expect(object["identical"] as? Bool == true)
@@ -123,14 +123,14 @@ struct DiffCommandTests {
                 to: forkPoint, into: directory.appendingPathComponent("prefix"), options: .init(durability: .fast))
             let next = forkPoint.rawValue + 1
 
-            let run = try runLogtool(["diff", "laptop", "prefix"], in: directory)
+            let run = try await runLogtool(["diff", "laptop", "prefix"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.lines.contains(
                 "entries first differ at offset \(next): A pendingRecordZoneChangesAdded (kind 1), B has none (it ends at offset \(forkPoint))"),
                 "\(run)")
             #expect(run.lines.contains("states first differ after offset \(next) (B's last state, after offset \(forkPoint)):"), "\(run)")
 
-            let swapped = try runLogtool(["diff", "prefix", "laptop"], in: directory)
+            let swapped = try await runLogtool(["diff", "prefix", "laptop"], in: directory)
             #expect(swapped.status == 1, "\(swapped)")
             #expect(swapped.lines.contains(
                 "entries first differ at offset \(next): A has none (it ends at offset \(forkPoint)), B pendingRecordZoneChangesAdded (kind 1)"),
@@ -152,7 +152,7 @@ struct DiffCommandTests {
             let finished = try #require(entries.last { $0.kind == 14 }, "no sendFinished")
             do { try DeviceLog(directory: directory.appendingPathComponent("longer"), options: .init(durability: .fast)).log.append(entries + [finished]) }
 
-            let run = try runLogtool(["diff", "laptop", "longer"], in: directory)
+            let run = try await runLogtool(["diff", "laptop", "longer"], in: directory)
             #expect(run.status == 1, "\(run)")
             let count = entries.count
             #expect(run.lines.contains(
@@ -182,7 +182,7 @@ struct DiffCommandTests {
             let spliced = directory.appendingPathComponent("spliced")
             do { try DeviceLog(directory: spliced, options: .init(durability: .fast)).log.append(entries + [try #require(latePage)]) }
 
-            let run = try runLogtool(["diff", "laptop", "spliced"], in: directory)
+            let run = try await runLogtool(["diff", "laptop", "spliced"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.lines.contains("entries first differ at offset 5: A zoneChangesFetched (kind 22), B zoneChangesFetched (kind 22)"), "\(run)")
             let block = Self.block(after: "states first differ after offset 5:", in: run)
@@ -198,7 +198,7 @@ struct DiffCommandTests {
             #expect(block[7] == "    A: Note  tag 3  title=Draft", "\(run)")
             #expect(block[8] == "    B: none")
 
-            let json = try runLogtool(["diff", "laptop", "spliced", "--json"], in: directory)
+            let json = try await runLogtool(["diff", "laptop", "spliced", "--json"], in: directory)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             let fields = try #require((object["states"] as? [String: Any])?["fields"] as? [[String: Any]], "\(json)")
             #expect(fields.map { $0["field"] as? String } == ["zoneChangeTokens", "lastKnownServerRecords"], "\(json)")
@@ -239,13 +239,13 @@ struct DiffCommandTests {
                  "logtool: error: corrupt entry at offset \(entries.count + 1) of log \"device\" in \(foreign.path): kind 200 is not a device entry kind\n"),
             ]
             for (arguments, prefix) in cases {
-                let run = try runLogtool(["diff"] + arguments, in: directory)
+                let run = try await runLogtool(["diff"] + arguments, in: directory)
                 #expect(run.status == 2, "\(arguments): \(run)")
                 #expect(run.standardOutput.isEmpty, "\(run)")
                 #expect(run.standardError.hasPrefix(prefix), "\(arguments): \(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1, "\(run)")
             }
-            let usage = try runLogtool(["diff", "laptop"], in: directory)
+            let usage = try await runLogtool(["diff", "laptop"], in: directory)
             #expect(usage.status == 64, "\(usage)")
         }
     }

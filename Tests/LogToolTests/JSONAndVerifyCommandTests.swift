@@ -20,8 +20,8 @@ struct JSONAndVerifyCommandTests {
             let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
             defer { server.shutdown() }
             _ = laptop
-            let text = try runLogtool(["stats", "phone"], in: directory)
-            let run = try runLogtool(["stats", "phone", "--json"], in: directory)
+            let text = try await runLogtool(["stats", "phone"], in: directory)
+            let run = try await runLogtool(["stats", "phone", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             let object = try Self.object(run)
@@ -48,7 +48,7 @@ struct JSONAndVerifyCommandTests {
             // An empty log: null times.
             let empty = directory.appendingPathComponent("empty")
             try writeFixtureLog(at: empty, count: 0)
-            let emptyRun = try runLogtool(["stats", "empty", "--json"], in: directory)
+            let emptyRun = try await runLogtool(["stats", "empty", "--json"], in: directory)
             let emptyObject = try Self.object(emptyRun)
             #expect(emptyObject["entries"] as? Int == 0)
             #expect(emptyObject["first"] is NSNull && emptyObject["spanMicros"] is NSNull, "\(emptyRun)")
@@ -62,7 +62,7 @@ struct JSONAndVerifyCommandTests {
             defer { server.shutdown() }
             _ = phone
             let last = try laptop.engine.deviceLog.log.lastOffset
-            let run = try runLogtool(["replay", "laptop", "--verify", "--json"], in: directory)
+            let run = try await runLogtool(["replay", "laptop", "--verify", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             let object = try Self.object(run)
             #expect(DiffCommandTests.keys(of: run.standardOutput) == ["log", "path", "lastOffset", "state", "verification"])
@@ -90,7 +90,7 @@ struct JSONAndVerifyCommandTests {
             #expect(state["subscriptionID"] as? String == "logsync-database")
 
             // The same tokens and records in the text.
-            let text = try runLogtool(["replay", "laptop"], in: directory)
+            let text = try await runLogtool(["replay", "laptop"], in: directory)
             #expect(ReplayStatsCommandTests.items(under: "zone tokens", in: text) == ["Notes → offset 4"], "\(text)")
             let recordLines = ReplayStatsCommandTests.items(under: "server records", in: text)
             #expect(recordLines.count == 1, "\(text)")
@@ -98,7 +98,7 @@ struct JSONAndVerifyCommandTests {
             #expect(recordLines.first?.hasSuffix("  body=milk title=\"Weekend groceries\"") == true, "\(text)")
 
             // Before the first fetch: no tokens, no records, no verification.
-            let before = try runLogtool(["replay", "laptop", "--to", "1", "--json"], in: directory)
+            let before = try await runLogtool(["replay", "laptop", "--to", "1", "--json"], in: directory)
             let early = try #require(try Self.object(before)["state"] as? [String: Any])
             #expect((early["zoneChangeTokens"] as? [Any])?.isEmpty == true)
             #expect((early["lastKnownServerRecords"] as? [Any])?.isEmpty == true)
@@ -121,7 +121,7 @@ struct JSONAndVerifyCommandTests {
             }
             let last = try log.lastOffset
 
-            let run = try runLogtool(["replay", "phone", "--verify"], in: directory)
+            let run = try await runLogtool(["replay", "phone", "--verify"], in: directory)
             #expect(run.status == 1, "\(run)")
             // The state is printed first: the replay rebuilds it from the entries, without the
             // bogus value.
@@ -135,7 +135,7 @@ struct JSONAndVerifyCommandTests {
                 " at key 0x64656c697665726564 \"delivered\": incremental 0x0000000000000063, rebuilt (absent)\n"), "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
 
-            let json = try runLogtool(["replay", "phone", "--verify", "--json"], in: directory)
+            let json = try await runLogtool(["replay", "phone", "--verify", "--json"], in: directory)
             #expect(json.status == 1, "\(json)")
             let verification = try #require(try Self.object(json)["verification"] as? [String: Any])
             #expect(verification["verified"] as? Bool == false)
@@ -144,7 +144,7 @@ struct JSONAndVerifyCommandTests {
             #expect(json.standardError.hasPrefix("logtool: error: projections not verified: "), "\(json)")
 
             // Without --verify the replay does not look at the stored index.
-            let plain = try runLogtool(["replay", "phone"], in: directory)
+            let plain = try await runLogtool(["replay", "phone"], in: directory)
             #expect(plain.status == 0, "\(plain)")
         }
     }

@@ -31,7 +31,7 @@ struct ReplayStatsCommandTests {
             defer { server.shutdown() }
             _ = (phone, laptop)
             for device in ["phone", "laptop"] {
-                let dump = try runLogtool(["dump", device, "--json"], in: directory)
+                let dump = try await runLogtool(["dump", device, "--json"], in: directory)
                 #expect(dump.status == 0, "\(dump)")
                 var expected: [Int: (name: String, count: Int, bytes: Int)] = [:]
                 for line in dump.lines {
@@ -42,7 +42,7 @@ struct ReplayStatsCommandTests {
                     expected[kind]!.bytes += try #require(object["size"] as? Int)
                 }
 
-                let run = try runLogtool(["stats", device], in: directory)
+                let run = try await runLogtool(["stats", device], in: directory)
                 #expect(run.status == 0, "\(run)")
                 #expect(run.standardError.isEmpty)
                 #expect(Self.value("entries", in: run) == String(dump.lines.count), "\(run)")
@@ -78,7 +78,7 @@ struct ReplayStatsCommandTests {
             defer { server.shutdown() }
             _ = laptop
             // Offsets 1–3 add the zone and the notes; 5 starts the first send (expectedPhoneStart).
-            let before = try runLogtool(["replay", "phone", "--to", "3"], in: directory)
+            let before = try await runLogtool(["replay", "phone", "--to", "3"], in: directory)
             #expect(before.status == 0, "\(before)")
             #expect(before.standardError.isEmpty)
             #expect(Self.value("state at offset", in: before) == "3")
@@ -88,7 +88,7 @@ struct ReplayStatsCommandTests {
             #expect(Self.value("database token", in: before) == "none")
 
             let last = try phone.engine.deviceLog.log.lastOffset
-            let end = try runLogtool(["replay", "phone"], in: directory)
+            let end = try await runLogtool(["replay", "phone"], in: directory)
             #expect(end.status == 0, "\(end)")
             #expect(Self.value("state at offset", in: end) == String(last.rawValue))
             #expect(Self.value("pending record changes", in: end) == "none", "\(end)")
@@ -101,7 +101,7 @@ struct ReplayStatsCommandTests {
             let state = try phone.engine.deviceLog.state(at: LogOffset(3))
             #expect(before.lines.dropFirst().joined(separator: "\n") + "\n" == DeviceStateReport.text(state))
 
-            let past = try runLogtool(["replay", "phone", "--to", String(last.rawValue + 1)], in: directory)
+            let past = try await runLogtool(["replay", "phone", "--to", String(last.rawValue + 1)], in: directory)
             #expect(past.status == 1, "\(past)")
             #expect(past.standardError.hasPrefix("logtool: error: --to \(last.rawValue + 1) is past the end"), "\(past)")
         }
@@ -113,7 +113,7 @@ struct ReplayStatsCommandTests {
             defer { server.shutdown() }
             for (name, device) in [("phone", phone), ("laptop", laptop)] {
                 let last = try device.engine.deviceLog.log.lastOffset
-                let run = try runLogtool(["replay", name, "--verify"], in: directory)
+                let run = try await runLogtool(["replay", name, "--verify"], in: directory)
                 #expect(run.status == 0, "\(run)")
                 #expect(run.standardError.isEmpty, "\(run)")
                 #expect(run.lines.last == "projections verified through offset \(last)", "\(run)")
@@ -121,31 +121,31 @@ struct ReplayStatsCommandTests {
         }
     }
 
-    @Test func replayOfAMissingPathIsAOneLineError() throws {
-        try withTemporaryDirectory { directory in
+    @Test func replayOfAMissingPathIsAOneLineError() async throws {
+        try await withTemporaryDirectory { directory in
             let missing = directory.appendingPathComponent("missing")
-            let run = try runLogtool(["replay", "missing"], in: directory)
+            let run = try await runLogtool(["replay", "missing"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.standardOutput.isEmpty)
             #expect(run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n", "\(run)")
 
-            let stats = try runLogtool(["stats", "missing"], in: directory)
+            let stats = try await runLogtool(["stats", "missing"], in: directory)
             #expect(stats.status == 1, "\(stats)")
             #expect(stats.standardError.filter { $0 == "\n" }.count == 1, "\(stats)")
         }
     }
 
-    @Test func replayOfALogThatIsNotADeviceLogIsAOneLineError() throws {
-        try withTemporaryDirectory { directory in
+    @Test func replayOfALogThatIsNotADeviceLogIsAOneLineError() async throws {
+        try await withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("kv")
             try writeFixtureLog(at: path, count: 3)
-            let run = try runLogtool(["replay", "kv"], in: directory)
+            let run = try await runLogtool(["replay", "kv"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.standardError.hasPrefix("logtool: error: "), "\(run)")
             #expect(run.standardError.contains("is not a device log: it holds the log main"), "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
 
-            let stats = try runLogtool(["stats", "kv"], in: directory)
+            let stats = try await runLogtool(["stats", "kv"], in: directory)
             #expect(stats.status == 0, "\(stats)")
             #expect(Self.value("entries", in: stats) == "3", "\(stats)")
         }
@@ -163,7 +163,7 @@ struct ReplayStatsCommandTests {
             do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(entries) }
             try corruptEntry(at: 4, of: "device", in: damaged, .flippedPayloadByte)
             for command in ["stats", "replay"] {
-                let run = try runLogtool([command, "damaged"], in: directory)
+                let run = try await runLogtool([command, "damaged"], in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.standardError.hasPrefix(
                     "logtool: error: corrupt entry at offset 4 of log \"device\" in \(damaged.path): "), "\(run)")

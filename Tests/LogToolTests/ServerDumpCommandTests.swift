@@ -60,7 +60,7 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try runLogtool(["dump", "data/users/u1", "--log", "private"], in: directory)
+            let run = try await runLogtool(["dump", "data/users/u1", "--log", "private"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             #expect(run.lines.map(offsetOfTextLine) == Array(1...12))
@@ -74,7 +74,7 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try runLogtool(["dump", "data/users/u1", "--log", "private", "--json"], in: directory)
+            let run = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.count == 12)
             let objects = try run.lines.map { line in
@@ -117,10 +117,10 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try runLogtool(["dump", "data/users/u1", "--log", "private"] + options, in: directory)
+            let run = try await runLogtool(["dump", "data/users/u1", "--log", "private"] + options, in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.map(offsetOfTextLine) == expected)
-            let json = try runLogtool(["dump", "data/users/u1", "--log", "private", "--json"] + options, in: directory)
+            let json = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--json"] + options, in: directory)
             #expect(try json.lines.map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset } == expected)
         }
     }
@@ -129,7 +129,7 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try runLogtool(["dump", "data/users/u1", "--log", "private", "--kind", "recordSave"], in: directory)
+            let run = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--kind", "recordSave"], in: directory)
             #expect(run.status == 64, "\(run)")
             #expect(run.standardOutput.isEmpty)
             #expect(run.standardError.contains("unknown kind \"recordSave\""), "\(run)")
@@ -141,13 +141,13 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try runLogtool(["dump", "data/registry"], in: directory)
+            let run = try await runLogtool(["dump", "data/registry"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.map { describedPart(of: $0) } == [
                 "userRegistered  user=alice directory=users/u1",
                 "userRegistered  user=bob@example.com directory=users/u2",
             ])
-            let json = try runLogtool(["dump", "data/registry", "--json", "--kind", "userRegistered"], in: directory)
+            let json = try await runLogtool(["dump", "data/registry", "--json", "--kind", "userRegistered"], in: directory)
             let first = try #require(json.lines.first)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
             #expect(object["kindName"] as? String == "userRegistered")
@@ -160,7 +160,7 @@ struct ServerDumpCommandTests {
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
             _ = try await server.database(for: "alice", scope: .shared, device: "phone").allSubscriptions()
-            let run = try runLogtool(["dump", "data/users/u1"], in: directory)
+            let run = try await runLogtool(["dump", "data/users/u1"], in: directory)
             #expect(run.status == 1)
             #expect(run.standardError.hasSuffix("holds 2 logs (private, shared); choose one with --log NAME\n"), "\(run)")
         }
@@ -178,7 +178,7 @@ struct ServerDumpCommandTests {
             try Log.open(at: copy, named: "private", options: .init(durability: .fast))
                 .append(entries + [NewEntry(kind: 103, payload: [0xFF, 0xFF]), entries[0]])
             for json in [false, true] {
-                let run = try runLogtool(["dump", copy.path] + (json ? ["--json"] : []), in: directory)
+                let run = try await runLogtool(["dump", copy.path] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == 12)
                 #expect(run.standardError.hasPrefix(
@@ -186,7 +186,7 @@ struct ServerDumpCommandTests {
                     "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }
-            let filtered = try runLogtool(["dump", copy.path, "--kind", "zoneSaved"], in: directory)
+            let filtered = try await runLogtool(["dump", copy.path, "--kind", "zoneSaved"], in: directory)
             #expect(filtered.status == 1, "a filter does not hide a corrupt entry: \(filtered)")
             #expect(filtered.lines.map(offsetOfTextLine) == [1, 2])
         }

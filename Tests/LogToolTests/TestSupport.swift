@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 @testable import LogStore
 import LogStoreFixtures
@@ -95,58 +96,13 @@ struct ToolRun: CustomStringConvertible {
     var description: String { "exit \(status)\nstdout:\n\(standardOutput)stderr:\n\(standardError)" }
 }
 
-/// The `logtool` executable SwiftPM built next to the test bundle (`.build/debug/logtool`).
-let logtoolExecutable: URL? = {
-    if let path = ProcessInfo.processInfo.environment["LOGTOOL_PATH"] { return URL(fileURLWithPath: path) }
-    var starts: [URL] = []
-    if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        starts.append(URL(fileURLWithPath: exe))
-    }
-    starts.append(URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL)
-    for start in starts {
-        // Linux: .build/debug/LogSyncPackageTests.xctest; macOS: …/X.xctest/Contents/MacOS/X.
-        var directory = start.deletingLastPathComponent()
-        for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("logtool")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-            directory = directory.deletingLastPathComponent()
-        }
-    }
-    return nil
-}()
-
-/// Runs `logtool arguments` in `directory`, with the child's output in files there (no pipes to
-/// drain), and waits for it to exit. `TMPDIR` points into `directory`.
-func runLogtool(_ arguments: [String], in directory: URL) throws -> ToolRun {
-    let executable = try #require(logtoolExecutable, "no logtool binary next to \(CommandLine.arguments[0])")
-    let scratch = directory.appendingPathComponent("run-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: scratch) }
-    let outURL = scratch.appendingPathComponent("stdout")
-    let errURL = scratch.appendingPathComponent("stderr")
-    try #require(FileManager.default.createFile(atPath: outURL.path, contents: nil))
-    try #require(FileManager.default.createFile(atPath: errURL.path, contents: nil))
-    let out = try FileHandle(forWritingTo: outURL)
-    let err = try FileHandle(forWritingTo: errURL)
-
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.currentDirectoryURL = directory
+/// Runs `logtool arguments` in `directory` with `TMPDIR` pointing there, and waits for it to
+/// exit.
+func runLogtool(_ arguments: [String], in directory: URL) async throws -> ToolRun {
     var environment = ProcessInfo.processInfo.environment
     environment["TMPDIR"] = directory.path
-    process.environment = environment
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    process.waitUntilExit()
-    try out.close()
-    try err.close()
-    return ToolRun(
-        status: process.terminationStatus,
-        standardOutput: try String(contentsOf: outURL, encoding: .utf8),
-        standardError: try String(contentsOf: errURL, encoding: .utf8))
+    let finished = try await ChildProcess.run(arguments, program: "logtool", environment: environment, directory: directory)
+    return ToolRun(status: finished.status, standardOutput: finished.output, standardError: finished.errorOutput)
 }
 
 /// The offset at the start of a `dump` text line.

@@ -1,21 +1,26 @@
 import Foundation
 import Synchronization
-import Testing
 
-/// A child process (`logsync-server`, or a `notes-device`) with its standard output and error
-/// collected.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process of a test (`logsync-server`, `notes-device`, `logtool`, `logstore-crasher`)
+/// with its standard output and error collected. Every test that starts a process uses this.
 ///
 /// Spawned with `posix_spawn`, not Foundation's `Process`: `Process.run()` on Linux can crash
-/// when other tests launch processes at the same time (seen here in the whole suite).
-final class ChildProcess: Sendable {
-    struct Finished: CustomStringConvertible {
-        var status: Int32
-        var output: String
-        var errorOutput: String
-        var description: String { "exit \(status)\nstdout:\n\(output)\nstderr:\n\(errorOutput)" }
+/// when other tests launch processes at the same time (seen here in the whole suite). The child
+/// gets standard input from `/dev/null` and no other descriptor of the test process.
+package final class ChildProcess: Sendable {
+    package struct Finished: CustomStringConvertible, Sendable {
+        package var status: Int32
+        package var output: String
+        package var errorOutput: String
+        package var description: String { "exit \(status)\nstdout:\n\(output)\nstderr:\n\(errorOutput)" }
     }
 
-    private let pid: pid_t
+    /// The child's process ID.
+    package let pid: pid_t
     private let output = Mutex(Data())
     private let errors = Mutex(Data())
     /// Called with the standard error so far, each time more arrives.
@@ -30,12 +35,11 @@ final class ChildProcess: Sendable {
         self.pid = pid
     }
 
-    /// An executable SwiftPM built next to the test bundle: `logsync-server` (or the path in
-    /// `LOGSYNC_SERVER_PATH`), `notes-device`.
-    static func executableURL(_ name: String) -> URL? {
-        if name == "logsync-server", let path = ProcessInfo.processInfo.environment["LOGSYNC_SERVER_PATH"] {
-            return URL(fileURLWithPath: path)
-        }
+    /// An executable SwiftPM built next to the test bundle, or the path in the environment
+    /// variable named after it (`LOGSYNC_SERVER_PATH` for `logsync-server`, `LOGTOOL_PATH`).
+    package static func executableURL(_ name: String) -> URL? {
+        let variable = name.uppercased().replacingOccurrences(of: "-", with: "_") + "_PATH"
+        if let path = ProcessInfo.processInfo.environment[variable] { return URL(fileURLWithPath: path) }
         var directory = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
                             ?? CommandLine.arguments[0]).deletingLastPathComponent()
         for _ in 0..<4 {
@@ -46,12 +50,18 @@ final class ChildProcess: Sendable {
         return nil
     }
 
-    /// Starts `program arguments` (by default `logsync-server`), its standard input `/dev/null`.
-    static func start(_ arguments: [String], program: String = "logsync-server") throws -> ChildProcess {
-        let executable = try #require(executableURL(program), "no \(program) binary next to the test bundle")
+    /// Starts `program arguments` (by default `logsync-server`), in `directory` if given (else
+    /// this process's), with `environment` if given (else this process's).
+    package static func start(
+        _ arguments: [String], program: String = "logsync-server", environment: [String: String]? = nil,
+        directory: URL? = nil
+    ) throws -> ChildProcess {
+        guard let executable = executableURL(program) else {
+            throw ChildProcessError("no \(program) binary next to the test bundle")
+        }
         var out: [Int32] = [-1, -1]
         var err: [Int32] = [-1, -1]
-        guard pipe(&out) == 0, pipe(&err) == 0 else { throw TestFailure("pipe failed: \(errno)") }
+        guard pipe(&out) == 0, pipe(&err) == 0 else { throw ChildProcessError("pipe failed: \(errno)") }
         // Not inherited by other children this process spawns (the dup2s below clear the flag).
         for descriptor in out + err { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
@@ -63,16 +73,22 @@ final class ChildProcess: Sendable {
         // Nothing else of this process's: its servers' listening sockets above all, which a
         // child holding them would keep open after the test stopped the server.
         try closeFrom3(&actions)
+        if let directory { try changeDirectory(&actions, to: directory) }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { environment in
+            environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        }
+        defer { for pointer in envp ?? [] { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
+        let spawned = envp.map { posix_spawn(&pid, executable.path, &actions, nil, argv, $0) }
+            ?? posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
         close(out[1])
         close(err[1])
         guard spawned == 0 else {
             close(out[0])
             close(err[0])
-            throw TestFailure("posix_spawn \(executable.path) failed: \(spawned)")
+            throw ChildProcessError("posix_spawn \(executable.path) failed: \(spawned)")
         }
         let childPID = pid
         let child = ChildProcess(pid: childPID)
@@ -108,47 +124,62 @@ final class ChildProcess: Sendable {
     private static func closeFrom3(_ actions: inout posix_spawn_file_actions_t) throws {
         typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
-            throw TestFailure("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
+            throw ChildProcessError("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
         }
         let result = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
-        guard result == 0 else { throw TestFailure("posix_spawn_file_actions_addclosefrom_np failed: \(result)") }
+        guard result == 0 else { throw ChildProcessError("posix_spawn_file_actions_addclosefrom_np failed: \(result)") }
+    }
+
+    /// `posix_spawn_file_actions_addchdir_np(actions, directory)` (glibc 2.29 and later), looked up
+    /// at run time as ``closeFrom3(_:)`` is: the child starts in `directory`.
+    private static func changeDirectory(_ actions: inout posix_spawn_file_actions_t, to directory: URL) throws {
+        typealias ChangeDirectory = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else {
+            throw ChildProcessError("this C library has no posix_spawn_file_actions_addchdir_np (glibc 2.29 or later)")
+        }
+        let result = directory.path.withCString { unsafeBitCast(symbol, to: ChangeDirectory.self)(&actions, $0) }
+        guard result == 0 else { throw ChildProcessError("posix_spawn_file_actions_addchdir_np failed: \(result)") }
     }
 
     /// Runs `program arguments` (by default `logsync-server`) to its end.
-    static func run(_ arguments: [String], program: String = "logsync-server") async throws -> Finished {
-        let child = try start(arguments, program: program)
+    package static func run(
+        _ arguments: [String], program: String = "logsync-server", environment: [String: String]? = nil,
+        directory: URL? = nil
+    ) async throws -> Finished {
+        let child = try start(arguments, program: program, environment: environment, directory: directory)
         return await child.finish()
     }
 
     /// The port of the server's `listening … port=N` log line; fails after 30 seconds or if the
     /// process exits first.
-    func waitForPort() async throws -> Int {
+    package func waitForPort() async throws -> Int {
         let port = await firstLine(ofErrors: true) { line -> Int? in
             guard line.contains("listening"), let start = line.range(of: "port=")?.upperBound else { return nil }
             return Int(line[start...].prefix { $0.isNumber })
         }
-        guard let port else { throw TestFailure("logsync-server did not log its port: \(await finish())") }
+        guard let port else { throw ChildProcessError("logsync-server did not log its port: \(await finish())") }
         return port
     }
 
     /// Waits until the standard output holds a line containing `text`, and returns that line;
     /// fails after 30 seconds or if the process exits first.
     @discardableResult
-    func waitForOutputLine(containing text: String) async throws -> String {
+    package func waitForOutputLine(containing text: String) async throws -> String {
         let line = await firstLine(ofErrors: false) { $0.contains(text) ? String($0) : nil }
-        guard let line else { throw TestFailure("no output line containing \"\(text)\": \(await finish())") }
+        guard let line else { throw ChildProcessError("no output line containing \"\(text)\": \(await finish())") }
         return line
     }
 
-    /// The first line of the standard error (or output) for which `match` has a value, waiting
+    /// The first line of the standard error (or output) for which `match` has a value (with
+    /// `wholeText`, the whole text so far is matched as one), waiting
     /// for more as it arrives; `nil`, and the process killed, after 30 seconds or if the process
     /// exits (and its stream ends) first.
     private func firstLine<T: Sendable>(
-        ofErrors: Bool, _ match: @escaping @Sendable (Substring) -> T?
+        ofErrors: Bool, wholeText: Bool = false, _ match: @escaping @Sendable (Substring) -> T?
     ) async -> T? {
         let answer = OneAnswer<T?>()
         let check: @Sendable (String) -> Bool = { text in
-            for line in text.split(separator: "\n") {
+            for line in wholeText ? [Substring(text)] : text.split(separator: "\n") {
                 if let value = match(line) {
                     answer.give(value)
                     return true
@@ -183,14 +214,30 @@ final class ChildProcess: Sendable {
         return value
     }
 
+    /// The first `count` complete lines of the standard output, once written; fails after 30
+    /// seconds or if the process exits first.
+    package func waitForOutputLines(_ count: Int) async throws -> [String] {
+        let lines = await firstLine(ofErrors: false, wholeText: true) { text -> [String]? in
+            let complete = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            return complete.count >= count ? complete.prefix(count).map(String.init) : nil
+        }
+        guard let lines else { throw ChildProcessError("fewer than \(count) output lines: \(await finish())") }
+        return lines
+    }
+
+    /// Sends `signal` to the process.
+    package func send(_ signal: Int32) {
+        kill(pid, signal)
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
-    func terminate() async throws -> Finished {
+    package func terminate() async throws -> Finished {
         kill(pid, SIGTERM)
         return await finish()
     }
 
     /// Waits for the process to exit and its output to end, and returns what it wrote.
-    func finish() async -> Finished {
+    package func finish() async -> Finished {
         let status = await exited.value()
         for done in [outputDone, errorsDone] { await done.wait() }
         return Finished(
@@ -216,10 +263,12 @@ final class ChildProcess: Sendable {
 }
 
 /// A one-shot signal: ``wait()`` returns once ``open()`` was called.
-final class Latch: Sendable {
+package final class Latch: Sendable {
+    package init() {}
+
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    func open() {
+    package func open() {
         let waiters = state.withLock { state in
             state.open = true
             defer { state.waiters = [] }
@@ -228,7 +277,7 @@ final class Latch: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    func wait() async {
+    package func wait() async {
         await withCheckedContinuation { continuation in
             let open = state.withLock { state in
                 if !state.open { state.waiters.append(continuation) }
@@ -241,10 +290,12 @@ final class Latch: Sendable {
 
 /// The first of several possible answers: ``give(_:)`` keeps the first value, ``value()`` waits
 /// for it.
-final class OneAnswer<Value: Sendable>: Sendable {
+package final class OneAnswer<Value: Sendable>: Sendable {
+    package init() {}
+
     private let state = Mutex<(value: Value?, given: Bool, waiters: [CheckedContinuation<Value, Never>])>((nil, false, []))
 
-    func give(_ value: Value) {
+    package func give(_ value: Value) {
         let waiters = state.withLock { state -> [CheckedContinuation<Value, Never>] in
             guard !state.given else { return [] }
             state.given = true
@@ -255,7 +306,7 @@ final class OneAnswer<Value: Sendable>: Sendable {
         for waiter in waiters { waiter.resume(returning: value) }
     }
 
-    func value() async -> Value {
+    package func value() async -> Value {
         await withCheckedContinuation { continuation in
             let value = state.withLock { state -> Value? in
                 if state.given { return state.value }
@@ -265,4 +316,10 @@ final class OneAnswer<Value: Sendable>: Sendable {
             if let value { continuation.resume(returning: value) }
         }
     }
+}
+
+/// What went wrong starting or watching a child process.
+package struct ChildProcessError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
