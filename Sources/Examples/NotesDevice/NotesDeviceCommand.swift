@@ -233,9 +233,12 @@ extension NotesDeviceCommand {
             }
             for await _ in stop { break }
             for source in sources { source.cancel() }
+            device.client.close()  // no more push hints
             await device.engine.cancelOperations()
-            device.client.close()
             device.app.say("stopped")
+            // Now, before the automatic engine starts anything else: everything it fetched is in
+            // notes.json and its device log already.
+            Foundation.exit(0)
         }
     }
 }
