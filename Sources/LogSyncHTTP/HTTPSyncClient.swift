@@ -111,7 +111,10 @@ public final class HTTPSyncClient: Sendable {
     /// How many times this client's push channels have (re)connected since it was made.
     public var pushConnectionCount: Int { pushChannels.connectionCount }
 
-    /// Ends every push stream of this client's databases and stops reconnecting.
+    /// Ends every push stream of this client's databases and stops reconnecting: no push
+    /// channel connects afterwards (one whose WebSocket handshake is under way closes as soon as
+    /// it completes), and a push stream opened afterwards is ended from the start. Requests are
+    /// not affected.
     public func close() {
         pushChannels.closeAll()
     }

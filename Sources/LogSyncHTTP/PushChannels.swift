@@ -17,6 +17,8 @@ final class PushChannels: Sendable {
         var tasks: [Int: Task<Void, Never>] = [:]
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var connections = 0
+        /// Set by ``closeAll()``: no channel opens or connects any more.
+        var closed = false
 
         var allConnected: Bool { connected.values.allSatisfy { $0 } }
 
@@ -31,18 +33,27 @@ final class PushChannels: Sendable {
     private let state = Mutex(State())
 
     /// Opens a channel for `scope`: a stream of hints, kept only while someone listens.
+    /// Once the channels are closed, an ended stream, which never connects.
     func open(client: HTTPSyncClient, scope: DatabaseScope) -> AsyncStream<PushHint> {
         let (stream, continuation) = AsyncStream.makeStream(of: PushHint.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
+        let id = state.withLock { state -> Int? in
+            guard !state.closed else { return nil }
             state.next += 1
             state.connected[state.next] = false
             return state.next
         }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
         let channel = PushChannel(id: id, client: client, scope: scope, continuation: continuation, registry: self)
         let task = Task { await channel.run() }
-        state.withLock { state in
+        let closed = state.withLock { state in
             if state.connected[id] != nil { state.tasks[id] = task }
+            return state.closed
         }
+        // Closed in between: closeAll() did not see this task.
+        if closed { task.cancel() }
         continuation.onTermination = { _ in task.cancel() }
         return stream
     }
@@ -70,9 +81,12 @@ final class PushChannels: Sendable {
 
     var connectionCount: Int { state.withLock { $0.connections } }
 
-    /// Ends every channel.
+    /// Ends every channel, and every channel opened later at once.
     func closeAll() {
-        let tasks = state.withLock { Array($0.tasks.values) }
+        let tasks = state.withLock { state in
+            state.closed = true
+            return Array(state.tasks.values)
+        }
         for task in tasks { task.cancel() }
     }
 

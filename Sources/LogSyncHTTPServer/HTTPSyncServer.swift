@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
@@ -45,6 +46,17 @@ public struct HTTPSyncServer: Sendable {
         public var maxRequestBodyBytes: Int
         /// How long a closing push channel waits for the client's close frame.
         public var pushCloseTimeout: Duration
+        /// How long a graceful shutdown (``RunningHTTPSyncServer/stop()``, SIGTERM or SIGINT
+        /// in ``HTTPSyncServer/runUntilSignalled()``) lets requests in flight finish before it
+        /// closes the connections still open. The default, 10 seconds, is ample for every
+        /// operation of a client that is still sending and reading; a connection it cuts short
+        /// is one whose client stalled, and a client sees it as a lost answer, which the engine
+        /// retries (F89, F103). `.zero` closes every busy connection at once.
+        ///
+        /// Idle connections do not wait for it: a shutdown closes a keep-alive connection
+        /// between requests, or one on which the client has sent nothing yet, at once, and push
+        /// channels get a close frame (``pushCloseTimeout``).
+        public var shutdownGracePeriod: Duration
         /// The server side of TLS (NIOSSL's, as Hummingbird takes it): with one, every
         /// connection is TLS, requests are HTTPS and push channels `wss`; without one (the
         /// default), plain HTTP, for loopback or behind a proxy that terminates TLS.
@@ -54,12 +66,14 @@ public struct HTTPSyncServer: Sendable {
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, maxRequestBodyBytes: Int = 8 << 20,
-            pushCloseTimeout: Duration = .seconds(2), tlsConfiguration: TLSConfiguration? = nil
+            pushCloseTimeout: Duration = .seconds(2), shutdownGracePeriod: Duration = .seconds(10),
+            tlsConfiguration: TLSConfiguration? = nil
         ) {
             self.host = host
             self.port = port
             self.maxRequestBodyBytes = maxRequestBodyBytes
             self.pushCloseTimeout = pushCloseTimeout
+            self.shutdownGracePeriod = shutdownGracePeriod
             self.tlsConfiguration = tlsConfiguration
         }
     }
@@ -121,11 +135,17 @@ public struct HTTPSyncServer: Sendable {
             _ = try NIOSSLContext(configuration: tls)
         }
         let scheme = configuration.tlsConfiguration == nil ? "http" : "https"
+        // Every connection closes when a graceful shutdown begins or soon after: see
+        // ShutdownAwareChannel. Behind TLS, so that its handler sees request bytes only.
+        let gracePeriod = configuration.shutdownGracePeriod
+        let connections = HTTPServerBuilder { responder in
+            ShutdownAwareChannel(
+                base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                gracePeriod: gracePeriod, logger: logger)
+        }
         return Application(
             router: router,
-            server: try configuration.tlsConfiguration.map { tls in
-                try .tls(.http1WebSocketUpgrade(configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade), tlsConfiguration: tls)
-            } ?? .http1WebSocketUpgrade(configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+            server: try configuration.tlsConfiguration.map { tls in try .tls(connections, tlsConfiguration: tls) } ?? connections,
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server"),
             services: [shutdownHook],
@@ -140,7 +160,8 @@ public struct HTTPSyncServer: Sendable {
 
 extension HTTPSyncServer {
     /// Serves until the process gets SIGINT or SIGTERM, then shuts down gracefully: no new
-    /// connections, requests in flight finish, push channels close.
+    /// connections, idle connections close, requests in flight finish (within
+    /// ``Configuration/shutdownGracePeriod``), push channels close.
     ///
     /// - Throws: The server's error, such as a port already in use.
     public func runUntilSignalled() async throws {
@@ -202,8 +223,10 @@ extension HTTPSyncServer {
     }
 }
 
-/// Ends every push stream when the application begins its graceful shutdown, so that push
-/// channels close and the server's wait for open connections ends.
+/// Shuts the `SyncServer` down, ending every push stream, at the end of the application's
+/// graceful shutdown. Its services stop in reverse order, the HTTP server first, so this runs
+/// once every connection has closed: push channels have closed by then, each WebSocket handler
+/// sending its close frame when the shutdown begins.
 struct PushShutdownService: Service {
     let server: SyncServer
 

@@ -49,8 +49,10 @@ public final class RunningHTTPSyncServer: Sendable {
         return RunningHTTPSyncServer(port: port, http: http, group: group, task: task)
     }
 
-    /// Stops accepting connections, lets requests in flight finish, closes push channels, and
-    /// returns when the server has stopped. Committed data is already on disk.
+    /// Stops accepting connections, closes idle ones, lets requests in flight finish, closes
+    /// push channels, and returns when the server has stopped: at once when no request is in
+    /// flight, and at the latest after ``HTTPSyncServer/Configuration/shutdownGracePeriod``,
+    /// when the connections still busy are closed. Committed data is already on disk.
     ///
     /// - Throws: The server's error, if it failed while running.
     public func stop() async throws {

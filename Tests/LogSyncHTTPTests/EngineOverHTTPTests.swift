@@ -254,3 +254,102 @@ extension RecordValue {
         if case .string(let text) = self { text } else { nil }
     }
 }
+
+/// `RunningHTTPSyncServer.stop()` (and so SIGTERM) with clients that hold connections: idle ones
+/// close at once, requests in flight finish, and what is still busy after the grace period is
+/// closed; the stop never waits for a client's own idle timeout.
+@Suite("HTTP: graceful stop", .timeLimit(.minutes(2)))
+struct GracefulStopTests {
+    /// `POST allSubscriptions` in JSON, with a body of `length` bytes (`{}` when 2), not sent here.
+    static func allSubscriptions(bodyLength: Int) -> String {
+        "POST /v1/databases/private/allSubscriptions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            + "Authorization: Bearer \(LiveServer.aliceToken)\r\nContent-Type: application/json\r\n"
+            + "Accept: application/json\r\nContent-Length: \(bodyLength)\r\n\r\n"
+    }
+
+    static func answers(in text: String) -> Int { text.components(separatedBy: "HTTP/1.1 200").count - 1 }
+
+    /// Runs `body` with a server it is to stop itself; stops it if `body` throws.
+    func withServer(
+        _ configuration: HTTPSyncServer.Configuration = .init(), _ body: (LiveServer) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let live = try await LiveServer.start(in: directory.appendingPathComponent("server"), configuration: configuration)
+            do {
+                try await body(live)
+            } catch {
+                try? await live.stop()
+                throw error
+            }
+        }
+    }
+
+    // What AsyncHTTPClient's pool leaves behind when a request it opened a connection for is
+    // taken by another connection freed meanwhile: a connection that never carries a request,
+    // idle until the client's 60-second idle timeout. The stop used to wait for that timeout.
+    @Test("a connection on which nothing was sent is closed at once, and the stop does not wait for it")
+    func connectionWithoutRequest() async throws {
+        try await withServer { live in
+            let idle = try await RawConnection.open(to: live)
+            // A listener accepts in order: once a later connection is answered, this one is accepted.
+            let answer = try await rawRequest(live, "/v1/databases/private/allSubscriptions", headers: aliceHeaders())
+            #expect(answer.status == 200)
+            // Well under the default grace period: nothing waits for it.
+            let elapsed = try await stopTimed(live, limit: .seconds(5)) { idle.close() }
+            #expect(elapsed < .seconds(5))
+            try await idle.waitUntil("the server closed the idle connection") { $0.isClosed }
+            #expect(idle.text.isEmpty)
+        }
+    }
+
+    @Test("a request in flight when the stop begins finishes, then its connection closes")
+    func requestInFlightFinishes() async throws {
+        try await withServer { live in
+            let client = try await RawConnection.open(to: live)
+            // Pipelined: the second request's head is read with the first, its body is not complete.
+            try await client.send(Self.allSubscriptions(bodyLength: 0) + Self.allSubscriptions(bodyLength: 2) + "{")
+            try await client.waitUntil("the first answer") { Self.answers(in: $0.text) == 1 && $0.text.hasSuffix("{}") }
+            let stopping = Task { try await live.stop() }
+            // The server stops listening before it tells its connections to finish.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while let probe = try? await RawConnection.open(to: live) {
+                probe.close()
+                guard ContinuousClock.now < deadline else { throw TestFailure("the server still accepts connections") }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            try await client.send("}")
+            try await client.waitUntil("the second answer and the end of the connection") { $0.isClosed }
+            #expect(Self.answers(in: client.text) == 2, "\(client.text)")
+            #expect(client.text.hasSuffix("{}"))
+            try await stopping.value
+        }
+    }
+
+    @Test("a client stalled halfway through a request is cut off at the end of the grace period")
+    func stalledRequest() async throws {
+        try await withServer(.init(shutdownGracePeriod: .milliseconds(200))) { live in
+            let stalled = try await RawConnection.open(to: live)
+            try await stalled.send(Self.allSubscriptions(bodyLength: 0) + Self.allSubscriptions(bodyLength: 2) + "{")
+            try await stalled.waitUntil("the first answer") { Self.answers(in: $0.text) == 1 && $0.text.hasSuffix("{}") }
+            let elapsed = try await stopTimed(live, limit: .seconds(5)) { stalled.close() }
+            #expect(elapsed >= .milliseconds(200), "the request in flight was given its grace period")
+            try await stalled.waitUntil("the server closed the stalled connection") { $0.isClosed }
+            #expect(Self.answers(in: stalled.text) == 1)
+        }
+    }
+
+    @Test("a WebSocket upgrade sent halfway does not hold up the stop")
+    func halfSentUpgrade() async throws {
+        try await withServer(.init(shutdownGracePeriod: .milliseconds(200))) { live in
+            let upgrading = try await RawConnection.open(to: live)
+            try await upgrading.send(
+                "GET /v1/databases/private/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\n"
+                    + "Upgrade: websocket\r\nConnection: Upgrade\r\n")
+            let answer = try await rawRequest(live, "/v1/databases/private/allSubscriptions", headers: aliceHeaders())
+            #expect(answer.status == 200)
+            _ = try await stopTimed(live, limit: .seconds(5)) { upgrading.close() }
+            try await upgrading.waitUntil("the server closed the half-upgraded connection") { $0.isClosed }
+            #expect(upgrading.text.isEmpty)
+        }
+    }
+}

@@ -67,4 +67,27 @@ struct PushChannelTests {
             // withLiveServer's graceful stop returns only once every connection has closed.
         }
     }
+
+    @Test("after close, a new push stream ends at once and never connects")
+    func streamAfterClose() async throws {
+        try await withLiveServer { live, _ in
+            let client = live.client(LiveServer.aliceToken, device: "phone")
+            client.close()
+            let stream = client.database().pushHints()
+            let ended = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    for await _ in stream {}
+                    return !Task.isCancelled
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(5))
+                    return false
+                }
+                defer { group.cancelAll() }
+                return await group.next() ?? false
+            }
+            #expect(ended, "the stream was still open 5 seconds after it was opened on a closed client")
+            #expect(client.pushConnectionCount == 0)
+        }
+    }
 }

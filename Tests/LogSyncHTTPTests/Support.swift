@@ -7,6 +7,8 @@ import LogSyncServer
 import LogSyncWire
 import NIOCore
 import NIOHTTP1
+import NIOPosix
+import Synchronization
 import SyncModel
 import Testing
 
@@ -174,4 +176,92 @@ final class LoopbackSocket: Sendable {
     }
 
     deinit { close(descriptor) }
+}
+
+/// A bare TCP connection to a live server, for clients that send half a request or nothing:
+/// what it has received, and whether the server has closed it.
+final class RawConnection: Sendable {
+    private let channel: any Channel
+    private let received: Received
+
+    private final class Received: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let state = Mutex((bytes: ByteBuffer(), closed: false))
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            var buffer = unwrapInboundIn(data)
+            state.withLock { _ = $0.bytes.writeBuffer(&buffer) }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            state.withLock { $0.closed = true }
+        }
+    }
+
+    private init(channel: any Channel, received: Received) {
+        self.channel = channel
+        self.received = received
+    }
+
+    /// Connects to `live`; sends nothing.
+    static func open(to live: LiveServer) async throws -> RawConnection {
+        let received = Received()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(received) }
+            }
+            .connect(host: "127.0.0.1", port: live.port).get()
+        return RawConnection(channel: channel, received: received)
+    }
+
+    func send(_ text: String) async throws {
+        try await channel.writeAndFlush(ByteBuffer(string: text))
+    }
+
+    /// What the server has sent so far.
+    var text: String { received.state.withLock { String(buffer: $0.bytes) } }
+
+    /// Whether the server has closed the connection.
+    var isClosed: Bool { received.state.withLock { $0.closed } }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+
+    /// Waits until `condition` holds (checked every few milliseconds); fails after `limit`.
+    func waitUntil(
+        _ what: String, limit: Duration = .seconds(10), _ condition: @Sendable (RawConnection) -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !condition(self) {
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("timed out waiting until \(what); received: \(text.prefix(500))")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+/// Stops `live` and returns how long that took. A stop still waiting after `limit` fails the
+/// test: `release` is then called to let it end (by closing the connections holding it up).
+func stopTimed(_ live: LiveServer, limit: Duration = .seconds(5), release: @escaping @Sendable () -> Void) async throws -> Duration {
+    let start = ContinuousClock.now
+    let stoppedInTime = try await withThrowingTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            try await live.stop()
+            return true
+        }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return false
+        }
+        let first = try await group.next() ?? false
+        if !first { release() }
+        group.cancelAll()
+        try await group.waitForAll()
+        return first
+    }
+    let elapsed = ContinuousClock.now - start
+    #expect(stoppedInTime, "the server's stop was still waiting after \(limit)")
+    return elapsed
 }

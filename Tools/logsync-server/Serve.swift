@@ -36,6 +36,11 @@ struct Serve: AsyncParsableCommand {
     var maxBodyBytes = 8 << 20
 
     @Option(name: .long, help: ArgumentHelp(
+        "On SIGINT or SIGTERM, how long requests in flight may take before their connections are closed; idle connections close at once.",
+        valueName: "seconds"))
+    var shutdownGracePeriod = 10.0
+
+    @Option(name: .long, help: ArgumentHelp(
         "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
         valueName: "file"))
     var tlsCertificate: String?
@@ -52,6 +57,9 @@ struct Serve: AsyncParsableCommand {
     func validate() throws {
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0 to 65535, not \(port)") }
         guard maxBodyBytes >= 1024 else { throw ValidationError("--max-body-bytes must be at least 1024") }
+        guard shutdownGracePeriod >= 0, shutdownGracePeriod.isFinite else {
+            throw ValidationError("--shutdown-grace-period must be a number of seconds, 0 or more")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -70,6 +78,7 @@ struct Serve: AsyncParsableCommand {
         let tokens: TokenStore
         let server: SyncServer
         var httpConfiguration = HTTPSyncServer.Configuration(host: host, port: port, maxRequestBodyBytes: maxBodyBytes)
+        httpConfiguration.shutdownGracePeriod = .milliseconds(Int64(shutdownGracePeriod * 1000))
         do {
             if let tlsCertificate, let tlsKey {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(
