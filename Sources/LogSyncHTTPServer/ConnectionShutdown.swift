@@ -1,5 +1,6 @@
 import HummingbirdCore
 import Logging
+import LogSyncWire
 import NIOCore
 
 /// Hummingbird's child channel with ``ConnectionShutdownHandler`` in front of it, so that a
@@ -137,15 +138,5 @@ final class ConnectionShutdownHandler: ChannelDuplexHandler, RemovableChannelHan
     private func cancelDeadline() {
         deadline?.cancel()
         deadline = nil
-    }
-}
-
-extension Duration {
-    /// The duration in whole nanoseconds, clamped to `Int64`.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return scaled + attoseconds / 1_000_000_000
     }
 }
