@@ -66,6 +66,21 @@ final class LosingDatabase: CloudDatabase {
 struct ResponseLostScenarios {
     static let notes = RecordZone.ID(zoneName: "Notes")
 
+    /// An engine that syncs only when asked, its log in `log`, its random seed `seed` (else
+    /// drawn at random, as in an app).
+    static func manualEngine(
+        _ database: any CloudDatabase, _ delegate: any SyncEngineDelegate, log: URL, seed: UInt64? = nil
+    ) throws -> SyncEngine {
+        var configuration = SyncEngine.Configuration(
+            database: database,
+            deviceLog: try DeviceLog(
+                directory: log, options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
+            delegate: delegate)
+        configuration.automaticallySync = false
+        if let seed { configuration.randomSeed = seed }
+        return try SyncEngine(configuration)
+    }
+
     // F103, F56
     @Test("F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict")
     func lostAnswerReplayed() async throws {
@@ -73,15 +88,7 @@ struct ResponseLostScenarios {
             let server = try makeServer(directory)
             let database = LosingDatabase(server.database(for: "alice", device: "phone"))
             let app = ScriptedNotes()
-            var configuration = SyncEngine.Configuration(
-                database: database,
-                deviceLog: try DeviceLog(
-                    directory: directory.appendingPathComponent("phone"),
-                    options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
-                delegate: app)
-            configuration.automaticallySync = false
-            configuration.randomSeed = 7
-            let engine = try SyncEngine(configuration)
+            let engine = try Self.manualEngine(database, app, log: directory.appendingPathComponent("phone"), seed: 7)
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             try await engine.sendChanges()
 
@@ -114,14 +121,7 @@ struct ResponseLostScenarios {
             let server = try makeServer(directory)
             let database = LosingDatabase(server.database(for: "alice", device: "phone"))
             let app = ScriptedNotes()
-            var configuration = SyncEngine.Configuration(
-                database: database,
-                deviceLog: try DeviceLog(
-                    directory: directory.appendingPathComponent("phone"),
-                    options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
-                delegate: app)
-            configuration.automaticallySync = false
-            let engine = try SyncEngine(configuration)
+            let engine = try Self.manualEngine(database, app, log: directory.appendingPathComponent("phone"))
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
             app.set(note, "first")
@@ -169,15 +169,9 @@ struct ResponseLostScenarios {
         for run in 0..<2 {
             try await withTemporaryDirectory { directory in
                 let server = try makeServer(directory)
-                var configuration = SyncEngine.Configuration(
-                    database: server.database(for: "alice"),
-                    deviceLog: try DeviceLog(
-                        directory: directory.appendingPathComponent("d\(run)"),
-                        options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20)),
-                    delegate: IdleDelegate.shared)
-                configuration.automaticallySync = false
-                configuration.randomSeed = 42
-                prefixes.append(try SyncEngine(configuration).requestIDPrefix)
+                let engine = try Self.manualEngine(
+                    server.database(for: "alice"), IdleDelegate.shared, log: directory.appendingPathComponent("d\(run)"), seed: 42)
+                prefixes.append(engine.requestIDPrefix)
             }
         }
         #expect(prefixes[0] == prefixes[1])
