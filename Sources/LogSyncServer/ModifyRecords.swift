@@ -11,6 +11,7 @@ extension ServerDatabase {
         if scope == .public {
             throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
+        try request.validate()  // limits and duplicates, over the request as sent
         // A record in another user's zone fails alone (invalidArguments); the others are decided
         // under the zone IDs the database keeps, and answered in the request's spelling (F127,
         // F138). A request refused whole this way writes nothing, not even its request ID.
@@ -41,6 +42,7 @@ extension ServerDatabase {
             owned.recordIDsToDelete.append(ownID)
         }
         guard !owned.recordsToSave.isEmpty || !owned.recordIDsToDelete.isEmpty else { return refused }
+        if !spelling.isEmpty { try owned.validate() }  // two spellings of one record name it twice
         var response = try modifyOwnRecords(owned, from: device)
         if !spelling.isEmpty {
             response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
@@ -59,7 +61,6 @@ extension ServerDatabase {
     /// `modifyRecords` for records of this database's own zones, named by the IDs it keeps them
     /// under.
     private func modifyOwnRecords(_ request: ModifyRecordsRequest, from device: DeviceID?) throws -> ModifyRecordsResponse {
-        try request.validate()  // two spellings of one record name it twice
         // Only a request with an ID is ever compared with another (F160); the fingerprint encodes
         // every record, so a request without an ID skips it.
         let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)

@@ -137,6 +137,25 @@ struct ZoneOwnerRuleTests {
         }
     }
 
+    // F138 F151: the request's limits hold over the request as sent: items in another owner's
+    // zone count, so leaving them out cannot bring an over-limit request under the limit.
+    @Test("F138 a request over the item limit gets limitExceeded even when one of its items is in another owner's zone")
+    func limitsCountForeignItems() async throws {
+        try await withServer { server, _ in
+            let aliceName = try await Self.aliceHasANote(server)
+            let bob = server.database(for: "bob")
+            _ = try await bob.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
+            let foreign = Self.note("secret", "bob", in: RecordZone.ID(zoneName: "Notes", ownerName: aliceName))
+            let own = (0..<Limits.maxItemsPerRequest).map { Self.note("n\($0)", "bob's") }
+            let before = try Self.ends(server)
+            let error = await #expect(throws: SyncError.self) {
+                _ = try await bob.modifyRecords(ModifyRecordsRequest(recordsToSave: own + [foreign]))
+            }
+            #expect(error?.code == .limitExceeded, "\(String(describing: error))")
+            #expect(try Self.ends(server) == before)
+        }
+    }
+
     // F138 F156: reads of another owner's zone in a private database get zoneNotFound, word for
     // word the answer for a zone nobody has: whether alice has the zone does not show.
     @Test("F138 reading a zone of another owner gets zoneNotFound, the same whether or not the owner has it")
