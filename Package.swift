@@ -61,7 +61,7 @@ let package = Package(
                 "SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["Proto/device_log.proto"]
+            exclude: ["DeviceLog/Proto/device_log.proto"]
         ),
         .testTarget(
             name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting"]),

@@ -7,7 +7,7 @@ import Testing
 
 @testable import LogSync
 
-/// `SyncEngine.State` from many tasks at once (F31), and group commit.
+/// `SyncEngine.State` from many tasks at once (F31), and the device log's group commit.
 @Suite("Concurrency")
 struct ConcurrencyTests {
     typealias F = Fixtures
@@ -82,43 +82,6 @@ struct ConcurrencyTests {
         }
     }
 
-    @Test("Group commit: requests queued during a commit share the next one")
-    func requestsShareACommit() throws {
-        let queue = WaitQueue()
-        let leaderInside = DispatchSemaphore(value: 0)
-        let releaseLeader = DispatchSemaphore(value: 0)
-        let finished = DispatchSemaphore(value: 0)
-        let groups = Results()
-        @Sendable func commit(_ group: [WaitQueue.Request]) -> [Result<Range<LogOffset>, any Error>] {
-            groups.record(groupSize: group.count)
-            if group.first?.entries.first?.kind == EntryKind(99) {
-                leaderInside.signal()
-                releaseLeader.wait()
-            }
-            // Each request's "offsets" encode its entry count, so callers can check what they got.
-            return group.map { .success(LogOffset(UInt64($0.entries.count))..<LogOffset(UInt64($0.entries.count))) }
-        }
-        // Dedicated threads (not a pool that might not grow): the leader, then 20 followers.
-        Thread.detachNewThread {
-            _ = queue.submit(WaitQueue.Request(entries: [NewEntry(kind: 99, payload: [])]), commit: commit)
-            finished.signal()
-        }
-        leaderInside.wait()
-        for i in 1...20 {
-            Thread.detachNewThread {
-                let outcome = queue.submit(
-                    WaitQueue.Request(entries: Array(repeating: NewEntry(kind: 1, payload: []), count: i)), commit: commit)
-                if (try? outcome.get())?.lowerBound != LogOffset(UInt64(i)) { groups.fail("request \(i) got \(outcome)") }
-                finished.signal()
-            }
-        }
-        while queue.pendingCount < 20 { sched_yield() }
-        releaseLeader.signal()
-        for _ in 0...20 { finished.wait() }
-        #expect(groups.failures.isEmpty)
-        #expect(groups.groupSizes == [1, 20])
-    }
-
     @Test("One bad request in a group fails alone")
     func badRequestFailsAlone() async throws {
         try await withTemporaryDirectory { directory in
@@ -148,17 +111,13 @@ struct ConcurrencyTests {
 final class Results: Sendable {
     private struct Storage {
         var ranges: [(Int, Range<LogOffset>)] = []
-        var groupSizes: [Int] = []
         var failures: [String] = []
     }
 
     private let storage = Mutex(Storage())
     /// Caller `value.0` got the offsets `value.1`.
     func append(_ value: (Int, Range<LogOffset>)) { storage.withLock { $0.ranges.append(value) } }
-    /// A commit took a group of `groupSize` requests.
-    func record(groupSize: Int) { storage.withLock { $0.groupSizes.append(groupSize) } }
     func fail(_ message: String) { storage.withLock { $0.failures.append(message) } }
     var ranges: [(Int, Range<LogOffset>)] { storage.withLock { $0.ranges } }
-    var groupSizes: [Int] { storage.withLock { $0.groupSizes } }
     var failures: [String] { storage.withLock { $0.failures } }
 }

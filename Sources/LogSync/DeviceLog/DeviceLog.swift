@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Logging
 import Synchronization
 import SyncModel
 
@@ -20,7 +21,12 @@ import SyncModel
 /// Concurrent appends share commits (group commit): each caller returns once the commit that
 /// holds its entries is done (durable by default). Reads never block and see a committed state.
 ///
-/// Time travel (`state(at:)`, `rewind(to:into:)`, DESIGN.md §6) is in `LogSyncTesting`. Not there yet: compaction.
+/// Inside the engine, information flows one way: the log announces each append to its
+/// listeners (the engine, for `stateUpdate` events; the scheduler, which decides when to sync),
+/// and never calls anything above it.
+///
+/// Time travel on a device log (`state(at:)`, `rewind(to:into:)`, replay against a fresh
+/// server) is in `LogSyncDiagnostics`. Not there yet: compaction.
 public final class DeviceLog: Sendable {
     /// The name of the log in its environment.
     public static let logName = "device"
@@ -31,6 +37,8 @@ public final class DeviceLog: Sendable {
     public let log: Log
 
     let committer: GroupCommitter
+    /// Who hears of each append (see ``listen(_:)``), in the order they started listening.
+    private let listeners = Mutex<(next: UInt64, all: [(id: UInt64, listener: @Sendable (Appended) -> Void)])>((0, []))
     /// Decoded pending record changes by position, so that reading the pending list for every
     /// batch costs a walk of the table, not a decode of every change (see
     /// `DeviceSnapshot.pendingRecordZoneChanges(cache:)`).
@@ -147,23 +155,77 @@ public final class DeviceLog: Sendable {
         try log.read { reader in try body(DeviceSnapshot(reader: reader)) }
     }
 
-    /// Appends `entries` contiguously (sharing a commit with concurrent callers) and returns
-    /// their offsets once committed. An empty list appends nothing.
+    /// Appends `entries` contiguously (sharing a commit with concurrent callers), announces them
+    /// to the listeners, and returns their offsets once committed. An empty list appends nothing.
     ///
+    /// - Parameter author: who made the entries: `.app` for edits of `SyncEngine.State`.
     /// - Throws: `LogStoreError` (for example `.mapFull` when the disk is full) or what a
-    ///   projection throws; nothing was appended then.
+    ///   projection throws; nothing was appended (or announced) then.
     @discardableResult
-    package func append(_ entries: [DeviceEntry]) throws -> Range<LogOffset> {
+    package func append(_ entries: [DeviceEntry], by author: Appended.Author = .engine) throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end
         }
-        return try committer.append(entries.map(\.newEntry))
+        let offsets = try committer.append(entries.map(\.newEntry))
+        let appended = Appended(entries: entries, offsets: offsets, author: author)
+        for listener in listeners.withLock({ $0.all.map(\.listener) }) { listener(appended) }
+        return offsets
     }
 
-    /// Appends one entry; see `append(_:)`.
+    /// Appends one entry; see `append(_:by:)`.
     @discardableResult
-    func append(_ entry: DeviceEntry) throws -> LogOffset {
-        try append([entry]).lowerBound
+    func append(_ entry: DeviceEntry, by author: Appended.Author = .engine) throws -> LogOffset {
+        try append([entry], by: author).lowerBound
+    }
+
+    /// Appends an entry of the engine's own bookkeeping (a scheduling decision, a push hint) whose
+    /// failure must not stop what is under way: it is logged, and the next append fails loudly.
+    func note(_ entry: DeviceEntry, logger: Logger) {
+        do {
+            try append(entry)
+        } catch {
+            logger.error("could not append \(entry.name) to the device log: \(error)")
+        }
+    }
+
+    // MARK: Announcements
+
+    /// Entries just committed, as announced to the log's listeners.
+    package struct Appended: Sendable {
+        /// Who made an append.
+        package enum Author: Sendable, Hashable {
+            /// The app, through `SyncEngine.State`.
+            case app
+            /// The engine: its syncs, its scheduler, its push listener.
+            case engine
+        }
+
+        package let entries: [DeviceEntry]
+        package let offsets: Range<LogOffset>
+        package let author: Author
+    }
+
+    /// Calls `listener` after every append made through this object, on the appending thread,
+    /// once the entries are committed, until the returned registration is cancelled.
+    ///
+    /// A listener must not block; it may append (its own entries are announced too).
+    func listen(_ listener: @escaping @Sendable (Appended) -> Void) -> Listening {
+        let id = listeners.withLock { state in
+            let id = state.next
+            state.next += 1
+            state.all.append((id, listener))
+            return id
+        }
+        return Listening(log: self, id: id)
+    }
+
+    /// A listener's registration (see ``listen(_:)``).
+    struct Listening: Sendable {
+        fileprivate weak var log: DeviceLog?
+        fileprivate let id: UInt64
+
+        /// Stops the announcements to this listener.
+        func cancel() { log?.listeners.withLock { $0.all.removeAll { $0.id == id } } }
     }
 }

@@ -6,8 +6,7 @@ import SyncModel
 
 /// Syncs an app's records and zones with a server database, on a device log.
 ///
-/// Mirrors `CKSyncEngine` without the `CK` prefix (DESIGN.md §3; `Docs/Porting.md` maps every
-/// name). Everything the engine knows is kept in its ``DeviceLog``: ``state`` reads from it,
+/// Mirrors `CKSyncEngine` without the `CK` prefix (`Docs/Porting.md` maps every name). Everything the engine knows is kept in its ``DeviceLog``: ``state`` reads from it,
 /// every mutation and every step of a sync is appended to it, and the records sent and received
 /// are in it, so a device's timeline can be read and replayed with `logtool`.
 ///
@@ -28,8 +27,11 @@ import SyncModel
 ///
 /// With ``Configuration/automaticallySync`` (the default) a scheduler on the configured clock
 /// sends after a debounce, fetches at start and on push hints, and retries transient failures
-/// (DESIGN.md §3, Scheduling); the account is checked with the database, and a change is one
-/// `accountChange` event that wipes the previous account's state.
+/// (`Docs/Engine.md`, Automatic sync); the account is checked with the database, and a change is
+/// one `accountChange` event that wipes the previous account's state.
+///
+/// Inside, information flows one way: the ``DeviceLog`` announces each append; the scheduler
+/// listens and decides when to sync; the engine runs the work and reports how it ended.
 public final class SyncEngine: Sendable, CustomStringConvertible {
     /// The database the engine syncs with (F1).
     public let database: any CloudDatabase
@@ -37,7 +39,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public let state: State
     /// The log holding everything the engine knows.
     public let deviceLog: DeviceLog
-    /// Whether the configuration asked for automatic sync (F5; not built yet, see above).
+    /// Whether the configuration asked for automatic sync (F5).
     public let automaticallySync: Bool
     /// The subscription the configuration named, if any (F6).
     public let subscriptionID: Subscription.ID?
@@ -53,9 +55,16 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// The last record batch of this launch whose request failed on the way (its answer may have
     /// been lost after the server applied it), kept to send it again under the same request ID.
     let unansweredBatch = Mutex<UnansweredBatch?>(nil)
-    /// The automatic sync driver, with `automaticallySync` (F5).
+    /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
-    private let pushListener = Mutex<Task<Void, Never>?>(nil)
+    /// What runs for the engine's whole life, stopped when it goes: the push listener, the
+    /// automatic sync loop, the device log's announcements of the app's edits.
+    private let lifetime = Mutex(Lifetime())
+
+    private struct Lifetime {
+        var tasks: [Task<Void, Never>] = []
+        var appEdits: DeviceLog.Listening?
+    }
 
     /// Creates an engine (F1). Nothing is sent or fetched until asked.
     ///
@@ -82,17 +91,16 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.state = State(deviceLog: deviceLog)
         self.scheduler = configuration.automaticallySync
             ? SyncScheduler(
-                clock: configuration.clock, policy: configuration.schedulePolicy,
-                seed: configuration.randomSeed, conditions: configuration.conditions)
+                deviceLog: deviceLog, clock: configuration.clock, policy: configuration.schedulePolicy,
+                seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger)
             : nil
-        state.engine.withLock { $0 = WeakEngine(self) }
         start()
     }
 
     /// Starts what runs for the engine's whole life: re-delivering fetched changes the delegate
-    /// may not have handled (F29), listening for push hints (F83, F115), and with automatic
-    /// sync the scheduler, which catches up with a fetch (F85, F87) and sends what is pending
-    /// (F88).
+    /// may not have handled (F29), a `stateUpdate` after each of the app's edits (F26), listening
+    /// for push hints (F83, F115), and with automatic sync the scheduler, which catches up with a
+    /// fetch (F85, F87) and sends what is pending (F88), and the loop that runs what it decides.
     private func start() {
         let weakSelf = WeakEngine(self)
         Task {
@@ -100,17 +108,27 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                 try await weakSelf.value?.redeliverUndelivered()
             }
         }
-        pushListener.withLock { $0 = startListeningForPushes() }
+        let appEdits = deviceLog.listen { [operations] appended in
+            guard appended.author == .app else { return }
+            Self.queueStateUpdate(weakSelf, operations)
+        }
+        var tasks = [startListeningForPushes()]
         if let scheduler {
-            scheduler.start(self)
-            scheduler.fetchNeeded(self, reason: .catchUp)
-            if hasWorkToSend() { scheduler.localChangesAdded(self) }
+            scheduler.start()
+            tasks.append(Task { await Self.runAutomatically(weakSelf, scheduler) })
+        }
+        lifetime.withLock { lifetime in
+            lifetime.appEdits = appEdits
+            lifetime.tasks = tasks
         }
     }
 
     deinit {
         scheduler?.stop()
-        pushListener.withLock { $0?.cancel() }
+        lifetime.withLock { lifetime in
+            lifetime.appEdits?.cancel()
+            for task in lifetime.tasks { task.cancel() }
+        }
     }
 
     /// The delegate, while it is alive (F4).
@@ -206,17 +224,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Called by ``State`` after the app changed it: queues a `stateUpdate` (F26), coalesced
-    /// with one already queued.
-    func stateChanged(localChanges: Bool) {
-        if localChanges { scheduler?.localChangesAdded(self) }
-        // The task holds the engine weakly: an engine the app dropped gets no more events (F4,
-        // F110), and its log closes.
-        let weakSelf = WeakEngine(self)
-        let operations = self.operations
+    /// After the app changed the ``state``: queues a `stateUpdate` (F26), coalesced with one
+    /// already queued. The task holds the engine weakly: an engine the app dropped gets no more
+    /// events (F4, F110), and its log closes.
+    private static func queueStateUpdate(_ engine: WeakEngine, _ operations: SyncOperations) {
         Task {
             try? await operations.run(.stateUpdate) {
-                guard let engine = weakSelf.value else { return }
+                guard let engine = engine.value else { return }
                 await engine.deliver(.stateUpdate(Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
             }
         }
@@ -230,7 +244,7 @@ private final class WeakDelegate: Sendable {
     init(_ value: (any SyncEngineDelegate)?) { self.value = value }
 }
 
-/// The engine of a ``SyncEngine/State``, held weakly (the engine owns its state).
+/// An engine held weakly by the tasks that serve it, so that an engine the app dropped stops.
 struct WeakEngine: Sendable {
     weak let value: SyncEngine?
 

@@ -1,5 +1,4 @@
 import LogStore
-import Synchronization
 import SyncModel
 
 extension SyncEngine {
@@ -29,22 +28,15 @@ extension SyncEngine {
     /// - database changes follow the same rules, keyed on zone ID (F22).
     public final class State: Sendable {
         let deviceLog: DeviceLog
-        /// The engine to tell about the app's changes (for `stateUpdate`, F26).
-        let engine = Mutex(WeakEngine(nil))
 
         init(deviceLog: DeviceLog) {
             self.deviceLog = deviceLog
         }
 
-        /// Appends an app's edit of the state and tells the engine.
+        /// Appends an app's edit of the state. The device log announces it: the engine delivers
+        /// a `stateUpdate` (F26), and with automatic sync the scheduler plans a send (F17).
         private func record(_ entry: DeviceEntry) throws {
-            try deviceLog.append(entry)
-            let added: Bool
-            switch entry {
-            case .pendingRecordZoneChangesAdded, .pendingDatabaseChangesAdded, .untrackedChangesFlagged(true): added = true
-            default: added = false
-            }
-            engine.withLock { $0 }.value?.stateChanged(localChanges: added)
+            try deviceLog.append(entry, by: .app)
         }
 
         // MARK: Record zone changes

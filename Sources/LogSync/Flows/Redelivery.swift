@@ -1,0 +1,68 @@
+import LogStore
+import SyncModel
+
+extension SyncEngine {
+    /// Delivers again the fetched changes whose events the delegate may not have handled when
+    /// the engine last stopped (F29: at-least-once, never lost): every fetched page after the
+    /// delivery offset, in order, framed as a `.scheduled` fetch (will/did, and each zone's
+    /// will/did) so the event grammar holds (F46). Costs nothing when all was delivered: the
+    /// index keeps the offset of the last fetched page.
+    func redeliverUndelivered() async throws {
+        let (delivered, fetched) = try deviceLog.read { (try $0.deliveredOffset(), try $0.fetchedThrough()) }
+        guard let fetched, fetched > (delivered ?? .zero) else { return }
+        // Pages without changes deliver no event, so they are never marked delivered: the fetch
+        // that frames the redelivery opens at the first page with changes, and when only empty
+        // pages follow the mark (a fetch that found nothing new) the mark catches up without an
+        // event.
+        let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
+        var opened = false
+        var openZone: RecordZone.ID?
+        func open() async {
+            guard !opened else { return }
+            opened = true
+            logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
+            await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+        }
+        func closeZone() async {
+            guard let zone = openZone else { return }
+            await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
+            openZone = nil
+        }
+        var cursor = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
+        while let entry = try cursor.next() {
+            guard entry.kind == DeviceEntry.Kind.databaseChangesFetched || entry.kind == DeviceEntry.Kind.zoneChangesFetched
+            else { continue }
+            switch try DeviceEntry(entry) {
+            case .databaseChangesFetched(let modifications, let deletions, _, _):
+                guard !modifications.isEmpty || !deletions.isEmpty else { continue }
+                await open()
+                await closeZone()
+                await deliver(
+                    .fetchedDatabaseChanges(
+                        Event.FetchedDatabaseChanges(
+                            modifications: modifications.map { DatabaseChange.Modification(zoneID: $0) },
+                            deletions: deletions)))
+            case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, _):
+                guard !modifications.isEmpty || !deletions.isEmpty else { continue }
+                await open()
+                if openZone != zoneID {
+                    await closeZone()
+                    await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+                    openZone = zoneID
+                }
+                await deliver(
+                    .fetchedRecordZoneChanges(
+                        Event.FetchedRecordZoneChanges(
+                            modifications: modifications.map { RecordZoneChange.Modification(record: $0) },
+                            deletions: deletions)))
+            default:
+                continue
+            }
+        }
+        await closeZone()
+        try deviceLog.append(.eventsDelivered(through: fetched))
+        guard opened else { return }
+        await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+    }
+}
