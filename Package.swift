@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "SyncModel", targets: ["SyncModel"]),
         .library(name: "LogSync", targets: ["LogSync"]),
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
+        .library(name: "LogSyncDiagnostics", targets: ["LogSyncDiagnostics"]),
         .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
         .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
@@ -64,14 +65,22 @@ let package = Package(
             exclude: ["DeviceLog/Proto/device_log.proto"]
         ),
         .testTarget(
-            name: "LogSyncTests", dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting"]),
+            name: "LogSyncTests",
+            dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting"]),
 
-        // Tools for the tests of apps and of the engine: a test clock, simulated accounts, time
-        // travel on device logs, replay against a fresh server, and the seeded simulation.
+        // What a developer runs on a production log: entry descriptions for dumps, time travel
+        // on device logs (state at an offset, rewind, replay, diff), replay against a server.
+        .target(
+            name: "LogSyncDiagnostics",
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore"]),
+
+        // Tools for the tests of apps and of the engine: a test clock, simulated accounts and
+        // network, one test device with the policies a test chooses, and the seeded simulation.
         .target(
             name: "LogSyncTesting",
             dependencies: [
-                "LogSync", "SyncModel", "LogSyncServer", "LogStore", .product(name: "Logging", package: "swift-log"),
+                "LogSync", "LogSyncDiagnostics", "SyncModel", "LogSyncServer", "LogStore",
+                .product(name: "Logging", package: "swift-log"),
             ]),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
@@ -143,28 +152,28 @@ let package = Package(
         // Child processes for the tests that start executables (posix_spawn, never Foundation's
         // Process, which crashes when tests launch processes at the same time).
         .target(name: "ChildProcesses", path: "Tests/ChildProcesses"),
-        // Entry codecs and a projection shared by the tests, the crash child and the benchmark.
-        .target(name: "LogStoreFixtures", dependencies: ["LogStore"], path: "Tests/LogStoreFixtures"),
+        // LogStore on its own: a key–value history and its latest-value projection, which
+        // `logtool demo` writes and the LogStore tests, crash child and benchmark use.
+        .target(name: "KeyValueLog", dependencies: ["LogStore"], path: "Sources/Examples/KeyValueLog"),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "LogStoreFixtures", "logstore-crasher", "ChildProcesses"]
+            dependencies: ["LogStore", "KeyValueLog", "logstore-crasher", "ChildProcesses"]
         ),
 
         // Tools.
-        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncServer", "LogSync", "LogSyncTesting"], path: "Tools/LogToolCore"),
+        // logtool's terminal plumbing: standard output, progress lines, its own errors.
+        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
             dependencies: [
-                "LogToolCore", "LogStore", "LogStoreFixtures", "logtool", "LogSyncServer", "LogSync", "LogSyncTesting",
-                "ChildProcesses",
+                "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
+                "LogSyncTesting", "ChildProcesses",
             ]
         ),
         .executableTarget(
             name: "logtool",
             dependencies: [
-                "LogStore",
-                "LogToolCore",
-                "LogStoreFixtures",
+                "LogStore", "LogSync", "LogSyncServer", "LogSyncDiagnostics", "LogToolCore", "KeyValueLog",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logtool"
@@ -180,12 +189,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "logstore-crasher",
-            dependencies: ["LogStore", "LogStoreFixtures"],
+            dependencies: ["LogStore", "KeyValueLog"],
             path: "Tools/logstore-crasher"
         ),
         .executableTarget(
             name: "logstore-bench",
-            dependencies: ["LogStore", "LogStoreFixtures", "CLMDB"],
+            dependencies: ["LogStore", "KeyValueLog", "CLMDB"],
             path: "Tools/logstore-bench"
         ),
         // What the server and engine benchmarks share: memory figures, tables, scratch space.
@@ -212,7 +221,7 @@ let package = Package(
         // Examples.
         .executableTarget(
             name: "two-devices",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogToolCore"],
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogSyncDiagnostics"],
             path: "Sources/Examples/TwoDevices"
         ),
         // One device of a notes app as its own process, syncing through a logsync-server.

@@ -6,7 +6,7 @@ import SyncModel
 ///
 /// Entry kinds 100–199 belong to the server (`ServerEntry.Kind`); payloads are Protocol Buffers
 /// messages (Sources/LogSyncServer/Proto/server_log.proto).
-enum ServerEntry: Sendable, Equatable {
+package enum ServerEntry: Sendable, Equatable {
     /// A zone was created or saved again. A zone that did not exist (or was deleted) starts a
     /// new incarnation whose number is this entry's offset (F149).
     case zoneSaved(RecordZone)
@@ -30,15 +30,15 @@ enum ServerEntry: Sendable, Equatable {
     case clientChangeTokenUpdated(RecordZone.ID, device: DeviceID?, token: [UInt8])
 
     /// The entry kinds of the server's logs.
-    enum Kind {
-        static let zoneSaved: EntryKind = 101
-        static let zoneDeleted: EntryKind = 102
-        static let recordSaved: EntryKind = 103
-        static let recordDeleted: EntryKind = 104
-        static let subscriptionSaved: EntryKind = 105
-        static let subscriptionDeleted: EntryKind = 106
-        static let requestCompleted: EntryKind = 107
-        static let tombstonesCompacted: EntryKind = 108
-        static let clientChangeTokenUpdated: EntryKind = 109
+    package enum Kind {
+        package static let zoneSaved: EntryKind = 101
+        package static let zoneDeleted: EntryKind = 102
+        package static let recordSaved: EntryKind = 103
+        package static let recordDeleted: EntryKind = 104
+        package static let subscriptionSaved: EntryKind = 105
+        package static let subscriptionDeleted: EntryKind = 106
+        package static let requestCompleted: EntryKind = 107
+        package static let tombstonesCompacted: EntryKind = 108
+        package static let clientChangeTokenUpdated: EntryKind = 109
     }
 }

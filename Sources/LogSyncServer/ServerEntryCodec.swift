@@ -62,7 +62,7 @@ extension ServerEntry {
     /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset, its kind and what
     ///   failed: a kind that is not a server kind, a payload that is not the kind's message, or
     ///   a message that does not describe a value (a missing required field, an unknown enum).
-    init(_ entry: LogEntry) throws(LogStoreError) {
+    package init(_ entry: LogEntry) throws(LogStoreError) {
         switch entry.kind {
         case Kind.zoneSaved:
             let message = try Self.message(Logsync_Server_ZoneSaved.self, entry, "zoneSaved")

@@ -6,8 +6,8 @@ import SyncModel
 /// The server's users: each user ID gets a number, the offset of its registration in the
 /// registry's log. The number names the user's data directory and user record, so user IDs of
 /// any form (e-mail addresses, account URLs) are safe on disk and never collide.
-final class UserRegistry: Sendable {
-    static let userRegisteredKind: EntryKind = 120
+package final class UserRegistry: Sendable {
+    package static let userRegisteredKind: EntryKind = 120
     /// LMDB's key limit.
     static let maxUserIDBytes = 511
 

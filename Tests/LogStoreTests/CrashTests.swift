@@ -1,6 +1,6 @@
 import ChildProcesses
 import Foundation
-import LogStoreFixtures
+import KeyValueLog
 import Testing
 
 @testable import LogStore

@@ -1,5 +1,5 @@
 import Foundation
-import LogStoreFixtures
+import KeyValueLog
 import Testing
 
 @testable import LogStore

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 @testable import LogSync
+@testable import LogSyncDiagnostics
 import LogToolCore
 import SyncModel
 import Testing

@@ -3,6 +3,7 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 @testable import LogSyncServer
+@testable import LogSyncDiagnostics
 import LogToolCore
 import SyncModel
 import Testing
@@ -161,12 +162,12 @@ struct EntryDescriptionFormattingTests {
 
     @Test(arguments: ["recordSave", "65536", "-1", "", "kind103"])
     func unknownKindsListTheNames(text: String) {
-        #expect(throws: LogToolError(
-            "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), userRegistered (120)"
+        #expect(throws: DiagnosticsError(
+            .unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), userRegistered (120)"
         )) {
             try EntryFilter.kind(named: text, decoder: .server)
         }
-        #expect(throws: LogToolError("unknown kind \"\(text)\": give a number from 0 to 65535")) {
+        #expect(throws: DiagnosticsError(.unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535")) {
             try EntryFilter.kind(named: text, decoder: nil)
         }
     }

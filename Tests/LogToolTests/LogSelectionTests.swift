@@ -1,3 +1,4 @@
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
-import LogStoreFixtures
+import KeyValueLog
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 

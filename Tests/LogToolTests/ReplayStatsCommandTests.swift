@@ -3,6 +3,7 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 
@@ -103,7 +104,7 @@ struct ReplayStatsCommandTests {
 
             let past = try await runLogtool(["replay", "phone", "--to", String(last.rawValue + 1)], in: directory)
             #expect(past.status == 1, "\(past)")
-            #expect(past.standardError.hasPrefix("logtool: error: --to \(last.rawValue + 1) is past the end"), "\(past)")
+            #expect(past.standardError.hasPrefix("logtool: error: offset \(last.rawValue + 1) is past the end"), "\(past)")
         }
     }
 

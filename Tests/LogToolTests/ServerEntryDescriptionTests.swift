@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+@testable import LogSyncDiagnostics
 @testable import LogSyncServer
 import SyncModel
 import Testing
@@ -72,7 +73,7 @@ struct ServerEntryDescriptionTests {
         let (serverEntry, kindName, fields) = Self.cases[index]
         let new = serverEntry.newEntry
         let entry = LogEntry(offset: 12, kind: new.kind, time: EntryTime(microsecondsSince1970: 0), payload: new.payload)
-        let description = try #require(try ServerEntryDescription(entry))
+        let description = try #require(try ServerEntryDescription.describe(entry))
         #expect(description.kindName == kindName)
         #expect(ServerEntryDescription.kindName(of: entry.kind) == kindName)
         #expect(description.fields.map { "\($0.name)=\($0.value)" }.joined(separator: " ") == fields)
@@ -87,13 +88,13 @@ struct ServerEntryDescriptionTests {
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
         let request = ServerEntry.requestCompleted("r", fingerprint: 1, response: ModifyRecordsResponse()).newEntry
-        let described = try #require(try ServerEntryDescription(LogEntry(offset: 5, kind: request.kind, time: .init(microsecondsSince1970: 0), payload: request.payload)))
+        let described = try #require(try ServerEntryDescription.describe(LogEntry(offset: 5, kind: request.kind, time: .init(microsecondsSince1970: 0), payload: request.payload)))
         #expect(described["saved"] == .integer(0))
         #expect(described["failed"] == .integer(0))
         let compacted = ServerEntry.tombstonesCompacted(horizon: 7).newEntry
-        #expect(try ServerEntryDescription(LogEntry(offset: 8, kind: compacted.kind, time: .init(microsecondsSince1970: 0), payload: compacted.payload))?["horizon"] == .integer(7))
+        #expect(try ServerEntryDescription.describe(LogEntry(offset: 8, kind: compacted.kind, time: .init(microsecondsSince1970: 0), payload: compacted.payload))?["horizon"] == .integer(7))
         let saved = ServerEntry.recordSaved(Self.savedNote("n1", tag: "3")).newEntry
-        let record = try #require(try ServerEntryDescription(LogEntry(offset: 3, kind: saved.kind, time: .init(microsecondsSince1970: 0), payload: saved.payload)))
+        let record = try #require(try ServerEntryDescription.describe(LogEntry(offset: 3, kind: saved.kind, time: .init(microsecondsSince1970: 0), payload: saved.payload)))
         #expect(record["tag"] == .text("3"))
         #expect(record["keys"] == .list(["body", "title"]))
         #expect(record["owner"] == nil)
@@ -101,7 +102,7 @@ struct ServerEntryDescriptionTests {
 
     @Test func userRegisteredNamesTheUserAndTheirDirectory() throws {
         let entry = LogEntry(offset: 2, kind: 120, time: .init(microsecondsSince1970: 0), payload: Array("bob@example.com".utf8))
-        let description = try #require(try ServerEntryDescription(entry))
+        let description = try #require(try ServerEntryDescription.describe(entry))
         #expect(description.kindName == "userRegistered")
         #expect(description.fields == [.init("user", .text("bob@example.com")), .init("directory", .text("users/u2"))])
     }
@@ -109,14 +110,14 @@ struct ServerEntryDescriptionTests {
     @Test(arguments: [0, 1, 2, 3, 99, 100, 110, 119, 121, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
-        #expect(try ServerEntryDescription(entry) == nil)
+        #expect(try ServerEntryDescription.describe(entry) == nil)
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
     @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
-        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
         #expect(error.code == .corruptEntry)
         #expect(error.offset == 42)
         let name = try #require(ServerEntryDescription.kindName(of: EntryKind(kind)))
@@ -126,7 +127,7 @@ struct ServerEntryDescriptionTests {
     @Test func aMissingRequiredMessageIsACorruptEntry() throws {
         // An empty payload parses as a RecordSaved without its record.
         let entry = LogEntry(offset: 7, kind: 103, time: .init(microsecondsSince1970: 0), payload: [])
-        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
         #expect(error.offset == 7)
         #expect(error.message.contains("RecordSaved.record is missing"), "\(error)")
     }
@@ -134,7 +135,7 @@ struct ServerEntryDescriptionTests {
     @Test(arguments: [([], "an empty user ID"), ([0xC3], "a user ID that is not UTF-8")] as [([UInt8], String)])
     func aBadRegistryEntryIsACorruptEntry(payload: [UInt8], problem: String) throws {
         let entry = LogEntry(offset: 3, kind: 120, time: .init(microsecondsSince1970: 0), payload: payload)
-        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription(entry) }
+        let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
         #expect(error == LogStoreError(.corruptEntry, "userRegistered (kind 120) payload: \(problem)", offset: 3))
     }
 

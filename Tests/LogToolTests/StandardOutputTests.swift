@@ -1,4 +1,5 @@
 import Foundation
+@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 

@@ -1,7 +1,7 @@
 import ChildProcesses
 import Foundation
 @testable import LogStore
-import LogStoreFixtures
+import KeyValueLog
 import Testing
 
 #if canImport(Glibc)

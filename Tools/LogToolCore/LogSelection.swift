@@ -1,5 +1,5 @@
 /// Which log of an environment a command works on.
-public enum LogSelection {
+package enum LogSelection {
     /// The log to open: `requested` if given; otherwise the only log in the environment, or
     /// `"main"` when there is none (opening it then fails with the log store's own
     /// "no log named main" error).
@@ -9,7 +9,7 @@ public enum LogSelection {
     ///   - available: the names of the logs in the environment.
     ///   - path: the environment's directory, for the error message.
     /// - Throws: `LogToolError` listing the logs when there are several and none was requested.
-    public static func choose(requested: String?, available: [String], path: String) throws(LogToolError) -> String {
+    package static func choose(requested: String?, available: [String], path: String) throws(LogToolError) -> String {
         if let requested { return requested }
         switch available.count {
         case 0: return "main"

@@ -1,16 +1,16 @@
 /// An error of `logtool` itself (as opposed to one from the log), with a one-line description.
-public struct LogToolError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var message: String
+package struct LogToolError: Error, Sendable, Hashable, CustomStringConvertible {
+    package var message: String
 
-    public init(_ message: String) { self.message = message }
+    package init(_ message: String) { self.message = message }
 
-    public var description: String { message }
+    package var description: String { message }
 }
 
 extension Error {
     /// The error on one line: `logtool: error: ` and the error's description, line breaks
     /// replaced by spaces, ending in a line break.
-    public var logToolErrorLine: String {
+    package var logToolErrorLine: String {
         let text = String(describing: self).split(whereSeparator: \.isNewline).joined(separator: " ")
         return "logtool: error: \(text)\n"
     }

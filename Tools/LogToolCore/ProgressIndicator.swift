@@ -5,14 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-/// What a long pass over a log reports as it goes (to a `ProgressIndicator`).
-public enum ProgressEvent: Sendable, Hashable {
-    /// `done` of `total` entries are done.
-    case entries(done: UInt64, total: UInt64)
-    /// A step without a count has begun, such as `verifying projections`.
-    case step(String)
-}
+import LogSyncDiagnostics
 
 /// How far a long pass over a log has got, on one status line of a terminal: `dump: 20000 of
 /// 50000 entries (40%)`, rewritten in place (`\r` … erase to the end of the line), and erased
@@ -29,17 +22,17 @@ public enum ProgressEvent: Sendable, Hashable {
 /// input always writes the same bytes (the tests compare them). Whether to show anything is
 /// decided once, by the caller: `standardError(label:total:)` shows it only when standard error
 /// is a terminal, so pipes, files and tests see nothing.
-public struct ProgressIndicator<Output: TextOutputStream> {
+package struct ProgressIndicator<Output: TextOutputStream> {
     /// Where the status line goes (standard error in `logtool`).
-    public private(set) var output: Output
+    package private(set) var output: Output
     /// Whether anything is written at all.
-    public let isEnabled: Bool
+    package let isEnabled: Bool
     /// What is being done: `dump`, `replay`, `diff`.
-    public let label: String
+    package let label: String
     /// The count the pass ends at, if known (the latest `.entries` event's total).
-    public private(set) var total: UInt64?
+    package private(set) var total: UInt64?
     /// How many more entries between two lines.
-    public let every: UInt64
+    package let every: UInt64
 
     private var next: UInt64
     /// Whether a status line is on the screen, for `finish()` to erase.
@@ -56,7 +49,7 @@ public struct ProgressIndicator<Output: TextOutputStream> {
     ///   - every: How many more entries between two lines (at least 1).
     ///   - isEnabled: Whether to write anything (`standardError` passes `isatty(2)`).
     ///   - output: Where to write.
-    public init(label: String, total: UInt64?, every: UInt64 = 10_000, isEnabled: Bool, output: Output) {
+    package init(label: String, total: UInt64?, every: UInt64 = 10_000, isEnabled: Bool, output: Output) {
         self.label = label
         self.total = total
         self.every = max(every, 1)
@@ -67,7 +60,7 @@ public struct ProgressIndicator<Output: TextOutputStream> {
 
     /// Shows `event`: `.entries` as `update(done:total:)`, `.step` as `show` of
     /// `label: step…`.
-    public mutating func report(_ event: ProgressEvent) {
+    package mutating func report(_ event: ProgressEvent) {
         switch event {
         case .entries(let done, let total): update(done: done, total: total)
         case .step(let step): show("\(label): \(step)…")
@@ -76,7 +69,7 @@ public struct ProgressIndicator<Output: TextOutputStream> {
 
     /// Notes that `done` entries (of `total`, when given) are done; writes the status line when
     /// `every` more are done since the last one.
-    public mutating func update(done: UInt64, total: UInt64? = nil) {
+    package mutating func update(done: UInt64, total: UInt64? = nil) {
         if let total { self.total = total }
         guard isEnabled, done >= next else { return }
         next = done + every
@@ -85,7 +78,7 @@ public struct ProgressIndicator<Output: TextOutputStream> {
 
     /// Writes `status` as the status line at once (for a step without a count, such as
     /// `replay: verifying projections…`).
-    public mutating func show(_ status: String) {
+    package mutating func show(_ status: String) {
         guard isEnabled else { return }
         output.write(Self.lineStart + status + Self.eraseToEnd)
         showing = true
@@ -93,14 +86,14 @@ public struct ProgressIndicator<Output: TextOutputStream> {
 
     /// Erases the status line, if one is shown. Call it before anything else is written to the
     /// terminal, and at the end.
-    public mutating func finish() {
+    package mutating func finish() {
         guard showing else { return }
         output.write(Self.lineStart + Self.eraseToEnd)
         showing = false
     }
 
     /// `dump: 20000 of 50000 entries (40%)`, or `dump: 20000 entries` without a total.
-    public func text(done: UInt64) -> String {
+    package func text(done: UInt64) -> String {
         guard let total, total > 0 else { return "\(label): \(done) entries" }
         let share = Int((Double(min(done, total)) * 100 / Double(total)).rounded(.down))
         return "\(label): \(done) of \(total) entries (\(share)%)"
@@ -116,7 +109,7 @@ extension ProgressIndicator where Output == StandardOutput {
     ///   - total: The count the pass ends at, if known.
     ///   - also: A further condition, such as standard output not being a terminal too (a dump
     ///     to the screen shows its own progress, and a status line would break its lines).
-    public static func standardError(label: String, total: UInt64?, also: Bool = true) -> Self {
+    package static func standardError(label: String, total: UInt64?, also: Bool = true) -> Self {
         ProgressIndicator(
             label: label, total: total, isEnabled: also && isTerminal(2),
             output: StandardOutput(fileDescriptor: 2, capacity: 1))
@@ -124,6 +117,6 @@ extension ProgressIndicator where Output == StandardOutput {
 }
 
 /// Whether `descriptor` is a terminal (`isatty(3)`).
-public func isTerminal(_ descriptor: Int32) -> Bool {
+package func isTerminal(_ descriptor: Int32) -> Bool {
     isatty(descriptor) == 1
 }

@@ -13,19 +13,19 @@ import Darwin
 ///
 /// After a failed write (a closed pipe with SIGPIPE ignored, a full disk) further output is
 /// dropped and `flush()` throws the failure.
-public struct StandardOutput: TextOutputStream {
-    public let fileDescriptor: Int32
-    public let capacity: Int
+package struct StandardOutput: TextOutputStream {
+    package let fileDescriptor: Int32
+    package let capacity: Int
     private var buffer: [UInt8] = []
     private var failure: LogToolError?
 
-    public init(fileDescriptor: Int32 = 1, capacity: Int = 64 << 10) {
+    package init(fileDescriptor: Int32 = 1, capacity: Int = 64 << 10) {
         self.fileDescriptor = fileDescriptor
         self.capacity = capacity
         buffer.reserveCapacity(capacity)
     }
 
-    public mutating func write(_ string: String) {
+    package mutating func write(_ string: String) {
         guard failure == nil else { return }
         buffer.append(contentsOf: string.utf8)
         if buffer.count >= capacity { writeBuffer() }
@@ -34,7 +34,7 @@ public struct StandardOutput: TextOutputStream {
     /// Writes what is buffered.
     ///
     /// - Throws: `LogToolError` if this or an earlier write failed.
-    public mutating func flush() throws(LogToolError) {
+    package mutating func flush() throws(LogToolError) {
         if failure == nil && !buffer.isEmpty { writeBuffer() }
         if let failure { throw failure }
     }
@@ -57,7 +57,7 @@ public struct StandardOutput: TextOutputStream {
     }
 
     /// Writes `line` to standard error at once (unbuffered).
-    public static func writeToStandardError(_ line: String) {
+    package static func writeToStandardError(_ line: String) {
         var output = StandardOutput(fileDescriptor: 2)
         output.write(line)
         try? output.flush()

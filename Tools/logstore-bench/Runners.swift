@@ -1,7 +1,7 @@
 import CLMDB
 import Foundation
 import LogStore
-import LogStoreFixtures
+import KeyValueLog
 
 /// One configuration: what is appended and how.
 struct Configuration {

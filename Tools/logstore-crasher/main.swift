@@ -5,7 +5,7 @@
 // Usage: logstore-crasher DIRECTORY SEED
 import Foundation
 import LogStore
-import LogStoreFixtures
+import KeyValueLog
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let seed = UInt64(arguments[2]) else {

@@ -1,7 +1,8 @@
 import ArgumentParser
 import Foundation
 import LogStore
-import LogStoreFixtures
+import KeyValueLog
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool demo [--dir PATH]`: writes a short key–value story to a new log and dumps it.

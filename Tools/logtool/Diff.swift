@@ -1,4 +1,5 @@
 import ArgumentParser
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool diff LOG_A LOG_B [--json]`

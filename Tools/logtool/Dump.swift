@@ -1,5 +1,6 @@
 import ArgumentParser
 import LogStore
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool dump LOG [--log NAME] [--from N] [--to M] [--kind K …] [--record NAME] [--zone NAME] [--json]`

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool`: inspect LogSync's append-only logs. One subcommand per file in this directory.

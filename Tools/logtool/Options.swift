@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogStore
+import LogSyncDiagnostics
 import LogToolCore
 
 /// Which log to read: the environment directory and, optionally, the log's name in it.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogStore
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool replay LOG [--to N] [--verify] [--json]`

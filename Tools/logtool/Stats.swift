@@ -1,5 +1,6 @@
 import ArgumentParser
 import LogStore
+import LogSyncDiagnostics
 import LogToolCore
 
 /// `logtool stats LOG [--log NAME] [--json]`

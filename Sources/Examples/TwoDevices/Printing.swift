@@ -1,7 +1,7 @@
 import Foundation
 import LogSync
 import LogSyncServer
-import LogToolCore
+import LogSyncDiagnostics
 
 // The example's output: a timeline, one line per step.
 

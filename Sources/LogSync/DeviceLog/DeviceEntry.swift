@@ -88,32 +88,32 @@ package enum DeviceEntry: Sendable, Equatable {
     /// | 42–49 | more scheduling |
     /// | 51–59 | more delivery steps |
     /// | 90–99 | snapshots of the projections written by compaction (DESIGN.md §2, retention) |
-    enum Kind {
-        static let pendingRecordZoneChangesAdded: EntryKind = 1
-        static let pendingRecordZoneChangesRemoved: EntryKind = 2
-        static let pendingDatabaseChangesAdded: EntryKind = 3
-        static let pendingDatabaseChangesRemoved: EntryKind = 4
-        static let untrackedChangesFlagged: EntryKind = 5
-        static let batchPrepared: EntryKind = 11
-        static let batchResult: EntryKind = 12
-        static let databaseChangesSent: EntryKind = 13
-        static let sendStarted: EntryKind = 10
-        static let sendFinished: EntryKind = 14
-        static let fetchStarted: EntryKind = 20
-        static let databaseChangesFetched: EntryKind = 21
-        static let zoneChangesFetched: EntryKind = 22
-        static let zoneFetchFinished: EntryKind = 23
-        static let fetchFinished: EntryKind = 24
-        static let changeTokenReset: EntryKind = 25
-        static let eventsDelivered: EntryKind = 50
-        static let accountChanged: EntryKind = 30
-        static let subscriptionEnsured: EntryKind = 31
-        static let pushReceived: EntryKind = 32
-        static let syncScheduled: EntryKind = 40
-        static let syncDeferred: EntryKind = 41
+    package enum Kind {
+        package static let pendingRecordZoneChangesAdded: EntryKind = 1
+        package static let pendingRecordZoneChangesRemoved: EntryKind = 2
+        package static let pendingDatabaseChangesAdded: EntryKind = 3
+        package static let pendingDatabaseChangesRemoved: EntryKind = 4
+        package static let untrackedChangesFlagged: EntryKind = 5
+        package static let batchPrepared: EntryKind = 11
+        package static let batchResult: EntryKind = 12
+        package static let databaseChangesSent: EntryKind = 13
+        package static let sendStarted: EntryKind = 10
+        package static let sendFinished: EntryKind = 14
+        package static let fetchStarted: EntryKind = 20
+        package static let databaseChangesFetched: EntryKind = 21
+        package static let zoneChangesFetched: EntryKind = 22
+        package static let zoneFetchFinished: EntryKind = 23
+        package static let fetchFinished: EntryKind = 24
+        package static let changeTokenReset: EntryKind = 25
+        package static let eventsDelivered: EntryKind = 50
+        package static let accountChanged: EntryKind = 30
+        package static let subscriptionEnsured: EntryKind = 31
+        package static let pushReceived: EntryKind = 32
+        package static let syncScheduled: EntryKind = 40
+        package static let syncDeferred: EntryKind = 41
 
         /// The kinds this build writes and reads.
-        static let inUse: [EntryKind] = [
+        package static let inUse: [EntryKind] = [
             pendingRecordZoneChangesAdded, pendingRecordZoneChangesRemoved, pendingDatabaseChangesAdded,
             pendingDatabaseChangesRemoved, untrackedChangesFlagged, sendStarted, batchPrepared, batchResult,
             databaseChangesSent, sendFinished, fetchStarted, databaseChangesFetched, zoneChangesFetched,
@@ -123,7 +123,7 @@ package enum DeviceEntry: Sendable, Equatable {
     }
 
     /// The case's name, as in `Docs/Engine.md` and error messages.
-    var name: String {
+    package var name: String {
         switch self {
         case .pendingRecordZoneChangesAdded: "pendingRecordZoneChangesAdded"
         case .pendingRecordZoneChangesRemoved: "pendingRecordZoneChangesRemoved"

@@ -73,20 +73,14 @@ public final class DeviceLog: Sendable {
         try read { try $0.lastKnownServerRecord(for: recordID) }
     }
 
-    /// The engine's state as the index holds it now, read in one snapshot (for `LogSyncTesting`'s
-    /// time travel and `logtool`).
+    /// The engine's state as the index holds it now, read in one snapshot (for time travel and
+    /// `logtool` in `LogSyncDiagnostics`).
     ///
     /// - Complexity: O(the state's size): every pending and in-flight change, zone, token and
     ///   last known server record is read and decoded; never O(the log's length).
-    package func snapshotState() throws -> IndexState {
+    package func snapshotState() throws -> DeviceState {
         try read { snapshot in
-            let account = try snapshot.lastKnownAccount()
-            let accountUser: Record.ID?? = switch account {
-            case .never: nil
-            case .signedOut: .some(nil)
-            case .user(let id): .some(id)
-            }
-            return IndexState(
+            DeviceState(
                 offset: try snapshot.offset,
                 pendingRecordZoneChanges: try snapshot.pendingRecordZoneChanges(),
                 pendingDatabaseChanges: try snapshot.pendingDatabaseChanges(),
@@ -100,7 +94,7 @@ public final class DeviceLog: Sendable {
                     IDOrder.precedes($0.recordID, $1.recordID)
                 },
                 deliveredOffset: try snapshot.deliveredOffset(),
-                account: accountUser,
+                account: try snapshot.lastKnownAccount(),
                 subscriptionID: try snapshot.subscriptionID())
         }
     }
@@ -124,28 +118,6 @@ public final class DeviceLog: Sendable {
             }
             return bytes
         }
-    }
-
-    /// What `snapshotState()` reads.
-    package struct IndexState {
-        package var offset: LogOffset
-        package var pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange]
-        package var pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange]
-        package var inFlightRecordZoneChanges: [SyncEngine.PendingRecordZoneChange]
-        package var hasPendingUntrackedChanges: Bool
-        package var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID]
-        package var knownZoneIDs: [RecordZone.ID]
-        package var databaseChangeToken: DatabaseChangeToken?
-        /// Each zone's change token, in zone ID order (owner name, then zone name).
-        package var zoneChangeTokens: [ZoneChangeToken]
-        /// The last known server record of each ID, in ID order (owner, zone, record name): not
-        /// in the table's key order, whose zone numbers depend on the order the log met the zones,
-        /// so that two logs holding the same records give equal states.
-        package var lastKnownServerRecords: [Record]
-        package var deliveredOffset: LogOffset?
-        /// `nil`: never checked; `.some(nil)`: signed out; `.some(id)`: that user.
-        package var account: Record.ID??
-        package var subscriptionID: Subscription.ID?
     }
 
     // MARK: Engine access

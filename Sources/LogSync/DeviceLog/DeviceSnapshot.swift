@@ -159,7 +159,7 @@ struct DeviceSnapshot {
     }
 
     /// The account the log last recorded (F108).
-    func lastKnownAccount() throws -> KnownAccount {
+    func lastKnownAccount() throws -> DeviceState.Account {
         guard let bytes = try value(DeviceKey.account, in: "state") else { return .never }
         if bytes.isEmpty { return .signedOut }
         do {
@@ -290,14 +290,4 @@ struct DeviceSnapshot {
             throw malformed("a pending database change that does not decode: \(error.message)")
         }
     }
-}
-
-/// The account a device log last recorded.
-enum KnownAccount: Equatable {
-    /// No account check was ever recorded.
-    case never
-    /// The last check found nobody signed in.
-    case signedOut
-    /// The last check found this user.
-    case user(Record.ID)
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel

@@ -2,7 +2,7 @@ import Foundation
 
 /// `text` as one word for a POSIX shell: unchanged when it holds only characters no shell
 /// treats specially, otherwise in single quotes (a `'` inside becomes `'\''`).
-public func shellQuoted(_ text: String) -> String {
+package func shellQuoted(_ text: String) -> String {
     let plain = !text.isEmpty && text.utf8.allSatisfy { byte in
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),

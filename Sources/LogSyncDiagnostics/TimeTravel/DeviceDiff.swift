@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
 import LogSync
-import LogSyncTesting
+
 
 /// `logtool diff`: where two device logs part, as entries and as engine states — a forked
 /// timeline (`rewind(to:into:)`) that went on differently, two runs of one scenario, a log and
@@ -74,7 +74,7 @@ public struct DeviceDiff: Sendable, Hashable {
     ///
     /// - Parameter progress: Told of each offset compared (of the longer log's length).
     /// - Throws: `LogStoreError` for a missing path, a directory without a log, or a corrupt
-    ///   entry (naming its offset, log and path); `LogToolError` for a directory that holds no
+    ///   entry (naming its offset, log and path); ``DiagnosticsError`` for a directory that holds no
     ///   device log, or a replay that fails in a scratch log.
     /// - Complexity: O(n) appends for the common prefix, then per offset one append and a
     ///   comparison of the index's bytes, and a state read (O(the state's size)) when it changed.
@@ -156,7 +156,7 @@ public struct DeviceDiff: Sendable, Hashable {
                 return false
             }
             index = bytes
-            state = DeviceState(try copy.snapshotState())
+            state = try copy.snapshotState()
             return true
         }
     }

@@ -8,7 +8,6 @@ import Musl
 import Darwin
 #endif
 import LogSync
-import LogSyncTesting
 
 /// `logtool replay`: a device log's engine state at an offset, and optionally a check of its
 /// projections.
@@ -85,7 +84,7 @@ public enum DeviceReplay {
     /// - Returns: The state; a difference found by the verification is in `verification`, not
     ///   thrown.
     /// - Throws: `LogStoreError` for a missing path, a directory without a log, or a corrupt
-    ///   entry (naming its offset); `LogToolError` for a log that is not a device log, an
+    ///   entry (naming its offset); ``DiagnosticsError`` for a log that is not a device log, an
     ///   offset past the end, or a replay that fails in the scratch log.
     public static func run(
         path: String, through end: LogOffset?, verify: Bool, progress: (ProgressEvent) -> Void = { _ in }
@@ -95,8 +94,10 @@ public enum DeviceReplay {
         let last = try log.lastOffset
         let target = end ?? last
         guard target <= last else {
-            throw LogToolError(
-                "--to \(target) is past the end of the log \"\(log.name)\" in \(log.environment.path), which ends at offset \(last)")
+            throw DiagnosticsError(
+                .offsetPastEnd,
+                "offset \(target) is past the end of the log \"\(log.name)\" in \(log.environment.path), which ends at offset \(last)",
+                offset: target)
         }
         let scratch = try ScratchDirectory(prefix: "logtool-replay")
         defer { scratch.remove() }
@@ -109,7 +110,7 @@ public enum DeviceReplay {
             progress(.entries(done: entry.offset.rawValue, total: target.rawValue))
         }
         try replayer.flush()
-        let state = DeviceState(try copy.snapshotState())
+        let state = try copy.snapshotState()
         var result = Result(logName: log.name, path: log.environment.path, lastOffset: last, state: state)
         if verify {
             progress(.step("verifying projections"))
@@ -127,7 +128,7 @@ public enum DeviceReplay {
     /// index.
     ///
     /// - Throws: the log store's error for a missing path, a directory without a log or a log
-    ///   without the index's tables; `LogToolError` when the environment holds no log named
+    ///   without the index's tables; ``DiagnosticsError`` when the environment holds no log named
     ///   `device`.
     public static func openDeviceLog(at path: String) throws -> DeviceLog {
         let environment = try deviceLogEnvironment(at: path)
@@ -138,7 +139,7 @@ public enum DeviceReplay {
     /// index, which need not be there.
     ///
     /// - Throws: the log store's error for a missing path or a directory without a log;
-    ///   `LogToolError` when the environment holds no log named `device`.
+    ///   ``DiagnosticsError`` when the environment holds no log named `device`.
     public static func openDeviceLogEntries(at path: String) throws -> Log {
         try deviceLogEnvironment(at: path).openLog(named: DeviceLog.logName)
     }
@@ -148,8 +149,8 @@ public enum DeviceReplay {
         let names = try environment.logNames()
         guard names.contains(DeviceLog.logName) else {
             let held = names.isEmpty ? "no logs" : (names.count == 1 ? "the log " : "the logs ") + names.sorted().joined(separator: ", ")
-            throw LogToolError(
-                "\(environment.path) is not a device log: it holds \(held), not a log named \(DeviceLog.logName)")
+            throw DiagnosticsError(
+                .notADeviceLog, "\(environment.path) is not a device log: it holds \(held), not a log named \(DeviceLog.logName)")
         }
         return environment
     }
@@ -180,13 +181,13 @@ public enum DeviceReplay {
 struct ScratchDirectory {
     let url: URL
 
-    /// - Throws: `LogToolError` if the directory cannot be created.
+    /// - Throws: ``DiagnosticsError`` if the directory cannot be created.
     init(prefix: String) throws {
         let template = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-XXXXXX").path
         var bytes = Array(template.utf8CString)
         guard let created = mkdtemp(&bytes) else {
-            throw LogToolError(
-                "cannot create a scratch directory in \(FileManager.default.temporaryDirectory.path): \(String(cString: strerror(errno)))")
+            throw DiagnosticsError(
+                .scratchDirectory, "cannot create a scratch directory in \(FileManager.default.temporaryDirectory.path): \(String(cString: strerror(errno)))")
         }
         url = URL(fileURLWithPath: String(cString: created), isDirectory: true)
     }
@@ -239,8 +240,8 @@ struct DeviceLogReplayer {
         do {
             try copy.log.append(batch)
         } catch {
-            throw LogToolError(
-                "replaying entries \(first)...\(last) of log \"\(source.name)\" in \(source.environment.path) failed: \(error)")
+            throw DiagnosticsError(
+                .replayFailed, "replaying entries \(first)...\(last) of log \"\(source.name)\" in \(source.environment.path) failed: \(error)")
         }
         batch.removeAll(keepingCapacity: true)
         self.first = nil

@@ -1,12 +1,13 @@
 import LogStore
+import LogSyncServer
 import SyncModel
 
-/// A server log entry described for people and tools: the name of its kind and its salient
+/// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
 /// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–109 in
 /// a database's log (`ServerEntry`) and 120 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
-/// if let description = try ServerEntryDescription(entry) {
+/// if let description = try ServerEntryDescription.describe(entry) {
 ///     print(description.kindName, description.fields.map { "\($0.name)=\($0.value)" })
 ///     // recordSaved ["zone=Notes", "record=n1", "type=Note", "tag=12", "keys=[body,title]"]
 /// }
@@ -27,29 +28,12 @@ import SyncModel
 /// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
-package struct ServerEntryDescription: Sendable, Hashable {
-    /// A field's value.
-    package typealias Value = EntryField.Value
-    /// One named value.
-    package typealias Field = EntryField
-
-    /// The name of the entry's kind, such as `recordSaved`.
-    package var kindName: String
-    /// The entry's fields, in the order of the table above; no name appears twice.
-    package var fields: [Field]
-
-    package init(kindName: String, fields: [Field]) {
-        self.kindName = kindName
-        self.fields = fields
-    }
-
-    /// The value of the field `name`, if the entry has it.
-    package subscript(name: String) -> Value? {
-        fields.first { $0.name == name }?.value
-    }
+enum ServerEntryDescription {
+    typealias Value = EntryDescription.Value
+    typealias Field = EntryDescription.Field
 
     /// Every kind a server log holds, with its name, in kind order.
-    package static let kinds: [(kind: EntryKind, name: String)] = [
+    static let kinds: [(kind: EntryKind, name: String)] = [
         (ServerEntry.Kind.zoneSaved, "zoneSaved"),
         (ServerEntry.Kind.zoneDeleted, "zoneDeleted"),
         (ServerEntry.Kind.recordSaved, "recordSaved"),
@@ -63,7 +47,7 @@ package struct ServerEntryDescription: Sendable, Hashable {
     ]
 
     /// The name of `kind` if it is a server kind.
-    package static func kindName(of kind: EntryKind) -> String? {
+    static func kindName(of kind: EntryKind) -> String? {
         kinds.first { $0.kind == kind }?.name
     }
 
@@ -74,13 +58,10 @@ package struct ServerEntryDescription: Sendable, Hashable {
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset when the payload is
     ///   not a valid entry of its kind (as `ServerEntry.init(_:)` reports it).
-    package init?(_ entry: LogEntry) throws(LogStoreError) {
-        if entry.kind == UserRegistry.userRegisteredKind {
-            self = try Self.userRegistered(entry)
-            return
-        }
+    static func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
+        if entry.kind == UserRegistry.userRegisteredKind { return try Self.userRegistered(entry) }
         guard let name = Self.kindName(of: entry.kind) else { return nil }
-        self.init(kindName: name, fields: Self.fields(of: try ServerEntry(entry)))
+        return EntryDescription(kindName: name, fields: Self.fields(of: try ServerEntry(entry)))
     }
 
     // MARK: Fields of each kind
@@ -166,14 +147,14 @@ package struct ServerEntryDescription: Sendable, Hashable {
     }
 
     /// A registry entry: the payload is the user ID in UTF-8, the offset the user's number.
-    private static func userRegistered(_ entry: LogEntry) throws(LogStoreError) -> ServerEntryDescription {
+    private static func userRegistered(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription {
         guard !entry.payload.isEmpty, let user = String(validating: entry.payload, as: UTF8.self) else {
             throw LogStoreError(
                 .corruptEntry,
                 "userRegistered (kind \(entry.kind)) payload: \(entry.payload.isEmpty ? "an empty user ID" : "a user ID that is not UTF-8")",
                 offset: entry.offset)
         }
-        return ServerEntryDescription(kindName: "userRegistered", fields: [
+        return EntryDescription(kindName: "userRegistered", fields: [
             Field("user", .text(user)),
             Field("directory", .text("users/u\(entry.offset.rawValue)")),
         ])

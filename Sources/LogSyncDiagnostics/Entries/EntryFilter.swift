@@ -33,14 +33,14 @@ public struct EntryFilter: Sendable, Hashable {
     /// The kind that `text` names: a number from 0 to 65535, or a name `decoder` knows (in any
     /// letter case), such as `recordSaved`.
     ///
-    /// - Throws: `LogToolError` listing the known names when `text` is neither.
-    public static func kind(named text: String, decoder: EntryDecoder?) throws(LogToolError) -> EntryKind {
+    /// - Throws: ``DiagnosticsError`` `unknownKind` listing the known names when `text` is neither.
+    public static func kind(named text: String, decoder: EntryDecoder?) throws(DiagnosticsError) -> EntryKind {
         if let number = UInt16(text) { return EntryKind(number) }
         let kinds = decoder?.kinds ?? []
         if let known = kinds.first(where: { $0.name.lowercased() == text.lowercased() }) { return known.kind }
         let names = kinds.map { "\($0.name) (\($0.kind))" }.joined(separator: ", ")
-        throw LogToolError(
-            "unknown kind \"\(text)\": give a number from 0 to 65535"
+        throw DiagnosticsError(
+            .unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535"
                 + (names.isEmpty ? "" : " or one of \(names)"))
     }
 }

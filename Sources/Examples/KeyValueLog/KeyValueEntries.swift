@@ -1,7 +1,7 @@
 import LogStore
 
-/// The entries of a tiny key–value history: the fixture every LogStore test, the crash child
-/// and the benchmark write. Payload of `set`: key length (u8), key, value. Of `remove`:
+/// The entries of a tiny key–value history: LogStore used on its own, without sync. `logtool
+/// demo` writes one, and the LogStore tests, the crash child and the benchmark write them. Payload of `set`: key length (u8), key, value. Of `remove`:
 /// key length (u8), key. `note` payloads are opaque and ignored by the projection.
 public enum KeyValueEntry: Sendable, Hashable {
     case set(key: String, value: [UInt8])

@@ -8,13 +8,22 @@ import LogSyncServer
 /// `recordSaved  zone=Notes record=n1 type=Note tag=12 keys=[body,title]`.
 public struct EntryDescription: Sendable, Hashable {
     /// A field's value.
-    public enum Value: Sendable, Hashable {
+    public enum Value: Sendable, Hashable, CustomStringConvertible {
         /// Text: a name, an ID, a tag (a JSON string).
         case text(String)
         /// A count or an offset (a JSON number).
         case integer(UInt64)
         /// A list of names, such as field keys (a JSON array of strings).
         case list([String])
+
+        /// The value as plain text: the text, the number, or `[a,b]`.
+        public var description: String {
+            switch self {
+            case .text(let text): text
+            case .integer(let value): String(value)
+            case .list(let items): "[" + items.joined(separator: ",") + "]"
+            }
+        }
     }
 
     /// One named value.
@@ -96,34 +105,13 @@ public struct EntryDecoder: Sendable {
     /// The server's entries (`LogSyncServer`): kinds 101–109 of a database's log (`zoneSaved` …
     /// `clientChangeTokenUpdated`) and kind 120 of the user registry (`userRegistered`).
     public static let server = EntryDecoder(kinds: ServerEntryDescription.kinds) {
-        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
-        guard let server = try ServerEntryDescription(entry) else { return nil }
-        return EntryDescription(
-            kindName: server.kindName,
-            fields: server.fields.map { field in
-                switch field.value {
-                case .text(let text): EntryDescription.Field(field.name, .text(text))
-                case .integer(let value): EntryDescription.Field(field.name, .integer(value))
-                case .list(let items): EntryDescription.Field(field.name, .list(items))
-                }
-            })
+        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in try ServerEntryDescription.describe(entry)
     }
 
     /// The device's entries (`LogSync`): kinds 1–99 of an engine's device log
     /// (`pendingRecordZoneChangesAdded` … `eventsDelivered`).
     public static let device = EntryDecoder(kinds: DeviceEntryDescription.kinds) {
-        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
-        guard let device = try DeviceEntryDescription(entry) else { return nil }
-        return EntryDescription(
-            kindName: device.kindName,
-            fields: device.fields.map { field in
-                switch field.value {
-                case .text(let text): EntryDescription.Field(field.name, .text(text))
-                case .integer(let value): EntryDescription.Field(field.name, .integer(value))
-                case .list(let items): EntryDescription.Field(field.name, .list(items))
-                }
-            },
-            recordNames: device.recordNames, zoneNames: device.zoneNames)
+        (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in try DeviceEntryDescription.describe(entry)
     }
 
     /// The server's and the device's entries: `device` for kinds 1–99, `server` for 100–199

@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
 import LogSync
-import LogSyncTesting
+
 
 /// What `logtool replay` prints: a device log's engine state after one offset
 /// (`DeviceLog.state(at:)`), in plain aligned text or as one JSON object; and the parts of a

@@ -1,12 +1,13 @@
 import LogStore
+import LogSync
 import SyncModel
 
-/// A device log entry described for people and tools: the name of its kind and its salient
+/// How a device log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
 /// fields, in a fixed order. It is what `logtool dump` prints for the device's kinds (1–99,
 /// ``DeviceEntry``) in an engine's device log (the log named `device`).
 ///
 /// ```swift
-/// if let description = try DeviceEntryDescription(entry) {
+/// if let description = try DeviceEntryDescription.describe(entry) {
 ///     print(description.kindName, description.fields.map { "\($0.name)=\($0.value)" })
 ///     // batchResult ["saved=1", "deleted=0", "failed=1", "records=[Notes/n2]", "errors=[n1:serverRecordChanged]"]
 /// }
@@ -43,36 +44,12 @@ import SyncModel
 /// | `subscription` | subscriptionEnsured | subscription ID |
 /// | `pending` | untrackedChangesFlagged | the flag's new value |
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
-package struct DeviceEntryDescription: Sendable, Hashable {
-    /// A field's value.
-    package typealias Value = EntryField.Value
-    /// One named value.
-    package typealias Field = EntryField
-
-    /// The name of the entry's kind, such as `batchResult`.
-    package var kindName: String
-    /// The entry's fields, in the order of the table above; no name appears twice.
-    package var fields: [Field]
-    /// The name of every record the entry names (its changes, results, fetched records, send
-    /// scope), including those its lists leave out.
-    package var recordNames: Set<String>
-    /// The name of every zone the entry names, including the zones of its records.
-    package var zoneNames: Set<String>
-
-    package init(kindName: String, fields: [Field], recordNames: Set<String> = [], zoneNames: Set<String> = []) {
-        self.kindName = kindName
-        self.fields = fields
-        self.recordNames = recordNames
-        self.zoneNames = zoneNames
-    }
-
-    /// The value of the field `name`, if the entry has it.
-    package subscript(name: String) -> Value? {
-        fields.first { $0.name == name }?.value
-    }
+enum DeviceEntryDescription {
+    typealias Value = EntryDescription.Value
+    typealias Field = EntryDescription.Field
 
     /// Every kind a device log holds, with its name, in kind order.
-    package static let kinds: [(kind: EntryKind, name: String)] = [
+    static let kinds: [(kind: EntryKind, name: String)] = [
         (DeviceEntry.Kind.pendingRecordZoneChangesAdded, "pendingRecordZoneChangesAdded"),
         (DeviceEntry.Kind.pendingRecordZoneChangesRemoved, "pendingRecordZoneChangesRemoved"),
         (DeviceEntry.Kind.pendingDatabaseChangesAdded, "pendingDatabaseChangesAdded"),
@@ -98,12 +75,12 @@ package struct DeviceEntryDescription: Sendable, Hashable {
     ]
 
     /// The name of `kind` if it is a device kind in use.
-    package static func kindName(of kind: EntryKind) -> String? {
+    static func kindName(of kind: EntryKind) -> String? {
         kinds.first { $0.kind == kind }?.name
     }
 
     /// At most this many items of a list are shown; a longer list shows one fewer and `…+N`.
-    package static let listLimit = 4
+    static let listLimit = 4
 
     /// Describes `entry`, or returns `nil` when its kind is not a device kind in use (the entry
     /// then belongs to some other layer, and a tool shows its bytes instead).
@@ -112,11 +89,12 @@ package struct DeviceEntryDescription: Sendable, Hashable {
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset when the payload is
     ///   not a valid entry of its kind (as `DeviceEntry.init(_:)` reports it).
-    package init?(_ entry: LogEntry) throws(LogStoreError) {
+    static func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
         guard let name = Self.kindName(of: entry.kind) else { return nil }
         var builder = Builder()
         builder.add(try DeviceEntry(entry))
-        self.init(kindName: name, fields: builder.fields, recordNames: builder.recordNames, zoneNames: builder.zoneNames)
+        return EntryDescription(
+            kindName: name, fields: builder.fields, recordNames: builder.recordNames, zoneNames: builder.zoneNames)
     }
 
     // MARK: Fields of each kind
@@ -288,13 +266,13 @@ package struct DeviceEntryDescription: Sendable, Hashable {
 
     /// `items` unchanged when there are at most `listLimit`, else the first `listLimit - 1`
     /// and `…+N` for the `N` others.
-    package static func shortened(_ items: [String]) -> [String] {
+    static func shortened(_ items: [String]) -> [String] {
         guard items.count > listLimit else { return items }
         return Array(items.prefix(listLimit - 1)) + ["…+\(items.count - (listLimit - 1))"]
     }
 
     /// A wait as whole milliseconds (`500ms`, `1500ms`) or, when it is whole seconds, seconds (`2s`).
-    package static func duration(_ duration: Duration) -> String {
+    static func duration(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
         return milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
