@@ -32,7 +32,7 @@ struct ServerHistory: Sendable {
     mutating func record(_ response: ModifyRecordsResponse, to requestID: RequestID?, of user: UserID) {
         if let requestID, !answered[user, default: []].insert(requestID.rawValue).inserted { return }
         for (id, result) in response.saveResults.sorted(by: { $0.key.description < $1.key.description }) {
-            if case .success(let record) = result { changes[user, default: []].append(.saved(id, SimulatedDevice.title(of: record))) }
+            if case .success(let record) = result { changes[user, default: []].append(.saved(id, Simulation.title(of: record))) }
         }
         for (id, result) in response.deleteResults.sorted(by: { $0.key.description < $1.key.description }) {
             if case .success = result { changes[user, default: []].append(.deleted(id)) }

@@ -7,7 +7,7 @@ import SyncModel
 /// A seeded simulation of several devices syncing through one server over a network that
 /// misbehaves: the test of the whole engine that no hand-written scenario can be.
 ///
-/// Each device (``SimulatedDevice``) is a notes app with its own engine, device log and
+/// Each device (a ``TestDevice`` with ``devicePolicy``) is a notes app with its own engine, device log and
 /// account. One seed decides everything: the server's page size, each device's fetch limit,
 /// every operation (edits, deletions, zones, sends, fetches, engine and server restarts,
 /// account switches) and what the network does with every request (``NetworkFate``: dropped
@@ -93,7 +93,9 @@ public final class Simulation {
     public let seed: UInt64
     public let configuration: Configuration
     /// The devices, `A`, `B`, … in order.
-    public let devices: [SimulatedDevice]
+    public let devices: [TestDevice]
+    /// Each device's account, in the order of ``devices``; the simulation switches them between users.
+    public let accounts: [SimulatedAccount<UserID>]
     private let network: SimulatedNetwork
     private let trace: SimulationTrace
     private var random: SeededRandom
@@ -122,18 +124,26 @@ public final class Simulation {
             seed: random.next(), rates: configuration.faults, devices: names, trace: trace)
         self.network = network
         var setup = ["seed \(seed): server page size \(pageSize)"]
-        var devices: [SimulatedDevice] = []
+        var devices: [TestDevice] = []
+        var accounts: [SimulatedAccount<UserID>] = []
         for name in names {
             let limit: Int? = Bool.random(using: &random) ? nil : Int.random(in: 1...4, using: &random)
             let account = SimulatedAccount<UserID>(signedIn: configuration.users[0]) { user, _ in
                 SimulatedLink(network: network, device: name, user: user)
             }
-            devices.append(try SimulatedDevice(
-                name: name, directory: directory.appendingPathComponent(name, isDirectory: true), account: account,
-                seed: random.next(), fetchResultsLimit: limit))
+            let seed = random.next()
+            devices.append(try TestDevice(
+                name, database: account, directory: directory.appendingPathComponent(name, isDirectory: true),
+                policy: Self.devicePolicy
+            ) { engine in
+                engine.randomSeed = seed
+                engine.fetchResultsLimit = limit
+            })
+            accounts.append(account)
             setup.append("\(name): fetch limit \(limit.map(String.init) ?? "none")")
         }
         self.devices = devices
+        self.accounts = accounts
         self.random = random
         report = Report(seed: seed)
         busy = names.map { _ in nil }
@@ -177,11 +187,11 @@ public final class Simulation {
         report.fates = network.fateCounts
         report.savesAcknowledged = network.history.withLock { $0.savesAcknowledged }
         for device in devices {
-            let counters = device.counters
-            report.editsAcknowledged += counters.acknowledged
-            report.conflictsWon += counters.conflictsWon
-            report.conflictsLost += counters.conflictsLost
-            report.editsDropped += counters.droppedWithZone + counters.droppedByAccountChange
+            let tally = device.tally
+            report.editsAcknowledged += tally.acknowledged
+            report.conflictsWon += tally.conflictsWon
+            report.conflictsLost += tally.conflictsLost
+            report.editsDropped += tally.droppedWithZone + tally.droppedByAccountChange
         }
         report.trace = trace.all
         report.finalNotes = devices.map { Self.describe($0.notes) }
@@ -248,7 +258,7 @@ public final class Simulation {
 
     /// Queues a save of the zone if the device does not know it; `nil` if its deletion is
     /// pending (the user does not write into a zone being deleted).
-    private func ensureZone(_ device: SimulatedDevice, _ zoneID: RecordZone.ID) throws -> String? {
+    private func ensureZone(_ device: TestDevice, _ zoneID: RecordZone.ID) throws -> String? {
         let state = try device.engine.deviceLog.snapshotState()
         if state.pendingDatabaseChanges.contains(.deleteZone(zoneID)) { return nil }
         if state.knownZoneIDs.contains(zoneID) || state.pendingDatabaseChanges.contains(where: { $0.zoneID == zoneID }) {
@@ -301,7 +311,7 @@ public final class Simulation {
     }
 
     private func restartEngine(_ index: Int) throws {
-        try devices[index].restartEngine()
+        try devices[index].startEngine()
         report.engineRestarts += 1
         log("\(devices[index].name)'s app quits and launches again")
     }
@@ -315,11 +325,11 @@ public final class Simulation {
     private func switchAccount(_ index: Int) {
         let device = devices[index]
         let users = configuration.users
-        guard users.count > 1, let current = device.account.currentUser, let position = users.firstIndex(of: current) else {
+        guard users.count > 1, let current = accounts[index].currentUser, let position = users.firstIndex(of: current) else {
             return log("\(device.name) keeps its account")
         }
         let user = users[(position + 1) % users.count]
-        device.account.switch(to: user)
+        accounts[index].switch(to: user)
         report.accountSwitches += 1
         log("\(device.name) switches to \(user)'s account")
     }
@@ -393,10 +403,10 @@ public final class Simulation {
         for round in 1...configuration.maxSettleRounds {
             var quiet = true
             for (index, device) in devices.enumerated() {
-                let before = device.activity
+                let before = Self.activity(of: device)
                 let sent = await perform(index, "sends") { try await device.engine.sendChanges() }
                 let fetched = await perform(index, "fetches") { try await device.engine.fetchChanges() }
-                if device.activity != before || sent != "ok" || fetched != "ok" { quiet = false }
+                if Self.activity(of: device) != before || sent != "ok" || fetched != "ok" { quiet = false }
             }
             if quiet {
                 report.settleRounds = round
@@ -424,8 +434,8 @@ public final class Simulation {
                         + Self.difference(actual, expected, "server", "acknowledged"))
             }
         }
-        for device in devices {
-            guard let user = device.account.currentUser else { continue }
+        for (index, device) in devices.enumerated() {
+            guard let user = accounts[index].currentUser else { continue }
             let notes = device.notes
             if let expected = serverNotes[user], notes != expected {
                 findings.append(
@@ -441,7 +451,7 @@ public final class Simulation {
             if !lost.isEmpty {
                 findings.append(
                     "device \(device.name) lost edits, neither acknowledged nor given up, with nothing pending: "
-                        + Self.describe(lost).joined(separator: ", "))
+                        + Self.describe(lost.mapValues { $0["title"] ?? "" }).joined(separator: ", "))
             }
             if let mismatch = try device.engine.deviceLog.log.verifyProjections() {
                 findings.append("device \(device.name)'s index differs from its rebuild: \(mismatch)")
@@ -465,7 +475,7 @@ public final class Simulation {
             while true {
                 let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
                 for modification in page.modifications {
-                    notes[modification.record.recordID] = SimulatedDevice.title(of: modification.record)
+                    notes[modification.record.recordID] = Self.title(of: modification.record)
                 }
                 for deletion in page.deletions { notes[deletion.recordID] = nil }
                 token = page.changeToken
@@ -476,6 +486,29 @@ public final class Simulation {
     }
 
     static func name(_ id: Record.ID) -> String { "\(id.zoneID.zoneName)/\(id.recordName)" }
+
+    /// How the simulation's devices behave (the notes app of Apple's sample, deterministic): the
+    /// larger title wins a conflict; fetched changes never overwrite an edit not yet acknowledged
+    /// nor bring back a note whose deletion is pending; a zone deleted under an edit is created
+    /// again; an account change drops every note and edit of the previous account.
+    static let devicePolicy = TestDevice.Policy(
+        merge: TestDevice.Policy.mergingTitles { local, server in max(local, server) },
+        keepsUnacknowledgedEdits: true, recreatesDeletedZones: true, accountChanges: .dropNotes)
+
+    /// How many sent or fetched events a device has had, to tell a busy sync round from a quiet one.
+    private static func activity(of device: TestDevice) -> Int {
+        device.events.count { event in
+            switch event {
+            case .fetchedDatabaseChanges, .fetchedRecordZoneChanges, .sentDatabaseChanges, .sentRecordZoneChanges: true
+            default: false
+            }
+        }
+    }
+
+    /// A note's title: the record's `title` string, or empty.
+    static func title(of record: Record) -> String {
+        if case .string(let title)? = record["title"] { title } else { "" }
+    }
 
     static func describe(_ notes: [Record.ID: String]) -> [String] {
         notes.map { "\(name($0.key)) = \($0.value)" }.sorted()

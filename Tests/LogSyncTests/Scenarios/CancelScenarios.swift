@@ -1,5 +1,6 @@
 import Foundation
 import LogSyncServer
+import LogSyncTesting
 import Synchronization
 import SyncModel
 import Testing

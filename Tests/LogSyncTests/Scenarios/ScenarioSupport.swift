@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import Synchronization
 import SyncModel
 import Testing
@@ -294,5 +295,18 @@ extension TestDevice {
     /// The projection rule on the device's log.
     func expectProjectionsHold(sourceLocation: SourceLocation = #_sourceLocation) throws {
         #expect(try engine.deviceLog.log.verifyProjections() == nil, "device \(name)", sourceLocation: sourceLocation)
+    }
+}
+
+/// A server for one scenario, in `directory/server`, with unflushed commits.
+func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
+    try SyncServer(.init(
+        directory: directory.appendingPathComponent("server"), durability: .fast, maxChangesPerPage: maxChangesPerPage))
+}
+
+extension RecordValue {
+    /// The string, if the value is one.
+    var stringValue: String? {
+        if case .string(let value) = self { value } else { nil }
     }
 }

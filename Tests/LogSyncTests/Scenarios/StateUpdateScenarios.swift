@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import Testing
 
 @testable import LogSync

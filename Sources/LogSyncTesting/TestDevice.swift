@@ -1,0 +1,542 @@
+import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import Logging
+import Synchronization
+import SyncModel
+
+/// One device of a notes app in a test: the app's notes, a `SyncEngine` on the device's own
+/// log, and a delegate that behaves like Apple's CKSyncEngine sample app, with the policies the
+/// test chooses.
+///
+/// ```swift
+/// let phone = try TestDevice("phone", server: server, directory: directory)
+/// let laptop = try TestDevice("laptop", server: server, directory: directory)
+/// try phone.createZone(notes)
+/// try phone.write(noteID, "Groceries")
+/// try await phone.sync()      // sends, then fetches
+/// try await laptop.sync()
+/// #expect(laptop.title(noteID) == "Groceries")
+/// ```
+///
+/// A note is a record of ``Policy/recordType`` whose string fields the app keeps (`title`, and
+/// any others a test writes with ``edit(_:_:)``). The engine is manual by default
+/// (`automaticallySync = false`); a test that wants automatic sync, another clock or conditions
+/// says so in the `configure` closure. What the delegate does, as the sample app does:
+/// - it sends each note's fields on the engine's last known server record (so the change tag is
+///   right without archiving system fields); a pending save whose note is gone is removed;
+/// - fetched records and deletions update the notes (with ``Policy/keepsUnacknowledgedEdits``,
+///   never over an edit the server has not acknowledged, nor bringing back a note whose deletion
+///   is pending); a fetched zone deletion drops the zone's notes;
+/// - a conflict (`serverRecordChanged`) is merged with ``Policy/merge``; a merge that differs
+///   from the server's record is queued again, on the server's system fields;
+/// - `zoneNotFound` queues the zone and the save again (and `userDeletedZone`, with
+///   ``Policy/recreatesDeletedZones``); `unknownItem` queues the save again without system fields;
+/// - an account change does what ``Policy/accountChanges`` says.
+///
+/// It also follows each local edit until the server acknowledges it (in a send's results, a
+/// conflict's server record or a fetched record carrying it) or the app gives it up (a lost
+/// conflict, a deleted zone, an account change): ``unacknowledgedEdits`` left at the end of a
+/// test were lost.
+public final class TestDevice: SyncEngineDelegate, Sendable {
+    /// A note's fields: name to text.
+    public typealias Fields = [String: String]
+
+    /// How the app behaves where apps differ.
+    public struct Policy: Sendable {
+        /// How a conflict is settled: the note's fields from the local note and the server's
+        /// record. The server's record wins by default.
+        public var merge: @Sendable (_ local: Fields, _ server: Fields) -> Fields
+        /// Whether fetched changes leave an edit alone until the server acknowledges it (its save
+        /// then goes out on the fetched record's system fields), and leave deleted a note whose
+        /// deletion is not sent yet. `false` (the default): a fetched record replaces the note.
+        public var keepsUnacknowledgedEdits: Bool
+        /// Whether a save refused with `userDeletedZone` re-creates the zone and saves again, as
+        /// after `zoneNotFound`. `false` by default: the app respects the deletion.
+        public var recreatesDeletedZones: Bool
+        /// What an account change does to the notes.
+        public var accountChanges: AccountChanges
+        /// The record type of the notes.
+        public var recordType: String
+
+        /// What the app does on an account change (F105, F106).
+        public enum AccountChanges: Sendable, Hashable {
+            /// Nothing: the notes stay.
+            case keepNotes
+            /// Every note and edit is dropped, whatever the change.
+            case dropNotes
+            /// As Apple's sample: a sign-in queues every zone and note again (the app's data goes
+            /// to the new account); a sign-out or a switch drops every note.
+            case uploadOnSignIn
+        }
+
+        /// A policy: the server's record wins conflicts, fetched records replace notes, deleted
+        /// zones stay deleted, account changes keep the notes, notes are of type `Note`.
+        public init(
+            merge: @escaping @Sendable (_ local: Fields, _ server: Fields) -> Fields = { _, server in server },
+            keepsUnacknowledgedEdits: Bool = false, recreatesDeletedZones: Bool = false,
+            accountChanges: AccountChanges = .keepNotes, recordType: String = "Note"
+        ) {
+            self.merge = merge
+            self.keepsUnacknowledgedEdits = keepsUnacknowledgedEdits
+            self.recreatesDeletedZones = recreatesDeletedZones
+            self.accountChanges = accountChanges
+            self.recordType = recordType
+        }
+
+        /// A merge of the titles alone by `resolve`, other fields taken from the server.
+        public static func mergingTitles(
+            _ resolve: @escaping @Sendable (_ local: String, _ server: String) -> String
+        ) -> @Sendable (Fields, Fields) -> Fields {
+            { local, server in
+                var merged = server
+                merged["title"] = resolve(local["title"] ?? "", server["title"] ?? "")
+                return merged
+            }
+        }
+    }
+
+    /// How an edit ended, for the counters of ``Tally``.
+    public struct Tally: Sendable, Hashable {
+        /// Edits the server acknowledged.
+        public var acknowledged = 0
+        /// Conflicts the local edit won (queued again on the server's record).
+        public var conflictsWon = 0
+        /// Conflicts the local edit lost (the server's record was kept).
+        public var conflictsLost = 0
+        /// Edits dropped with their zone, deleted by another device.
+        public var droppedWithZone = 0
+        /// Edits dropped on an account change.
+        public var droppedByAccountChange = 0
+        /// Edits a fetched record replaced before the server acknowledged them (only without
+        /// ``Policy/keepsUnacknowledgedEdits``).
+        public var overwrittenByFetch = 0
+    }
+
+    /// The device's name: `phone`, `A`, …
+    public let name: String
+    /// The device log's directory.
+    public let directory: URL
+    /// The database the engine syncs with.
+    public let database: any CloudDatabase
+    private let configure: @Sendable (inout SyncEngine.Configuration) -> Void
+    private let engineBox = Mutex<SyncEngine?>(nil)
+    private let store: Mutex<Store>
+
+    struct Store {
+        var policy: Policy
+        var notes: [Record.ID: Fields] = [:]
+        /// Edits not acknowledged yet, by record: the note's fields when last edited here.
+        var unacknowledged: [Record.ID: Fields] = [:]
+        /// Record IDs whose next save goes without system fields (after `unknownItem`).
+        var forgetSystemFields: Set<Record.ID> = []
+        var events: [SyncEngine.Event] = []
+        var tally = Tally()
+        var beforeEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
+        var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
+        var batches: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
+        var fetchOptions: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+        var waiters: [(id: UUID, check: @Sendable ([SyncEngine.Event]) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    /// A device syncing with `database`, its device log in `directory` (created if missing),
+    /// opened with fast commits.
+    ///
+    /// - Parameters:
+    ///   - configure: Changes to the engine's configuration, applied at every start: manual sync
+    ///     unless it sets `automaticallySync`.
+    /// - Throws: what opening the device log or the engine throws.
+    public init(
+        _ name: String, database: any CloudDatabase, directory: URL, policy: Policy = Policy(),
+        configure: @escaping @Sendable (inout SyncEngine.Configuration) -> Void = { _ in }
+    ) throws {
+        self.name = name
+        self.directory = directory
+        self.database = database
+        self.configure = configure
+        self.store = Mutex(Store(policy: policy))
+        try startEngine()
+    }
+
+    /// A device of `user` on `server`, its device log in `directory/name`.
+    ///
+    /// - Parameter fetchResultsLimit: The engine's page size for fetches, or `nil` for the server's.
+    public convenience init(
+        _ name: String, server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private,
+        directory: URL, fetchResultsLimit: Int? = nil, policy: Policy = Policy()
+    ) throws {
+        try self.init(
+            name, database: server.database(for: user, scope: scope, device: DeviceID(name)),
+            directory: directory.appendingPathComponent(name, isDirectory: true), policy: policy
+        ) { configuration in configuration.fetchResultsLimit = fetchResultsLimit }
+    }
+
+    /// The engine now (``startEngine()`` replaces it).
+    public var engine: SyncEngine { engineBox.withLock { $0! } }
+
+    /// Opens an engine on the device's log, closing the one before: the app quits and launches
+    /// again, its notes kept (they are the app's own store).
+    public func startEngine() throws {
+        engineBox.withLock { $0 = nil }
+        let log = try DeviceLog(
+            directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: log, delegate: self)
+        configuration.automaticallySync = false
+        configuration.logger = Logger(label: "LogSyncTesting.TestDevice.\(name)") { _ in SwiftLogNoOpLogHandler() }
+        configure(&configuration)
+        let engine = try SyncEngine(configuration)
+        engineBox.withLock { $0 = engine }
+    }
+
+    // MARK: What the user does
+
+    /// Creates (or queues) a zone.
+    public func createZone(_ zoneID: RecordZone.ID) throws {
+        try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: zoneID))])
+    }
+
+    /// Deletes a zone and the notes in it.
+    public func deleteZone(_ zoneID: RecordZone.ID) throws {
+        store.withLock { store in
+            store.notes = store.notes.filter { $0.key.zoneID != zoneID }
+            store.unacknowledged = store.unacknowledged.filter { $0.key.zoneID != zoneID }
+        }
+        try engine.state.add(pendingDatabaseChanges: [.deleteZone(zoneID)])
+    }
+
+    /// Sets a note's title and queues its save.
+    public func write(_ id: Record.ID, _ title: String) throws {
+        try edit(id, ["title": title])
+    }
+
+    /// Sets several notes' titles and queues their saves, in this order, with one append.
+    public func write(_ notes: [(Record.ID, String)]) throws {
+        store.withLock { store in for (id, title) in notes { store.edit(id, ["title": title]) } }
+        try engine.state.add(pendingRecordZoneChanges: notes.map { .saveRecord($0.0) })
+    }
+
+    /// Sets some of a note's fields (creating the note) and queues its save.
+    public func edit(_ id: Record.ID, _ fields: Fields) throws {
+        store.withLock { $0.edit(id, fields) }
+        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+    }
+
+    /// Deletes a note and queues its deletion.
+    public func delete(_ id: Record.ID) throws {
+        store.withLock { store in
+            store.notes[id] = nil
+            store.unacknowledged[id] = nil
+        }
+        try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
+    }
+
+    /// Sends, then fetches.
+    public func sync() async throws {
+        try await engine.sendChanges()
+        try await engine.fetchChanges()
+    }
+
+    // MARK: What the test chooses
+
+    /// Changes the policy from now on.
+    public func setPolicy(_ change: (inout Policy) -> Void) { store.withLock { change(&$0.policy) } }
+
+    /// Merges conflicts by title: `(local, server) -> merged`; other fields come from the server.
+    public func resolveConflicts(with resolve: @escaping @Sendable (_ local: String, _ server: String) -> String) {
+        setPolicy { $0.merge = Policy.mergingTitles(resolve) }
+    }
+
+    /// Runs `body` inside `handleEvent`, after the device's own handling.
+    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
+        store.withLock { $0.onEvent = body }
+    }
+
+    /// Runs `body` inside `handleEvent`, before the device's own handling.
+    public func beforeEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
+        store.withLock { $0.beforeEvent = body }
+    }
+
+    /// Replaces the device's answers to `nextRecordZoneChangeBatch` (`nil`: its own again).
+    public func provideBatches(
+        _ body: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
+    ) {
+        store.withLock { $0.batches = body }
+    }
+
+    /// Replaces the device's answers to `nextFetchChangesOptions` (`nil`: the context's options).
+    public func provideFetchOptions(
+        _ body: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+    ) {
+        store.withLock { $0.fetchOptions = body }
+    }
+
+    // MARK: What the test reads
+
+    /// A note's title, or `nil` when there is no such note.
+    public func title(_ id: Record.ID) -> String? { store.withLock { $0.notes[id].map { $0["title"] ?? "" } } }
+
+    /// A note's fields, or `nil` when there is no such note.
+    public func fields(_ id: Record.ID) -> Fields? { store.withLock { $0.notes[id] } }
+
+    /// Every note's title.
+    public var notes: [Record.ID: String] { store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
+
+    /// Edits the server has not acknowledged and the app has not given up, by record.
+    public var unacknowledgedEdits: [Record.ID: Fields] { store.withLock { $0.unacknowledged } }
+
+    /// How the edits so far ended.
+    public var tally: Tally { store.withLock { $0.tally } }
+
+    /// Every event delivered so far, in order.
+    public var events: [SyncEngine.Event] { store.withLock { $0.events } }
+
+    /// The events delivered so far without `stateUpdate`s.
+    public var syncEvents: [SyncEngine.Event] { events.filter { $0.kind != .stateUpdate } }
+
+    /// Forgets the events recorded so far.
+    public func clearEvents() { store.withLock { $0.events.removeAll() } }
+
+    /// Waits until the events delivered so far satisfy `condition` (checked now and after each
+    /// event), or `limit` of wall-clock time has passed.
+    ///
+    /// - Throws: ``TestDeviceTimeout`` naming `what` when the limit passes first.
+    public func waitForEvents(
+        _ what: String, limit: Duration = .seconds(30), _ condition: @escaping @Sendable ([SyncEngine.Event]) -> Bool
+    ) async throws {
+        let id = UUID()
+        let satisfied = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let events = self.store.withLock { store in
+                        store.waiters.append((id, condition, continuation))
+                        return store.events
+                    }
+                    self.resumeWaiters(events)
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            self.resumeWaiter(id)
+            return first
+        }
+        guard satisfied else { throw TestDeviceTimeout(device: name, what: what, limit: limit) }
+    }
+
+    /// Resumes the waiters whose condition `events` satisfies.
+    private func resumeWaiters(_ events: [SyncEngine.Event]) {
+        let ready = store.withLock { store in
+            let ready = store.waiters.filter { $0.check(events) }
+            store.waiters.removeAll { waiter in ready.contains { $0.id == waiter.id } }
+            return ready
+        }
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    /// Resumes the waiter `id` if it still waits (its time is up).
+    private func resumeWaiter(_ id: UUID) {
+        let waiter = store.withLock { store -> CheckedContinuation<Void, Never>? in
+            guard let index = store.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return store.waiters.remove(at: index).continuation
+        }
+        waiter?.resume()
+    }
+
+    // MARK: SyncEngineDelegate
+
+    public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        if let before = store.withLock({ $0.beforeEvent }) { await before(event, syncEngine) }
+        var deleting: Set<Record.ID> = []
+        if case .fetchedRecordZoneChanges = event {
+            for case .deleteRecord(let id) in (try? syncEngine.state.pendingRecordZoneChanges) ?? [] { deleting.insert(id) }
+        }
+        let (zones, requeue, onEvent, events) = store.withLock { store in
+            store.events.append(event)
+            let (zones, requeue) = store.handle(event, pendingDeletions: deleting)
+            return (zones, requeue, store.onEvent, store.events)
+        }
+        if !zones.isEmpty { try? syncEngine.state.add(pendingDatabaseChanges: zones) }
+        if !requeue.isEmpty { try? syncEngine.state.add(pendingRecordZoneChanges: requeue) }
+        await onEvent?(event, syncEngine)
+        resumeWaiters(events)
+    }
+
+    public func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        if let batches = store.withLock({ $0.batches }) { return await batches(context, syncEngine) }
+        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id, syncEngine) }
+    }
+
+    public func nextFetchChangesOptions(
+        _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.FetchChangesOptions {
+        guard let fetchOptions = store.withLock({ $0.fetchOptions }) else { return context.options }
+        return await fetchOptions(context, syncEngine)
+    }
+
+    /// The record to send for a note: its fields on the last known server record's system
+    /// fields (none after `unknownItem`), or `nil` if the note is gone (its save is then removed
+    /// from the pending list, as in Apple's sample).
+    private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
+        let (fields, fresh, recordType) = store.withLock { store in
+            (store.notes[id], store.forgetSystemFields.remove(id) != nil, store.policy.recordType)
+        }
+        guard let fields else {
+            try? syncEngine.state.remove(pendingRecordZoneChanges: [.saveRecord(id)])
+            return nil
+        }
+        var record: Record
+        if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
+            record = known.systemFieldsCopy()
+        } else {
+            record = Record(recordType: recordType, recordID: id)
+        }
+        for (key, text) in fields { record[key] = .string(text) }
+        return record
+    }
+}
+
+/// ``TestDevice/waitForEvents(_:limit:_:)`` waited longer than its limit.
+public struct TestDeviceTimeout: Error, Sendable, CustomStringConvertible {
+    public let device: String
+    public let what: String
+    public let limit: Duration
+
+    public var description: String { "\(device): timed out after \(limit) waiting until \(what)" }
+}
+
+extension TestDevice.Store {
+    /// The app edits a note: the fields are set and the edit waits for the server.
+    mutating func edit(_ id: Record.ID, _ fields: TestDevice.Fields) {
+        notes[id, default: [:]].merge(fields) { $1 }
+        unacknowledged[id] = notes[id]
+    }
+
+    /// Applies an event to the notes; returns the zone and record changes to queue again.
+    mutating func handle(
+        _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>
+    ) -> ([SyncEngine.PendingDatabaseChange], [SyncEngine.PendingRecordZoneChange]) {
+        var zones: [SyncEngine.PendingDatabaseChange] = []
+        var requeue: [SyncEngine.PendingRecordZoneChange] = []
+        switch event {
+        case .accountChange(let change):
+            switch (policy.accountChanges, change.changeType) {
+            case (.keepNotes, _):
+                break
+            case (.uploadOnSignIn, .signIn):
+                zones = Set(notes.keys.map(\.zoneID)).sorted { $0.zoneName < $1.zoneName }.map { .saveZone(RecordZone(zoneID: $0)) }
+                requeue = notes.keys.sorted { $0.recordName < $1.recordName }.map { .saveRecord($0) }
+            case (.dropNotes, _), (.uploadOnSignIn, _):
+                tally.droppedByAccountChange += unacknowledged.count
+                notes = [:]
+                unacknowledged = [:]
+                forgetSystemFields = []
+            }
+        case .fetchedDatabaseChanges(let changes):
+            let gone = Set(changes.deletions.map(\.zoneID))
+            notes = notes.filter { !gone.contains($0.key.zoneID) }
+            let dropped = unacknowledged.filter { gone.contains($0.key.zoneID) }
+            tally.droppedWithZone += dropped.count
+            for id in dropped.keys { unacknowledged[id] = nil }
+        case .fetchedRecordZoneChanges(let changes):
+            for modification in changes.modifications {
+                let id = modification.record.recordID
+                if policy.keepsUnacknowledgedEdits, deleting.contains(id) { continue }
+                let fields = Self.fields(of: modification.record)
+                if let edit = unacknowledged[id] {
+                    if Self.carries(fields, edit) {
+                        acknowledge(id)  // the server has the edit: an earlier answer was lost
+                    } else if policy.keepsUnacknowledgedEdits {
+                        continue
+                    } else {
+                        unacknowledged[id] = nil
+                        tally.overwrittenByFetch += 1
+                    }
+                }
+                notes[id] = fields
+            }
+            for deletion in changes.deletions where !policy.keepsUnacknowledgedEdits || unacknowledged[deletion.recordID] == nil {
+                notes[deletion.recordID] = nil
+                unacknowledged[deletion.recordID] = nil
+            }
+        case .sentRecordZoneChanges(let sent):
+            for record in sent.savedRecords {
+                if let edit = unacknowledged[record.recordID], Self.carries(Self.fields(of: record), edit) {
+                    acknowledge(record.recordID)
+                }
+            }
+            for failure in sent.failedRecordSaves {
+                let id = failure.record.recordID
+                switch failure.error.code {
+                case .serverRecordChanged:
+                    guard let server = failure.error.serverRecord.map(Self.fields) else { break }
+                    if conflicted(id, server: server) { requeue.append(.saveRecord(id)) }
+                case .zoneNotFound, .userDeletedZone:
+                    guard notes[id] != nil, failure.error.code == .zoneNotFound || policy.recreatesDeletedZones else { break }
+                    zones.append(.saveZone(RecordZone(zoneID: id.zoneID)))
+                    requeue.append(.saveRecord(id))
+                case .unknownItem:
+                    guard notes[id] != nil else { break }
+                    forgetSystemFields.insert(id)
+                    requeue.append(.saveRecord(id))
+                default:
+                    break
+                }
+            }
+        default:
+            break
+        }
+        return (zones, requeue)
+    }
+
+    /// A save of `id` conflicted with the server's `server` fields: merges by the policy, and
+    /// returns whether the merge must be sent.
+    private mutating func conflicted(_ id: Record.ID, server: TestDevice.Fields) -> Bool {
+        guard let local = notes[id] else { return false }
+        guard let edit = unacknowledged[id] else {
+            notes[id] = server  // nothing edited here since the server last acknowledged
+            return false
+        }
+        let merged = policy.merge(local, server)
+        if merged != server {
+            tally.conflictsWon += 1
+            notes[id] = merged
+            unacknowledged[id] = merged
+            return true
+        }
+        if Self.carries(server, edit) {
+            acknowledge(id)  // an earlier send of this edit did reach the server
+        } else {
+            tally.conflictsLost += 1
+            unacknowledged[id] = nil
+        }
+        notes[id] = server
+        return false
+    }
+
+    private mutating func acknowledge(_ id: Record.ID) {
+        unacknowledged[id] = nil
+        tally.acknowledged += 1
+    }
+
+    /// Whether a record's `fields` hold every field of `edit` with its value.
+    static func carries(_ fields: TestDevice.Fields, _ edit: TestDevice.Fields) -> Bool {
+        edit.allSatisfy { fields[$0.key] == $0.value }
+    }
+
+    /// The string fields of a record.
+    static func fields(of record: Record) -> TestDevice.Fields {
+        var fields: TestDevice.Fields = [:]
+        for key in record.allKeys() {
+            if case .string(let text)? = record[key] { fields[key] = text }
+        }
+        return fields
+    }
+}
