@@ -2,13 +2,9 @@
 ///
 /// Offsets are what the rest of LogSync builds on: a server change token is an offset in a
 /// database's log, and a device's delivery cursor is an offset in its own log.
-public struct LogOffset: RawRepresentable, Hashable, Strideable, Sendable, Codable,
-    CustomStringConvertible, ExpressibleByIntegerLiteral
-{
+public struct LogOffset: TypedValue, Strideable, CustomStringConvertible, ExpressibleByIntegerLiteral {
     public let rawValue: UInt64
-
     public init(rawValue: UInt64) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
     public init(integerLiteral value: UInt64) { self.rawValue = value }
 
     /// The offset of the first entry of every log.
@@ -36,12 +32,9 @@ public struct LogOffset: RawRepresentable, Hashable, Strideable, Sendable, Codab
 ///
 /// `LogStore` stores and checks kinds but does not interpret them; the engine and the server
 /// define their own kinds in disjoint ranges.
-public struct EntryKind: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
-    ExpressibleByIntegerLiteral
-{
+public struct EntryKind: TypedValue, CustomStringConvertible, ExpressibleByIntegerLiteral {
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }
-    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
     public init(integerLiteral value: UInt16) { self.rawValue = value }
     public var description: String { String(rawValue) }
 }

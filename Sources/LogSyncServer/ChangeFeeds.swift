@@ -41,11 +41,11 @@ extension ServerDatabase {
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) throws -> FetchDatabaseChangesResponse {
         try request.validate()
         return try read { snapshot in
-            let since = request.since?.offset ?? 0
+            let since = request.since?.offset.rawValue ?? 0
             if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
             let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
             var response = FetchDatabaseChangesResponse(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: try snapshot.lastOffset, database: databaseID), moreComing: false)
+                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: LogOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
             try snapshot.reader.transaction.forEach(in: snapshot.table("dbChanges"), from: bigEndian(since + 1)) { key, value in
@@ -68,7 +68,7 @@ extension ServerDatabase {
                 lastReturned = offset
                 return true
             }
-            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: lastReturned, database: databaseID) }
+            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: LogOffset(lastReturned), database: databaseID) }
             return response
         }
     }
@@ -124,7 +124,7 @@ extension ServerDatabase {
             guard let zone = try snapshot.zone(zoneID), zone.isLive else {
                 throw try zoneError(zoneID, snapshot)
             }
-            let since = request.since?.offset ?? 0
+            let since = request.since?.offset.rawValue ?? 0
             if let token = request.since {
                 guard token.incarnation == zone.incarnation else {
                     throw SyncError(
@@ -133,16 +133,16 @@ extension ServerDatabase {
                         item: .zone(zoneID))
                 }
                 try checkToken(
-                    offset: since, listingStart: token.listingStart, database: token.database, kind: "zone", snapshot)
+                    offset: since, listingStart: token.listingStart.rawValue, database: token.database, kind: "zone", snapshot)
             }
             let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
             let byteBudget = server.configuration.maxBytesPerPage
             let end = try snapshot.lastOffset
             // Deletions up to here are left out: those before the start of a listing.
-            let listingStart = request.since.map(\.listingStart) ?? end
+            let listingStart = request.since.map(\.listingStart.rawValue) ?? end
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: end, database: databaseID),
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(end), database: databaseID),
                 moreComing: false,
                 clientChangeToken: try snapshot.reader.transaction.value(
                     forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: device), in: snapshot.table("clientTokens")
@@ -181,8 +181,8 @@ extension ServerDatabase {
             if response.moreComing {
                 // Past the listing's start, the page token is an ordinary one.
                 response.changeToken = ZoneChangeToken(
-                    zoneID: zoneID, incarnation: zone.incarnation, offset: lastReturned, database: databaseID,
-                    listingStart: listingStart > lastReturned ? listingStart : 0)
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(lastReturned), database: databaseID,
+                    listingStart: listingStart > lastReturned ? LogOffset(listingStart) : .zero)
             }
             return response
         }

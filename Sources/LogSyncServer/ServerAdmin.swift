@@ -42,13 +42,13 @@ public struct ServerAdmin: Sendable {
         guard token.database == store.databaseID else {
             throw SyncError(.invalidArguments, "the token was issued by another database, not \(user)'s \(scope) database")
         }
-        try store.compactTombstones(through: token.offset)
+        try store.compactTombstones(through: token.offset.rawValue)
     }
 
     /// The database's current change token: the end of its log.
     public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
         let store = try server.store(user, scope)
-        return DatabaseChangeToken(offset: try store.log.lastOffset.rawValue, database: store.databaseID)
+        return DatabaseChangeToken(offset: try store.log.lastOffset, database: store.databaseID)
     }
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).

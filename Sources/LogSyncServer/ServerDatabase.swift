@@ -115,7 +115,7 @@ final class ServerDatabase: Sendable {
         guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
             databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: offset.rawValue, database: databaseID))
+            changeToken: DatabaseChangeToken(offset: offset, database: databaseID))
         server.pushHub.publish(hint, to: key, from: device)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 
 /// A position in a server database's change feed: everything before it has been fetched.
 ///
@@ -10,14 +11,14 @@ import Foundation
 /// let saved = token.data                               // persist
 /// let token = try DatabaseChangeToken(data: saved)     // restore; throws on garbage
 /// ```
-public struct DatabaseChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct DatabaseChangeToken: ChangeToken {
     /// The offset in the server database's log up to which changes have been fetched.
     ///
     /// For the server and for debugging; clients must not infer anything from it (F142).
-    public let offset: UInt64
+    public let offset: LogOffset
 
     /// Creates a token at an offset of the server database's log; only the server makes tokens.
-    package init(offset: UInt64, database: UInt64 = 0) {
+    package init(offset: LogOffset, database: UInt64 = 0) {
         self.offset = offset
         self.database = database
     }
@@ -36,32 +37,15 @@ public struct DatabaseChangeToken: Sendable, Hashable, Codable, CustomStringConv
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid database token: \(body.remaining) unexpected trailing bytes")
         }
-        self.offset = offset
+        self.offset = LogOffset(offset)
         self.database = database
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back.
     public var data: Data {
-        TokenCoding.encode(kind: .database, database: database, offset: offset)
+        TokenCoding.encode(kind: .database, database: database, offset: offset.rawValue)
     }
 
     /// A one-line rendering, such as `DatabaseChangeToken(offset 42)`.
     public var description: String { "DatabaseChangeToken(offset \(offset))" }
-
-    /// Decodes a token from its binary form.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let data = try container.decode(Data.self)
-        do throws(SyncError) {
-            self = try Self(data: data)
-        } catch {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
-        }
-    }
-
-    /// Encodes the token as its binary form.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(data)
-    }
 }

@@ -1,3 +1,5 @@
+import LogStore
+
 /// A standing request to be told, by a push hint, when a database or zone changes.
 ///
 /// Mirrors `CKDatabaseSubscription` and `CKRecordZoneSubscription` (F111, F116, F155); query
@@ -9,34 +11,15 @@
 /// ```
 public struct Subscription: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The stable identifier of a subscription, chosen by the client.
-    public struct ID: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible,
-        ExpressibleByStringLiteral
-    {
+    public struct ID: TypedValue, CustomStringConvertible, ExpressibleByStringLiteral {
         /// The identifier's text.
         public let rawValue: String
 
         /// Creates a subscription ID from its text.
         public init(rawValue: String) { self.rawValue = rawValue }
 
-        /// Creates a subscription ID from its text.
-        public init(_ rawValue: String) { self.rawValue = rawValue }
-
-        /// Creates a subscription ID from a string literal.
-        public init(stringLiteral value: String) { self.rawValue = value }
-
         /// The identifier's text.
         public var description: String { rawValue }
-
-        /// Decodes a subscription ID from its text.
-        public init(from decoder: any Decoder) throws {
-            rawValue = try decoder.singleValueContainer().decode(String.self)
-        }
-
-        /// Encodes the subscription ID as its text.
-        public func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            try container.encode(rawValue)
-        }
     }
 
     /// What a subscription watches.

@@ -164,3 +164,31 @@ enum TokenCoding {
         }
     }
 }
+
+/// What ``ZoneChangeToken`` and ``DatabaseChangeToken`` share: a stable binary form, which is
+/// also their `Codable` form, so a token kept in JSON or a property list reads back the same.
+public protocol ChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// Reads a token from its stable binary form.
+    init(data: Data) throws(SyncError)
+    /// The token's stable binary form.
+    var data: Data { get }
+}
+
+extension ChangeToken {
+    /// Decodes a token from its binary form.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let data = try container.decode(Data.self)
+        do throws(SyncError) {
+            self = try Self(data: data)
+        } catch {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
+        }
+    }
+
+    /// Encodes the token as its binary form.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(data)
+    }
+}

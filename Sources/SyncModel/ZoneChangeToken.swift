@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 
 /// A position in one zone's change feed: everything before it has been fetched.
 ///
@@ -11,7 +12,7 @@ import Foundation
 /// ```swift
 /// let token = try ZoneChangeToken(data: saved)   // throws on garbage or a database token
 /// ```
-public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct ZoneChangeToken: ChangeToken {
     /// The zone whose feed this token is a position in.
     public let zoneID: RecordZone.ID
     /// The zone's incarnation when the token was issued; changes when the zone is re-created.
@@ -21,10 +22,10 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     /// The offset in the server database's log up to which the zone's changes have been fetched.
     ///
     /// For the server and for debugging; clients must not infer anything from it (F142).
-    public let offset: UInt64
+    public let offset: LogOffset
 
     /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: UInt64, database: UInt64 = 0, listingStart: UInt64 = 0) {
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: LogOffset, database: UInt64 = 0, listingStart: LogOffset = .zero) {
         self.zoneID = zoneID
         self.incarnation = incarnation
         self.offset = offset
@@ -43,7 +44,7 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     /// The client held nothing of the zone when the listing began, so the listing leaves out the
     /// deletions up to there (F100), and it needs none of their tombstones: a compaction up to
     /// the listing start does not expire the token, even when its offset is older (F144).
-    package let listingStart: UInt64
+    package let listingStart: LogOffset
 
     /// Reads a token from its stable binary form.
     ///
@@ -55,10 +56,10 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
         var (version, database, offset, body) = try TokenCoding.decode(data, expecting: .zone)
         let truncated = SyncError(.invalidArguments, "invalid zone token: truncated or malformed zone fields")
         let incarnation = try body.readUInt64(or: truncated)
-        var listingStart: UInt64 = 0
+        var listingStart = LogOffset.zero
         if version >= TokenCoding.listingVersion {
-            listingStart = try body.readUInt64(or: truncated)
-            guard listingStart != 0 else {
+            listingStart = LogOffset(try body.readUInt64(or: truncated))
+            guard listingStart != .zero else {
                 throw SyncError(.invalidArguments, "invalid zone token: a version-3 token without a listing start")
             }
         }
@@ -69,7 +70,7 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
         }
         self.zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
         self.incarnation = incarnation
-        self.offset = offset
+        self.offset = LogOffset(offset)
         self.database = database
         self.listingStart = listingStart
     }
@@ -77,10 +78,10 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     /// The token's stable binary form, which ``init(data:)`` reads back: version 3 with a
     /// listing start, otherwise version 2.
     public var data: Data {
-        let version = listingStart == 0 ? TokenCoding.version : TokenCoding.listingVersion
-        return TokenCoding.encode(kind: .zone, version: version, database: database, offset: offset) { writer in
+        let version = listingStart == .zero ? TokenCoding.version : TokenCoding.listingVersion
+        return TokenCoding.encode(kind: .zone, version: version, database: database, offset: offset.rawValue) { writer in
             writer.append(incarnation)
-            if listingStart != 0 { writer.append(listingStart) }
+            if listingStart != .zero { writer.append(listingStart.rawValue) }
             writer.append(zoneID.zoneName)
             writer.append(zoneID.ownerName)
         }
@@ -90,23 +91,6 @@ public struct ZoneChangeToken: Sendable, Hashable, Codable, CustomStringConverti
     /// with `, listing from 57` for a page token of a listing.
     public var description: String {
         "ZoneChangeToken(\(zoneID), incarnation \(incarnation), offset \(offset)"
-            + (listingStart == 0 ? ")" : ", listing from \(listingStart))")
-    }
-
-    /// Decodes a token from its binary form.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let data = try container.decode(Data.self)
-        do throws(SyncError) {
-            self = try Self(data: data)
-        } catch {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.message)
-        }
-    }
-
-    /// Encodes the token as its binary form.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(data)
+            + (listingStart == .zero ? ")" : ", listing from \(listingStart))")
     }
 }

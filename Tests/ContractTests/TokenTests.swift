@@ -173,14 +173,14 @@ struct TokenTests {
             let databaseToken = try await phone.fetchDatabase().token
             let zoneToken = try await phone.fetchZone("Notes").token
             try #require(
-                try TokenForge.databaseToken(offset: databaseToken.offset, database: databaseToken.database).data
+                try TokenForge.databaseToken(offset: databaseToken.offset.rawValue, database: databaseToken.database).data
                     == databaseToken.data)
             try #require(try TokenForge.zoneToken(
-                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset,
+                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset.rawValue,
                 database: zoneToken.database).data
                 == zoneToken.data)
 
-            let end = try server.currentToken(of: "alice").offset
+            let end = try server.currentToken(of: "alice").offset.rawValue
             let futureDatabase = try TokenForge.databaseToken(offset: end + 1_000, database: databaseToken.database)
             let futureZone = try TokenForge.zoneToken(
                 zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: end + 1_000,

@@ -30,7 +30,7 @@ struct ChangeFeedPagingTests {
             let zones = (0..<4).map { RecordZone.ID(zoneName: "Z\($0)") }
             var model = Dictionary(uniqueKeysWithValues: zones.map { ($0, ZoneModel()) })
             var tokens: [DatabaseChangeToken] = [try server.admin.currentToken(of: "alice")]
-            var horizon: UInt64 = 0
+            var horizon = LogOffset.zero
             for step in 0..<120 {
                 let zoneID = zones.randomElement(using: &random)!
                 switch Int.random(in: 0..<12, using: &random) {
@@ -111,15 +111,15 @@ struct ChangeFeedPagingTests {
             }
             _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
             _ = try await database.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [zone]))
-            let firstDeletion = try server.admin.currentToken(of: "alice").offset
+            let firstDeletion = try server.admin.currentToken(of: "alice").offset.rawValue
             _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
-            let recreated = try server.admin.currentToken(of: "alice").offset
+            let recreated = try server.admin.currentToken(of: "alice").offset.rawValue
             #expect(try feedKeys() == [firstDeletion, recreated])
             _ = try await database.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [zone]))
-            let secondDeletion = try server.admin.currentToken(of: "alice").offset
+            let secondDeletion = try server.admin.currentToken(of: "alice").offset.rawValue
             #expect(try feedKeys() == [secondDeletion])
             _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
-            let again = try server.admin.currentToken(of: "alice").offset
+            let again = try server.admin.currentToken(of: "alice").offset.rawValue
             #expect(try feedKeys() == [secondDeletion, again])
             try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
             #expect(try feedKeys() == [again])
@@ -171,7 +171,7 @@ struct ChangeFeedPagingTests {
 
             let future = ZoneChangeToken(
                 zoneID: zone, incarnation: token.incarnation, offset: token.offset, database: token.database,
-                listingStart: end + 10)
+                listingStart: end.advanced(by: 10))
             let invalid = await #expect(throws: SyncError.self) {
                 _ = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone, since: future))
             }

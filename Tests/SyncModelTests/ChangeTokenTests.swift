@@ -27,17 +27,17 @@ struct ChangeTokenTests {
     // F142: database tokens round-trip at every offset width.
     @Test("database token round trip", arguments: [0, 1, 255, 256, 1 << 32, UInt64.max])
     func databaseTokenRoundTrip(offset: UInt64) throws {
-        let token = DatabaseChangeToken(offset: offset)
+        let token = DatabaseChangeToken(offset: LogOffset(offset))
         let decoded = try DatabaseChangeToken(data: token.data)
         #expect(decoded == token)
-        #expect(decoded.offset == offset)
+        #expect(decoded.offset.rawValue == offset)
         #expect(try jsonRoundTrip(token) == token)
     }
 
     // F142, F149: zone tokens carry zone ID and incarnation.
     @Test("zone token round trip", arguments: [
         ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 7),
-        ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: .max),
+        ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: LogOffset(.max)),
         ZoneChangeToken(zoneID: .default, incarnation: 0, offset: 0),
         ZoneChangeToken(zoneID: RecordZone.ID(zoneName: String(repeating: "z", count: 255)), incarnation: 2, offset: 1),
     ])

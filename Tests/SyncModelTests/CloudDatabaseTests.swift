@@ -42,7 +42,7 @@ final class RecordingDatabase: CloudDatabase {
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         note("fetchDatabaseChanges")
-        return FetchDatabaseChangesResponse(changeToken: DatabaseChangeToken(offset: (request.since?.offset ?? 0) + 1))
+        return FetchDatabaseChangesResponse(changeToken: DatabaseChangeToken(offset: (request.since?.offset ?? .zero).next))
     }
 
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {

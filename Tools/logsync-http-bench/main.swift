@@ -216,7 +216,7 @@ func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async th
         let hints = client.database().pushHints()
         pumps.append(Task {
             for await hint in hints {
-                guard let offset = hint.changeToken?.offset else { continue }
+                guard let offset = hint.changeToken?.offset.rawValue else { continue }
                 let now = ContinuousClock.now
                 let done = box.state.withLock { state -> CheckedContinuation<Void, Never>? in
                     guard offset >= state.offset else { return nil }
@@ -236,7 +236,7 @@ func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async th
     for index in 0..<commits {
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n\(index)", zoneID: zone))
         record["title"] = .string("commit \(index)")
-        let expected = try server.server.admin.currentToken(of: "bench").offset + 1
+        let expected = try server.server.admin.currentToken(of: "bench").offset.rawValue + 1
         box.state.withLock { $0 = Awaited(offset: expected) }
         let started = ContinuousClock.now
         _ = try await writer.modifyRecords(saving: [record], deleting: [])

@@ -207,7 +207,7 @@ enum DeviceEntryDescription {
                 if !deletions.isEmpty {
                     addList("deletions", deletions.map { note($0.zoneID) + ":" + $0.reason.description })
                 }
-                add("token", .integer(changeToken.offset))
+                add("token", .integer(changeToken.offset.rawValue))
                 add("moreComing", moreComing)
             case .zoneChangesFetched(let zoneID, let modifications, let deletions, let changeToken, let moreComing):
                 addZone(zoneID)
@@ -225,7 +225,7 @@ enum DeviceEntryDescription {
                         return deletion.recordID.recordName
                     })
                 }
-                add("token", .integer(changeToken.offset))
+                add("token", .integer(changeToken.offset.rawValue))
                 add("moreComing", moreComing)
             case .zoneFetchFinished(let zoneID, let error):
                 addZone(zoneID)

@@ -191,14 +191,14 @@ public enum DeviceStateReport {
         .whole(
             "databaseChangeToken", "database token", { $0.databaseChangeToken },
             text: { .value($0.map { "present, offset \($0.offset)" } ?? "none") },
-            json: { token in JSONText.optional(token.map { JSONText.object([("offset", JSONText.number($0.offset))]) }) }),
+            json: { token in JSONText.optional(token.map { JSONText.object([("offset", JSONText.number($0.offset.rawValue))]) }) }),
         .items(
             "zoneChangeTokens", "zone tokens", { $0.zoneChangeTokens }, id: \.zoneID, idText: zone, separator: " → ",
             text: { "offset \($0.offset)" },
             json: { token in
                 JSONText.object([
                     ("zone", JSONText.string(zone(token.zoneID))), ("incarnation", JSONText.number(token.incarnation)),
-                    ("offset", JSONText.number(token.offset)),
+                    ("offset", JSONText.number(token.offset.rawValue)),
                 ])
             }),
         .items(

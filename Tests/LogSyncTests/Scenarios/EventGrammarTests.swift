@@ -395,7 +395,7 @@ final class GeneratedHistory {
     private let midFetch: MidFetchFaults
     private let setAside: [SetAside]
     /// The server offset after the last operation that may have deleted something.
-    private var lastDeletion: UInt64 = 0
+    private var lastDeletion = LogOffset.zero
     private var step = 0
 
     init(seed: UInt64, directory: URL, smallPages: Bool = false) throws {
@@ -711,7 +711,7 @@ final class GeneratedHistory {
     private func compact() async throws {
         for device in devices {
             let caughtUp = try read(device) { snapshot in
-                guard lastDeletion > 0 else { return true }
+                guard lastDeletion > .zero else { return true }
                 guard let token = try snapshot.databaseChangeToken(), token.offset >= lastDeletion else { return false }
                 return try snapshot.zoneIDsWithUnfetchedServerChanges().isEmpty
             }
