@@ -87,7 +87,7 @@ package enum DeviceEntry: Sendable, Equatable {
     /// | 33–39 | more account and push steps |
     /// | 42–49 | more scheduling |
     /// | 51–59 | more delivery steps |
-    /// | 90–99 | snapshots of the projections, written by compaction: a compacted log starts from one, and offsets are never reused |
+    /// | 90–99 | projection snapshots for compaction: a compacted log starts from one; offsets stay |
     package enum Kind {
         package static let pendingRecordZoneChangesAdded: EntryKind = 1
         package static let pendingRecordZoneChangesRemoved: EntryKind = 2
