@@ -164,7 +164,8 @@ enum IndexKey {
     static let usage = Array("usage".utf8)
 }
 
-/// Every index of a server database, kept as one projection of its log (DESIGN.md §4).
+/// Every index of a server database, kept as one projection of its log (Docs/Protocol.md,
+/// Server data layout).
 ///
 /// Tables:
 /// - `zones`: zone key → `ZoneState`;

@@ -14,7 +14,8 @@ import SyncModel
 /// Each user's databases live in an LMDB environment of their own under
 /// `directory/users/u<number>` (numbers from the registry in `directory/registry`), so one user's requests can never read or write another's data. Within
 /// it, each database (private, shared) is a log whose offsets are its change tokens; the
-/// indexes the server answers from are a projection of that log (DESIGN.md §4).
+/// indexes the server answers from are a projection of that log (Docs/Protocol.md, Server data
+/// layout).
 public final class SyncServer: Sendable {
     /// How a server stores its data and tells time.
     public struct Configuration: Sendable {

@@ -5,10 +5,10 @@ import Testing
 
 @testable import LogSync
 
-/// The projection rule (DESIGN.md §2): the device index built incrementally equals its rebuild
-/// from offset 1, and equals an independent replay of the log (`ReferenceState`), over random
-/// histories of adds, removes, batches and results, sends, fetches and deliveries (every kind of
-/// `DeviceEntry.Kind.inUse`).
+/// The projection rule (Docs/LogFormat.md, Projections): the device index built incrementally
+/// equals its rebuild from offset 1, and equals an independent replay of the log
+/// (`ReferenceState`), over random histories of adds, removes, batches and results, sends,
+/// fetches and deliveries (every kind of `DeviceEntry.Kind.inUse`).
 @Suite("Projection rule")
 struct ProjectionRuleTests {
     typealias F = Fixtures

@@ -8,8 +8,9 @@ import Testing
 
 @testable import LogSync
 
-/// Replaying a recorded device log against a fresh server (DESIGN.md §6): the requests are
-/// re-issued in order, server-assigned values translated, and the answers compared.
+/// Replaying a recorded device log against a fresh server (Docs/Testing.md, Time travel in
+/// tests): the requests are re-issued in order, server-assigned values translated, and the
+/// answers compared.
 @Suite("Server replay")
 struct ServerReplayTests {
     static let notes = RecordZone.ID(zoneName: "Notes")

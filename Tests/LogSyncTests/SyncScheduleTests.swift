@@ -4,7 +4,7 @@ import Testing
 
 @testable import LogSync
 
-/// The pure schedule value: debounce, retry-after, backoff (DESIGN.md §3, Scheduling).
+/// The pure schedule value: debounce, retry-after, backoff (Docs/Engine.md, Automatic sync).
 @Suite("Sync schedule")
 struct SyncScheduleTests {
     typealias Schedule = SyncSchedule

@@ -9,8 +9,8 @@ import Testing
 
 @testable import LogSync
 
-/// Time travel on device logs (DESIGN.md §6): `state(at:)` and `rewind(to:into:)` on a real
-/// two-device timeline.
+/// Time travel on device logs (Docs/Testing.md, Time travel in tests): `state(at:)` and
+/// `rewind(to:into:)` on a real two-device timeline.
 @Suite("Time travel")
 struct TimeTravelTests {
     static let notes = RecordZone.ID(zoneName: "Notes")

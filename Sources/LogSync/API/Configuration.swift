@@ -101,7 +101,7 @@ extension SyncEngine {
         }
     }
 
-    /// The timings of automatic sync (DESIGN.md §3, Scheduling).
+    /// The timings of automatic sync (Docs/Engine.md, Automatic sync).
     public struct SchedulePolicy: Sendable, Hashable {
         /// How long a send waits after the first change, so that changes made together go
         /// together; 1 s by default.

@@ -123,8 +123,9 @@ extension SyncEngine.Event {
     /// The engine's state changed (F34).
     ///
     /// **Differs from CKSyncEngine**, whose event carries a `State.Serialization` that the app
-    /// must persist and hand back at launch. Here the state lives in the device log (DESIGN.md
-    /// §3): it is already durable when this event is delivered, and the app has nothing to save.
+    /// must persist and hand back at launch. Here the state lives in the device log (see
+    /// Docs/Engine.md, Device log): it is already durable when this event is delivered, and the
+    /// app has nothing to save.
     /// The event gives the log offset the state is at — the offset of the newest entry it
     /// reflects — for apps that record it or read the log at that point.
     public struct StateUpdate: Sendable, Hashable, EventPayload {

@@ -11,7 +11,7 @@ import SyncModel
 ///
 /// Entry kinds 1–99 belong to the device (servers use 100–199). Numbers are forever: a kind is
 /// never renumbered or reused, and a new case takes a new kind. See `Kind` for the kinds in use
-/// and the ones reserved for the flows still to come (DESIGN.md §3).
+/// and the ones reserved for the flows still to come (Docs/Engine.md, Entry kinds).
 package enum DeviceEntry: Sendable, Equatable {
     /// The app added record changes, in this order (F16–F19).
     case pendingRecordZoneChangesAdded([SyncEngine.PendingRecordZoneChange])
@@ -76,8 +76,8 @@ package enum DeviceEntry: Sendable, Equatable {
     /// The entry kinds of a device log (1–99).
     ///
     /// In use: 1–5 (the app's edits of the state), 10–14 (sending), 20–25 (fetching), 30–32
-    /// (account, subscription, push), 40–41 (scheduling) and 50 (delivery). Reserved for the kinds of DESIGN.md §3 not written yet, so related kinds stay
-    /// together:
+    /// (account, subscription, push), 40–41 (scheduling) and 50 (delivery). Reserved for steps
+    /// not written yet, so related kinds stay together:
     ///
     /// | kinds | for |
     /// |---|---|
@@ -87,7 +87,7 @@ package enum DeviceEntry: Sendable, Equatable {
     /// | 33–39 | more account and push steps |
     /// | 42–49 | more scheduling |
     /// | 51–59 | more delivery steps |
-    /// | 90–99 | snapshots of the projections written by compaction (DESIGN.md §2, retention) |
+    /// | 90–99 | projection snapshots for compaction: a compacted log starts from one; offsets stay |
     package enum Kind {
         package static let pendingRecordZoneChangesAdded: EntryKind = 1
         package static let pendingRecordZoneChangesRemoved: EntryKind = 2

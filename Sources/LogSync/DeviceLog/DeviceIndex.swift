@@ -1,8 +1,9 @@
 import LogStore
 import SyncModel
 
-/// What the engine knows, as one projection of the device log (DESIGN.md §3): updated in the
-/// same write transaction as every append, equal at every offset to its rebuild from offset 1.
+/// What the engine knows, as one projection of the device log: updated in the same write
+/// transaction as every append, equal at every offset to its rebuild from offset 1 (see
+/// Docs/Engine.md, Projection tables).
 ///
 /// Tables (IDs keyed as `DeviceKey` says; a "change" is stored as its Protocol Buffers message):
 ///

@@ -2,7 +2,7 @@ import LogStore
 import SyncModel
 
 /// When the engine should send and fetch next: a pure value that the scheduling driver advances
-/// with what happens, and asks what to do (DESIGN.md §3, Scheduling).
+/// with what happens, and asks what to do (Docs/Engine.md, Automatic sync).
 ///
 /// Times are durations since the driver started, on its clock, so the value is independent of
 /// the clock type and tests can step it without any clock at all.

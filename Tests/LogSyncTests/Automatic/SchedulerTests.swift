@@ -10,7 +10,7 @@ import Testing
 private typealias F = Fixtures
 
 /// The automatic sync driver on a test clock with manual conditions: nothing sleeps for real
-/// (DESIGN.md §3, Scheduling; F5, F17, F59, F70, F81–F90).
+/// (Docs/Engine.md, Automatic sync; F5, F17, F59, F70, F81–F90).
 @Suite("Automatic: scheduler")
 struct SchedulerTests {
     /// A server whose user already has the Notes zone, so sends need no zone change.

@@ -284,7 +284,8 @@ extension Array where Element == SyncEngine.Event {
     }
 }
 
-/// Checks the projection rule on a device log: every projection equals a replay (DESIGN.md §7).
+/// Checks the projection rule on a device log: every projection equals a replay
+/// (Docs/LogFormat.md, Projections).
 func expectProjectionsHold(_ engines: SyncEngine..., sourceLocation: SourceLocation = #_sourceLocation) throws {
     for engine in engines {
         #expect(try engine.deviceLog.log.verifyProjections() == nil, sourceLocation: sourceLocation)
