@@ -3,7 +3,7 @@
 #
 #   Sources/SyncModel/Proto/*.proto      -> Sources/SyncModel/Proto/Generated/*.pb.swift
 #   Sources/LogSyncServer/Proto/*.proto  -> Sources/LogSyncServer/Proto/Generated/*.pb.swift
-#   Sources/LogSync/Proto/*.proto        -> Sources/LogSync/Proto/Generated/*.pb.swift
+#   Sources/LogSync/DeviceLog/Proto/*.proto -> Sources/LogSync/DeviceLog/Proto/Generated/*.pb.swift
 #   Sources/LogSyncWire/Proto/*.proto    -> Sources/LogSyncWire/Proto/Generated/*.pb.swift
 #
 # Usage: Tools/generate-protos.sh   (from anywhere; idempotent)
@@ -22,7 +22,7 @@ scratch=".build-protoc"
 mappings="Tools/proto-module-mappings.asciipb"
 model_dir="Sources/SyncModel/Proto"
 server_dir="Sources/LogSyncServer/Proto"
-device_dir="Sources/LogSync/Proto"
+device_dir="Sources/LogSync/DeviceLog/Proto"
 wire_dir="Sources/LogSyncWire/Proto"
 
 as_root() {
@@ -69,6 +69,10 @@ model_protos=("$model_dir"/*.proto)
 server_protos=("$server_dir"/*.proto)
 device_protos=("$device_dir"/*.proto)
 wire_protos=("$wire_dir"/*.proto)
+# A schema folder that moved must not be skipped quietly: its generated code would go stale.
+for dir in "$model_dir" "$server_dir" "$device_dir" "$wire_dir"; do
+    compgen -G "$dir/*.proto" >/dev/null || { echo "generate-protos: no .proto in $dir" >&2; exit 1; }
+done
 
 generate "$model_dir/Generated" -I "$model_dir" "${model_protos[@]}"
 if [ ${#server_protos[@]} -gt 0 ]; then
