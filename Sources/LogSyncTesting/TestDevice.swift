@@ -532,11 +532,5 @@ extension TestDevice.Store {
     }
 
     /// The string fields of a record.
-    static func fields(of record: Record) -> TestDevice.Fields {
-        var fields: TestDevice.Fields = [:]
-        for key in record.allKeys() {
-            if case .string(let text)? = record[key] { fields[key] = text }
-        }
-        return fields
-    }
+    static func fields(of record: Record) -> TestDevice.Fields { record.stringFields }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 import SwiftProtobuf
 
 // Conversions between the model types and their Protocol Buffers messages
@@ -66,6 +67,20 @@ package enum ProtoWire {
             return try message.serializedBytes(options: options)
         } catch {
             preconditionFailure("cannot serialize \(type(of: message).protoMessageName): \(error)")
+        }
+    }
+
+    /// Parses the payload of a log entry as `type`.
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's kind, `name` and offset.
+    package static func decode<Message: SwiftProtobuf.Message>(
+        _ type: Message.Type, payloadOf entry: LogEntry, _ name: String
+    ) throws(LogStoreError) -> Message {
+        do {
+            return try decode(type, from: entry.payload)
+        } catch {
+            throw LogStoreError(
+                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
         }
     }
 

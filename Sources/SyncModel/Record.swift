@@ -95,6 +95,13 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         values.keys.sorted()
     }
 
+    /// The record's string fields by key; fields of other types are left out.
+    public var stringFields: [String: String] {
+        values.compactMapValues { value in
+            if case .string(let text) = value { text } else { nil }
+        }
+    }
+
     /// The keys set since the record was created or its system fields were last applied, sorted.
     ///
     /// A key set to `nil` is included: saving the record removes that field on the server.

@@ -137,18 +137,21 @@ enum TokenCoding {
         var remaining: Int { bytes.count - position }
 
         mutating func readUInt64(or error: @autoclosure () -> SyncError) throws(SyncError) -> UInt64 {
-            guard remaining >= 8 else { throw error() }
-            var value: UInt64 = 0
-            for byte in bytes[position..<position + 8] { value = value << 8 | UInt64(byte) }
-            position += 8
-            return value
+            try readBigEndian(UInt64.self, or: error())
         }
 
         mutating func readUInt32(or error: @autoclosure () -> SyncError) throws(SyncError) -> UInt32 {
-            guard remaining >= 4 else { throw error() }
-            var value: UInt32 = 0
-            for byte in bytes[position..<position + 4] { value = value << 8 | UInt32(byte) }
-            position += 4
+            try readBigEndian(UInt32.self, or: error())
+        }
+
+        private mutating func readBigEndian<T: FixedWidthInteger>(
+            _: T.Type, or error: @autoclosure () -> SyncError
+        ) throws(SyncError) -> T {
+            let size = T.bitWidth / 8
+            guard remaining >= size else { throw error() }
+            var value: T = 0
+            for byte in bytes[position..<position + size] { value = value << 8 | T(byte) }
+            position += size
             return value
         }
 

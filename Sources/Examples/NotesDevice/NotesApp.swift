@@ -61,7 +61,7 @@ final class NotesApp: SyncEngineDelegate {
                 let name = record.recordID.recordName
                 try store.update { contents in
                     // Saved: an edited field whose text the server now holds is no longer unsaved.
-                    let saved = record.textFields
+                    let saved = record.stringFields
                     let local = contents.notes[name] ?? [:]
                     contents.unsaved[name] = contents.unsaved[name]?.filter { saved[$0] != local[$0] }
                     if contents.unsaved[name]?.isEmpty == true { contents.unsaved[name] = nil }

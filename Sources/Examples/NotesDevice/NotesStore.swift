@@ -62,7 +62,7 @@ final class NotesStore: Sendable {
         return try update { contents in
             let mine = contents.unsaved[name] ?? []
             let local = contents.notes[name] ?? [:]
-            let merged = record.textFields.merging(local.filter { mine.contains($0.key) }) { $1 }
+            let merged = record.stringFields.merging(local.filter { mine.contains($0.key) }) { $1 }
             contents.notes[name] = merged
             return merged
         }
@@ -76,15 +76,4 @@ final class NotesStore: Sendable {
 struct NotesDeviceError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-extension Record {
-    /// The record's text fields.
-    var textFields: [String: String] {
-        var fields: [String: String] = [:]
-        for key in allKeys() {
-            if case .string(let text)? = self[key] { fields[key] = text }
-        }
-        return fields
-    }
 }

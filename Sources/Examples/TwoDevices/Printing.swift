@@ -91,14 +91,3 @@ func waitUntilIdle(_ device: Device) async throws {
 func describe(_ fields: [String: String]) -> String {
     "{" + fields.sorted { $0.key < $1.key }.map { "\($0.key): \"\($0.value)\"" }.joined(separator: ", ") + "}"
 }
-
-extension Record {
-    /// The record's string fields.
-    var stringFields: [String: String] {
-        var fields: [String: String] = [:]
-        for key in allKeys() {
-            if case .string(let text)? = self[key] { fields[key] = text }
-        }
-        return fields
-    }
-}

@@ -154,12 +154,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///   `partialFailure` with the zones that failed, keyed `.zone(id)`, while the other zones
     ///   were fetched (F102); `LogStoreError` if the device log cannot be written.
     public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
-        try checkNotReentrant("fetchChanges")
         let context = FetchChangesContext(reason: .manual, options: options)
-        try await operations.run(.fetch(options)) { [self] in
-            try await prepareSync()
-            try await runFetch(context)
-        }
+        try await runManually("fetchChanges", .fetch(options)) { [self] in try await runFetch(context) }
     }
 
     /// Sends the pending changes now (F74): database changes first, then the delegate's record
@@ -175,12 +171,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///   are in the `sent…Changes` events too), or the error that stopped the send (a transient
     ///   failure, `operationCancelled`); `LogStoreError` if the device log cannot be written.
     public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
-        try checkNotReentrant("sendChanges")
         let context = SendChangesContext(reason: .manual, options: options)
-        try await operations.run(.send(options)) { [self] in
-            try await prepareSync()
-            try await runSend(context)
-        }
+        try await runManually("sendChanges", .send(options)) { [self] in try await runSend(context) }
     }
 
     /// Cancels the running and queued syncs (F79). A running sync stops at its next step: a
@@ -195,6 +187,22 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 
     /// The engine whose delegate callback the current task is in, if any (F11).
     @TaskLocal static var callbackEngine: ObjectIdentifier?
+
+    /// Runs an app-requested sync: refused from inside a delegate callback (F11), else queued.
+    private func runManually(
+        _ operation: String, _ kind: SyncOperations.Kind, _ body: @escaping @Sendable () async throws -> Void
+    ) async throws {
+        try checkNotReentrant(operation)
+        try await runSync(kind, body)
+    }
+
+    /// Runs a sync through the operation queue, once the engine is ready for it.
+    func runSync(_ kind: SyncOperations.Kind, _ body: @escaping @Sendable () async throws -> Void) async throws {
+        try await operations.run(kind) { [self] in
+            try await prepareSync()
+            try await body()
+        }
+    }
 
     private func checkNotReentrant(_ operation: String) throws {
         if Self.callbackEngine == ObjectIdentifier(self) { throw ReentrantCallError(operation: operation) }

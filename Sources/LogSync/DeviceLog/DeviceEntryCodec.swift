@@ -167,12 +167,7 @@ extension DeviceEntry {
     static func message<Message: SwiftProtobuf.Message>(
         _ type: Message.Type, _ entry: LogEntry, _ name: String
     ) throws(LogStoreError) -> Message {
-        do {
-            return try ProtoWire.decode(type, from: entry.payload)
-        } catch {
-            throw LogStoreError(
-                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
-        }
+        try ProtoWire.decode(type, payloadOf: entry, name)
     }
 
     /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.

@@ -22,16 +22,10 @@ extension SyncEngine {
             switch work {
             case .send:
                 let context = SendChangesContext(reason: .scheduled, options: SendChangesOptions())
-                try await operations.run(.send(context.options)) { [self] in
-                    try await prepareSync()
-                    try await runSend(context)
-                }
+                try await runSync(.send(context.options)) { [self] in try await runSend(context) }
             case .fetch:
                 let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
-                try await operations.run(.fetch(context.options)) { [self] in
-                    try await prepareSync()
-                    try await runFetch(context)
-                }
+                try await runSync(.fetch(context.options)) { [self] in try await runFetch(context) }
             }
             return nil
         } catch let error as SyncError {
