@@ -212,17 +212,30 @@ extension ServerDatabase {
         return cascaded
     }
 
-    private func decideSave(
-        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date
-    ) throws -> Outcome {
-        let recordID = client.recordID
+    /// The live zone of an item after its own checks, or the item's error: the check's, or the
+    /// zone's when it is missing or deleted.
+    private func liveZone(
+        of recordID: Record.ID, _ snapshot: Snapshot, validating check: () throws(SyncError) -> Void
+    ) throws -> Result<ZoneState, SyncError> {
         do throws(SyncError) {
-            try client.validate()
+            try check()
         } catch {
             return .failure(error)
         }
         guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
             return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
+        }
+        return .success(zone)
+    }
+
+    private func decideSave(
+        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date
+    ) throws -> Outcome {
+        let recordID = client.recordID
+        let zone: ZoneState
+        switch try liveZone(of: recordID, snapshot, validating: client.validate) {
+        case .success(let live): zone = live
+        case .failure(let error): return .failure(error)
         }
         let size = client.estimatedSize
         if size > Limits.maxRecordBytes {
@@ -321,13 +334,10 @@ extension ServerDatabase {
     }
 
     private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {
-        do throws(SyncError) {
-            try recordID.validate()
-        } catch {
-            return .failure(error)
-        }
-        guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
-            return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
+        let zone: ZoneState
+        switch try liveZone(of: recordID, snapshot, validating: recordID.validate) {
+        case .success(let live): zone = live
+        case .failure(let error): return .failure(error)
         }
         guard let current = try snapshot.record(recordID, incarnation: zone.incarnation), !current.isTombstone else {
             // Deleting what is not there succeeds: a retried deletion must not fail.

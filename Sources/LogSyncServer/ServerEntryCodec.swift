@@ -65,13 +65,13 @@ extension ServerEntry {
     package init(_ entry: LogEntry) throws(LogStoreError) {
         switch entry.kind {
         case Kind.zoneSaved:
-            let message = try Self.message(Logsync_Server_ZoneSaved.self, entry, "zoneSaved")
+            let message = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved")
             self = try Self.converting(entry, "zoneSaved") { () throws(SyncError) in
                 guard message.hasZone else { throw Self.missing("ZoneSaved.zone") }
                 return .zoneSaved(try RecordZone(proto: message.zone))
             }
         case Kind.zoneDeleted:
-            let message = try Self.message(Logsync_Server_ZoneDeleted.self, entry, "zoneDeleted")
+            let message = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted")
             self = try Self.converting(entry, "zoneDeleted") { () throws(SyncError) in
                 guard message.hasZoneID else { throw Self.missing("ZoneDeleted.zone_id") }
                 let reason: ZoneDeletionReason
@@ -83,28 +83,28 @@ extension ServerEntry {
                 return .zoneDeleted(RecordZone.ID(proto: message.zoneID), reason: reason)
             }
         case Kind.recordSaved:
-            let message = try Self.message(Logsync_Server_RecordSaved.self, entry, "recordSaved")
+            let message = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved")
             self = try Self.converting(entry, "recordSaved") { () throws(SyncError) in
                 guard message.hasRecord else { throw Self.missing("RecordSaved.record") }
                 return .recordSaved(try Record(proto: message.record))
             }
         case Kind.recordDeleted:
-            let message = try Self.message(Logsync_Server_RecordDeleted.self, entry, "recordDeleted")
+            let message = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted")
             self = try Self.converting(entry, "recordDeleted") { () throws(SyncError) in
                 guard message.hasRecordID else { throw Self.missing("RecordDeleted.record_id") }
                 return .recordDeleted(try Record.ID(proto: message.recordID), recordType: message.recordType)
             }
         case Kind.subscriptionSaved:
-            let message = try Self.message(Logsync_Server_SubscriptionSaved.self, entry, "subscriptionSaved")
+            let message = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved")
             self = try Self.converting(entry, "subscriptionSaved") { () throws(SyncError) in
                 guard message.hasSubscription else { throw Self.missing("SubscriptionSaved.subscription") }
                 return .subscriptionSaved(try Subscription(proto: message.subscription))
             }
         case Kind.subscriptionDeleted:
-            let message = try Self.message(Logsync_Server_SubscriptionDeleted.self, entry, "subscriptionDeleted")
+            let message = try ProtoWire.decode(Logsync_Server_SubscriptionDeleted.self, payloadOf: entry, "subscriptionDeleted")
             self = .subscriptionDeleted(Subscription.ID(rawValue: message.subscriptionID))
         case Kind.requestCompleted:
-            let message = try Self.message(Logsync_Server_RequestCompleted.self, entry, "requestCompleted")
+            let message = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted")
             self = try Self.converting(entry, "requestCompleted") { () throws(SyncError) in
                 guard message.hasResponse else { throw Self.missing("RequestCompleted.response") }
                 return .requestCompleted(
@@ -112,11 +112,11 @@ extension ServerEntry {
                     response: try ModifyRecordsResponse(proto: message.response))
             }
         case Kind.tombstonesCompacted:
-            let message = try Self.message(Logsync_Server_TombstonesCompacted.self, entry, "tombstonesCompacted")
+            let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
         case Kind.clientChangeTokenUpdated:
-            let message = try Self.message(
-                Logsync_Server_ClientChangeTokenUpdated.self, entry, "clientChangeTokenUpdated")
+            let message = try ProtoWire.decode(
+                Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated")
             self = try Self.converting(entry, "clientChangeTokenUpdated") { () throws(SyncError) in
                 guard message.hasZoneID else { throw Self.missing("ClientChangeTokenUpdated.zone_id") }
                 return .clientChangeTokenUpdated(
@@ -134,13 +134,6 @@ extension ServerEntry {
 
     private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
-    }
-
-    /// Parses the payload of `entry` as `type`, or throws `.corruptEntry` naming the kind.
-    private static func message<Message: SwiftProtobuf.Message>(
-        _ type: Message.Type, _ entry: LogEntry, _ name: String
-    ) throws(LogStoreError) -> Message {
-        try ProtoWire.decode(type, payloadOf: entry, name)
     }
 
     /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.

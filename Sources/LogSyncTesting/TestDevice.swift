@@ -112,6 +112,16 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         /// Edits a fetched record replaced before the server acknowledged them (only without
         /// ``Policy/keepsUnacknowledgedEdits``).
         public var overwrittenByFetch = 0
+
+        /// Adds another device's counts to these.
+        public static func += (lhs: inout Tally, rhs: Tally) {
+            lhs.acknowledged += rhs.acknowledged
+            lhs.conflictsWon += rhs.conflictsWon
+            lhs.conflictsLost += rhs.conflictsLost
+            lhs.droppedWithZone += rhs.droppedWithZone
+            lhs.droppedByAccountChange += rhs.droppedByAccountChange
+            lhs.overwrittenByFetch += rhs.overwrittenByFetch
+        }
     }
 
     /// The device's name: `phone`, `A`, …

@@ -103,8 +103,8 @@ struct SimulationTests {
                 engineRestarts += report.engineRestarts
                 serverRestarts += report.serverRestarts
                 switches += report.accountSwitches
-                won += report.conflictsWon
-                lost += report.conflictsLost
+                won += report.edits.conflictsWon
+                lost += report.edits.conflictsLost
                 acknowledged += report.savesAcknowledged
                 dropped += report.editsDropped
             }

@@ -109,7 +109,7 @@ extension DeviceEntry {
     static func syncStep(_ entry: LogEntry) throws(LogStoreError) -> DeviceEntry {
         switch entry.kind {
         case Kind.sendStarted:
-            let message = try message(Logsync_Device_SendStarted.self, entry, "sendStarted")
+            let message = try ProtoWire.decode(Logsync_Device_SendStarted.self, payloadOf: entry, "sendStarted")
             return try converting(entry, "sendStarted") { () throws(SyncError) in
                 guard message.hasScope else { throw missing("SendStarted.scope") }
                 let reason = try SyncEngine.SyncReason(proto: message.reason, "SendStarted.reason")
@@ -117,12 +117,12 @@ extension DeviceEntry {
                 return .sendStarted(SyncEngine.SendChangesContext(reason: reason, options: .init(scope: scope)))
             }
         case Kind.sendFinished:
-            let message = try message(Logsync_Device_SendFinished.self, entry, "sendFinished")
+            let message = try ProtoWire.decode(Logsync_Device_SendFinished.self, payloadOf: entry, "sendFinished")
             return try converting(entry, "sendFinished") { () throws(SyncError) in
                 .sendFinished(error: message.hasError ? try within("SendFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
             }
         case Kind.fetchStarted:
-            let message = try message(Logsync_Device_FetchStarted.self, entry, "fetchStarted")
+            let message = try ProtoWire.decode(Logsync_Device_FetchStarted.self, payloadOf: entry, "fetchStarted")
             return try converting(entry, "fetchStarted") { () throws(SyncError) in
                 guard message.hasScope else { throw missing("FetchStarted.scope") }
                 let reason = try SyncEngine.SyncReason(proto: message.reason, "FetchStarted.reason")
@@ -132,7 +132,7 @@ extension DeviceEntry {
                 return .fetchStarted(SyncEngine.FetchChangesContext(reason: reason, options: options))
             }
         case Kind.databaseChangesFetched:
-            let message = try message(Logsync_Device_DatabaseChangesFetched.self, entry, "databaseChangesFetched")
+            let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesFetched.self, payloadOf: entry, "databaseChangesFetched")
             return try converting(entry, "databaseChangesFetched") { () throws(SyncError) in
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
                     guard deletion.hasZoneID else { throw missing("DatabaseChangesFetched.deletions[\(index)].zone_id") }
@@ -149,7 +149,7 @@ extension DeviceEntry {
                     changeToken: token, moreComing: message.moreComing)
             }
         case Kind.zoneChangesFetched:
-            let message = try message(Logsync_Device_ZoneChangesFetched.self, entry, "zoneChangesFetched")
+            let message = try ProtoWire.decode(Logsync_Device_ZoneChangesFetched.self, payloadOf: entry, "zoneChangesFetched")
             return try converting(entry, "zoneChangesFetched") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneChangesFetched.zone_id") }
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
@@ -168,7 +168,7 @@ extension DeviceEntry {
                     deletions: deletions, changeToken: token, moreComing: message.moreComing)
             }
         case Kind.zoneFetchFinished:
-            let message = try message(Logsync_Device_ZoneFetchFinished.self, entry, "zoneFetchFinished")
+            let message = try ProtoWire.decode(Logsync_Device_ZoneFetchFinished.self, payloadOf: entry, "zoneFetchFinished")
             return try converting(entry, "zoneFetchFinished") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneFetchFinished.zone_id") }
                 let error = message.hasError
@@ -176,15 +176,15 @@ extension DeviceEntry {
                 return .zoneFetchFinished(zoneID: RecordZone.ID(proto: message.zoneID), error: error)
             }
         case Kind.fetchFinished:
-            let message = try message(Logsync_Device_FetchFinished.self, entry, "fetchFinished")
+            let message = try ProtoWire.decode(Logsync_Device_FetchFinished.self, payloadOf: entry, "fetchFinished")
             return try converting(entry, "fetchFinished") { () throws(SyncError) in
                 .fetchFinished(error: message.hasError ? try within("FetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
             }
         case Kind.changeTokenReset:
-            let message = try message(Logsync_Device_ChangeTokenReset.self, entry, "changeTokenReset")
+            let message = try ProtoWire.decode(Logsync_Device_ChangeTokenReset.self, payloadOf: entry, "changeTokenReset")
             return .changeTokenReset(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
         case Kind.eventsDelivered:
-            let message = try message(Logsync_Device_EventsDelivered.self, entry, "eventsDelivered")
+            let message = try ProtoWire.decode(Logsync_Device_EventsDelivered.self, payloadOf: entry, "eventsDelivered")
             guard message.through >= 1 else {
                 throw LogStoreError(
                     .corruptEntry, "eventsDelivered (kind \(entry.kind)) payload: EventsDelivered.through is 0",
@@ -192,7 +192,7 @@ extension DeviceEntry {
             }
             return .eventsDelivered(through: LogOffset(message.through))
         case Kind.accountChanged:
-            let message = try message(Logsync_Device_AccountChanged.self, entry, "accountChanged")
+            let message = try ProtoWire.decode(Logsync_Device_AccountChanged.self, payloadOf: entry, "accountChanged")
             return try converting(entry, "accountChanged") { () throws(SyncError) in
                 .accountChanged(
                     previous: message.hasPreviousUser
@@ -201,7 +201,7 @@ extension DeviceEntry {
                         ? try within("AccountChanged.current_user") { () throws(SyncError) in try Record.ID(proto: message.currentUser) } : nil)
             }
         case Kind.subscriptionEnsured:
-            let message = try message(Logsync_Device_SubscriptionEnsured.self, entry, "subscriptionEnsured")
+            let message = try ProtoWire.decode(Logsync_Device_SubscriptionEnsured.self, payloadOf: entry, "subscriptionEnsured")
             guard !message.subscriptionID.isEmpty else {
                 throw LogStoreError(
                     .corruptEntry, "subscriptionEnsured (kind \(entry.kind)) payload: SubscriptionEnsured.subscription_id is missing",
@@ -209,10 +209,10 @@ extension DeviceEntry {
             }
             return .subscriptionEnsured(Subscription.ID(message.subscriptionID))
         case Kind.pushReceived:
-            let message = try message(Logsync_Device_PushReceived.self, entry, "pushReceived")
+            let message = try ProtoWire.decode(Logsync_Device_PushReceived.self, payloadOf: entry, "pushReceived")
             return .pushReceived(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
         case Kind.syncScheduled:
-            let message = try message(Logsync_Device_SyncScheduled.self, entry, "syncScheduled")
+            let message = try ProtoWire.decode(Logsync_Device_SyncScheduled.self, payloadOf: entry, "syncScheduled")
             return try converting(entry, "syncScheduled") { () throws(SyncError) in
                 let work: SyncSchedule.Work
                 switch message.work {
@@ -238,7 +238,7 @@ extension DeviceEntry {
                 return .syncScheduled(work: work, reason: cause, after: after)
             }
         case Kind.syncDeferred:
-            let message = try message(Logsync_Device_SyncDeferred.self, entry, "syncDeferred")
+            let message = try ProtoWire.decode(Logsync_Device_SyncDeferred.self, payloadOf: entry, "syncDeferred")
             return .syncDeferred(reason: message.reason)
         default:
             preconditionFailure("kind \(entry.kind) is decoded by DeviceEntry.init")

@@ -60,7 +60,7 @@ extension DeviceEntry {
         case Kind.pendingRecordZoneChangesAdded, Kind.pendingRecordZoneChangesRemoved:
             let added = entry.kind == Kind.pendingRecordZoneChangesAdded
             let name = added ? "pendingRecordZoneChangesAdded" : "pendingRecordZoneChangesRemoved"
-            let message = try Self.message(Logsync_Device_PendingRecordZoneChanges.self, entry, name)
+            let message = try ProtoWire.decode(Logsync_Device_PendingRecordZoneChanges.self, payloadOf: entry, name)
             let changes = try Self.converting(entry, name) { () throws(SyncError) in
                 try message.changes.enumerated().map { (index, change) throws(SyncError) in
                     try Self.recordChange(change, "PendingRecordZoneChanges.changes[\(index)]")
@@ -70,7 +70,7 @@ extension DeviceEntry {
         case Kind.pendingDatabaseChangesAdded, Kind.pendingDatabaseChangesRemoved:
             let added = entry.kind == Kind.pendingDatabaseChangesAdded
             let name = added ? "pendingDatabaseChangesAdded" : "pendingDatabaseChangesRemoved"
-            let message = try Self.message(Logsync_Device_PendingDatabaseChanges.self, entry, name)
+            let message = try ProtoWire.decode(Logsync_Device_PendingDatabaseChanges.self, payloadOf: entry, name)
             let changes = try Self.converting(entry, name) { () throws(SyncError) in
                 try message.changes.enumerated().map { (index, change) throws(SyncError) in
                     try Self.databaseChange(change, "PendingDatabaseChanges.changes[\(index)]")
@@ -78,10 +78,10 @@ extension DeviceEntry {
             }
             self = added ? .pendingDatabaseChangesAdded(changes) : .pendingDatabaseChangesRemoved(changes)
         case Kind.untrackedChangesFlagged:
-            let message = try Self.message(Logsync_Device_UntrackedChangesFlagged.self, entry, "untrackedChangesFlagged")
+            let message = try ProtoWire.decode(Logsync_Device_UntrackedChangesFlagged.self, payloadOf: entry, "untrackedChangesFlagged")
             self = .untrackedChangesFlagged(message.value)
         case Kind.batchPrepared:
-            let message = try Self.message(Logsync_Device_BatchPrepared.self, entry, "batchPrepared")
+            let message = try ProtoWire.decode(Logsync_Device_BatchPrepared.self, payloadOf: entry, "batchPrepared")
             self = try Self.converting(entry, "batchPrepared") { () throws(SyncError) in
                 .batchPrepared(
                     recordsToSave: try Self.records(message.recordsToSave, "BatchPrepared.records_to_save"),
@@ -89,7 +89,7 @@ extension DeviceEntry {
                     atomicByZone: message.atomicByZone)
             }
         case Kind.batchResult:
-            let message = try Self.message(Logsync_Device_BatchResult.self, entry, "batchResult")
+            let message = try ProtoWire.decode(Logsync_Device_BatchResult.self, payloadOf: entry, "batchResult")
             self = try Self.converting(entry, "batchResult") { () throws(SyncError) in
                 .batchResult(
                     saved: try Self.records(message.saved, "BatchResult.saved"),
@@ -98,7 +98,7 @@ extension DeviceEntry {
                     failedDeletes: try Self.recordFailures(message.failedDeletes, "BatchResult.failed_deletes"))
             }
         case Kind.databaseChangesSent:
-            let message = try Self.message(Logsync_Device_DatabaseChangesSent.self, entry, "databaseChangesSent")
+            let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
             self = try Self.converting(entry, "databaseChangesSent") { () throws(SyncError) in
                 .databaseChangesSent(
                     savedZones: try message.savedZones.enumerated().map { (index, zone) throws(SyncError) in
@@ -162,13 +162,6 @@ extension DeviceEntry {
     }
 
     // MARK: Decoding helpers
-
-    /// Parses the payload of `entry` as `type`, or throws `.corruptEntry` naming the kind.
-    static func message<Message: SwiftProtobuf.Message>(
-        _ type: Message.Type, _ entry: LogEntry, _ name: String
-    ) throws(LogStoreError) -> Message {
-        try ProtoWire.decode(type, payloadOf: entry, name)
-    }
 
     /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.
     static func converting<T>(

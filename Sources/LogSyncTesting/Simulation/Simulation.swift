@@ -68,12 +68,10 @@ public final class Simulation {
         public var accountSwitches = 0
         /// Saves the server acknowledged (answers the network dropped included).
         public var savesAcknowledged = 0
-        /// Local edits acknowledged, as the apps saw them.
-        public var editsAcknowledged = 0
-        public var conflictsWon = 0
-        public var conflictsLost = 0
+        /// How the devices' local edits ended, as the apps saw them, summed over the devices.
+        public var edits = TestDevice.Tally()
         /// Edits given up because their zone was deleted, or the account changed.
-        public var editsDropped = 0
+        public var editsDropped: Int { edits.droppedWithZone + edits.droppedByAccountChange }
         public var settleRounds = 0
         /// Every line of the trace.
         public var trace: [String] = []
@@ -85,7 +83,7 @@ public final class Simulation {
             return "seed \(seed): \(operations) operations, \(sends) sends, \(fetches) fetches, "
                 + "\(fates[.delivered] ?? 0) requests delivered, faults [\(faults.joined(separator: ", "))], "
                 + "\(engineRestarts) engine restarts, \(serverRestarts) server restarts, \(accountSwitches) account switches, "
-                + "\(savesAcknowledged) saves acknowledged, conflicts \(conflictsWon) won + \(conflictsLost) lost, "
+                + "\(savesAcknowledged) saves acknowledged, conflicts \(edits.conflictsWon) won + \(edits.conflictsLost) lost, "
                 + "\(editsDropped) edits dropped with zones or accounts, settled in \(settleRounds) rounds"
         }
     }
@@ -186,13 +184,7 @@ public final class Simulation {
         var report = report
         report.fates = network.fateCounts
         report.savesAcknowledged = network.history.withLock { $0.savesAcknowledged }
-        for device in devices {
-            let tally = device.tally
-            report.editsAcknowledged += tally.acknowledged
-            report.conflictsWon += tally.conflictsWon
-            report.conflictsLost += tally.conflictsLost
-            report.editsDropped += tally.droppedWithZone + tally.droppedByAccountChange
-        }
+        for device in devices { report.edits += device.tally }
         report.trace = trace.all
         report.finalNotes = devices.map { Self.describe($0.notes) }
         return report
@@ -232,16 +224,16 @@ public final class Simulation {
         case 30..<37: try deleteNote(index)
         case 37..<40: try createZone(index)
         case 40..<42: try deleteZone(index)
-        case 42..<62: await send(index)
-        case 62..<82: await fetch(index)
+        case 42..<62: await sync(index, sending: true)
+        case 62..<82: await sync(index, sending: false)
         case 82..<88:
-            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await fetch(index) }
+            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await sync(index, sending: false) }
         case 88..<91: try restartEngine(index)
         case 91..<93: try restartServer()
         case 93..<95: switchAccount(index)
         default:
-            await send(index)
-            if busy[index] == nil { await fetch(index) }
+            await sync(index, sending: true)
+            if busy[index] == nil { await sync(index, sending: false) }
         }
     }
 
@@ -294,20 +286,19 @@ public final class Simulation {
         log("\(device.name) deletes zone \(zoneID.zoneName)")
     }
 
-    private func send(_ index: Int) async {
-        let device = devices[index]
-        let options: SyncEngine.SendChangesOptions =
-            next(5) == 0 ? .init(scope: .zoneIDs([pick(zoneIDs)])) : .init()
-        report.sends += 1
-        await perform(index, "sends \(options.scope)") { try await device.engine.sendChanges(options) }
-    }
-
-    private func fetch(_ index: Int) async {
-        let device = devices[index]
-        let options: SyncEngine.FetchChangesOptions =
-            next(5) == 0 ? .init(scope: .zoneIDs([pick(zoneIDs)])) : .init()
-        report.fetches += 1
-        await perform(index, "fetches \(options.scope)") { try await device.engine.fetchChanges(options) }
+    /// Sends (or fetches) on one device; one time in five in the scope of one zone only.
+    private func sync(_ index: Int, sending: Bool) async {
+        let engine = devices[index].engine
+        let zone = next(5) == 0 ? [pick(zoneIDs)] : nil
+        if sending {
+            let options = zone.map { SyncEngine.SendChangesOptions(scope: .zoneIDs($0)) } ?? .init()
+            report.sends += 1
+            await perform(index, "sends \(options.scope)") { try await engine.sendChanges(options) }
+        } else {
+            let options = zone.map { SyncEngine.FetchChangesOptions(scope: .zoneIDs($0)) } ?? .init()
+            report.fetches += 1
+            await perform(index, "fetches \(options.scope)") { try await engine.fetchChanges(options) }
+        }
     }
 
     private func restartEngine(_ index: Int) throws {
