@@ -531,7 +531,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             default: SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
             }
             guard Self.reproducible(failure) else {
-                throw ServerReplayError(
+                throw ServerReplayError.serverReplay(
                     .requestFailed, "the replayed \(operation) for this entry failed: \(failure)", offset: offset,
                     requestError: failure)
             }
