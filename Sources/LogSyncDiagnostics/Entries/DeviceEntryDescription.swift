@@ -44,10 +44,7 @@ import SyncModel
 /// | `subscription` | subscriptionEnsured | subscription ID |
 /// | `pending` | untrackedChangesFlagged | the flag's new value |
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
-enum DeviceEntryDescription {
-    typealias Value = EntryDescription.Value
-    typealias Field = EntryDescription.Field
-
+enum DeviceEntryDescription: EntryKindCatalog {
     /// Every kind a device log holds, with its name, in kind order.
     static let kinds: [(kind: EntryKind, name: String)] = [
         (DeviceEntry.Kind.pendingRecordZoneChangesAdded, "pendingRecordZoneChangesAdded"),
@@ -73,11 +70,6 @@ enum DeviceEntryDescription {
         (DeviceEntry.Kind.syncDeferred, "syncDeferred"),
         (DeviceEntry.Kind.eventsDelivered, "eventsDelivered"),
     ]
-
-    /// The name of `kind` if it is a device kind in use.
-    static func kindName(of kind: EntryKind) -> String? {
-        kinds.first { $0.kind == kind }?.name
-    }
 
     /// At most this many items of a list are shown; a longer list shows one fewer and `…+N`.
     static let listLimit = 4
@@ -138,6 +130,20 @@ enum DeviceEntryDescription {
             addList("errors", sorted.map { "\($0.name):\($0.code.name)" })
         }
 
+        /// What a send's result says: the `saved`, `deleted` and `failed` counts, then the saved
+        /// items (as the field `savedField`), the `deletions` and the `errors`, each list only if
+        /// any.
+        mutating func addOutcome(
+            saved: [String], as savedField: String, deleted: [String], errors: [(name: String, code: SyncError.Code)]
+        ) {
+            add("saved", count: saved.count)
+            add("deleted", count: deleted.count)
+            add("failed", count: errors.count)
+            if !saved.isEmpty { addList(savedField, saved) }
+            if !deleted.isEmpty { addList("deletions", deleted) }
+            addErrors(errors)
+        }
+
         mutating func add(_ entry: DeviceEntry) {
             switch entry {
             case .pendingRecordZoneChangesAdded(let changes), .pendingRecordZoneChangesRemoved(let changes):
@@ -166,21 +172,15 @@ enum DeviceEntryDescription {
                 add("atomic", atomicByZone)
             case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
                 let failures = Array(failedSaves) + Array(failedDeletes)
-                add("saved", count: saved.count)
-                add("deleted", count: deleted.count)
-                add("failed", count: failures.count)
-                if !saved.isEmpty { addList("records", saved.map { note($0.recordID) }) }
-                if !deleted.isEmpty { addList("deletions", deleted.map { note($0) }) }
                 for id in failures.map(\.key) { note(id) }
-                addErrors(failures.map { (name: $0.key.recordName, code: $0.value.code) })
+                addOutcome(
+                    saved: saved.map { note($0.recordID) }, as: "records", deleted: deleted.map { note($0) },
+                    errors: failures.map { (name: $0.key.recordName, code: $0.value.code) })
             case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
                 let failures = Array(failedZoneSaves) + Array(failedZoneDeletes)
-                add("saved", count: savedZones.count)
-                add("deleted", count: deletedZoneIDs.count)
-                add("failed", count: failures.count)
-                if !savedZones.isEmpty { addList("zones", savedZones.map { note($0.zoneID) }) }
-                if !deletedZoneIDs.isEmpty { addList("deletions", deletedZoneIDs.map { note($0) }) }
-                addErrors(failures.map { (name: note($0.key), code: $0.value.code) })
+                addOutcome(
+                    saved: savedZones.map { note($0.zoneID) }, as: "zones", deleted: deletedZoneIDs.map { note($0) },
+                    errors: failures.map { (name: note($0.key), code: $0.value.code) })
             case .sendStarted(let context):
                 add("reason", .text(context.reason.description))
                 switch context.options.scope {

@@ -17,11 +17,16 @@ public struct EntryDescription: Sendable, Hashable {
         case list([String])
 
         /// The value as plain text: the text, the number, or `[a,b]`.
-        public var description: String {
+        public var description: String { rendered { $0 } }
+
+        /// The value with its text (and each list item) as `string` renders it, a number in
+        /// decimal and a list as `[a,b]`: the layout of `description` and of `EntryFormatter`'s
+        /// text and JSON.
+        func rendered(string: (String) -> String) -> String {
             switch self {
-            case .text(let text): text
+            case .text(let text): string(text)
             case .integer(let value): String(value)
-            case .list(let items): "[" + items.joined(separator: ",") + "]"
+            case .list(let items): "[" + items.map(string).joined(separator: ",") + "]"
             }
         }
     }
@@ -99,6 +104,11 @@ public struct EntryDecoder: Sendable {
 
     /// The name of `kind`, if the decoder knows it.
     public func name(of kind: EntryKind) -> String? {
+        Self.name(of: kind, in: kinds)
+    }
+
+    /// The name of `kind` in `kinds`, if it is there.
+    static func name(of kind: EntryKind, in kinds: [(kind: EntryKind, name: String)]) -> String? {
         kinds.first { $0.kind == kind }?.name
     }
 
@@ -131,5 +141,22 @@ public struct EntryDecoder: Sendable {
     /// are decoded in every log.
     public static func forLog(named name: String) -> EntryDecoder {
         name == DeviceLog.logName ? standard : server
+    }
+}
+
+/// One layer's entries as ``EntryDecoder`` describes them (``DeviceEntryDescription``,
+/// ``ServerEntryDescription``): the kinds with their names, and the fields of each.
+protocol EntryKindCatalog {
+    /// Every kind the layer's logs hold, with its name, in kind order.
+    static var kinds: [(kind: EntryKind, name: String)] { get }
+}
+
+extension EntryKindCatalog {
+    typealias Value = EntryDescription.Value
+    typealias Field = EntryDescription.Field
+
+    /// The name of `kind` if it is one of the layer's kinds.
+    static func kindName(of kind: EntryKind) -> String? {
+        EntryDecoder.name(of: kind, in: kinds)
     }
 }

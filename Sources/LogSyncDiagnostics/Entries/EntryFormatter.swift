@@ -112,11 +112,7 @@ public struct EntryFormatter: Sendable {
     /// A value as text: a word (quoted when needed, see `word`), a decimal number, or a list
     /// of words as `[a,b]`.
     public static func text(_ value: EntryDescription.Value) -> String {
-        switch value {
-        case .text(let text): word(text)
-        case .integer(let number): String(number)
-        case .list(let items): "[" + items.map(word).joined(separator: ",") + "]"
-        }
+        value.rendered(string: word)
     }
 
     /// `text` unchanged when it is not empty and holds no white space, control character, `"`,
@@ -128,23 +124,9 @@ public struct EntryFormatter: Sendable {
             !special.contains(scalar) && !scalar.properties.isWhitespace && !isControl(scalar)
         }
         if plain { return text }
-        var quoted = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\n": quoted += "\\n"
-            case "\r": quoted += "\\r"
-            case "\t": quoted += "\\t"
-            default:
-                if isControl(scalar) {
-                    quoted += "\\u{" + String(scalar.value, radix: 16) + "}"
-                } else {
-                    quoted.unicodeScalars.append(scalar)
-                }
-            }
+        return doubleQuoted(text) { scalar in
+            isControl(scalar) ? "\\u{" + String(scalar.value, radix: 16) + "}" : nil
         }
-        return quoted + "\""
     }
 
     /// Fields as a JSON object, keys in the fields' order.
@@ -154,36 +136,42 @@ public struct EntryFormatter: Sendable {
 
     /// A value in JSON: a string, a number or an array of strings.
     public static func json(_ value: EntryDescription.Value) -> String {
-        switch value {
-        case .text(let text): jsonString(text)
-        case .integer(let number): String(number)
-        case .list(let items): "[" + items.map(jsonString).joined(separator: ",") + "]"
-        }
+        value.rendered(string: jsonString)
     }
 
     /// `text` as a JSON string: `"` and `\` escaped, control characters (and U+2028, U+2029)
     /// as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`; everything else as itself (UTF-8).
     public static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
+        doubleQuoted(text) { scalar in
             switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
+            case "\u{08}": return "\\b"
+            case "\u{0C}": return "\\f"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    let digits = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
+                guard scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 else { return nil }
+                let digits = String(scalar.value, radix: 16)
+                return "\\u" + String(repeating: "0", count: 4 - digits.count) + digits
             }
         }
-        return out + "\""
+    }
+
+    /// The escapes `word` and `jsonString` share: a quote, a backslash, a line feed, a carriage
+    /// return and a tab as `\"`, `\\`, `\n`, `\r` and `\t`.
+    private static let commonEscapes: [Unicode.Scalar: String] = [
+        "\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+    ]
+
+    /// `text` in double quotes, each scalar escaped by `commonEscapes` or else by `escape`
+    /// (`nil`: the scalar as itself).
+    private static func doubleQuoted(_ text: String, escape: (Unicode.Scalar) -> String?) -> String {
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            if let escaped = commonEscapes[scalar] ?? escape(scalar) {
+                quoted += escaped
+            } else {
+                quoted.unicodeScalars.append(scalar)
+            }
+        }
+        return quoted + "\""
     }
 
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {

@@ -28,10 +28,7 @@ import SyncModel
 /// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
-enum ServerEntryDescription {
-    typealias Value = EntryDescription.Value
-    typealias Field = EntryDescription.Field
-
+enum ServerEntryDescription: EntryKindCatalog {
     /// Every kind a server log holds, with its name, in kind order.
     static let kinds: [(kind: EntryKind, name: String)] = [
         (ServerEntry.Kind.zoneSaved, "zoneSaved"),
@@ -45,11 +42,6 @@ enum ServerEntryDescription {
         (ServerEntry.Kind.clientChangeTokenUpdated, "clientChangeTokenUpdated"),
         (UserRegistry.userRegisteredKind, "userRegistered"),
     ]
-
-    /// The name of `kind` if it is a server kind.
-    static func kindName(of kind: EntryKind) -> String? {
-        kinds.first { $0.kind == kind }?.name
-    }
 
     /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
     /// belongs to some other layer, and a tool shows its bytes instead).

@@ -104,16 +104,10 @@ public struct ServerReplay: Sendable {
     public func run(
         against database: some CloudDatabase, through: LogOffset? = nil
     ) async throws(ServerReplayError) -> ServerReplayReport {
-        let last: LogOffset
         var cursor: EntryCursor
         do {
-            last = try log.lastOffset
-            let end = through ?? last
-            guard end <= last else {
-                throw ServerReplayError(
-                    .offsetPastEnd,
-                    "the log \"\(log.name)\" in \(log.environment.path) ends at offset \(last), before \(end)",
-                    offset: end)
+            let (end, _) = try log.range(through: through, operation: DiagnosticsError.serverReplayOperation) { asked, logEnd in
+                "the log \"\(log.name)\" in \(log.environment.path) ends at offset \(logEnd), before \(asked)"
             }
             cursor = try log.entries(from: .first, through: end)
         } catch let error as ServerReplayError {
@@ -121,7 +115,7 @@ public struct ServerReplay: Sendable {
         } catch let error as LogStoreError {
             throw ServerReplayError.reading(error, at: nil, of: log)
         } catch {
-            throw ServerReplayError(.unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
+            throw ServerReplayError.serverReplay(.unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
         }
 
         var walk = ServerReplayWalk(database: database)

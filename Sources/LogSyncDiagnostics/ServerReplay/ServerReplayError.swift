@@ -1,81 +1,35 @@
 import LogStore
 import SyncModel
 
-/// Why a replay of a device log against a server could not finish: an entry that cannot be
-/// read, a range past the log's end, or a replayed request that failed for reasons that say
-/// nothing about the server's rules.
+/// Why a replay of a device log against a server could not finish: a ``DiagnosticsError`` whose
+/// ``DiagnosticsError/operation`` is `server replay`, with the code `corruptEntry` or
+/// `unreadableLog` for an entry that cannot be read, `offsetPastEnd` for a range past the log's
+/// end, or `requestFailed` for a replayed request that failed for reasons that say nothing about
+/// the server's rules.
 ///
-/// A server answering differently from the recorded answer is not an error: it is a
-/// ``ServerReplayMismatch`` in the report. ``description`` is one line naming the offset, for
-/// example `server replay: corrupt entry at offset 7 of log "device" in /tmp/x: …`.
-public struct ServerReplayError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The kind of failure. Extensible: compare with the static members.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-        public let rawValue: String
-        public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
+/// ``description`` is one line naming the offset, for example
+/// `server replay: corrupt entry at offset 7 of log "device" in /tmp/x: …`.
+public typealias ServerReplayError = DiagnosticsError
 
-        /// An entry could not be read (bad checksum, unknown format version) or does not decode
-        /// as a device entry (an unknown kind, a payload that is not its kind's message).
-        public static let corruptEntry = Code(rawValue: "corruptEntry")
-        /// `through` names an offset past the log's last entry.
-        public static let offsetPastEnd = Code(rawValue: "offsetPastEnd")
-        /// Reading the log failed for another reason than an entry's bytes (see ``logError``).
-        public static let unreadableLog = Code(rawValue: "unreadableLog")
-        /// A re-issued request failed as a whole with a transport failure, a transient code or
-        /// a cancellation: the replay cannot go on without its answer (see ``requestError``).
-        public static let requestFailed = Code(rawValue: "requestFailed")
-    }
+extension DiagnosticsError {
+    /// The ``operation`` of a replay against a server.
+    static let serverReplayOperation = "server replay"
 
-    /// The kind of failure.
-    public var code: Code
-    /// What happened, in words.
-    public var message: String
-    /// The entry concerned, if any.
-    public var offset: LogOffset?
-    /// The log's error, for `corruptEntry` and `unreadableLog`.
-    public var logError: LogStoreError?
-    /// The server's (or transport's) error, for `requestFailed`.
-    public var requestError: SyncError?
-
-    /// Creates an error.
-    public init(
+    /// An error of a replay against a server: its description starts with `server replay: `.
+    static func serverReplay(
         _ code: Code, _ message: String, offset: LogOffset? = nil, logError: LogStoreError? = nil,
         requestError: SyncError? = nil
-    ) {
-        self.code = code
-        self.message = message
-        self.offset = offset
-        self.logError = logError
-        self.requestError = requestError
+    ) -> DiagnosticsError {
+        DiagnosticsError(
+            code, message, offset: offset, logError: logError, requestError: requestError, operation: serverReplayOperation)
     }
 
-    /// One line: `server replay: ` and the failure, naming the offset (and, for a log failure,
-    /// the log and its directory).
-    public var description: String {
-        if let logError, code == .corruptEntry || code == .unreadableLog {
-            var located = logError
-            if located.offset == nil { located.offset = offset }
-            return "server replay: \(located)"
-        }
-        let what: String = switch code {
-        case .offsetPastEnd: "offset past the end"
-        case .requestFailed: "request failed"
-        default: code.rawValue
-        }
-        var text = "server replay: \(what)"
-        if let offset { text += " at offset \(offset)" }
-        return text + ": \(message)"
-    }
-
-    /// The error for a log failure met while reading or decoding the entry at `offset` of `log`.
-    static func reading(_ error: LogStoreError, at offset: LogOffset?, of log: Log) -> ServerReplayError {
-        var located = error
-        if located.path == nil { located.path = log.environment.path }
-        if located.log == nil { located.log = log.name }
-        if located.offset == nil { located.offset = offset }
+    /// The error for a log failure met while reading or decoding the entry at `offset` of `log`
+    /// in a replay against a server.
+    static func reading(_ error: LogStoreError, at offset: LogOffset?, of log: Log) -> DiagnosticsError {
+        let located = error.located(at: offset, in: log)
         let entryFault = error.code == .corruptEntry || error.code == .unknownFormatVersion
-        return ServerReplayError(
+        return serverReplay(
             entryFault ? .corruptEntry : .unreadableLog, located.message, offset: located.offset, logError: located)
     }
 }

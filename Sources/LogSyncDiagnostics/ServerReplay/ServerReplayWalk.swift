@@ -132,14 +132,9 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         var comparison = Comparison(offset: offset, entry: "batchResult", kind: .modifyRecords, items: batch.items)
         comparison.request.preparedOffset = batch.offset
 
-        var recordedSaves: [Record.ID: Outcome] = [:]
-        for record in saved { recordedSaves[record.recordID] = .saved(record) }
-        for (id, error) in failedSaves { recordedSaves[id] = .failed(error) }
-        var recordedDeletes: [Record.ID: Outcome] = [:]
-        for id in deleted { recordedDeletes[id] = .deleted }
-        for (id, error) in failedDeletes { recordedDeletes[id] = .failed(error) }
-        let recorded = batch.records.map { recordedSaves[$0.recordID] ?? .absent }
-            + batch.deletions.map { recordedDeletes[$0] ?? .absent }
+        let recorded = Self.recordedOutcomes(
+            saves: batch.records.map(\.recordID), deletes: batch.deletions, saved: saved.map { ($0.recordID, .saved($0)) },
+            deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
 
         if let reason = notIssuable(recorded) ?? accountReason {
             comparison.request.verdict = .notComparable(reason: reason)
@@ -172,13 +167,9 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         let items = (zonesToSave + zonesToDelete).map { ItemID.zone($0) }
         var comparison = Comparison(offset: offset, entry: "databaseChangesSent", kind: .modifyZones, items: items)
 
-        var recordedSaves: [RecordZone.ID: Outcome] = [:]
-        for zone in saved { recordedSaves[zone.zoneID] = .zoneSaved(zone) }
-        for (id, error) in failedSaves { recordedSaves[id] = .failed(error) }
-        var recordedDeletes: [RecordZone.ID: Outcome] = [:]
-        for id in deleted { recordedDeletes[id] = .deleted }
-        for (id, error) in failedDeletes { recordedDeletes[id] = .failed(error) }
-        let recorded = zonesToSave.map { recordedSaves[$0] ?? .absent } + zonesToDelete.map { recordedDeletes[$0] ?? .absent }
+        let recorded = Self.recordedOutcomes(
+            saves: zonesToSave, deletes: zonesToDelete, saved: saved.map { ($0.zoneID, .zoneSaved($0)) },
+            deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
 
         if let reason = notIssuable(recorded) ?? accountReason {
             comparison.request.verdict = .notComparable(reason: reason)
@@ -194,6 +185,22 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             compare(item, recordedOutcome, replayedOutcome, in: &comparison)
         }
         record(comparison)
+    }
+
+    /// The recorded outcome of each item of a modify request, its saves then its deletions in
+    /// the order asked: `saved` (each item's outcome), `deleted`, or the item's error (`.absent`
+    /// for an item the entry does not name).
+    private static func recordedOutcomes<ID: Hashable>(
+        saves: [ID], deletes: [ID], saved: [(ID, Outcome)], deleted: [ID], failedSaves: [ID: SyncError],
+        failedDeletes: [ID: SyncError]
+    ) -> [Outcome] {
+        var recordedSaves: [ID: Outcome] = [:]
+        for (id, outcome) in saved { recordedSaves[id] = outcome }
+        for (id, error) in failedSaves { recordedSaves[id] = .failed(error) }
+        var recordedDeletes: [ID: Outcome] = [:]
+        for id in deleted { recordedDeletes[id] = .deleted }
+        for (id, error) in failedDeletes { recordedDeletes[id] = .failed(error) }
+        return saves.map { recordedSaves[$0] ?? .absent } + deletes.map { recordedDeletes[$0] ?? .absent }
     }
 
     /// The replayed outcome of each item of a modify request, its saves then its deletions in
@@ -246,33 +253,23 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             if !moreComing { fetch.databaseDone = true }
             for deletion in deletions { zoneTokens[deletion.zoneID] = nil }
         }
-        var comparison = Comparison(offset: offset, entry: "databaseChangesFetched", kind: .fetchDatabaseChanges, items: [])
-        if let reason = accountReason {
-            comparison.request.verdict = .notComparable(reason: reason)
-            record(comparison)
-            return
-        }
+        let comparison = Comparison(offset: offset, entry: "databaseChangesFetched", kind: .fetchDatabaseChanges, items: [])
         let count = modifications.count + deletions.count
         let request = FetchDatabaseChangesRequest(since: databaseToken, resultsLimit: moreComing ? max(1, count) : nil)
         let database = self.database
-        comparison.request.reissued = true
-        switch try await ask("fetchDatabaseChanges", at: offset, { try await database.fetchDatabaseChanges(request) }) {
-        case .failure(let error):
-            compare(nil, .answered, .failed(error), in: &comparison)
-        case .success(let page):
-            var recorded = Keyed<RecordZone.ID>()
-            for id in modifications { recorded.add(id, .zoneModified) }
-            for deletion in deletions { recorded.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
+        var recorded = Keyed<RecordZone.ID>()
+        for id in modifications { recorded.add(id, .zoneModified) }
+        for deletion in deletions { recorded.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
+        let page = try await replayPage(
+            comparison, operation: "fetchDatabaseChanges", recorded: recorded, moreComing: moreComing, item: ItemID.zone,
+            fetch: { try await database.fetchDatabaseChanges(request) }
+        ) { page in
             var replayed = Keyed<RecordZone.ID>()
             for modification in page.modifications { replayed.add(modification.zoneID, .zoneModified) }
             for deletion in page.deletions { replayed.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
-            for id in recorded.keys(with: replayed) {
-                compare(.zone(id), recorded[id], replayed[id], in: &comparison)
-            }
-            compare(nil, .moreComing(moreComing), .moreComing(page.moreComing), in: &comparison)
-            databaseToken = page.changeToken
+            return (replayed, page.moreComing)
         }
-        record(comparison)
+        if let page { databaseToken = page.changeToken }
     }
 
     private mutating func replayZonePage(
@@ -284,34 +281,55 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         // that the listing left out, deleted meanwhile (F100). It follows the zone's last page.
         if let last = fetch.lastZonePage, last.zoneID == zoneID, !last.moreComing { return }
         fetch.lastZonePage = (zoneID, moreComing)
-        var comparison = Comparison(offset: offset, entry: "zoneChangesFetched", kind: .fetchZoneChanges, items: [.zone(zoneID)])
-        if let reason = accountReason {
-            comparison.request.verdict = .notComparable(reason: reason)
-            record(comparison)
-            return
-        }
+        let comparison = Comparison(offset: offset, entry: "zoneChangesFetched", kind: .fetchZoneChanges, items: [.zone(zoneID)])
         let count = modifications.count + deletions.count
         let request = FetchZoneChangesRequest(
             zoneID: zoneID, since: zoneTokens[zoneID], resultsLimit: moreComing ? max(1, count) : nil)
         let database = self.database
-        comparison.request.reissued = true
-        switch try await ask("fetchZoneChanges", at: offset, { try await database.fetchZoneChanges(request) }) {
-        case .failure(let error):
-            compare(nil, .answered, .failed(error), in: &comparison)
-        case .success(let page):
-            var recorded = Keyed<Record.ID>()
-            for record in modifications { recorded.add(record.recordID, .modified(record)) }
-            for deletion in deletions { recorded.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
+        var recorded = Keyed<Record.ID>()
+        for record in modifications { recorded.add(record.recordID, .modified(record)) }
+        for deletion in deletions { recorded.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
+        let page = try await replayPage(
+            comparison, operation: "fetchZoneChanges", recorded: recorded, moreComing: moreComing, item: ItemID.record,
+            fetch: { try await database.fetchZoneChanges(request) }
+        ) { page in
             var replayed = Keyed<Record.ID>()
             for modification in page.modifications { replayed.add(modification.record.recordID, .modified(modification.record)) }
             for deletion in page.deletions { replayed.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
-            for id in recorded.keys(with: replayed) {
-                compare(.record(id), recorded[id], replayed[id], in: &comparison)
+            return (replayed, page.moreComing)
+        }
+        if let page { zoneTokens[zoneID] = page.changeToken }
+    }
+
+    /// Re-issues the fetch of a page whose recorded items are `recorded` (unless the account
+    /// rules it out) and compares each item's outcome, then `moreComing`, with the replayed
+    /// page's (`replayed`). Returns the replayed page, or `nil` when the fetch was not re-issued
+    /// or failed.
+    private mutating func replayPage<Key: Hashable, Page>(
+        _ comparison: Comparison, operation: String, recorded: Keyed<Key>, moreComing: Bool, item: (Key) -> ItemID,
+        fetch: () async throws -> Page, replayed: (Page) -> (items: Keyed<Key>, moreComing: Bool)
+    ) async throws(ServerReplayError) -> Page? {
+        var comparison = comparison
+        if let reason = accountReason {
+            comparison.request.verdict = .notComparable(reason: reason)
+            record(comparison)
+            return nil
+        }
+        comparison.request.reissued = true
+        var answer: Page?
+        switch try await ask(operation, at: comparison.request.offset, fetch) {
+        case .failure(let error):
+            compare(nil, .answered, .failed(error), in: &comparison)
+        case .success(let page):
+            let (items, replayedMoreComing) = replayed(page)
+            for key in recorded.keys(with: items) {
+                compare(item(key), recorded[key], items[key], in: &comparison)
             }
-            compare(nil, .moreComing(moreComing), .moreComing(page.moreComing), in: &comparison)
-            zoneTokens[zoneID] = page.changeToken
+            compare(nil, .moreComing(moreComing), .moreComing(replayedMoreComing), in: &comparison)
+            answer = page
         }
         record(comparison)
+        return answer
     }
 
     /// A zone's fetch ended; with an error, the request that failed is re-issued from the same token.
@@ -531,7 +549,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             default: SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
             }
             guard Self.reproducible(failure) else {
-                throw ServerReplayError(
+                throw ServerReplayError.serverReplay(
                     .requestFailed, "the replayed \(operation) for this entry failed: \(failure)", offset: offset,
                     requestError: failure)
             }

@@ -91,13 +91,8 @@ public enum DeviceReplay {
     ) throws -> Result {
         // Without --verify only the entries are read, so a log whose index is missing replays too.
         let log = verify ? try openDeviceLog(at: path).log : try openDeviceLogEntries(at: path)
-        let last = try log.lastOffset
-        let target = end ?? last
-        guard target <= last else {
-            throw DiagnosticsError(
-                .offsetPastEnd,
-                "offset \(target) is past the end of the log \"\(log.name)\" in \(log.environment.path), which ends at offset \(last)",
-                offset: target)
+        let (target, last) = try log.range(through: end) { asked, logEnd in
+            "offset \(asked) is past the end of the log \"\(log.name)\" in \(log.environment.path), which ends at offset \(logEnd)"
         }
         let scratch = try ScratchDirectory(prefix: "logtool-replay")
         defer { scratch.remove() }
@@ -162,17 +157,14 @@ public enum DeviceReplay {
     ///   payload that does not decode or a kind that is not a device kind.
     @discardableResult
     static func checkedDeviceEntry(_ entry: LogEntry, of log: Log) throws(LogStoreError) -> EntryDescription {
-        var failure: LogStoreError
+        let failure: LogStoreError
         do {
             if let description = try EntryDecoder.device.describe(entry) { return description }
             failure = LogStoreError(.corruptEntry, "kind \(entry.kind) is not a device entry kind")
         } catch {
             failure = error
         }
-        if failure.offset == nil { failure.offset = entry.offset }
-        if failure.path == nil { failure.path = log.environment.path }
-        if failure.log == nil { failure.log = log.name }
-        throw failure
+        throw failure.located(at: entry.offset, in: log)
     }
 }
 
