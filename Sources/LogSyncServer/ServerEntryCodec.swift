@@ -66,13 +66,13 @@ extension ServerEntry {
         switch entry.kind {
         case Kind.zoneSaved:
             let message = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved")
-            self = try Self.converting(entry, "zoneSaved") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "zoneSaved") { () throws(SyncError) in
                 guard message.hasZone else { throw Self.missing("ZoneSaved.zone") }
                 return .zoneSaved(try RecordZone(proto: message.zone))
             }
         case Kind.zoneDeleted:
             let message = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted")
-            self = try Self.converting(entry, "zoneDeleted") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "zoneDeleted") { () throws(SyncError) in
                 guard message.hasZoneID else { throw Self.missing("ZoneDeleted.zone_id") }
                 let reason: ZoneDeletionReason
                 do throws(SyncError) {
@@ -84,19 +84,19 @@ extension ServerEntry {
             }
         case Kind.recordSaved:
             let message = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved")
-            self = try Self.converting(entry, "recordSaved") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "recordSaved") { () throws(SyncError) in
                 guard message.hasRecord else { throw Self.missing("RecordSaved.record") }
                 return .recordSaved(try Record(proto: message.record))
             }
         case Kind.recordDeleted:
             let message = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted")
-            self = try Self.converting(entry, "recordDeleted") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "recordDeleted") { () throws(SyncError) in
                 guard message.hasRecordID else { throw Self.missing("RecordDeleted.record_id") }
                 return .recordDeleted(try Record.ID(proto: message.recordID), recordType: message.recordType)
             }
         case Kind.subscriptionSaved:
             let message = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved")
-            self = try Self.converting(entry, "subscriptionSaved") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "subscriptionSaved") { () throws(SyncError) in
                 guard message.hasSubscription else { throw Self.missing("SubscriptionSaved.subscription") }
                 return .subscriptionSaved(try Subscription(proto: message.subscription))
             }
@@ -105,7 +105,7 @@ extension ServerEntry {
             self = .subscriptionDeleted(Subscription.ID(rawValue: message.subscriptionID))
         case Kind.requestCompleted:
             let message = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted")
-            self = try Self.converting(entry, "requestCompleted") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "requestCompleted") { () throws(SyncError) in
                 guard message.hasResponse else { throw Self.missing("RequestCompleted.response") }
                 return .requestCompleted(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
@@ -117,7 +117,7 @@ extension ServerEntry {
         case Kind.clientChangeTokenUpdated:
             let message = try ProtoWire.decode(
                 Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated")
-            self = try Self.converting(entry, "clientChangeTokenUpdated") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "clientChangeTokenUpdated") { () throws(SyncError) in
                 guard message.hasZoneID else { throw Self.missing("ClientChangeTokenUpdated.zone_id") }
                 return .clientChangeTokenUpdated(
                     RecordZone.ID(proto: message.zoneID), device: message.device.isEmpty ? nil : DeviceID(message.device),
@@ -136,17 +136,6 @@ extension ServerEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
     }
 
-    /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.
-    private static func converting(
-        _ entry: LogEntry, _ name: String, _ body: () throws(SyncError) -> ServerEntry
-    ) throws(LogStoreError) -> ServerEntry {
-        do {
-            return try body()
-        } catch {
-            throw LogStoreError(
-                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
-        }
-    }
 
     private static func missing(_ field: String) -> SyncError {
         SyncError(.invalidArguments, "\(field) is missing")

@@ -76,8 +76,16 @@ package enum ProtoWire {
     package static func decode<Message: SwiftProtobuf.Message>(
         _ type: Message.Type, payloadOf entry: LogEntry, _ name: String
     ) throws(LogStoreError) -> Message {
+        try converting(entry, name) { () throws(SyncError) in try decode(type, from: entry.payload) }
+    }
+
+    /// Runs the conversion of an entry's decoded message to a value, turning its error into
+    /// `LogStoreError` `.corruptEntry` naming the entry's kind, `name` and offset.
+    package static func converting<T>(
+        _ entry: LogEntry, _ name: String, _ body: () throws(SyncError) -> T
+    ) throws(LogStoreError) -> T {
         do {
-            return try decode(type, from: entry.payload)
+            return try body()
         } catch {
             throw LogStoreError(
                 .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)

@@ -110,7 +110,7 @@ extension DeviceEntry {
         switch entry.kind {
         case Kind.sendStarted:
             let message = try ProtoWire.decode(Logsync_Device_SendStarted.self, payloadOf: entry, "sendStarted")
-            return try converting(entry, "sendStarted") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "sendStarted") { () throws(SyncError) in
                 guard message.hasScope else { throw missing("SendStarted.scope") }
                 let reason = try SyncEngine.SyncReason(proto: message.reason, "SendStarted.reason")
                 let scope = try SyncEngine.SendChangesOptions.Scope(proto: message.scope)
@@ -118,12 +118,12 @@ extension DeviceEntry {
             }
         case Kind.sendFinished:
             let message = try ProtoWire.decode(Logsync_Device_SendFinished.self, payloadOf: entry, "sendFinished")
-            return try converting(entry, "sendFinished") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "sendFinished") { () throws(SyncError) in
                 .sendFinished(error: message.hasError ? try within("SendFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
             }
         case Kind.fetchStarted:
             let message = try ProtoWire.decode(Logsync_Device_FetchStarted.self, payloadOf: entry, "fetchStarted")
-            return try converting(entry, "fetchStarted") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "fetchStarted") { () throws(SyncError) in
                 guard message.hasScope else { throw missing("FetchStarted.scope") }
                 let reason = try SyncEngine.SyncReason(proto: message.reason, "FetchStarted.reason")
                 let scope = try SyncEngine.FetchChangesOptions.Scope(proto: message.scope)
@@ -133,7 +133,7 @@ extension DeviceEntry {
             }
         case Kind.databaseChangesFetched:
             let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesFetched.self, payloadOf: entry, "databaseChangesFetched")
-            return try converting(entry, "databaseChangesFetched") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "databaseChangesFetched") { () throws(SyncError) in
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
                     guard deletion.hasZoneID else { throw missing("DatabaseChangesFetched.deletions[\(index)].zone_id") }
                     let reason = try within("DatabaseChangesFetched.deletions[\(index)].reason") { () throws(SyncError) in
@@ -150,7 +150,7 @@ extension DeviceEntry {
             }
         case Kind.zoneChangesFetched:
             let message = try ProtoWire.decode(Logsync_Device_ZoneChangesFetched.self, payloadOf: entry, "zoneChangesFetched")
-            return try converting(entry, "zoneChangesFetched") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "zoneChangesFetched") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneChangesFetched.zone_id") }
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
                     guard deletion.hasRecordID else { throw missing("ZoneChangesFetched.deletions[\(index)].record_id") }
@@ -169,7 +169,7 @@ extension DeviceEntry {
             }
         case Kind.zoneFetchFinished:
             let message = try ProtoWire.decode(Logsync_Device_ZoneFetchFinished.self, payloadOf: entry, "zoneFetchFinished")
-            return try converting(entry, "zoneFetchFinished") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "zoneFetchFinished") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneFetchFinished.zone_id") }
                 let error = message.hasError
                     ? try within("ZoneFetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil
@@ -177,7 +177,7 @@ extension DeviceEntry {
             }
         case Kind.fetchFinished:
             let message = try ProtoWire.decode(Logsync_Device_FetchFinished.self, payloadOf: entry, "fetchFinished")
-            return try converting(entry, "fetchFinished") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "fetchFinished") { () throws(SyncError) in
                 .fetchFinished(error: message.hasError ? try within("FetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
             }
         case Kind.changeTokenReset:
@@ -193,7 +193,7 @@ extension DeviceEntry {
             return .eventsDelivered(through: LogOffset(message.through))
         case Kind.accountChanged:
             let message = try ProtoWire.decode(Logsync_Device_AccountChanged.self, payloadOf: entry, "accountChanged")
-            return try converting(entry, "accountChanged") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "accountChanged") { () throws(SyncError) in
                 .accountChanged(
                     previous: message.hasPreviousUser
                         ? try within("AccountChanged.previous_user") { () throws(SyncError) in try Record.ID(proto: message.previousUser) } : nil,
@@ -213,7 +213,7 @@ extension DeviceEntry {
             return .pushReceived(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
         case Kind.syncScheduled:
             let message = try ProtoWire.decode(Logsync_Device_SyncScheduled.self, payloadOf: entry, "syncScheduled")
-            return try converting(entry, "syncScheduled") { () throws(SyncError) in
+            return try ProtoWire.converting(entry, "syncScheduled") { () throws(SyncError) in
                 let work: SyncSchedule.Work
                 switch message.work {
                 case .send: work = .send

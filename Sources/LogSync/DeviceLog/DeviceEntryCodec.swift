@@ -61,7 +61,7 @@ extension DeviceEntry {
             let added = entry.kind == Kind.pendingRecordZoneChangesAdded
             let name = added ? "pendingRecordZoneChangesAdded" : "pendingRecordZoneChangesRemoved"
             let message = try ProtoWire.decode(Logsync_Device_PendingRecordZoneChanges.self, payloadOf: entry, name)
-            let changes = try Self.converting(entry, name) { () throws(SyncError) in
+            let changes = try ProtoWire.converting(entry, name) { () throws(SyncError) in
                 try message.changes.enumerated().map { (index, change) throws(SyncError) in
                     try Self.recordChange(change, "PendingRecordZoneChanges.changes[\(index)]")
                 }
@@ -71,7 +71,7 @@ extension DeviceEntry {
             let added = entry.kind == Kind.pendingDatabaseChangesAdded
             let name = added ? "pendingDatabaseChangesAdded" : "pendingDatabaseChangesRemoved"
             let message = try ProtoWire.decode(Logsync_Device_PendingDatabaseChanges.self, payloadOf: entry, name)
-            let changes = try Self.converting(entry, name) { () throws(SyncError) in
+            let changes = try ProtoWire.converting(entry, name) { () throws(SyncError) in
                 try message.changes.enumerated().map { (index, change) throws(SyncError) in
                     try Self.databaseChange(change, "PendingDatabaseChanges.changes[\(index)]")
                 }
@@ -82,7 +82,7 @@ extension DeviceEntry {
             self = .untrackedChangesFlagged(message.value)
         case Kind.batchPrepared:
             let message = try ProtoWire.decode(Logsync_Device_BatchPrepared.self, payloadOf: entry, "batchPrepared")
-            self = try Self.converting(entry, "batchPrepared") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "batchPrepared") { () throws(SyncError) in
                 .batchPrepared(
                     recordsToSave: try Self.records(message.recordsToSave, "BatchPrepared.records_to_save"),
                     recordIDsToDelete: try Self.recordIDs(message.recordIdsToDelete, "BatchPrepared.record_ids_to_delete"),
@@ -90,7 +90,7 @@ extension DeviceEntry {
             }
         case Kind.batchResult:
             let message = try ProtoWire.decode(Logsync_Device_BatchResult.self, payloadOf: entry, "batchResult")
-            self = try Self.converting(entry, "batchResult") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "batchResult") { () throws(SyncError) in
                 .batchResult(
                     saved: try Self.records(message.saved, "BatchResult.saved"),
                     deleted: try Self.recordIDs(message.deleted, "BatchResult.deleted"),
@@ -99,7 +99,7 @@ extension DeviceEntry {
             }
         case Kind.databaseChangesSent:
             let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
-            self = try Self.converting(entry, "databaseChangesSent") { () throws(SyncError) in
+            self = try ProtoWire.converting(entry, "databaseChangesSent") { () throws(SyncError) in
                 .databaseChangesSent(
                     savedZones: try message.savedZones.enumerated().map { (index, zone) throws(SyncError) in
                         try Self.within("DatabaseChangesSent.saved_zones[\(index)]") { () throws(SyncError) in
@@ -163,17 +163,6 @@ extension DeviceEntry {
 
     // MARK: Decoding helpers
 
-    /// Runs a conversion of a decoded message, turning its error into `.corruptEntry`.
-    static func converting<T>(
-        _ entry: LogEntry, _ name: String, _ body: () throws(SyncError) -> T
-    ) throws(LogStoreError) -> T {
-        do {
-            return try body()
-        } catch {
-            throw LogStoreError(
-                .corruptEntry, "\(name) (kind \(entry.kind)) payload: \(error.message)", offset: entry.offset)
-        }
-    }
 
     /// Runs `body`, prefixing its error's message with the field being decoded.
     static func within<T>(_ field: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
