@@ -366,7 +366,8 @@ struct AccountTests {
             #expect(await eventually(advancing: clock) { app1.notes.count == 2 && app1.events.didFetchContexts.count >= 1 })
             try app1.writeNote(c, "queued in engine 1")
 
-            // Dispose of engine 1: cancel it and let it go.
+            // Dispose of engine 1: cancel it and let it go, the device too; from now on the
+            // device records what engine 1 still delivers, which must be nothing.
             await engine1!.cancelOperations()
             app1.clearEvents()
             weak let released = engine1
