@@ -199,6 +199,12 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         engineBox.withLock { $0 = engine }
     }
 
+    /// Lets the engine go, as an app disposes of it: the device no longer holds it, and
+    /// ``engine`` is unavailable until ``startEngine()``. The notes and events stay.
+    public func releaseEngine() {
+        engineBox.withLock { $0 = nil }
+    }
+
     // MARK: What the user does
 
     /// Creates (or queues) a zone.

@@ -40,9 +40,7 @@ struct AtomicityTests {
     // zone of the request commits.
     @Test("F148 an atomic zone commits all or nothing", arguments: Harnesses.all, BadItem.allCases)
     func atomicZone(harness: any ContractHarness, kind: BadItem) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             let stale = try await prepare(phone)
             let inboxBefore = try await laptop.fetchZone("Inbox")
             let badRecord = bad(kind, stale: stale)
@@ -71,9 +69,7 @@ struct AtomicityTests {
     // F148: without atomically, every item succeeds or fails on its own.
     @Test("F148 non-atomic items are independent", arguments: Harnesses.all, BadItem.allCases)
     func nonAtomic(harness: any ContractHarness, kind: BadItem) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             let stale = try await prepare(phone)
             let badRecord = bad(kind, stale: stale)
 

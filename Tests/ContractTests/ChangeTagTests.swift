@@ -32,10 +32,7 @@ struct ChangeTagTests {
     // record that existed and was deleted, the case a naive server gets wrong.
     @Test("F145 change-tag truth table", arguments: Harnesses.all, TagRow.all)
     func truthTable(harness: any ContractHarness, row: TagRow) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let v1 = try await phone.save(newRecord("n1", ["title": "v1", "body": "first"]))
             let v2 = try await phone.save(v1.setting(["title": "v2"]))
             if !row.recordExists {
@@ -86,10 +83,7 @@ struct ChangeTagTests {
     // the WWDC23 two-device example.
     @Test("F145 saving a merge into the server record succeeds", arguments: Harnesses.all)
     func mergeIntoServerRecord(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let original = try await phone.save(newRecord("n1", ["title": "v1"]))
             try await phone.save(original.setting(["title": "phone"]))
 
@@ -106,10 +100,7 @@ struct ChangeTagTests {
     @Test("F146 changedKeys and allKeys skip the change-tag check",
           arguments: Harnesses.all, [SavePolicy.changedKeys, .allKeys])
     func lastWriterPolicies(harness: any ContractHarness, policy: SavePolicy) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let v1 = try await phone.save(newRecord("n1", ["title": "v1"]))
             let v2 = try await phone.save(v1.setting(["title": "v2"]))
 
@@ -129,10 +120,7 @@ struct ChangeTagTests {
     // added keys.
     @Test("F146 F132 allKeys keeps keys the client does not hold", arguments: Harnesses.all)
     func allKeysKeepsOtherKeys(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("n1", ["a": 1, "b": 2]))
 
             let partial = try #require(try await laptop.fetchZone("Notes", desiredKeys: ["a"]).records[recordID("n1")])

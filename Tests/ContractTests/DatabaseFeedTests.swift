@@ -9,9 +9,7 @@ struct DatabaseFeedTests {
     // F140: a nil token means all history: every zone created so far is reported.
     @Test("F140 a nil token lists every zone", arguments: Harnesses.all)
     func nilTokenListsEveryZone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             for name in ["A", "B", "C"] { try await phone.createZone(name) }
             try await phone.save(newRecord("n1", in: "B"))
 
@@ -26,9 +24,7 @@ struct DatabaseFeedTests {
     // F140: a zone with record changes since the token is reported modified, once per page.
     @Test("F140 record changes mark their zone modified", arguments: Harnesses.all)
     func recordChangesMarkZone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             try await phone.createZone("A")
             try await phone.createZone("B")
             let note = try await phone.save(newRecord("n1", in: "B"))
@@ -52,9 +48,7 @@ struct DatabaseFeedTests {
     // zones as one unlimited fetch, from nil and from a mid-history token (with a deletion).
     @Test("F140 paging equals one unlimited fetch", arguments: Harnesses.all, [1, 2, 3])
     func pagingEqualsUnlimited(harness: any ContractHarness, limit: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             for index in 0..<5 { try await phone.createZone("Z\(index)") }
             try await phone.save(newRecord("n", in: "Z1"))
             let middle = try await laptop.fetchDatabase().token
@@ -92,9 +86,7 @@ struct DatabaseFeedTests {
     // every point of a history that deletes and re-creates a zone twice.
     @Test("F149 a paged database feed reports every deletion its token predates", arguments: Harnesses.all, [1, 2, 3])
     func pagedFeedKeepsDeletions(harness: any ContractHarness, limit: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await phone.createZone("A")
             try await phone.createZone("B")
             var tokens = [try server.currentToken(of: "alice")]
@@ -136,9 +128,7 @@ struct DatabaseFeedTests {
     // F142: an intermediate database token is a safe resume point.
     @Test("F142 resuming the database feed from a mid-fetch token", arguments: Harnesses.all)
     func resumeFromMidFetchToken(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             let tablet = try await server.device("alice", "tablet")
             let names = (0..<6).map { "Z\($0)" }
             for name in names { try await phone.createZone(name) }
@@ -157,10 +147,7 @@ struct DatabaseFeedTests {
     // zone does.
     @Test("F112 default-zone writes are not in the database feed", arguments: Harnesses.all)
     func defaultZoneNotInFeed(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let start = try await laptop.fetchDatabase().token
 
             let inbox = try await phone.save(newRecord(Record.ID(recordName: "d1"), ["title": "default"]))

@@ -36,6 +36,33 @@ func withServer(
     try await server.stop()
 }
 
+/// ``withServer(_:clock:_:)`` with alice's phone; with `zone`, the phone creates that zone
+/// before `body` runs.
+func withPhone(
+    _ harness: any ContractHarness, clock: ManualClock = ManualClock(), zone: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: (TestServer, Device) async throws -> Void
+) async throws {
+    try await withServer(harness, clock: clock) { server in
+        let phone = try await server.device("alice", "phone")
+        if let zone { try await phone.createZone(zone, sourceLocation: sourceLocation) }
+        try await body(server, phone)
+    }
+}
+
+/// ``withServer(_:clock:_:)`` with alice's phone and laptop; with `zone`, the phone creates that
+/// zone before `body` runs.
+func withPhoneAndLaptop(
+    _ harness: any ContractHarness, clock: ManualClock = ManualClock(), zone: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: (TestServer, Device, Device) async throws -> Void
+) async throws {
+    try await withServer(harness, clock: clock) { server in
+        let phone = try await server.device("alice", "phone")
+        let laptop = try await server.device("alice", "laptop")
+        if let zone { try await phone.createZone(zone, sourceLocation: sourceLocation) }
+        try await body(server, phone, laptop)
+    }
+}
+
 /// A running server, its clock and its admin hooks, as a test holds them.
 struct TestServer: Sendable {
     let server: any ContractServer

@@ -10,10 +10,7 @@ struct IdempotencyTests {
     // and writes nothing, even after later writes to the same record.
     @Test("F160 a replayed request returns the first outcome", arguments: Harnesses.all)
     func replayReturnsFirstOutcome(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let request = ModifyRecordsRequest(
                 recordsToSave: [newRecord("n1", ["title": "v1"])], requestID: "phone-1")
 
@@ -40,9 +37,7 @@ struct IdempotencyTests {
     // deletion returns its first success, not unknownItem.
     @Test("F160 replayed failures and deletions", arguments: Harnesses.all)
     func replayFailuresAndDeletions(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { server, phone in
             let v1 = try await phone.save(newRecord("n1", ["v": 1]))
             try await phone.save(v1.setting(["v": 2]))
             let stale = ModifyRecordsRequest(recordsToSave: [v1.setting(["v": 3])], requestID: "phone-2")
@@ -69,10 +64,7 @@ struct IdempotencyTests {
     @Test("F160 a reused request ID with other content is not a replay",
           arguments: Harnesses.all, ReusedRequest.allCases)
     func reusedRequestID(harness: any ContractHarness, reuse: ReusedRequest) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let first = ModifyRecordsRequest(recordsToSave: [newRecord("n1", ["title": "aaaa"])], requestID: "7")
             let saved = try requireSuccess(
                 try await phone.database.modifyRecords(first).saveResults[recordID("n1")], "the first save")

@@ -77,8 +77,7 @@ struct IsolationTests {
     // appear in the shared database.
     @Test("F138 private zones are not in the shared database", arguments: Harnesses.all)
     func privateAndSharedAreSeparate(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { server, phone in
             let shared = try await server.device("alice", "phone", scope: .shared)
             try await phone.createZone("Notes")
             try await phone.save(newRecord("n1"))

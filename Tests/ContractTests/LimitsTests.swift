@@ -24,10 +24,7 @@ struct LimitsTests {
     // write nothing. Saves and deletions count alike.
     @Test("F151 the 400-item boundary", arguments: Harnesses.all, ItemCount.boundary)
     func itemCountBoundary(harness: any ContractHarness, count: ItemCount) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let existing = (0..<count.deletes).map { newRecord("old\($0)") }
             for chunk in stride(from: 0, to: existing.count, by: 100) {
                 try await phone.save(Array(existing[chunk..<min(chunk + 100, existing.count)]))
@@ -58,10 +55,7 @@ struct LimitsTests {
     // request with limitExceeded.
     @Test("F151 the 2 MB request boundary", arguments: Harnesses.all, [0, 1])
     func requestSizeBoundary(harness: any ContractHarness, extra: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let records = [
                 sizedRecord("a", size: 1_000_000),
                 sizedRecord("b", size: 999_999),
@@ -86,10 +80,7 @@ struct LimitsTests {
     // alone with limitExceeded (each request stays under 2 MB).
     @Test("F134 F151 the 1 MB record boundary", arguments: Harnesses.all)
     func recordSizeBoundary(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let fits = sizedRecord("fits", size: Limits.maxRecordBytes)
             let tooBig = sizedRecord("tooBig", size: Limits.maxRecordBytes + 1)
 
@@ -110,8 +101,7 @@ struct LimitsTests {
     // F151: the zone modify request has the same 400-item limit.
     @Test("F151 the 400-item boundary for zones", arguments: Harnesses.all, [400, 401])
     func zoneItemCountBoundary(harness: any ContractHarness, count: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { _, phone in
             let zones = (0..<count).map { RecordZone(zoneName: "Z\($0)") }
             if count <= Limits.maxItemsPerRequest {
                 let response = try await phone.database.modifyZones(saving: zones, deleting: [])
@@ -127,9 +117,7 @@ struct LimitsTests {
     // F151: a request that names one record twice is malformed as a whole.
     @Test("F151 a record named twice in one request is rejected", arguments: Harnesses.all)
     func duplicateItems(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone async throws in
             await expectThrows(.invalidArguments) {
                 try await phone.modify(saving: [newRecord("n1", ["v": 1]), newRecord("n1", ["v": 2])])
             }
@@ -144,9 +132,7 @@ struct LimitsTests {
     // stored record exceed 1 MB fails per item, and the server keeps the previous version.
     @Test("F134 a partial update that makes a record too large fails", arguments: Harnesses.all)
     func partialUpdateTooLarge(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             let saved = try await phone.save(newRecord("n1", ["a": .bytes(Data(count: 600_000))]))
             let grown = saved.systemFieldsCopy().setting(["b": .bytes(Data(count: 600_000))])
             #expect(grown.estimatedSize < Limits.maxRecordBytes)

@@ -10,9 +10,7 @@ struct PurgeAndResetTests {
     // userDeletedZone until the zone is saved again, which gives a new, empty zone.
     @Test("F150 a purged zone reports purged and rejects writes until re-created", arguments: Harnesses.all)
     func purge(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             let bob = try await server.device("bob", "phone")
             try await phone.createZone("Notes")
             try await phone.createZone("Photos")
@@ -43,10 +41,7 @@ struct PurgeAndResetTests {
     // zone is re-created.
     @Test("F150 an encrypted-data reset deletes every zone", arguments: Harnesses.all)
     func encryptedDataReset(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.createZone("Photos")
             try await phone.save(newRecord("n1"))
             try await phone.save(newRecord("p1", in: "Photos"))

@@ -17,9 +17,7 @@ struct PushTests {
     // prompts returns the change.
     @Test("F113 F154 a commit hints the user's other subscribed devices", arguments: Harnesses.all)
     func commitHintsOtherDevices(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await laptop.createZone("Notes")
             try await phone.subscribe()
             let start = try await phone.fetchDatabase().token
@@ -43,9 +41,7 @@ struct PushTests {
     // fetch it prompts returns every change.
     @Test("F113 many writes give at least one hint and the fetch gets everything", arguments: Harnesses.all)
     func manyWritesOneFetch(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             try await laptop.createZone("Notes")
             try await phone.subscribe()
             let start = try await phone.fetchZone("Notes").token
@@ -67,9 +63,7 @@ struct PushTests {
     // first hint is the laptop's.
     @Test("F114 the originating device is not hinted", arguments: Harnesses.all)
     func originatorExcluded(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await phone.createZone("Inbox")
             try await phone.createZone("Archive")
             try await phone.subscribe()
@@ -97,9 +91,7 @@ struct PushTests {
     // a custom-zone write second; the first hint must be the custom-zone one.
     @Test("F112 default-zone writes produce no push", arguments: Harnesses.all)
     func defaultZoneNoPush(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await laptop.createZone("Notes")
             try await phone.subscribe()
             let hints = await phone.listen()
@@ -149,9 +141,7 @@ struct PushTests {
     // commits are not hinted again.
     @Test("F154 only subscribed databases are hinted", arguments: Harnesses.all)
     func onlySubscribedDatabases(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await laptop.createZone("Notes")
             let hints = await phone.listen()
 
@@ -181,9 +171,7 @@ struct PushTests {
     // F154, F116: a zone subscription is hinted for commits in its zone only.
     @Test("F154 a zone subscription is hinted for its zone only", arguments: Harnesses.all)
     func zoneSubscriptionScope(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await laptop.createZone("Notes")
             try await laptop.createZone("Photos")
             let subscription = Subscription(subscriptionID: "notes", kind: .recordZone(zoneID("Notes")))

@@ -11,8 +11,7 @@ struct RecordSaveTests {
     // modification fields every time, and returns the saved record.
     @Test("F130 F158 the server sets the system fields", arguments: Harnesses.all)
     func systemFieldsAreSetByTheServer(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { server, phone in
             let me = try await phone.database.currentUserRecordID()
             try await phone.createZone("Notes")
             let t0 = server.clock.now
@@ -40,9 +39,7 @@ struct RecordSaveTests {
     // F130: modificationDate is monotonic per record even when the server's clock steps back.
     @Test("F130 modificationDate is monotonic when the clock steps back", arguments: Harnesses.all)
     func modificationDateIsMonotonic(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { server, phone in
             var record = try await phone.save(newRecord("n1", ["n": 0]))
             var tags: Set<String?> = [record.recordChangeTag]
             for step in 1...5 {
@@ -61,10 +58,7 @@ struct RecordSaveTests {
     // F158: another device fetches exactly the system fields and fields the save returned.
     @Test("F158 the saved record matches what other devices fetch", arguments: Harnesses.all)
     func savedRecordMatchesTheFeed(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let created = try await phone.save(newRecord("n1", ["title": "v1", "count": 3]))
             server.clock.advance(by: 5)
             let saved = try await phone.save(created.setting(["count": 4]))
@@ -107,10 +101,7 @@ struct RecordSaveTests {
     // F132: keys absent from a save keep their server values; a key set to nil is removed.
     @Test("F132 partial field updates", arguments: Harnesses.all)
     func partialFieldUpdates(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let v1 = try await phone.save(newRecord("n1", ["a": 1, "b": 2]))
 
             // F131: an archive of the system fields, with only `a` set, passes the tag check.
@@ -137,10 +128,7 @@ struct RecordSaveTests {
     // F129: every value type survives a round trip through the server.
     @Test("F129 every value type round-trips", arguments: Harnesses.all)
     func valueTypesRoundTrip(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let target = try await phone.save(newRecord("target"))
             let values: [String: RecordValue] = [
                 "string": "Grüße, 世界 🌍",
@@ -175,9 +163,7 @@ struct RecordSaveTests {
     // with invalidArguments; its sibling in a non-atomic request is saved.
     @Test("F126 F135 invalid records fail per item", arguments: Harnesses.all, InvalidRecord.allCases)
     func invalidRecordsFailPerItem(harness: any ContractHarness, invalid: InvalidRecord) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.createZone("Other")
             let bad = invalid.record
             let response = try await phone.modify(saving: [bad, newRecord("fine")], atomically: false)

@@ -14,10 +14,7 @@ struct ReferenceTests {
     // results list only what it asked to delete, and a fetch lists every deletion.
     @Test("F135 F136 deleteSelf cascades, invisible to the sender", arguments: Harnesses.all)
     func cascade(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("list", type: "List"))
             try await phone.save(child("item1", of: "list"))
             try await phone.save(newRecord("detail", type: "Detail", [
@@ -41,9 +38,7 @@ struct ReferenceTests {
     // F135: a record that drops its deleteSelf reference is no longer deleted with the target.
     @Test("F135 a removed reference no longer cascades", arguments: Harnesses.all)
     func removedReference(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.save(newRecord("list", type: "List"))
             let item = try await phone.save(child("item1", of: "list"))
             try await phone.save(item.setting(["list": nil]))
@@ -55,9 +50,7 @@ struct ReferenceTests {
     // F135: at most 750 deleteSelf references may point at one record.
     @Test("F135 the 751st deleteSelf reference is rejected", arguments: Harnesses.all)
     func referenceLimit(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.save(newRecord("list", type: "List"))
             let limit = Limits.maxDeleteSelfReferencesPerTarget
             for start in stride(from: 0, to: limit, by: 250) {
@@ -75,9 +68,7 @@ struct ReferenceTests {
     // F135: a parent must exist or be saved in the same request.
     @Test("F135 a parent must exist or come in the same request", arguments: Harnesses.all)
     func parents(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             var orphan = newRecord("orphan")
             orphan.parent = Record.Reference(recordID: recordID("missing"))
             expectFailure(try await phone.attemptSave(orphan), .referenceViolation)

@@ -35,9 +35,7 @@ struct RequestContractTests {
     // operationCancelled, never another error type.
     @Test("cancellation gives operationCancelled", arguments: Harnesses.all, Operation.allCases)
     func cancellation(harness: any ContractHarness, operation: Operation) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             let outcome: Result<Void, any Error> = await Task {
                 withUnsafeCurrentTask { $0?.cancel() }
                 do {
@@ -65,9 +63,7 @@ struct RequestContractTests {
         "F152 injected failures reach every database operation",
         arguments: Harnesses.all, Operation.allCases.filter { $0 != .currentUserRecordID })
     func injectedFailureReachesEveryOperation(harness: any ContractHarness, operation: Operation) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { server, phone in
             server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, retryAfter: .seconds(1)))
             let error = await expectThrows(.serviceUnavailable) { try await operation.run(on: phone) }
             #expect(error?.retryAfter == .seconds(1))
@@ -80,8 +76,7 @@ extension RequestContractTests {
     // F152: account queries are exempt from injected request failures.
     @Test("F152 the account query is not failed by an injected request failure", arguments: Harnesses.all)
     func accountQueryExempt(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { server, phone in
             server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, retryAfter: .seconds(1)))
             _ = try await phone.database.currentUserRecordID()
             // The failure is still there for the next database request.

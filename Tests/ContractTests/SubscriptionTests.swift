@@ -27,9 +27,7 @@ struct SubscriptionTests {
     // F155, F111: saving the same subscription twice is idempotent: one subscription.
     @Test("F155 saving a subscription twice keeps one", arguments: Harnesses.all)
     func saveTwice(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             try await phone.subscribe("engine")
             try await laptop.subscribe("engine")
             let subscriptions = try await phone.database.allSubscriptions()

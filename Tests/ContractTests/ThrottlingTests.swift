@@ -12,8 +12,7 @@ struct ThrottlingTests {
     @Test("F152 throttling with retry-after, then success",
           arguments: Harnesses.all, [SyncError.Code.requestRateLimited, .serviceUnavailable, .zoneBusy])
     func throttling(harness: any ContractHarness, code: SyncError.Code) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { server, phone in
             let shared = try await server.device("alice", "phone", scope: .shared)
             let bob = try await server.device("bob", "phone")
             try await phone.createZone("Notes")

@@ -64,9 +64,7 @@ struct TokenTests {
     // not a token; all give invalidArguments.
     @Test("F142 tokens of the wrong kind and garbage are rejected", arguments: Harnesses.all)
     func wrongKindAndGarbage(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.save(newRecord("n1"))
             let databaseToken = try await phone.fetchDatabase().token
             let zoneToken = try await phone.fetchZone("Notes").token
@@ -89,9 +87,7 @@ struct TokenTests {
     // F142: a zone token presented for another zone is rejected.
     @Test("F142 another zone's token is rejected", arguments: Harnesses.all)
     func otherZonesToken(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.createZone("Photos")
             try await phone.save(newRecord("n1"))
             let notesToken = try await phone.fetchZone("Notes").token
@@ -166,9 +162,7 @@ struct TokenTests {
     // F142: well-formed tokens the server never issued, past the end of the log, are rejected.
     @Test("F142 tokens from the future are rejected", arguments: Harnesses.all)
     func tokensFromTheFuture(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { server, phone in
             try await phone.save(newRecord("n1"))
             let databaseToken = try await phone.fetchDatabase().token
             let zoneToken = try await phone.fetchZone("Notes").token
@@ -197,9 +191,7 @@ struct TokenTests {
     // F140, F141: a results limit below 1 is an invalid argument.
     @Test("F140 F141 a results limit below 1 is rejected", arguments: Harnesses.all, [0, -1])
     func badResultsLimit(harness: any ContractHarness, limit: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             await expectThrows(.invalidArguments) {
                 try await phone.database.fetchDatabaseChanges(since: nil, resultsLimit: limit)
             }

@@ -10,10 +10,7 @@ struct TombstoneTests {
     // T give changeTokenExpired, and fetching again from nil works and gives the current state.
     @Test("F144 compacted tokens expire and a refetch from nil works", arguments: Harnesses.all)
     func compactedTokensExpire(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.save(newRecord("n0"))
             let oldDatabase = try await laptop.fetchDatabase().token
             let oldZone = try await laptop.fetchZone("Notes").token
@@ -46,10 +43,7 @@ struct TombstoneTests {
     // F144: a token at the compaction horizon is not older than it, so it keeps working.
     @Test("F144 a token at the horizon still works", arguments: Harnesses.all)
     func tokenAtHorizonWorks(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.save(newRecord("n1"))
             try await phone.delete(recordID("n1"))
             let horizon = try server.currentToken(of: "alice")
@@ -68,10 +62,7 @@ struct TombstoneTests {
     // live records only, and its last token works like any other.
     @Test("F144 a zone listed from nil in pages survives a compaction", arguments: Harnesses.all, [1, 2])
     func pagedListingAfterCompaction(harness: any ContractHarness, limit: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.save((0..<5).map { newRecord("n\($0)") })
             try await phone.delete(recordID("n1"))
             try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
@@ -103,10 +94,7 @@ struct TombstoneTests {
     // listing never ends holding the deleted record.
     @Test("F144 a record deleted during a paged listing is not kept", arguments: Harnesses.all, [false, true])
     func deletionDuringPagedListing(harness: any ContractHarness, compacts: Bool) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.save((0..<4).map { newRecord("n\($0)") })
 
             var fetch = ZoneFetch()
@@ -134,9 +122,7 @@ struct TombstoneTests {
     // only of records that were deleted, never of live ones, and never a deleted record as live.
     @Test("F144 a nil-token fetch lists only true deletions", arguments: Harnesses.all)
     func nilTokenFetchDeletions(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { server, phone in
             try await phone.save((0..<6).map { newRecord("n\($0)", type: $0.isMultiple(of: 2) ? "Even" : "Odd") })
             try await phone.delete(recordID("n1"), recordID("n2"))
 

@@ -20,9 +20,7 @@ struct ZoneFeedTests {
     // returns only those keys.
     @Test("F141 desiredKeys selects fields", arguments: Harnesses.all)
     func desiredKeys(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             let saved = try await fillNotes(phone, count: 3)
 
             let bare = try await laptop.fetchZone("Notes", desiredKeys: [])
@@ -46,9 +44,7 @@ struct ZoneFeedTests {
     // moreComing, and the pages together hold every record once.
     @Test("F141 resultsLimit bounds each page", arguments: Harnesses.all)
     func resultsLimitBoundsPages(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             let saved = try await fillNotes(phone, count: 12)
 
             let fetch = try await laptop.fetchZone("Notes", resultsLimit: 5)
@@ -67,10 +63,7 @@ struct ZoneFeedTests {
     @Test("F141 a zone larger than a page arrives whole",
           arguments: Harnesses.all, [LargeZone(count: 450, size: 20), LargeZone(count: 5, size: 900_000)])
     func largeZoneArrivesWhole(harness: any ContractHarness, zone: LargeZone) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let records = (0..<zone.count).map { sizedRecord("r\($0)", size: zone.size) }
             let ids = Set(records.map(\.recordID))
             let perRequest = max(1, min(200, Limits.maxRequestBytes / zone.size))
@@ -91,9 +84,7 @@ struct ZoneFeedTests {
     // nothing is left to fetch.
     @Test("F141 F142 paging equals one unlimited fetch", arguments: Harnesses.all, [1, 2, 5])
     func pagingEqualsUnlimited(harness: any ContractHarness, limit: Int) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             let saved = try await fillNotes(phone, count: 8)
             let middle = try await laptop.fetchZone("Notes").token
             for index in [1, 3, 5] {
@@ -127,9 +118,7 @@ struct ZoneFeedTests {
     // returns exactly the changes not yet fetched.
     @Test("F142 resuming from a mid-fetch token returns exactly the rest", arguments: Harnesses.all)
     func resumeFromMidFetchToken(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             let tablet = try await server.device("alice", "tablet")
             let saved = try await fillNotes(phone, count: 12)
 
@@ -151,10 +140,7 @@ struct ZoneFeedTests {
     // last version; the database feed names the zone once.
     @Test("F143 edits coalesce to one modification", arguments: Harnesses.all)
     func editsCoalesce(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let zoneStart = try await laptop.fetchZone("Notes").token
             let databaseStart = try await laptop.fetchDatabase().token
 
@@ -176,10 +162,7 @@ struct ZoneFeedTests {
     // edited and then deleted comes back as a deletion only.
     @Test("F143 a deleted record is never reported as modified", arguments: Harnesses.all)
     func deletedNotReportedModified(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let older = try await phone.save(newRecord("older", ["v": 1]))
             let start = try await laptop.fetchZone("Notes").token
 
@@ -201,9 +184,7 @@ struct ZoneFeedTests {
     // F139: a deletion in the feed carries the deleted record's type.
     @Test("F139 deletions carry the record type", arguments: Harnesses.all)
     func deletionsCarryType(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { _, phone, laptop in
             try await phone.createZone("People")
             let contact = try await phone.save(newRecord("c1", in: "People", type: "Contact", ["name": "Ada"]))
             let start = try await laptop.fetchZone("People").token
@@ -221,9 +202,7 @@ struct ZoneFeedTests {
     // device that never sent one gets none.
     @Test("F159 the client change token is echoed per device", arguments: Harnesses.all)
     func clientChangeTokenEcho(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
+        try await withPhoneAndLaptop(harness) { server, phone, laptop in
             let tablet = try await server.device("alice", "tablet")
             try await phone.createZone("Notes")
             let first = Data("phone-write-1".utf8)

@@ -10,8 +10,7 @@ struct ZoneTests {
     // and on fetch.
     @Test("F128 F156 a new zone reports the custom-zone capabilities", arguments: Harnesses.all)
     func newZoneCapabilities(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { _, phone in
             let saved = try await phone.createZone("Notes")
             #expect(saved.zoneID == zoneID("Notes"))
             #expect(saved.capabilities == .customZoneDefault)
@@ -25,8 +24,7 @@ struct ZoneTests {
     // F147, F128: a record saved into a zone that does not exist gets zoneNotFound.
     @Test("F147 a record into (or out of) a missing zone gets zoneNotFound", arguments: Harnesses.all)
     func recordIntoMissingZone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { _, phone in
             let result = try await phone.attemptSave(newRecord("n1", in: "Nowhere"))
             let error = expectFailure(result, .zoneNotFound)
             #expect(error?.item == .record(recordID("n1", in: "Nowhere")))
@@ -61,10 +59,7 @@ struct ZoneTests {
     // starts a new incarnation (its tokens stay valid).
     @Test("F147 saving an existing zone again is idempotent", arguments: Harnesses.all)
     func savingZoneAgain(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let note = try await phone.save(newRecord("n1", ["title": "kept"]))
             let before = try await laptop.fetchZone("Notes")
 
@@ -86,9 +81,7 @@ struct ZoneTests {
     // F156: fetching named zones gives a per-zone result, zoneNotFound for a missing one.
     @Test("F156 fetching a missing zone gives a per-zone zoneNotFound", arguments: Harnesses.all)
     func fetchMissingZone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            try await phone.createZone("Notes")
+        try await withPhone(harness, zone: "Notes") { _, phone in
             let results = try await phone.database.fetchZones([zoneID("Notes"), zoneID("Ghost")]).results
             #expect(results.count == 2)
             expectSuccess(results[zoneID("Notes")])
@@ -100,8 +93,7 @@ struct ZoneTests {
     // zone never existed or was already deleted (a spec choice: success or zoneNotFound).
     @Test("F156 deleting a missing zone is consistent", arguments: Harnesses.all)
     func deleteMissingZone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
+        try await withPhone(harness) { _, phone in
             try await phone.createZone("Gone")
             try await phone.deleteZone("Gone")
             let never = try #require(try await phone.attemptDeleteZone(zoneID("Ghost")))
@@ -122,10 +114,7 @@ struct ZoneTests {
     // `deleted`, and every later operation on it gets zoneNotFound.
     @Test("F149 a deleted zone is gone", arguments: Harnesses.all)
     func deletedZoneIsGone(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("n1"))
             let seen = try await laptop.fetchDatabase()
             #expect(seen.modified.contains(zoneID("Notes")))
@@ -146,10 +135,7 @@ struct ZoneTests {
     // records do not come back, old tags mean nothing, new records get new creation dates.
     @Test("F149 a re-created zone is a new empty incarnation", arguments: Harnesses.all)
     func recreatedZoneIsNew(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             let oldN1 = try await phone.save(newRecord("n1", ["title": "old"]))
             try await phone.save(newRecord("n2", ["title": "old"]))
             let oldFetch = try await laptop.fetchZone("Notes")
@@ -181,10 +167,7 @@ struct ZoneTests {
     // the deletion (so it wipes the old records) and the zone's new contents.
     @Test("F149 a missed delete and re-create is reported as both", arguments: Harnesses.all)
     func missedDeleteAndRecreate(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let phone = try await server.device("alice", "phone")
-            let laptop = try await server.device("alice", "laptop")
-            try await phone.createZone("Notes")
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("old"))
             let start = try await laptop.fetchDatabase().token
             let oldZone = try await laptop.fetchZone("Notes").token

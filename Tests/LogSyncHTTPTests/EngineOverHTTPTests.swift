@@ -6,7 +6,6 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import Testing
 
 /// Two `SyncEngine`s in one process, each with its own device log and its own `HTTPSyncClient`,
@@ -16,15 +15,41 @@ struct EngineOverHTTPTests {
     static let notes = RecordZone.ID(zoneName: "Notes")
     static func note(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
 
+    /// A notes app on a device of alice's on `live`, syncing over its own HTTP client (which the
+    /// test closes), its log in `directory/name`; manual sync unless `automatic`, which runs on a
+    /// test clock (so only work due at once, such as a pushed fetch, runs).
+    static func device(
+        _ name: String, live: LiveServer, directory: URL, automatic: Bool = false
+    ) throws -> (TestDevice, HTTPSyncClient) {
+        let client = live.client(LiveServer.aliceToken, device: DeviceID(name))
+        let device = try TestDevice(
+            name, database: client.database(), directory: directory.appendingPathComponent(name, isDirectory: true)
+        ) { configuration in
+            configuration.automaticallySync = automatic
+            configuration.clock = TestClock()
+        }
+        return (device, client)
+    }
+
+    /// Whether `events`, from index `start` on, hold a fetch that brought the note `name`.
+    static func fetched(_ name: String, after start: Int = 0) -> @Sendable ([SyncEngine.Event]) -> Bool {
+        { events in
+            events.dropFirst(start).contains { event in
+                guard case .fetchedRecordZoneChanges(let changes) = event else { return false }
+                return changes.modifications.contains { $0.record.recordID == note(name) }
+            }
+        }
+    }
+
     // F44, F56, F75, F91, F92: the WWDC23 conflict, over HTTP. A sends "A"; B sends "B" before
     // fetching, gets serverRecordChanged with the server's record, merges (server wins) and
     // ends with "A", like A.
     @Test("F44 F92 two engines sync a note and resolve a conflict over HTTP")
     func syncAndConflict() async throws {
         try await withLiveServer { live, directory in
-            let a = try NotesDevice("A", live: live, directory: directory)
-            let b = try NotesDevice("B", live: live, directory: directory)
-            defer { a.close(); b.close() }
+            let (a, aClient) = try Self.device("A", live: live, directory: directory)
+            let (b, bClient) = try Self.device("B", live: live, directory: directory)
+            defer { aClient.close(); bClient.close() }
 
             try a.createZone(Self.notes)
             try a.write(Self.note("n"), "first")
@@ -56,23 +81,18 @@ struct EngineOverHTTPTests {
     func pushOverWebSocket() async throws {
         try await withLiveServer { live, directory in
             try await subscribe(live)
-            let laptop = try NotesDevice("laptop", live: live, directory: directory)
+            let (laptop, laptopClient) = try Self.device("laptop", live: live, directory: directory)
             try laptop.createZone(Self.notes)
             try await laptop.sync()
-            let phone = try NotesDevice("phone", live: live, directory: directory, automatic: true)
-            defer { laptop.close(); phone.close() }
-            try await phone.waitFor("the phone's catch-up fetch") { $0.contains { $0.kind == .didFetchChanges } }
-            await phone.client.waitForPushChannels()
+            let (phone, phoneClient) = try Self.device("phone", live: live, directory: directory, automatic: true)
+            defer { laptopClient.close(); phoneClient.close() }
+            try await phone.waitForEvents("the phone's catch-up fetch") { $0.contains { $0.kind == .didFetchChanges } }
+            await phoneClient.waitForPushChannels()
 
-            let mark = phone.eventCount
+            let mark = phone.events.count
             try laptop.write(Self.note("pushed"), "from the laptop")
             try await laptop.engine.sendChanges()
-            try await phone.waitFor("the pushed note was fetched", after: mark) { events in
-                events.contains { event in
-                    guard case .fetchedRecordZoneChanges(let changes) = event else { return false }
-                    return changes.modifications.contains { $0.record.recordID == Self.note("pushed") }
-                }
-            }
+            try await phone.waitForEvents("the pushed note was fetched", Self.fetched("pushed", after: mark))
             #expect(phone.title(Self.note("pushed")) == "from the laptop")
         }
     }
@@ -89,14 +109,14 @@ struct EngineOverHTTPTests {
             let port = try portOutsideEphemeralRange()
             var live = try await LiveServer.start(in: data, port: port, durability: .durable)
             try await subscribe(live)
-            let laptop = try NotesDevice("laptop", live: live, directory: directory)
-            let phone = try NotesDevice("phone", live: live, directory: directory, automatic: true)
-            defer { laptop.close(); phone.close() }
+            let (laptop, laptopClient) = try Self.device("laptop", live: live, directory: directory)
+            let (phone, phoneClient) = try Self.device("phone", live: live, directory: directory, automatic: true)
+            defer { laptopClient.close(); phoneClient.close() }
             try laptop.createZone(Self.notes)
             try laptop.write(Self.note("before"), "committed before the restart")
             try await laptop.sync()
-            try await phone.waitFor("the phone has the first note") { _ in phone.title(Self.note("before")) != nil }
-            await phone.client.waitForPushChannels()
+            try await phone.waitForEvents("the phone has the first note", Self.fetched("before"))
+            await phoneClient.waitForPushChannels()
 
             try await live.stop()
             try laptop.write(Self.note("during"), "written while the server was down")
@@ -106,19 +126,17 @@ struct EngineOverHTTPTests {
             #expect(itemError?.isTransient == true)
             #expect(try laptop.engine.state.pendingRecordZoneChanges == [.saveRecord(Self.note("during"))])
 
-            let mark = phone.eventCount
-            let connections = phone.client.pushConnectionCount
+            let mark = phone.events.count
+            let connections = phoneClient.pushConnectionCount
             live = try await LiveServer.start(in: data, port: port, durability: .durable)
-            try await phone.waitFor("the phone fetched after its push channel reconnected", after: mark) {
-                $0.contains { $0.kind == .didFetchChanges }
+            try await phone.waitForEvents("the phone fetched after its push channel reconnected") {
+                $0.dropFirst(mark).contains { $0.kind == .didFetchChanges }
             }
-            #expect(phone.client.pushConnectionCount == connections + 1)
+            #expect(phoneClient.pushConnectionCount == connections + 1)
 
             try await laptop.engine.sendChanges()
             #expect(try laptop.engine.state.pendingRecordZoneChanges.isEmpty)
-            try await phone.waitFor("the phone has the note written during the outage") { _ in
-                phone.title(Self.note("during")) != nil
-            }
+            try await phone.waitForEvents("the phone has the note written during the outage", Self.fetched("during"))
             #expect(phone.title(Self.note("before")) == "committed before the restart")
             #expect(phone.title(Self.note("during")) == "written while the server was down")
             let server = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(zoneID: Self.notes, since: nil)
@@ -132,126 +150,6 @@ struct EngineOverHTTPTests {
         let response = try await live.client(LiveServer.aliceToken).database()
             .modifySubscriptions(saving: [Subscription(subscriptionID: SyncEngine.defaultSubscriptionID)], deleting: [])
         _ = try response.saveResults[SyncEngine.defaultSubscriptionID]?.get()
-    }
-}
-
-/// A notes app on one device: a `SyncEngine` over HTTP, the app's titles, and the events it got.
-///
-/// On a conflict it takes the server's title (server wins) and queues nothing; the titles it
-/// sends are its own, on the system fields of the last record the server returned.
-final class NotesDevice: SyncEngineDelegate {
-    let client: HTTPSyncClient
-    private let engineBox = Mutex<SyncEngine?>(nil)
-    private let state = Mutex(State())
-
-    private struct State {
-        var notes: [Record.ID: String] = [:]
-        var events: [SyncEngine.Event] = []
-        var waiters: [(check: @Sendable ([SyncEngine.Event]) -> Bool, answer: OneAnswer<Bool>)] = []
-    }
-
-    var engine: SyncEngine { engineBox.withLock { $0! } }
-
-    /// A device of alice's on `live`, its log in `directory/name`; manual sync unless `automatic`,
-    /// which runs on a test clock (so only work due at once, such as a pushed fetch, runs).
-    init(_ name: String, live: LiveServer, directory: URL, automatic: Bool = false) throws {
-        client = live.client(LiveServer.aliceToken, device: DeviceID(name))
-        let log = try DeviceLog(
-            directory: directory.appendingPathComponent(name, isDirectory: true),
-            options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
-        var configuration = SyncEngine.Configuration(database: client.database(), deviceLog: log, delegate: self)
-        configuration.automaticallySync = automatic
-        configuration.clock = TestClock()
-        let engine = try SyncEngine(configuration)
-        engineBox.withLock { $0 = engine }
-    }
-
-    /// Ends the device's push streams.
-    func close() { client.close() }
-
-    func createZone(_ zoneID: RecordZone.ID) throws {
-        try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: zoneID))])
-    }
-
-    func write(_ id: Record.ID, _ title: String) throws {
-        state.withLock { $0.notes[id] = title }
-        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
-    }
-
-    func sync() async throws {
-        try await engine.sendChanges()
-        try await engine.fetchChanges()
-    }
-
-    func title(_ id: Record.ID) -> String? { state.withLock { $0.notes[id] } }
-
-    var eventCount: Int { state.withLock { $0.events.count } }
-
-    /// Waits until the events from index `after` on satisfy `check`; fails after 30 seconds.
-    func waitFor(
-        _ what: String, after start: Int = 0, _ check: @escaping @Sendable ([SyncEngine.Event]) -> Bool
-    ) async throws {
-        let answer = OneAnswer<Bool>()
-        let waiter: @Sendable ([SyncEngine.Event]) -> Bool = { events in check(Array(events.dropFirst(start))) }
-        // Registered first, then checked outside the lock (a check may read the device): an event
-        // that arrives in between is checked by handleEvent.
-        let events = state.withLock { state in
-            state.waiters.append((waiter, answer))
-            return state.events
-        }
-        if waiter(events) { answer.give(true) }
-        let timeout = Task {
-            try? await Task.sleep(for: .seconds(30))
-            answer.give(false)
-        }
-        defer { timeout.cancel() }
-        guard await answer.value() else { throw TestFailure("timed out waiting until \(what)") }
-    }
-
-    // MARK: SyncEngineDelegate
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        let (events, waiters) = state.withLock { state in
-            switch event {
-            case .fetchedRecordZoneChanges(let changes):
-                for modification in changes.modifications {
-                    state.notes[modification.record.recordID] = modification.record["title"]?.stringValue ?? ""
-                }
-                for deletion in changes.deletions { state.notes[deletion.recordID] = nil }
-            case .sentRecordZoneChanges(let sent):
-                for failure in sent.failedRecordSaves where failure.error.code == .serverRecordChanged {
-                    if let server = failure.error.serverRecord {
-                        state.notes[server.recordID] = server["title"]?.stringValue ?? ""
-                    }
-                }
-            default:
-                break
-            }
-            state.events.append(event)
-            return (state.events, state.waiters)
-        }
-        // Checked outside the lock, since a check may read the device.
-        for waiter in waiters where waiter.check(events) { waiter.answer.give(true) }
-    }
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
-            guard let title = self.title(id) else { return nil }
-            var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
-                ?? Record(recordType: "Note", recordID: id)
-            record["title"] = .string(title)
-            return record
-        }
-    }
-}
-
-extension RecordValue {
-    /// The text of a string value.
-    var stringValue: String? {
-        if case .string(let text) = self { text } else { nil }
     }
 }
 

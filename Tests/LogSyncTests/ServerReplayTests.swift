@@ -58,8 +58,7 @@ struct ServerReplayTests {
 
     @Test("A single device's timeline replays against a fresh server without a mismatch, and leaves the same records")
     func singleDeviceReplaysFaithfully() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             // Another device's draft, written and deleted before the phone starts: the phone never
             // sees it, but it moves the original server's offsets, so its change tags and tokens
             // differ from the fresh server's and must be translated.
@@ -135,8 +134,7 @@ struct ServerReplayTests {
 
     @Test("Replaying one device of a conflict against a fresh server names the conflicting batchResult and the record")
     func conflictIsTheFirstMismatch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let deviceA = try TestDevice("A", server: server, directory: directory)
             let deviceB = try TestDevice("B", server: server, directory: directory)
             let n1 = Self.note("n1")
@@ -190,8 +188,7 @@ struct ServerReplayTests {
 
     @Test("A recorded transport failure is not comparable and not re-issued; the retry that followed matches")
     func transportFailureIsNotComparable() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try await phone.engine.sendChanges()
@@ -224,8 +221,7 @@ struct ServerReplayTests {
 
     @Test("A token the original server expired is not comparable on a fresh server; the refetch from scratch matches")
     func expiredTokenIsNotComparable() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.write([(Self.note("n1"), "one"), (Self.note("n2"), "two"), (Self.note("n3"), "three")])
@@ -253,8 +249,7 @@ struct ServerReplayTests {
 
     @Test("A replayed request that fails in transport stops the replay with requestFailed naming the offset")
     func replayedTransportFailureThrows() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.write(Self.note("n1"), "one")
@@ -312,8 +307,7 @@ struct ServerReplayTests {
 
     @Test("Replay through an offset stops there: later requests are not re-issued")
     func replayThroughStops() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.write(Self.note("n1"), "one")
@@ -341,8 +335,7 @@ struct ServerReplayTests {
 
     @Test("A batch whose answer lies past `through` is not comparable and not sent")
     func batchCutByThroughIsNotSent() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.write(Self.note("n1"), "one")
@@ -368,8 +361,7 @@ struct ServerReplayTests {
 
     @Test("Replay through an offset past the log's end throws offsetPastEnd")
     func replayPastTheEndThrows() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try await phone.engine.sendChanges()

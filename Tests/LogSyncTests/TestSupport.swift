@@ -106,6 +106,19 @@ struct ReferenceState: Equatable {
     var account: Record.ID??
     var subscription: Subscription.ID?
 
+    /// Adds a pending change: one for the same item (`sameItem`) is kept where it stands if it
+    /// is the same change, else replaced by `change` at the end.
+    private static func add<Change: Equatable>(_ change: Change, to list: inout [Change], sameItem: (Change) -> Bool) {
+        if let i = list.firstIndex(where: sameItem) {
+            if list[i] != change {
+                list.remove(at: i)
+                list.append(change)
+            }
+        } else {
+            list.append(change)
+        }
+    }
+
     private mutating func forgetZone(_ id: RecordZone.ID) {
         knownZones.remove(id)
         unfetchedZones.remove(id)
@@ -117,29 +130,13 @@ struct ReferenceState: Equatable {
         switch entry {
         case .pendingRecordZoneChangesAdded(let changes):
             for change in changes {
-                if let i = records.firstIndex(where: { $0.recordID == change.recordID }) {
-                    if records[i] != change {
-                        records.remove(at: i)
-                        records.append(change)
-                    }
-                } else {
-                    records.append(change)
-                }
+                Self.add(change, to: &records) { $0.recordID == change.recordID }
                 if inFlight[change] != nil { inFlight[change] = true }
             }
         case .pendingRecordZoneChangesRemoved(let changes):
             for change in changes { records.removeAll { $0 == change } }
         case .pendingDatabaseChangesAdded(let changes):
-            for change in changes {
-                if let i = zones.firstIndex(where: { $0.zoneID == change.zoneID }) {
-                    if zones[i] != change {
-                        zones.remove(at: i)
-                        zones.append(change)
-                    }
-                } else {
-                    zones.append(change)
-                }
-            }
+            for change in changes { Self.add(change, to: &zones) { $0.zoneID == change.zoneID } }
         case .pendingDatabaseChangesRemoved(let changes):
             for change in changes { zones.removeAll { $0 == change } }
         case .untrackedChangesFlagged(let flag):

@@ -56,10 +56,7 @@ struct TimeTravelTests {
 
     @Test("state(at:) at each step of a two-device timeline is what engine.state showed then")
     func stateAtEachStep() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let a = try TestDevice("A", server: server, directory: directory)
-            let b = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { _, a, b in
             var onA: [Checkpoint] = [try await Self.checkpoint("A opened", a.engine)]
             var onB: [Checkpoint] = [try await Self.checkpoint("B opened", b.engine)]
 
@@ -127,8 +124,7 @@ struct TimeTravelTests {
 
     @Test("state(at:) and rewind(to:into:) past the end throw invalidArgument naming the offset")
     func pastTheEnd() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let a = try TestDevice("A", server: server, directory: directory)
             try a.createZone(Self.notes)
             let last = try a.engine.deviceLog.log.lastOffset
@@ -146,8 +142,7 @@ struct TimeTravelTests {
 
     @Test("rewind(to:into:) forks the timeline before a send: the fork sends what was pending then, the original is unchanged")
     func rewindBeforeSend() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let a = try TestDevice("A", server: server, directory: directory)
             try a.createZone(Self.notes)
             try a.write([(Self.note("n1"), "Groceries"), (Self.note("n2"), "Books")])

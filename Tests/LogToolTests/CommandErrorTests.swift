@@ -22,10 +22,7 @@ struct CommandErrorTests {
 
     @Test(arguments: commands)
     func readsALogAnEngineHoldsOpen(command: String) async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
             let before = try laptop.engine.deviceLog.log.lastOffset
             let run = try await runLogtool(Self.arguments(command, "laptop"), in: directory)
             #expect(run.status == 0, "\(run)")
@@ -74,12 +71,8 @@ struct CommandErrorTests {
     /// offset 6: every command names that offset; `dump` prints the five entries before it.
     @Test(arguments: commands)
     func aCorruptEntryIsNamedByItsOffset(command: String) async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
-            var entries: [NewEntry] = []
-            try laptop.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
+            let entries = try laptop.logEntries()
             let damaged = directory.appendingPathComponent("damaged")
             do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(entries) }
             try corruptEntry(at: 6, of: "device", in: damaged, .flippedPayloadByte)

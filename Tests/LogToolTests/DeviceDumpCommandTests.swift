@@ -3,61 +3,13 @@ import LogStore
 @testable import LogSyncDiagnostics
 import LogSync
 import LogSyncServer
-import Synchronization
+import LogSyncTesting
 import Testing
 
 /// `logtool dump` on the device logs of real `SyncEngine`s syncing through a `SyncServer`, run
 /// as a child process.
 @Suite("logtool dump of device logs")
 struct DeviceDumpCommandTests {
-    /// A notes app: its notes (field → text) and the engine's delegate, which builds batches
-    /// from the pending changes on the last server record it knows.
-    final class NotesApp: SyncEngineDelegate {
-        let notes = Mutex<[Record.ID: [String: String]]>([:])
-
-        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-            if case .fetchedRecordZoneChanges(let changes) = event {
-                for record in changes.modifications.map(\.record) {
-                    var fields: [String: String] = [:]
-                    for key in record.allKeys() { if case .string(let text)? = record[key] { fields[key] = text } }
-                    notes.withLock { $0[record.recordID] = fields }
-                }
-            }
-        }
-
-        func nextRecordZoneChangeBatch(
-            _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-        ) async -> SyncEngine.RecordZoneChangeBatch? {
-            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-            return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
-                guard let fields = self.notes.withLock({ $0[id] }) else { return nil }
-                let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id)
-                var record = known?.systemFieldsCopy() ?? Record(recordType: "Note", recordID: id)
-                for (key, text) in fields where known?[key] != .string(text) { record[key] = .string(text) }
-                return record
-            }
-        }
-    }
-
-    /// A device: the app and its engine (manual sync), its device log in `directory/name`.
-    struct Device {
-        let app = NotesApp()
-        let engine: SyncEngine
-
-        init(_ name: String, server: SyncServer, directory: URL) throws {
-            var configuration = SyncEngine.Configuration(
-                database: server.database(for: "alice", scope: .private, device: DeviceID(name)),
-                logDirectory: directory.appendingPathComponent(name), delegate: app)
-            configuration.automaticallySync = false
-            engine = try SyncEngine(configuration)
-        }
-
-        func edit(_ id: Record.ID, _ fields: [String: String]) throws {
-            app.notes.withLock { $0[id, default: [:]].merge(fields) { $1 } }
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
-        }
-    }
-
     static let notes = RecordZone.ID(zoneName: "Notes")
     static func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
 
@@ -66,12 +18,12 @@ struct DeviceDumpCommandTests {
     /// sends them; the laptop fetches them; the phone edits n1 and sends; the laptop, not having
     /// fetched, edits n1 and deletes n2 in one send: n1 conflicts. Returns the server and the
     /// devices, still open.
-    static func writeDeviceStory(in directory: URL) async throws -> (SyncServer, phone: Device, laptop: Device) {
+    static func writeDeviceStory(in directory: URL) async throws -> (SyncServer, phone: TestDevice, laptop: TestDevice) {
         let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
-        let phone = try Device("phone", server: server, directory: directory)
-        let laptop = try Device("laptop", server: server, directory: directory)
+        let phone = try TestDevice("phone", server: server, directory: directory)
+        let laptop = try TestDevice("laptop", server: server, directory: directory)
 
-        try phone.engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: notes))])
+        try phone.createZone(notes)
         try phone.edit(id("n1"), ["title": "Groceries", "body": "milk"])
         try phone.edit(id("n2"), ["title": "Draft"])
         try await phone.engine.sendChanges()
@@ -80,9 +32,21 @@ struct DeviceDumpCommandTests {
         try phone.edit(id("n1"), ["title": "Weekend groceries"])
         try await phone.engine.sendChanges()
         try laptop.edit(id("n1"), ["body": "milk, eggs"])
-        try laptop.engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id("n2"))])
+        try laptop.delete(id("n2"))
         await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
         return (server, phone, laptop)
+    }
+
+    /// Runs `body` on the story of ``writeDeviceStory(in:)``, written in a temporary directory,
+    /// with the server and the devices still open; shuts the server down after.
+    static func withDeviceStory(
+        _ body: (_ directory: URL, _ server: SyncServer, _ phone: TestDevice, _ laptop: TestDevice) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let (server, phone, laptop) = try await writeDeviceStory(in: directory)
+            defer { server.shutdown() }
+            try await body(directory, server, phone, laptop)
+        }
     }
 
     /// The laptop's log after the story, after the size column, without the `pushReceived`
@@ -123,10 +87,7 @@ struct DeviceDumpCommandTests {
     }
 
     @Test func deviceLogLinesNameKindsAndIDs() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = (phone, laptop)
+        try await Self.withDeviceStory { directory, _, phone, laptop in
             let run = try await runLogtool(["dump", "laptop"], in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
@@ -143,10 +104,7 @@ struct DeviceDumpCommandTests {
     }
 
     @Test func jsonLinesCarryKindNameAndFields() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = (phone, laptop)
+        try await Self.withDeviceStory { directory, _, _, laptop in
             let run = try await runLogtool(["dump", "laptop", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             let objects = try run.lines.map { line in
@@ -187,10 +145,7 @@ struct DeviceDumpCommandTests {
         (["--kind", "recordSaved"], []),
     ] as [([String], [String])])
     func filters(options: [String], expected: [String]) async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = (phone, laptop)
+        try await Self.withDeviceStory { directory, _, _, laptop in
             let run = try await runLogtool(["dump", "laptop"] + options, in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.compactMap { describedPart(of: $0)?.components(separatedBy: "  ")[0] } == expected, "\(run)")
@@ -200,10 +155,7 @@ struct DeviceDumpCommandTests {
     }
 
     @Test func anUnknownKindNameListsDeviceKinds() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = (phone, laptop)
+        try await Self.withDeviceStory { directory, _, _, laptop in
             let run = try await runLogtool(["dump", "laptop", "--kind", "batchResul"], in: directory)
             #expect(run.status == 64, "\(run)")
             #expect(run.standardError.contains("batchResult (12)"), "\(run)")
@@ -215,12 +167,8 @@ struct DeviceDumpCommandTests {
     /// the laptop's entries are copied into a device log of its own, followed by a batchResult
     /// that is not one; a second copy has a flipped payload byte (a checksum mismatch).
     @Test func aCorruptDeviceEntryIsReportedAtItsOffset() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await Self.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
-            var entries: [NewEntry] = []
-            try laptop.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        try await Self.withDeviceStory { directory, _, _, laptop in
+            let entries = try laptop.logEntries()
             let count = entries.count
             let copy = directory.appendingPathComponent("copy")
             try Log.open(at: copy, named: "device", options: .init(durability: .fast))
@@ -246,5 +194,14 @@ struct DeviceDumpCommandTests {
             #expect(run.standardError.hasPrefix("logtool: error: corrupt entry at offset 5 of log \"device\" in \(damaged.path): "), "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
         }
+    }
+}
+
+extension TestDevice {
+    /// The entries of the device's log through `last` (all by default), to append to another log.
+    func logEntries(through last: LogOffset? = nil) throws -> [NewEntry] {
+        var entries: [NewEntry] = []
+        try engine.deviceLog.log.forEachEntry(through: last) { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        return entries
     }
 }

@@ -41,10 +41,7 @@ struct DeviceStateReportTests {
 
     /// The laptop's state after the story, and variations of it.
     @Test func differencesOfTokensAndRecordsAreItemByItem() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { _, _, _, laptop in
             let state = try laptop.engine.deviceLog.state(at: try laptop.engine.deviceLog.log.lastOffset)
             #expect(state.zoneChangeTokens.map(\.zoneID) == [Self.notes])
             #expect(state.lastKnownServerRecords.map(\.recordID.recordName) == ["n1"])

@@ -7,17 +7,6 @@ import LogSyncTesting
 import LogToolCore
 import Testing
 
-extension DeviceDumpCommandTests.Device {
-    /// A device syncing as `name` whose engine (manual sync) runs on `deviceLog`, such as a fork.
-    init(_ name: String, server: SyncServer, deviceLog: DeviceLog) throws {
-        var configuration = SyncEngine.Configuration(
-            database: server.database(for: "alice", scope: .private, device: DeviceID(name)),
-            deviceLog: deviceLog, delegate: app)
-        configuration.automaticallySync = false
-        engine = try SyncEngine(configuration)
-    }
-}
-
 /// `logtool diff` on the device logs of real engines (the story of `DeviceDumpCommandTests`),
 /// and on forks of them made with `rewind(to:into:)`, run as a child process while the engines
 /// still hold the logs.
@@ -25,7 +14,7 @@ extension DeviceDumpCommandTests.Device {
 struct DiffCommandTests {
     /// The offset just before the laptop's first edit (its first `pendingRecordZoneChangesAdded`):
     /// the laptop has fetched the notes, and push hints may have arrived.
-    static func offsetBeforeFirstEdit(of device: DeviceDumpCommandTests.Device) throws -> LogOffset {
+    static func offsetBeforeFirstEdit(of device: TestDevice) throws -> LogOffset {
         var found: LogOffset?
         try device.engine.deviceLog.log.forEachEntry { entry in
             if found == nil && entry.kind == 1 { found = entry.offset }
@@ -43,14 +32,12 @@ struct DiffCommandTests {
     /// The laptop's timeline forked before its edits: the fork fetches the phone's edit of n1
     /// first, then edits n1 and sends it, which succeeds (the laptop's own send conflicted).
     @Test func aForkThatWentOnDifferentlyDiffersAtTheFork() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, server, _, laptop in
             let forkPoint = try Self.offsetBeforeFirstEdit(of: laptop)
-            let forkLog = try laptop.engine.deviceLog.rewind(
+            // The fork's log is closed once made, then opened by its device.
+            _ = try laptop.engine.deviceLog.rewind(
                 to: forkPoint, into: directory.appendingPathComponent("fork"), options: .init(durability: .fast))
-            let fork = try DeviceDumpCommandTests.Device("fork", server: server, deviceLog: forkLog)
+            let fork = try TestDevice("fork", server: server, directory: directory)
             try await fork.engine.fetchChanges()
             try fork.edit(DeviceDumpCommandTests.id("n1"), ["body": "milk, eggs"])
             try await fork.engine.sendChanges()
@@ -89,10 +76,7 @@ struct DiffCommandTests {
     }
 
     @Test func identicalLogsHaveNoDifference() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
             let last = try laptop.engine.deviceLog.log.lastOffset
             _ = try laptop.engine.deviceLog.rewind(
                 to: last, into: directory.appendingPathComponent("copy"), options: .init(durability: .fast))
@@ -115,10 +99,7 @@ struct DiffCommandTests {
     /// A fork that was not continued is a prefix of its log: the entries differ where it ends,
     /// and the longer log's next state is compared with the fork's last.
     @Test func aPrefixDiffersWhereItEnds() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
             let forkPoint = try Self.offsetBeforeFirstEdit(of: laptop)
             _ = try laptop.engine.deviceLog.rewind(
                 to: forkPoint, into: directory.appendingPathComponent("prefix"), options: .init(durability: .fast))
@@ -144,12 +125,8 @@ struct DiffCommandTests {
     /// Entries that change no table (a copy of `sendFinished`) make the logs differ, not the
     /// states: exit status 1 all the same.
     @Test func entriesThatChangeNothingDifferButTheStatesDoNot() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
-            var entries: [NewEntry] = []
-            try laptop.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
+            let entries = try laptop.logEntries()
             let finished = try #require(entries.last { $0.kind == 14 }, "no sendFinished")
             do { try DeviceLog(directory: directory.appendingPathComponent("longer"), options: .init(durability: .fast)).log.append(entries + [finished]) }
 
@@ -165,21 +142,15 @@ struct DiffCommandTests {
     /// The laptop's log, and a copy whose zone page (offset 5) is the one a later fetch got: the
     /// zone tokens and server records that differ are shown one by one.
     @Test func zonesAndRecordsThatDifferAreShownOneByOne() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, server, _, laptop in
             // A fork after the laptop's first database page fetches the zone again, later.
-            let lateLog = try laptop.engine.deviceLog.rewind(
+            // Its log is closed once made, then opened by its device.
+            _ = try laptop.engine.deviceLog.rewind(
                 to: LogOffset(3), into: directory.appendingPathComponent("late"), options: .init(durability: .fast))
-            let late = try DeviceDumpCommandTests.Device("late", server: server, deviceLog: lateLog)
+            let late = try TestDevice("late", server: server, directory: directory)
             try await late.engine.fetchChanges()
-            var latePage: NewEntry?
-            try lateLog.log.forEachEntry { if $0.kind == 22 { latePage = NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time) } }
-            var entries: [NewEntry] = []
-            try laptop.engine.deviceLog.log.forEachEntry(through: LogOffset(4)) {
-                entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time))
-            }
+            let latePage = try late.logEntries().last { $0.kind == 22 }
+            let entries = try laptop.logEntries(through: LogOffset(4))
             let spliced = directory.appendingPathComponent("spliced")
             do { try DeviceLog(directory: spliced, options: .init(durability: .fast)).log.append(entries + [try #require(latePage)]) }
 
@@ -213,13 +184,9 @@ struct DiffCommandTests {
     }
 
     @Test func errorsAreOneLineWithExitStatus2() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
             try writeFixtureLog(at: directory.appendingPathComponent("kv"), count: 3)
-            var entries: [NewEntry] = []
-            try laptop.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+            let entries = try laptop.logEntries()
             let damaged = directory.appendingPathComponent("damaged")
             do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(entries) }
             try corruptEntry(at: 4, of: "device", in: damaged, .flippedPayloadByte)

@@ -17,10 +17,7 @@ struct JSONAndVerifyCommandTests {
     }
 
     @Test func statsJSONHasTheTextsFigures() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = laptop
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, _ in
             let text = try await runLogtool(["stats", "phone"], in: directory)
             let run = try await runLogtool(["stats", "phone", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
@@ -58,10 +55,7 @@ struct JSONAndVerifyCommandTests {
     }
 
     @Test func replayJSONHasTheStateTheTextShows() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = phone
+        try await DeviceDumpCommandTests.withDeviceStory { directory, server, phone, laptop in
             let last = try laptop.engine.deviceLog.log.lastOffset
             let run = try await runLogtool(["replay", "laptop", "--verify", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
@@ -111,10 +105,7 @@ struct JSONAndVerifyCommandTests {
     /// environment, as no entry would write it): the rebuild has none, and `--verify` names
     /// the projection, the table and the key.
     @Test func aFailingVerifyNamesTheFirstDifference() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = laptop
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, _ in
             let log = phone.engine.deviceLog.log
             let table = try log.read { try $0.table("state", of: "index") }
             try log.environment.write { transaction in

@@ -27,10 +27,7 @@ struct ReplayStatsCommandTests {
     }
 
     @Test func statsCountsMatchTheDump() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = (phone, laptop)
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, laptop in
             for device in ["phone", "laptop"] {
                 let dump = try await runLogtool(["dump", device, "--json"], in: directory)
                 #expect(dump.status == 0, "\(dump)")
@@ -74,10 +71,7 @@ struct ReplayStatsCommandTests {
     }
 
     @Test func replayShowsPendingChangesBeforeTheSendAndNoneAtTheEnd() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = laptop
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, _ in
             // Offsets 1–3 add the zone and the notes; 5 starts the first send (expectedPhoneStart).
             let before = try await runLogtool(["replay", "phone", "--to", "3"], in: directory)
             #expect(before.status == 0, "\(before)")
@@ -109,9 +103,7 @@ struct ReplayStatsCommandTests {
     }
 
     @Test func verifyPassesOnAGoodLog() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, laptop in
             for (name, device) in [("phone", phone), ("laptop", laptop)] {
                 let last = try device.engine.deviceLog.log.lastOffset
                 let run = try await runLogtool(["replay", name, "--verify"], in: directory)
@@ -153,12 +145,8 @@ struct ReplayStatsCommandTests {
     }
 
     @Test func aCorruptEntryIsReportedAtItsOffset() async throws {
-        try await withTemporaryDirectory { directory in
-            let (server, phone, laptop) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory)
-            defer { server.shutdown() }
-            _ = laptop
-            var entries: [NewEntry] = []
-            try phone.engine.deviceLog.log.forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, phone, _ in
+            let entries = try phone.logEntries()
             let damaged = directory.appendingPathComponent("damaged")
             // A device log of its own (with the index, which replay opens), closed before damaging it.
             do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(entries) }

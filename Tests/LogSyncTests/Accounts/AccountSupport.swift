@@ -8,8 +8,8 @@ import Testing
 
 @testable import LogSync
 
-// Helpers of the account suites: a server with a device's simulated account, an app delegate
-// that follows Apple's sample policy on account changes, and a bounded wait without sleeps.
+// Helpers of the account suites: a server with a device's simulated account, devices of a notes
+// app that follows Apple's sample policy on account changes, and a bounded wait without sleeps.
 
 /// One server and one device whose account a test signs in, out and switches.
 struct AccountWorld {
@@ -31,24 +31,23 @@ struct AccountWorld {
     /// The user record ID the server gives `user`.
     func userRecordID(_ user: UserID) throws -> Record.ID { try server.userRecordID(for: user) }
 
-    /// An engine on its own log in `directory/name`, syncing `database` (the account's private
-    /// view by default): manual, or automatic on `clock` with the account as its conditions.
-    func engine(
-        _ name: String, delegate: any SyncEngineDelegate, clock: TestClock? = nil, database: (any CloudDatabase)? = nil
-    ) throws -> SyncEngine {
-        let log = try DeviceLog(
-            directory: directory.appendingPathComponent(name, isDirectory: true),
-            options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
-        var configuration = SyncEngine.Configuration(database: database ?? account, deviceLog: log, delegate: delegate)
-        if let clock {
+    /// A device of the notes app on its own log in `directory/name`, syncing `database` (the
+    /// account's private view by default): manual, or automatic on `clock` with the account as
+    /// its conditions. The app follows Apple's sample on account changes (F105, F106): on
+    /// `signIn` it queues its zones and every note again; on `signOut` and `switchAccounts` it
+    /// deletes its local data.
+    func device(_ name: String, clock: TestClock? = nil, database: (any CloudDatabase)? = nil) throws -> TestDevice {
+        let account = self.account
+        return try TestDevice(
+            name, database: database ?? account, directory: directory.appendingPathComponent(name, isDirectory: true),
+            policy: TestDevice.Policy(accountChanges: .uploadOnSignIn)
+        ) { configuration in
+            guard let clock else { return }
             configuration.automaticallySync = true
             configuration.clock = clock
             configuration.conditions = account
             configuration.randomSeed = 7
-        } else {
-            configuration.automaticallySync = false
         }
-        return try SyncEngine(configuration)
     }
 
     /// The titles of the notes in `user`'s private zone `zoneID` on the server (empty if the zone
@@ -83,95 +82,41 @@ struct AccountWorld {
     }
 }
 
-/// An app's notes and its delegate, with the policy of Apple's sample on account changes
-/// (F105, F106): on `signIn` it re-adds its zone and every note (unless told not to); on
-/// `signOut` and `switchAccounts` it deletes its local data.
-final class AccountApp: SyncEngineDelegate {
-    let sink = EventSink()
-    let zoneID: RecordZone.ID
-    private let store = Mutex(Store())
-
-    struct Store {
-        var notes: [Record.ID: String] = [:]
-        var reuploadsOnSignIn = true
-        /// The engine's pending lists (records, zones) as seen when each account change arrived.
-        var pendingAtAccountChange: [(records: Int, zones: Int)] = []
-        /// What ran inside `handleEvent` after the app's own handling.
-        var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
+extension TestDevice {
+    /// Writes a note and queues its zone with it, as the app of the account suites does.
+    func writeNote(_ id: Record.ID, _ title: String) throws {
+        try createZone(id.zoneID)
+        try write(id, title)
     }
-
-    init(zoneID: RecordZone.ID = Fixtures.notes) { self.zoneID = zoneID }
-
-    /// Writes a note and queues its zone and its save on `engine`.
-    func write(_ id: Record.ID, _ title: String, on engine: SyncEngine) throws {
-        store.withLock { $0.notes[id] = title }
-        try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: zoneID))])
-        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
-    }
-
-    var notes: [Record.ID: String] { store.withLock { $0.notes } }
-
-    var events: [SyncEngine.Event] { sink.events }
 
     /// The account changes delivered so far.
     var accountChanges: [SyncEngine.Event.AccountChange.ChangeType] {
         events.compactMap { if case .accountChange(let change) = $0 { change.changeType } else { nil } }
     }
 
-    var pendingAtAccountChange: [(records: Int, zones: Int)] { store.withLock { $0.pendingAtAccountChange } }
-
-    func setReuploadsOnSignIn(_ value: Bool) { store.withLock { $0.reuploadsOnSignIn = value } }
-
-    func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { store.withLock { $0.onEvent = body } }
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        sink.append(event, syncEngine)
-        switch event {
-        case .accountChange(let change):
-            let records = (try? syncEngine.state.pendingRecordZoneChanges.count) ?? -1
-            let zones = (try? syncEngine.state.pendingDatabaseChanges.count) ?? -1
-            store.withLock { $0.pendingAtAccountChange.append((records, zones)) }
-            switch change.changeType {
-            case .signIn:
-                let (notes, reupload) = store.withLock { ($0.notes, $0.reuploadsOnSignIn) }
-                if reupload, !notes.isEmpty {
-                    try? syncEngine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: zoneID))])
-                    try? syncEngine.state.add(
-                        pendingRecordZoneChanges: notes.keys.sorted { $0.recordName < $1.recordName }.map { .saveRecord($0) })
-                }
-            case .signOut, .switchAccounts:
-                store.withLock { $0.notes.removeAll() }
-            }
-        case .fetchedDatabaseChanges(let changes):
-            let gone = Set(changes.deletions.map(\.zoneID))
-            store.withLock { store in store.notes = store.notes.filter { !gone.contains($0.key.zoneID) } }
-        case .fetchedRecordZoneChanges(let changes):
-            store.withLock { store in
-                for modification in changes.modifications {
-                    store.notes[modification.record.recordID] = modification.record["title"]?.stringValue ?? ""
-                }
-                for deletion in changes.deletions { store.notes.removeValue(forKey: deletion.recordID) }
-            }
-        default:
-            break
-        }
-        let onEvent = store.withLock { $0.onEvent }
-        await onEvent?(event, syncEngine)
+    /// A sink that records, from now on, each event with the engine that delivered it.
+    func recordingEngines() -> EventSink {
+        let sink = EventSink()
+        onEvent { event, engine in sink.append(event, engine) }
+        return sink
     }
+}
 
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-        let notes = self.notes
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
-            guard let title = notes[id] else { return nil }
-            var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
-                ?? Record(recordType: "Note", recordID: id)
-            record["title"] = .string(title)
-            return record
+/// The engine's pending lists (records, zones) as a device saw them when each account change
+/// arrived, before the app's own handling.
+final class PendingAtAccountChange: Sendable {
+    private let seen = Mutex<[(records: Int, zones: Int)]>([])
+
+    init(_ device: TestDevice) {
+        device.beforeEvent { event, engine in
+            guard case .accountChange = event else { return }
+            let records = (try? engine.state.pendingRecordZoneChanges.count) ?? -1
+            let zones = (try? engine.state.pendingDatabaseChanges.count) ?? -1
+            self.seen.withLock { $0.append((records, zones)) }
         }
     }
+
+    var counts: [(records: Int, zones: Int)] { seen.withLock { $0 } }
 }
 
 /// Waits, yielding and never sleeping, until `condition` holds or `limit` of wall-clock time

@@ -24,12 +24,12 @@ struct AccountTests {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: nil)
             let clock = TestClock()
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app, clock: clock)
+            let app = try world.device("phone", clock: clock)
+            let engine = app.engine
 
             // Dormant: the scheduler asked for the account and found none.
             #expect(await eventually { engine.knownAccountStatus == .noAccount })
-            try app.write(a, "written signed out", on: engine)
+            try app.writeNote(a, "written signed out")
             for _ in 0..<30 { await clock.advance(by: .seconds(10)) }
             #expect(world.account.requestsForwarded == 0)
             #expect(world.account.requestsRefused == 0, "the engine must not even try while signed out")
@@ -61,8 +61,8 @@ struct AccountTests {
             try await world.seedServer("alice", [(a, "alice's")])
             try await world.seedServer("bob", [(b, "bob's")])
             let clock = TestClock()
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app, clock: clock)
+            let app = try world.device("phone", clock: clock)
+            let engine = app.engine
             #expect(await eventually(advancing: clock) { app.notes == [a: "alice's"] })
 
             // The switch, with no manual call: the event, then bob's data.
@@ -105,9 +105,9 @@ struct AccountTests {
     func noAccountShortCircuits() async throws {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: nil)
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
-            try app.write(a, "offline", on: engine)
+            let app = try world.device("phone")
+            let engine = app.engine
+            try app.writeNote(a, "offline")
 
             let fetchError = await #expect(throws: SyncError.self) { try await engine.fetchChanges() }
             #expect(fetchError?.code == .notAuthenticated)
@@ -130,20 +130,21 @@ struct AccountTests {
     func eachTransition() async throws {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
+            let app = try world.device("phone")
+            let engine = app.engine
+            let pending = PendingAtAccountChange(app)
             let (alice, bob, carol) = (try world.userRecordID("alice"), try world.userRecordID("bob"), try world.userRecordID("carol"))
 
             // Alice: the first account the log sees is recorded without an event (spec choice).
-            try app.write(a, "alice's", on: engine)
+            try app.writeNote(a, "alice's")
             try await engine.sendChanges()
             #expect(app.accountChanges.isEmpty)
             #expect(try await world.serverNotes("alice") == [a: "alice's"])
 
             // Sign out: signOut(alice), before any sync; the app deletes its data.
             world.account.signOut()
-            try app.write(b, "queued for alice, then signed out", on: engine)
-            app.sink.clear()
+            try app.writeNote(b, "queued for alice, then signed out")
+            app.clearEvents()
             let error = await #expect(throws: SyncError.self) { try await engine.fetchChanges() }
             #expect(error?.code == .notAuthenticated)
             #expect(app.accountChanges == [.signOut(previousUser: alice)])
@@ -155,12 +156,12 @@ struct AccountTests {
             // Written while signed out, then bob signs in: signIn(bob). The engine's pending is
             // empty when the event arrives; the sample re-adds its zone and notes, and they go
             // to bob, not alice.
-            try app.write(c, "written signed out", on: engine)
+            try app.writeNote(c, "written signed out")
             world.account.signIn("bob")
-            app.sink.clear()
+            app.clearEvents()
             try await engine.sendChanges()
             #expect(app.accountChanges == [.signIn(currentUser: bob)])
-            #expect(app.pendingAtAccountChange.last.map { [$0.records, $0.zones] } == [0, 0])
+            #expect(pending.counts.last.map { [$0.records, $0.zones] } == [0, 0])
             #expect(app.events.withoutStateUpdates.first?.kind == .accountChange)
             #expect(try await world.serverNotes("bob") == [c: "written signed out"])
             #expect(try await world.serverNotes("alice") == [a: "alice's"])
@@ -169,7 +170,7 @@ struct AccountTests {
             // Switch to carol: switchAccounts(bob, carol); the app deletes bob's data; carol's
             // database is empty and stays so.
             world.account.switch(to: "carol")
-            app.sink.clear()
+            app.clearEvents()
             try await engine.fetchChanges()
             #expect(app.accountChanges == [.switchAccounts(previousUser: bob, currentUser: carol)])
             #expect(app.events.withoutStateUpdates.first?.kind == .accountChange)
@@ -179,7 +180,7 @@ struct AccountTests {
 
             // And back to bob: a full fetch (tokens were wiped) brings bob's notes.
             world.account.switch(to: "bob")
-            app.sink.clear()
+            app.clearEvents()
             try await engine.fetchChanges()
             #expect(app.accountChanges == [.switchAccounts(previousUser: carol, currentUser: bob)])
             #expect(app.notes == [c: "written signed out"])
@@ -193,8 +194,9 @@ struct AccountTests {
     func signOutWipesPending() async throws {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
+            let app = try world.device("phone")
+            let engine = app.engine
+            let pending = PendingAtAccountChange(app)
             try await engine.fetchChanges()  // alice is recorded
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Fixtures.notes))])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(a), .deleteRecord(b)])
@@ -203,7 +205,7 @@ struct AccountTests {
             world.account.signOut()
             await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             #expect(app.accountChanges == [.signOut(previousUser: try world.userRecordID("alice"))])
-            #expect(app.pendingAtAccountChange.map { [$0.records, $0.zones] } == [[0, 0]])
+            #expect(pending.counts.map { [$0.records, $0.zones] } == [[0, 0]])
             #expect(try engine.state.pendingRecordZoneChanges.isEmpty)
             #expect(try engine.state.pendingDatabaseChanges.isEmpty)
             #expect(try await world.serverNotes("alice").isEmpty, "nothing was sent")
@@ -218,8 +220,8 @@ struct AccountTests {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "u1")
             do {
-                let app = AccountApp()
-                let engine = try world.engine("phone", delegate: app)
+                let app = try world.device("phone")
+                let engine = app.engine
                 try await engine.fetchChanges()
                 #expect(app.accountChanges.isEmpty)
             }
@@ -229,8 +231,8 @@ struct AccountTests {
             world.account.signIn("u2")
             world.account.switch(to: "u3")
 
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
+            let app = try world.device("phone")
+            let engine = app.engine
             try await engine.fetchChanges()
             #expect(app.accountChanges == [.switchAccounts(previousUser: try world.userRecordID("u1"), currentUser: try world.userRecordID("u3"))])
             #expect(app.events.count(of: .accountChange) == 1)
@@ -247,21 +249,21 @@ struct AccountTests {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "u1")
             do {
-                let app = AccountApp()
-                let engine = try world.engine("phone", delegate: app)
+                let app = try world.device("phone")
+                let engine = app.engine
                 try await engine.fetchChanges()
-                try app.write(a, "u1's, never sent", on: engine)
+                try app.writeNote(a, "u1's, never sent")
             }
             world.account.switch(to: "u2")
 
-            let app = AccountApp()
             let requestsBefore = world.account.requestsForwarded
             let requestsAtEvent = Mutex<Int?>(nil)
             let account = world.account
+            let app = try world.device("phone")  // manual: no event before the first call
             app.onEvent { event, _ in
                 if event.kind == .accountChange { requestsAtEvent.withLock { $0 = account.requestsForwarded } }
             }
-            let engine = try world.engine("phone", delegate: app)
+            let engine = app.engine
             try await engine.sendChanges()
             let u1 = try world.userRecordID("u1")
             let u2 = try world.userRecordID("u2")
@@ -280,13 +282,13 @@ struct AccountTests {
     func temporarilyUnavailableManual() async throws {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
+            let app = try world.device("phone")
+            let engine = app.engine
             try await engine.fetchChanges()
-            try app.write(a, "waits", on: engine)
+            try app.writeNote(a, "waits")
 
             world.account.setTemporarilyUnavailable(true)
-            app.sink.clear()
+            app.clearEvents()
             let error = await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             #expect(error?.code == .accountTemporarilyUnavailable)
             await #expect(throws: SyncError.self) { try await engine.fetchChanges() }
@@ -309,9 +311,9 @@ struct AccountTests {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
             world.account.setTemporarilyUnavailable(true)
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app)
-            try app.write(a, "waits", on: engine)
+            let app = try world.device("phone")
+            let engine = app.engine
+            try app.writeNote(a, "waits")
             await #expect(throws: SyncError.self) { try await engine.sendChanges() }
 
             world.account.setTemporarilyUnavailable(false)
@@ -327,8 +329,8 @@ struct AccountTests {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
             let clock = TestClock()
-            let app = AccountApp()
-            let engine = try world.engine("phone", delegate: app, clock: clock)
+            let app = try world.device("phone", clock: clock)
+            let engine = app.engine
             #expect(await eventually(advancing: clock) { app.events.didFetchContexts.count >= 1 })
             // The catch-up fetch ends by making sure of the subscription, after didFetchChanges:
             // let it finish, so that no request of it meets the unavailable account.
@@ -336,8 +338,8 @@ struct AccountTests {
 
             world.account.setTemporarilyUnavailable(true)
             #expect(await eventually { engine.knownAccountStatus == .temporarilyUnavailable })
-            app.sink.clear()
-            try app.write(a, "waits", on: engine)
+            app.clearEvents()
+            try app.writeNote(a, "waits")
             for _ in 0..<30 { await clock.advance(by: .seconds(10)) }
             #expect(app.events.withoutStateUpdates.isEmpty, "\(app.events.kinds)")
             #expect(world.account.requestsRefused == 0)
@@ -359,21 +361,23 @@ struct AccountTests {
             let world = try AccountWorld(directory, signedIn: "alice")
             try await world.seedServer("alice", [(a, "one"), (b, "two")])
             let clock = TestClock()
-            let app1 = AccountApp()
-            var engine1: SyncEngine? = try world.engine("engine1", delegate: app1, clock: clock)
+            let app1 = try world.device("engine1", clock: clock)
+            var engine1: SyncEngine? = app1.engine
             #expect(await eventually(advancing: clock) { app1.notes.count == 2 && app1.events.didFetchContexts.count >= 1 })
-            try app1.write(c, "queued in engine 1", on: engine1!)
+            try app1.writeNote(c, "queued in engine 1")
 
-            // Dispose of engine 1: cancel it and let it go.
+            // Dispose of engine 1: cancel it and let it go, the device too; from now on the
+            // device records what engine 1 still delivers, which must be nothing.
             await engine1!.cancelOperations()
-            app1.sink.clear()  // the sink holds the engines that delivered events
+            app1.clearEvents()
             weak let released = engine1
             engine1 = nil
+            app1.releaseEngine()
             #expect(await eventually { released == nil }, "nothing keeps a disposed engine alive")
 
             // Engine 2, nil state (a fresh log): a full fetch.
-            let app2 = AccountApp()
-            let engine2 = try world.engine("engine2", delegate: app2)
+            let app2 = try world.device("engine2")
+            let engine2 = app2.engine
             try await engine2.fetchChanges()
             #expect(app2.notes == [a: "one", b: "two"])
             #expect(app2.events.fetchedRecordZoneChanges.flatMap(\.modifications).count == 2)
@@ -397,21 +401,21 @@ struct AccountTests {
     func privateAndSharedEngines() async throws {
         try await withTemporaryDirectory { directory in
             let world = try AccountWorld(directory, signedIn: "alice")
-            let privateApp = AccountApp()
-            let sharedApp = AccountApp(zoneID: Fixtures.shared)
-            let privateEngine = try world.engine("private", delegate: privateApp)
-            let sharedEngine = try world.engine("shared", delegate: sharedApp, database: world.account.database(for: .shared))
+            let privateApp = try world.device("private")
+            let sharedApp = try world.device("shared", database: world.account.database(for: .shared))
+            let (privateEngine, sharedEngine) = (privateApp.engine, sharedApp.engine)
+            let (privateSink, sharedSink) = (privateApp.recordingEngines(), sharedApp.recordingEngines())
             #expect(sharedEngine.database.databaseScope == .shared)
 
-            try privateApp.write(a, "private note", on: privateEngine)
+            try privateApp.writeNote(a, "private note")
             async let privateSync: Void = { try await privateEngine.sendChanges(); try await privateEngine.fetchChanges() }()
             async let sharedSync: Void = sharedEngine.fetchChanges()
             _ = try await (privateSync, sharedSync)
 
             // F8: each delegate got only its own engine's events, and `syncEngine` names it.
-            #expect(!privateApp.sink.entries.isEmpty && !sharedApp.sink.entries.isEmpty)
-            #expect(privateApp.sink.entries.allSatisfy { $0.engine === privateEngine })
-            #expect(sharedApp.sink.entries.allSatisfy { $0.engine === sharedEngine })
+            #expect(!privateSink.entries.isEmpty && !sharedSink.entries.isEmpty)
+            #expect(privateSink.entries.allSatisfy { $0.engine === privateEngine })
+            #expect(sharedSink.entries.allSatisfy { $0.engine === sharedEngine })
             #expect(privateApp.events.count(of: .didSendChanges) == 1)
             #expect(sharedApp.events.count(of: .willSendChanges) == 0)
             #expect(sharedApp.events.fetchedRecordZoneChanges.isEmpty)
@@ -432,11 +436,12 @@ struct AccountTests {
             // F118: a second engine on the same (user, database) in one process is allowed, as
             // in development, to simulate devices. The production warning or refusal that F118
             // asks for is not implemented: LogSync cannot tell production from development.
-            let secondApp = AccountApp()
-            let secondPrivate = try world.engine("private-2", delegate: secondApp)
+            let secondApp = try world.device("private-2")
+            let secondPrivate = secondApp.engine
+            let secondSink = secondApp.recordingEngines()
             try await secondPrivate.fetchChanges()
             #expect(secondApp.notes == [a: "private note"])
-            #expect(secondApp.sink.entries.allSatisfy { $0.engine === secondPrivate })
+            #expect(secondSink.entries.allSatisfy { $0.engine === secondPrivate })
 
             try expectProjectionsHold(privateEngine, sharedEngine, secondPrivate)
         }

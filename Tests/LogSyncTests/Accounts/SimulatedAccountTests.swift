@@ -13,8 +13,7 @@ import Testing
 struct SimulatedAccountTests {
     @Test("Forwards to the signed-in user's database; throws notAuthenticated signed out, accountTemporarilyUnavailable when not ready")
     func forwardingAndErrors() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { _, server in
             let account = SimulatedAccount<UserID>(databases: [
                 "alice": server.database(for: "alice"), "bob": server.database(for: "bob"),
             ])
@@ -54,8 +53,7 @@ struct SimulatedAccountTests {
 
     @Test("One account, several scopes: signing in on one view signs in the others; a user without a database gives badDatabase")
     func scopesShareTheAccount() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { _, server in
             let account = SimulatedAccount<UserID>(signedIn: "alice") { user, scope in
                 user == "nobody" ? nil : server.database(for: user, scope: scope)
             }
@@ -89,8 +87,7 @@ struct SimulatedAccountTests {
 
     @Test("Push hints follow the signed-in user: alice's, then bob's after a switch, none signed out")
     func pushHintsFollowTheUser() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { _, server in
             let account = SimulatedAccount<UserID>(signedIn: "alice") { user, scope in
                 server.database(for: user, scope: scope, device: "phone")
             }

@@ -14,8 +14,7 @@ private typealias F = Fixtures
 struct PushTests {
     @Test("F5 F25 F115 manual mode: a push lists the zone as unfetched and makes no request; fetchChanges drains it")
     func pushInManualMode() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             try await laptop.saveSubscription(SyncEngine.defaultSubscriptionID)
@@ -41,8 +40,7 @@ struct PushTests {
 
     @Test("F83 F115 automatic mode: a push schedules a fetch at once, with reason .scheduled")
     func pushSchedulesFetch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             let phone = try launch(server: server, directory: directory)
@@ -65,8 +63,7 @@ struct PushTests {
 
     @Test("F87 a change made while no engine ran (its push lost) is fetched by the catch-up at the next launch")
     func pushBeforeEngineExistsIsNotLost() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             do {
@@ -84,8 +81,7 @@ struct PushTests {
 
     @Test("F84 F89 a pushed fetch that fails transiently is retried after the server's retry-after; the zone stays unfetched meanwhile")
     func failedFetchIsRetried() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             let conditions = ManualConditions()
@@ -121,8 +117,7 @@ struct PushTests {
 
     @Test("F113 100 writes: hints coalesce, yet every change is fetched")
     func hundredWritesAllFetched() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             let phone = try launch(server: server, directory: directory)
@@ -144,8 +139,7 @@ struct PushTests {
 
     @Test("F6 F111 nil subscriptionID: exactly one subscription across restarts and devices")
     func oneSubscriptionAcrossRestarts() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             var created = 0
             for _ in 0..<3 {
@@ -164,8 +158,7 @@ struct PushTests {
 
     @Test("F6 F111 a configured \"legacy-sub\" that exists: nothing is created, and its hints trigger fetches")
     func legacySubscription() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             try await laptop.saveSubscription("legacy-sub")
@@ -184,8 +177,7 @@ struct PushTests {
 
     @Test("F111 a subscription deleted on the server is re-created at the next launch")
     func deletedSubscriptionIsRecreated() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             do {

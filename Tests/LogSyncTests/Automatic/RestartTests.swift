@@ -16,8 +16,7 @@ private typealias F = Fixtures
 struct RestartTests {
     @Test("F88 pending changes left in the log schedule a send at start, without a new add; reopening costs no replay")
     func pendingChangesSurviveRestart() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             try await OtherDevice(server: server).createZones(F.notes)
             do {
                 let first = try launch(server: server, directory: directory, automatic: false)
@@ -48,8 +47,7 @@ struct RestartTests {
 
     @Test("F88 nothing pending: a restart schedules no send")
     func nothingPendingNoSend() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             do {
                 let first = try launch(server: server, directory: directory)
                 await first.waitForCatchUp()
@@ -63,8 +61,7 @@ struct RestartTests {
 
     @Test("F29 stopped between a fetched page and its handling: the next launch delivers it again, framed by will/did; nothing lost")
     func undeliveredChangesAreRedelivered() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             try await laptop.write([F.a, F.b, F.c])
@@ -117,8 +114,7 @@ struct RestartTests {
 
     @Test("F5 F29 a restart after a fetch that found nothing new delivers no event (no empty will/did fetch)")
     func emptyFetchIsNotRedelivered() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             try await laptop.write([F.a])
@@ -139,8 +135,7 @@ struct RestartTests {
 
     @Test("F29 everything delivered: a restart delivers nothing again")
     func deliveredChangesAreNotRedelivered() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes)
             try await laptop.write([F.a])

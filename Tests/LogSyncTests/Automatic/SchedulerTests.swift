@@ -283,8 +283,7 @@ struct SchedulerTests {
 
     @Test("F85 F87 first launch against a server with data: a full catch-up fetch and exactly one subscription; a second launch creates none")
     func bootstrapAndSecondLaunch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
             try await laptop.createZones(F.notes, F.photos)
             let notes = (0..<3).map { F.id("N\($0)") }

@@ -17,10 +17,7 @@ struct CancelScenarios {
     // F79, F80, F45, F57
     @Test("Cancelled from inside the delegate after the first batch: that batch is reported, the rest stays pending; a later send sends it")
     func cancelSendFromDelegate() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { _, phoneA, phoneB in
             let cancelled = Atomic<Bool>(false)
             phoneA.onEvent { event, engine in
                 guard case .sentRecordZoneChanges = event, !cancelled.exchange(true, ordering: .relaxed) else { return }
@@ -56,9 +53,7 @@ struct CancelScenarios {
     // F79, F80
     @Test("Cancelled from outside while the delegate handles the first batch: the same outcome")
     func cancelSendFromOutside() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { _, phone in
             let inFirstBatch = Signal()
             let proceed = Signal()
             let held = Atomic<Bool>(false)
@@ -90,8 +85,7 @@ struct CancelScenarios {
     // F79, F80, F29 (a cut-off fetch may cause redelivery, never loss), F100
     @Test("A fetch cancelled after the first page of a zone's listing: the page is kept, the pairs balance, the next fetch lists the zone again")
     func cancelFetch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 100)
             try writer.createZone(Self.notes)

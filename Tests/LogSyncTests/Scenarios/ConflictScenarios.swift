@@ -15,11 +15,7 @@ struct ConflictScenarios {
     // F21, F44, F56, F75, F91, F92
     @Test("WWDC23: A sends \"A\"; B sends \"B\" before fetching, fails, merges the server record, ends with \"A\"")
     func wwdcConflict() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
-
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             // Both devices know the note; A and B each create the zone.
             try phoneA.createZone(Self.notes)
             try phoneA.write(Self.note, "first")

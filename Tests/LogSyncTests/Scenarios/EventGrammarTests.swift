@@ -82,8 +82,7 @@ extension EventGrammarTests {
     // F100, F141, F144: the minimal case behind seed 5 with small pages.
     @Test("Server: a zone listed from nil in pages can be fetched to the end after a compaction")
     func pagedZoneListingPastHorizon() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory, maxChangesPerPage: 1)
+        try await withServer(maxChangesPerPage: 1) { _, server in
             let database = server.database(for: "alice")
             let zone = RecordZone.ID(zoneName: "Z")
             _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
@@ -117,8 +116,7 @@ extension EventGrammarTests {
     // F140, F149: the minimal case behind seed 1 with small pages.
     @Test("Server: a paged database feed still reports a zone deleted and re-created since the token (F149)")
     func pagedDatabaseFeedKeepsDeletions() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory, maxChangesPerPage: 1)
+        try await withServer(maxChangesPerPage: 1) { _, server in
             let database = server.database(for: "alice")
             let z1 = RecordZone.ID(zoneName: "Z1")
             let z2 = RecordZone.ID(zoneName: "Z2")
@@ -151,10 +149,7 @@ extension EventGrammarTests {
     // F100, F140, F143: found by seed 48 (before the generator fetched after such sends).
     @Test("A note deleted by another device before its creator's first fetch of the zone is deleted there too")
     func deletionBeforeFirstZoneFetch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let a = try TestDevice("A", server: server, directory: directory)
-            let b = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { server, a, b in
             let zone = RecordZone.ID(zoneName: "Z")
             let note = Record.ID(recordName: "n", zoneID: zone)
             // B creates the zone and the note, and has never fetched the zone.
@@ -177,9 +172,7 @@ extension EventGrammarTests {
     // (fixed in SendFlow meanwhile; kept as a regression test).
     @Test("Engine: a zone save that failed and was re-added from handleEvent does not make the send loop")
     func zoneSaveReaddedInEventDoesNotLoop() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let device = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { server, device in
             let zone = RecordZone.ID(zoneName: "Z")
             let counter = GeneratedHistory.Budget()  // counts record batches up to a cut-off
             counter.add(20)

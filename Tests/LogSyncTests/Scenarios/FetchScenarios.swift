@@ -36,8 +36,7 @@ struct FetchScenarios {
     // F1, F7
     @Test("A new engine: its database, empty state, no untracked changes")
     func construction() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             #expect(engine.database.databaseScope == .private)
@@ -55,8 +54,7 @@ struct FetchScenarios {
     // F2
     @Test("A public database is refused with UnsupportedDatabaseError; private and shared are accepted")
     func databaseScopes() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let error = #expect(throws: SyncEngine.UnsupportedDatabaseError.self) {
                 try makeScriptedEngine("public", server: server, scope: .public, directory: directory, delegate: delegate)
@@ -74,8 +72,7 @@ struct FetchScenarios {
     // F14, F61, F66
     @Test("nextFetchChangesOptions: the default returns the context's options; prioritizing a zone midway fetches it next")
     func nextFetchOptions() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC, Self.zoneD])
 
@@ -122,10 +119,7 @@ struct FetchScenarios {
     // F66
     @Test("prioritizedZoneIDs [C, X]: C is fetched first, X (no changes) never")
     func prioritizedZones() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
 
             try await reader.engine.fetchChanges(.init(prioritizedZoneIDs: [Self.zoneC, Self.zoneX]))
@@ -141,10 +135,7 @@ struct FetchScenarios {
     // F25, F67
     @Test("A fetch scoped to zone A fetches only A; B stays unfetched until a full fetch")
     func scopedFetch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
 
             try await reader.engine.fetchChanges(.init(scope: .zoneIDs([Self.zoneA])))
@@ -165,10 +156,7 @@ struct FetchScenarios {
     // F71
     @Test("Options changed after fetchChanges was called do not change the running fetch")
     func fetchOptionsAreCopied() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
             let started = Signal()
             let proceed = Signal()
@@ -200,10 +188,7 @@ struct FetchScenarios {
     // F25
     @Test("zoneIDsWithUnfetchedServerChanges is filled by the database changes and drained by the zone fetches")
     func unfetchedZonesFillAndDrain() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
             let seen = Mutex<[String: [RecordZone.ID]]>([:])
             reader.onEvent { event, engine in
@@ -231,8 +216,7 @@ struct FetchScenarios {
     // F37, F49 (deleted)
     @Test("Zone changes with a page size of 1: three or more events whose union is the two new zones and one deletion")
     func databaseChangesPaged() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 1)
             try writer.createZone(Self.zoneC)
@@ -260,10 +244,7 @@ struct FetchScenarios {
     // F38, F40
     @Test("willFetchRecordZoneChanges once for each zone with changes, never for a zone without")
     func zoneFetchesOnlyWhereChanged() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             for zone in [Self.zoneA, Self.zoneB, Self.zoneC] { try writer.createZone(zone) }
             try await writer.engine.sendChanges()
             try await reader.engine.fetchChanges()
@@ -284,8 +265,7 @@ struct FetchScenarios {
     // F39, F139
     @Test("250 writes with a page size of 100: three fetchedRecordZoneChanges events; deletions carry their record type")
     func recordChangesPaged() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 100)
             try await Self.seed(writer, zones: [Self.zoneA], perZone: 250)
@@ -310,10 +290,7 @@ struct FetchScenarios {
     // F40, F102
     @Test("A zone deleted between the database fetch and its zone fetch fails alone; the others are fetched, pairs balance")
     func oneZoneFails() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
             let deleted = Atomic<Bool>(false)
             let database = writer.database
@@ -346,10 +323,7 @@ struct FetchScenarios {
     // F41, F46, F89 (a transient failure ends the fetch), F102
     @Test("Random histories with injected failures: every fetch follows the grammar and has one will and one did")
     func fetchesWithFailures() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory, maxChangesPerPage: 3)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R", maxChangesPerPage: 3) { server, writer, reader in
             let zones = [Self.zoneA, Self.zoneB, Self.zoneC]
             for zone in zones { try writer.createZone(zone) }
             var random = SeededRandom(seed: 41)
@@ -409,10 +383,7 @@ struct FetchScenarios {
     // F46, F102: a failure inside a zone fetch, not at the start
     @Test("A transient failure in one zone's fetch ends that zone; the others are fetched and the fetch is retried cleanly")
     func zoneFetchFailsTransiently() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { server, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
             let injected = Atomic<Bool>(false)
             reader.onEvent { event, _ in
@@ -441,10 +412,7 @@ struct FetchScenarios {
     @Test("Zones deleted by the server report their reason: purged, encryptedDataReset",
           arguments: [ZoneDeletionReason.purged, .encryptedDataReset])
     func zoneDeletionReasons(reason: ZoneDeletionReason) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { server, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA])
             try await reader.engine.fetchChanges()
             #expect(reader.notes.count == 1)
@@ -481,10 +449,7 @@ struct FetchScenarios {
     // F48, F77
     @Test("Two overlapping fetchChanges calls: one will/did pair, both return, no payload twice")
     func concurrentFetchesCoalesce() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
             let started = Signal()
             let proceed = Signal()
@@ -514,10 +479,7 @@ struct FetchScenarios {
     // F73
     @Test("fetchChanges returns after didFetchChanges was handled; no event of it comes later")
     func fetchReturnsAfterEverything() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
             let handledDid = Atomic<Bool>(false)
             reader.onEvent { event, _ in
@@ -543,10 +505,7 @@ struct FetchScenarios {
     // F100, F144
     @Test("An expired token: the engine refetches from the start; every live record again, and only real deletions")
     func expiredTokenRefetches() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { server, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA], perZone: 5)
             try await reader.engine.fetchChanges()
 
@@ -573,8 +532,7 @@ struct FetchScenarios {
     // F100, F141, F144 (the refetch from the start comes in several pages)
     @Test("An expired token with small pages: the refetch from the start pages through every live record")
     func expiredTokenRefetchesInPages() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 2)
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
@@ -597,10 +555,7 @@ struct FetchScenarios {
     // F100 (a record deleted while the token was expiring)
     @Test("After an expired token, a record deleted meanwhile is gone from the app too")
     func expiredTokenForgetsDeletedRecords() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { server, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
             try await reader.engine.fetchChanges()
 
@@ -617,10 +572,7 @@ struct FetchScenarios {
     // F3, F28, F29
     @Test("An engine reopened on the same log continues from its tokens and keeps its pending changes")
     func reopenedEngineContinues() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R") { _, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
             try await reader.engine.fetchChanges()
             try reader.write(Self.note("mine", Self.zoneB), "mine")
@@ -647,10 +599,7 @@ struct FetchScenarios {
     // F100, F102, F144: found by the seeded simulation (seed 227 of an earlier generator).
     @Test("A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile")
     func interruptedListingStartsOver() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory, maxChangesPerPage: 1)
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory)
+        try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
             try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
             try await reader.engine.fetchChanges()
             #expect(reader.notes.count == 3)

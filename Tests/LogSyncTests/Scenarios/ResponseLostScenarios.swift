@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import Synchronization
 import Testing
 
@@ -81,24 +82,29 @@ struct ResponseLostScenarios {
         return try SyncEngine(configuration)
     }
 
+    /// The phone: a notes app on `database`, its log in `directory/phone`, syncing when asked,
+    /// with the random seed `seed` (else drawn at random, as in an app).
+    static func phone(_ database: any CloudDatabase, _ directory: URL, seed: UInt64? = nil) throws -> TestDevice {
+        try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone")) { configuration in
+            if let seed { configuration.randomSeed = seed }
+        }
+    }
+
     // F103, F56
     @Test("F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict")
     func lostAnswerReplayed() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let app = ScriptedNotes()
-            let engine = try Self.manualEngine(database, app, log: directory.appendingPathComponent("phone"), seed: 7)
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
+            let phone = try Self.phone(database, directory, seed: 7)
+            let engine = phone.engine
+            try phone.createZone(Self.notes)
             try await engine.sendChanges()
 
             // Edit a record the server already holds, so a second application would conflict.
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
-            app.set(note, "first")
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try phone.write(note, "first")
             try await engine.sendChanges()
-            app.set(note, "second")
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try phone.write(note, "second")
             database.loseNextAnswers(1)
             try await engine.sendChanges()
 
@@ -109,7 +115,7 @@ struct ResponseLostScenarios {
             #expect(try engine.state.pendingRecordZoneChanges == [])
             let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
             #expect(onServer.modifications.map { $0.record["title"] } == [.string("second")])
-            #expect(app.failures.isEmpty, "no serverRecordChanged: \(app.failures)")
+            #expect(phone.failedSaves.isEmpty, "no serverRecordChanged: \(phone.failedSaves)")
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
     }
@@ -117,20 +123,17 @@ struct ResponseLostScenarios {
     // F89, F103: a dropped connection leaves the change pending; the retry is the same request.
     @Test("F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict")
     func droppedConnectionRetriedUnderSameID() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let app = ScriptedNotes()
-            let engine = try Self.manualEngine(database, app, log: directory.appendingPathComponent("phone"))
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
+            let phone = try Self.phone(database, directory)
+            let engine = phone.engine
+            try phone.createZone(Self.notes)
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
-            app.set(note, "first")
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try phone.write(note, "first")
             try await engine.sendChanges()
 
             // The server applies "second", the connection drops: the change stays pending (F89).
-            app.set(note, "second")
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try phone.write(note, "second")
             database.dropNextConnections(1)
             await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(note)])
@@ -142,15 +145,14 @@ struct ResponseLostScenarios {
             #expect(ids.count == 3)
             #expect(ids[1] == ids[2], "the retry carries the dropped request's ID")
             #expect(try engine.state.pendingRecordZoneChanges == [])
-            #expect(!app.failures.contains(.serverRecordChanged), "\(app.failures)")
+            #expect(!phone.failedSaves.contains(.serverRecordChanged), "\(phone.failedSaves)")
 
             // A batch that differs from the dropped one gets an ID of its own: "third" was
             // applied, so "fourth", built on "second", meets a real conflict.
-            app.set(note, "third")
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
+            try phone.write(note, "third")
             database.dropNextConnections(1)
             await #expect(throws: SyncError.self) { try await engine.sendChanges() }
-            app.set(note, "fourth")
+            try phone.write(note, "fourth")  // still pending: queued again, the same save
             let conflict = await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             #expect(conflict?.partialErrors[.record(note)]?.code == .serverRecordChanged)
             let later = database.modifyRequestIDs
@@ -167,8 +169,7 @@ struct ResponseLostScenarios {
     func requestIDsAreSeeded() async throws {
         var prefixes: [String] = []
         for run in 0..<2 {
-            try await withTemporaryDirectory { directory in
-                let server = try makeServer(directory)
+            try await withServer { directory, server in
                 let engine = try Self.manualEngine(
                     server.database(for: "alice"), IdleDelegate.shared, log: directory.appendingPathComponent("d\(run)"), seed: 42)
                 prefixes.append(engine.requestIDPrefix)
@@ -179,29 +180,12 @@ struct ResponseLostScenarios {
     }
 }
 
-/// A delegate holding note titles and recording failed saves.
-final class ScriptedNotes: SyncEngineDelegate {
-    private let state = Mutex<(notes: [Record.ID: String], failures: [SyncError.Code])>(([:], []))
-
-    func set(_ id: Record.ID, _ title: String) { state.withLock { $0.notes[id] = title } }
-    var failures: [SyncError.Code] { state.withLock { $0.failures } }
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        if case .sentRecordZoneChanges(let sent) = event {
-            state.withLock { $0.failures += sent.failedRecordSaves.map(\.error.code) }
-        }
-    }
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = (try? syncEngine.state.pendingRecordZoneChanges) ?? []
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
-            guard let title = self.state.withLock({ $0.notes[id] }) else { return nil }
-            var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
-                ?? Record(recordType: "Note", recordID: id)
-            record["title"] = .string(title)
-            return record
+extension TestDevice {
+    /// The error codes of the record saves that failed so far, in order.
+    var failedSaves: [SyncError.Code] {
+        events.flatMap { event -> [SyncError.Code] in
+            guard case .sentRecordZoneChanges(let sent) = event else { return [] }
+            return sent.failedRecordSaves.map(\.error.code)
         }
     }
 }

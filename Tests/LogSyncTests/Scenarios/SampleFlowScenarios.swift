@@ -18,11 +18,7 @@ struct SampleFlowScenarios {
     // F23, F47, F53, F54, F57, F74, F76
     @Test("A writes N notes and sends once; B fetches them all", arguments: [1, 10, 444])
     func syncNotes(count: Int) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
-
+        try await withDevices("A", "B") { _, phoneA, phoneB in
             // A creates the zone and N notes, and sends them in one sendChanges.
             try phoneA.createZone(Self.notes)
             try phoneA.write((0..<count).map { (Self.note($0), "Note \($0)") })
@@ -51,11 +47,7 @@ struct SampleFlowScenarios {
     // F44, F76, F92 (no conflict: each rename is built on the last known server record)
     @Test("A renames, B sees it; B renames, A sees it")
     func renameBothWays() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
-
+        try await withDevices("A", "B") { _, phoneA, phoneB in
             try phoneA.createZone(Self.notes)
             try phoneA.write(Self.note, "Groceries")
             try await phoneA.sync()
@@ -131,11 +123,7 @@ struct SampleFlowScenarios {
     // F21, F75, F94
     @Test("Unknown item: B deletes the note, A saves it with its old system fields, fails, re-uploads it fresh")
     func unknownItem() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
-
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             try phoneA.createZone(Self.notes)
             try phoneA.write(Self.note, "Groceries")
             try await phoneA.sync()
@@ -171,11 +159,7 @@ struct SampleFlowScenarios {
     @Test("Conflict: both edit, the first to send wins, the other merges the server record; both converge",
           arguments: [true, false])
     func conflict(aSendsFirst: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
-
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             try phoneA.createZone(Self.notes)
             try phoneA.write(Self.note, "first")
             try await phoneA.sync()
@@ -211,10 +195,7 @@ struct SampleFlowScenarios {
     @Test("Conflict with a merging resolver: the loser re-sends the merge, and both converge on it",
           arguments: [true, false])
     func conflictMerged(aSendsFirst: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             for phone in [phoneA, phoneB] {
                 phone.resolveConflicts { local, server in [server, local].sorted().joined(separator: "+") }
             }

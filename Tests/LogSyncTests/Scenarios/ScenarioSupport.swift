@@ -305,6 +305,36 @@ func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncSe
         directory: directory.appendingPathComponent("server"), durability: .fast, maxChangesPerPage: maxChangesPerPage))
 }
 
+/// A server of its own (see ``makeServer(_:maxChangesPerPage:)``) in a fresh temporary
+/// directory, both handed to `body`; the directory is removed when `body` returns.
+@discardableResult
+func withServer<R>(
+    maxChangesPerPage: Int = 400, _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
+) async throws -> R {
+    try await withTemporaryDirectory { directory in
+        try await body(directory, try makeServer(directory, maxChangesPerPage: maxChangesPerPage))
+    }
+}
+
+/// The device `name` of alice's, on a server of its own (see ``withServer(maxChangesPerPage:_:)``).
+func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void) async throws {
+    try await withServer { directory, server in
+        try await body(server, try TestDevice(name, server: server, directory: directory))
+    }
+}
+
+/// The devices `first` and `second` of alice's, on a server of their own (see
+/// ``withServer(maxChangesPerPage:_:)``).
+func withDevices(
+    _ first: String, _ second: String, maxChangesPerPage: Int = 400,
+    _ body: (_ server: SyncServer, _ first: TestDevice, _ second: TestDevice) async throws -> Void
+) async throws {
+    try await withServer(maxChangesPerPage: maxChangesPerPage) { directory, server in
+        let firstDevice = try TestDevice(first, server: server, directory: directory)
+        try await body(server, firstDevice, try TestDevice(second, server: server, directory: directory))
+    }
+}
+
 extension RecordValue {
     /// The string, if the value is one.
     var stringValue: String? {

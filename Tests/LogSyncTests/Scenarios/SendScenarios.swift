@@ -23,8 +23,7 @@ struct SendScenarios {
     // F9, F8 (the syncEngine argument names the emitter)
     @Test("One delegate for two engines: every event arrives once, from the engine that emitted it")
     func eachEventOnceFromItsEngine() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engineA = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let engineB = try makeScriptedEngine("B", server: server, directory: directory, delegate: delegate)
@@ -59,8 +58,7 @@ struct SendScenarios {
     // F10, F47, F46
     @Test("A handler that suspends never overlaps the next event, across a send, a fetch and app edits running together")
     func serialDelivery() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory, maxChangesPerPage: 5)
+        try await withServer(maxChangesPerPage: 5) { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
             try writer.createZone(Self.photos)
             try writer.write((0..<12).map { (Self.note("p\($0)", Self.photos), "Photo \($0)") })
@@ -115,8 +113,7 @@ struct SendScenarios {
     // F11
     @Test("sendChanges and fetchChanges from inside handleEvent throw ReentrantCallError at once; a detached call works")
     func reentrantCallsThrow() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let refused = Mutex<[String]>([])
@@ -157,8 +154,7 @@ struct SendScenarios {
     // F12, F57
     @Test("A delegate returning three batches then nil is asked four times; three sentRecordZoneChanges follow")
     func threeBatchesThenNil() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let batches = (0..<3).map { batch in
@@ -186,10 +182,7 @@ struct SendScenarios {
     // F13, F63, F68
     @Test("A send scoped to zone A hands the scope to the delegate; zone B's changes stay pending until a full send")
     func scopedSend() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { _, phoneA, phoneB in
             let inNotes = Self.note("n1")
             let inPhotos = Self.note("p1", Self.photos)
             try phoneA.createZone(Self.notes)
@@ -221,8 +214,7 @@ struct SendScenarios {
     // F23, F43
     @Test("A pending saveZone is sent by the engine itself; the server has the zone")
     func engineSendsZoneSaves() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
@@ -241,9 +233,7 @@ struct SendScenarios {
     // F47
     @Test("Zone and record changes pending together: the zone is saved first, then the record")
     func zoneBeforeRecords() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { _, phone in
             try phone.write(Self.note("n1"), "Note")  // queued before the zone, sent after it
             try phone.createZone(Self.notes)
 
@@ -257,8 +247,7 @@ struct SendScenarios {
     // F47 step 4
     @Test("A saveZone added while handling sentRecordZoneChanges is sent before the next record batch")
     func zoneAddedDuringSendGoesFirst() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let photo = Self.note("p1", Self.photos)
@@ -290,8 +279,7 @@ struct SendScenarios {
     // F24
     @Test("hasPendingUntrackedChanges: the delegate is asked with an empty list; the flag clears after a clean pass only")
     func untrackedChanges() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
@@ -329,8 +317,7 @@ struct SendScenarios {
     // F24, F32 (the flag's analogue of an edit made during an upload)
     @Test("The untracked flag set again while a send runs, after the delegate's last answer, is not cleared by that send")
     func untrackedFlagSetDuringSend() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
@@ -365,8 +352,7 @@ struct SendScenarios {
     @Test("One context per send: willSendChanges, every nextRecordZoneChangeBatch and didSendChanges get the same one",
           arguments: [false, true])
     func sendContextEquality(everyItemFails: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let zone = everyItemFails ? RecordZone.ID(zoneName: "Missing") : Self.notes
@@ -398,8 +384,7 @@ struct SendScenarios {
     // F71
     @Test("Options changed after sendChanges was called do not change the running send")
     func sendOptionsAreCopied() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let inNotes = Self.note("n1")
@@ -437,8 +422,7 @@ struct SendScenarios {
     // F44, F56, F75, F92
     @Test("A saved record has a new change tag and dates; a save with a stale tag fails with serverRecordChanged")
     func changeTags() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let id = Self.note("n1")
@@ -480,8 +464,7 @@ struct SendScenarios {
     // F52, F96 (spec choice: the request's limitExceeded is given to every item; the engine does not split)
     @Test("A manual batch of 401 records: every item fails with limitExceeded, reported, none lost; re-added they are sent")
     func oversizedManualBatch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let ids = (0..<401).map { Self.note("n\($0)") }
@@ -521,8 +504,7 @@ struct SendScenarios {
     @Test("atomicByZone: a stale record fails its zone-mates with batchRequestFailed, other zones save; off: only it fails",
           arguments: [true, false])
     func atomicByZone(atomic: Bool) async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let a = Self.note("A")
@@ -561,8 +543,7 @@ struct SendScenarios {
     // F57, F58, F101
     @Test("Three batches, one mixing zones: three events, and each event's items are exactly its batch's")
     func oneEventPerBatch() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let a = Self.note("A")
@@ -598,9 +579,7 @@ struct SendScenarios {
     // F73, F74
     @Test("sendChanges returns after didSendChanges was handled, with every pending change in scope sent")
     func sendReturnsAfterEverything() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { _, phone in
             let handledDid = Atomic<Bool>(false)
             phone.onEvent { event, _ in
                 guard case .didSendChanges = event else { return }
@@ -627,10 +606,7 @@ struct SendScenarios {
     // F21, F89, F101
     @Test("A transient failure of a record batch ends the send after reporting it; the changes stay pending and go next time")
     func transientRecordFailure() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             try phoneA.createZone(Self.notes)
             try await phoneA.engine.sendChanges()
             let ids = (0..<450).map { Self.note("n\($0)") }
@@ -660,9 +636,7 @@ struct SendScenarios {
     // F21, F23, F47, F89
     @Test("A transient failure of the zone save ends the send before any record; both stay pending and go next time")
     func transientZoneFailure() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { server, phone in
             try phone.createZone(Self.notes)
             try phone.write(Self.note("n1"), "Note")
 
@@ -686,8 +660,7 @@ struct SendScenarios {
     // F12, F21, F47, F91
     @Test("A delegate that re-queues an item failing the same way every time does not keep one send going forever")
     func requeuedFailureDoesNotLoop() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let lost = Self.note("x", RecordZone.ID(zoneName: "Missing"))  // the zone is never created
@@ -721,8 +694,7 @@ struct SendScenarios {
     // F4
     @Test("A released delegate: the engine keeps no reference, delivers nothing more, and does not crash")
     func releasedDelegate() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let sink = EventSink()
             var delegate: ScriptedDelegate? = ScriptedDelegate(sink: sink)
             weak let probe = delegate

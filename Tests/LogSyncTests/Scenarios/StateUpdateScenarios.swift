@@ -14,9 +14,7 @@ struct StateUpdateScenarios {
     // F26, F34: no network involved; the event reflects the edit.
     @Test("F26 an app's add produces a stateUpdate whose offset covers the add")
     func addProducesStateUpdate() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { _, phone in
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
             try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(note)])
             let added = try phone.engine.deviceLog.log.lastOffset
@@ -38,9 +36,7 @@ struct StateUpdateScenarios {
     // F26: many edits in a row give at most as many updates, and the last covers them all.
     @Test("F26 a burst of edits is coalesced into fewer stateUpdates, the last covering every edit")
     func burstCoalesced() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phone = try TestDevice("A", server: server, directory: directory)
+        try await withDevice("A") { _, phone in
             for i in 0..<50 {
                 try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "n\(i)", zoneID: Self.notes))])
             }

@@ -41,10 +41,7 @@ struct TimeTravelScenarios {
     // F16, F21, F32, F91, F92: what B's engine held before, during and after the conflict.
     @Test("Looking back at the conflict: B's save was pending, then in flight, then gone once the merge took the server's record")
     func lookBackAtTheConflict() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
-            let phoneA = try TestDevice("A", server: server, directory: directory)
-            let phoneB = try TestDevice("B", server: server, directory: directory)
+        try await withDevices("A", "B") { server, phoneA, phoneB in
             let beforeSend = try await Self.prepareConflict(phoneA, phoneB)
             _ = try? await phoneB.engine.sendChanges()
             let log = phoneB.engine.deviceLog
@@ -73,8 +70,7 @@ struct TimeTravelScenarios {
     // F9, F73, F75: a forked timeline, from the same log, in which B fetches before it sends.
     @Test("Rewinding B to before its send: on the fork B fetches first, edits again, and saves without a conflict")
     func forkBeforeTheConflict() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeServer(directory)
+        try await withServer { directory, server in
             let phoneA = try TestDevice("A", server: server, directory: directory)
             let phoneB = try TestDevice("B", server: server, directory: directory)
             let beforeSend = try await Self.prepareConflict(phoneA, phoneB)
