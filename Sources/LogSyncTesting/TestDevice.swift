@@ -344,11 +344,15 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         guard satisfied else { throw TestDeviceTimeout(device: name, what: what, limit: limit) }
     }
 
-    /// Resumes the waiters whose condition `events` satisfies.
+    /// Resumes the waiters whose condition `events` satisfies. The conditions run outside the
+    /// device's lock, so that one may read the device (its notes, its tally).
     private func resumeWaiters(_ events: [SyncEngine.Event]) {
+        let waiting = store.withLock { $0.waiters.map { (id: $0.id, check: $0.check) } }
+        let satisfied = Set(waiting.filter { $0.check(events) }.map(\.id))
+        guard !satisfied.isEmpty else { return }
         let ready = store.withLock { store in
-            let ready = store.waiters.filter { $0.check(events) }
-            store.waiters.removeAll { waiter in ready.contains { $0.id == waiter.id } }
+            let ready = store.waiters.filter { satisfied.contains($0.id) }
+            store.waiters.removeAll { satisfied.contains($0.id) }
             return ready
         }
         for waiter in ready { waiter.continuation.resume() }
