@@ -108,8 +108,3 @@ struct BenchOptions {
         return options
     }
 }
-
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}

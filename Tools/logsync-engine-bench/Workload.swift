@@ -134,10 +134,3 @@ final class TimedDatabase: CloudDatabase {
     /// Seconds spent in every method together.
     var totalSeconds: Double { figures.values.reduce(0) { $0 + $1.seconds } }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
-    }
-}

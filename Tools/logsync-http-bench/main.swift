@@ -137,11 +137,6 @@ func engine(_ database: any CloudDatabase, _ directory: URL, _ device: Device) t
     return try SyncEngine(configuration)
 }
 
-func seconds(since start: ContinuousClock.Instant) -> Double {
-    let (whole, atto) = (ContinuousClock.now - start).components
-    return Double(whole) + Double(atto) * 1e-18
-}
-
 /// Phase 1: seed, then time a fresh device's `fetchChanges()`.
 func initialSync(_ transport: Transport, records: Int, scratch: ScratchDirectory) async throws -> Double {
     let directory = scratch.subdirectory("fetch-\(transport == .http ? "http" : "local")")

@@ -176,10 +176,3 @@ func fetchDatabaseSinceRecent(_ prepared: Prepared) async throws {
         throw BenchError("\(prepared.name): the database fetch since the recent token returned \(page.modifications)")
     }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) * 1e-18
-    }
-}
