@@ -1,3 +1,4 @@
+import ArgumentParser
 import BenchSupport
 import Foundation
 import LogStore
@@ -67,12 +68,10 @@ struct PhaseResult: Codable {
 }
 
 enum Child {
-    static func main(_ arguments: [String]) async {
+    /// Measures `phase` in this process and writes the result where `--result` says.
+    static func run(_ phase: EngineBench.Phase, _ options: EngineBench) async throws {
         do {
-            let options = try BenchOptions.parse(arguments)
-            guard let phase = options.phase, let directory = options.phaseDirectory else {
-                throw BenchError("--phase needs --phase-dir")
-            }
+            guard let directory = options.phaseDirectory else { throw BenchError("--phase needs --phase-dir") }
             let url = URL(fileURLWithPath: directory, isDirectory: true)
             let result: PhaseResult
             switch phase {
@@ -82,32 +81,28 @@ enum Child {
             case .build: result = try buildPhase(options, url)
             case .open: result = try openPhase(options, url)
             }
-            if let path = options.resultPath {
-                try JSONEncoder().encode(result).write(to: URL(fileURLWithPath: path))
-            }
-            exit(0)
+            try ChildProcess.write(result, to: options.resultPath)
         } catch {
             emit("logsync-engine-bench (child): \(error)")
-            exit(1)
+            throw ExitCode.failure
         }
     }
 
-    static func durability(_ options: BenchOptions) -> Durability {
-        options.durabilities.first == "fast" ? .fast : .durable
-    }
+    /// The device log's durability, and its name.
+    static func durability(_ options: EngineBench) -> DurabilityName { options.durabilities[0] }
 
-    static func openServer(_ directory: URL, _ options: BenchOptions) throws -> SyncServer {
+    static func openServer(_ directory: URL, _ options: EngineBench) throws -> SyncServer {
         try SyncServer(.init(directory: directory, durability: .fast, maxChangesPerPage: options.page))
     }
 
     // MARK: Seed
 
-    static func seedPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+    static func seedPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let server = try openServer(directory.appendingPathComponent("server"), options)
         defer { server.shutdown() }
         let (seconds, requests) = try await seed(
-            server.database(for: "alice", device: "seeder"), count: options.records, progress: true)
-        var result = PhaseResult(phase: "seed", records: options.records)
+            server.database(for: "alice", device: "seeder"), count: options.recordCount, progress: true)
+        var result = PhaseResult(phase: "seed", records: options.recordCount)
         result.seedSeconds = seconds
         result.seedRequests = requests
         return result
@@ -115,30 +110,24 @@ enum Child {
 
     // MARK: Initial sync
 
-    static func fetchPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+    static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let server = try openServer(directory.appendingPathComponent("server"), options)
         defer { server.shutdown() }
         let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-fetch-\(options.durabilities[0])")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
+        let logDirectory = directory.appendingPathComponent("device-fetch-\(durability(options))")
+        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options).durability))
         let delegate = FetchDelegate()
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
         configuration.automaticallySync = false
         let engine = try SyncEngine(configuration)
 
-        var result = PhaseResult(phase: "fetch", durability: options.durabilities[0], records: options.records)
+        var result = PhaseResult(phase: "fetch", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
-        result.hwmBefore = Memory.read().hwm
-        let cpuBefore = cpuSeconds()
-        let started = ContinuousClock.now
-        try await engine.fetchChanges()
-        result.seconds = (ContinuousClock.now - started).seconds
-        result.cpuSeconds = cpuSeconds() - cpuBefore
-        result.peakAnon = sampler.stop()
+        try await measure(&result, sampler) { try await engine.fetchChanges() }
 
         let received = delegate.store.withLock { $0.records.count }
-        guard received == options.records else {
-            throw BenchError("the delegate holds \(received) records after the fetch, not \(options.records)")
+        guard received == options.recordCount else {
+            throw BenchError("the delegate holds \(received) records after the fetch, not \(options.recordCount)")
         }
         fillMemory(&result)
         let figures = delegate.store.withLock { $0 }
@@ -156,27 +145,27 @@ enum Child {
 
     // MARK: Sending
 
-    static func sendPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
-        let serverDirectory = directory.appendingPathComponent("server-send-\(options.durabilities[0])")
+    static func sendPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server-send-\(durability(options))")
         let server = try openServer(serverDirectory, options)
         defer { server.shutdown() }
         let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-send-\(options.durabilities[0])")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
+        let logDirectory = directory.appendingPathComponent("device-send-\(durability(options))")
+        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options).durability))
         let delegate = SendDelegate(deviceLog: deviceLog)
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
         configuration.automaticallySync = false
         let engine = try SyncEngine(configuration)
 
-        var result = PhaseResult(phase: "send", durability: options.durabilities[0], records: options.records)
+        var result = PhaseResult(phase: "send", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
         // The app creates its zones, then the user's edits arrive; each chunk is saved in the
         // app's store and its pending changes added in one call.
-        try engine.state.add(pendingDatabaseChanges: Workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
+        try engine.state.add(pendingDatabaseChanges: workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
         var first = 0
-        while first < options.records {
-            let last = min(first + options.chunk, options.records)
-            let records = (first..<last).map { Workload.record($0, series: "edit") }
+        while first < options.recordCount {
+            let last = min(first + options.chunk, options.recordCount)
+            let records = (first..<last).map { workload.record($0, series: "edit") }
             delegate.store.withLock { store in for record in records { store.records[record.recordID] = record } }
             let started = ContinuousClock.now
             try engine.state.add(pendingRecordZoneChanges: records.map { .saveRecord($0.recordID) })
@@ -185,17 +174,11 @@ enum Child {
             first = last
         }
 
-        result.hwmBefore = Memory.read().hwm
-        let cpuBefore = cpuSeconds()
-        let started = ContinuousClock.now
-        try await engine.sendChanges()
-        result.seconds = (ContinuousClock.now - started).seconds
-        result.cpuSeconds = cpuSeconds() - cpuBefore
-        result.peakAnon = sampler.stop()
+        try await measure(&result, sampler) { try await engine.sendChanges() }
 
         let left = try engine.state.pendingRecordZoneChanges.count
         let figures = delegate.store.withLock { $0 }
-        guard left == 0, figures.saved == options.records, figures.failed == 0 else {
+        guard left == 0, figures.saved == options.recordCount, figures.failed == 0 else {
             throw BenchError(
                 "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending")
         }
@@ -222,6 +205,17 @@ enum Child {
         }
         withExtendedLifetime(engine) {}
         return result
+    }
+
+    /// Times `body` (wall and CPU time) into `result`, with its memory before and the sampled peak.
+    static func measure(_ result: inout PhaseResult, _ sampler: PeakSampler, _ body: () async throws -> Void) async throws {
+        result.hwmBefore = Memory.read().hwm
+        let cpuBefore = cpuSeconds()
+        let started = ContinuousClock.now
+        try await body()
+        result.seconds = seconds(since: started)
+        result.cpuSeconds = cpuSeconds() - cpuBefore
+        result.peakAnon = sampler.stop()
     }
 
     static func fillMemory(_ result: inout PhaseResult) {
