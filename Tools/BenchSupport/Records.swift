@@ -1,4 +1,5 @@
 // The records of the sync benchmarks (server, engine, HTTP), and how they save them.
+import ArgumentParser
 import Foundation
 import SyncModel
 
@@ -102,6 +103,19 @@ package struct RecordWorkload: Sendable {
             if case .failure(let error) = result { throw BenchError("saving \(recordID) failed: \(error)") }
         }
     }
+}
+
+/// `--records` of the benchmarks that sync records through an engine (engine, HTTP).
+package struct SyncedRecordsOption: ParsableArguments {
+    package init() {}
+
+    @Option(
+        help: ArgumentHelp("Records fetched in the initial sync, and edits sent (default 100,000, 10,000 with --quick).", valueName: "N"),
+        transform: count(atLeast: 10))
+    package var records: Int?
+
+    /// `--records`, or the default.
+    package func total(_ common: CommonOptions) -> Int { records ?? common.size(100_000, quick: 10_000) }
 }
 
 /// The outcome of saving records in modify requests.

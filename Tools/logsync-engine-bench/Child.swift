@@ -111,35 +111,21 @@ enum Child {
     // MARK: Initial sync
 
     static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
-        let server = try openServer(directory.appendingPathComponent("server"), options)
-        defer { server.shutdown() }
-        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-fetch-\(durability(options))")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options).durability))
-        let delegate = FetchDelegate()
-        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
-        configuration.automaticallySync = false
-        let engine = try SyncEngine(configuration)
+        let serverDirectory = directory.appendingPathComponent("server")
+        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
+        defer { device.server.shutdown() }
 
         var result = PhaseResult(phase: "fetch", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
-        try await measure(&result, sampler) { try await engine.fetchChanges() }
+        try await measure(&result, sampler) { try await device.engine.fetchChanges() }
 
-        let received = delegate.store.withLock { $0.records.count }
-        guard received == options.recordCount else {
-            throw BenchError("the delegate holds \(received) records after the fetch, not \(options.recordCount)")
+        let figures = device.app.store.withLock { $0 }
+        guard figures.records.count == options.recordCount else {
+            throw BenchError("the delegate holds \(figures.records.count) records after the fetch, not \(options.recordCount)")
         }
-        fillMemory(&result)
-        let figures = delegate.store.withLock { $0 }
-        result.handleEventSeconds = figures.handleEventSeconds
-        result.events = figures.events
+        device.finish(&result, serverDirectory: serverDirectory)
         result.pages = figures.pages
-        result.processed = received
-        result.serverSeconds = database.totalSeconds
-        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
-        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
-        result.serverBytes = directorySize(directory.appendingPathComponent("server"))
-        withExtendedLifetime(engine) {}
+        result.processed = figures.records.count
         return result
     }
 
@@ -147,15 +133,9 @@ enum Child {
 
     static func sendPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server-send-\(durability(options))")
-        let server = try openServer(serverDirectory, options)
-        defer { server.shutdown() }
-        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-send-\(durability(options))")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options).durability))
-        let delegate = SendDelegate(deviceLog: deviceLog)
-        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
-        configuration.automaticallySync = false
-        let engine = try SyncEngine(configuration)
+        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-send-\(durability(options))"), options)
+        defer { device.server.shutdown() }
+        let engine = device.engine
 
         var result = PhaseResult(phase: "send", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
@@ -166,10 +146,10 @@ enum Child {
         while first < options.recordCount {
             let last = min(first + options.chunk, options.recordCount)
             let records = (first..<last).map { workload.record($0, series: "edit") }
-            delegate.store.withLock { store in for record in records { store.records[record.recordID] = record } }
+            device.app.store.withLock { store in for record in records { store.records[record.recordID] = record } }
             let started = ContinuousClock.now
             try engine.state.add(pendingRecordZoneChanges: records.map { .saveRecord($0.recordID) })
-            result.addSeconds += (ContinuousClock.now - started).seconds
+            result.addSeconds += seconds(since: started)
             result.addCalls += 1
             first = last
         }
@@ -177,14 +157,12 @@ enum Child {
         try await measure(&result, sampler) { try await engine.sendChanges() }
 
         let left = try engine.state.pendingRecordZoneChanges.count
-        let figures = delegate.store.withLock { $0 }
+        let figures = device.app.store.withLock { $0 }
         guard left == 0, figures.saved == options.recordCount, figures.failed == 0 else {
             throw BenchError(
                 "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending")
         }
-        fillMemory(&result)
-        result.handleEventSeconds = figures.handleEventSeconds
-        result.events = figures.events
+        device.finish(&result, serverDirectory: serverDirectory)
         result.pendingReadSeconds = figures.pendingReadSeconds
         result.batchBuildSeconds = figures.batchBuildSeconds
         result.batches = figures.batches
@@ -194,16 +172,11 @@ enum Child {
         result.lastPendingReadSeconds = lastNonEmpty?.seconds ?? 0
         result.lastPendingCount = lastNonEmpty?.count ?? 0
         result.processed = figures.saved
-        result.serverSeconds = database.totalSeconds
-        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
-        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
-        result.serverBytes = directorySize(serverDirectory)
         if ProcessInfo.processInfo.environment["ENGINE_BENCH_BATCH_TIMES"] != nil {
             for (i, read) in figures.pendingReads.enumerated() where i % 25 == 0 || i == figures.pendingReads.count - 1 {
                 emit("    batch \(i): pending list of \(grouped(read.count)) read in \(ms(read.seconds))")
             }
         }
-        withExtendedLifetime(engine) {}
         return result
     }
 
@@ -231,56 +204,61 @@ enum Child {
     }
 }
 
-// MARK: Delegates
+// MARK: The device
 
-/// The initial sync's app: keeps every record it receives in a dictionary.
-final class FetchDelegate: SyncEngineDelegate {
-    struct Store {
-        var records: [Record.ID: Record] = [:]
-        var handleEventSeconds = 0.0
-        var events = 0
-        var pages = 0
+/// The device of the fetch and send phases: a fresh engine on its own device log (of the
+/// durability measured), against the server in its directory through a `TimedDatabase`.
+struct PhaseDevice {
+    let server: SyncServer
+    let database: TimedDatabase
+    let logDirectory: URL
+    let app: App
+    let engine: SyncEngine
+
+    init(_ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench) throws {
+        server = try Child.openServer(serverDirectory, options)
+        database = TimedDatabase(server.database(for: "alice", device: "phone"))
+        self.logDirectory = logDirectory
+        let deviceLog = try DeviceLog(
+            directory: logDirectory, options: LogEnvironment.Options(durability: Child.durability(options).durability))
+        app = App(deviceLog: deviceLog)
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
+        configuration.automaticallySync = false
+        engine = try SyncEngine(configuration)
     }
 
-    let store = Mutex(Store())
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        let started = ContinuousClock.now
-        store.withLock { store in
-            switch event {
-            case .fetchedRecordZoneChanges(let changes):
-                store.pages += 1
-                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
-                for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
-            case .fetchedDatabaseChanges(let changes):
-                let gone = Set(changes.deletions.map(\.zoneID))
-                if !gone.isEmpty { store.records = store.records.filter { !gone.contains($0.key.zoneID) } }
-            default:
-                break
-            }
-            store.events += 1
-            store.handleEventSeconds += (ContinuousClock.now - started).seconds
-        }
+    /// The figures of every phase: memory at the end, time in the delegate and in the server,
+    /// the sizes of the device log and of the server's files.
+    func finish(_ result: inout PhaseResult, serverDirectory: URL) {
+        Child.fillMemory(&result)
+        let figures = app.store.withLock { $0 }
+        result.handleEventSeconds = figures.handleEventSeconds
+        result.events = figures.events
+        result.serverSeconds = database.totalSeconds
+        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
+        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
+        result.serverBytes = directorySize(serverDirectory)
     }
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
 }
 
-/// The sending app: holds its records in a dictionary, builds each batch from the pending list
-/// as the documentation shows (`state.pendingRecordZoneChanges`, filtered by the send's scope,
-/// into `RecordZoneChangeBatch(pendingChanges:recordProvider:)`), and puts each record's fields
-/// on the last known server record's system fields when there is one (as the scenario tests'
+/// The app: holds its records in a dictionary, keeping every record it fetches; builds each
+/// batch to send from the pending list as the documentation shows
+/// (`state.pendingRecordZoneChanges`, filtered by the send's scope, into
+/// `RecordZoneChangeBatch(pendingChanges:recordProvider:)`), and puts each record's fields on
+/// the last known server record's system fields when there is one (as the scenario tests'
 /// `TestDevice` does).
-final class SendDelegate: SyncEngineDelegate {
+final class App: SyncEngineDelegate {
     struct Store {
         var records: [Record.ID: Record] = [:]
         var handleEventSeconds = 0.0
         var events = 0
+        /// Fetching: pages with records.
+        var pages = 0
+        /// Sending: records saved and failed, the first failure.
         var saved = 0
         var failed = 0
         var firstFailure: String?
+        /// Sending: time in `nextRecordZoneChangeBatch`, and each pending list read.
         var pendingReadSeconds = 0.0
         var batchBuildSeconds = 0.0
         var batches = 0
@@ -295,15 +273,25 @@ final class SendDelegate: SyncEngineDelegate {
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         let started = ContinuousClock.now
         store.withLock { store in
-            if case .sentRecordZoneChanges(let sent) = event {
+            switch event {
+            case .fetchedRecordZoneChanges(let changes):
+                store.pages += 1
+                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
+                for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
+            case .fetchedDatabaseChanges(let changes):
+                let gone = Set(changes.deletions.map(\.zoneID))
+                if !gone.isEmpty { store.records = store.records.filter { !gone.contains($0.key.zoneID) } }
+            case .sentRecordZoneChanges(let sent):
                 store.saved += sent.savedRecords.count
                 store.failed += sent.failedRecordSaves.count + sent.failedRecordDeletes.count
                 if store.firstFailure == nil, let failure = sent.failedRecordSaves.first {
                     store.firstFailure = "\(failure.record.recordID): \(failure.error)"
                 }
+            default:
+                break
             }
             store.events += 1
-            store.handleEventSeconds += (ContinuousClock.now - started).seconds
+            store.handleEventSeconds += seconds(since: started)
         }
     }
 

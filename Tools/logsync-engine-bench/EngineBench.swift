@@ -36,11 +36,7 @@ struct EngineBench: BenchCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Option(
-        help: ArgumentHelp(
-            "Records fetched in the initial sync, and edits sent (default 100,000, 10,000 with --quick).", valueName: "N"),
-        transform: count(atLeast: workload.zoneCount))
-    var records: Int?
+    @OptionGroup var records: SyncedRecordsOption
 
     /// Pending changes added per `state.add(pendingRecordZoneChanges:)` call in the send phase.
     @Option(help: ArgumentHelp("Pending changes per state.add call in the send phase (default 100).", valueName: "N"), transform: count())
@@ -92,7 +88,7 @@ struct EngineBench: BenchCommand {
         }
     }
 
-    var recordCount: Int { records ?? common.size(100_000, quick: 10_000) }
+    var recordCount: Int { records.total(common) }
     var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .open] }
     var durabilities: [DurabilityName] { durabilityList.values }
     var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }

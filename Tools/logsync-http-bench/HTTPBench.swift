@@ -38,10 +38,7 @@ struct HTTPBench: BenchCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Option(
-        help: ArgumentHelp("Records fetched in the initial sync, and edits sent (default 100,000, 10,000 with --quick).", valueName: "N"),
-        transform: count(atLeast: workload.zoneCount))
-    var records: Int?
+    @OptionGroup var records: SyncedRecordsOption
 
     @Option(help: ArgumentHelp("Connected devices awaiting each push (default 100, 10 with --quick).", valueName: "N"), transform: count())
     var devices: Int?
@@ -49,7 +46,7 @@ struct HTTPBench: BenchCommand {
     @Option(help: ArgumentHelp("Commits whose push is timed (default 100, 20 with --quick).", valueName: "N"), transform: count())
     var commits: Int?
 
-    var recordCount: Int { records ?? common.size(100_000, quick: 10_000) }
+    var recordCount: Int { records.total(common) }
     var deviceCount: Int { devices ?? common.size(100, quick: 10) }
     var commitCount: Int { commits ?? common.size(100, quick: 20) }
 
