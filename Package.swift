@@ -192,29 +192,45 @@ let package = Package(
             dependencies: ["LogStore", "KeyValueLog"],
             path: "Tools/logstore-crasher"
         ),
+        // What the benchmarks share: the command line's common options and the run around the
+        // measurements, memory figures, tables, scratch space, the sync benchmarks' records, and
+        // measurements in a child process.
+        .target(
+            name: "BenchSupport",
+            dependencies: ["SyncModel", "LogStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tools/BenchSupport"
+        ),
         .executableTarget(
             name: "logstore-bench",
-            dependencies: ["LogStore", "KeyValueLog", "CLMDB"],
+            dependencies: [
+                "LogStore", "KeyValueLog", "CLMDB", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/logstore-bench"
         ),
-        // What the server and engine benchmarks share: memory figures, tables, scratch space.
-        .target(name: "BenchSupport", path: "Tools/BenchSupport"),
         .executableTarget(
             name: "logsync-server-bench",
-            dependencies: ["LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
+            dependencies: [
+                "LogSyncServer", "SyncModel", "LogStore", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/logsync-server-bench"
         ),
         .executableTarget(
             name: "logsync-http-bench",
             dependencies: [
                 "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/logsync-http-bench"
         ),
         .executableTarget(
             name: "logsync-engine-bench",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport"],
+            dependencies: [
+                "LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/logsync-engine-bench"
         ),
 

@@ -1,5 +1,5 @@
 // Helpers the benchmark executables share: memory figures, timing samples, tables, the
-// machine's description, and the scratch directory.
+// machine's description, the report's first and last lines, and the scratch directory.
 import Foundation
 
 /// Resident memory of this process, from /proc/self/status (kB figures; 0 where unavailable).
@@ -73,13 +73,14 @@ package func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
     return left ? fill + text : text + fill
 }
 
-/// An aligned table; the first row is the header, the first column left-aligned.
-package func table(_ cells: [[String]]) -> String {
+/// An aligned table; the first row is the header. The columns in `leftAligned` (the first by
+/// default) are aligned left, the others right.
+package func table(_ cells: [[String]], leftAligned: Set<Int> = [0]) -> String {
     var widths = [Int](repeating: 0, count: cells.map(\.count).max() ?? 0)
     for line in cells { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
     var lines: [String] = []
     for (n, line) in cells.enumerated() {
-        lines.append(line.enumerated().map { i, cell in pad(cell, widths[i], left: i != 0) }.joined(separator: "  "))
+        lines.append(line.enumerated().map { i, cell in pad(cell, widths[i], left: !leftAligned.contains(i)) }.joined(separator: "  "))
         if n == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
     }
     return lines.joined(separator: "\n")
@@ -99,11 +100,25 @@ package func cpuModel() -> String {
     return "CPU unknown"
 }
 
+/// The first lines of a report: what the benchmark measures, then the machine (with `software`,
+/// such as the LMDB version, in front), the load and the scratch directory.
+package func printHeader(_ title: String, software: String? = nil, scratch: ScratchDirectory) {
+    emit(title)
+    let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel()); load average at start: \(loadAverage())"
+    emit("  \(software.map { $0 + "; " } ?? "")\(machine); scratch: \(scratch.url.path)")
+}
+
+/// The last line of a report.
+package func printLoadAtEnd() {
+    emit("load average at the end: \(loadAverage()) (other processes on the machine skew the figures)")
+}
+
 /// The scratch directory: a fresh subdirectory of the one given with `--dir` (or of the
 /// temporary directory), removed at the end, with `--dir` itself if this program created it.
 package final class ScratchDirectory {
     package let url: URL
     private let createdParent: URL?
+    private var runs = 0
 
     package init(_ path: String?, prefix: String = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "bench") throws {
         let fileManager = FileManager.default
@@ -114,6 +129,12 @@ package final class ScratchDirectory {
     }
 
     package func subdirectory(_ name: String) -> URL { url.appendingPathComponent(name, isDirectory: true) }
+
+    /// A new subdirectory name for each call (`run-1`, `run-2`, …), not created.
+    package func runDirectory() -> URL {
+        runs += 1
+        return subdirectory("run-\(runs)")
+    }
 
     package func remove(_ directory: URL) { try? FileManager.default.removeItem(at: directory) }
 
@@ -127,3 +148,20 @@ package final class ScratchDirectory {
 package func emit(_ line: String = "") {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
+
+/// A benchmark's failure: the message is the whole report of it.
+package struct BenchError: Error, CustomStringConvertible {
+    package var description: String
+    package init(_ description: String) { self.description = description }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    package var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
+
+/// Seconds from `start` until now.
+package func seconds(since start: ContinuousClock.Instant) -> Double { (ContinuousClock.now - start).seconds }

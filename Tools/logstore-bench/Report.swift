@@ -1,3 +1,4 @@
+import BenchSupport
 import CLMDB
 import Foundation
 import LogStore
@@ -42,30 +43,31 @@ enum Target {
 }
 
 func targetLine(_ rows: [ResultRow]) -> String {
-    let label = "target: LogStore/raw ≥ \(format(Target.minimumRatio)) at 128 B, 10,000 entries/txn, .fast, no projection"
+    let label = "target: LogStore/raw ≥ \(ratio(Target.minimumRatio)) at 128 B, 10,000 entries/txn, .fast, no projection"
     guard
         let row = rows.first(where: {
             $0.configuration.payloadSize == Target.payloadSize
                 && $0.configuration.transactionSize == Target.transactionSize
                 && $0.configuration.durability == Target.durability
         }),
-        let ratio = row.ratio(.logstore)
+        let value = row.ratio(.logstore)
     else { return "\(label): not run" }
     var notes: [String] = []
-    if let median = row.ratio(.logstore, median: true) { notes.append("median runs \(format(median))") }
-    if let cpu = row.ratio(.logstore, cpu: true) { notes.append("by CPU time \(format(cpu))") }
+    if let median = row.ratio(.logstore, median: true) { notes.append("median runs \(ratio(median))") }
+    if let cpu = row.ratio(.logstore, cpu: true) { notes.append("by CPU time \(ratio(cpu))") }
     let info = notes.isEmpty ? "" : " (for information: \(notes.joined(separator: ", ")))"
-    return "\(label): \(format(ratio)) \(ratio >= Target.minimumRatio ? "PASS" : "FAIL")\(info)"
+    return "\(label): \(ratio(value)) \(value >= Target.minimumRatio ? "PASS" : "FAIL")\(info)"
 }
 
-func printHeader(_ options: BenchOptions, scratch: ScratchDirectory) {
-    emit("logstore-bench — LogStore append throughput against raw LMDB (same run, same workload)")
-    emit("  \(String(cString: mdb_version(nil, nil, nil))); \(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel())")
-    emit("  entries per configuration: \(grouped(options.entries)) (transactions of 1 entry: \(grouped(options.entryCount(transactionSize: 1))))")
-    let maps = options.payloadSizes.map { "\($0) B → \(presizedMapSize(entries: options.entries, payloadSize: $0) >> 20) MiB" }
+func printHeader(_ options: LogStoreBench, scratch: ScratchDirectory) {
+    BenchSupport.printHeader(
+        "logstore-bench — LogStore append throughput against raw LMDB (same run, same workload)",
+        software: String(cString: mdb_version(nil, nil, nil)), scratch: scratch)
+    emit("  entries per configuration: \(grouped(options.entryCount)) (transactions of 1 entry: \(grouped(options.entryCount(transactionSize: 1))))")
+    let maps = options.payloadSizes.values.map { "\($0) B → \(presizedMapSize(entries: options.entryCount, payloadSize: $0) >> 20) MiB" }
     emit("  map presized for raw and LogStore alike (no growth is measured): \(maps.joined(separator: ", "))")
     emit("  payload: KeyValueEntry.set over \(grouped(Workload.keyCount)) keys; LogStore adds a 20-byte envelope (CRC-32C)")
-    emit("  repetitions: \(options.repeats), variants interleaved, the fastest run reported; scratch: \(scratch.url.path)")
+    emit("  repetitions: \(options.repeats), variants interleaved, the fastest run reported")
     emit("")
 }
 
@@ -96,86 +98,13 @@ func table(_ rows: [ResultRow]) -> String {
             row.rate(.raw).map { grouped(Int($0.rounded())) } ?? "–",
             row.rate(.logstore).map { grouped(Int($0.rounded())) } ?? "–",
             row.rate(.projection).map { grouped(Int($0.rounded())) } ?? "–",
-            row.ratio(.logstore).map(format) ?? "–",
-            row.ratio(.projection).map(format) ?? "–",
+            row.ratio(.logstore).map(ratio) ?? "–",
+            row.ratio(.projection).map(ratio) ?? "–",
         ])
     }
-    var widths = [Int](repeating: 0, count: header.count)
-    for line in cells { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
-    var lines: [String] = []
-    for (n, line) in cells.enumerated() {
-        let text = line.enumerated().map { i, cell in pad(cell, widths[i], left: i != 2) }.joined(separator: "  ")
-        lines.append(text)
-        if n == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
-    }
-    return lines.joined(separator: "\n")
+    return BenchSupport.table(cells, leftAligned: [2])
 }
 
 func sizeLabel(_ bytes: Int) -> String {
     bytes % 1024 == 0 ? "\(bytes / 1024) KiB" : "\(bytes) B"
-}
-
-func format(_ ratio: Double) -> String { String(format: "%.2f", ratio) }
-
-/// `1234567` → `1,234,567`.
-func grouped(_ value: Int) -> String {
-    let digits = String(value.magnitude)
-    var out = ""
-    for (i, ch) in digits.enumerated() {
-        if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
-        out.append(ch)
-    }
-    return value < 0 ? "-" + out : out
-}
-
-func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
-    let fill = String(repeating: " ", count: max(0, width - text.count))
-    return left ? fill + text : text + fill
-}
-
-func cpuModel() -> String {
-    guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return "CPU unknown" }
-    for line in text.split(separator: "\n") where line.hasPrefix("model name") {
-        return line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "CPU unknown"
-    }
-    return "CPU unknown"
-}
-
-/// The scratch directory: the one given with `--dir`, or a fresh temporary one. Each run gets a
-/// subdirectory that is removed right after the run; a directory this program created is
-/// removed at the end.
-final class ScratchDirectory {
-    let url: URL
-    private let created: Bool
-    private var counter = 0
-
-    init(_ path: String?) throws {
-        let fileManager = FileManager.default
-        if let path {
-            url = URL(fileURLWithPath: path, isDirectory: true)
-            created = !fileManager.fileExists(atPath: url.path)
-        } else {
-            url = fileManager.temporaryDirectory.appendingPathComponent("logstore-bench-\(UUID().uuidString)", isDirectory: true)
-            created = true
-        }
-        try fileManager.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    func runDirectory() -> URL {
-        counter += 1
-        return url.appendingPathComponent("run-\(getpid())-\(counter)", isDirectory: true)
-    }
-
-    func remove(_ directory: URL) {
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    func finish() {
-        if created { try? FileManager.default.removeItem(at: url) }
-    }
-}
-
-/// Writes a line to standard output unbuffered, so progress shows when output goes to a file.
-func emit(_ line: String = "") {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

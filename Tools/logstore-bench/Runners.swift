@@ -1,3 +1,4 @@
+import BenchSupport
 import CLMDB
 import Foundation
 import LogStore
@@ -45,13 +46,6 @@ struct Stopwatch {
         var time = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-    }
-}
-
-extension Duration {
-    var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
     }
 }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BenchSupport
 import Foundation
 import LogStore
@@ -67,12 +68,10 @@ struct PhaseResult: Codable {
 }
 
 enum Child {
-    static func main(_ arguments: [String]) async {
+    /// Measures `phase` in this process and writes the result where `--result` says.
+    static func run(_ phase: EngineBench.Phase, _ options: EngineBench) async throws {
         do {
-            let options = try BenchOptions.parse(arguments)
-            guard let phase = options.phase, let directory = options.phaseDirectory else {
-                throw BenchError("--phase needs --phase-dir")
-            }
+            guard let directory = options.phaseDirectory else { throw BenchError("--phase needs --phase-dir") }
             let url = URL(fileURLWithPath: directory, isDirectory: true)
             let result: PhaseResult
             switch phase {
@@ -82,32 +81,28 @@ enum Child {
             case .build: result = try buildPhase(options, url)
             case .open: result = try openPhase(options, url)
             }
-            if let path = options.resultPath {
-                try JSONEncoder().encode(result).write(to: URL(fileURLWithPath: path))
-            }
-            exit(0)
+            try ChildProcess.write(result, to: options.resultPath)
         } catch {
             emit("logsync-engine-bench (child): \(error)")
-            exit(1)
+            throw ExitCode.failure
         }
     }
 
-    static func durability(_ options: BenchOptions) -> Durability {
-        options.durabilities.first == "fast" ? .fast : .durable
-    }
+    /// The device log's durability, and its name.
+    static func durability(_ options: EngineBench) -> DurabilityName { options.durabilities[0] }
 
-    static func openServer(_ directory: URL, _ options: BenchOptions) throws -> SyncServer {
+    static func openServer(_ directory: URL, _ options: EngineBench) throws -> SyncServer {
         try SyncServer(.init(directory: directory, durability: .fast, maxChangesPerPage: options.page))
     }
 
     // MARK: Seed
 
-    static func seedPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
+    static func seedPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let server = try openServer(directory.appendingPathComponent("server"), options)
         defer { server.shutdown() }
         let (seconds, requests) = try await seed(
-            server.database(for: "alice", device: "seeder"), count: options.records, progress: true)
-        var result = PhaseResult(phase: "seed", records: options.records)
+            server.database(for: "alice", device: "seeder"), count: options.recordCount, progress: true)
+        var result = PhaseResult(phase: "seed", records: options.recordCount)
         result.seedSeconds = seconds
         result.seedRequests = requests
         return result
@@ -115,93 +110,59 @@ enum Child {
 
     // MARK: Initial sync
 
-    static func fetchPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
-        let server = try openServer(directory.appendingPathComponent("server"), options)
-        defer { server.shutdown() }
-        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-fetch-\(options.durabilities[0])")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
-        let delegate = FetchDelegate()
-        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
-        configuration.automaticallySync = false
-        let engine = try SyncEngine(configuration)
+    static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server")
+        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
+        defer { device.server.shutdown() }
 
-        var result = PhaseResult(phase: "fetch", durability: options.durabilities[0], records: options.records)
+        var result = PhaseResult(phase: "fetch", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
-        result.hwmBefore = Memory.read().hwm
-        let cpuBefore = cpuSeconds()
-        let started = ContinuousClock.now
-        try await engine.fetchChanges()
-        result.seconds = (ContinuousClock.now - started).seconds
-        result.cpuSeconds = cpuSeconds() - cpuBefore
-        result.peakAnon = sampler.stop()
+        try await measure(&result, sampler) { try await device.engine.fetchChanges() }
 
-        let received = delegate.store.withLock { $0.records.count }
-        guard received == options.records else {
-            throw BenchError("the delegate holds \(received) records after the fetch, not \(options.records)")
+        let figures = device.app.store.withLock { $0 }
+        guard figures.records.count == options.recordCount else {
+            throw BenchError("the delegate holds \(figures.records.count) records after the fetch, not \(options.recordCount)")
         }
-        fillMemory(&result)
-        let figures = delegate.store.withLock { $0 }
-        result.handleEventSeconds = figures.handleEventSeconds
-        result.events = figures.events
+        device.finish(&result, serverDirectory: serverDirectory)
         result.pages = figures.pages
-        result.processed = received
-        result.serverSeconds = database.totalSeconds
-        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
-        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
-        result.serverBytes = directorySize(directory.appendingPathComponent("server"))
-        withExtendedLifetime(engine) {}
+        result.processed = figures.records.count
         return result
     }
 
     // MARK: Sending
 
-    static func sendPhase(_ options: BenchOptions, _ directory: URL) async throws -> PhaseResult {
-        let serverDirectory = directory.appendingPathComponent("server-send-\(options.durabilities[0])")
-        let server = try openServer(serverDirectory, options)
-        defer { server.shutdown() }
-        let database = TimedDatabase(server.database(for: "alice", device: "phone"))
-        let logDirectory = directory.appendingPathComponent("device-send-\(options.durabilities[0])")
-        let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: durability(options)))
-        let delegate = SendDelegate(deviceLog: deviceLog)
-        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: delegate)
-        configuration.automaticallySync = false
-        let engine = try SyncEngine(configuration)
+    static func sendPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server-send-\(durability(options))")
+        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-send-\(durability(options))"), options)
+        defer { device.server.shutdown() }
+        let engine = device.engine
 
-        var result = PhaseResult(phase: "send", durability: options.durabilities[0], records: options.records)
+        var result = PhaseResult(phase: "send", durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
         // The app creates its zones, then the user's edits arrive; each chunk is saved in the
         // app's store and its pending changes added in one call.
-        try engine.state.add(pendingDatabaseChanges: Workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
+        try engine.state.add(pendingDatabaseChanges: workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
         var first = 0
-        while first < options.records {
-            let last = min(first + options.chunk, options.records)
-            let records = (first..<last).map { Workload.record($0, series: "edit") }
-            delegate.store.withLock { store in for record in records { store.records[record.recordID] = record } }
+        while first < options.recordCount {
+            let last = min(first + options.chunk, options.recordCount)
+            let records = (first..<last).map { workload.record($0, series: "edit") }
+            device.app.store.withLock { store in for record in records { store.records[record.recordID] = record } }
             let started = ContinuousClock.now
             try engine.state.add(pendingRecordZoneChanges: records.map { .saveRecord($0.recordID) })
-            result.addSeconds += (ContinuousClock.now - started).seconds
+            result.addSeconds += seconds(since: started)
             result.addCalls += 1
             first = last
         }
 
-        result.hwmBefore = Memory.read().hwm
-        let cpuBefore = cpuSeconds()
-        let started = ContinuousClock.now
-        try await engine.sendChanges()
-        result.seconds = (ContinuousClock.now - started).seconds
-        result.cpuSeconds = cpuSeconds() - cpuBefore
-        result.peakAnon = sampler.stop()
+        try await measure(&result, sampler) { try await engine.sendChanges() }
 
         let left = try engine.state.pendingRecordZoneChanges.count
-        let figures = delegate.store.withLock { $0 }
-        guard left == 0, figures.saved == options.records, figures.failed == 0 else {
+        let figures = device.app.store.withLock { $0 }
+        guard left == 0, figures.saved == options.recordCount, figures.failed == 0 else {
             throw BenchError(
                 "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending")
         }
-        fillMemory(&result)
-        result.handleEventSeconds = figures.handleEventSeconds
-        result.events = figures.events
+        device.finish(&result, serverDirectory: serverDirectory)
         result.pendingReadSeconds = figures.pendingReadSeconds
         result.batchBuildSeconds = figures.batchBuildSeconds
         result.batches = figures.batches
@@ -211,17 +172,23 @@ enum Child {
         result.lastPendingReadSeconds = lastNonEmpty?.seconds ?? 0
         result.lastPendingCount = lastNonEmpty?.count ?? 0
         result.processed = figures.saved
-        result.serverSeconds = database.totalSeconds
-        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
-        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
-        result.serverBytes = directorySize(serverDirectory)
         if ProcessInfo.processInfo.environment["ENGINE_BENCH_BATCH_TIMES"] != nil {
             for (i, read) in figures.pendingReads.enumerated() where i % 25 == 0 || i == figures.pendingReads.count - 1 {
                 emit("    batch \(i): pending list of \(grouped(read.count)) read in \(ms(read.seconds))")
             }
         }
-        withExtendedLifetime(engine) {}
         return result
+    }
+
+    /// Times `body` (wall and CPU time) into `result`, with its memory before and the sampled peak.
+    static func measure(_ result: inout PhaseResult, _ sampler: PeakSampler, _ body: () async throws -> Void) async throws {
+        result.hwmBefore = Memory.read().hwm
+        let cpuBefore = cpuSeconds()
+        let started = ContinuousClock.now
+        try await body()
+        result.seconds = seconds(since: started)
+        result.cpuSeconds = cpuSeconds() - cpuBefore
+        result.peakAnon = sampler.stop()
     }
 
     static func fillMemory(_ result: inout PhaseResult) {
@@ -237,56 +204,61 @@ enum Child {
     }
 }
 
-// MARK: Delegates
+// MARK: The device
 
-/// The initial sync's app: keeps every record it receives in a dictionary.
-final class FetchDelegate: SyncEngineDelegate {
-    struct Store {
-        var records: [Record.ID: Record] = [:]
-        var handleEventSeconds = 0.0
-        var events = 0
-        var pages = 0
+/// The device of the fetch and send phases: a fresh engine on its own device log (of the
+/// durability measured), against the server in its directory through a `TimedDatabase`.
+struct PhaseDevice {
+    let server: SyncServer
+    let database: TimedDatabase
+    let logDirectory: URL
+    let app: App
+    let engine: SyncEngine
+
+    init(_ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench) throws {
+        server = try Child.openServer(serverDirectory, options)
+        database = TimedDatabase(server.database(for: "alice", device: "phone"))
+        self.logDirectory = logDirectory
+        let deviceLog = try DeviceLog(
+            directory: logDirectory, options: LogEnvironment.Options(durability: Child.durability(options).durability))
+        app = App(deviceLog: deviceLog)
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
+        configuration.automaticallySync = false
+        engine = try SyncEngine(configuration)
     }
 
-    let store = Mutex(Store())
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        let started = ContinuousClock.now
-        store.withLock { store in
-            switch event {
-            case .fetchedRecordZoneChanges(let changes):
-                store.pages += 1
-                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
-                for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
-            case .fetchedDatabaseChanges(let changes):
-                let gone = Set(changes.deletions.map(\.zoneID))
-                if !gone.isEmpty { store.records = store.records.filter { !gone.contains($0.key.zoneID) } }
-            default:
-                break
-            }
-            store.events += 1
-            store.handleEventSeconds += (ContinuousClock.now - started).seconds
-        }
+    /// The figures of every phase: memory at the end, time in the delegate and in the server,
+    /// the sizes of the device log and of the server's files.
+    func finish(_ result: inout PhaseResult, serverDirectory: URL) {
+        Child.fillMemory(&result)
+        let figures = app.store.withLock { $0 }
+        result.handleEventSeconds = figures.handleEventSeconds
+        result.events = figures.events
+        result.serverSeconds = database.totalSeconds
+        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
+        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
+        result.serverBytes = directorySize(serverDirectory)
     }
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
 }
 
-/// The sending app: holds its records in a dictionary, builds each batch from the pending list
-/// as the documentation shows (`state.pendingRecordZoneChanges`, filtered by the send's scope,
-/// into `RecordZoneChangeBatch(pendingChanges:recordProvider:)`), and puts each record's fields
-/// on the last known server record's system fields when there is one (as the scenario tests'
+/// The app: holds its records in a dictionary, keeping every record it fetches; builds each
+/// batch to send from the pending list as the documentation shows
+/// (`state.pendingRecordZoneChanges`, filtered by the send's scope, into
+/// `RecordZoneChangeBatch(pendingChanges:recordProvider:)`), and puts each record's fields on
+/// the last known server record's system fields when there is one (as the scenario tests'
 /// `TestDevice` does).
-final class SendDelegate: SyncEngineDelegate {
+final class App: SyncEngineDelegate {
     struct Store {
         var records: [Record.ID: Record] = [:]
         var handleEventSeconds = 0.0
         var events = 0
+        /// Fetching: pages with records.
+        var pages = 0
+        /// Sending: records saved and failed, the first failure.
         var saved = 0
         var failed = 0
         var firstFailure: String?
+        /// Sending: time in `nextRecordZoneChangeBatch`, and each pending list read.
         var pendingReadSeconds = 0.0
         var batchBuildSeconds = 0.0
         var batches = 0
@@ -301,15 +273,25 @@ final class SendDelegate: SyncEngineDelegate {
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         let started = ContinuousClock.now
         store.withLock { store in
-            if case .sentRecordZoneChanges(let sent) = event {
+            switch event {
+            case .fetchedRecordZoneChanges(let changes):
+                store.pages += 1
+                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
+                for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
+            case .fetchedDatabaseChanges(let changes):
+                let gone = Set(changes.deletions.map(\.zoneID))
+                if !gone.isEmpty { store.records = store.records.filter { !gone.contains($0.key.zoneID) } }
+            case .sentRecordZoneChanges(let sent):
                 store.saved += sent.savedRecords.count
                 store.failed += sent.failedRecordSaves.count + sent.failedRecordDeletes.count
                 if store.firstFailure == nil, let failure = sent.failedRecordSaves.first {
                     store.firstFailure = "\(failure.record.recordID): \(failure.error)"
                 }
+            default:
+                break
             }
             store.events += 1
-            store.handleEventSeconds += (ContinuousClock.now - started).seconds
+            store.handleEventSeconds += seconds(since: started)
         }
     }
 

@@ -57,7 +57,7 @@ struct DeviceLogBuilder {
     init(deviceLog: DeviceLog) throws {
         self.deviceLog = deviceLog
         nextOffset = try deviceLog.log.lastOffset.next.rawValue
-        contents = (0..<OpenWorkload.recordCount).map { Workload.record($0, series: "app") }
+        contents = (0..<OpenWorkload.recordCount).map { workload.record($0, series: "app") }
     }
 
     /// Builds a log of exactly `count` entries (on an empty log).
@@ -76,14 +76,14 @@ struct DeviceLogBuilder {
         // The app's latest edits, not sent yet.
         for t in 0..<tail {
             let id = (cycles * 6 + 6 + t) % OpenWorkload.recordCount
-            add(.pendingRecordZoneChangesAdded([.saveRecord(Workload.recordID(id, series: "app"))]))
+            add(.pendingRecordZoneChangesAdded([.saveRecord(workload.recordID(id, series: "app"))]))
         }
         try flush()
     }
 
     /// The account check, the app's zones sent, the subscription.
     private mutating func prelude() throws {
-        let zones = Workload.zoneIDs.map { RecordZone(zoneID: $0) }
+        let zones = workload.zoneIDs.map { RecordZone(zoneID: $0) }
         add(.accountChanged(previous: nil, current: OpenWorkload.user))
         add(.pendingDatabaseChangesAdded(zones.map { .saveZone($0) }))
         add(.sendStarted(SyncEngine.SendChangesContext(reason: .scheduled, options: SyncEngine.SendChangesOptions())))
@@ -103,7 +103,7 @@ struct DeviceLogBuilder {
         let ids = (0..<6).map { (k * 6 + $0) % OpenWorkload.recordCount }
         var changes: [SyncEngine.PendingRecordZoneChange] = []
         for (j, id) in ids.enumerated() {
-            let recordID = Workload.recordID(id, series: "app")
+            let recordID = workload.recordID(id, series: "app")
             changes.append(j == 0 && k % 4 == 0 ? .deleteRecord(recordID) : .saveRecord(recordID))
             add(.pendingRecordZoneChangesAdded([changes[j]]))
         }
@@ -124,14 +124,14 @@ struct DeviceLogBuilder {
         add(.sendStarted(SyncEngine.SendChangesContext(reason: .scheduled, options: SyncEngine.SendChangesOptions())))
         add(.batchPrepared(recordsToSave: toSave, recordIDsToDelete: toDelete, atomicByZone: false))
         add(.batchResult(saved: saved, deleted: toDelete, failedSaves: [:], failedDeletes: [:]))
-        for id in ids.prefix(5) where toDelete.contains(Workload.recordID(id, series: "app")) { known[id] = nil }
+        for id in ids.prefix(5) where toDelete.contains(workload.recordID(id, series: "app")) { known[id] = nil }
         serverOffset += UInt64(toDelete.count)
         add(.sendFinished(error: nil))
 
-        let zone = k % BenchOptions.zones
-        let zoneID = Workload.zoneID(zone)
+        let zone = k % workload.zoneCount
+        let zoneID = workload.zoneID(zone)
         let fetchedIDs = [(k * 7) % (OpenWorkload.recordCount / 10), (k * 7 + 3) % (OpenWorkload.recordCount / 10)]
-            .map { $0 * BenchOptions.zones + zone }
+            .map { $0 * workload.zoneCount + zone }
         let fetched = fetchedIDs.map { serverCopy(edit($0, version: k), $0, by: OpenWorkload.otherDevice) }
         add(.fetchStarted(SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions())))
         let databasePage = add(
@@ -225,8 +225,8 @@ final class IdleDelegate: SyncEngineDelegate {
 }
 
 extension Child {
-    /// Builds the device log of `options.records` entries in `<phase-dir>/device`, `.fast`.
-    static func buildPhase(_ options: BenchOptions, _ directory: URL) throws -> PhaseResult {
+    /// Builds the device log of `options.recordCount` entries in `<phase-dir>/device`, `.fast`.
+    static func buildPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
         let logDirectory = directory.appendingPathComponent("device")
         let started = ContinuousClock.now
         var calls = 0
@@ -234,14 +234,14 @@ extension Child {
             let deviceLog = try DeviceLog(directory: logDirectory, options: LogEnvironment.Options(durability: .fast))
             guard try deviceLog.log.lastOffset == .zero else { throw BenchError("\(logDirectory.path) is not empty") }
             var builder = try DeviceLogBuilder(deviceLog: deviceLog)
-            try builder.build(count: options.records, progress: options.records >= 100_000)
+            try builder.build(count: options.recordCount, progress: options.recordCount >= 100_000)
             calls = builder.appendCalls
             let last = try deviceLog.log.lastOffset
-            guard last == LogOffset(UInt64(options.records)) else {
-                throw BenchError("the built log ends at \(last), not \(options.records)")
+            guard last == LogOffset(UInt64(options.recordCount)) else {
+                throw BenchError("the built log ends at \(last), not \(options.recordCount)")
             }
         }
-        var result = PhaseResult(phase: "build", durability: "fast", records: options.records)
+        var result = PhaseResult(phase: "build", durability: "fast", records: options.recordCount)
         result.seconds = (ContinuousClock.now - started).seconds
         result.addCalls = calls
         result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
@@ -251,14 +251,14 @@ extension Child {
 
     /// Opens an engine on the log built in `<phase-dir>/device` (`.durable`, the configuration's
     /// default) and reads the pending list once; times both.
-    static func openPhase(_ options: BenchOptions, _ directory: URL) throws -> PhaseResult {
+    static func openPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
         let logDirectory = directory.appendingPathComponent("device")
         let delegate = IdleDelegate()
         var configuration = SyncEngine.Configuration(
             database: OfflineDatabase(), logDirectory: logDirectory, delegate: delegate)
         configuration.automaticallySync = false
 
-        var result = PhaseResult(phase: "open", durability: "durable", records: options.records)
+        var result = PhaseResult(phase: "open", durability: "durable", records: options.recordCount)
         result.hwmBefore = Memory.read().hwm
         let faultsBefore = pageFaults()
         let cpuBefore = cpuSeconds()

@@ -5,53 +5,27 @@ import SyncModel
 /// Runs each phase in a child process (this binary with `--phase`), collects what the children
 /// report and prints the tables.
 enum Parent {
-    static func main(_ arguments: [String]) {
-        let options: BenchOptions
-        do {
-            options = try BenchOptions.parse(arguments)
-        } catch {
-            FileHandle.standardError.write(Data("logsync-engine-bench: \(error)\n".utf8))
-            exit(2)
-        }
-        let scratch: ScratchDirectory
-        do {
-            scratch = try ScratchDirectory(options.directory)
-        } catch {
-            FileHandle.standardError.write(Data("logsync-engine-bench: cannot create the scratch directory: \(error)\n".utf8))
-            exit(2)
-        }
-        do {
-            try run(options, scratch)
-        } catch {
-            emit("logsync-engine-bench: \(error)")
-            scratch.finish()
-            exit(1)
-        }
-        scratch.finish()
-    }
-
-    static func run(_ options: BenchOptions, _ scratch: ScratchDirectory) throws {
-        emit("logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening")
-        emit("  \(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel()); load average at start: \(loadAverage()); scratch: \(scratch.url.path)")
+    static func run(_ options: EngineBench, _ scratch: ScratchDirectory) throws {
+        printHeader("logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening", scratch: scratch)
         if options.phases.contains(.fetch) || options.phases.contains(.send) {
-            emit("  records: \(grouped(options.records)), \(Workload.recordSize) B of field data each (3 strings, 2 integers), type "
-                + "\(Workload.recordType), round-robin over \(BenchOptions.zones) custom zones")
-            emit("  device log: DeviceLog(directory:options:), durability \(options.durabilities.map { "." + $0 }.joined(separator: " and ")), "
+            emit("  records: \(grouped(options.recordCount)), \(workload.recordSize) B of field data each (3 strings, 2 integers), type "
+                + "\(RecordWorkload.recordType), round-robin over \(workload.zoneCount) custom zones")
+            emit("  device log: DeviceLog(directory:options:), durability \(options.durabilities.map { ".\($0)" }.joined(separator: " and ")), "
                 + "initial map 64 MiB (LogEnvironment default; doubles when full); one engine per phase, automaticallySync false")
             emit("  server: SyncServer in process, durability .fast, page size (maxChangesPerPage) \(options.page) changes, "
                 + "at most 4 MB per page; engine fetchResultsLimit nil (the server's page)")
-            emit("  fetch: server seeded with modifyRecords requests of \(BenchOptions.seedRequestSize) new records (another device, no engine); "
+            emit("  fetch: server seeded with modifyRecords requests of \(EngineBench.seedRequestSize) new records (another device, no engine); "
                 + "a fresh device runs fetchChanges() to the end, its delegate keeping every record in a [Record.ID: Record]")
-            emit("  send: \(grouped(options.records)) records created in the app's [Record.ID: Record], pending saves added with "
+            emit("  send: \(grouped(options.recordCount)) records created in the app's [Record.ID: Record], pending saves added with "
                 + "state.add in chunks of \(options.chunk), then sendChanges(); batches from RecordZoneChangeBatch(pendingChanges:recordProvider:) "
                 + "over state.pendingRecordZoneChanges: at most \(Limits.maxItemsPerRequest) records or \(grouped(Limits.maxRequestBytes)) B per batch")
         }
         if options.phases.contains(.open) {
-            emit("  open: device logs of \(options.openSizes.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
+            emit("  open: device logs of \(options.openLengths.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
                 + "(edits one state.add each, undos, sends with batchPrepared/batchResult, fetched pages, delivery marks; "
                 + "\(grouped(OpenWorkload.recordCount)) records, \(OpenWorkload.tailChanges)+ changes left pending); then "
                 + "SyncEngine(configuration) (.durable, automaticallySync false) until the first state.pendingRecordZoneChanges returns, "
-                + "median of \(options.openRuns) opens per log, each in a fresh process (the OS page cache stays warm)")
+                + "median of \(options.openRunCount) opens per log, each in a fresh process (the OS page cache stays warm)")
         }
         emit("  each phase in a child process of its own (peak memory per phase)")
         emit("")
@@ -60,8 +34,8 @@ enum Parent {
         if options.phases.contains(.fetch) {
             let directory = scratch.subdirectory("fetch")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            emit("seeding the server: \(grouped(options.records)) records")
-            let seed = try child(.seed, durability: "fast", options, directory, scratch)
+            emit("seeding the server: \(grouped(options.recordCount)) records")
+            let seed = try child(.seed, durability: .fast, options, directory, scratch)
             emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
                 + "\(String(format: "%.1f", seed.seedSeconds)) s)")
             for durability in options.durabilities {
@@ -86,33 +60,33 @@ enum Parent {
         var opens: [Int: [PhaseResult]] = [:]
         var builds: [Int: PhaseResult] = [:]
         if options.phases.contains(.open) {
-            for size in options.openSizes {
+            for size in options.openLengths {
                 let directory = scratch.subdirectory("open-\(size)")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 emit("building a device log of \(grouped(size)) entries (.fast)")
-                let build = try child(.build, durability: "fast", options, directory, scratch, records: size)
+                let build = try child(.build, durability: .fast, options, directory, scratch, records: size)
                 emit("  \(seconds(build.seconds)) s (\(grouped(Int(Double(size) / build.seconds))) entries/s, "
                     + "\(grouped(build.addCalls)) appends), data.mdb \(String(format: "%.1f", Double(build.deviceLogBytes) / 1_048_576)) MiB")
                 builds[size] = build
             }
             // Alternate the logs run by run, so a change of the machine's load hits both alike.
-            for run in 1...options.openRuns {
+            for run in 1...options.openRunCount {
                 var line: [String] = []
-                for size in options.openSizes {
-                    let result = try child(.open, durability: "durable", options, scratch.subdirectory("open-\(size)"), scratch, records: size)
+                for size in options.openLengths {
+                    let result = try child(.open, durability: .durable, options, scratch.subdirectory("open-\(size)"), scratch, records: size)
                     guard result.entries == size else { throw BenchError("the open of the \(size)-entry log saw \(result.entries) entries") }
                     opens[size, default: []].append(result)
                     line.append("\(grouped(size)): \(ms(result.seconds))")
                 }
                 emit("open run \(run): " + line.joined(separator: ", "))
             }
-            for size in options.openSizes { scratch.remove(scratch.subdirectory("open-\(size)")) }
+            for size in options.openLengths { scratch.remove(scratch.subdirectory("open-\(size)")) }
         }
         emit("")
 
         if !opens.isEmpty { openReport(options, builds, opens) }
         guard !results.isEmpty else {
-            emit("load average at the end: \(loadAverage()) (other processes on the machine skew the figures)")
+            printLoadAtEnd()
             return
         }
 
@@ -166,18 +140,18 @@ enum Parent {
         emit("memory per phase (each phase a process of its own; the in-process server's mapped pages count in RssFile)")
         emit(table(memory))
         emit("")
-        emit("load average at the end: \(loadAverage()) (other processes on the machine skew the figures)")
+        printLoadAtEnd()
     }
 
     /// The open phase's table and ratio.
-    static func openReport(_ options: BenchOptions, _ builds: [Int: PhaseResult], _ opens: [Int: [PhaseResult]]) {
+    static func openReport(_ options: EngineBench, _ builds: [Int: PhaseResult], _ opens: [Int: [PhaseResult]]) {
         var rows: [[String]] = [[
             "device log entries", "data.mdb MiB", "build s (.fast)", "open+first read ms (median)", "min", "max",
             "open ms", "first read ms", "CPU ms", "minor faults", "major faults", "pending read", "VmHWM MiB",
         ]]
         var medians: [Double] = []
         var minimums: [Double] = []
-        for size in options.openSizes {
+        for size in options.openLengths {
             let runs = opens[size] ?? []
             func median(_ value: (PhaseResult) -> Double) -> Double { Samples(values: runs.map(value)).median }
             let total = median(\.seconds)
@@ -193,12 +167,12 @@ enum Parent {
             ])
         }
         emit("open: SyncEngine(configuration) on the existing log (.durable) until the first state.pendingRecordZoneChanges "
-            + "returns; median, min and max of \(options.openRuns) runs, each in a fresh process; the OS page cache is warm "
+            + "returns; median, min and max of \(options.openRunCount) runs, each in a fresh process; the OS page cache is warm "
             + "(the logs were just written), so this is a cold process, not a cold disk; other columns are medians")
         emit(table(rows))
         if medians.count >= 2, let first = medians.first, let last = medians.last, first > 0 {
             let value = last / first
-            emit("ratio of the medians, \(grouped(options.openSizes.last!)) / \(grouped(options.openSizes.first!)) entries: \(ratio(value)) "
+            emit("ratio of the medians, \(grouped(options.openLengths.last!)) / \(grouped(options.openLengths.first!)) entries: \(ratio(value)) "
                 + "(requirement ≤ 2: \(value <= 2 ? "PASS" : "FAIL")); of the fastest runs: "
                 + "\(ratio(minimums.last! / max(minimums.first!, 1e-9)))")
         }
@@ -215,25 +189,17 @@ enum Parent {
 
     static func seconds(_ value: Double) -> String { String(format: "%.2f", value) }
 
-    /// Runs this binary with `--phase` and returns what it wrote.
+    /// Runs this executable with `--phase` and returns what it reported.
     static func child(
-        _ phase: BenchOptions.Phase, durability: String, _ options: BenchOptions, _ directory: URL, _ scratch: ScratchDirectory,
+        _ phase: EngineBench.Phase, durability: DurabilityName, _ options: EngineBench, _ directory: URL, _ scratch: ScratchDirectory,
         records: Int? = nil
     ) throws -> PhaseResult {
-        let resultURL = scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json")
-        try? FileManager.default.removeItem(at: resultURL)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = [
-            "--phase", phase.rawValue, "--durability", durability, "--records", String(records ?? options.records),
-            "--chunk", String(options.chunk), "--page", String(options.page), "--phase-dir", directory.path,
-            "--result", resultURL.path,
-        ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw BenchError("the \(phase.rawValue) phase (.\(durability)) failed: status \(process.terminationStatus)")
-        }
-        return try JSONDecoder().decode(PhaseResult.self, from: Data(contentsOf: resultURL))
+        try ChildProcess.run(
+            [
+                "--phase", phase.rawValue, "--durability", durability.rawValue, "--records", String(records ?? options.recordCount),
+                "--chunk", String(options.chunk), "--page", String(options.page), "--phase-dir", directory.path,
+            ],
+            resultFile: scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json"),
+            what: "the \(phase.rawValue) phase (.\(durability))")
     }
 }

@@ -1,58 +1,26 @@
-// logsync-server-bench: a LogSync server holding many records in 100 zones. Measures commit
-// throughput of 400-record modify requests, and the time and memory of fetching one zone's
-// changes (and the database feed) since a recent token, on a small and a big database in the
-// same run: that fetch must not grow with the database's size.
-//
-//   swift run -c release --scratch-path .build-bench2 logsync-server-bench [--records N] [--quick] [--dir PATH]
-//
-// See Docs/Performance.md ("Server") for what is measured and the figures on the reference machine.
+// The measurements of logsync-server-bench, and its report.
 import BenchSupport
 import Foundation
 import LogStore
 import LogSyncServer
 import SyncModel
 
-@main
-enum Bench {
-    static func main() async {
-        let options: BenchOptions
-        do {
-            options = try BenchOptions.parse(CommandLine.arguments)
-        } catch {
-            FileHandle.standardError.write(Data("logsync-server-bench: \(error)\n".utf8))
-            exit(2)
-        }
-        let scratch: ScratchDirectory
-        do {
-            scratch = try ScratchDirectory(options.directory)
-        } catch {
-            FileHandle.standardError.write(Data("logsync-server-bench: cannot create the scratch directory: \(error)\n".utf8))
-            exit(2)
-        }
-        do {
-            try await run(options, scratch)
-        } catch {
-            emit("logsync-server-bench: \(error)")
-            scratch.finish()
-            exit(1)
-        }
-        scratch.finish()
-    }
-
-    static func run(_ options: BenchOptions, _ scratch: ScratchDirectory) async throws {
-        emit("logsync-server-bench — LogSync server: commit throughput, and fetches since a recent token against database size")
-        emit("  \(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel()); load average at start: \(loadAverage()); scratch: \(scratch.url.path)")
-        emit("  records: \(Workload.recordSize) B of field data each (3 strings, 2 integers), type \(Workload.recordType), "
-            + "round-robin over \(BenchOptions.zones) zones; saved in modifyRecords requests of \(BenchOptions.requestSize) new records, "
+extension ServerBench {
+    func measure(in scratch: ScratchDirectory) async throws {
+        printHeader(
+            "logsync-server-bench — LogSync server: commit throughput, and fetches since a recent token against database size",
+            scratch: scratch)
+        emit("  records: \(workload.recordSize) B of field data each (3 strings, 2 integers), type \(RecordWorkload.recordType), "
+            + "round-robin over \(workload.zoneCount) zones; saved in modifyRecords requests of \(RecordWorkload.requestSize) new records, "
             + "each with a request ID, through InProcessDatabase")
-        emit("  databases: small \(grouped(options.smallRecords)) records, big \(grouped(options.records)) records "
+        emit("  databases: small \(grouped(smallRecords)) records, big \(grouped(bigRecords)) records "
             + "(separate users of one server, durability .fast: commits not flushed, MDB_NOSYNC); "
-            + "durable throughput: \(grouped(options.durableRecords)) records on a server with .durable")
+            + "durable throughput: \(grouped(durableRecords)) records on a server with .durable")
         emit("")
 
         // 1. Durable commit throughput, on a server of its own (durability is per server).
         emit("durable load (.durable: every commit flushed to disk)")
-        let durable = try await durableLoad(options, scratch)
+        let durable = try await durableLoad(scratch)
         emit("  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: "
             + "\(grouped(Int(durable.recordsPerSecond))) records/s, \(String(format: "%.1f", durable.requestsPerSecond)) requests/s")
         emit("")
@@ -66,36 +34,36 @@ enum Bench {
 
         // What the idempotency bookkeeping of request IDs costs (F160): the same load without them.
         let plainDatabase = server.database(for: "no-request-ids", device: "bench")
-        emit("load without request IDs (.fast): \(grouped(options.smallRecords)) records into a fresh database")
-        try await createZones(plainDatabase)
-        let plainLoad = try await load(plainDatabase, count: options.smallRecords, series: "plain", requestIDs: false, progress: false)
+        emit("load without request IDs (.fast): \(grouped(smallRecords)) records into a fresh database")
+        try await workload.createZones(in: plainDatabase)
+        let plainLoad = try await load(plainDatabase, count: smallRecords, series: "plain", requestIDs: false, progress: false)
         emit("  \(grouped(Int(plainLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", plainLoad.requestsPerSecond)) requests/s")
         emit("")
-        emit("small database load (.fast): \(grouped(options.smallRecords)) records")
-        try await createZones(smallDatabase)
-        let smallLoad = try await load(smallDatabase, count: options.smallRecords, series: "small", progress: false)
+        emit("small database load (.fast): \(grouped(smallRecords)) records")
+        try await workload.createZones(in: smallDatabase)
+        let smallLoad = try await load(smallDatabase, count: smallRecords, series: "small", progress: false)
         emit("  \(grouped(Int(smallLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", smallLoad.requestsPerSecond)) requests/s; \(Memory.read().description)")
         emit("")
-        emit("big database load (.fast): \(grouped(options.records)) records")
-        try await createZones(bigDatabase)
-        let bigLoad = try await load(bigDatabase, count: options.records, series: "big", progress: true)
+        emit("big database load (.fast): \(grouped(bigRecords)) records")
+        try await workload.createZones(in: bigDatabase)
+        let bigLoad = try await load(bigDatabase, count: bigRecords, series: "big", progress: true)
         emit("  \(grouped(Int(bigLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", bigLoad.requestsPerSecond)) requests/s "
             + "(wall \(String(format: "%.1f", bigLoad.wallSeconds)) s with record generation); \(Memory.read().description)")
         emit("")
 
         // 3. Recent tokens, then 100 new records in zone 0 of each database.
-        let small = try await prepare("small", smallDatabase, records: options.smallRecords, server: server)
-        let big = try await prepare("big", bigDatabase, records: options.records, server: server)
+        let small = try await prepare("small", smallDatabase, records: smallRecords, server: server)
+        let big = try await prepare("big", bigDatabase, records: bigRecords, server: server)
 
         // 4. The fetches: two passes, small then big, each warmed up; the first pass's memory is reported.
         var zoneSamples: [String: Samples] = [:]
         var databaseSamples: [String: Samples] = [:]
         var memoryBefore: [String: Memory] = [:]
         var memoryAfter: [String: Memory] = [:]
-        let perPass = BenchOptions.repetitions / 2
+        let perPass = Self.repetitions / 2
         for pass in 1...2 {
             for prepared in [small, big] {
-                for _ in 0..<BenchOptions.warmup {
+                for _ in 0..<Self.warmup {
                     try await fetchZoneSinceRecent(prepared)
                     try await fetchDatabaseSinceRecent(prepared)
                 }
@@ -122,25 +90,25 @@ enum Bench {
         emit("")
 
         // 5. The tables.
-        let smallName = "\(grouped(options.smallRecords)) records"
-        let bigName = "\(grouped(options.records)) records"
-        var rows: [[String]] = [["", smallName, bigName, "big/small", "target ≤ \(ratio(BenchOptions.maximumRatio))"]]
+        let smallName = "\(grouped(smallRecords)) records"
+        let bigName = "\(grouped(bigRecords)) records"
+        var rows: [[String]] = [["", smallName, bigName, "big/small", "target ≤ \(ratio(Self.maximumRatio))"]]
         func timing(_ label: String, _ samples: [String: Samples], target: Bool) {
             let (s, b) = (samples["small"]!, samples["big"]!)
             let medianRatio = b.median / s.median
             rows.append([
                 "\(label), median", ms(s.median), ms(b.median), ratio(medianRatio),
-                target ? (medianRatio <= BenchOptions.maximumRatio ? "PASS" : "FAIL") : "",
+                target ? (medianRatio <= Self.maximumRatio ? "PASS" : "FAIL") : "",
             ])
             rows.append(["\(label), p99", ms(s.p99), ms(b.p99), ratio(b.p99 / s.p99), ""])
         }
-        timing("zone fetch since recent token (\(BenchOptions.recentChanges) changes)", zoneSamples, target: true)
+        timing("zone fetch since recent token (\(Self.recentChanges) changes)", zoneSamples, target: true)
         timing("database fetch since recent token (1 zone)", databaseSamples, target: true)
         rows.append([
             "whole zone 0 from no token (once; O(zone size))",
-            "\(ms(small.wholeZoneSeconds)) (\(grouped(small.wholeZoneRecords)) in \(small.wholeZonePages) p.)",
-            "\(ms(big.wholeZoneSeconds)) (\(grouped(big.wholeZoneRecords)) in \(big.wholeZonePages) p.)",
-            ratio(big.wholeZoneSeconds / small.wholeZoneSeconds), "no target",
+            "\(ms(small.wholeZone.seconds)) (\(grouped(small.wholeZone.records)) in \(small.wholeZone.pages) p.)",
+            "\(ms(big.wholeZone.seconds)) (\(grouped(big.wholeZone.records)) in \(big.wholeZone.pages) p.)",
+            ratio(big.wholeZone.seconds / small.wholeZone.seconds), "no target",
         ])
         func memoryRow(_ label: String, _ value: (Memory) -> Int, _ table: [String: Memory]) {
             let (s, b) = (value(table["small"]!), value(table["big"]!))
@@ -159,7 +127,7 @@ enum Bench {
             "data.mdb size (MiB)", String(format: "%.1f", Double(small.dataFileBytes) / 1_048_576),
             String(format: "%.1f", Double(big.dataFileBytes) / 1_048_576), ratio(Double(big.dataFileBytes) / Double(small.dataFileBytes)), "",
         ])
-        emit("fetches since a recent token (\(BenchOptions.repetitions) timed repetitions each, in 2 passes of \(perPass) after \(BenchOptions.warmup) warm-up fetches; .fast server)")
+        emit("fetches since a recent token (\(Self.repetitions) timed repetitions each, in 2 passes of \(perPass) after \(Self.warmup) warm-up fetches; .fast server)")
         emit(table(rows))
         emit("")
 
@@ -184,20 +152,20 @@ enum Bench {
 
         let zoneRatio = zoneSamples["big"]!.median / zoneSamples["small"]!.median
         let databaseRatio = databaseSamples["big"]!.median / databaseSamples["small"]!.median
-        emit("load average at the end: \(loadAverage()) (other processes on the machine skew the figures)")
-        emit("target: fetch since a recent token, \(bigName) / \(smallName), median ≤ \(ratio(BenchOptions.maximumRatio)): "
-            + "zone \(ratio(zoneRatio)) \(zoneRatio <= BenchOptions.maximumRatio ? "PASS" : "FAIL"), "
-            + "database \(ratio(databaseRatio)) \(databaseRatio <= BenchOptions.maximumRatio ? "PASS" : "FAIL")")
+        printLoadAtEnd()
+        emit("target: fetch since a recent token, \(bigName) / \(smallName), median ≤ \(ratio(Self.maximumRatio)): "
+            + "zone \(ratio(zoneRatio)) \(zoneRatio <= Self.maximumRatio ? "PASS" : "FAIL"), "
+            + "database \(ratio(databaseRatio)) \(databaseRatio <= Self.maximumRatio ? "PASS" : "FAIL")")
     }
 
     /// Loads `durableRecords` records into a fresh database of a `.durable` server, then removes it.
-    static func durableLoad(_ options: BenchOptions, _ scratch: ScratchDirectory) async throws -> LoadResult {
+    func durableLoad(_ scratch: ScratchDirectory) async throws -> LoadResult {
         let directory = scratch.subdirectory("durable")
         defer { scratch.remove(directory) }
         let server = try SyncServer(.init(directory: directory, durability: .durable))
         defer { server.shutdown() }
         let database = server.database(for: "durable", device: "bench")
-        try await createZones(database)
-        return try await load(database, count: options.durableRecords, series: "durable", progress: false)
+        try await workload.createZones(in: database)
+        return try await load(database, count: durableRecords, series: "durable", progress: false)
     }
 }

@@ -15,9 +15,10 @@
 // logsync-engine-bench's subject); the JSON format is not measured.
 //
 //   swift build -c release --product logsync-http-bench --scratch-path .build-h
-//   .build-h/release/logsync-http-bench [--records N] [--devices N] [--commits N] [--dir PATH]
+//   .build-h/release/logsync-http-bench [--records N] [--devices N] [--commits N] [--quick] [--dir PATH]
 //
 // Docs/Performance.md ("Over HTTP") has the figures of the reference machine.
+import ArgumentParser
 import BenchSupport
 import Foundation
 import LogStore
@@ -28,52 +29,64 @@ import LogSyncHTTPServer
 import LogSyncServer
 import Synchronization
 
-struct Options {
-    var records = 100_000
-    var devices = 100
-    var commits = 100
-    var directory: String?
+@main
+struct HTTPBench: BenchCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logsync-http-bench",
+        abstract: "The engine over HTTP on loopback against the engine in process, and push latency with many connected devices.",
+        discussion: "Docs/Performance.md (\"Over HTTP\") has the figures of the reference machine.")
 
-    init(_ arguments: [String]) throws {
-        var iterator = arguments.dropFirst().makeIterator()
-        while let argument = iterator.next() {
-            func value() throws -> String {
-                guard let value = iterator.next() else { throw BenchFailure("\(argument) needs a value") }
-                return value
-            }
-            func number() throws -> Int {
-                guard let number = Int(try value()), number > 0 else { throw BenchFailure("\(argument) needs a positive number") }
-                return number
-            }
-            switch argument {
-            case "--records": records = try number()
-            case "--devices": devices = try number()
-            case "--commits": commits = try number()
-            case "--dir": directory = try value()
-            default: throw BenchFailure("unknown argument \(argument); see the comment at the top of main.swift")
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var records: SyncedRecordsOption
+
+    @Option(help: ArgumentHelp("Connected devices awaiting each push (default 100, 10 with --quick).", valueName: "N"), transform: count())
+    var devices: Int?
+
+    @Option(help: ArgumentHelp("Commits whose push is timed (default 100, 20 with --quick).", valueName: "N"), transform: count())
+    var commits: Int?
+
+    var recordCount: Int { records.total(common) }
+    var deviceCount: Int { devices ?? common.size(100, quick: 10) }
+    var commitCount: Int { commits ?? common.size(100, quick: 20) }
+
+    func measure(in scratch: ScratchDirectory) async throws {
+        printHeader("logsync-http-bench — the engine over loopback HTTP against the engine in process, and push latency", scratch: scratch)
+        emit("  \(grouped(recordCount)) records, \(deviceCount) devices, \(commitCount) commits")
+
+        var rows: [[String]] = [["phase", "transport", "seconds", "records/s", "HTTP / in process"]]
+        let phases: [(String, (Transport, Int, ScratchDirectory) async throws -> Double)] = [
+            ("initial sync (fetchChanges)", initialSync), ("sending (sendChanges)", sending),
+        ]
+        for (name, phase) in phases {
+            var perSecond: [Transport: Double] = [:]
+            for transport in Transport.allCases {
+                emit("  \(name), \(transport.rawValue)…")
+                let elapsed = try await phase(transport, recordCount, scratch)
+                perSecond[transport] = Double(recordCount) / elapsed
+                rows.append([
+                    name, transport.rawValue, String(format: "%.2f", elapsed), grouped(Int(perSecond[transport]!)),
+                    transport == .http ? ratio(perSecond[.http]! / perSecond[.inProcess]!) : "",
+                ])
             }
         }
+        emit()
+        emit(table(rows))
+
+        emit("  push latency, \(deviceCount) devices…")
+        let push = try await pushLatency(devices: deviceCount, commits: commitCount, scratch: scratch)
+        emit()
+        emit(table([
+            ["push: commit request sent → hint received", "samples", "median", "p99"],
+            ["\(deviceCount) devices × \(commitCount) commits", grouped(push.latency.values.count), ms(push.latency.median), ms(push.latency.p99)],
+            ["the commit request alone", grouped(push.commit.values.count), ms(push.commit.median), ms(push.commit.p99)],
+        ]))
+        printLoadAtEnd()
     }
 }
 
-struct BenchFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-enum Workload {
-    static let zones = (0..<10).map { RecordZone.ID(zoneName: "zone-\($0)") }
-
-    static func record(_ index: Int, series: String) -> Record {
-        var record = Record(recordType: "Item", recordID: Record.ID(recordName: "\(series)-\(index)", zoneID: zones[index % zones.count]))
-        record["title"] = .string(String(repeating: "t", count: 80))
-        record["body"] = .string(String(repeating: "Body text of item \(index). ", count: 6).prefix(160).description)
-        record["author"] = .string("user-\(index % 977)")
-        record["count"] = .int64(Int64(index))
-        record["position"] = .int64(Int64(index &* 2_654_435_761 % 1_000_003))
-        return record
-    }
-}
+/// The records of both phases: about 300 bytes of field data each, over 10 zones.
+let workload = RecordWorkload(zones: 10)
 
 /// A delegate that keeps the records it is given and sends the records it holds.
 final class Device: SyncEngineDelegate {
@@ -137,28 +150,20 @@ func engine(_ database: any CloudDatabase, _ directory: URL, _ device: Device) t
     return try SyncEngine(configuration)
 }
 
-func seconds(since start: ContinuousClock.Instant) -> Double {
-    let (whole, atto) = (ContinuousClock.now - start).components
-    return Double(whole) + Double(atto) * 1e-18
-}
-
 /// Phase 1: seed, then time a fresh device's `fetchChanges()`.
 func initialSync(_ transport: Transport, records: Int, scratch: ScratchDirectory) async throws -> Double {
     let directory = scratch.subdirectory("fetch-\(transport == .http ? "http" : "local")")
     let server = try await Server.start(directory.appendingPathComponent("server"))
     let seeder = server.server.database(for: "bench", device: "seeder")
-    _ = try await seeder.modifyZones(saving: Workload.zones.map { RecordZone(zoneID: $0) }, deleting: [])
-    for first in stride(from: 0, to: records, by: 400) {
-        let batch = (first..<min(first + 400, records)).map { Workload.record($0, series: "seed") }
-        _ = try await seeder.modifyRecords(ModifyRecordsRequest(recordsToSave: batch))
-    }
+    try await workload.createZones(in: seeder)
+    _ = try await workload.save(records, series: "seed", to: seeder, requestIDs: false)
     let device = Device()
     let fresh = try engine(server.database(transport, device: "fresh"), directory.appendingPathComponent("device"), device)
     let started = ContinuousClock.now
     try await fresh.fetchChanges()
     let elapsed = seconds(since: started)
     let count = device.records.withLock { $0.count }
-    guard count == records else { throw BenchFailure("\(transport): the fresh device got \(count) of \(records) records") }
+    guard count == records else { throw BenchError("\(transport): the fresh device got \(count) of \(records) records") }
     try await server.stop()
     scratch.remove(directory)
     return elapsed
@@ -170,9 +175,9 @@ func sending(_ transport: Transport, records: Int, scratch: ScratchDirectory) as
     let server = try await Server.start(directory.appendingPathComponent("server"))
     let device = Device()
     let sender = try engine(server.database(transport, device: "sender"), directory.appendingPathComponent("device"), device)
-    try sender.state.add(pendingDatabaseChanges: Workload.zones.map { .saveZone(RecordZone(zoneID: $0)) })
+    try sender.state.add(pendingDatabaseChanges: workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
     for first in stride(from: 0, to: records, by: 1_000) {
-        let batch = (first..<min(first + 1_000, records)).map { Workload.record($0, series: "edit") }
+        let batch = (first..<min(first + 1_000, records)).map { workload.record($0, series: "edit") }
         device.records.withLock { records in for record in batch { records[record.recordID] = record } }
         try sender.state.add(pendingRecordZoneChanges: batch.map { .saveRecord($0.recordID) })
     }
@@ -180,7 +185,7 @@ func sending(_ transport: Transport, records: Int, scratch: ScratchDirectory) as
     try await sender.sendChanges()
     let elapsed = seconds(since: started)
     let left = try sender.state.pendingRecordZoneChanges.count
-    guard left == 0 else { throw BenchFailure("\(transport): \(left) changes still pending after sendChanges") }
+    guard left == 0 else { throw BenchError("\(transport): \(left) changes still pending after sendChanges") }
     try await server.stop()
     scratch.remove(directory)
     return elapsed
@@ -249,10 +254,7 @@ func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async th
             }
             if ready { continuation.resume() }
         }
-        for time in box.state.withLock({ $0.arrivals }) {
-            let (whole, atto) = (time - started).components
-            latency.values.append(Double(whole) + Double(atto) * 1e-18)
-        }
+        for time in box.state.withLock({ $0.arrivals }) { latency.values.append((time - started).seconds) }
     }
     for client in clients { client.close() }
     for pump in pumps { await pump.value }
@@ -260,39 +262,3 @@ func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async th
     scratch.remove(directory)
     return (latency, commit)
 }
-
-let options: Options
-do {
-    options = try Options(CommandLine.arguments)
-} catch {
-    FileHandle.standardError.write(Data("logsync-http-bench: \(error)\n".utf8))
-    exit(2)
-}
-let scratch = try ScratchDirectory(options.directory)
-defer { scratch.finish() }
-emit("logsync-http-bench: \(grouped(options.records)) records, \(options.devices) devices, \(options.commits) commits")
-emit("machine: \(cpuModel()), load \(loadAverage())")
-
-var rows: [[String]] = [["phase", "transport", "seconds", "records/s", "HTTP / in process"]]
-for (name, phase) in [("initial sync (fetchChanges)", initialSync), ("sending (sendChanges)", sending)] as [(String, (Transport, Int, ScratchDirectory) async throws -> Double)] {
-    var perSecond: [Transport: Double] = [:]
-    for transport in Transport.allCases {
-        emit("  \(name), \(transport.rawValue)…")
-        let elapsed = try await phase(transport, options.records, scratch)
-        perSecond[transport] = Double(options.records) / elapsed
-        rows.append([name, transport.rawValue, String(format: "%.2f", elapsed), grouped(Int(perSecond[transport]!)),
-                     transport == .http ? ratio(perSecond[.http]! / perSecond[.inProcess]!) : ""])
-    }
-}
-emit()
-emit(table(rows))
-
-emit("  push latency, \(options.devices) devices…")
-let push = try await pushLatency(devices: options.devices, commits: options.commits, scratch: scratch)
-emit()
-emit(table([
-    ["push: commit request sent → hint received", "samples", "median", "p99"],
-    ["\(options.devices) devices × \(options.commits) commits", grouped(push.latency.values.count), ms(push.latency.median), ms(push.latency.p99)],
-    ["the commit request alone", grouped(push.commit.values.count), ms(push.commit.median), ms(push.commit.p99)],
-]))
-emit("load at the end: \(loadAverage())")

@@ -1,0 +1,107 @@
+// logsync-engine-bench: a device's SyncEngine against an in-process LogSync server, measured
+// through the three things an app waits for at scale:
+//
+// 1. Initial sync: N records (≈300 B, 10 custom zones) seeded on the server, then a fresh device
+//    engine runs `fetchChanges()` to the end, its delegate keeping every record in a dictionary.
+// 2. Sending: N local edits (records ≈300 B in 10 zones), pending changes added in chunks as an
+//    app adds them, sent with `sendChanges()`, the delegate building each batch with
+//    `RecordZoneChangeBatch(pendingChanges:recordProvider:)` from the pending list.
+// 3. Opening: device logs of 10,000 and 1,000,000 entries (a device's life: edits, sends,
+//    fetches) built `.fast`; then `SyncEngine(configuration)` until the first
+//    `state.pendingRecordZoneChanges` returns, in a fresh process per run. Opening reads the
+//    projections, never replays the log: the longer log must open within 2× the shorter.
+//
+// Each phase runs in a child process (this binary again, with `--phase`), so that each has its
+// own peak memory (VmHWM). Device logs `.durable` and `.fast`; the server `.fast` (its own cost is
+// measured by logsync-server-bench).
+//
+//   swift build -c release --product logsync-engine-bench --scratch-path .build-e
+//   .build-e/release/logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send|open]
+//       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--quick] [--dir PATH]
+//
+// See Docs/Performance.md ("Engine") for what is measured and the figures on the reference machine.
+import ArgumentParser
+import BenchSupport
+
+@main
+struct EngineBench: BenchCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logsync-engine-bench",
+        abstract: "A device's SyncEngine against an in-process LogSync server: initial sync, sending, opening.",
+        discussion: """
+            Each phase runs in a child process of its own: this executable again, with --phase and the options \
+            it needs (a --phase run can also be started alone, for example under perf). \
+            Docs/Performance.md ("Engine") says what is measured and has the figures of the reference machine.
+            """)
+
+    @OptionGroup var common: CommonOptions
+
+    @OptionGroup var records: SyncedRecordsOption
+
+    /// Pending changes added per `state.add(pendingRecordZoneChanges:)` call in the send phase.
+    @Option(help: ArgumentHelp("Pending changes per state.add call in the send phase (default 100).", valueName: "N"), transform: count())
+    var chunk = 100
+
+    /// The server's page size (`maxChangesPerPage`): records per fetched page.
+    @Option(help: ArgumentHelp("The server's page size, changes per fetched page (default 400).", valueName: "N"), transform: count())
+    var page = 400
+
+    @Option(name: .customLong("only"), help: ArgumentHelp("Run only the fetch, the send or the open phase.", valueName: "fetch|send|open"))
+    var onlyPhase: Phase?
+
+    @Option(
+        name: .customLong("durability"),
+        help: ArgumentHelp(
+            "Device-log durabilities to measure in fetch and send, comma-separated (default durable,fast; the open phase always opens .durable).",
+            valueName: "durable,fast"),
+        transform: CommaList<DurabilityName>.parser)
+    var durabilityList = CommaList([DurabilityName.durable, .fast])
+
+    @Option(
+        help: ArgumentHelp(
+            "Open: device-log lengths in entries, comma-separated (default 10000,1000000, 10000,100000 with --quick; "
+                + "the ratio compares the last with the first).",
+            valueName: "N,N"),
+        transform: CommaList.parser(count(atLeast: OpenWorkload.minimumEntries)))
+    var openSizes: CommaList<Int>?
+
+    @Option(
+        help: ArgumentHelp("Open: timed opens per log, each in a fresh process (default 7, 3 with --quick).", valueName: "N"),
+        transform: count())
+    var openRuns: Int?
+
+    // The child's options: the parent passes its own on, with these.
+    @Option(help: .hidden) var phase: Phase?
+    @Option(name: .customLong("result"), help: .hidden) var resultPath: String?
+    @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
+
+    enum Phase: String, ExpressibleByArgument {
+        case seed, fetch, send, build, open
+    }
+
+    /// Records per modify request when seeding the server (the server's limit, F151).
+    static let seedRequestSize = RecordWorkload.requestSize
+
+    func validate() throws {
+        if let onlyPhase, ![.fetch, .send, .open].contains(onlyPhase) {
+            throw ValidationError("--only: fetch, send or open, not \"\(onlyPhase.rawValue)\"")
+        }
+    }
+
+    var recordCount: Int { records.total(common) }
+    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .open] }
+    var durabilities: [DurabilityName] { durabilityList.values }
+    var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }
+    var openRunCount: Int { openRuns ?? common.size(7, quick: 3) }
+
+    /// A child measures its phase and reports to its parent; the parent runs the phases.
+    func run() async throws {
+        if let phase {
+            try await Child.run(phase, self)
+        } else {
+            try await measureInScratch()
+        }
+    }
+
+    func measure(in scratch: ScratchDirectory) throws { try Parent.run(self, scratch) }
+}
