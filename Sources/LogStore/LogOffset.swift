@@ -21,7 +21,6 @@ public struct LogOffset: TypedValue, Strideable, CustomStringConvertible, Expres
     public func distance(to other: LogOffset) -> Int64 { Int64(bitPattern: other.rawValue &- rawValue) }
     public func advanced(by n: Int64) -> LogOffset { LogOffset(rawValue &+ UInt64(bitPattern: n)) }
 
-    public var description: String { String(rawValue) }
 
     /// The 8-byte big-endian key under which the entry is stored (big-endian keeps LMDB's
     /// byte order equal to numeric order, which `MDB_APPEND` requires).
@@ -36,7 +35,6 @@ public struct EntryKind: TypedValue, CustomStringConvertible, ExpressibleByInteg
     public let rawValue: UInt16
     public init(rawValue: UInt16) { self.rawValue = rawValue }
     public init(integerLiteral value: UInt16) { self.rawValue = value }
-    public var description: String { String(rawValue) }
 }
 
 /// The wall-clock time of an entry, in whole microseconds since 1970-01-01T00:00:00Z.

@@ -11,10 +11,9 @@ import Darwin
 /// `corrupt entry at offset 42 of log "device" in /tmp/x: checksum mismatch`.
 public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of failure. Extensible: compare with the static members.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: TypedValue, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
 
         /// An entry's bytes do not match its checksum, its length field or its key.
         public static let corruptEntry = Code(rawValue: "corruptEntry")

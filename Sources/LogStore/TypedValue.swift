@@ -25,6 +25,12 @@ extension TypedValue {
     }
 }
 
+extension TypedValue where Self: CustomStringConvertible, RawValue: CustomStringConvertible {
+    /// The raw value's text; a type with a richer rendering (an ID's kind and quotes) declares
+    /// its own.
+    public var description: String { rawValue.description }
+}
+
 extension TypedValue where Self: ExpressibleByStringLiteral, RawValue == String {
     /// Wraps a string literal.
     public init(stringLiteral value: String) { self.init(rawValue: value) }

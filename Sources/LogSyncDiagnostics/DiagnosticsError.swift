@@ -17,10 +17,9 @@ import SyncModel
 /// `server replay: corrupt entry at offset 7 of log "device" in /tmp/x: …`.
 public struct DiagnosticsError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The kind of failure. Extensible: compare with the static members.
-    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: TypedValue, CustomStringConvertible {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { rawValue }
 
         /// The directory holds no log named `device` (`DeviceLog.logName`).
         public static let notADeviceLog = Code(rawValue: "notADeviceLog")
