@@ -328,16 +328,9 @@ public enum Wire {
     /// Encodes a ``ModifySubscriptionsResponse``, each list sorted by subscription ID.
     public static func encode(_ value: ModifySubscriptionsResponse, as format: WireFormat) -> [UInt8] {
         func results(_ results: [Subscription.ID: Result<Subscription?, SyncError>]) -> [Logsync_Wire_SubscriptionResult] {
-            ProtoOrder.sorted(results) { [$0.rawValue] }.map { id, result in
-                var entry = Logsync_Wire_SubscriptionResult()
-                entry.subscriptionID = id.rawValue
-                switch result {
-                case .success(let subscription?): entry.subscription = subscription.proto
-                case .success(nil): entry.deleted = true
-                case .failure(let error): entry.error = error.proto
-                }
-                return entry
-            }
+            resultEntries(
+                results, sortedBy: { [$0.rawValue] }, { id in .with { $0.subscriptionID = id.rawValue } },
+                saved: { $0.subscription = $1.proto })
         }
         var message = Logsync_Wire_ModifySubscriptionsResponse()
         message.saveResults = results(value.saveResults.mapValues { $0.map { $0 } })
@@ -455,15 +448,25 @@ public enum Wire {
 
     /// Zone results sorted by zone ID; a `nil` success is a deletion.
     private static func zoneResults(_ results: [RecordZone.ID: Result<RecordZone?, SyncError>]) -> [Logsync_Wire_ZoneResult] {
-        ProtoOrder.sorted(results) { [$0.ownerName, $0.zoneName] }.map { id, result in
-            var entry = Logsync_Wire_ZoneResult()
-            entry.zoneID = id.proto
+        resultEntries(
+            results, sortedBy: { [$0.ownerName, $0.zoneName] }, { id in .with { $0.zoneID = id.proto } },
+            saved: { $0.zone = $1.proto })
+    }
+
+    /// Per-item result entries sorted by `key`: each made by `entry` for its item, then given
+    /// its outcome, the saved value (set by `saved`), `deleted` for a `nil` success, or the error.
+    private static func resultEntries<ID, Value, Entry: ResultEntry>(
+        _ results: [ID: Result<Value?, SyncError>], sortedBy key: (ID) -> [String], _ entry: (ID) -> Entry,
+        saved: (inout Entry, Value) -> Void
+    ) -> [Entry] {
+        ProtoOrder.sorted(results, by: key).map { id, result in
+            var message = entry(id)
             switch result {
-            case .success(let zone?): entry.zone = zone.proto
-            case .success(nil): entry.deleted = true
-            case .failure(let error): entry.error = error.proto
+            case .success(let value?): saved(&message, value)
+            case .success(nil): message.deleted = true
+            case .failure(let error): message.error = error.proto
             }
-            return entry
+            return message
         }
     }
 
@@ -496,3 +499,12 @@ public enum Wire {
         try ProtoDecoding.within("error") { () throws(SyncError) in try SyncError(proto: error) }
     }
 }
+
+/// The outcome fields that the zone and subscription result entries share.
+private protocol ResultEntry: SwiftProtobuf.Message {
+    var deleted: Bool { get set }
+    var error: Logsync_Model_SyncError { get set }
+}
+
+extension Logsync_Wire_ZoneResult: ResultEntry {}
+extension Logsync_Wire_SubscriptionResult: ResultEntry {}
