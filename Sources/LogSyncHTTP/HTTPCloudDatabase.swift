@@ -14,58 +14,35 @@ public struct HTTPCloudDatabase: CloudDatabase {
     public let databaseScope: DatabaseScope
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        let answer = try await client.send(.modifyZones, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.modifyZones) { () throws(SyncError) in try Wire.decode(ModifyZonesResponse.self, from: answer, as: client.configuration.format) }
+        try await call(.modifyZones, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        let answer = try await client.send(.fetchZones, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.fetchZones) { () throws(SyncError) in try Wire.decode(FetchZonesResponse.self, from: answer, as: client.configuration.format) }
+        try await call(.fetchZones, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        let answer = try await client.send(.modifyRecords, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.modifyRecords) { () throws(SyncError) in
-            try Wire.decode(ModifyRecordsResponse.self, from: answer, as: client.configuration.format)
-        }
+        try await call(.modifyRecords, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        let answer = try await client.send(
-            .fetchDatabaseChanges, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.fetchDatabaseChanges) { () throws(SyncError) in
-            try Wire.decode(FetchDatabaseChangesResponse.self, from: answer, as: client.configuration.format)
-        }
+        try await call(.fetchDatabaseChanges, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        let answer = try await client.send(
-            .fetchZoneChanges, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.fetchZoneChanges) { () throws(SyncError) in
-            try Wire.decode(FetchZoneChangesResponse.self, from: answer, as: client.configuration.format)
-        }
+        try await call(.fetchZoneChanges, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        let answer = try await client.send(
-            .modifySubscriptions, scope: databaseScope, body: Wire.encode(request, as: client.configuration.format))
-        return try decode(.modifySubscriptions) { () throws(SyncError) in
-            try Wire.decode(ModifySubscriptionsResponse.self, from: answer, as: client.configuration.format)
-        }
+        try await call(.modifySubscriptions, Wire.encode(request, as: format), Wire.decode)
     }
 
     public func allSubscriptions() async throws -> [Subscription] {
-        let answer = try await client.send(.allSubscriptions, scope: databaseScope, body: [])
-        return try decode(.allSubscriptions) { () throws(SyncError) in
-            try Wire.decode([Subscription].self, from: answer, as: client.configuration.format)
-        }
+        try await call(.allSubscriptions, [], Wire.decode)
     }
 
     public func currentUserRecordID() async throws -> Record.ID {
-        let answer = try await client.send(.currentUserRecordID, scope: databaseScope, body: [])
-        return try decode(.currentUserRecordID) { () throws(SyncError) in
-            try Wire.decode(Record.ID.self, from: answer, as: client.configuration.format)
-        }
+        try await call(.currentUserRecordID, [], Wire.decode)
     }
 
     /// A stream of this database's push hints, over a WebSocket of its own.
@@ -79,10 +56,17 @@ public struct HTTPCloudDatabase: CloudDatabase {
         client.pushChannels.open(client: client, scope: databaseScope)
     }
 
-    /// Decodes a 200 answer; an answer that does not decode is the server's fault.
-    private func decode<T>(_ operation: WireOperation, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+    private var format: WireFormat { client.configuration.format }
+
+    /// Sends `body` and decodes the 200 answer with `decode` (one of `Wire`'s); an answer that
+    /// does not decode is the server's fault.
+    private func call<Answer>(
+        _ operation: WireOperation, _ body: [UInt8],
+        _ decode: (Answer.Type, [UInt8], WireFormat) throws(SyncError) -> Answer
+    ) async throws -> Answer {
+        let answer = try await client.send(operation, scope: databaseScope, body: body)
         do {
-            return try body()
+            return try decode(Answer.self, answer, format)
         } catch {
             throw SyncError(.internalError, "the server's answer to \(operation) could not be decoded", cause: error.message)
         }

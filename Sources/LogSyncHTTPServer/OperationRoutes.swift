@@ -197,6 +197,14 @@ struct OperationRoutes: Sendable {
                 throw HTTPFailure(400, error)
             }
         }
+        /// Decodes the request with `decode`, runs it, encodes the answer with `encode` (`Wire`'s).
+        func answer<Request, Answer>(
+            _ decode: (Request.Type, [UInt8], WireFormat) throws(SyncError) -> Request,
+            _ run: (Request) async throws -> Answer, _ encode: (Answer, WireFormat) -> [UInt8]
+        ) async throws -> [UInt8] {
+            let request = try decoded { () throws(SyncError) in try decode(Request.self, body, bodyFormat) }
+            return encode(try await run(request), answerFormat)
+        }
         func emptyBody() throws(HTTPFailure) {
             guard body.isEmpty || (bodyFormat == .json && body.allSatisfy { [0x20, 0x0A, 0x0D, 0x09, 0x7B, 0x7D].contains($0) }) else {
                 throw HTTPFailure(400, SyncError(.invalidArguments, "\(operation) takes no request body, but got \(body.count) bytes"))
@@ -204,28 +212,12 @@ struct OperationRoutes: Sendable {
         }
         do {
             switch operation {
-            case .modifyZones:
-                let request = try decoded { () throws(SyncError) in try Wire.decode(ModifyZonesRequest.self, from: body, as: bodyFormat) }
-                return Wire.encode(try await database.modifyZones(request), as: answerFormat)
-            case .fetchZones:
-                let request = try decoded { () throws(SyncError) in try Wire.decode(FetchZonesRequest.self, from: body, as: bodyFormat) }
-                return Wire.encode(try await database.fetchZones(request), as: answerFormat)
-            case .modifyRecords:
-                let request = try decoded { () throws(SyncError) in try Wire.decode(ModifyRecordsRequest.self, from: body, as: bodyFormat) }
-                return Wire.encode(try await database.modifyRecords(request), as: answerFormat)
-            case .fetchDatabaseChanges:
-                let request = try decoded { () throws(SyncError) in
-                    try Wire.decode(FetchDatabaseChangesRequest.self, from: body, as: bodyFormat)
-                }
-                return Wire.encode(try await database.fetchDatabaseChanges(request), as: answerFormat)
-            case .fetchZoneChanges:
-                let request = try decoded { () throws(SyncError) in try Wire.decode(FetchZoneChangesRequest.self, from: body, as: bodyFormat) }
-                return Wire.encode(try await database.fetchZoneChanges(request), as: answerFormat)
-            case .modifySubscriptions:
-                let request = try decoded { () throws(SyncError) in
-                    try Wire.decode(ModifySubscriptionsRequest.self, from: body, as: bodyFormat)
-                }
-                return Wire.encode(try await database.modifySubscriptions(request), as: answerFormat)
+            case .modifyZones: return try await answer(Wire.decode, database.modifyZones, Wire.encode)
+            case .fetchZones: return try await answer(Wire.decode, database.fetchZones, Wire.encode)
+            case .modifyRecords: return try await answer(Wire.decode, database.modifyRecords, Wire.encode)
+            case .fetchDatabaseChanges: return try await answer(Wire.decode, database.fetchDatabaseChanges, Wire.encode)
+            case .fetchZoneChanges: return try await answer(Wire.decode, database.fetchZoneChanges, Wire.encode)
+            case .modifySubscriptions: return try await answer(Wire.decode, database.modifySubscriptions, Wire.encode)
             case .allSubscriptions:
                 try emptyBody()
                 return Wire.encode(try await database.allSubscriptions(), as: answerFormat)

@@ -13,47 +13,47 @@ extension ServerEntry {
     var newEntry: NewEntry {
         switch self {
         case .zoneSaved(let zone):
-            var message = Logsync_Server_ZoneSaved()
-            message.zone = zone.proto
-            return Self.entry(Kind.zoneSaved, message)
+            return Self.entry(Kind.zoneSaved, Logsync_Server_ZoneSaved.with {
+                $0.zone = zone.proto
+            })
         case .zoneDeleted(let zoneID, let reason):
-            var message = Logsync_Server_ZoneDeleted()
-            message.zoneID = zoneID.proto
-            message.reason = reason.proto
-            return Self.entry(Kind.zoneDeleted, message)
+            return Self.entry(Kind.zoneDeleted, Logsync_Server_ZoneDeleted.with {
+                $0.zoneID = zoneID.proto
+                $0.reason = reason.proto
+            })
         case .recordSaved(let record):
-            var message = Logsync_Server_RecordSaved()
-            message.record = record.proto
-            return Self.entry(Kind.recordSaved, message)
+            return Self.entry(Kind.recordSaved, Logsync_Server_RecordSaved.with {
+                $0.record = record.proto
+            })
         case .recordDeleted(let recordID, let recordType):
-            var message = Logsync_Server_RecordDeleted()
-            message.recordID = recordID.proto
-            message.recordType = recordType
-            return Self.entry(Kind.recordDeleted, message)
+            return Self.entry(Kind.recordDeleted, Logsync_Server_RecordDeleted.with {
+                $0.recordID = recordID.proto
+                $0.recordType = recordType
+            })
         case .subscriptionSaved(let subscription):
-            var message = Logsync_Server_SubscriptionSaved()
-            message.subscription = subscription.proto
-            return Self.entry(Kind.subscriptionSaved, message)
+            return Self.entry(Kind.subscriptionSaved, Logsync_Server_SubscriptionSaved.with {
+                $0.subscription = subscription.proto
+            })
         case .subscriptionDeleted(let subscriptionID):
-            var message = Logsync_Server_SubscriptionDeleted()
-            message.subscriptionID = subscriptionID.rawValue
-            return Self.entry(Kind.subscriptionDeleted, message)
+            return Self.entry(Kind.subscriptionDeleted, Logsync_Server_SubscriptionDeleted.with {
+                $0.subscriptionID = subscriptionID.rawValue
+            })
         case .requestCompleted(let requestID, let fingerprint, let response):
-            var message = Logsync_Server_RequestCompleted()
-            message.requestID = requestID.rawValue
-            message.fingerprint = fingerprint
-            message.response = response.proto
-            return Self.entry(Kind.requestCompleted, message)
+            return Self.entry(Kind.requestCompleted, Logsync_Server_RequestCompleted.with {
+                $0.requestID = requestID.rawValue
+                $0.fingerprint = fingerprint
+                $0.response = response.proto
+            })
         case .tombstonesCompacted(let horizon):
-            var message = Logsync_Server_TombstonesCompacted()
-            message.horizon = horizon.rawValue
-            return Self.entry(Kind.tombstonesCompacted, message)
+            return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
+                $0.horizon = horizon.rawValue
+            })
         case .clientChangeTokenUpdated(let zoneID, let device, let token):
-            var message = Logsync_Server_ClientChangeTokenUpdated()
-            message.zoneID = zoneID.proto
-            message.token = Data(token)
-            message.device = device?.rawValue ?? ""
-            return Self.entry(Kind.clientChangeTokenUpdated, message)
+            return Self.entry(Kind.clientChangeTokenUpdated, Logsync_Server_ClientChangeTokenUpdated.with {
+                $0.zoneID = zoneID.proto
+                $0.token = Data(token)
+                $0.device = device?.rawValue ?? ""
+            })
         }
     }
 
@@ -65,15 +65,13 @@ extension ServerEntry {
     package init(_ entry: LogEntry) throws(LogStoreError) {
         switch entry.kind {
         case Kind.zoneSaved:
-            let message = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved")
-            self = try ProtoWire.converting(entry, "zoneSaved") { () throws(SyncError) in
-                guard message.hasZone else { throw Self.missing("ZoneSaved.zone") }
+            self = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved") { message throws(SyncError) in
+                guard message.hasZone else { throw ProtoDecoding.missing("ZoneSaved.zone") }
                 return .zoneSaved(try RecordZone(proto: message.zone))
             }
         case Kind.zoneDeleted:
-            let message = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted")
-            self = try ProtoWire.converting(entry, "zoneDeleted") { () throws(SyncError) in
-                guard message.hasZoneID else { throw Self.missing("ZoneDeleted.zone_id") }
+            self = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted") { message throws(SyncError) in
+                guard message.hasZoneID else { throw ProtoDecoding.missing("ZoneDeleted.zone_id") }
                 let reason: ZoneDeletionReason
                 do throws(SyncError) {
                     reason = try ZoneDeletionReason(proto: message.reason)
@@ -83,30 +81,26 @@ extension ServerEntry {
                 return .zoneDeleted(RecordZone.ID(proto: message.zoneID), reason: reason)
             }
         case Kind.recordSaved:
-            let message = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved")
-            self = try ProtoWire.converting(entry, "recordSaved") { () throws(SyncError) in
-                guard message.hasRecord else { throw Self.missing("RecordSaved.record") }
+            self = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved") { message throws(SyncError) in
+                guard message.hasRecord else { throw ProtoDecoding.missing("RecordSaved.record") }
                 return .recordSaved(try Record(proto: message.record))
             }
         case Kind.recordDeleted:
-            let message = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted")
-            self = try ProtoWire.converting(entry, "recordDeleted") { () throws(SyncError) in
-                guard message.hasRecordID else { throw Self.missing("RecordDeleted.record_id") }
+            self = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted") { message throws(SyncError) in
+                guard message.hasRecordID else { throw ProtoDecoding.missing("RecordDeleted.record_id") }
                 return .recordDeleted(try Record.ID(proto: message.recordID), recordType: message.recordType)
             }
         case Kind.subscriptionSaved:
-            let message = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved")
-            self = try ProtoWire.converting(entry, "subscriptionSaved") { () throws(SyncError) in
-                guard message.hasSubscription else { throw Self.missing("SubscriptionSaved.subscription") }
+            self = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved") { message throws(SyncError) in
+                guard message.hasSubscription else { throw ProtoDecoding.missing("SubscriptionSaved.subscription") }
                 return .subscriptionSaved(try Subscription(proto: message.subscription))
             }
         case Kind.subscriptionDeleted:
             let message = try ProtoWire.decode(Logsync_Server_SubscriptionDeleted.self, payloadOf: entry, "subscriptionDeleted")
             self = .subscriptionDeleted(Subscription.ID(rawValue: message.subscriptionID))
         case Kind.requestCompleted:
-            let message = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted")
-            self = try ProtoWire.converting(entry, "requestCompleted") { () throws(SyncError) in
-                guard message.hasResponse else { throw Self.missing("RequestCompleted.response") }
+            self = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted") { message throws(SyncError) in
+                guard message.hasResponse else { throw ProtoDecoding.missing("RequestCompleted.response") }
                 return .requestCompleted(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
                     response: try ModifyRecordsResponse(proto: message.response))
@@ -115,10 +109,8 @@ extension ServerEntry {
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
         case Kind.clientChangeTokenUpdated:
-            let message = try ProtoWire.decode(
-                Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated")
-            self = try ProtoWire.converting(entry, "clientChangeTokenUpdated") { () throws(SyncError) in
-                guard message.hasZoneID else { throw Self.missing("ClientChangeTokenUpdated.zone_id") }
+            self = try ProtoWire.decode(Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated") { message throws(SyncError) in
+                guard message.hasZoneID else { throw ProtoDecoding.missing("ClientChangeTokenUpdated.zone_id") }
                 return .clientChangeTokenUpdated(
                     RecordZone.ID(proto: message.zoneID), device: message.device.isEmpty ? nil : DeviceID(message.device),
                     token: [UInt8](message.token))
@@ -134,10 +126,5 @@ extension ServerEntry {
 
     private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
-    }
-
-
-    private static func missing(_ field: String) -> SyncError {
-        SyncError(.invalidArguments, "\(field) is missing")
     }
 }

@@ -29,17 +29,10 @@ struct ZoneState: Hashable {
         writer.u8(UInt8(deletionReason.rawValue))
         return writer.bytes
     }
+}
 
-    init(incarnation: UInt64, isLive: Bool, capabilities: RecordZone.Capabilities, lastChange: UInt64,
-         deletedAt: UInt64, deletionReason: ZoneDeletionReason) {
-        self.incarnation = incarnation
-        self.isLive = isLive
-        self.capabilities = capabilities
-        self.lastChange = lastChange
-        self.deletedAt = deletedAt
-        self.deletionReason = deletionReason
-    }
-
+// The decoding initializers stand in extensions so that the structs keep their memberwise ones.
+extension ZoneState {
     init(decoding bytes: [UInt8]) throws(LogStoreError) {
         var reader = ByteReader(bytes, what: "zone state")
         incarnation = try reader.u64()
@@ -60,7 +53,7 @@ struct RecordState: Hashable {
     var size: UInt64
     var recordType: String
     /// The names of the records (in the same zone) this one references with `deleteSelf`.
-    var deleteSelfTargets: [String]
+    var deleteSelfTargets: [String] = []
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -72,15 +65,9 @@ struct RecordState: Hashable {
         for target in deleteSelfTargets { writer.string(target) }
         return writer.bytes
     }
+}
 
-    init(offset: UInt64, isTombstone: Bool, size: UInt64, recordType: String, deleteSelfTargets: [String] = []) {
-        self.offset = offset
-        self.isTombstone = isTombstone
-        self.size = size
-        self.recordType = recordType
-        self.deleteSelfTargets = deleteSelfTargets
-    }
-
+extension RecordState {
     init(decoding bytes: [UInt8]) throws(LogStoreError) {
         var reader = ByteReader(bytes, what: "record state")
         offset = try reader.u64()

@@ -33,11 +33,9 @@ public enum Wire {
         _: ModifyZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyZonesRequest {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesRequest) throws(SyncError) -> ModifyZonesRequest in
-            var zones: [RecordZone] = []
-            for (index, zone) in message.zonesToSave.enumerated() {
-                zones.append(try within("zones_to_save[\(index)]") { () throws(SyncError) in try RecordZone(proto: zone) })
-            }
-            return ModifyZonesRequest(zonesToSave: zones, zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)))
+            ModifyZonesRequest(
+                zonesToSave: try ProtoDecoding.each(message.zonesToSave, "zones_to_save", RecordZone.init(proto:)),
+                zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)))
         }
     }
 
@@ -134,15 +132,8 @@ public enum Wire {
         _: ModifyRecordsRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyRecordsRequest {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyRecordsRequest) throws(SyncError) -> ModifyRecordsRequest in
-            var records: [Record] = []
-            records.reserveCapacity(message.recordsToSave.count)
-            for (index, record) in message.recordsToSave.enumerated() {
-                records.append(try within("records_to_save[\(index)]") { () throws(SyncError) in try Record(proto: record) })
-            }
-            var deletions: [Record.ID] = []
-            for (index, id) in message.recordIdsToDelete.enumerated() {
-                deletions.append(try within("record_ids_to_delete[\(index)]") { () throws(SyncError) in try Record.ID(proto: id) })
-            }
+            let records = try ProtoDecoding.each(message.recordsToSave, "records_to_save", Record.init(proto:))
+            let deletions = try ProtoDecoding.each(message.recordIdsToDelete, "record_ids_to_delete", Record.ID.init(proto:))
             let policy: SavePolicy
             switch message.savePolicy {
             case .ifServerRecordUnchanged: policy = .ifServerRecordUnchanged
@@ -220,14 +211,11 @@ public enum Wire {
         _: FetchDatabaseChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchDatabaseChangesResponse {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchDatabaseChangesResponse) throws(SyncError) -> FetchDatabaseChangesResponse in
-            var deletions: [DatabaseChange.Deletion] = []
-            for (index, deletion) in message.deletions.enumerated() {
-                try within("deletions[\(index)]") { () throws(SyncError) in
-                    guard deletion.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-                    deletions.append(DatabaseChange.Deletion(
-                        zoneID: RecordZone.ID(proto: deletion.zoneID),
-                        reason: try ZoneDeletionReason(proto: deletion.reason)))
-                }
+            let deletions = try ProtoDecoding.each(message.deletions, "deletions") {
+                deletion throws(SyncError) -> DatabaseChange.Deletion in
+                guard deletion.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+                return DatabaseChange.Deletion(
+                    zoneID: RecordZone.ID(proto: deletion.zoneID), reason: try ZoneDeletionReason(proto: deletion.reason))
             }
             return FetchDatabaseChangesResponse(
                 modifications: message.modifications.map { DatabaseChange.Modification(zoneID: RecordZone.ID(proto: $0)) },
@@ -296,19 +284,13 @@ public enum Wire {
     ) throws(SyncError) -> FetchZoneChangesResponse {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneChangesResponse) throws(SyncError) -> FetchZoneChangesResponse in
             guard message.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-            var modifications: [RecordZoneChange.Modification] = []
-            modifications.reserveCapacity(message.modifications.count)
-            for (index, record) in message.modifications.enumerated() {
-                modifications.append(RecordZoneChange.Modification(
-                    record: try within("modifications[\(index)]") { () throws(SyncError) in try Record(proto: record) }))
+            let modifications = try ProtoDecoding.each(message.modifications, "modifications") {
+                record throws(SyncError) in RecordZoneChange.Modification(record: try Record(proto: record))
             }
-            var deletions: [RecordZoneChange.Deletion] = []
-            for (index, deletion) in message.deletions.enumerated() {
-                try within("deletions[\(index)]") { () throws(SyncError) in
-                    guard deletion.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
-                    deletions.append(RecordZoneChange.Deletion(
-                        recordID: try Record.ID(proto: deletion.recordID), recordType: deletion.recordType))
-                }
+            let deletions = try ProtoDecoding.each(message.deletions, "deletions") {
+                deletion throws(SyncError) -> RecordZoneChange.Deletion in
+                guard deletion.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
+                return RecordZoneChange.Deletion(recordID: try Record.ID(proto: deletion.recordID), recordType: deletion.recordType)
             }
             return FetchZoneChangesResponse(
                 zoneID: RecordZone.ID(proto: message.zoneID), modifications: modifications, deletions: deletions,
@@ -338,7 +320,7 @@ public enum Wire {
     ) throws(SyncError) -> ModifySubscriptionsRequest {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifySubscriptionsRequest) throws(SyncError) -> ModifySubscriptionsRequest in
             ModifySubscriptionsRequest(
-                subscriptionsToSave: try subscriptions(message.subscriptionsToSave, "subscriptions_to_save"),
+                subscriptionsToSave: try ProtoDecoding.each(message.subscriptionsToSave, "subscriptions_to_save", Subscription.init(proto:)),
                 subscriptionIDsToDelete: message.subscriptionIdsToDelete.map(Subscription.ID.init(rawValue:)))
         }
     }
@@ -346,16 +328,9 @@ public enum Wire {
     /// Encodes a ``ModifySubscriptionsResponse``, each list sorted by subscription ID.
     public static func encode(_ value: ModifySubscriptionsResponse, as format: WireFormat) -> [UInt8] {
         func results(_ results: [Subscription.ID: Result<Subscription?, SyncError>]) -> [Logsync_Wire_SubscriptionResult] {
-            results.sorted { $0.key.rawValue.utf8.lexicographicallyPrecedes($1.key.rawValue.utf8) }.map { id, result in
-                var entry = Logsync_Wire_SubscriptionResult()
-                entry.subscriptionID = id.rawValue
-                switch result {
-                case .success(let subscription?): entry.subscription = subscription.proto
-                case .success(nil): entry.deleted = true
-                case .failure(let error): entry.error = error.proto
-                }
-                return entry
-            }
+            resultEntries(
+                results, sortedBy: { [$0.rawValue] }, { id in .with { $0.subscriptionID = id.rawValue } },
+                saved: { $0.subscription = $1.proto })
         }
         var message = Logsync_Wire_ModifySubscriptionsResponse()
         message.saveResults = results(value.saveResults.mapValues { $0.map { $0 } })
@@ -373,28 +348,17 @@ public enum Wire {
             func results(
                 _ entries: [Logsync_Wire_SubscriptionResult], _ field: String, saves: Bool
             ) throws(SyncError) -> [Subscription.ID: Result<Subscription?, SyncError>] {
-                var results: [Subscription.ID: Result<Subscription?, SyncError>] = [:]
-                for (index, entry) in entries.enumerated() {
-                    let id = Subscription.ID(rawValue: entry.subscriptionID)
-                    let result = try within("\(field)[\(index)]") { () throws(SyncError) -> Result<Subscription?, SyncError> in
-                        switch entry.outcome {
-                        case .subscription(let subscription)? where saves:
-                            return .success(try Subscription(proto: subscription))
-                        case .deleted? where !saves:
-                            return .success(nil)
-                        case .error(let error)?:
-                            return .failure(try within("error") { () throws(SyncError) in try SyncError(proto: error) })
-                        case nil:
-                            throw SyncError(.invalidArguments, "has no outcome set")
-                        default:
-                            throw SyncError(.invalidArguments, "has the outcome of a \(saves ? "deletion" : "save")")
-                        }
+                try ProtoDecoding.keyed(entries, field, naming: { "subscription \"\($0.rawValue)\"" }) {
+                    entry throws(SyncError) -> (Subscription.ID, Result<Subscription?, SyncError>) in
+                    let result: Result<Subscription?, SyncError> = switch entry.outcome {
+                    case .subscription(let subscription)? where saves: .success(try Subscription(proto: subscription))
+                    case .deleted? where !saves: .success(nil)
+                    case .error(let error)?: .failure(try resultError(error))
+                    case nil: throw SyncError(.invalidArguments, "has no outcome set")
+                    default: throw SyncError(.invalidArguments, "has the outcome of a \(saves ? "deletion" : "save")")
                     }
-                    guard results.updateValue(result, forKey: id) == nil else {
-                        throw SyncError(.invalidArguments, "\(field)[\(index)] names subscription \"\(id.rawValue)\" a second time")
-                    }
+                    return (Subscription.ID(rawValue: entry.subscriptionID), result)
                 }
-                return results
             }
             return ModifySubscriptionsResponse(
                 saveResults: try results(message.saveResults, "save_results", saves: true).mapValues { $0.map { $0! } },
@@ -416,7 +380,7 @@ public enum Wire {
         _: [Subscription].Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> [Subscription] {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_AllSubscriptionsResponse) throws(SyncError) -> [Subscription] in
-            try subscriptions(message.subscriptions, "subscriptions")
+            try ProtoDecoding.each(message.subscriptions, "subscriptions", Subscription.init(proto:))
         }
     }
 
@@ -472,14 +436,7 @@ public enum Wire {
 
     /// Runs `body`, prefixing the message of any error it throws with `context`.
     static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
-        do {
-            return try body()
-        } catch {
-            var copy = error
-            let prefix = context()
-            copy.message = error.message.isEmpty ? prefix : "\(prefix): \(error.message)"
-            throw copy
-        }
+        try ProtoDecoding.within(context(), body)
     }
 
     private static func int(_ value: Int64, _ field: String) throws(SyncError) -> Int {
@@ -489,29 +446,27 @@ public enum Wire {
         return converted
     }
 
-    private static func subscriptions(
-        _ messages: [Logsync_Model_Subscription], _ field: String
-    ) throws(SyncError) -> [Subscription] {
-        var subscriptions: [Subscription] = []
-        for (index, message) in messages.enumerated() {
-            subscriptions.append(try within("\(field)[\(index)]") { () throws(SyncError) in try Subscription(proto: message) })
-        }
-        return subscriptions
-    }
-
     /// Zone results sorted by zone ID; a `nil` success is a deletion.
     private static func zoneResults(_ results: [RecordZone.ID: Result<RecordZone?, SyncError>]) -> [Logsync_Wire_ZoneResult] {
-        results.sorted { [$0.key.ownerName, $0.key.zoneName].lexicographicallyPrecedes([$1.key.ownerName, $1.key.zoneName]) {
-            $0.utf8.lexicographicallyPrecedes($1.utf8)
-        } }.map { id, result in
-            var entry = Logsync_Wire_ZoneResult()
-            entry.zoneID = id.proto
+        resultEntries(
+            results, sortedBy: { [$0.ownerName, $0.zoneName] }, { id in .with { $0.zoneID = id.proto } },
+            saved: { $0.zone = $1.proto })
+    }
+
+    /// Per-item result entries sorted by `key`: each made by `entry` for its item, then given
+    /// its outcome, the saved value (set by `saved`), `deleted` for a `nil` success, or the error.
+    private static func resultEntries<ID, Value, Entry: ResultEntry>(
+        _ results: [ID: Result<Value?, SyncError>], sortedBy key: (ID) -> [String], _ entry: (ID) -> Entry,
+        saved: (inout Entry, Value) -> Void
+    ) -> [Entry] {
+        ProtoOrder.sorted(results, by: key).map { id, result in
+            var message = entry(id)
             switch result {
-            case .success(let zone?): entry.zone = zone.proto
-            case .success(nil): entry.deleted = true
-            case .failure(let error): entry.error = error.proto
+            case .success(let value?): saved(&message, value)
+            case .success(nil): message.deleted = true
+            case .failure(let error): message.error = error.proto
             }
-            return entry
+            return message
         }
     }
 
@@ -525,29 +480,31 @@ public enum Wire {
     private static func zoneResults(
         _ entries: [Logsync_Wire_ZoneResult], _ field: String, expecting expected: ZoneOutcome
     ) throws(SyncError) -> [RecordZone.ID: Result<RecordZone?, SyncError>] {
-        var results: [RecordZone.ID: Result<RecordZone?, SyncError>] = [:]
-        for (index, entry) in entries.enumerated() {
-            let (id, result) = try within("\(field)[\(index)]") {
-                () throws(SyncError) -> (RecordZone.ID, Result<RecordZone?, SyncError>) in
-                guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-                let id = RecordZone.ID(proto: entry.zoneID)
-                switch (entry.outcome, expected) {
-                case (.zone(let zone)?, .zone):
-                    return (id, .success(try within("zone") { () throws(SyncError) in try RecordZone(proto: zone) }))
-                case (.deleted?, .deleted):
-                    return (id, .success(nil))
-                case (.error(let error)?, _):
-                    return (id, .failure(try within("error") { () throws(SyncError) in try SyncError(proto: error) }))
-                case (nil, _):
-                    throw SyncError(.invalidArguments, "has no outcome set")
-                default:
-                    throw SyncError(.invalidArguments, "has the outcome of a \(expected == .zone ? "deletion" : "save")")
-                }
+        try ProtoDecoding.keyed(entries, field) { entry throws(SyncError) -> (RecordZone.ID, Result<RecordZone?, SyncError>) in
+            guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+            let result: Result<RecordZone?, SyncError> = switch (entry.outcome, expected) {
+            case (.zone(let zone)?, .zone):
+                .success(try ProtoDecoding.within("zone") { () throws(SyncError) in try RecordZone(proto: zone) })
+            case (.deleted?, .deleted): .success(nil)
+            case (.error(let error)?, _): .failure(try resultError(error))
+            case (nil, _): throw SyncError(.invalidArguments, "has no outcome set")
+            default: throw SyncError(.invalidArguments, "has the outcome of a \(expected == .zone ? "deletion" : "save")")
             }
-            guard results.updateValue(result, forKey: id) == nil else {
-                throw SyncError(.invalidArguments, "\(field)[\(index)] names \(id) a second time")
-            }
+            return (RecordZone.ID(proto: entry.zoneID), result)
         }
-        return results
+    }
+
+    /// The error of a per-item result entry.
+    private static func resultError(_ error: Logsync_Model_SyncError) throws(SyncError) -> SyncError {
+        try ProtoDecoding.within("error") { () throws(SyncError) in try SyncError(proto: error) }
     }
 }
+
+/// The outcome fields that the zone and subscription result entries share.
+private protocol ResultEntry: SwiftProtobuf.Message {
+    var deleted: Bool { get set }
+    var error: Logsync_Model_SyncError { get set }
+}
+
+extension Logsync_Wire_ZoneResult: ResultEntry {}
+extension Logsync_Wire_SubscriptionResult: ResultEntry {}

@@ -140,52 +140,37 @@ extension ModifyRecordsResponse: ProtoConvertible {
     /// - Throws: ``SyncError`` `invalidArguments` for a result without a record ID or outcome, or
     ///   a record that has two results of one kind.
     package init(proto: Logsync_Model_ModifyRecordsResponse) throws(SyncError) {
-        var saveResults: [Record.ID: Result<Record, SyncError>] = [:]
-        for (index, entry) in proto.saveResults.enumerated() {
-            let context = "ModifyRecordsResponse.save_results[\(index)]"
-            let (id, result) = try ProtoDecoding.within(context) {
-                () throws(SyncError) -> (Record.ID, Result<Record, SyncError>) in
-                let id = try Self.resultID(entry.hasRecordID, entry.recordID, "SaveResult")
-                switch entry.outcome {
-                case .saved(let record)?:
-                    return (id, .success(try ProtoDecoding.within("SaveResult.saved") { () throws(SyncError) in
-                        try Record(proto: record)
-                    }))
-                case .error(let error)?:
-                    return (id, .failure(try ProtoDecoding.within("SaveResult.error") { () throws(SyncError) in
-                        try SyncError(proto: error)
-                    }))
-                case nil:
-                    throw ProtoDecoding.invalid("SaveResult", "has no outcome set")
-                }
-            }
-            guard saveResults.updateValue(result, forKey: id) == nil else {
-                throw ProtoDecoding.invalid(context, "names \(id) a second time")
+        let saveResults = try ProtoDecoding.keyed(proto.saveResults, "ModifyRecordsResponse.save_results") {
+            entry throws(SyncError) -> (Record.ID, Result<Record, SyncError>) in
+            let id = try Self.resultID(entry.hasRecordID, entry.recordID, "SaveResult")
+            switch entry.outcome {
+            case .saved(let record)?:
+                return (id, .success(try ProtoDecoding.within("SaveResult.saved") { () throws(SyncError) in
+                    try Record(proto: record)
+                }))
+            case .error(let error)?:
+                return (id, .failure(try Self.resultError(error, "SaveResult")))
+            case nil:
+                throw ProtoDecoding.invalid("SaveResult", "has no outcome set")
             }
         }
-
-        var deleteResults: [Record.ID: Result<Void, SyncError>] = [:]
-        for (index, entry) in proto.deleteResults.enumerated() {
-            let context = "ModifyRecordsResponse.delete_results[\(index)]"
-            let (id, result) = try ProtoDecoding.within(context) {
-                () throws(SyncError) -> (Record.ID, Result<Void, SyncError>) in
-                let id = try Self.resultID(entry.hasRecordID, entry.recordID, "DeleteResult")
-                switch entry.outcome {
-                case .deleted?:
-                    return (id, .success(()))
-                case .error(let error)?:
-                    return (id, .failure(try ProtoDecoding.within("DeleteResult.error") { () throws(SyncError) in
-                        try SyncError(proto: error)
-                    }))
-                case nil:
-                    throw ProtoDecoding.invalid("DeleteResult", "has no outcome set")
-                }
-            }
-            guard deleteResults.updateValue(result, forKey: id) == nil else {
-                throw ProtoDecoding.invalid(context, "names \(id) a second time")
+        let deleteResults = try ProtoDecoding.keyed(proto.deleteResults, "ModifyRecordsResponse.delete_results") {
+            entry throws(SyncError) -> (Record.ID, Result<Void, SyncError>) in
+            let id = try Self.resultID(entry.hasRecordID, entry.recordID, "DeleteResult")
+            switch entry.outcome {
+            case .deleted?:
+                return (id, .success(()))
+            case .error(let error)?:
+                return (id, .failure(try Self.resultError(error, "DeleteResult")))
+            case nil:
+                throw ProtoDecoding.invalid("DeleteResult", "has no outcome set")
             }
         }
         self.init(saveResults: saveResults, deleteResults: deleteResults)
+    }
+
+    private static func resultError(_ error: Logsync_Model_SyncError, _ message: String) throws(SyncError) -> SyncError {
+        try ProtoDecoding.within("\(message).error") { () throws(SyncError) in try SyncError(proto: error) }
     }
 
     private static func resultID(

@@ -79,6 +79,16 @@ package enum ProtoWire {
         try converting(entry, name) { () throws(SyncError) in try decode(type, from: entry.payload) }
     }
 
+    /// Parses the payload of a log entry as `type` and converts the message to a value, any
+    /// error becoming `LogStoreError` `.corruptEntry` naming the entry's kind, `name` and offset.
+    package static func decode<Message: SwiftProtobuf.Message, T>(
+        _ type: Message.Type, payloadOf entry: LogEntry, _ name: String,
+        _ convert: (Message) throws(SyncError) -> T
+    ) throws(LogStoreError) -> T {
+        let message = try decode(type, payloadOf: entry, name)
+        return try converting(entry, name) { () throws(SyncError) in try convert(message) }
+    }
+
     /// Runs the conversion of an entry's decoded message to a value, turning its error into
     /// `LogStoreError` `.corruptEntry` naming the entry's kind, `name` and offset.
     package static func converting<T>(
@@ -112,25 +122,56 @@ package enum ProtoWire {
 // MARK: - Decoding helpers
 
 /// Helpers that build the `invalidArguments` errors of decoding, naming the field concerned.
-enum ProtoDecoding {
+package enum ProtoDecoding {
     /// The error for a required field that is absent, e.g. `Record.record_id is missing`.
-    static func missing(_ field: String) -> SyncError {
+    package static func missing(_ field: String) -> SyncError {
         SyncError(.invalidArguments, "\(field) is missing")
     }
 
     /// The error for any other problem with a field.
-    static func invalid(_ field: String, _ problem: String) -> SyncError {
+    package static func invalid(_ field: String, _ problem: String) -> SyncError {
         SyncError(.invalidArguments, "\(field) \(problem)")
     }
 
     /// Runs `body`, prefixing the message of any error it throws with `context`, the field being
     /// decoded, so that errors of nested messages name their path.
-    static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+    package static func within<T>(
+        _ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T
+    ) throws(SyncError) -> T {
         do {
             return try body()
         } catch {
             throw error.prefixed(context())  // the context is built only when decoding fails
         }
+    }
+
+    /// Converts each element of a repeated field, an error naming the element, e.g.
+    /// `records_to_save[3]: Record.record_id is missing`.
+    package static func each<Message, Value>(
+        _ messages: [Message], _ field: String, _ convert: (Message) throws(SyncError) -> Value
+    ) throws(SyncError) -> [Value] {
+        var values: [Value] = []
+        values.reserveCapacity(messages.count)
+        for (index, message) in messages.enumerated() {
+            values.append(try within("\(field)[\(index)]") { () throws(SyncError) in try convert(message) })
+        }
+        return values
+    }
+
+    /// Converts a repeated field of per-item entries to a dictionary, an error naming the entry;
+    /// an item named twice is invalid (`field[2] names <item> a second time`).
+    package static func keyed<Entry, Key: Hashable, Value>(
+        _ entries: [Entry], _ field: String, naming name: (Key) -> String = { "\($0)" },
+        _ convert: (Entry) throws(SyncError) -> (Key, Value)
+    ) throws(SyncError) -> [Key: Value] {
+        var values: [Key: Value] = [:]
+        for (index, entry) in entries.enumerated() {
+            let (key, value) = try within("\(field)[\(index)]") { () throws(SyncError) in try convert(entry) }
+            guard values.updateValue(value, forKey: key) == nil else {
+                throw invalid("\(field)[\(index)]", "names \(name(key)) a second time")
+            }
+        }
+        return values
     }
 }
 
@@ -180,7 +221,7 @@ package enum ProtoTime {
 
 /// The order in which encoded results and partial errors are written, so that equal values have
 /// equal bytes: record IDs by owner name, zone name, record name.
-enum ProtoOrder {
+package enum ProtoOrder {
     static func key(_ id: Record.ID) -> [String] {
         [id.zoneID.ownerName, id.zoneID.zoneName, id.recordName]
     }
@@ -199,6 +240,14 @@ enum ProtoOrder {
 
     /// The dictionary's elements in record-ID order, each sort key computed once.
     static func sorted<Value>(_ results: [Record.ID: Value]) -> [(key: Record.ID, value: Value)] {
+        sorted(results, by: key)
+    }
+
+    /// The dictionary's elements in the order of `key`, whose strings compare by UTF-8 bytes;
+    /// each sort key computed once.
+    package static func sorted<Key, Value>(
+        _ results: [Key: Value], by key: (Key) -> [String]
+    ) -> [(key: Key, value: Value)] {
         results.map { (sortKey: key($0.key), element: $0) }
             .sorted { precedes($0.sortKey, $1.sortKey) }
             .map(\.element)
@@ -341,15 +390,7 @@ extension RecordValue: ProtoConvertible {
         case .assetReference(let name)?: self = .assetReference(name)
         case .listValue(let list)?:
             // Nesting and mixed kinds are representable and kept; Record.validate() refuses them.
-            var values: [RecordValue] = []
-            values.reserveCapacity(list.values.count)
-            for (index, element) in list.values.enumerated() {
-                values.append(
-                    try ProtoDecoding.within("RecordValue.list_value[\(index)]") { () throws(SyncError) in
-                        try RecordValue(proto: element)
-                    })
-            }
-            self = .list(values)
+            self = .list(try ProtoDecoding.each(list.values, "RecordValue.list_value", RecordValue.init(proto:)))
         case nil:
             throw ProtoDecoding.invalid("RecordValue", "has no value set")
         }
