@@ -17,15 +17,15 @@ public struct DatabaseChangeToken: ChangeToken {
     /// For the server and for debugging; clients must not infer anything from it (F142).
     public let offset: LogOffset
 
+    /// The identity of the database that issued the token, so a server can refuse another
+    /// database's token (0: unspecified). The server's choice; clients never look at it.
+    package let database: UInt64
+
     /// Creates a token at an offset of the server database's log; only the server makes tokens.
     package init(offset: LogOffset, database: UInt64 = 0) {
         self.offset = offset
         self.database = database
     }
-
-    /// The identity of the database that issued the token, so a server can refuse another
-    /// database's token (0: unspecified). The server's choice; clients never look at it.
-    package let database: UInt64
 
     /// Reads a token from its stable binary form.
     ///
@@ -37,8 +37,7 @@ public struct DatabaseChangeToken: ChangeToken {
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid database token: \(body.remaining) unexpected trailing bytes")
         }
-        self.offset = LogOffset(offset)
-        self.database = database
+        self.init(offset: LogOffset(offset), database: database)
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back.

@@ -24,15 +24,6 @@ public struct ZoneChangeToken: ChangeToken {
     /// For the server and for debugging; clients must not infer anything from it (F142).
     public let offset: LogOffset
 
-    /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: LogOffset, database: UInt64 = 0, listingStart: LogOffset = .zero) {
-        self.zoneID = zoneID
-        self.incarnation = incarnation
-        self.offset = offset
-        self.database = database
-        self.listingStart = listingStart
-    }
-
     /// The identity of the database that issued the token, so a server can refuse another
     /// database's token (0: unspecified). The server's choice; clients never look at it.
     package let database: UInt64
@@ -45,6 +36,15 @@ public struct ZoneChangeToken: ChangeToken {
     /// deletions up to there (F100), and it needs none of their tombstones: a compaction up to
     /// the listing start does not expire the token, even when its offset is older (F144).
     package let listingStart: LogOffset
+
+    /// Creates a token; only the server makes tokens.
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: LogOffset, database: UInt64 = 0, listingStart: LogOffset = .zero) {
+        self.zoneID = zoneID
+        self.incarnation = incarnation
+        self.offset = offset
+        self.database = database
+        self.listingStart = listingStart
+    }
 
     /// Reads a token from its stable binary form.
     ///
@@ -68,11 +68,9 @@ public struct ZoneChangeToken: ChangeToken {
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid zone token: \(body.remaining) unexpected trailing bytes")
         }
-        self.zoneID = RecordZone.ID(zoneName: zoneName, ownerName: ownerName)
-        self.incarnation = incarnation
-        self.offset = LogOffset(offset)
-        self.database = database
-        self.listingStart = listingStart
+        self.init(
+            zoneID: RecordZone.ID(zoneName: zoneName, ownerName: ownerName), incarnation: incarnation,
+            offset: LogOffset(offset), database: database, listingStart: listingStart)
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back: version 3 with a
