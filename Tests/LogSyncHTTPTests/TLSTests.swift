@@ -5,6 +5,7 @@ import LogSync
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
+import LogSyncTesting
 import NIOSSL
 import Synchronization
 import SyncModel
@@ -121,15 +122,11 @@ struct TLSTests {
             let before = try live.lastOffset(of: "alice")
 
             let untrusted = Self.client("https://localhost:\(live.port)", device: "laptop", tls: nil)
-            let device = OneNoteDevice(title: "kept")
-            let log = try DeviceLog(
-                directory: directory.appendingPathComponent("laptop", isDirectory: true),
-                options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
-            var configuration = SyncEngine.Configuration(database: untrusted.database(), deviceLog: log, delegate: device)
-            configuration.automaticallySync = false
-            let engine = try SyncEngine(configuration)
+            let device = try TestDevice(
+                "laptop", database: untrusted.database(), directory: directory.appendingPathComponent("laptop", isDirectory: true))
+            let engine = device.engine
             let id = Record.ID(recordName: "n1", zoneID: Self.notes)
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            try device.write(id, "kept")
 
             let failure = try await #require(throws: SyncError.self) { try await engine.sendChanges() }
             let error = failure.partialErrors[.record(id)] ?? failure
@@ -222,26 +219,6 @@ struct TLSTests {
             }
             #expect(notAKey.path == Self.rootCA.path, "\(notAKey)")
             #expect(notAKey.problem.contains("private key"), "\(notAKey)")
-        }
-    }
-}
-
-/// The smallest delegate: every pending record is a note titled `title`.
-final class OneNoteDevice: SyncEngineDelegate {
-    let title: String
-
-    init(title: String) { self.title = title }
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { [title] id in
-            var record = Record(recordType: "Note", recordID: id)
-            record["title"] = .string(title)
-            return record
         }
     }
 }
