@@ -352,10 +352,9 @@ extension SyncEngine.Event {
         }
 
         var fields: String {
-            let failedDeletes = failedZoneDeletes.sorted { $0.key.description < $1.key.description }
-                .map { "\($0.key): \($0.value.code)" }
-            return "saved \(describeItems(savedZones.map(\.zoneID))), failed saves \(describeItems(failedZoneSaves)), "
-                + "deleted \(describeItems(deletedZoneIDs)), failed deletes \(describeItems(failedDeletes))"
+            SyncEngine.Event.describeSent(
+                saved: savedZones.map(\.zoneID), failedSaves: failedZoneSaves, deleted: deletedZoneIDs,
+                failedDeletes: failedZoneDeletes)
         }
 
         /// A zone save that failed.
@@ -402,10 +401,9 @@ extension SyncEngine.Event {
         }
 
         var fields: String {
-            let failedDeletes = failedRecordDeletes.sorted { $0.key.description < $1.key.description }
-                .map { "\($0.key): \($0.value.code)" }
-            return "saved \(describeItems(savedRecords.map(\.recordID))), failed saves \(describeItems(failedRecordSaves)), "
-                + "deleted \(describeItems(deletedRecordIDs)), failed deletes \(describeItems(failedDeletes))"
+            SyncEngine.Event.describeSent(
+                saved: savedRecords.map(\.recordID), failedSaves: failedRecordSaves, deleted: deletedRecordIDs,
+                failedDeletes: failedRecordDeletes)
         }
 
         /// A record save that failed.
@@ -425,6 +423,16 @@ extension SyncEngine.Event {
             /// `record "A" in zone "Notes": serverRecordChanged (14)`.
             public var description: String { "\(record.recordID): \(error.code)" }
         }
+    }
+
+    /// The fields of ``SentDatabaseChanges`` and ``SentRecordZoneChanges``: the IDs saved, the
+    /// failed saves, the IDs deleted and the failed deletions, these sorted by ID with their codes.
+    private static func describeSent<ID: CustomStringConvertible, FailedSave>(
+        saved: [ID], failedSaves: [FailedSave], deleted: [ID], failedDeletes: [ID: SyncError]
+    ) -> String {
+        let failedDeletes = failedDeletes.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value.code)" }
+        return "saved \(describeItems(saved)), failed saves \(describeItems(failedSaves)), "
+            + "deleted \(describeItems(deleted)), failed deletes \(describeItems(failedDeletes))"
     }
 
     /// A send ended (F45); one per ``WillSendChanges``.

@@ -39,6 +39,12 @@ extension SyncEngine {
             try deviceLog.append(entry, by: .app)
         }
 
+        /// Appends an app's edit of a pending list, unless it lists no changes.
+        private func record<Change>(_ changes: [Change], as entry: ([Change]) -> DeviceEntry) throws {
+            guard !changes.isEmpty else { return }
+            try record(entry(changes))
+        }
+
         // MARK: Record zone changes
 
         /// The record changes waiting to be sent, in order (F16). IDs only: the delegate supplies
@@ -54,8 +60,7 @@ extension SyncEngine {
         /// - Parameter pendingRecordZoneChanges: the changes; an empty list does nothing.
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func add(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
-            guard !pendingRecordZoneChanges.isEmpty else { return }
-            try record(.pendingRecordZoneChangesAdded(pendingRecordZoneChanges))
+            try record(pendingRecordZoneChanges, as: DeviceEntry.pendingRecordZoneChangesAdded)
         }
 
         /// Removes record changes that are pending exactly (same case and ID, F20); returns
@@ -63,8 +68,7 @@ extension SyncEngine {
         ///
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func remove(pendingRecordZoneChanges: [PendingRecordZoneChange]) throws {
-            guard !pendingRecordZoneChanges.isEmpty else { return }
-            try record(.pendingRecordZoneChangesRemoved(pendingRecordZoneChanges))
+            try record(pendingRecordZoneChanges, as: DeviceEntry.pendingRecordZoneChangesRemoved)
         }
 
         // MARK: Database changes
@@ -82,8 +86,7 @@ extension SyncEngine {
         /// - Parameter pendingDatabaseChanges: the changes; an empty list does nothing.
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func add(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
-            guard !pendingDatabaseChanges.isEmpty else { return }
-            try record(.pendingDatabaseChangesAdded(pendingDatabaseChanges))
+            try record(pendingDatabaseChanges, as: DeviceEntry.pendingDatabaseChangesAdded)
         }
 
         /// Removes zone changes that are pending exactly (same case and zone ID); returns once
@@ -91,8 +94,7 @@ extension SyncEngine {
         ///
         /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
         public func remove(pendingDatabaseChanges: [PendingDatabaseChange]) throws {
-            guard !pendingDatabaseChanges.isEmpty else { return }
-            try record(.pendingDatabaseChangesRemoved(pendingDatabaseChanges))
+            try record(pendingDatabaseChanges, as: DeviceEntry.pendingDatabaseChangesRemoved)
         }
 
         // MARK: Flags

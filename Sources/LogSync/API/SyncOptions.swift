@@ -38,7 +38,7 @@ extension SyncEngine {
         }
 
         /// A one-line rendering, such as `SendChangesContext(manual, scope zoneIDs [zone "Notes"])`.
-        public var description: String { "SendChangesContext(\(reason), scope \(options.scope))" }
+        public var description: String { "SendChangesContext(\(reason), \(options.fields))" }
     }
 
     /// The options of a send (F62): which pending changes it covers.
@@ -61,7 +61,10 @@ extension SyncEngine {
         }
 
         /// A one-line rendering, such as `SendChangesOptions(scope all)`.
-        public var description: String { "SendChangesOptions(scope \(scope))" }
+        public var description: String { "SendChangesOptions(\(fields))" }
+
+        /// The options in one line, without the type name; contexts show them too.
+        var fields: String { "scope \(scope)" }
 
         /// Which pending record changes a send covers (F63, F68).
         ///
@@ -143,11 +146,7 @@ extension SyncEngine {
         }
 
         /// A one-line rendering, such as `FetchChangesContext(scheduled, scope all)`.
-        public var description: String {
-            var text = "FetchChangesContext(\(reason), scope \(options.scope)"
-            if !options.prioritizedZoneIDs.isEmpty { text += ", prioritized \(describeItems(options.prioritizedZoneIDs))" }
-            return text + ")"
-        }
+        public var description: String { "FetchChangesContext(\(reason), \(options.fields))" }
     }
 
     /// The options of a fetch (F64): which zones' record changes it fetches, and in which order.
@@ -179,10 +178,11 @@ extension SyncEngine {
         }
 
         /// A one-line rendering, such as `FetchChangesOptions(scope all, prioritized [zone "Inbox"])`.
-        public var description: String {
-            var text = "FetchChangesOptions(scope \(scope)"
-            if !prioritizedZoneIDs.isEmpty { text += ", prioritized \(describeItems(prioritizedZoneIDs))" }
-            return text + ")"
+        public var description: String { "FetchChangesOptions(\(fields))" }
+
+        /// The options in one line, without the type name; contexts show them too.
+        var fields: String {
+            prioritizedZoneIDs.isEmpty ? "scope \(scope)" : "scope \(scope), prioritized \(describeItems(prioritizedZoneIDs))"
         }
 
         /// Which zones a fetch covers (F65, F67).

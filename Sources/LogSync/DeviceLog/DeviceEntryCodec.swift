@@ -34,15 +34,15 @@ extension DeviceEntry {
             var message = Logsync_Device_BatchResult()
             message.saved = saved.map(\.proto)
             message.deleted = deleted.map(\.proto)
-            message.failedSaves = Self.recordFailures(failedSaves)
-            message.failedDeletes = Self.recordFailures(failedDeletes)
+            message.failedSaves = Self.failures(failedSaves)
+            message.failedDeletes = Self.failures(failedDeletes)
             return Self.entry(Kind.batchResult, message)
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             var message = Logsync_Device_DatabaseChangesSent()
             message.savedZones = savedZones.map(\.proto)
             message.deletedZoneIds = deletedZoneIDs.map(\.proto)
-            message.failedZoneSaves = Self.zoneFailures(failedZoneSaves)
-            message.failedZoneDeletes = Self.zoneFailures(failedZoneDeletes)
+            message.failedZoneSaves = Self.failures(failedZoneSaves)
+            message.failedZoneDeletes = Self.failures(failedZoneDeletes)
             return Self.entry(Kind.databaseChangesSent, message)
         default:
             return syncStepEntry
@@ -94,8 +94,8 @@ extension DeviceEntry {
                 .batchResult(
                     saved: try Self.records(message.saved, "BatchResult.saved"),
                     deleted: try Self.recordIDs(message.deleted, "BatchResult.deleted"),
-                    failedSaves: try Self.recordFailures(message.failedSaves, "BatchResult.failed_saves"),
-                    failedDeletes: try Self.recordFailures(message.failedDeletes, "BatchResult.failed_deletes"))
+                    failedSaves: try Self.failures(message.failedSaves, "BatchResult.failed_saves"),
+                    failedDeletes: try Self.failures(message.failedDeletes, "BatchResult.failed_deletes"))
             }
         case Kind.databaseChangesSent:
             let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
@@ -107,8 +107,8 @@ extension DeviceEntry {
                         }
                     },
                     deletedZoneIDs: message.deletedZoneIds.map { RecordZone.ID(proto: $0) },
-                    failedZoneSaves: try Self.zoneFailures(message.failedZoneSaves, "DatabaseChangesSent.failed_zone_saves"),
-                    failedZoneDeletes: try Self.zoneFailures(
+                    failedZoneSaves: try Self.failures(message.failedZoneSaves, "DatabaseChangesSent.failed_zone_saves"),
+                    failedZoneDeletes: try Self.failures(
                         message.failedZoneDeletes, "DatabaseChangesSent.failed_zone_deletes"))
             }
         case Kind.sendStarted, Kind.sendFinished, Kind.fetchStarted, Kind.databaseChangesFetched,
@@ -143,19 +143,11 @@ extension DeviceEntry {
         return message
     }
 
-    private static func recordFailures(_ failures: [Record.ID: SyncError]) -> [Logsync_Device_RecordFailure] {
-        failures.sorted { IDOrder.precedes($0.key, $1.key) }.map { id, error in
-            var failure = Logsync_Device_RecordFailure()
-            failure.recordID = id.proto
-            failure.error = error.proto
-            return failure
-        }
-    }
-
-    private static func zoneFailures(_ failures: [RecordZone.ID: SyncError]) -> [Logsync_Device_ZoneFailure] {
-        failures.sorted { IDOrder.precedes($0.key, $1.key) }.map { id, error in
-            var failure = Logsync_Device_ZoneFailure()
-            failure.zoneID = id.proto
+    /// The failure messages of a failure list, sorted by ID so that equal lists encode alike.
+    private static func failures<Message: ItemFailureMessage>(_ failures: [Message.ItemID: SyncError]) -> [Message] {
+        failures.sorted { Message.precedes($0.key, $1.key) }.map { id, error in
+            var failure = Message()
+            failure.setItemID(id)
             failure.error = error.proto
             return failure
         }
@@ -215,15 +207,16 @@ extension DeviceEntry {
         }
     }
 
-    private static func recordFailures(
-        _ messages: [Logsync_Device_RecordFailure], _ field: String
-    ) throws(SyncError) -> [Record.ID: SyncError] {
-        var failures: [Record.ID: SyncError] = [:]
+    /// Decodes a failure list; each message must name its item and its error, and no item twice.
+    private static func failures<Message: ItemFailureMessage>(
+        _ messages: [Message], _ field: String
+    ) throws(SyncError) -> [Message.ItemID: SyncError] {
+        var failures: [Message.ItemID: SyncError] = [:]
         for (index, message) in messages.enumerated() {
             let context = "\(field)[\(index)]"
-            guard message.hasRecordID else { throw missing("\(context).record_id") }
+            guard message.hasItemID else { throw missing("\(context).\(Message.itemIDField)") }
             guard message.hasError else { throw missing("\(context).error") }
-            let id = try within("\(context).record_id") { () throws(SyncError) in try Record.ID(proto: message.recordID) }
+            let id = try within("\(context).\(Message.itemIDField)") { () throws(SyncError) in try message.decodedItemID() }
             let error = try within("\(context).error") { () throws(SyncError) in try SyncError(proto: message.error) }
             guard failures.updateValue(error, forKey: id) == nil else {
                 throw SyncError(.invalidArguments, "\(context) names \(id) a second time")
@@ -231,23 +224,39 @@ extension DeviceEntry {
         }
         return failures
     }
+}
 
-    private static func zoneFailures(
-        _ messages: [Logsync_Device_ZoneFailure], _ field: String
-    ) throws(SyncError) -> [RecordZone.ID: SyncError] {
-        var failures: [RecordZone.ID: SyncError] = [:]
-        for (index, message) in messages.enumerated() {
-            let context = "\(field)[\(index)]"
-            guard message.hasZoneID else { throw missing("\(context).zone_id") }
-            guard message.hasError else { throw missing("\(context).error") }
-            let id = RecordZone.ID(proto: message.zoneID)
-            let error = try within("\(context).error") { () throws(SyncError) in try SyncError(proto: message.error) }
-            guard failures.updateValue(error, forKey: id) == nil else {
-                throw SyncError(.invalidArguments, "\(context) names \(id) a second time")
-            }
-        }
-        return failures
-    }
+/// A message naming one item that failed and its error (`RecordFailure`, `ZoneFailure`), so that
+/// both failure lists are written and read by the same code.
+protocol ItemFailureMessage: SwiftProtobuf.Message {
+    associatedtype ItemID: Hashable & CustomStringConvertible
+    /// The name of the ID field in the .proto file, for decoding errors.
+    static var itemIDField: String { get }
+    /// The order in which failures are written (``IDOrder``).
+    static func precedes(_ lhs: ItemID, _ rhs: ItemID) -> Bool
+    var hasItemID: Bool { get }
+    /// Sets the ID field.
+    mutating func setItemID(_ id: ItemID)
+    /// Reads the ID field.
+    func decodedItemID() throws(SyncError) -> ItemID
+    var hasError: Bool { get }
+    var error: Logsync_Model_SyncError { get set }
+}
+
+extension Logsync_Device_RecordFailure: ItemFailureMessage {
+    static var itemIDField: String { "record_id" }
+    static func precedes(_ lhs: Record.ID, _ rhs: Record.ID) -> Bool { IDOrder.precedes(lhs, rhs) }
+    var hasItemID: Bool { hasRecordID }
+    mutating func setItemID(_ id: Record.ID) { recordID = id.proto }
+    func decodedItemID() throws(SyncError) -> Record.ID { try Record.ID(proto: recordID) }
+}
+
+extension Logsync_Device_ZoneFailure: ItemFailureMessage {
+    static var itemIDField: String { "zone_id" }
+    static func precedes(_ lhs: RecordZone.ID, _ rhs: RecordZone.ID) -> Bool { IDOrder.precedes(lhs, rhs) }
+    var hasItemID: Bool { hasZoneID }
+    mutating func setItemID(_ id: RecordZone.ID) { zoneID = id.proto }
+    func decodedItemID() throws(SyncError) -> RecordZone.ID { RecordZone.ID(proto: zoneID) }
 }
 
 extension SyncEngine.PendingRecordZoneChange {

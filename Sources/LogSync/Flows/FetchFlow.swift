@@ -14,10 +14,8 @@ extension SyncEngine {
     /// (F100). A zone that fails is reported in its `didFetchRecordZoneChanges` and the other
     /// zones are still fetched (F102).
     func runFetch(_ context: FetchChangesContext) async throws {
-        let step = SyncStep(engine: self)
         logger.debug("fetch started: \(context)")
-        try step.append(.fetchStarted(context))
-        await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+        let step = try await SyncStep.start(self, .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)))
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
@@ -41,17 +39,12 @@ extension SyncEngine {
             stop = error
         }
 
-        try step.append(.fetchFinished(error: stop))
-        try await step.deliverStateUpdate()
-        await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+        try await step.finish(.fetchFinished(error: stop), .didFetchChanges(Event.DidFetchChanges(context: context)))
         if stop == nil { await ensureSubscriptionOnce() }
         logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
-        if let stop { throw stop }
-        if !zoneFailures.isEmpty {
-            throw SyncError(
-                .partialFailure, "\(zoneFailures.count) zones could not be fetched; see partialErrors and didFetchRecordZoneChanges",
-                partialErrors: zoneFailures)
+        try SyncError.throwEnding(stop: stop, failures: zoneFailures) {
+            "\($0) zones could not be fetched; see partialErrors and didFetchRecordZoneChanges"
         }
     }
 
@@ -74,25 +67,34 @@ extension SyncEngine {
                     FetchDatabaseChangesRequest(since: token, resultsLimit: fetchResultsLimit))
             } catch {
                 let failure = SyncError.from(error, during: "fetchDatabaseChanges")
-                if failure.code == .changeTokenExpired, token != nil, !tokenReset {
-                    tokenReset = true
-                    try step.append(.changeTokenReset(zoneID: nil))
+                if try Self.resetExpiredToken(after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step) {
                     continue
                 }
                 throw failure
             }
-            let offset = try step.append(
+            let changed = !response.modifications.isEmpty || !response.deletions.isEmpty
+            try await step.append(
                 .databaseChangesFetched(
                     modifications: response.modifications.map(\.zoneID), deletions: response.deletions,
-                    changeToken: response.changeToken, moreComing: response.moreComing))
-            if !response.modifications.isEmpty || !response.deletions.isEmpty {
-                await deliver(
-                    .fetchedDatabaseChanges(
-                        Event.FetchedDatabaseChanges(modifications: response.modifications, deletions: response.deletions)))
-                step.delivered(through: offset)
-            }
+                    changeToken: response.changeToken, moreComing: response.moreComing),
+                delivering: changed
+                    ? .fetchedDatabaseChanges(
+                        Event.FetchedDatabaseChanges(modifications: response.modifications, deletions: response.deletions))
+                    : nil)
             if !response.moreComing { return }
         }
+    }
+
+    /// Whether a feed that failed with `failure` is fetched again from the start (F100): its token
+    /// expired, one was sent, and the feed was not reset already in this fetch. If so, appends the
+    /// reset, which drops the token (`zoneID` `nil` for the database's feed).
+    private static func resetExpiredToken(
+        after failure: SyncError, hadToken: Bool, alreadyReset: inout Bool, zoneID: RecordZone.ID?, _ step: SyncStep
+    ) throws -> Bool {
+        guard failure.code == .changeTokenExpired, hadToken, !alreadyReset else { return false }
+        alreadyReset = true
+        try step.append(.changeTokenReset(zoneID: zoneID))
+        return true
     }
 
     /// Fetches one zone's changes to the end, between its will/did events (F38–F40).
@@ -129,10 +131,8 @@ extension SyncEngine {
                     FetchZoneChangesRequest(zoneID: zoneID, since: token, resultsLimit: fetchResultsLimit))
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
-                if error.code == .changeTokenExpired, token != nil, !tokenReset {
-                    // F100: start the zone over; the delegate receives its live records again.
-                    tokenReset = true
-                    try step.append(.changeTokenReset(zoneID: zoneID))
+                // F100: start the zone over; the delegate receives its live records again.
+                if try Self.resetExpiredToken(after: error, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: zoneID, step) {
                     continue
                 }
                 failure = error
@@ -142,16 +142,15 @@ extension SyncEngine {
                 for modification in response.modifications { listed.insert(modification.record.recordID) }
             }
             lastToken = response.changeToken
-            let offset = try step.append(
+            let changed = !response.modifications.isEmpty || !response.deletions.isEmpty
+            try await step.append(
                 .zoneChangesFetched(
                     zoneID: zoneID, modifications: response.modifications.map(\.record), deletions: response.deletions,
-                    changeToken: response.changeToken, moreComing: response.moreComing))
-            if !response.modifications.isEmpty || !response.deletions.isEmpty {
-                await deliver(
-                    .fetchedRecordZoneChanges(
-                        Event.FetchedRecordZoneChanges(modifications: response.modifications, deletions: response.deletions)))
-                step.delivered(through: offset)
-            }
+                    changeToken: response.changeToken, moreComing: response.moreComing),
+                delivering: changed
+                    ? .fetchedRecordZoneChanges(
+                        Event.FetchedRecordZoneChanges(modifications: response.modifications, deletions: response.deletions))
+                    : nil)
             if !response.moreComing { break }
         }
         if failure == nil, fromScratch, let lastToken {
@@ -159,11 +158,10 @@ extension SyncEngine {
                 .filter { !listed.contains($0.recordID) }
                 .map { RecordZoneChange.Deletion(recordID: $0.recordID, recordType: $0.recordType) }
             if !gone.isEmpty {
-                let offset = try step.append(
+                try await step.append(
                     .zoneChangesFetched(
-                        zoneID: zoneID, modifications: [], deletions: gone, changeToken: lastToken, moreComing: false))
-                await deliver(.fetchedRecordZoneChanges(Event.FetchedRecordZoneChanges(deletions: gone)))
-                step.delivered(through: offset)
+                        zoneID: zoneID, modifications: [], deletions: gone, changeToken: lastToken, moreComing: false),
+                    delivering: .fetchedRecordZoneChanges(Event.FetchedRecordZoneChanges(deletions: gone)))
             }
         }
         try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))

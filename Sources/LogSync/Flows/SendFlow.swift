@@ -13,10 +13,8 @@ extension SyncEngine {
     /// only of items that already failed in this send: the app re-queued them, and they wait for
     /// the next send.
     func runSend(_ context: SendChangesContext) async throws {
-        let step = SyncStep(engine: self)
         logger.debug("send started: \(context)")
-        try step.append(.sendStarted(context))
-        await deliver(.willSendChanges(Event.WillSendChanges(context: context)))
+        let step = try await SyncStep.start(self, .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)))
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         var stop: SyncError?
@@ -83,16 +81,11 @@ extension SyncEngine {
         {
             try step.append(.untrackedChangesFlagged(false))
         }
-        try step.append(.sendFinished(error: stop))
-        try await step.deliverStateUpdate()
-        await deliver(.didSendChanges(Event.DidSendChanges(context: context)))
+        try await step.finish(.sendFinished(error: stop), .didSendChanges(Event.DidSendChanges(context: context)))
         logger.debug("send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
-        if let stop { throw stop }
-        if !failures.isEmpty {
-            throw SyncError(
-                .partialFailure, "\(failures.count) of the changes sent failed; see partialErrors and the sent events",
-                partialErrors: failures)
+        try SyncError.throwEnding(stop: stop, failures: failures) {
+            "\($0) of the changes sent failed; see partialErrors and the sent events"
         }
     }
 
@@ -136,37 +129,16 @@ extension SyncEngine {
                 saveResults: Dictionary(uniqueKeysWithValues: zonesToSave.map { ($0.zoneID, .failure(failure)) }),
                 deleteResults: Dictionary(uniqueKeysWithValues: zoneIDsToDelete.map { ($0, .failure(failure)) }))
         }
-        var outcome = SendOutcome()
-        var saved: [RecordZone] = []
-        var failedSaves: [Event.SentDatabaseChanges.FailedZoneSave] = []
-        var failedSaveErrors: [RecordZone.ID: SyncError] = [:]
-        var deleted: [RecordZone.ID] = []
-        var failedDeletes: [RecordZone.ID: SyncError] = [:]
-        for zone in zonesToSave {
-            switch response.saveResults[zone.zoneID] ?? .failure(Self.unanswered(.zone(zone.zoneID))) {
-            case .success(let savedZone): saved.append(savedZone)
-            case .failure(let error):
-                failedSaves.append(.init(zone: zone, error: error))
-                failedSaveErrors[zone.zoneID] = error
-                outcome.failed(.zone(zone.zoneID), error)
-            }
-        }
-        for id in zoneIDsToDelete {
-            switch response.deleteResults[id] ?? .failure(Self.unanswered(.zone(id))) {
-            case .success: deleted.append(id)
-            case .failure(let error):
-                failedDeletes[id] = error
-                outcome.failed(.zone(id), error)
-            }
-        }
-        try step.append(
+        return try await report(response, saving: zonesToSave, id: \.zoneID, deleting: zoneIDsToDelete, as: SyncError.ItemID.zone, step) {
             .databaseChangesSent(
-                savedZones: saved, deletedZoneIDs: deleted, failedZoneSaves: failedSaveErrors, failedZoneDeletes: failedDeletes))
-        await deliver(
+                savedZones: $0.saved, deletedZoneIDs: $0.deleted, failedZoneSaves: $0.failedSaveErrors,
+                failedZoneDeletes: $0.failedDeletes)
+        } event: {
             .sentDatabaseChanges(
                 Event.SentDatabaseChanges(
-                    savedZones: saved, failedZoneSaves: failedSaves, deletedZoneIDs: deleted, failedZoneDeletes: failedDeletes)))
-        return outcome
+                    savedZones: $0.saved, failedZoneSaves: $0.failedSaves.map { .init(zone: $0.item, error: $0.error) },
+                    deletedZoneIDs: $0.deleted, failedZoneDeletes: $0.failedDeletes))
+        }
     }
 
     /// Sends one record batch and reports it (F44, F55–F58). The records go into the log first
@@ -221,37 +193,63 @@ extension SyncEngine {
                 offset: idOffset, recordsToSave: content.recordsToSave, recordIDsToDelete: content.recordIDsToDelete,
                 atomicByZone: content.atomicByZone) : nil
         }
-        var outcome = SendOutcome()
-        var saved: [Record] = []
-        var failedSaves: [Event.SentRecordZoneChanges.FailedRecordSave] = []
-        var failedSaveErrors: [Record.ID: SyncError] = [:]
-        var deleted: [Record.ID] = []
-        var failedDeletes: [Record.ID: SyncError] = [:]
-        for record in batch.recordsToSave {
-            switch response.saveResults[record.recordID] ?? .failure(Self.unanswered(.record(record.recordID))) {
-            case .success(let savedRecord): saved.append(savedRecord)
-            case .failure(let error):
-                failedSaves.append(.init(record: record, error: error))
-                failedSaveErrors[record.recordID] = error
-                outcome.failed(.record(record.recordID), error)
-            }
-        }
-        for id in batch.recordIDsToDelete {
-            switch response.deleteResults[id] ?? .failure(Self.unanswered(.record(id))) {
-            case .success: deleted.append(id)
-            case .failure(let error):
-                failedDeletes[id] = error
-                outcome.failed(.record(id), error)
-            }
-        }
-        try step.append(
-            .batchResult(saved: saved, deleted: deleted, failedSaves: failedSaveErrors, failedDeletes: failedDeletes))
-        await deliver(
+        return try await report(
+            response, saving: batch.recordsToSave, id: \.recordID, deleting: batch.recordIDsToDelete, as: SyncError.ItemID.record, step
+        ) {
+            .batchResult(saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
+        } event: {
             .sentRecordZoneChanges(
                 Event.SentRecordZoneChanges(
-                    savedRecords: saved, failedRecordSaves: failedSaves, deletedRecordIDs: deleted,
-                    failedRecordDeletes: failedDeletes)))
+                    savedRecords: $0.saved, failedRecordSaves: $0.failedSaves.map { .init(record: $0.item, error: $0.error) },
+                    deletedRecordIDs: $0.deleted, failedRecordDeletes: $0.failedDeletes))
+        }
+    }
+
+    /// Reports the server's answer to one request: sorts it item by item, in the order the items
+    /// were sent, into what was saved and deleted and what failed and why (an item the answer
+    /// leaves out failed, ``unanswered(_:)``); appends the log entry `entry` makes of it, then
+    /// delivers the event `event` makes of it.
+    ///
+    /// - Returns: the failures, and the one that ends the send, if any.
+    private func report<ID, Saved, Item>(
+        _ response: ModifyResponse<ID, Saved>, saving items: [Item], id: (Item) -> ID, deleting ids: [ID],
+        as itemID: (ID) -> SyncError.ItemID, _ step: SyncStep,
+        entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry, event: (SortedAnswer<ID, Saved, Item>) -> Event
+    ) async throws -> SendOutcome {
+        var outcome = SendOutcome()
+        var answer = SortedAnswer<ID, Saved, Item>()
+        for item in items {
+            let id = id(item)
+            switch response.saveResults[id] ?? .failure(Self.unanswered(itemID(id))) {
+            case .success(let saved): answer.saved.append(saved)
+            case .failure(let error):
+                answer.failedSaves.append((item, error))
+                answer.failedSaveErrors[id] = error
+                outcome.failed(itemID(id), error)
+            }
+        }
+        for id in ids {
+            switch response.deleteResults[id] ?? .failure(Self.unanswered(itemID(id))) {
+            case .success: answer.deleted.append(id)
+            case .failure(let error):
+                answer.failedDeletes[id] = error
+                outcome.failed(itemID(id), error)
+            }
+        }
+        try step.append(entry(answer))
+        await deliver(event(answer))
         return outcome
+    }
+
+    /// A request's answer, sorted by ``report(_:saving:id:deleting:as:_:entry:event:)``.
+    struct SortedAnswer<ID: Hashable, Saved, Item> {
+        var saved: [Saved] = []
+        /// The items whose save failed, as sent, with their errors.
+        var failedSaves: [(item: Item, error: SyncError)] = []
+        /// The same failures by ID, as the device log records them.
+        var failedSaveErrors: [ID: SyncError] = [:]
+        var deleted: [ID] = []
+        var failedDeletes: [ID: SyncError] = [:]
     }
 
     /// The error of an item the server's response left out.

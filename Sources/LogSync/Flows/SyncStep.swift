@@ -12,7 +12,23 @@ final class SyncStep {
     let engine: SyncEngine
     private var deliveredMark: LogOffset?
 
-    init(engine: SyncEngine) { self.engine = engine }
+    private init(engine: SyncEngine) { self.engine = engine }
+
+    /// Starts a send or a fetch: appends its first entry, then delivers its `will` event.
+    static func start(_ engine: SyncEngine, _ entry: DeviceEntry, _ event: SyncEngine.Event) async throws -> SyncStep {
+        let step = SyncStep(engine: engine)
+        try step.append(entry)
+        await engine.deliver(event)
+        return step
+    }
+
+    /// Ends the operation: appends its last entry (with the pending delivery mark), then delivers
+    /// a `stateUpdate` reflecting every entry so far (F26, F34) and its `did` event.
+    func finish(_ entry: DeviceEntry, _ event: SyncEngine.Event) async throws {
+        try append(entry)
+        await engine.deliver(.stateUpdate(SyncEngine.Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
+        await engine.deliver(event)
+    }
 
     /// Appends `entry` (after a pending delivery mark) and returns its offset.
     @discardableResult
@@ -25,12 +41,13 @@ final class SyncStep {
         return range.upperBound.advanced(by: -1)
     }
 
-    /// Notes that the events of the entry at `offset` have been handled.
-    func delivered(through offset: LogOffset) { deliveredMark = offset }
-
-    /// Delivers a `stateUpdate` reflecting every entry so far (F26, F34).
-    func deliverStateUpdate() async throws {
-        await engine.deliver(.stateUpdate(SyncEngine.Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
+    /// Appends the entry of a fetched page; if the page has changes to report (`event` is not
+    /// `nil`), delivers its event and notes that the entry's events have been handled.
+    func append(_ entry: DeviceEntry, delivering event: SyncEngine.Event?) async throws {
+        let offset = try append(entry)
+        guard let event else { return }
+        await engine.deliver(event)
+        deliveredMark = offset
     }
 
     /// Reads from the device log's index.
@@ -47,6 +64,13 @@ extension SyncError {
             return SyncError(.operationCancelled, "\(operation) was cancelled")
         }
         return SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
+    }
+
+    /// Throws what a send or a fetch ended with: `stop`, the error that stopped it, else a
+    /// `partialFailure` listing the items that failed, its message made from their count.
+    static func throwEnding(stop: SyncError?, failures: [ItemID: SyncError], _ message: (Int) -> String) throws {
+        if let stop { throw stop }
+        if !failures.isEmpty { throw SyncError(.partialFailure, message(failures.count), partialErrors: failures) }
     }
 
     /// `operationCancelled`, for a sync stopped by `cancelOperations()` (F79).
