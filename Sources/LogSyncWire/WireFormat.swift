@@ -51,18 +51,8 @@ public enum WireFormat: String, Sendable, Hashable, CaseIterable, CustomStringCo
     /// Encodes a message. Binary encoding writes map entries in a deterministic order.
     public func encode(_ message: some SwiftProtobuf.Message) -> [UInt8] {
         switch self {
-        case .protobuf:
-            return ProtoWire.serialize(message)
-        case .json:
-            var options = JSONEncodingOptions()
-            options.useDeterministicOrdering = true
-            do {
-                return try message.jsonUTF8Bytes(options: options)
-            } catch {
-                // Only a message holding a value JSON cannot express (a NaN in a field of a
-                // well-known type) fails; the wire messages have no such field.
-                preconditionFailure("cannot encode \(type(of: message).protoMessageName) as JSON: \(error)")
-            }
+        case .protobuf: ProtoWire.serialize(message)
+        case .json: ProtoWire.serializeJSON(message)
         }
     }
 

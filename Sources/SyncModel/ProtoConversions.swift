@@ -63,10 +63,26 @@ package enum ProtoWire {
     package static func serialize(_ message: some SwiftProtobuf.Message) -> [UInt8] {
         var options = BinaryEncodingOptions()
         options.useDeterministicOrdering = true
+        return infallibly(message, "serialize") { try message.serializedBytes(options: options) }
+    }
+
+    /// Encodes a message in the Protocol Buffers JSON mapping, map entries in a deterministic order.
+    ///
+    /// Only a message holding a value JSON cannot express (a NaN in a field of a well-known
+    /// type) fails; no LogSync message has such a field, so that failure is a programming error.
+    package static func serializeJSON(_ message: some SwiftProtobuf.Message) -> [UInt8] {
+        var options = JSONEncodingOptions()
+        options.useDeterministicOrdering = true
+        return infallibly(message, "encode as JSON") { try message.jsonUTF8Bytes(options: options) }
+    }
+
+    private static func infallibly(
+        _ message: some SwiftProtobuf.Message, _ what: String, _ encode: () throws -> [UInt8]
+    ) -> [UInt8] {
         do {
-            return try message.serializedBytes(options: options)
+            return try encode()
         } catch {
-            preconditionFailure("cannot serialize \(type(of: message).protoMessageName): \(error)")
+            preconditionFailure("cannot \(what) \(type(of: message).protoMessageName): \(error)")
         }
     }
 

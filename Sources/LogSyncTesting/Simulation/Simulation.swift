@@ -58,13 +58,21 @@ public final class Simulation {
 
     /// What one run did.
     public struct Report: Sendable, CustomStringConvertible {
+        /// The seed of the run: the same seed replays the same run.
         public var seed: UInt64
+        /// The seeded operations run, over all devices.
         public var operations = 0
+        /// How many requests met each network fate (delivered, failed, answer lost …).
         public var fates: [NetworkFate: Int] = [:]
+        /// `sendChanges` calls made by the devices.
         public var sends = 0
+        /// `fetchChanges` calls made by the devices.
         public var fetches = 0
+        /// Engines disposed of and opened again on their device logs.
         public var engineRestarts = 0
+        /// Times the server was stopped and opened again on its data directory.
         public var serverRestarts = 0
+        /// Times a device's account switched to the next user.
         public var accountSwitches = 0
         /// Saves the server acknowledged (answers the network dropped included).
         public var savesAcknowledged = 0
@@ -72,6 +80,7 @@ public final class Simulation {
         public var edits = TestDevice.Tally()
         /// Edits given up because their zone was deleted, or the account changed.
         public var editsDropped: Int { edits.droppedWithZone + edits.droppedByAccountChange }
+        /// Rounds of send-and-fetch on every device, after the faults, until nothing changed.
         public var settleRounds = 0
         /// Every line of the trace.
         public var trace: [String] = []
