@@ -40,5 +40,13 @@ package enum ServerEntry: Sendable, Equatable {
         package static let requestCompleted: EntryKind = 107
         package static let tombstonesCompacted: EntryKind = 108
         package static let clientChangeTokenUpdated: EntryKind = 109
+
+        /// Every kind of a database log, with its name (as in `logtool`), in kind order.
+        package static let named: [(kind: EntryKind, name: String)] = [
+            (zoneSaved, "zoneSaved"), (zoneDeleted, "zoneDeleted"), (recordSaved, "recordSaved"),
+            (recordDeleted, "recordDeleted"), (subscriptionSaved, "subscriptionSaved"),
+            (subscriptionDeleted, "subscriptionDeleted"), (requestCompleted, "requestCompleted"),
+            (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
+        ]
     }
 }

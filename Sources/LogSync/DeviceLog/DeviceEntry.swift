@@ -112,41 +112,31 @@ package enum DeviceEntry: Sendable, Equatable {
         package static let syncScheduled: EntryKind = 40
         package static let syncDeferred: EntryKind = 41
 
-        /// The kinds this build writes and reads.
-        package static let inUse: [EntryKind] = [
-            pendingRecordZoneChangesAdded, pendingRecordZoneChangesRemoved, pendingDatabaseChangesAdded,
-            pendingDatabaseChangesRemoved, untrackedChangesFlagged, sendStarted, batchPrepared, batchResult,
-            databaseChangesSent, sendFinished, fetchStarted, databaseChangesFetched, zoneChangesFetched,
-            zoneFetchFinished, fetchFinished, changeTokenReset, accountChanged, subscriptionEnsured, pushReceived,
-            syncScheduled, syncDeferred, eventsDelivered,
+        /// Every kind this build writes and reads, with its name (as in `Docs/Engine.md`, error
+        /// messages and `logtool`), in kind order.
+        package static let named: [(kind: EntryKind, name: String)] = [
+            (pendingRecordZoneChangesAdded, "pendingRecordZoneChangesAdded"),
+            (pendingRecordZoneChangesRemoved, "pendingRecordZoneChangesRemoved"),
+            (pendingDatabaseChangesAdded, "pendingDatabaseChangesAdded"),
+            (pendingDatabaseChangesRemoved, "pendingDatabaseChangesRemoved"),
+            (untrackedChangesFlagged, "untrackedChangesFlagged"),
+            (sendStarted, "sendStarted"), (batchPrepared, "batchPrepared"), (batchResult, "batchResult"),
+            (databaseChangesSent, "databaseChangesSent"), (sendFinished, "sendFinished"),
+            (fetchStarted, "fetchStarted"), (databaseChangesFetched, "databaseChangesFetched"),
+            (zoneChangesFetched, "zoneChangesFetched"), (zoneFetchFinished, "zoneFetchFinished"),
+            (fetchFinished, "fetchFinished"), (changeTokenReset, "changeTokenReset"),
+            (accountChanged, "accountChanged"), (subscriptionEnsured, "subscriptionEnsured"),
+            (pushReceived, "pushReceived"), (syncScheduled, "syncScheduled"), (syncDeferred, "syncDeferred"),
+            (eventsDelivered, "eventsDelivered"),
         ]
+
+        /// The kinds this build writes and reads.
+        package static var inUse: [EntryKind] { named.map(\.kind) }
+
+        /// The name of a kind this build writes and reads.
+        package static func name(of kind: EntryKind) -> String? { named.first { $0.kind == kind }?.name }
     }
 
     /// The case's name, as in `Docs/Engine.md` and error messages.
-    package var name: String {
-        switch self {
-        case .pendingRecordZoneChangesAdded: "pendingRecordZoneChangesAdded"
-        case .pendingRecordZoneChangesRemoved: "pendingRecordZoneChangesRemoved"
-        case .pendingDatabaseChangesAdded: "pendingDatabaseChangesAdded"
-        case .pendingDatabaseChangesRemoved: "pendingDatabaseChangesRemoved"
-        case .untrackedChangesFlagged: "untrackedChangesFlagged"
-        case .batchPrepared: "batchPrepared"
-        case .batchResult: "batchResult"
-        case .databaseChangesSent: "databaseChangesSent"
-        case .sendStarted: "sendStarted"
-        case .sendFinished: "sendFinished"
-        case .fetchStarted: "fetchStarted"
-        case .databaseChangesFetched: "databaseChangesFetched"
-        case .zoneChangesFetched: "zoneChangesFetched"
-        case .zoneFetchFinished: "zoneFetchFinished"
-        case .fetchFinished: "fetchFinished"
-        case .changeTokenReset: "changeTokenReset"
-        case .eventsDelivered: "eventsDelivered"
-        case .accountChanged: "accountChanged"
-        case .subscriptionEnsured: "subscriptionEnsured"
-        case .pushReceived: "pushReceived"
-        case .syncScheduled: "syncScheduled"
-        case .syncDeferred: "syncDeferred"
-        }
-    }
+    package var name: String { Kind.name(of: newEntry.kind) ?? "kind \(newEntry.kind)" }
 }

@@ -46,30 +46,7 @@ import SyncModel
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
 enum DeviceEntryDescription: EntryKindCatalog {
     /// Every kind a device log holds, with its name, in kind order.
-    static let kinds: [(kind: EntryKind, name: String)] = [
-        (DeviceEntry.Kind.pendingRecordZoneChangesAdded, "pendingRecordZoneChangesAdded"),
-        (DeviceEntry.Kind.pendingRecordZoneChangesRemoved, "pendingRecordZoneChangesRemoved"),
-        (DeviceEntry.Kind.pendingDatabaseChangesAdded, "pendingDatabaseChangesAdded"),
-        (DeviceEntry.Kind.pendingDatabaseChangesRemoved, "pendingDatabaseChangesRemoved"),
-        (DeviceEntry.Kind.untrackedChangesFlagged, "untrackedChangesFlagged"),
-        (DeviceEntry.Kind.sendStarted, "sendStarted"),
-        (DeviceEntry.Kind.batchPrepared, "batchPrepared"),
-        (DeviceEntry.Kind.batchResult, "batchResult"),
-        (DeviceEntry.Kind.databaseChangesSent, "databaseChangesSent"),
-        (DeviceEntry.Kind.sendFinished, "sendFinished"),
-        (DeviceEntry.Kind.fetchStarted, "fetchStarted"),
-        (DeviceEntry.Kind.databaseChangesFetched, "databaseChangesFetched"),
-        (DeviceEntry.Kind.zoneChangesFetched, "zoneChangesFetched"),
-        (DeviceEntry.Kind.zoneFetchFinished, "zoneFetchFinished"),
-        (DeviceEntry.Kind.fetchFinished, "fetchFinished"),
-        (DeviceEntry.Kind.changeTokenReset, "changeTokenReset"),
-        (DeviceEntry.Kind.accountChanged, "accountChanged"),
-        (DeviceEntry.Kind.subscriptionEnsured, "subscriptionEnsured"),
-        (DeviceEntry.Kind.pushReceived, "pushReceived"),
-        (DeviceEntry.Kind.syncScheduled, "syncScheduled"),
-        (DeviceEntry.Kind.syncDeferred, "syncDeferred"),
-        (DeviceEntry.Kind.eventsDelivered, "eventsDelivered"),
-    ]
+    static var kinds: [(kind: EntryKind, name: String)] { DeviceEntry.Kind.named }
 
     /// At most this many items of a list are shown; a longer list shows one fewer and `…+N`.
     static let listLimit = 4

@@ -29,19 +29,10 @@ import SyncModel
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 enum ServerEntryDescription: EntryKindCatalog {
-    /// Every kind a server log holds, with its name, in kind order.
-    static let kinds: [(kind: EntryKind, name: String)] = [
-        (ServerEntry.Kind.zoneSaved, "zoneSaved"),
-        (ServerEntry.Kind.zoneDeleted, "zoneDeleted"),
-        (ServerEntry.Kind.recordSaved, "recordSaved"),
-        (ServerEntry.Kind.recordDeleted, "recordDeleted"),
-        (ServerEntry.Kind.subscriptionSaved, "subscriptionSaved"),
-        (ServerEntry.Kind.subscriptionDeleted, "subscriptionDeleted"),
-        (ServerEntry.Kind.requestCompleted, "requestCompleted"),
-        (ServerEntry.Kind.tombstonesCompacted, "tombstonesCompacted"),
-        (ServerEntry.Kind.clientChangeTokenUpdated, "clientChangeTokenUpdated"),
-        (UserRegistry.userRegisteredKind, "userRegistered"),
-    ]
+    /// Every kind a server log holds, with its name, in kind order: a database log's, then the
+    /// user registry's.
+    static let kinds: [(kind: EntryKind, name: String)] =
+        ServerEntry.Kind.named + [(UserRegistry.userRegisteredKind, "userRegistered")]
 
     /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
     /// belongs to some other layer, and a tool shows its bytes instead).
