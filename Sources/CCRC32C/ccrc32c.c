@@ -5,6 +5,26 @@
 
 #include <string.h>
 
+// The loop both instruction sets run, as the body of their hardware function: eight bytes per
+// instruction, then the last few bytes one by one. ACC is the accumulator's type (x86-64's
+// 8-byte instruction works on 64 bits), STEP8 and STEP1 the instruction set's 8-byte and 1-byte
+// CRC-32C steps.
+#define CRC32C_HARDWARE_LOOP(ACC, STEP8, STEP1) \
+    const unsigned char *p = bytes;             \
+    ACC c = (uint32_t)~crc;                     \
+    while (length >= 8) {                       \
+        uint64_t word;                          \
+        memcpy(&word, p, 8);                    \
+        c = STEP8(c, word);                     \
+        p += 8;                                 \
+        length -= 8;                            \
+    }                                           \
+    while (length > 0) {                        \
+        c = STEP1((uint32_t)c, *p++);           \
+        length--;                               \
+    }                                           \
+    return ~(uint32_t)c;
+
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 
@@ -14,21 +34,7 @@ int logsync_crc32c_hardware_available(void) {
 
 __attribute__((target("sse4.2")))
 uint32_t logsync_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
-    const unsigned char *p = bytes;
-    uint64_t c = (uint32_t)~crc;
-    while (length >= 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        c = _mm_crc32_u64(c, word);
-        p += 8;
-        length -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (length > 0) {
-        c32 = _mm_crc32_u8(c32, *p++);
-        length--;
-    }
-    return ~c32;
+    CRC32C_HARDWARE_LOOP(uint64_t, _mm_crc32_u64, _mm_crc32_u8)
 }
 
 #elif defined(__aarch64__)
@@ -52,20 +58,7 @@ int logsync_crc32c_hardware_available(void) {
 
 __attribute__((target("crc")))
 uint32_t logsync_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
-    const unsigned char *p = bytes;
-    uint32_t c = ~crc;
-    while (length >= 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        c = __crc32cd(c, word);
-        p += 8;
-        length -= 8;
-    }
-    while (length > 0) {
-        c = __crc32cb(c, *p++);
-        length--;
-    }
-    return ~c;
+    CRC32C_HARDWARE_LOOP(uint32_t, __crc32cd, __crc32cb)
 }
 
 #else
