@@ -66,6 +66,86 @@ struct SimulationTests {
         }
     }
 
+    /// The soak's seeds: `SIMULATION_SOAK=N` runs N seeds from `SIMULATION_SOAK_FROM` (10,000
+    /// by default, past the seeds `swift test` runs); unset, the soak does not run.
+    static let soakSeeds: ClosedRange<UInt64>? = {
+        let environment = ProcessInfo.processInfo.environment
+        guard let count = environment["SIMULATION_SOAK"].flatMap(UInt64.init), count > 0 else { return nil }
+        let first = environment["SIMULATION_SOAK_FROM"].flatMap(UInt64.init) ?? 10_000
+        return first...(first + count - 1)
+    }()
+
+    /// The soak (Docs/Testing.md): `SIMULATION_SOAK=20000 swift test --filter SimulationTests/soak`.
+    /// Runs the seeds as many at a time as the machine has cores, prints the seeds done and seeds
+    /// per second as it goes, and stops at the first failing seed, printing it with the line that
+    /// reruns it alone.
+    @Test("Soak: many seeds, as many at a time as there are cores", .enabled(if: soakSeeds != nil))
+    func soak() async throws {
+        let seeds = try #require(Self.soakSeeds)
+        let width = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        let clock = ContinuousClock()
+        let started = clock.now
+        var done = 0
+        var failure: SoakFailure?
+        func rate() -> String {
+            let elapsed = (clock.now - started).components
+            let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            return String(format: "%.2f seeds/s", Double(done) / max(seconds, 1e-3))
+        }
+        print("soak: seeds \(seeds.lowerBound)…\(seeds.upperBound), \(width) at a time")
+        await withTaskGroup(of: SoakFailure?.self) { group in
+            var next = seeds.lowerBound
+            func startNext() {
+                guard next <= seeds.upperBound else { return }
+                let seed = next
+                next += 1
+                group.addTask { await Self.soakRun(seed) }
+            }
+            for _ in 0..<width { startNext() }
+            while let result = await group.next() {
+                done += 1
+                if let result {
+                    failure = result
+                    group.cancelAll()
+                    break
+                }
+                if done % 50 == 0 { print("soak: \(done) seeds, \(rate())") }
+                startNext()
+            }
+        }
+        if let failure {
+            print("soak: seed \(failure.seed) failed after \(done) seeds; rerun it with:\n  \(failure.rerun)")
+            Issue.record(Comment(rawValue: failure.report))
+        } else {
+            print("soak: \(done) seeds passed, \(rate())")
+        }
+    }
+
+    /// A seed the soak found failing: the simulation's report of it, or the error that stopped it.
+    struct SoakFailure: Sendable {
+        let seed: UInt64
+        let rerun: String
+        let report: String
+    }
+
+    /// One soak seed, run in a temporary directory of its own.
+    static func soakRun(_ seed: UInt64) async -> SoakFailure? {
+        let rerun = configuration.rerunCommand.replacingOccurrences(of: "{seed}", with: String(seed))
+        do {
+            var failure: SoakFailure?
+            try await withTemporaryDirectory { directory in
+                do {
+                    _ = try await Simulation(seed: seed, directory: directory, configuration: configuration).run()
+                } catch let found as SimulationFailure {
+                    failure = SoakFailure(seed: seed, rerun: found.rerun, report: found.description)
+                }
+            }
+            return failure
+        } catch {
+            return SoakFailure(seed: seed, rerun: rerun, report: "simulation seed \(seed) stopped: \(error)\nrerun: \(rerun)")
+        }
+    }
+
     /// A temporary directory, or with `SIMULATION_KEEP=DIR` the directory `DIR/seed-N`, kept
     /// after the run for `logtool` (emptied first).
     static func inDirectory(for seed: UInt64, _ body: (URL) async throws -> Void) async throws {
