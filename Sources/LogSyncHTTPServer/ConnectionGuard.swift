@@ -163,6 +163,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// whose answer is under way, answers it after that one.
     func parserRefused(_ error: HTTPParserError) -> Bool {
         guard let context, !closing else { return true }
+        // The input ended halfway through a request (the client left, or a shutdown ended it):
+        // no one to answer, and whoever ended it closes the connection.
+        if error == .invalidEOFState { return true }
         guard answersOwed == 0 else { return false }
         let message = "malformed HTTP request (\(error)): \(Self.explanation(of: error)); the connection is closed"
         logger.debug("refused a malformed request", metadata: ["error": "\(error)", "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
