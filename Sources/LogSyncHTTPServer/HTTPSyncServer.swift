@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -63,11 +66,40 @@ public struct HTTPSyncServer: Sendable {
         /// ``HTTPSyncServer/tlsConfiguration(certificateChainFile:privateKeyFile:)`` makes one from
         /// PEM files.
         public var tlsConfiguration: TLSConfiguration?
+        /// How long a connection with no request in progress stays open: a new connection that
+        /// has sent nothing yet, or a keep-alive connection between requests. The default, 75
+        /// seconds, is above the 60 seconds for which clients' pools (AsyncHTTPClient's, so
+        /// `HTTPSyncClient`'s) keep an idle connection, so an honest client closes it first and
+        /// never sends a request on a connection the server is closing.
+        public var idleTimeout: Duration
+        /// How long a request head (request line and headers) may take to arrive, from its first
+        /// byte: a client sending it a byte at a time is cut off then. The default is 10 seconds.
+        public var requestHeadTimeout: Duration
+        /// The longest pause in a request body while the server waits for it; the connection is
+        /// closed after it. Time the server itself takes (answering, or not reading because it is
+        /// busy) does not count. The default is 30 seconds.
+        public var requestBodyTimeout: Duration
+        /// How many connections are open at most. Beyond it the server stops accepting: new
+        /// connections wait in the listen backlog (``listenBacklog``), holding no descriptor of
+        /// the server's, until open ones close. Push channels count. The default is half the
+        /// process's descriptor limit (`ulimit -n`) when the server is configured, at most
+        /// 10,000: the other half is for the data files, two per user database open.
+        public var maxConnections: Int
+        /// How many connections the system queues for the server to accept (`listen`'s
+        /// backlog, capped by the system: `net.core.somaxconn` on Linux). Beyond it new
+        /// connections are refused or their SYNs dropped. The default is 256.
+        public var listenBacklog: Int
+        /// How often a push channel is pinged. A client that has not answered the previous ping
+        /// when the next is due is gone, and its channel is closed. The default is 30 seconds.
+        public var pushPingInterval: Duration
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, maxRequestBodyBytes: Int = 8 << 20,
             pushCloseTimeout: Duration = .seconds(2), shutdownGracePeriod: Duration = .seconds(10),
-            tlsConfiguration: TLSConfiguration? = nil
+            tlsConfiguration: TLSConfiguration? = nil, idleTimeout: Duration = .seconds(75),
+            requestHeadTimeout: Duration = .seconds(10), requestBodyTimeout: Duration = .seconds(30),
+            maxConnections: Int = Configuration.defaultMaxConnections(), listenBacklog: Int = 256,
+            pushPingInterval: Duration = .seconds(30)
         ) {
             self.host = host
             self.port = port
@@ -75,6 +107,25 @@ public struct HTTPSyncServer: Sendable {
             self.pushCloseTimeout = pushCloseTimeout
             self.shutdownGracePeriod = shutdownGracePeriod
             self.tlsConfiguration = tlsConfiguration
+            self.idleTimeout = idleTimeout
+            self.requestHeadTimeout = requestHeadTimeout
+            self.requestBodyTimeout = requestBodyTimeout
+            self.maxConnections = maxConnections
+            self.listenBacklog = listenBacklog
+            self.pushPingInterval = pushPingInterval
+        }
+
+        /// Half the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and at most
+        /// 10,000: the default of ``maxConnections``.
+        public static func defaultMaxConnections() -> Int {
+            var limit = rlimit()
+            #if canImport(Glibc)
+            let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+            #else
+            let status = getrlimit(RLIMIT_NOFILE, &limit)
+            #endif
+            guard status == 0 else { return 512 }
+            return min(10_000, max(16, Int(clamping: limit.rlim_cur) / 2))
         }
     }
 
@@ -123,6 +174,7 @@ public struct HTTPSyncServer: Sendable {
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()
         wsConfiguration.closeTimeout = configuration.pushCloseTimeout
+        wsConfiguration.autoPing = .enabled(timePeriod: configuration.pushPingInterval)
         let logger = self.logger
         let shutdownHook = PushShutdownService(server: server)
         let upgradeConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(ws: wsConfiguration)
@@ -135,19 +187,27 @@ public struct HTTPSyncServer: Sendable {
             _ = try NIOSSLContext(configuration: tls)
         }
         let scheme = configuration.tlsConfiguration == nil ? "http" : "https"
-        // Every connection closes when a graceful shutdown begins or soon after: see
-        // ShutdownAwareChannel. Behind TLS, so that its handler sees request bytes only.
+        // Every connection closes when a graceful shutdown begins or soon after (see
+        // ShutdownAwareChannel), and when its client stalls or sends what the parser refuses
+        // (see GuardedChannel). Behind TLS, so that their handlers see request bytes only.
         let gracePeriod = configuration.shutdownGracePeriod
+        let timeouts = ConnectionTimeouts(
+            idle: configuration.idleTimeout, requestHead: configuration.requestHeadTimeout,
+            requestBody: configuration.requestBodyTimeout)
         let connections = HTTPServerBuilder { responder in
-            ShutdownAwareChannel(
-                base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
-                gracePeriod: gracePeriod, logger: logger)
+            GuardedChannel(
+                base: ShutdownAwareChannel(
+                    base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                    gracePeriod: gracePeriod, logger: logger),
+                timeouts: timeouts, logger: logger)
         }
         return Application(
             router: router,
             server: try configuration.tlsConfiguration.map { tls in try .tls(connections, tlsConfiguration: tls) } ?? connections,
             configuration: ApplicationConfiguration(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server"),
+                address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server",
+                backlog: configuration.listenBacklog,
+                availableConnectionsDelegate: ConnectionLimit(maximum: configuration.maxConnections, logger: logger)),
             services: [shutdownHook],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -51,13 +51,20 @@ package final class ChildProcess: Sendable {
     }
 
     /// Starts `program arguments` (by default `logsync-server`), in `directory` if given (else
-    /// this process's), with `environment` if given (else this process's).
+    /// this process's), with `environment` if given (else this process's). With
+    /// `descriptorLimit`, the program runs with at most that many open descriptors (`ulimit -n`,
+    /// set by `/bin/sh` before it execs the program, so the process ID is the program's).
     package static func start(
         _ arguments: [String], program: String = "logsync-server", environment: [String: String]? = nil,
-        directory: URL? = nil
+        directory: URL? = nil, descriptorLimit: Int? = nil
     ) throws -> ChildProcess {
-        guard let executable = executableURL(program) else {
+        guard var executable = executableURL(program) else {
             throw ChildProcessError("no \(program) binary next to the test bundle")
+        }
+        var arguments = arguments
+        if let descriptorLimit {
+            arguments = ["-c", "ulimit -n \(descriptorLimit) && exec \"$0\" \"$@\"", executable.path] + arguments
+            executable = URL(fileURLWithPath: "/bin/sh")
         }
         var out: [Int32] = [-1, -1]
         var err: [Int32] = [-1, -1]

@@ -205,12 +205,17 @@ final class RawConnection: Sendable {
 
     /// Connects to `live`; sends nothing.
     static func open(to live: LiveServer) async throws -> RawConnection {
+        try await open(port: live.port)
+    }
+
+    /// Connects to a server on a loopback port; sends nothing.
+    static func open(port: Int) async throws -> RawConnection {
         let received = Received()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(received) }
             }
-            .connect(host: "127.0.0.1", port: live.port).get()
+            .connect(host: "127.0.0.1", port: port).get()
         return RawConnection(channel: channel, received: received)
     }
 
@@ -218,8 +223,15 @@ final class RawConnection: Sendable {
         try await channel.writeAndFlush(ByteBuffer(string: text))
     }
 
+    func send(bytes: [UInt8]) async throws {
+        try await channel.writeAndFlush(ByteBuffer(bytes: bytes))
+    }
+
     /// What the server has sent so far.
     var text: String { received.state.withLock { String(buffer: $0.bytes) } }
+
+    /// What the server has sent so far, as bytes.
+    var bytes: [UInt8] { received.state.withLock { Array($0.bytes.readableBytesView) } }
 
     /// Whether the server has closed the connection.
     var isClosed: Bool { received.state.withLock { $0.closed } }

@@ -41,6 +41,36 @@ struct Serve: AsyncParsableCommand {
     var shutdownGracePeriod = 10.0
 
     @Option(name: .long, help: ArgumentHelp(
+        "How long a connection with no request in progress (new, or between requests) stays open.",
+        valueName: "seconds"))
+    var idleTimeout = 75.0
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How long a request's head (request line and headers) may take to arrive, from its first byte.",
+        valueName: "seconds"))
+    var requestHeadTimeout = 10.0
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The longest pause in a request body while the server waits for it; the connection is closed after it.",
+        valueName: "seconds"))
+    var requestBodyTimeout = 30.0
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many connections are open at most; more wait in the listen backlog. Default: half of `ulimit -n`, at most 10000.",
+        valueName: "n"))
+    var maxConnections: Int?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many connections the system queues for the server to accept (capped by net.core.somaxconn).",
+        valueName: "n"))
+    var listenBacklog = 256
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How often push channels are pinged; one whose client missed the last ping is closed.",
+        valueName: "seconds"))
+    var pushPingInterval = 30.0
+
+    @Option(name: .long, help: ArgumentHelp(
         "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
         valueName: "file"))
     var tlsCertificate: String?
@@ -60,6 +90,18 @@ struct Serve: AsyncParsableCommand {
         guard shutdownGracePeriod >= 0, shutdownGracePeriod.isFinite else {
             throw ValidationError("--shutdown-grace-period must be a number of seconds, 0 or more")
         }
+        for (flag, seconds) in [
+            ("--idle-timeout", idleTimeout), ("--request-head-timeout", requestHeadTimeout),
+            ("--request-body-timeout", requestBodyTimeout), ("--push-ping-interval", pushPingInterval),
+        ] {
+            guard seconds > 0, seconds.isFinite else {
+                throw ValidationError("\(flag) must be a number of seconds above 0, not \(seconds)")
+            }
+        }
+        if let maxConnections, maxConnections < 1 {
+            throw ValidationError("--max-connections must be at least 1, not \(maxConnections)")
+        }
+        guard listenBacklog >= 1 else { throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -79,6 +121,12 @@ struct Serve: AsyncParsableCommand {
         let server: SyncServer
         var httpConfiguration = HTTPSyncServer.Configuration(host: host, port: port, maxRequestBodyBytes: maxBodyBytes)
         httpConfiguration.shutdownGracePeriod = .milliseconds(Int64(shutdownGracePeriod * 1000))
+        httpConfiguration.idleTimeout = .seconds(idleTimeout)
+        httpConfiguration.requestHeadTimeout = .seconds(requestHeadTimeout)
+        httpConfiguration.requestBodyTimeout = .seconds(requestBodyTimeout)
+        httpConfiguration.pushPingInterval = .seconds(pushPingInterval)
+        if let maxConnections { httpConfiguration.maxConnections = maxConnections }
+        httpConfiguration.listenBacklog = listenBacklog
         do {
             if let tlsCertificate, let tlsKey {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(
@@ -97,6 +145,7 @@ struct Serve: AsyncParsableCommand {
         }
         logger.info("starting", metadata: [
             "data": "\(data.dataURL.path)", "tokens": "\(data.tokensURL.path)", "users": "\(tokens.count)",
+            "max-connections": "\(httpConfiguration.maxConnections)",
         ])
         let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
         do {
