@@ -177,8 +177,11 @@ struct HostileConnectionTests {
             _ = try await writer.modifySubscriptions(saving: [Subscription(subscriptionID: "engine")], deleting: [])
             var hints = client.database().pushHints().makeAsyncIterator()
             await client.waitForPushChannels()
-            // Five times every timeout: an HTTP connection this quiet would have been closed.
-            try await Task.sleep(for: .seconds(1))
+            // A plain connection opened now, and as quiet, is closed by the idle timeout: once it
+            // is, the push channel (older) has been quiet longer than every timeout.
+            let quiet = try await RawConnection.open(to: live)
+            defer { quiet.close() }
+            try await quiet.waitUntil("the server closed an idle connection") { $0.isClosed }
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
             note["title"] = "after a quiet second"
             _ = try await writer.modifyRecords(saving: [note], deleting: [])
@@ -200,8 +203,11 @@ struct HostileConnectionTests {
             defer { third.close() }
             try await third.send(
                 "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n")
-            // Not answered while two connections are open (a wait of the test's own, bounded).
-            try await Task.sleep(for: .milliseconds(300))
+            // While two connections are open the third is not served: the second's request is
+            // answered, the third's still is not.
+            try await second.send(
+                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n")
+            try await second.waitUntil("the second connection's request is answered") { $0.text.hasPrefix("HTTP/1.1 200") }
             #expect(third.bytes.isEmpty)
             first.close()
             try await third.waitUntil("the waiting request is answered") { $0.text.hasPrefix("HTTP/1.1 200") }
