@@ -140,7 +140,9 @@ public struct HTTPSyncServer: Sendable {
         let gracePeriod = configuration.shutdownGracePeriod
         let connections = HTTPServerBuilder { responder in
             ShutdownAwareChannel(
-                base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                base: PushUpgradeGateChannel(
+                    base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                    push: push),
                 gracePeriod: gracePeriod, logger: logger)
         }
         return Application(
