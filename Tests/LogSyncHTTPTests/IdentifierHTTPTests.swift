@@ -101,6 +101,15 @@ struct IdentifierHTTPTests {
             #expect(response.status == 400, "\(response)")
             #expect(try response.error().code == .invalidArguments)
 
+            // The same in a JSON body.
+            var json = Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneName: "ZZZZ")]), as: .json)
+            let jsonAt = try #require(json.indices.first { json[$0...].starts(with: Array("ZZZZ".utf8)) })
+            json[jsonAt + 1] = 0xFF
+            let jsonResponse = try await rawRequest(
+                live, "/v1/databases/private/modifyZones",
+                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "application/json")], body: json)
+            #expect(jsonResponse.status == 400, "\(jsonResponse)")
+
             let connection = try await RawConnection.open(to: live)
             defer { connection.close() }
             try await connection.send(bytes: Array(
@@ -141,6 +150,33 @@ struct IdentifierHTTPTests {
                 #expect(connection.text.contains("token") || connection.text.contains("Authorization"))
             }
         }
+    }
+
+    @Test("a push upgrade whose device header is not UTF-8 gets 400 naming the header")
+    func pushUpgradeWithInvalidDevice() async throws {
+        try await withLiveServer { live, _ in
+            let connection = try await RawConnection.open(to: live)
+            defer { connection.close() }
+            // Without its final CRLF (one Character), so that one more header follows.
+            let request = Self.upgrade("/v1/databases/private/push", ["Authorization: Bearer \(LiveServer.aliceToken)"])
+            try await connection.send(bytes: Array(request.dropLast().utf8) + Array("LogSync-Device: ph".utf8) + [0xFF] + Array("\r\n\r\n".utf8))
+            try await connection.waitUntil("the answer") { $0.text.contains("\r\n\r\n") }
+            #expect(connection.text.hasPrefix("HTTP/1.1 400"), "\(connection.text.prefix(300))")
+            #expect(connection.text.contains("device ID"))
+        }
+    }
+
+    @Test("a token file line whose user ID breaks the rules is refused, naming the line")
+    func tokenFileUserIDs() throws {
+        let digest = "sha256:" + String(repeating: "ab", count: 32)
+        for user in ["a\u{1}b", String(repeating: "u", count: 512), "a\u{FFFD}"] {
+            let error = #expect(throws: TokenStore.FileError.self) {
+                try TokenStore.parse("# tokens\n\(digest) \(user)\n", path: "tokens")
+            }
+            #expect(error?.line == 2)
+            #expect(error?.problem.contains("invalid user ID") == true, "\(String(describing: error))")
+        }
+        #expect(try TokenStore.parse("\(digest) alice smith\n", path: "tokens").users.values.map(\.rawValue) == ["alice smith"])
     }
 
     @Test("logsync-server user add refuses invalid user IDs with a clear error and writes nothing")
