@@ -182,7 +182,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-server",
             dependencies: [
-                "LogSyncHTTPServer", "LogSyncServer",
+                "LogSyncHTTPServer", "LogSyncServer", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

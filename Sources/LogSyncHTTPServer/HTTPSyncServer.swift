@@ -197,7 +197,9 @@ public struct HTTPSyncServer: Sendable {
         let connections = HTTPServerBuilder { responder in
             GuardedChannel(
                 base: ShutdownAwareChannel(
-                    base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                    base: PushUpgradeGateChannel(
+                        base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                        push: push),
                     gracePeriod: gracePeriod, logger: logger),
                 timeouts: timeouts, logger: logger)
         }

@@ -140,12 +140,19 @@ struct OperationRoutes: Sendable {
         try Self.device(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
     }
 
+    /// The device a `LogSync-Device` header names, checked by `DeviceID.validate()` (bytes that
+    /// were not UTF-8 arrive as U+FFFD, which it refuses).
     static func device(header: String?) throws(HTTPFailure) -> DeviceID? {
         guard let header else { return nil }
-        guard !header.isEmpty, header.utf8.count <= 255 else {
-            throw HTTPFailure(400, SyncError(.invalidArguments, "the \(WireProtocol.deviceHeader) header must hold 1 to 255 bytes"))
+        let device = DeviceID(header)
+        do {
+            try device.validate()
+        } catch {
+            var error = error
+            error.message = "the \(WireProtocol.deviceHeader) header holds an \(error.message)"
+            throw HTTPFailure(400, error)
         }
-        return DeviceID(header)
+        return device
     }
 
     /// The format of the body, from `Content-Type` (Protocol Buffers when absent).

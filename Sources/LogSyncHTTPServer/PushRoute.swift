@@ -1,11 +1,13 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import LogSyncServer
 import LogSyncWire
 import NIOCore
+import NIOHTTP1
 import SyncModel
 
 /// `GET /v1/databases/{scope}/push`, upgraded to a WebSocket: one push channel per device.
@@ -18,25 +20,17 @@ import SyncModel
 /// or when a write fails. Frames are binary Protocol Buffers, or JSON text frames when the
 /// upgrade request accepts `application/json`.
 ///
-/// A request that cannot be upgraded (no or a bad token, an unknown path) is left to the router,
-/// which answers it with 401, 404 or 400 and an error body.
+/// A request that cannot be upgraded (no or a bad token, an unknown path, a bad device name) is
+/// left to the router, which answers it with 401, 404 or 400 and an error body: `PushUpgradeGate`
+/// hides its `Upgrade` header from the WebSocket upgrader, which would answer an empty 400.
 struct PushRoute: Sendable {
     let http: HTTPSyncServer
 
     func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
-        let path = (head.path ?? "").split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
-        let components = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
-              components[2] == "databases", components[4] == "push",
-              let scope = try? WireProtocol.scope(named: String(components[3])),
-              let user = try? OperationRoutes.authenticate(authorization: head.headerFields[.authorization], tokens: http.tokens)
+        guard let (scope, user, device) = accepted(
+            path: head.path ?? "", authorization: head.headerFields[.authorization],
+            device: head.headerFields[HTTPField.Name(WireProtocol.deviceHeader)!])
         else {
-            return .dontUpgrade
-        }
-        let device: DeviceID?
-        do {
-            device = try OperationRoutes.device(header: head.headerFields[HTTPField.Name(WireProtocol.deviceHeader)!])
-        } catch {
             return .dontUpgrade
         }
         var database = http.server.database(for: user, scope: scope, device: device)
@@ -49,6 +43,22 @@ struct PushRoute: Sendable {
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
             await Self.serve(database: database, format: format, inbound: inbound, outbound: outbound, logger: logger)
         }
+    }
+
+    /// The scope, user and device of a push upgrade request that may be upgraded, or `nil` for
+    /// one the router must answer instead (404, 401 or 400, see `OperationRoutes.refusePush`).
+    func accepted(path: String, authorization: String?, device: String?) -> (DatabaseScope, UserID, DeviceID?)? {
+        let path = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+        let components = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
+              components[2] == "databases", components[4] == "push",
+              let scope = try? WireProtocol.scope(named: String(components[3])),
+              let user = try? OperationRoutes.authenticate(authorization: authorization, tokens: http.tokens),
+              let device = try? OperationRoutes.device(header: device)
+        else {
+            return nil
+        }
+        return (scope, user, device)
     }
 
     /// Runs one channel until the client goes, the hub finishes, or a write fails.
@@ -95,5 +105,61 @@ struct PushRoute: Sendable {
         case .protobuf: try await outbound.write(.binary(ByteBuffer(bytes: bytes)))
         case .json: try await outbound.write(.text(String(decoding: bytes, as: UTF8.self)))
         }
+    }
+}
+
+/// Answers push upgrade requests that will not be upgraded through the router, with the status
+/// Docs/Protocol.md gives (401 without a valid token, 404 for an unknown path, 400 for a bad
+/// device name) and an error body.
+///
+/// Hummingbird's WebSocket upgrader answers every refused upgrade with an empty 400. This
+/// channel puts ``PushUpgradeGate`` in front of the upgrader: it removes the `Upgrade` and
+/// `Connection` headers of a first request that ``PushRoute`` would refuse, so that the request
+/// reaches the router as a plain GET.
+struct PushUpgradeGateChannel: ServerChildChannel {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    let base: HTTP1WebSocketUpgradeChannel
+    let push: PushRoute
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        base.setup(channel: channel, logger: logger).flatMapThrowing { [push] value in
+            let upgrader = try channel.pipeline.syncOperations.handler(
+                type: NIOTypedHTTPServerUpgradeHandler<HTTP1WebSocketUpgradeChannel.UpgradeResult>.self)
+            try channel.pipeline.syncOperations.addHandler(PushUpgradeGate(push: push), position: .before(upgrader))
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await base.handle(value: value, logger: logger)
+    }
+}
+
+/// See ``PushUpgradeGateChannel``. Only the connection's first request can be an upgrade; the
+/// gate leaves the pipeline after it.
+final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    let push: PushRoute
+
+    init(push: PushRoute) { self.push = push }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else {
+            context.fireChannelRead(data)
+            return
+        }
+        if head.headers.contains(name: "upgrade"),
+           push.accepted(
+               path: head.uri, authorization: head.headers.first(name: "authorization"),
+               device: head.headers.first(name: WireProtocol.deviceHeader)) == nil
+        {
+            head.headers.remove(name: "upgrade")
+            head.headers.remove(name: "connection")
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        } else {
+            context.fireChannelRead(data)
+        }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

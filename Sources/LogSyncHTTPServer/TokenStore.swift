@@ -132,15 +132,14 @@ public final class TokenStore: Sendable {
     /// print(token)
     /// ```
     ///
-    /// - Throws: ``FileError`` for a user ID with a line break or an unusable token, or if the
+    /// - Throws: ``FileError`` for a user ID that breaks the rules of `Identifier.userID`
+    ///   (empty, over 511 bytes, a control character, surrounding spaces) or an unusable token, or if the
     ///   file exists and holds the token already (in either form) or a malformed line; file
     ///   system errors.
     public static func append(token: String, user: UserID, to file: URL) throws {
         try checkToken(token, path: file.path, line: 0)
-        guard !user.rawValue.isEmpty, !user.rawValue.contains(where: \.isNewline),
-              user.rawValue.trimmingCharacters(in: .whitespaces) == user.rawValue
-        else {
-            throw FileError(path: file.path, line: 0, problem: "a user ID must be non-empty, on one line, without surrounding spaces")
+        if let problem = Identifier.userID.violation(user.rawValue) {
+            throw FileError(path: file.path, line: 0, problem: "invalid user ID: it \(problem)")
         }
         let digest = TokenDigest(token: token)
         let manager = FileManager.default
@@ -210,7 +209,8 @@ public final class TokenStore: Sendable {
     /// The tokens of a token file's text: `sha256:<hex> <user>` lines, and `<token> <user>` lines
     /// of the older form.
     ///
-    /// - Throws: ``FileError`` naming the first bad line: no user, a digest that is not 64
+    /// - Throws: ``FileError`` naming the first bad line: no user or an invalid one
+    ///   (`Identifier.userID`), a digest that is not 64
     ///   hexadecimal digits, a clear token that is not a token, a token given twice (in either form).
     package static func parse(_ text: String, path: String) throws -> Contents {
         var contents = Contents()
@@ -236,6 +236,9 @@ public final class TokenStore: Sendable {
                 contents.clearTokenLines.append(number)
             }
             guard !user.isEmpty else { throw FileError(path: path, line: number, problem: "the user ID is missing") }
+            if let problem = Identifier.userID.violation(user) {
+                throw FileError(path: path, line: number, problem: "invalid user ID: it \(problem)")
+            }
             if let earlier = lineOfDigest[digest] {
                 throw FileError(path: path, line: number, problem: "this token is already given to a user on line \(earlier)")
             }

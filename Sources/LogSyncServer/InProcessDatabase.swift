@@ -21,10 +21,13 @@ public struct InProcessDatabase: CloudDatabase {
         self.device = device
     }
 
-    /// Runs one operation: injected failures first, then the operation, with any unexpected
-    /// error (storage, corrupt log) reported as `internalError` naming its cause.
+    /// Runs one operation: the user and device IDs checked, injected failures, then the
+    /// operation, with any unexpected error (storage, corrupt log) reported as `internalError`
+    /// naming its cause.
     private func perform<R>(_ operation: String, _ body: (ServerDatabase) throws -> R) async throws -> R {
         try checkCancellation(operation)
+        try user.validate()
+        try device?.validate()
         try server.takeInjectedFailure(for: user)
         do {
             return try body(try server.store(user, databaseScope))

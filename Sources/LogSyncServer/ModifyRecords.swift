@@ -23,8 +23,10 @@ extension ServerDatabase {
         for record in request.recordsToSave {
             let zoneID = record.recordID.zoneID
             guard let kept = ownZoneID(zoneID) else {
+                // An owner name that breaks the rules is named as such, not as another user's.
                 refused.saveResults[record.recordID] = .failure(
-                    foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
+                    Self.violation(record.recordID.validate).map { $0.with(requestID: request.requestID) }
+                        ?? foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
                 continue
             }
             let ownRecord = kept == zoneID ? record : record.renamingZone(zoneID, to: kept)
@@ -34,7 +36,8 @@ extension ServerDatabase {
         for recordID in request.recordIDsToDelete {
             guard let kept = ownZoneID(recordID.zoneID) else {
                 refused.deleteResults[recordID] = .failure(
-                    foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
+                    Self.violation(recordID.validate).map { $0.with(requestID: request.requestID) }
+                        ?? foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
                 continue
             }
             let ownID = Record.ID(recordName: recordID.recordName, zoneID: kept)
@@ -102,7 +105,10 @@ extension ServerDatabase {
             if request.atomically {
                 var failedZones = Set<RecordZone.ID>()
                 for (recordID, outcome) in outcomes {
-                    if case .failure = outcome, try snapshot.zone(recordID.zoneID)?.capabilities.contains(.atomic) == true {
+                    // A zone ID that breaks the naming rules names no zone (and no LMDB key).
+                    if case .failure = outcome, Self.violation(recordID.zoneID.validate) == nil,
+                        try snapshot.zone(recordID.zoneID)?.capabilities.contains(.atomic) == true
+                    {
                         failedZones.insert(recordID.zoneID)
                     }
                 }
@@ -359,6 +365,15 @@ extension ServerDatabase {
         for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
         add(request.clientChangeToken.map { Array($0) } ?? [])
         return crc
+    }
+}
+
+extension SyncError {
+    /// The error, naming the request it answers.
+    func with(requestID: RequestID?) -> SyncError {
+        var error = self
+        error.requestID = requestID
+        return error
     }
 }
 

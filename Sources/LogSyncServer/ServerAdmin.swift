@@ -24,6 +24,7 @@ public struct ServerAdmin: Sendable {
     /// it deleted with reason `purged`, and record writes to it fail with `userDeletedZone`
     /// until the zone is saved again (F150).
     public func purgeZone(_ zoneID: RecordZone.ID, of user: UserID) throws {
+        try zoneID.validate()  // a name that breaks the rules names no zone, and no LMDB key
         try server.store(user, .private).deleteZonesByServer([zoneID], reason: .purged)
     }
 

@@ -123,6 +123,37 @@ final class ServerDatabase: Sendable {
 
     func modifyZones(_ request: ModifyZonesRequest, from device: DeviceID?) throws -> ModifyZonesResponse {
         try request.validate()
+        // A zone ID that breaks the naming rules (F127) fails alone, before anything else.
+        var invalid = ModifyZonesResponse()
+        var request = request
+        request.zonesToSave.removeAll { zone in
+            guard let error = Self.violation(zone.zoneID.validate) else { return false }
+            invalid.saveResults[zone.zoneID] = .failure(error)
+            return true
+        }
+        request.zoneIDsToDelete.removeAll { zoneID in
+            guard let error = Self.violation(zoneID.validate) else { return false }
+            invalid.deleteResults[zoneID] = .failure(error)
+            return true
+        }
+        var response = try modifyValidZones(request, from: device)
+        response.saveResults.merge(invalid.saveResults) { valid, _ in valid }
+        response.deleteResults.merge(invalid.deleteResults) { valid, _ in valid }
+        return response
+    }
+
+    /// The error `check` throws, or `nil`.
+    static func violation(_ check: () throws(SyncError) -> Void) -> SyncError? {
+        do throws(SyncError) {
+            try check()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// `modifyZones` for zone IDs that follow the naming rules.
+    private func modifyValidZones(_ request: ModifyZonesRequest, from device: DeviceID?) throws -> ModifyZonesResponse {
         if scope != .private {
             // Zones live in the private database only: every item fails with badDatabase (F147).
             var response = ModifyZonesResponse()
@@ -223,6 +254,10 @@ final class ServerDatabase: Sendable {
             var response = FetchZonesResponse()
             if let zoneIDs = request.zoneIDs {
                 for zoneID in zoneIDs {
+                    if let error = Self.violation(zoneID.validate) {
+                        response.results[zoneID] = .failure(error)
+                        continue
+                    }
                     // Another user's zone is never in a private database (F138).
                     guard let kept = ownZoneID(zoneID) else {
                         response.results[zoneID] = .failure(foreignZoneReadError(zoneID))
@@ -319,6 +354,10 @@ final class ServerDatabase: Sendable {
             let existing = try allSubscriptions(snapshot)
             for subscription in request.subscriptionsToSave {
                 let id = subscription.subscriptionID
+                if let error = Self.violation(subscription.validate) {
+                    response.saveResults[id] = .failure(error)
+                    continue
+                }
                 guard subscription.isAllowed(in: scope) else {
                     response.saveResults[id] = .failure(SyncError(
                         .invalidArguments, "\(subscription) is not allowed in the \(scope) database (F116)",
@@ -344,7 +383,9 @@ final class ServerDatabase: Sendable {
                 response.saveResults[id] = .success(subscription)
             }
             for id in request.subscriptionIDsToDelete {
-                if existing[id] != nil {
+                if let error = Self.violation(id.validate) {
+                    response.deleteResults[id] = .failure(error)
+                } else if existing[id] != nil {
                     entries.append(.subscriptionDeleted(id))
                     response.deleteResults[id] = .success(())
                 } else {

@@ -67,7 +67,8 @@ public final class SyncServer: Sendable {
     /// The record ID that stands for `user` (what `currentUserRecordID()` returns), registering
     /// the user on first use.
     ///
-    /// - Throws: `SyncError(.invalidArguments)` for an empty user ID or one over 511 bytes.
+    /// - Throws: `SyncError(.invalidArguments)` for a user ID that breaks the rules of
+    ///   `Identifier.userID` (empty, over 511 bytes, a control character…).
     public func userRecordID(for user: UserID) throws -> Record.ID {
         Record.ID(recordName: "_user\(try users.number(of: user))", zoneID: .default)
     }

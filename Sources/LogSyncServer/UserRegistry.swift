@@ -8,8 +8,6 @@ import SyncModel
 /// any form (e-mail addresses, account URLs) are safe on disk and never collide.
 package final class UserRegistry: Sendable {
     package static let userRegisteredKind: EntryKind = 120
-    /// LMDB's key limit.
-    static let maxUserIDBytes = 511
 
     /// user ID (UTF-8) → its number, as a projection of the registry log.
     struct Index: Projection {
@@ -34,13 +32,12 @@ package final class UserRegistry: Sendable {
 
     /// The number of `user`, registering the user on first sight.
     ///
-    /// - Throws: `SyncError(.invalidArguments)` for an empty or over-long user ID.
+    /// - Throws: `SyncError(.invalidArguments)` for a user ID that breaks the rules of
+    ///   `Identifier.userID` (empty, over 511 bytes, a control character…).
     func number(of user: UserID) throws -> UInt64 {
         if let number = known.withLock({ $0[user] }) { return number }
+        try user.validate()
         let key = Array(user.rawValue.utf8)
-        guard !key.isEmpty, key.count <= Self.maxUserIDBytes else {
-            throw SyncError(.invalidArguments, "a user ID must hold 1 to \(Self.maxUserIDBytes) bytes, not \(key.count)")
-        }
         let number = try log.environment.write { transaction -> UInt64 in
             let reader = LogReader(log: log, transaction: transaction)
             if let stored = try transaction.value(forKey: key, in: reader.table("byID", of: "users")) {

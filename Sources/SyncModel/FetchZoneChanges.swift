@@ -60,7 +60,8 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
         self.desiredKeys = desiredKeys
     }
 
-    /// Checks the zone ID, that the token belongs to the zone, and the results limit (F142).
+    /// Checks the zone ID, that the token belongs to the zone, the results limit (F142) and the
+    /// desired keys (``Identifier/fieldKey``).
     ///
     /// The server also rejects a token of a deleted incarnation, which only it can know.
     ///
@@ -73,6 +74,9 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
                 item: .zone(zoneID))
         }
         try RequestChecks.checkResultsLimit(resultsLimit, operation: "fetchZoneChanges")
+        for key in desiredKeys ?? [] {
+            try Identifier.fieldKey.validate(key, item: .zone(zoneID), context: " among the desired keys")
+        }
     }
 }
 

@@ -47,14 +47,15 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
         recordsToSave.reduce(0) { $0 + $1.estimatedSize }
     }
 
-    /// Checks the request as a whole (F151): at most 400 items, at most 2 MB, no record named
-    /// twice.
+    /// Checks the request as a whole (F151): its request ID (``Identifier/requestID``), at most
+    /// 400 items, at most 2 MB, no record named twice.
     ///
     /// Each record's own checks (``Record/validate()``) give per-item errors instead, so that a
     /// bad record fails alone (or fails its atomic zone, F148).
     ///
     /// - Throws: ``SyncError`` `limitExceeded` or `invalidArguments`, naming the request.
     public func validate() throws(SyncError) {
+        try requestID?.validate()
         try RequestChecks.checkItemCount(
             recordsToSave.count + recordIDsToDelete.count, operation: "modifyRecords", requestID: requestID)
         let size = estimatedSize

@@ -1,59 +1,30 @@
-// Naming rules of F126 and F127, and the per-record checks of F129, F134 and F135.
-
-/// The ways a name can break the rules, named in error messages.
-enum NameRule {
-    /// Checks the rules shared by every name: not empty, ASCII only, at most 255 characters.
-    ///
-    /// - Returns: The broken rule in words, or `nil` if the name passes.
-    static func commonViolation(_ name: String) -> String? {
-        if name.isEmpty { return "must not be empty" }
-        if !name.utf8.allSatisfy({ $0 < 0x80 }) { return "must be ASCII" }
-        if name.utf8.count > Limits.maxNameLength {
-            return "is \(name.utf8.count) characters long, more than \(Limits.maxNameLength)"
-        }
-        return nil
-    }
-
-    /// Checks a name that must not start with an underscore, apart from one allowed exception.
-    static func violation(_ name: String, allowing exception: String? = nil) -> String? {
-        if let problem = commonViolation(name) { return problem }
-        if name.hasPrefix("_"), name != exception { return "must not start with \"_\"" }
-        return nil
-    }
-}
+// Naming rules of F126 and F127 (through `Identifier`), and the per-record checks of F129, F134
+// and F135.
 
 extension RecordZone.ID {
-    /// Checks the naming rules of F127.
+    /// Checks the naming rules of F127 (``Identifier/zoneName``, ``Identifier/ownerName``).
     ///
-    /// The zone name and the owner name are not empty, ASCII and at most 255 characters, and the
-    /// zone name does not start with `_` unless it is `_defaultZone`.
+    /// The zone name and the owner name are not empty, ASCII, at most 255 characters, without
+    /// control characters, and the zone name does not start with `_` unless it is `_defaultZone`.
     ///
     /// - Throws: ``SyncError`` with code `invalidArguments` whose message names this zone ID and
     ///   the broken rule.
     public func validate() throws(SyncError) {
-        if let problem = NameRule.violation(zoneName, allowing: Self.defaultZoneName) {
-            throw SyncError(.invalidArguments, "invalid zone name \(quoted(zoneName)) in \(self): \(problem)",
-                            item: .zone(self))
-        }
-        if let problem = NameRule.commonViolation(ownerName) {
-            throw SyncError(.invalidArguments, "invalid owner name \(quoted(ownerName)) in \(self): \(problem)",
-                            item: .zone(self))
-        }
+        try Identifier.zoneName.validate(zoneName, allowing: Self.defaultZoneName, item: .zone(self), context: " in \(self)")
+        try Identifier.ownerName.validate(ownerName, item: .zone(self), context: " in \(self)")
     }
 }
 
 extension Record.ID {
     /// Checks the naming rules of F126 and the zone ID's rules of F127.
     ///
-    /// The record name is not empty, ASCII, at most 255 characters and does not start with `_`.
+    /// The record name (``Identifier/recordName``) is not empty, ASCII, at most 255 characters,
+    /// without control characters, and does not start with `_`.
     ///
     /// - Throws: ``SyncError`` with code `invalidArguments` whose message names this record ID and
     ///   the broken rule.
     public func validate() throws(SyncError) {
-        if let problem = NameRule.violation(recordName) {
-            throw SyncError(.invalidArguments, "invalid record name \(quoted(recordName)) in \(self): \(problem)",
-                            item: .record(self))
-        }
+        try Identifier.recordName.validate(recordName, item: .record(self), context: " in \(self)")
         do throws(SyncError) {
             try zoneID.validate()
         } catch {
@@ -68,8 +39,8 @@ extension Record.ID {
 extension Record {
     /// Checks everything about one record that a server checks before saving it.
     ///
-    /// In order: the record ID (F126, F127); the record type and every field key (not empty,
-    /// ASCII, at most 255 characters); every reference, including ``parent``, points into the
+    /// In order: the record ID (F126, F127); the record type and every field key
+    /// (``Identifier/recordType``, ``Identifier/fieldKey``); every reference, including ``parent``, points into the
     /// record's own zone (F135); lists are homogeneous and not nested (F129); and the record's
     /// ``estimatedSize`` is at most ``Limits/maxRecordBytes`` (F134).
     ///
@@ -81,15 +52,20 @@ extension Record {
         func invalid(_ message: String) -> SyncError {
             SyncError(.invalidArguments, message, item: .record(recordID))
         }
-        if let problem = NameRule.commonViolation(recordType) {
-            throw invalid("invalid record type \(quoted(recordType)): \(problem)")
+        if let problem = Identifier.recordType.violation(recordType) {
+            throw invalid("invalid record type \(Identifier.shown(recordType)): \(problem)")
         }
-        if let parent, parent.recordID.zoneID != recordID.zoneID {
-            throw invalid("parent \(parent.recordID) is not in the record's zone")
+        if let parent {
+            if parent.recordID.zoneID != recordID.zoneID {
+                throw invalid("parent \(parent.recordID) is not in the record's zone")
+            }
+            if let problem = Identifier.recordName.violation(parent.recordID.recordName) {
+                throw invalid("invalid record name \(Identifier.shown(parent.recordID.recordName)) of the parent: \(problem)")
+            }
         }
         for key in allKeys() {
-            if let problem = NameRule.commonViolation(key) {
-                throw invalid("invalid field key \(quoted(key)): \(problem)")
+            if let problem = Identifier.fieldKey.violation(key) {
+                throw invalid("invalid field key \(Identifier.shown(key)): \(problem)")
             }
             guard let value = self[key] else { continue }
             if let problem = violation(of: value) {
@@ -112,6 +88,9 @@ extension Record {
             if reference.recordID.zoneID != recordID.zoneID {
                 return "reference to \(reference.recordID) leaves the record's zone"
             }
+            if let problem = Identifier.recordName.violation(reference.recordID.recordName) {
+                return "invalid record name \(Identifier.shown(reference.recordID.recordName)) of a reference: \(problem)"
+            }
         case .list(let elements):
             guard let first = elements.first else { return nil }
             for element in elements {
@@ -125,5 +104,54 @@ extension Record {
             break
         }
         return nil
+    }
+}
+
+extension Subscription.ID {
+    /// Checks the rules of ``Identifier/subscriptionID``: 1 to 255 bytes of UTF-8 without control
+    /// characters.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming this subscription.
+    public func validate() throws(SyncError) {
+        try Identifier.subscriptionID.validate(rawValue, item: .subscription(self))
+    }
+}
+
+extension Subscription {
+    /// Checks the subscription's ID and, for a zone subscription, the zone ID (F127).
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming this subscription.
+    public func validate() throws(SyncError) {
+        try subscriptionID.validate()
+        if case .recordZone(let zoneID) = kind {
+            do throws(SyncError) {
+                try zoneID.validate()
+            } catch {
+                var error = error
+                error.item = .subscription(subscriptionID)
+                error.message += " (for \(self))"
+                throw error
+            }
+        }
+    }
+}
+
+extension RequestID {
+    /// Checks the rules of ``Identifier/requestID``: 1 to 255 bytes of UTF-8 without control
+    /// characters.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments`.
+    public func validate() throws(SyncError) {
+        try Identifier.requestID.validate(rawValue)
+    }
+}
+
+extension DeviceID {
+    /// Checks the rules of ``Identifier/deviceID``: 1 to 255 bytes of UTF-8 without control
+    /// characters.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments`.
+    public func validate() throws(SyncError) {
+        try Identifier.deviceID.validate(rawValue)
     }
 }

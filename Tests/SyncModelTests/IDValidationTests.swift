@@ -29,7 +29,7 @@ struct IDValidationTests {
         ("", "must not be empty"),
         ("_x", "must not start with \"_\""),
         ("_defaultZone", "must not start with \"_\""),
-        (tooLong, "256 characters long, more than 255"),
+        (tooLong, "256 bytes long, more than 255"),
         ("café", "must be ASCII"),
         ("名前", "must be ASCII"),
     ])

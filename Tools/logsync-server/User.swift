@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LogSyncHTTPServer
 import LogSyncServer
+import SyncModel
 
 /// `logsync-server user`: the users of the token file.
 struct User: ParsableCommand {
@@ -24,7 +25,9 @@ struct User: ParsableCommand {
                 is created readable by its owner only; keep it private.
                 """)
 
-        @Argument(help: ArgumentHelp("The user ID: any text on one line, such as an e-mail address.", valueName: "user"))
+        @Argument(help: ArgumentHelp(
+            "The user ID, such as an e-mail address: 1 to 511 bytes of UTF-8 without control characters or surrounding spaces.",
+            valueName: "user"))
         var user: String
 
         @OptionGroup var data: DataOptions
@@ -32,7 +35,12 @@ struct User: ParsableCommand {
         func run() throws {
             let token = TokenStore.generateToken()
             do {
+                // Refused here, before the file is touched: every request of such a user would be.
+                try UserID(user).validate()
                 try TokenStore.append(token: token, user: UserID(user), to: data.tokensURL)
+            } catch let error as SyncError {
+                FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))
+                throw ExitCode.failure
             } catch {
                 FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
                 throw ExitCode.failure
