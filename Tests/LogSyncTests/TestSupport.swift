@@ -141,7 +141,7 @@ struct ReferenceState: Equatable {
             for change in changes { zones.removeAll { $0 == change } }
         case .untrackedChangesFlagged(let flag):
             untracked = flag
-        case .batchPrepared(let saves, let deletions, _):
+        case .batchPrepared(let saves, let deletions, _, _):
             inFlight = [:]
             for record in saves { inFlight[.saveRecord(record.recordID)] = false }
             for id in deletions { inFlight[.deleteRecord(id)] = false }
