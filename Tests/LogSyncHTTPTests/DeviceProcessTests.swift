@@ -1,6 +1,15 @@
 import ChildProcesses
 import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import Synchronization
+import SyncModel
 import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The README's "Over the network" walkthrough with every party a process of its own: a
 /// `logsync-server` and `notes-device`s (the phone, the laptop, a tablet that watches), each
@@ -110,6 +119,75 @@ struct DeviceProcessTests {
             #expect(fetched.contains(#"laptop: todo {body: "before Friday", title: "Call the plumber"}"#), "\(fetched)")
             #expect(try await again.terminate().status == 0)
         }
+    }
+
+    // F103: the device process is killed after its request reached the server and before the
+    // answer came back. Relaunched, it sends the same batch under the ID its device log recorded,
+    // and the server replays its first answer: no conflict with the device's own save.
+    @Test("F103 a device killed between its request and the answer sends it again after a relaunch: no false conflict, one save")
+    func killedBetweenRequestAndAnswer() async throws {
+        try await withTemporaryDirectory { directory in
+            let (data, token) = try await Self.addAlice(in: directory)
+            let (server, url) = try await Self.serve(data)
+            let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
+            try await phone.run("set", "groceries", "title", "Groceries", server: url)
+
+            // Through a proxy that forwards the phone's modifyRecords, reads the server's whole
+            // answer, and kills the phone instead of forwarding it.
+            let device = Mutex<ChildProcess?>(nil)
+            let withheld = OneAnswer<String>()
+            let proxy = try InterceptingProxy(upstreamPort: url.port!, interceptedPath: "/modifyRecords") { answer in
+                device.withLock { $0?.send(SIGKILL) }
+                withheld.give(answer)
+            }
+            defer { proxy.close() }
+            let proxied = URL(string: "http://127.0.0.1:\(proxy.port)")!
+            let editing = try phone.start("set", "groceries", "body", "milk", server: proxied)
+            device.withLock { $0 = editing }
+            if proxy.hasIntercepted { editing.send(SIGKILL) }  // the answer came before the pid was known
+            let answer = await withheld.value()
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "the server applied the save: \(answer)")
+            let killed = await editing.finish()
+            #expect(killed.status == 128 + SIGKILL, "\(killed)")
+            #expect(!killed.output.contains("saved groceries {body"), "\(killed)")
+
+            // Relaunched on the same data, straight to the server: it sends what is pending first.
+            let sent = try await phone.run("send", server: url)
+            #expect(sent.contains(#"phone: saved groceries {body: "milk", title: "Groceries"}"#), "\(sent)")
+            #expect(!sent.contains("conflict"), "\(sent)")
+            #expect(try await server.terminate().status == 0)
+
+            // The device log: the relaunch sent its batch under the ID the killed launch recorded.
+            let requestIDs = try Self.batchRequestIDs(in: phone.directory.appendingPathComponent("sync"))
+            #expect(requestIDs.count == 3, "\(requestIDs)")
+            #expect(requestIDs.count == 3 && requestIDs[2] == requestIDs[1] && requestIDs[1] != requestIDs[0], "\(requestIDs)")
+            // The server: two saves of the note (the title, then the body), the second applied once.
+            let saved = try Self.savedFields(of: "groceries", data: data)
+            #expect(saved == [["title"], ["body", "title"]], "\(saved)")
+        }
+    }
+
+    /// The request ID of each `batchPrepared` in the device log at `directory`, in order.
+    static func batchRequestIDs(in directory: URL) throws -> [RequestID?] {
+        let log = try DeviceLog(directory: directory, options: LogEnvironment.Options(readOnly: true))
+        var ids: [RequestID?] = []
+        try log.log.forEachEntry { entry in
+            if case .batchPrepared(_, _, _, let requestID) = try DeviceEntry(entry) { ids.append(requestID) }
+        }
+        return ids
+    }
+
+    /// The field names of each save of the note `name` in alice's private database, in order.
+    static func savedFields(of name: String, data: String) throws -> [[String]] {
+        let server = try SyncServer(.init(directory: URL(fileURLWithPath: data)))
+        defer { server.shutdown() }
+        var saves: [[String]] = []
+        try server.admin.log(of: "alice").forEachEntry { entry in
+            if case .recordSaved(let record) = try ServerEntry(entry), record.recordID.recordName == name {
+                saves.append(record.allKeys().sorted())
+            }
+        }
+        return saves
     }
 
     @Test("a device with a wrong token, or none, is told so and changes nothing")

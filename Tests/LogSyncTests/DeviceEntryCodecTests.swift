@@ -41,6 +41,9 @@ struct DeviceEntryCodecTests {
             Sample(entry: .batchPrepared(recordsToSave: [big, F.clientRecord(F.c)], recordIDsToDelete: [F.b], atomicByZone: true),
                    kind: K.batchPrepared),
             Sample(entry: .batchPrepared(recordsToSave: [], recordIDsToDelete: [], atomicByZone: false), kind: K.batchPrepared),
+            Sample(entry: .batchPrepared(
+                recordsToSave: [F.clientRecord(F.a)], recordIDsToDelete: [F.b], atomicByZone: false, requestID: "5f3a9c21-14"),
+                   kind: K.batchPrepared),
             Sample(entry: .batchResult(
                 saved: [F.serverRecord(F.a, tag: "1")], deleted: [F.b],
                 failedSaves: [F.c: conflict, F.x: SyncError(.zoneBusy, retryAfter: .seconds(3))],
@@ -143,6 +146,32 @@ struct DeviceEntryCodecTests {
         #expect(new.time == nil)
         #expect(try DeviceEntry(Self.logEntry(new)) == sample.entry)
         #expect(DeviceEntry.Kind.inUse.contains(sample.kind))
+    }
+
+    // F103: the request ID a batch is sent under is field 4 of BatchPrepared, optional.
+    @Test("batchPrepared keeps its request ID; one without (an older log) reads as nil, and an empty ID is not written")
+    func batchPreparedRequestID() throws {
+        let records = [F.clientRecord(F.a)]
+        let with = DeviceEntry.batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: "abc-7")
+        let message = try ProtoWire.decode(Logsync_Device_BatchPrepared.self, from: with.newEntry.payload)
+        #expect(message.requestID == "abc-7")
+        #expect(try DeviceEntry(Self.logEntry(with.newEntry)) == with)
+
+        // The bytes an older build wrote: fields 1–3 only. They decode, without a request ID, and
+        // are the bytes this build writes for a batch without one.
+        var old = Logsync_Device_BatchPrepared()
+        old.recordsToSave = records.map(\.proto)
+        old.recordIdsToDelete = [F.b.proto]
+        old.atomicByZone = true
+        let oldEntry = LogEntry(
+            offset: 5, kind: DeviceEntry.Kind.batchPrepared, time: EntryTime(microsecondsSince1970: 0),
+            payload: ProtoWire.serialize(old))
+        let decoded = try DeviceEntry(oldEntry)
+        #expect(decoded == .batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: nil))
+        let without = DeviceEntry.batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true)
+        #expect(without.newEntry.payload == ProtoWire.serialize(old))
+        // The field adds its tag, length and text to the older bytes, nothing else.
+        #expect(with.newEntry.payload == ProtoWire.serialize(old) + [0x22, 5] + Array("abc-7".utf8))
     }
 
     @Test("Every case is sampled")

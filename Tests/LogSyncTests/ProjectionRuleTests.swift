@@ -131,7 +131,11 @@ struct ProjectionRuleTests {
                     default: break
                     }
                 }
-                entry = .batchPrepared(recordsToSave: saves.map { F.clientRecord($0) }, recordIDsToDelete: deletions, atomicByZone: chance(30))
+                // Mostly with the request ID it is sent under (F103); now and then without, as in
+                // a log written before the ID was recorded.
+                entry = .batchPrepared(
+                    recordsToSave: saves.map { F.clientRecord($0) }, recordIDsToDelete: deletions, atomicByZone: chance(30),
+                    requestID: chance(80) ? RequestID("p-\(generated)") : nil)
             case 75..<92:
                 // A result for the batch in flight: each item saved, deleted, failed or unmentioned.
                 var saved: [Record] = []
@@ -139,7 +143,17 @@ struct ProjectionRuleTests {
                 var failedSaves: [Record.ID: SyncError] = [:]
                 var failedDeletes: [Record.ID: SyncError] = [:]
                 let flying = model.inFlight.keys.sorted { $0.description < $1.description }
+                // Now and then the request fails as a whole on the way: its outcome stays unknown.
+                let codes: [SyncError.Code] = [.networkFailure, .serverResponseLost]
+                let whole: SyncError? = chance(15) ? SyncError(pick(codes)) : nil
                 for change in flying {
+                    if let whole {
+                        switch change {
+                        case .saveRecord(let id): failedSaves[id] = whole
+                        case .deleteRecord(let id): failedDeletes[id] = whole
+                        }
+                        continue
+                    }
                     let outcome = Int.random(in: 0..<10, using: &random)
                     switch (change, outcome) {
                     case (_, 9): break  // not mentioned
@@ -217,7 +231,7 @@ struct ProjectionRuleTests {
                 entry = .databaseChangesSent(
                     savedZones: saved, deletedZoneIDs: deleted, failedZoneSaves: failedSaves, failedZoneDeletes: failedDeletes)
             }
-            model.apply(entry)
+            model.apply(entry, at: LogOffset(generated))
             return entry
         }
     }
@@ -251,6 +265,7 @@ struct ProjectionRuleTests {
                     #expect(stored.databaseToken == generator.model.databaseToken)
                     #expect(stored.zoneTokens == generator.model.zoneTokens)
                     #expect(stored.delivered == generator.model.delivered)
+                    #expect(stored.unanswered == generator.model.unanswered)
                     return
                 }
             }

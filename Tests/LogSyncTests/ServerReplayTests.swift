@@ -89,7 +89,7 @@ struct ServerReplayTests {
             // The timeline has what the replay must handle: tagged saves, deletions, pages.
             let entries = try Self.entries(phone)
             let taggedSaves = entries.filter {
-                if case .batchPrepared(let records, _, _) = $0.entry { records.contains { $0.recordChangeTag != nil } } else { false }
+                if case .batchPrepared(let records, _, _, _) = $0.entry { records.contains { $0.recordChangeTag != nil } } else { false }
             }
             let continuedPages = entries.filter {
                 if case .zoneChangesFetched(_, _, _, _, true) = $0.entry { true } else { false }

@@ -105,6 +105,8 @@ struct ReferenceState: Equatable {
     /// The last account recorded: `nil` never, `.some(nil)` signed out.
     var account: Record.ID??
     var subscription: Subscription.ID?
+    /// The offset of the last batchPrepared whose outcome is unknown (F103).
+    var unanswered: LogOffset?
 
     /// Adds a pending change: one for the same item (`sameItem`) is kept where it stands if it
     /// is the same change, else replaced by `change` at the end.
@@ -126,7 +128,8 @@ struct ReferenceState: Equatable {
         serverRecords = serverRecords.filter { $0.key.zoneID != id }
     }
 
-    mutating func apply(_ entry: DeviceEntry) {
+    /// Applies `entry`, appended at `offset`.
+    mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) {
         switch entry {
         case .pendingRecordZoneChangesAdded(let changes):
             for change in changes {
@@ -141,7 +144,8 @@ struct ReferenceState: Equatable {
             for change in changes { zones.removeAll { $0 == change } }
         case .untrackedChangesFlagged(let flag):
             untracked = flag
-        case .batchPrepared(let saves, let deletions, _):
+        case .batchPrepared(let saves, let deletions, _, let requestID):
+            unanswered = requestID == nil ? nil : offset
             inFlight = [:]
             for record in saves { inFlight[.saveRecord(record.recordID)] = false }
             for id in deletions { inFlight[.deleteRecord(id)] = false }
@@ -157,6 +161,11 @@ struct ReferenceState: Equatable {
             for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
             inFlight = [:]
+            // Unknown only if nothing succeeded and every item failed on the way.
+            let failures = Array(failedSaves.values) + Array(failedDeletes.values)
+            let lostOnTheWay = saved.isEmpty && deleted.isEmpty && !failures.isEmpty
+                && failures.allSatisfy { $0.code == .networkFailure || $0.code == .serverResponseLost }
+            if !lostOnTheWay { unanswered = nil }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             for zone in savedZones {
                 zones.removeAll { $0 == .saveZone(zone) }
@@ -205,6 +214,7 @@ struct ReferenceState: Equatable {
                 unfetchedZones = []
                 databaseToken = nil
                 zoneTokens = [:]
+                unanswered = nil
             }
             account = .some(current)
         case .subscriptionEnsured(let id):
@@ -233,7 +243,7 @@ struct ReferenceState: Equatable {
     /// Replays the whole device log (decoding every entry) into a fresh reference state.
     static func replaying(_ deviceLog: DeviceLog) throws -> ReferenceState {
         var state = ReferenceState()
-        try deviceLog.log.forEachEntry { entry in state.apply(try DeviceEntry(entry)) }
+        try deviceLog.log.forEachEntry { entry in state.apply(try DeviceEntry(entry), at: entry.offset) }
         return state
     }
 }
@@ -262,6 +272,7 @@ extension DeviceSnapshot {
         case .user(let user): state.account = .some(user)
         }
         state.subscription = try subscriptionID()
+        state.unanswered = try unansweredBatch()?.offset
         return state
     }
 }

@@ -23,7 +23,7 @@ struct NotesDeviceCommand: AsyncParsableCommand {
               notes-device --token TOKEN --device phone set groceries title "Groceries"
               notes-device --token TOKEN --device laptop sync
             """,
-        subcommands: [Set.self, Delete.self, Sync.self, Show.self, Watch.self])
+        subcommands: [Set.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self])
 }
 
 /// Where the server is, who the user is, and which device this is.
@@ -186,6 +186,25 @@ extension NotesDeviceCommand {
         func run() async throws {
             let device = try options.open()
             try await device.fetch()
+            try await device.send()
+            device.showAll()
+        }
+    }
+
+    struct Send: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send what is pending, without fetching first, and print every note.",
+            discussion: """
+                What an app relaunched with unsent edits does first: the edits kept in the device \
+                log go out as they are. A batch whose answer never came (the device stopped \
+                between the request and its answer) goes out under the same request ID, so the \
+                server answers it as it did the first time instead of reporting a conflict.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+
+        func run() async throws {
+            let device = try options.open()
             try await device.send()
             device.showAll()
         }

@@ -50,11 +50,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     private let delegateReference: WeakDelegate
     let session = Mutex(EngineSession())
     /// The first part of every request ID this engine makes (F103), drawn from the
-    /// configuration's seed; the second part is the offset of the batch's entry.
+    /// configuration's seed; the second part is the offset of the batch's entry. Each
+    /// `batchPrepared` records the ID its batch is sent under, so a batch whose outcome is
+    /// unknown is sent again under its ID after a relaunch too (`UnansweredBatch`).
     let requestIDPrefix: String
-    /// The last record batch of this launch whose request failed on the way (its answer may have
-    /// been lost after the server applied it), kept to send it again under the same request ID.
-    let unansweredBatch = Mutex<UnansweredBatch?>(nil)
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     /// What runs for the engine's whole life, stopped when it goes: the push listener, the

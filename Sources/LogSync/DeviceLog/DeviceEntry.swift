@@ -26,7 +26,11 @@ package enum DeviceEntry: Sendable, Equatable {
     /// A batch of record changes is about to be sent, with the contents of the records, so a
     /// timeline replays without the app. Marks its changes in flight (F32); a batch prepared
     /// while another is in flight ends the earlier one (its changes stay as they are).
-    case batchPrepared(recordsToSave: [Record], recordIDsToDelete: [Record.ID], atomicByZone: Bool)
+    ///
+    /// `requestID` is the request ID the batch is sent under (F103), so that after a relaunch a
+    /// batch whose outcome is unknown can be sent again under it; `nil` in logs written before
+    /// it was recorded.
+    case batchPrepared(recordsToSave: [Record], recordIDsToDelete: [Record.ID], atomicByZone: Bool, requestID: RequestID? = nil)
     /// The outcome of the batch last prepared: the records as the server now holds them, the
     /// deleted IDs and the per-item errors (F21, F44). Ends the batch.
     case batchResult(

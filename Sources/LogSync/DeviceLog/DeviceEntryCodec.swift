@@ -24,11 +24,12 @@ extension DeviceEntry {
             var message = Logsync_Device_UntrackedChangesFlagged()
             message.value = flag
             return Self.entry(Kind.untrackedChangesFlagged, message)
-        case .batchPrepared(let records, let deletions, let atomic):
+        case .batchPrepared(let records, let deletions, let atomic, let requestID):
             var message = Logsync_Device_BatchPrepared()
             message.recordsToSave = records.map(\.proto)
             message.recordIdsToDelete = deletions.map(\.proto)
             message.atomicByZone = atomic
+            message.requestID = requestID?.rawValue ?? ""
             return Self.entry(Kind.batchPrepared, message)
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             var message = Logsync_Device_BatchResult()
@@ -86,7 +87,9 @@ extension DeviceEntry {
                 .batchPrepared(
                     recordsToSave: try Self.records(message.recordsToSave, "BatchPrepared.records_to_save"),
                     recordIDsToDelete: try Self.recordIDs(message.recordIdsToDelete, "BatchPrepared.record_ids_to_delete"),
-                    atomicByZone: message.atomicByZone)
+                    atomicByZone: message.atomicByZone,
+                    // proto3's default, the empty string, is how a log without the field reads.
+                    requestID: message.requestID.isEmpty ? nil : RequestID(message.requestID))
             }
         case Kind.batchResult:
             let message = try ProtoWire.decode(Logsync_Device_BatchResult.self, payloadOf: entry, "batchResult")

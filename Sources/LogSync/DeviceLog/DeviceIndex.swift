@@ -19,7 +19,7 @@ import SyncModel
 /// | `knownZones` | zone → zone ID | zones the server is known to hold |
 /// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
 /// | `zones` | zone → number | the number of each zone seen, for record keys |
-/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset, `fetched` → offset, `account` → user ID (empty: signed out), `subscription` → ID | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset and the last fetched page (F29), the last known account (F108), the subscription (F111) |
+/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset, `fetched` → offset, `account` → user ID (empty: signed out), `subscription` → ID, `unanswered` → offset | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset and the last fetched page (F29), the last known account (F108), the subscription (F111), the `batchPrepared` of the last batch whose outcome is unknown (F103) |
 ///
 /// The rules, per entry:
 /// - **Added changes** (F16–F19, F22). A change already pending is left where it is (F18). A
@@ -30,7 +30,9 @@ import SyncModel
 ///   the zone value first added. Adding a change that is in flight sets its re-added flag (F32).
 /// - **Removed changes** (F20): exact matches only (same case and ID); anything else is a no-op.
 /// - **`batchPrepared`**: ends any batch still in flight (its changes stay as they are) and marks
-///   the batch's saves and deletions in flight, with the re-added flag clear.
+///   the batch's saves and deletions in flight, with the re-added flag clear. Its outcome is
+///   unknown until its result: `unanswered` becomes the entry's offset if the entry records the
+///   request ID it is sent under, and is cleared if not (an older log's batch, whose ID is lost).
 /// - **`batchResult`**: for each item, clears its in-flight mark and then, unless it was re-added
 ///   while in flight, removes the exact change from the pending list if the item succeeded or
 ///   failed with a non-transient error (F21, F91); transient errors (F89) and
@@ -40,7 +42,10 @@ import SyncModel
 ///   records, deleted ones are forgotten; a `serverRecordChanged` failure's `serverRecord` becomes
 ///   the last known server record (F92), and `unknownItem`, `zoneNotFound` or `userDeletedZone`
 ///   forget it (the server holds no such record). Then every in-flight mark left is cleared: an
-///   item the result does not mention keeps its pending state.
+///   item the result does not mention keeps its pending state. `unanswered` is kept if the
+///   request failed as a whole in a way that may have reached the server (every item failed,
+///   each with `networkFailure` or `serverResponseLost`: its answer may have been lost after the
+///   server applied it), and cleared otherwise: the server's answer is known.
 /// - **`databaseChangesSent`**: saved and deleted zones, and non-transient failures, remove the
 ///   exact pending zone change; transient failures keep it. A saved zone becomes known; a
 ///   deleted zone is forgotten (not known or unfetched, no token, no last known server records). Zone changes are not tracked in flight: re-adding a zone change while
@@ -61,7 +66,7 @@ import SyncModel
 /// - **`accountChanged`**: stores the new account (empty for signed out). If the log knew an
 ///   account or a sign-out before, everything of the previous account is wiped first (F30,
 ///   F106): pending and in-flight changes, the untracked flag, tokens, known and unfetched zones,
-///   last known server records. The very first account the log records wipes nothing: the
+///   last known server records, the unanswered batch. The very first account the log records wipes nothing: the
 ///   changes an app queued before the first check belong to that account.
 /// - **`subscriptionEnsured`**: stores the subscription ID.
 /// - **`pushReceived`**: a hint naming a zone lists the zone as unfetched (F25, F115).
@@ -75,7 +80,7 @@ struct DeviceIndex: Projection {
     static let projectionName = "index"
 
     let name = DeviceIndex.projectionName
-    let version: UInt32 = 2
+    let version: UInt32 = 3
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
         "unfetchedZones", "knownZones", "zoneTokens", "zones", "state",
@@ -103,10 +108,15 @@ struct DeviceIndex: Projection {
             } else {
                 try tables.removeValue(forKey: DeviceKey.untracked, in: "state")
             }
-        case .batchPrepared(let records, let deletions, _):
+        case .batchPrepared(let records, let deletions, _, let requestID):
             try index.clearInFlight()
             for record in records { try index.markInFlight(.saveRecord(record.recordID)) }
             for id in deletions { try index.markInFlight(.deleteRecord(id)) }
+            if requestID != nil {
+                try tables.put(bigEndian(offset), forKey: DeviceKey.unanswered, in: "state")
+            } else {
+                try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
+            }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             for record in saved {
                 try index.settle(.saveRecord(record.recordID), succeeded: true)
@@ -123,6 +133,11 @@ struct DeviceIndex: Projection {
                 try index.settle(.deleteRecord(id), succeeded: false, error: error)
             }
             try index.clearInFlight()
+            if !UnansweredBatch.outcomeUnknown(
+                saved: saved.count, deleted: deleted.count, failures: Array(failedSaves.values) + Array(failedDeletes.values))
+            {
+                try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
+            }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             for zone in savedZones {
                 try index.settle(.saveZone(zone), succeeded: true)
@@ -348,6 +363,7 @@ struct DeviceIndexWriter {
         }
         try tables.removeValue(forKey: DeviceKey.untracked, in: "state")
         try tables.removeValue(forKey: DeviceKey.databaseToken, in: "state")
+        try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
     }
 
     private func clear(_ table: String) throws {

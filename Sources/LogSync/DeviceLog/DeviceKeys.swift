@@ -43,6 +43,7 @@ enum DeviceKey {
     static let fetched = Array("fetched".utf8)
     static let account = Array("account".utf8)
     static let subscription = Array("subscription".utf8)
+    static let unanswered = Array("unanswered".utf8)
 }
 
 /// A place in a pending list: the offset of the entry that added the change, then the change's

@@ -145,6 +145,27 @@ public final class DeviceLog: Sendable {
         return offsets
     }
 
+    /// Appends the entries `make` returns for the offset the first of them will have, so an
+    /// entry can name its own offset (a request ID made of it, F103); announces them and returns
+    /// their offsets once committed, as `append(_:by:)` does.
+    ///
+    /// The append is a write transaction of its own, outside group commit (the offset is known
+    /// only inside it); `make` may run more than once (when the map grows) and must not append.
+    @discardableResult
+    package func append(
+        by author: Appended.Author = .engine, making make: (LogOffset) throws -> [DeviceEntry]
+    ) throws -> Range<LogOffset> {
+        var entries: [DeviceEntry] = []
+        let offsets = try log.environment.write { transaction in
+            entries = try make(try log.lastOffset(in: transaction).next)
+            return try log.append(entries.map(\.newEntry), in: transaction)
+        }
+        guard !entries.isEmpty else { return offsets }
+        let appended = Appended(entries: entries, offsets: offsets, author: author)
+        for listener in listeners.withLock({ $0.all.map(\.listener) }) { listener(appended) }
+        return offsets
+    }
+
     /// Appends one entry; see `append(_:by:)`.
     @discardableResult
     func append(_ entry: DeviceEntry, by author: Appended.Author = .engine) throws -> LogOffset {

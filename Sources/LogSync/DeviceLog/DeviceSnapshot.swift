@@ -211,6 +211,26 @@ struct DeviceSnapshot {
         return (true, bytes.first == 1)
     }
 
+    // MARK: Unanswered batch
+
+    /// The last record batch whose outcome is unknown (F103): its `batchPrepared` as the index
+    /// names it, decoded from the log, or `nil`.
+    ///
+    /// - Complexity: O(1) in the log's length: one entry is read and decoded.
+    func unansweredBatch() throws -> UnansweredBatch? {
+        guard let bytes = try value(DeviceKey.unanswered, in: "state") else { return nil }
+        guard bytes.count == 8 else { throw malformed("an unanswered batch offset of \(bytes.count) bytes") }
+        let offset = LogOffset(readBigEndian(bytes))
+        guard let entry = try reader.entry(at: offset) else {
+            throw malformed("an unanswered batch at offset \(offset.rawValue), which the log does not hold")
+        }
+        guard case .batchPrepared(let records, let deletions, let atomic, let requestID?) = try DeviceEntry(entry) else {
+            throw malformed("an unanswered batch at offset \(offset.rawValue), which is not a batchPrepared with a request ID")
+        }
+        return UnansweredBatch(
+            offset: offset, requestID: requestID, recordsToSave: records, recordIDsToDelete: deletions, atomicByZone: atomic)
+    }
+
     // MARK: Server records
 
     /// The last record the server is known to hold under `id`: from a save's result, or from a

@@ -142,30 +142,31 @@ extension SyncEngine {
     }
 
     /// Sends one record batch and reports it (F44, F55–F58). The records go into the log first
-    /// (`batchPrepared`, marking them in flight, F32), the server's answer after.
+    /// (`batchPrepared`, marking them in flight, F32, with the request ID), the server's answer
+    /// after.
     private func sendRecordBatch(_ batch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        let prepared = try step.append(
-            .batchPrepared(
-                recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
-                atomicByZone: batch.atomicByZone))
         // The request ID names this batch: the engine's launch prefix (seeded) and the offset of
         // its batchPrepared entry, so the server can replay its answer to a resend (F103). A
-        // batch equal to one whose request failed on the way keeps that one's ID: if the server
-        // had applied it, it replays its answer rather than report a conflict with itself.
-        let content = UnansweredBatch(
-            offset: prepared, recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
-            atomicByZone: batch.atomicByZone)
-        let idOffset = unansweredBatch.withLock { previous in
-            previous.flatMap { $0.sameRequest(as: content) ? $0.offset : nil } ?? prepared
+        // batch equal to the last one whose outcome is unknown (its request failed on the way,
+        // or the app stopped before the answer came: the index keeps it across launches) goes
+        // out under that one's ID: if the server had applied it, it replays its answer rather
+        // than report a conflict with the device's own save.
+        let unanswered = try step.read { try $0.unansweredBatch() }
+        let reused = unanswered.flatMap { $0.sameRequest(as: batch) ? $0.requestID : nil }
+        var requestID = reused ?? RequestID("")
+        let prepared = try step.append { [requestIDPrefix] offset in
+            requestID = reused ?? RequestID("\(requestIDPrefix)-\(offset.rawValue)")
+            return .batchPrepared(
+                recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
+                atomicByZone: batch.atomicByZone, requestID: requestID)
         }
-        if idOffset != prepared {
-            logger.debug("sending batch \(prepared.rawValue) again under the request ID of batch \(idOffset.rawValue)")
+        if let unanswered, reused != nil {
+            logger.debug("sending batch \(prepared.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)")
         }
         let request = ModifyRecordsRequest(
             recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
-            requestID: RequestID("\(requestIDPrefix)-\(idOffset.rawValue)"))
-        var failedOnTheWay = false
+            requestID: requestID)
         let response: ModifyRecordsResponse
         do {
             do {
@@ -181,18 +182,14 @@ extension SyncEngine {
             // The request as a whole failed (F52: a manual batch over the limits fails here with
             // limitExceeded): every item carries the error.
             let failure = SyncError.from(error, during: "modifyRecords")
-            failedOnTheWay = UnansweredBatch.mayHaveBeenApplied(failure.code)
             var saveResults: [Record.ID: Result<Record, SyncError>] = [:]
             var deleteResults: [Record.ID: Result<Void, SyncError>] = [:]
             for record in batch.recordsToSave { saveResults[record.recordID] = .failure(failure) }
             for id in batch.recordIDsToDelete { deleteResults[id] = .failure(failure) }
             response = ModifyRecordsResponse(saveResults: saveResults, deleteResults: deleteResults)
         }
-        unansweredBatch.withLock { previous in
-            previous = failedOnTheWay ? UnansweredBatch(
-                offset: idOffset, recordsToSave: content.recordsToSave, recordIDsToDelete: content.recordIDsToDelete,
-                atomicByZone: content.atomicByZone) : nil
-        }
+        // The result says whether the outcome stays unknown (the index's rule, in
+        // UnansweredBatch.outcomeUnknown): then the next equal batch reuses the request ID.
         return try await report(
             response, saving: batch.recordsToSave, id: \.recordID, deleting: batch.recordIDsToDelete, as: SyncError.ItemID.record, step
         ) {
@@ -255,27 +252,5 @@ extension SyncEngine {
     /// The error of an item the server's response left out.
     private static func unanswered(_ item: SyncError.ItemID) -> SyncError {
         SyncError(.internalError, "the server's response has no result for \(item)", item: item)
-    }
-}
-
-/// A record batch whose request failed on the way: what it held, and the offset its request ID
-/// names.
-struct UnansweredBatch: Sendable {
-    let offset: LogOffset
-    let recordsToSave: [Record]
-    let recordIDsToDelete: [Record.ID]
-    let atomicByZone: Bool
-
-    /// Whether `other` would be the same request (the server compares a resent request's content
-    /// with the first one's before replaying its answer).
-    func sameRequest(as other: UnansweredBatch) -> Bool {
-        recordsToSave == other.recordsToSave && recordIDsToDelete == other.recordIDsToDelete
-            && atomicByZone == other.atomicByZone
-    }
-
-    /// Whether a request that failed with `code` may have reached the server and been applied,
-    /// its answer lost: a failed connection, or an answer the server itself lost.
-    static func mayHaveBeenApplied(_ code: SyncError.Code) -> Bool {
-        code == .networkFailure || code == .serverResponseLost
     }
 }

@@ -41,6 +41,22 @@ final class SyncStep {
         return range.upperBound.advanced(by: -1)
     }
 
+    /// Appends the entry `make` returns for the offset it will have (after a pending delivery
+    /// mark), so the entry can name its own offset, and returns that offset.
+    ///
+    /// The append is a write transaction of its own, outside group commit: the offset is known
+    /// only inside it.
+    @discardableResult
+    func append(_ make: (LogOffset) throws -> DeviceEntry) throws -> LogOffset {
+        let mark = deliveredMark
+        let range = try engine.deviceLog.append { first in
+            guard let mark else { return [try make(first)] }
+            return [.eventsDelivered(through: mark), try make(first.next)]
+        }
+        deliveredMark = nil
+        return range.upperBound.advanced(by: -1)
+    }
+
     /// Appends the entry of a fetched page; if the page has changes to report (`event` is not
     /// `nil`), delivers its event and notes that the entry's events have been handled.
     func append(_ entry: DeviceEntry, delivering event: SyncEngine.Event?) async throws {

@@ -31,6 +31,7 @@ import SyncModel
 /// | `zone`, `owner` | zoneChangesFetched, zoneFetchFinished, changeTokenReset, pushReceived | zone name (changeTokenReset without `zone`: the database's token; pushReceived: only if the hint names one); owner, only when not the current user |
 /// | `count`, `changes` | pending…Added, pending…Removed, batchPrepared | how many changes; the changes as `save:Notes/n1`, `delete:Notes/n2` (zone changes: `save:Notes`, `delete:Trash`) |
 /// | `atomic` | batchPrepared | whether the batch is atomic by zone |
+/// | `request` | batchPrepared | the request ID the batch is sent under, only if the entry records it (older logs do not) |
 /// | `modified` | databaseChangesFetched, zoneChangesFetched | how many zones or records were modified |
 /// | `saved`, `deleted`, `failed` | batchResult, databaseChangesSent (`deleted` also: databaseChangesFetched, zoneChangesFetched) | item counts |
 /// | `records` | batchResult, zoneChangesFetched | records saved (`Notes/n1`); records modified (names) |
@@ -141,12 +142,13 @@ enum DeviceEntryDescription: EntryKindCatalog {
                 })
             case .untrackedChangesFlagged(let flag):
                 add("pending", flag)
-            case .batchPrepared(let recordsToSave, let recordIDsToDelete, let atomicByZone):
+            case .batchPrepared(let recordsToSave, let recordIDsToDelete, let atomicByZone, let requestID):
                 add("count", count: recordsToSave.count + recordIDsToDelete.count)
                 addList(
                     "changes",
                     recordsToSave.map { "save:" + note($0.recordID) } + recordIDsToDelete.map { "delete:" + note($0) })
                 add("atomic", atomicByZone)
+                if let requestID { add("request", .text(requestID.rawValue)) }
             case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
                 let failures = Array(failedSaves) + Array(failedDeletes)
                 for id in failures.map(\.key) { note(id) }

@@ -67,7 +67,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     ///   with a transport failure, a transient code or a cancellation.
     mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) async throws(ServerReplayError) {
         switch entry {
-        case .batchPrepared(let records, let deletions, let atomic):
+        case .batchPrepared(let records, let deletions, let atomic, _):
             unanswered("no answer was recorded before the next batch")
             batch = PreparedBatch(offset: offset, records: records, deletions: deletions, atomic: atomic)
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):

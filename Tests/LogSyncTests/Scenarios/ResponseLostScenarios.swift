@@ -62,6 +62,86 @@ final class LosingDatabase: CloudDatabase {
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 
+/// A database whose next `modifyRecords` is applied by the server and then never answered until
+/// ``release()``: the request of an app killed before the answer came.
+final class HangingDatabase: CloudDatabase {
+    let base: InProcessDatabase
+    private let state = Mutex<(hangNext: Bool, hanging: CheckedContinuation<Void, Never>?, released: Bool)>((false, nil, false))
+    /// Whether a request hangs now, and who waits for one to.
+    private let hangingNow = Mutex<(yes: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let requestIDs = Mutex<[RequestID?]>([])
+
+    init(_ base: InProcessDatabase) { self.base = base }
+
+    /// The next `modifyRecords` hangs after the server applied it.
+    func hangNext() { state.withLock { $0.hangNext = true } }
+
+    /// Returns once a `modifyRecords` hangs.
+    func waitUntilHanging() async {
+        await withCheckedContinuation { continuation in
+            let now = hangingNow.withLock { state in
+                if !state.yes { state.waiters.append(continuation) }
+                return state.yes
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Ends the hanging request with a dropped connection.
+    func release() {
+        let waiter = state.withLock { state in
+            state.released = true
+            defer { state.hanging = nil }
+            return state.hanging
+        }
+        waiter?.resume()
+    }
+
+    /// The request ID of each `modifyRecords` call, in order.
+    var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
+
+    var databaseScope: DatabaseScope { base.databaseScope }
+
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        requestIDs.withLock { $0.append(request.requestID) }
+        let response = try await base.modifyRecords(request)
+        let hang = state.withLock { state in
+            defer { state.hangNext = false }
+            return state.hangNext
+        }
+        guard hang else { return response }
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if !state.released { state.hanging = continuation }
+                return state.released
+            }
+            let waiters = hangingNow.withLock { state in
+                state.yes = true
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume() }
+            if resumeNow { continuation.resume() }
+        }
+        throw SyncError(.networkFailure, "the connection dropped before the answer came")
+    }
+
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
+    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+        try await base.fetchDatabaseChanges(request)
+    }
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        try await base.fetchZoneChanges(request)
+    }
+    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
+        try await base.modifySubscriptions(request)
+    }
+    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
+    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
+    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
+}
+
 /// Lost answers: the engine resends the same request, and the server replays its answer (F103).
 @Suite("Scenario: lost answers")
 struct ResponseLostScenarios {
@@ -161,6 +241,114 @@ struct ResponseLostScenarios {
             let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
             #expect(onServer.modifications.map { $0.record["title"] } == [.string("third")])
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
+        }
+    }
+
+    /// The saves of `id` in alice's server log (each one a `recordSaved` entry; a replayed
+    /// answer appends none).
+    static func saves(of id: Record.ID, on server: SyncServer) throws -> [Record] {
+        var saves: [Record] = []
+        try server.admin.log(of: "alice").forEachEntry { entry in
+            if case .recordSaved(let record) = try ServerEntry(entry), record.recordID == id { saves.append(record) }
+        }
+        return saves
+    }
+
+    // F89, F103: the batch whose outcome is unknown is in the device log, not in the engine's
+    // memory: an app relaunched after a dropped connection still retries under the same ID.
+    @Test("F103 after a dropped connection and a relaunch, the equal batch goes out under the recorded request ID: no false conflict")
+    func droppedConnectionRetriedAfterRelaunch() async throws {
+        try await withServer { directory, server in
+            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+            let phone = try Self.phone(database, directory)
+            try phone.createZone(Self.notes)
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            try phone.write(note, "first")
+            try await phone.engine.sendChanges()
+
+            // The server applies "second", the connection drops; the app quits.
+            try phone.write(note, "second")
+            database.dropNextConnections(1)
+            await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
+            let prefix = phone.engine.requestIDPrefix
+            let unanswered = try #require(try phone.engine.deviceLog.read { try $0.unansweredBatch() })
+            #expect(unanswered.requestID == database.modifyRequestIDs[1])
+
+            // Relaunched: a new engine on the same log, with a prefix of its own. The batch it
+            // builds is the same request, so it carries the recorded ID, and the server replays.
+            try phone.startEngine()
+            #expect(phone.engine.requestIDPrefix != prefix)
+            #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == unanswered)
+            try await phone.engine.sendChanges()
+            let ids = database.modifyRequestIDs
+            #expect(ids.count == 3)
+            #expect(ids[2] == ids[1], "the retry after the relaunch carries the dropped request's ID")
+            #expect(try phone.engine.state.pendingRecordZoneChanges == [])
+            #expect(!phone.failedSaves.contains(.serverRecordChanged), "\(phone.failedSaves)")
+            #expect(try Self.saves(of: note, on: server).map { $0["title"] } == [.string("first"), .string("second")])
+            #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == nil, "answered: nothing is unknown")
+            #expect(try phone.engine.deviceLog.log.verifyProjections() == nil)
+        }
+    }
+
+    // F103: the app is killed after the request left and before its answer came: the log ends
+    // with a batchPrepared and no result. The relaunched engine sends the same batch under its ID.
+    @Test("F103 a batch prepared but never answered (the app stopped) is resent under its recorded ID after a relaunch")
+    func unansweredBatchResentAfterRelaunch() async throws {
+        try await withServer { directory, server in
+            let base = server.database(for: "alice", device: "phone")
+            let hanging = HangingDatabase(base)
+            let phone = try TestDevice("phone", database: hanging, directory: directory.appendingPathComponent("phone"))
+            try phone.createZone(Self.notes)
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            try phone.write(note, "first")
+            try await phone.engine.sendChanges()
+
+            // The server applies "second"; its answer never comes back, and the app is gone.
+            try phone.write(note, "second")
+            hanging.hangNext()
+            let stuck = Task { [engine = phone.engine] in try await engine.sendChanges() }
+            await hanging.waitUntilHanging()
+            let unanswered = try #require(try phone.engine.deviceLog.read { try $0.unansweredBatch() })
+            #expect(unanswered.requestID == hanging.modifyRequestIDs[1])
+
+            try phone.startEngine()
+            try await phone.engine.sendChanges()
+            let ids = hanging.modifyRequestIDs
+            #expect(ids.count == 3)
+            #expect(ids[2] == ids[1], "the resend after the relaunch carries the unanswered request's ID")
+            #expect(try phone.engine.state.pendingRecordZoneChanges == [])
+            #expect(!phone.failedSaves.contains(.serverRecordChanged), "\(phone.failedSaves)")
+            #expect(try Self.saves(of: note, on: server).map { $0["title"] } == [.string("first"), .string("second")])
+            #expect(try phone.engine.deviceLog.log.verifyProjections() == nil)
+
+            // The old launch's request ends (as a killed process's never would), so the test ends.
+            hanging.release()
+            _ = try? await stuck.value
+        }
+    }
+
+    // F103: a different batch after the relaunch is a new request with an ID of its own.
+    @Test("F103 after a relaunch, a batch that differs from the unanswered one gets a new request ID")
+    func differentBatchAfterRelaunchGetsNewID() async throws {
+        try await withServer { directory, server in
+            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+            let phone = try Self.phone(database, directory)
+            try phone.createZone(Self.notes)
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            try phone.write(note, "first")
+            database.dropNextConnections(1)
+            await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
+
+            try phone.startEngine()
+            try phone.write(note, "changed since")  // not the request that was dropped
+            let conflict = await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
+            let ids = database.modifyRequestIDs
+            #expect(ids.count >= 2)
+            #expect(ids[1] != ids[0])
+            // The server had applied "first": the new request meets it as another save.
+            #expect(conflict?.partialErrors[.record(note)]?.code == .serverRecordChanged)
+            #expect(try phone.engine.deviceLog.log.verifyProjections() == nil)
         }
     }
 

@@ -353,6 +353,9 @@ package nonisolated struct Logsync_Device_BatchPrepared: Sendable {
 
   package var atomicByZone: Bool = false
 
+  /// the request ID the batch is sent under; empty: not recorded (older logs)
+  package var requestID: String = String()
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -1266,7 +1269,7 @@ nonisolated extension Logsync_Device_UntrackedChangesFlagged: SwiftProtobuf.Mess
 
 nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".BatchPrepared"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}atomic_by_zone\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}atomic_by_zone\0\u{3}request_id\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1277,6 +1280,7 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.recordsToSave) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.recordIdsToDelete) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.atomicByZone) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.requestID) }()
       default: break
       }
     }
@@ -1292,6 +1296,9 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
     if self.atomicByZone != false {
       try visitor.visitSingularBoolField(value: self.atomicByZone, fieldNumber: 3)
     }
+    if !self.requestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.requestID, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1299,6 +1306,7 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
     if lhs.recordsToSave != rhs.recordsToSave {return false}
     if lhs.recordIdsToDelete != rhs.recordIdsToDelete {return false}
     if lhs.atomicByZone != rhs.atomicByZone {return false}
+    if lhs.requestID != rhs.requestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
