@@ -90,6 +90,25 @@ struct StructureCheckTests {
         }
     }
 
+    @Test func aNewerMetaPageThatLostTwoFromItsTransactionIsCaught() async throws {
+        // Transaction T with bit 1 set, flipped, reads as T - 2: the pages then hold T - 2 and
+        // T - 1, consecutive and each on its own page. The newer page's free-page table, which
+        // holds pages freed by transaction T, gives it away.
+        try await withTemporaryDirectory { directory in
+            try writeLog(directory, commits: 5)
+            while try metas(directory).transaction & 2 == 0 {
+                let log = try Log.open(at: directory, options: .init(durability: .fast))
+                try log.append(NewEntry(kind: 1, payload: [1]))
+            }
+            let (pageSize, newer, transaction) = try metas(directory)
+            try flip(directory, byte: newer * pageSize + 16 + 128, bit: 1)
+            let error = try #require(openError(directory))
+            #expect(error.code == .corruptFile)
+            #expect(error.page == UInt64(newer), "\(error)")
+            #expect(error.message.contains("holds pages freed by transaction \(transaction)"), "\(error)")
+        }
+    }
+
     @Test func aLostTailIsCaughtByTheTailRecord() async throws {
         try await withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
