@@ -252,6 +252,13 @@ enum StructureCheck {
         for meta in [newer, older] {
             try checkMetaBounds(meta, fileSize: file.size)
         }
+        // A transaction never gives pages back to the end of the file.
+        guard older.lastPage <= newer.lastPage else {
+            throw corrupt(
+                "meta page \(older.page) (transaction \(older.transactionID)) gives \(older.lastPage) as the last page in use, "
+                    + "past the \(newer.lastPage) of meta page \(newer.page) (transaction \(newer.transactionID))",
+                page: UInt64(older.page))
+        }
         return (newer, older)
     }
 
@@ -383,10 +390,62 @@ enum StructureCheck {
             } else {
                 return nil
             }
+            // A transaction records the pages it frees under its own ID, so a meta page whose
+            // free-page table holds a later ID than the page's own was damaged: a newer snapshot
+            // whose ID lost a bit passes for the older one (both snapshots are intact while the
+            // caller's read transaction is open).
+            for meta in [metas.newer, metas.older] {
+                if let largest = largestFreeKey(file, meta), largest > meta.transactionID {
+                    throw corrupt(
+                        "meta page \(meta.page) says it was committed by transaction \(meta.transactionID), but its free-page "
+                            + "table holds pages freed by transaction \(largest); the meta pages cannot be told apart",
+                        page: UInt64(meta.page))
+                }
+            }
             return try Walker(file: file, meta: target).run()
         } catch {
             throw error.located(path: directory, log: nil)
         }
+    }
+
+    /// The largest key of a snapshot's free-page table, found along its rightmost path, or
+    /// `nil` when the table is empty or the path is not sound (the walk reports that).
+    static func largestFreeKey(_ file: DataFile, _ meta: Meta) -> UInt64? {
+        var number = meta.free.root
+        guard number != invalidPage else { return nil }
+        let pageSize = meta.pageSize
+        var page = [UInt8](repeating: 0, count: pageSize)
+        for level in 1...max(1, Int(meta.free.depth)) {
+            guard number >= 2, number <= meta.lastPage, (number + 1) * UInt64(pageSize) <= file.size,
+                (try? typed({ try page.withUnsafeMutableBytes { try file.read(pageSize, at: number * UInt64(pageSize), into: $0) } })) != nil
+            else { return nil }
+            let next: UInt64?? = page.withUnsafeBytes { bytes in
+                let flags = bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)
+                let lower = Int(bytes.loadUnaligned(fromByteOffset: 12, as: UInt16.self))
+                guard bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self) == number, lower > headerSize,
+                    lower <= pageSize, flags == (level == Int(meta.free.depth) ? leafPage : branchPage)
+                else { return nil }
+                let at = Int(bytes.loadUnaligned(fromByteOffset: lower - 2, as: UInt16.self))
+                guard at + nodeHeaderSize + 8 <= pageSize else { return nil }
+                let low = UInt64(bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self))
+                let high = UInt64(bytes.loadUnaligned(fromByteOffset: at + 2, as: UInt16.self))
+                let nodeFlags = UInt64(bytes.loadUnaligned(fromByteOffset: at + 4, as: UInt16.self))
+                if flags == branchPage { return .some(.some(low | high << 16 | nodeFlags << 32)) }
+                guard bytes.loadUnaligned(fromByteOffset: at + 6, as: UInt16.self) == 8 else { return nil }
+                return .some(.none)  // the leaf: its key follows
+            }
+            guard let next else { return nil }
+            if let child = next {
+                number = child
+                continue
+            }
+            return page.withUnsafeBytes { bytes in
+                let lower = Int(bytes.loadUnaligned(fromByteOffset: 12, as: UInt16.self))
+                let at = Int(bytes.loadUnaligned(fromByteOffset: lower - 2, as: UInt16.self))
+                return bytes.loadUnaligned(fromByteOffset: at + nodeHeaderSize, as: UInt64.self)
+            }
+        }
+        return nil
     }
 
     // MARK: Walking the trees
@@ -454,6 +513,17 @@ enum StructureCheck {
                     throw corrupt("table \"\(name)\" has flags 0x\(hex(record.flags)) (LogStore sets none)", page: page, log: log)
                 }
                 shapes.append(try walkTable(record, name: name, kind: .named(log: log)))
+            }
+            // The pages past the end of the file must be free pages not yet written (a flipped
+            // last page would make LMDB map and allocate past them).
+            let filePages = file.size / UInt64(pageSize)
+            if filePages <= meta.lastPage {
+                for page in filePages...meta.lastPage where !isSet(page, in: freeListed) {
+                    throw corrupt(
+                        "meta page \(meta.page) gives \(meta.lastPage) as the last page in use, but the file ends before page "
+                            + "\(filePages) and page \(page) is not a free page",
+                        page: UInt64(meta.page))
+                }
             }
             // Pages listed free must be in the snapshot and not in use.
             for word in freeListed.indices where freeListed[word] != 0 {
