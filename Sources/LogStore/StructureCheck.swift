@@ -243,7 +243,8 @@ enum StructureCheck {
         let consistent = (a == 0 && b == 0) || (newer.transactionID - older.transactionID == 1
             && Int(newer.transactionID & 1) == newer.page)
         guard consistent else {
-            let suspect = newer.transactionID & 1 != UInt64(newer.page) ? newer.page : older.page
+            // Which page was damaged cannot be told; name the one LMDB would have opened.
+            let suspect = newer.page
             throw corrupt(
                 "the meta pages disagree: page 0 was committed by transaction \(a), page 1 by transaction \(b) "
                     + "(transaction N writes page N % 2, so they must be consecutive); the newer snapshot cannot be trusted",
