@@ -24,6 +24,9 @@ public final class Log: Sendable {
     let entriesTable: Table
     let projectionSet: ProjectionSet
     let clock: @Sendable () -> EntryTime
+    /// The key of the log's tail record in the `meta` table: its last offset, written in the
+    /// transaction of every append, so that a reader can tell a lost tail from a shorter log.
+    let tailKey: [UInt8]
 
     /// Opens (creating it unless read-only) the log `name` in the environment at `directory`.
     ///
@@ -50,6 +53,7 @@ public final class Log: Sendable {
         self.entriesTable = entriesTable
         self.projectionSet = projectionSet
         self.clock = clock
+        self.tailKey = Array("tail.\(name)".utf8)
     }
 
     func located(_ error: LogStoreError) -> LogStoreError {
@@ -98,6 +102,13 @@ public final class Log: Sendable {
                 offset: offset, kind: entry.kind, time: entry.time ?? now, payload: entry.payload,
                 into: UnsafeMutableRawBufferPointer(start: value.mv_data, count: size))
         }
+        if offset > previous {
+            do throws(LogStoreError) {
+                try transaction.put(withUnsafeBytes(of: offset.key) { Array($0) }, forKey: tailKey, in: environment.meta)
+            } catch {
+                throw located(error)
+            }
+        }
         if !projectionSet.members.isEmpty && offset > previous {
             var stored: [LogEntry] = []
             stored.reserveCapacity(entries.count)
@@ -127,12 +138,36 @@ public final class Log: Sendable {
     }
 
     /// The last offset as seen by `transaction`.
+    ///
+    /// - Throws: `.corruptFile` when the log's tail record (its last offset, written with every
+    ///   append) names another offset: entries were lost from the end, or the record was damaged.
     public func lastOffset(in transaction: ReadTransaction) throws(LogStoreError) -> LogOffset {
-        guard let key = try transaction.lastKey(in: entriesTable) else { return .zero }
-        guard key.count == 8 else {
-            throw located(LogStoreError(.corruptEntry, "the last key holds \(key.count) bytes, not 8"))
+        var last = LogOffset.zero
+        if let key = try transaction.lastKey(in: entriesTable) {
+            guard key.count == 8 else {
+                throw located(LogStoreError(.corruptEntry, "the last key holds \(key.count) bytes, not 8"))
+            }
+            last = LogOffset(key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
         }
-        return LogOffset(key.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
+        // Logs written before the tail record existed have none until their next append.
+        guard let tail = try transaction.value(forKey: tailKey, in: environment.meta) else { return last }
+        guard tail.count == 8 else {
+            throw located(LogStoreError(.corruptFile, "the tail record holds \(tail.count) bytes, not 8"))
+        }
+        let recorded = LogOffset(tail.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
+        if recorded > last {
+            throw located(LogStoreError(
+                .corruptFile,
+                "the log ends at offset \(last), but its tail record says the last append ended at \(recorded): "
+                    + "the entries \(last.next)...\(recorded) are lost", offset: last.next))
+        }
+        if recorded < last {
+            throw located(LogStoreError(
+                .corruptFile,
+                "the log ends at offset \(last), but its tail record says the last append ended at \(recorded)",
+                offset: recorded.next))
+        }
+        return last
     }
 
     /// The entry at `offset`, its checksum verified, or `nil` if there is none.

@@ -39,11 +39,15 @@ public final class LogEnvironment: Sendable {
         public var maxTables: Int
         /// How many read transactions may be open at once in all processes.
         public var maxReaders: Int
+        /// Whether opening checks the structure of `data.mdb` before LMDB reads it (see
+        /// Docs/LogFormat.md, "The structural check"). On by default; it reads every page of the
+        /// file once, which takes a few milliseconds per megabyte.
+        public var checksStructure: Bool
 
         public init(
             durability: Durability = .durable, readOnly: Bool = false,
             initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40,
-            maxTables: Int = 1024, maxReaders: Int = 510
+            maxTables: Int = 1024, maxReaders: Int = 510, checksStructure: Bool = true
         ) {
             self.durability = durability
             self.readOnly = readOnly
@@ -51,6 +55,7 @@ public final class LogEnvironment: Sendable {
             self.maximumMapSize = maximumMapSize
             self.maxTables = maxTables
             self.maxReaders = maxReaders
+            self.checksStructure = checksStructure
         }
     }
 
@@ -75,9 +80,14 @@ public final class LogEnvironment: Sendable {
 
     /// Opens the environment in `directory`, or returns the one already open there.
     ///
+    /// Unless `options.checksStructure` is off, the file's structure is checked before LMDB
+    /// reads anything in it: its meta pages before LMDB opens it, then every page of the
+    /// snapshot the first read transaction sees.
+    ///
     /// - Throws: `LogStoreError` `.missingPath` if a read-only open names no directory,
     ///   `.notALog` if the directory holds no LMDB environment, `.alreadyOpen` if this process
-    ///   has it open with other options.
+    ///   has it open with other options, `.corruptFile` naming the page (and the entry's offset,
+    ///   where known) if the structural check fails.
     public static func open(at directory: URL, options: Options = Options()) throws(LogStoreError) -> LogEnvironment {
         let requested = directory.standardizedFileURL.path
         var isDirectory: ObjCBool = false
@@ -133,6 +143,8 @@ public final class LogEnvironment: Sendable {
             var flags = MDB_NOTLS
             if options.durability == .fast { flags |= MDB_NOSYNC }
             if options.readOnly { flags |= MDB_RDONLY }
+            // LMDB trusts the meta pages when it opens the file: check them first.
+            if options.checksStructure { try StructureCheck.checkMetas(directory: path) }
             let status = mdb_env_open(environment, path, UInt32(flags), 0o644)
             if status == ENOENT {
                 throw LogStoreError(.notALog, "no LMDB environment here (data.mdb is missing)", path: path)
@@ -141,6 +153,8 @@ public final class LogEnvironment: Sendable {
             // A process killed while reading leaves its reader slot behind, pinning old pages.
             var dead: Int32 = 0
             try check(mdb_reader_check(environment, &dead), "mdb_reader_check")
+            // Then every page of the snapshot, before LMDB walks any tree.
+            if options.checksStructure { _ = try Self.checkStructure(of: environment, path: path) }
         } catch {
             mdb_env_close(environment)
             throw error.located(path: path, log: nil)
@@ -179,6 +193,42 @@ public final class LogEnvironment: Sendable {
         }
     }
 
+    /// Checks the structure of `data.mdb` without trusting LMDB (Docs/LogFormat.md, "The
+    /// structural check"), in the snapshot a new read transaction sees.
+    ///
+    /// - Returns: what the check found: the page size, the snapshot's transaction, each table's
+    ///   depth and page and entry counts.
+    /// - Throws: `LogStoreError` `.corruptFile` naming the page (and the entry's offset, where
+    ///   known), `.io` if the file cannot be read.
+    public func checkStructure() throws(LogStoreError) -> StructureReport {
+        for _ in 0..<1000 {
+            let report = try read { (transaction) throws(LogStoreError) -> StructureReport? in
+                try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(transaction.txn)))
+            }
+            if let report { return report }
+            sched_yield()
+        }
+        throw LogStoreError(.io, "the log kept changing while its structure was checked", path: path)
+    }
+
+    /// The structural check of a newly opened environment, in a read transaction of its own
+    /// (which keeps writers from reusing the snapshot's pages).
+    private static func checkStructure(of environment: OpaquePointer, path: String) throws(LogStoreError) -> StructureReport {
+        for _ in 0..<1000 {
+            var txn: OpaquePointer?
+            let status = mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn)
+            if status == MDB_MAP_RESIZED {
+                try check(mdb_env_set_mapsize(environment, 0), "mdb_env_set_mapsize")
+                continue
+            }
+            try check(status, "mdb_txn_begin")
+            defer { mdb_txn_abort(txn) }
+            if let report = try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(txn))) { return report }
+            sched_yield()
+        }
+        throw LogStoreError(.io, "the log kept changing while its structure was checked", path: path)
+    }
+
     /// The current size of the memory map in bytes.
     public var mapSize: Int {
         var info = MDB_envinfo()
@@ -198,7 +248,7 @@ public final class LogEnvironment: Sendable {
             var value = MDB_val()
             var status = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
             while status == MDB_SUCCESS {
-                let name = String(decoding: UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size), as: UTF8.self)
+                let name = String(decoding: try boundedBytes(key, in: handle, "a table name"), as: UTF8.self)
                 if name.hasPrefix(Log.tablePrefix) { names.append(String(name.dropFirst(Log.tablePrefix.count))) }
                 status = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
             }

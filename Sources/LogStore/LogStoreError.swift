@@ -17,6 +17,11 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
 
         /// An entry's bytes do not match its checksum, its length field or its key.
         public static let corruptEntry = Code(rawValue: "corruptEntry")
+        /// The environment's file (`data.mdb`) is damaged: its structure check found a meta page,
+        /// a page header, a node, a key, a value's bounds or a table's counts that cannot be
+        /// right, or a log's entries end before the offset its tail record names. `page` names
+        /// the page where one is known, `offset` the entry where one is known.
+        public static let corruptFile = Code(rawValue: "corruptFile")
         /// An entry was written in a format version this build does not know.
         public static let unknownFormatVersion = Code(rawValue: "unknownFormatVersion")
         /// The path does not exist.
@@ -50,10 +55,12 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
     public var log: String?
     /// LMDB's return code, if LMDB reported the failure.
     public var lmdbStatus: Int32?
+    /// The page of `data.mdb` concerned (pages are numbered from 0), if any.
+    public var page: UInt64?
 
     public init(
         _ code: Code, _ message: String, offset: LogOffset? = nil, path: String? = nil,
-        log: String? = nil, lmdbStatus: Int32? = nil
+        log: String? = nil, lmdbStatus: Int32? = nil, page: UInt64? = nil
     ) {
         self.code = code
         self.message = message
@@ -61,12 +68,14 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         self.path = path
         self.log = log
         self.lmdbStatus = lmdbStatus
+        self.page = page
     }
 
     public var description: String {
         var text = ""
         switch code {
         case .corruptEntry: text = "corrupt entry"
+        case .corruptFile: text = "corrupt file"
         case .unknownFormatVersion: text = "unknown entry format version"
         case .missingPath: text = "no such path"
         case .notALog: text = "not a log"
@@ -78,7 +87,8 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         case .io: text = "I/O error"
         default: text = "LMDB error"
         }
-        if let offset { text += " at offset \(offset)" }
+        if let page { text += " at page \(page)" }
+        if let offset { text += "\(page == nil ? " at" : ",") offset \(offset)" }
         if let log { text += " of log \"\(log)\"" }
         if let path { text += " in \(path)" }
         text += ": \(message)"

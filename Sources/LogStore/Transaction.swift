@@ -7,6 +7,20 @@ public struct Table: Sendable, Hashable {
     let dbi: MDB_dbi
 }
 
+/// The bytes LMDB returned, checked to lie within the map before anything reads or copies them.
+/// The structural check at open makes this hold for the snapshot it checked; this catches a
+/// file damaged after it (by another process) before a copy runs past the map.
+func boundedBytes(_ value: MDB_val, in environment: OpaquePointer, _ what: StaticString) throws(LogStoreError) -> UnsafeRawBufferPointer {
+    guard value.mv_size > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+    var info = MDB_envinfo()
+    mdb_env_info(environment, &info)
+    guard let start = value.mv_data, value.mv_size <= info.me_mapsize else {
+        throw LogStoreError(
+            .corruptFile, "\(what) of \(value.mv_size) bytes is larger than the map of \(info.me_mapsize) bytes")
+    }
+    return UnsafeRawBufferPointer(start: start, count: value.mv_size)
+}
+
 /// A read-only view of the whole environment, valid only inside the `read` closure that gave it.
 ///
 /// Not `Sendable`: a transaction belongs to the closure that received it.
@@ -40,7 +54,7 @@ public class ReadTransaction {
         }
         if status == MDB_NOTFOUND { return try body(nil) }
         try check(status, "mdb_get")
-        return try body(UnsafeRawBufferPointer(start: found.mv_data, count: found.mv_size))
+        return try body(boundedBytes(found, in: environment.handle, "a value"))
     }
 
     /// Visits the table's entries in key order, from the first key ≥ `start` (or the first key),
@@ -66,8 +80,7 @@ public class ReadTransaction {
         }
         while status == MDB_SUCCESS {
             let more = try body(
-                UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size),
-                UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size))
+                boundedBytes(key, in: environment.handle, "a key"), boundedBytes(value, in: environment.handle, "a value"))
             if !more { return }
             status = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
         }
@@ -91,7 +104,7 @@ public class ReadTransaction {
         let status = mdb_cursor_get(cursor, &key, &value, MDB_LAST)
         if status == MDB_NOTFOUND { return nil }
         try check(status, "mdb_cursor_get")
-        return [UInt8](UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size))
+        return [UInt8](try boundedBytes(key, in: environment.handle, "a key"))
     }
 
     static func checkKey(_ key: [UInt8], _ table: Table) throws(LogStoreError) {
@@ -154,12 +167,14 @@ public final class WriteTransaction: ReadTransaction {
 struct TableWalker: ~Copyable {
     // The MDB_cursor*, closed in deinit.
     private let cursor: OpaquePointer
+    private let environment: OpaquePointer
     private var started = false
 
     init(_ table: Table, in transaction: ReadTransaction) throws(LogStoreError) {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(transaction.txn, table.dbi, &cursor), "mdb_cursor_open")
         self.cursor = cursor!
+        self.environment = transaction.environment.handle
     }
 
     deinit { mdb_cursor_close(cursor) }
@@ -171,9 +186,6 @@ struct TableWalker: ~Copyable {
         started = true
         if status == MDB_NOTFOUND { return nil }
         try check(status, "mdb_cursor_get")
-        return (
-            [UInt8](UnsafeRawBufferPointer(start: key.mv_data, count: key.mv_size)),
-            [UInt8](UnsafeRawBufferPointer(start: value.mv_data, count: value.mv_size))
-        )
+        return ([UInt8](try boundedBytes(key, in: environment, "a key")), [UInt8](try boundedBytes(value, in: environment, "a value")))
     }
 }
