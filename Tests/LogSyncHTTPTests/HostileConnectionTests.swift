@@ -199,18 +199,26 @@ struct HostileConnectionTests {
         var configuration = HTTPSyncServer.Configuration()
         configuration.maxConnections = 2
         try await withLiveServer(configuration: configuration) { live, _ in
+            let request =
+                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n"
+            // Two connections the server has taken: each has had an answer.
             let first = try await RawConnection.open(to: live)
+            try await first.send(request)
+            try await first.waitUntil("the first connection is served") { $0.text.hasPrefix("HTTP/1.1 200") }
             let second = try await RawConnection.open(to: live)
             defer { second.close() }
-            let third = try await RawConnection.open(to: live)  // in the backlog: the kernel accepted it
+            try await second.send(request)
+            try await second.waitUntil("the second connection is served") { $0.text.hasSuffix("\r\n\r\n") }
+            // A third waits in the backlog (the kernel accepted it, the server has not).
+            let third = try await RawConnection.open(to: live)
             defer { third.close() }
-            try await third.send(
-                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n")
-            // While two connections are open the third is not served: the second's request is
-            // answered, the third's still is not.
-            try await second.send(
-                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n")
-            try await second.waitUntil("the second connection's request is answered") { $0.text.hasPrefix("HTTP/1.1 200") }
+            try await third.send(request)
+            // The server still answers the second connection; the third's request is not served.
+            let answered = second.bytes.count
+            try await second.send(request)
+            try await second.waitUntil("the second connection's next request is answered") {
+                $0.bytes.count > answered && $0.text.hasSuffix("\r\n\r\n")
+            }
             #expect(third.bytes.isEmpty)
             first.close()
             try await third.waitUntil("the waiting request is answered") { $0.text.hasPrefix("HTTP/1.1 200") }
