@@ -193,6 +193,13 @@ let package = Package(
             dependencies: ["LogStore", "KeyValueLog"],
             path: "Tools/logstore-crasher"
         ),
+        // The fuzz target of every reader of untrusted bytes: built with libFuzzer and the address
+        // sanitizer by Tools/fuzz.sh (-D FUZZING); built plainly, it reruns inputs from files.
+        .executableTarget(
+            name: "fuzz-decoders",
+            dependencies: ["LogStore", "LogSync", "LogSyncServer", "LogSyncWire", "SyncModel"],
+            path: "Tools/fuzz-decoders"
+        ),
         // What the benchmarks share: the command line's common options and the run around the
         // measurements, memory figures, tables, scratch space, the sync benchmarks' records, and
         // measurements in a child process.

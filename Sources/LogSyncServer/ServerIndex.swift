@@ -167,15 +167,17 @@ enum IndexKey {
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
-struct ServerIndex: Projection {
-    let name = "index"
+package struct ServerIndex: Projection {
+    package init() {}
+
+    package let name = "index"
     /// 2: `dbChanges` keeps a re-created zone's latest deletion.
-    let version: UInt32 = 2
-    let tableNames = [
+    package let version: UInt32 = 2
+    package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
     ]
 
-    func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+    package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let offset = entry.offset.rawValue
         switch try ServerEntry(entry) {
         case .zoneSaved(let zone):
