@@ -7,9 +7,33 @@ import Testing
 
 @testable import LogSync
 
+/// A database that passes every request to the server's `base`; the wrappers below change what
+/// happens to `modifyRecords` alone.
+protocol ForwardingDatabase: CloudDatabase {
+    var base: InProcessDatabase { get }
+}
+
+extension ForwardingDatabase {
+    var databaseScope: DatabaseScope { base.databaseScope }
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
+    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+        try await base.fetchDatabaseChanges(request)
+    }
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        try await base.fetchZoneChanges(request)
+    }
+    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
+        try await base.modifySubscriptions(request)
+    }
+    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
+    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
+    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
+}
+
 /// A database whose next `modifyRecords` answers are lost after the server applied them:
 /// reported by the server (`serverResponseLost`) or as a dropped connection (`networkFailure`).
-final class LosingDatabase: CloudDatabase {
+final class LosingDatabase: ForwardingDatabase {
     let base: InProcessDatabase
     private let lose = Mutex(0)
     private let drop = Mutex(0)
@@ -26,7 +50,6 @@ final class LosingDatabase: CloudDatabase {
     /// The request ID of each `modifyRecords` call, in order.
     var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
 
-    var databaseScope: DatabaseScope { base.databaseScope }
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
         requestIDs.withLock { $0.append(request.requestID) }
@@ -46,25 +69,11 @@ final class LosingDatabase: CloudDatabase {
         return response
     }
 
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
-    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await base.fetchDatabaseChanges(request)
-    }
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await base.fetchZoneChanges(request)
-    }
-    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await base.modifySubscriptions(request)
-    }
-    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
-    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
-    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 
 /// A database whose next `modifyRecords` is applied by the server and then never answered until
 /// ``release()``: the request of an app killed before the answer came.
-final class HangingDatabase: CloudDatabase {
+final class HangingDatabase: ForwardingDatabase {
     let base: InProcessDatabase
     private let state = Mutex<(hangNext: Bool, hanging: CheckedContinuation<Void, Never>?, released: Bool)>((false, nil, false))
     /// Whether a request hangs now, and who waits for one to.
@@ -100,7 +109,6 @@ final class HangingDatabase: CloudDatabase {
     /// The request ID of each `modifyRecords` call, in order.
     var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
 
-    var databaseScope: DatabaseScope { base.databaseScope }
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
         requestIDs.withLock { $0.append(request.requestID) }
@@ -126,20 +134,6 @@ final class HangingDatabase: CloudDatabase {
         throw SyncError(.networkFailure, "the connection dropped before the answer came")
     }
 
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
-    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await base.fetchDatabaseChanges(request)
-    }
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await base.fetchZoneChanges(request)
-    }
-    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await base.modifySubscriptions(request)
-    }
-    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
-    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
-    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 
 /// Lost answers: the engine resends the same request, and the server replays its answer (F103).
