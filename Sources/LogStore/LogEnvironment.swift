@@ -39,15 +39,16 @@ public final class LogEnvironment: Sendable {
         public var maxTables: Int
         /// How many read transactions may be open at once in all processes.
         public var maxReaders: Int
-        /// Whether opening checks the structure of `data.mdb` before LMDB reads it (see
-        /// Docs/LogFormat.md, "The structural check"). On by default; it reads every page of the
-        /// file once, which takes a few milliseconds per megabyte.
-        public var checksStructure: Bool
+        /// How much of `data.mdb` opening checks before LMDB reads it (see Docs/LogFormat.md,
+        /// "The structural check"). By default a read-only open (the tools) checks every page,
+        /// and a read-write open (an engine, a server) checks what its own open reads, in a time
+        /// bounded by the number of tables, not the file's size.
+        public var structureCheck: StructureCheckScope
 
         public init(
             durability: Durability = .durable, readOnly: Bool = false,
             initialMapSize: Int = 64 << 20, maximumMapSize: Int = 1 << 40,
-            maxTables: Int = 1024, maxReaders: Int = 510, checksStructure: Bool = true
+            maxTables: Int = 1024, maxReaders: Int = 510, structureCheck: StructureCheckScope? = nil
         ) {
             self.durability = durability
             self.readOnly = readOnly
@@ -55,7 +56,7 @@ public final class LogEnvironment: Sendable {
             self.maximumMapSize = maximumMapSize
             self.maxTables = maxTables
             self.maxReaders = maxReaders
-            self.checksStructure = checksStructure
+            self.structureCheck = structureCheck ?? (readOnly ? .everyPage : .tableEnds)
         }
     }
 
@@ -80,9 +81,10 @@ public final class LogEnvironment: Sendable {
 
     /// Opens the environment in `directory`, or returns the one already open there.
     ///
-    /// Unless `options.checksStructure` is off, the file's structure is checked before LMDB
-    /// reads anything in it: its meta pages before LMDB opens it, then every page of the
-    /// snapshot the first read transaction sees.
+    /// Unless `options.structureCheck` is `.none`, the file's structure is checked before LMDB
+    /// reads anything in it: its meta pages before LMDB opens it, then, in the snapshot the
+    /// first read transaction sees, every page (`.everyPage`) or the pages the open reads
+    /// (`.tableEnds`).
     ///
     /// - Throws: `LogStoreError` `.missingPath` if a read-only open names no directory,
     ///   `.notALog` if the directory holds no LMDB environment, `.alreadyOpen` if this process
@@ -144,7 +146,7 @@ public final class LogEnvironment: Sendable {
             if options.durability == .fast { flags |= MDB_NOSYNC }
             if options.readOnly { flags |= MDB_RDONLY }
             // LMDB trusts the meta pages when it opens the file: check them first.
-            if options.checksStructure { try StructureCheck.checkMetas(directory: path) }
+            if options.structureCheck != .none { try StructureCheck.checkMetas(directory: path) }
             let status = mdb_env_open(environment, path, UInt32(flags), 0o644)
             if status == ENOENT {
                 throw LogStoreError(.notALog, "no LMDB environment here (data.mdb is missing)", path: path)
@@ -153,8 +155,10 @@ public final class LogEnvironment: Sendable {
             // A process killed while reading leaves its reader slot behind, pinning old pages.
             var dead: Int32 = 0
             try check(mdb_reader_check(environment, &dead), "mdb_reader_check")
-            // Then every page of the snapshot, before LMDB walks any tree.
-            if options.checksStructure { _ = try Self.checkStructure(of: environment, path: path) }
+            // Then the snapshot's trees, before LMDB walks any of them.
+            if options.structureCheck != .none {
+                _ = try Self.checkStructure(of: environment, path: path, scope: options.structureCheck)
+            }
         } catch {
             mdb_env_close(environment)
             throw error.located(path: path, log: nil)
@@ -203,7 +207,7 @@ public final class LogEnvironment: Sendable {
     public func checkStructure() throws(LogStoreError) -> StructureReport {
         for _ in 0..<1000 {
             let report = try read { (transaction) throws(LogStoreError) -> StructureReport? in
-                try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(transaction.txn)))
+                try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(transaction.txn)), scope: .everyPage)
             }
             if let report { return report }
             sched_yield()
@@ -213,7 +217,9 @@ public final class LogEnvironment: Sendable {
 
     /// The structural check of a newly opened environment, in a read transaction of its own
     /// (which keeps writers from reusing the snapshot's pages).
-    private static func checkStructure(of environment: OpaquePointer, path: String) throws(LogStoreError) -> StructureReport {
+    private static func checkStructure(
+        of environment: OpaquePointer, path: String, scope: StructureCheckScope
+    ) throws(LogStoreError) -> StructureReport {
         for _ in 0..<1000 {
             var txn: OpaquePointer?
             let status = mdb_txn_begin(environment, nil, UInt32(MDB_RDONLY), &txn)
@@ -223,7 +229,9 @@ public final class LogEnvironment: Sendable {
             }
             try check(status, "mdb_txn_begin")
             defer { mdb_txn_abort(txn) }
-            if let report = try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(txn))) { return report }
+            if let report = try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(txn)), scope: scope) {
+                return report
+            }
             sched_yield()
         }
         throw LogStoreError(.io, "the log kept changing while its structure was checked", path: path)

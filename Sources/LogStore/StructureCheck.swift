@@ -7,6 +7,26 @@ import Musl
 import Darwin
 #endif
 
+/// How much of an environment's `data.mdb` the structural check reads (Docs/LogFormat.md, "The
+/// structural check").
+public enum StructureCheckScope: Sendable, Hashable {
+    /// Every page of the snapshot: O(the file's size). What read-only opens (the tools) and
+    /// `LogEnvironment.checkStructure()` do.
+    case everyPage
+    /// The meta pages, the free-page and main tables and every table of at most
+    /// ``StructureCheckScope/wholeTablePages`` pages whole, and each larger table's root and the
+    /// paths from it to its first and last leaf: the pages an open reads (a log's tail, the
+    /// projections' small tables), in time bounded by the tables' number and depth, never by the
+    /// file's size. Pages of a large table read later (a lookup in the middle of a projection)
+    /// are trusted as LMDB trusts them. What read-write opens (engines, servers) do.
+    case tableEnds
+    /// No check: LMDB trusts the file.
+    case none
+
+    /// The size up to which `.tableEnds` checks a table whole.
+    public static let wholeTablePages: UInt64 = 64
+}
+
 /// What the structural check of an environment's `data.mdb` found: the snapshot it walked and
 /// each table's shape. See Docs/LogFormat.md, "The structural check".
 public struct StructureReport: Sendable, Hashable {
@@ -19,6 +39,9 @@ public struct StructureReport: Sendable, Hashable {
         public var leafPages: Int
         public var overflowPages: Int
         public var entries: Int
+        /// Whether every page of the table was checked; if not (`StructureCheckScope.tableEnds`
+        /// on a large table), the counts are of the pages checked.
+        public var checkedWhole: Bool = true
     }
 
     /// The data file checked.
@@ -376,7 +399,7 @@ enum StructureCheck {
     ///
     /// - Returns: the report, or `nil` when neither meta page holds the snapshot any more
     ///   (writers committed twice since it began): renew the transaction and call again.
-    static func walk(directory: String, snapshot: UInt64) throws(LogStoreError) -> StructureReport? {
+    static func walk(directory: String, snapshot: UInt64, scope: StructureCheckScope) throws(LogStoreError) -> StructureReport? {
         let path = dataFile(in: directory)
         do throws(LogStoreError) {
             guard let file = try DataFile(path: path) else {
@@ -403,7 +426,7 @@ enum StructureCheck {
                         page: UInt64(meta.page))
                 }
             }
-            return try Walker(file: file, meta: target).run()
+            return try Walker(file: file, meta: target, endsOnlyAbove: scope == .tableEnds ? StructureCheckScope.wholeTablePages : nil).run()
         } catch {
             throw error.located(path: directory, log: nil)
         }
@@ -471,10 +494,16 @@ enum StructureCheck {
         var freeListed: [UInt64]
         var page: [UInt8]
         var freePages = 0
+        /// Tables of more pages than this (by their record) are checked along their first and
+        /// last paths only; `nil` checks every table whole.
+        let endsOnlyAbove: UInt64?
+        /// Whether the table being walked is checked along its ends only.
+        var endsOnly = false
 
-        init(file: DataFile, meta: Meta) {
+        init(file: DataFile, meta: Meta, endsOnlyAbove: UInt64?) {
             self.file = file
             self.meta = meta
+            self.endsOnlyAbove = endsOnlyAbove
             pageSize = meta.pageSize
             pageLimit = min(meta.lastPage + 1, file.size / UInt64(meta.pageSize))
             let words = Int((meta.lastPage + 1 + 63) / 64)
@@ -565,13 +594,22 @@ enum StructureCheck {
         ) throws(LogStoreError) -> StructureReport.TableShape {
             var counts = Counts()
             let place = Place(table: name, kind: kind)
+            // The free-page and main tables are always checked whole: LMDB reads them at every
+            // write and every table's opening.
+            let pages = record.branchPages &+ record.leafPages &+ record.overflowPages
+            if case .named = kind, let limit = endsOnlyAbove, pages > limit {
+                endsOnly = true
+            } else {
+                endsOnly = false
+            }
             if record.root != invalidPage {
                 try visit(
                     record.root, level: 1, depth: Int(record.depth), lower: nil, upper: nil, place, &counts, table)
             }
             let shape = StructureReport.TableShape(
                 name: name, depth: Int(record.depth), branchPages: Int(counts.branch), leafPages: Int(counts.leaf),
-                overflowPages: Int(counts.overflow), entries: Int(counts.entries))
+                overflowPages: Int(counts.overflow), entries: Int(counts.entries), checkedWhole: !endsOnly)
+            if endsOnly { return shape }
             let claimed = (record.branchPages, record.leafPages, record.overflowPages, record.entries)
             if claimed != (counts.branch, counts.leaf, counts.overflow, counts.entries) {
                 throw corrupt(
@@ -747,7 +785,7 @@ enum StructureCheck {
             }
             counts.branch += 1
             guard children.count >= 1 else { throw fail("it holds no children") }
-            for (index, child) in children.enumerated() {
+            for (index, child) in children.enumerated() where !endsOnly || index == 0 || index == children.count - 1 {
                 let childLower = index == 0 ? lower : child.key
                 let childUpper = index + 1 < children.count ? children[index + 1].key : upper
                 try visit(child.page, level: level + 1, depth: depth, lower: childLower, upper: childUpper, place, &counts, table)

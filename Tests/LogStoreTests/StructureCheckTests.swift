@@ -156,6 +156,68 @@ struct StructureCheckTests {
         }
     }
 
+    /// The error opening the environment in `directory` with `scope` throws, or `nil`.
+    func environmentOpenError(_ directory: URL, readOnly: Bool, scope: StructureCheckScope) -> LogStoreError? {
+        do {
+            _ = try LogEnvironment.open(
+                at: directory, options: .init(durability: .fast, readOnly: readOnly, structureCheck: scope))
+            return nil
+        } catch let error as LogStoreError {
+            return error
+        } catch {
+            Issue.record("not a LogStoreError: \(error)")
+            return nil
+        }
+    }
+
+    @Test func aReadWriteOpenChecksTheEndsOfALargeTableAndAReadOnlyOpenEveryPage() async throws {
+        // An engine's open must not grow with the log (Docs/Performance.md, "Opening"): it
+        // checks the pages it reads, a read-only open (the tools) every page.
+        try await withTemporaryDirectory { directory in
+            let original = directory.appendingPathComponent("original")
+            let log = try Log.open(at: original, options: .init(durability: .fast, initialMapSize: 4 << 20))
+            for commit in 0..<30 {
+                try log.append((0..<100).map { _ in NewEntry(kind: 1, payload: [UInt8](repeating: UInt8(commit), count: 200)) })
+            }
+            let shapes = try log.environment.checkStructure().tables
+            let entriesTable = try #require(shapes.first { $0.name == "log.main" })
+            #expect(entriesTable.leafPages > Int(StructureCheckScope.wholeTablePages), "the entries table is large")
+            let lastOffset = try log.lastOffset
+            let bytes = try Data(contentsOf: dataFile(original))
+            let pageSize = try metas(original).pageSize
+            let copy = directory.appendingPathComponent("copy")
+            try FileManager.default.createDirectory(at: copy, withIntermediateDirectories: true)
+
+            var everyPage: Set<Int> = []
+            var tableEnds: [Int: LogStoreError] = [:]
+            for page in 2..<bytes.count / pageSize {
+                var damaged = bytes
+                damaged[page * pageSize] ^= 1
+                try damaged.write(to: dataFile(copy))
+                if let error = environmentOpenError(copy, readOnly: true, scope: .everyPage) {
+                    #expect(error.code == .corruptFile && error.page == UInt64(page), "\(error)")
+                    everyPage.insert(page)
+                }
+                try damaged.write(to: dataFile(copy))
+                if let error = environmentOpenError(copy, readOnly: false, scope: .tableEnds) {
+                    #expect(error.code == .corruptFile && error.page == UInt64(page), "\(error)")
+                    tableEnds[page] = error
+                }
+            }
+            #expect(Set(tableEnds.keys).isSubset(of: everyPage))
+            #expect(everyPage.count >= entriesTable.leafPages)
+            // The root, the first and the last leaf of the entries table and its branch pages
+            // on their paths, the small tables whole: a few pages, not the table.
+            #expect(tableEnds.count < 16, "\(tableEnds.keys.sorted())")
+            let entryPages = tableEnds.values.filter { $0.log == "main" }
+            #expect(entryPages.contains { $0.message.contains("a leaf") && $0.offset == nil }, "the first leaf is checked")
+            #expect(entryPages.contains { $0.message.contains("a branch") }, "the root is checked")
+            #expect(
+                entryPages.contains { ($0.offset?.rawValue ?? 0) + 100 > lastOffset.rawValue }, "the leaf holding the tail is checked")
+            #expect(entryPages.count >= 3 && entryPages.count <= 2 * entriesTable.depth, "\(entryPages.map(\.message))")
+        }
+    }
+
     @Test func aTruncatedFileIsCorrupt() async throws {
         try await withTemporaryDirectory { directory in
             try writeLog(directory)
@@ -172,7 +234,7 @@ struct StructureCheckTests {
     @Test func theCheckCanBeTurnedOff() async throws {
         try await withTemporaryDirectory { directory in
             try writeLog(directory, commits: 3)
-            let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true, checksStructure: false))
+            let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true, structureCheck: StructureCheckScope.none))
             #expect(try log.lastOffset == 9)
         }
     }
