@@ -89,9 +89,13 @@ public final class TokenStore: Sendable {
     /// Accepts `token` for `user` (in memory; see ``append(token:user:to:)`` for files). Only
     /// the token's digest is kept.
     ///
-    /// - Throws: ``FileError`` if the token is not a valid token or already stands for a user.
+    /// - Throws: ``FileError`` if the token is not a valid token or already stands for a user,
+    ///   or the user ID breaks the rules of `Identifier.userID`.
     public func add(token: String, for user: UserID) throws {
         try Self.checkToken(token, path: file?.path ?? "(memory)", line: 0)
+        if let problem = Identifier.userID.violation(user.rawValue) {
+            throw FileError(path: file?.path ?? "(memory)", line: 0, problem: "invalid user ID: it \(problem)")
+        }
         let digest = TokenDigest(token: token)
         try state.withLock { state in
             if state.users[digest] != nil {

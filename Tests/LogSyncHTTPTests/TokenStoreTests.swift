@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import LogSyncHTTP
 import LogSyncHTTPServer
+import LogSyncServer
 import SyncModel
 import Testing
 
@@ -194,5 +195,14 @@ struct TokenStoreTests {
         #expect(throws: TokenStore.FileError.self) { try store.add(token: Self.aliceToken, for: "mallory") }
         #expect(throws: TokenStore.FileError.self) { try store.add(token: "short", for: "bob") }
         #expect(store.user(for: Self.aliceToken) == "alice")
+    }
+
+    @Test("a store in memory refuses a user ID every request would refuse, naming the rule", arguments: ["", " bob", String(repeating: "b", count: 512), "b\u{0}b"])
+    func inMemoryRefusesInvalidUserIDs(user: String) throws {
+        let store = TokenStore()
+        let error = try #require(throws: TokenStore.FileError.self) { try store.add(token: Self.bobToken, for: UserID(rawValue: user)) }
+        #expect(error.problem.hasPrefix("invalid user ID: it "), "\(error)")
+        #expect(store.user(for: Self.bobToken) == nil)
+        #expect(store.count == 0)
     }
 }
