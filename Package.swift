@@ -236,7 +236,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-engine-bench",
             dependencies: [
-                "LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport",
+                "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-engine-bench"

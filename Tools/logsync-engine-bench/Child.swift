@@ -4,6 +4,7 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncServer
+import LogSyncWire
 import Synchronization
 import SyncModel
 
@@ -77,6 +78,7 @@ enum Child {
             switch phase {
             case .seed: result = try await seedPhase(options, url)
             case .fetch: result = try await fetchPhase(options, url)
+            case .floor: result = try await floorPhase(options, url)
             case .send: result = try await sendPhase(options, url)
             case .build: result = try buildPhase(options, url)
             case .open: result = try openPhase(options, url)
@@ -126,6 +128,61 @@ enum Child {
         device.finish(&result, serverDirectory: serverDirectory)
         result.pages = figures.pages
         result.processed = figures.records.count
+        return result
+    }
+
+    // MARK: The floor of an initial sync
+
+    /// The least work a device that keeps what it fetched can do: the same pages the engine
+    /// fetches, as the HTTP transport delivers them (protobuf bytes), decoded into records and
+    /// appended as they came, one LogStore entry and one commit per page, with no engine. The
+    /// pages are read from the server and encoded before the clock starts.
+    static func floorPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server")
+        let server = try openServer(serverDirectory, options)
+        defer { server.shutdown() }
+        let database = TimedDatabase(server.database(for: "alice", device: "floor"))
+        var zoneIDs: [RecordZone.ID] = []
+        var databaseToken: DatabaseChangeToken?
+        while true {
+            let page = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: databaseToken))
+            zoneIDs += page.modifications.map(\.zoneID)
+            databaseToken = page.changeToken
+            if !page.moreComing { break }
+        }
+        var pages: [[UInt8]] = []
+        for zoneID in zoneIDs {
+            var token: ZoneChangeToken?
+            while true {
+                let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
+                pages.append(Wire.encode(page, as: .protobuf))
+                token = page.changeToken
+                if !page.moreComing { break }
+            }
+        }
+
+        var result = PhaseResult(phase: "floor", durability: durability(options).rawValue, records: options.recordCount)
+        let logDirectory = directory.appendingPathComponent("floor-\(durability(options))")
+        let log = try Log.open(
+            at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
+        let sampler = PeakSampler()
+        var records = 0
+        try await measure(&result, sampler) {
+            for bytes in pages {
+                let page = try Wire.decode(FetchZoneChangesResponse.self, from: bytes, as: .protobuf)
+                records += page.modifications.count
+                try log.append(NewEntry(kind: 1, payload: bytes))
+            }
+        }
+        guard records == options.recordCount else {
+            throw BenchError("the floor decoded \(records) records, not \(options.recordCount)")
+        }
+        fillMemory(&result)
+        result.serverSeconds = database.totalSeconds
+        result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
+        result.pages = pages.count
+        result.processed = records
+        result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
         return result
     }
 

@@ -76,7 +76,7 @@ struct EngineBench: BenchCommand {
     @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
 
     enum Phase: String, ExpressibleByArgument {
-        case seed, fetch, send, build, open
+        case seed, fetch, floor, send, build, open
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).

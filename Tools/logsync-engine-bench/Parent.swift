@@ -31,6 +31,7 @@ enum Parent {
         emit("")
 
         var results: [PhaseResult] = []
+        var floors: [PhaseResult] = []
         if options.phases.contains(.fetch) {
             let directory = scratch.subdirectory("fetch")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -43,6 +44,11 @@ enum Parent {
                 let result = try child(.fetch, durability: durability, options, directory, scratch)
                 emit("  " + summary(result))
                 results.append(result)
+                let floor = try child(.floor, durability: durability, options, directory, scratch)
+                emit("  floor: the same \(grouped(floor.pages)) pages decoded from protobuf and appended, one entry and one "
+                    + "LogStore commit per page, no engine: \(grouped(Int(Double(floor.records) / floor.seconds))) records/s "
+                    + "(\(seconds(floor.seconds)) s); the engine reaches \(ratio(floor.seconds / result.seconds)) of it")
+                floors.append(floor)
             }
             scratch.remove(directory)
         }
@@ -108,6 +114,27 @@ enum Parent {
             + "delegate s: inside the delegate; engine s: the rest)")
         emit(table(rows))
         emit("")
+
+        if !floors.isEmpty {
+            var floorRows: [[String]] = [[
+                "initial sync against its floor", "engine records/s", "floor records/s", "engine / floor", "floor s", "floor CPU s",
+                "floor log MiB", "device log MiB", "device log / floor log",
+            ]]
+            for floor in floors {
+                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability }) else { continue }
+                floorRows.append([
+                    "device log ." + floor.durability, grouped(Int(Double(engine.records) / engine.seconds)),
+                    grouped(Int(Double(floor.records) / floor.seconds)), ratio(floor.seconds / engine.seconds), seconds(floor.seconds),
+                    seconds(floor.cpuSeconds), String(format: "%.1f", Double(floor.deviceLogBytes) / 1_048_576),
+                    String(format: "%.1f", Double(engine.deviceLogBytes) / 1_048_576),
+                    ratio(Double(engine.deviceLogBytes) / Double(max(floor.deviceLogBytes, 1))),
+                ])
+            }
+            emit("the floor: the same pages as protobuf bytes (the HTTP transport's), decoded into records and appended as they came, "
+                + "one LogStore entry and commit per page, same durability, no engine; measured in the same run")
+            emit(table(floorRows))
+            emit("")
+        }
 
         let sends = results.filter { $0.phase == "send" }
         if !sends.isEmpty {
