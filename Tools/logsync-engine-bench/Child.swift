@@ -66,6 +66,8 @@ struct PhaseResult: Codable {
     var minorFaults = 0
     var majorFaults = 0
     var entries = 0
+    /// Edits: the same edits from as many threads as there were tasks.
+    var threadSeconds = 0.0
 }
 
 enum Child {
@@ -80,6 +82,8 @@ enum Child {
             case .fetch: result = try await fetchPhase(options, url)
             case .floor: result = try await floorPhase(options, url)
             case .send: result = try await sendPhase(options, url)
+            case .edits: result = try await editsPhase(options, url)
+            case .editsFloor: result = try editsFloorPhase(options, url)
             case .build: result = try buildPhase(options, url)
             case .open: result = try openPhase(options, url)
             }
@@ -234,6 +238,89 @@ enum Child {
                 emit("    batch \(i): pending list of \(grouped(read.count)) read in \(ms(read.seconds))")
             }
         }
+        return result
+    }
+
+    // MARK: Concurrent edits
+
+    /// The records edited in the edits phase: one pending save per `state.add` call, from
+    /// `options.editTasks` tasks at once, each acknowledged when its commit is on disk (for
+    /// `.durable`); the device log's group commit shares commits between the waiting calls.
+    static func editsPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server-edits")
+        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-edits-\(durability(options))"), options)
+        defer { device.server.shutdown() }
+        let engine = device.engine
+        let ids = (0..<options.recordCount).map { workload.record($0, series: "edit").recordID }
+        let tasks = options.editTasks
+        var result = PhaseResult(phase: "edits", durability: durability(options).rawValue, records: options.recordCount)
+        let sampler = PeakSampler()
+        try await measure(&result, sampler) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<tasks {
+                    group.addTask {
+                        for index in stride(from: task, to: ids.count, by: tasks) {
+                            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(ids[index])])
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let pending = try engine.state.pendingRecordZoneChanges.count
+        guard pending == options.recordCount else {
+            throw BenchError("\(pending) changes pending after \(options.recordCount) edits")
+        }
+        device.finish(&result, serverDirectory: serverDirectory)
+        result.entries = Int(try engine.deviceLog.log.lastOffset.rawValue)
+        result.processed = pending
+
+        // The same edits again (re-adding a pending save appends an entry all the same), from
+        // as many threads: `state.add` blocks its caller until the commit, so tasks on the
+        // cooperative pool (one thread per core) keep only that many calls waiting at once.
+        let threads = tasks
+        let errors = Mutex<[any Error]>([])
+        let done = DispatchGroup()
+        let started = ContinuousClock.now
+        for thread in 0..<threads {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                do {
+                    for index in stride(from: thread, to: ids.count, by: threads) {
+                        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(ids[index])])
+                    }
+                } catch {
+                    errors.withLock { $0.append(error) }
+                }
+            }
+        }
+        done.wait()
+        result.threadSeconds = seconds(since: started)
+        if let error = errors.withLock({ $0.first }) { throw error }
+        return result
+    }
+
+    /// The edits' floor: entries of the size of one edit's `pendingRecordZoneChangesAdded`,
+    /// appended with LogStore alone, 100 per commit, same durability, one writer.
+    static func editsFloorPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
+        let logDirectory = directory.appendingPathComponent("edits-floor-\(durability(options))")
+        let log = try Log.open(
+            at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
+        // The payload of one edit's entry: a pending save of the edits' first record.
+        let payload = [UInt8](repeating: 0x5A, count: 36)
+        var result = PhaseResult(phase: "edits-floor", durability: durability(options).rawValue, records: options.recordCount)
+        let started = ContinuousClock.now
+        let cpuBefore = cpuSeconds()
+        var first = 0
+        while first < options.recordCount {
+            let count = min(100, options.recordCount - first)
+            try log.append((0..<count).map { _ in NewEntry(kind: 1, payload: payload) })
+            first += count
+        }
+        result.seconds = seconds(since: started)
+        result.cpuSeconds = cpuSeconds() - cpuBefore
+        result.processed = options.recordCount
         return result
     }
 

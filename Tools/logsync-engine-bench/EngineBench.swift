@@ -46,7 +46,9 @@ struct EngineBench: BenchCommand {
     @Option(help: ArgumentHelp("The server's page size, changes per fetched page (default 400).", valueName: "N"), transform: count())
     var page = 400
 
-    @Option(name: .customLong("only"), help: ArgumentHelp("Run only the fetch, the send or the open phase.", valueName: "fetch|send|open"))
+    @Option(
+        name: .customLong("only"),
+        help: ArgumentHelp("Run only the fetch, the send, the edits or the open phase.", valueName: "fetch|send|edits|open"))
     var onlyPhase: Phase?
 
     @Option(
@@ -56,6 +58,10 @@ struct EngineBench: BenchCommand {
             valueName: "durable,fast"),
         transform: CommaList<DurabilityName>.parser)
     var durabilityList = CommaList([DurabilityName.durable, .fast])
+
+    /// Tasks adding edits at once in the edits phase.
+    @Option(help: ArgumentHelp("Edits: tasks adding one pending change per call at once (default 64).", valueName: "N"), transform: count())
+    var editTasks = 64
 
     @Option(
         help: ArgumentHelp(
@@ -76,20 +82,20 @@ struct EngineBench: BenchCommand {
     @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
 
     enum Phase: String, ExpressibleByArgument {
-        case seed, fetch, floor, send, build, open
+        case seed, fetch, floor, send, edits, editsFloor = "edits-floor", build, open
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).
     static let seedRequestSize = RecordWorkload.requestSize
 
     func validate() throws {
-        if let onlyPhase, ![.fetch, .send, .open].contains(onlyPhase) {
-            throw ValidationError("--only: fetch, send or open, not \"\(onlyPhase.rawValue)\"")
+        if let onlyPhase, ![.fetch, .send, .edits, .open].contains(onlyPhase) {
+            throw ValidationError("--only: fetch, send, edits or open, not \"\(onlyPhase.rawValue)\"")
         }
     }
 
     var recordCount: Int { records.total(common) }
-    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .open] }
+    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open] }
     var durabilities: [DurabilityName] { durabilityList.values }
     var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }
     var openRunCount: Int { openRuns ?? common.size(7, quick: 3) }

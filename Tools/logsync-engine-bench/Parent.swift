@@ -20,6 +20,10 @@ enum Parent {
                 + "state.add in chunks of \(options.chunk), then sendChanges(); batches from RecordZoneChangeBatch(pendingChanges:recordProvider:) "
                 + "over state.pendingRecordZoneChanges: at most \(Limits.maxItemsPerRequest) records or \(grouped(Limits.maxRequestBytes)) B per batch")
         }
+        if options.phases.contains(.edits) {
+            emit("  edits: \(grouped(options.recordCount)) pending saves added one per state.add call from \(options.editTasks) tasks "
+                + "at once on a fresh engine, against LogStore appending 100 entries per commit")
+        }
         if options.phases.contains(.open) {
             emit("  open: device logs of \(options.openLengths.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
                 + "(edits one state.add each, undos, sends with batchPrepared/batchResult, fetched pages, delivery marks; "
@@ -63,6 +67,32 @@ enum Parent {
                 scratch.remove(directory)
             }
         }
+        var editRows: [[String]] = []
+        if options.phases.contains(.edits) {
+            editRows.append([
+                "concurrent edits", "edits", "tasks", "wall s", "acknowledged edits/s", "CPU s", "entries",
+                "from as many threads: edits/s", "floor: LogStore, 100 per commit", "tasks / floor", "threads / floor",
+            ])
+            for durability in options.durabilities {
+                let directory = scratch.subdirectory("edits-\(durability)")
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                emit("concurrent edits, device log .\(durability)")
+                let edits = try child(.edits, durability: durability, options, directory, scratch)
+                let floor = try child(.editsFloor, durability: durability, options, directory, scratch)
+                let rate = Double(edits.records) / edits.seconds
+                let floorRate = Double(floor.records) / floor.seconds
+                let threadRate = Double(edits.records) / edits.threadSeconds
+                emit("  \(grouped(edits.records)) edits from \(options.editTasks) tasks in \(seconds(edits.seconds)) s: "
+                    + "\(grouped(Int(rate))) acknowledged edits/s; from as many threads \(grouped(Int(threadRate)))/s; "
+                    + "floor \(grouped(Int(floorRate))) entries/s")
+                editRows.append([
+                    "device log ." + durability.rawValue, grouped(edits.records), String(options.editTasks), seconds(edits.seconds),
+                    grouped(Int(rate)), seconds(edits.cpuSeconds), grouped(edits.entries), grouped(Int(threadRate)),
+                    grouped(Int(floorRate)), ratio(rate / floorRate), ratio(threadRate / floorRate),
+                ])
+                scratch.remove(directory)
+            }
+        }
         var opens: [Int: [PhaseResult]] = [:]
         var builds: [Int: PhaseResult] = [:]
         if options.phases.contains(.open) {
@@ -91,6 +121,13 @@ enum Parent {
         emit("")
 
         if !opens.isEmpty { openReport(options, builds, opens) }
+        if !editRows.isEmpty {
+            emit("concurrent edits: tasks each calling state.add(pendingRecordZoneChanges:) with one save, acknowledged when "
+                + "committed (group commit shares commits between waiting calls); floor: entries of the same size appended by "
+                + "LogStore alone, 100 per commit, one writer, same durability; measured in the same run")
+            emit(table(editRows))
+            emit("")
+        }
         guard !results.isEmpty else {
             printLoadAtEnd()
             return
@@ -224,7 +261,7 @@ enum Parent {
         try ChildProcess.run(
             [
                 "--phase", phase.rawValue, "--durability", durability.rawValue, "--records", String(records ?? options.recordCount),
-                "--chunk", String(options.chunk), "--page", String(options.page), "--phase-dir", directory.path,
+                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--phase-dir", directory.path,
             ],
             resultFile: scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json"),
             what: "the \(phase.rawValue) phase (.\(durability))")
