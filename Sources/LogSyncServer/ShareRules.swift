@@ -38,8 +38,9 @@ extension ServerDatabase {
             if let parent = record.parent {
                 permissions.append(try permission(
                     access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName, incarnation: zone.incarnation, snapshot))
-            } else if access.zoneWide == nil, access.roots[recordID.recordName] == nil {
-                permissions.append(nil)
+            } else {
+                // Without a parent, only a zone-wide share covers it (or it is a hierarchy's root).
+                permissions.append(access.zoneWide ?? access.roots[recordID.recordName])
             }
         }
         return denial(permissions, recordID, actor)

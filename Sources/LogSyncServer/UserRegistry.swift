@@ -15,7 +15,8 @@ package final class UserRegistry: Sendable {
     /// Payload: the user's number (8 bytes, big-endian), then the e-mail address in UTF-8.
     package static let userEmailSetKind: EntryKind = 121
 
-    /// user ID (UTF-8) → its number; e-mail address (lowercased) → number; number → address;
+    /// user ID (UTF-8) → its number; e-mail address (lowercased) → number; number → address (as
+    /// given);
     /// as a projection of the registry log.
     struct Index: Projection {
         let name = "users"
@@ -31,12 +32,12 @@ package final class UserRegistry: Sendable {
                     throw LogStoreError(.corruptEntry, "an e-mail entry of \(entry.payload.count) bytes", offset: entry.offset)
                 }
                 let number = Array(entry.payload[0..<8])
-                let email = Array(String(decoding: entry.payload[8...], as: UTF8.self).lowercased().utf8)
+                let email = String(decoding: entry.payload[8...], as: UTF8.self)
                 if let old = try tables.value(forKey: number, in: "emailOf") {
-                    _ = try tables.removeValue(forKey: old, in: "byEmail")
+                    _ = try tables.removeValue(forKey: UserRegistry.emailKey(String(decoding: old, as: UTF8.self)), in: "byEmail")
                 }
-                try tables.put(number, forKey: email, in: "byEmail")
-                try tables.put(email, forKey: number, in: "emailOf")
+                try tables.put(number, forKey: UserRegistry.emailKey(email), in: "byEmail")
+                try tables.put(Array(email.utf8), forKey: number, in: "emailOf")
             default:
                 throw LogStoreError(.corruptEntry, "kind \(entry.kind) is not a registry entry", offset: entry.offset)
             }
@@ -83,7 +84,7 @@ package final class UserRegistry: Sendable {
     func number(ofEmail email: String) throws -> UInt64? {
         try log.read { reader in
             try reader.transaction.value(
-                forKey: Array(email.lowercased().utf8), in: reader.table("byEmail", of: "users")
+                forKey: Self.emailKey(email), in: reader.table("byEmail", of: "users")
             ).map { $0.withUnsafeBytes { readBigEndian($0) } }
         }
     }
@@ -105,16 +106,19 @@ package final class UserRegistry: Sendable {
         try log.environment.write { transaction in
             let reader = LogReader(log: log, transaction: transaction)
             let byEmail = try reader.table("byEmail", of: "users")
-            if let holder = try transaction.value(forKey: Array(email.lowercased().utf8), in: byEmail),
+            if let holder = try transaction.value(forKey: Self.emailKey(email), in: byEmail),
                 holder.withUnsafeBytes({ readBigEndian($0) }) != number
             {
                 throw SyncError(.invalidArguments, "the e-mail address \(quotedEmail(email)) already belongs to another user")
             }
             let current = try transaction.value(forKey: bigEndian(number), in: reader.table("emailOf", of: "users"))
-            if current == Array(email.lowercased().utf8) { return }
+            if current == Array(email.utf8) { return }
             _ = try log.append([NewEntry(kind: Self.userEmailSetKind, payload: bigEndian(number) + Array(email.utf8))], in: transaction)
         }
     }
+
+    /// The key of an e-mail address: addresses are compared without case.
+    static func emailKey(_ email: String) -> [UInt8] { Array(email.lowercased().utf8) }
 
     private func quotedEmail(_ email: String) -> String { "\"\(email)\"" }
 }
