@@ -168,6 +168,9 @@ extension ServerDatabase {
         guard scope == .private else {
             return failure(.permissionFailure, "shares are saved by their owner in the private database, not the \(scope) database")
         }
+        guard zoneID != .default else {
+            return failure(.invalidArguments, "records of the default zone cannot be shared; share a custom zone or a hierarchy in one")
+        }
         guard saved.recordType == Share.recordType else {
             return failure(.invalidArguments, "the record name \(quoted(Share.zoneWideShareRecordName)) is reserved for zone-wide shares (\(Share.recordType))")
         }

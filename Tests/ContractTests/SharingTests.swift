@@ -186,6 +186,9 @@ struct SharingTests {
             expectFailure(try await alice.attemptSave(Share(rootRecordID: recordID("folder", in: "Parts")).record), .alreadyShared)
             expectFailure(try await alice.attemptSave(Share(rootRecordID: recordID("child", in: "Parts")).record), .alreadyShared)
             expectFailure(try await alice.attemptSave(Share(recordZoneID: zoneID("Parts")).record), .alreadyShared)
+            // The default zone is never shared.
+            try await alice.save(newRecord(Record.ID(recordName: "d1")))
+            expectFailure(try await alice.attemptSave(Share(rootRecordID: Record.ID(recordName: "d1")).record), .invalidArguments)
             // The reserved name is a zone-wide share's only.
             expectFailure(try await alice.attemptSave(newRecord(Share.zoneWideShareRecordName, in: "Parts")), .invalidArguments)
         }
