@@ -8,7 +8,7 @@ import SyncModel
 /// Whole-request errors are the server's `SyncError`s, unchanged; transport failures are mapped
 /// as ``HTTPSyncClient`` describes. ``pushHints()`` opens a WebSocket to the server that
 /// reconnects on its own; see its documentation.
-public struct HTTPCloudDatabase: CloudDatabase {
+public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
     /// The connection this database uses.
     public let client: HTTPSyncClient
     public let databaseScope: DatabaseScope
@@ -43,6 +43,14 @@ public struct HTTPCloudDatabase: CloudDatabase {
 
     public func currentUserRecordID() async throws -> Record.ID {
         try await call(.currentUserRecordID, [], Wire.decode)
+    }
+
+    public func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
+        try await call(.fetchShareMetadata, Wire.encode(shareMetadataRequest: url, as: format), Wire.decode)
+    }
+
+    public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
+        try await call(.acceptShares, Wire.encode(request, as: format), Wire.decode)
     }
 
     /// A stream of this database's push hints, over a WebSocket of its own.

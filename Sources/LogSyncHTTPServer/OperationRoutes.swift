@@ -231,6 +231,10 @@ struct OperationRoutes: Sendable {
             case .currentUserRecordID:
                 try emptyBody()
                 return Wire.encode(try await database.currentUserRecordID(), as: answerFormat)
+            case .fetchShareMetadata:
+                let url = try decoded { () throws(SyncError) in try Wire.decode(shareMetadataRequest: body, as: bodyFormat) }
+                return Wire.encode(try await database.fetchShareMetadata(url: url), as: answerFormat)
+            case .acceptShares: return try await answer(Wire.decode, database.acceptShares, Wire.encode)
             }
         } catch let failure as HTTPFailure {
             throw failure

@@ -40,6 +40,8 @@ extension ServerDatabase {
     /// One page of the database's change feed: zones changed or deleted since the token (F140).
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) throws -> FetchDatabaseChangesResponse {
         try request.validate()
+        // A participant's feed first takes in what the owners' logs hold (Docs/Protocol.md, "Sharing").
+        if scope == .shared { try server.propagateShares(to: user) }
         return try read { snapshot in
             let since = request.since?.offset.rawValue ?? 0
             if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
@@ -81,12 +83,18 @@ extension ServerDatabase {
     /// log at its first page, `listingStart`), so its later pages also leave out the deletions up
     /// to there, and a compaction up to there does not expire them (F144). Deletions after it are
     /// reported: they may be of records an earlier page returned.
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
+    ///
+    /// `viewer` is a share participant reading this (the owner's) zone: the zone must be shared
+    /// with them, and they see only the records the shares cover (F119, F123).
+    func fetchZoneChanges(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor? = nil
+    ) throws -> FetchZoneChangesResponse {
+        if scope == .shared { return try fetchSharedZoneChanges(request, for: device) }
         try request.validate()
         // Another user's zone is never in a private database; the user's own zone, named with
         // the user's record name as owner, is answered in that spelling (F127, F138).
         guard let kept = ownZoneID(request.zoneID) else { throw foreignZoneReadError(request.zoneID) }
-        guard kept != request.zoneID else { return try fetchOwnZoneChanges(request, for: device) }
+        guard kept != request.zoneID else { return try fetchOwnZoneChanges(request, for: device, viewer: viewer) }
         var owned = request
         owned.zoneID = kept
         owned.since = request.since.map {
@@ -98,7 +106,7 @@ extension ServerDatabase {
         spelling.note(kept: kept, asked: asked)
         let response: FetchZoneChangesResponse
         do {
-            response = try fetchOwnZoneChanges(owned, for: device)
+            response = try fetchOwnZoneChanges(owned, for: device, viewer: viewer)
         } catch let error as SyncError {
             throw error.respelt(records: .init(), zones: spelling)
         }
@@ -118,9 +126,17 @@ extension ServerDatabase {
     }
 
     /// `fetchZoneChanges` of a zone named by the ID this database keeps it under.
-    private func fetchOwnZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
+    private func fetchOwnZoneChanges(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?
+    ) throws -> FetchZoneChangesResponse {
         try read { snapshot in
             let zoneID = request.zoneID
+            // A participant learns nothing of a zone not shared with them, not even that it exists.
+            let access = try viewer.map { viewer in
+                let access = try self.access(of: viewer.recordName, to: zoneID, snapshot)
+                if access.isEmpty { throw Self.notShared(ownerSpelling(zoneID), with: viewer.user) }
+                return access
+            }
             guard let zone = try snapshot.zone(zoneID), zone.isLive else {
                 throw try zoneError(zoneID, snapshot)
             }
@@ -145,7 +161,8 @@ extension ServerDatabase {
                 changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(end), database: databaseID),
                 moreComing: false,
                 clientChangeToken: try snapshot.reader.transaction.value(
-                    forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: device), in: snapshot.table("clientTokens")
+                    forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
+                    in: snapshot.table("clientTokens")
                 ).map { Data($0) })
             var count = 0
             var bytes = 0
@@ -161,6 +178,12 @@ extension ServerDatabase {
                 }
                 let offset = readBigEndian(key, at: 8)
                 let recordID = Record.ID(recordName: String(decoding: value[1...], as: UTF8.self), zoneID: zoneID)
+                // A hierarchy share shows its records only (a deleted one by its last parent).
+                if let access, access.zoneWide == nil,
+                    try permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation, snapshot) == nil
+                {
+                    return true
+                }
                 // When a listing began the client held nothing of the zone: deletions up to then
                 // would be phantoms (F100), so only live records are returned.
                 if value.first == 1, offset <= listingStart { return true }

@@ -5,7 +5,7 @@ import SyncModel
 /// embeds its server uses, and what the engine's tests use.
 ///
 /// Requests run synchronously against the server's logs; errors are exactly the server's.
-public struct InProcessDatabase: CloudDatabase {
+public struct InProcessDatabase: CloudDatabase, ShareOperations {
     public let server: SyncServer
     public let user: UserID
     public let databaseScope: DatabaseScope
@@ -75,6 +75,14 @@ public struct InProcessDatabase: CloudDatabase {
         // apply; account problems are simulated by the caller's account, not the server.
         try checkCancellation("currentUserRecordID")
         return try server.userRecordID(for: user)
+    }
+
+    public func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
+        try await perform("fetchShareMetadata") { _ in try server.shareMetadata(url: url, for: user) }
+    }
+
+    public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
+        try await perform("acceptShares") { _ in try server.acceptShares(request, for: user, device: device) }
     }
 
     public func pushHints() -> AsyncStream<PushHint> {

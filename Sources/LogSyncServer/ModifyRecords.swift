@@ -6,11 +6,16 @@ extension ServerDatabase {
     /// Saves and deletes records with CloudKit's rules: the change-tag truth table (F145),
     /// save policies (F146), partial field updates (F132), server-set system fields (F130,
     /// F158), atomic zones (F148), limits (F151), quota (F153) and idempotent replays (F160).
-    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?) throws -> ModifyRecordsResponse {
+    ///
+    /// `actor` is a share participant writing to this (the owner's) database: each item is then
+    /// first checked against the shares of its zone (`participantCheck`), and the participant is
+    /// the records' last modifier (F121).
+    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
         try request.validate()  // 400 items, 2 MB, no item twice: limitExceeded for the whole request
         if scope == .public {
             throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
+        if scope == .shared { return try modifySharedRecords(request, from: device) }
         try request.validate()  // limits and duplicates, over the request as sent
         // A record in another user's zone fails alone (invalidArguments); the others are decided
         // under the zone IDs the database keeps, and answered in the request's spelling (F127,
@@ -46,7 +51,7 @@ extension ServerDatabase {
         }
         guard !owned.recordsToSave.isEmpty || !owned.recordIDsToDelete.isEmpty else { return refused }
         if !spelling.isEmpty { try owned.validate() }  // two spellings of one record name it twice
-        var response = try modifyOwnRecords(owned, from: device)
+        var response = try modifyOwnRecords(owned, from: device, actor: actor)
         if !spelling.isEmpty {
             response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
                 (spelling.asked(id),
@@ -63,22 +68,28 @@ extension ServerDatabase {
 
     /// `modifyRecords` for records of this database's own zones, named by the IDs it keeps them
     /// under.
-    private func modifyOwnRecords(_ request: ModifyRecordsRequest, from device: DeviceID?) throws -> ModifyRecordsResponse {
+    private func modifyOwnRecords(
+        _ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor?
+    ) throws -> ModifyRecordsResponse {
         // Only a request with an ID is ever compared with another (F160); the fingerprint encodes
         // every record, so a request without an ID skips it.
         let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)
         let quota = server.quotas.withLock { $0[user] }
         let now = server.configuration.now()
         var changedZones = Set<RecordZone.ID>()
+        // Users named by the shares this request saves, deletes or leaves, before and after.
+        var affected = Set<UInt64>()
+        var actorLeft = false
+        let modifier = actor?.recordID ?? userRecordID
         let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
             // A replayed request gets its first outcome and changes nothing (F160).
             if let requestID = request.requestID,
                 let stored = try snapshot.reader.transaction.value(
-                    forKey: Array(requestID.rawValue.utf8), in: snapshot.table("requests"))
+                    forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: snapshot.table("requests"))
             {
                 let offset = stored.withUnsafeBytes { readBigEndian($0) }
                 guard let entry = try snapshot.reader.entry(at: LogOffset(offset)),
-                    case .requestCompleted(_, let storedFingerprint, let response) = try ServerEntry(entry)
+                    case .requestCompleted(_, let storedFingerprint, let response, _) = try ServerEntry(entry)
                 else {
                     throw LogStoreError(.projectionInconsistent, "the request index points at offset \(offset), which completes no request")
                 }
@@ -94,13 +105,24 @@ extension ServerDatabase {
                 usage: try snapshot.state(IndexKey.usage), quota: quota,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)))
             var outcomes: [Record.ID: Outcome] = [:]
-            // Decide every item against the state before the request.
+            var access: [RecordZone.ID: ParticipantAccess] = [:]
+            // Decide every item against the state before the request; a participant's items
+            // first against the shares (F121).
             for record in request.recordsToSave {
-                outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now)
+                if let actor, let outcome = try participantCheck(saving: record, actor, snapshot, &access) {
+                    outcomes[record.recordID] = outcome
+                    continue
+                }
+                outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
             }
             for recordID in request.recordIDsToDelete {
+                if let actor, let outcome = try participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
+                    outcomes[recordID] = outcome
+                    continue
+                }
                 outcomes[recordID] = try decideDelete(recordID, snapshot, &plan)
             }
+            affected = try sharesAffected(by: outcomes, snapshot)
             // Atomic zones: one failure fails the zone's other items with batchRequestFailed (F148).
             if request.atomically {
                 var failedZones = Set<RecordZone.ID>()
@@ -134,7 +156,7 @@ extension ServerDatabase {
                 case .failure(var error):
                     error.requestID = request.requestID
                     response.saveResults[record.recordID] = .failure(error)
-                case .delete, .alreadyDeleted:
+                case .delete, .alreadyDeleted, .leave:
                     preconditionFailure("a save decided as a deletion")
                 }
             }
@@ -147,6 +169,15 @@ extension ServerDatabase {
                     changedZones.insert(recordID.zoneID)
                 case .alreadyDeleted:
                     response.deleteResults[recordID] = .success(())
+                case .leave(var share):
+                    // The participant's deletion of the share is their leaving: the owner's share
+                    // records it, and the zone leaves the participant's shared database (F124).
+                    share.applySystemFields(share.systemFields.with(tag: String(offset)))
+                    entries.append(.recordSaved(share))
+                    offset += 1
+                    response.deleteResults[recordID] = .success(())
+                    changedZones.insert(recordID.zoneID)
+                    actorLeft = true
                 case .failure(var error):
                     error.requestID = request.requestID
                     response.deleteResults[recordID] = .failure(error)
@@ -157,25 +188,34 @@ extension ServerDatabase {
             // Deleting a record deletes the records that reference it with deleteSelf, in the
             // change feeds but not in the sender's results (F135, F136).
             let untouched = Set(request.recordsToSave.map(\.recordID)).union(request.recordIDsToDelete)
-            for (recordID, recordType) in try cascade(
-                from: request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } },
-                sparing: untouched, snapshot)
-            {
+            let deleted = request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } }
+            let cascaded = try cascade(from: deleted, sparing: untouched, snapshot)
+            for (recordID, recordType) in cascaded {
                 entries.append(.recordDeleted(recordID, recordType: recordType))
                 offset += 1
             }
+            // Deleting the root of a hierarchy share deletes the share (F124).
+            for (share, numbers) in try sharesRooted(at: deleted + cascaded.map(\.0), sparing: untouched, snapshot) {
+                entries.append(.recordDeleted(share, recordType: Share.recordType))
+                offset += 1
+                affected.formUnion(numbers)
+            }
             if let token = request.clientChangeToken {
                 for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
-                    entries.append(.clientChangeTokenUpdated(zoneID, device: device, token: Array(token)))
+                    entries.append(.clientChangeTokenUpdated(zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)))
                 }
             }
             if let requestID = request.requestID {
-                entries.append(.requestCompleted(requestID, fingerprint: fingerprint, response: response))
+                entries.append(.requestCompleted(requestID, fingerprint: fingerprint, response: response, actor: actor?.number ?? 0))
             }
             return (entries, response)
         }
         changedZones.remove(.default)  // the default zone takes no part in pushes (F112)
-        if !offsets.isEmpty { notify(changedZones: changedZones, through: offsets.last!, from: device) }
+        if !offsets.isEmpty {
+            let left: [UInt64: ShareEndReason] = actor.map { actorLeft ? [$0.number: .left] : [:] } ?? [:]
+            committed(
+                changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected, reasons: left)
+        }
         return response
     }
 
@@ -183,6 +223,8 @@ extension ServerDatabase {
         case save(Record)
         case delete(recordType: Record.RecordType)
         case alreadyDeleted
+        /// A participant deleted the share: the share as it is once they have left.
+        case leave(Record)
         case failure(SyncError)
     }
 
@@ -193,6 +235,8 @@ extension ServerDatabase {
         let quota: Int?
         var addedReferences: [String: Int] = [:]
         let savedInRequest: Set<Record.ID>
+        /// Roots of the hierarchy shares the request creates, so two cannot share one root.
+        var newShareRoots: [Record.ID: String] = [:]
     }
 
     /// The live records that reference `deleted` with deleteSelf, transitively, except `spared`
@@ -235,7 +279,7 @@ extension ServerDatabase {
     }
 
     private func decideSave(
-        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date
+        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date, modifier: Record.ID
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
@@ -291,6 +335,13 @@ extension ServerDatabase {
             for key in client.allKeys() { saved[key] = client[key] }
             saved.parent = client.parent
         }
+        // A share, or a record with the reserved name of one, follows the rules of shares (F123).
+        if saved.recordType == Share.recordType || recordID.recordName == Share.zoneWideShareRecordName {
+            switch try normalizedShare(saved, previous: server, zone: zone, snapshot, &plan) {
+            case .success(let share): saved = share
+            case .failure(let error): return .failure(error)
+            }
+        }
         let newSize = UInt64(saved.estimatedSize)
         if newSize > UInt64(Limits.maxRecordBytes) {
             return .failure(SyncError(
@@ -326,17 +377,22 @@ extension ServerDatabase {
         }
         plan.usage = usage
 
-        // System fields are the server's (F130, F158): creation once, modification monotonic.
-        // Dates are whole microseconds, as the log stores them, so a saved record equals its replay.
-        var modified = ProtoTime.microseconds(now)
-        if let previous = server?.modificationDate { modified = max(modified, ProtoTime.microseconds(previous) + 1) }
-        saved.applySystemFields(Record.SystemFields(
-            recordChangeTag: nil,
-            creationDate: server?.creationDate ?? ProtoTime.date(microseconds: ProtoTime.microseconds(now)),
-            modificationDate: ProtoTime.date(microseconds: modified),
-            creatorUserRecordID: server?.creatorUserRecordID ?? userRecordID,
-            lastModifiedUserRecordID: userRecordID))
+        saved.applySystemFields(Self.systemFields(previous: server, modifier: modifier, now: now))
         return .save(saved)
+    }
+
+    /// The system fields the server gives a record it saves (F130, F158): creation once,
+    /// modification monotonic, the tag left for the append. Dates are whole microseconds, as the
+    /// log stores them, so a saved record equals its replay.
+    static func systemFields(previous: Record?, modifier: Record.ID, now: Date) -> Record.SystemFields {
+        var modified = ProtoTime.microseconds(now)
+        if let last = previous?.modificationDate { modified = max(modified, ProtoTime.microseconds(last) + 1) }
+        return Record.SystemFields(
+            recordChangeTag: nil,
+            creationDate: previous?.creationDate ?? ProtoTime.date(microseconds: ProtoTime.microseconds(now)),
+            modificationDate: ProtoTime.date(microseconds: modified),
+            creatorUserRecordID: previous?.creatorUserRecordID ?? modifier,
+            lastModifiedUserRecordID: modifier)
     }
 
     private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {

@@ -52,6 +52,15 @@ public struct ServerAdmin: Sendable {
         return DatabaseChangeToken(offset: try store.log.lastOffset, database: store.databaseID)
     }
 
+    /// Registers `user`, with an e-mail address by which owners can invite them to shares (what
+    /// `logsync-server user add USER --email ADDRESS` does).
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` for an invalid user ID or address, or an address
+    ///   another user has.
+    public func registerUser(_ user: UserID, emailAddress: String? = nil) throws {
+        try server.registerUser(user, emailAddress: emailAddress)
+    }
+
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).
     public func log(of user: UserID, scope: DatabaseScope = .private) throws -> Log {
         try server.store(user, scope).log

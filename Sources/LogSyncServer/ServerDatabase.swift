@@ -9,6 +9,8 @@ import SyncModel
 final class ServerDatabase: Sendable {
     unowned let server: SyncServer
     let user: UserID
+    /// The user's number in the registry (their record name is `_user<number>`).
+    let userNumber: UInt64
     let userRecordID: Record.ID
     let scope: DatabaseScope
     let log: Log
@@ -19,6 +21,7 @@ final class ServerDatabase: Sendable {
     init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: Log) {
         self.server = server
         self.user = user
+        self.userNumber = userNumber
         self.databaseID = userNumber << 2 | UInt64(scope.rawValue)
         self.userRecordID = userRecordID
         self.scope = scope
@@ -209,6 +212,7 @@ final class ServerDatabase: Sendable {
 
     /// Saves and deletes zones of this private database, named by the IDs it keeps them under.
     private func modifyOwnZones(_ request: ModifyZonesRequest, from device: DeviceID?) throws -> ModifyZonesResponse {
+        var affected = Set<UInt64>()
         let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyZonesResponse) in
             var entries: [ServerEntry] = []
             var response = ModifyZonesResponse()
@@ -232,6 +236,8 @@ final class ServerDatabase: Sendable {
                     response.deleteResults[zoneID] = .failure(
                         SyncError(.invalidArguments, "the default zone cannot be deleted", item: .zone(zoneID)))
                 } else if let state = try snapshot.zone(zoneID), state.isLive {
+                    // Its participants lose it (F124).
+                    affected.formUnion(try participantNumbers(ofZone: zoneID, snapshot))
                     entries.append(.zoneDeleted(zoneID, reason: .deleted))
                     response.deleteResults[zoneID] = .success(())
                 } else {
@@ -245,12 +251,13 @@ final class ServerDatabase: Sendable {
         }
         let changed = Set(request.zonesToSave.map(\.zoneID)).union(request.zoneIDsToDelete)
             .filter { (try? response.saveResults[$0]?.get()) != nil || (try? response.deleteResults[$0]?.get()) != nil }
-        if !offsets.isEmpty { notify(changedZones: changed, through: offsets.last!, from: device) }
+        if !offsets.isEmpty { committed(changedZones: changed, through: offsets.last!, from: device, affected: affected) }
         return response
     }
 
     func fetchZones(_ request: FetchZonesRequest) throws -> FetchZonesResponse {
-        try read { snapshot in
+        if scope == .shared { try server.propagateShares(to: user) }
+        return try read { snapshot in
             var response = FetchZonesResponse()
             if let zoneIDs = request.zoneIDs {
                 for zoneID in zoneIDs {
@@ -264,7 +271,9 @@ final class ServerDatabase: Sendable {
                         continue
                     }
                     if let state = try snapshot.zone(kept), state.isLive {
-                        response.results[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                        response.results[zoneID] = .success(RecordZone(
+                            zoneID: zoneID, capabilities: state.capabilities,
+                            share: try zoneShareReference(zoneID, kept: kept, snapshot)))
                     } else {
                         response.results[zoneID] = .failure(try zoneError(kept, snapshot, item: .zone(zoneID)))
                     }
@@ -275,7 +284,9 @@ final class ServerDatabase: Sendable {
                     let state = try ZoneState(decoding: Array(value))
                     if state.isLive {
                         let zoneID = IndexKey.zoneID(from: Array(key))
-                        response.results[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                        response.results[zoneID] = .success(RecordZone(
+                            zoneID: zoneID, capabilities: state.capabilities,
+                            share: try zoneShareReference(zoneID, kept: zoneID, snapshot)))
                     }
                     return true
                 }
@@ -287,9 +298,7 @@ final class ServerDatabase: Sendable {
     /// The error for an operation on a zone that is not live: why it is gone (F147, F150).
     func zoneError(_ zoneID: RecordZone.ID, _ snapshot: Snapshot, item: SyncError.ItemID? = nil) throws -> SyncError {
         let item = item ?? .zone(zoneID)
-        guard scope == .private else {
-            return SyncError(.zoneNotFound, "\(zoneID) is not shared with \(user)", item: item)
-        }
+        guard scope == .private else { return Self.notShared(zoneID, with: user, item: item) }
         if let state = try snapshot.zone(zoneID), !state.isLive, state.deletedAt != 0 {
             switch state.deletionReason {
             case .purged:
@@ -320,10 +329,12 @@ final class ServerDatabase: Sendable {
 
     /// Deletes zones on the server's own initiative (purge, encrypted-data reset).
     func deleteZonesByServer(_ zoneIDs: [RecordZone.ID], reason: ZoneDeletionReason) throws {
+        var affected = Set<UInt64>()
         let (_, offsets) = try write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
             var entries: [ServerEntry] = []
             for zoneID in zoneIDs where zoneID != .default {
                 if let state = try snapshot.zone(zoneID), state.isLive {
+                    affected.formUnion(try participantNumbers(ofZone: zoneID, snapshot))
                     entries.append(.zoneDeleted(zoneID, reason: reason))
                 } else {
                     throw SyncError(.zoneNotFound, "\(zoneID) does not exist", item: .zone(zoneID))
@@ -331,7 +342,7 @@ final class ServerDatabase: Sendable {
             }
             return (entries, ())
         }
-        if !offsets.isEmpty { notify(changedZones: Set(zoneIDs), through: offsets.last!, from: nil) }
+        if !offsets.isEmpty { committed(changedZones: Set(zoneIDs), through: offsets.last!, from: nil, affected: affected) }
     }
 
     func compactTombstones(through offset: UInt64) throws {

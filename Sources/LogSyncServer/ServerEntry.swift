@@ -22,12 +22,24 @@ package enum ServerEntry: Sendable, Equatable {
     /// A subscription was deleted (F155).
     case subscriptionDeleted(Subscription.ID)
     /// A modify request finished: its ID, a fingerprint of its content and its outcome, so a
-    /// replay returns the same outcome and changes nothing (F160).
-    case requestCompleted(RequestID, fingerprint: UInt32, response: ModifyRecordsResponse)
+    /// replay returns the same outcome and changes nothing (F160). `actor` is the number of the
+    /// user who sent it when that is not the database's user (a share participant), else 0:
+    /// request IDs are kept per user.
+    case requestCompleted(RequestID, fingerprint: UInt32, response: ModifyRecordsResponse, actor: UInt64 = 0)
     /// Tombstones of changes up to `horizon` were dropped; older tokens expire (F144).
     case tombstonesCompacted(horizon: LogOffset)
     /// The client change token a device last sent with a modify request touching this zone (F159).
     case clientChangeTokenUpdated(RecordZone.ID, device: DeviceID?, token: [UInt8])
+    /// In a participant's shared database: the participant accepted the share `share`, and the
+    /// owner's zone (named with the owner's user record name) joined the database, seen up to
+    /// the owner's offset `ownerOffset` (F119, F120).
+    case sharedZoneJoined(RecordZone.ID, share: Record.ID, ownerOffset: UInt64)
+    /// In a participant's shared database: the owner's zone changed, up to `ownerOffset` of the
+    /// owner's log (Docs/Protocol.md, "Shared databases").
+    case sharedZoneChanged(RecordZone.ID, ownerOffset: UInt64)
+    /// In a participant's shared database: the zone is shared with the participant no more; the
+    /// database feed reports it deleted (F119, F124).
+    case sharedZoneLeft(RecordZone.ID, reason: ShareEndReason)
 
     /// The entry kinds of the server's logs.
     package enum Kind {
@@ -40,6 +52,9 @@ package enum ServerEntry: Sendable, Equatable {
         package static let requestCompleted: EntryKind = 107
         package static let tombstonesCompacted: EntryKind = 108
         package static let clientChangeTokenUpdated: EntryKind = 109
+        package static let sharedZoneJoined: EntryKind = 110
+        package static let sharedZoneChanged: EntryKind = 111
+        package static let sharedZoneLeft: EntryKind = 112
 
         /// Every kind of a database log, with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
@@ -47,6 +62,29 @@ package enum ServerEntry: Sendable, Equatable {
             (recordDeleted, "recordDeleted"), (subscriptionSaved, "subscriptionSaved"),
             (subscriptionDeleted, "subscriptionDeleted"), (requestCompleted, "requestCompleted"),
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
+            (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
+            (sharedZoneLeft, "sharedZoneLeft"),
         ]
+    }
+}
+
+/// Why a shared zone left a participant's shared database (F124).
+package enum ShareEndReason: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// The participant left: they deleted the share from their shared database.
+    case left = 1
+    /// The owner removed the participant from the share.
+    case removed = 2
+    /// The owner deleted the share, or the root record of a hierarchy share.
+    case shareDeleted = 3
+    /// The owner's zone was deleted, purged or reset.
+    case zoneDeleted = 4
+
+    package var description: String {
+        switch self {
+        case .left: "left"
+        case .removed: "removed"
+        case .shareDeleted: "shareDeleted"
+        case .zoneDeleted: "zoneDeleted"
+        }
     }
 }

@@ -38,11 +38,12 @@ extension ServerEntry {
             return Self.entry(Kind.subscriptionDeleted, Logsync_Server_SubscriptionDeleted.with {
                 $0.subscriptionID = subscriptionID.rawValue
             })
-        case .requestCompleted(let requestID, let fingerprint, let response):
+        case .requestCompleted(let requestID, let fingerprint, let response, let actor):
             return Self.entry(Kind.requestCompleted, Logsync_Server_RequestCompleted.with {
                 $0.requestID = requestID.rawValue
                 $0.fingerprint = fingerprint
                 $0.response = response.proto
+                $0.actor = actor
             })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
@@ -53,6 +54,22 @@ extension ServerEntry {
                 $0.zoneID = zoneID.proto
                 $0.token = Data(token)
                 $0.device = device?.rawValue ?? ""
+            })
+        case .sharedZoneJoined(let zoneID, let share, let ownerOffset):
+            return Self.entry(Kind.sharedZoneJoined, Logsync_Server_SharedZoneJoined.with {
+                $0.zoneID = zoneID.proto
+                $0.shareID = share.proto
+                $0.ownerOffset = ownerOffset
+            })
+        case .sharedZoneChanged(let zoneID, let ownerOffset):
+            return Self.entry(Kind.sharedZoneChanged, Logsync_Server_SharedZoneChanged.with {
+                $0.zoneID = zoneID.proto
+                $0.ownerOffset = ownerOffset
+            })
+        case .sharedZoneLeft(let zoneID, let reason):
+            return Self.entry(Kind.sharedZoneLeft, Logsync_Server_SharedZoneLeft.with {
+                $0.zoneID = zoneID.proto
+                $0.reason = Logsync_Server_ShareEndReason(rawValue: reason.rawValue) ?? .unspecified
             })
         }
     }
@@ -103,7 +120,7 @@ extension ServerEntry {
                 guard message.hasResponse else { throw ProtoDecoding.missing("RequestCompleted.response") }
                 return .requestCompleted(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
-                    response: try ModifyRecordsResponse(proto: message.response))
+                    response: try ModifyRecordsResponse(proto: message.response), actor: message.actor)
             }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
@@ -115,9 +132,30 @@ extension ServerEntry {
                     RecordZone.ID(proto: message.zoneID), device: message.device.isEmpty ? nil : DeviceID(message.device),
                     token: [UInt8](message.token))
             }
+        case Kind.sharedZoneJoined:
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneJoined.self, payloadOf: entry, "sharedZoneJoined") { message throws(SyncError) in
+                guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneJoined.zone_id") }
+                guard message.hasShareID else { throw ProtoDecoding.missing("SharedZoneJoined.share_id") }
+                return .sharedZoneJoined(
+                    RecordZone.ID(proto: message.zoneID), share: try Record.ID(proto: message.shareID),
+                    ownerOffset: message.ownerOffset)
+            }
+        case Kind.sharedZoneChanged:
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneChanged.self, payloadOf: entry, "sharedZoneChanged") { message throws(SyncError) in
+                guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneChanged.zone_id") }
+                return .sharedZoneChanged(RecordZone.ID(proto: message.zoneID), ownerOffset: message.ownerOffset)
+            }
+        case Kind.sharedZoneLeft:
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneLeft.self, payloadOf: entry, "sharedZoneLeft") { message throws(SyncError) in
+                guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneLeft.zone_id") }
+                guard let reason = ShareEndReason(rawValue: message.reason.rawValue) else {
+                    throw SyncError(.invalidArguments, "SharedZoneLeft.reason: \(message.reason.rawValue) is not a reason (1–4)")
+                }
+                return .sharedZoneLeft(RecordZone.ID(proto: message.zoneID), reason: reason)
+            }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–109)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–112)",
                 offset: entry.offset)
         }
     }

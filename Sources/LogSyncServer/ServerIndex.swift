@@ -54,6 +54,9 @@ struct RecordState: Hashable {
     var recordType: String
     /// The names of the records (in the same zone) this one references with `deleteSelf`.
     var deleteSelfTargets: [String] = []
+    /// The name of the record's parent (F135), "" for none. A tombstone keeps the parent the
+    /// record had when deleted, so a hierarchy share can tell whose deletion it shares.
+    var parent: String = ""
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -63,6 +66,7 @@ struct RecordState: Hashable {
         writer.string(recordType)
         writer.u64(UInt64(deleteSelfTargets.count))
         for target in deleteSelfTargets { writer.string(target) }
+        writer.string(parent)
         return writer.bytes
     }
 }
@@ -77,6 +81,7 @@ extension RecordState {
         let count = try reader.u64()
         guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
         deleteSelfTargets = try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
+        parent = try reader.string()
     }
 }
 
@@ -147,6 +152,15 @@ enum IndexKey {
         bigEndian(incarnation) + Array((device?.rawValue ?? "").utf8)
     }
 
+    /// A completed request: its ID, after a NUL and the number of the user who sent it when that
+    /// is not the database's user (a share participant), so request IDs never meet across users.
+    static func request(_ requestID: RequestID, actor: UInt64) -> [UInt8] {
+        (actor == 0 ? [] : [0] + bigEndian(actor)) + Array(requestID.rawValue.utf8)
+    }
+
+    /// A share secret (the last component of a share URL).
+    static func shareSecret(_ secret: String) -> [UInt8] { Array(secret.utf8) }
+
     static let horizon = Array("horizon".utf8)
     static let usage = Array("usage".utf8)
 }
@@ -166,54 +180,46 @@ enum IndexKey {
 /// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
-/// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data).
+/// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data);
+/// - `shares`: incarnation + share record name → `ShareKeys` (its URL secret and root record), for
+///   every live share record of the owner's zones (F123);
+/// - `shareRoots`: incarnation + root record name → the name of the share rooted there (F123);
+/// - `shareURLs`: URL secret → `ShareLocation` (zone key and share record name);
+/// - `sharedZones`: in a participant's shared database, zone key → `SharedZoneState` (the share
+///   and the owner's offset seen), for every zone shared with the participant.
 package struct ServerIndex: Projection {
     package init() {}
 
     package let name = "index"
-    /// 2: `dbChanges` keeps a re-created zone's latest deletion.
-    package let version: UInt32 = 2
+    /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
+    /// request IDs per user, the parent of each record.
+    package let version: UInt32 = 3
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
+        "shares", "shareRoots", "shareURLs", "sharedZones",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let offset = entry.offset.rawValue
         switch try ServerEntry(entry) {
         case .zoneSaved(let zone):
-            let key = IndexKey.zone(zone.zoneID)
-            var state = try zoneState(key, tables)
-            if state == nil || state?.isLive == false {
-                // A new incarnation: empty, numbered by this entry's offset (F149).
-                state = ZoneState(
-                    incarnation: offset, isLive: true, capabilities: zone.capabilities, lastChange: state?.lastChange ?? 0,
-                    deletedAt: state?.deletedAt ?? 0, deletionReason: state?.deletionReason ?? .deleted)
-            }
-            state!.capabilities = zone.capabilities
-            try touch(key, &state!, offset, tables)
+            try zoneSaved(IndexKey.zone(zone.zoneID), capabilities: zone.capabilities, offset, tables)
 
         case .zoneDeleted(let zoneID, let reason):
-            let key = IndexKey.zone(zoneID)
-            guard var state = try zoneState(key, tables), state.isLive else { return }
-            try removeRecords(ofIncarnation: state.incarnation, tables)
-            // This deletion supersedes the marker of the previous one: a token older than either
-            // is told this one, which is enough to drop every older incarnation.
-            if state.deletedAt != 0 { try tables.removeValue(forKey: bigEndian(state.deletedAt), in: "dbChanges") }
-            state.isLive = false
-            state.deletedAt = offset
-            state.deletionReason = reason
-            try touch(key, &state, offset, tables)
+            try zoneDeleted(IndexKey.zone(zoneID), reason: reason, offset, tables)
 
         case .recordSaved(let record):
             try recordChanged(
                 record.recordID,
                 to: RecordState(
                     offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType,
-                    deleteSelfTargets: record.deleteSelfTargets),
+                    deleteSelfTargets: record.deleteSelfTargets, parent: record.parent?.recordID.recordName ?? ""),
                 tables)
+            if record.recordType == Share.recordType { try shareSaved(record, tables) }
 
         case .recordDeleted(let recordID, let recordType):
             try recordChanged(recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables)
+            if recordType == Share.recordType { try shareDeleted(recordID, tables) }
 
         case .subscriptionSaved(let subscription):
             try tables.put(bigEndian(offset), forKey: Array(subscription.subscriptionID.rawValue.utf8), in: "subscriptions")
@@ -221,8 +227,8 @@ package struct ServerIndex: Projection {
         case .subscriptionDeleted(let id):
             try tables.removeValue(forKey: Array(id.rawValue.utf8), in: "subscriptions")
 
-        case .requestCompleted(let requestID, _, _):
-            try tables.put(bigEndian(offset), forKey: Array(requestID.rawValue.utf8), in: "requests")
+        case .requestCompleted(let requestID, _, _, let actor):
+            try tables.put(bigEndian(offset), forKey: IndexKey.request(requestID, actor: actor), in: "requests")
 
         case .tombstonesCompacted(let horizon):
             try compact(through: horizon.rawValue, tables)
@@ -230,7 +236,85 @@ package struct ServerIndex: Projection {
         case .clientChangeTokenUpdated(let zoneID, let device, let token):
             guard let state = try zoneState(IndexKey.zone(zoneID), tables), state.isLive else { return }
             try tables.put(token, forKey: IndexKey.clientToken(incarnation: state.incarnation, device: device), in: "clientTokens")
+
+        case .sharedZoneJoined(let zoneID, let share, let ownerOffset):
+            let key = IndexKey.zone(zoneID)
+            try zoneSaved(key, capabilities: SharedZoneState.capabilities, offset, tables)
+            try tables.put(SharedZoneState(share: share.recordName, ownerOffset: ownerOffset).encoded, forKey: key, in: "sharedZones")
+
+        case .sharedZoneChanged(let zoneID, let ownerOffset):
+            let key = IndexKey.zone(zoneID)
+            guard var state = try zoneState(key, tables), state.isLive,
+                var shared = try tables.value(forKey: key, in: "sharedZones").map({ (bytes) throws(LogStoreError) in
+                    try SharedZoneState(decoding: bytes)
+                })
+            else { return }
+            shared.ownerOffset = max(shared.ownerOffset, ownerOffset)
+            try tables.put(shared.encoded, forKey: key, in: "sharedZones")
+            try touch(key, &state, offset, tables)
+
+        case .sharedZoneLeft(let zoneID, _):
+            let key = IndexKey.zone(zoneID)
+            _ = try tables.removeValue(forKey: key, in: "sharedZones")
+            try zoneDeleted(key, reason: .deleted, offset, tables)
         }
+    }
+
+    /// A zone saved at `offset`: a new incarnation if it was missing or deleted (F149), and a
+    /// change in the database feed.
+    func zoneSaved(_ key: [UInt8], capabilities: RecordZone.Capabilities, _ offset: UInt64, _ tables: ProjectionTables) throws {
+        var state = try zoneState(key, tables)
+        if state == nil || state?.isLive == false {
+            // A new incarnation: empty, numbered by this entry's offset (F149).
+            state = ZoneState(
+                incarnation: offset, isLive: true, capabilities: capabilities, lastChange: state?.lastChange ?? 0,
+                deletedAt: state?.deletedAt ?? 0, deletionReason: state?.deletionReason ?? .deleted)
+        }
+        state!.capabilities = capabilities
+        try touch(key, &state!, offset, tables)
+    }
+
+    /// A zone deleted at `offset`, with its records.
+    func zoneDeleted(_ key: [UInt8], reason: ZoneDeletionReason, _ offset: UInt64, _ tables: ProjectionTables) throws {
+        guard var state = try zoneState(key, tables), state.isLive else { return }
+        try removeRecords(ofIncarnation: state.incarnation, tables)
+        // This deletion supersedes the marker of the previous one: a token older than either
+        // is told this one, which is enough to drop every older incarnation.
+        if state.deletedAt != 0 { try tables.removeValue(forKey: bigEndian(state.deletedAt), in: "dbChanges") }
+        state.isLive = false
+        state.deletedAt = offset
+        state.deletionReason = reason
+        try touch(key, &state, offset, tables)
+    }
+
+    /// A share record saved in a live zone: its secret and root, found by either (F123).
+    func shareSaved(_ record: Record, _ tables: ProjectionTables) throws {
+        guard let zone = try zoneState(IndexKey.zone(record.recordID.zoneID), tables), zone.isLive else { return }
+        let share = Share(validated: record)
+        let keys = ShareKeys(secret: share.url.flatMap(ShareURL.init)?.secret ?? "", root: share.rootRecordID?.recordName ?? "")
+        let name = record.recordID.recordName
+        try tables.put(keys.encoded, forKey: IndexKey.record(incarnation: zone.incarnation, name: name), in: "shares")
+        if !keys.root.isEmpty {
+            try tables.put(Array(name.utf8), forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
+        }
+        if !keys.secret.isEmpty {
+            try tables.put(
+                ShareLocation(zone: IndexKey.zone(record.recordID.zoneID), share: name).encoded,
+                forKey: IndexKey.shareSecret(keys.secret), in: "shareURLs")
+        }
+    }
+
+    /// A share record deleted: its secret and root are forgotten.
+    func shareDeleted(_ recordID: Record.ID, _ tables: ProjectionTables) throws {
+        guard let zone = try zoneState(IndexKey.zone(recordID.zoneID), tables), zone.isLive else { return }
+        let key = IndexKey.record(incarnation: zone.incarnation, name: recordID.recordName)
+        guard let bytes = try tables.value(forKey: key, in: "shares") else { return }
+        let keys = try ShareKeys(decoding: bytes)
+        _ = try tables.removeValue(forKey: key, in: "shares")
+        if !keys.root.isEmpty {
+            _ = try tables.removeValue(forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
+        }
+        if !keys.secret.isEmpty { _ = try tables.removeValue(forKey: IndexKey.shareSecret(keys.secret), in: "shareURLs") }
     }
 
     func zoneState(_ key: [UInt8], _ tables: ProjectionTables) throws -> ZoneState? {
@@ -256,6 +340,8 @@ package struct ServerIndex: Projection {
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
         var usage = try self.usage(tables)
         let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
+        var new = new
+        if new.isTombstone { new.parent = old?.parent ?? "" }
         if let old {
             try tables.removeValue(forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
             usage -= min(usage, old.size)
@@ -300,7 +386,12 @@ package struct ServerIndex: Projection {
         let prefix = bigEndian(incarnation)
         var freed: UInt64 = 0
         try removeAll(withPrefix: prefix, in: "records", tables) { value in freed += try RecordState(decoding: value).size }
-        for table in ["zoneChanges", "clientTokens", "referrers"] {
+        var secrets: [String] = []
+        try removeAll(withPrefix: prefix, in: "shares", tables) { value in secrets.append(try ShareKeys(decoding: value).secret) }
+        for secret in secrets where !secret.isEmpty {
+            _ = try tables.removeValue(forKey: IndexKey.shareSecret(secret), in: "shareURLs")
+        }
+        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots"] {
             try removeAll(withPrefix: prefix, in: table, tables)
         }
         let usage = try self.usage(tables)

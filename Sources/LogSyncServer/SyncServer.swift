@@ -48,6 +48,9 @@ public final class SyncServer: Sendable {
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
     let users: UserRegistry
+    /// Serialises the writes to participants' shared databases (acceptance, propagation), so
+    /// that two of them never decide on one participant's zone at once.
+    let sharingLock = Mutex<Void>(())
 
     /// Opens (creating it if needed) the server's data directory.
     ///

@@ -6,18 +6,41 @@ import SyncModel
 /// The server's users: each user ID gets a number, the offset of its registration in the
 /// registry's log. The number names the user's data directory and user record, so user IDs of
 /// any form (e-mail addresses, account URLs) are safe on disk and never collide.
+///
+/// A user may also have an e-mail address (`logsync-server user add alice --email …`), by which
+/// an owner invites them to a share; the registry finds a user by it, and a user ID by number.
 package final class UserRegistry: Sendable {
+    /// Payload: the user ID in UTF-8.
     package static let userRegisteredKind: EntryKind = 120
+    /// Payload: the user's number (8 bytes, big-endian), then the e-mail address in UTF-8.
+    package static let userEmailSetKind: EntryKind = 121
 
-    /// user ID (UTF-8) → its number, as a projection of the registry log.
+    /// user ID (UTF-8) → its number; e-mail address (lowercased) → number; number → address (as
+    /// given);
+    /// as a projection of the registry log.
     struct Index: Projection {
         let name = "users"
-        let tableNames = ["byID"]
+        /// 2: e-mail addresses.
+        let version: UInt32 = 2
+        let tableNames = ["byID", "byEmail", "emailOf"]
         func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
-            guard entry.kind == UserRegistry.userRegisteredKind else {
+            switch entry.kind {
+            case UserRegistry.userRegisteredKind:
+                try tables.put(bigEndian(entry.offset.rawValue), forKey: entry.payload, in: "byID")
+            case UserRegistry.userEmailSetKind:
+                guard entry.payload.count > 8 else {
+                    throw LogStoreError(.corruptEntry, "an e-mail entry of \(entry.payload.count) bytes", offset: entry.offset)
+                }
+                let number = Array(entry.payload[0..<8])
+                let email = String(decoding: entry.payload[8...], as: UTF8.self)
+                if let old = try tables.value(forKey: number, in: "emailOf") {
+                    _ = try tables.removeValue(forKey: UserRegistry.emailKey(String(decoding: old, as: UTF8.self)), in: "byEmail")
+                }
+                try tables.put(number, forKey: UserRegistry.emailKey(email), in: "byEmail")
+                try tables.put(Array(email.utf8), forKey: number, in: "emailOf")
+            default:
                 throw LogStoreError(.corruptEntry, "kind \(entry.kind) is not a registry entry", offset: entry.offset)
             }
-            try tables.put(bigEndian(entry.offset.rawValue), forKey: entry.payload, in: "byID")
         }
     }
 
@@ -48,4 +71,54 @@ package final class UserRegistry: Sendable {
         known.withLock { $0[user] = number }
         return number
     }
+
+    /// The user whose number is `number`, or `nil` if no user has it. Registers nobody.
+    func user(number: UInt64) throws -> UserID? {
+        guard number > 0, let entry = try log.read({ try $0.entry(at: LogOffset(number)) }),
+            entry.kind == Self.userRegisteredKind
+        else { return nil }
+        return UserID(rawValue: String(decoding: entry.payload, as: UTF8.self))
+    }
+
+    /// The user with this e-mail address (compared without case), or `nil`.
+    func number(ofEmail email: String) throws -> UInt64? {
+        try log.read { reader in
+            try reader.transaction.value(
+                forKey: Self.emailKey(email), in: reader.table("byEmail", of: "users")
+            ).map { $0.withUnsafeBytes { readBigEndian($0) } }
+        }
+    }
+
+    /// The e-mail address of user `number`, if one was set.
+    func email(ofNumber number: UInt64) throws -> String? {
+        try log.read { reader in
+            try reader.transaction.value(forKey: bigEndian(number), in: reader.table("emailOf", of: "users"))
+                .map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    /// Gives `user` (registered if new) the e-mail address `email`.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` for an invalid address, or one another user has.
+    func setEmail(_ email: String, of user: UserID) throws {
+        try UserIdentity.validate(emailAddress: email)
+        let number = try self.number(of: user)
+        try log.environment.write { transaction in
+            let reader = LogReader(log: log, transaction: transaction)
+            let byEmail = try reader.table("byEmail", of: "users")
+            if let holder = try transaction.value(forKey: Self.emailKey(email), in: byEmail),
+                holder.withUnsafeBytes({ readBigEndian($0) }) != number
+            {
+                throw SyncError(.invalidArguments, "the e-mail address \(quotedEmail(email)) already belongs to another user")
+            }
+            let current = try transaction.value(forKey: bigEndian(number), in: reader.table("emailOf", of: "users"))
+            if current == Array(email.utf8) { return }
+            _ = try log.append([NewEntry(kind: Self.userEmailSetKind, payload: bigEndian(number) + Array(email.utf8))], in: transaction)
+        }
+    }
+
+    /// The key of an e-mail address: addresses are compared without case.
+    static func emailKey(_ email: String) -> [UInt8] { Array(email.lowercased().utf8) }
+
+    private func quotedEmail(_ email: String) -> String { "\"\(email)\"" }
 }

@@ -495,7 +495,7 @@ public enum Wire {
     }
 
     /// The error of a per-item result entry.
-    private static func resultError(_ error: Logsync_Model_SyncError) throws(SyncError) -> SyncError {
+    static func resultError(_ error: Logsync_Model_SyncError) throws(SyncError) -> SyncError {
         try ProtoDecoding.within("error") { () throws(SyncError) in try SyncError(proto: error) }
     }
 }

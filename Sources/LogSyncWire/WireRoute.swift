@@ -50,6 +50,9 @@ public enum WireProtocol {
 public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertible {
     case modifyZones, fetchZones, modifyRecords, fetchDatabaseChanges, fetchZoneChanges
     case modifySubscriptions, allSubscriptions, currentUserRecordID
+    /// The sharing operations (`ShareOperations`), CloudKit's container operations: the scope in
+    /// their path does not matter.
+    case fetchShareMetadata, acceptShares
 
     /// The operation's name, such as `modifyRecords`.
     public var description: String { rawValue }
@@ -58,8 +61,10 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
     /// have been applied, which a client reports differently from a lost read.
     public var modifies: Bool {
         switch self {
-        case .modifyZones, .modifyRecords, .modifySubscriptions: true
-        case .fetchZones, .fetchDatabaseChanges, .fetchZoneChanges, .allSubscriptions, .currentUserRecordID: false
+        case .modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares: true
+        case .fetchZones, .fetchDatabaseChanges, .fetchZoneChanges, .allSubscriptions, .currentUserRecordID,
+            .fetchShareMetadata:
+            false
         }
     }
 

@@ -72,6 +72,17 @@ struct ServerEntryCodecTests {
             Sample(entry: .tombstonesCompacted(horizon: LogOffset(UInt64.max)), kind: K.tombstonesCompacted),
             Sample(entry: .clientChangeTokenUpdated(notes, device: "phone", token: [0, 1, 2, 0xFF]), kind: K.clientChangeTokenUpdated),
             Sample(entry: .clientChangeTokenUpdated(notes, device: nil, token: []), kind: K.clientChangeTokenUpdated),
+            Sample(entry: .requestCompleted("bob-1", fingerprint: 7, response: ModifyRecordsResponse(), actor: 3),
+                   kind: K.requestCompleted),
+            Sample(entry: .sharedZoneJoined(
+                RecordZone.ID(zoneName: "Notes", ownerName: "_user1"),
+                share: Record.ID(recordName: "cloudkit.zoneshare", zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1")),
+                ownerOffset: 12), kind: K.sharedZoneJoined),
+            Sample(entry: .sharedZoneChanged(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), ownerOffset: 99),
+                   kind: K.sharedZoneChanged),
+            Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .left), kind: K.sharedZoneLeft),
+            Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .zoneDeleted),
+                   kind: K.sharedZoneLeft),
         ]
     }()
 
@@ -103,7 +114,7 @@ struct ServerEntryCodecTests {
     @Test func removedKeysSurviveInStoredResponses() throws {
         let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
         let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))
-        guard case .requestCompleted(_, _, let response) = decoded,
+        guard case .requestCompleted(_, _, let response, _) = decoded,
               case .failure(let error)? = response.saveResults[Self.n2]
         else {
             Issue.record("unexpected \(decoded)")
@@ -114,7 +125,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 110, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 113, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))

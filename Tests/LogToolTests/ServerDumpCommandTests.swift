@@ -156,6 +156,41 @@ struct ServerDumpCommandTests {
         }
     }
 
+    /// `logtool dump` decodes sharing: the owner's share record with its participants, the
+    /// participant's shared-database entries, and the registry's e-mail addresses (F119).
+    @Test func sharingEntriesAreDecoded() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await Self.writeServerStory(in: directory)
+            defer { server.shutdown() }
+            try server.registerUser("carol", emailAddress: "carol@example.com")
+            let alice = server.database(for: "alice", device: "phone")
+            var share = Share(recordZoneID: RecordZone.ID(zoneName: "Notes"))
+            share.addParticipant(Share.Participant(emailAddress: "carol@example.com", permission: .readWrite))
+            let saved = try await alice.modifyRecords(saving: [share.record], deleting: [])
+            let result = try #require(saved.saveResults[share.recordID])
+            let url = try #require(try Share(record: try result.get()).url)
+            let carol = server.database(for: "carol", scope: .shared, device: "tablet")
+            _ = try #require(try await carol.acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]).get()
+            _ = try await carol.modifyRecords(saving: [], deleting: [Record.ID(
+                recordName: Share.zoneWideShareRecordName, zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1"))])
+
+            let owner = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--kind", "recordSaved"], in: directory)
+            #expect(owner.status == 0, "\(owner)")
+            let shares = owner.lines.compactMap { describedPart(of: $0) }.filter { $0.contains("type=cloudkit.share") }
+            #expect(shares.count == 3, "saved, accepted, left: \(shares)")
+            #expect(shares.first?.contains("publicPermission=none participants=[_user1:owner:readWrite:accepted,_user3:privateUser:readWrite:pending]") == true, "\(shares)")
+            #expect(shares.last?.contains("_user3:privateUser:readWrite:removed]") == true, "\(shares)")
+
+            let participant = try await runLogtool(["dump", "data/users/u3", "--log", "shared"], in: directory)
+            #expect(participant.status == 0, "\(participant)")
+            let described = participant.lines.compactMap { describedPart(of: $0) }
+            #expect(described.first?.hasPrefix("sharedZoneJoined  zone=Notes owner=_user1 share=cloudkit.zoneshare ownerOffset=") == true, "\(described)")
+            #expect(described.last == "sharedZoneLeft  zone=Notes owner=_user1 reason=left", "\(described)")
+            let registry = try await runLogtool(["dump", "data/registry", "--kind", "userEmailSet"], in: directory)
+            #expect(registry.lines.map { describedPart(of: $0) } == ["userEmailSet  userNumber=3 email=carol@example.com"])
+        }
+    }
+
     @Test func aUsersEnvironmentWithoutLogIsAmbiguousOnceSharedIsUsed() async throws {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)

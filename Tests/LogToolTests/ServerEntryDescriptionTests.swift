@@ -66,6 +66,27 @@ struct ServerEntryDescriptionTests {
         (.clientChangeTokenUpdated(notes, device: nil, token: Array(0..<40)),
          "clientChangeTokenUpdated",
          "zone=Notes token=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f… tokenSize=40"),
+        (.recordSaved({
+            var share = Share(rootRecordID: Record.ID(recordName: "folder", zoneID: notes), shareID: Record.ID(recordName: "s1", zoneID: notes))
+            share.publicPermission = .readOnly
+            share.participants = [
+                Share.Participant(userIdentity: UserIdentity(userRecordName: "_user1"), role: .owner, permission: .readWrite, acceptanceStatus: .accepted),
+                Share.Participant(userIdentity: UserIdentity(userRecordName: "_user2", emailAddress: "bob@example.com"), role: .privateUser,
+                                  permission: .readOnly, acceptanceStatus: .pending),
+                Share.Participant(userIdentity: UserIdentity(emailAddress: "carol@example.com"), role: .privateUser,
+                                  permission: .readWrite, acceptanceStatus: .removed),
+            ]
+            var record = share.record
+            record.applySystemFields(Record.SystemFields(recordChangeTag: "30"))
+            return record
+        }()), "recordSaved",
+         "zone=Notes record=s1 type=cloudkit.share tag=30 keys=[participantEmails,participantPermissions,participantRoles,participantStatuses,participantUsers,publicPermission,rootRecord] root=folder publicPermission=readOnly participants=[_user1:owner:readWrite:accepted,_user2:privateUser:readOnly:pending,carol@example.com:privateUser:readWrite:removed]"),
+        (.requestCompleted("bob-1", fingerprint: 1, response: ModifyRecordsResponse(), actor: 2),
+         "requestCompleted", "request=bob-1 fingerprint=0x00000001 saved=0 deleted=0 failed=0 actor=_user2"),
+        (.sharedZoneJoined(bobs, share: Record.ID(recordName: "cloudkit.zoneshare", zoneID: bobs), ownerOffset: 9),
+         "sharedZoneJoined", "zone=Shared owner=_bob share=cloudkit.zoneshare ownerOffset=9"),
+        (.sharedZoneChanged(bobs, ownerOffset: 15), "sharedZoneChanged", "zone=Shared owner=_bob ownerOffset=15"),
+        (.sharedZoneLeft(bobs, reason: .removed), "sharedZoneLeft", "zone=Shared owner=_bob reason=removed"),
     ]
 
     @Test(arguments: cases.indices)
@@ -81,9 +102,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all nine.
+        // One kind per ServerEntry case: the table covers all twelve.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...109).map { EntryKind($0) }))
+        #expect(kinds == Set((101...112).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -107,14 +128,24 @@ struct ServerEntryDescriptionTests {
         #expect(description.fields == [.init("user", .text("bob@example.com")), .init("directory", .text("users/u2"))])
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 110, 119, 121, 199, 65535] as [UInt16])
+    @Test func userEmailSetNamesTheNumberAndTheAddress() throws {
+        let entry = LogEntry(
+            offset: 5, kind: 121, time: .init(microsecondsSince1970: 0), payload: [0, 0, 0, 0, 0, 0, 0, 2] + Array("bob@example.com".utf8))
+        let description = try #require(try ServerEntryDescription.describe(entry))
+        #expect(description.kindName == "userEmailSet")
+        #expect(description.fields == [.init("userNumber", .integer(2)), .init("email", .text("bob@example.com"))])
+        let short = LogEntry(offset: 6, kind: 121, time: .init(microsecondsSince1970: 0), payload: [0, 1])
+        #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 113, 119, 122, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
         #expect(try ServerEntryDescription.describe(entry) == nil)
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
-    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109] as [UInt16])
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
@@ -142,10 +173,11 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...109) + [120])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...112) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
-            "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "userRegistered",
+            "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
+            "sharedZoneLeft", "userRegistered", "userEmailSet",
         ])
     }
 }

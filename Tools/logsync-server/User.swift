@@ -19,6 +19,11 @@ struct User: ParsableCommand {
 
                     TOKEN=$(logsync-server user add alice --data ./data)
 
+                With --email, the user is also registered in the data directory with that e-mail \
+                address, by which share owners invite them (`user add bob --email bob@example.com`). \
+                Adding a user again with another address changes it; an address another user has is \
+                refused.
+
                 The token file keeps only the token's SHA-256 digest, so this is the only time the \
                 token is shown. A user may have several tokens (one per device, say). A running \
                 server picks up the new token on its next request that presents it. The token file \
@@ -30,6 +35,11 @@ struct User: ParsableCommand {
             valueName: "user"))
         var user: String
 
+        @Option(name: .long, help: ArgumentHelp(
+            "The user's e-mail address, by which share owners invite them (registered in the data directory).",
+            valueName: "address"))
+        var email: String?
+
         @OptionGroup var data: DataOptions
 
         func run() throws {
@@ -37,6 +47,13 @@ struct User: ParsableCommand {
             do {
                 // Refused here, before the file is touched: every request of such a user would be.
                 try UserID(user).validate()
+                if let email {
+                    try UserIdentity.validate(emailAddress: email)
+                    // The registry is the server's: owners find participants there by address.
+                    let server = try SyncServer(SyncServer.Configuration(directory: data.dataURL))
+                    try server.registerUser(UserID(user), emailAddress: email)
+                    server.shutdown()
+                }
                 try TokenStore.append(token: token, user: UserID(user), to: data.tokensURL)
             } catch let error as SyncError {
                 FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))

@@ -112,8 +112,8 @@ public struct EntryDecoder: Sendable {
         kinds.first { $0.kind == kind }?.name
     }
 
-    /// The server's entries (`LogSyncServer`): kinds 101–109 of a database's log (`zoneSaved` …
-    /// `clientChangeTokenUpdated`) and kind 120 of the user registry (`userRegistered`).
+    /// The server's entries (`LogSyncServer`): kinds 101–112 of a database's log (`zoneSaved` …
+    /// `sharedZoneLeft`) and kinds 120–121 of the user registry (`userRegistered`, `userEmailSet`).
     public static let server = EntryDecoder(kinds: ServerEntryDescription.kinds) {
         (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in try ServerEntryDescription.describe(entry)
     }

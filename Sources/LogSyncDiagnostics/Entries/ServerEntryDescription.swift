@@ -3,8 +3,8 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–109 in
-/// a database's log (`ServerEntry`) and 120 in the user registry's log (`UserRegistry`).
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–112 in
+/// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
 /// if let description = try ServerEntryDescription.describe(entry) {
@@ -21,18 +21,22 @@ import SyncModel
 /// | `record`, `type` | recordSaved, recordDeleted | record name; record type |
 /// | `tag` | recordSaved | the change tag, which the server sets to the entry's offset |
 /// | `keys`, `changed`, `parent` | recordSaved | field keys (sorted); changed keys, only if any; parent record name, only if set |
+/// | `root`, `publicPermission`, `participants` | recordSaved of a share (`cloudkit.share`) | root record name, only for a hierarchy share; the public permission; `user:role:permission:status` per participant (the user record name, or the e-mail address when no user is known) |
 /// | `capabilities`, `share` | zoneSaved | capability names; share record name, only if shared |
 /// | `reason` | zoneDeleted | deleted, purged or encryptedDataReset |
 /// | `subscription`, `kind` | subscription kinds | subscription ID; `database` or `zone` (then `zone` follows) |
-/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors` | requestCompleted | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any |
+/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors`, `actor` | requestCompleted | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any; the participant who sent it (`_user<N>`), only when not the database's user |
 /// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
+/// | `share`, `ownerOffset` | sharedZoneJoined, sharedZoneChanged | (with `zone`, `owner`) the share record name, joined only; the owner's log offset seen |
+/// | `reason` | sharedZoneLeft | left, removed, shareDeleted or zoneDeleted |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
+/// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
 enum ServerEntryDescription: EntryKindCatalog {
     /// Every kind a server log holds, with its name, in kind order: a database log's, then the
     /// user registry's.
     static let kinds: [(kind: EntryKind, name: String)] =
-        ServerEntry.Kind.named + [(UserRegistry.userRegisteredKind, "userRegistered")]
+        ServerEntry.Kind.named + [(UserRegistry.userRegisteredKind, "userRegistered"), (UserRegistry.userEmailSetKind, "userEmailSet")]
 
     /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
     /// belongs to some other layer, and a tool shows its bytes instead).
@@ -43,6 +47,7 @@ enum ServerEntryDescription: EntryKindCatalog {
     ///   not a valid entry of its kind (as `ServerEntry.init(_:)` reports it).
     static func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
         if entry.kind == UserRegistry.userRegisteredKind { return try Self.userRegistered(entry) }
+        if entry.kind == UserRegistry.userEmailSetKind { return try Self.userEmailSet(entry) }
         guard let name = Self.kindName(of: entry.kind) else { return nil }
         return EntryDescription(kindName: name, fields: Self.fields(of: try ServerEntry(entry)))
     }
@@ -74,6 +79,14 @@ enum ServerEntryDescription: EntryKindCatalog {
             let changed = record.changedKeys()
             if !changed.isEmpty { add("changed", .list(changed)) }
             if let parent = record.parent { add("parent", .text(parent.recordID.recordName)) }
+            if record.recordType == Share.recordType, let share = try? Share(record: record) {
+                if let root = share.rootRecordID { add("root", .text(root.recordName)) }
+                add("publicPermission", .text("\(share.publicPermission)"))
+                add("participants", .list(share.participants.map { participant in
+                    let who = participant.userIdentity.userRecordName ?? participant.userIdentity.emailAddress ?? "?"
+                    return "\(who):\(participant.role):\(participant.permission):\(participant.acceptanceStatus)"
+                }))
+            }
         case .recordDeleted(let recordID, let recordType):
             addZone(recordID.zoneID)
             add("record", .text(recordID.recordName))
@@ -89,7 +102,7 @@ enum ServerEntryDescription: EntryKindCatalog {
             }
         case .subscriptionDeleted(let subscriptionID):
             add("subscription", .text(subscriptionID.rawValue))
-        case .requestCompleted(let requestID, let fingerprint, let response):
+        case .requestCompleted(let requestID, let fingerprint, let response, let actor):
             add("request", .text(requestID.rawValue))
             add("fingerprint", .text(hex32(fingerprint)))
             var failures: [(Record.ID, SyncError.Code)] = []
@@ -118,6 +131,7 @@ enum ServerEntryDescription: EntryKindCatalog {
                 }
                 add("errors", .list(sorted.map { "\($0.0.recordName):\($0.1.name)" }))
             }
+            if actor != 0 { add("actor", .text("_user\(actor)")) }
         case .tombstonesCompacted(let horizon):
             add("horizon", .integer(horizon.rawValue))
         case .clientChangeTokenUpdated(let zoneID, let device, let token):
@@ -125,6 +139,16 @@ enum ServerEntryDescription: EntryKindCatalog {
             if let device { add("device", .text(device.rawValue)) }
             add("token", .text(hex(token.prefix(32)) + (token.count > 32 ? "…" : "")))
             add("tokenSize", .integer(UInt64(token.count)))
+        case .sharedZoneJoined(let zoneID, let share, let ownerOffset):
+            addZone(zoneID)
+            add("share", .text(share.recordName))
+            add("ownerOffset", .integer(ownerOffset))
+        case .sharedZoneChanged(let zoneID, let ownerOffset):
+            addZone(zoneID)
+            add("ownerOffset", .integer(ownerOffset))
+        case .sharedZoneLeft(let zoneID, let reason):
+            addZone(zoneID)
+            add("reason", .text(reason.description))
         }
         return fields
     }
@@ -140,6 +164,21 @@ enum ServerEntryDescription: EntryKindCatalog {
         return EntryDescription(kindName: "userRegistered", fields: [
             Field("user", .text(user)),
             Field("directory", .text("users/u\(entry.offset.rawValue)")),
+        ])
+    }
+
+    /// A registry entry giving a user an e-mail address: the user's number (8 bytes,
+    /// big-endian), then the address in UTF-8.
+    private static func userEmailSet(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription {
+        guard entry.payload.count > 8, let email = String(validating: entry.payload[8...], as: UTF8.self) else {
+            throw LogStoreError(
+                .corruptEntry, "userEmailSet (kind \(entry.kind)) payload: not a user number and an e-mail address",
+                offset: entry.offset)
+        }
+        let number = entry.payload[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return EntryDescription(kindName: "userEmailSet", fields: [
+            Field("userNumber", .integer(number)),
+            Field("email", .text(email)),
         ])
     }
 

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 // The payloads of a server database's log entries: one message per ServerEntry case, chosen by
-// the entry's kind (ServerEntry.Kind, 101–109), so no message says which case it is.
+// the entry's kind (ServerEntry.Kind, 101–112), so no message says which case it is.
 // Docs/Protobuf.md describes the rules; the Swift code in Generated/ is made from this file by
 // Tools/generate-protos.sh and committed.
 //
@@ -34,6 +34,61 @@ import SyncModel
 fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobuf.ProtobufAPIVersionCheck {
   struct _2: SwiftProtobuf.ProtobufAPIVersion_2 {}
   typealias Version = _2
+}
+
+/// Why a shared zone left a participant's shared database.
+package nonisolated enum Logsync_Server_ShareEndReason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  package typealias RawValue = Int
+  case unspecified // = 0
+
+  /// the participant deleted the share from their shared database
+  case left // = 1
+
+  /// the owner removed the participant
+  case removed // = 2
+
+  /// the owner deleted the share (or its root record)
+  case shareDeleted // = 3
+
+  /// the owner's zone was deleted, purged or reset
+  case zoneDeleted // = 4
+  case UNRECOGNIZED(Int)
+
+  package init() {
+    self = .unspecified
+  }
+
+  package init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .left
+    case 2: self = .removed
+    case 3: self = .shareDeleted
+    case 4: self = .zoneDeleted
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  package var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .left: return 1
+    case .removed: return 2
+    case .shareDeleted: return 3
+    case .zoneDeleted: return 4
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  package static let allCases: [Logsync_Server_ShareEndReason] = [
+    .unspecified,
+    .left,
+    .removed,
+    .shareDeleted,
+    .zoneDeleted,
+  ]
+
 }
 
 /// Kind 101, ServerEntry.zoneSaved.
@@ -190,6 +245,11 @@ package nonisolated struct Logsync_Server_RequestCompleted: Sendable {
   /// Clears the value of `response`. Subsequent reads from it will return its default value.
   package mutating func clearResponse() {self._response = nil}
 
+  /// The user who sent the request, when not the database's own user (a share participant
+  /// writing to the owner's zone): their user number. 0 (absent) means the database's user. Request
+  /// IDs are kept per user, so one user's ID never answers another's request.
+  package var actor: UInt64 = 0
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -240,9 +300,106 @@ package nonisolated struct Logsync_Server_ClientChangeTokenUpdated: Sendable {
   fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
 }
 
+/// Kind 110, ServerEntry.sharedZoneJoined, in a participant's shared database: the participant
+/// accepted a share, and the shared zone (named with its owner's user record name, F120) starts a
+/// new incarnation of the participant's view of it.
+package nonisolated struct Logsync_Server_SharedZoneJoined: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// required: the share record, in the zone's spelling
+  package var shareID: SyncModel.Logsync_Model_RecordID {
+    get {_shareID ?? SyncModel.Logsync_Model_RecordID()}
+    set {_shareID = newValue}
+  }
+  /// Returns true if `shareID` has been explicitly set.
+  package var hasShareID: Bool {self._shareID != nil}
+  /// Clears the value of `shareID`. Subsequent reads from it will return its default value.
+  package mutating func clearShareID() {self._shareID = nil}
+
+  /// the owner's log offset of the zone's latest change seen
+  package var ownerOffset: UInt64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+  fileprivate var _shareID: SyncModel.Logsync_Model_RecordID? = nil
+}
+
+/// Kind 111, ServerEntry.sharedZoneChanged, in a participant's shared database: the shared zone
+/// changed in the owner's private database, up to owner_offset. Coalesced: at most one per zone
+/// per propagation, and none when owner_offset is not past the last one recorded.
+package nonisolated struct Logsync_Server_SharedZoneChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  package var ownerOffset: UInt64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// Kind 112, ServerEntry.sharedZoneLeft, in a participant's shared database: the zone is no longer
+/// shared with the participant; the feed reports it deleted (F119, F124).
+package nonisolated struct Logsync_Server_SharedZoneLeft: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// required: not UNSPECIFIED
+  package var reason: Logsync_Server_ShareEndReason = .unspecified
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.server"
+
+nonisolated extension Logsync_Server_ShareEndReason: SwiftProtobuf._ProtoNameProviding {
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SHARE_END_REASON_UNSPECIFIED\0\u{1}SHARE_END_REASON_LEFT\0\u{1}SHARE_END_REASON_REMOVED\0\u{1}SHARE_END_REASON_SHARE_DELETED\0\u{1}SHARE_END_REASON_ZONE_DELETED\0")
+}
 
 nonisolated extension Logsync_Server_ZoneSaved: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ZoneSaved"
@@ -456,7 +613,7 @@ nonisolated extension Logsync_Server_SubscriptionDeleted: SwiftProtobuf.Message,
 
 nonisolated extension Logsync_Server_RequestCompleted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RequestCompleted"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}fingerprint\0\u{1}response\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}fingerprint\0\u{1}response\0\u{1}actor\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -467,6 +624,7 @@ nonisolated extension Logsync_Server_RequestCompleted: SwiftProtobuf.Message, Sw
       case 1: try { try decoder.decodeSingularStringField(value: &self.requestID) }()
       case 2: try { try decoder.decodeSingularFixed32Field(value: &self.fingerprint) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._response) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.actor) }()
       default: break
       }
     }
@@ -486,6 +644,9 @@ nonisolated extension Logsync_Server_RequestCompleted: SwiftProtobuf.Message, Sw
     try { if let v = self._response {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     } }()
+    if self.actor != 0 {
+      try visitor.visitSingularUInt64Field(value: self.actor, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -493,6 +654,7 @@ nonisolated extension Logsync_Server_RequestCompleted: SwiftProtobuf.Message, Sw
     if lhs.requestID != rhs.requestID {return false}
     if lhs.fingerprint != rhs.fingerprint {return false}
     if lhs._response != rhs._response {return false}
+    if lhs.actor != rhs.actor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -567,6 +729,128 @@ nonisolated extension Logsync_Server_ClientChangeTokenUpdated: SwiftProtobuf.Mes
     if lhs._zoneID != rhs._zoneID {return false}
     if lhs.token != rhs.token {return false}
     if lhs.device != rhs.device {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SharedZoneJoined: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SharedZoneJoined"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{3}share_id\0\u{3}owner_offset\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._shareID) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.ownerOffset) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._shareID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.ownerOffset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.ownerOffset, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SharedZoneJoined, rhs: Logsync_Server_SharedZoneJoined) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs._shareID != rhs._shareID {return false}
+    if lhs.ownerOffset != rhs.ownerOffset {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SharedZoneChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SharedZoneChanged"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{3}owner_offset\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.ownerOffset) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.ownerOffset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.ownerOffset, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SharedZoneChanged, rhs: Logsync_Server_SharedZoneChanged) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.ownerOffset != rhs.ownerOffset {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SharedZoneLeft: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SharedZoneLeft"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}reason\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.reason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.reason, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SharedZoneLeft, rhs: Logsync_Server_SharedZoneLeft) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.reason != rhs.reason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -697,6 +697,177 @@ package nonisolated struct Logsync_Wire_Subscribed: Sendable {
   package init() {}
 }
 
+/// Who a user is, as a share names them (UserIdentity); an empty string is absent.
+package nonisolated struct Logsync_Wire_UserIdentity: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var userRecordName: String = String()
+
+  package var emailAddress: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// POST …/fetchShareMetadata (any scope: the operations of sharing are the container's).
+package nonisolated struct Logsync_Wire_FetchShareMetadataRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var url: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// Share.Metadata. Roles, permissions and statuses are the raw values of Share.Participant's
+/// enums (CKShare's); 0 is absent.
+package nonisolated struct Logsync_Wire_ShareMetadata: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required: the share record
+  package var share: SyncModel.Logsync_Model_Record {
+    get {_share ?? SyncModel.Logsync_Model_Record()}
+    set {_share = newValue}
+  }
+  /// Returns true if `share` has been explicitly set.
+  package var hasShare: Bool {self._share != nil}
+  /// Clears the value of `share`. Subsequent reads from it will return its default value.
+  package mutating func clearShare() {self._share = nil}
+
+  /// absent for a zone-wide share
+  package var hierarchicalRootRecordID: SyncModel.Logsync_Model_RecordID {
+    get {_hierarchicalRootRecordID ?? SyncModel.Logsync_Model_RecordID()}
+    set {_hierarchicalRootRecordID = newValue}
+  }
+  /// Returns true if `hierarchicalRootRecordID` has been explicitly set.
+  package var hasHierarchicalRootRecordID: Bool {self._hierarchicalRootRecordID != nil}
+  /// Clears the value of `hierarchicalRootRecordID`. Subsequent reads from it will return its default value.
+  package mutating func clearHierarchicalRootRecordID() {self._hierarchicalRootRecordID = nil}
+
+  /// required
+  package var ownerIdentity: Logsync_Wire_UserIdentity {
+    get {_ownerIdentity ?? Logsync_Wire_UserIdentity()}
+    set {_ownerIdentity = newValue}
+  }
+  /// Returns true if `ownerIdentity` has been explicitly set.
+  package var hasOwnerIdentity: Bool {self._ownerIdentity != nil}
+  /// Clears the value of `ownerIdentity`. Subsequent reads from it will return its default value.
+  package mutating func clearOwnerIdentity() {self._ownerIdentity = nil}
+
+  package var participantRole: Int64 = 0
+
+  package var participantPermission: Int64 = 0
+
+  package var participantStatus: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _share: SyncModel.Logsync_Model_Record? = nil
+  fileprivate var _hierarchicalRootRecordID: SyncModel.Logsync_Model_RecordID? = nil
+  fileprivate var _ownerIdentity: Logsync_Wire_UserIdentity? = nil
+}
+
+package nonisolated struct Logsync_Wire_FetchShareMetadataResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var metadata: Logsync_Wire_ShareMetadata {
+    get {_metadata ?? Logsync_Wire_ShareMetadata()}
+    set {_metadata = newValue}
+  }
+  /// Returns true if `metadata` has been explicitly set.
+  package var hasMetadata: Bool {self._metadata != nil}
+  /// Clears the value of `metadata`. Subsequent reads from it will return its default value.
+  package mutating func clearMetadata() {self._metadata = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _metadata: Logsync_Wire_ShareMetadata? = nil
+}
+
+/// POST …/acceptShares
+package nonisolated struct Logsync_Wire_AcceptSharesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var shareUrls: [String] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// The outcome of accepting one share.
+package nonisolated struct Logsync_Wire_ShareResult: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var url: String = String()
+
+  /// exactly one
+  package var outcome: Logsync_Wire_ShareResult.OneOf_Outcome? = nil
+
+  /// accepted: the share record as the participant sees it
+  package var share: SyncModel.Logsync_Model_Record {
+    get {
+      if case .share(let v)? = outcome {return v}
+      return SyncModel.Logsync_Model_Record()
+    }
+    set {outcome = .share(newValue)}
+  }
+
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {
+      if case .error(let v)? = outcome {return v}
+      return SyncModel.Logsync_Model_SyncError()
+    }
+    set {outcome = .error(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  /// exactly one
+  package nonisolated enum OneOf_Outcome: Equatable, Sendable {
+    /// accepted: the share record as the participant sees it
+    case share(SyncModel.Logsync_Model_Record)
+    case error(SyncModel.Logsync_Model_SyncError)
+
+  }
+
+  package init() {}
+}
+
+/// One result per URL of the request, sorted by URL.
+package nonisolated struct Logsync_Wire_AcceptSharesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var results: [Logsync_Wire_ShareResult] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.wire"
@@ -1676,6 +1847,296 @@ nonisolated extension Logsync_Wire_Subscribed: SwiftProtobuf.Message, SwiftProto
 
   package static func ==(lhs: Logsync_Wire_Subscribed, rhs: Logsync_Wire_Subscribed) -> Bool {
     if lhs.protocolVersion != rhs.protocolVersion {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_UserIdentity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".UserIdentity"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_record_name\0\u{3}email_address\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userRecordName) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.emailAddress) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userRecordName.isEmpty {
+      try visitor.visitSingularStringField(value: self.userRecordName, fieldNumber: 1)
+    }
+    if !self.emailAddress.isEmpty {
+      try visitor.visitSingularStringField(value: self.emailAddress, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_UserIdentity, rhs: Logsync_Wire_UserIdentity) -> Bool {
+    if lhs.userRecordName != rhs.userRecordName {return false}
+    if lhs.emailAddress != rhs.emailAddress {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchShareMetadataRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchShareMetadataRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchShareMetadataRequest, rhs: Logsync_Wire_FetchShareMetadataRequest) -> Bool {
+    if lhs.url != rhs.url {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_ShareMetadata: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ShareMetadata"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}share\0\u{3}hierarchical_root_record_id\0\u{3}owner_identity\0\u{3}participant_role\0\u{3}participant_permission\0\u{3}participant_status\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._share) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._hierarchicalRootRecordID) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._ownerIdentity) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.participantRole) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.participantPermission) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.participantStatus) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._share {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._hierarchicalRootRecordID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try { if let v = self._ownerIdentity {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if self.participantRole != 0 {
+      try visitor.visitSingularInt64Field(value: self.participantRole, fieldNumber: 4)
+    }
+    if self.participantPermission != 0 {
+      try visitor.visitSingularInt64Field(value: self.participantPermission, fieldNumber: 5)
+    }
+    if self.participantStatus != 0 {
+      try visitor.visitSingularInt64Field(value: self.participantStatus, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_ShareMetadata, rhs: Logsync_Wire_ShareMetadata) -> Bool {
+    if lhs._share != rhs._share {return false}
+    if lhs._hierarchicalRootRecordID != rhs._hierarchicalRootRecordID {return false}
+    if lhs._ownerIdentity != rhs._ownerIdentity {return false}
+    if lhs.participantRole != rhs.participantRole {return false}
+    if lhs.participantPermission != rhs.participantPermission {return false}
+    if lhs.participantStatus != rhs.participantStatus {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchShareMetadataResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchShareMetadataResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}metadata\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._metadata) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._metadata {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchShareMetadataResponse, rhs: Logsync_Wire_FetchShareMetadataResponse) -> Bool {
+    if lhs._metadata != rhs._metadata {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_AcceptSharesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".AcceptSharesRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}share_urls\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedStringField(value: &self.shareUrls) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.shareUrls.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.shareUrls, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_AcceptSharesRequest, rhs: Logsync_Wire_AcceptSharesRequest) -> Bool {
+    if lhs.shareUrls != rhs.shareUrls {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_ShareResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ShareResult"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}url\0\u{1}share\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      case 2: try {
+        var v: SyncModel.Logsync_Model_Record?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .share(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .share(v)
+        }
+      }()
+      case 3: try {
+        var v: SyncModel.Logsync_Model_SyncError?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .error(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .error(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 1)
+    }
+    switch self.outcome {
+    case .share?: try {
+      guard case .share(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .error?: try {
+      guard case .error(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_ShareResult, rhs: Logsync_Wire_ShareResult) -> Bool {
+    if lhs.url != rhs.url {return false}
+    if lhs.outcome != rhs.outcome {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_AcceptSharesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".AcceptSharesResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.results.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_AcceptSharesResponse, rhs: Logsync_Wire_AcceptSharesResponse) -> Bool {
+    if lhs.results != rhs.results {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -1,0 +1,147 @@
+import Foundation
+import SyncModel
+
+// The bodies of the sharing operations (`ShareOperations`): share metadata and acceptance.
+extension Wire {
+    /// Encodes the request of `fetchShareMetadata`: the URL.
+    public static func encode(shareMetadataRequest url: URL, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchShareMetadataRequest()
+        message.url = url.absoluteString
+        return format.encode(message)
+    }
+
+    /// Decodes the request of `fetchShareMetadata`.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(shareMetadataRequest bytes: [UInt8], as format: WireFormat) throws(SyncError) -> URL {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchShareMetadataRequest) throws(SyncError) -> URL in
+            try url(message.url, "url")
+        }
+    }
+
+    /// Encodes a ``Share/Metadata``.
+    public static func encode(_ value: Share.Metadata, as format: WireFormat) -> [UInt8] {
+        var metadata = Logsync_Wire_ShareMetadata()
+        metadata.share = value.share.record.proto
+        if let root = value.hierarchicalRootRecordID { metadata.hierarchicalRootRecordID = root.proto }
+        metadata.ownerIdentity = identity(value.ownerIdentity)
+        metadata.participantRole = Int64(value.participantRole.rawValue)
+        metadata.participantPermission = Int64(value.participantPermission.rawValue)
+        metadata.participantStatus = Int64(value.participantStatus.rawValue)
+        var message = Logsync_Wire_FetchShareMetadataResponse()
+        message.metadata = metadata
+        return format.encode(message)
+    }
+
+    /// Decodes a ``Share/Metadata``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: Share.Metadata.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> Share.Metadata {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchShareMetadataResponse) throws(SyncError) -> Share.Metadata in
+            guard message.hasMetadata else { throw SyncError(.invalidArguments, "metadata is missing") }
+            let metadata = message.metadata
+            return try within("metadata") { () throws(SyncError) -> Share.Metadata in
+                guard metadata.hasShare else { throw SyncError(.invalidArguments, "share is missing") }
+                guard metadata.hasOwnerIdentity else { throw SyncError(.invalidArguments, "owner_identity is missing") }
+                guard let role = Share.Participant.Role(rawValue: Int(truncatingIfNeeded: metadata.participantRole)) else {
+                    throw SyncError(.invalidArguments, "participant_role \(metadata.participantRole) is not a role")
+                }
+                guard let permission = Share.Participant.Permission(rawValue: Int(truncatingIfNeeded: metadata.participantPermission))
+                else { throw SyncError(.invalidArguments, "participant_permission \(metadata.participantPermission) is not a permission") }
+                guard let status = Share.Participant.AcceptanceStatus(rawValue: Int(truncatingIfNeeded: metadata.participantStatus))
+                else { throw SyncError(.invalidArguments, "participant_status \(metadata.participantStatus) is not a status") }
+                return Share.Metadata(
+                    share: try within("share") { () throws(SyncError) in try Share(record: try Record(proto: metadata.share)) },
+                    hierarchicalRootRecordID: metadata.hasHierarchicalRootRecordID
+                        ? try within("hierarchical_root_record_id") { () throws(SyncError) in
+                            try Record.ID(proto: metadata.hierarchicalRootRecordID)
+                        } : nil,
+                    ownerIdentity: identity(metadata.ownerIdentity), participantRole: role, participantPermission: permission,
+                    participantStatus: status)
+            }
+        }
+    }
+
+    /// Encodes an ``AcceptSharesRequest``.
+    public static func encode(_ value: AcceptSharesRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_AcceptSharesRequest()
+        message.shareUrls = value.shareURLs.map(\.absoluteString)
+        return format.encode(message)
+    }
+
+    /// Decodes an ``AcceptSharesRequest``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: AcceptSharesRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> AcceptSharesRequest {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_AcceptSharesRequest) throws(SyncError) -> AcceptSharesRequest in
+            var urls: [URL] = []
+            for (index, text) in message.shareUrls.enumerated() { urls.append(try url(text, "share_urls[\(index)]")) }
+            return AcceptSharesRequest(shareURLs: urls)
+        }
+    }
+
+    /// Encodes an ``AcceptSharesResponse``, sorted by URL.
+    public static func encode(_ value: AcceptSharesResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_AcceptSharesResponse()
+        message.results = value.results.sorted { $0.key.absoluteString < $1.key.absoluteString }.map { url, result in
+            var entry = Logsync_Wire_ShareResult()
+            entry.url = url.absoluteString
+            switch result {
+            case .success(let share): entry.share = share.record.proto
+            case .failure(let error): entry.error = error.proto
+            }
+            return entry
+        }
+        return format.encode(message)
+    }
+
+    /// Decodes an ``AcceptSharesResponse``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: AcceptSharesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> AcceptSharesResponse {
+        try decodeMessage(bytes, format) { (message: Logsync_Wire_AcceptSharesResponse) throws(SyncError) -> AcceptSharesResponse in
+            var response = AcceptSharesResponse()
+            for (index, entry) in message.results.enumerated() {
+                try within("results[\(index)]") { () throws(SyncError) in
+                    let url = try url(entry.url, "url")
+                    guard response.results[url] == nil else { throw SyncError(.invalidArguments, "names \(url) twice") }
+                    switch entry.outcome {
+                    case .share(let record)?:
+                        response.results[url] = .success(try within("share") { () throws(SyncError) in try Share(record: try Record(proto: record)) })
+                    case .error(let error)?:
+                        response.results[url] = .failure(try resultError(error))
+                    case nil:
+                        throw SyncError(.invalidArguments, "has no outcome set")
+                    }
+                }
+            }
+            return response
+        }
+    }
+
+    private static func url(_ text: String, _ field: String) throws(SyncError) -> URL {
+        guard !text.isEmpty, let url = URL(string: text) else {
+            throw SyncError(.invalidArguments, "\(field) \(text.isEmpty ? "is missing" : "\"\(text)\" is not a URL")")
+        }
+        return url
+    }
+
+    private static func identity(_ value: UserIdentity) -> Logsync_Wire_UserIdentity {
+        var message = Logsync_Wire_UserIdentity()
+        message.userRecordName = value.userRecordName ?? ""
+        message.emailAddress = value.emailAddress ?? ""
+        return message
+    }
+
+    private static func identity(_ message: Logsync_Wire_UserIdentity) -> UserIdentity {
+        UserIdentity(
+            userRecordName: message.userRecordName.isEmpty ? nil : message.userRecordName,
+            emailAddress: message.emailAddress.isEmpty ? nil : message.emailAddress)
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+// The fixture language of sharing: an owner's device shares a zone, participants accept and
+// use it from their shared databases.
+//
+//     try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+//         let bob = notes.participants["bob"]!
+//         try await bob.save(newRecord(notes.recordID("n2"), ["title": "from bob"]))
+//         #expect(try await notes.alice.fetchRecord(recordID("n2"))?["title"] == "from bob")
+//     }
+
+extension Device {
+    /// The device's sharing operations (every harness's databases have them).
+    var sharing: any ShareOperations {
+        get throws {
+            guard let sharing = database as? any ShareOperations else {
+                throw ContractFailure("\(database) has no sharing operations")
+            }
+            return sharing
+        }
+    }
+
+    /// The user record name of this device's user (`_user<N>`).
+    func userRecordName() async throws -> String {
+        try await database.currentUserRecordID().recordName
+    }
+
+    /// Saves `share`, which must succeed; returns it as the server keeps it.
+    @discardableResult
+    func saveShare(_ share: Share, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Share {
+        let saved = try await save(share.record, sourceLocation: sourceLocation)
+        return try Share(record: saved)
+    }
+
+    /// Accepts the share at `url`, which must succeed; returns the share as a participant sees it.
+    @discardableResult
+    func accept(_ url: URL, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Share {
+        let response = try await sharing.acceptShares(AcceptSharesRequest(shareURLs: [url]))
+        return try requireSuccess(response.results[url], "accepting \(url)", sourceLocation: sourceLocation)
+    }
+
+    /// The outcome of accepting the share at `url`.
+    func attemptAccept(_ url: URL) async throws -> Result<Share, SyncError>? {
+        try await sharing.acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+    }
+}
+
+/// A zone "Notes" of alice's, with record "n1", shared whole with participants who accepted.
+struct SharedNotes {
+    let server: TestServer
+    /// Alice's phone, on her private database.
+    let alice: Device
+    /// Each participant's device on their shared database, by user.
+    let participants: [UserID: Device]
+    /// The share as alice's phone saved it last.
+    var share: Share
+    /// Alice's user record name, the owner name of the zone as participants see it.
+    let ownerName: String
+
+    /// The shared zone as participants name it (F120).
+    var zoneID: RecordZone.ID { RecordZone.ID(zoneName: "Notes", ownerName: ownerName) }
+
+    /// A record of the shared zone, as participants name it.
+    func recordID(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zoneID) }
+
+    /// The share's URL.
+    var url: URL { share.url! }
+
+    /// The share record as participants name it.
+    var shareID: Record.ID { Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: zoneID) }
+}
+
+/// Starts a server where alice shares her zone "Notes" (holding "n1") whole with each of
+/// `participants` (registered with the e-mail address `<user>@example.com` and invited by it),
+/// each of whom has accepted, then runs `body`.
+func withSharedNotes(
+    _ harness: any ContractHarness, _ participants: [(UserID, Share.Participant.Permission)],
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: (SharedNotes) async throws -> Void
+) async throws {
+    try await withServer(harness) { server in
+        let alice = try await server.device("alice", "phone")
+        try await alice.createZone("Notes", sourceLocation: sourceLocation)
+        try await alice.save(newRecord("n1", ["title": "Groceries"]), sourceLocation: sourceLocation)
+        var share = Share(recordZoneID: zoneID("Notes"))
+        for (user, permission) in participants {
+            try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
+            share.addParticipant(Share.Participant(emailAddress: "\(user.rawValue)@example.com", permission: permission))
+        }
+        let saved = try await alice.saveShare(share, sourceLocation: sourceLocation)
+        var devices: [UserID: Device] = [:]
+        for (user, _) in participants {
+            let device = try await server.device(user, DeviceID("\(user.rawValue)-phone"), scope: .shared)
+            try await device.accept(try #require(saved.url, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+            devices[user] = device
+        }
+        let current = try await alice.fetchRecord(saved.recordID).map { try Share(record: $0) } ?? saved
+        try await body(SharedNotes(
+            server: server, alice: alice, participants: devices, share: current, ownerName: try await alice.userRecordName()))
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+/// Attempts by users who may not read or write a shared zone: a stranger (eve), a participant
+/// the owner removed (dan), a participant who left (frank), and a read-only participant (carol),
+/// in process and over HTTP. Every attempt is refused with its documented code, and the owner's
+/// database does not change (F119–F124; Docs/Protocol.md, "Sharing").
+@Suite("Sharing security (F119–F124)", .timeLimit(.minutes(1)))
+struct SharingSecurityTests {
+    /// One attempt: who makes it, what it is, and the code it must be refused with.
+    struct Attempt: Sendable {
+        let user: UserID
+        let what: String
+        let code: SyncError.Code
+        let run: @Sendable (Context) async throws -> SyncError?
+    }
+
+    /// What attempts work with.
+    struct Context: Sendable {
+        let notes: RecordZone.ID
+        let unshared: RecordZone.ID
+        let url: URL
+        let shareID: Record.ID
+        /// Each attacker's shared database and private database.
+        let shared: [UserID: Device]
+        let `private`: [UserID: Device]
+        /// Zone tokens the removed and departed participants got while they were in.
+        let oldZoneTokens: [UserID: ZoneChangeToken]
+        /// n1 as a participant fetched it, with its tag.
+        let n1: Record
+        let share: Share
+
+        func record(_ name: String, in zone: RecordZone.ID? = nil) -> Record.ID {
+            Record.ID(recordName: name, zoneID: zone ?? notes)
+        }
+    }
+
+    /// The attempts of a user who has no access to the zone (any more).
+    static func outsider(_ user: UserID) -> [Attempt] {
+        func attempt(_ what: String, _ code: SyncError.Code, _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?) -> Attempt {
+            Attempt(user: user, what: what, code: code) { context in try await run(context, context.shared[user]!) }
+        }
+        var attempts = [
+            attempt("fetch the shared zone's changes", .zoneNotFound) { c, d in try await thrown { try await d.fetchZone(c.notes) } },
+            attempt("fetch an unshared zone's changes", .zoneNotFound) { c, d in try await thrown { try await d.fetchZone(c.unshared) } },
+            attempt("fetch the shared zone", .zoneNotFound) { c, d in
+                try await d.database.fetchZones([c.notes]).results[c.notes]?.failure
+            },
+            attempt("save a new record", .zoneNotFound) { c, d in try await d.attemptSave(newRecord(c.record("new")))?.failure },
+            attempt("save n1 with changed keys", .zoneNotFound) { c, d in
+                try await d.attemptSave(c.n1.setting(["title": "mine"]), savePolicy: .changedKeys)?.failure
+            },
+            attempt("delete n1", .zoneNotFound) { c, d in
+                try await d.modify(deleting: [c.record("n1")]).deleteResults[c.record("n1")]?.failure
+            },
+            attempt("delete the share", .zoneNotFound) { c, d in
+                try await d.modify(deleting: [c.shareID]).deleteResults[c.shareID]?.failure
+            },
+            attempt("save the share with themselves added", .zoneNotFound) { c, d in
+                var share = c.share
+                share.addParticipant(Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
+                return try await d.attemptSave(share.record, savePolicy: .allKeys)?.failure
+            },
+            attempt("save into an unshared zone", .zoneNotFound) { c, d in
+                try await d.attemptSave(newRecord(c.record("new", in: c.unshared)))?.failure
+            },
+            attempt("read the share's metadata", .unknownItem) { c, d in
+                try await thrown { try await d.sharing.fetchShareMetadata(url: c.url) }
+            },
+            attempt("accept the share", .unknownItem) { c, d in try await d.attemptAccept(c.url)?.failure },
+            attempt("save the shared zone in the shared database", .badDatabase) { c, d in
+                try await d.attemptCreateZone(c.notes)?.failure
+            },
+            attempt("delete the shared zone in the shared database", .badDatabase) { c, d in
+                try await d.attemptDeleteZone(c.notes)?.failure
+            },
+            attempt("subscribe to the shared zone", .invalidArguments) { c, d in
+                let subscription = Subscription(subscriptionID: "spy", kind: .recordZone(c.notes))
+                return try await d.database.modifySubscriptions(saving: [subscription], deleting: []).saveResults["spy"]?.failure
+            },
+            Attempt(user: user, what: "write the owner's zone through their private database", code: .invalidArguments) { c in
+                try await c.private[user]!.attemptSave(newRecord(c.record("new")))?.failure
+            },
+            Attempt(user: user, what: "read the owner's zone through their private database", code: .zoneNotFound) { c in
+                try await thrown { try await c.private[user]!.fetchZone(c.notes) }
+            },
+        ]
+        if user != "eve" {
+            attempts.append(attempt("fetch with a zone token from before", .zoneNotFound) { c, d in
+                try await thrown { try await d.fetchZone(c.notes, since: c.oldZoneTokens[user]) }
+            })
+        } else {
+            for owner in ["__defaultOwner__", "_user01", "alice", "_user999"] {
+                attempts.append(attempt("fetch the zone named with owner \(owner)", .zoneNotFound) { c, d in
+                    try await thrown { try await d.fetchZone(RecordZone.ID(zoneName: c.notes.zoneName, ownerName: owner)) }
+                })
+            }
+        }
+        return attempts
+    }
+
+    /// The attempts of a read-only participant to write.
+    static let readOnly: [Attempt] = {
+        func attempt(_ what: String, _ code: SyncError.Code, _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?) -> Attempt {
+            Attempt(user: "carol", what: what, code: code) { context in try await run(context, context.shared["carol"]!) }
+        }
+        return [
+            attempt("save a new record", .permissionFailure) { c, d in try await d.attemptSave(newRecord(c.record("new")))?.failure },
+            attempt("save n1", .permissionFailure) { c, d in try await d.attemptSave(c.n1.setting(["title": "mine"]))?.failure },
+            attempt("save n1 with all keys", .permissionFailure) { c, d in
+                try await d.attemptSave(c.n1.setting(["title": "mine"]), savePolicy: .allKeys)?.failure
+            },
+            attempt("delete n1", .permissionFailure) { c, d in
+                try await d.modify(deleting: [c.record("n1")]).deleteResults[c.record("n1")]?.failure
+            },
+            attempt("save the share with a read-write permission", .permissionFailure) { c, d in
+                var share = c.share
+                share.addParticipant(Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
+                return try await d.attemptSave(share.record, savePolicy: .allKeys)?.failure
+            },
+            attempt("save two records atomically", .permissionFailure) { c, d in
+                try await d.modify(saving: [newRecord(c.record("a")), newRecord(c.record("b"))]).saveResults[c.record("a")]?.failure
+            },
+            attempt("save into an unshared zone", .zoneNotFound) { c, d in
+                try await d.attemptSave(newRecord(c.record("new", in: c.unshared)))?.failure
+            },
+            attempt("delete the shared zone in the shared database", .badDatabase) { c, d in
+                try await d.attemptDeleteZone(c.notes)?.failure
+            },
+            Attempt(user: "carol", what: "write the owner's zone through her private database", code: .invalidArguments) { c in
+                try await c.private["carol"]!.attemptSave(newRecord(c.record("new")))?.failure
+            },
+        ]
+    }()
+
+    static let attempts: [Attempt] = outsider("eve") + outsider("dan") + outsider("frank") + readOnly
+
+    @Test("at least 50 attempts by outsiders, removed, departed and read-only participants: all refused, nothing changed",
+          arguments: Harnesses.all)
+    func everyAttemptRefused(harness: any ContractHarness) async throws {
+        #expect(Self.attempts.count >= 50)
+        try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly), ("dan", .readWrite), ("frank", .readWrite)]) { notes in
+            try await notes.alice.createZone("Private")
+            try await notes.alice.save(newRecord("p1", in: "Private", ["secret": "alice's"]))
+            let unshared = RecordZone.ID(zoneName: "Private", ownerName: notes.ownerName)
+            var oldTokens: [UserID: ZoneChangeToken] = [:]
+            for user in ["dan", "frank"] as [UserID] {
+                oldTokens[user] = try await notes.participants[user]!.fetchZone(notes.zoneID).token
+            }
+            let n1 = try #require(try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.recordID("n1")])
+            // Dan is removed; frank leaves.
+            var share = notes.share
+            share.removeParticipant(UserIdentity(userRecordName: try await notes.participants["dan"]!.userRecordName()))
+            try await notes.alice.saveShare(share)
+            try await notes.participants["frank"]!.delete(notes.shareID)
+            let current = try Share(record: try #require(try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.shareID]))
+
+            var shared: [UserID: Device] = notes.participants
+            shared["eve"] = try await notes.server.device("eve", "laptop", scope: .shared)
+            var privates: [UserID: Device] = [:]
+            for user in ["eve", "dan", "frank", "carol"] as [UserID] {
+                privates[user] = try await notes.server.device(user, DeviceID("\(user.rawValue)-private"))
+            }
+            let context = Context(
+                notes: notes.zoneID, unshared: unshared, url: notes.url, shareID: notes.shareID, shared: shared,
+                private: privates, oldZoneTokens: oldTokens, n1: n1, share: current)
+            let ownerBefore = try notes.server.currentToken(of: "alice")
+            let contents = try await notes.alice.fetchZone("Notes").records
+
+            for attempt in Self.attempts {
+                let error = try await attempt.run(context)
+                #expect(error?.code == attempt.code, "\(attempt.user) tried to \(attempt.what): \(error.map { "\($0)" } ?? "it succeeded")")
+                #expect(try notes.server.currentToken(of: "alice") == ownerBefore, "\(attempt.user) tried to \(attempt.what): the owner's database changed")
+            }
+            #expect(try await notes.alice.fetchZone("Notes").records == contents)
+            #expect(try await notes.alice.fetchZone("Private").records[recordID("p1", in: "Private")]?["secret"] == "alice's")
+        }
+    }
+}
+
+/// The `SyncError` `body` throws, or `nil` when it returns.
+func thrown<R>(_ body: () async throws -> R) async throws -> SyncError? {
+    do {
+        _ = try await body()
+        return nil
+    } catch let error as SyncError {
+        return error
+    }
+}
+
+extension Result {
+    /// The failure, or `nil` for a success.
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,0 +1,444 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+import Testing
+
+/// Sharing between users (F119–F124): shares saved by their owner, accepted by participants,
+/// used from the participants' shared databases, left, revoked and deleted.
+@Suite("Sharing (F119–F124)", .timeLimit(.minutes(1)))
+struct SharingTests {
+    // F123, F119: the owner saves a zone-wide share in the private database; the server sets its
+    // URL, the owner, and each invited participant's identity (from the e-mail address) as pending.
+    @Test("F119 F123 the owner saves a zone-wide share: URL, owner and pending participants set by the server",
+          arguments: Harnesses.all)
+    func ownerSavesShare(harness: any ContractHarness) async throws {
+        try await withPhone(harness, zone: "Notes") { server, alice in
+            try server.admin.registerUser("bob", emailAddress: "Bob@Example.com")
+            let bob = try await server.device("bob", "phone", scope: .shared)
+            var share = Share(recordZoneID: zoneID("Notes"))
+            share.title = "Groceries"
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+            let saved = try await alice.saveShare(share)
+
+            #expect(saved.isZoneWide)
+            #expect(saved.title == "Groceries")
+            let url = try #require(saved.url)
+            #expect(url.absoluteString.hasPrefix("logsync://share/"))
+            #expect(saved.owner?.userIdentity.userRecordName == (try await alice.userRecordName()))
+            #expect(saved.owner?.acceptanceStatus == .accepted)
+            let invited = try #require(saved.participant(userRecordName: try await bob.userRecordName()))
+            #expect(invited.permission == .readWrite)
+            #expect(invited.acceptanceStatus == .pending)
+            #expect(invited.role == .privateUser)
+            #expect(invited.userIdentity.emailAddress == "Bob@Example.com")
+            // The zone reports its share, and the share is a record of the zone's feed.
+            let zone = try #require(expectSuccess(try await alice.database.fetchZones([zoneID("Notes")]).results[zoneID("Notes")]))
+            #expect(zone.share?.recordID == saved.recordID)
+            #expect(try await alice.fetchZone("Notes").records[saved.recordID]?.recordType == Share.recordType)
+
+            // Saving it again keeps the URL; adding a participant is a save of the share.
+            try server.admin.registerUser("carol", emailAddress: "carol@example.com")
+            var again = saved
+            again.addParticipant(Share.Participant(emailAddress: "carol@example.com"))
+            let resaved = try await alice.saveShare(again)
+            #expect(resaved.url == url)
+            #expect(resaved.participants.count == 3)
+        }
+    }
+
+    // F119, F120: a participant reads the metadata from the URL, accepts, and the zone appears in
+    // their shared database as a database-feed modification, its ID carrying the owner's name.
+    @Test("F119 F120 accepting puts the zone in the participant's shared database under the owner's name",
+          arguments: Harnesses.all)
+    func acceptance(harness: any ContractHarness) async throws {
+        try await withPhone(harness, zone: "Notes") { server, alice in
+            try await alice.save(newRecord("n1", ["title": "Groceries"]))
+            try server.admin.registerUser("bob", emailAddress: "bob@example.com")
+            var share = Share(recordZoneID: zoneID("Notes"))
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+            let url = try #require(try await alice.saveShare(share).url)
+            let bob = try await server.device("bob", "phone", scope: .shared)
+            let before = try await bob.fetchDatabase()
+            #expect(before.isEmpty)
+
+            let metadata = try await bob.sharing.fetchShareMetadata(url: url)
+            let owner = try await alice.userRecordName()
+            let shared = RecordZone.ID(zoneName: "Notes", ownerName: owner)
+            #expect(metadata.share.zoneID == shared)
+            #expect(metadata.ownerIdentity.userRecordName == owner)
+            #expect(metadata.participantRole == .privateUser)
+            #expect(metadata.participantPermission == .readWrite)
+            #expect(metadata.participantStatus == .pending)
+            #expect(metadata.hierarchicalRootRecordID == nil)
+
+            let accepted = try await bob.accept(url)
+            #expect(accepted.participant(userRecordName: try await bob.userRecordName())?.acceptanceStatus == .accepted)
+            let changes = try await bob.fetchDatabase(since: before.token)
+            #expect(changes.netModified == [shared])
+            #expect(try await bob.database.fetchAllZones().map(\.zoneID) == [shared])
+            let fetched = try await bob.fetchZone(shared)
+            #expect(fetched.records[Record.ID(recordName: "n1", zoneID: shared)]?["title"] == "Groceries")
+            #expect(fetched.records[Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: shared)] != nil)
+            // The owner sees the acceptance; accepting again changes nothing.
+            let ownersCopy = try Share(record: try #require(try await alice.fetchRecord(accepted.recordID.renamed(to: zoneID("Notes")))))
+            #expect(ownersCopy.participant(userRecordName: try await bob.userRecordName())?.acceptanceStatus == .accepted)
+            let token = try server.currentToken(of: "alice")
+            try await bob.accept(url)
+            #expect(try server.currentToken(of: "alice") == token)
+        }
+    }
+
+    // F121: a read-write participant's saves and deletions reach the owner, authored by the
+    // participant; a stale save conflicts exactly as between two devices of one user.
+    @Test("F121 a read-write participant writes; the owner sees it; conflicts as between two devices",
+          arguments: Harnesses.all)
+    func participantWrites(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            let fetched = try await bob.fetchZone(notes.zoneID)
+            let n1 = try #require(fetched.records[notes.recordID("n1")])
+
+            let saved = try await bob.save(n1.setting(["title": "Groceries and milk"]))
+            #expect(saved.recordID == notes.recordID("n1"))
+            #expect(saved.lastModifiedUserRecordID?.recordName == (try await bob.database.currentUserRecordID().recordName))
+            let ownerCopy = try #require(try await notes.alice.fetchRecord(recordID("n1")))
+            #expect(ownerCopy["title"] == "Groceries and milk")
+            #expect(ownerCopy.lastModifiedUserRecordID?.recordName == (try await bob.userRecordName()))
+            try await bob.save(newRecord(notes.recordID("n2"), ["title": "from bob"]))
+            #expect(try await notes.alice.fetchRecord(recordID("n2"))?["title"] == "from bob")
+
+            // The owner edits n1; bob's edit from the older copy conflicts with the owner's.
+            try await notes.alice.save(ownerCopy.setting(["title": "alice's"]))
+            let conflict = expectFailure(try await bob.attemptSave(saved.setting(["title": "bob's"])), .serverRecordChanged)
+            #expect(conflict?.serverRecord?["title"] == "alice's")
+            #expect(conflict?.serverRecord?.recordID == notes.recordID("n1"))
+
+            try await bob.delete(notes.recordID("n2"))
+            #expect(try await notes.alice.fetchRecord(recordID("n2")) == nil)
+        }
+    }
+
+    // F121: a read-only participant reads, and every write fails per item with
+    // permissionFailure; nothing changes in the owner's database.
+    @Test("F121 a read-only participant's writes get permissionFailure per item, nothing changed",
+          arguments: Harnesses.all)
+    func readOnlyParticipant(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("carol", .readOnly)]) { notes in
+            let carol = try #require(notes.participants["carol"])
+            let n1 = try #require(try await carol.fetchZone(notes.zoneID).records[notes.recordID("n1")])
+            let before = try notes.server.currentToken(of: "alice")
+
+            let response = try await carol.modify(
+                saving: [n1.setting(["title": "carol's"]), newRecord(notes.recordID("c1"))], atomically: false)
+            expectFailure(response.saveResults[notes.recordID("n1")], .permissionFailure)
+            expectFailure(response.saveResults[notes.recordID("c1")], .permissionFailure)
+            let deletion = try await carol.modify(deleting: [notes.recordID("n1")])
+            expectFailure(deletion.deleteResults[notes.recordID("n1")], .permissionFailure)
+            #expect(try notes.server.currentToken(of: "alice") == before)
+            #expect(try await notes.alice.fetchRecord(recordID("n1"))?["title"] == "Groceries")
+        }
+    }
+
+    // F122: a participant's saves count against the owner's quota, not their own.
+    @Test("F122 a participant's writes are charged to the owner's quota", arguments: Harnesses.all)
+    func ownersQuota(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            notes.server.admin.setQuota(0, for: "bob")
+            try await bob.save(newRecord(notes.recordID("small"), ["k": "v"]))
+            notes.server.admin.setQuota(3_000, for: "alice")
+            let big = newRecord(notes.recordID("big"), ["k": .bytes(Data(count: 5_000))])
+            expectFailure(try await bob.attemptSave(big), .quotaExceeded)
+            notes.server.admin.setQuota(nil, for: "alice")
+            try await bob.save(big)
+        }
+    }
+
+    // F120: a participant cannot create or delete zones in the shared database, not even the
+    // shared zone.
+    @Test("F120 participants cannot create or delete zones in the shared database", arguments: Harnesses.all)
+    func noZonesInSharedDatabase(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            expectFailure(try await bob.attemptCreateZone(RecordZone.ID(zoneName: "Mine")), .badDatabase)
+            expectFailure(try await bob.attemptCreateZone(notes.zoneID), .badDatabase)
+            expectFailure(try await bob.attemptDeleteZone(notes.zoneID), .badDatabase)
+            #expect(try await notes.alice.fetchZone("Notes").records[recordID("n1")] != nil)
+        }
+    }
+
+    // F123: a zone is shared whole or by hierarchies, and a record belongs to one share at most.
+    @Test("F123 a record or zone belongs to at most one share (alreadyShared)", arguments: Harnesses.all)
+    func oneSharePerItem(harness: any ContractHarness) async throws {
+        try await withPhone(harness) { _, alice in
+            try await alice.createZone("Whole")
+            try await alice.createZone("Parts")
+            try await alice.saveShare(Share(recordZoneID: zoneID("Whole")))
+            try await alice.save(newRecord("w1", in: "Whole"))
+            expectFailure(try await alice.attemptSave(Share(rootRecordID: recordID("w1", in: "Whole")).record), .alreadyShared)
+
+            var folder = newRecord("folder", in: "Parts", type: "Folder")
+            try await alice.save(folder)
+            folder = newRecord("child", in: "Parts")
+            folder.parent = Record.Reference(recordID: recordID("folder", in: "Parts"))
+            try await alice.save(folder)
+            try await alice.saveShare(Share(rootRecordID: recordID("folder", in: "Parts")))
+            expectFailure(try await alice.attemptSave(Share(rootRecordID: recordID("folder", in: "Parts")).record), .alreadyShared)
+            expectFailure(try await alice.attemptSave(Share(rootRecordID: recordID("child", in: "Parts")).record), .alreadyShared)
+            expectFailure(try await alice.attemptSave(Share(recordZoneID: zoneID("Parts")).record), .alreadyShared)
+            // The default zone is never shared.
+            try await alice.save(newRecord(Record.ID(recordName: "d1")))
+            expectFailure(try await alice.attemptSave(Share(rootRecordID: Record.ID(recordName: "d1")).record), .invalidArguments)
+            // The reserved name is a zone-wide share's only.
+            expectFailure(try await alice.attemptSave(newRecord(Share.zoneWideShareRecordName, in: "Parts")), .invalidArguments)
+        }
+    }
+
+    // F124: the participant leaves by deleting the share from their shared database: the zone
+    // is a deletion in their feed, for every token issued before, and the owner's share says so.
+    @Test("F124 F119 leaving: the zone is a deletion for every earlier token", arguments: Harnesses.all)
+    func leaving(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            let joined = try await bob.fetchDatabase()
+            #expect(joined.netModified == [notes.zoneID])
+            let zoneToken = try await bob.fetchZone(notes.zoneID).token
+            try await bob.save(newRecord(notes.recordID("b1")))
+            let later = try await bob.fetchDatabase(since: joined.token)
+
+            try await bob.delete(notes.shareID)
+
+            for token in [nil, joined.token, later.token] {
+                let feed = try await bob.fetchDatabase(since: token)
+                #expect(feed.netDeleted.keys.contains(notes.zoneID) || (token == nil && feed.netModified.isEmpty))
+                #expect(!feed.netModified.contains(notes.zoneID))
+            }
+            await expectThrows(.zoneNotFound) { try await bob.fetchZone(notes.zoneID, since: zoneToken) }
+            #expect(try await bob.database.fetchAllZones().isEmpty)
+            let share = try Share(record: try #require(try await notes.alice.fetchRecord(notes.share.recordID)))
+            #expect(share.participant(userRecordName: try await bob.userRecordName())?.acceptanceStatus == .removed)
+            // The records stay the owner's.
+            #expect(try await notes.alice.fetchRecord(recordID("b1")) != nil)
+            expectFailure(try await bob.attemptAccept(notes.url), .unknownItem)
+        }
+    }
+
+    // F124: the owner removes a participant by saving the share without them: their feed shows
+    // the zone deleted, their old tokens give no new data, and they cannot accept again.
+    @Test("F124 the owner removing a participant deletes the zone from their feed", arguments: Harnesses.all)
+    func removal(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            let carol = try #require(notes.participants["carol"])
+            let bobsFeed = try await bob.fetchDatabase()
+            let bobsZone = try await bob.fetchZone(notes.zoneID).token
+
+            var share = notes.share
+            share.removeParticipant(UserIdentity(userRecordName: try await bob.userRecordName()))
+            try await notes.alice.saveShare(share)
+            try await notes.alice.save(newRecord("after", ["secret": "not for bob"]))
+
+            let feed = try await bob.fetchDatabase(since: bobsFeed.token)
+            #expect(feed.netDeleted.keys.contains(notes.zoneID))
+            #expect(feed.modified.isEmpty)
+            await expectThrows(.zoneNotFound) { try await bob.fetchZone(notes.zoneID, since: bobsZone) }
+            expectFailure(try await bob.attemptSave(newRecord(notes.recordID("b2"))), .zoneNotFound)
+            expectFailure(try await bob.attemptAccept(notes.url), .unknownItem)
+            // Carol is still in.
+            #expect(try await carol.fetchZone(notes.zoneID).records[notes.recordID("after")]?["secret"] == "not for bob")
+        }
+    }
+
+    // F124: the owner deletes the share: every participant's feed shows the zone deleted, and
+    // the URL finds nothing.
+    @Test("F124 the owner deleting the share deletes the zone from every participant's feed", arguments: Harnesses.all)
+    func shareDeleted(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { notes in
+            var tokens: [UserID: DatabaseChangeToken] = [:]
+            for (user, device) in notes.participants { tokens[user] = try await device.fetchDatabase().token }
+
+            try await notes.alice.delete(notes.share.recordID)
+
+            for (user, device) in notes.participants {
+                let feed = try await device.fetchDatabase(since: tokens[user])
+                #expect(feed.netDeleted.keys.contains(notes.zoneID), "\(user)")
+                await expectThrows(.zoneNotFound) { try await device.fetchZone(notes.zoneID) }
+                await expectThrows(.unknownItem) { try await device.sharing.fetchShareMetadata(url: notes.url) }
+            }
+            #expect(try await notes.alice.fetchRecord(recordID("n1")) != nil)
+        }
+    }
+
+    // F124, F119: the owner deleting the shared zone removes it from participants too.
+    @Test("F124 the owner deleting the zone deletes it from participants' feeds", arguments: Harnesses.all)
+    func zoneDeleted(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            let token = try await bob.fetchDatabase().token
+            try await notes.alice.deleteZone("Notes")
+            #expect(try await bob.fetchDatabase(since: token).netDeleted.keys.contains(notes.zoneID))
+            await expectThrows(.zoneNotFound) { try await bob.fetchZone(notes.zoneID) }
+        }
+    }
+
+    // F121: a participant's write hints the owner's and the other participants' subscribed
+    // devices; the owner's write hints the participants.
+    @Test("F121 push hints reach every participant and the owner", arguments: Harnesses.all)
+    func pushToEveryone(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { notes in
+            let bob = try #require(notes.participants["bob"])
+            let carol = try #require(notes.participants["carol"])
+            try await notes.alice.subscribe()
+            try await bob.subscribe()
+            try await carol.subscribe()
+            let aliceHints = await notes.alice.listen()
+            let carolHints = await carol.listen()
+            let bobHints = await bob.listen()
+
+            try await bob.save(newRecord(notes.recordID("b1")))
+            let toAlice = try await aliceHints.next()
+            #expect(toAlice.databaseScope == .private)
+            #expect(hint(toAlice, isFor: try notes.server.currentToken(of: "alice"), in: zoneID("Notes")))
+            let toCarol = try await carolHints.next()
+            #expect(toCarol.databaseScope == .shared)
+            if let zone = toCarol.zoneID { #expect(zone == notes.zoneID) }
+            if let token = toCarol.changeToken {
+                #expect(token == (try notes.server.currentToken(of: "carol", scope: .shared)))
+            }
+
+            try await notes.alice.save(newRecord("a1"))
+            let toBob = try await bobHints.next()
+            #expect(toBob.databaseScope == .shared)
+            if let zone = toBob.zoneID { #expect(zone == notes.zoneID) }
+            #expect(try await bob.fetchZone(notes.zoneID).records[notes.recordID("a1")] != nil)
+        }
+    }
+
+    // A user the zone is not shared with learns nothing: every read and write of a zone named
+    // with another user's name gets the same zoneNotFound whether or not the zone (or the owner)
+    // exists, and a share URL not open to them the same unknownItem as a URL of no share.
+    @Test("a non-participant learns nothing, not even that the zone exists", arguments: Harnesses.all)
+    func nonParticipant(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let eve = try await notes.server.device("eve", "laptop", scope: .shared)
+            let owner = notes.ownerName
+            let zones = [
+                notes.zoneID,  // exists, shared with bob
+                RecordZone.ID(zoneName: "Nothing", ownerName: owner),  // no such zone
+                RecordZone.ID(zoneName: "Notes", ownerName: "_user999"),  // no such owner
+            ]
+            func normalised(_ error: SyncError?, _ zoneID: RecordZone.ID) -> String? {
+                error.map { "\($0.code) " + $0.message.replacingOccurrences(of: "\(zoneID)", with: "<zone>") }
+            }
+            var answers = Set<String?>()
+            for zoneID in zones {
+                let fetch = await expectThrows(.zoneNotFound) { try await eve.fetchZone(zoneID) }
+                answers.insert(normalised(fetch, zoneID))
+                let record = Record.ID(recordName: "n1", zoneID: zoneID)
+                let write = try await eve.modify(saving: [newRecord(record)], deleting: [])
+                answers.insert(normalised(expectFailure(write.saveResults[record], .zoneNotFound), zoneID).map { "write " + $0 })
+                let zone = try await eve.database.fetchZones([zoneID]).results[zoneID]
+                answers.insert(normalised(expectFailure(zone, .zoneNotFound), zoneID).map { "zone " + $0 })
+            }
+            #expect(answers.count == 3, "\(answers)")
+            #expect(try await eve.fetchDatabase().isEmpty)
+
+            // The URL of a private share tells nothing either.
+            let unknown = URL(string: notes.url.absoluteString.dropLast(4) + "0000")!
+            let private_ = await expectThrows(.unknownItem) { try await eve.sharing.fetchShareMetadata(url: notes.url) }
+            let none = await expectThrows(.unknownItem) { try await eve.sharing.fetchShareMetadata(url: unknown) }
+            #expect(private_?.message.replacingOccurrences(of: notes.url.absoluteString, with: "<url>")
+                    == none?.message.replacingOccurrences(of: unknown.absoluteString, with: "<url>"))
+        }
+    }
+
+    // Bad input: a malformed URL is invalidArguments naming it, an unknown or revoked one
+    // unknownItem naming it; neither changes anything.
+    @Test("accepting a malformed, unknown or revoked share URL: a typed error naming it, nothing changed",
+          arguments: Harnesses.all)
+    func badURLs(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            try notes.server.admin.registerUser("dave", emailAddress: "dave@example.com")
+            let dave = try await notes.server.device("dave", "phone", scope: .shared)
+            var share = notes.share
+            share.addParticipant(Share.Participant(emailAddress: "dave@example.com"))
+            share = try await notes.alice.saveShare(share)
+            share.removeParticipant(UserIdentity(emailAddress: "dave@example.com"))
+            try await notes.alice.saveShare(share)  // revoked for dave
+
+            let malformed = [
+                URL(string: "https://example.com/share/1/abc")!, URL(string: "logsync://share/1")!,
+                URL(string: "logsync://share/x/0123456789abcdef0123456789abcdef")!,
+                URL(string: "logsync://share/01/0123456789abcdef0123456789abcdef")!,
+            ]
+            let unknown = [
+                URL(string: "logsync://share/1/0123456789abcdef0123456789abcdef")!,
+                URL(string: "logsync://share/999/0123456789abcdef0123456789abcdef")!,
+            ]
+            let ownerToken = try notes.server.currentToken(of: "alice")
+            let daveToken = try notes.server.currentToken(of: "dave", scope: .shared)
+            for url in malformed {
+                let error = expectFailure(try await dave.attemptAccept(url), .invalidArguments)
+                #expect(error?.message.contains(url.absoluteString) == true)
+            }
+            for url in unknown + [notes.url] {
+                let error = expectFailure(try await dave.attemptAccept(url), .unknownItem)
+                #expect(error?.message.contains(url.absoluteString) == true)
+                await expectThrows(.unknownItem) { try await dave.sharing.fetchShareMetadata(url: url) }
+            }
+            #expect(try notes.server.currentToken(of: "alice") == ownerToken)
+            #expect(try notes.server.currentToken(of: "dave", scope: .shared) == daveToken)
+            #expect(try await dave.fetchDatabase().isEmpty)
+        }
+    }
+
+    // F123, F119: a hierarchy share shares its root and the records reaching it through parent
+    // references, and nothing else of the zone.
+    @Test("F123 a hierarchy share shows and lets write its root and descendants only", arguments: Harnesses.all)
+    func hierarchyShare(harness: any ContractHarness) async throws {
+        try await withPhone(harness, zone: "Notes") { server, alice in
+            func child(_ name: String, of parent: String?) -> Record {
+                var record = newRecord(name)
+                record.parent = parent.map { Record.Reference(recordID: recordID($0)) }
+                return record
+            }
+            try await alice.save([child("folder", of: nil), child("a", of: "folder"), child("b", of: "a"), child("x", of: nil)])
+            try server.admin.registerUser("bob", emailAddress: "bob@example.com")
+            var share = Share(rootRecordID: recordID("folder"), shareID: recordID("folder-share"))
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+            let url = try #require(try await alice.saveShare(share).url)
+            let bob = try await server.device("bob", "phone", scope: .shared)
+            let metadata = try await bob.sharing.fetchShareMetadata(url: url)
+            let shared = RecordZone.ID(zoneName: "Notes", ownerName: try await alice.userRecordName())
+            func id(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: shared) }
+            #expect(metadata.hierarchicalRootRecordID == id("folder"))
+            try await bob.accept(url)
+
+            let visible = try await bob.fetchZone(shared)
+            #expect(Set(visible.records.keys) == [id("folder-share"), id("folder"), id("a"), id("b")])
+            var c = newRecord(id("c"))
+            c.parent = Record.Reference(recordID: id("b"))
+            try await bob.save(c)
+            let outside = expectFailure(try await bob.attemptSave(newRecord(id("loose"))), .permissionFailure)
+            let existingOutside = expectFailure(
+                try await bob.attemptSave(newRecord(id("x")), savePolicy: .changedKeys), .permissionFailure)
+            #expect(outside?.message.replacingOccurrences(of: "loose", with: "?")
+                    == existingOutside?.message.replacingOccurrences(of: "\"x\"", with: "\"?\""))
+            let deletion = try await bob.modify(deleting: [id("x")])
+            expectFailure(deletion.deleteResults[id("x")], .permissionFailure)
+            #expect(try await alice.fetchRecord(recordID("x")) != nil)
+            #expect(try await alice.fetchRecord(recordID("c")) != nil)
+
+            // Deleting the root deletes the share: the zone leaves bob's database.
+            let token = try await bob.fetchDatabase().token
+            try await alice.delete(recordID("folder"))
+            #expect(try await bob.fetchDatabase(since: token).netDeleted.keys.contains(shared))
+            expectFailure(try await bob.attemptAccept(url), .unknownItem)
+        }
+    }
+}
+
+extension Record.ID {
+    /// The same record name in another zone.
+    func renamed(to zoneID: RecordZone.ID) -> Record.ID { Record.ID(recordName: recordName, zoneID: zoneID) }
+}
