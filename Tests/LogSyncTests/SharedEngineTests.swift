@@ -63,4 +63,82 @@ struct SharedEngineTests {
             #expect(bob.title(n1) == nil)
         }
     }
+
+    @Test("F118 F125 a device's private and shared engines side by side: tokens, pending changes, subscriptions and events never mix")
+    func privateAndSharedSideBySide() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            defer { server.shutdown() }
+            try server.registerUser("bob", emailAddress: "bob@example.com")
+            // Alice shares her Notes with bob.
+            let notes = RecordZone.ID(zoneName: "Notes")
+            let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
+            try alice.createZone(notes)
+            try alice.write(Record.ID(recordName: "n1", zoneID: notes), "Groceries")
+            try await alice.sync()
+            var share = Share(recordZoneID: notes)
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+            let saved = try await server.database(for: "alice", device: "admin").modifyRecords(saving: [share.record], deleting: [])
+            let savedShare = try #require(saved.saveResults[share.recordID])
+            let url = try #require(try Share(record: try savedShare.get()).url)
+            _ = try #require(
+                try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+            ).get()
+
+            // Bob's phone runs two engines, as an app does: one per database, each with its own log.
+            let mine = RecordZone.ID(zoneName: "Notes")  // bob's own zone of the same name
+            let privateEngine = try TestDevice("bob-phone-private", server: server, user: "bob", directory: directory)
+            let sharedEngine = try TestDevice("bob-phone-shared", server: server, user: "bob", scope: .shared, directory: directory)
+            try privateEngine.createZone(mine)
+            try privateEngine.write(Record.ID(recordName: "todo", zoneID: mine), "Call mum")
+            try await privateEngine.sync()
+            try await sharedEngine.sync()
+
+            let sharedZone = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
+            let n1 = Record.ID(recordName: "n1", zoneID: sharedZone)
+            #expect(privateEngine.notes == [Record.ID(recordName: "todo", zoneID: mine): "Call mum"])
+            // The share is a record of the zone too, fetched like the notes (as CKShare is).
+            let shareName = Share.zoneWideShareRecordName
+            #expect(sharedEngine.notes == [n1: "Groceries", Record.ID(recordName: shareName, zoneID: sharedZone): ""])
+
+            // A pending change of one engine is not the other's.
+            try sharedEngine.write(n1, "Groceries and bread")
+            #expect(try privateEngine.engine.state.pendingRecordZoneChanges.isEmpty)
+            #expect(try sharedEngine.engine.state.pendingRecordZoneChanges == [.saveRecord(n1)])
+
+            // Each engine's events name only its own database's zones.
+            func zones(_ device: TestDevice) -> Set<RecordZone.ID> {
+                Set(device.events.flatMap { event -> [RecordZone.ID] in
+                    switch event {
+                    case .fetchedDatabaseChanges(let changes): changes.modifications.map(\.zoneID) + changes.deletions.map(\.zoneID)
+                    case .fetchedRecordZoneChanges(let changes): changes.modifications.map(\.record.recordID.zoneID)
+                    case .sentRecordZoneChanges(let sent): sent.savedRecords.map(\.recordID.zoneID)
+                    case .sentDatabaseChanges(let sent): sent.savedZones.map(\.zoneID)
+                    default: []
+                    }
+                })
+            }
+            try await sharedEngine.sync()
+            #expect(zones(privateEngine) == [mine])
+            #expect(zones(sharedEngine) == [sharedZone])
+
+            // Tokens are offsets of two different logs, kept apart; so are the subscriptions.
+            let privateState = try privateEngine.engine.deviceLog.snapshotState()
+            let sharedState = try sharedEngine.engine.deviceLog.snapshotState()
+            #expect(privateState.knownZoneIDs == [mine])
+            #expect(sharedState.knownZoneIDs == [sharedZone])
+            #expect(privateState.zoneChangeTokens.map(\.zoneID) == [mine])
+            #expect(sharedState.zoneChangeTokens.map(\.zoneID) == [sharedZone])
+            let privateSubscriptions = try await server.database(for: "bob", scope: .private).allSubscriptions().map(\.subscriptionID)
+            let sharedSubscriptions = try await server.database(for: "bob", scope: .shared).allSubscriptions().map(\.subscriptionID)
+            #expect(privateState.subscriptionID.map { [$0] } ?? [] == privateSubscriptions)
+            #expect(sharedState.subscriptionID.map { [$0] } ?? [] == sharedSubscriptions)
+
+            // Alice sees bob's shared edit; bob's own zone stays his.
+            try await alice.sync()
+            #expect(alice.notes == [
+                Record.ID(recordName: "n1", zoneID: notes): "Groceries and bread", Record.ID(recordName: shareName, zoneID: notes): "",
+            ])
+        }
+    }
 }
