@@ -155,10 +155,11 @@ struct TimelineTests {
         }
     }
 
-    /// A copy of the laptop's log with a flipped payload byte at offset 6: `timeline` and
-    /// `bisect` each give one error line naming that offset, never a crash.
+    /// A copy of the laptop's log with a flipped payload byte at offset 6: `timeline`, `blame`
+    /// and `bisect` each give one error line naming that offset, never a crash.
     @Test(arguments: [
-        ["timeline", "phone", "damaged", "--format", "text"], ["bisect", "damaged", "--invariant", "projections"],
+        ["timeline", "phone", "damaged", "--format", "text"], ["blame", "damaged", "--record", "n1"],
+        ["bisect", "damaged", "--invariant", "projections"],
     ])
     func aCorruptEntryIsNamed(arguments: [String]) async throws {
         try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
