@@ -1,0 +1,74 @@
+import Foundation
+import LogStore
+import LogSync
+import LogSyncServer
+import LogSyncTesting
+@testable import LogSyncDiagnostics
+import Testing
+
+/// "Would these devices have converged had the laptop's delegate merged differently?", asked
+/// of recorded logs (`CounterfactualReplay`, `ServerReplayPolicy`).
+@Suite("counterfactual replay")
+struct CounterfactualTests {
+    /// The phone writes a note, the laptop fetches it; both edit it; the phone's save wins, the
+    /// laptop's is refused and its delegate keeps the server's version; then both fetch.
+    static func writeStory(in directory: URL) async throws -> (SyncServer, TestDevice, TestDevice) {
+        let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
+        let phone = try TestDevice("phone", server: server, directory: directory)
+        let laptop = try TestDevice("laptop", server: server, directory: directory)
+        let note = DeviceDumpCommandTests.id("n1")
+        try phone.createZone(DeviceDumpCommandTests.notes)
+        try phone.edit(note, ["title": "Groceries"])
+        try await phone.engine.sendChanges()
+        try await laptop.engine.fetchChanges()
+        try phone.edit(note, ["title": "Weekend groceries"])
+        try laptop.edit(note, ["body": "milk, eggs"])
+        try await phone.engine.sendChanges()
+        await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
+        try await phone.engine.fetchChanges()
+        try await laptop.engine.fetchChanges()
+        return (server, phone, laptop)
+    }
+
+    func replay(
+        _ policy: ServerReplayPolicy, story: (SyncServer, TestDevice, TestDevice), in directory: URL, name: String
+    ) async throws -> CounterfactualReplay.Report {
+        let (server, phone, laptop) = story
+        let fresh = try SyncServer(.init(directory: directory.appendingPathComponent(name), durability: .fast))
+        defer { fresh.shutdown() }
+        return try await CounterfactualReplay.run(
+            devices: [
+                .init(name: "phone", log: phone.engine.deviceLog.log),
+                .init(name: "laptop", log: laptop.engine.deviceLog.log, policy: policy),
+            ],
+            order: try server.admin.log(of: "alice"), against: fresh.database(for: "alice"))
+    }
+
+    @Test func wouldTheyHaveConvergedHadTheLaptopMergedDifferently() async throws {
+        try await withTemporaryDirectory { directory in
+            let story = try await Self.writeStory(in: directory)
+            defer { story.0.shutdown() }
+
+            // As recorded: the server's version won, and both devices hold it.
+            let recorded = try await replay(.asRecorded, story: story, in: directory, name: "fresh-1")
+            #expect(recorded.converged, "\(recorded)")
+            #expect(recorded.devices.allSatisfy { $0.report.matches }, "\(recorded)")
+            let held = try #require(recorded.serverRecords.first)
+            #expect(held.stringFields == ["title": "Weekend groceries"])
+
+            // Had the laptop's delegate kept its own record (its note, stale title included), its
+            // save would have gone out after the phone's last fetch: the phone would not hold it.
+            let mine = try await replay(.localRecordWins, story: story, in: directory, name: "fresh-2")
+            #expect(!mine.converged, "\(mine)")
+            #expect(mine.divergent.map(\.name) == ["phone"], "\(mine)")
+            #expect(mine.serverRecords.first?.stringFields == ["title": "Groceries", "body": "milk, eggs"])
+            let laptop = try #require(mine.devices.last?.report)
+            #expect(laptop.requests.last?.entry == "policy", "\(laptop)")
+            #expect(laptop.heldRecords.first?.stringFields == ["title": "Groceries", "body": "milk, eggs"])
+
+            // A merge that keeps the server's record changes nothing.
+            let merged = try await replay(.merging { _, _ in nil }, story: story, in: directory, name: "fresh-3")
+            #expect(merged.converged, "\(merged)")
+        }
+    }
+}
