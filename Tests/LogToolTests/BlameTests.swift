@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import LogStore
 import LogSync
@@ -78,6 +79,34 @@ struct BlameTests {
             let conflict = try #require(onLaptop.events.first { $0.kind == .conflict }, "\(onLaptop.text)")
             #expect(conflict.resolution?.hasPrefix("the delegate queued the record again at offset") == true)
             #expect(onLaptop.origin?.device == "laptop")
+        }
+    }
+
+    /// The bug Docs/Debugging.md chases, on the README's main job: with `--buggy-merge` the
+    /// laptop's delegate resends its whole note after the conflict, and blame on the phone
+    /// names the laptop as the author of the stale title, at the server offset that wrote it.
+    @Test func theWalkthroughsBugIsBlamedOnTheLaptop() async throws {
+        try await withTemporaryDirectory { directory in
+            var environment = ProcessInfo.processInfo.environment
+            environment["TMPDIR"] = directory.path
+            let run = try await ChildProcess.run(
+                ["--automatic", "--buggy-merge"], program: "two-devices", environment: environment, directory: directory)
+            #expect(run.status == 0, "\(run)")
+            #expect(run.output.contains("phone  has groceries {body: \"milk, eggs\", title: \"Groceries\"}"), "\(run)")
+            let line = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("  phone  /") }, "\(run)")
+            let phone = String(line.dropFirst("  phone  ".count))
+            let story = URL(fileURLWithPath: phone).deletingLastPathComponent()
+            let blame = try await runLogtool(
+                ["blame", "phone", "laptop", "--record", "groceries", "--server", "server/users/u1", "--json"], in: story)
+            #expect(blame.status == 0, "\(blame)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(blame.standardOutput.utf8)) as? [String: Any])
+            let origin = try #require(object["origin"] as? [String: Any], "\(blame)")
+            #expect(origin["device"] as? String == "laptop")
+            let fields = try #require(origin["fields"] as? [[String: Any]])
+            let title = try #require(fields.first { $0["key"] as? String == "title" })
+            #expect(title["device"] as? String == "laptop")
+            #expect(title["value"] as? String == "Groceries")
+            #expect(title["serverOffset"] as? Int == origin["serverOffset"] as? Int)
         }
     }
 

@@ -38,7 +38,7 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
 
     heading("The picture of the run: both devices and the server on one timeline")
     let picture = try writeTimeline(devices, server: server)
-    say("", "open \(picture.path) in a browser (the same picture as SVG: \(picture.deletingPathExtension().path).svg)")
+    print("  open \(picture.path) in a browser (the same picture as SVG: \(picture.deletingPathExtension().path).svg)")
 
     heading("Read the logs with logtool (Docs/Debugging.md explains the output)")
     func path(_ device: Device) -> String { shellQuoted(device.engine.deviceLog.log.environment.path) }
@@ -57,15 +57,20 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
         commands.append(("dump \(path(other))", "the \(other.app.device)'s log"))
     }
     commands.append(("dump \(serverPath) --log private", "the server's log"))
-    let all = devices.map(path).joined(separator: " ")
-    commands.append(("timeline \(all) --server \(serverPath) --format text", "the picture above, as text"))
-    let others = devices.filter { $0.app.device != device.app.device }.map(path).joined(separator: " ")
-    commands.append((
-        "blame \(path(device)) \(others) --record groceries --server \(serverPath)", "whose edit the note holds"))
-    commands.append(("bisect \(path(device)) --invariant projections", "check its index at every offset"))
     let width = commands.map(\.0.count).max() ?? 0
     for (command, comment) in commands {
         print("  swift run logtool \(command.padding(toLength: width, withPad: " ", startingAt: 0))  # \(comment)")
+    }
+    // Longer commands, each after its comment.
+    let all = devices.map(path).joined(separator: " ")
+    let others = devices.filter { $0.app.device != device.app.device }.map(path).joined(separator: " ")
+    for (comment, command) in [
+        ("the picture, as text", "timeline \(all) --server \(serverPath) --format text"),
+        ("where the \(device.app.device)'s note came from, field by field",
+         "blame \(path(device)) \(others) --record groceries --server \(serverPath)"),
+        ("the \(device.app.device)'s index checked against a replay of its entries", "bisect \(path(device)) --invariant projections"),
+    ] {
+        print("  # \(comment)\n  swift run logtool \(command)")
     }
 }
 
