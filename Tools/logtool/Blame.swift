@@ -41,10 +41,14 @@ struct Blame: AsyncParsableCommand {
 
     func run() async throws {
         try reportingErrors { output in
+            var progress = ProgressIndicator.standardError(label: "blame", total: nil)
+            defer { progress.finish() }
             let sources = try deviceSources(devices)
             let blame = try RecordBlame.build(
                 record: record, zone: zone, device: sources[0], otherDevices: Array(sources.dropFirst()),
-                server: try server.source())
+                server: try server.source()
+            ) { progress.report($0) }
+            progress.finish()
             output.write(json.json ? blame.json + "\n" : blame.text)
         }
     }

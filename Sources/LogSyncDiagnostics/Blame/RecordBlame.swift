@@ -119,10 +119,12 @@ public struct RecordBlame: Sendable {
     ) throws(DiagnosticsError) -> RecordBlame {
         var walk = BlameWalk(name: record, zone: zone)
         var requests: [String: (device: String, offset: LogOffset)] = [:]
+        let total: UInt64
+        do { total = try device.log.lastOffset.rawValue } catch { throw DeviceLogBisect.failure(error, at: nil, of: device.log) }
         try readDevice(device.log) { offset, time, entry in
             walk.apply(entry, at: offset, time: time)
             if case .batchPrepared(_, _, _, let id?) = entry { requests[id.rawValue] = (device.name, offset) }
-            progress(.entries(done: offset.rawValue, total: 0))
+            progress(.entries(done: offset.rawValue, total: total))
         }
         walk.finish()
         let ids = walk.matchedIDs

@@ -51,7 +51,8 @@ extension RecordBlame {
     /// `summary`, `serverOffset`, `request`, `resolution`, `null` where absent), `current` (the
     /// record as `replay --json` writes server records, or `null`), `pending` (`"save"`,
     /// `"delete"` or `null`), `origin` (`null`, or `serverOffset`, `request`, `device`,
-    /// `batchOffset` and `fields`: each `key`, `value`, `serverOffset`, `request`, `device`),
+    /// `batchOffset` and `fields`: each `key`, `value` (the whole value, as `current` writes
+    /// it), `serverOffset`, `request`, `device`),
     /// `originNote`.
     public var json: String {
         func number(_ offset: LogOffset?) -> String { JSONText.optional(offset.map { JSONText.number($0.rawValue) }) }
@@ -76,7 +77,8 @@ extension RecordBlame {
                     ("device", string(origin.device)), ("batchOffset", number(origin.batchOffset)),
                     ("fields", JSONText.array(origin.fields.map { field in
                         JSONText.object([
-                            ("key", JSONText.string(field.key)), ("value", JSONText.string(field.value)),
+                            ("key", JSONText.string(field.key)),
+                            ("value", current?[field.key].map(DeviceStateReport.valueJSON) ?? "null"),
                             ("serverOffset", JSONText.number(field.serverOffset.rawValue)), ("request", string(field.request)),
                             ("device", string(field.device)),
                         ])
