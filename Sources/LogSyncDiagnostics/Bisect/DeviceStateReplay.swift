@@ -41,13 +41,18 @@ public struct DeviceStateReplay: Sendable {
     private var account: DeviceState.Account = .never
     private var subscription: Subscription.ID?
 
+    /// The offset of the last `batchPrepared` whose outcome is unknown (F103), as the index
+    /// keeps it: set by a batch that records its request ID, cleared by its answer unless every
+    /// item failed on the way (`networkFailure`, `serverResponseLost`), and by an account change.
+    package private(set) var unanswered: LogOffset?
+
     /// The first token move backwards the fold met, if any: where, and the two offsets.
     public private(set) var tokenWentBack: (offset: LogOffset, what: String)?
 
     public init() {}
 
     /// Folds in the entry at `offset` (the next one).
-    mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) {
+    package mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) {
         self.offset = offset
         switch entry {
         case .pendingRecordZoneChangesAdded(let changes):
@@ -64,7 +69,8 @@ public struct DeviceStateReplay: Sendable {
             for change in changes where pendingZones[change.zoneID]?.change == change { pendingZones[change.zoneID] = nil }
         case .untrackedChangesFlagged(let flag):
             untracked = flag
-        case .batchPrepared(let records, let deletions, _, _):
+        case .batchPrepared(let records, let deletions, _, let requestID):
+            unanswered = requestID == nil ? nil : offset
             inFlight = [:]
             for record in records { inFlight[.saveRecord(record.recordID)] = false }
             for id in deletions { inFlight[.deleteRecord(id)] = false }
@@ -80,6 +86,10 @@ public struct DeviceStateReplay: Sendable {
             for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
             inFlight = [:]
+            let failures = Array(failedSaves.values) + Array(failedDeletes.values)
+            let lostOnTheWay = saved.isEmpty && deleted.isEmpty && !failures.isEmpty
+                && failures.allSatisfy { $0.code == .networkFailure || $0.code == .serverResponseLost }
+            if !lostOnTheWay { unanswered = nil }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             for zone in savedZones {
                 settleZone(.saveZone(zone), error: nil)
@@ -132,6 +142,7 @@ public struct DeviceStateReplay: Sendable {
                 zoneTokens = [:]
                 untracked = false
                 databaseToken = nil
+                unanswered = nil
             }
             account = current.map { .user($0) } ?? .signedOut
         case .subscriptionEnsured(let id):
@@ -205,6 +216,14 @@ public struct DeviceStateReplay: Sendable {
             account: account,
             subscriptionID: subscription)
     }
+
+    /// The last known server records by the ID they are kept under: the ID of the item whose
+    /// answer brought them (a conflict's server record is kept under the failed item's ID).
+    package var serverRecordsByID: [Record.ID: Record] { serverRecords }
+
+    /// The in-flight record changes, each with whether the app added it again while it was in
+    /// flight (F32).
+    package var inFlightChanges: [SyncEngine.PendingRecordZoneChange: Bool] { inFlight }
 
     /// The changes the app is owed: every pending record change it added that no send result,
     /// removal, fetched deletion or account change has ended since (the pending list itself).
