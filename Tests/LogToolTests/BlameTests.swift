@@ -44,38 +44,24 @@ struct BlameTests {
         }
     }
 
-    /// The README's two-devices story, where the laptop's delegate merges: each field of the
-    /// note both devices hold is named after the device that wrote it.
+    /// The two-devices story, where the laptop's delegate merges: each field of the note both
+    /// devices hold is named after the device that wrote it.
     @Test func aMergeIsBlamedFieldByField() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
-            defer { server.shutdown() }
             // The laptop's delegate keeps its body and the server's other fields.
             let merge = TestDevice.Policy(merge: { local, server in
                 var merged = server
                 merged["body"] = local["body"]
                 return merged
             })
-            let phone = try TestDevice("phone", server: server, directory: directory)
-            let laptop = try TestDevice("laptop", server: server, directory: directory, policy: merge)
-            let note = DeviceDumpCommandTests.id("groceries")
-            try phone.createZone(DeviceDumpCommandTests.notes)
-            try phone.edit(note, ["title": "Groceries"])
-            try await phone.engine.sendChanges()
-            try await laptop.engine.fetchChanges()
-            try laptop.edit(note, ["body": "milk, eggs"])
-            try phone.edit(note, ["title": "Weekend groceries"])
-            try await phone.engine.sendChanges()
-            await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
-            try await laptop.engine.sendChanges()
-            try await phone.engine.fetchChanges()
-
+            let (server, phone, laptop) = try await CounterfactualTests.writeStory(in: directory, laptopPolicy: merge)
+            defer { server.shutdown() }
             let (devices, serverLog) = try Self.sources(server, phone, laptop)
-            let blame = try RecordBlame.build(record: "groceries", device: devices[0], otherDevices: [devices[1]], server: serverLog)
+            let blame = try RecordBlame.build(record: "n1", device: devices[0], otherDevices: [devices[1]], server: serverLog)
             let origin = try #require(blame.origin, "\(blame.text)")
             #expect(origin.device == "laptop", "the laptop's merge produced the note the phone holds")
             #expect(Dictionary(uniqueKeysWithValues: origin.fields.map { ($0.key, $0.device) }) == ["body": "laptop", "title": "phone"])
-            let onLaptop = try RecordBlame.build(record: "groceries", device: devices[1], otherDevices: [devices[0]], server: serverLog)
+            let onLaptop = try RecordBlame.build(record: "n1", device: devices[1], otherDevices: [devices[0]], server: serverLog)
             let conflict = try #require(onLaptop.events.first { $0.kind == .conflict }, "\(onLaptop.text)")
             #expect(conflict.resolution?.hasPrefix("the delegate queued the record again at offset") == true)
             #expect(onLaptop.origin?.device == "laptop")

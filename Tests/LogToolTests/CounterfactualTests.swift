@@ -10,12 +10,16 @@ import Testing
 /// of recorded logs (`CounterfactualReplay`, `ServerReplayPolicy`).
 @Suite("counterfactual replay")
 struct CounterfactualTests {
-    /// The phone writes a note, the laptop fetches it; both edit it; the phone's save wins, the
-    /// laptop's is refused and its delegate keeps the server's version; then both fetch.
-    static func writeStory(in directory: URL) async throws -> (SyncServer, TestDevice, TestDevice) {
+    /// The phone writes a note, the laptop fetches it; both edit it (the phone its title, the
+    /// laptop its body); the phone's save wins and the laptop's is refused, its delegate
+    /// resolving the conflict with `laptopPolicy` (by default it keeps the server's version);
+    /// the laptop sends what its delegate queued, if anything; then both fetch.
+    static func writeStory(
+        in directory: URL, laptopPolicy: TestDevice.Policy = .init()
+    ) async throws -> (SyncServer, TestDevice, TestDevice) {
         let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
         let phone = try TestDevice("phone", server: server, directory: directory)
-        let laptop = try TestDevice("laptop", server: server, directory: directory)
+        let laptop = try TestDevice("laptop", server: server, directory: directory, policy: laptopPolicy)
         let note = DeviceDumpCommandTests.id("n1")
         try phone.createZone(DeviceDumpCommandTests.notes)
         try phone.edit(note, ["title": "Groceries"])
@@ -25,6 +29,7 @@ struct CounterfactualTests {
         try laptop.edit(note, ["body": "milk, eggs"])
         try await phone.engine.sendChanges()
         await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
+        try await laptop.engine.sendChanges()
         try await phone.engine.fetchChanges()
         try await laptop.engine.fetchChanges()
         return (server, phone, laptop)
