@@ -76,4 +76,30 @@ struct CounterfactualTests {
             #expect(merged.converged, "\(merged)")
         }
     }
+
+    /// `logtool replay --against-fresh-server`: the phone's log alone gets the same answers
+    /// (status 0); the laptop's does not, since a fresh server lacks the phone's zone and edits
+    /// (status 1, each mismatch on a line); `--policy` needs the flag.
+    @Test func theReplayCommand() async throws {
+        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, _ in
+            let phone = try await runLogtool(["replay", "phone", "--against-fresh-server"], in: directory)
+            #expect(phone.status == 0, "\(phone)")
+            #expect(phone.lines.count == 1, "\(phone)")
+            #expect(phone.lines.first?.hasSuffix(": 3 requests, 3 re-issued: 3 matched, 0 mismatched, 0 not comparable") == true, "\(phone)")
+            let json = try await runLogtool(["replay", "phone", "--against-fresh-server", "--policy", "server-wins", "--json"], in: directory)
+            #expect(json.status == 0, "\(json)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            #expect(object["matches"] as? Bool == true)
+            #expect((object["heldRecords"] as? [[String: Any]])?.count == 2)
+
+            let laptop = try await runLogtool(["replay", "laptop", "--against-fresh-server"], in: directory)
+            #expect(laptop.status == 1, "\(laptop)")
+            #expect(laptop.lines.dropFirst().allSatisfy { $0.hasPrefix("  mismatch at offset ") }, "\(laptop)")
+            #expect(laptop.standardError.isEmpty, "\(laptop)")
+
+            let usage = try await runLogtool(["replay", "phone", "--policy", "local-wins"], in: directory)
+            #expect(usage.status == 64, "\(usage)")
+            #expect(usage.standardError.contains("--policy needs --against-fresh-server"), "\(usage)")
+        }
+    }
 }

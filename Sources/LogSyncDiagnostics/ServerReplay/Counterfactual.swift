@@ -1,5 +1,6 @@
 import LogStore
 import LogSync
+import LogSyncServer
 import SyncModel
 
 /// How a replayed device resolves a conflict (`serverRecordChanged`) that the replayed server
@@ -171,5 +172,72 @@ public enum CounterfactualReplay {
         return Report(
             devices: reports, serverRecords: serverRecords.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) },
             divergent: divergent)
+    }
+}
+
+extension ServerReplay {
+    /// Replays the log against a fresh server of its own, in a scratch directory of the system's
+    /// temporary directory (removed before returning): what `logtool replay --against-fresh-server`
+    /// runs.
+    ///
+    /// - Throws: ``DiagnosticsError`` as ``run(against:through:policy:)`` throws, or
+    ///   `scratchDirectory` when the fresh server cannot be made.
+    public func runAgainstFreshServer(
+        through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
+    ) async throws(DiagnosticsError) -> ServerReplayReport {
+        let scratch: ScratchDirectory
+        let server: SyncServer
+        do {
+            scratch = try ScratchDirectory(prefix: "logtool-server-replay")
+            server = try SyncServer(.init(directory: scratch.url, durability: .fast))
+        } catch let error as DiagnosticsError {
+            throw error
+        } catch {
+            throw DiagnosticsError(.scratchDirectory, "cannot make a fresh server to replay against: \(error)")
+        }
+        defer {
+            server.shutdown()
+            scratch.remove()
+        }
+        return try await run(against: server.database(for: "replay"), through: through, policy: policy)
+    }
+}
+
+extension ServerReplayReport {
+    /// The object `logtool replay --against-fresh-server --json` writes, keys in this order:
+    /// `through`, `matches`, `requests` (each `offset`, `entry`, `preparedOffset`, `kind`,
+    /// `items` — descriptions of the records or zones —, `reissued`, `verdict` — `matched`,
+    /// `mismatched` or `notComparable` —, `reason` for a request not comparable, `notes`),
+    /// `mismatches` (each `offset`, `entry`, `item`, `recorded`, `replayed`, the outcomes as the
+    /// text writes them) and `heldRecords` (as `replay --json` writes server records).
+    public var json: String {
+        JSONText.object([
+            ("through", JSONText.number(through.rawValue)),
+            ("matches", JSONText.bool(matches)),
+            ("requests", JSONText.array(requests.map { request in
+                let (verdict, reason): (String, String?) = switch request.verdict {
+                case .matched: ("matched", nil)
+                case .mismatched: ("mismatched", nil)
+                case .notComparable(let reason): ("notComparable", reason)
+                }
+                return JSONText.object([
+                    ("offset", JSONText.number(request.offset.rawValue)), ("entry", JSONText.string(request.entry)),
+                    ("preparedOffset", JSONText.optional(request.preparedOffset.map { JSONText.number($0.rawValue) })),
+                    ("kind", JSONText.string(request.kind.rawValue)),
+                    ("items", JSONText.strings(request.items.map(\.description))),
+                    ("reissued", JSONText.bool(request.reissued)), ("verdict", JSONText.string(verdict)),
+                    ("reason", JSONText.optional(reason.map(JSONText.string))), ("notes", JSONText.strings(request.notes)),
+                ])
+            })),
+            ("mismatches", JSONText.array(mismatches.map { mismatch in
+                JSONText.object([
+                    ("offset", JSONText.number(mismatch.offset.rawValue)), ("entry", JSONText.string(mismatch.entry)),
+                    ("item", JSONText.optional(mismatch.item.map { JSONText.string($0.description) })),
+                    ("recorded", JSONText.string(mismatch.recorded.description)),
+                    ("replayed", JSONText.string(mismatch.replayed.description)),
+                ])
+            })),
+            ("heldRecords", JSONText.array(heldRecords.map(DeviceStateReport.recordJSON))),
+        ])
     }
 }
