@@ -103,8 +103,10 @@ extension Timeline {
                 let y = centerY(step.lane)
                 let sy = centerY(server)
                 let color = P.linkColor(relation)
+                // Reads span many offsets: lighter, so the sends stand out.
+                let opacity = relation == .read ? "0.08" : "0.18"
                 svg += "<polygon class=\"link\" data-relation=\"\(relation.rawValue)\" points=\"\(x),\(y) \(columnX(first) - 6),\(sy) \(columnX(last) + 6),\(sy)\" "
-                    + "fill=\"\(color)\" fill-opacity=\"0.16\" stroke=\"\(color)\" stroke-opacity=\"0.55\" stroke-width=\"1\"/>\n"
+                    + "fill=\"\(color)\" fill-opacity=\"\(opacity)\" stroke=\"\(color)\" stroke-opacity=\"0.55\" stroke-width=\"1\"/>\n"
             }
         }
 
