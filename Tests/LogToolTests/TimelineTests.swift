@@ -155,26 +155,6 @@ struct TimelineTests {
         }
     }
 
-    /// A copy of the laptop's log with a flipped payload byte at offset 6: `timeline`, `blame`
-    /// and `bisect` each give one error line naming that offset, never a crash.
-    @Test(arguments: [
-        ["timeline", "phone", "damaged", "--format", "text"], ["blame", "damaged", "--record", "n1"],
-        ["bisect", "damaged", "--invariant", "projections"],
-    ])
-    func aCorruptEntryIsNamed(arguments: [String]) async throws {
-        try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
-            let damaged = directory.appendingPathComponent("damaged")
-            do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(try laptop.logEntries()) }
-            try corruptEntry(at: 6, of: "device", in: damaged, .flippedPayloadByte)
-            let run = try await runLogtool(arguments, in: directory)
-            #expect(run.status == 1, "\(run)")
-            #expect(run.standardOutput.isEmpty, "\(run)")
-            #expect(run.standardError.hasPrefix(
-                "logtool: error: corrupt entry at offset 6 of log \"device\" in \(damaged.path): checksum mismatch"), "\(run)")
-            #expect(run.standardError.filter { $0 == "\n" }.count == 1)
-        }
-    }
-
     /// On the seeded simulation's logs (three devices, faults, restarts, account switches):
     /// every conflict a device recorded is placed after the server's refusal it links to.
     @Test func simulationConflictsFollowTheirRefusal() async throws {

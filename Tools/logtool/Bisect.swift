@@ -16,7 +16,7 @@ struct Bisect: AsyncParsableCommand {
 
             The invariants:
               projections  the state the device index gives equals a replay of the entries in memory
-              pending      no pending change disappears without a send result, a removal, a fetched deletion or an account change
+              pending      no pending change disappears without a send result, a removal by the app or an account change
               tokens       change tokens never go backwards
 
             Exit status 0 when the invariant holds through the end, 1 when it fails (or for an \

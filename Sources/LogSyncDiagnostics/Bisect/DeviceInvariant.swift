@@ -52,11 +52,12 @@ public struct DeviceInvariant: Sendable {
     }
 
     /// `pending`: no pending record change the app added disappears without a send result that
-    /// ends it, a removal by the app, a fetched deletion or an account change: every change the
-    /// replay says is still owed is pending in the index.
+    /// ends it, a removal by the app or an account change: every change the replay says is
+    /// still owed is pending in the index. A fetched deletion ends none (the engine leaves a
+    /// record deleted elsewhere to the app).
     public static let pendingChangesKept = DeviceInvariant(
         name: "pending",
-        summary: "no pending change disappears without a send result, a removal, a fetched deletion or an account change"
+        summary: "no pending change disappears without a send result, a removal by the app or an account change"
     ) { state, replay in
         let pending = Set(state.pendingRecordZoneChanges)
         let missing = replay.owedRecordChanges.filter { !pending.contains($0) }

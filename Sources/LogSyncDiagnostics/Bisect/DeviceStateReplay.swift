@@ -9,8 +9,8 @@ import SyncModel
 /// It follows the rules the index documents (Docs/Engine.md, "Projection tables"), written
 /// again without tables, keys or zone numbers, so that a bug in one shows as a difference with
 /// the other. It also keeps what the other built-in invariants need: the changes the app is
-/// owed (added and not ended by a send result, a removal, a fetched deletion or an account
-/// change) and every move of a change token.
+/// owed (added and not ended by a send result, a removal or an account change) and every move
+/// of a change token.
 ///
 /// A value type: copying it is how ``DeviceLogBisect`` keeps the fold at the last offset known
 /// good while it tries a later one, so the fold costs O(entries) over a whole bisection.
@@ -226,7 +226,8 @@ public struct DeviceStateReplay: Sendable {
     package var inFlightChanges: [SyncEngine.PendingRecordZoneChange: Bool] { inFlight }
 
     /// The changes the app is owed: every pending record change it added that no send result,
-    /// removal, fetched deletion or account change has ended since (the pending list itself).
+    /// removal or account change has ended since (the pending list itself). A fetched deletion
+    /// ends none: the engine leaves what to do about a record deleted elsewhere to the app.
     var owedRecordChanges: [RecordChange] { pendingRecords.values.sorted { $0.position < $1.position }.map(\.change) }
 
     static func precedes(_ a: RecordZone.ID, _ b: RecordZone.ID) -> Bool {
