@@ -168,7 +168,7 @@ let package = Package(
             name: "LogToolTests",
             dependencies: [
                 "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
-                "LogSyncTesting", "ChildProcesses",
+                "LogSyncTesting", "ChildProcesses", "two-devices",
             ]
         ),
         .executableTarget(

@@ -39,6 +39,10 @@ public struct DiagnosticsError: Error, Sendable, Hashable, CustomStringConvertib
         /// A re-issued request failed as a whole with a transport failure, a transient code or
         /// a cancellation: the replay cannot go on without its answer (see ``requestError``).
         public static let requestFailed = Code(rawValue: "requestFailed")
+        /// A record name given without a zone names records in several zones (`logtool blame`).
+        public static let ambiguousRecord = Code(rawValue: "ambiguousRecord")
+        /// An invariant named by `logtool bisect --invariant` is not a built-in one.
+        public static let unknownInvariant = Code(rawValue: "unknownInvariant")
     }
 
     /// The kind of failure.

@@ -36,8 +36,10 @@ package final class ChildProcess: Sendable {
     }
 
     /// An executable SwiftPM built next to the test bundle, or the path in the environment
-    /// variable named after it (`LOGSYNC_SERVER_PATH` for `logsync-server`, `LOGTOOL_PATH`).
+    /// variable named after it (`LOGSYNC_SERVER_PATH` for `logsync-server`, `LOGTOOL_PATH`);
+    /// an absolute path (a system program such as `/usr/bin/chromium`) is itself.
     package static func executableURL(_ name: String) -> URL? {
+        if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
         let variable = name.uppercased().replacingOccurrences(of: "-", with: "_") + "_PATH"
         if let path = ProcessInfo.processInfo.environment[variable] { return URL(fileURLWithPath: path) }
         var directory = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))

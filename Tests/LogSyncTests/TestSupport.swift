@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import LogSyncDiagnostics
 import LogSyncServer
 import SyncModel
 import Testing
@@ -88,8 +89,10 @@ enum Fixtures {
     }
 }
 
-/// An independent, in-memory implementation of the device index's rules (DeviceIndex's doc
-/// comment), to compare the projection with a straightforward replay of the log.
+/// The device index's state in a shape tests compare field by field: read from a snapshot of
+/// the index (`DeviceSnapshot.referenceState`), or replayed from the entries in memory by
+/// `DeviceStateReplay` (LogSyncDiagnostics), an independent implementation of the index's rules
+/// (DeviceIndex's doc comment) that `logtool bisect --invariant projections` also uses.
 struct ReferenceState: Equatable {
     var records: [RecordChange] = []
     var zones: [DatabaseChange] = []
@@ -107,137 +110,39 @@ struct ReferenceState: Equatable {
     var subscription: Subscription.ID?
     /// The offset of the last batchPrepared whose outcome is unknown (F103).
     var unanswered: LogOffset?
+    /// The replay behind `apply`; not compared.
+    private var replay = DeviceStateReplay()
 
-    /// Adds a pending change: one for the same item (`sameItem`) is kept where it stands if it
-    /// is the same change, else replaced by `change` at the end.
-    private static func add<Change: Equatable>(_ change: Change, to list: inout [Change], sameItem: (Change) -> Bool) {
-        if let i = list.firstIndex(where: sameItem) {
-            if list[i] != change {
-                list.remove(at: i)
-                list.append(change)
-            }
-        } else {
-            list.append(change)
-        }
-    }
+    init() {}
 
-    private mutating func forgetZone(_ id: RecordZone.ID) {
-        knownZones.remove(id)
-        unfetchedZones.remove(id)
-        zoneTokens[id] = nil
-        serverRecords = serverRecords.filter { $0.key.zoneID != id }
+    static func == (a: ReferenceState, b: ReferenceState) -> Bool {
+        a.records == b.records && a.zones == b.zones && a.untracked == b.untracked && a.inFlight == b.inFlight
+            && a.serverRecords == b.serverRecords && a.knownZones == b.knownZones && a.unfetchedZones == b.unfetchedZones
+            && a.databaseToken == b.databaseToken && a.zoneTokens == b.zoneTokens && a.delivered == b.delivered
+            && a.account == b.account && a.subscription == b.subscription && a.unanswered == b.unanswered
     }
 
     /// Applies `entry`, appended at `offset`.
     mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) {
-        switch entry {
-        case .pendingRecordZoneChangesAdded(let changes):
-            for change in changes {
-                Self.add(change, to: &records) { $0.recordID == change.recordID }
-                if inFlight[change] != nil { inFlight[change] = true }
-            }
-        case .pendingRecordZoneChangesRemoved(let changes):
-            for change in changes { records.removeAll { $0 == change } }
-        case .pendingDatabaseChangesAdded(let changes):
-            for change in changes { Self.add(change, to: &zones) { $0.zoneID == change.zoneID } }
-        case .pendingDatabaseChangesRemoved(let changes):
-            for change in changes { zones.removeAll { $0 == change } }
-        case .untrackedChangesFlagged(let flag):
-            untracked = flag
-        case .batchPrepared(let saves, let deletions, _, let requestID):
-            unanswered = requestID == nil ? nil : offset
-            inFlight = [:]
-            for record in saves { inFlight[.saveRecord(record.recordID)] = false }
-            for id in deletions { inFlight[.deleteRecord(id)] = false }
-        case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
-            for record in saved {
-                settle(.saveRecord(record.recordID), error: nil)
-                serverRecords[record.recordID] = record
-            }
-            for id in deleted {
-                settle(.deleteRecord(id), error: nil)
-                serverRecords[id] = nil
-            }
-            for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
-            for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
-            inFlight = [:]
-            // Unknown only if nothing succeeded and every item failed on the way.
-            let failures = Array(failedSaves.values) + Array(failedDeletes.values)
-            let lostOnTheWay = saved.isEmpty && deleted.isEmpty && !failures.isEmpty
-                && failures.allSatisfy { $0.code == .networkFailure || $0.code == .serverResponseLost }
-            if !lostOnTheWay { unanswered = nil }
-        case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
-            for zone in savedZones {
-                zones.removeAll { $0 == .saveZone(zone) }
-                knownZones.insert(zone.zoneID)
-            }
-            for id in deletedZoneIDs {
-                zones.removeAll { $0 == .deleteZone(id) }
-                forgetZone(id)
-            }
-            for (id, error) in failedZoneSaves where !error.keepsChangePending {
-                zones.removeAll { $0 == .saveZone(RecordZone(zoneID: id)) }
-            }
-            for (id, error) in failedZoneDeletes where !error.keepsChangePending {
-                zones.removeAll { $0 == .deleteZone(id) }
-            }
-        case .databaseChangesFetched(let modifications, let deletions, let token, _):
-            databaseToken = token
-            for deletion in deletions { forgetZone(deletion.zoneID) }
-            for id in modifications {
-                knownZones.insert(id)
-                unfetchedZones.insert(id)
-            }
-        case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
-            zoneTokens[zoneID] = token
-            knownZones.insert(zoneID)
-            for record in modifications { serverRecords[record.recordID] = record }
-            for deletion in deletions { serverRecords[deletion.recordID] = nil }
-        case .zoneFetchFinished(let zoneID, let error):
-            switch error?.code {
-            case nil: unfetchedZones.remove(zoneID)
-            case .zoneNotFound?, .userDeletedZone?: forgetZone(zoneID)
-            default: break
-            }
-        case .changeTokenReset(let zoneID):
-            if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
-        case .eventsDelivered(let offset):
-            delivered = offset
-        case .accountChanged(_, let current):
-            if account != nil {
-                records = []
-                zones = []
-                untracked = false
-                inFlight = [:]
-                serverRecords = [:]
-                knownZones = []
-                unfetchedZones = []
-                databaseToken = nil
-                zoneTokens = [:]
-                unanswered = nil
-            }
-            account = .some(current)
-        case .subscriptionEnsured(let id):
-            subscription = id
-        case .pushReceived(let zoneID):
-            if let zoneID { unfetchedZones.insert(zoneID) }
-        case .sendStarted, .sendFinished, .fetchStarted, .fetchFinished, .syncScheduled, .syncDeferred:
-            break
+        replay.apply(entry, at: offset)
+        let state = replay.state
+        records = state.pendingRecordZoneChanges
+        zones = state.pendingDatabaseChanges
+        untracked = state.hasPendingUntrackedChanges
+        inFlight = replay.inFlightChanges
+        serverRecords = replay.serverRecordsByID
+        knownZones = Set(state.knownZoneIDs)
+        unfetchedZones = Set(state.zoneIDsWithUnfetchedServerChanges)
+        databaseToken = state.databaseChangeToken
+        zoneTokens = Dictionary(state.zoneChangeTokens.map { ($0.zoneID, $0) }, uniquingKeysWith: { a, _ in a })
+        delivered = state.deliveredOffset
+        switch state.account {
+        case .never: account = nil
+        case .signedOut: account = .some(nil)
+        case .user(let user): account = .some(user)
         }
-    }
-
-    private mutating func settle(_ change: RecordChange, error: SyncError?) {
-        let readded = inFlight.removeValue(forKey: change) ?? false
-        if !readded && !(error?.keepsChangePending ?? false) { records.removeAll { $0 == change } }
-        guard let error else { return }
-        switch error.code {
-        case .serverRecordChanged:
-            if let server = error.serverRecord { serverRecords[change.recordID] = server }
-        case .unknownItem, .zoneNotFound, .userDeletedZone:
-            serverRecords[change.recordID] = nil
-        default:
-            break
-        }
+        subscription = state.subscriptionID
+        unanswered = replay.unanswered
     }
 
     /// Replays the whole device log (decoding every entry) into a fresh reference state.

@@ -5,17 +5,23 @@ import LogSync
 import LogSyncServer
 import Testing
 
-/// Every command that reads a device log — `dump`, `stats`, `replay`, `diff` — on the logs of
-/// real engines still open in this process (a writer holds them), and on paths that are not
-/// good logs: each failure is one line on standard error naming the path (and the offset), with
-/// exit status 1 (2 for `diff`).
+/// Every command that reads a device log — `dump`, `stats`, `replay`, `diff`, `timeline`,
+/// `blame`, `bisect` — on the logs of real engines still open in this process (a writer holds
+/// them), and on paths that are not good logs: each failure is one line on standard error naming
+/// the path (and the offset), with exit status 1 (2 for `diff`).
 @Suite("logtool commands on device logs: held open, missing, not a log, corrupt")
 struct CommandErrorTests {
-    static let commands = ["dump", "stats", "replay", "diff"]
+    static let commands = ["dump", "stats", "replay", "diff", "timeline", "blame", "bisect"]
 
     /// The arguments that make `command` read the log at `path` (`diff` compares it with itself).
     static func arguments(_ command: String, _ path: String) -> [String] {
-        command == "diff" ? [command, path, path] : [command, path]
+        switch command {
+        case "diff": [command, path, path]
+        case "timeline": [command, path, "--format", "text"]
+        case "blame": [command, path, "--record", "n1"]
+        case "bisect": [command, path, "--invariant", "projections"]
+        default: [command, path]
+        }
     }
 
     static func errorStatus(_ command: String) -> Int32 { command == "diff" ? 2 : 1 }
@@ -77,7 +83,7 @@ struct CommandErrorTests {
             do { try DeviceLog(directory: damaged, options: .init(durability: .fast)).log.append(entries) }
             try corruptEntry(at: 6, of: "device", in: damaged, .flippedPayloadByte)
 
-            let arguments = command == "diff" ? [command, "laptop", "damaged"] : [command, "damaged"]
+            let arguments = command == "diff" ? [command, "laptop", "damaged"] : Self.arguments(command, "damaged")
             let run = try await runLogtool(arguments, in: directory)
             #expect(run.status == Self.errorStatus(command), "\(run)")
             #expect(run.standardError.hasPrefix(

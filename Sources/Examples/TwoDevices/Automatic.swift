@@ -34,8 +34,10 @@ func runAutomatically(in directory: URL) async throws {
     heading("The laptop is back online; the engines send, conflict, merge and fetch on their own")
     network.conditions.networkAvailable = true
     say("laptop", "is back online")
-    try await waitUntil("both devices hold both edits") {
-        let expected = ["title": "Weekend groceries", "body": "milk, eggs"]
+    // With --buggy-merge the laptop's stale title wins (the bug Docs/Debugging.md chases).
+    let title = Notes.buggyMerge ? "Groceries" : "Weekend groceries"
+    try await waitUntil(Notes.buggyMerge ? "both devices hold the same note" : "both devices hold both edits") {
+        let expected = ["title": title, "body": "milk, eggs"]
         return note(phone) == expected && note(laptop) == expected
     }
     show(phone, groceries)

@@ -12,6 +12,10 @@ final class Notes: SyncEngineDelegate {
 
     init(device: String) { self.device = device }
 
+    /// `two-devices --buggy-merge`: the delegate merges a conflict wrongly, for the walkthrough
+    /// of Docs/Debugging.md.
+    static let buggyMerge = CommandLine.arguments.contains("--buggy-merge")
+
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         switch event {
         case .fetchedRecordZoneChanges(let changes):
@@ -33,6 +37,14 @@ final class Notes: SyncEngineDelegate {
                 // changed, and queue the save again.
                 guard var merged = failure.error.serverRecord else { continue }
                 for key in failure.record.changedKeys() { merged[key] = failure.record[key] }
+                if Self.buggyMerge {
+                    // The bug of `--buggy-merge` (Docs/Debugging.md, "Chase a bug"): the whole
+                    // local note goes over the server's record, stale fields included, all marked
+                    // as edited here.
+                    let local = notes.withLock { $0[merged.recordID] } ?? [:]
+                    for (key, text) in local { merged[key] = .string(text) }
+                    unsaved.withLock { $0[merged.recordID] = Set(local.keys) }
+                }
                 notes.withLock { $0[merged.recordID] = merged.stringFields }
                 say(device, "conflict, merged into the server's record:", merged)
                 try? syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(merged.recordID)])

@@ -36,6 +36,10 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     try EntryDumper(formatter: EntryFormatter(decoder: .forLog(named: log.name))).dump(log, to: &dump)
     print(dump, terminator: "")
 
+    heading("The picture of the run: both devices and the server on one timeline")
+    let picture = try writeTimeline(devices, server: server)
+    print("  open \(picture.path) in a browser (the same picture as SVG: \(picture.deletingPathExtension().path).svg)")
+
     heading("Read the logs with logtool (Docs/Debugging.md explains the output)")
     func path(_ device: Device) -> String { shellQuoted(device.engine.deviceLog.log.environment.path) }
     let serverPath = shellQuoted(try server.admin.log(of: "alice").environment.path)
@@ -56,6 +60,17 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     let width = commands.map(\.0.count).max() ?? 0
     for (command, comment) in commands {
         print("  swift run logtool \(command.padding(toLength: width, withPad: " ", startingAt: 0))  # \(comment)")
+    }
+    // Longer commands, each after its comment.
+    let all = devices.map(path).joined(separator: " ")
+    let others = devices.filter { $0.app.device != device.app.device }.map(path).joined(separator: " ")
+    for (comment, command) in [
+        ("the picture, as text", "timeline \(all) --server \(serverPath) --format text"),
+        ("where the \(device.app.device)'s note came from, field by field",
+         "blame \(path(device)) \(others) --record groceries --server \(serverPath)"),
+        ("the \(device.app.device)'s index checked against a replay of its entries", "bisect \(path(device)) --invariant projections"),
+    ] {
+        print("  # \(comment)\n  swift run logtool \(command)")
     }
 }
 
@@ -90,4 +105,18 @@ func waitUntilIdle(_ device: Device) async throws {
 /// `{body: "milk", title: "Groceries"}`.
 func describe(_ fields: [String: String]) -> String {
     "{" + fields.sorted { $0.key < $1.key }.map { "\($0.key): \"\($0.value)\"" }.joined(separator: ", ") + "}"
+}
+
+/// Writes the timeline of `devices` and the server's log of alice's private database as
+/// `timeline.html` (with hover details) and `timeline.svg` beside the logs, and returns the
+/// page's URL.
+func writeTimeline(_ devices: [Device], server: SyncServer) throws -> URL {
+    let timeline = try Timeline.build(
+        devices: devices.map { Timeline.Source(name: $0.app.device, log: $0.engine.deviceLog.log) },
+        server: Timeline.Source(name: "server", log: try server.admin.log(of: "alice")))
+    let directory = URL(fileURLWithPath: devices[0].engine.deviceLog.log.environment.path).deletingLastPathComponent()
+    let page = directory.appending(path: "timeline.html")
+    try timeline.html.write(to: page, atomically: true, encoding: .utf8)
+    try timeline.svg.write(to: directory.appending(path: "timeline.svg"), atomically: true, encoding: .utf8)
+    return page
 }

@@ -61,6 +61,17 @@ public final class DeviceLog: Sendable {
         committer = GroupCommitter(log: log)
     }
 
+    /// A device log whose index is `index` instead of the device index: a projection with the
+    /// index's name and tables, such as a deliberately broken copy that a diagnostics test
+    /// bisects (`DeviceLogBisect`). Never for an engine.
+    package init(directory: URL, options: LogEnvironment.Options, index: any Projection) throws {
+        log = try Log.open(at: directory, named: Self.logName, options: options, projections: [index])
+        committer = GroupCommitter(log: log)
+    }
+
+    /// The device index, the projection every device log keeps, for tests that wrap it.
+    package static var standardIndex: any Projection { DeviceIndex() }
+
     /// The last record the server is known to hold under `recordID`, or `nil`.
     ///
     /// Kept from the records of successful saves and from the `serverRecord` of

@@ -45,4 +45,28 @@ public struct DeviceState: Sendable, Hashable {
     /// The subscription the engine had ensured last, or `nil`.
     public var subscriptionID: Subscription.ID?
 
+    /// A state of these parts, for the diagnostics that compute one without the index (a
+    /// replay of the entries in memory).
+    package init(
+        offset: LogOffset, pendingRecordZoneChanges: [SyncEngine.PendingRecordZoneChange],
+        pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange],
+        inFlightRecordZoneChanges: [SyncEngine.PendingRecordZoneChange], hasPendingUntrackedChanges: Bool,
+        zoneIDsWithUnfetchedServerChanges: [RecordZone.ID], knownZoneIDs: [RecordZone.ID],
+        databaseChangeToken: DatabaseChangeToken?, zoneChangeTokens: [ZoneChangeToken], lastKnownServerRecords: [Record],
+        deliveredOffset: LogOffset?, account: Account, subscriptionID: Subscription.ID?
+    ) {
+        self.offset = offset
+        self.pendingRecordZoneChanges = pendingRecordZoneChanges
+        self.pendingDatabaseChanges = pendingDatabaseChanges
+        self.inFlightRecordZoneChanges = inFlightRecordZoneChanges
+        self.hasPendingUntrackedChanges = hasPendingUntrackedChanges
+        self.zoneIDsWithUnfetchedServerChanges = zoneIDsWithUnfetchedServerChanges
+        self.knownZoneIDs = knownZoneIDs
+        self.databaseChangeToken = databaseChangeToken
+        self.zoneChangeTokens = zoneChangeTokens
+        self.lastKnownServerRecords = lastKnownServerRecords
+        self.deliveredOffset = deliveredOffset
+        self.account = account
+        self.subscriptionID = subscriptionID
+    }
 }

@@ -101,8 +101,11 @@ public struct ServerReplay: Sendable {
     ///   be read or decoded (requests before it were already re-issued), `offsetPastEnd`,
     ///   `unreadableLog`, or `requestFailed` when a replayed request fails with a transport
     ///   failure, a transient code or a cancellation.
+    ///   - policy: How the device resolves the conflicts the replayed server answers:
+    ///     ``ServerReplayPolicy/asRecorded`` (the default) sends what the log recorded; another
+    ///     policy asks "what if the delegate had merged differently?" (see ``ServerReplayPolicy``).
     public func run(
-        against database: some CloudDatabase, through: LogOffset? = nil
+        against database: some CloudDatabase, through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(ServerReplayError) -> ServerReplayReport {
         var cursor: EntryCursor
         do {
@@ -118,7 +121,7 @@ public struct ServerReplay: Sendable {
             throw ServerReplayError.serverReplay(.unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
         }
 
-        var walk = ServerReplayWalk(database: database)
+        var walk = ServerReplayWalk(database: database, policy: policy)
         var expected = LogOffset.first
         while true {
             let entry: LogEntry?
@@ -138,7 +141,10 @@ public struct ServerReplay: Sendable {
             expected = entry.offset.next
         }
         walk.finish()
-        return ServerReplayReport(through: cursor.end, requests: walk.requests, mismatches: walk.mismatches)
+        try await walk.sendRemainingMerges(at: cursor.end)
+        return ServerReplayReport(
+            through: cursor.end, requests: walk.requests, mismatches: walk.mismatches,
+            heldRecords: walk.held.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) })
     }
 }
 
@@ -156,9 +162,11 @@ extension DeviceLog {
     ///   - database: The server database to replay against, typically a fresh `SyncServer`'s.
     ///   - through: The last entry to replay; `nil` for the log's last entry.
     /// - Throws: ``ServerReplayError`` naming the offset concerned.
+    ///   - policy: How the device resolves conflicts (``ServerReplayPolicy``); by default as the
+    ///     log recorded.
     public func replay(
-        against database: some CloudDatabase, through: LogOffset? = nil
+        against database: some CloudDatabase, through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(ServerReplayError) -> ServerReplayReport {
-        try await ServerReplay(self).run(against: database, through: through)
+        try await ServerReplay(self).run(against: database, through: through, policy: policy)
     }
 }

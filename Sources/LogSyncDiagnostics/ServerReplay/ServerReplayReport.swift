@@ -26,11 +26,19 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
     /// per request when several items differ).
     public var mismatches: [ServerReplayMismatch]
 
+    /// What the device would hold at the end of the replay: the last version of each record
+    /// the replayed server gave it (in a save's answer, a conflict's server record or a fetched
+    /// page), deleted ones left out, in ID order.
+    public var heldRecords: [Record]
+
     /// Creates a report; only a replay does.
-    init(through: LogOffset, requests: [ServerReplayRequest], mismatches: [ServerReplayMismatch]) {
+    init(
+        through: LogOffset, requests: [ServerReplayRequest], mismatches: [ServerReplayMismatch], heldRecords: [Record] = []
+    ) {
         self.through = through
         self.requests = requests
         self.mismatches = mismatches
+        self.heldRecords = heldRecords
     }
 
     /// The earliest difference: where the fresh server's history first departs from the

@@ -14,8 +14,17 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     typealias ItemID = SyncError.ItemID
 
     let database: Database
+    /// How conflicts the replayed server answers are resolved (``ServerReplayPolicy``).
+    let policy: ServerReplayPolicy
     private(set) var requests: [ServerReplayRequest] = []
     private(set) var mismatches: [ServerReplayMismatch] = []
+    /// What the device would hold: the last version of each record the replayed server gave it
+    /// (saved, a conflict's server record, fetched), without the deleted ones.
+    private(set) var held: [Record.ID: Record] = [:]
+    /// The policy's merges not sent yet, to go with the device's next batch.
+    private var merges: [Record.ID: Record] = [:]
+    /// Records whose next recorded resend the policy replaces (its merge) or drops.
+    private var overridden: Set<Record.ID> = []
 
     /// The replayed change tag of each recorded one, per record.
     private var tags: [Record.ID: [String: String]] = [:]
@@ -55,8 +64,9 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         var replayed: Record.ID?
     }
 
-    init(database: Database) {
+    init(database: Database, policy: ServerReplayPolicy = .asRecorded) {
         self.database = database
+        self.policy = policy
     }
 
     // MARK: Entries
@@ -132,28 +142,125 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         var comparison = Comparison(offset: offset, entry: "batchResult", kind: .modifyRecords, items: batch.items)
         comparison.request.preparedOffset = batch.offset
 
-        let recorded = Self.recordedOutcomes(
+        let recordedAll = Self.recordedOutcomes(
             saves: batch.records.map(\.recordID), deletes: batch.deletions, saved: saved.map { ($0.recordID, .saved($0)) },
             deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
 
-        if let reason = notIssuable(recorded) ?? accountReason {
+        if let reason = notIssuable(recordedAll) ?? accountReason {
             comparison.request.verdict = .notComparable(reason: reason)
             record(comparison)
             return
         }
-        let records = batch.records.map { translated($0, notes: &comparison.request.notes) }
+        // The records sent: as recorded (their tags translated), but where the policy settled a
+        // conflict otherwise than the recorded delegate, its merge instead of the recorded resend
+        // (or nothing), and its merges still waiting.
+        var records: [Record] = []
+        var sent: [Record] = []  // as the device would hold them before the answer
+        for original in batch.records {
+            if overridden.remove(original.recordID) != nil {
+                if let merge = merges.removeValue(forKey: original.recordID) {
+                    records.append(merge)
+                    sent.append(merge)
+                    comparison.request.notes.append("\(ItemID.record(original.recordID)): sent the policy's merge instead of the recorded record")
+                } else {
+                    comparison.request.notes.append("\(ItemID.record(original.recordID)): not sent, the policy kept the server's record")
+                }
+                continue
+            }
+            records.append(translated(original, notes: &comparison.request.notes))
+            sent.append(original)
+        }
+        for id in merges.keys.sorted(by: { $0.description < $1.description }) where !records.contains(where: { $0.recordID == id }) {
+            let merge = merges.removeValue(forKey: id)!
+            overridden.remove(id)
+            records.append(merge)
+            sent.append(merge)
+            comparison.request.notes.append("\(ItemID.record(id)): sent the policy's merge, which the recorded log does not hold")
+        }
+        let saveIDs = records.map(\.recordID)
+        let items = saveIDs.map { ItemID.record($0) } + batch.deletions.map { ItemID.record($0) }
+        comparison.request.items = items
+        let recorded = Self.recordedOutcomes(
+            saves: saveIDs, deletes: batch.deletions, saved: saved.map { ($0.recordID, .saved($0)) },
+            deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
+        guard !items.isEmpty else {
+            comparison.request.verdict = .notComparable(reason: "the policy left nothing of this batch to send")
+            record(comparison)
+            return
+        }
         let request = ModifyRecordsRequest(
             recordsToSave: records, recordIDsToDelete: batch.deletions, savePolicy: .ifServerRecordUnchanged,
             atomically: batch.atomic, requestID: RequestID("replay-\(batch.offset)"))
         let database = self.database
         comparison.request.reissued = true
         let answer = try await ask("modifyRecords", at: offset) { try await database.modifyRecords(request) }
-        let replayed = Self.outcomes(of: answer, saves: batch.records.map(\.recordID), deletes: batch.deletions) {
+        let replayed = Self.outcomes(of: answer, saves: saveIDs, deletes: batch.deletions) {
             .saved($0)
         }
-        for (item, (recordedOutcome, replayedOutcome)) in zip(batch.items, zip(recorded, replayed)) {
+        for (item, (recordedOutcome, replayedOutcome)) in zip(items, zip(recorded, replayed)) {
             compare(item, recordedOutcome, replayedOutcome, in: &comparison)
         }
+        hold(replayed, sent: sent, deletions: batch.deletions)
+        record(comparison)
+    }
+
+    /// Keeps what a replayed modify answer gives the device, and asks the policy about each
+    /// conflict.
+    private mutating func hold(_ outcomes: [Outcome], sent: [Record], deletions: [Record.ID]) {
+        for (index, outcome) in outcomes.enumerated() {
+            let id = index < sent.count ? sent[index].recordID : deletions[index - sent.count]
+            switch outcome {
+            case .saved(let record): held[id] = record
+            case .deleted: held[id] = nil
+            case .failed(let error):
+                switch error.code {
+                case .serverRecordChanged:
+                    guard let server = error.serverRecord else { break }
+                    held[id] = server
+                    guard index < sent.count else { break }
+                    switch policy.resolve(sent[index], server) {
+                    case .asRecorded:
+                        break
+                    case .keepServerRecord:
+                        overridden.insert(id)
+                        merges[id] = nil
+                    case .send(let merge):
+                        var record = server.systemFieldsCopy()
+                        for key in merge.allKeys() { record[key] = merge[key] }
+                        overridden.insert(id)
+                        merges[id] = record
+                    }
+                case .unknownItem, .zoneNotFound, .userDeletedZone:
+                    held[id] = nil
+                default:
+                    break
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    /// Sends the policy's merges that no later recorded batch took, as the device would have
+    /// at its next send: a request the recorded log does not hold, named by `offset`, the log's
+    /// last entry. A conflict it meets in turn is resolved by the policy but not sent again.
+    mutating func sendRemainingMerges(at offset: LogOffset) async throws(ServerReplayError) {
+        guard !merges.isEmpty, accountReason == nil else { return }
+        let records = merges.keys.sorted { $0.description < $1.description }.map { merges[$0]! }
+        merges = [:]
+        overridden = []
+        let ids = records.map(\.recordID)
+        var comparison = Comparison(offset: offset, entry: "policy", kind: .modifyRecords, items: ids.map { ItemID.record($0) })
+        comparison.request.notes.append("the policy's merges, sent after the recorded log ends")
+        let request = ModifyRecordsRequest(
+            recordsToSave: records, recordIDsToDelete: [], savePolicy: .ifServerRecordUnchanged, atomically: false,
+            requestID: RequestID("replay-policy-\(offset)"))
+        let database = self.database
+        comparison.request.reissued = true
+        let answer = try await ask("modifyRecords", at: offset) { try await database.modifyRecords(request) }
+        let replayed = Self.outcomes(of: answer, saves: ids, deletes: []) { .saved($0) }
+        comparison.request.verdict = .notComparable(reason: "the recorded log holds no such request")
+        hold(replayed, sent: records, deletions: [])
         record(comparison)
     }
 
@@ -298,7 +405,11 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             for deletion in page.deletions { replayed.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
             return (replayed, page.moreComing)
         }
-        if let page { zoneTokens[zoneID] = page.changeToken }
+        if let page {
+            zoneTokens[zoneID] = page.changeToken
+            for modification in page.modifications { held[modification.record.recordID] = modification.record }
+            for deletion in page.deletions { held[deletion.recordID] = nil }
+        }
     }
 
     /// Re-issues the fetch of a page whose recorded items are `recorded` (unless the account

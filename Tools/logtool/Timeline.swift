@@ -1,0 +1,136 @@
+import ArgumentParser
+import Foundation
+import LogStore
+import LogSyncDiagnostics
+import LogToolCore
+
+/// `logtool timeline DEVICE_LOG… [--server SERVER_LOG] [--record NAME] [--from N] [--to M] [--format F] [--output PATH] [--json]`
+struct Timeline: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Draw several device logs and their server's log on one timeline.",
+        discussion: """
+            DEVICE_LOG… are engine device log directories; --server is the environment of the \
+            server database's log they synced with (a user's directory under the server's data \
+            directory; --server-log names the log in it when it holds several: private, \
+            shared). Each device step is placed against the server offsets it saw or caused: a \
+            batch points to the server entries its request created (request IDs match), a \
+            fetched page spans the offsets it read (tokens are offsets); conflicts, retries, \
+            pushes and account changes are marked.
+
+            --format html (the default) writes a self-contained HTML page holding the picture \
+            as SVG, with each step's details shown on hover; --format svg the SVG alone; \
+            --format text one line per step, for terminals. With --output the page or picture \
+            goes to that file (and its path is printed), else to standard output.
+
+            --record keeps the steps about one record (by name); --from and --to keep the \
+            server offsets in that range and the device steps between them.
+
+            --json writes one JSON object (lanes, record, serverRange, steps) instead. See \
+            Docs/logtool.md.
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case html, svg, text
+    }
+
+    @Argument(help: "The device logs' directories, one lane each (named after the directory).", completion: .directory)
+    var devices: [String]
+
+    @OptionGroup var server: ServerLogOptions
+
+    @Option(help: ArgumentHelp("Keep only the steps about this record (by name).", valueName: "name"))
+    var record: String?
+
+    @Option(help: ArgumentHelp("The first server offset to keep (default: 1).", valueName: "offset"))
+    var from: UInt64?
+
+    @Option(help: ArgumentHelp("The last server offset to keep (default: the last).", valueName: "offset"))
+    var to: UInt64?
+
+    @Option(help: "What to write: html (a page with the picture and hover details), svg or text.")
+    var format: Format = .html
+
+    @Option(help: ArgumentHelp("The file to write the page or picture to (default: standard output).", valueName: "path"))
+    var output: String?
+
+    @OptionGroup var json: JSONObjectOptions
+
+    func validate() throws {
+        if devices.isEmpty { throw ValidationError("give at least one device log") }
+        if let from, from == 0 { throw ValidationError("offsets start at 1; --from 0 names no entry") }
+        if let to, to == 0 { throw ValidationError("offsets start at 1; --to 0 names no entry") }
+        if let from, let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+        if (from != nil || to != nil) && server.server == nil { throw ValidationError("--from and --to are server offsets: give --server") }
+    }
+
+    func run() async throws {
+        try reportingErrors { output in
+            var progress = ProgressIndicator.standardError(label: "timeline", total: nil)
+            defer { progress.finish() }
+            let sources = try deviceSources(devices)
+            var range: ClosedRange<LogOffset>?
+            if from != nil || to != nil { range = LogOffset(from ?? 1)...LogOffset(to ?? UInt64.max) }
+            let timeline = try LogSyncDiagnostics.Timeline.build(
+                devices: sources, server: try server.source(), options: .init(record: record, serverOffsets: range)
+            ) { progress.report($0) }
+            progress.finish()
+            if json.json {
+                output.write(timeline.json + "\n")
+                return
+            }
+            let text = switch format {
+            case .html: timeline.html
+            case .svg: timeline.svg
+            case .text: timeline.text
+            }
+            if let path = self.output {
+                do {
+                    try text.write(to: URL(fileURLWithPath: path), atomically: true, encoding: .utf8)
+                } catch {
+                    throw LogToolError("cannot write \(path): \(error.localizedDescription)")
+                }
+                output.write("wrote the timeline (\(timeline.lanes.count) lanes, \(timeline.steps.count) steps) to \(path)\n")
+            } else {
+                output.write(text)
+            }
+        }
+    }
+}
+
+/// `--server PATH [--server-log NAME]`: a server database's log.
+struct ServerLogOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The server database's log environment (a user's directory, such as DATA/users/u1).", valueName: "path"),
+        completion: .directory)
+    var server: String?
+
+    @Option(help: ArgumentHelp("The log in the server's environment (default: the only one there).", valueName: "name"))
+    var serverLog: String?
+
+    /// The server's log, opened read-only, as a lane named `server`.
+    func source() throws -> LogSyncDiagnostics.Timeline.Source? {
+        guard let server else { return nil }
+        let environment = try LogEnvironment.open(at: URL(fileURLWithPath: server), options: .init(readOnly: true))
+        let name = try LogSelection.choose(requested: serverLog, available: try environment.logNames(), path: environment.path)
+        return .init(name: "server", log: try environment.openLog(named: name))
+    }
+}
+
+/// The device logs at `paths`, opened read-only for their entries, each named after its
+/// directory (`phone`, `laptop`; `phone-2` for a second directory of the same name).
+func deviceSources(_ paths: [String]) throws -> [LogSyncDiagnostics.Timeline.Source] {
+    var names: Set<String> = []
+    return try paths.map { path in
+        let log = try DeviceReplay.openDeviceLogEntries(at: path)
+        let base = URL(fileURLWithPath: log.environment.path).lastPathComponent
+        var name = base
+        var number = 2
+        while names.contains(name) {
+            name = "\(base)-\(number)"
+            number += 1
+        }
+        names.insert(name)
+        return .init(name: name, log: log)
+    }
+}
