@@ -240,7 +240,7 @@ struct ServerHistoryOfRecord {
             case .recordDeleted(let deleted, _) where deleted == id && entry.offset <= end:
                 history.versions = []  // a deletion starts the record's history again
                 commit?.versions = []
-            case .requestCompleted(let request, _, _):
+            case .requestCompleted(let request, _, _, _):
                 for index in commit?.versions ?? [] { history.versions[index].request = request.rawValue }
             default:
                 break
