@@ -22,17 +22,20 @@ struct NotesDeviceCommand: AsyncParsableCommand {
 
               logsync-server user add alice --data ./server    # prints the token
               logsync-server --data ./server --port 8080 &
-              notes-device --token TOKEN --device phone set groceries title "Groceries"
-              notes-device --token TOKEN --device laptop sync
+              notes-device set --token TOKEN --device phone groceries title "Groceries"
+              notes-device sync --token TOKEN --device laptop
 
-            Sharing with other users of the server (added with `user add NAME --email ADDRESS`): \
-            the owner shares the zone and gives each participant the URL it prints; they accept \
-            it, then see and (if read-write) edit the owner's notes with --owner:
+            Sharing with other users of the server (added with `user add NAME --email \
+            ADDRESS`): the owner shares the zone and sends each participant the URL it \
+            prints; they accept it, then see and (if read-write) edit the owner's notes \
+            with --owner. With each user's token in LOGSYNC_TOKEN:
 
-              notes-device --token ALICE --device alice-phone share --with bob@example.com --permission read-write
-              notes-device --token BOB --device bob-laptop accept logsync://share/…
-              notes-device --token BOB --device bob-laptop set --owner alice@example.com groceries body "milk"
-              notes-device --token ALICE --device alice-phone unshare --remove bob@example.com
+              notes-device share --device alice-phone \\
+                  --with bob@example.com --permission read-write
+              notes-device accept --device bob-laptop logsync://share/…
+              notes-device set --device bob-laptop \\
+                  --owner alice@example.com groceries body "milk"
+              notes-device unshare --device alice-phone --remove bob@example.com
             """,
         subcommands: [
             Set.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self, Unshare.self, Accept.self,
@@ -57,7 +60,7 @@ struct DeviceOptions: ParsableArguments {
     var device: String
 
     @Option(name: .long, help: ArgumentHelp(
-        "Where the device keeps its notes and device log (default: ./notes-NAME).", valueName: "directory"))
+        "Where the device keeps its notes and device logs (default: ./notes-NAME).", valueName: "directory"))
     var data: String?
 
     func validate() throws {
