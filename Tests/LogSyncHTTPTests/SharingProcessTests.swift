@@ -135,6 +135,35 @@ struct SharingProcessTests {
         }
     }
 
+    @Test("F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant")
+    func readOnlyDeleteAndStopSharing() async throws {
+        try await withTemporaryDirectory { directory in
+            let (data, tokens) = try await Self.addUsers(["alice", "carol"], in: directory)
+            let (server, url) = try await DeviceProcessTests.serve(data)
+            let alice = Device(name: "alice-phone", directory: directory.appendingPathComponent("alice"), token: tokens["alice"]!)
+            let carol = Device(name: "carol-phone", directory: directory.appendingPathComponent("carol"), token: tokens["carol"]!)
+            try await alice.run("set", "groceries", "title", "Groceries", server: url)
+            try await alice.run("share", "--with", "carol@example.com", server: url)  // read-only by default
+            try await carol.run("accept", try await alice.run("share", "--url", server: url).trimmingCharacters(in: .whitespacesAndNewlines), server: url)
+
+            let refused = try await carol.run("delete", "--owner", "alice@example.com", "groceries", server: url, expecting: 1)
+            #expect(
+                refused.contains("carol-phone: could not delete groceries of alice@example.com: alice@example.com shares Notes with this user read-only (permissionFailure)\n"),
+                "\(refused)")
+            #expect(refused.contains(#"carol-phone: groceries of alice@example.com {title: "Groceries"} is back to the server's copy"#), "\(refused)")
+            #expect(try await carol.run("show", server: url) == "carol-phone: groceries of alice@example.com {title: \"Groceries\"}\n")
+            #expect(try await alice.run("sync", server: url).contains(#"alice-phone: groceries {title: "Groceries"}"#))
+
+            let stopped = try await alice.run("unshare", server: url)
+            #expect(stopped.contains("alice-phone: deleted the share of Notes: no other user sees these notes now\n"), "\(stopped)")
+            #expect(try Self.contents(of: alice)["share"] == nil)
+            let gone = try await carol.run("sync", server: url)
+            #expect(gone.contains("carol-phone: alice@example.com no longer shares Notes with this user (zone deleted)"), "\(gone)")
+            #expect(gone.hasSuffix("carol-phone: no notes\n"), "\(gone)")
+            #expect(try await server.terminate().status == 0)
+        }
+    }
+
     @Test("F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address")
     func badShareURLs() async throws {
         try await withTemporaryDirectory { directory in

@@ -172,7 +172,7 @@ final class NotesApp: SyncEngineDelegate {
     /// A deletion the server refused.
     private func failedDelete(_ id: Record.ID, _ error: SyncError, syncEngine: SyncEngine) throws {
         if error.code == .permissionFailure, id != NotesStore.shareID {
-            try undoReadOnly(id, syncEngine: syncEngine)
+            try undoReadOnly(id, deletion: true, syncEngine: syncEngine)
         } else {
             say("could not delete \(store.label(id)): \(error.code) (\(error.message))")
         }
@@ -181,20 +181,20 @@ final class NotesApp: SyncEngineDelegate {
     /// An edit or deletion refused because the owner shares the zone read-only (F121): the
     /// server keeps its copy of the note, and so does the device (its last known server record),
     /// dropping this device's edits.
-    private func undoReadOnly(_ id: Record.ID, syncEngine: SyncEngine) throws {
+    private func undoReadOnly(_ id: Record.ID, deletion: Bool = false, syncEngine: SyncEngine) throws {
         let known = try syncEngine.deviceLog.lastKnownServerRecord(for: id)
         try store.update(zone: id.zoneID) { notebook in
             notebook.unsaved[id.recordName] = nil
             notebook.notes[id.recordName] = known?.stringFields
         }
         let label = store.label(id)
-        refuse(label, "\(store.ownerLabel(id.zoneID.ownerName)) shares Notes with this user read-only (permissionFailure)")
+        refuse(label, "\(store.ownerLabel(id.zoneID.ownerName)) shares Notes with this user read-only (permissionFailure)", deletion: deletion)
         say("\(describe(label, store.note(id) ?? [:])) is back to the server's copy")
     }
 
     /// Reports an edit the server refused for good, and keeps it for the command's status.
-    private func refuse(_ label: String, _ why: String) {
-        say("could not save \(label): \(why)")
+    private func refuse(_ label: String, _ why: String, deletion: Bool = false) {
+        say("could not \(deletion ? "delete" : "save") \(label): \(why)")
         refusals.withLock { $0.append("\(label): \(why)") }
     }
 
