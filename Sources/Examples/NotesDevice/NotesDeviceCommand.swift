@@ -13,18 +13,39 @@ struct NotesDeviceCommand: AsyncParsableCommand {
         abstract: "One device of a notes app, syncing its notes through a logsync-server.",
         discussion: """
             Each note has text fields (title, body, …) and lives in the zone "Notes" of the user's \
-            private database. The device keeps its notes in DATA/notes.json and its engine's \
-            device log in DATA/sync (read it with `logtool dump DATA/sync`).
+            private database. The device keeps its notes in DATA/notes.json and runs two engines, \
+            as a CloudKit app does: one on the private database, with its device log in DATA/sync, \
+            and one on the shared database, with its device log in DATA/sync-shared (read them \
+            with `logtool dump DATA/sync`).
 
             Start a server, add a user, then run two devices against it:
 
               logsync-server user add alice --data ./server    # prints the token
               logsync-server --data ./server --port 8080 &
-              notes-device --token TOKEN --device phone set groceries title "Groceries"
-              notes-device --token TOKEN --device laptop sync
+              notes-device set --token TOKEN --device phone groceries title "Groceries"
+              notes-device sync --token TOKEN --device laptop
+
+            Sharing with other users of the server (added with `user add NAME --email \
+            ADDRESS`): the owner shares the zone and sends each participant the URL it \
+            prints; they accept it, then see and (if read-write) edit the owner's notes \
+            with --owner. With each user's token in LOGSYNC_TOKEN:
+
+              notes-device share --device alice-phone \\
+                  --with bob@example.com --permission read-write
+              notes-device accept --device bob-laptop logsync://share/…
+              notes-device set --device bob-laptop \\
+                  --owner alice@example.com groceries body "milk"
+              notes-device unshare --device alice-phone --remove bob@example.com
             """,
-        subcommands: [Set.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self])
+        subcommands: [
+            Set.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self, Unshare.self, Accept.self,
+        ])
 }
+
+/// The help of `--owner`.
+let ownerHelp = ArgumentHelp(
+    "The owner of the shared Notes zone the note is in: their e-mail address or user record name (the user's own zone by default).",
+    valueName: "user")
 
 /// Where the server is, who the user is, and which device this is.
 struct DeviceOptions: ParsableArguments {
@@ -39,7 +60,7 @@ struct DeviceOptions: ParsableArguments {
     var device: String
 
     @Option(name: .long, help: ArgumentHelp(
-        "Where the device keeps its notes and device log (default: ./notes-NAME).", valueName: "directory"))
+        "Where the device keeps its notes and device logs (default: ./notes-NAME).", valueName: "directory"))
     var data: String?
 
     func validate() throws {
@@ -67,21 +88,31 @@ struct DeviceOptions: ParsableArguments {
     }
 }
 
-/// A device opened: the app's store and delegate, the HTTP client and the engine.
+/// A device opened: the app's store, the HTTP client, and two engines with their delegates, as a
+/// CloudKit app has them: one on the private database (the user's own Notes zone and its share,
+/// device log DATA/sync) and one on the shared database (the Notes zones other users share with
+/// this user, device log DATA/sync-shared).
 struct NotesDevice {
     let app: NotesApp
+    let sharedApp: NotesApp
     let client: HTTPSyncClient
     let engine: SyncEngine
+    let sharedEngine: SyncEngine
 
     init(server: URL, token: String, device: String, directory: URL, automatic: Bool) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try NotesStore(file: directory.appending(path: "notes.json"))
-        app = NotesApp(device: device, store: store)
+        app = NotesApp(device: device, store: store, scope: .private)
+        sharedApp = NotesApp(device: device, store: store, scope: .shared)
         client = HTTPSyncClient(.init(serverURL: server, token: token, device: DeviceID(device)))
         var configuration = SyncEngine.Configuration(
             database: client.database(.private), logDirectory: directory.appending(path: "sync"), delegate: app)
         configuration.automaticallySync = automatic
         engine = try SyncEngine(configuration)
+        var shared = SyncEngine.Configuration(
+            database: client.database(.shared), logDirectory: directory.appending(path: "sync-shared"), delegate: sharedApp)
+        shared.automaticallySync = automatic
+        sharedEngine = try SyncEngine(shared)
         // The zone the notes live in, until the server has confirmed it (saving a zone that
         // exists changes nothing on the server).
         let zone = RecordZone(zoneID: NotesStore.zoneID)
@@ -90,32 +121,63 @@ struct NotesDevice {
         }
     }
 
-    /// Sends what is pending, again while the delegate queues merges (at most three rounds).
+    var store: NotesStore { app.store }
+
+    /// The engine that syncs a zone: the private one for the user's own zone, the shared one
+    /// for a zone another user shares.
+    func engine(for zoneID: RecordZone.ID) -> SyncEngine { zoneID == NotesStore.zoneID ? engine : sharedEngine }
+
+    /// The zone a command edits: the user's own, or the Notes zone `owner` shares with the user.
+    /// - Throws: ``NotesDeviceError`` naming the owner when no such share was accepted.
+    func zone(owner: String?) throws -> RecordZone.ID {
+        guard let owner else { return NotesStore.zoneID }
+        guard let zoneID = store.sharedZone(owner: owner) else {
+            throw NotesDeviceError(
+                "\(app.device) holds no Notes zone shared by \(owner); accept its share first (`notes-device accept URL`), or `sync`")
+        }
+        return zoneID
+    }
+
+    /// Sends what is pending in the given engines (both by default), again while the delegates
+    /// queue merges (at most three rounds each).
     /// - Throws: ``NotesDeviceError`` when the server cannot be reached; the edits stay pending.
-    func send() async throws {
-        for _ in 0..<3 {
-            do {
-                try await engine.sendChanges()
-            } catch let error as SyncError where error.code == .partialFailure {
-                // Per-record failures: the delegate has handled (and reported) each one.
-            } catch let error as SyncError {
-                throw NotesDeviceError("\(app.device): could not send: \(explain(error)). The edits stay pending; run `sync` again.")
+    func send(_ engines: [SyncEngine]? = nil) async throws {
+        for engine in engines ?? [engine, sharedEngine] {
+            for _ in 0..<3 {
+                do {
+                    try await engine.sendChanges()
+                } catch let error as SyncError where error.code == .partialFailure {
+                    // Per-record failures: the delegate has handled (and reported) each one.
+                } catch let error as SyncError {
+                    throw NotesDeviceError("\(app.device): could not send: \(explain(error)). The edits stay pending; run `sync` again.")
+                }
+                if try engine.state.pendingRecordZoneChanges.isEmpty && engine.state.pendingDatabaseChanges.isEmpty { break }
             }
-            if try engine.state.pendingRecordZoneChanges.isEmpty && engine.state.pendingDatabaseChanges.isEmpty { return }
         }
     }
 
-    /// Fetches what changed on the server.
-    func fetch() async throws {
-        do {
-            try await engine.fetchChanges()
-        } catch let error as SyncError {
-            throw NotesDeviceError("\(app.device): could not fetch: \(explain(error))")
+    /// Fetches what changed on the server, in the given engines (both by default).
+    func fetch(_ engines: [SyncEngine]? = nil) async throws {
+        for engine in engines ?? [engine, sharedEngine] {
+            do {
+                try await engine.fetchChanges()
+            } catch let error as SyncError {
+                throw NotesDeviceError("\(app.device): could not fetch: \(explain(error))")
+            }
         }
+    }
+
+    /// Fails the command when the server refused a change for good in this run (each refusal
+    /// was printed when it came back).
+    /// - Throws: ``NotesDeviceError`` naming each refused change and why.
+    func checkRefusals() throws {
+        let refused = app.refusals.withLock { $0 } + sharedApp.refusals.withLock { $0 }
+        guard !refused.isEmpty else { return }
+        throw NotesDeviceError("\(app.device): the server refused \(refused.joined(separator: "; "))")
     }
 
     /// What went wrong, for a person: the code's name and what to do.
-    private func explain(_ error: SyncError) -> String {
+    func explain(_ error: SyncError) -> String {
         switch error.code {
         case .notAuthenticated:
             "the server did not accept the token (notAuthenticated); check --token or LOGSYNC_TOKEN (see `logsync-server user add`)"
@@ -127,11 +189,20 @@ struct NotesDevice {
     }
 
     /// Prints every note the device holds.
-    func showAll() {
-        let notes = app.store.read { $0.notes }
-        if notes.isEmpty { app.say("no notes") }
-        for (name, fields) in notes.sorted(by: { $0.key < $1.key }) { app.say(describe(name, fields)) }
-    }
+    func showAll() { show(app) }
+}
+
+/// Prints every note the store holds, own notes first, then those of each shared zone.
+func show(_ app: NotesApp) {
+    let lines = app.store.descriptions()
+    if lines.isEmpty { app.say("no notes") }
+    for line in lines { app.say(line) }
+}
+
+/// A permission given to a participant, as the command line spells it.
+enum SharePermission: String, ExpressibleByArgument, CaseIterable {
+    case readWrite = "read-write"
+    case readOnly = "read-only"
 }
 
 extension NotesDeviceCommand {
@@ -141,23 +212,29 @@ extension NotesDeviceCommand {
             discussion: """
                 Sends without fetching first, as an app that was offline would: if another device \
                 saved the note meanwhile, the server refuses the save, the device merges its edit \
-                into the server's copy and sends the merge.
+                into the server's copy and sends the merge. With --owner, the note is in the Notes \
+                zone that user shares with this one; if they share it read-only, the server refuses \
+                the edit (permissionFailure), the device goes back to the server's copy and the \
+                command fails.
                 """)
 
         @OptionGroup var options: DeviceOptions
+        @Option(help: ownerHelp) var owner: String?
         @Argument(help: "The note's name, such as groceries.") var note: String
         @Argument(help: "The field, such as title or body.") var field: String
         @Argument(help: "The text.") var text: String
 
         func run() async throws {
             let device = try options.open()
-            try device.app.store.update { contents in
-                contents.notes[note, default: [:]][field] = text
-                contents.unsaved[note, default: []].insert(field)
+            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
+            try device.store.update(zone: id.zoneID) { notebook in
+                notebook.notes[note, default: [:]][field] = text
+                notebook.unsaved[note, default: []].insert(field)
             }
-            try device.engine.state.add(pendingRecordZoneChanges: [.saveRecord(NotesStore.recordID(note))])
-            device.app.say("sets \(field) of \(note) to \"\(text)\"")
-            try await device.send()
+            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            device.app.say("sets \(field) of \(device.store.label(id)) to \"\(text)\"")
+            try await device.send([device.engine(for: id.zoneID)])
+            try device.checkRefusals()
         }
     }
 
@@ -165,21 +242,29 @@ extension NotesDeviceCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a note and send the deletion.")
 
         @OptionGroup var options: DeviceOptions
+        @Option(help: ownerHelp) var owner: String?
         @Argument(help: "The note's name.") var note: String
 
         func run() async throws {
             let device = try options.open()
-            guard device.app.store.note(note) != nil else { throw NotesDeviceError("\(options.device) has no note \(note)") }
-            try device.app.store.update { $0.notes[note] = nil; $0.unsaved[note] = nil }
-            try device.engine.state.add(pendingRecordZoneChanges: [.deleteRecord(NotesStore.recordID(note))])
-            device.app.say("deletes \(note)")
-            try await device.send()
+            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
+            guard device.store.note(id) != nil else { throw NotesDeviceError("\(options.device) has no note \(device.store.label(id))") }
+            try device.store.update(zone: id.zoneID) { $0.notes[note] = nil; $0.unsaved[note] = nil }
+            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
+            device.app.say("deletes \(device.store.label(id))")
+            try await device.send([device.engine(for: id.zoneID)])
+            try device.checkRefusals()
         }
     }
 
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Fetch what other devices saved, send what is pending, and print every note.")
+            abstract: "Fetch what other devices and users saved, send what is pending, and print every note.",
+            discussion: """
+                Syncs both engines: the private database's (the user's own notes and their share) \
+                and the shared database's (the notes other users share with this user, which \
+                appear once their share is accepted and go when it ends).
+                """)
 
         @OptionGroup var options: DeviceOptions
 
@@ -188,6 +273,7 @@ extension NotesDeviceCommand {
             try await device.fetch()
             try await device.send()
             device.showAll()
+            try device.checkRefusals()
         }
     }
 
@@ -207,20 +293,172 @@ extension NotesDeviceCommand {
             let device = try options.open()
             try await device.send()
             device.showAll()
+            try device.checkRefusals()
         }
     }
 
     struct Show: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the notes this device holds, without syncing.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print the notes this device holds, without syncing.",
+            discussion: "A note of a zone another user shares is named with its owner: groceries of alice@example.com.")
 
         @OptionGroup var options: DeviceOptions
 
         func run() async throws {
             let store = try NotesStore(file: options.directory.appending(path: "notes.json"))
-            let app = NotesApp(device: options.device, store: store)
-            let notes = store.read { $0.notes }
-            if notes.isEmpty { app.say("no notes") }
-            for (name, fields) in notes.sorted(by: { $0.key < $1.key }) { app.say(describe(name, fields)) }
+            show(NotesApp(device: options.device, store: store))
+        }
+    }
+
+    struct ShareNotes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "share",
+            abstract: "Share this user's Notes zone with other users of the server, and print the share's URL.",
+            discussion: """
+                Saves a zone-wide share of the zone "Notes" (created on the first share) through \
+                the private database's engine, like any record. Each user named with --with is \
+                a participant, pending until they accept the share's URL with `notes-device \
+                accept URL`; sharing again with a participant changes their permission. Users \
+                are named by the e-mail address given to `logsync-server user add NAME --email \
+                ADDRESS`, or by user record name (_user2). `share --url` prints the URL alone.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+        @Option(name: .customLong("with"), help: ArgumentHelp(
+            "A user to share with: an e-mail address or a user record name. Repeat for several.", valueName: "user"))
+        var users: [String] = []
+        @Option(help: "What they may do with the notes: read-write or read-only.")
+        var permission: SharePermission = .readOnly
+        @Flag(name: .customLong("url"), help: "Print the share's URL alone, as this device last saw it, without syncing.")
+        var urlOnly = false
+
+        func validate() throws {
+            if urlOnly && !users.isEmpty { throw ValidationError("--url prints the URL alone: give it without --with") }
+            if !urlOnly && users.isEmpty { throw ValidationError("name a user to share with (--with ADDRESS), or print the URL (--url)") }
+            for user in users where user.contains("@") {
+                do { try UserIdentity.validate(emailAddress: user) } catch { throw ValidationError(error.message) }
+            }
+        }
+
+        func run() async throws {
+            if urlOnly {
+                let store = try NotesStore(file: options.directory.appending(path: "notes.json"))
+                guard let url = store.read({ $0.share?.url }) else {
+                    throw NotesDeviceError("\(options.device) knows no share of Notes: share it first (`notes-device share --with ADDRESS`), or `sync`")
+                }
+                print(url)
+                return
+            }
+            let device = try options.open()
+            try device.store.update { contents in
+                var share = contents.share ?? .init()
+                for user in users { share.unsaved[user] = permission.rawValue }
+                contents.share = share
+            }
+            try device.engine.state.add(pendingRecordZoneChanges: [.saveRecord(NotesStore.shareID)])
+            device.app.say("shares Notes with \(users.joined(separator: ", ")) (\(permission.rawValue))")
+            try await device.send([device.engine])
+            try device.checkRefusals()
+        }
+    }
+
+    struct Unshare: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove users from the share of this user's Notes zone, or stop sharing it.",
+            discussion: """
+                With --remove, saves the share without those users: the zone leaves their shared \
+                databases, and their devices drop its notes at their next sync. Without it, \
+                deletes the share: the zone leaves every participant's shared database.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+        @Option(name: .customLong("remove"), help: ArgumentHelp(
+            "A participant to remove: an e-mail address or a user record name. Repeat for several.", valueName: "user"))
+        var users: [String] = []
+
+        func run() async throws {
+            let device = try options.open()
+            guard let share = device.store.read({ $0.share }) else {
+                throw NotesDeviceError("\(options.device) knows no share of Notes: nothing to remove (run `sync` if another device shared it)")
+            }
+            if users.isEmpty {
+                try device.store.update { $0.share = nil }
+                try device.engine.state.add(pendingRecordZoneChanges: [.deleteRecord(NotesStore.shareID)])
+                device.app.say("stops sharing Notes")
+            } else {
+                let known = Swift.Set(share.participants.keys.map { $0.lowercased() })
+                for user in users where !known.contains(user.lowercased()) {
+                    throw NotesDeviceError(
+                        "\(user) is not a participant of the share of Notes as \(options.device) knows it (\(known.sorted().joined(separator: ", "))); run `sync` first if another device changed it")
+                }
+                try device.store.update { contents in
+                    for user in users { contents.share?.unsaved[user] = "remove" }
+                }
+                try device.engine.state.add(pendingRecordZoneChanges: [.saveRecord(NotesStore.shareID)])
+                device.app.say("removes \(users.joined(separator: ", ")) from the share of Notes")
+            }
+            try await device.send([device.engine])
+            try device.checkRefusals()
+        }
+    }
+
+    struct Accept: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Accept a share of another user's Notes zone from its URL, and fetch its notes.",
+            discussion: """
+                Reads the share's metadata (fetchShareMetadata), accepts it (acceptShares), then \
+                fetches through the shared database's engine: the owner's zone appears there, \
+                named with the owner's user record name. Its notes are then edited with `set \
+                --owner ADDRESS` and synced with `sync`.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+        @Argument(help: ArgumentHelp("The share's URL, as its owner's `notes-device share` printed it.", valueName: "url"))
+        var url: String
+
+        func validate() throws {
+            guard let url = URL(string: url), url.scheme != nil else { throw ValidationError("not a URL: \(url)") }
+        }
+
+        func run() async throws {
+            let device = try options.open()
+            let shareURL = URL(string: url)!
+            let database = device.client.database(.shared)
+            func refused(_ error: SyncError) -> NotesDeviceError {
+                NotesDeviceError("\(options.device): cannot accept \(url): \(device.explain(error)); nothing accepted")
+            }
+            let metadata: Share.Metadata
+            do {
+                metadata = try await database.fetchShareMetadata(url: shareURL)
+            } catch let error as SyncError {
+                throw refused(error)
+            }
+            let zoneID = metadata.share.zoneID
+            guard NotesStore.isNotesZone(zoneID), metadata.share.isZoneWide else {
+                throw NotesDeviceError("\(options.device): \(url) shares \(metadata.share), not a Notes zone; nothing accepted")
+            }
+            let result: Result<Share, SyncError>?
+            do {
+                let response = try await database.acceptShares([metadata])
+                result = response.results[metadata.url ?? shareURL] ?? response.results.values.first
+            } catch let error as SyncError {
+                throw refused(error)
+            }
+            switch result {
+            case .success?: break
+            case .failure(let error)?: throw refused(error)
+            case nil: throw NotesDeviceError("\(options.device): cannot accept \(url): the server did not answer for it")
+            }
+            let owner = metadata.ownerIdentity.emailAddress
+            try device.store.update { contents in
+                var zone = contents.shared?[zoneID.ownerName] ?? .init()
+                zone.owner = owner ?? zone.owner
+                zone.permission = metadata.participantPermission.spelled
+                contents.shared = (contents.shared ?? [:]).merging([zoneID.ownerName: zone]) { $1 }
+            }
+            device.app.say(
+                "accepted the share of Notes of \(owner ?? zoneID.ownerName): \(metadata.participantPermission.spelled)")
+            try await device.fetch([device.sharedEngine])
         }
     }
 
@@ -254,6 +492,7 @@ extension NotesDeviceCommand {
             for source in sources { source.cancel() }
             device.client.close()  // no more push hints
             await device.engine.cancelOperations()
+            await device.sharedEngine.cancelOperations()
             device.app.say("stopped")
             // Now, before the automatic engine starts anything else: everything it fetched is in
             // notes.json and its device log already.
