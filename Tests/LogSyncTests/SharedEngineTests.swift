@@ -10,27 +10,33 @@ import Testing
 /// reach the owner, and removal shows up as a zone deletion (F118, F119, F121, F124, F125).
 @Suite("A participant's engine on the shared database")
 struct SharedEngineTests {
+    /// Alice's phone writes n1 "Groceries" in her zone Notes and syncs; she shares the zone with
+    /// bob (read-write), who accepts. Returns her device and the zone.
+    static func aliceSharesNotesWithBob(_ server: SyncServer, _ directory: URL) async throws -> (TestDevice, RecordZone.ID) {
+        try server.registerUser("bob", emailAddress: "bob@example.com")
+        let notes = RecordZone.ID(zoneName: "Notes")
+        let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
+        try alice.createZone(notes)
+        try alice.write(Record.ID(recordName: "n1", zoneID: notes), "Groceries")
+        try await alice.sync()
+        var share = Share(recordZoneID: notes)
+        share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+        let saved = try await server.database(for: "alice", device: "admin").modifyRecords(saving: [share.record], deleting: [])
+        let savedShare = try #require(saved.saveResults[share.recordID])
+        let url = try #require(try Share(record: try savedShare.get()).url)
+        _ = try #require(
+            try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+        ).get()
+        return (alice, notes)
+    }
+
     @Test("F119 F121 F124 a shared engine fetches the owner's zone, sends edits, and loses the zone on removal")
     func participantEngine() async throws {
         try await withTemporaryDirectory { directory in
             let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
             defer { server.shutdown() }
-            try server.registerUser("bob", emailAddress: "bob@example.com")
-            let notes = RecordZone.ID(zoneName: "Notes")
-            let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
-            try alice.createZone(notes)
-            try alice.write(Record.ID(recordName: "n1", zoneID: notes), "Groceries")
-            try await alice.sync()
-
+            let (alice, notes) = try await Self.aliceSharesNotesWithBob(server, directory)
             let owner = server.database(for: "alice", device: "admin")
-            var share = Share(recordZoneID: notes)
-            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
-            let saved = try await owner.modifyRecords(saving: [share.record], deleting: [])
-            let result = try #require(saved.saveResults[share.recordID])
-            let url = try #require(try Share(record: try result.get()).url)
-            _ = try #require(
-                try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
-            ).get()
 
             let bob = try TestDevice("bob-phone", server: server, user: "bob", scope: .shared, directory: directory)
             try await bob.sync()
@@ -69,21 +75,7 @@ struct SharedEngineTests {
         try await withTemporaryDirectory { directory in
             let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
             defer { server.shutdown() }
-            try server.registerUser("bob", emailAddress: "bob@example.com")
-            // Alice shares her Notes with bob.
-            let notes = RecordZone.ID(zoneName: "Notes")
-            let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
-            try alice.createZone(notes)
-            try alice.write(Record.ID(recordName: "n1", zoneID: notes), "Groceries")
-            try await alice.sync()
-            var share = Share(recordZoneID: notes)
-            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
-            let saved = try await server.database(for: "alice", device: "admin").modifyRecords(saving: [share.record], deleting: [])
-            let savedShare = try #require(saved.saveResults[share.recordID])
-            let url = try #require(try Share(record: try savedShare.get()).url)
-            _ = try #require(
-                try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
-            ).get()
+            let (alice, notes) = try await Self.aliceSharesNotesWithBob(server, directory)
 
             // Bob's phone runs two engines, as an app does: one per database, each with its own log.
             let mine = RecordZone.ID(zoneName: "Notes")  // bob's own zone of the same name
