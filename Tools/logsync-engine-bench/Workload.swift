@@ -8,6 +8,9 @@ import SyncModel
 /// integers, as in logsync-server-bench), spread round-robin over 10 custom zones.
 let workload = RecordWorkload(zones: 10)
 
+/// The records of the sharing phase: the same records, all in one zone, the one shared.
+let sharedWorkload = RecordWorkload(zones: 1)
+
 /// Seeds `count` records into the database, as another device would have saved them: the 10
 /// zones, then `modifyRecords` requests of 400 new records straight to the server (no engine).
 /// Returns the wall time, record generation included, and the requests.
