@@ -152,10 +152,7 @@ enum Child {
         let server = try openServer(directory.appendingPathComponent("server"), options)
         defer { server.shutdown() }
         let database = server.database(for: owner, device: "seeder")
-        try await sharedWorkload.createZones(in: database)
-        let seeded = try await sharedWorkload.save(
-            options.recordCount, series: "seed", to: database, requestIDs: false, reports: 5
-        ) { sofar, _, _ in emit("    seeded \(grouped(sofar.records)) records") }
+        let (seconds, requests) = try await seed(database, count: options.recordCount, progress: true, in: sharedWorkload)
 
         try server.registerUser(participant, emailAddress: "\(participant.rawValue)@example.com")
         var share = Share(recordZoneID: sharedWorkload.zoneID(0))
@@ -169,8 +166,8 @@ enum Child {
         guard case .success? = accepted else { throw BenchError("accepting the share failed: \(String(describing: accepted))") }
 
         var result = PhaseResult(phase: "share-seed", records: options.recordCount)
-        result.seedSeconds = seeded.wallSeconds
-        result.seedRequests = seeded.requests
+        result.seedSeconds = seconds
+        result.seedRequests = requests
         return result
     }
 

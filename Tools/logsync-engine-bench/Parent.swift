@@ -38,12 +38,7 @@ enum Parent {
 
         var results: [PhaseResult] = []
         if options.phases.contains(.fetch) {
-            let directory = scratch.subdirectory("fetch")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            emit("seeding the server: \(grouped(options.recordCount)) records")
-            let seed = try child(.seed, durability: .fast, options, directory, scratch)
-            emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
-                + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+            let directory = try seededServer(.seed, "fetch", "\(grouped(options.recordCount)) records", options, scratch)
             for durability in options.durabilities {
                 emit("initial sync, device log .\(durability)")
                 let result = try child(.fetch, durability: durability, options, directory, scratch)
@@ -90,12 +85,8 @@ enum Parent {
         }
         var shared: [PhaseResult] = []
         if options.phases.contains(.share) {
-            let directory = scratch.subdirectory("share")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            emit("seeding the server: \(grouped(options.recordCount)) records in one zone, shared with bob, who accepts")
-            let seed = try child(.shareSeed, durability: .fast, options, directory, scratch)
-            emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
-                + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+            let directory = try seededServer(
+                .shareSeed, "share", "\(grouped(options.recordCount)) records in one zone, shared with bob, who accepts", options, scratch)
             let durability = options.durabilities[0]
             for run in 1...options.shareRunCount {
                 let owner = try child(.ownerFetch, durability: durability, options, directory, scratch)
@@ -201,6 +192,20 @@ enum Parent {
                 + "\(ratio(minimums.last! / max(minimums.first!, 1e-9)))")
         }
         emit("")
+    }
+
+    /// Creates the scratch subdirectory `name` and seeds a server there with the child `phase`,
+    /// printing what it seeds and how fast. Returns the directory.
+    static func seededServer(
+        _ phase: EngineBench.Phase, _ name: String, _ what: String, _ options: EngineBench, _ scratch: ScratchDirectory
+    ) throws -> URL {
+        let directory = scratch.subdirectory(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        emit("seeding the server: \(what)")
+        let seed = try child(phase, durability: .fast, options, directory, scratch)
+        emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
+            + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+        return directory
     }
 
     /// The sharing phase's table and ratio.
