@@ -6,7 +6,9 @@ import SyncModel
 /// report and prints the tables.
 enum Parent {
     static func run(_ options: EngineBench, _ scratch: ScratchDirectory) throws {
-        printHeader("logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening", scratch: scratch)
+        printHeader(
+            "logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone",
+            scratch: scratch)
         if options.phases.contains(.fetch) || options.phases.contains(.send) {
             emit("  records: \(grouped(options.recordCount)), \(workload.recordSize) B of field data each (3 strings, 2 integers), type "
                 + "\(RecordWorkload.recordType), round-robin over \(workload.zoneCount) custom zones")
