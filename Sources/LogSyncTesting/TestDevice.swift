@@ -33,6 +33,8 @@ import SyncModel
 ///   from the server's record is queued again, on the server's system fields;
 /// - `zoneNotFound` queues the zone and the save again (and `userDeletedZone`, with
 ///   ``Policy/recreatesDeletedZones``); `unknownItem` queues the save again without system fields;
+///   `serverResponseLost` (the answer lost again after the engine's own resend) queues the change
+///   again;
 /// - an account change does what ``Policy/accountChanges`` says;
 /// - on the shared database, where an app cannot create zones, `zoneNotFound` gives the edit up
 ///   (the zone is no longer shared), and `permissionFailure` (a read-only participant) gives the
@@ -561,8 +563,10 @@ extension TestDevice.Store {
             for failure in sent.failedRecordSaves where failure.record.recordType == Share.recordType {
                 if let change = failedShareSave(failure.record.recordID, failure.error) { requeue.append(change) }
             }
-            for (id, error) in sent.failedRecordDeletes where error.code == .permissionFailure {
-                refuse(id, server: serverFields[id])
+            for (id, error) in sent.failedRecordDeletes {
+                if error.code == .permissionFailure { refuse(id, server: serverFields[id]) }
+                // The answer was lost again after the engine's resend: the deletion goes once more.
+                if error.code == .serverResponseLost, notes[id] == nil, shares[id] == nil { requeue.append(.deleteRecord(id)) }
             }
             for record in sent.savedRecords {
                 if let edit = unacknowledged[record.recordID], Self.carries(Self.fields(of: record), edit) {
@@ -574,6 +578,10 @@ extension TestDevice.Store {
                 switch failure.error.code {
                 case .permissionFailure:
                     refuse(id, server: serverFields[id])
+                case .serverResponseLost:
+                    // The answer was lost again after the engine's resend: the app sends the edit
+                    // once more; if the server had applied it, the conflict it gets says so.
+                    if unacknowledged[id] != nil { requeue.append(.saveRecord(id)) }
                 case .zoneNotFound where onSharedDatabase:
                     // The zone is no longer shared with this user: the edit goes with it.
                     if unacknowledged.removeValue(forKey: id) != nil { tally.droppedWithZone += 1 }
@@ -639,6 +647,8 @@ extension TestDevice.Store {
             return .saveRecord(id)
         case .unknownItem:
             forgetSystemFields.insert(id)
+            return .saveRecord(id)
+        case .serverResponseLost:
             return .saveRecord(id)
         default:
             dropShares { $0 == id }
