@@ -529,7 +529,8 @@ extension TestDevice.Store {
             for modification in changes.modifications {
                 let id = modification.record.recordID
                 if modification.record.recordType == Share.recordType {
-                    fetched(share: modification.record)
+                    // A share whose deletion is not sent yet stays deleted.
+                    if !deleting.contains(id) { fetched(share: modification.record) }
                     continue
                 }
                 if policy.keepsUnacknowledgedEdits, deleting.contains(id) { continue }
@@ -560,6 +561,7 @@ extension TestDevice.Store {
                 unsentShares.remove(record.recordID)
                 shares[record.recordID] = try? Share(record: record)
             }
+            for id in sent.deletedRecordIDs where !unsentShares.contains(id) { shares[id] = nil }
             for failure in sent.failedRecordSaves where failure.record.recordType == Share.recordType {
                 if let change = failedShareSave(failure.record.recordID, failure.error) { requeue.append(change) }
             }
