@@ -40,13 +40,14 @@ import SyncModel
 /// ```swift
 /// let simulation = try Simulation(seed: 17, directory: temporaryDirectory)
 /// let report = try await simulation.run()   // throws SimulationFailure naming the seed
+/// let shared = try Simulation(seed: 17, directory: otherDirectory, configuration: .sharing)
 /// ```
 public final class Simulation {
     /// What a simulation does, besides what its seed decides.
     public struct Configuration: Sendable {
-        /// How many devices sync (at least 1).
+        /// How many devices of ``users`` sync (at least 1); with ``participants``, the owner's.
         public var devices = 3
-        /// How many operations each device makes, on average (the total is `devices` times this).
+        /// How many operations each device makes, on average (the total is ``deviceCount`` times this).
         public var operationsPerDevice = 100
         /// The users whose accounts devices switch between; every device starts as the first.
         public var users: [UserID] = ["alice", "bob"]
