@@ -33,7 +33,16 @@ import SyncModel
 ///   from the server's record is queued again, on the server's system fields;
 /// - `zoneNotFound` queues the zone and the save again (and `userDeletedZone`, with
 ///   ``Policy/recreatesDeletedZones``); `unknownItem` queues the save again without system fields;
-/// - an account change does what ``Policy/accountChanges`` says.
+///   `serverResponseLost` (the answer lost again after the engine's own resend) queues the change
+///   again;
+/// - an account change does what ``Policy/accountChanges`` says;
+/// - on the shared database, where an app cannot create zones, `zoneNotFound` gives the edit up
+///   (the zone is no longer shared), and `permissionFailure` (a read-only participant) gives the
+///   edit up and shows the server's record again;
+/// - shares (records of `Share.recordType`) are kept apart from the notes (``shares``): the
+///   owner saves and deletes them with ``saveShare(_:)`` and ``deleteShare(_:)``, a participant
+///   leaves with ``deleteShare(_:)``; a conflict on a share keeps the server's share with the
+///   participants and permissions of the local one (their acceptance as the server has it).
 ///
 /// It also follows each local edit until the server acknowledges it (in a send's results, a
 /// conflict's server record or a fetched record carrying it) or the app gives it up (a lost
@@ -112,6 +121,9 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         /// Edits a fetched record replaced before the server acknowledged them (only without
         /// ``Policy/keepsUnacknowledgedEdits``).
         public var overwrittenByFetch = 0
+        /// Edits the server refused with `permissionFailure` (a read-only participant's): given
+        /// up, the server's record shown again.
+        public var refused = 0
 
         /// Adds another device's counts to these.
         public static func += (lhs: inout Tally, rhs: Tally) {
@@ -121,6 +133,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
             lhs.droppedWithZone += rhs.droppedWithZone
             lhs.droppedByAccountChange += rhs.droppedByAccountChange
             lhs.overwrittenByFetch += rhs.overwrittenByFetch
+            lhs.refused += rhs.refused
         }
     }
 
@@ -136,7 +149,13 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     struct Store {
         var policy: Policy
+        /// Whether the engine syncs with a shared database, where the app creates no zones.
+        var onSharedDatabase = false
         var notes: [Record.ID: Fields] = [:]
+        /// The shares the app knows, as last fetched, saved or edited here.
+        var shares: [Record.ID: Share] = [:]
+        /// Shares edited here whose save the server has not acknowledged yet.
+        var unsentShares: Set<Record.ID> = []
         /// Edits not acknowledged yet, by record: the note's fields when last edited here.
         var unacknowledged: [Record.ID: Fields] = [:]
         /// Record IDs whose next save goes without system fields (after `unknownItem`).
@@ -165,7 +184,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         self.directory = directory
         self.database = database
         self.configure = configure
-        self.store = Mutex(Store(policy: policy))
+        self.store = Mutex(Store(policy: policy, onSharedDatabase: database.databaseScope == .shared))
         try startEngine()
     }
 
@@ -217,6 +236,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         store.withLock { store in
             store.notes = store.notes.filter { $0.key.zoneID != zoneID }
             store.unacknowledged = store.unacknowledged.filter { $0.key.zoneID != zoneID }
+            store.dropShares { $0.zoneID == zoneID }
         }
         try engine.state.add(pendingDatabaseChanges: [.deleteZone(zoneID)])
     }
@@ -244,6 +264,22 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
             store.notes[id] = nil
             store.unacknowledged[id] = nil
         }
+        try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
+    }
+
+    /// Saves a share (new, or edited from ``shares``) and queues its save: the owner shares a
+    /// zone, invites or removes participants.
+    public func saveShare(_ share: Share) throws {
+        store.withLock { store in
+            store.shares[share.recordID] = share
+            store.unsentShares.insert(share.recordID)
+        }
+        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(share.recordID)])
+    }
+
+    /// Forgets a share and queues its deletion: the owner stops sharing, or a participant leaves.
+    public func deleteShare(_ id: Record.ID) throws {
+        store.withLock { store in store.dropShares { $0 == id } }
         try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
     }
 
@@ -297,6 +333,9 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// Every note's title.
     public var notes: [Record.ID: String] { store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
+
+    /// The shares the app knows: fetched, saved, or edited here and not sent yet.
+    public var shares: [Record.ID: Share] { store.withLock { $0.shares } }
 
     /// Edits the server has not acknowledged and the app has not given up, by record.
     public var unacknowledgedEdits: [Record.ID: Fields] { store.withLock { $0.unacknowledged } }
@@ -375,9 +414,18 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         if case .fetchedRecordZoneChanges = event {
             for case .deleteRecord(let id) in (try? syncEngine.state.pendingRecordZoneChanges) ?? [] { deleting.insert(id) }
         }
+        // What the server holds of each change it refused for want of permission: shown again.
+        var refused: [Record.ID: TestDevice.Fields] = [:]
+        if case .sentRecordZoneChanges(let sent) = event {
+            let ids = sent.failedRecordSaves.filter { $0.error.code == .permissionFailure }.map(\.record.recordID)
+                + sent.failedRecordDeletes.filter { $0.value.code == .permissionFailure }.map(\.key)
+            for id in ids {
+                if let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) { refused[id] = Store.fields(of: known) }
+            }
+        }
         let (zones, requeue, onEvent, events) = store.withLock { store in
             store.events.append(event)
-            let (zones, requeue) = store.handle(event, pendingDeletions: deleting)
+            let (zones, requeue) = store.handle(event, pendingDeletions: deleting, serverFields: refused)
             return (zones, requeue, store.onEvent, store.events)
         }
         if !zones.isEmpty { try? syncEngine.state.add(pendingDatabaseChanges: zones) }
@@ -405,8 +453,15 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     /// fields (none after `unknownItem`), or `nil` if the note is gone (its save is then removed
     /// from the pending list, as in Apple's sample).
     private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
-        let (fields, fresh, recordType) = store.withLock { store in
-            (store.notes[id], store.forgetSystemFields.remove(id) != nil, store.policy.recordType)
+        let (fields, share, fresh, recordType) = store.withLock { store in
+            (store.notes[id], store.shares[id], store.forgetSystemFields.remove(id) != nil, store.policy.recordType)
+        }
+        if let share {
+            // A share: its fields on the last known server record's system fields.
+            var record = Record(recordType: Share.recordType, recordID: id)
+            if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) { record = known.systemFieldsCopy() }
+            for key in share.record.allKeys() { record[key] = share.record[key] }
+            return record
         }
         guard let fields else {
             try? syncEngine.state.remove(pendingRecordZoneChanges: [.saveRecord(id)])
@@ -440,8 +495,11 @@ extension TestDevice.Store {
     }
 
     /// Applies an event to the notes; returns the zone and record changes to queue again.
+    ///
+    /// - Parameter serverFields: The last known server record's fields of each change the
+    ///   server refused with `permissionFailure` (none for a record it never had).
     mutating func handle(
-        _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>
+        _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>, serverFields: [Record.ID: TestDevice.Fields] = [:]
     ) -> ([SyncEngine.PendingDatabaseChange], [SyncEngine.PendingRecordZoneChange]) {
         var zones: [SyncEngine.PendingDatabaseChange] = []
         var requeue: [SyncEngine.PendingRecordZoneChange] = []
@@ -458,16 +516,23 @@ extension TestDevice.Store {
                 notes = [:]
                 unacknowledged = [:]
                 forgetSystemFields = []
+                dropShares { _ in true }
             }
         case .fetchedDatabaseChanges(let changes):
             let gone = Set(changes.deletions.map(\.zoneID))
             notes = notes.filter { !gone.contains($0.key.zoneID) }
+            dropShares { gone.contains($0.zoneID) }
             let dropped = unacknowledged.filter { gone.contains($0.key.zoneID) }
             tally.droppedWithZone += dropped.count
             for id in dropped.keys { unacknowledged[id] = nil }
         case .fetchedRecordZoneChanges(let changes):
             for modification in changes.modifications {
                 let id = modification.record.recordID
+                if modification.record.recordType == Share.recordType {
+                    // A share whose deletion is not sent yet stays deleted.
+                    if !deleting.contains(id) { fetched(share: modification.record) }
+                    continue
+                }
                 if policy.keepsUnacknowledgedEdits, deleting.contains(id) { continue }
                 let fields = Self.fields(of: modification.record)
                 if let edit = unacknowledged[id] {
@@ -482,19 +547,47 @@ extension TestDevice.Store {
                 }
                 notes[id] = fields
             }
-            for deletion in changes.deletions where !policy.keepsUnacknowledgedEdits || unacknowledged[deletion.recordID] == nil {
+            for deletion in changes.deletions where deletion.recordType == Share.recordType && !unsentShares.contains(deletion.recordID) {
+                shares[deletion.recordID] = nil
+            }
+            for deletion in changes.deletions where deletion.recordType != Share.recordType
+                && (!policy.keepsUnacknowledgedEdits || unacknowledged[deletion.recordID] == nil)
+            {
                 notes[deletion.recordID] = nil
                 unacknowledged[deletion.recordID] = nil
             }
         case .sentRecordZoneChanges(let sent):
+            for record in sent.savedRecords where record.recordType == Share.recordType {
+                unsentShares.remove(record.recordID)
+                shares[record.recordID] = try? Share(record: record)
+            }
+            for id in sent.deletedRecordIDs where !unsentShares.contains(id) { shares[id] = nil }
+            for failure in sent.failedRecordSaves where failure.record.recordType == Share.recordType {
+                if let change = failedShareSave(failure.record.recordID, failure.error) { requeue.append(change) }
+            }
+            for (id, error) in sent.failedRecordDeletes {
+                if error.code == .permissionFailure { refuse(id, server: serverFields[id]) }
+                // The answer was lost again after the engine's resend: the deletion goes once more.
+                if error.code == .serverResponseLost, notes[id] == nil, shares[id] == nil { requeue.append(.deleteRecord(id)) }
+            }
             for record in sent.savedRecords {
                 if let edit = unacknowledged[record.recordID], Self.carries(Self.fields(of: record), edit) {
                     acknowledge(record.recordID)
                 }
             }
-            for failure in sent.failedRecordSaves {
+            for failure in sent.failedRecordSaves where failure.record.recordType != Share.recordType {
                 let id = failure.record.recordID
                 switch failure.error.code {
+                case .permissionFailure:
+                    refuse(id, server: serverFields[id])
+                case .serverResponseLost:
+                    // The answer was lost again after the engine's resend: the app sends the edit
+                    // once more; if the server had applied it, the conflict it gets says so.
+                    if unacknowledged[id] != nil { requeue.append(.saveRecord(id)) }
+                case .zoneNotFound where onSharedDatabase:
+                    // The zone is no longer shared with this user: the edit goes with it.
+                    if unacknowledged.removeValue(forKey: id) != nil { tally.droppedWithZone += 1 }
+                    notes[id] = nil
                 case .serverRecordChanged:
                     guard let server = failure.error.serverRecord.map(Self.fields) else { break }
                     if conflicted(id, server: server) { requeue.append(.saveRecord(id)) }
@@ -514,6 +607,71 @@ extension TestDevice.Store {
             break
         }
         return (zones, requeue)
+    }
+
+    /// The server refused a change of `id` for want of permission: the edit is given up and the
+    /// note is the server's again (`server`, or none if the server never had it).
+    private mutating func refuse(_ id: Record.ID, server: TestDevice.Fields?) {
+        if unacknowledged.removeValue(forKey: id) != nil || notes[id] != server { tally.refused += 1 }
+        notes[id] = server
+    }
+
+    /// Forgets the shares `condition` selects, edited or not.
+    mutating func dropShares(_ condition: (Record.ID) -> Bool) {
+        for id in shares.keys where condition(id) { shares[id] = nil }
+        unsentShares = unsentShares.filter { !condition($0) }
+    }
+
+    /// A fetched share: replaces the app's, or, while an edit of it waits to be sent, is merged
+    /// with that edit.
+    private mutating func fetched(share record: Record) {
+        guard let server = try? Share(record: record) else { return }
+        let id = record.recordID
+        if unsentShares.contains(id), let local = shares[id] {
+            shares[id] = Self.merge(local, server: server)
+        } else {
+            shares[id] = server
+        }
+    }
+
+    /// A save of a share failed: a conflict is merged and sent again, a share without its
+    /// server record is sent as new; a transient failure leaves it pending (the engine sends it
+    /// again); otherwise (the zone gone, no permission) the share is given up. Returns the
+    /// change to queue again, if any.
+    private mutating func failedShareSave(_ id: Record.ID, _ error: SyncError) -> SyncEngine.PendingRecordZoneChange? {
+        guard let local = shares[id], unsentShares.contains(id), !error.isTransient, error.code != .operationCancelled else {
+            return nil
+        }
+        switch error.code {
+        case .serverRecordChanged:
+            guard let record = error.serverRecord, let server = try? Share(record: record) else { return nil }
+            shares[id] = Self.merge(local, server: server)
+            return .saveRecord(id)
+        case .unknownItem:
+            forgetSystemFields.insert(id)
+            return .saveRecord(id)
+        case .serverResponseLost:
+            return .saveRecord(id)
+        default:
+            dropShares { $0 == id }
+            return nil
+        }
+    }
+
+    /// A share edited here merged with the server's: the server's share and owner, the local
+    /// share's other participants with their local permissions and the server's acceptance
+    /// status (a participant new here is invited).
+    static func merge(_ local: Share, server: Share) -> Share {
+        var merged = server
+        let others = local.participants.filter { $0.role != .owner }.map { participant in
+            guard var known = server.participants.first(where: { $0.userIdentity.matches(participant.userIdentity) }) else {
+                return participant
+            }
+            known.permission = participant.permission
+            return known
+        }
+        merged.participants = server.participants.filter { $0.role == .owner } + others
+        return merged
     }
 
     /// A save of `id` conflicted with the server's `server` fields: merges by the policy, and

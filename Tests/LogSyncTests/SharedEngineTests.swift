@@ -89,9 +89,7 @@ struct SharedEngineTests {
             let sharedZone = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
             let n1 = Record.ID(recordName: "n1", zoneID: sharedZone)
             #expect(privateEngine.notes == [Record.ID(recordName: "todo", zoneID: mine): "Call mum"])
-            // The share is a record of the zone too, fetched like the notes (as CKShare is).
-            let shareName = Share.zoneWideShareRecordName
-            #expect(sharedEngine.notes == [n1: "Groceries", Record.ID(recordName: shareName, zoneID: sharedZone): ""])
+            #expect(sharedEngine.notes == [n1: "Groceries"])
 
             // A pending change of one engine is not the other's.
             try sharedEngine.write(n1, "Groceries and bread")
@@ -128,9 +126,39 @@ struct SharedEngineTests {
 
             // Alice sees bob's shared edit; bob's own zone stays his.
             try await alice.sync()
-            #expect(alice.notes == [
-                Record.ID(recordName: "n1", zoneID: notes): "Groceries and bread", Record.ID(recordName: shareName, zoneID: notes): "",
-            ])
+            #expect(alice.notes == [Record.ID(recordName: "n1", zoneID: notes): "Groceries and bread"])
+        }
+    }
+
+    // Found by the sharing simulation's soak (seed 10167): the owner's app deleted a share, fetched
+    // it again (a participant had accepted meanwhile) before sending the deletion, and kept it.
+    @Test("F124 the owner's share, deleted and fetched again before the deletion is sent, stays deleted")
+    func deletedShareStaysDeleted() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            defer { server.shutdown() }
+            try server.registerUser("bob", emailAddress: "bob@example.com")
+            let notes = RecordZone.ID(zoneName: "Notes")
+            let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
+            try alice.createZone(notes)
+            var share = Share(recordZoneID: notes)
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
+            try alice.saveShare(share)
+            try await alice.sync()
+            let url = try #require(alice.shares[share.recordID]?.url)
+
+            try alice.deleteShare(share.recordID)
+            #expect(alice.shares.isEmpty)
+            // bob accepts: the share record changes, and alice's fetch brings it before her deletion goes.
+            _ = try #require(
+                try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+            ).get()
+            try await alice.engine.fetchChanges()
+            #expect(alice.shares.isEmpty)
+            try await alice.sync()
+            #expect(alice.shares.isEmpty)
+            let left = try await Simulation.contents(of: server.database(for: "alice", device: "observer")).shares
+            #expect(left.isEmpty)
         }
     }
 }

@@ -12,22 +12,31 @@ import Testing
 struct SimulationTests {
     /// The seeds of `swift test`: 1...200. `SIMULATION_SEEDS=17,40-45` runs those instead
     /// (Docs/Testing.md: the stress run).
-    static let seeds: [UInt64] = {
-        guard let list = ProcessInfo.processInfo.environment["SIMULATION_SEEDS"] else { return Array(1...200) }
+    static let seeds = seedList("SIMULATION_SEEDS", default: Array(1...200))
+
+    /// The seeds a variable lists (`17,40-45`), or `fallback` when it is unset or lists none.
+    static func seedList(_ variable: String, default fallback: [UInt64]) -> [UInt64] {
+        guard let list = ProcessInfo.processInfo.environment[variable] else { return fallback }
         let seeds = list.split(separator: ",").flatMap { part -> [UInt64] in
             let bounds = part.split(separator: "-").compactMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
             if bounds.count == 2, bounds[0] <= bounds[1] { return Array(bounds[0]...bounds[1]) }
             return bounds.count == 1 ? bounds : []
         }
-        return seeds.isEmpty ? Array(1...200) : seeds
-    }()
+        return seeds.isEmpty ? fallback : seeds
+    }
 
     /// The seeds in batches of 25, run one batch after another (`.serialized`): one simulation
     /// at a time holds its logs open, and the suites running alongside (whose automatic engines
     /// wait on the cooperative pool) are not starved.
-    static let batches: [SeedBatch] = stride(from: 0, to: seeds.count, by: 25).map {
-        SeedBatch(seeds: Array(seeds[$0..<min($0 + 25, seeds.count)]))
+    static let batches = batched(seeds)
+
+    static func batched(_ seeds: [UInt64]) -> [SeedBatch] {
+        stride(from: 0, to: seeds.count, by: 25).map { SeedBatch(seeds: Array(seeds[$0..<min($0 + 25, seeds.count)])) }
     }
+
+    /// The seeds of the simulation with sharing in `swift test`: 1...40 (each is slower: five
+    /// devices, three users). `SIMULATION_SHARING_SEEDS=17,40-45` runs those instead.
+    static let sharingSeeds = seedList("SIMULATION_SHARING_SEEDS", default: Array(1...40))
 
     struct SeedBatch: Sendable, CustomStringConvertible {
         let seeds: [UInt64]
@@ -37,28 +46,49 @@ struct SimulationTests {
     }
 
     /// `SIMULATION_OPERATIONS=300` makes each device do that many operations (default 100).
-    static let configuration: Simulation.Configuration = {
-        var configuration = Simulation.Configuration()
-        configuration.rerunCommand = "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation"
+    static let configuration = configured(Simulation.Configuration(), rerun: "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation")
+
+    /// The simulation with sharing (`Simulation.Configuration.sharing`): alice's two devices,
+    /// bob's two (read-write) and carol's one (read-only).
+    static let sharingConfiguration = configured(
+        .sharing, rerun: "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation")
+
+    static func configured(_ base: Simulation.Configuration, rerun: String) -> Simulation.Configuration {
+        var configuration = base
+        configuration.rerunCommand = rerun
         if let value = ProcessInfo.processInfo.environment["SIMULATION_OPERATIONS"], let operations = Int(value) {
             configuration.operationsPerDevice = max(1, operations)
         }
         return configuration
-    }()
+    }
 
     // F9–F12, F16–F32, F46–F48, F89–F103, F104–F108, F140–F150: the engine under every fault at once.
     @Test(
         "Seeded simulation: 3 devices × 100 operations converge, lose nothing, keep their projections", .serialized,
         arguments: batches)
     func simulation(batch: SeedBatch) async throws {
+        try await Self.run(batch, Self.configuration)
+    }
+
+    // F118–F125 with F9–F12, F16–F32, F89–F103: sharing between three users under every fault.
+    @Test(
+        "Seeded simulation with sharing: an owner and two participants share, accept, edit, remove and leave; all converge, lose nothing",
+        .serialized, arguments: batched(sharingSeeds))
+    func sharingSimulation(batch: SeedBatch) async throws {
+        try await Self.run(batch, Self.sharingConfiguration)
+    }
+
+    /// Runs a batch's seeds one after another, each in its own directory, recording each failure.
+    static func run(_ batch: SeedBatch, _ configuration: Simulation.Configuration) async throws {
         let verbose = ProcessInfo.processInfo.environment["SIMULATION_VERBOSE"] != nil
         for seed in batch.seeds {
             try await Self.inDirectory(for: seed) { directory in
-                let simulation = try Simulation(seed: seed, directory: directory, configuration: Self.configuration)
+                let simulation = try Simulation(seed: seed, directory: directory, configuration: configuration)
                 do {
                     let report = try await simulation.run()
                     if verbose { print(report) }
-                    #expect(report.operations == 3 * Self.configuration.operationsPerDevice, "seed \(seed)")
+                    if ProcessInfo.processInfo.environment["SIMULATION_TRACE"] != nil { print(report.trace.joined(separator: "\n")) }
+                    #expect(report.operations == configuration.deviceCount * configuration.operationsPerDevice, "seed \(seed)")
                 } catch let failure as SimulationFailure {
                     Issue.record(Comment(rawValue: verbose ? failure.fullDescription : failure.description))
                 }
@@ -74,6 +104,9 @@ struct SimulationTests {
         let first = environment["SIMULATION_SOAK_FROM"].flatMap(UInt64.init) ?? 10_000
         return first...(first + count - 1)
     }()
+
+    /// The soak's configuration: with `SIMULATION_SHARING=1`, the simulation with sharing.
+    static let soakConfiguration = ProcessInfo.processInfo.environment["SIMULATION_SHARING"] == "1" ? sharingConfiguration : configuration
 
     /// The soak (Docs/Testing.md): `SIMULATION_SOAK=20000 swift test --filter SimulationTests/soak`.
     /// Runs the seeds as many at a time as the machine has cores, prints the seeds done and seeds
@@ -130,6 +163,7 @@ struct SimulationTests {
 
     /// One soak seed, run in a temporary directory of its own.
     static func soakRun(_ seed: UInt64) async -> SoakFailure? {
+        let configuration = soakConfiguration
         let rerun = configuration.rerunCommand.replacingOccurrences(of: "{seed}", with: String(seed))
         do {
             var failure: SoakFailure?
@@ -194,6 +228,73 @@ struct SimulationTests {
         #expect(won > 0 && lost > 0, "conflicts won \(won), lost \(lost)")
         #expect(acknowledged > 100)
         #expect(dropped > 0)
+    }
+
+    @Test("With sharing, a few seeds share, accept, refuse read-only edits, remove, leave and delete shares")
+    func sharingCoverage() async throws {
+        var sharing = Simulation.SharingReport()
+        var refused = 0, acknowledged = 0
+        var fates: [NetworkFate: Int] = [:]
+        for seed in UInt64(1)...4 {
+            try await withTemporaryDirectory { directory in
+                let report = try await Simulation(seed: seed, directory: directory, configuration: .sharing).run()
+                sharing.sharesSaved += report.sharing.sharesSaved
+                sharing.participantsRemoved += report.sharing.participantsRemoved
+                sharing.sharesDeleted += report.sharing.sharesDeleted
+                sharing.acceptsTried += report.sharing.acceptsTried
+                sharing.accepted += report.sharing.accepted
+                sharing.left += report.sharing.left
+                sharing.participantChangesAcknowledged += report.sharing.participantChangesAcknowledged
+                refused += report.edits.refused
+                acknowledged += report.savesAcknowledged
+                fates.merge(report.fates, uniquingKeysWith: +)
+            }
+        }
+        #expect(sharing.sharesSaved > 0 && sharing.participantsRemoved > 0 && sharing.sharesDeleted > 0, "\(sharing)")
+        #expect(sharing.accepted > 0 && sharing.accepted < sharing.acceptsTried, "\(sharing)")
+        #expect(sharing.left > 0 && sharing.participantChangesAcknowledged > 0, "\(sharing)")
+        #expect(refused > 0, "no read-only participant's edit was refused")
+        #expect(acknowledged > 100)
+        for fate in NetworkFate.allCases { #expect((fates[fate] ?? 0) > 0, "no request was \(fate): \(fates)") }
+    }
+
+    @Test("A seed with sharing replays exactly")
+    func sharingSeedReplays() async throws {
+        var reports: [Simulation.Report] = []
+        for _ in 0..<2 {
+            try await withTemporaryDirectory { directory in
+                reports.append(try await Simulation(seed: 11, directory: directory, configuration: .sharing).run())
+            }
+        }
+        #expect(reports[0].trace == reports[1].trace)
+        #expect(reports[0].finalNotes == reports[1].finalNotes)
+        #expect(reports[0].sharing == reports[1].sharing)
+    }
+
+    // The checks themselves: a read-only participant's edit that reached the owner is found.
+    @Test("An edit of the read-only participant found in the owner's notes is named, with the seed")
+    func readOnlyEditIsFound() async throws {
+        try await withTemporaryDirectory { directory in
+            var configuration = Simulation.Configuration.sharing
+            configuration.operationsPerDevice = 30
+            configuration.rerunCommand = "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation"
+            let simulation = try Simulation(seed: 2, directory: directory, configuration: configuration)
+            try await simulation.runOperations()
+            try await simulation.settle()
+            #expect(try await simulation.check() == [])
+            // carol's device (E) is read-only: plant a note as if her edit had been accepted.
+            let database = simulation.server.database(for: "alice", device: "intruder")
+            let zone = RecordZone.ID(zoneName: "Planted")
+            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
+            note["title"] = .string("E.999")
+            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [note]))
+
+            let findings = try await simulation.check()
+            #expect(findings.contains { $0.contains("edits of user \"carol\", a read-only participant") && $0.contains("Planted/x = E.999") })
+            let failure = simulation.failure(findings)
+            #expect(failure.description.contains("rerun: SIMULATION_SHARING_SEEDS=2 swift test --filter SimulationTests/sharingSimulation"))
+        }
     }
 
     // The checks themselves: a change the server never acknowledged is found and named.

@@ -86,6 +86,9 @@ enum Child {
             case .editsFloor: result = try editsFloorPhase(options, url)
             case .build: result = try buildPhase(options, url)
             case .open: result = try openPhase(options, url)
+            case .shareSeed: result = try await shareSeedPhase(options, url)
+            case .ownerFetch, .participantFetch: result = try await sharedFetchPhase(phase, options, url)
+            case .share: throw BenchError("--phase share: the parent runs share-seed, owner-fetch and participant-fetch")
             }
             try ChildProcess.write(result, to: options.resultPath)
         } catch {
@@ -119,19 +122,27 @@ enum Child {
     static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server")
         let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
-        defer { device.server.shutdown() }
+        return try await initialSync(device, "fetch", options, serverDirectory: serverDirectory)
+    }
 
-        var result = PhaseResult(phase: "fetch", durability: durability(options).rawValue, records: options.recordCount)
+    /// A fresh engine's `fetchChanges()` to the end, timed; the delegate must then hold every
+    /// record of the workload's type (a share record besides is not counted).
+    static func initialSync(
+        _ device: PhaseDevice, _ phase: String, _ options: EngineBench, serverDirectory: URL
+    ) async throws -> PhaseResult {
+        defer { device.server.shutdown() }
+        var result = PhaseResult(phase: phase, durability: durability(options).rawValue, records: options.recordCount)
         let sampler = PeakSampler()
         try await measure(&result, sampler) { try await device.engine.fetchChanges() }
 
         let figures = device.app.store.withLock { $0 }
-        guard figures.records.count == options.recordCount else {
-            throw BenchError("the delegate holds \(figures.records.count) records after the fetch, not \(options.recordCount)")
+        let records = figures.records.values.count { $0.recordType == RecordWorkload.recordType }
+        guard records == options.recordCount else {
+            throw BenchError("the delegate holds \(records) records after the \(phase) phase, not \(options.recordCount)")
         }
         device.finish(&result, serverDirectory: serverDirectory)
         result.pages = figures.pages
-        result.processed = figures.records.count
+        result.processed = records
         return result
     }
 
@@ -188,6 +199,50 @@ enum Child {
         result.processed = records
         result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
         return result
+    }
+
+    // MARK: Sharing
+
+    /// The owner of the shared zone, and the participant.
+    static let owner: UserID = "alice"
+    static let participant: UserID = "bob"
+
+    /// Seeds the records into one zone of the owner's, shares the zone whole with the
+    /// participant (read-write), who accepts.
+    static func shareSeedPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let server = try openServer(directory.appendingPathComponent("server"), options)
+        defer { server.shutdown() }
+        let database = server.database(for: owner, device: "seeder")
+        let (seconds, requests) = try await seed(database, count: options.recordCount, progress: true, in: sharedWorkload)
+
+        try server.registerUser(participant, emailAddress: "\(participant.rawValue)@example.com")
+        var share = Share(recordZoneID: sharedWorkload.zoneID(0))
+        share.addParticipant(Share.Participant(emailAddress: "\(participant.rawValue)@example.com", permission: .readWrite))
+        let saved = try await database.modifyRecords(saving: [share.record], deleting: []).saveResults[share.recordID]
+        guard case .success(let record)? = saved, let url = try Share(record: record).url else {
+            throw BenchError("saving the share of \(share.zoneID) failed: \(String(describing: saved))")
+        }
+        let accepted = try await server.database(for: participant, scope: .shared, device: "seeder")
+            .acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+        guard case .success? = accepted else { throw BenchError("accepting the share failed: \(String(describing: accepted))") }
+
+        var result = PhaseResult(phase: "share-seed", records: options.recordCount)
+        result.seedSeconds = seconds
+        result.seedRequests = requests
+        return result
+    }
+
+    /// The owner's (private database) or the participant's (shared database) initial sync of
+    /// the shared zone, by a fresh engine on a fresh device log.
+    static func sharedFetchPhase(_ phase: EngineBench.Phase, _ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+        let serverDirectory = directory.appendingPathComponent("server")
+        let logDirectory = directory.appendingPathComponent("device-\(phase.rawValue)")
+        try? FileManager.default.removeItem(at: logDirectory)
+        defer { try? FileManager.default.removeItem(at: logDirectory) }
+        let device = try PhaseDevice(
+            serverDirectory, logDirectory, options, user: phase == .ownerFetch ? owner : participant,
+            scope: phase == .ownerFetch ? .private : .shared)
+        return try await initialSync(device, phase.rawValue, options, serverDirectory: serverDirectory)
     }
 
     // MARK: Sending
@@ -359,9 +414,11 @@ struct PhaseDevice {
     let app: App
     let engine: SyncEngine
 
-    init(_ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench) throws {
+    init(
+        _ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench, user: UserID = "alice", scope: DatabaseScope = .private
+    ) throws {
         server = try Child.openServer(serverDirectory, options)
-        database = TimedDatabase(server.database(for: "alice", device: "phone"))
+        database = TimedDatabase(server.database(for: user, scope: scope, device: "phone"))
         self.logDirectory = logDirectory
         let deviceLog = try DeviceLog(
             directory: logDirectory, options: LogEnvironment.Options(durability: Child.durability(options).durability))

@@ -10,6 +10,10 @@
 //    fetches) built `.fast`; then `SyncEngine(configuration)` until the first
 //    `state.pendingRecordZoneChanges` returns, in a fresh process per run. Opening reads the
 //    projections, never replays the log: the longer log must open within 2× the shorter.
+// 4. Sharing: N records seeded in one zone, shared whole with bob, who accepts; then the owner's
+//    fresh engine on the private database and bob's fresh engine on the shared database each
+//    fetch the zone to the end, alternately, a few runs: the ratio of their speeds (the
+//    participant's records/s over the owner's) must be at least 0.8.
 //
 // Each phase runs in a child process (this binary again, with `--phase`), so that each has its
 // own peak memory (VmHWM). Device logs `.durable` and `.fast`; the server `.fast` (its own cost is
@@ -17,7 +21,8 @@
 //
 //   swift build -c release --product logsync-engine-bench --scratch-path .build-e
 //   .build-e/release/logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send|open]
-//       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--quick] [--dir PATH]
+//       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--share-runs N] [--quick] [--dir PATH]
+//       (--only share: the sharing comparison)
 //
 // See Docs/Performance.md ("Engine") for what is measured and the figures on the reference machine.
 import ArgumentParser
@@ -27,7 +32,7 @@ import BenchSupport
 struct EngineBench: BenchCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-engine-bench",
-        abstract: "A device's SyncEngine against an in-process LogSync server: initial sync, sending, opening.",
+        abstract: "A device's SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone's initial sync.",
         discussion: """
             Each phase runs in a child process of its own: this executable again, with --phase and the options \
             it needs (a --phase run can also be started alone, for example under perf). \
@@ -48,8 +53,15 @@ struct EngineBench: BenchCommand {
 
     @Option(
         name: .customLong("only"),
-        help: ArgumentHelp("Run only the fetch, the send, the edits or the open phase.", valueName: "fetch|send|edits|open"))
+        help: ArgumentHelp("Run only the fetch, the send, the edits, the open or the sharing phase.", valueName: "fetch|send|edits|open|share"))
     var onlyPhase: Phase?
+
+    @Option(
+        help: ArgumentHelp(
+            "Sharing: timed initial syncs of the shared zone per side, owner and participant alternately (default 3, 1 with --quick).",
+            valueName: "N"),
+        transform: count())
+    var shareRuns: Int?
 
     @Option(
         name: .customLong("durability"),
@@ -82,20 +94,23 @@ struct EngineBench: BenchCommand {
     @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
 
     enum Phase: String, ExpressibleByArgument {
-        case seed, fetch, floor, send, edits, editsFloor = "edits-floor", build, open
+        case seed, fetch, floor, send, edits, editsFloor = "edits-floor", build, open, share
+        /// Sharing's children: the seeded and shared zone, the owner's and the participant's initial syncs.
+        case shareSeed = "share-seed", ownerFetch = "owner-fetch", participantFetch = "participant-fetch"
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).
     static let seedRequestSize = RecordWorkload.requestSize
 
     func validate() throws {
-        if let onlyPhase, ![.fetch, .send, .edits, .open].contains(onlyPhase) {
-            throw ValidationError("--only: fetch, send, edits or open, not \"\(onlyPhase.rawValue)\"")
+        if let onlyPhase, ![.fetch, .send, .edits, .open, .share].contains(onlyPhase) {
+            throw ValidationError("--only: fetch, send, edits, open or share, not \"\(onlyPhase.rawValue)\"")
         }
     }
 
     var recordCount: Int { records.total(common) }
-    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open] }
+    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share] }
+    var shareRunCount: Int { shareRuns ?? common.size(3, quick: 1) }
     var durabilities: [DurabilityName] { durabilityList.values }
     var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }
     var openRunCount: Int { openRuns ?? common.size(7, quick: 3) }

@@ -6,7 +6,9 @@ import SyncModel
 /// report and prints the tables.
 enum Parent {
     static func run(_ options: EngineBench, _ scratch: ScratchDirectory) throws {
-        printHeader("logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening", scratch: scratch)
+        printHeader(
+            "logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone",
+            scratch: scratch)
         if options.phases.contains(.fetch) || options.phases.contains(.send) {
             emit("  records: \(grouped(options.recordCount)), \(workload.recordSize) B of field data each (3 strings, 2 integers), type "
                 + "\(RecordWorkload.recordType), round-robin over \(workload.zoneCount) custom zones")
@@ -31,18 +33,19 @@ enum Parent {
                 + "SyncEngine(configuration) (.durable, automaticallySync false) until the first state.pendingRecordZoneChanges returns, "
                 + "median of \(options.openRunCount) opens per log, each in a fresh process (the OS page cache stays warm)")
         }
+        if options.phases.contains(.share) {
+            emit("  share: \(grouped(options.recordCount)) records seeded in one zone of alice's, shared whole (zone-wide Share) with bob, "
+                + "read-write, who accepts; then a fresh engine of alice's on the private database and one of bob's on the shared "
+                + "database each run fetchChanges() to the end, alternately, \(options.shareRunCount) run(s) each, device log "
+                + ".\(options.durabilities[0]); ratio: the participant's records/s over the owner's (medians), target ≥ 0.8")
+        }
         emit("  each phase in a child process of its own (peak memory per phase)")
         emit("")
 
         var results: [PhaseResult] = []
         var floors: [PhaseResult] = []
         if options.phases.contains(.fetch) {
-            let directory = scratch.subdirectory("fetch")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            emit("seeding the server: \(grouped(options.recordCount)) records")
-            let seed = try child(.seed, durability: .fast, options, directory, scratch)
-            emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
-                + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+            let directory = try seededServer(.seed, "fetch", "\(grouped(options.recordCount)) records", options, scratch)
             for durability in options.durabilities {
                 emit("initial sync, device log .\(durability)")
                 let result = try child(.fetch, durability: durability, options, directory, scratch)
@@ -118,8 +121,22 @@ enum Parent {
             }
             for size in options.openLengths { scratch.remove(scratch.subdirectory("open-\(size)")) }
         }
+        var shared: [PhaseResult] = []
+        if options.phases.contains(.share) {
+            let directory = try seededServer(
+                .shareSeed, "share", "\(grouped(options.recordCount)) records in one zone, shared with bob, who accepts", options, scratch)
+            let durability = options.durabilities[0]
+            for run in 1...options.shareRunCount {
+                let owner = try child(.ownerFetch, durability: durability, options, directory, scratch)
+                let participant = try child(.participantFetch, durability: durability, options, directory, scratch)
+                emit("share run \(run): owner \(seconds(owner.seconds)) s, participant \(seconds(participant.seconds)) s")
+                shared += [owner, participant]
+            }
+            scratch.remove(directory)
+        }
         emit("")
 
+        if !shared.isEmpty { shareReport(options, shared) }
         if !opens.isEmpty { openReport(options, builds, opens) }
         if !editRows.isEmpty {
             emit("concurrent edits: tasks each calling state.add(pendingRecordZoneChanges:) with one save, acknowledged when "
@@ -239,6 +256,50 @@ enum Parent {
             emit("ratio of the medians, \(grouped(options.openLengths.last!)) / \(grouped(options.openLengths.first!)) entries: \(ratio(value)) "
                 + "(requirement ≤ 2: \(value <= 2 ? "PASS" : "FAIL")); of the fastest runs: "
                 + "\(ratio(minimums.last! / max(minimums.first!, 1e-9)))")
+        }
+        emit("")
+    }
+
+    /// Creates the scratch subdirectory `name` and seeds a server there with the child `phase`,
+    /// printing what it seeds and how fast. Returns the directory.
+    static func seededServer(
+        _ phase: EngineBench.Phase, _ name: String, _ what: String, _ options: EngineBench, _ scratch: ScratchDirectory
+    ) throws -> URL {
+        let directory = scratch.subdirectory(name)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        emit("seeding the server: \(what)")
+        let seed = try child(phase, durability: .fast, options, directory, scratch)
+        emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
+            + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+        return directory
+    }
+
+    /// The sharing phase's table and ratio.
+    static func shareReport(_ options: EngineBench, _ results: [PhaseResult]) {
+        var rows: [[String]] = [[
+            "initial sync of the shared zone", "runs", "wall s (median)", "min", "max", "records/s", "CPU s", "server s",
+            "server calls", "pages", "VmHWM MiB", "device log MiB",
+        ]]
+        var medians: [String: Double] = [:]
+        for (phase, name) in [("owner-fetch", "owner, private database"), ("participant-fetch", "participant, shared database")] {
+            let runs = results.filter { $0.phase == phase }
+            func median(_ value: (PhaseResult) -> Double) -> Double { Samples(values: runs.map(value)).median }
+            let wall = median(\.seconds)
+            medians[phase] = wall
+            rows.append([
+                name, String(runs.count), seconds(wall), seconds(runs.map(\.seconds).min() ?? 0), seconds(runs.map(\.seconds).max() ?? 0),
+                grouped(Int(Double(options.recordCount) / wall)), seconds(median(\.cpuSeconds)), seconds(median(\.serverSeconds)),
+                grouped(runs.last?.serverCalls ?? 0), grouped(runs.last?.pages ?? 0), mib(Int(median { Double($0.hwm) })),
+                String(format: "%.1f", Double(runs.last?.deviceLogBytes ?? 0) / 1_048_576),
+            ])
+        }
+        emit("sharing: a fresh engine's fetchChanges() of the one shared zone of \(grouped(options.recordCount)) records, "
+            + "owner and participant alternately (medians; server s: inside the server's methods)")
+        emit(table(rows))
+        if let owner = medians["owner-fetch"], let participant = medians["participant-fetch"], participant > 0 {
+            let value = owner / participant
+            emit("ratio, the participant's speed over the owner's (owner s / participant s): \(ratio(value)) "
+                + "(target ≥ 0.8: \(value >= 0.8 ? "PASS" : "FAIL"))")
         }
         emit("")
     }

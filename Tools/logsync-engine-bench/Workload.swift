@@ -8,12 +8,17 @@ import SyncModel
 /// integers, as in logsync-server-bench), spread round-robin over 10 custom zones.
 let workload = RecordWorkload(zones: 10)
 
-/// Seeds `count` records into the database, as another device would have saved them: the 10
-/// zones, then `modifyRecords` requests of 400 new records straight to the server (no engine).
-/// Returns the wall time, record generation included, and the requests.
-func seed(_ database: InProcessDatabase, count: Int, progress: Bool) async throws -> (seconds: Double, requests: Int) {
-    try await workload.createZones(in: database)
-    let result = try await workload.save(count, series: "seed", to: database, requestIDs: false, reports: progress ? 5 : 0) {
+/// The records of the sharing phase: the same records, all in one zone, the one shared.
+let sharedWorkload = RecordWorkload(zones: 1)
+
+/// Seeds `count` records into the database, as another device would have saved them: the
+/// workload's zones (10 by default), then `modifyRecords` requests of 400 new records straight
+/// to the server (no engine). Returns the wall time, record generation included, and the requests.
+func seed(
+    _ database: InProcessDatabase, count: Int, progress: Bool, in records: RecordWorkload = workload
+) async throws -> (seconds: Double, requests: Int) {
+    try await records.createZones(in: database)
+    let result = try await records.save(count, series: "seed", to: database, requestIDs: false, reports: progress ? 5 : 0) {
         sofar, _, _ in emit("    seeded \(grouped(sofar.records)) records")
     }
     return (result.wallSeconds, result.requests)

@@ -153,6 +153,12 @@ extension SyncEngine {
                     : nil)
             if !response.moreComing { break }
         }
+        // A listing from no token that stopped before its end has not reported the records it
+        // left out, and past its start its page token is an ordinary one that the next fetch
+        // would continue: drop the token, so that the next fetch lists the zone from the start.
+        if failure != nil, fromScratch, lastToken != nil {
+            try step.append(.changeTokenReset(zoneID: zoneID))
+        }
         if failure == nil, fromScratch, let lastToken {
             let gone = try step.read { try $0.lastKnownServerRecords(in: zoneID) }
                 .filter { !listed.contains($0.recordID) }

@@ -9,6 +9,10 @@ import SyncModel
 /// Replaying it gives the notes the server must hold at the end (``expectedNotes(of:)``); a
 /// difference means the server lost or invented a change it had acknowledged, for example
 /// across a restart.
+///
+/// A participant's change to a shared zone is the owner's: it counts in the owner's history,
+/// in the zone as the owner names it, and in ``acknowledged`` under the participant. Shares
+/// are not notes: saves and deletions of share records are left out.
 struct ServerHistory: Sendable {
     enum Change: Sendable, Hashable {
         case saved(Record.ID, String)
@@ -17,9 +21,12 @@ struct ServerHistory: Sendable {
     }
 
     private(set) var changes: [UserID: [Change]] = [:]
-    /// The request IDs answered so far, per user: a later answer to one of them is the server
-    /// replaying its first answer (a resend, a duplicate, a retry under the same ID), which
-    /// applied nothing new.
+    /// How many record changes the server acknowledged, by the user who made them (the owner,
+    /// or a participant).
+    private(set) var acknowledged: [UserID: Int] = [:]
+    /// The request IDs answered so far, per user who sent them: a later answer to one of them
+    /// is the server replaying its first answer (a resend, a duplicate, a retry under the same
+    /// ID), which applied nothing new.
     private var answered: [UserID: Set<String>] = [:]
 
     /// Saves acknowledged, over every user.
@@ -29,13 +36,27 @@ struct ServerHistory: Sendable {
         }
     }
 
-    mutating func record(_ response: ModifyRecordsResponse, to requestID: RequestID?, of user: UserID) {
-        if let requestID, !answered[user, default: []].insert(requestID.rawValue).inserted { return }
+    /// Records the changes `author` made in one answered `modifyRecords`.
+    ///
+    /// - Parameter owners: For a participant's request to their shared database, the owner of
+    ///   each zone by the owner name in its ID; empty for a request to the author's own database.
+    mutating func record(_ response: ModifyRecordsResponse, to requestID: RequestID?, by author: UserID, owners: [String: UserID] = [:]) {
+        if let requestID, !answered[author, default: []].insert(requestID.rawValue).inserted { return }
+        /// The owner of a record and its ID as the owner names it.
+        func owned(_ id: Record.ID) -> (UserID, Record.ID)? {
+            guard !owners.isEmpty else { return (author, id) }
+            guard let owner = owners[id.zoneID.ownerName] else { return nil }
+            return (owner, Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: id.zoneID.zoneName)))
+        }
         for (id, result) in response.saveResults.sorted(by: { $0.key.description < $1.key.description }) {
-            if case .success(let record) = result { changes[user, default: []].append(.saved(id, Simulation.title(of: record))) }
+            guard case .success(let record) = result, record.recordType != Share.recordType, let (owner, id) = owned(id) else { continue }
+            changes[owner, default: []].append(.saved(id, Simulation.title(of: record)))
+            acknowledged[author, default: 0] += 1
         }
         for (id, result) in response.deleteResults.sorted(by: { $0.key.description < $1.key.description }) {
-            if case .success = result { changes[user, default: []].append(.deleted(id)) }
+            guard case .success = result, id.recordName != Share.zoneWideShareRecordName, let (owner, id) = owned(id) else { continue }
+            changes[owner, default: []].append(.deleted(id))
+            acknowledged[author, default: 0] += 1
         }
     }
 

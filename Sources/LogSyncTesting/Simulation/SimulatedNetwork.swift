@@ -80,7 +80,7 @@ public struct NetworkFaultRates: Sendable, Hashable {
 /// The requests of a `CloudDatabase`, as the simulated network names them.
 enum RequestKind: String, Sendable {
     case modifyZones, fetchZones, modifyRecords, fetchDatabaseChanges, fetchZoneChanges, modifySubscriptions
-    case allSubscriptions
+    case allSubscriptions, fetchShareMetadata, acceptShares
 }
 
 /// The network between the simulation's devices and its server: every request of every device
@@ -100,6 +100,8 @@ final class SimulatedNetwork: Sendable {
     let channels: [String: DeviceChannel]
     let history = Mutex(ServerHistory())
     let trace: SimulationTrace
+    /// The owners of shared zones, by the owner name their participants see (`_user<N>`).
+    let owners = Mutex<[String: UserID]>([:])
 
     init(
         server configuration: SyncServer.Configuration, seed: UInt64, rates: NetworkFaultRates, devices: [String],
@@ -174,13 +176,13 @@ final class SimulatedNetwork: Sendable {
 
     /// Sends one request of `device` (signed in as `user`) through the network.
     func forward<Response: Sendable>(
-        _ kind: RequestKind, of device: String, user: UserID, hasToken: Bool = false,
+        _ kind: RequestKind, of device: String, user: UserID, scope: DatabaseScope = .private, hasToken: Bool = false,
         _ call: @Sendable (InProcessDatabase) async throws -> Response
     ) async throws -> Response {
         let fate = decide(kind, hasToken: hasToken)
         fates.withLock { $0[fate, default: 0] += 1 }
         if fate != .delivered { trace.add("  network: \(device)'s \(kind) \(fate)") }
-        func database() -> InProcessDatabase { currentServer.database(for: user, device: DeviceID(device)) }
+        func database() -> InProcessDatabase { currentServer.database(for: user, scope: scope, device: DeviceID(device)) }
         switch fate {
         case .delivered:
             return try await call(database())
@@ -211,57 +213,70 @@ final class SimulatedNetwork: Sendable {
     }
 }
 
-/// One device's view of one user's database through the simulated network.
-struct SimulatedLink: CloudDatabase {
+/// One device's view of one user's database (private, or shared) through the simulated network,
+/// with the server's sharing operations.
+struct SimulatedLink: CloudDatabase, ShareOperations {
     let network: SimulatedNetwork
     let device: String
     let user: UserID
+    var scope: DatabaseScope = .private
 
-    var databaseScope: DatabaseScope { .private }
+    var databaseScope: DatabaseScope { scope }
+
+    private func forward<Response: Sendable>(
+        _ kind: RequestKind, hasToken: Bool = false, _ call: @Sendable (InProcessDatabase) async throws -> Response
+    ) async throws -> Response {
+        try await network.forward(kind, of: device, user: user, scope: scope, hasToken: hasToken, call)
+    }
 
     func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await network.forward(.modifyZones, of: device, user: user) { database in
+        try await forward(.modifyZones) { [user, scope] database in
             let response = try await database.modifyZones(request)
-            network.history.withLock { $0.record(response, of: user) }
+            if scope == .private { network.history.withLock { $0.record(response, of: user) } }
             return response
         }
     }
 
     func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        try await network.forward(.fetchZones, of: device, user: user) { try await $0.fetchZones(request) }
+        try await forward(.fetchZones) { try await $0.fetchZones(request) }
     }
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await network.forward(.modifyRecords, of: device, user: user) { database in
+        try await forward(.modifyRecords) { [user, scope] database in
             let response = try await database.modifyRecords(request)
-            network.history.withLock { $0.record(response, to: request.requestID, of: user) }
+            let owners = scope == .shared ? network.owners.withLock { $0 } : [:]
+            network.history.withLock { $0.record(response, to: request.requestID, by: user, owners: owners) }
             return response
         }
     }
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await network.forward(.fetchDatabaseChanges, of: device, user: user, hasToken: request.since != nil) {
-            try await $0.fetchDatabaseChanges(request)
-        }
+        try await forward(.fetchDatabaseChanges, hasToken: request.since != nil) { try await $0.fetchDatabaseChanges(request) }
     }
 
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await network.forward(.fetchZoneChanges, of: device, user: user, hasToken: request.since != nil) {
-            try await $0.fetchZoneChanges(request)
-        }
+        try await forward(.fetchZoneChanges, hasToken: request.since != nil) { try await $0.fetchZoneChanges(request) }
     }
 
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await network.forward(.modifySubscriptions, of: device, user: user) { try await $0.modifySubscriptions(request) }
+        try await forward(.modifySubscriptions) { try await $0.modifySubscriptions(request) }
     }
 
     func allSubscriptions() async throws -> [Subscription] {
-        try await network.forward(.allSubscriptions, of: device, user: user) { try await $0.allSubscriptions() }
+        try await forward(.allSubscriptions) { try await $0.allSubscriptions() }
+    }
+
+    func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
+        try await forward(.fetchShareMetadata) { try await $0.fetchShareMetadata(url: url) }
+    }
+
+    func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
+        try await forward(.acceptShares) { try await $0.acceptShares(request) }
     }
 
     /// An account question, not a database request: never faulted.
     func currentUserRecordID() async throws -> Record.ID {
-        try await network.currentServer.database(for: user, device: DeviceID(device)).currentUserRecordID()
+        try await network.currentServer.database(for: user, scope: scope, device: DeviceID(device)).currentUserRecordID()
     }
 
     /// No push channel: the simulation drives every fetch itself, so that a seed replays exactly.

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncServer
+import Synchronization
 import SyncModel
 
 /// A seeded simulation of several devices syncing through one server over a network that
@@ -26,16 +27,27 @@ import SyncModel
 /// - **the projection rule**: every device log's and server log's projections equal their
 ///   rebuild from the entries.
 ///
+/// With ``Configuration/participants`` (``Configuration/sharing``) the first user owns every
+/// zone and shares them: the owner's devices save, edit and delete zone-wide shares through
+/// their engines (inviting and removing participants), each participant's devices run an engine
+/// on the participant's shared database, accept shares (`fetchShareMetadata` and
+/// `acceptShares` through the faulty network), edit the shared notes and leave shares. The
+/// checks then also require that each participant's shared database holds exactly the owner's
+/// zones shared with them and accepted (nothing of a zone no longer shared), that each
+/// participant's devices converge to it, that no read-only participant's change was ever
+/// acknowledged, and that participants' acknowledged changes are in the owner's database.
+///
 /// ```swift
 /// let simulation = try Simulation(seed: 17, directory: temporaryDirectory)
 /// let report = try await simulation.run()   // throws SimulationFailure naming the seed
+/// let shared = try Simulation(seed: 17, directory: otherDirectory, configuration: .sharing)
 /// ```
 public final class Simulation {
     /// What a simulation does, besides what its seed decides.
     public struct Configuration: Sendable {
-        /// How many devices sync (at least 1).
+        /// How many devices of ``users`` sync (at least 1); with ``participants``, the owner's.
         public var devices = 3
-        /// How many operations each device makes, on average (the total is `devices` times this).
+        /// How many operations each device makes, on average (the total is ``deviceCount`` times this).
         public var operationsPerDevice = 100
         /// The users whose accounts devices switch between; every device starts as the first.
         public var users: [UserID] = ["alice", "bob"]
@@ -52,6 +64,64 @@ public final class Simulation {
         /// How to run one seed again, quoted in failures (`{seed}` is replaced by the seed):
         /// a test names its own command here.
         public var rerunCommand = "Simulation(seed: {seed}, directory: …).run()"
+        /// The users the first user shares zones with, each with the permission the owner gives
+        /// them and their devices (on their shared databases). Empty (the default): no sharing,
+        /// and every device is one of ``users``'. Not empty: ``devices`` are the owner's, and
+        /// ``users`` should hold the owner alone (participants do not switch accounts).
+        public var participants: [SharingParticipant] = []
+
+        public init() {}
+
+        /// Sharing between three users: alice owns the zones on 2 devices; bob (read-write) has 2
+        /// devices, carol (read-only) 1.
+        public static var sharing: Configuration {
+            var configuration = Configuration()
+            configuration.devices = 2
+            configuration.users = ["alice"]
+            configuration.participants = [
+                SharingParticipant("bob", permission: .readWrite, devices: 2),
+                SharingParticipant("carol", permission: .readOnly, devices: 1),
+            ]
+            return configuration
+        }
+
+        /// Every device's count: the owner's and the participants'.
+        public var deviceCount: Int { devices + participants.reduce(0) { $0 + $1.devices } }
+    }
+
+    /// A user the owner shares zones with, in ``Configuration/participants``.
+    public struct SharingParticipant: Sendable, Hashable {
+        public var user: UserID
+        /// What the owner lets them do.
+        public var permission: Share.Participant.Permission
+        /// How many devices they sync shared notes on (each an engine on their shared database).
+        public var devices: Int
+
+        public init(_ user: UserID, permission: Share.Participant.Permission, devices: Int = 1) {
+            self.user = user
+            self.permission = permission
+            self.devices = devices
+        }
+
+        /// The address the owner invites them by (registered with the server at the start).
+        public var emailAddress: String { "\(user.rawValue)@example.com" }
+    }
+
+    /// What the sharing operations did, in a run with participants.
+    public struct SharingReport: Sendable, Hashable {
+        /// Shares saved by the owner's devices: zones shared, participants invited.
+        public var sharesSaved = 0
+        /// Participants removed by the owner's devices.
+        public var participantsRemoved = 0
+        /// Shares deleted by the owner's devices.
+        public var sharesDeleted = 0
+        /// Acceptances tried by participants' devices, and those the server answered with success.
+        public var acceptsTried = 0
+        public var accepted = 0
+        /// Shares left by participants' devices.
+        public var left = 0
+        /// Record changes of participants the server acknowledged.
+        public var participantChangesAcknowledged = 0
 
         public init() {}
     }
@@ -86,6 +156,8 @@ public final class Simulation {
         public var trace: [String] = []
         /// Each device's notes at the end, as sorted `zone/name = title` lines.
         public var finalNotes: [[String]] = []
+        /// What sharing did (all zero without participants).
+        public var sharing = SharingReport()
 
         public var description: String {
             let faults = fates.filter { $0.key != .delivered }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
@@ -94,6 +166,10 @@ public final class Simulation {
                 + "\(engineRestarts) engine restarts, \(serverRestarts) server restarts, \(accountSwitches) account switches, "
                 + "\(savesAcknowledged) saves acknowledged, conflicts \(edits.conflictsWon) won + \(edits.conflictsLost) lost, "
                 + "\(editsDropped) edits dropped with zones or accounts, settled in \(settleRounds) rounds"
+                + (sharing == SharingReport() ? "" : "; sharing: \(sharing.sharesSaved) shares saved, "
+                    + "\(sharing.participantsRemoved) participants removed, \(sharing.sharesDeleted) shares deleted, "
+                    + "\(sharing.accepted) of \(sharing.acceptsTried) acceptances succeeded, \(sharing.left) shares left, "
+                    + "\(sharing.participantChangesAcknowledged) participants' changes acknowledged, \(edits.refused) edits refused")
         }
     }
 
@@ -111,6 +187,15 @@ public final class Simulation {
     private var step = 0
     private let zoneIDs: [RecordZone.ID]
     private let recordIDs: [Record.ID]
+    /// Each device's participant, `nil` for a device of ``Configuration/users``.
+    private let participantOf: [SharingParticipant?]
+    /// The owner's user record name (`_user<N>`): the owner name of shared zones' IDs.
+    private let ownerName: String
+    /// Each participant's user record name.
+    private let recordNames: [UserID: String]
+    private let acceptances = Tally()
+    /// The invitations participants found refused (``invitation(_:_:)``).
+    private var refusedInvitations: Set<String> = []
 
     /// Sets up the server in `directory/server` and each device's log in `directory/<name>`.
     ///
@@ -121,7 +206,9 @@ public final class Simulation {
         self.configuration = configuration
         var random = SeededRandom(seed: seed)
         let pageSize = configuration.maxChangesPerPage ?? [2, 3, 5, 400][Int.random(in: 0..<4, using: &random)]
-        let names = (0..<configuration.devices).map { Self.deviceName($0) }
+        let names = (0..<configuration.deviceCount).map { Self.deviceName($0) }
+        let participantOf = Array(repeating: nil, count: configuration.devices)
+            + configuration.participants.flatMap { Array(repeating: Optional($0), count: $0.devices) }
         let trace = SimulationTrace()
         self.trace = trace
         let network = try SimulatedNetwork(
@@ -131,12 +218,25 @@ public final class Simulation {
             seed: random.next(), rates: configuration.faults, devices: names, trace: trace)
         self.network = network
         var setup = ["seed \(seed): server page size \(pageSize)"]
+        var recordNames: [UserID: String] = [:]
+        for participant in configuration.participants {
+            try network.currentServer.registerUser(participant.user, emailAddress: participant.emailAddress)
+            recordNames[participant.user] = try network.currentServer.userRecordID(for: participant.user).recordName
+        }
+        ownerName = try network.currentServer.userRecordID(for: configuration.users[0]).recordName
+        if !configuration.participants.isEmpty {
+            network.owners.withLock { [ownerName] in $0[ownerName] = configuration.users[0] }
+        }
+        self.recordNames = recordNames
+        self.participantOf = participantOf
         var devices: [TestDevice] = []
         var accounts: [SimulatedAccount<UserID>] = []
-        for name in names {
+        for (name, participant) in zip(names, participantOf) {
             let limit: Int? = Bool.random(using: &random) ? nil : Int.random(in: 1...4, using: &random)
-            let account = SimulatedAccount<UserID>(signedIn: configuration.users[0]) { user, _ in
-                SimulatedLink(network: network, device: name, user: user)
+            let account = SimulatedAccount<UserID>(
+                signedIn: participant?.user ?? configuration.users[0], scope: participant == nil ? .private : .shared
+            ) { user, scope in
+                SimulatedLink(network: network, device: name, user: user, scope: scope)
             }
             let seed = random.next()
             devices.append(try TestDevice(
@@ -147,7 +247,8 @@ public final class Simulation {
                 engine.fetchResultsLimit = limit
             })
             accounts.append(account)
-            setup.append("\(name): fetch limit \(limit.map(String.init) ?? "none")")
+            let role = participant.map { "\($0.user.rawValue)'s shared database (\($0.permission)), " } ?? ""
+            setup.append("\(name): \(role)fetch limit \(limit.map(String.init) ?? "none")")
         }
         self.devices = devices
         self.accounts = accounts
@@ -194,6 +295,9 @@ public final class Simulation {
         report.fates = network.fateCounts
         report.savesAcknowledged = network.history.withLock { $0.savesAcknowledged }
         for device in devices { report.edits += device.tally }
+        report.sharing.accepted = acceptances.count
+        let acknowledged = network.history.withLock { $0.acknowledged }
+        report.sharing.participantChangesAcknowledged = configuration.participants.reduce(0) { $0 + (acknowledged[$1.user] ?? 0) }
         report.trace = trace.all
         report.finalNotes = devices.map { Self.describe($0.notes) }
         return report
@@ -212,9 +316,10 @@ public final class Simulation {
     private func pick<T>(_ items: [T]) -> T { items[next(items.count)] }
     private func log(_ line: String) { trace.add("#\(step) \(line)") }
 
-    /// Runs the seeded operations, `devices × operationsPerDevice` of them.
+    /// Runs the seeded operations, `devices × operationsPerDevice` of them (every device, the
+    /// participants' included).
     public func runOperations() async throws {
-        for _ in 0..<(configuration.devices * configuration.operationsPerDevice) {
+        for _ in 0..<(devices.count * configuration.operationsPerDevice) {
             step += 1
             report.operations += 1
             try await randomStep()
@@ -228,6 +333,8 @@ public final class Simulation {
             if next(3) == 0 { return await release(index) }
             return next(4) == 0 ? try deleteNote(index) : try write(index)
         }
+        if let participant = participantOf[index] { return try await participantStep(index, participant) }
+        if !configuration.participants.isEmpty, next(100) < 12 { return try shareStep(index) }
         switch next(100) {
         case 0..<30: try write(index)
         case 30..<37: try deleteNote(index)
@@ -248,6 +355,7 @@ public final class Simulation {
 
     private func write(_ index: Int) throws {
         let device = devices[index]
+        if participantOf[index] != nil { return try writeShared(index) }
         let id = pick(recordIDs)
         let title = "\(device.name).\(step)"
         guard let zone = try ensureZone(device, id.zoneID) else {
@@ -298,7 +406,7 @@ public final class Simulation {
     /// Sends (or fetches) on one device; one time in five in the scope of one zone only.
     private func sync(_ index: Int, sending: Bool) async {
         let engine = devices[index].engine
-        let zone = next(5) == 0 ? [pick(zoneIDs)] : nil
+        let zone = next(5) == 0 ? [sharedSpelling(pick(zoneIDs), on: index)] : nil
         if sending {
             let options = zone.map { SyncEngine.SendChangesOptions(scope: .zoneIDs($0)) } ?? .init()
             report.sends += 1
@@ -332,6 +440,154 @@ public final class Simulation {
         accounts[index].switch(to: user)
         report.accountSwitches += 1
         log("\(device.name) switches to \(user)'s account")
+    }
+
+    // MARK: Sharing
+
+    /// A zone as device `index` names it: the owner's ID on the owner's devices, the ID with the
+    /// owner's name on a participant's.
+    private func sharedSpelling(_ zoneID: RecordZone.ID, on index: Int) -> RecordZone.ID {
+        participantOf[index] == nil ? zoneID : participantsSpelling(zoneID)
+    }
+
+    /// An owner's zone as its participants name it: with the owner's name.
+    private func participantsSpelling(_ zoneID: RecordZone.ID) -> RecordZone.ID {
+        RecordZone.ID(zoneName: zoneID.zoneName, ownerName: ownerName)
+    }
+
+    /// What an owner's device does with shares: shares a zone with a participant (or invites one
+    /// more), removes a participant, or stops sharing a zone.
+    private func shareStep(_ index: Int) throws {
+        let device = devices[index]
+        let shares = device.shares.values.sorted { $0.recordID.description < $1.recordID.description }
+        switch next(5) {
+        case 0, 1, 2:
+            let zoneID = pick(zoneIDs)
+            let participant = pick(configuration.participants)
+            guard let zone = try ensureZone(device, zoneID) else {
+                return log("\(device.name) does not share \(zoneID.zoneName): its deletion is pending")
+            }
+            var share = device.shares[Share(recordZoneID: zoneID).recordID] ?? Share(recordZoneID: zoneID)
+            share.addParticipant(Share.Participant(emailAddress: participant.emailAddress, permission: participant.permission))
+            try device.saveShare(share)
+            report.sharing.sharesSaved += 1
+            log("\(device.name) shares \(zoneID.zoneName) with \(participant.user.rawValue) (\(participant.permission))\(zone)")
+        case 3:
+            let candidates = shares.filter { $0.participants.contains { $0.role != .owner } }
+            guard !candidates.isEmpty else { return log("\(device.name) has no participant to remove") }
+            var share = pick(candidates)
+            let removed = pick(share.participants.filter { $0.role != .owner })
+            share.removeParticipant(removed.userIdentity)
+            try device.saveShare(share)
+            report.sharing.participantsRemoved += 1
+            log("\(device.name) removes \(participantName(removed.userIdentity)) from the share of \(share.zoneID.zoneName)")
+        default:
+            guard !shares.isEmpty else { return log("\(device.name) has no share to delete") }
+            let share = pick(shares)
+            try device.deleteShare(share.recordID)
+            report.sharing.sharesDeleted += 1
+            log("\(device.name) stops sharing \(share.zoneID.zoneName)")
+        }
+    }
+
+    /// The participant an identity names, for the trace.
+    private func participantName(_ identity: UserIdentity) -> String {
+        let participant = configuration.participants.first { participant in
+            identity.userRecordName.map { $0 == recordNames[participant.user] }
+                ?? (identity.emailAddress?.lowercased() == participant.emailAddress)
+        }
+        return participant.map(\.user.rawValue) ?? "\(identity)"
+    }
+
+    /// What a participant's device does, when not waiting for the network.
+    private func participantStep(_ index: Int, _ participant: SharingParticipant) async throws {
+        switch next(100) {
+        case 0..<25:
+            // With no shared zone yet, the user looks for a share to accept instead.
+            if try device(index, knowsZones: true) { try write(index) } else { await accept(index, participant) }
+        case 25..<30: try deleteNote(index)
+        case 30..<40: await accept(index, participant)
+        case 40..<43: try leave(index)
+        case 43..<63: await sync(index, sending: true)
+        case 63..<83: await sync(index, sending: false)
+        case 83..<88:
+            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await sync(index, sending: false) }
+        case 88..<91: try restartEngine(index)
+        case 91..<93: try restartServer()
+        default:
+            await sync(index, sending: true)
+            if busy[index] == nil { await sync(index, sending: false) }
+        }
+    }
+
+    /// Whether device `index`'s engine knows any zone.
+    private func device(_ index: Int, knowsZones: Bool) throws -> Bool {
+        try !devices[index].engine.deviceLog.snapshotState().knownZoneIDs.isEmpty == knowsZones
+    }
+
+    /// A participant writes a note in one of the shared zones their device knows.
+    private func writeShared(_ index: Int) throws {
+        let device = devices[index]
+        let zones = try device.engine.deviceLog.snapshotState().knownZoneIDs.sorted { $0.description < $1.description }
+        guard !zones.isEmpty else { return log("\(device.name) has no shared zone to write in") }
+        let id = Record.ID(recordName: "n\(next(configuration.notesPerZone))", zoneID: pick(zones))
+        let title = "\(device.name).\(step)"
+        try device.write(id, title)
+        log("\(device.name) writes \(Self.name(id)) = \(title)")
+    }
+
+    /// A participant's device accepts a share whose URL an owner's device knows: usually one
+    /// that, as that device last saw it, invites them (pending), sometimes any (which the server
+    /// may refuse); with no invitation, it mostly fetches instead.
+    private func accept(_ index: Int, _ participant: SharingParticipant) async {
+        let device = devices[index]
+        var seen = Set<URL>()
+        var invitations: [(share: Share, url: URL)] = []
+        for (owner, candidate) in zip(devices, participantOf) where candidate == nil {
+            for share in owner.shares.values.sorted(by: { $0.recordID.description < $1.recordID.description }) {
+                if let url = share.url, seen.insert(url).inserted { invitations.append((share, url)) }
+            }
+        }
+        guard !invitations.isEmpty else { return log("\(device.name) knows no share to accept") }
+        let invited = invitations.filter { invitation in
+            !refusedInvitations.contains(Self.invitation(invitation.share, participant))
+                && invitation.share.participants.contains {
+                    $0.userIdentity.userRecordName == recordNames[participant.user] && $0.acceptanceStatus == .pending
+                }
+        }
+        if invited.isEmpty, next(4) != 0 {
+            log("\(device.name) has no invitation to accept")
+            return await sync(index, sending: false)
+        }
+        let (share, url) = !invited.isEmpty && next(5) != 0 ? pick(invited) : pick(invitations)
+        let link = SimulatedLink(network: network, device: device.name, user: participant.user, scope: .shared)
+        let acceptances = acceptances
+        report.sharing.acceptsTried += 1
+        let outcome = await perform(index, "accepts the share of \(share.zoneID.zoneName)") {
+            let metadata = try await link.fetchShareMetadata(url: url)
+            let response = try await link.acceptShares([metadata])
+            if case .failure(let error)? = response.results[url] { throw error }
+            acceptances.add()
+        }
+        // The participant does not try this version of the invitation again.
+        if outcome == SyncError.Code.unknownItem.name { refusedInvitations.insert(Self.invitation(share, participant)) }
+    }
+
+    /// An invitation as a participant saw it: the share's URL and version (a new version may
+    /// invite them again).
+    private static func invitation(_ share: Share, _ participant: SharingParticipant) -> String {
+        "\(participant.user.rawValue) \(share.url?.absoluteString ?? "") \(share.record.recordChangeTag ?? "")"
+    }
+
+    /// A participant's device leaves a share it has fetched (deletes it from the shared database).
+    private func leave(_ index: Int) throws {
+        let device = devices[index]
+        let shares = device.shares.values.sorted { $0.recordID.description < $1.recordID.description }
+        guard !shares.isEmpty else { return log("\(device.name) has no share to leave") }
+        let share = pick(shares)
+        try device.deleteShare(share.recordID)
+        report.sharing.left += 1
+        log("\(device.name) leaves the share of \(share.zoneID.zoneName)")
     }
 
     // MARK: Driving engine operations
@@ -434,12 +690,28 @@ public final class Simulation {
                         + Self.difference(actual, expected, "server", "acknowledged"))
             }
         }
+        let (sharedNotes, ownerShares) = try await checkSharing(&findings, serverNotes: serverNotes)
         for (index, device) in devices.enumerated() {
             guard let user = accounts[index].currentUser else { continue }
             let notes = device.notes
-            if let expected = serverNotes[user], notes != expected {
+            let expected = participantOf[index] == nil ? serverNotes[user] : sharedNotes[user]
+            if let expected, notes != expected {
                 findings.append(
                     "device \(device.name) (\(user)) did not converge: " + Self.difference(notes, expected, "device", "server"))
+            }
+            if participantOf[index] == nil, !configuration.participants.isEmpty {
+                func lines(_ shares: [Record.ID: Share]) -> Set<String> {
+                    Set(shares.values.map { share in
+                        "\(share.zoneID.zoneName): " + share.participants.map { "\($0.userIdentity) \($0.permission) \($0.acceptanceStatus)" }
+                            .joined(separator: ", ")
+                    })
+                }
+                let (local, remote) = (lines(device.shares), lines(ownerShares))
+                if local != remote {
+                    findings.append(
+                        "device \(device.name) (\(user))'s shares differ from the server's: only on the device: "
+                            + "\(local.subtracting(remote).sorted()); only on the server: \(remote.subtracting(local).sorted())")
+                }
             }
             let state = try device.engine.deviceLog.snapshotState()
             if !state.pendingRecordZoneChanges.isEmpty || !state.pendingDatabaseChanges.isEmpty {
@@ -462,12 +734,72 @@ public final class Simulation {
                 findings.append("the server's index of \(user) differs from its rebuild: \(mismatch)")
             }
         }
+        for participant in configuration.participants {
+            if let mismatch = try server.admin.log(of: participant.user, scope: .shared).verifyProjections() {
+                findings.append("the server's index of \(participant.user)'s shared database differs from its rebuild: \(mismatch)")
+            }
+        }
         return findings
     }
 
-    /// Every note of a database (each record's `title`), read from the start of each zone.
+    /// The checks of sharing: each participant's shared database holds exactly the owner's
+    /// notes in the zones whose shares list them as accepted, and no read-only participant's
+    /// change reached the server. Returns each participant's shared notes, and the owner's shares.
+    private func checkSharing(
+        _ findings: inout [String], serverNotes: [UserID: [Record.ID: String]]
+    ) async throws -> (notes: [UserID: [Record.ID: String]], shares: [Record.ID: Share]) {
+        guard !configuration.participants.isEmpty else { return ([:], [:]) }
+        let server = network.currentServer
+        let owner = configuration.users[0]
+        let shares = try await Self.contents(of: server.database(for: owner, device: "observer")).shares
+        let ownerNotes = serverNotes[owner] ?? [:]
+        let acknowledged = network.history.withLock { $0.acknowledged }
+        var sharedNotes: [UserID: [Record.ID: String]] = [:]
+        for participant in configuration.participants {
+            let actual = try await Self.notes(in: server.database(for: participant.user, scope: .shared, device: "observer"))
+            sharedNotes[participant.user] = actual
+            let zones = Set(shares.values.filter { share in
+                share.participants.contains {
+                    $0.userIdentity.userRecordName == recordNames[participant.user] && $0.acceptanceStatus == .accepted
+                }
+            }.map(\.zoneID))
+            var expected: [Record.ID: String] = [:]
+            for (id, title) in ownerNotes where zones.contains(id.zoneID) {
+                expected[Record.ID(recordName: id.recordName, zoneID: participantsSpelling(id.zoneID))] = title
+            }
+            if actual != expected {
+                findings.append(
+                    "\(participant.user)'s shared database is not the owner's zones shared with them "
+                        + "(\(zones.map(\.zoneName).sorted())): " + Self.difference(actual, expected, "shared database", "owner's"))
+            }
+            guard participant.permission == .readOnly else { continue }
+            if let count = acknowledged[participant.user], count > 0 {
+                findings.append("the server acknowledged \(count) changes of \(participant.user), a read-only participant")
+            }
+            let names = Set(zip(devices, participantOf).filter { $0.1 == participant }.map { $0.0.name + "." })
+            let written = ownerNotes.filter { note in names.contains { note.value.hasPrefix($0) } }
+            if !written.isEmpty {
+                findings.append(
+                    "the owner's notes hold edits of \(participant.user), a read-only participant: "
+                        + Self.describe(written).joined(separator: ", "))
+            }
+        }
+        return (sharedNotes, shares)
+    }
+
+    /// Every note of a database (each record's `title`), read from the start of each zone;
+    /// shares are not notes.
     public static func notes(in database: some CloudDatabase) async throws -> [Record.ID: String] {
+        try await contents(of: database).notes
+    }
+
+    /// Every note (each record's `title`) and every share of a database, read from the start of
+    /// each zone.
+    public static func contents(
+        of database: some CloudDatabase
+    ) async throws -> (notes: [Record.ID: String], shares: [Record.ID: Share]) {
         var notes: [Record.ID: String] = [:]
+        var shares: [Record.ID: Share] = [:]
         let zones = try await database.fetchZones(FetchZonesRequest()).results.keys
             .filter { $0 != .default }.sorted { $0.description < $1.description }
         for zoneID in zones {
@@ -475,14 +807,22 @@ public final class Simulation {
             while true {
                 let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
                 for modification in page.modifications {
-                    notes[modification.record.recordID] = Self.title(of: modification.record)
+                    let record = modification.record
+                    if record.recordType == Share.recordType {
+                        shares[record.recordID] = try Share(record: record)
+                    } else {
+                        notes[record.recordID] = Self.title(of: record)
+                    }
                 }
-                for deletion in page.deletions { notes[deletion.recordID] = nil }
+                for deletion in page.deletions {
+                    notes[deletion.recordID] = nil
+                    shares[deletion.recordID] = nil
+                }
                 token = page.changeToken
                 if !page.moreComing { break }
             }
         }
-        return notes
+        return (notes, shares)
     }
 
     static func name(_ id: Record.ID) -> String { "\(id.zoneID.zoneName)/\(id.recordName)" }
@@ -521,6 +861,13 @@ public final class Simulation {
         let bLines = Set(describe(b))
         return "only on the \(aName): \(aLines.subtracting(bLines).sorted()); only \(bName): \(bLines.subtracting(aLines).sorted())"
     }
+}
+
+/// A count the simulation's engine operations add to from their tasks.
+private final class Tally: Sendable {
+    private let value = Mutex(0)
+    func add() { value.withLock { $0 += 1 } }
+    var count: Int { value.withLock { $0 } }
 }
 
 /// A simulation that ended wrong: the seed, what was wrong, and how to run the seed again.

@@ -635,4 +635,56 @@ struct FetchScenarios {
             try reader.expectProjectionsHold()
         }
     }
+
+    // F100, F102, F144: found by the sharing simulation's soak (seed 10505): past its start, a
+    // listing's page token is an ordinary one, so a listing cut there was continued, never
+    // reporting the known records it had left out.
+    @Test("A listing from no token cut after a page past its start starts over, and reports the records deleted before it")
+    func listingCutPastItsStartStartsOver() async throws {
+        try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
+            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes.count == 3)
+
+            // A-2 is deleted and the tombstones compacted: the reader's refetch lists the zone
+            // from no token, which leaves A-2 out.
+            try writer.delete(Self.note("A-2"))
+            try await writer.engine.sendChanges()
+            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+
+            // After the listing's first page two notes are written, past its start; the page of the
+            // first of them has an ordinary token and more to come, and the next request fails.
+            let pages = Mutex(0)
+            reader.onEvent { event, _ in
+                guard case .fetchedRecordZoneChanges = event else { return }
+                let page = pages.withLock { count in
+                    count += 1
+                    return count
+                }
+                if page == 1 {
+                    let later = ["B-0", "B-1"].map { name in
+                        var record = Record(recordType: "Note", recordID: Self.note(name))
+                        record["title"] = .string(name)
+                        return record
+                    }
+                    _ = try? await server.database(for: "alice", device: "other").modifyRecords(saving: later, deleting: [])
+                }
+                if page == 3 {
+                    server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(.zoneBusy, "injected past the listing's start"))
+                }
+            }
+            let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }
+            #expect(error?.partialErrors[.zone(Self.zoneA)]?.code == .zoneBusy)
+            #expect(pages.withLock { $0 } == 3)
+            #expect(reader.title(Self.note("A-2")) != nil)
+
+            // The next fetch lists the zone from the start and reports A-2 as deleted.
+            reader.onEvent(nil)
+            try await reader.engine.fetchChanges()
+            #expect(reader.title(Self.note("A-2")) == nil)
+            #expect(Set(reader.notes.keys) == Set(["A-0", "A-1", "B-0", "B-1"].map { Self.note($0) }))
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+        }
+    }
 }

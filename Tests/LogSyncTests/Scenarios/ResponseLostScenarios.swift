@@ -194,6 +194,44 @@ struct ResponseLostScenarios {
         }
     }
 
+    // F103, F56: found by the sharing simulation's soak (seed 10126): the answer lost twice (the
+    // engine resends once) left the edit neither pending nor acknowledged, and its conflict unseen.
+    @Test("F103 an answer lost again after the engine's resend: the app sends the edit once more and sees its conflict")
+    func answerLostTwiceSentAgain() async throws {
+        try await withServer { directory, server in
+            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+            let phone = try Self.phone(database, directory, seed: 7)
+            phone.resolveConflicts { local, server in max(local, server) }
+            phone.setPolicy { $0.keepsUnacknowledgedEdits = true }
+            let laptop = try TestDevice("laptop", server: server, directory: directory)
+            try phone.createZone(Self.notes)
+            try await phone.sync()
+            let note = Record.ID(recordName: "n", zoneID: Self.notes)
+            try laptop.write(note, "from the laptop")
+            try await laptop.sync()
+
+            // The phone has not seen the laptop's note: its save conflicts, and the answer saying
+            // so is lost twice.
+            try phone.write(note, "from the phone")
+            database.loseNextAnswers(2)
+            await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
+            #expect(phone.failedSaves == [.serverResponseLost])
+            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(note)], "the app queued the save again")
+            // The resend conflicts (the server replays its answer, or the save meets the laptop's
+            // note); the merge goes out and is acknowledged.
+            for _ in 0..<2 {
+                _ = try? await phone.engine.sendChanges()
+                try await phone.engine.fetchChanges()
+            }
+
+            #expect(phone.unacknowledgedEdits.isEmpty)
+            #expect(phone.tally.conflictsWon == 1)
+            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
+            #expect(onServer.modifications.map { $0.record["title"] } == [.string("from the phone")])
+            #expect(phone.title(note) == "from the phone")
+        }
+    }
+
     // F89, F103: a dropped connection leaves the change pending; the retry is the same request.
     @Test("F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict")
     func droppedConnectionRetriedUnderSameID() async throws {
