@@ -30,9 +30,24 @@ struct StructureCheckTests {
 
     /// The error opening the log read-only throws, or `nil` if it opens and reads.
     func openError(_ directory: URL, readOnly: Bool = true) -> LogStoreError? {
-        do {
+        logStoreError {
             let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: readOnly))
             try log.forEachEntry { _ in }
+        }
+    }
+
+    /// The error opening the environment in `directory` with `scope` throws, or `nil`.
+    func environmentOpenError(_ directory: URL, readOnly: Bool, scope: StructureCheckScope) -> LogStoreError? {
+        logStoreError {
+            _ = try LogEnvironment.open(
+                at: directory, options: .init(durability: .fast, readOnly: readOnly, structureCheck: scope))
+        }
+    }
+
+    /// The `LogStoreError` that `body` throws, or `nil`; any other error is an issue.
+    func logStoreError(_ body: () throws -> Void) -> LogStoreError? {
+        do {
+            try body()
             return nil
         } catch let error as LogStoreError {
             return error
@@ -153,20 +168,6 @@ struct StructureCheckTests {
             // Pages not in use (free, or past the snapshot) are never read.
             #expect(caught >= 5)
             #expect(openError(directory) == nil)
-        }
-    }
-
-    /// The error opening the environment in `directory` with `scope` throws, or `nil`.
-    func environmentOpenError(_ directory: URL, readOnly: Bool, scope: StructureCheckScope) -> LogStoreError? {
-        do {
-            _ = try LogEnvironment.open(
-                at: directory, options: .init(durability: .fast, readOnly: readOnly, structureCheck: scope))
-            return nil
-        } catch let error as LogStoreError {
-            return error
-        } catch {
-            Issue.record("not a LogStoreError: \(error)")
-            return nil
         }
     }
 

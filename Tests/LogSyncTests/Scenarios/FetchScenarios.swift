@@ -596,19 +596,25 @@ struct FetchScenarios {
         }
     }
 
+    /// The writer seeds three notes in zone A, which the reader fetches; then A-2 is deleted and
+    /// the tombstones compacted: the reader's token expires, and its refetch lists the zone from
+    /// no token, which leaves A-2 out.
+    static func readerKnowsA2DeletedBehindCompactedTombstones(
+        _ server: SyncServer, _ writer: TestDevice, _ reader: TestDevice
+    ) async throws {
+        try await seed(writer, zones: [zoneA], perZone: 3)
+        try await reader.engine.fetchChanges()
+        #expect(reader.notes.count == 3)
+        try writer.delete(note("A-2"))
+        try await writer.engine.sendChanges()
+        try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+    }
+
     // F100, F102, F144: found by the seeded simulation (seed 227 of an earlier generator).
     @Test("A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile")
     func interruptedListingStartsOver() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
-            try await reader.engine.fetchChanges()
-            #expect(reader.notes.count == 3)
-
-            // A-2 is deleted, and the tombstones compacted: the reader's token expires, and its
-            // refetch lists the zone from no token, which leaves A-2 out.
-            try writer.delete(Self.note("A-2"))
-            try await writer.engine.sendChanges()
-            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+            try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
 
             // The listing's second page fails: the zone fetch stops after one page.
             let cut = Mutex(true)
@@ -642,15 +648,7 @@ struct FetchScenarios {
     @Test("A listing from no token cut after a page past its start starts over, and reports the records deleted before it")
     func listingCutPastItsStartStartsOver() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
-            try await reader.engine.fetchChanges()
-            #expect(reader.notes.count == 3)
-
-            // A-2 is deleted and the tombstones compacted: the reader's refetch lists the zone
-            // from no token, which leaves A-2 out.
-            try writer.delete(Self.note("A-2"))
-            try await writer.engine.sendChanges()
-            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+            try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
 
             // After the listing's first page two notes are written, past its start; the page of the
             // first of them has an ordinary token and more to come, and the next request fails.
