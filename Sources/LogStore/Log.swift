@@ -115,7 +115,8 @@ public final class Log: Sendable {
             var next = previous
             for entry in entries {
                 next = next.next
-                stored.append(LogEntry(offset: next, kind: entry.kind, time: entry.time ?? now, payload: entry.payload))
+                stored.append(
+                    LogEntry(offset: next, kind: entry.kind, time: entry.time ?? now, payload: entry.payload, decoded: entry.decoded))
             }
             for member in projectionSet.members {
                 try catchUp(member, through: previous, in: transaction)

@@ -9,6 +9,14 @@ import SyncModel
 // written sorted by ID), so equal entries have equal payloads. See Docs/Engine.md.
 
 extension DeviceEntry {
+    /// `newEntry` carrying this entry as its decoded form, so the device index applies it without
+    /// decoding the bytes just encoded (`NewEntry.decoded`).
+    var decodedNewEntry: NewEntry {
+        var entry = newEntry
+        entry.decoded = self
+        return entry
+    }
+
     /// The entry to append: the case's kind and its message's bytes. The time is left to the log.
     var newEntry: NewEntry {
         switch self {

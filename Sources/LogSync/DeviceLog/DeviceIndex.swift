@@ -89,7 +89,8 @@ struct DeviceIndex: Projection {
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let index = DeviceIndexWriter(tables: tables)
         let offset = entry.offset.rawValue
-        switch try DeviceEntry(entry) {
+        // The appender's own value when there is one (the same entry, not decoded again).
+        switch try (entry.decoded as? DeviceEntry) ?? DeviceEntry(entry) {
         case .pendingRecordZoneChangesAdded(let changes):
             for (i, change) in changes.enumerated() {
                 try index.add(change, at: Position(offset: offset, index: UInt32(truncatingIfNeeded: i)))

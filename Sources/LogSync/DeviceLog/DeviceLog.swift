@@ -150,7 +150,7 @@ public final class DeviceLog: Sendable {
             let end = try log.lastOffset.next
             return end..<end
         }
-        let offsets = try committer.append(entries.map(\.newEntry))
+        let offsets = try committer.append(entries.map(\.decodedNewEntry))
         let appended = Appended(entries: entries, offsets: offsets, author: author)
         for listener in listeners.withLock({ $0.all.map(\.listener) }) { listener(appended) }
         return offsets
@@ -169,7 +169,7 @@ public final class DeviceLog: Sendable {
         var entries: [DeviceEntry] = []
         let offsets = try log.environment.write { transaction in
             entries = try make(try log.lastOffset(in: transaction).next)
-            return try log.append(entries.map(\.newEntry), in: transaction)
+            return try log.append(entries.map(\.decodedNewEntry), in: transaction)
         }
         guard !entries.isEmpty else { return offsets }
         let appended = Appended(entries: entries, offsets: offsets, author: author)
