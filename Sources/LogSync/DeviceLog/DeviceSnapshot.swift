@@ -237,42 +237,53 @@ struct DeviceSnapshot {
     /// conflict's `serverRecord`; `nil` if none is known or the server has none.
     func lastKnownServerRecord(for id: Record.ID) throws -> Record? {
         guard let key = try recordKey(id), let bytes = try value(key, in: "serverRecords") else { return nil }
-        do {
-            return try Record(protoBytes: bytes)
-        } catch {
-            throw malformed("an undecodable server record for \(id): \(error.message)")
-        }
+        var records = ServerRecordReader(reader: reader)
+        return try records.record(try ServerRecordSlot(decoding: bytes, for: "\(id)"), for: "\(id)")
     }
 
     /// Every last known server record, in the `serverRecords` table's key order (zone number,
     /// assigned in order of first appearance in the log, then record name).
     ///
-    /// - Complexity: O(records known), each decoded.
+    /// - Complexity: O(records known), each decoded; each entry holding some is read once in a row.
     func lastKnownServerRecords() throws -> [Record] {
-        try values(of: "serverRecords") { bytes in
-            do throws(SyncError) {
-                return try Record(protoBytes: bytes)
-            } catch {
-                throw malformed("an undecodable server record: \(error.message)")
-            }
-        }
-    }
-
-    /// Every last known server record of `zoneID`, in key order.
-    func lastKnownServerRecords(in zoneID: RecordZone.ID) throws -> [Record] {
-        guard let number = try zoneNumber(zoneID) else { return [] }
-        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
-        var records: [Record] = []
-        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
-            guard key.starts(with: prefix) else { return false }
-            do throws(SyncError) {
-                records.append(try Record(protoBytes: Array(value)))
-            } catch {
-                throw malformed("an undecodable server record in \(zoneID): \(error.message)")
-            }
+        var records = ServerRecordReader(reader: reader)
+        var result: [Record] = []
+        try reader.transaction.forEach(in: table("serverRecords")) { key, value in
+            let slot = try ServerRecordSlot(decoding: Array(value), for: "key \(Array(key))")
+            result.append(try records.record(slot, for: "key \(Array(key))"))
             return true
         }
-        return records
+        return result
+    }
+
+    /// Every last known server record of `zoneID`, in key order, except the records of `listed`
+    /// (whose slots are not read at all).
+    func lastKnownServerRecords(in zoneID: RecordZone.ID, except listed: Set<Record.ID> = []) throws -> [Record] {
+        guard let number = try zoneNumber(zoneID) else { return [] }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        let skipped = Set(listed.lazy.filter { $0.zoneID == zoneID }.map { DeviceKey.record(zoneNumber: number, name: $0.recordName) })
+        var records = ServerRecordReader(reader: reader)
+        var result: [Record] = []
+        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            if !skipped.isEmpty, skipped.contains(Array(key)) { return true }
+            let slot = try ServerRecordSlot(decoding: Array(value), for: "a record of \(zoneID)")
+            result.append(try records.record(slot, for: "a record of \(zoneID)"))
+            return true
+        }
+        return result
+    }
+
+    /// Whether any last known server record of `zoneID` is held.
+    func hasLastKnownServerRecords(in zoneID: RecordZone.ID) throws -> Bool {
+        guard let number = try zoneNumber(zoneID) else { return false }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        var found = false
+        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, _ in
+            found = key.starts(with: prefix)
+            return false
+        }
+        return found
     }
 
     // MARK: Decoding
