@@ -68,6 +68,14 @@ struct PhaseResult: Codable {
     var entries = 0
     /// Edits: the same edits from as many threads as there were tasks.
     var threadSeconds = 0.0
+    /// Fetch: RssAnon (kB) just before the timed call, and sampled during it as
+    /// [records the app holds, RssAnon kB] each time another tenth of the records has arrived.
+    var anonBefore = 0
+    var curve: [[Int]] = []
+    /// Floor: the heap the app's dictionary of every fetched record takes (RssAnon after filling
+    /// it minus before, kB), and the records' mean encoded size (Protocol Buffers bytes).
+    var appDataKB = 0
+    var encodedRecordBytes = 0.0
 }
 
 enum Child {
@@ -132,8 +140,11 @@ enum Child {
     ) async throws -> PhaseResult {
         defer { device.server.shutdown() }
         var result = PhaseResult(phase: phase, durability: durability(options).rawValue, records: options.recordCount)
-        let sampler = PeakSampler()
+        let app = device.app
+        result.anonBefore = Memory.read().anon
+        let sampler = PeakSampler(total: options.recordCount) { app.store.withLock { $0.records.count } }
         try await measure(&result, sampler) { try await device.engine.fetchChanges() }
+        result.curve = sampler.curve
 
         let figures = device.app.store.withLock { $0 }
         let records = figures.records.values.count { $0.recordType == RecordWorkload.recordType }
@@ -181,18 +192,24 @@ enum Child {
         let log = try Log.open(
             at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
         let sampler = PeakSampler()
-        var records = 0
+        // The app's part, as in the engine's runs: every record kept in a dictionary.
+        var kept: [Record.ID: Record] = [:]
+        result.anonBefore = Memory.read().anon
         try await measure(&result, sampler) {
             for bytes in pages {
                 let page = try Wire.decode(FetchZoneChangesResponse.self, from: bytes, as: .protobuf)
-                records += page.modifications.count
+                for modification in page.modifications { kept[modification.record.recordID] = modification.record }
                 try log.append(NewEntry(kind: 1, payload: bytes))
             }
         }
+        let records = kept.count
         guard records == options.recordCount else {
             throw BenchError("the floor decoded \(records) records, not \(options.recordCount)")
         }
         fillMemory(&result)
+        result.appDataKB = Memory.read().anon - result.anonBefore
+        result.encodedRecordBytes = Double(kept.values.reduce(0) { $0 + $1.protoBytes().count }) / Double(max(records, 1))
+        withExtendedLifetime(kept) {}
         result.serverSeconds = database.totalSeconds
         result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
         result.pages = pages.count
@@ -524,16 +541,24 @@ final class App: SyncEngineDelegate {
 
 // MARK: Measuring
 
-/// Samples RssAnon every 10 ms on a thread of its own and keeps the largest value (kB).
+/// Samples RssAnon every 10 ms on a thread of its own and keeps the largest value (kB); given
+/// a progress count, also keeps a curve: the sample taken when each further tenth of `total`
+/// has been reached.
 final class PeakSampler: Sendable {
-    private let state = Mutex<(peak: Int, stopped: Bool)>((0, false))
+    private let state = Mutex<(peak: Int, stopped: Bool, curve: [[Int]])>((0, false, []))
 
-    init() {
+    init(total: Int = 0, progress: (@Sendable () -> Int)? = nil) {
         Thread.detachNewThread { [self] in
+            var nextMark = 1
             while true {
                 let anon = Memory.read().anon
+                let done = progress?() ?? 0
                 let stopped = state.withLock { state in
                     state.peak = max(state.peak, anon)
+                    if progress != nil, total > 0, nextMark <= 10, done >= total * nextMark / 10 {
+                        state.curve.append([done, anon])
+                        while nextMark <= 10, done >= total * nextMark / 10 { nextMark += 1 }
+                    }
                     return state.stopped
                 }
                 if stopped { return }
@@ -541,6 +566,9 @@ final class PeakSampler: Sendable {
             }
         }
     }
+
+    /// The curve sampled so far: [progress, RssAnon kB] pairs.
+    var curve: [[Int]] { state.withLock { $0.curve } }
 
     /// Stops sampling and returns the peak.
     func stop() -> Int {
