@@ -439,7 +439,7 @@ struct PhaseDevice {
         self.logDirectory = logDirectory
         let deviceLog = try DeviceLog(
             directory: logDirectory, options: LogEnvironment.Options(durability: Child.durability(options).durability))
-        app = App(deviceLog: deviceLog)
+        app = App(deviceLog: deviceLog, batches: options.batches)
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
         configuration.automaticallySync = false
         engine = try SyncEngine(configuration)
@@ -485,8 +485,12 @@ final class App: SyncEngineDelegate {
 
     let store = Mutex(Store())
     let deviceLog: DeviceLog
+    let batches: EngineBench.BatchSource
 
-    init(deviceLog: DeviceLog) { self.deviceLog = deviceLog }
+    init(deviceLog: DeviceLog, batches: EngineBench.BatchSource = .cursor) {
+        self.deviceLog = deviceLog
+        self.batches = batches
+    }
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         let started = ContinuousClock.now
@@ -517,6 +521,16 @@ final class App: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let started = ContinuousClock.now
+        if batches == .cursor {
+            let batch = try? await SyncEngine.RecordZoneChangeBatch(state: syncEngine.state, scope: context.options.scope) { id in
+                self.record(for: id)
+            }
+            store.withLock { store in
+                store.batches += 1
+                store.batchBuildSeconds += (ContinuousClock.now - started).seconds
+            }
+            return batch
+        }
         let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
         let read = ContinuousClock.now
         let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id) }

@@ -358,7 +358,7 @@ enum Parent {
         try ChildProcess.run(
             [
                 "--phase", phase.rawValue, "--durability", durability.rawValue, "--records", String(records ?? options.recordCount),
-                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--phase-dir", directory.path,
+                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--batches", options.batches.rawValue, "--phase-dir", directory.path,
             ],
             resultFile: scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json"),
             what: "the \(phase.rawValue) phase (.\(durability))")

@@ -47,39 +47,56 @@ struct DeviceSnapshot {
         try values(of: "recordOrder", Self.recordChange)
     }
 
-    /// The pending record changes, in order, decoding only the changes `cache` does not hold
-    /// yet (keyed by position, which never changes for a change while it is pending).
+    /// The pending record changes, in order, decoding only the changes `cache` does not hold.
     ///
-    /// A delegate reads the whole list for every batch it builds; without the cache, sending n
-    /// changes would decode about n²/800 of them. The table is still walked each time, so the
-    /// list is always the projection's; stale cache entries are dropped once they outnumber
-    /// the live ones.
-    func pendingRecordZoneChanges(
-        cache: borrowing Mutex<[Position: SyncEngine.PendingRecordZoneChange]>
-    ) throws -> [SyncEngine.PendingRecordZoneChange] {
-        var decoded = cache.withLock { cache in
-            let taken = cache
-            cache = [:]
-            return taken
-        }
-        var result: [SyncEngine.PendingRecordZoneChange] = []
+    /// A delegate reads the whole list for every batch it builds (CKSyncEngine's pattern). The
+    /// cache holds the list of the last read with its changes' positions, which never change
+    /// while a change is pending and are never reused: a read at the same offset returns it as
+    /// is, and any other walks the table and the cached list side by side (both in position
+    /// order), decoding only the changes the cache lacks. So the list is always the
+    /// projection's, and a read costs a walk of the table without a decode or a hash.
+    func pendingRecordZoneChanges(cache: borrowing Mutex<PendingListCache>) throws -> [SyncEngine.PendingRecordZoneChange] {
+        let at = try offset
+        let cached = cache.withLock { $0 }
+        if cached.offset == at { return cached.changes }
         var positions: [Position] = []
+        var changes: [SyncEngine.PendingRecordZoneChange] = []
+        positions.reserveCapacity(cached.positions.count)
+        changes.reserveCapacity(cached.changes.count)
+        var next = 0
         try reader.transaction.forEach(in: table("recordOrder")) { key, value in
-            let position = try Position(decoding: Array(key)[...])
-            positions.append(position)
-            if let change = decoded[position] {
-                result.append(change)
+            let position = try Position(decoding: key)
+            while next < cached.positions.count, cached.positions[next] < position { next += 1 }
+            if next < cached.positions.count, cached.positions[next] == position {
+                changes.append(cached.changes[next])
             } else {
-                let change = try Self.recordChange(Array(value))
-                decoded[position] = change
-                result.append(change)
+                changes.append(try Self.recordChange(Array(value)))
             }
+            positions.append(position)
             return true
         }
-        if decoded.count > 2 * result.count + 1024 {
-            decoded = Dictionary(uniqueKeysWithValues: zip(positions, result))
+        cache.withLock { cache in
+            if cache.offset == nil || cache.offset! < at { cache = PendingListCache(offset: at, positions: positions, changes: changes) }
         }
-        cache.withLock { $0 = decoded }
+        return changes
+    }
+
+    /// Up to `limit` pending record changes inside `scope` that come after `position` (from the
+    /// start when `nil`), in order, with their positions.
+    ///
+    /// - Complexity: O(the changes looked at): the taken ones and the ones outside `scope`.
+    func pendingRecordZoneChanges(
+        after position: Position?, in scope: SyncEngine.SendChangesOptions.Scope, limit: Int
+    ) throws -> [(Position, SyncEngine.PendingRecordZoneChange)] {
+        var result: [(Position, SyncEngine.PendingRecordZoneChange)] = []
+        guard limit > 0 else { return result }
+        try reader.transaction.forEach(in: table("recordOrder"), from: position?.bytes) { key, value in
+            let current = try Position(decoding: key)
+            if let position, current <= position { return true }
+            let change = try Self.recordChange(Array(value))
+            if scope.contains(change) { result.append((current, change)) }
+            return result.count < limit
+        }
         return result
     }
 
