@@ -191,17 +191,21 @@ enum Child {
         let logDirectory = directory.appendingPathComponent("floor-\(durability(options))")
         let log = try Log.open(
             at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
-        let sampler = PeakSampler()
-        // The app's part, as in the engine's runs: every record kept in a dictionary.
+        // The app's part, as in the engine's runs: every record kept in a dictionary, its count
+        // published for the memory curve.
         var kept: [Record.ID: Record] = [:]
+        let held = Atomic<Int>(0)
+        let sampler = PeakSampler(total: options.recordCount) { held.load(ordering: .relaxed) }
         result.anonBefore = Memory.read().anon
         try await measure(&result, sampler) {
             for bytes in pages {
                 let page = try Wire.decode(FetchZoneChangesResponse.self, from: bytes, as: .protobuf)
                 for modification in page.modifications { kept[modification.record.recordID] = modification.record }
+                held.store(kept.count, ordering: .relaxed)
                 try log.append(NewEntry(kind: 1, payload: bytes))
             }
         }
+        result.curve = sampler.curve
         let records = kept.count
         guard records == options.recordCount else {
             throw BenchError("the floor decoded \(records) records, not \(options.recordCount)")

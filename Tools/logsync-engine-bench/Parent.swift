@@ -209,9 +209,10 @@ enum Parent {
                 ])
                 let app = Double(floor.appDataKB)
                 let own = Double(engine.peakAnon - engine.anonBefore) - app
-                let curve = engine.curve.map { point -> String in
-                    let held = Double(point[0]) / Double(max(engine.records, 1))
-                    return String(format: "%.0f", (Double(point[1] - engine.anonBefore) - app * held) / 1024)
+                // At each tenth, the engine's RssAnon above its start less the floor's at the same
+                // tenth: the app's dictionary grows by doublings, at the same counts in both.
+                let curve = zip(engine.curve, floor.curve).map { point, floorPoint -> String in
+                    String(format: "%.0f", Double((point[1] - engine.anonBefore) - (floorPoint[1] - floor.anonBefore)) / 1024)
                 }
                 memoryRows.append([
                     "device log ." + floor.durability, mib(floor.appDataKB), mib(engine.peakAnon - engine.anonBefore),
@@ -221,7 +222,7 @@ enum Parent {
             emit(table(sizeRows))
             emit("")
             emit("memory of the initial sync: the engine's own heap is RssAnon above the call's start less the app's dictionary "
-                + "(the floor's, holding the same records); the curve assumes the app's part grows with the records it holds")
+                + "(the floor's, holding the same records); the curve subtracts the floor's RssAnon at the same tenth of the records")
             emit(table(memoryRows))
             emit("")
         }
