@@ -160,6 +160,14 @@ extension ServerEntry {
         }
     }
 
+    /// `newEntry` carrying this entry as its decoded form, so the server's index applies it
+    /// without decoding the bytes just encoded (`NewEntry.decoded`).
+    var decodedNewEntry: NewEntry {
+        var entry = newEntry
+        entry.decoded = self
+        return entry
+    }
+
     // MARK: Helpers
 
     private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {

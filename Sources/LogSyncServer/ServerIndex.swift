@@ -201,7 +201,8 @@ package struct ServerIndex: Projection {
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let offset = entry.offset.rawValue
-        switch try ServerEntry(entry) {
+        // The appender's own value when there is one (the same entry, not decoded again).
+        switch try (entry.decoded as? ServerEntry) ?? ServerEntry(entry) {
         case .zoneSaved(let zone):
             try zoneSaved(IndexKey.zone(zone.zoneID), capabilities: zone.capabilities, offset, tables)
 
