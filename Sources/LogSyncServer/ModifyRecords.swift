@@ -88,17 +88,24 @@ extension ServerDatabase {
                     forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: snapshot.table("requests"))
             {
                 let offset = stored.withUnsafeBytes { readBigEndian($0) }
-                guard let entry = try snapshot.reader.entry(at: LogOffset(offset)),
-                    case .requestCompleted(_, let storedFingerprint, let response, _) = try ServerEntry(entry)
-                else {
+                let completion = try snapshot.reader.entry(at: LogOffset(offset)).map { entry throws in try ServerEntry(entry) }
+                func checkFingerprint(_ stored: UInt32) throws {
+                    guard stored == fingerprint else {
+                        throw SyncError(
+                            .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
+                            requestID: requestID)
+                    }
+                }
+                switch completion {
+                case .requestOutcome(_, let storedFingerprint, let outcome, _)?:
+                    try checkFingerprint(storedFingerprint)
+                    return ([], try Self.response(replaying: outcome, at: LogOffset(offset), snapshot))
+                case .requestCompleted(_, let storedFingerprint, let response, _)?:  // logs written before requestOutcome
+                    try checkFingerprint(storedFingerprint)
+                    return ([], response)
+                default:
                     throw LogStoreError(.projectionInconsistent, "the request index points at offset \(offset), which completes no request")
                 }
-                guard storedFingerprint == fingerprint else {
-                    throw SyncError(
-                        .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
-                        requestID: requestID)
-                }
-                return ([], response)
             }
 
             var plan = Plan(
@@ -144,18 +151,22 @@ extension ServerDatabase {
             // Append the successful items in request order; tags are their entries' offsets.
             var entries: [ServerEntry] = []
             var response = ModifyRecordsResponse()
+            // What the request's requestOutcome keeps: saved records by their entries' offsets.
+            var outcome = RequestOutcome()
             var offset = next
             for record in request.recordsToSave {
                 switch outcomes[record.recordID]! {
                 case .save(var saved):
                     saved.applySystemFields(saved.systemFields.with(tag: String(offset)))
                     entries.append(.recordSaved(saved))
+                    outcome.saved.append(RequestOutcome.Saved(record.recordID, at: LogOffset(offset)))
                     offset += 1
                     response.saveResults[record.recordID] = .success(saved)
                     changedZones.insert(record.recordID.zoneID)
                 case .failure(var error):
                     error.requestID = request.requestID
                     response.saveResults[record.recordID] = .failure(error)
+                    outcome.others.saveResults[record.recordID] = .failure(error)
                 case .delete, .alreadyDeleted, .leave:
                     preconditionFailure("a save decided as a deletion")
                 }
@@ -206,7 +217,8 @@ extension ServerDatabase {
                 }
             }
             if let requestID = request.requestID {
-                entries.append(.requestCompleted(requestID, fingerprint: fingerprint, response: response, actor: actor?.number ?? 0))
+                outcome.others.deleteResults = response.deleteResults
+                entries.append(.requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
             }
             return (entries, response)
         }
@@ -215,6 +227,28 @@ extension ServerDatabase {
             let left: [UInt64: ShareEndReason] = actor.map { actorLeft ? [$0.number: .left] : [:] } ?? [:]
             committed(
                 changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected, reasons: left)
+        }
+        return response
+    }
+
+    /// The response a `requestOutcome` entry at `offset` records: its deletions and failures, and
+    /// its saved records read back from their `recordSaved` entries, as the first response
+    /// returned them (F160).
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming `offset` when a saved record's entry does
+    ///   not save that record.
+    static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: Snapshot) throws -> ModifyRecordsResponse {
+        var response = outcome.others
+        for saved in outcome.saved {
+            guard let entry = try snapshot.reader.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
+                record.recordID == saved.recordID
+            else {
+                throw LogStoreError(
+                    .corruptEntry,
+                    "requestOutcome names \(saved.recordID) as saved by the entry at offset \(saved.offset.rawValue), which does not save it",
+                    offset: offset)
+            }
+            response.saveResults[saved.recordID] = .success(record)
         }
         return response
     }

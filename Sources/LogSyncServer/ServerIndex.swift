@@ -177,7 +177,8 @@ enum IndexKey {
 ///   and, for a zone re-created after a deletion, its latest deletion as well (at `deletedAt`):
 ///   a token older than it is told the deletion, whatever the paging (F149);
 /// - `subscriptions`: subscription ID → offset of its entry (F155);
-/// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
+/// - `requests`: request ID → offset of its `requestOutcome` entry (`requestCompleted` in older
+///   logs) (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data);
@@ -228,7 +229,7 @@ package struct ServerIndex: Projection {
         case .subscriptionDeleted(let id):
             try tables.removeValue(forKey: Array(id.rawValue.utf8), in: "subscriptions")
 
-        case .requestCompleted(let requestID, _, _, let actor):
+        case .requestCompleted(let requestID, _, _, let actor), .requestOutcome(let requestID, _, _, let actor):
             try tables.put(bigEndian(offset), forKey: IndexKey.request(requestID, actor: actor), in: "requests")
 
         case .tombstonesCompacted(let horizon):
