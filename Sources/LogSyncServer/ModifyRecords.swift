@@ -451,7 +451,7 @@ extension ServerDatabase {
             crc = bigEndian(UInt64(bytes.count)).withUnsafeBytes { CRC32C.update(crc, $0) }
             crc = bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
         }
-        for record in request.recordsToSave { add(record.protoBytes()) }
+        for record in request.recordsToSave { add(record.serializedProto()) }  // the bytes of protoBytes(), written directly
         for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
         add(request.clientChangeToken.map { Array($0) } ?? [])
         return crc

@@ -119,6 +119,16 @@ struct ServerEntryCodecTests {
         #expect(decoded.newEntry.payload == new.payload)  // deterministic bytes
     }
 
+    /// `recordSaved` payloads are written directly, not by SwiftProtobuf: the bytes are the same.
+    @Test func recordSavedBytesAreSwiftProtobufs() {
+        var shared = Self.savedRecord(tag: "9")
+        shared["removed"] = nil
+        for record in [Self.savedRecord(tag: "3"), shared, Record(recordType: "", recordID: Self.n2)] {
+            let expected = ProtoWire.serialize(Logsync_Server_RecordSaved.with { $0.record = record.proto })
+            #expect(ServerEntry.recordSaved(record).newEntry.payload == expected)
+        }
+    }
+
     @Test func removedKeysSurviveInStoredResponses() throws {
         let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
         let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))
