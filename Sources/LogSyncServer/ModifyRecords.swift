@@ -112,6 +112,7 @@ extension ServerDatabase {
                 usage: try snapshot.state(IndexKey.usage), quota: quota,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)))
             var outcomes: [Record.ID: Outcome] = [:]
+            outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121).
@@ -150,9 +151,12 @@ extension ServerDatabase {
             }
             // Append the successful items in request order; tags are their entries' offsets.
             var entries: [ServerEntry] = []
+            entries.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count + 1)
             var response = ModifyRecordsResponse()
+            response.saveResults.reserveCapacity(request.recordsToSave.count)
             // What the request's requestOutcome keeps: saved records by their entries' offsets.
             var outcome = RequestOutcome()
+            outcome.saved.reserveCapacity(request.recordsToSave.count)
             var offset = next
             for record in request.recordsToSave {
                 switch outcomes[record.recordID]! {
@@ -364,6 +368,10 @@ extension ServerDatabase {
             if policy == .allKeys { keys.formUnion(client.allKeys()) }
             for key in keys.sorted() { saved[key] = client[key] }
             if client.isParentChanged || (policy == .allKeys && client.parent != nil) { saved.parent = client.parent }
+        } else if client.recordType != Share.recordType && recordID.recordName != Share.zoneWideShareRecordName {
+            // A new record is the client's fields and parent; its change marks and system fields
+            // are replaced below (applySystemFields), so the copy is the record built key by key.
+            saved = client
         } else {
             saved = Record(recordType: client.recordType, recordID: recordID)
             for key in client.allKeys() { saved[key] = client[key] }
