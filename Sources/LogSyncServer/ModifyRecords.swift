@@ -362,6 +362,7 @@ extension ServerDatabase {
         // Partial field updates: keys absent from the request keep the server's values, a key
         // explicitly set to nil is removed (F132). allKeys sends every key the client holds.
         var saved: Record
+        var savedIsClient = false
         if let server {
             saved = server
             var keys = Set(client.changedKeys())
@@ -372,6 +373,7 @@ extension ServerDatabase {
             // A new record is the client's fields and parent; its change marks and system fields
             // are replaced below (applySystemFields), so the copy is the record built key by key.
             saved = client
+            savedIsClient = true
         } else {
             saved = Record(recordType: client.recordType, recordID: recordID)
             for key in client.allKeys() { saved[key] = client[key] }
@@ -384,7 +386,7 @@ extension ServerDatabase {
             case .failure(let error): return .failure(error)
             }
         }
-        let newSize = UInt64(saved.estimatedSize)
+        let newSize = UInt64(savedIsClient ? size : saved.estimatedSize)
         if newSize > UInt64(Limits.maxRecordBytes) {
             return .failure(SyncError(
                 .limitExceeded, "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",

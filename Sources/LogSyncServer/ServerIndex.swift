@@ -365,6 +365,7 @@ package struct ServerIndex: Projection {
     func updateReferrers(
         of referrer: String, incarnation: UInt64, from old: [String], to new: [String], _ tables: ProjectionTables
     ) throws {
+        if old.isEmpty && new.isEmpty { return }  // most records reference nothing with deleteSelf
         let removed = Set(old).subtracting(new)
         let added = Set(new).subtracting(old)
         for target in removed.union(added).sorted() {
