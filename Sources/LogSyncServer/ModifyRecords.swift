@@ -202,7 +202,7 @@ extension ServerDatabase {
             }
             // Deleting a record deletes the records that reference it with deleteSelf, in the
             // change feeds but not in the sender's results (F135, F136).
-            let untouched = Set(request.recordsToSave.map(\.recordID)).union(request.recordIDsToDelete)
+            let untouched = plan.savedInRequest.union(request.recordIDsToDelete)
             let deleted = request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } }
             let cascaded = try cascade(from: deleted, sparing: untouched, snapshot)
             for (recordID, recordType) in cascaded {
@@ -275,6 +275,9 @@ extension ServerDatabase {
         let savedInRequest: Set<Record.ID>
         /// Roots of the hierarchy shares the request creates, so two cannot share one root.
         var newShareRoots: [Record.ID: String] = [:]
+        /// The zones looked up so far (the state before the request, which deciding does not
+        /// change), by valid zone ID: a request's records share a few zones.
+        var zones: [RecordZone.ID: ZoneState?] = [:]
     }
 
     /// The live records that reference `deleted` with deleteSelf, transitively, except `spared`
@@ -303,14 +306,21 @@ extension ServerDatabase {
     /// The live zone of an item after its own checks, or the item's error: the check's, or the
     /// zone's when it is missing or deleted.
     private func liveZone(
-        of recordID: Record.ID, _ snapshot: Snapshot, validating check: () throws(SyncError) -> Void
+        of recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan, validating check: () throws(SyncError) -> Void
     ) throws -> Result<ZoneState, SyncError> {
         do throws(SyncError) {
             try check()
         } catch {
             return .failure(error)
         }
-        guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
+        let zone: ZoneState?
+        if let known = plan.zones[recordID.zoneID] {
+            zone = known
+        } else {
+            zone = try snapshot.zone(recordID.zoneID)
+            plan.zones[recordID.zoneID] = zone
+        }
+        guard let zone, zone.isLive else {
             return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
         }
         return .success(zone)
@@ -321,7 +331,7 @@ extension ServerDatabase {
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, validating: client.validate) {
+        switch try liveZone(of: recordID, snapshot, &plan, validating: client.validate) {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
@@ -441,7 +451,7 @@ extension ServerDatabase {
 
     private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, validating: recordID.validate) {
+        switch try liveZone(of: recordID, snapshot, &plan, validating: recordID.validate) {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
