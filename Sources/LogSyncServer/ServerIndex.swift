@@ -88,7 +88,9 @@ extension RecordState {
 extension Record {
     /// The names of the records this one references with `deleteSelf` (F135), sorted.
     var deleteSelfTargets: [String] {
-        var names = Set<String>()
+        // In the fields' own order (the result is sorted), with no set made for the many
+        // records that reference nothing.
+        var names: Set<String> = []
         func visit(_ value: RecordValue) {
             switch value {
             case .reference(let reference) where reference.action == .deleteSelf:
@@ -99,8 +101,8 @@ extension Record {
                 break
             }
         }
-        for key in allKeys() { if let value = self[key] { visit(value) } }
-        return names.sorted()
+        for value in fields.values { visit(value) }
+        return names.isEmpty ? [] : names.sorted()
     }
 }
 
