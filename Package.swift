@@ -219,7 +219,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-server-bench",
             dependencies: [
-                "LogSyncServer", "SyncModel", "LogStore", "BenchSupport",
+                "LogSyncServer", "LogSyncWire", "SyncModel", "LogStore", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-server-bench"

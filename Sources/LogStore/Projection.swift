@@ -24,10 +24,19 @@ public protocol Projection: Sendable {
     /// Updates the tables for one entry. Must depend on nothing but the entry and the tables:
     /// no clock, no randomness, no outside state. Throwing aborts the whole append.
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws
+    /// Updates the tables for consecutive entries (those of one append, or a batch of a rebuild
+    /// or catch-up). The tables must end exactly as `apply(_:to:)` entry by entry leaves them;
+    /// a projection may implement it to share work between the entries. The default applies
+    /// each in turn.
+    func apply(_ entries: [LogEntry], to tables: ProjectionTables) throws
 }
 
 extension Projection {
     public var version: UInt32 { 1 }
+
+    public func apply(_ entries: [LogEntry], to tables: ProjectionTables) throws {
+        for entry in entries { try apply(entry, to: tables) }
+    }
 }
 
 /// A projection's own tables inside the append's write transaction.

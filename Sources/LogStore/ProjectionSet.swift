@@ -82,7 +82,7 @@ struct ProjectionSet: Sendable {
     func apply(_ entries: [LogEntry], to member: Member, in transaction: WriteTransaction) throws {
         guard let last = entries.last else { return }
         let tables = ProjectionTables(transaction: transaction, member: member)
-        for entry in entries { try member.projection.apply(entry, to: tables) }
+        try member.projection.apply(entries, to: tables)
         try setAppliedOffset(last.offset, of: member, in: transaction)
     }
 }

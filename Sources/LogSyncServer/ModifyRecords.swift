@@ -88,23 +88,31 @@ extension ServerDatabase {
                     forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: snapshot.table("requests"))
             {
                 let offset = stored.withUnsafeBytes { readBigEndian($0) }
-                guard let entry = try snapshot.reader.entry(at: LogOffset(offset)),
-                    case .requestCompleted(_, let storedFingerprint, let response, _) = try ServerEntry(entry)
-                else {
+                let completion = try snapshot.reader.entry(at: LogOffset(offset)).map { entry throws in try ServerEntry(entry) }
+                func checkFingerprint(_ stored: UInt32) throws {
+                    guard stored == fingerprint else {
+                        throw SyncError(
+                            .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
+                            requestID: requestID)
+                    }
+                }
+                switch completion {
+                case .requestOutcome(_, let storedFingerprint, let outcome, _)?:
+                    try checkFingerprint(storedFingerprint)
+                    return ([], try Self.response(replaying: outcome, at: LogOffset(offset), snapshot))
+                case .requestCompleted(_, let storedFingerprint, let response, _)?:  // logs written before requestOutcome
+                    try checkFingerprint(storedFingerprint)
+                    return ([], response)
+                default:
                     throw LogStoreError(.projectionInconsistent, "the request index points at offset \(offset), which completes no request")
                 }
-                guard storedFingerprint == fingerprint else {
-                    throw SyncError(
-                        .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
-                        requestID: requestID)
-                }
-                return ([], response)
             }
 
             var plan = Plan(
                 usage: try snapshot.state(IndexKey.usage), quota: quota,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)))
             var outcomes: [Record.ID: Outcome] = [:]
+            outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121).
@@ -143,19 +151,26 @@ extension ServerDatabase {
             }
             // Append the successful items in request order; tags are their entries' offsets.
             var entries: [ServerEntry] = []
+            entries.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count + 1)
             var response = ModifyRecordsResponse()
+            response.saveResults.reserveCapacity(request.recordsToSave.count)
+            // What the request's requestOutcome keeps: saved records by their entries' offsets.
+            var outcome = RequestOutcome()
+            outcome.saved.reserveCapacity(request.recordsToSave.count)
             var offset = next
             for record in request.recordsToSave {
                 switch outcomes[record.recordID]! {
                 case .save(var saved):
                     saved.applySystemFields(saved.systemFields.with(tag: String(offset)))
                     entries.append(.recordSaved(saved))
+                    outcome.saved.append(RequestOutcome.Saved(record.recordID, at: LogOffset(offset)))
                     offset += 1
                     response.saveResults[record.recordID] = .success(saved)
                     changedZones.insert(record.recordID.zoneID)
                 case .failure(var error):
                     error.requestID = request.requestID
                     response.saveResults[record.recordID] = .failure(error)
+                    outcome.others.saveResults[record.recordID] = .failure(error)
                 case .delete, .alreadyDeleted, .leave:
                     preconditionFailure("a save decided as a deletion")
                 }
@@ -187,7 +202,7 @@ extension ServerDatabase {
             }
             // Deleting a record deletes the records that reference it with deleteSelf, in the
             // change feeds but not in the sender's results (F135, F136).
-            let untouched = Set(request.recordsToSave.map(\.recordID)).union(request.recordIDsToDelete)
+            let untouched = plan.savedInRequest.union(request.recordIDsToDelete)
             let deleted = request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } }
             let cascaded = try cascade(from: deleted, sparing: untouched, snapshot)
             for (recordID, recordType) in cascaded {
@@ -206,7 +221,8 @@ extension ServerDatabase {
                 }
             }
             if let requestID = request.requestID {
-                entries.append(.requestCompleted(requestID, fingerprint: fingerprint, response: response, actor: actor?.number ?? 0))
+                outcome.others.deleteResults = response.deleteResults
+                entries.append(.requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
             }
             return (entries, response)
         }
@@ -215,6 +231,28 @@ extension ServerDatabase {
             let left: [UInt64: ShareEndReason] = actor.map { actorLeft ? [$0.number: .left] : [:] } ?? [:]
             committed(
                 changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected, reasons: left)
+        }
+        return response
+    }
+
+    /// The response a `requestOutcome` entry at `offset` records: its deletions and failures, and
+    /// its saved records read back from their `recordSaved` entries, as the first response
+    /// returned them (F160).
+    ///
+    /// - Throws: `LogStoreError` `.corruptEntry` naming `offset` when a saved record's entry does
+    ///   not save that record.
+    static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: Snapshot) throws -> ModifyRecordsResponse {
+        var response = outcome.others
+        for saved in outcome.saved {
+            guard let entry = try snapshot.reader.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
+                record.recordID == saved.recordID
+            else {
+                throw LogStoreError(
+                    .corruptEntry,
+                    "requestOutcome names \(saved.recordID) as saved by the entry at offset \(saved.offset.rawValue), which does not save it",
+                    offset: offset)
+            }
+            response.saveResults[saved.recordID] = .success(record)
         }
         return response
     }
@@ -237,6 +275,9 @@ extension ServerDatabase {
         let savedInRequest: Set<Record.ID>
         /// Roots of the hierarchy shares the request creates, so two cannot share one root.
         var newShareRoots: [Record.ID: String] = [:]
+        /// The zones looked up so far (the state before the request, which deciding does not
+        /// change), by valid zone ID: a request's records share a few zones.
+        var zones: [RecordZone.ID: ZoneState?] = [:]
     }
 
     /// The live records that reference `deleted` with deleteSelf, transitively, except `spared`
@@ -265,14 +306,21 @@ extension ServerDatabase {
     /// The live zone of an item after its own checks, or the item's error: the check's, or the
     /// zone's when it is missing or deleted.
     private func liveZone(
-        of recordID: Record.ID, _ snapshot: Snapshot, validating check: () throws(SyncError) -> Void
+        of recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan, validating check: () throws(SyncError) -> Void
     ) throws -> Result<ZoneState, SyncError> {
         do throws(SyncError) {
             try check()
         } catch {
             return .failure(error)
         }
-        guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else {
+        let zone: ZoneState?
+        if let known = plan.zones[recordID.zoneID] {
+            zone = known
+        } else {
+            zone = try snapshot.zone(recordID.zoneID)
+            plan.zones[recordID.zoneID] = zone
+        }
+        guard let zone, zone.isLive else {
             return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
         }
         return .success(zone)
@@ -283,7 +331,7 @@ extension ServerDatabase {
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, validating: client.validate) {
+        switch try liveZone(of: recordID, snapshot, &plan, validating: client.validate) {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
@@ -324,12 +372,18 @@ extension ServerDatabase {
         // Partial field updates: keys absent from the request keep the server's values, a key
         // explicitly set to nil is removed (F132). allKeys sends every key the client holds.
         var saved: Record
+        var savedIsClient = false
         if let server {
             saved = server
             var keys = Set(client.changedKeys())
             if policy == .allKeys { keys.formUnion(client.allKeys()) }
             for key in keys.sorted() { saved[key] = client[key] }
             if client.isParentChanged || (policy == .allKeys && client.parent != nil) { saved.parent = client.parent }
+        } else if client.recordType != Share.recordType && recordID.recordName != Share.zoneWideShareRecordName {
+            // A new record is the client's fields and parent; its change marks and system fields
+            // are replaced below (applySystemFields), so the copy is the record built key by key.
+            saved = client
+            savedIsClient = true
         } else {
             saved = Record(recordType: client.recordType, recordID: recordID)
             for key in client.allKeys() { saved[key] = client[key] }
@@ -342,7 +396,7 @@ extension ServerDatabase {
             case .failure(let error): return .failure(error)
             }
         }
-        let newSize = UInt64(saved.estimatedSize)
+        let newSize = UInt64(savedIsClient ? size : saved.estimatedSize)
         if newSize > UInt64(Limits.maxRecordBytes) {
             return .failure(SyncError(
                 .limitExceeded, "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",
@@ -397,7 +451,7 @@ extension ServerDatabase {
 
     private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, validating: recordID.validate) {
+        switch try liveZone(of: recordID, snapshot, &plan, validating: recordID.validate) {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
@@ -417,7 +471,7 @@ extension ServerDatabase {
             crc = bigEndian(UInt64(bytes.count)).withUnsafeBytes { CRC32C.update(crc, $0) }
             crc = bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
         }
-        for record in request.recordsToSave { add(record.protoBytes()) }
+        for record in request.recordsToSave { add(record.serializedProto()) }  // the bytes of protoBytes(), written directly
         for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
         add(request.clientChangeToken.map { Array($0) } ?? [])
         return crc

@@ -94,7 +94,8 @@ final class ServerDatabase: Sendable {
             let snapshot = Snapshot(reader: LogReader(log: log, transaction: transaction), database: self)
             let next = try snapshot.lastOffset + 1
             let (entries, result) = try body(snapshot, next)
-            let offsets = try log.append(entries.map(\.newEntry), in: transaction)
+            // The index gets the entries as they are, not decoded again from their bytes.
+            let offsets = try log.append(entries.map(\.decodedNewEntry), in: transaction)
             return (result, offsets)
         }
         return (result, offsets)

@@ -25,7 +25,14 @@ package enum ServerEntry: Sendable, Equatable {
     /// replay returns the same outcome and changes nothing (F160). `actor` is the number of the
     /// user who sent it when that is not the database's user (a share participant), else 0:
     /// request IDs are kept per user.
+    ///
+    /// Logs written before `requestOutcome` existed hold this kind; the server writes it no more.
     case requestCompleted(RequestID, fingerprint: UInt32, response: ModifyRecordsResponse, actor: UInt64 = 0)
+    /// A modify request finished, as `requestCompleted` records it, but with each saved record named
+    /// by the offset of its `recordSaved` entry in the same commit rather than stored a second
+    /// time; deletions and failures are kept in full. A replay reads the saved records back from
+    /// those entries (`RequestOutcome`, F160).
+    case requestOutcome(RequestID, fingerprint: UInt32, outcome: RequestOutcome, actor: UInt64 = 0)
     /// Tombstones of changes up to `horizon` were dropped; older tokens expire (F144).
     case tombstonesCompacted(horizon: LogOffset)
     /// The client change token a device last sent with a modify request touching this zone (F159).
@@ -55,6 +62,7 @@ package enum ServerEntry: Sendable, Equatable {
         package static let sharedZoneJoined: EntryKind = 110
         package static let sharedZoneChanged: EntryKind = 111
         package static let sharedZoneLeft: EntryKind = 112
+        package static let requestOutcome: EntryKind = 113
 
         /// Every kind of a database log, with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
@@ -63,8 +71,38 @@ package enum ServerEntry: Sendable, Equatable {
             (subscriptionDeleted, "subscriptionDeleted"), (requestCompleted, "requestCompleted"),
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
-            (sharedZoneLeft, "sharedZoneLeft"),
+            (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"),
         ]
+
+        /// The kinds that complete a modify request: `requestCompleted` (older logs) and
+        /// `requestOutcome`.
+        package static func completesRequest(_ kind: EntryKind) -> Bool { kind == requestCompleted || kind == requestOutcome }
+    }
+}
+
+/// The outcome of a modify request as `ServerEntry.requestOutcome` keeps it (F160): the saved
+/// records by reference, everything else in full.
+package struct RequestOutcome: Sendable, Equatable {
+    /// A record the request saved: its ID and the offset of its `recordSaved` entry, which holds the
+    /// record exactly as the response returned it (its change tag is that offset).
+    package struct Saved: Sendable, Hashable {
+        package var recordID: Record.ID
+        package var offset: LogOffset
+
+        package init(_ recordID: Record.ID, at offset: LogOffset) {
+            self.recordID = recordID
+            self.offset = offset
+        }
+    }
+
+    /// The saved records, in the request's order.
+    package var saved: [Saved]
+    /// Every other result of the response: the deletions, and the saves that failed.
+    package var others: ModifyRecordsResponse
+
+    package init(saved: [Saved] = [], others: ModifyRecordsResponse = ModifyRecordsResponse()) {
+        self.saved = saved
+        self.others = others
     }
 }
 

@@ -22,9 +22,11 @@ extension ServerEntry {
                 $0.reason = reason.proto
             })
         case .recordSaved(let record):
-            return Self.entry(Kind.recordSaved, Logsync_Server_RecordSaved.with {
-                $0.record = record.proto
-            })
+            // The bytes of RecordSaved { record = record.proto }, written directly: the entry most
+            // written, and SwiftProtobuf's encoder is slow on nested messages.
+            var writer = ProtoWriter(capacity: 80 + record.estimatedSize * 5 / 4)
+            writer.message(1) { record.write(to: &$0) }
+            return NewEntry(kind: Kind.recordSaved, payload: writer.bytes)
         case .recordDeleted(let recordID, let recordType):
             return Self.entry(Kind.recordDeleted, Logsync_Server_RecordDeleted.with {
                 $0.recordID = recordID.proto
@@ -44,6 +46,19 @@ extension ServerEntry {
                 $0.fingerprint = fingerprint
                 $0.response = response.proto
                 $0.actor = actor
+            })
+        case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
+            return Self.entry(Kind.requestOutcome, Logsync_Server_RequestOutcome.with {
+                $0.requestID = requestID.rawValue
+                $0.fingerprint = fingerprint
+                $0.actor = actor
+                $0.saved = outcome.saved.map { saved in
+                    Logsync_Server_SavedRecordRef.with {
+                        $0.recordID = saved.recordID.proto
+                        $0.offset = saved.offset.rawValue
+                    }
+                }
+                $0.others = outcome.others.proto
             })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
@@ -122,6 +137,41 @@ extension ServerEntry {
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
                     response: try ModifyRecordsResponse(proto: message.response), actor: message.actor)
             }
+        case Kind.requestOutcome:
+            self = try ProtoWire.decode(Logsync_Server_RequestOutcome.self, payloadOf: entry, "requestOutcome") { message throws(SyncError) in
+                guard message.hasOthers else { throw ProtoDecoding.missing("RequestOutcome.others") }
+                let others = try ProtoDecoding.within("RequestOutcome.others") { () throws(SyncError) in
+                    try ModifyRecordsResponse(proto: message.others)
+                }
+                for (recordID, result) in others.saveResults {
+                    if case .success = result {
+                        throw ProtoDecoding.invalid(
+                            "RequestOutcome.others", "holds the successful save of \(recordID); saved records belong in RequestOutcome.saved")
+                    }
+                }
+                var seen = Set(others.saveResults.keys)
+                var saved: [RequestOutcome.Saved] = []
+                saved.reserveCapacity(message.saved.count)
+                for (index, reference) in message.saved.enumerated() {
+                    guard reference.hasRecordID else { throw ProtoDecoding.missing("RequestOutcome.saved[\(index)].record_id") }
+                    let recordID = try ProtoDecoding.within("RequestOutcome.saved[\(index)].record_id") { () throws(SyncError) in
+                        try Record.ID(proto: reference.recordID)
+                    }
+                    // The record's entry was committed with this one, so it comes before it.
+                    guard reference.offset > 0, reference.offset < entry.offset.rawValue else {
+                        throw ProtoDecoding.invalid(
+                            "RequestOutcome.saved[\(index)].offset",
+                            "is \(reference.offset), not an entry before this one (\(entry.offset.rawValue))")
+                    }
+                    guard seen.insert(recordID).inserted else {
+                        throw ProtoDecoding.invalid("RequestOutcome.saved[\(index)]", "names \(recordID), which has another result")
+                    }
+                    saved.append(RequestOutcome.Saved(recordID, at: LogOffset(reference.offset)))
+                }
+                return .requestOutcome(
+                    RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
+                    outcome: RequestOutcome(saved: saved, others: others), actor: message.actor)
+            }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
@@ -155,9 +205,17 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–112)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–113)",
                 offset: entry.offset)
         }
+    }
+
+    /// `newEntry` carrying this entry as its decoded form, so the server's index applies it
+    /// without decoding the bytes just encoded (`NewEntry.decoded`).
+    var decodedNewEntry: NewEntry {
+        var entry = newEntry
+        entry.decoded = self
+        return entry
     }
 
     // MARK: Helpers

@@ -88,7 +88,9 @@ extension RecordState {
 extension Record {
     /// The names of the records this one references with `deleteSelf` (F135), sorted.
     var deleteSelfTargets: [String] {
-        var names = Set<String>()
+        // In the fields' own order (the result is sorted), with no set made for the many
+        // records that reference nothing.
+        var names: Set<String> = []
         func visit(_ value: RecordValue) {
             switch value {
             case .reference(let reference) where reference.action == .deleteSelf:
@@ -99,8 +101,8 @@ extension Record {
                 break
             }
         }
-        for key in allKeys() { if let value = self[key] { visit(value) } }
-        return names.sorted()
+        for value in fields.values { visit(value) }
+        return names.isEmpty ? [] : names.sorted()
     }
 }
 
@@ -177,7 +179,8 @@ enum IndexKey {
 ///   and, for a zone re-created after a deletion, its latest deletion as well (at `deletedAt`):
 ///   a token older than it is told the deletion, whatever the paging (F149);
 /// - `subscriptions`: subscription ID → offset of its entry (F155);
-/// - `requests`: request ID → offset of its `requestCompleted` entry (F160);
+/// - `requests`: request ID → offset of its `requestOutcome` entry (`requestCompleted` in older
+///   logs) (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
 /// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data);
@@ -200,8 +203,42 @@ package struct ServerIndex: Projection {
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
-        let offset = entry.offset.rawValue
-        switch try ServerEntry(entry) {
+        // The appender's own value when there is one (the same entry, not decoded again).
+        try apply(try (entry.decoded as? ServerEntry) ?? ServerEntry(entry), at: entry.offset.rawValue, to: tables)
+    }
+
+    /// Applies consecutive entries. A run of record saves and deletions (not of shares) keeps
+    /// what its records share in memory until the run ends: their zones' states and database-feed
+    /// keys, and the usage. The tables end as entry by entry (a zone's feed key moves to its last
+    /// change, its state and the usage are those after the last record), with a few LMDB reads
+    /// and writes per zone and run instead of six per record. Any other entry ends the run first.
+    package func apply(_ entries: [LogEntry], to tables: ProjectionTables) throws {
+        var run = RecordRun()
+        for entry in entries {
+            let offset = entry.offset.rawValue
+            let decoded = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)
+            switch decoded {
+            case .recordSaved(let record) where record.recordType != Share.recordType:
+                try recordChanged(record.recordID, to: Self.savedState(record, offset), tables, &run)
+            case .recordDeleted(let recordID, let recordType) where recordType != Share.recordType:
+                try recordChanged(
+                    recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables, &run)
+            default:
+                try run.end(tables)
+                try apply(decoded, at: offset, to: tables)
+            }
+        }
+        try run.end(tables)
+    }
+
+    static func savedState(_ record: Record, _ offset: UInt64) -> RecordState {
+        RecordState(
+            offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType,
+            deleteSelfTargets: record.deleteSelfTargets, parent: record.parent?.recordID.recordName ?? "")
+    }
+
+    func apply(_ decoded: ServerEntry, at offset: UInt64, to tables: ProjectionTables) throws {
+        switch decoded {
         case .zoneSaved(let zone):
             try zoneSaved(IndexKey.zone(zone.zoneID), capabilities: zone.capabilities, offset, tables)
 
@@ -209,12 +246,7 @@ package struct ServerIndex: Projection {
             try zoneDeleted(IndexKey.zone(zoneID), reason: reason, offset, tables)
 
         case .recordSaved(let record):
-            try recordChanged(
-                record.recordID,
-                to: RecordState(
-                    offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType,
-                    deleteSelfTargets: record.deleteSelfTargets, parent: record.parent?.recordID.recordName ?? ""),
-                tables)
+            try recordChanged(record.recordID, to: Self.savedState(record, offset), tables)
             if record.recordType == Share.recordType { try shareSaved(record, tables) }
 
         case .recordDeleted(let recordID, let recordType):
@@ -227,7 +259,7 @@ package struct ServerIndex: Projection {
         case .subscriptionDeleted(let id):
             try tables.removeValue(forKey: Array(id.rawValue.utf8), in: "subscriptions")
 
-        case .requestCompleted(let requestID, _, _, let actor):
+        case .requestCompleted(let requestID, _, _, let actor), .requestOutcome(let requestID, _, _, let actor):
             try tables.put(bigEndian(offset), forKey: IndexKey.request(requestID, actor: actor), in: "requests")
 
         case .tombstonesCompacted(let horizon):
@@ -333,12 +365,58 @@ package struct ServerIndex: Projection {
     }
 
     func recordChanged(_ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables) throws {
-        let zoneKey = IndexKey.zone(recordID.zoneID)
+        var run = RecordRun()
+        try recordChanged(recordID, to: new, tables, &run)
+        try run.end(tables)
+    }
+
+    /// What a run of record changes keeps in memory until it ends (`RecordRun.end`): the states
+    /// of the zones it read, the zones it touched, and the usage.
+    struct RecordRun {
+        /// Each zone the run read, by its key: its state as the run left it (`nil`: no such zone).
+        var zones: [ZoneKey: ZoneState?] = [:]
+        /// The zones whose state and feed key the run changed.
+        var touched: Set<ZoneKey> = []
+
+        /// A zone's key in the `zones` table, hashed as one run of bytes (an array of bytes
+        /// hashes them one by one, which showed in the profile).
+        struct ZoneKey: Hashable {
+            let bytes: [UInt8]
+            func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        }
+        var usage: UInt64?
+        var usageChanged = false
+
+        /// Writes what the run kept: each touched zone's state and its feed key (at its last
+        /// change), and the usage. The run is empty afterwards.
+        mutating func end(_ tables: ProjectionTables) throws {
+            for key in touched {
+                guard let state = zones[key] ?? nil else { continue }
+                try tables.put(key.bytes, forKey: bigEndian(state.lastChange), in: "dbChanges")
+                try tables.put(state.encoded, forKey: key.bytes, in: "zones")
+            }
+            if usageChanged, let usage { try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state") }
+            self = RecordRun()
+        }
+    }
+
+    /// `recordChanged` within a run: the zone's state, its feed key and the usage are written
+    /// when the run ends.
+    func recordChanged(_ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables, _ run: inout RecordRun) throws {
         let isDefaultZone = recordID.zoneID == .default
-        var zone = isDefaultZone ? ZoneState.defaultZone : try zoneState(zoneKey, tables)
+        let zoneKey = RecordRun.ZoneKey(bytes: isDefaultZone ? [] : IndexKey.zone(recordID.zoneID))
+        var zone: ZoneState?
+        if isDefaultZone {
+            zone = .defaultZone
+        } else if let kept = run.zones[zoneKey] {
+            zone = kept
+        } else {
+            zone = try zoneState(zoneKey.bytes, tables)
+            run.zones[zoneKey] = zone
+        }
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
-        var usage = try self.usage(tables)
+        var usage = try run.usage ?? self.usage(tables)
         let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
         var new = new
         if new.isTombstone { new.parent = old?.parent ?? "" }
@@ -354,15 +432,24 @@ package struct ServerIndex: Projection {
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
             forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
         usage += new.size
-        try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state")
-        // The default zone takes no part in the database feed (F112).
-        if !isDefaultZone { try touch(zoneKey, &zone!, new.offset, tables) }
+        run.usage = usage
+        run.usageChanged = true
+        // The default zone takes no part in the database feed (F112). As `touch`: the first
+        // change of the zone in the run drops its feed key; the run's end writes the new one.
+        if !isDefaultZone {
+            if run.touched.insert(zoneKey).inserted, zone!.lastChange != 0, zone!.lastChange != zone!.deletedAt {
+                try tables.removeValue(forKey: bigEndian(zone!.lastChange), in: "dbChanges")
+            }
+            zone!.lastChange = new.offset
+            run.zones[zoneKey] = zone
+        }
     }
 
     /// Moves `referrer` from the referrer lists of its old targets to those of its new ones.
     func updateReferrers(
         of referrer: String, incarnation: UInt64, from old: [String], to new: [String], _ tables: ProjectionTables
     ) throws {
+        if old.isEmpty && new.isEmpty { return }  // most records reference nothing with deleteSelf
         let removed = Set(old).subtracting(new)
         let added = Set(new).subtracting(old)
         for target in removed.union(added).sorted() {

@@ -96,14 +96,16 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
     ///   - text: The identifier.
     ///   - exception: A reserved name allowed to start with `_`.
     ///   - item: The item the error names, if the identifier belongs to one.
-    ///   - context: Words appended to the message, such as ` in zone "Notes"`.
+    ///   - context: Words appended to the message, such as ` in zone "Notes"`; built only when
+    ///     the identifier breaks a rule.
     /// - Throws: ``SyncError`` `invalidArguments` whose message names the kind, the identifier
     ///   and the broken rule: `invalid subscription ID "": must not be empty`.
     public func validate(
-        _ text: String, allowing exception: String? = nil, item: SyncError.ItemID? = nil, context: String = ""
+        _ text: String, allowing exception: String? = nil, item: @autoclosure () -> SyncError.ItemID? = nil,
+        context: @autoclosure () -> String = ""
     ) throws(SyncError) {
         if let problem = violation(text, allowing: exception) {
-            throw SyncError(.invalidArguments, "invalid \(self) \(Self.shown(text))\(context): \(problem)", item: item)
+            throw SyncError(.invalidArguments, "invalid \(self) \(Self.shown(text))\(context()): \(problem)", item: item())
         }
     }
 

@@ -475,10 +475,17 @@ extension Record: ProtoConvertible {
             try Record.ID(proto: proto.recordID)
         }
         var fields: [String: RecordValue] = [:]
-        for (key, value) in proto.fields.sorted(by: { $0.key < $1.key }) {
-            fields[key] = try ProtoDecoding.within("Record.fields[\(quoted(key))]") { () throws(SyncError) in
-                try RecordValue(proto: value)
+        fields.reserveCapacity(proto.fields.count)
+        do throws(SyncError) {
+            for (key, value) in proto.fields { fields[key] = try RecordValue(proto: value) }
+        } catch {
+            // Name the first bad field in key order, whatever order the map came in.
+            for (key, value) in proto.fields.sorted(by: { $0.key < $1.key }) {
+                _ = try ProtoDecoding.within("Record.fields[\(quoted(key))]") { () throws(SyncError) in
+                    try RecordValue(proto: value)
+                }
             }
+            throw error
         }
         let parent: Reference? =
             proto.hasParent
@@ -493,16 +500,11 @@ extension Record: ProtoConvertible {
             }
             : SystemFields()
 
-        // Rebuild through the record's own API: set everything, mark everything unchanged, then
-        // set again exactly what the message says changed (a changed key without a value is a
-        // field set to nil, which the save removes on the server).
-        var record = Record(recordType: proto.recordType, recordID: recordID)
-        for (key, value) in fields { record[key] = value }
-        record.parent = parent
-        record.applySystemFields(systemFields)
-        for key in proto.changedKeys { record[key] = fields[key] }
-        if proto.parentChanged { record.parent = parent }
-        self = record
+        // Marked changed: exactly what the message says (a changed key without a value is a field
+        // set to nil, which the save removes on the server).
+        self.init(
+            recordType: proto.recordType, recordID: recordID, values: fields, changed: Set(proto.changedKeys), parent: parent,
+            parentChanged: proto.parentChanged, systemFields: systemFields)
     }
 
     package var proto: Logsync_Model_Record {

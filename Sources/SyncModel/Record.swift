@@ -77,6 +77,22 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         self.parentChanged = false
     }
 
+    /// A record with every part given, as decoding rebuilds it: `changed` and `parentChanged`
+    /// say what is marked changed, whatever `values` and `parent` hold (a changed key without a
+    /// value is a field set to `nil`).
+    package init(
+        recordType: RecordType, recordID: ID, values: [String: RecordValue], changed: Set<String>, parent: Reference?,
+        parentChanged: Bool, systemFields: SystemFields
+    ) {
+        self.recordID = recordID
+        self.recordType = recordType
+        self.systemFields = systemFields
+        self.parent = parent
+        self.values = values
+        self.changed = changed
+        self.parentChanged = parentChanged
+    }
+
     // MARK: Fields
 
     /// The value of a field, or `nil` if the record has no such field.

@@ -83,6 +83,14 @@ struct ServerEntryCodecTests {
             Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .left), kind: K.sharedZoneLeft),
             Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .zoneDeleted),
                    kind: K.sharedZoneLeft),
+            // The same response as the first requestCompleted, compact: n1 saved at offset 40.
+            Sample(entry: .requestOutcome("dev1-43", fingerprint: 0xDEAD_BEEF, outcome: RequestOutcome(
+                saved: [RequestOutcome.Saved(n1, at: 40), RequestOutcome.Saved(Record.ID(recordName: "n4", zoneID: notes), at: 41)],
+                others: ModifyRecordsResponse(saveResults: [n2: response.saveResults[n2]!], deleteResults: response.deleteResults))),
+                   kind: K.requestOutcome),
+            Sample(entry: .requestOutcome("empty", fingerprint: 0, outcome: RequestOutcome()), kind: K.requestOutcome),
+            Sample(entry: .requestOutcome("bob-2", fingerprint: 8, outcome: RequestOutcome(saved: [RequestOutcome.Saved(n1, at: 1)]), actor: 3),
+                   kind: K.requestOutcome),
         ]
     }()
 
@@ -111,6 +119,16 @@ struct ServerEntryCodecTests {
         #expect(decoded.newEntry.payload == new.payload)  // deterministic bytes
     }
 
+    /// `recordSaved` payloads are written directly, not by SwiftProtobuf: the bytes are the same.
+    @Test func recordSavedBytesAreSwiftProtobufs() {
+        var shared = Self.savedRecord(tag: "9")
+        shared["removed"] = nil
+        for record in [Self.savedRecord(tag: "3"), shared, Record(recordType: "", recordID: Self.n2)] {
+            let expected = ProtoWire.serialize(Logsync_Server_RecordSaved.with { $0.record = record.proto })
+            #expect(ServerEntry.recordSaved(record).newEntry.payload == expected)
+        }
+    }
+
     @Test func removedKeysSurviveInStoredResponses() throws {
         let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
         let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))
@@ -125,7 +143,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 113, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 114, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))
@@ -155,6 +173,7 @@ struct ServerEntryCodecTests {
             (K.recordDeleted, "recordDeleted (kind 104) payload: RecordDeleted.record_id is missing"),
             (K.subscriptionSaved, "subscriptionSaved (kind 105) payload: SubscriptionSaved.subscription is missing"),
             (K.requestCompleted, "requestCompleted (kind 107) payload: RequestCompleted.response is missing"),
+            (K.requestOutcome, "requestOutcome (kind 113) payload: RequestOutcome.others is missing"),
             (K.clientChangeTokenUpdated,
              "clientChangeTokenUpdated (kind 109) payload: ClientChangeTokenUpdated.zone_id is missing"),
         ]
@@ -165,6 +184,49 @@ struct ServerEntryCodecTests {
             #expect(error.offset == 3)
             #expect(error.message == expected)
         }
+    }
+
+    /// A compact request outcome that would not read back as one response is a corrupt entry:
+    /// a saved record with no offset before the entry, named twice, or also among the others;
+    /// a successful save among the others; a saved reference without its record ID.
+    @Test(arguments: [
+        ("an offset of 0", "RequestOutcome.saved[0].offset is 0, not an entry before this one (20)"),
+        ("the entry's own offset", "RequestOutcome.saved[0].offset is 20, not an entry before this one (20)"),
+        ("an offset after the entry", "RequestOutcome.saved[0].offset is 21, not an entry before this one (20)"),
+        ("a record saved twice", #"RequestOutcome.saved[1] names record "n1" in zone "Notes", which has another result"#),
+        ("a saved record that also failed", #"RequestOutcome.saved[0] names record "n2" in zone "Notes", which has another result"#),
+        ("a success among the others",
+         #"RequestOutcome.others holds the successful save of record "n1" in zone "Notes"; saved records belong in RequestOutcome.saved"#),
+        ("a reference without its record", "RequestOutcome.saved[0].record_id is missing"),
+    ])
+    func invalidRequestOutcomes(problem: String, expected: String) throws {
+        func reference(_ id: Record.ID?, _ offset: UInt64) -> Logsync_Server_SavedRecordRef {
+            Logsync_Server_SavedRecordRef.with {
+                if let id { $0.recordID = id.proto }
+                $0.offset = offset
+            }
+        }
+        var message = Logsync_Server_RequestOutcome()
+        message.requestID = "r"
+        message.others = ModifyRecordsResponse().proto
+        switch problem {
+        case "an offset of 0": message.saved = [reference(Self.n1, 0)]
+        case "the entry's own offset": message.saved = [reference(Self.n1, 20)]
+        case "an offset after the entry": message.saved = [reference(Self.n1, 21)]
+        case "a record saved twice": message.saved = [reference(Self.n1, 3), reference(Self.n1, 4)]
+        case "a saved record that also failed":
+            message.saved = [reference(Self.n2, 3)]
+            message.others = ModifyRecordsResponse(saveResults: [Self.n2: .failure(SyncError(.unknownItem))]).proto
+        case "a success among the others":
+            message.others = ModifyRecordsResponse(saveResults: [Self.n1: .success(Self.savedRecord(tag: "3"))]).proto
+        default: message.saved = [reference(nil, 3)]
+        }
+        let error = try #require(Self.decodingError(LogEntry(
+            offset: 20, kind: ServerEntry.Kind.requestOutcome, time: EntryTime(microsecondsSince1970: 1),
+            payload: ProtoWire.serialize(message))))
+        #expect(error.code == .corruptEntry)
+        #expect(error.offset == 20)
+        #expect(error.message == "requestOutcome (kind 113) payload: \(expected)")
     }
 
     @Test func invalidModelPartsAreCorruptEntries() throws {

@@ -64,6 +64,45 @@ struct ServerLogTests {
             #expect(try log.lastOffset > 300)
             let mismatch = try log.verifyProjections()
             #expect(mismatch == nil, "seed \(seed): \(String(describing: mismatch))")
+            try Self.expectIndexEqualsEntryByEntry(log)
+        }
+    }
+
+    /// The index applies runs of record changes together (`ServerIndex.apply(_:to:)` of many
+    /// entries); appended one entry at a time, as the projection's single-entry `apply` does,
+    /// the log must give the same tables.
+    static func expectIndexEqualsEntryByEntry(_ log: Log, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        struct EntryByEntry: Projection {
+            let index = ServerIndex()
+            var name: String { index.name }
+            var version: UInt32 { index.version }
+            var tableNames: [String] { index.tableNames }
+            func apply(_ entry: LogEntry, to tables: ProjectionTables) throws { try index.apply(entry, to: tables) }
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entry-by-entry-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let copy = try Log.open(at: directory, named: log.name, options: .init(durability: .fast), projections: [EntryByEntry()])
+        var cursor = try log.entries()
+        while let entry = try cursor.next() {
+            _ = try copy.append(NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time))
+        }
+        func contents(_ log: Log) throws -> [String: [[UInt8]: [UInt8]]] {
+            try log.read { reader in
+                var tables: [String: [[UInt8]: [UInt8]]] = [:]
+                for name in ServerIndex().tableNames {
+                    var rows: [[UInt8]: [UInt8]] = [:]
+                    try reader.transaction.forEach(in: try reader.table(name, of: "index")) { key, value in
+                        rows[Array(key)] = Array(value)
+                        return true
+                    }
+                    tables[name] = rows
+                }
+                return tables
+            }
+        }
+        let (batched, single) = (try contents(log), try contents(copy))
+        for name in ServerIndex().tableNames {
+            #expect(batched[name] == single[name], "table \(name)", sourceLocation: sourceLocation)
         }
     }
 

@@ -15,13 +15,13 @@ struct ServerDumpCommandTests {
         "zoneSaved  zone=Trash capabilities=[fetchChanges,atomic,zoneWideSharing]",
         "recordSaved  zone=Notes record=n1 type=Note tag=3 keys=[body,title]",
         "recordSaved  zone=Notes record=n2 type=Note tag=4 keys=[title]",
-        "requestCompleted  request=phone-1 fingerprint=* saved=2 deleted=0 failed=0",
+        "requestOutcome  request=phone-1 fingerprint=* saved=2 deleted=0 failed=0",
         "recordSaved  zone=Trash record=t1 type=Note tag=6 keys=[title]",
         "recordDeleted  zone=Notes record=n2 type=Note",
         "zoneDeleted  zone=Trash reason=deleted",
         "recordSaved  zone=Notes record=n3 type=Note tag=9 keys=[title]",
         "clientChangeTokenUpdated  zone=Notes device=phone token=746f6b2d31 tokenSize=5",
-        "requestCompleted  request=phone-2 fingerprint=* saved=1 deleted=0 failed=1 errors=[n1:serverRecordChanged]",
+        "requestOutcome  request=phone-2 fingerprint=* saved=1 deleted=0 failed=1 errors=[n1:serverRecordChanged]",
         "subscriptionSaved  subscription=engine kind=database",
     ]
 
@@ -105,7 +105,7 @@ struct ServerDumpCommandTests {
     @Test(arguments: [
         (["--kind", "recordSaved"], [3, 4, 6, 9]),
         (["--kind", "recordsaved", "--kind", "104"], [3, 4, 6, 7, 9]),
-        (["--kind", "107"], [5, 11]),
+        (["--kind", "113"], [5, 11]),
         (["--record", "n1"], [3]),
         (["--record", "n2"], [4, 7]),
         (["--zone", "Trash"], [2, 6, 8]),

@@ -87,6 +87,24 @@ struct ServerEntryDescriptionTests {
          "sharedZoneJoined", "zone=Shared owner=_bob share=cloudkit.zoneshare ownerOffset=9"),
         (.sharedZoneChanged(bobs, ownerOffset: 15), "sharedZoneChanged", "zone=Shared owner=_bob ownerOffset=15"),
         (.sharedZoneLeft(bobs, reason: .removed), "sharedZoneLeft", "zone=Shared owner=_bob reason=removed"),
+        // The first requestCompleted's outcome, compact: the same fields.
+        (.requestOutcome("phone-7", fingerprint: 0xBEEF, outcome: RequestOutcome(
+            saved: [RequestOutcome.Saved(Record.ID(recordName: "n1", zoneID: notes), at: 11)],
+            others: ModifyRecordsResponse(
+                saveResults: [
+                    Record.ID(recordName: "n3", zoneID: notes): .failure(SyncError(.serverRecordChanged, "changed")),
+                    Record.ID(recordName: "n2", zoneID: notes): .failure(SyncError(.batchRequestFailed, "atomic")),
+                ],
+                deleteResults: [
+                    Record.ID(recordName: "old", zoneID: notes): .success(()),
+                    Record.ID(recordName: "gone", zoneID: bobs): .failure(SyncError(.zoneNotFound, "no zone")),
+                ]))),
+         "requestOutcome",
+         "request=phone-7 fingerprint=0x0000beef saved=1 deleted=1 failed=3 errors=[gone:zoneNotFound,n2:batchRequestFailed,n3:serverRecordChanged]"),
+        (.requestOutcome("bob-1", fingerprint: 1, outcome: RequestOutcome(
+            saved: [RequestOutcome.Saved(Record.ID(recordName: "a", zoneID: bobs), at: 9),
+                    RequestOutcome.Saved(Record.ID(recordName: "b", zoneID: bobs), at: 10)]), actor: 2),
+         "requestOutcome", "request=bob-1 fingerprint=0x00000001 saved=2 deleted=0 failed=0 actor=_user2"),
     ]
 
     @Test(arguments: cases.indices)
@@ -102,9 +120,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all twelve.
+        // One kind per ServerEntry case: the table covers all thirteen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...112).map { EntryKind($0) }))
+        #expect(kinds == Set((101...113).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -138,14 +156,14 @@ struct ServerEntryDescriptionTests {
         #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 113, 119, 122, 199, 65535] as [UInt16])
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 114, 119, 122, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
         #expect(try ServerEntryDescription.describe(entry) == nil)
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
-    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112] as [UInt16])
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
@@ -173,11 +191,11 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...112) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...113) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
-            "sharedZoneLeft", "userRegistered", "userEmailSet",
+            "sharedZoneLeft", "requestOutcome", "userRegistered", "userEmailSet",
         ])
     }
 }

@@ -23,7 +23,7 @@ struct TimelineTests {
     }
 
     /// The laptop's refused save is marked where it happened: after the server's
-    /// `requestCompleted` that refused it (which is marked too), and linked to it; its batch
+    /// `requestOutcome` that refused it (which is marked too), and linked to it; its batch
     /// points to the same request, and the phone's batch to the entries its save created.
     @Test func theConflictIsWhereItHappened() async throws {
         try await DeviceDumpCommandTests.withDeviceStory { _, server, phone, laptop in
@@ -37,7 +37,7 @@ struct TimelineTests {
             let onServer = try #require(conflicts.first { $0.lane == 0 }, "\(timeline.text)")
             #expect(conflicts.count == 2, "\(timeline.text)")
             #expect(onLaptop.kindName == "batchResult")
-            #expect(onServer.kindName == "requestCompleted")
+            #expect(onServer.kindName == "requestOutcome")
             // The refused request deleted n2 in the same commit: the answer spans both entries.
             #expect(onLaptop.serverOffsets?.upperBound == onServer.offset)
             #expect(timeline.steps.contains { $0.lane == 0 && $0.offset == onLaptop.serverOffsets?.lowerBound && $0.kindName == "recordDeleted" })
@@ -49,11 +49,11 @@ struct TimelineTests {
             #expect(batch.request == onServer.request)
             #expect(batch.serverRelation == .sent)
 
-            // Every phone batch points to the recordSaved entries it created and its requestCompleted.
+            // Every phone batch points to the recordSaved entries it created and its requestOutcome.
             for step in timeline.steps where timeline.lanes[step.lane].name == "phone" && step.kindName == "batchPrepared" {
                 let range = try #require(step.serverOffsets, "\(timeline.text)")
                 let server = timeline.steps.filter { $0.lane == 0 && range.contains($0.offset) }
-                #expect(server.last?.kindName == "requestCompleted")
+                #expect(server.last?.kindName == "requestOutcome")
                 #expect(server.last?.request == step.request)
                 #expect(server.allSatisfy { $0.column > step.column })
             }
@@ -74,7 +74,7 @@ struct TimelineTests {
             #expect(!n2.steps.isEmpty)
             for step in n2.steps {
                 if step.lane == 0 {
-                    #expect(["recordSaved", "recordDeleted", "requestCompleted"].contains(step.kindName), "\(n2.text)")
+                    #expect(["recordSaved", "recordDeleted", "requestOutcome"].contains(step.kindName), "\(n2.text)")
                 } else {
                     #expect(step.recordNames.contains("n2"), "\(n2.text)")
                 }
@@ -168,7 +168,7 @@ struct TimelineTests {
             for step in timeline.steps where step.lane > 0 && step.marks.contains(.conflict) {
                 guard let range = step.serverOffsets else { continue }  // bob's database, or an answer the server log does not hold
                 let refusal = try #require(timeline.steps.first { $0.lane == 0 && $0.offset == range.upperBound })
-                #expect(refusal.kindName == "requestCompleted")
+                #expect(refusal.kindName == "requestOutcome")
                 #expect(refusal.column < step.column, "\(step)")
                 linked += 1
             }

@@ -23,6 +23,9 @@ extension ServerBench {
         let durable = try await durableLoad(scratch)
         emit("  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: "
             + "\(grouped(Int(durable.recordsPerSecond))) records/s, \(String(format: "%.1f", durable.requestsPerSecond)) requests/s")
+        let durableFloor = try floor(scratch, "durable-floor", count: durableRecords, durability: .durable)
+        emit("  floor (.durable): \(grouped(Int(durableFloor.recordsPerSecond))) records/s; "
+            + "server / floor \(ratio(durable.recordsPerSecond / durableFloor.recordsPerSecond))")
         emit("")
 
         // 2. The two databases, loaded with .fast.
@@ -49,6 +52,13 @@ extension ServerBench {
         let bigLoad = try await load(bigDatabase, count: bigRecords, series: "big", progress: true)
         emit("  \(grouped(Int(bigLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", bigLoad.requestsPerSecond)) requests/s "
             + "(wall \(String(format: "%.1f", bigLoad.wallSeconds)) s with record generation); \(Memory.read().description)")
+        emit("")
+        // The floor of the same work: the same requests' bytes decoded and appended by LogStore alone.
+        emit("floor (.fast): \(grouped(bigRecords)) records' request bytes decoded and appended with LogStore alone, "
+            + "one entry per record, one commit per request, no server")
+        let fastFloor = try floor(scratch, "fast-floor", count: bigRecords, durability: .fast)
+        emit("  \(grouped(Int(fastFloor.recordsPerSecond))) records/s; server / floor: small \(ratio(smallLoad.recordsPerSecond / fastFloor.recordsPerSecond)), "
+            + "big \(ratio(bigLoad.recordsPerSecond / fastFloor.recordsPerSecond))")
         emit("")
 
         // 3. Recent tokens, then 100 new records in zone 0 of each database.
@@ -133,19 +143,22 @@ extension ServerBench {
 
         var loads: [[String]] = [[
             "400-record modify requests", "durability", "records", "requests", "records/s", "requests/s", "request median",
-            "request p99",
+            "request p99", "server / floor",
         ]]
-        func loadRow(_ label: String, _ durability: String, _ result: LoadResult) {
+        func loadRow(_ label: String, _ durability: String, _ result: LoadResult, floor: LoadResult?) {
             let latencies = Samples(values: result.latencies)
             loads.append([
                 label, durability, grouped(result.records), grouped(result.requests), grouped(Int(result.recordsPerSecond)),
                 String(format: "%.1f", result.requestsPerSecond), ms(latencies.median), ms(latencies.p99),
+                floor.map { ratio(result.recordsPerSecond / $0.recordsPerSecond) } ?? "",
             ])
         }
-        loadRow("load of the small database", ".fast", smallLoad)
-        loadRow("load of the big database", ".fast", bigLoad)
-        loadRow("load of a fresh database", ".durable", durable)
-        loadRow("same as small, without request IDs", ".fast", plainLoad)
+        loadRow("load of the small database", ".fast", smallLoad, floor: fastFloor)
+        loadRow("load of the big database", ".fast", bigLoad, floor: fastFloor)
+        loadRow("load of a fresh database", ".durable", durable, floor: durableFloor)
+        loadRow("same as small, without request IDs", ".fast", plainLoad, floor: fastFloor)
+        loadRow("floor: request decoded, LogStore alone", ".fast", fastFloor, floor: nil)
+        loadRow("floor: request decoded, LogStore alone", ".durable", durableFloor, floor: nil)
         emit("commit throughput (time inside modifyRecords only; record generation excluded)")
         emit(table(loads))
         emit("")
@@ -156,6 +169,13 @@ extension ServerBench {
         emit("target: fetch since a recent token, \(bigName) / \(smallName), median ≤ \(ratio(Self.maximumRatio)): "
             + "zone \(ratio(zoneRatio)) \(zoneRatio <= Self.maximumRatio ? "PASS" : "FAIL"), "
             + "database \(ratio(databaseRatio)) \(databaseRatio <= Self.maximumRatio ? "PASS" : "FAIL")")
+    }
+
+    /// The floor of a load of `count` records (`floorLoad`), in a log of its own that is removed afterwards.
+    func floor(_ scratch: ScratchDirectory, _ name: String, count: Int, durability: Durability) throws -> LoadResult {
+        let directory = scratch.subdirectory(name)
+        defer { scratch.remove(directory) }
+        return try floorLoad(directory, count: count, series: name, durability: durability)
     }
 
     /// Loads `durableRecords` records into a fresh database of a `.durable` server, then removes it.

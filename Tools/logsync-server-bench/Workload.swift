@@ -1,6 +1,8 @@
 import BenchSupport
 import Foundation
+import LogStore
 import LogSyncServer
+import LogSyncWire
 import SyncModel
 
 /// The records the benchmark saves: about 300 bytes of field data each (five string and
@@ -85,4 +87,76 @@ func fetchDatabaseSinceRecent(_ prepared: Prepared) async throws {
     guard page.modifications.map(\.zoneID) == [prepared.zoneID], page.deletions.isEmpty, !page.moreComing else {
         throw BenchError("\(prepared.name): the database fetch since the recent token returned \(page.modifications)")
     }
+}
+
+// MARK: The floor of a commit
+
+/// The least work a server that keeps what it is sent can do for the same requests: the requests
+/// of a load (the same records, 400 to a request, with request IDs), as the HTTP transport
+/// carries them (protobuf), decoded into records, and each record's bytes, as they came in the
+/// request, appended as one LogStore entry, one commit per request, with the same durability as
+/// the server, and no server rules, no index. Making and encoding each request is not timed;
+/// its decoding and commit are, together, as `modifyRecords` is.
+func floorLoad(_ directory: URL, count: Int, series: String, durability: Durability) throws -> LoadResult {
+    let log = try Log.open(at: directory, named: "floor", options: LogEnvironment.Options(durability: durability))
+    var result = LoadResult()
+    let started = ContinuousClock.now
+    while result.records < count {
+        let first = result.records
+        let records = (first..<min(first + RecordWorkload.requestSize, count)).map { workload.record($0, series: series) }
+        let bytes = Wire.encode(
+            ModifyRecordsRequest(recordsToSave: records, requestID: RequestID("\(series)-\(result.requests)")), as: .protobuf)
+        let before = ContinuousClock.now
+        let request = try Wire.decode(ModifyRecordsRequest.self, from: bytes, as: .protobuf)
+        let slices = try recordBytes(ofModifyRequest: bytes)
+        guard slices.count == request.recordsToSave.count else {
+            throw BenchError("the floor found \(slices.count) records in a request of \(request.recordsToSave.count)")
+        }
+        _ = try log.append(slices.map { NewEntry(kind: 1, payload: Array($0)) })
+        let seconds = (ContinuousClock.now - before).seconds
+        result.records += slices.count
+        result.requests += 1
+        result.seconds += seconds
+        result.latencies.append(seconds)
+    }
+    result.wallSeconds = (ContinuousClock.now - started).seconds
+    return result
+}
+
+/// The bytes of each record to save (field 1, `records_to_save`) of a protobuf
+/// `logsync.wire.ModifyRecordsRequest`, as they are in the request.
+func recordBytes(ofModifyRequest bytes: [UInt8]) throws -> [ArraySlice<UInt8>] {
+    var slices: [ArraySlice<UInt8>] = []
+    var index = bytes.startIndex
+    func varint() throws -> UInt64 {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while index < bytes.endIndex, shift < 64 {
+            let byte = bytes[index]
+            index += 1
+            value |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return value }
+            shift += 7
+        }
+        throw BenchError("a truncated varint in a ModifyRecordsRequest at byte \(index)")
+    }
+    func skip(_ count: UInt64) throws {
+        guard count <= UInt64(bytes.endIndex - index) else { throw BenchError("a field runs past the end of a ModifyRecordsRequest") }
+        index += Int(count)
+    }
+    while index < bytes.endIndex {
+        let key = try varint()
+        switch key & 7 {
+        case 0: _ = try varint()
+        case 1: try skip(8)
+        case 5: try skip(4)
+        case 2:
+            let length = try varint()
+            let start = index
+            try skip(length)
+            if key >> 3 == 1 { slices.append(bytes[start..<index]) }
+        default: throw BenchError("wire type \(key & 7) in a ModifyRecordsRequest")
+        }
+    }
+    return slices
 }

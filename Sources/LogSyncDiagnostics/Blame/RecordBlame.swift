@@ -23,7 +23,7 @@ import SyncModel
 ///
 /// **Value held now**: the device's last known server record for it at the end of the log.
 /// With the server's log, ``origin`` names the request that saved that version (the
-/// `requestCompleted` committed with its `recordSaved`), the device whose `batchPrepared` sent
+/// `requestOutcome`, or `requestCompleted` in older logs, committed with its `recordSaved`), the device whose `batchPrepared` sent
 /// it (this one or another whose log is given), and for each field the save that last changed
 /// its value.
 public struct RecordBlame: Sendable {
@@ -227,7 +227,7 @@ struct ServerHistoryOfRecord {
                 commit = (entry.time, [])
             }
             guard entry.kind == ServerEntry.Kind.recordSaved || entry.kind == ServerEntry.Kind.recordDeleted
-                || entry.kind == ServerEntry.Kind.requestCompleted
+                || ServerEntry.Kind.completesRequest(entry.kind)
             else { continue }
             let decoded: ServerEntry
             do throws(LogStoreError) { decoded = try ServerEntry(entry) } catch {
@@ -240,7 +240,7 @@ struct ServerHistoryOfRecord {
             case .recordDeleted(let deleted, _) where deleted == id && entry.offset <= end:
                 history.versions = []  // a deletion starts the record's history again
                 commit?.versions = []
-            case .requestCompleted(let request, _, _, _):
+            case .requestCompleted(let request, _, _, _), .requestOutcome(let request, _, _, _):
                 for index in commit?.versions ?? [] { history.versions[index].request = request.rawValue }
             default:
                 break

@@ -3,7 +3,7 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–112 in
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–113 in
 /// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
@@ -25,7 +25,7 @@ import SyncModel
 /// | `capabilities`, `share` | zoneSaved | capability names; share record name, only if shared |
 /// | `reason` | zoneDeleted | deleted, purged or encryptedDataReset |
 /// | `subscription`, `kind` | subscription kinds | subscription ID; `database` or `zone` (then `zone` follows) |
-/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors`, `actor` | requestCompleted | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any; the participant who sent it (`_user<N>`), only when not the database's user |
+/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors`, `actor` | requestCompleted, requestOutcome | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any; the participant who sent it (`_user<N>`), only when not the database's user |
 /// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `share`, `ownerOffset` | sharedZoneJoined, sharedZoneChanged | (with `zone`, `owner`) the share record name, joined only; the owner's log offset seen |
@@ -57,6 +57,42 @@ enum ServerEntryDescription: EntryKindCatalog {
     private static func fields(of entry: ServerEntry) -> [Field] {
         var fields: [Field] = []
         func add(_ name: String, _ value: Value) { fields.append(Field(name, value)) }
+        /// The fields of a completed request: `response`'s results, and `alsoSaved` records saved
+        /// besides them.
+        func addRequest(
+            _ requestID: RequestID, _ fingerprint: UInt32, _ response: ModifyRecordsResponse, alsoSaved: UInt64 = 0,
+            actor: UInt64
+        ) {
+            add("request", .text(requestID.rawValue))
+            add("fingerprint", .text(hex32(fingerprint)))
+            var failures: [(Record.ID, SyncError.Code)] = []
+            var saved: UInt64 = alsoSaved
+            var deleted: UInt64 = 0
+            for (recordID, result) in response.saveResults {
+                switch result {
+                case .success: saved += 1
+                case .failure(let error): failures.append((recordID, error.code))
+                }
+            }
+            for (recordID, result) in response.deleteResults {
+                switch result {
+                case .success: deleted += 1
+                case .failure(let error): failures.append((recordID, error.code))
+                }
+            }
+            add("saved", .integer(saved))
+            add("deleted", .integer(deleted))
+            add("failed", .integer(UInt64(failures.count)))
+            if !failures.isEmpty {
+                // Dictionaries have no order: sort so the same entry always reads the same.
+                let sorted = failures.sorted { a, b in
+                    (a.0.recordName, a.0.zoneID.zoneName, a.0.zoneID.ownerName, a.1.rawValue)
+                        < (b.0.recordName, b.0.zoneID.zoneName, b.0.zoneID.ownerName, b.1.rawValue)
+                }
+                add("errors", .list(sorted.map { "\($0.0.recordName):\($0.1.name)" }))
+            }
+            if actor != 0 { add("actor", .text("_user\(actor)")) }
+        }
         func addZone(_ zoneID: RecordZone.ID) {
             add("zone", .text(zoneID.zoneName))
             if zoneID.ownerName != RecordZone.ID.defaultOwnerName { add("owner", .text(zoneID.ownerName)) }
@@ -103,35 +139,10 @@ enum ServerEntryDescription: EntryKindCatalog {
         case .subscriptionDeleted(let subscriptionID):
             add("subscription", .text(subscriptionID.rawValue))
         case .requestCompleted(let requestID, let fingerprint, let response, let actor):
-            add("request", .text(requestID.rawValue))
-            add("fingerprint", .text(hex32(fingerprint)))
-            var failures: [(Record.ID, SyncError.Code)] = []
-            var saved: UInt64 = 0
-            var deleted: UInt64 = 0
-            for (recordID, result) in response.saveResults {
-                switch result {
-                case .success: saved += 1
-                case .failure(let error): failures.append((recordID, error.code))
-                }
-            }
-            for (recordID, result) in response.deleteResults {
-                switch result {
-                case .success: deleted += 1
-                case .failure(let error): failures.append((recordID, error.code))
-                }
-            }
-            add("saved", .integer(saved))
-            add("deleted", .integer(deleted))
-            add("failed", .integer(UInt64(failures.count)))
-            if !failures.isEmpty {
-                // Dictionaries have no order: sort so the same entry always reads the same.
-                let sorted = failures.sorted { a, b in
-                    (a.0.recordName, a.0.zoneID.zoneName, a.0.zoneID.ownerName, a.1.rawValue)
-                        < (b.0.recordName, b.0.zoneID.zoneName, b.0.zoneID.ownerName, b.1.rawValue)
-                }
-                add("errors", .list(sorted.map { "\($0.0.recordName):\($0.1.name)" }))
-            }
-            if actor != 0 { add("actor", .text("_user\(actor)")) }
+            addRequest(requestID, fingerprint, response, actor: actor)
+        case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
+            // The same fields as requestCompleted: the saved records are counted, not read.
+            addRequest(requestID, fingerprint, outcome.others, alsoSaved: UInt64(outcome.saved.count), actor: actor)
         case .tombstonesCompacted(let horizon):
             add("horizon", .integer(horizon.rawValue))
         case .clientChangeTokenUpdated(let zoneID, let device, let token):

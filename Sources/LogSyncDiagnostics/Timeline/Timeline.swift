@@ -18,15 +18,17 @@ import SyncModel
 /// the order given.
 ///
 /// **Links to the server.** Change tokens are offsets in the server's log, and a batch's request
-/// ID is in both logs (`batchPrepared request=` and the server's `requestCompleted request=`):
+/// ID is in both logs (`batchPrepared request=` and the server's `requestOutcome request=`, or
+/// `requestCompleted request=` in logs written before `requestOutcome`):
 /// - a `batchPrepared` and its `batchResult` point to the server entries of the request: the
-///   `requestCompleted` and the record entries committed with it (they share its time);
+///   `requestOutcome` (or `requestCompleted`) and the record entries committed with it (they
+///   share its time);
 /// - a fetched page (`databaseChangesFetched`, `zoneChangesFetched`) spans the server offsets
 ///   it read: after the token the device held for that feed, through the page's token.
 ///
 /// **Order.** Steps are merged into one order (``Step/column``): each log's own order, a
 /// request's server entries after its `batchPrepared`, a `batchResult` after its request's
-/// `requestCompleted`, a page after the server entry its token names; otherwise by time (the
+/// `requestOutcome` (or `requestCompleted`), a page after the server entry its token names; otherwise by time (the
 /// logs of one process share a clock; logs from different machines are only as comparable as
 /// their clocks, and the links still hold).
 ///
@@ -113,7 +115,7 @@ public struct Timeline: Sendable {
         public var category: Category
         public var marks: [Mark]
         /// The request ID, for a `batchPrepared`, a `batchResult` (its batch's) and a
-        /// `requestCompleted`.
+        /// `requestOutcome` or `requestCompleted`.
         public var request: String?
         /// For a device step: the server offsets it sent, answered or read, and how.
         public var serverOffsets: ClosedRange<LogOffset>?
@@ -223,7 +225,7 @@ struct TimelineBuilder {
         var expected = LogOffset.first
         var device = DeviceSide()
         // Entries of one server commit share a time: the records a request saved precede its
-        // requestCompleted.
+        // requestOutcome (requestCompleted in older logs).
         var commitStart: (time: EntryTime, offset: LogOffset)?
         while true {
             let entry: LogEntry?
@@ -245,7 +247,7 @@ struct TimelineBuilder {
                     if commitStart?.time != entry.time { commitStart = (entry.time, entry.offset) }
                     var raw = Raw(
                         lane: lane, offset: entry.offset, time: entry.time, description: description,
-                        category: entry.kind == ServerEntry.Kind.requestCompleted ? .request : .change, marks: [])
+                        category: ServerEntry.Kind.completesRequest(entry.kind) ? .request : .change, marks: [])
                     if case .text(let record)? = description["record"] {
                         serverRecordOffsets[record, default: []].insert(entry.offset.rawValue)
                     }

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 // The payloads of a server database's log entries: one message per ServerEntry case, chosen by
-// the entry's kind (ServerEntry.Kind, 101–112), so no message says which case it is.
+// the entry's kind (ServerEntry.Kind, 101–113), so no message says which case it is.
 // Docs/Protobuf.md describes the rules; the Swift code in Generated/ is made from this file by
 // Tools/generate-protos.sh and committed.
 //
@@ -225,7 +225,8 @@ package nonisolated struct Logsync_Server_SubscriptionDeleted: Sendable {
 }
 
 /// Kind 107, ServerEntry.requestCompleted: a modify request's ID, the fingerprint of its content
-/// and its outcome, so a retry returns the same outcome (F160).
+/// and its outcome, so a retry returns the same outcome (F160). No longer written (kind 113 is):
+/// read in logs written before, and answered the same.
 package nonisolated struct Logsync_Server_RequestCompleted: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -391,6 +392,69 @@ package nonisolated struct Logsync_Server_SharedZoneLeft: Sendable {
   package init() {}
 
   fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// Kind 113, ServerEntry.requestOutcome: what RequestCompleted (kind 107) records, without a second
+/// copy of every saved record. A saved record is named by its ID and the offset of its RecordSaved
+/// entry, committed with this entry and before it: that entry is the record as the response
+/// returned it, change tag included (the tag is that offset). Deletions and failures are kept in
+/// full. A replay reads the saved records back from their entries (F160).
+package nonisolated struct Logsync_Server_RequestOutcome: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var requestID: String = String()
+
+  package var fingerprint: UInt32 = 0
+
+  /// as RequestCompleted.actor
+  package var actor: UInt64 = 0
+
+  /// in the request's order; no record twice
+  package var saved: [Logsync_Server_SavedRecordRef] = []
+
+  /// Every other result of the response: deletions, and saves that failed. No successful save.
+  package var others: SyncModel.Logsync_Model_ModifyRecordsResponse {
+    get {_others ?? SyncModel.Logsync_Model_ModifyRecordsResponse()}
+    set {_others = newValue}
+  }
+  /// Returns true if `others` has been explicitly set.
+  package var hasOthers: Bool {self._others != nil}
+  /// Clears the value of `others`. Subsequent reads from it will return its default value.
+  package mutating func clearOthers() {self._others = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _others: SyncModel.Logsync_Model_ModifyRecordsResponse? = nil
+}
+
+/// A record saved by a request (RequestOutcome.saved).
+package nonisolated struct Logsync_Server_SavedRecordRef: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var recordID: SyncModel.Logsync_Model_RecordID {
+    get {_recordID ?? SyncModel.Logsync_Model_RecordID()}
+    set {_recordID = newValue}
+  }
+  /// Returns true if `recordID` has been explicitly set.
+  package var hasRecordID: Bool {self._recordID != nil}
+  /// Clears the value of `recordID`. Subsequent reads from it will return its default value.
+  package mutating func clearRecordID() {self._recordID = nil}
+
+  /// its RecordSaved entry: not 0, before the RequestOutcome
+  package var offset: UInt64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _recordID: SyncModel.Logsync_Model_RecordID? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -851,6 +915,99 @@ nonisolated extension Logsync_Server_SharedZoneLeft: SwiftProtobuf.Message, Swif
   package static func ==(lhs: Logsync_Server_SharedZoneLeft, rhs: Logsync_Server_SharedZoneLeft) -> Bool {
     if lhs._zoneID != rhs._zoneID {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_RequestOutcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RequestOutcome"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}fingerprint\0\u{1}actor\0\u{1}saved\0\u{1}others\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.requestID) }()
+      case 2: try { try decoder.decodeSingularFixed32Field(value: &self.fingerprint) }()
+      case 3: try { try decoder.decodeSingularUInt64Field(value: &self.actor) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.saved) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._others) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.requestID.isEmpty {
+      try visitor.visitSingularStringField(value: self.requestID, fieldNumber: 1)
+    }
+    if self.fingerprint != 0 {
+      try visitor.visitSingularFixed32Field(value: self.fingerprint, fieldNumber: 2)
+    }
+    if self.actor != 0 {
+      try visitor.visitSingularUInt64Field(value: self.actor, fieldNumber: 3)
+    }
+    if !self.saved.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.saved, fieldNumber: 4)
+    }
+    try { if let v = self._others {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_RequestOutcome, rhs: Logsync_Server_RequestOutcome) -> Bool {
+    if lhs.requestID != rhs.requestID {return false}
+    if lhs.fingerprint != rhs.fingerprint {return false}
+    if lhs.actor != rhs.actor {return false}
+    if lhs.saved != rhs.saved {return false}
+    if lhs._others != rhs._others {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SavedRecordRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SavedRecordRef"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_id\0\u{1}offset\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._recordID) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.offset) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._recordID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.offset != 0 {
+      try visitor.visitSingularUInt64Field(value: self.offset, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SavedRecordRef, rhs: Logsync_Server_SavedRecordRef) -> Bool {
+    if lhs._recordID != rhs._recordID {return false}
+    if lhs.offset != rhs.offset {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
