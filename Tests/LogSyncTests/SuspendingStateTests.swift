@@ -174,3 +174,64 @@ struct SuspendingStateTests {
         }
     }
 }
+
+/// The app's `stateUpdate` is queued at most once at a time (an edit that finds one queued and
+/// not started needs no other); a queued one that is cancelled must not stop later ones.
+@Suite("State updates: queued once")
+struct StateUpdateQueueTests {
+    typealias F = Fixtures
+
+    /// Records events; holds `nextRecordZoneChangeBatch` until released.
+    final class HoldingDelegate: SyncEngineDelegate {
+        let recorder = SuspendingStateTests.Recorder()
+        let entered = Atomic<Bool>(false)
+        let released = Atomic<Bool>(false)
+
+        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+            await recorder.handleEvent(event, syncEngine: syncEngine)
+        }
+
+        func nextRecordZoneChangeBatch(
+            _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+        ) async -> SyncEngine.RecordZoneChangeBatch? {
+            entered.store(true, ordering: .sequentiallyConsistent)
+            while !released.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+            return nil
+        }
+    }
+
+    @Test("F26 F79 after a queued stateUpdate is cancelled before it started, the next edit still gets one")
+    func cancelledStateUpdateDoesNotStopLaterOnes() async throws {
+        try await withTemporaryDirectory { directory in
+            let delegate = HoldingDelegate()
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            var configuration = SyncEngine.Configuration(
+                database: server.database(for: "tester"), deviceLog: try openDeviceLog(directory.appendingPathComponent("device")),
+                delegate: delegate)
+            configuration.automaticallySync = false
+            let engine = try SyncEngine(configuration)
+
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.id("a"))])
+            while delegate.recorder.stateUpdateOffsets.last != LogOffset(1) { await Task.yield() }
+
+            // A send holds the operations' queue; the next edit's stateUpdate queues behind it.
+            let send = Task { try await engine.sendChanges() }
+            while !delegate.entered.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.id("b"))])
+            while await engine.operations.queuedKinds != [.stateUpdate] { await Task.yield() }
+            await engine.cancelOperations()
+            delegate.released.store(true, ordering: .sequentiallyConsistent)
+            _ = await send.result
+            await engine.operations.drain()
+            #expect(await engine.operations.queuedKinds.isEmpty)
+            let updatesBefore = delegate.recorder.stateUpdateOffsets.count
+
+            try await engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(F.id("c"))])
+            let last = try engine.deviceLog.log.lastOffset
+            // Bounded by yields, not time: without the update this gives up and fails.
+            for _ in 0..<1_000_000 where delegate.recorder.stateUpdateOffsets.last != last { await Task.yield() }
+            #expect(delegate.recorder.stateUpdateOffsets.last == last)
+            #expect(delegate.recorder.stateUpdateOffsets.count > updatesBefore)
+        }
+    }
+}
