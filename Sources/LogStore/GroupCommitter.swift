@@ -32,7 +32,10 @@ import Dispatch
 /// per core, so blocked callers there would be few): it suspends its task, and the committer's
 /// own *drainer*, a serial dispatch queue outside the pool, commits the queued groups and resumes
 /// each task with its offsets. So any number of tasks can wait for one commit. A synchronous
-/// leader commits asynchronous requests too, and the drainer synchronous ones.
+/// leader commits asynchronous requests too, and the drainer synchronous ones. After a group,
+/// the drainer waits until as many requests are queued as it resumed callers, for at most half
+/// the duration of that commit, so that callers appending in a loop share the next commit
+/// instead of splitting into a small group and a large one.
 ///
 /// If a group's transaction fails, each of its requests is retried alone, so one caller's bad
 /// entry (one a projection rejects) fails that caller only.
