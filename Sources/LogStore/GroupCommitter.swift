@@ -138,7 +138,16 @@ package final class WaitQueue: @unchecked Sendable {
     package init() {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
-        pthread_cond_init(arrivals, nil)
+        #if canImport(Darwin)
+        pthread_cond_init(arrivals, nil)  // timed waits are relative there
+        #else
+        // Timed waits on the monotonic clock: a change of the wall clock cannot stretch them.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(arrivals, &attributes)
+        pthread_condattr_destroy(&attributes)
+        #endif
     }
 
     deinit {
@@ -226,15 +235,20 @@ package final class WaitQueue: @unchecked Sendable {
 
     /// Waits (with the mutex held) until `count` requests are queued or `nanoseconds` passed.
     private func waitForArrivals(count: Int, nanoseconds: UInt64) {
+        awaitedCount = count
+        defer { awaitedCount = nil }
+        #if canImport(Darwin)
+        var left = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        if pending.count < count { _ = pthread_cond_timedwait_relative_np(arrivals, mutex, &left) }
+        #else
         var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
+        clock_gettime(CLOCK_MONOTONIC, &now)
         let end = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) + nanoseconds
         var deadline = timespec(tv_sec: Int(end / 1_000_000_000), tv_nsec: Int(end % 1_000_000_000))
-        awaitedCount = count
         while pending.count < count {
             if pthread_cond_timedwait(arrivals, mutex, &deadline) == ETIMEDOUT { break }
         }
-        awaitedCount = nil
+        #endif
     }
 
     /// Commits every pending request as one group. Called with the mutex held and nobody
