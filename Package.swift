@@ -227,7 +227,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-http-bench",
             dependencies: [
-                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "BenchSupport",
+                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "LogSyncWire", "SyncModel", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

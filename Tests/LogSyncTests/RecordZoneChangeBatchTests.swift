@@ -184,4 +184,78 @@ struct RecordZoneChangeBatchTests {
         let long = Batch(recordIDsToDelete: (0..<25).map { F.id("d\($0)") })
         #expect(String(describing: long).contains("15 more"))
     }
+
+    // MARK: The cursor over the pending list (issue 16)
+
+    /// A deterministic generator for the cursor's comparison.
+    struct Mixer: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return state >> 11 ^ state
+        }
+    }
+
+    @Test("The cursor builds the same batches as the whole pending list, filtered, for every scope; the list read is the projection's", arguments: [1, 2, 3])
+    func cursorMatchesWholeList(seed: UInt64) async throws {
+        try await withTemporaryDirectory { directory in
+            let engine = try makeEngine(directory)
+            var random = Mixer(state: seed)
+            let zones = [F.notes, F.photos]
+            let ids = (0..<300).map { F.id("r\($0)", zones[$0 % 2]) }
+            // The app has most records; some are gone (the provider returns nil), some are heavy.
+            var store: [Record.ID: Record] = [:]
+            for id in ids where Int.random(in: 0..<10, using: &random) > 0 {
+                store[id] = Self.record(id, size: Int.random(in: 0..<20, using: &random) == 0 ? 600_000 : 40)
+            }
+            for _ in 0..<30 {
+                let changes: [RecordChange] = (0..<Int.random(in: 1...60, using: &random)).map { _ in
+                    let id = ids.randomElement(using: &random)!
+                    return Bool.random(using: &random) ? .saveRecord(id) : .deleteRecord(id)
+                }
+                try engine.state.add(pendingRecordZoneChanges: changes)
+                if Bool.random(using: &random) {
+                    try engine.state.remove(pendingRecordZoneChanges: Array(changes.prefix(5)))
+                }
+            }
+            // The cached whole-list read equals the projection read without a cache, twice.
+            let uncached = try engine.deviceLog.read { try $0.pendingRecordZoneChanges() }
+            #expect(try engine.state.pendingRecordZoneChanges == uncached)
+            #expect(try engine.state.pendingRecordZoneChanges == uncached)
+
+            let scopes: [SyncEngine.SendChangesOptions.Scope] = [.all, .zoneIDs([F.photos]), .recordIDs(Array(ids.prefix(100)))]
+            for scope in scopes {
+                var batches = 0
+                while true {
+                    let pending = try engine.state.pendingRecordZoneChanges.filter { scope.contains($0) }
+                    let fromList = await Batch(pendingChanges: pending) { store[$0] }
+                    let fromCursor = try await Batch(state: engine.state, scope: scope) { store[$0] }
+                    #expect(fromCursor == fromList, "batch \(batches) of scope \(scope)")
+                    guard let batch = fromList else { break }
+                    batches += 1
+                    // What the send would remove: the changes taken, and saves the app no longer has.
+                    let taken = batch.recordsToSave.map { RecordChange.saveRecord($0.recordID) }
+                        + batch.recordIDsToDelete.map { RecordChange.deleteRecord($0) }
+                    try engine.state.remove(pendingRecordZoneChanges: taken)
+                    #expect(try engine.state.pendingRecordZoneChanges == engine.deviceLog.read { try $0.pendingRecordZoneChanges() })
+                }
+                #expect(try engine.state.pendingRecordZoneChanges.filter { scope.contains($0) }.allSatisfy {
+                    if case .saveRecord(let id) = $0 { return store[id] == nil }
+                    return false
+                }, "only saves whose records are gone are left in scope \(scope)")
+            }
+        }
+    }
+
+    @Test("The cursor reads past a stretch of saves whose records are gone, as the whole list does")
+    func cursorSkipsGoneRecordsAcrossChunks() async throws {
+        try await withTemporaryDirectory { directory in
+            let engine = try makeEngine(directory)
+            let gone = (0..<900).map { F.id("gone\($0)") }
+            let kept = F.id("kept")
+            try engine.state.add(pendingRecordZoneChanges: gone.map { .saveRecord($0) } + [.saveRecord(kept)])
+            let batch = try await Batch(state: engine.state) { $0 == kept ? Self.record(kept, size: 10) : nil }
+            #expect(batch?.recordsToSave.map(\.recordID) == [kept])
+        }
+    }
 }

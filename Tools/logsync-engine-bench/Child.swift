@@ -77,6 +77,14 @@ struct PhaseResult: Codable {
     var commits = 0
     var threadCommits = 0
     var suspendingCommits = 0
+    /// Fetch: RssAnon (kB) just before the timed call, and sampled during it as
+    /// [records the app holds, RssAnon kB] each time another tenth of the records has arrived.
+    var anonBefore = 0
+    var curve: [[Int]] = []
+    /// Floor: the heap the app's dictionary of every fetched record takes (RssAnon after filling
+    /// it minus before, kB), and the records' mean encoded size (Protocol Buffers bytes).
+    var appDataKB = 0
+    var encodedRecordBytes = 0.0
 }
 
 enum Child {
@@ -141,8 +149,11 @@ enum Child {
     ) async throws -> PhaseResult {
         defer { device.server.shutdown() }
         var result = PhaseResult(phase: phase, durability: durability(options).rawValue, records: options.recordCount)
-        let sampler = PeakSampler()
+        let app = device.app
+        result.anonBefore = Memory.read().anon
+        let sampler = PeakSampler(total: options.recordCount) { app.store.withLock { $0.records.count } }
         try await measure(&result, sampler) { try await device.engine.fetchChanges() }
+        result.curve = sampler.curve
 
         let figures = device.app.store.withLock { $0 }
         let records = figures.records.values.count { $0.recordType == RecordWorkload.recordType }
@@ -189,19 +200,29 @@ enum Child {
         let logDirectory = directory.appendingPathComponent("floor-\(durability(options))")
         let log = try Log.open(
             at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
-        let sampler = PeakSampler()
-        var records = 0
+        // The app's part, as in the engine's runs: every record kept in a dictionary, its count
+        // published for the memory curve.
+        var kept: [Record.ID: Record] = [:]
+        let held = Atomic<Int>(0)
+        let sampler = PeakSampler(total: options.recordCount) { held.load(ordering: .relaxed) }
+        result.anonBefore = Memory.read().anon
         try await measure(&result, sampler) {
             for bytes in pages {
                 let page = try Wire.decode(FetchZoneChangesResponse.self, from: bytes, as: .protobuf)
-                records += page.modifications.count
+                for modification in page.modifications { kept[modification.record.recordID] = modification.record }
+                held.store(kept.count, ordering: .relaxed)
                 try log.append(NewEntry(kind: 1, payload: bytes))
             }
         }
+        result.curve = sampler.curve
+        let records = kept.count
         guard records == options.recordCount else {
             throw BenchError("the floor decoded \(records) records, not \(options.recordCount)")
         }
         fillMemory(&result)
+        result.appDataKB = Memory.read().anon - result.anonBefore
+        result.encodedRecordBytes = Double(kept.values.reduce(0) { $0 + $1.protoBytes().count }) / Double(max(records, 1))
+        withExtendedLifetime(kept) {}
         result.serverSeconds = database.totalSeconds
         result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
         result.pages = pages.count
@@ -472,7 +493,7 @@ struct PhaseDevice {
         self.logDirectory = logDirectory
         let deviceLog = try DeviceLog(
             directory: logDirectory, options: LogEnvironment.Options(durability: Child.durability(options).durability))
-        app = App(deviceLog: deviceLog)
+        app = App(deviceLog: deviceLog, batches: options.batches)
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
         configuration.automaticallySync = false
         engine = try SyncEngine(configuration)
@@ -518,8 +539,12 @@ final class App: SyncEngineDelegate {
 
     let store = Mutex(Store())
     let deviceLog: DeviceLog
+    let batches: EngineBench.BatchSource
 
-    init(deviceLog: DeviceLog) { self.deviceLog = deviceLog }
+    init(deviceLog: DeviceLog, batches: EngineBench.BatchSource = .cursor) {
+        self.deviceLog = deviceLog
+        self.batches = batches
+    }
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         let started = ContinuousClock.now
@@ -550,6 +575,16 @@ final class App: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let started = ContinuousClock.now
+        if batches == .cursor {
+            let batch = try? await SyncEngine.RecordZoneChangeBatch(state: syncEngine.state, scope: context.options.scope) { id in
+                self.record(for: id)
+            }
+            store.withLock { store in
+                store.batches += 1
+                store.batchBuildSeconds += (ContinuousClock.now - started).seconds
+            }
+            return batch
+        }
         let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
         let read = ContinuousClock.now
         let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id) }
@@ -574,16 +609,24 @@ final class App: SyncEngineDelegate {
 
 // MARK: Measuring
 
-/// Samples RssAnon every 10 ms on a thread of its own and keeps the largest value (kB).
+/// Samples RssAnon every 10 ms on a thread of its own and keeps the largest value (kB); given
+/// a progress count, also keeps a curve: the sample taken when each further tenth of `total`
+/// has been reached.
 final class PeakSampler: Sendable {
-    private let state = Mutex<(peak: Int, stopped: Bool)>((0, false))
+    private let state = Mutex<(peak: Int, stopped: Bool, curve: [[Int]])>((0, false, []))
 
-    init() {
+    init(total: Int = 0, progress: (@Sendable () -> Int)? = nil) {
         Thread.detachNewThread { [self] in
+            var nextMark = 1
             while true {
                 let anon = Memory.read().anon
+                let done = progress?() ?? 0
                 let stopped = state.withLock { state in
                     state.peak = max(state.peak, anon)
+                    if progress != nil, total > 0, nextMark <= 10, done >= total * nextMark / 10 {
+                        state.curve.append([done, anon])
+                        while nextMark <= 10, done >= total * nextMark / 10 { nextMark += 1 }
+                    }
                     return state.stopped
                 }
                 if stopped { return }
@@ -591,6 +634,9 @@ final class PeakSampler: Sendable {
             }
         }
     }
+
+    /// The curve sampled so far: [progress, RssAnon kB] pairs.
+    var curve: [[Int]] { state.withLock { $0.curve } }
 
     /// Stops sampling and returns the peak.
     func stop() -> Int {

@@ -71,6 +71,21 @@ struct EngineBench: BenchCommand {
         transform: CommaList<DurabilityName>.parser)
     var durabilityList = CommaList([DurabilityName.durable, .fast])
 
+    /// How the send phase's delegate builds its batches.
+    enum BatchSource: String, ExpressibleByArgument, Codable {
+        /// `RecordZoneChangeBatch(state:scope:recordProvider:)`: reads the pending list as far as the batch needs.
+        case cursor
+        /// CKSyncEngine's pattern: the whole `state.pendingRecordZoneChanges`, filtered, for every batch.
+        case list
+    }
+
+    @Option(
+        help: ArgumentHelp(
+            "Send: batches built from a cursor over the pending list (RecordZoneChangeBatch(state:scope:recordProvider:), the default) "
+                + "or from the whole list read for every batch (CKSyncEngine's pattern).",
+            valueName: "cursor|list"))
+    var batches = BatchSource.cursor
+
     /// Tasks adding edits at once in the edits phase.
     @Option(help: ArgumentHelp("Edits: tasks adding one pending change per call at once (default 64).", valueName: "N"), transform: count())
     var editTasks = 64

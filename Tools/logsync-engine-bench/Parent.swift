@@ -193,9 +193,46 @@ enum Parent {
                     ratio(Double(engine.deviceLogBytes) / Double(max(floor.deviceLogBytes, 1))),
                 ])
             }
-            emit("the floor: the same pages as protobuf bytes (the HTTP transport's), decoded into records and appended as they came, "
-                + "one LogStore entry and commit per page, same durability, no engine; measured in the same run")
+            emit("the floor: the same pages as protobuf bytes (the HTTP transport's), decoded into records kept in a dictionary as "
+                + "the engine's app keeps them, and appended as they came, one LogStore entry and commit per page, same durability, "
+                + "no engine; measured in the same run")
             emit(table(floorRows))
+            emit("")
+
+            // The device log's bytes per record against the record's own encoded size (target ≤ 2×).
+            var sizeRows: [[String]] = [["device log per record", "encoded record B", "device log B/record", "ratio", "target ≤ 2"]]
+            // The engine's own heap: the fetch's RssAnon above its start, less the app's dictionary
+            // (measured by the floor, which keeps the same records the same way), at its peak and
+            // at each tenth of the records.
+            var memoryRows: [[String]] = [[
+                "engine memory (MiB)", "app's data (all records)", "peak RssAnon above start", "engine's own at the peak",
+                "target ≤ 64", "curve: engine's own at each tenth of the records",
+            ]]
+            for floor in floors {
+                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability }) else { continue }
+                let perRecord = Double(engine.deviceLogBytes) / Double(max(engine.records, 1))
+                let sizeRatio = perRecord / max(floor.encodedRecordBytes, 1)
+                sizeRows.append([
+                    "device log ." + floor.durability, String(format: "%.0f", floor.encodedRecordBytes), String(format: "%.0f", perRecord),
+                    ratio(sizeRatio), sizeRatio <= 2 ? "PASS" : "FAIL",
+                ])
+                let app = Double(floor.appDataKB)
+                let own = Double(engine.peakAnon - engine.anonBefore) - app
+                // At each tenth, the engine's RssAnon above its start less the floor's at the same
+                // tenth: the app's dictionary grows by doublings, at the same counts in both.
+                let curve = zip(engine.curve, floor.curve).map { point, floorPoint -> String in
+                    String(format: "%.0f", Double((point[1] - engine.anonBefore) - (floorPoint[1] - floor.anonBefore)) / 1024)
+                }
+                memoryRows.append([
+                    "device log ." + floor.durability, mib(floor.appDataKB), mib(engine.peakAnon - engine.anonBefore),
+                    String(format: "%.1f", own / 1024), own / 1024 <= 64 ? "PASS" : "FAIL", curve.joined(separator: " "),
+                ])
+            }
+            emit(table(sizeRows))
+            emit("")
+            emit("memory of the initial sync: the engine's own heap is RssAnon above the call's start less the app's dictionary "
+                + "(the floor's, holding the same records); the curve subtracts the floor's RssAnon at the same tenth of the records")
+            emit(table(memoryRows))
             emit("")
         }
 
@@ -331,7 +368,7 @@ enum Parent {
         try ChildProcess.run(
             [
                 "--phase", phase.rawValue, "--durability", durability.rawValue, "--records", String(records ?? options.recordCount),
-                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--phase-dir", directory.path,
+                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--batches", options.batches.rawValue, "--phase-dir", directory.path,
             ],
             resultFile: scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json"),
             what: "the \(phase.rawValue) phase (.\(durability))")

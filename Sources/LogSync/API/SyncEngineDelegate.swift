@@ -27,6 +27,10 @@ import SyncModel
 ///     }
 /// }
 /// ```
+///
+/// With thousands of pending changes, build each batch with
+/// `SyncEngine.RecordZoneChangeBatch(state:scope:recordProvider:)` instead: the same batch,
+/// read from a cursor over the pending list rather than the whole list each time.
 public protocol SyncEngineDelegate: AnyObject, Sendable {
     /// Handles one event (F9). Events arrive one at a time, in order: the next is delivered only
     /// after this call returns, even if it suspends (F10).

@@ -14,7 +14,7 @@ import SyncModel
 /// | `recordInFlight` | record + case → re-added flag + change | the changes of the batch being sent (F32) |
 /// | `zonePending` | zone → case + position | the pending database change of each zone (F22) |
 /// | `zoneOrder` | position → change | the pending database changes in order |
-/// | `serverRecords` | record → record | the last known server record of each record ID |
+/// | `serverRecords` | record → `ServerRecordSlot` | the last known server record of each record ID: where it is in the entry that brought it, or the record itself |
 /// | `unfetchedZones` | zone → zone ID | zones with server changes not fetched yet (F25) |
 /// | `knownZones` | zone → zone ID | zones the server is known to hold |
 /// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
@@ -80,7 +80,7 @@ struct DeviceIndex: Projection {
     static let projectionName = "index"
 
     let name = DeviceIndex.projectionName
-    let version: UInt32 = 3
+    let version: UInt32 = 4  // 4: serverRecords point into entries (ServerRecordSlot)
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
         "unfetchedZones", "knownZones", "zoneTokens", "zones", "state",
@@ -119,9 +119,9 @@ struct DeviceIndex: Projection {
                 try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
             }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
-            for record in saved {
+            for (ordinal, record) in saved.enumerated() {
                 try index.settle(.saveRecord(record.recordID), succeeded: true)
-                try index.setServerRecord(record, for: record.recordID)
+                try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
             }
             for id in deleted {
                 try index.settle(.deleteRecord(id), succeeded: true)
@@ -166,7 +166,9 @@ struct DeviceIndex: Projection {
             try tables.put(bigEndian(offset), forKey: DeviceKey.fetched, in: "state")
             try tables.put(Array(token.data), forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
             try index.setZone(zoneID, in: "knownZones", true)
-            for record in modifications { try index.setServerRecord(record, for: record.recordID) }
+            for (ordinal, record) in modifications.enumerated() {
+                try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
+            }
             for deletion in deletions { try index.setServerRecord(nil, for: deletion.recordID) }
         case .zoneFetchFinished(let zoneID, let error):
             switch error?.code {
@@ -296,7 +298,9 @@ struct DeviceIndexWriter {
         if let error {
             switch error.code {
             case .serverRecordChanged:
-                if let serverRecord = error.serverRecord { try setServerRecord(serverRecord, for: change.recordID) }
+                if let serverRecord = error.serverRecord {
+                    try setServerRecord(.inline(serverRecord.protoBytes()), for: change.recordID)
+                }
             case .unknownItem, .zoneNotFound, .userDeletedZone:
                 try setServerRecord(nil, for: change.recordID)
             default:
@@ -378,9 +382,10 @@ struct DeviceIndexWriter {
 
     // MARK: Last known server records
 
-    func setServerRecord(_ record: Record?, for id: Record.ID) throws {
-        if let record {
-            try tables.put(record.protoBytes(), forKey: try recordKey(id), in: "serverRecords")
+    /// Stores where the last known server record of `id` is, or (`nil`) forgets it.
+    func setServerRecord(_ slot: ServerRecordSlot?, for id: Record.ID) throws {
+        if let slot {
+            try tables.put(slot.bytes, forKey: try recordKey(id), in: "serverRecords")
         } else if let key = try existingRecordKey(id) {
             try tables.removeValue(forKey: key, in: "serverRecords")
         }

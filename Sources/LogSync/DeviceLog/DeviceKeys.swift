@@ -65,7 +65,26 @@ struct Position: Hashable, Comparable {
         index = UInt32(truncatingIfNeeded: readBigEndian(bytes.suffix(4)))
     }
 
+    /// Reads a position straight from a table's key, without copying it.
+    init(decoding bytes: UnsafeRawBufferPointer) throws(LogStoreError) {
+        guard bytes.count == 12 else { throw malformed("a position of \(bytes.count) bytes") }
+        var offset: UInt64 = 0
+        for i in 0..<8 { offset = offset << 8 | UInt64(bytes[i]) }
+        var index: UInt32 = 0
+        for i in 8..<12 { index = index << 8 | UInt32(bytes[i]) }
+        self.offset = offset
+        self.index = index
+    }
+
     static func < (lhs: Position, rhs: Position) -> Bool { (lhs.offset, lhs.index) < (rhs.offset, rhs.index) }
+}
+
+/// The pending record list of the last whole read (`State.pendingRecordZoneChanges`), with the
+/// offset it was read at and each change's position, in order.
+struct PendingListCache: Sendable {
+    var offset: LogOffset?
+    var positions: [Position] = []
+    var changes: [SyncEngine.PendingRecordZoneChange] = []
 }
 
 /// What a pending table holds for an ID: the pending change's case (0 save, 1 delete, as in

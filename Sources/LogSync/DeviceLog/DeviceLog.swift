@@ -41,10 +41,10 @@ public final class DeviceLog: Sendable {
     /// their IDs in the same order (apart, so that an append copies the listeners without
     /// building an array).
     private let listeners = Mutex<(next: UInt64, ids: [UInt64], all: [@Sendable (Appended) -> Void])>((0, [], []))
-    /// Decoded pending record changes by position, so that reading the pending list for every
-    /// batch costs a walk of the table, not a decode of every change (see
+    /// The pending record list of the last whole read, so that reading it for every batch costs
+    /// a walk of the table, not a decode of every change (see
     /// `DeviceSnapshot.pendingRecordZoneChanges(cache:)`).
-    let pendingChangeCache = Mutex<[Position: SyncEngine.PendingRecordZoneChange]>([:])
+    let pendingChangeCache = Mutex(PendingListCache())
 
     /// Opens (creating it if needed) the device log in `directory`.
     ///

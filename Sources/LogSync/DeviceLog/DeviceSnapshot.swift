@@ -47,39 +47,56 @@ struct DeviceSnapshot {
         try values(of: "recordOrder", Self.recordChange)
     }
 
-    /// The pending record changes, in order, decoding only the changes `cache` does not hold
-    /// yet (keyed by position, which never changes for a change while it is pending).
+    /// The pending record changes, in order, decoding only the changes `cache` does not hold.
     ///
-    /// A delegate reads the whole list for every batch it builds; without the cache, sending n
-    /// changes would decode about n²/800 of them. The table is still walked each time, so the
-    /// list is always the projection's; stale cache entries are dropped once they outnumber
-    /// the live ones.
-    func pendingRecordZoneChanges(
-        cache: borrowing Mutex<[Position: SyncEngine.PendingRecordZoneChange]>
-    ) throws -> [SyncEngine.PendingRecordZoneChange] {
-        var decoded = cache.withLock { cache in
-            let taken = cache
-            cache = [:]
-            return taken
-        }
-        var result: [SyncEngine.PendingRecordZoneChange] = []
+    /// A delegate reads the whole list for every batch it builds (CKSyncEngine's pattern). The
+    /// cache holds the list of the last read with its changes' positions, which never change
+    /// while a change is pending and are never reused: a read at the same offset returns it as
+    /// is, and any other walks the table and the cached list side by side (both in position
+    /// order), decoding only the changes the cache lacks. So the list is always the
+    /// projection's, and a read costs a walk of the table without a decode or a hash.
+    func pendingRecordZoneChanges(cache: borrowing Mutex<PendingListCache>) throws -> [SyncEngine.PendingRecordZoneChange] {
+        let at = try offset
+        let cached = cache.withLock { $0 }
+        if cached.offset == at { return cached.changes }
         var positions: [Position] = []
+        var changes: [SyncEngine.PendingRecordZoneChange] = []
+        positions.reserveCapacity(cached.positions.count)
+        changes.reserveCapacity(cached.changes.count)
+        var next = 0
         try reader.transaction.forEach(in: table("recordOrder")) { key, value in
-            let position = try Position(decoding: Array(key)[...])
-            positions.append(position)
-            if let change = decoded[position] {
-                result.append(change)
+            let position = try Position(decoding: key)
+            while next < cached.positions.count, cached.positions[next] < position { next += 1 }
+            if next < cached.positions.count, cached.positions[next] == position {
+                changes.append(cached.changes[next])
             } else {
-                let change = try Self.recordChange(Array(value))
-                decoded[position] = change
-                result.append(change)
+                changes.append(try Self.recordChange(Array(value)))
             }
+            positions.append(position)
             return true
         }
-        if decoded.count > 2 * result.count + 1024 {
-            decoded = Dictionary(uniqueKeysWithValues: zip(positions, result))
+        cache.withLock { cache in
+            if cache.offset == nil || cache.offset! < at { cache = PendingListCache(offset: at, positions: positions, changes: changes) }
         }
-        cache.withLock { $0 = decoded }
+        return changes
+    }
+
+    /// Up to `limit` pending record changes inside `scope` that come after `position` (from the
+    /// start when `nil`), in order, with their positions.
+    ///
+    /// - Complexity: O(the changes looked at): the taken ones and the ones outside `scope`.
+    func pendingRecordZoneChanges(
+        after position: Position?, in scope: SyncEngine.SendChangesOptions.Scope, limit: Int
+    ) throws -> [(Position, SyncEngine.PendingRecordZoneChange)] {
+        var result: [(Position, SyncEngine.PendingRecordZoneChange)] = []
+        guard limit > 0 else { return result }
+        try reader.transaction.forEach(in: table("recordOrder"), from: position?.bytes) { key, value in
+            let current = try Position(decoding: key)
+            if let position, current <= position { return true }
+            let change = try Self.recordChange(Array(value))
+            if scope.contains(change) { result.append((current, change)) }
+            return result.count < limit
+        }
         return result
     }
 
@@ -237,42 +254,53 @@ struct DeviceSnapshot {
     /// conflict's `serverRecord`; `nil` if none is known or the server has none.
     func lastKnownServerRecord(for id: Record.ID) throws -> Record? {
         guard let key = try recordKey(id), let bytes = try value(key, in: "serverRecords") else { return nil }
-        do {
-            return try Record(protoBytes: bytes)
-        } catch {
-            throw malformed("an undecodable server record for \(id): \(error.message)")
-        }
+        var records = ServerRecordReader(reader: reader)
+        return try records.record(try ServerRecordSlot(decoding: bytes, for: "\(id)"), for: "\(id)")
     }
 
     /// Every last known server record, in the `serverRecords` table's key order (zone number,
     /// assigned in order of first appearance in the log, then record name).
     ///
-    /// - Complexity: O(records known), each decoded.
+    /// - Complexity: O(records known), each decoded; each entry holding some is read once in a row.
     func lastKnownServerRecords() throws -> [Record] {
-        try values(of: "serverRecords") { bytes in
-            do throws(SyncError) {
-                return try Record(protoBytes: bytes)
-            } catch {
-                throw malformed("an undecodable server record: \(error.message)")
-            }
-        }
-    }
-
-    /// Every last known server record of `zoneID`, in key order.
-    func lastKnownServerRecords(in zoneID: RecordZone.ID) throws -> [Record] {
-        guard let number = try zoneNumber(zoneID) else { return [] }
-        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
-        var records: [Record] = []
-        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
-            guard key.starts(with: prefix) else { return false }
-            do throws(SyncError) {
-                records.append(try Record(protoBytes: Array(value)))
-            } catch {
-                throw malformed("an undecodable server record in \(zoneID): \(error.message)")
-            }
+        var records = ServerRecordReader(reader: reader)
+        var result: [Record] = []
+        try reader.transaction.forEach(in: table("serverRecords")) { key, value in
+            let slot = try ServerRecordSlot(decoding: Array(value), for: "key \(Array(key))")
+            result.append(try records.record(slot, for: "key \(Array(key))"))
             return true
         }
-        return records
+        return result
+    }
+
+    /// Every last known server record of `zoneID`, in key order, except the records of `listed`
+    /// (whose slots are not read at all).
+    func lastKnownServerRecords(in zoneID: RecordZone.ID, except listed: Set<Record.ID> = []) throws -> [Record] {
+        guard let number = try zoneNumber(zoneID) else { return [] }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        let skipped = Set(listed.lazy.filter { $0.zoneID == zoneID }.map { DeviceKey.record(zoneNumber: number, name: $0.recordName) })
+        var records = ServerRecordReader(reader: reader)
+        var result: [Record] = []
+        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            if !skipped.isEmpty, skipped.contains(Array(key)) { return true }
+            let slot = try ServerRecordSlot(decoding: Array(value), for: "a record of \(zoneID)")
+            result.append(try records.record(slot, for: "a record of \(zoneID)"))
+            return true
+        }
+        return result
+    }
+
+    /// Whether any last known server record of `zoneID` is held.
+    func hasLastKnownServerRecords(in zoneID: RecordZone.ID) throws -> Bool {
+        guard let number = try zoneNumber(zoneID) else { return false }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        var found = false
+        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, _ in
+            found = key.starts(with: prefix)
+            return false
+        }
+        return found
     }
 
     // MARK: Decoding

@@ -108,6 +108,11 @@ extension SyncEngine {
         // knows in the zone that it does not return were deleted meanwhile.
         var fromScratch = false
         var listed = Set<Record.ID>()
+        // Only a listing of a zone the device already knew records of can leave some out: a
+        // device that knew none (an initial sync) remembers nothing of what it lists, so its
+        // memory does not grow with the zone. Syncs run one at a time (SyncOperations), so no
+        // other step makes records of the zone known while the listing runs.
+        var tracksListing = false
         var lastToken: ZoneChangeToken?
         // A listing left unfinished (a failure, a cancellation or a quit stopped it between its
         // pages) cannot tell any more which known records it left out: start it over, so that
@@ -124,6 +129,7 @@ extension SyncEngine {
             if token == nil {
                 fromScratch = true
                 listed = []
+                tracksListing = try step.read { try $0.hasLastKnownServerRecords(in: zoneID) }
             }
             let response: FetchZoneChangesResponse
             do {
@@ -138,7 +144,7 @@ extension SyncEngine {
                 failure = error
                 break
             }
-            if fromScratch {
+            if fromScratch, tracksListing {
                 for modification in response.modifications { listed.insert(modification.record.recordID) }
             }
             lastToken = response.changeToken
@@ -159,9 +165,8 @@ extension SyncEngine {
         if failure != nil, fromScratch, lastToken != nil {
             try step.append(.changeTokenReset(zoneID: zoneID))
         }
-        if failure == nil, fromScratch, let lastToken {
-            let gone = try step.read { try $0.lastKnownServerRecords(in: zoneID) }
-                .filter { !listed.contains($0.recordID) }
+        if failure == nil, fromScratch, tracksListing, let lastToken {
+            let gone = try step.read { try $0.lastKnownServerRecords(in: zoneID, except: listed) }
                 .map { RecordZoneChange.Deletion(recordID: $0.recordID, recordType: $0.recordType) }
             if !gone.isEmpty {
                 try await step.append(
