@@ -66,8 +66,17 @@ struct PhaseResult: Codable {
     var minorFaults = 0
     var majorFaults = 0
     var entries = 0
-    /// Edits: the same edits from as many threads as there were tasks.
+    /// Edits: the same edits from as many threads as there were tasks, then from as many tasks
+    /// through `state.suspending` (wall and CPU time of each).
     var threadSeconds = 0.0
+    var threadCPUSeconds = 0.0
+    var suspendingSeconds = 0.0
+    var suspendingCPUSeconds = 0.0
+    /// Edits: the commits of each of the three runs, counted from the log (the entries of one
+    /// transaction share its time).
+    var commits = 0
+    var threadCommits = 0
+    var suspendingCommits = 0
     /// Fetch: RssAnon (kB) just before the timed call, and sampled during it as
     /// [records the app holds, RssAnon kB] each time another tenth of the records has arrived.
     var anonBefore = 0
@@ -350,6 +359,8 @@ enum Child {
         device.finish(&result, serverDirectory: serverDirectory)
         result.entries = Int(try engine.deviceLog.log.lastOffset.rawValue)
         result.processed = pending
+        let edits = UInt64(options.recordCount)
+        result.commits = try commitCount(engine.deviceLog.log, LogOffset(rawValue: 1)...LogOffset(rawValue: edits))
 
         // The same edits again (re-adding a pending save appends an entry all the same), from
         // as many threads: `state.add` blocks its caller until the commit, so tasks on the
@@ -357,6 +368,7 @@ enum Child {
         let threads = tasks
         let errors = Mutex<[any Error]>([])
         let done = DispatchGroup()
+        let threadCPUBefore = cpuSeconds()
         let started = ContinuousClock.now
         for thread in 0..<threads {
             done.enter()
@@ -373,8 +385,46 @@ enum Child {
         }
         done.wait()
         result.threadSeconds = seconds(since: started)
+        result.threadCPUSeconds = cpuSeconds() - threadCPUBefore
         if let error = errors.withLock({ $0.first }) { throw error }
+        result.threadCommits = try commitCount(engine.deviceLog.log, LogOffset(rawValue: edits + 1)...LogOffset(rawValue: 2 * edits))
+
+        // The same edits once more, from as many tasks, through the suspending mutations: a task
+        // waiting for its commit is suspended and leaves its thread to the others.
+        let suspendingCPUBefore = cpuSeconds()
+        let suspendingStarted = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    for index in stride(from: task, to: ids.count, by: tasks) {
+                        try await engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(ids[index])])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        result.suspendingSeconds = seconds(since: suspendingStarted)
+        result.suspendingCPUSeconds = cpuSeconds() - suspendingCPUBefore
+        let entries = Int(try engine.deviceLog.log.lastOffset.rawValue)
+        guard entries == 3 * options.recordCount else {
+            throw BenchError("\(entries) entries after three rounds of \(options.recordCount) edits")
+        }
+        result.suspendingCommits = try commitCount(
+            engine.deviceLog.log, LogOffset(rawValue: 2 * edits + 1)...LogOffset(rawValue: 3 * edits))
         return result
+    }
+
+    /// The transactions that appended the entries of `range`: the entries of one transaction
+    /// share its time (taken once per append), and two transactions never got the same
+    /// microsecond in these runs' commits (each takes longer than that).
+    static func commitCount(_ log: Log, _ range: ClosedRange<LogOffset>) throws -> Int {
+        var commits = 0
+        var last: EntryTime?
+        try log.forEachEntry(from: range.lowerBound, through: range.upperBound) { entry in
+            if entry.time != last { commits += 1 }
+            last = entry.time
+        }
+        return commits
     }
 
     /// The edits' floor: entries of the size of one edit's `pendingRecordZoneChangesAdded`,

@@ -23,8 +23,9 @@ enum Parent {
                 + "over state.pendingRecordZoneChanges: at most \(Limits.maxItemsPerRequest) records or \(grouped(Limits.maxRequestBytes)) B per batch")
         }
         if options.phases.contains(.edits) {
-            emit("  edits: \(grouped(options.recordCount)) pending saves added one per state.add call from \(options.editTasks) tasks "
-                + "at once on a fresh engine, against LogStore appending 100 entries per commit")
+            emit("  edits: \(grouped(options.recordCount)) pending saves added one per call on a fresh engine, three times: "
+                + "state.add from \(options.editTasks) tasks, then from \(options.editTasks) threads, then state.suspending.add "
+                + "from \(options.editTasks) tasks; against LogStore appending 100 entries per commit")
         }
         if options.phases.contains(.open) {
             emit("  open: device logs of \(options.openLengths.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
@@ -73,8 +74,8 @@ enum Parent {
         var editRows: [[String]] = []
         if options.phases.contains(.edits) {
             editRows.append([
-                "concurrent edits", "edits", "tasks", "wall s", "acknowledged edits/s", "CPU s", "entries",
-                "from as many threads: edits/s", "floor: LogStore, 100 per commit", "tasks / floor", "threads / floor",
+                "concurrent edits", "callers", "edits", "wall s", "acknowledged edits/s", "CPU s", "CPU µs per edit",
+                "commits", "edits per commit", "floor: LogStore, 100 per commit", "edits / floor",
             ])
             for durability in options.durabilities {
                 let directory = scratch.subdirectory("edits-\(durability)")
@@ -82,17 +83,24 @@ enum Parent {
                 emit("concurrent edits, device log .\(durability)")
                 let edits = try child(.edits, durability: durability, options, directory, scratch)
                 let floor = try child(.editsFloor, durability: durability, options, directory, scratch)
-                let rate = Double(edits.records) / edits.seconds
                 let floorRate = Double(floor.records) / floor.seconds
-                let threadRate = Double(edits.records) / edits.threadSeconds
-                emit("  \(grouped(edits.records)) edits from \(options.editTasks) tasks in \(seconds(edits.seconds)) s: "
-                    + "\(grouped(Int(rate))) acknowledged edits/s; from as many threads \(grouped(Int(threadRate)))/s; "
-                    + "floor \(grouped(Int(floorRate))) entries/s")
-                editRows.append([
-                    "device log ." + durability.rawValue, grouped(edits.records), String(options.editTasks), seconds(edits.seconds),
-                    grouped(Int(rate)), seconds(edits.cpuSeconds), grouped(edits.entries), grouped(Int(threadRate)),
-                    grouped(Int(floorRate)), ratio(rate / floorRate), ratio(threadRate / floorRate),
-                ])
+                let paths: [(String, String, Double, Double, Int)] = [
+                    ("state.add, blocking", "\(options.editTasks) tasks", edits.seconds, edits.cpuSeconds, edits.commits),
+                    ("state.add, blocking", "\(options.editTasks) threads", edits.threadSeconds, edits.threadCPUSeconds, edits.threadCommits),
+                    ("state.suspending.add", "\(options.editTasks) tasks", edits.suspendingSeconds, edits.suspendingCPUSeconds,
+                     edits.suspendingCommits),
+                ]
+                for (path, callers, wall, cpu, commits) in paths {
+                    let rate = Double(edits.records) / wall
+                    emit("  \(path) from \(callers): \(grouped(edits.records)) edits in \(seconds(wall)) s, "
+                        + "\(grouped(Int(rate))) acknowledged edits/s; floor \(grouped(Int(floorRate))) entries/s")
+                    editRows.append([
+                        "device log .\(durability.rawValue), \(path)", callers, grouped(edits.records), seconds(wall),
+                        grouped(Int(rate)), seconds(cpu), String(format: "%.1f", cpu / Double(edits.records) * 1e6),
+                        grouped(commits), String(format: "%.1f", Double(edits.records) / Double(max(commits, 1))),
+                        grouped(Int(floorRate)), ratio(rate / floorRate),
+                    ])
+                }
                 scratch.remove(directory)
             }
         }
@@ -139,9 +147,10 @@ enum Parent {
         if !shared.isEmpty { shareReport(options, shared) }
         if !opens.isEmpty { openReport(options, builds, opens) }
         if !editRows.isEmpty {
-            emit("concurrent edits: tasks each calling state.add(pendingRecordZoneChanges:) with one save, acknowledged when "
-                + "committed (group commit shares commits between waiting calls); floor: entries of the same size appended by "
-                + "LogStore alone, 100 per commit, one writer, same durability; measured in the same run")
+            emit("concurrent edits: callers each adding one pending save per call, acknowledged when committed (group commit "
+                + "shares commits between waiting calls): state.add blocks its thread, state.suspending.add suspends its task; "
+                + "floor: entries of the same size appended by LogStore alone, 100 per commit, one writer, same durability; "
+                + "measured in the same run")
             emit(table(editRows))
             emit("")
         }

@@ -11,14 +11,24 @@ extension SyncEngine {
     /// log's projections (O(result), not O(log)); they throw only if the log cannot be read.
     ///
     /// Thread-safe (F31): use it from any task or thread. Concurrent mutations share commits
-    /// (group commit) and are applied in the order of the log; a mutation blocks its caller for
-    /// at most the commits ahead of it.
+    /// (group commit) and are applied in the order of the log; a mutation blocks its caller's
+    /// thread for at most the commits ahead of it.
     ///
     /// ```swift
     /// try engine.state.add(pendingRecordZoneChanges: [.saveRecord(a), .deleteRecord(b)])
     /// try engine.state.pendingRecordZoneChanges   // [saveRecord(a), deleteRecord(b)]
     /// try engine.state.remove(pendingRecordZoneChanges: [.deleteRecord(b)])
     /// ```
+    ///
+    /// **From many tasks at once, use ``suspending``**, the same mutations as `async` methods:
+    /// `try await engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(a)])`. A
+    /// task waiting for its commit there is suspended instead of blocking its thread. Swift's
+    /// cooperative pool has one thread per core, so only that many blocking mutations can wait
+    /// for a commit at once (and share it), while any number of suspended tasks share one. The
+    /// effect on the state, the log and the `stateUpdate` events is the same either way. (The
+    /// `async` methods live on a view of their own rather than beside these: Swift prefers an
+    /// `async` overload of the same name inside `async` code, which would turn every
+    /// `try engine.state.add(…)` there into a compile error asking for `await`.)
     ///
     /// List rules (`DeviceIndex` documents them in full):
     /// - adding a change already pending neither duplicates nor moves it (F18);
@@ -124,6 +134,72 @@ extension SyncEngine {
         /// - Throws: `LogStoreError` if the log cannot be read.
         public var zoneIDsWithUnfetchedServerChanges: [RecordZone.ID] {
             get throws { try deviceLog.read { try $0.zoneIDsWithUnfetchedServerChanges() } }
+        }
+
+        // MARK: Suspending mutations
+
+        /// The state's mutations as `async` methods, which suspend the calling task until their
+        /// entry is committed instead of blocking its thread. Use them from many concurrent tasks.
+        ///
+        /// ```swift
+        /// try await withThrowingTaskGroup(of: Void.self) { group in
+        ///     for id in editedIDs {
+        ///         group.addTask { try await engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(id)]) }
+        ///     }
+        ///     try await group.waitForAll()
+        /// }
+        /// ```
+        public var suspending: Suspending { Suspending(deviceLog: deviceLog) }
+
+        /// ``State``'s mutations as `async` methods (see ``State/suspending``): same names, same
+        /// rules, same entries and `stateUpdate` events; each returns once its entry is committed.
+        ///
+        /// Concurrent calls share commits with each other and with the blocking mutations, in the
+        /// order they reach the log. A task's cancellation does not stop a mutation already
+        /// called: it completes (or fails) and returns its outcome, so the caller always knows
+        /// whether the change is in the state.
+        public struct Suspending: Sendable {
+            let deviceLog: DeviceLog
+
+            private func record<Change>(_ changes: [Change], as entry: ([Change]) -> DeviceEntry) async throws {
+                guard !changes.isEmpty else { return }
+                try await deviceLog.appendSuspending([entry(changes)], by: .app)
+            }
+
+            /// ``State/add(pendingRecordZoneChanges:)``, suspending until committed.
+            ///
+            /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+            public func add(pendingRecordZoneChanges: [PendingRecordZoneChange]) async throws {
+                try await record(pendingRecordZoneChanges, as: DeviceEntry.pendingRecordZoneChangesAdded)
+            }
+
+            /// ``State/remove(pendingRecordZoneChanges:)``, suspending until committed.
+            ///
+            /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+            public func remove(pendingRecordZoneChanges: [PendingRecordZoneChange]) async throws {
+                try await record(pendingRecordZoneChanges, as: DeviceEntry.pendingRecordZoneChangesRemoved)
+            }
+
+            /// ``State/add(pendingDatabaseChanges:)``, suspending until committed.
+            ///
+            /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+            public func add(pendingDatabaseChanges: [PendingDatabaseChange]) async throws {
+                try await record(pendingDatabaseChanges, as: DeviceEntry.pendingDatabaseChangesAdded)
+            }
+
+            /// ``State/remove(pendingDatabaseChanges:)``, suspending until committed.
+            ///
+            /// - Throws: `LogStoreError` if the append fails; the state is then unchanged.
+            public func remove(pendingDatabaseChanges: [PendingDatabaseChange]) async throws {
+                try await record(pendingDatabaseChanges, as: DeviceEntry.pendingDatabaseChangesRemoved)
+            }
+
+            /// ``State/setHasPendingUntrackedChanges(_:)``, suspending until committed.
+            ///
+            /// - Throws: `LogStoreError` if the append fails; the flag is then unchanged.
+            public func setHasPendingUntrackedChanges(_ value: Bool) async throws {
+                try await deviceLog.appendSuspending([.untrackedChangesFlagged(value)], by: .app)
+            }
         }
     }
 }

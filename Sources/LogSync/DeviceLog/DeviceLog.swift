@@ -37,8 +37,10 @@ public final class DeviceLog: Sendable {
     public let log: Log
 
     let committer: GroupCommitter
-    /// Who hears of each append (see ``listen(_:)``), in the order they started listening.
-    private let listeners = Mutex<(next: UInt64, all: [(id: UInt64, listener: @Sendable (Appended) -> Void)])>((0, []))
+    /// Who hears of each append (see ``listen(_:)``), in the order they started listening, and
+    /// their IDs in the same order (apart, so that an append copies the listeners without
+    /// building an array).
+    private let listeners = Mutex<(next: UInt64, ids: [UInt64], all: [@Sendable (Appended) -> Void])>((0, [], []))
     /// The pending record list of the last whole read, so that reading it for every batch costs
     /// a walk of the table, not a decode of every change (see
     /// `DeviceSnapshot.pendingRecordZoneChanges(cache:)`).
@@ -151,8 +153,28 @@ public final class DeviceLog: Sendable {
             return end..<end
         }
         let offsets = try committer.append(entries.map(\.decodedNewEntry))
-        let appended = Appended(entries: entries, offsets: offsets, author: author)
-        for listener in listeners.withLock({ $0.all.map(\.listener) }) { listener(appended) }
+        announce(Appended(entries: entries, offsets: offsets, author: author))
+        return offsets
+    }
+
+    /// Appends `entries` as `append(_:by:)` does, suspending the calling task instead of
+    /// blocking its thread until the commit: any number of tasks can wait for one commit this
+    /// way, where blocked threads of the cooperative pool would be one per core. The listeners
+    /// hear of the entries in the calling task, once committed, as with `append(_:by:)`.
+    ///
+    /// Once called, the append is not stopped by the task's cancellation (see
+    /// `GroupCommitter.append(_:) async`). Named apart from `append(_:by:)` so that the engine's
+    /// synchronous appends in async code keep resolving to the synchronous one.
+    ///
+    /// - Throws: as `append(_:by:)`; nothing was appended (or announced) then.
+    @discardableResult
+    package func appendSuspending(_ entries: [DeviceEntry], by author: Appended.Author = .engine) async throws -> Range<LogOffset> {
+        guard !entries.isEmpty else {
+            let end = try log.lastOffset.next
+            return end..<end
+        }
+        let offsets = try await committer.append(entries.map(\.decodedNewEntry))
+        announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
     }
 
@@ -172,9 +194,13 @@ public final class DeviceLog: Sendable {
             return try log.append(entries.map(\.decodedNewEntry), in: transaction)
         }
         guard !entries.isEmpty else { return offsets }
-        let appended = Appended(entries: entries, offsets: offsets, author: author)
-        for listener in listeners.withLock({ $0.all.map(\.listener) }) { listener(appended) }
+        announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
+    }
+
+    /// Calls every listener with `appended`, on this thread.
+    private func announce(_ appended: Appended) {
+        for listener in listeners.withLock({ $0.all }) { listener(appended) }
     }
 
     /// Appends one entry; see `append(_:by:)`.
@@ -218,7 +244,8 @@ public final class DeviceLog: Sendable {
         let id = listeners.withLock { state in
             let id = state.next
             state.next += 1
-            state.all.append((id, listener))
+            state.ids.append(id)
+            state.all.append(listener)
             return id
         }
         return Listening(log: self, id: id)
@@ -230,6 +257,12 @@ public final class DeviceLog: Sendable {
         fileprivate let id: UInt64
 
         /// Stops the announcements to this listener.
-        func cancel() { log?.listeners.withLock { $0.all.removeAll { $0.id == id } } }
+        func cancel() {
+            log?.listeners.withLock { state in
+                guard let index = state.ids.firstIndex(of: id) else { return }
+                state.ids.remove(at: index)
+                state.all.remove(at: index)
+            }
+        }
     }
 }

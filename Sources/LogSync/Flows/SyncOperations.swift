@@ -77,6 +77,9 @@ actor SyncOperations {
         for operation in operations { _ = await operation.task.result }
     }
 
+    /// The kinds of the operations queued and not started yet, in order (for tests).
+    var queuedKinds: [Kind] { operations.filter { !$0.started }.map(\.kind) }
+
     private func start(_ id: UInt64) {
         if let index = operations.firstIndex(where: { $0.id == id }) { operations[index].started = true }
     }
