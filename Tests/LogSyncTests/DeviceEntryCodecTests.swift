@@ -148,6 +148,20 @@ struct DeviceEntryCodecTests {
         #expect(DeviceEntry.Kind.inUse.contains(sample.kind))
     }
 
+    @Test("Entries whose records are written directly hold exactly the bytes SwiftProtobuf writes for the whole message", arguments: samples)
+    func recordsWrittenDirectlyAreCanonical(_ sample: Sample) throws {
+        let payload = sample.entry.newEntry.payload
+        func canonical<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> [UInt8] {
+            ProtoWire.serialize(try ProtoWire.decode(type, from: payload))
+        }
+        switch sample.kind {
+        case DeviceEntry.Kind.zoneChangesFetched: #expect(try canonical(Logsync_Device_ZoneChangesFetched.self) == payload)
+        case DeviceEntry.Kind.batchPrepared: #expect(try canonical(Logsync_Device_BatchPrepared.self) == payload)
+        case DeviceEntry.Kind.batchResult: #expect(try canonical(Logsync_Device_BatchResult.self) == payload)
+        default: break
+        }
+    }
+
     // F103: the request ID a batch is sent under is field 4 of BatchPrepared, optional.
     @Test("batchPrepared keeps its request ID; one without (an older log) reads as nil, and an empty ID is not written")
     func batchPreparedRequestID() throws {

@@ -38,9 +38,10 @@ extension DeviceEntry {
             message.moreComing = moreComing
             return Self.entry(Kind.databaseChangesFetched, message)
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, let moreComing):
+            // The fields in number order: zone_id, the records written directly (field 2), then the rest.
+            var head = Logsync_Device_ZoneChangesFetched()
+            head.zoneID = zoneID.proto
             var message = Logsync_Device_ZoneChangesFetched()
-            message.zoneID = zoneID.proto
-            message.modifications = modifications.map(\.proto)
             message.deletions = deletions.map { deletion in
                 var proto = Logsync_Device_RecordDeletion()
                 proto.recordID = deletion.recordID.proto
@@ -49,7 +50,9 @@ extension DeviceEntry {
             }
             message.changeToken = token.data
             message.moreComing = moreComing
-            return Self.entry(Kind.zoneChangesFetched, message)
+            return NewEntry(
+                kind: Kind.zoneChangesFetched,
+                payload: ProtoWire.serialize(head) + Self.records(modifications, field: 2) + ProtoWire.serialize(message))
         case .zoneFetchFinished(let zoneID, let error):
             var message = Logsync_Device_ZoneFetchFinished()
             message.zoneID = zoneID.proto

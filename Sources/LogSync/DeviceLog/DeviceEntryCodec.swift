@@ -33,19 +33,18 @@ extension DeviceEntry {
             message.value = flag
             return Self.entry(Kind.untrackedChangesFlagged, message)
         case .batchPrepared(let records, let deletions, let atomic, let requestID):
+            // Field 1, the records, written directly; then the other fields.
             var message = Logsync_Device_BatchPrepared()
-            message.recordsToSave = records.map(\.proto)
             message.recordIdsToDelete = deletions.map(\.proto)
             message.atomicByZone = atomic
             message.requestID = requestID?.rawValue ?? ""
-            return Self.entry(Kind.batchPrepared, message)
+            return NewEntry(kind: Kind.batchPrepared, payload: Self.records(records, field: 1) + ProtoWire.serialize(message))
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             var message = Logsync_Device_BatchResult()
-            message.saved = saved.map(\.proto)
             message.deleted = deleted.map(\.proto)
             message.failedSaves = Self.failures(failedSaves)
             message.failedDeletes = Self.failures(failedDeletes)
-            return Self.entry(Kind.batchResult, message)
+            return NewEntry(kind: Kind.batchResult, payload: Self.records(saved, field: 1) + ProtoWire.serialize(message))
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             var message = Logsync_Device_DatabaseChangesSent()
             message.savedZones = savedZones.map(\.proto)
@@ -137,6 +136,17 @@ extension DeviceEntry {
     }
 
     // MARK: Encoding helpers
+
+    /// `records` as the repeated record field `field` of an entry's message: the bytes
+    /// SwiftProtobuf writes for them, written directly from the records (`Record.write(to:)`,
+    /// byte for byte the same; SwiftProtobuf's encoder sizes nested messages again at each level).
+    /// A message's bytes are its fields in number order, so an entry's payload is the fields
+    /// before `field`, these, and the fields after, each serialized alone.
+    static func records(_ records: [Record], field: Int) -> [UInt8] {
+        var writer = ProtoWriter(capacity: records.reduce(0) { $0 + 80 + $1.estimatedSize * 5 / 4 })
+        for record in records { writer.message(field) { record.write(to: &$0) } }
+        return writer.bytes
+    }
 
     static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
