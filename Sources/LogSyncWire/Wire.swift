@@ -261,6 +261,7 @@ public enum Wire {
 
     /// Encodes a ``FetchZoneChangesResponse``.
     public static func encode(_ value: FetchZoneChangesResponse, as format: WireFormat) -> [UInt8] {
+        guard format == .json else { return encode(value, storedRecords: nil) }
         var message = Logsync_Wire_FetchZoneChangesResponse()
         message.zoneID = value.zoneID.proto
         message.modifications = value.modifications.map(\.record.proto)
@@ -274,6 +275,34 @@ public enum Wire {
         message.moreComing = value.moreComing
         if let token = value.clientChangeToken { message.clientChangeToken = token }
         return format.encode(message)
+    }
+
+    /// Encodes a ``FetchZoneChangesResponse`` as Protocol Buffers, written directly (the bytes
+    /// of `Logsync_Wire_FetchZoneChangesResponse`'s deterministic serialization): the records
+    /// of `value.modifications`, or, when `storedRecords` is not `nil`, those bytes in their place,
+    /// each already a record's encoded message (`Record.serializedProto()`, as a server log
+    /// stores it), copied without being decoded and encoded again.
+    package static func encode(_ value: FetchZoneChangesResponse, storedRecords: [ArraySlice<UInt8>]?) -> [UInt8] {
+        let recordBytes = storedRecords?.reduce(0) { $0 + $1.count + 4 }
+            ?? value.modifications.reduce(0) { $0 + $1.record.estimatedSize * 5 / 4 + 64 }
+        var writer = ProtoWriter(capacity: 128 + recordBytes + value.deletions.count * 64)
+        writer.message(1) { value.zoneID.write(to: &$0) }
+        if let storedRecords {
+            for record in storedRecords { writer.lengthDelimited(2, record) }
+        } else {
+            for modification in value.modifications { writer.message(2) { modification.record.write(to: &$0) } }
+        }
+        for deletion in value.deletions {
+            writer.message(3) { entry in
+                entry.message(1) { deletion.recordID.write(to: &$0) }
+                if !deletion.recordType.isEmpty { entry.string(2, deletion.recordType) }
+            }
+        }
+        let token = value.changeToken.data
+        if !token.isEmpty { writer.data(4, token) }
+        if value.moreComing { writer.bool(5, true) }
+        if let clientToken = value.clientChangeToken { writer.data(6, clientToken) }
+        return writer.bytes
     }
 
     /// Decodes a ``FetchZoneChangesResponse``.

@@ -21,7 +21,7 @@ package struct ProtoWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
@@ -30,19 +30,19 @@ package struct ProtoWriter {
         bytes.append(UInt8(value))
     }
 
-    mutating func key(_ field: Int, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
+    package mutating func key(_ field: Int, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
 
-    mutating func int64(_ field: Int, _ value: Int64) {
+    package mutating func int64(_ field: Int, _ value: Int64) {
         key(field, 0)
         varint(UInt64(bitPattern: value))
     }
 
-    mutating func bool(_ field: Int, _ value: Bool) {
+    package mutating func bool(_ field: Int, _ value: Bool) {
         key(field, 0)
         bytes.append(value ? 1 : 0)
     }
 
-    mutating func double(_ field: Int, _ value: Double) {
+    package mutating func double(_ field: Int, _ value: Double) {
         key(field, 1)
         var bits = value.bitPattern
         for _ in 0..<8 {
@@ -51,7 +51,7 @@ package struct ProtoWriter {
         }
     }
 
-    mutating func string(_ field: Int, _ value: String) {
+    package mutating func string(_ field: Int, _ value: String) {
         key(field, 2)
         var value = value
         value.withUTF8 { utf8 in
@@ -60,7 +60,15 @@ package struct ProtoWriter {
         }
     }
 
-    mutating func data(_ field: Int, _ value: Data) {
+    package mutating func data(_ field: Int, _ value: Data) {
+        key(field, 2)
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    /// A length-delimited field holding `value` as it is: bytes, or an embedded message already
+    /// encoded (such as a record's stored `serializedProto()` bytes).
+    package mutating func lengthDelimited(_ field: Int, _ value: some Collection<UInt8>) {
         key(field, 2)
         varint(UInt64(value.count))
         bytes.append(contentsOf: value)
@@ -84,14 +92,14 @@ package struct ProtoWriter {
 }
 
 extension RecordZone.ID {
-    func write(to writer: inout ProtoWriter) {
+    package func write(to writer: inout ProtoWriter) {
         if !zoneName.isEmpty { writer.string(1, zoneName) }
         if !ownerName.isEmpty { writer.string(2, ownerName) }
     }
 }
 
 extension Record.ID {
-    func write(to writer: inout ProtoWriter) {
+    package func write(to writer: inout ProtoWriter) {
         if !recordName.isEmpty { writer.string(1, recordName) }
         writer.message(2) { zoneID.write(to: &$0) }
     }
