@@ -167,3 +167,35 @@ extension Record {
         if systemFields != SystemFields() { writer.message(7) { systemFields.write(to: &$0) } }
     }
 }
+
+extension ModifyRecordsResponse {
+    /// The response's protobuf bytes: exactly `ProtoWire.serialize(proto)`, written directly, its
+    /// saved records by `Record.write(to:)` (a send's answer holds every record it saved, and
+    /// building and encoding the generated messages was most of its cost, Docs/Performance.md).
+    /// Errors, rare, are encoded by SwiftProtobuf and copied in.
+    package func serializedProto() -> [UInt8] {
+        let recordBytes = saveResults.values.reduce(0) { size, result in
+            if case .success(let record) = result { size + 96 + record.estimatedSize * 5 / 4 } else { size + 160 }
+        }
+        var writer = ProtoWriter(capacity: 16 + recordBytes + deleteResults.count * 96)
+        for (id, result) in ProtoOrder.sorted(saveResults) {
+            writer.message(1) { entry in
+                entry.message(1) { id.write(to: &$0) }
+                switch result {
+                case .success(let record): entry.message(2) { record.write(to: &$0) }
+                case .failure(let error): entry.lengthDelimited(3, ProtoWire.serialize(error.proto))
+                }
+            }
+        }
+        for (id, result) in ProtoOrder.sorted(deleteResults) {
+            writer.message(2) { entry in
+                entry.message(1) { id.write(to: &$0) }
+                switch result {
+                case .success: entry.bool(2, true)
+                case .failure(let error): entry.lengthDelimited(3, ProtoWire.serialize(error.proto))
+                }
+            }
+        }
+        return writer.bytes
+    }
+}
