@@ -125,9 +125,36 @@ extension ServerDatabase {
         return respelt
     }
 
+    /// `fetchZoneChanges`, with the page's records left as the log stores them where they are
+    /// returned exactly as stored: the owner's own zone, named as it is kept, all keys. Then
+    /// `storedRecords` holds each record's `Record.serializedProto()` bytes, in order, in place of
+    /// `response.modifications` (empty), for a wire encoder to copy instead of decoding the
+    /// record and encoding it again. Otherwise (a participant's fetch, a zone named in another
+    /// spelling, `desiredKeys`) the records are decoded as `fetchZoneChanges` returns them.
+    func fetchZoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
+        guard scope != .shared, request.desiredKeys == nil, ownZoneID(request.zoneID) == request.zoneID else {
+            return ZoneChangesPage(response: try fetchZoneChanges(request, for: device), storedRecords: nil)
+        }
+        try request.validate()
+        var stored: [ArraySlice<UInt8>]? = []
+        let response = try fetchOwnZoneChanges(request, for: device, viewer: nil, storedRecords: &stored)
+        return ZoneChangesPage(response: response, storedRecords: stored)
+    }
+
     /// `fetchZoneChanges` of a zone named by the ID this database keeps it under.
     private func fetchOwnZoneChanges(
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?
+    ) throws -> FetchZoneChangesResponse {
+        var unused: [ArraySlice<UInt8>]? = nil
+        return try fetchOwnZoneChanges(request, for: device, viewer: viewer, storedRecords: &unused)
+    }
+
+    /// `fetchZoneChanges` of a zone named by the ID this database keeps it under; with
+    /// `storedRecords` non-nil, the records' stored bytes are appended to it instead of the
+    /// decoded records to the response's modifications (`fetchZoneChangesPage`).
+    private func fetchOwnZoneChanges(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?,
+        storedRecords: inout [ArraySlice<UInt8>]?
     ) throws -> FetchZoneChangesResponse {
         try read { snapshot in
             let zoneID = request.zoneID
@@ -193,9 +220,18 @@ extension ServerDatabase {
                     }
                     response.deletions.append(RecordZoneChange.Deletion(recordID: recordID, recordType: state.recordType))
                 } else {
-                    let record = try snapshot.savedRecord(at: offset)
-                    bytes += record.estimatedSize
-                    response.modifications.append(RecordZoneChange.Modification(record: Self.only(request.desiredKeys, of: record)))
+                    // The budget counts the record's stored (encoded) size, the same either way.
+                    let entry = try snapshot.savedEntry(at: offset)
+                    bytes += entry.payload.count
+                    if storedRecords != nil {
+                        // An entry not in the form RecordSaved writes is decoded and the record
+                        // encoded again: the same bytes, the slow way.
+                        storedRecords!.append(
+                            try ServerEntry.storedRecordBytes(of: entry) ?? snapshot.savedRecord(in: entry).serializedProto()[...])
+                    } else {
+                        let record = try snapshot.savedRecord(in: entry)
+                        response.modifications.append(RecordZoneChange.Modification(record: Self.only(request.desiredKeys, of: record)))
+                    }
                 }
                 count += 1
                 lastReturned = offset
@@ -220,4 +256,14 @@ extension ServerDatabase {
         filtered.applySystemFields(record.systemFields)
         return filtered
     }
+}
+
+/// A page of a zone's changes whose records may be left as stored (`fetchZoneChangesPage`).
+package struct ZoneChangesPage: Sendable {
+    /// The page; its modifications are empty when `storedRecords` holds the records.
+    package var response: FetchZoneChangesResponse
+    /// The page's records, each its `Record.serializedProto()` bytes as the log holds them,
+    /// in the order `response.modifications` would have them; `nil` when they are decoded
+    /// in `response.modifications`.
+    package var storedRecords: [ArraySlice<UInt8>]?
 }

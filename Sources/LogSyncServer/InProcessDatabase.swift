@@ -90,3 +90,12 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
             PushHub.Key(user: user, scope: databaseScope), device: device, receivesOwnChanges: receivesOwnChanges)
     }
 }
+
+extension InProcessDatabase {
+    /// `fetchZoneChanges` for a wire encoder: where the records are returned exactly as the log
+    /// stores them, their stored bytes instead of decoded records (`ZoneChangesPage`), so that
+    /// the encoder copies them rather than decoding and encoding each record again.
+    package func fetchZoneChangesPage(_ request: FetchZoneChangesRequest) async throws -> ZoneChangesPage {
+        try await perform("fetchZoneChanges") { try $0.fetchZoneChangesPage(request, for: device) }
+    }
+}

@@ -59,8 +59,21 @@ final class ServerDatabase: Sendable {
 
         /// The record saved by the entry at `offset`.
         func savedRecord(at offset: UInt64) throws -> Record {
-            guard let entry = try reader.entry(at: LogOffset(offset)), case .recordSaved(let record) = try ServerEntry(entry) else {
+            try savedRecord(in: savedEntry(at: offset))
+        }
+
+        /// The `recordSaved` entry at `offset`, not decoded.
+        func savedEntry(at offset: UInt64) throws -> LogEntry {
+            guard let entry = try reader.entry(at: LogOffset(offset)), entry.kind == ServerEntry.Kind.recordSaved else {
                 throw LogStoreError(.projectionInconsistent, "the index points at offset \(offset), which saves no record")
+            }
+            return entry
+        }
+
+        /// The record a `recordSaved` entry saves.
+        func savedRecord(in entry: LogEntry) throws -> Record {
+            guard case .recordSaved(let record) = try ServerEntry(entry) else {
+                throw LogStoreError(.projectionInconsistent, "the index points at offset \(entry.offset), which saves no record")
             }
             return record
         }

@@ -224,3 +224,27 @@ extension ServerEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
     }
 }
+
+extension ServerEntry {
+    /// The record bytes of a `recordSaved` entry as stored, without decoding them: the payload
+    /// is `RecordSaved { record = 1 }` and nothing else, so field 1's content is the record's
+    /// `Record.serializedProto()` bytes (the form `newEntry` writes). `nil` when the payload is
+    /// not exactly that one field, for the caller to decode the entry instead.
+    static func storedRecordBytes(of entry: LogEntry) -> ArraySlice<UInt8>? {
+        let payload = entry.payload
+        guard payload.first == 0x0A else { return nil }  // field 1, length-delimited
+        var index = payload.startIndex + 1
+        var length: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard index < payload.endIndex, shift < 64 else { return nil }
+            let byte = payload[index]
+            index += 1
+            length |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { break }
+            shift += 7
+        }
+        guard length == UInt64(payload.endIndex - index) else { return nil }
+        return payload[index...]
+    }
+}

@@ -27,7 +27,8 @@ public final class SyncServer: Sendable {
         public var now: @Sendable () -> Date
         /// The most changes one fetch returns, whatever the client asks for (F141).
         public var maxChangesPerPage: Int
-        /// The most record bytes one fetch returns (at least one record is always returned).
+        /// About the most record bytes one fetch returns, counted as the records are stored
+        /// (encoded); at least one record is always returned.
         public var maxBytesPerPage: Int
 
         public init(

@@ -110,6 +110,7 @@ public enum Wire {
 
     /// Encodes a ``ModifyRecordsRequest``.
     public static func encode(_ value: ModifyRecordsRequest, as format: WireFormat) -> [UInt8] {
+        if format == .protobuf { return serializedProto(value) }
         var message = Logsync_Wire_ModifyRecordsRequest()
         message.recordsToSave = value.recordsToSave.map(\.proto)
         message.recordIdsToDelete = value.recordIDsToDelete.map(\.proto)
@@ -122,6 +123,26 @@ public enum Wire {
         if let requestID = value.requestID { message.requestID = requestID.rawValue }
         if let token = value.clientChangeToken { message.clientChangeToken = token }
         return format.encode(message)
+    }
+
+    /// A ``ModifyRecordsRequest``'s protobuf bytes, exactly those of its
+    /// `Logsync_Wire_ModifyRecordsRequest` (deterministic), written directly: the records by
+    /// `Record.write(to:)` instead of building and encoding the generated messages.
+    static func serializedProto(_ value: ModifyRecordsRequest) -> [UInt8] {
+        var writer = ProtoWriter(capacity: 64 + value.recordsToSave.reduce(0) { $0 + 64 + $1.estimatedSize * 5 / 4 }
+            + value.recordIDsToDelete.count * 64)
+        for record in value.recordsToSave { writer.message(1) { record.write(to: &$0) } }
+        for id in value.recordIDsToDelete { writer.message(2) { id.write(to: &$0) } }
+        let policy: Logsync_Wire_SavePolicy = switch value.savePolicy {
+        case .ifServerRecordUnchanged: .ifServerRecordUnchanged
+        case .changedKeys: .changedKeys
+        case .allKeys: .allKeys
+        }
+        writer.int64(3, Int64(policy.rawValue))
+        if value.atomically { writer.bool(4, true) }
+        if let requestID = value.requestID { writer.string(5, requestID.rawValue) }
+        if let token = value.clientChangeToken { writer.data(6, token) }
+        return writer.bytes
     }
 
     /// Decodes a ``ModifyRecordsRequest``.
@@ -151,7 +172,7 @@ public enum Wire {
 
     /// Encodes a ``ModifyRecordsResponse`` (model.proto's message), sorted by record ID.
     public static func encode(_ value: ModifyRecordsResponse, as format: WireFormat) -> [UInt8] {
-        format.encode(value.proto)
+        format == .protobuf ? value.serializedProto() : format.encode(value.proto)
     }
 
     /// Decodes a ``ModifyRecordsResponse``.
@@ -261,6 +282,7 @@ public enum Wire {
 
     /// Encodes a ``FetchZoneChangesResponse``.
     public static func encode(_ value: FetchZoneChangesResponse, as format: WireFormat) -> [UInt8] {
+        guard format == .json else { return encode(value, storedRecords: nil) }
         var message = Logsync_Wire_FetchZoneChangesResponse()
         message.zoneID = value.zoneID.proto
         message.modifications = value.modifications.map(\.record.proto)
@@ -274,6 +296,34 @@ public enum Wire {
         message.moreComing = value.moreComing
         if let token = value.clientChangeToken { message.clientChangeToken = token }
         return format.encode(message)
+    }
+
+    /// Encodes a ``FetchZoneChangesResponse`` as Protocol Buffers, written directly (the bytes
+    /// of `Logsync_Wire_FetchZoneChangesResponse`'s deterministic serialization): the records
+    /// of `value.modifications`, or, when `storedRecords` is not `nil`, those bytes in their place,
+    /// each already a record's encoded message (`Record.serializedProto()`, as a server log
+    /// stores it), copied without being decoded and encoded again.
+    package static func encode(_ value: FetchZoneChangesResponse, storedRecords: [ArraySlice<UInt8>]?) -> [UInt8] {
+        let recordBytes = storedRecords?.reduce(0) { $0 + $1.count + 4 }
+            ?? value.modifications.reduce(0) { $0 + $1.record.estimatedSize * 5 / 4 + 64 }
+        var writer = ProtoWriter(capacity: 128 + recordBytes + value.deletions.count * 64)
+        writer.message(1) { value.zoneID.write(to: &$0) }
+        if let storedRecords {
+            for record in storedRecords { writer.lengthDelimited(2, record) }
+        } else {
+            for modification in value.modifications { writer.message(2) { modification.record.write(to: &$0) } }
+        }
+        for deletion in value.deletions {
+            writer.message(3) { entry in
+                entry.message(1) { deletion.recordID.write(to: &$0) }
+                if !deletion.recordType.isEmpty { entry.string(2, deletion.recordType) }
+            }
+        }
+        let token = value.changeToken.data
+        if !token.isEmpty { writer.data(4, token) }
+        if value.moreComing { writer.bool(5, true) }
+        if let clientToken = value.clientChangeToken { writer.data(6, clientToken) }
+        return writer.bytes
     }
 
     /// Decodes a ``FetchZoneChangesResponse``.

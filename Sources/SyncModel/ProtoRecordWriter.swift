@@ -21,7 +21,7 @@ package struct ProtoWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
@@ -30,19 +30,19 @@ package struct ProtoWriter {
         bytes.append(UInt8(value))
     }
 
-    mutating func key(_ field: Int, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
+    package mutating func key(_ field: Int, _ wireType: UInt8) { varint(UInt64(field) << 3 | UInt64(wireType)) }
 
-    mutating func int64(_ field: Int, _ value: Int64) {
+    package mutating func int64(_ field: Int, _ value: Int64) {
         key(field, 0)
         varint(UInt64(bitPattern: value))
     }
 
-    mutating func bool(_ field: Int, _ value: Bool) {
+    package mutating func bool(_ field: Int, _ value: Bool) {
         key(field, 0)
         bytes.append(value ? 1 : 0)
     }
 
-    mutating func double(_ field: Int, _ value: Double) {
+    package mutating func double(_ field: Int, _ value: Double) {
         key(field, 1)
         var bits = value.bitPattern
         for _ in 0..<8 {
@@ -51,7 +51,7 @@ package struct ProtoWriter {
         }
     }
 
-    mutating func string(_ field: Int, _ value: String) {
+    package mutating func string(_ field: Int, _ value: String) {
         key(field, 2)
         var value = value
         value.withUTF8 { utf8 in
@@ -60,7 +60,15 @@ package struct ProtoWriter {
         }
     }
 
-    mutating func data(_ field: Int, _ value: Data) {
+    package mutating func data(_ field: Int, _ value: Data) {
+        key(field, 2)
+        varint(UInt64(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    /// A length-delimited field holding `value` as it is: bytes, or an embedded message already
+    /// encoded (such as a record's stored `serializedProto()` bytes).
+    package mutating func lengthDelimited(_ field: Int, _ value: some Collection<UInt8>) {
         key(field, 2)
         varint(UInt64(value.count))
         bytes.append(contentsOf: value)
@@ -84,14 +92,14 @@ package struct ProtoWriter {
 }
 
 extension RecordZone.ID {
-    func write(to writer: inout ProtoWriter) {
+    package func write(to writer: inout ProtoWriter) {
         if !zoneName.isEmpty { writer.string(1, zoneName) }
         if !ownerName.isEmpty { writer.string(2, ownerName) }
     }
 }
 
 extension Record.ID {
-    func write(to writer: inout ProtoWriter) {
+    package func write(to writer: inout ProtoWriter) {
         if !recordName.isEmpty { writer.string(1, recordName) }
         writer.message(2) { zoneID.write(to: &$0) }
     }
@@ -157,5 +165,37 @@ extension Record {
         if let parent { writer.message(5) { parent.write(to: &$0) } }
         if isParentChanged { writer.bool(6, true) }
         if systemFields != SystemFields() { writer.message(7) { systemFields.write(to: &$0) } }
+    }
+}
+
+extension ModifyRecordsResponse {
+    /// The response's protobuf bytes: exactly `ProtoWire.serialize(proto)`, written directly, its
+    /// saved records by `Record.write(to:)` (a send's answer holds every record it saved, and
+    /// building and encoding the generated messages was most of its cost, Docs/Performance.md).
+    /// Errors, rare, are encoded by SwiftProtobuf and copied in.
+    package func serializedProto() -> [UInt8] {
+        let recordBytes = saveResults.values.reduce(0) { size, result in
+            if case .success(let record) = result { size + 96 + record.estimatedSize * 5 / 4 } else { size + 160 }
+        }
+        var writer = ProtoWriter(capacity: 16 + recordBytes + deleteResults.count * 96)
+        for (id, result) in ProtoOrder.sorted(saveResults) {
+            writer.message(1) { entry in
+                entry.message(1) { id.write(to: &$0) }
+                switch result {
+                case .success(let record): entry.message(2) { record.write(to: &$0) }
+                case .failure(let error): entry.lengthDelimited(3, ProtoWire.serialize(error.proto))
+                }
+            }
+        }
+        for (id, result) in ProtoOrder.sorted(deleteResults) {
+            writer.message(2) { entry in
+                entry.message(1) { id.write(to: &$0) }
+                switch result {
+                case .success: entry.bool(2, true)
+                case .failure(let error): entry.lengthDelimited(3, ProtoWire.serialize(error.proto))
+                }
+            }
+        }
+        return writer.bytes
     }
 }
