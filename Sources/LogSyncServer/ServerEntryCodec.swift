@@ -232,19 +232,13 @@ extension ServerEntry {
     /// not exactly that one field, for the caller to decode the entry instead.
     static func storedRecordBytes(of entry: LogEntry) -> ArraySlice<UInt8>? {
         let payload = entry.payload
-        guard payload.first == 0x0A else { return nil }  // field 1, length-delimited
-        var index = payload.startIndex + 1
-        var length: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            guard index < payload.endIndex, shift < 64 else { return nil }
-            let byte = payload[index]
-            index += 1
-            length |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { break }
-            shift += 7
-        }
-        guard length == UInt64(payload.endIndex - index) else { return nil }
-        return payload[index...]
+        guard payload.first == 0x0A,  // field 1, length-delimited, first
+            let fields = try? ProtoFields.lengthDelimited(field: 1, in: payload, error: { StoredRecordBytesError(text: $0) }),
+            fields.count == 1, fields[0].upperBound == payload.count  // and nothing after it
+        else { return nil }
+        return payload[fields[0]]
     }
+
+    /// Why a payload is not a stored record alone; only ever turned into `nil`.
+    private struct StoredRecordBytesError: Error { let text: String }
 }

@@ -59,21 +59,11 @@ struct Position: Hashable, Comparable {
         self.index = index
     }
 
-    init(decoding bytes: ArraySlice<UInt8>) throws(LogStoreError) {
+    /// Reads a position from its 12 bytes: a table's key in place, or a slice of a value.
+    init<Bytes: Collection<UInt8>>(decoding bytes: Bytes) throws(LogStoreError) {
         guard bytes.count == 12 else { throw malformed("a position of \(bytes.count) bytes") }
         offset = readBigEndian(bytes.prefix(8))
-        index = UInt32(truncatingIfNeeded: readBigEndian(bytes.suffix(4)))
-    }
-
-    /// Reads a position straight from a table's key, without copying it.
-    init(decoding bytes: UnsafeRawBufferPointer) throws(LogStoreError) {
-        guard bytes.count == 12 else { throw malformed("a position of \(bytes.count) bytes") }
-        var offset: UInt64 = 0
-        for i in 0..<8 { offset = offset << 8 | UInt64(bytes[i]) }
-        var index: UInt32 = 0
-        for i in 8..<12 { index = index << 8 | UInt32(bytes[i]) }
-        self.offset = offset
-        self.index = index
+        index = UInt32(truncatingIfNeeded: readBigEndian(bytes.dropFirst(8)))
     }
 
     static func < (lhs: Position, rhs: Position) -> Bool { (lhs.offset, lhs.index) < (rhs.offset, rhs.index) }
