@@ -91,6 +91,20 @@ struct AsyncGroupCommitterTests {
         return { EntryTime(microsecondsSince1970: ticks.add(1, ordering: .sequentiallyConsistent).newValue) }
     }
 
+    /// A committer on a fresh log in `directory` (one transaction per clock tick), whose first
+    /// commit is under way and held inside the gate until `gate.release` is signalled; `held`
+    /// is that commit's task.
+    static func committerHeldInACommit(
+        _ directory: URL
+    ) async throws -> (gate: Gate, log: Log, committer: GroupCommitter, held: Task<Range<LogOffset>, any Error>) {
+        let gate = Gate()
+        let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [gate], clock: countingClock())
+        let committer = GroupCommitter(log: log)
+        let held = Task { try await committer.append([NewEntry(kind: Gate.gateKind, payload: [])]) }
+        while !gate.inside.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+        return (gate, log, committer, held)
+    }
+
     /// Waits (without sleeping) until `count` requests are queued.
     static func waitUntilQueued(_ committer: GroupCommitter, _ count: Int) async {
         while committer.pendingCount < count { await Task.yield() }
@@ -109,12 +123,7 @@ struct AsyncGroupCommitterTests {
     func tasksShareACommit() async throws {
         let callers = 20
         try await withTemporaryDirectory { directory in
-            let gate = Gate()
-            let log = try Log.open(
-                at: directory, options: .init(durability: .fast), projections: [gate], clock: Self.countingClock())
-            let committer = GroupCommitter(log: log)
-            let held = Task { try await committer.append([NewEntry(kind: Gate.gateKind, payload: [])]) }
-            while !gate.inside.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+            let (gate, log, committer, held) = try await Self.committerHeldInACommit(directory)
             var running: [(caller: Int, task: Task<Range<LogOffset>, any Error>)] = []
             for caller in 1...callers {
                 running.append((caller, Task {
@@ -145,12 +154,7 @@ struct AsyncGroupCommitterTests {
     @Test("Blocking and async requests share one queue: the log's order is the order they were queued")
     func logOrderIsQueueOrder() async throws {
         try await withTemporaryDirectory { directory in
-            let gate = Gate()
-            let log = try Log.open(
-                at: directory, options: .init(durability: .fast), projections: [gate], clock: Self.countingClock())
-            let committer = GroupCommitter(log: log)
-            let held = Task { try await committer.append([NewEntry(kind: Gate.gateKind, payload: [])]) }
-            while !gate.inside.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+            let (gate, log, committer, held) = try await Self.committerHeldInACommit(directory)
             var running: [Task<Range<LogOffset>, any Error>] = []
             let threadsDone = DispatchGroup()
             let threadOutcomes = ThreadOutcomes()
@@ -192,12 +196,7 @@ struct AsyncGroupCommitterTests {
     @Test("A request a projection refuses fails its caller only; the others of its group are committed")
     func refusedRequestFailsAlone() async throws {
         try await withTemporaryDirectory { directory in
-            let gate = Gate()
-            let log = try Log.open(
-                at: directory, options: .init(durability: .fast), projections: [gate], clock: Self.countingClock())
-            let committer = GroupCommitter(log: log)
-            let held = Task { try await committer.append([NewEntry(kind: Gate.gateKind, payload: [])]) }
-            while !gate.inside.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+            let (gate, log, committer, held) = try await Self.committerHeldInACommit(directory)
             var running: [Task<Range<LogOffset>, any Error>] = []
             for k in UInt8(0)..<10 {
                 let kind = k == 3 ? Gate.refusedKind : EntryKind(1)
