@@ -76,12 +76,8 @@ struct SuspendingStateTests {
         _ directory: URL, suspending: Bool
     ) async throws -> (engine: SyncEngine, recorder: Recorder) {
         let recorder = Recorder()
-        let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-        var configuration = SyncEngine.Configuration(
-            database: server.database(for: "tester"), deviceLog: try openDeviceLog(directory.appendingPathComponent("device")),
-            delegate: recorder)
-        configuration.automaticallySync = false
-        let engine = try SyncEngine(configuration)
+        let engine = try makeEngine(
+            deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: recorder)
         for edit in script {
             let before = try engine.deviceLog.log.lastOffset
             if suspending {
@@ -124,12 +120,8 @@ struct SuspendingStateTests {
     func manyTasks() async throws {
         try await withTemporaryDirectory { directory in
             let recorder = Recorder()
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            var configuration = SyncEngine.Configuration(
-                database: server.database(for: "tester"), deviceLog: try openDeviceLog(directory.appendingPathComponent("device")),
-                delegate: recorder)
-            configuration.automaticallySync = false
-            let engine = try SyncEngine(configuration)
+            let engine = try makeEngine(
+                deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: recorder)
             let tasks = 40
             let perTask = 10
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -204,12 +196,8 @@ struct StateUpdateQueueTests {
     func cancelledStateUpdateDoesNotStopLaterOnes() async throws {
         try await withTemporaryDirectory { directory in
             let delegate = HoldingDelegate()
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            var configuration = SyncEngine.Configuration(
-                database: server.database(for: "tester"), deviceLog: try openDeviceLog(directory.appendingPathComponent("device")),
-                delegate: delegate)
-            configuration.automaticallySync = false
-            let engine = try SyncEngine(configuration)
+            let engine = try makeEngine(
+                deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: delegate)
 
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.id("a"))])
             while delegate.recorder.stateUpdateOffsets.last != LogOffset(1) { await Task.yield() }

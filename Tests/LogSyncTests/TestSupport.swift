@@ -33,11 +33,13 @@ func makeEngine(_ directory: URL) throws -> SyncEngine {
     try makeEngine(deviceLog: openDeviceLog(directory), directory: directory)
 }
 
-/// An engine on `deviceLog`; see `makeEngine(_:)`.
-func makeEngine(deviceLog: DeviceLog, directory: URL) throws -> SyncEngine {
+/// An engine on `deviceLog`, with `delegate` (one that does nothing by default); see `makeEngine(_:)`.
+func makeEngine(
+    deviceLog: DeviceLog, directory: URL, delegate: any SyncEngineDelegate = IdleDelegate.shared
+) throws -> SyncEngine {
     let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
     var configuration = SyncEngine.Configuration(
-        database: server.database(for: "tester"), deviceLog: deviceLog, delegate: IdleDelegate.shared)
+        database: server.database(for: "tester"), deviceLog: deviceLog, delegate: delegate)
     configuration.automaticallySync = false
     return try SyncEngine(configuration)
 }
