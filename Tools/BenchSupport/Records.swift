@@ -133,3 +133,28 @@ package struct LoadResult: Sendable {
     package var recordsPerSecond: Double { Double(records) / seconds }
     package var requestsPerSecond: Double { Double(requests) / seconds }
 }
+
+/// Reads everything `database` holds the way a fresh device does: the database's change feed
+/// from no token to its end, then each zone it names from no token to the end, calling `page`
+/// with each zone page in order.
+package func forEachZonePage(
+    of database: any CloudDatabase, _ page: (FetchZoneChangesResponse) async throws -> Void
+) async throws {
+    var zoneIDs: [RecordZone.ID] = []
+    var databaseToken: DatabaseChangeToken?
+    while true {
+        let changes = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: databaseToken))
+        zoneIDs += changes.modifications.map(\.zoneID)
+        databaseToken = changes.changeToken
+        if !changes.moreComing { break }
+    }
+    for zoneID in zoneIDs {
+        var token: ZoneChangeToken?
+        while true {
+            let changes = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
+            try await page(changes)
+            token = changes.changeToken
+            if !changes.moreComing { break }
+        }
+    }
+}

@@ -177,24 +177,8 @@ enum Child {
         let server = try openServer(serverDirectory, options)
         defer { server.shutdown() }
         let database = TimedDatabase(server.database(for: "alice", device: "floor"))
-        var zoneIDs: [RecordZone.ID] = []
-        var databaseToken: DatabaseChangeToken?
-        while true {
-            let page = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: databaseToken))
-            zoneIDs += page.modifications.map(\.zoneID)
-            databaseToken = page.changeToken
-            if !page.moreComing { break }
-        }
         var pages: [[UInt8]] = []
-        for zoneID in zoneIDs {
-            var token: ZoneChangeToken?
-            while true {
-                let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
-                pages.append(Wire.encode(page, as: .protobuf))
-                token = page.changeToken
-                if !page.moreComing { break }
-            }
-        }
+        try await forEachZonePage(of: database) { pages.append(Wire.encode($0, as: .protobuf)) }
 
         var result = PhaseResult(phase: "floor", durability: durability(options).rawValue, records: options.recordCount)
         let logDirectory = directory.appendingPathComponent("floor-\(durability(options))")

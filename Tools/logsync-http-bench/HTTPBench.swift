@@ -190,26 +190,12 @@ func floorSync(_ database: any CloudDatabase, records: Int, log directory: URL) 
     var kept: [Record.ID: Record] = [:]
     var encoding = 0.0
     let started = ContinuousClock.now
-    var zoneIDs: [RecordZone.ID] = []
-    var databaseToken: DatabaseChangeToken?
-    while true {
-        let page = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: databaseToken))
-        zoneIDs += page.modifications.map(\.zoneID)
-        databaseToken = page.changeToken
-        if !page.moreComing { break }
-    }
-    for zoneID in zoneIDs {
-        var token: ZoneChangeToken?
-        while true {
-            let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
-            for modification in page.modifications { kept[modification.record.recordID] = modification.record }
-            let encodeStarted = ContinuousClock.now
-            let bytes = Wire.encode(page, as: .protobuf)
-            encoding += seconds(since: encodeStarted)
-            try log.append(NewEntry(kind: 1, payload: bytes))
-            token = page.changeToken
-            if !page.moreComing { break }
-        }
+    try await forEachZonePage(of: database) { page in
+        for modification in page.modifications { kept[modification.record.recordID] = modification.record }
+        let encodeStarted = ContinuousClock.now
+        let bytes = Wire.encode(page, as: .protobuf)
+        encoding += seconds(since: encodeStarted)
+        try log.append(NewEntry(kind: 1, payload: bytes))
     }
     let elapsed = seconds(since: started) - encoding
     guard kept.count == records else { throw BenchError("the floor got \(kept.count) of \(records) records") }

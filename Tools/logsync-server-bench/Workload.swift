@@ -126,37 +126,6 @@ func floorLoad(_ directory: URL, count: Int, series: String, durability: Durabil
 /// The bytes of each record to save (field 1, `records_to_save`) of a protobuf
 /// `logsync.wire.ModifyRecordsRequest`, as they are in the request.
 func recordBytes(ofModifyRequest bytes: [UInt8]) throws -> [ArraySlice<UInt8>] {
-    var slices: [ArraySlice<UInt8>] = []
-    var index = bytes.startIndex
-    func varint() throws -> UInt64 {
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while index < bytes.endIndex, shift < 64 {
-            let byte = bytes[index]
-            index += 1
-            value |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return value }
-            shift += 7
-        }
-        throw BenchError("a truncated varint in a ModifyRecordsRequest at byte \(index)")
-    }
-    func skip(_ count: UInt64) throws {
-        guard count <= UInt64(bytes.endIndex - index) else { throw BenchError("a field runs past the end of a ModifyRecordsRequest") }
-        index += Int(count)
-    }
-    while index < bytes.endIndex {
-        let key = try varint()
-        switch key & 7 {
-        case 0: _ = try varint()
-        case 1: try skip(8)
-        case 5: try skip(4)
-        case 2:
-            let length = try varint()
-            let start = index
-            try skip(length)
-            if key >> 3 == 1 { slices.append(bytes[start..<index]) }
-        default: throw BenchError("wire type \(key & 7) in a ModifyRecordsRequest")
-        }
-    }
-    return slices
+    try ProtoFields.lengthDelimited(field: 1, in: bytes) { BenchError("a ModifyRecordsRequest that does not parse: \($0)") }
+        .map { bytes[$0] }
 }
