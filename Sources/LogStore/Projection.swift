@@ -39,13 +39,33 @@ extension Projection {
     }
 }
 
-/// A projection's own tables inside the append's write transaction.
+/// A projection's own tables inside the append's write transaction: LMDB tables of the log's
+/// environment, or tables kept elsewhere (``ExternalProjectionTables``, a server's PostgreSQL
+/// store), so that one projection's code maintains its index whatever holds it.
 public struct ProjectionTables {
-    let transaction: WriteTransaction
-    let member: ProjectionSet.Member
+    private enum Storage {
+        case lmdb(WriteTransaction, ProjectionSet.Member)
+        case external(any ExternalProjectionTables)
+    }
+    private let storage: Storage
 
-    /// The table named `name`, which the projection must have declared in `tableNames`.
+    init(transaction: WriteTransaction, member: ProjectionSet.Member) {
+        storage = .lmdb(transaction, member)
+    }
+
+    /// Tables kept by `external` inside its own transaction.
+    public init(external: any ExternalProjectionTables) {
+        storage = .external(external)
+    }
+
+    /// The LMDB table named `name`, which the projection must have declared in `tableNames`.
+    ///
+    /// - Throws: `LogStoreError(.invalidArgument)` for an undeclared name, or for tables not
+    ///   kept in LMDB.
     public func table(_ name: String) throws(LogStoreError) -> Table {
+        guard case .lmdb(_, let member) = storage else {
+            throw LogStoreError(.invalidArgument, "table \"\(name)\" is not kept in LMDB")
+        }
         guard let table = member.tables[name] else {
             throw LogStoreError(
                 .invalidArgument, "projection \"\(member.projection.name)\" declared no table \"\(name)\"")
@@ -54,28 +74,62 @@ public struct ProjectionTables {
     }
 
     public func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
-        try transaction.value(forKey: key, in: self.table(table))
+        switch storage {
+        case .lmdb(let transaction, _): try transaction.value(forKey: key, in: self.table(table))
+        case .external(let tables): try tables.value(forKey: key, in: table)
+        }
     }
 
     public func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
-        try transaction.put(value, forKey: key, in: self.table(table))
+        switch storage {
+        case .lmdb(let transaction, _): try transaction.put(value, forKey: key, in: self.table(table))
+        case .external(let tables): try tables.put(value, forKey: key, in: table)
+        }
     }
 
     @discardableResult
     public func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool {
-        try transaction.removeValue(forKey: key, in: self.table(table))
+        switch storage {
+        case .lmdb(let transaction, _): try transaction.removeValue(forKey: key, in: self.table(table))
+        case .external(let tables): try tables.removeValue(forKey: key, in: table)
+        }
     }
 
+    /// Visits the keys of `table` from `start` (or the first) in byte order, while `body` returns
+    /// `true`.
     public func forEach(
         in table: String, from start: [UInt8]? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        try transaction.forEach(in: self.table(table), from: start, body)
+        switch storage {
+        case .lmdb(let transaction, _): try transaction.forEach(in: self.table(table), from: start, body)
+        case .external(let tables): try tables.forEach(in: table, from: start, body)
+        }
     }
 
     public func count(of table: String) throws(LogStoreError) -> Int {
-        try transaction.count(of: self.table(table))
+        switch storage {
+        case .lmdb(let transaction, _): try transaction.count(of: self.table(table))
+        case .external(let tables): try tables.count(of: table)
+        }
     }
+}
+
+/// A projection's tables kept outside LMDB, inside the writer's own transaction: what a store
+/// other than LMDB gives ``ProjectionTables`` so that the same ``Projection`` maintains them.
+///
+/// Keys are ordered as LMDB orders them (bytes compared as unsigned, a prefix first). A failure
+/// of the store itself is thrown as a `LogStoreError(.io)`; the store may keep the original
+/// error and report it once the write transaction ends.
+public protocol ExternalProjectionTables: AnyObject {
+    func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]?
+    func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError)
+    func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool
+    func forEach(
+        in table: String, from start: [UInt8]?,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws
+    func count(of table: String) throws(LogStoreError) -> Int
 }
 
 @available(*, unavailable)

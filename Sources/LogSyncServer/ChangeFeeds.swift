@@ -50,7 +50,7 @@ extension ServerDatabase {
                 modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: LogOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
-            try snapshot.reader.transaction.forEach(in: snapshot.table("dbChanges"), from: bigEndian(since + 1)) { key, value in
+            try snapshot.index.forEach(in: "dbChanges", from: bigEndian(since + 1)) { key, value in
                 if count == limit {
                     response.moreComing = true
                     return false
@@ -187,16 +187,14 @@ extension ServerDatabase {
                 zoneID: zoneID, modifications: [], deletions: [],
                 changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(end), database: databaseID),
                 moreComing: false,
-                clientChangeToken: try snapshot.reader.transaction.value(
-                    forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
-                    in: snapshot.table("clientTokens")
+                clientChangeToken: try snapshot.index.value(forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
+                    in: "clientTokens"
                 ).map { Data($0) })
             var count = 0
             var bytes = 0
             var lastReturned: UInt64 = 0
             let prefix = bigEndian(zone.incarnation)
-            try snapshot.reader.transaction.forEach(
-                in: snapshot.table("zoneChanges"), from: IndexKey.zoneChange(incarnation: zone.incarnation, offset: since + 1)
+            try snapshot.index.forEach(in: "zoneChanges", from: IndexKey.zoneChange(incarnation: zone.incarnation, offset: since + 1)
             ) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 if count == limit || (count > 0 && bytes >= byteBudget) {

@@ -24,13 +24,14 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     /// Runs one operation: the user and device IDs checked, injected failures, then the
     /// operation, with any unexpected error (storage, corrupt log) reported as `internalError`
     /// naming its cause.
-    private func perform<R>(_ operation: String, _ body: (ServerDatabase) throws -> R) async throws -> R {
+    private func perform<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (ServerDatabase) throws -> R) async throws -> R {
         try checkCancellation(operation)
         try user.validate()
         try device?.validate()
         try server.takeInjectedFailure(for: user)
+        let (server, user, scope) = (server, user, databaseScope)
         do {
-            return try body(try server.store(user, databaseScope))
+            return try await server.storage.perform { try body(try server.store(user, scope)) }
         } catch let error as SyncError {
             throw error
         } catch {

@@ -84,11 +84,10 @@ extension ServerDatabase {
         let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
             // A replayed request gets its first outcome and changes nothing (F160).
             if let requestID = request.requestID,
-                let stored = try snapshot.reader.transaction.value(
-                    forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: snapshot.table("requests"))
+                let stored = try snapshot.index.value(forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: "requests")
             {
                 let offset = stored.withUnsafeBytes { readBigEndian($0) }
-                let completion = try snapshot.reader.entry(at: LogOffset(offset)).map { entry throws in try ServerEntry(entry) }
+                let completion = try snapshot.index.entry(at: LogOffset(offset)).map { entry throws in try ServerEntry(entry) }
                 func checkFingerprint(_ stored: UInt32) throws {
                     guard stored == fingerprint else {
                         throw SyncError(
@@ -244,7 +243,7 @@ extension ServerDatabase {
     static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: Snapshot) throws -> ModifyRecordsResponse {
         var response = outcome.others
         for saved in outcome.saved {
-            guard let entry = try snapshot.reader.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
+            guard let entry = try snapshot.index.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
                 record.recordID == saved.recordID
             else {
                 throw LogStoreError(

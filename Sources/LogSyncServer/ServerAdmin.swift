@@ -62,7 +62,12 @@ public struct ServerAdmin: Sendable {
     }
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` when the server keeps its logs outside LMDB.
     public func log(of user: UserID, scope: DatabaseScope = .private) throws -> Log {
-        try server.store(user, scope).log
+        guard let stored = try server.store(user, scope).log as? LMDBServerLog else {
+            throw SyncError(.invalidArguments, "\(user)'s \(scope) database is not an LMDB log on this server's disk")
+        }
+        return stored.log
     }
 }

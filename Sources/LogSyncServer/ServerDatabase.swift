@@ -13,12 +13,12 @@ final class ServerDatabase: Sendable {
     let userNumber: UInt64
     let userRecordID: Record.ID
     let scope: DatabaseScope
-    let log: Log
+    let log: any ServerLog
     /// The identity written into this database's change tokens: the user's number and the
     /// scope, so a token presented to another database is refused (F142).
     let databaseID: UInt64
 
-    init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: Log) {
+    init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: any ServerLog) {
         self.server = server
         self.user = user
         self.userNumber = userNumber
@@ -33,28 +33,25 @@ final class ServerDatabase: Sendable {
     // MARK: Reading the index
 
     struct Snapshot {
-        let reader: LogReader
+        /// The index and entries, in LMDB or another storage.
+        let index: any IndexReader
         let database: ServerDatabase
-
-        func table(_ name: String) throws -> Table { try reader.table(name, of: "index") }
 
         func zone(_ zoneID: RecordZone.ID) throws -> ZoneState? {
             if zoneID == .default { return database.scope == .private ? .defaultZone : nil }
-            return try reader.transaction.value(forKey: IndexKey.zone(zoneID), in: table("zones")).map {
+            return try index.value(forKey: IndexKey.zone(zoneID), in: "zones").map {
                 (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes)
             }
         }
 
         func record(_ recordID: Record.ID, incarnation: UInt64) throws -> RecordState? {
-            try reader.transaction.value(
-                forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: table("records")
+            try index.value(forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: "records"
             ).map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
         }
 
         /// The records of the zone incarnation that reference `name` with deleteSelf (F135).
         func referrers(of name: String, incarnation: UInt64) throws -> [String] {
-            try Referrers.decode(try reader.transaction.value(
-                forKey: IndexKey.record(incarnation: incarnation, name: name), in: table("referrers")))
+            try Referrers.decode(try index.value(forKey: IndexKey.record(incarnation: incarnation, name: name), in: "referrers"))
         }
 
         /// The record saved by the entry at `offset`.
@@ -64,7 +61,7 @@ final class ServerDatabase: Sendable {
 
         /// The `recordSaved` entry at `offset`, not decoded.
         func savedEntry(at offset: UInt64) throws -> LogEntry {
-            guard let entry = try reader.entry(at: LogOffset(offset)), entry.kind == ServerEntry.Kind.recordSaved else {
+            guard let entry = try index.entry(at: LogOffset(offset)), entry.kind == ServerEntry.Kind.recordSaved else {
                 throw LogStoreError(.projectionInconsistent, "the index points at offset \(offset), which saves no record")
             }
             return entry
@@ -79,15 +76,15 @@ final class ServerDatabase: Sendable {
         }
 
         func state(_ key: [UInt8]) throws -> UInt64 {
-            try reader.transaction.value(forKey: key, in: table("state")).map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+            try index.value(forKey: key, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
         }
 
-        var lastOffset: UInt64 { get throws { try reader.lastOffset.rawValue } }
+        var lastOffset: UInt64 { get throws { try index.lastOffset.rawValue } }
 
         /// The IDs of the subscriptions of this database, in ID order.
         func subscriptionOffsets() throws -> [UInt64] {
             var offsets: [UInt64] = []
-            try reader.transaction.forEach(in: table("subscriptions")) { _, value in
+            try index.forEach(in: "subscriptions") { _, value in
                 offsets.append(readBigEndian(value))
                 return true
             }
@@ -96,22 +93,20 @@ final class ServerDatabase: Sendable {
     }
 
     func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
-        try log.read { reader in try body(Snapshot(reader: reader, database: self)) }
+        try log.read { index in try body(Snapshot(index: index, database: self)) }
     }
 
     /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
     /// entries it returns are appended in the same transaction. Returns the body's result and
     /// the offsets appended.
     func write<R>(_ body: (Snapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)) throws -> (R, Range<LogOffset>) {
-        let (result, offsets) = try log.environment.write { transaction in
-            let snapshot = Snapshot(reader: LogReader(log: log, transaction: transaction), database: self)
+        try log.write { index in
+            let snapshot = Snapshot(index: index, database: self)
             let next = try snapshot.lastOffset + 1
             let (entries, result) = try body(snapshot, next)
             // The index gets the entries as they are, not decoded again from their bytes.
-            let offsets = try log.append(entries.map(\.decodedNewEntry), in: transaction)
-            return (result, offsets)
+            return (entries.map(\.decodedNewEntry), result)
         }
-        return (result, offsets)
     }
 
     /// Sends a push hint for a commit that changed custom zones of this database, if a
@@ -133,7 +128,7 @@ final class ServerDatabase: Sendable {
         let hint = PushHint(
             databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
             changeToken: DatabaseChangeToken(offset: offset, database: databaseID))
-        server.pushHub.publish(hint, to: key, from: device)
+        server.storage.publish(PushNotice(hint: hint, user: user, origin: device))
     }
 
     // MARK: Zones
@@ -294,7 +289,7 @@ final class ServerDatabase: Sendable {
                 }
             } else {
                 if scope == .private { response.results[.default] = .success(RecordZone(zoneID: .default, capabilities: [])) }
-                try snapshot.reader.transaction.forEach(in: snapshot.table("zones")) { key, value in
+                try snapshot.index.forEach(in: "zones") { key, value in
                     let state = try ZoneState(decoding: Array(value))
                     if state.isLive {
                         let zoneID = IndexKey.zoneID(from: Array(key))
@@ -333,7 +328,7 @@ final class ServerDatabase: Sendable {
     func liveCustomZones() throws -> [RecordZone.ID] {
         try read { snapshot in
             var zones: [RecordZone.ID] = []
-            try snapshot.reader.transaction.forEach(in: snapshot.table("zones")) { key, value in
+            try snapshot.index.forEach(in: "zones") { key, value in
                 if try ZoneState(decoding: Array(value)).isLive { zones.append(IndexKey.zoneID(from: Array(key))) }
                 return true
             }
@@ -425,7 +420,7 @@ final class ServerDatabase: Sendable {
     func allSubscriptions(_ snapshot: Snapshot) throws -> [Subscription.ID: Subscription] {
         var subscriptions: [Subscription.ID: Subscription] = [:]
         for offset in try snapshot.subscriptionOffsets() {
-            guard let entry = try snapshot.reader.entry(at: LogOffset(offset)), case .subscriptionSaved(let subscription) = try ServerEntry(entry) else {
+            guard let entry = try snapshot.index.entry(at: LogOffset(offset)), case .subscriptionSaved(let subscription) = try ServerEntry(entry) else {
                 throw LogStoreError(.projectionInconsistent, "the subscription index points at offset \(offset), which saves none")
             }
             subscriptions[subscription.subscriptionID] = subscription

@@ -83,7 +83,7 @@ extension SyncServer {
     func propagateShares(to participant: UserID, reasons: [RecordZone.ID: ShareEndReason] = [:], from device: DeviceID? = nil) throws {
         let shared = try store(participant, .shared)
         let recordName = try actor(participant).recordName
-        try sharingLock.withLock { _ in
+        try withSharingLock {
             let zones = try shared.read { snapshot in try snapshot.sharedZones() }
             var entries: [ServerEntry] = []
             for (zoneID, state) in zones {
@@ -132,7 +132,7 @@ extension ServerDatabase.Snapshot {
     /// Every zone shared with this (shared) database's user, with what the index keeps of it.
     func sharedZones() throws -> [(RecordZone.ID, SharedZoneState)] {
         var zones: [(RecordZone.ID, SharedZoneState)] = []
-        try reader.transaction.forEach(in: table("sharedZones")) { key, value in
+        try index.forEach(in: "sharedZones") { key, value in
             zones.append((IndexKey.zoneID(from: Array(key)), try SharedZoneState(decoding: Array(value))))
             return true
         }
@@ -143,7 +143,7 @@ extension ServerDatabase.Snapshot {
     func shares(incarnation: UInt64) throws -> [(name: String, share: Share)] {
         var names: [String] = []
         let prefix = bigEndian(incarnation)
-        try reader.transaction.forEach(in: table("shares"), from: prefix) { key, _ in
+        try index.forEach(in: "shares", from: prefix) { key, _ in
             guard key.starts(with: prefix) else { return false }
             names.append(String(decoding: key[8...], as: UTF8.self))
             return true
@@ -157,7 +157,7 @@ extension ServerDatabase.Snapshot {
 
     /// The name of the share rooted at `root`, if any.
     func shareRooted(at root: String, incarnation: UInt64) throws -> String? {
-        try reader.transaction.value(forKey: IndexKey.record(incarnation: incarnation, name: root), in: table("shareRoots"))
+        try index.value(forKey: IndexKey.record(incarnation: incarnation, name: root), in: "shareRoots")
             .map { String(decoding: $0, as: UTF8.self) }
     }
 }
@@ -335,11 +335,11 @@ extension ServerDatabase {
     func zoneShareReference(_ zoneID: RecordZone.ID, kept: RecordZone.ID, _ snapshot: Snapshot) throws -> Record.Reference? {
         let name: String?
         if scope == .shared {
-            name = try snapshot.reader.transaction.value(forKey: IndexKey.zone(kept), in: snapshot.table("sharedZones"))
+            name = try snapshot.index.value(forKey: IndexKey.zone(kept), in: "sharedZones")
                 .map { try SharedZoneState(decoding: $0).share }
         } else if let zone = try snapshot.zone(kept), zone.isLive, zone.incarnation != 0 {
             let key = IndexKey.record(incarnation: zone.incarnation, name: Share.zoneWideShareRecordName)
-            name = try snapshot.reader.transaction.value(forKey: key, in: snapshot.table("shares")) == nil
+            name = try snapshot.index.value(forKey: key, in: "shares") == nil
                 ? nil : Share.zoneWideShareRecordName
         } else {
             name = nil
@@ -373,8 +373,7 @@ extension SyncServer {
         let owner = try store(ownerUser, .private)
         let me = try actor(user).recordName
         return try read(owner) { snapshot in
-            guard let bytes = try snapshot.reader.transaction.value(
-                forKey: IndexKey.shareSecret(parts.secret), in: snapshot.table("shareURLs"))
+            guard let bytes = try snapshot.index.value(forKey: IndexKey.shareSecret(parts.secret), in: "shareURLs")
             else { throw unknown }
             let location = try ShareLocation(decoding: bytes)
             let zoneID = IndexKey.zoneID(from: location.zone)
@@ -445,9 +444,9 @@ extension SyncServer {
         let zoneID = located.owner.ownerSpelling(located.zoneID)
         // The participant's database first: if the owner's commit then fails, propagation finds
         // the zone not shared and removes it again; the other order could lose the zone.
-        try sharingLock.withLock { _ in
+        try withSharingLock {
             let joined = try shared.read { snapshot in
-                try snapshot.reader.transaction.value(forKey: IndexKey.zone(zoneID), in: snapshot.table("sharedZones")) != nil
+                try snapshot.index.value(forKey: IndexKey.zone(zoneID), in: "sharedZones") != nil
             }
             if !joined {
                 let (_, offsets) = try shared.write { _, _ in

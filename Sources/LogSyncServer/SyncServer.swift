@@ -44,23 +44,37 @@ public final class SyncServer: Sendable {
     }
 
     public let configuration: Configuration
+    /// Where the logs are kept: `configuration.directory` in LMDB unless another storage was given.
+    public let storage: any ServerStorage
     let pushHub = PushHub()
     let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
     let users: UserRegistry
-    /// Serialises the writes to participants' shared databases (acceptance, propagation), so
-    /// that two of them never decide on one participant's zone at once.
-    let sharingLock = Mutex<Void>(())
 
-    /// Opens (creating it if needed) the server's data directory.
+    /// Opens (creating it if needed) the server's data directory, its logs in LMDB.
     ///
     /// - Throws: `LogStoreError` if the directory cannot be created.
-    public init(_ configuration: Configuration) throws {
+    public convenience init(_ configuration: Configuration) throws {
+        try self.init(
+            configuration, storage: LMDBStorage(directory: configuration.directory, durability: configuration.durability))
+    }
+
+    /// A server whose logs are kept in `storage` (several servers may share a PostgreSQL store);
+    /// `configuration.directory` is then unused.
+    public init(_ configuration: Configuration, storage: any ServerStorage) throws {
         self.configuration = configuration
-        try FileManager.default.createDirectory(
-            at: configuration.directory.appendingPathComponent("users", isDirectory: true), withIntermediateDirectories: true)
-        users = try UserRegistry(directory: configuration.directory, durability: configuration.durability)
+        self.storage = storage
+        users = try UserRegistry(storage: storage)
+        let hub = pushHub
+        storage.startNotifications { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) }
+    }
+
+    /// Serialises the writes to participants' shared databases (acceptance, propagation) on
+    /// every node of the storage, so that two of them never decide on one participant's zone at
+    /// once.
+    func withSharingLock<R>(_ body: () throws -> R) throws -> R {
+        try storage.withExclusiveLock("sharing", body)
     }
 
     /// A device's view of `user`'s database of `scope`: what an embedded app and the tests use.
@@ -80,8 +94,10 @@ public final class SyncServer: Sendable {
     /// Test and operations hooks: injected failures, quotas, purges, tombstone compaction.
     public var admin: ServerAdmin { ServerAdmin(server: self) }
 
-    /// Ends every push stream. Committed data is already on disk.
+    /// Ends every push stream and stops the storage's notifications. Committed data is already
+    /// stored.
     public func shutdown() {
+        storage.shutdown()
         pushHub.finishAll()
     }
 
@@ -92,10 +108,7 @@ public final class SyncServer: Sendable {
         let key = PushHub.Key(user: user, scope: scope)
         if let open = databases.withLock({ $0[key] }) { return open }
         let number = try users.number(of: user)
-        let directory = configuration.directory.appendingPathComponent("users", isDirectory: true)
-            .appendingPathComponent("u\(number)", isDirectory: true)
-        let environment = try LogEnvironment.open(at: directory, options: .init(durability: configuration.durability))
-        let log = try environment.openLog(named: scope.description, projections: [ServerIndex()])
+        let log = try storage.openLog(.database(user: number, scope: scope), projection: ServerIndex())
         let database = ServerDatabase(
             server: self, user: user, userNumber: number, userRecordID: try userRecordID(for: user), scope: scope,
             log: log)

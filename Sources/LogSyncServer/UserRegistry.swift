@@ -44,13 +44,11 @@ package final class UserRegistry: Sendable {
         }
     }
 
-    let log: Log
+    let log: any ServerLog
     private let known = Mutex<[UserID: UInt64]>([:])
 
-    init(directory: URL, durability: Durability) throws {
-        log = try Log.open(
-            at: directory.appendingPathComponent("registry", isDirectory: true), named: "users",
-            options: .init(durability: durability), projections: [Index()])
+    init(storage: any ServerStorage) throws {
+        log = try storage.openLog(.registry, projection: Index())
     }
 
     /// The number of `user`, registering the user on first sight.
@@ -61,20 +59,20 @@ package final class UserRegistry: Sendable {
         if let number = known.withLock({ $0[user] }) { return number }
         try user.validate()
         let key = Array(user.rawValue.utf8)
-        let number = try log.environment.write { transaction -> UInt64 in
-            let reader = LogReader(log: log, transaction: transaction)
-            if let stored = try transaction.value(forKey: key, in: reader.table("byID", of: "users")) {
-                return stored.withUnsafeBytes { readBigEndian($0) }
+        let (stored, offsets) = try log.write { index -> (entries: [NewEntry], result: UInt64?) in
+            if let stored = try index.value(forKey: key, in: "byID") {
+                return ([], stored.withUnsafeBytes { readBigEndian($0) })
             }
-            return try log.append([NewEntry(kind: Self.userRegisteredKind, payload: key)], in: transaction).lowerBound.rawValue
+            return ([NewEntry(kind: Self.userRegisteredKind, payload: key)], nil)
         }
+        let number = stored ?? offsets.lowerBound.rawValue
         known.withLock { $0[user] = number }
         return number
     }
 
     /// The user whose number is `number`, or `nil` if no user has it. Registers nobody.
     func user(number: UInt64) throws -> UserID? {
-        guard number > 0, let entry = try log.read({ try $0.entry(at: LogOffset(number)) }),
+        guard number > 0, let entry = try log.read({ index in try index.entry(at: LogOffset(number)) }),
             entry.kind == Self.userRegisteredKind
         else { return nil }
         return UserID(rawValue: String(decoding: entry.payload, as: UTF8.self))
@@ -82,18 +80,15 @@ package final class UserRegistry: Sendable {
 
     /// The user with this e-mail address (compared without case), or `nil`.
     func number(ofEmail email: String) throws -> UInt64? {
-        try log.read { reader in
-            try reader.transaction.value(
-                forKey: Self.emailKey(email), in: reader.table("byEmail", of: "users")
-            ).map { $0.withUnsafeBytes { readBigEndian($0) } }
+        try log.read { index in
+            try index.value(forKey: Self.emailKey(email), in: "byEmail").map { $0.withUnsafeBytes { readBigEndian($0) } }
         }
     }
 
     /// The e-mail address of user `number`, if one was set.
     func email(ofNumber number: UInt64) throws -> String? {
-        try log.read { reader in
-            try reader.transaction.value(forKey: bigEndian(number), in: reader.table("emailOf", of: "users"))
-                .map { String(decoding: $0, as: UTF8.self) }
+        try log.read { index in
+            try index.value(forKey: bigEndian(number), in: "emailOf").map { String(decoding: $0, as: UTF8.self) }
         }
     }
 
@@ -103,17 +98,15 @@ package final class UserRegistry: Sendable {
     func setEmail(_ email: String, of user: UserID) throws {
         try UserIdentity.validate(emailAddress: email)
         let number = try self.number(of: user)
-        try log.environment.write { transaction in
-            let reader = LogReader(log: log, transaction: transaction)
-            let byEmail = try reader.table("byEmail", of: "users")
-            if let holder = try transaction.value(forKey: Self.emailKey(email), in: byEmail),
+        _ = try log.write { index -> (entries: [NewEntry], result: Void) in
+            if let holder = try index.value(forKey: Self.emailKey(email), in: "byEmail"),
                 holder.withUnsafeBytes({ readBigEndian($0) }) != number
             {
                 throw SyncError(.invalidArguments, "the e-mail address \(quotedEmail(email)) already belongs to another user")
             }
-            let current = try transaction.value(forKey: bigEndian(number), in: reader.table("emailOf", of: "users"))
-            if current == Array(email.utf8) { return }
-            _ = try log.append([NewEntry(kind: Self.userEmailSetKind, payload: bigEndian(number) + Array(email.utf8))], in: transaction)
+            let current = try index.value(forKey: bigEndian(number), in: "emailOf")
+            if current == Array(email.utf8) { return ([], ()) }
+            return ([NewEntry(kind: Self.userEmailSetKind, payload: bigEndian(number) + Array(email.utf8))], ())
         }
     }
 

@@ -1,0 +1,220 @@
+import Foundation
+import LogStore
+import Synchronization
+import SyncModel
+
+/// Where a server keeps its logs and their indexes: LMDB environments on the server's own disk
+/// (``LMDBStorage``, the default), or a database several server nodes share (the PostgreSQL
+/// store of `LogSyncPostgres`).
+///
+/// The server's rules (validation, conflicts, feeds, tokens, request-ID replay, sharing, quotas)
+/// are written once against ``ServerLog`` and ``IndexReader``; a storage only keeps entries at
+/// dense offsets, applies the log's projection to its tables in the transaction that appends,
+/// and serialises the writers of one log, whichever node they run on.
+public protocol ServerStorage: Sendable {
+    /// Opens the log `name`, creating it empty if it is not there, with `projection` as its
+    /// index (rebuilt from the entries when the stored index is of another version).
+    func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog
+
+    /// Runs `body`, which may block on the storage (a disk sync, a database round trip), where
+    /// blocking is harmless, and returns its result to the calling task.
+    func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R
+
+    /// Runs `body` while holding the storage-wide lock `name`, so that no other holder of it on
+    /// any node that shares this storage runs at the same time.
+    func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R
+
+    /// Sends `notice` to the push listeners of every node sharing this storage, this one
+    /// included: each node's `deliver` handler (``startNotifications(_:)``) gets it.
+    func publish(_ notice: PushNotice)
+
+    /// Starts delivering the notices published on any node to `deliver`.
+    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void)
+
+    /// Stops notifications and closes connections. Committed data is already stored.
+    func shutdown()
+}
+
+/// The name of one of a server's logs.
+public enum ServerLogName: Sendable, Hashable, CustomStringConvertible {
+    /// The registry of users and their numbers.
+    case registry
+    /// The database of `scope` of the user with registry number `user`.
+    case database(user: UInt64, scope: DatabaseScope)
+
+    /// `registry`, or `u<number>/<scope>` (`u12/private`).
+    public var description: String {
+        switch self {
+        case .registry: "registry"
+        case .database(let user, let scope): "u\(user)/\(scope)"
+        }
+    }
+}
+
+/// One log of a server's storage and its index, as the server's rules read and write it.
+public protocol ServerLog: AnyObject, Sendable {
+    /// Runs `body` on a consistent snapshot of the log and its index.
+    func read<R>(_ body: (any IndexReader) throws -> R) throws -> R
+
+    /// Runs `body` in a write transaction, alone among the writers of this log on every node,
+    /// with the index as of its start; the entries it returns are appended at the next offsets
+    /// and applied to the index in the same transaction, so a request commits whole or not at
+    /// all. Returns the body's result and the offsets appended.
+    func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>)
+
+    /// The offset of the last entry (`0` for an empty log).
+    var lastOffset: LogOffset { get throws }
+}
+
+/// What the server's rules read of a log: its index's tables and its entries.
+public protocol IndexReader {
+    /// The value at `key` in the index table `table`.
+    func value(forKey key: [UInt8], in table: String) throws -> [UInt8]?
+    /// Visits the keys of `table` from `start` (or the first) in byte order while `body` returns
+    /// `true`.
+    func forEach(
+        in table: String, from start: [UInt8]?,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws
+    /// The entry at `offset`, if the log has one.
+    func entry(at offset: LogOffset) throws -> LogEntry?
+    /// The offset of the last entry (`0` for an empty log).
+    var lastOffset: LogOffset { get throws }
+}
+
+extension IndexReader {
+    func forEach(
+        in table: String, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try forEach(in: table, from: nil, body)
+    }
+}
+
+/// A push hint on its way to the devices listening to one database, on whichever node they are
+/// connected: what a storage carries between nodes.
+public struct PushNotice: Sendable, Hashable, Codable {
+    /// The user whose database changed.
+    public var user: String
+    /// The device whose commit caused the hint: it gets none unless it asked (F114).
+    public var origin: String?
+    public var hint: PushHint
+
+    init(hint: PushHint, user: UserID, origin: DeviceID?) {
+        self.user = user.rawValue
+        self.origin = origin?.rawValue
+        self.hint = hint
+    }
+
+    var key: PushHub.Key { PushHub.Key(user: UserID(rawValue: user), scope: hint.databaseScope) }
+    var originDevice: DeviceID? { origin.map(DeviceID.init(rawValue:)) }
+}
+
+// MARK: LMDB
+
+/// The embedded storage: the registry and each user's databases as LMDB environments under one
+/// directory (`registry`, `users/u<number>`); locks and push notices stay in this process.
+public final class LMDBStorage: ServerStorage {
+    public let directory: URL
+    public let durability: Durability
+    private let locks = Mutex<[String: Lock]>([:])
+    private let deliver = Mutex<(@Sendable (PushNotice) -> Void)?>(nil)
+
+    /// A lock of ``withExclusiveLock(_:_:)``.
+    private final class Lock: Sendable {
+        let mutex = Mutex<Void>(())
+    }
+
+    /// Storage under `directory`, created if missing.
+    public init(directory: URL, durability: Durability = .durable) throws {
+        self.directory = directory
+        self.durability = durability
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("users", isDirectory: true), withIntermediateDirectories: true)
+    }
+
+    public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
+        switch name {
+        case .registry:
+            return LMDBServerLog(log: try Log.open(
+                at: directory.appendingPathComponent("registry", isDirectory: true), named: "users",
+                options: .init(durability: durability), projections: [projection]))
+        case .database(let user, let scope):
+            let environment = try LogEnvironment.open(
+                at: directory.appendingPathComponent("users", isDirectory: true).appendingPathComponent("u\(user)", isDirectory: true),
+                options: .init(durability: durability))
+            return LMDBServerLog(log: try environment.openLog(named: scope.description, projections: [projection]))
+        }
+    }
+
+    /// Runs `body` on the calling thread: an LMDB transaction blocks only for its disk sync.
+    public func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try body()
+    }
+
+    public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
+        let lock = locks.withLock { locks in
+            if let lock = locks[name] { return lock }
+            let lock = Lock()
+            locks[name] = lock
+            return lock
+        }
+        return try lock.mutex.withLock { _ in try body() }
+    }
+
+    public func publish(_ notice: PushNotice) {
+        deliver.withLock { $0 }?(notice)
+    }
+
+    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void) {
+        self.deliver.withLock { $0 = deliver }
+    }
+
+    public func shutdown() {
+        deliver.withLock { $0 = nil }
+    }
+}
+
+/// A log in an LMDB environment, its index the log's projection.
+public final class LMDBServerLog: ServerLog {
+    /// The log itself, for inspection (logtool, time-travel tests).
+    public let log: Log
+    private let projection: String
+
+    init(log: Log) {
+        self.log = log
+        self.projection = log.projections.first?.name ?? ""
+    }
+
+    public func read<R>(_ body: (any IndexReader) throws -> R) throws -> R {
+        try log.read { reader in try body(Reader(reader: reader, projection: projection)) }
+    }
+
+    public func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>) {
+        try log.environment.write { transaction in
+            let (entries, result) = try body(Reader(reader: LogReader(log: log, transaction: transaction), projection: projection))
+            return (result, try log.append(entries, in: transaction))
+        }
+    }
+
+    public var lastOffset: LogOffset { get throws { try log.lastOffset } }
+
+    /// The index tables and entries inside one LMDB transaction.
+    struct Reader: IndexReader {
+        let reader: LogReader
+        let projection: String
+
+        func value(forKey key: [UInt8], in table: String) throws -> [UInt8]? {
+            try reader.transaction.value(forKey: key, in: reader.table(table, of: projection))
+        }
+
+        func forEach(
+            in table: String, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+        ) throws {
+            try reader.transaction.forEach(in: reader.table(table, of: projection), from: start, body)
+        }
+
+        func entry(at offset: LogOffset) throws -> LogEntry? { try reader.entry(at: offset) }
+
+        var lastOffset: LogOffset { get throws { try reader.lastOffset } }
+    }
+}
