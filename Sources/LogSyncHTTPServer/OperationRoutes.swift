@@ -129,7 +129,13 @@ struct OperationRoutes: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw HTTPFailure(401, SyncError(.notAuthenticated, "the Authorization header is not \"Bearer <token>\""))
         }
-        guard let user = tokens.user(for: parts[1].trimmingCharacters(in: .whitespaces)) else {
+        let found: UserID?
+        do {
+            found = try tokens.lookUp(parts[1].trimmingCharacters(in: .whitespaces))
+        } catch {
+            throw HTTPFailure(error)
+        }
+        guard let user = found else {
             throw HTTPFailure(401, SyncError(.notAuthenticated, "the bearer token is not valid"))
         }
         return user

@@ -54,12 +54,15 @@ public final class TokenStore: Sendable {
 
     /// The file the tokens come from, if any.
     public let file: URL?
+    /// The storage's tokens, when the store keeps them (PostgreSQL: every node the same).
+    public let stored: (any StoredTokens)?
     private let logger: Logger
     private let state = Mutex(State())
 
     /// A store of tokens kept in memory only (tests, embedding).
     public init() {
         file = nil
+        stored = nil
         logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
     }
 
@@ -71,8 +74,17 @@ public final class TokenStore: Sendable {
     /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice.
     public init(file: URL, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
         self.file = file
+        self.stored = nil
         self.logger = logger
         try reload()
+    }
+
+    /// The tokens a server's storage keeps (``StoredTokens``): looked up there at each request,
+    /// so a token added on one node is accepted by every node at once.
+    public init(stored: any StoredTokens, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.file = nil
+        self.stored = stored
+        self.logger = logger
     }
 
     /// The user a token stands for, or `nil` if the token is unknown.
@@ -80,8 +92,30 @@ public final class TokenStore: Sendable {
     /// Complexity: one SHA-256 of the token and a dictionary look-up; a read of the file when
     /// the token is unknown and the file changed.
     public func user(for token: String) -> UserID? {
+        (try? lookUp(token)) ?? nil
+    }
+
+    /// ``user(for:)``, telling apart an unknown token (`nil`) from a store that could not be
+    /// asked: a token found in the storage is kept in memory, so devices already seen keep
+    /// authenticating while the storage is away, and their requests fail as the store does.
+    ///
+    /// - Throws: `SyncError(.serviceUnavailable)` (with a retry-after) when the storage that
+    ///   keeps the tokens cannot be reached.
+    public func lookUp(_ token: String) throws(SyncError) -> UserID? {
         let digest = TokenDigest(token: token)
         if let user = state.withLock({ $0.users[digest] }) { return user }
+        if let stored {
+            let user: UserID?
+            do {
+                user = try stored.user(forDigest: digest.description)
+            } catch let error as SyncError {
+                throw error
+            } catch {
+                throw SyncError(.serviceUnavailable, "the token store failed: \(error)", retryAfter: .seconds(1))
+            }
+            if let user { state.withLock { $0.users[digest] = user } }
+            return user
+        }
         guard file != nil, (try? reloadIfChanged()) == true else { return nil }
         return state.withLock { $0.users[digest] }
     }
@@ -97,6 +131,10 @@ public final class TokenStore: Sendable {
             throw FileError(path: file?.path ?? "(memory)", line: 0, problem: "invalid user ID: it \(problem)")
         }
         let digest = TokenDigest(token: token)
+        if let stored {
+            try stored.add(digest: digest.description, user: user)
+            return
+        }
         try state.withLock { state in
             if state.users[digest] != nil {
                 throw FileError(path: file?.path ?? "(memory)", line: 0, problem: "the token is already in use")
@@ -106,7 +144,7 @@ public final class TokenStore: Sendable {
     }
 
     /// How many tokens the store holds.
-    public var count: Int { state.withLock { $0.users.count } }
+    public var count: Int { (try? stored?.count()) ?? state.withLock { $0.users.count } }
 
     /// The lines of the token file (from 1) that hold a token in the clear, as of the last read;
     /// empty for a store in memory. ``rehash(file:)`` replaces them by digests.

@@ -44,6 +44,15 @@ final class PushHub: Sendable {
         for continuation in targets { continuation.yield(hint) }
     }
 
+    /// Sends every listener a hint that names no subscription, zone or token: "fetch", for when
+    /// hints may have been lost on their way between server nodes.
+    func publishToEveryone() {
+        let targets = listeners.withLock { state in
+            state.byKey.flatMap { key, listeners in listeners.values.map { (key, $0.continuation) } }
+        }
+        for (key, continuation) in targets { continuation.yield(PushHint(databaseScope: key.scope)) }
+    }
+
     /// Ends every stream (server shutdown).
     func finishAll() {
         let all = listeners.withLock { state in

@@ -28,11 +28,34 @@ public protocol ServerStorage: Sendable {
     /// included: each node's `deliver` handler (``startNotifications(_:)``) gets it.
     func publish(_ notice: PushNotice)
 
-    /// Starts delivering the notices published on any node to `deliver`.
-    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void)
+    /// Starts delivering the notices published on any node to `deliver`, and calls `missed`
+    /// when notices may have been lost (the storage's connection was lost and made again), so
+    /// that the node can tell its devices to fetch.
+    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void)
 
     /// Stops notifications and closes connections. Committed data is already stored.
     func shutdown()
+
+    /// The bearer tokens this storage keeps, so that every node sharing it accepts the same
+    /// ones; `nil` when tokens live in a file beside the data (the LMDB store).
+    var tokens: (any StoredTokens)? { get }
+}
+
+extension ServerStorage {
+    public var tokens: (any StoredTokens)? { nil }
+}
+
+/// Bearer tokens kept by a storage: only each token's digest (`sha256:<64 hex digits>`) and its
+/// user.
+public protocol StoredTokens: Sendable {
+    /// The user of the token with this digest, or `nil`.
+    func user(forDigest digest: String) throws -> UserID?
+    /// Records that the token with this digest stands for `user`.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` if the digest stands for a user already.
+    func add(digest: String, user: UserID) throws
+    /// How many tokens are kept.
+    func count() throws -> Int
 }
 
 /// The name of one of a server's logs.
@@ -165,7 +188,8 @@ public final class LMDBStorage: ServerStorage {
         deliver.withLock { $0 }?(notice)
     }
 
-    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void) {
+    /// Notices never leave this process, so none is missed.
+    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
         self.deliver.withLock { $0 = deliver }
     }
 

@@ -67,7 +67,9 @@ public final class SyncServer: Sendable {
         self.storage = storage
         users = try UserRegistry(storage: storage)
         let hub = pushHub
-        storage.startNotifications { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) }
+        storage.startNotifications(
+            { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) },
+            missed: { hub.publishToEveryone() })
     }
 
     /// Serialises the writes to participants' shared databases (acceptance, propagation) on
