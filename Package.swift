@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
         .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
+        .library(name: "LogSyncPostgres", targets: ["LogSyncPostgres"]),
         .executable(name: "logsync-server", targets: ["logsync-server"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
@@ -33,6 +34,8 @@ let package = Package(
         // TLS (already built for AsyncHTTPClient and Hummingbird) and SHA-256 for stored tokens.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // PostgreSQL's wire protocol, for LogSyncPostgres only.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev).
@@ -149,6 +152,31 @@ let package = Package(
             ],
             exclude: ["Fixtures"]  // TLS certificates, read by path
         ),
+
+        // PostgreSQL for the server: a blocking connection pool (sessions, transactions retried on
+        // serialization failures), schema migrations and a LISTEN connection that survives restarts.
+        .target(
+            name: "LogSyncPostgres",
+            dependencies: [
+                "SyncModel", "LogStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "LogSyncPostgresTests",
+            dependencies: [
+                "LogSyncPostgres", "PostgresProcess", "SyncModel",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // A throwaway PostgreSQL server for tests: initdb in a temporary directory, a free
+        // loopback port, restarts for fault tests.
+        .target(name: "PostgresProcess", dependencies: ["ChildProcesses"], path: "Tests/PostgresProcess"),
 
         // Child processes for the tests that start executables (posix_spawn, never Foundation's
         // Process, which crashes when tests launch processes at the same time).

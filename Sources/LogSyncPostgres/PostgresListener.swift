@@ -1,0 +1,145 @@
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Synchronization
+
+/// One dedicated connection that `LISTEN`s on a channel and hands each notification's payload
+/// to `onNotification`, for as long as it runs.
+///
+/// Notifications travel only on a live connection: while PostgreSQL restarts, they are lost.
+/// So when the connection drops, the listener connects again with backoff (0.1 s doubling to
+/// 2 s), listens again, and then calls `onReconnect`, whose job is to catch up on whatever
+/// changed meanwhile (re-read the state the notifications describe). Everything runs on the
+/// listener's own event loop; nothing blocks or polls.
+package final class PostgresListener: Sendable {
+    private let url: PostgresURL
+    private let channel: String
+    private let logger: Logger
+    private let onNotification: @Sendable (String) -> Void
+    private let onReconnect: @Sendable () -> Void
+    private let group: MultiThreadedEventLoopGroup
+    private let state = Mutex(State())
+
+    /// The listener's lifecycle and its current connection.
+    private struct State {
+        var started = false
+        var stopped = false
+        var connection: PostgresConnection?
+        var hasListened = false
+        var nextID = 1
+    }
+
+    /// The first and the longest wait between connection attempts.
+    static let initialBackoff = TimeAmount.milliseconds(100)
+    static let maximumBackoff = TimeAmount.seconds(2)
+
+    /// Creates a listener on `channel` of the database at `url`; it connects on ``start()``.
+    ///
+    /// - Parameters:
+    ///   - onNotification: Called with each notification's payload, on the listener's event
+    ///     loop: return quickly.
+    ///   - onReconnect: Called after the listener listens again on a new connection, when
+    ///     notifications may have been missed. Not called for the first connection.
+    package init(
+        url: PostgresURL, channel: String, logger: Logger,
+        onNotification: @escaping @Sendable (String) -> Void, onReconnect: @escaping @Sendable () -> Void
+    ) {
+        self.url = url
+        self.channel = channel
+        self.logger = logger
+        self.onNotification = onNotification
+        self.onReconnect = onReconnect
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    }
+
+    /// Whether the listener has a connection that is listening now.
+    package var isListening: Bool {
+        state.withLock { state in state.connection.map { !$0.isClosed } ?? false }
+    }
+
+    /// Starts connecting and listening; returns at once. Calling it again does nothing.
+    package func start() {
+        let first = state.withLock { state in
+            defer { state.started = true }
+            return !state.started && !state.stopped
+        }
+        if first { attempt(backoff: Self.initialBackoff) }
+    }
+
+    /// Closes the connection and stops reconnecting; blocks until the listener's thread ends,
+    /// so never call it from `onNotification` or `onReconnect`.
+    package func stop() {
+        let connection = state.withLock { state in
+            state.stopped = true
+            defer { state.connection = nil }
+            return state.connection
+        }
+        try? connection?.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+
+    /// One attempt to connect and listen; on failure, another after `backoff`.
+    private func attempt(backoff: TimeAmount) {
+        let (stopped, id) = state.withLock { state in
+            defer { state.nextID += 1 }
+            return (state.stopped, state.nextID)
+        }
+        if stopped { return }
+        let eventLoop = group.next()
+        let quoted = "\"" + channel.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        PostgresConnection.connect(on: eventLoop, configuration: url.connectionConfiguration, id: id, logger: logger)
+            .flatMap { [channel, onNotification, logger] connection -> EventLoopFuture<PostgresConnection> in
+                connection.addListener(channel: channel) { _, notification in onNotification(notification.payload) }
+                return connection.query(PostgresQuery(unsafeSQL: "LISTEN \(quoted)"), logger: logger)
+                    .map { _ in connection }
+                    .flatMapError { error in connection.close().flatMapThrowing { throw error } }
+            }
+            .whenComplete { result in
+                switch result {
+                case .success(let connection):
+                    self.listening(on: connection)
+                case .failure(let error):
+                    self.logger.debug(
+                        "PostgreSQL listener could not connect",
+                        metadata: ["endpoint": "\(self.url.endpoint)", "error": "\(error)"])
+                    self.retry(after: backoff, on: eventLoop)
+                }
+            }
+    }
+
+    /// Keeps `connection`, tells the owner when it replaces a lost one, and reconnects when it
+    /// closes.
+    private func listening(on connection: PostgresConnection) {
+        let (stopped, reconnected) = state.withLock { state -> (Bool, Bool) in
+            if state.stopped { return (true, false) }
+            state.connection = connection
+            defer { state.hasListened = true }
+            return (false, state.hasListened)
+        }
+        if stopped {
+            connection.close().whenComplete { _ in }
+            return
+        }
+        logger.debug("PostgreSQL listener listening", metadata: ["channel": "\(channel)"])
+        if reconnected { onReconnect() }
+        connection.closeFuture.whenComplete { _ in
+            let stopped = self.state.withLock { state in
+                if state.connection === connection { state.connection = nil }
+                return state.stopped
+            }
+            if stopped { return }
+            self.logger.info("PostgreSQL listener lost its connection; reconnecting",
+                             metadata: ["endpoint": "\(self.url.endpoint)"])
+            self.retry(after: Self.initialBackoff, on: connection.eventLoop, doubling: false)
+        }
+    }
+
+    /// Tries again after `delay`, doubling the next delay up to ``maximumBackoff`` unless told
+    /// not to.
+    private func retry(after delay: TimeAmount, on eventLoop: any EventLoop, doubling: Bool = true) {
+        if state.withLock({ $0.stopped }) { return }
+        let next = doubling ? min(delay * 2, Self.maximumBackoff) : delay
+        eventLoop.scheduleTask(in: delay) { self.attempt(backoff: next) }
+    }
+}

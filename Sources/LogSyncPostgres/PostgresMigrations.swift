@@ -1,0 +1,107 @@
+/// The schema of a LogSync PostgreSQL database, as numbered steps applied in order.
+///
+/// Each node runs ``migrate(_:)`` at startup. A transaction-scoped advisory lock serializes
+/// nodes that start together, `logsync_schema_migrations` records what is applied, and each
+/// missing step runs in its own transaction, so a failed step leaves the schema at the step
+/// before. A database migrated by newer code is refused: this code would misread it.
+package struct PostgresMigrations: Sendable {
+    /// One schema step: its number (1, 2, … without gaps), a name for humans, and its SQL.
+    package struct Migration: Sendable, Hashable {
+        /// The schema version this step produces.
+        package var version: Int
+        /// What the step does, in a few words.
+        package var name: String
+        /// The statements, separated by `;`.
+        package var sql: String
+
+        /// Creates a step.
+        package init(version: Int, name: String, sql: String) {
+            self.version = version
+            self.name = name
+            self.sql = sql
+        }
+    }
+
+    /// The steps, ordered by version.
+    package var migrations: [Migration]
+
+    /// The key of the advisory lock that serializes migrations (`'logsync'` in ASCII).
+    static let lockKey: Int64 = 0x6C6F_6773_796E_63
+
+    /// Creates the migrations from `migrations`, which must be numbered 1, 2, … in order.
+    package init(_ migrations: [Migration]) {
+        precondition(
+            migrations.enumerated().allSatisfy { $0.offset + 1 == $0.element.version },
+            "migrations must be numbered 1, 2, … in order")
+        self.migrations = migrations
+    }
+
+    /// The store's schema: logs, their entries and index rows, and device tokens.
+    package static let logSync = PostgresMigrations([
+        Migration(version: 1, name: "logs, entries, index and tokens", sql: """
+            CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0, applied_offset bigint NOT NULL DEFAULT 0);
+            CREATE TABLE logsync_entries (log_id bigint NOT NULL REFERENCES logsync_logs, "offset" bigint NOT NULL, kind integer NOT NULL, time_us bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (log_id, "offset"));
+            CREATE TABLE logsync_index (log_id bigint NOT NULL REFERENCES logsync_logs, tbl text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (log_id, tbl, key));
+            CREATE TABLE logsync_tokens (digest text PRIMARY KEY, user_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+            """),
+    ])
+
+    /// The newest version these migrations know.
+    package var latestVersion: Int { migrations.last?.version ?? 0 }
+
+    /// Brings the database of `pool` to ``latestVersion`` and returns the version it had and
+    /// the one it has now (equal when nothing was missing).
+    ///
+    /// - Throws: ``PostgresSchemaTooNewError`` when the database is at a version this code does
+    ///   not know; ``PostgresStoreError`` when a step fails (that step is rolled back);
+    ///   `SyncError(.serviceUnavailable)` when PostgreSQL cannot be reached.
+    @discardableResult
+    package func migrate(_ pool: PostgresPool) throws -> (from: Int, to: Int) {
+        try pool.withSession { session in
+            let from = try session.transaction { session in try lockedVersion(session) }
+            var current = from
+            for migration in migrations where migration.version > from {
+                current = try session.transaction { session -> Int in
+                    // Another node may have applied it since the first look.
+                    let version = try lockedVersion(session)
+                    guard version < migration.version else { return version }
+                    try session.execute(migration.sql)
+                    try session.query(
+                        "INSERT INTO logsync_schema_migrations (version, name) VALUES ($1, $2)",
+                        [.int32(Int32(migration.version)), .string(migration.name)])
+                    return migration.version
+                }
+            }
+            return (from, current)
+        }
+    }
+
+    /// Takes the migration lock for the current transaction, creates the version table when
+    /// missing, and returns the database's version, refusing one newer than this code.
+    private func lockedVersion(_ session: PostgresSession) throws -> Int {
+        try session.query("SELECT pg_advisory_xact_lock($1)", [.int64(Self.lockKey)])
+        try session.execute("""
+            CREATE TABLE IF NOT EXISTS logsync_schema_migrations (version int PRIMARY KEY, name text, applied_at timestamptz DEFAULT now())
+            """)
+        let rows = try session.query("SELECT coalesce(max(version), 0) FROM logsync_schema_migrations")
+        let version = Int(try rows.first?.decode(Int32.self) ?? 0)
+        if version > latestVersion {
+            throw PostgresSchemaTooNewError(databaseVersion: version, knownVersion: latestVersion)
+        }
+        return version
+    }
+}
+
+/// The database's schema is newer than this code knows (a newer server migrated it): running
+/// would misread or corrupt it, so the server refuses to start.
+package struct PostgresSchemaTooNewError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The version recorded in `logsync_schema_migrations`.
+    package var databaseVersion: Int
+    /// The newest version this code knows.
+    package var knownVersion: Int
+
+    /// Names both versions.
+    package var description: String {
+        "the PostgreSQL schema is at version \(databaseVersion), newer than version \(knownVersion) that this server knows; upgrade the server"
+    }
+}

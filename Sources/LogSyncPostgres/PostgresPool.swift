@@ -1,0 +1,144 @@
+import Dispatch
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import Synchronization
+import SyncModel
+
+/// Up to `size` PostgreSQL connections, checked out by blocking calls.
+///
+/// The server's rules are synchronous functions, so the store beneath them blocks too:
+/// ``withSession(_:)`` waits (off the event loop) for a free connection and for each query.
+/// Async code reaches it through ``run(_:)``, which runs the blocking work on the pool's own
+/// threads so that Swift's few cooperative threads never wait on the network. Connections are
+/// made on first need; one found closed, or that failed at the connection level, is dropped
+/// and the next checkout connects again, so a PostgreSQL restart costs the calls in flight
+/// (which throw `SyncError(.serviceUnavailable, retryAfter: 1 s)`) and nothing more.
+///
+/// Built on postgres-nio's `PostgresConnection` and its `EventLoopFuture` API rather than
+/// `PostgresClient`, whose pool runs on Swift concurrency and would starve behind threads that
+/// block.
+package final class PostgresPool: Sendable {
+    /// The database the pool connects to.
+    package let url: PostgresURL
+    /// The most connections open at once, and the number of ``run(_:)`` threads.
+    package let size: Int
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let threads: NIOThreadPool
+    /// Counts the connections not checked out (idle or not yet made).
+    private let free: DispatchSemaphore
+    private let state = Mutex(State())
+
+    /// The connections not in use and the pool's lifecycle.
+    private struct State {
+        var idle: [PostgresConnection] = []
+        var nextID = 1
+        var isShutDown = false
+    }
+
+    /// Creates a pool of up to `size` connections to `url`; connects nothing yet.
+    package init(url: PostgresURL, size: Int, logger: Logger) {
+        precondition(size >= 1, "a PostgresPool needs at least one connection")
+        self.url = url
+        self.size = size
+        self.logger = logger
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.threads = NIOThreadPool(numberOfThreads: size)
+        self.threads.start()
+        self.free = DispatchSemaphore(value: size)
+    }
+
+    /// Checks a connection out for `body`, waiting while all `size` are in use, and returns it
+    /// afterwards (or drops it, if it failed at the connection level).
+    ///
+    /// Blocks the calling thread: call it from a pool thread (``run(_:)``) or another thread
+    /// that may block, never from an event loop or a Swift concurrency task.
+    ///
+    /// - Throws: `SyncError(.serviceUnavailable)` when connecting fails or the connection is
+    ///   lost, ``PostgresStoreError`` when a statement fails, and whatever `body` throws.
+    package func withSession<R>(_ body: (PostgresSession) throws -> R) throws -> R {
+        free.wait()
+        defer { free.signal() }
+        let connection = try checkOut()
+        let session = PostgresSession(connection: connection, endpoint: url.endpoint, logger: logger)
+        defer { checkIn(connection, broken: session.health.isBroken) }
+        return try body(session)
+    }
+
+    /// Runs the blocking `body` on one of the pool's `size` threads and resumes the caller with
+    /// its result, so async code can call the store without holding a cooperative thread.
+    package func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await threads.runIfActive(body)
+    }
+
+    /// Closes every connection and stops the pool's threads; later calls fail. Blocks until
+    /// done, so call it from a thread that may block, once no call is in flight.
+    package func shutdown() {
+        let idle = state.withLock { state in
+            state.isShutDown = true
+            defer { state.idle = [] }
+            return state.idle
+        }
+        for connection in idle { try? connection.close().wait() }
+        try? threads.syncShutdownGracefully()
+        try? group.syncShutdownGracefully()
+    }
+
+    /// An idle open connection, or a new one.
+    private func checkOut() throws -> PostgresConnection {
+        while true {
+            let (candidate, id, isShutDown) = state.withLock { state -> (PostgresConnection?, Int, Bool) in
+                let id = state.nextID
+                if state.idle.isEmpty { state.nextID += 1 }
+                return (state.idle.popLast(), id, state.isShutDown)
+            }
+            if isShutDown {
+                throw PostgresFailure.unavailable("the PostgreSQL pool for \(url.endpoint) is shut down")
+            }
+            guard let candidate else { return try connect(id: id) }
+            if !candidate.isClosed { return candidate }
+            logger.debug("dropping a closed PostgreSQL connection", metadata: ["endpoint": "\(url.endpoint)"])
+        }
+    }
+
+    /// Returns `connection` to the idle list, or closes it when it failed.
+    private func checkIn(_ connection: PostgresConnection, broken: Bool) {
+        if broken || connection.isClosed {
+            connection.close().whenComplete { _ in }
+            return
+        }
+        let keep = state.withLock { state in
+            if state.isShutDown { return false }
+            state.idle.append(connection)
+            return true
+        }
+        if !keep { connection.close().whenComplete { _ in } }
+    }
+
+    /// Opens connection number `id`.
+    private func connect(id: Int) throws -> PostgresConnection {
+        do {
+            return try PostgresConnection.connect(
+                on: group.next(), configuration: url.connectionConfiguration, id: id, logger: logger
+            ).wait()
+        } catch {
+            switch PostgresFailure(error, sql: nil, endpoint: url.endpoint) {
+            case .connection(let failure): throw failure
+            case .statement(let failure): throw failure
+            }
+        }
+    }
+}
+
+extension PostgresURL {
+    /// postgres-nio's configuration for this URL: plain TCP (the database runs next to the
+    /// server or on a private network).
+    var connectionConfiguration: PostgresConnection.Configuration {
+        var configuration = PostgresConnection.Configuration(
+            host: host, port: port, username: user, password: password, database: database, tls: .disable)
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+}

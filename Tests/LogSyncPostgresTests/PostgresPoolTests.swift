@@ -1,0 +1,181 @@
+import Dispatch
+import LogSyncPostgres
+import NIOCore
+import PostgresNIO
+import PostgresProcess
+import Synchronization
+import SyncModel
+import Testing
+
+/// The pool, sessions, transactions and migrations on a database of the shared server.
+@Suite struct PostgresPoolTests {
+    /// A fresh database migrates from 0 to 1 and gets the store's tables; migrating again
+    /// changes nothing.
+    @Test func migrateCreatesVersionOneOnce() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let first = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
+        #expect(first.from == 0 && first.to == 1)
+        let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
+        #expect(second.from == 1 && second.to == 1)
+        let tables = try await pool.run {
+            try pool.withSession { session in
+                try session.query("""
+                    SELECT table_name::text FROM information_schema.tables
+                    WHERE table_schema = 'public' ORDER BY table_name
+                    """).map { try $0.decode(String.self) }
+            }
+        }
+        #expect(tables == ["logsync_entries", "logsync_index", "logsync_logs", "logsync_schema_migrations", "logsync_tokens"])
+        let versions = try await pool.run {
+            try pool.withSession { try $0.query("SELECT version, name FROM logsync_schema_migrations").map { try $0.decode((Int32, String).self) } }
+        }
+        #expect(versions.map(\.0) == [1])
+    }
+
+    /// A database a newer server migrated is refused, naming both versions.
+    @Test func refusesANewerSchema() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        try await pool.run {
+            try PostgresMigrations.logSync.migrate(pool)
+            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (2, 'future')") }
+        }
+        await #expect {
+            try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
+        } throws: { error in
+            guard let error = error as? PostgresSchemaTooNewError else { return false }
+            return error.databaseVersion == 2 && error.knownVersion == 1
+                && "\(error)".contains("version 2") && "\(error)".contains("version 1")
+        }
+    }
+
+    /// Bytes, integers and text survive a round trip, arrays bind for `unnest`, and a unique
+    /// violation names its statement and SQLSTATE.
+    @Test func queriesRoundTripValues() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let bytes: [UInt8] = [0, 1, 2, 0xFF, 0x80, 0]
+        let (back, count) = try await pool.run {
+            try PostgresMigrations.logSync.migrate(pool)
+            return try pool.withSession { session -> ([UInt8], Int64) in
+                let logID = try session.query("INSERT INTO logsync_logs (name) VALUES ($1) RETURNING log_id", ["db"])[0]
+                    .decode(Int64.self)
+                try session.query(
+                    "INSERT INTO logsync_entries (log_id, \"offset\", kind, time_us, payload) VALUES ($1, $2, $3, $4, $5)",
+                    [.int64(logID), 1, .int32(7), 1_700_000_000_000_000, .bytes(bytes)])
+                try session.query("""
+                    INSERT INTO logsync_index (log_id, tbl, key, value)
+                    SELECT $1, 'records', k, v FROM unnest($2::bytea[], $3::bytea[]) AS t(k, v)
+                    """, [.int64(logID), .bytesArray([[1], [2], [3]]), .bytesArray([[10], [20], [30]])])
+                let payload = try session.query("SELECT payload FROM logsync_entries WHERE log_id = $1", [.int64(logID)])[0]
+                    .decode(ByteBuffer.self)
+                let count = try session.query(
+                    "SELECT count(*) FROM logsync_index WHERE log_id = ANY($1::bigint[])", [.int64Array([logID, 99])])[0]
+                    .decode(Int64.self)
+                return (Array(payload.readableBytesView), count)
+            }
+        }
+        #expect(back == bytes)
+        #expect(count == 3)
+
+        await #expect {
+            try await pool.run {
+                try pool.withSession { try $0.query("INSERT INTO logsync_logs (name) VALUES ($1)\nRETURNING log_id", ["db"]) }
+            }
+        } throws: { error in
+            guard let error = error as? PostgresStoreError else { return false }
+            return error.sqlState == "23505" && error.isUniqueViolation && !error.isRetryable
+                && error.statement == "INSERT INTO logsync_logs (name) VALUES ($1)" && error.message.contains("duplicate key")
+        }
+    }
+
+    /// A transaction whose body throws leaves nothing behind, and the session stays usable.
+    @Test func transactionRollsBackOnError() async throws {
+        struct Abort: Error {}
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let count = try await pool.run {
+            try pool.withSession { session -> Int64 in
+                try session.execute("CREATE TABLE t (k int PRIMARY KEY); INSERT INTO t VALUES (1)")
+                #expect(throws: Abort.self) {
+                    try session.transaction { session in
+                        try session.query("INSERT INTO t VALUES (2)")
+                        throw Abort()
+                    }
+                }
+                #expect(throws: PostgresStoreError.self) {
+                    try session.transaction { session in
+                        try session.query("INSERT INTO t VALUES (3)")
+                        try session.query("INSERT INTO t VALUES (1)")
+                    }
+                }
+                return try session.query("SELECT count(*) FROM t")[0].decode(Int64.self)
+            }
+        }
+        #expect(count == 1)
+    }
+
+    /// A serialization failure is retried: the body runs again and the transaction commits.
+    @Test func transactionRetriesSerializationFailures() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let attempts = Mutex(0)
+        let result = try await pool.run {
+            try pool.withSession { session in
+                try session.transaction { session -> Int in
+                    let attempt = attempts.withLock { attempts in
+                        attempts += 1
+                        return attempts
+                    }
+                    if attempt < 3 {
+                        // RAISE with SQLSTATE 40001 is what PostgreSQL sends a losing serializable transaction.
+                        try session.execute("DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$")
+                    }
+                    return attempt
+                }
+            }
+        }
+        #expect(result == 3)
+    }
+
+    /// With size 2, two `run` calls hold two sessions at once, on two connections.
+    @Test func twoRunsAtOnceWithSizeTwo() async throws {
+        let pool = try await freshPool(size: 2)
+        defer { pool.shutdown() }
+        let inside = Mutex(0)
+        let work: @Sendable () throws -> Int32 = {
+            try pool.withSession { session in
+                inside.withLock { $0 += 1 }
+                // Both must be inside together: a pool that serialized them would time out here.
+                let deadline = DispatchTime.now() + .seconds(15)
+                while inside.withLock({ $0 }) < 2 {
+                    guard DispatchTime.now() < deadline else { throw TimedOut(what: "both sessions are checked out") }
+                    usleep(1_000)
+                }
+                return try session.query("SELECT pg_backend_pid()")[0].decode(Int32.self)
+            }
+        }
+        async let first = pool.run(work)
+        async let second = pool.run(work)
+        let pids = try await [first, second]
+        #expect(Set(pids).count == 2)
+    }
+
+    /// Statements in a migration script split at semicolons outside quotes and comments.
+    @Test func executeRunsEachStatementOfAScript() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let values = try await pool.run {
+            try pool.withSession { session in
+                try session.execute("""
+                    CREATE TABLE s (v text); -- a comment; with a semicolon
+                    INSERT INTO s VALUES ('a;b'), ($$c;d$$);
+                    INSERT INTO s VALUES ('it''s; here')
+                    """)
+                return try session.query("SELECT v FROM s ORDER BY v").map { try $0.decode(String.self) }
+            }
+        }
+        #expect(values == ["a;b", "c;d", "it's; here"])
+    }
+}
