@@ -97,7 +97,9 @@ let package = Package(
         // and over HTTP on loopback.
         .testTarget(
             name: "ContractTests",
-            dependencies: ["LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer"]),
+            dependencies: [
+                "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres", "PostgresProcess",
+            ]),
 
         // The network. LogSyncWire is the body format (Protocol Buffers messages of every
         // request and response, JSON on request, versioning, errors ↔ HTTP statuses) and
@@ -153,12 +155,15 @@ let package = Package(
             exclude: ["Fixtures"]  // TLS certificates, read by path
         ),
 
-        // PostgreSQL for the server: a blocking connection pool (sessions, transactions retried on
-        // serialization failures), schema migrations and a LISTEN connection that survives restarts.
+        // The server's PostgreSQL store, for several server nodes on one database: each log an
+        // entries table keyed by (log, offset), its index as rows updated in the same
+        // transaction; a blocking connection pool (sessions, transactions retried on
+        // serialization failures), schema migrations, and push notices between nodes by
+        // LISTEN/NOTIFY on a connection that survives restarts.
         .target(
             name: "LogSyncPostgres",
             dependencies: [
-                "SyncModel", "LogStore",
+                "SyncModel", "LogStore", "LogSyncServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

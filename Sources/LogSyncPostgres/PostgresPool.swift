@@ -38,14 +38,19 @@ package final class PostgresPool: Sendable {
         var isShutDown = false
     }
 
-    /// Creates a pool of up to `size` connections to `url`; connects nothing yet.
-    package init(url: PostgresURL, size: Int, logger: Logger) {
+    /// Creates a pool of up to `size` connections to `url` and `threads` threads for ``run(_:)``
+    /// (`size` unless given); connects nothing yet.
+    ///
+    /// A thread whose work holds a connection while it checks out another (a lock held across
+    /// transactions, a read of one log inside another's) needs more connections than threads:
+    /// with `size` at least twice `threads` plus one, such nesting cannot exhaust the pool.
+    package init(url: PostgresURL, size: Int, threads: Int? = nil, logger: Logger) {
         precondition(size >= 1, "a PostgresPool needs at least one connection")
         self.url = url
         self.size = size
         self.logger = logger
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        self.threads = NIOThreadPool(numberOfThreads: size)
+        self.threads = NIOThreadPool(numberOfThreads: max(1, threads ?? size))
         self.threads.start()
         self.free = DispatchSemaphore(value: size)
     }

@@ -11,7 +11,11 @@ struct HTTPHarness: ContractHarness {
     var description: String { "HTTP" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now))
+        try await Self.start(try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
+    }
+
+    /// `server` behind a loopback HTTP listener on a free port.
+    static func start(_ server: SyncServer) async throws -> any ContractServer {
         let tokens = TokenStore()
         let running = try await RunningHTTPSyncServer.start(
             HTTPSyncServer(server: server, tokens: tokens, configuration: .init(port: 0)))

@@ -2,7 +2,8 @@ import Foundation
 import LogSyncServer
 import SyncModel
 
-/// A way of reaching a LogSync server: in process, or over HTTP on loopback.
+/// A way of reaching a LogSync server: in process, or over HTTP on loopback, each on the LMDB
+/// store and on the PostgreSQL store.
 ///
 /// The contract suite is written once against ``ContractServer`` and `CloudDatabase`, and every
 /// test runs once per harness in ``Harnesses/all``, so each transport must pass it unchanged.
@@ -24,13 +25,20 @@ protocol ContractServer: Sendable {
     func pushChannelsReady(_ database: any CloudDatabase) async
 }
 
+extension ContractHarness {
+    /// Whether devices reach the server over HTTP (where a bad user ID never gets a token).
+    var isHTTP: Bool { self is HTTPHarness || self is HTTPPostgresHarness }
+}
+
 extension ContractServer {
     func pushChannelsReady(_ database: any CloudDatabase) async {}
 }
 
 /// Every harness the contract suite runs against.
 enum Harnesses {
-    static let all: [any ContractHarness] = [InProcessHarness(), HTTPHarness()]
+    static let all: [any ContractHarness] = [
+        InProcessHarness(), HTTPHarness(), InProcessPostgresHarness(), HTTPPostgresHarness(),
+    ]
 }
 
 /// The server in this process: `InProcessDatabase` values straight on a `SyncServer`.

@@ -168,7 +168,7 @@ package final class PostgresTestServer: Sendable {
     /// off, and room for the many pools tests open at once.
     private static func serverOptions(directory: URL, port: Int) -> String {
         "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories=\(directory.path) "
-            + "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            + "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=1000"
     }
 
     /// `pg_ctl start`, waiting until the server accepts connections.

@@ -1,0 +1,471 @@
+import Foundation
+import Logging
+import LogStore
+import LogSyncServer
+import PostgresNIO
+import Synchronization
+import SyncModel
+
+/// A server's logs in PostgreSQL, shared by every `logsync-server` node that names the same
+/// database (`--store postgres://…`).
+///
+/// Each log is still a log: rows of `logsync_entries` keyed by (log, offset), offsets dense and
+/// allocated inside the committing transaction, which holds the log's row of `logsync_logs`
+/// locked (`SELECT … FOR UPDATE`), so two nodes committing to one database take turns and
+/// neither loses the other's write. The log's projection (the server's index) is applied by the
+/// same code as on LMDB to `logsync_index` rows in that transaction. Change tokens are the same
+/// offsets, so a device cannot tell the stores apart.
+///
+/// Push hints travel between nodes by `NOTIFY` on ``channel``; each node `LISTEN`s and hands
+/// them to its own devices, and after a lost connection tells its devices to fetch, since hints
+/// sent meanwhile are gone.
+public final class PostgresStorage: ServerStorage {
+    /// The channel push notices travel on.
+    public static let channel = "logsync_push"
+
+    let pool: PostgresPool
+    let url: PostgresURL
+    private let logger: Logger
+    private let listener = Mutex<PostgresListener?>(nil)
+    private let localLocks = Mutex<[String: LocalLock]>([:])
+
+    private final class LocalLock: Sendable {
+        let lock = NSLock()
+    }
+
+    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`),
+    /// creating or migrating its schema (``schema``).
+    ///
+    /// - Parameters:
+    ///   - connections: How many requests this node runs against PostgreSQL at once; it opens up
+    ///     to twice as many connections and one more, for the requests that hold a lock or read
+    ///     one log inside another's transaction.
+    /// - Throws: `PostgresURLError` for a malformed URL, `SyncError(.serviceUnavailable)` when
+    ///   PostgreSQL cannot be reached, ``PostgresStoreError`` when the schema cannot be migrated.
+    public init(url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")) throws {
+        self.url = try PostgresURL(url)
+        self.logger = logger
+        pool = PostgresPool(url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger)
+        do {
+            _ = try Self.schema.migrate(pool)
+        } catch {
+            pool.shutdown()
+            throw error
+        }
+    }
+
+    /// The versioned migrations of the store's tables.
+    package static var schema: PostgresMigrations { PostgresMigrations.logSync }
+
+    public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
+        let logID = try pool.withSession { session in
+            try session.transaction { session -> Int64 in
+                try session.query(
+                    "INSERT INTO logsync_logs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [.string(name.description)])
+                let rows = try session.query(
+                    "SELECT log_id, projection, projection_version, last_offset FROM logsync_logs WHERE name = $1 FOR UPDATE",
+                    [.string(name.description)])
+                guard let row = rows.first else {
+                    throw PostgresStoreError(statement: "SELECT log_id …", sqlState: "", message: "log \(name) vanished")
+                }
+                let (logID, stored, version, last) = try row.decode((Int64, String, Int32, Int64).self)
+                if stored != projection.name || UInt32(version) != projection.version {
+                    try rebuild(logID: logID, through: UInt64(last), projection: projection, session)
+                }
+                return logID
+            }
+        }
+        return PostgresServerLog(storage: self, name: name, logID: logID, projection: projection)
+    }
+
+    /// Replaces the index of log `logID` with one `projection` builds from its entries, when the
+    /// stored index was built by another projection or version.
+    private func rebuild(logID: Int64, through last: UInt64, projection: any Projection, _ session: PostgresSession) throws {
+        if last > 0 {
+            logger.info("rebuilding the index of a log", metadata: ["log": "\(logID)", "projection": "\(projection.name)"])
+        }
+        try session.query("DELETE FROM logsync_index WHERE log_id = $1", [.int64(logID)])
+        var next: UInt64 = 1
+        while next <= last {
+            let tables = PostgresIndexTables(session: session, logID: logID)
+            let entries = try PostgresIndexReader.entries(logID: logID, from: next, limit: 1000, session)
+            guard let lastRead = entries.last else { break }
+            try tables.applying { try projection.apply(entries, to: ProjectionTables(external: tables)) }
+            next = lastRead.offset.rawValue + 1
+        }
+        try session.query(
+            "UPDATE logsync_logs SET projection = $2, projection_version = $3, applied_offset = last_offset WHERE log_id = $1",
+            [.int64(logID), .string(projection.name), .int32(Int32(projection.version))])
+    }
+
+    /// Runs `body` on one of the pool's threads: it blocks on PostgreSQL round trips.
+    public func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        try await pool.run(body)
+    }
+
+    /// Holds a PostgreSQL advisory lock named by `name` for the duration of `body`: one holder
+    /// at a time across every node. Threads of this node queue on a local lock first, so they
+    /// never hold connections while they wait.
+    public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
+        let local = localLocks.withLock { locks in
+            if let lock = locks[name] { return lock }
+            let lock = LocalLock()
+            locks[name] = lock
+            return lock
+        }
+        local.lock.lock()
+        defer { local.lock.unlock() }
+        return try pool.withSession { session in
+            let key = Int64(bitPattern: Self.lockKey(name))
+            try session.query("SELECT pg_advisory_lock($1)", [.int64(key)])
+            defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [.int64(key)]) }
+            return try body()
+        }
+    }
+
+    /// A stable 64-bit key for an advisory lock name (FNV-1a).
+    static func lockKey(_ name: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in ("logsync:" + name).utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
+
+    /// Sends `notice` to every node (this one too) with `pg_notify`. A hint is a hint: a failure
+    /// to send it is logged, and devices catch up at their next fetch.
+    public func publish(_ notice: PushNotice) {
+        do {
+            let payload = String(decoding: try JSONEncoder().encode(notice), as: UTF8.self)
+            try pool.withSession { session in try session.notify(channel: Self.channel, payload: payload) }
+        } catch {
+            logger.warning("a push notice was not sent", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Listens on a connection of its own; `missed` is called each time that connection was
+    /// lost and made again, since notices sent meanwhile are gone.
+    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
+        let logger = self.logger
+        let started = PostgresListener(
+            url: url, channel: Self.channel, logger: logger,
+            onNotification: { payload in
+                guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(payload.utf8)) else {
+                    logger.warning("an unreadable push notice", metadata: ["payload": "\(payload.prefix(200))"])
+                    return
+                }
+                deliver(notice)
+            },
+            onReconnect: missed)
+        let previous = listener.withLock { listener in
+            defer { listener = started }
+            return listener
+        }
+        previous?.stop()
+        started.start()
+    }
+
+    /// Whether this node listens for other nodes' push notices now.
+    public var isListening: Bool { listener.withLock { $0 }?.isListening ?? false }
+
+    public func shutdown() {
+        listener.withLock { listener in
+            defer { listener = nil }
+            return listener
+        }?.stop()
+        pool.shutdown()
+    }
+}
+
+/// One log in PostgreSQL.
+final class PostgresServerLog: ServerLog {
+    let storage: PostgresStorage
+    let name: ServerLogName
+    let logID: Int64
+    let projection: any Projection
+
+    init(storage: PostgresStorage, name: ServerLogName, logID: Int64, projection: any Projection) {
+        self.storage = storage
+        self.name = name
+        self.logID = logID
+        self.projection = projection
+    }
+
+    /// A read-only, repeatable-read transaction: every statement of `body` sees one snapshot.
+    func read<R>(_ body: (any IndexReader) throws -> R) throws -> R {
+        try storage.pool.withSession { session in
+            try session.transaction { session in
+                try session.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                return try body(PostgresIndexReader(session: session, logID: logID, tables: nil))
+            }
+        }
+    }
+
+    /// A read-committed transaction that first locks the log's row: the writers of this log,
+    /// on every node, run one at a time, and each reads what the previous one committed.
+    func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>) {
+        try storage.pool.withSession { session in
+            try session.transaction { session in
+                guard
+                    let last = try session.query(
+                        "SELECT last_offset FROM logsync_logs WHERE log_id = $1 FOR UPDATE", [.int64(logID)]
+                    ).first.map({ try UInt64($0.decode(Int64.self)) })
+                else {
+                    throw PostgresStoreError(statement: "SELECT last_offset …", sqlState: "", message: "log \(name) has no row")
+                }
+                let tables = PostgresIndexTables(session: session, logID: logID)
+                let reader = PostgresIndexReader(session: session, logID: logID, tables: tables, lastOffset: last)
+                let (entries, result) = try tables.applying { try body(reader) }
+                guard !entries.isEmpty else { return (result, LogOffset(last + 1)..<LogOffset(last + 1)) }
+                let time = EntryTime.now()
+                let stored = entries.enumerated().map { index, entry in
+                    LogEntry(
+                        offset: LogOffset(last + 1 + UInt64(index)), kind: entry.kind, time: entry.time ?? time,
+                        payload: entry.payload, decoded: entry.decoded)
+                }
+                try Self.insert(stored, logID: logID, session)
+                try tables.applying { try projection.apply(stored, to: ProjectionTables(external: tables)) }
+                try tables.flush()
+                let end = last + UInt64(entries.count)
+                try session.query(
+                    "UPDATE logsync_logs SET last_offset = $2, applied_offset = $2 WHERE log_id = $1",
+                    [.int64(logID), .int64(Int64(end))])
+                return (result, LogOffset(last + 1)..<LogOffset(end + 1))
+            }
+        }
+    }
+
+    /// Inserts `entries` in one statement.
+    static func insert(_ entries: [LogEntry], logID: Int64, _ session: PostgresSession) throws {
+        try session.query(
+            """
+            INSERT INTO logsync_entries (log_id, "offset", kind, time_us, payload)
+            SELECT $1, o, k, t, p FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[]) AS e(o, k, t, p)
+            """,
+            [
+                .int64(logID), .int64Array(entries.map { Int64($0.offset.rawValue) }),
+                .int64Array(entries.map { Int64($0.kind.rawValue) }),
+                .int64Array(entries.map { $0.time.microsecondsSince1970 }), .bytesArray(entries.map(\.payload)),
+            ])
+    }
+
+    var lastOffset: LogOffset {
+        get throws {
+            try storage.pool.withSession { session in
+                LogOffset(UInt64(try session.query("SELECT last_offset FROM logsync_logs WHERE log_id = $1", [.int64(logID)])
+                    .first?.decode(Int64.self) ?? 0))
+            }
+        }
+    }
+}
+
+/// The index rows and entries of one log, inside a transaction. In a write, reads go through
+/// the transaction's ``PostgresIndexTables``, which sees its own changes.
+struct PostgresIndexReader: IndexReader {
+    let session: PostgresSession
+    let logID: Int64
+    let tables: PostgresIndexTables?
+    var knownLastOffset: UInt64?
+
+    init(session: PostgresSession, logID: Int64, tables: PostgresIndexTables?, lastOffset: UInt64? = nil) {
+        self.session = session
+        self.logID = logID
+        self.tables = tables
+        self.knownLastOffset = lastOffset
+    }
+
+    func value(forKey key: [UInt8], in table: String) throws -> [UInt8]? {
+        if let tables { return try tables.read(key, in: table) }
+        return try PostgresIndexTables.select(key, in: table, logID: logID, session)
+    }
+
+    func forEach(
+        in table: String, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try tables?.flush()
+        try PostgresIndexTables.scan(table, from: start, logID: logID, session, body)
+    }
+
+    func entry(at offset: LogOffset) throws -> LogEntry? {
+        try Self.entries(logID: logID, from: offset.rawValue, limit: 1, session).first { $0.offset == offset }
+    }
+
+    var lastOffset: LogOffset {
+        get throws {
+            if let knownLastOffset { return LogOffset(knownLastOffset) }
+            return LogOffset(UInt64(try session.query(
+                "SELECT last_offset FROM logsync_logs WHERE log_id = $1", [.int64(logID)]).first?.decode(Int64.self) ?? 0))
+        }
+    }
+
+    /// Up to `limit` entries of the log from offset `start` on, in order.
+    static func entries(logID: Int64, from start: UInt64, limit: Int, _ session: PostgresSession) throws -> [LogEntry] {
+        try session.query(
+            """
+            SELECT "offset", kind, time_us, payload FROM logsync_entries
+            WHERE log_id = $1 AND "offset" >= $2 ORDER BY "offset" LIMIT $3
+            """,
+            [.int64(logID), .int64(Int64(start)), .int64(Int64(limit))]
+        ).map { row in
+            let (offset, kind, time, payload) = try row.decode((Int64, Int64, Int64, ByteBuffer).self)
+            guard offset > 0, kind >= 0, kind <= Int64(UInt16.max) else {
+                throw LogStoreError(.corruptEntry, "a stored entry with kind \(kind)", offset: LogOffset(UInt64(max(offset, 0))))
+            }
+            return LogEntry(
+                offset: LogOffset(UInt64(offset)), kind: EntryKind(rawValue: UInt16(kind)),
+                time: EntryTime(microsecondsSince1970: time), payload: Array(payload.readableBytesView))
+        }
+    }
+}
+
+/// A projection's tables as rows of `logsync_index`, inside a write transaction that holds the
+/// log's lock: what it reads it keeps, and what the projection writes it sends in a few
+/// statements before the next scan and at the end.
+final class PostgresIndexTables: ExternalProjectionTables {
+    let session: PostgresSession
+    let logID: Int64
+    /// Rows read or written in this transaction, by table: `nil` is a row known to be absent.
+    private var rows: [String: [[UInt8]: [UInt8]?]] = [:]
+    /// Rows written and not yet sent, by table.
+    private var changed: [String: Set<[UInt8]>] = [:]
+    /// The store's own failure behind a `LogStoreError(.io)` thrown to the projection.
+    private var failure: (any Error)?
+
+    init(session: PostgresSession, logID: Int64) {
+        self.session = session
+        self.logID = logID
+    }
+
+    /// Runs `body`; if it failed because the store failed inside a projection's call, throws
+    /// the store's own error (`serviceUnavailable`, a statement error) instead.
+    func applying<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            if let failure { throw failure }
+            throw error
+        }
+    }
+
+    private func storeCall<R>(_ body: () throws -> R) throws(LogStoreError) -> R {
+        do {
+            return try body()
+        } catch let error as LogStoreError {
+            throw error
+        } catch {
+            failure = error
+            throw LogStoreError(.io, "the PostgreSQL store failed: \(error)")
+        }
+    }
+
+    /// The row's value, from this transaction's rows or PostgreSQL.
+    func read(_ key: [UInt8], in table: String) throws -> [UInt8]? {
+        if let known = rows[table]?[key] { return known }
+        let value = try Self.select(key, in: table, logID: logID, session)
+        rows[table, default: [:]][key] = .some(value)
+        return value
+    }
+
+    func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
+        try storeCall { try read(key, in: table) }
+    }
+
+    func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
+        rows[table, default: [:]][key] = .some(value)
+        changed[table, default: []].insert(key)
+    }
+
+    func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool {
+        let existed = try value(forKey: key, in: table) != nil
+        rows[table, default: [:]][key] = .some(nil)
+        changed[table, default: []].insert(key)
+        return existed
+    }
+
+    func forEach(
+        in table: String, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try storeCall { try flush() }
+        try Self.scan(table, from: start, logID: logID, session, body)
+    }
+
+    func count(of table: String) throws(LogStoreError) -> Int {
+        try storeCall {
+            try flush()
+            return Int(try session.query(
+                "SELECT count(*) FROM logsync_index WHERE log_id = $1 AND tbl = $2", [.int64(logID), .string(table)]
+            ).first?.decode(Int64.self) ?? 0)
+        }
+    }
+
+    /// Sends every changed row: one upsert and one delete statement per table.
+    func flush() throws {
+        for (table, keys) in changed {
+            var upserts: (keys: [[UInt8]], values: [[UInt8]]) = ([], [])
+            var deletes: [[UInt8]] = []
+            for key in keys {
+                if let value = rows[table]?[key] ?? nil {
+                    upserts.keys.append(key)
+                    upserts.values.append(value)
+                } else {
+                    deletes.append(key)
+                }
+            }
+            if !upserts.keys.isEmpty {
+                try session.query(
+                    """
+                    INSERT INTO logsync_index (log_id, tbl, key, value)
+                    SELECT $1, $2, k, v FROM unnest($3::bytea[], $4::bytea[]) AS r(k, v)
+                    ON CONFLICT (log_id, tbl, key) DO UPDATE SET value = EXCLUDED.value
+                    """,
+                    [.int64(logID), .string(table), .bytesArray(upserts.keys), .bytesArray(upserts.values)])
+            }
+            if !deletes.isEmpty {
+                try session.query(
+                    "DELETE FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key = ANY($3::bytea[])",
+                    [.int64(logID), .string(table), .bytesArray(deletes)])
+            }
+        }
+        changed = [:]
+    }
+
+    static func select(_ key: [UInt8], in table: String, logID: Int64, _ session: PostgresSession) throws -> [UInt8]? {
+        try session.query(
+            "SELECT value FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key = $3",
+            [.int64(logID), .string(table), .bytes(key)]
+        ).first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
+    }
+
+    /// Visits the rows of `table` from `start` in key order, a page of rows per statement,
+    /// while `body` returns `true`.
+    static func scan(
+        _ table: String, from start: [UInt8]?, logID: Int64, _ session: PostgresSession,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        var after: [UInt8]? = nil
+        let page = 500
+        while true {
+            let rows: [PostgresRow]
+            if let after {
+                rows = try session.query(
+                    "SELECT key, value FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key > $3 ORDER BY key LIMIT $4",
+                    [.int64(logID), .string(table), .bytes(after), .int64(Int64(page))])
+            } else {
+                rows = try session.query(
+                    "SELECT key, value FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key >= $3 ORDER BY key LIMIT $4",
+                    [.int64(logID), .string(table), .bytes(start ?? []), .int64(Int64(page))])
+            }
+            for row in rows {
+                let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
+                let keyBytes = Array(key.readableBytesView)
+                let goOn = try keyBytes.withUnsafeBytes { keyPointer in
+                    try Array(value.readableBytesView).withUnsafeBytes { valuePointer in try body(keyPointer, valuePointer) }
+                }
+                if !goOn { return }
+                after = keyBytes
+            }
+            if rows.count < page { return }
+        }
+    }
+}
