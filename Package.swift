@@ -215,7 +215,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-server",
             dependencies: [
-                "LogSyncHTTPServer", "LogSyncServer", "SyncModel",
+                "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogStore", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -169,6 +169,9 @@ public final class PostgresStorage: ServerStorage {
     /// Whether this node listens for other nodes' push notices now.
     public var isListening: Bool { listener.withLock { $0 }?.isListening ?? false }
 
+    /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones.
+    public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool) }
+
     public func shutdown() {
         listener.withLock { listener in
             defer { listener = nil }
@@ -466,6 +469,34 @@ final class PostgresIndexTables: ExternalProjectionTables {
                 after = keyBytes
             }
             if rows.count < page { return }
+        }
+    }
+}
+
+/// Bearer tokens as rows of `logsync_tokens` (digest, user).
+struct PostgresTokens: StoredTokens {
+    let pool: PostgresPool
+
+    func user(forDigest digest: String) throws -> UserID? {
+        try pool.withSession { session in
+            try session.query("SELECT user_id FROM logsync_tokens WHERE digest = $1", [.string(digest)])
+                .first.map { UserID(rawValue: try $0.decode(String.self)) }
+        }
+    }
+
+    func add(digest: String, user: UserID) throws {
+        let inserted = try pool.withSession { session in
+            try session.query(
+                "INSERT INTO logsync_tokens (digest, user_id) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING RETURNING digest",
+                [.string(digest), .string(user.rawValue)]
+            ).count
+        }
+        if inserted == 0 { throw SyncError(.invalidArguments, "the token is already in use") }
+    }
+
+    func count() throws -> Int {
+        try pool.withSession { session in
+            Int(try session.query("SELECT count(*) FROM logsync_tokens").first?.decode(Int64.self) ?? 0)
         }
     }
 }

@@ -1,5 +1,10 @@
 import ArgumentParser
 import Foundation
+import Logging
+import LogStore
+import LogSyncHTTPServer
+import LogSyncPostgres
+import LogSyncServer
 
 /// `logsync-server`: a LogSync server over HTTP. One subcommand per file in this directory.
 @main
@@ -14,22 +19,100 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             Add a user first with `logsync-server user add USER --data DIR`, which prints the \
             user's bearer token; devices send it as `Authorization: Bearer <token>`. \
             Docs/Protocol.md describes the routes and the token file.
+
+            Several nodes can serve one PostgreSQL database: `--store postgres://user@host/db` \
+            on each (Docs/Deployment.md).
             """,
         subcommands: [Serve.self, User.self],
         defaultSubcommand: Serve.self)
 }
 
-/// The options every subcommand that touches the data directory shares.
+/// The options every subcommand that touches the server's data shares: where it is stored.
 struct DataOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "The server's data directory: one LMDB environment per user, plus the token file. Created if missing.",
+        "The server's data directory: one LMDB environment per user, plus the token file. Created if missing. The same as --store lmdb:DIR.",
         valueName: "dir"))
-    var data: String
+    var data: String?
 
     @Option(name: .long, help: ArgumentHelp(
-        "The token file (\"sha256:<digest of the token> <user ID>\" per line). Default: <dir>/tokens.", valueName: "file"))
+        "Where the data is kept: lmdb:DIR (the default store, on this machine's disk) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, which several nodes can share; tokens are then kept in the database too. Default: the LOGSYNC_STORE environment variable.",
+        valueName: "store"))
+    var store: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "With a PostgreSQL store: how many requests run against the database at once (the node opens up to twice as many connections, plus one).",
+        valueName: "n"))
+    var connections = 16
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The token file (\"sha256:<digest of the token> <user ID>\" per line) of an LMDB store. Default: <dir>/tokens.", valueName: "file"))
     var tokens: String?
 
-    var dataURL: URL { URL(fileURLWithPath: data, isDirectory: true) }
-    var tokensURL: URL { tokens.map { URL(fileURLWithPath: $0) } ?? dataURL.appendingPathComponent("tokens") }
+    /// Where the data is kept.
+    enum Location: CustomStringConvertible {
+        case lmdb(URL)
+        case postgres(String)
+
+        var description: String {
+            switch self {
+            case .lmdb(let directory): "lmdb:\(directory.path)"
+            case .postgres(let url): (try? PostgresURL(url).description) ?? "postgres://…"
+            }
+        }
+    }
+
+    /// The store named by --store, --data or LOGSYNC_STORE, in that order.
+    var location: Location {
+        get throws {
+            let text = store ?? data.map { "lmdb:\($0)" } ?? ProcessInfo.processInfo.environment["LOGSYNC_STORE"]
+            guard let text, !text.isEmpty else {
+                throw ValidationError("say where the data is: --data DIR, --store lmdb:DIR or --store postgres://…")
+            }
+            if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+                _ = try PostgresURL(text)  // a malformed URL fails here, naming what is wrong
+                return .postgres(text)
+            }
+            if text.hasPrefix("lmdb:") {
+                let path = String(text.dropFirst("lmdb:".count))
+                guard !path.isEmpty else { throw ValidationError("--store lmdb: needs a directory, as in lmdb:/var/lib/logsync") }
+                return .lmdb(URL(fileURLWithPath: path, isDirectory: true))
+            }
+            throw ValidationError("--store must be lmdb:DIR or postgres://…, not \"\(text)\"")
+        }
+    }
+
+    func validate() throws {
+        if store != nil, data != nil { throw ValidationError("give --data or --store, not both") }
+        guard connections >= 1 else { throw ValidationError("--connections must be at least 1, not \(connections)") }
+        if case .postgres = try location, tokens != nil {
+            throw ValidationError("--tokens is for an LMDB store; a PostgreSQL store keeps its tokens in the database")
+        }
+    }
+
+    /// The token file of an LMDB store.
+    func tokensURL(in directory: URL) -> URL {
+        tokens.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("tokens")
+    }
+
+    /// The storage and the token store it implies: LMDB with a token file, or PostgreSQL with
+    /// the tokens in its database.
+    func open(durability: Durability, logger: Logger) throws -> (storage: any ServerStorage, tokens: TokenStore) {
+        switch try location {
+        case .lmdb(let directory):
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let storage = try LMDBStorage(directory: directory, durability: durability)
+            return (storage, try TokenStore(file: tokensURL(in: directory), logger: logger))
+        case .postgres(let url):
+            let storage = try PostgresStorage(url: url, connections: connections, logger: logger)
+            return (storage, TokenStore(stored: storage.tokens!, logger: logger))
+        }
+    }
+
+    /// A server on the storage (the directory is the LMDB store's, or unused).
+    func server(durability: Durability = .durable, logger: Logger) throws -> (server: SyncServer, tokens: TokenStore) {
+        let (storage, tokens) = try open(durability: durability, logger: logger)
+        let directory: URL
+        if case .lmdb(let url) = try location { directory = url } else { directory = URL(fileURLWithPath: NSTemporaryDirectory()) }
+        return (try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage), tokens)
+    }
 }

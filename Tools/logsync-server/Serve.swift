@@ -132,19 +132,18 @@ struct Serve: AsyncParsableCommand {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(
                     certificateChainFile: URL(fileURLWithPath: tlsCertificate), privateKeyFile: URL(fileURLWithPath: tlsKey))
             }
-            try FileManager.default.createDirectory(at: data.dataURL, withIntermediateDirectories: true)
-            tokens = try TokenStore(file: data.tokensURL, logger: logger)
-            server = try SyncServer(SyncServer.Configuration(directory: data.dataURL, durability: .durable))
+            (server, tokens) = try data.server(logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode.failure
         }
         if tokens.count == 0 {
             logger.warning("no users yet: every request will get 401; add one with `logsync-server user add USER`",
-                           metadata: ["tokens": "\(data.tokensURL.path)"])
+                           metadata: ["tokens": "\(tokens.file?.path ?? "in the store")"])
         }
         logger.info("starting", metadata: [
-            "data": "\(data.dataURL.path)", "tokens": "\(data.tokensURL.path)", "users": "\(tokens.count)",
+            "store": "\((try? data.location)?.description ?? "")", "tokens": "\(tokens.file?.path ?? "in the store")",
+            "users": "\(tokens.count)",
             "max-connections": "\(httpConfiguration.maxConnections)",
         ])
         let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import LogSyncHTTPServer
 import LogSyncServer
 import SyncModel
@@ -47,14 +48,22 @@ struct User: ParsableCommand {
             do {
                 // Refused here, before the file is touched: every request of such a user would be.
                 try UserID(user).validate()
-                if let email {
-                    try UserIdentity.validate(emailAddress: email)
-                    // The registry is the server's: owners find participants there by address.
-                    let server = try SyncServer(SyncServer.Configuration(directory: data.dataURL))
-                    try server.registerUser(UserID(user), emailAddress: email)
-                    server.shutdown()
+                if let email { try UserIdentity.validate(emailAddress: email) }
+                switch try data.location {
+                case .lmdb(let directory):
+                    if let email {
+                        // The registry is the server's: owners find participants there by address.
+                        let server = try SyncServer(SyncServer.Configuration(directory: directory))
+                        try server.registerUser(UserID(user), emailAddress: email)
+                        server.shutdown()
+                    }
+                    try TokenStore.append(token: token, user: UserID(user), to: data.tokensURL(in: directory))
+                case .postgres:
+                    let (server, tokens) = try data.server(logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+                    defer { server.shutdown() }
+                    if let email { try server.registerUser(UserID(user), emailAddress: email) }
+                    try tokens.add(token: token, for: UserID(user))
                 }
-                try TokenStore.append(token: token, user: UserID(user), to: data.tokensURL)
             } catch let error as SyncError {
                 FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))
                 throw ExitCode.failure
@@ -83,7 +92,11 @@ struct User: ParsableCommand {
         func run() throws {
             let count: Int
             do {
-                count = try TokenStore.rehash(file: data.tokensURL)
+                guard case .lmdb(let directory) = try data.location else {
+                    print("0 tokens rehashed: a PostgreSQL store keeps only digests")
+                    return
+                }
+                count = try TokenStore.rehash(file: data.tokensURL(in: directory))
             } catch {
                 FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
                 throw ExitCode.failure
