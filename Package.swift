@@ -173,7 +173,7 @@ let package = Package(
         .testTarget(
             name: "LogSyncPostgresTests",
             dependencies: [
-                "LogSyncPostgres", "PostgresProcess", "SyncModel",
+                "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -91,6 +91,22 @@ package final class PostgresPool: Sendable {
         try? group.syncShutdownGracefully()
     }
 
+    /// A pool dropped without ``shutdown()`` (its owner failed half-way through starting, say)
+    /// still closes its idle connections, which postgres-nio requires of every connection.
+    deinit {
+        let idle = state.withLock { state in
+            defer { state.idle = [] }
+            return state.idle
+        }
+        for connection in idle {
+            if connection.eventLoop.inEventLoop {
+                connection.close().whenComplete { _ in }
+            } else {
+                try? connection.close().wait()
+            }
+        }
+    }
+
     /// An idle open connection, or a new one.
     private func checkOut() throws -> PostgresConnection {
         while true {

@@ -91,6 +91,7 @@ public final class PostgresStorage: ServerStorage {
             let entries = try PostgresIndexReader.entries(logID: logID, from: next, limit: 1000, session)
             guard let lastRead = entries.last else { break }
             try tables.applying { try projection.apply(entries, to: ProjectionTables(external: tables)) }
+            try tables.flush()
             next = lastRead.offset.rawValue + 1
         }
         try session.query(
