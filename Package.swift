@@ -266,6 +266,18 @@ let package = Package(
             ],
             path: "Tools/logsync-http-bench"
         ),
+        // The PostgreSQL store against LMDB, and one node against two; starts its own
+        // PostgreSQL with the tests' PostgresProcess.
+        .executableTarget(
+            name: "logsync-store-bench",
+            dependencies: [
+                "LogSyncServer", "LogSyncPostgres", "LogSyncHTTP", "LogSyncHTTPServer", "SyncModel", "LogStore", "BenchSupport",
+                "PostgresProcess",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/logsync-store-bench"
+        ),
         .executableTarget(
             name: "logsync-engine-bench",
             dependencies: [

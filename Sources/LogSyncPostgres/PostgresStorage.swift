@@ -201,7 +201,7 @@ final class PostgresServerLog: ServerLog {
         try storage.pool.withSession { session in
             try session.transaction { session in
                 try session.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return try body(PostgresIndexReader(session: session, logID: logID, tables: nil))
+                return try body(PostgresIndexReader(session: session, logID: logID, tables: PostgresIndexTables(session: session, logID: logID)))
             }
         }
     }
@@ -292,7 +292,22 @@ struct PostgresIndexReader: IndexReader {
     }
 
     func entry(at offset: LogOffset) throws -> LogEntry? {
-        try Self.entries(logID: logID, from: offset.rawValue, limit: 1, session).first { $0.offset == offset }
+        if let tables, let known = tables.entries[offset.rawValue] { return known }
+        return try Self.entries(logID: logID, from: offset.rawValue, limit: 1, session).first { $0.offset == offset }
+    }
+
+    var readsAhead: Bool { tables != nil }
+
+    func prefetch(keys: [[UInt8]], in table: String) throws {
+        try tables?.prefetch(keys, in: table)
+    }
+
+    /// Reads the entries at `offsets` in one statement; they are kept until the transaction ends.
+    func prefetch(entries offsets: [LogOffset]) throws {
+        guard let tables else { return }
+        let missing = offsets.map(\.rawValue).filter { tables.entries[$0] == nil }
+        guard !missing.isEmpty else { return }
+        for entry in try Self.entries(logID: logID, at: missing, session) { tables.entries[entry.offset.rawValue] = entry }
     }
 
     var lastOffset: LogOffset {
@@ -305,13 +320,27 @@ struct PostgresIndexReader: IndexReader {
 
     /// Up to `limit` entries of the log from offset `start` on, in order.
     static func entries(logID: Int64, from start: UInt64, limit: Int, _ session: PostgresSession) throws -> [LogEntry] {
-        try session.query(
+        try decode(session.query(
             """
             SELECT "offset", kind, time_us, payload FROM logsync_entries
             WHERE log_id = $1 AND "offset" >= $2 ORDER BY "offset" LIMIT $3
             """,
-            [.int64(logID), .int64(Int64(start)), .int64(Int64(limit))]
-        ).map { row in
+            [.int64(logID), .int64(Int64(start)), .int64(Int64(limit))]))
+    }
+
+    /// The entries at `offsets` that the log has.
+    static func entries(logID: Int64, at offsets: [UInt64], _ session: PostgresSession) throws -> [LogEntry] {
+        try decode(session.query(
+            """
+            SELECT "offset", kind, time_us, payload FROM logsync_entries
+            WHERE log_id = $1 AND "offset" = ANY($2::bigint[])
+            """,
+            [.int64(logID), .int64Array(offsets.map { Int64(bitPattern: $0) })]))
+    }
+
+    /// Entries from rows of (offset, kind, time, payload).
+    static func decode(_ rows: [PostgresRow]) throws -> [LogEntry] {
+        try rows.map { row in
             let (offset, kind, time, payload) = try row.decode((Int64, Int64, Int64, ByteBuffer).self)
             guard offset > 0, kind >= 0, kind <= Int64(UInt16.max) else {
                 throw LogStoreError(.corruptEntry, "a stored entry with kind \(kind)", offset: LogOffset(UInt64(max(offset, 0))))
@@ -335,6 +364,8 @@ final class PostgresIndexTables: ExternalProjectionTables {
     private var changed: [String: Set<[UInt8]>] = [:]
     /// The store's own failure behind a `LogStoreError(.io)` thrown to the projection.
     private var failure: (any Error)?
+    /// Entries read ahead in this transaction, by offset.
+    var entries: [UInt64: LogEntry] = [:]
 
     init(session: PostgresSession, logID: Int64) {
         self.session = session
@@ -373,6 +404,22 @@ final class PostgresIndexTables: ExternalProjectionTables {
 
     func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
         try storeCall { try read(key, in: table) }
+    }
+
+    /// Reads the rows of `keys` not yet known in one statement, and keeps them (or their absence).
+    func prefetch(_ keys: [[UInt8]], in table: String) throws {
+        let missing = keys.filter { rows[table]?[$0] == nil }
+        guard !missing.isEmpty else { return }
+        var known = rows[table] ?? [:]
+        for key in missing { known[key] = .some(nil) }
+        for row in try session.query(
+            "SELECT key, value FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key = ANY($3::bytea[])",
+            [.int64(logID), .string(table), .bytesArray(missing)])
+        {
+            let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
+            known[Array(key.readableBytesView)] = .some(Array(value.readableBytesView))
+        }
+        rows[table] = known
     }
 
     func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {

@@ -103,9 +103,23 @@ public protocol IndexReader {
     func entry(at offset: LogOffset) throws -> LogEntry?
     /// The offset of the last entry (`0` for an empty log).
     var lastOffset: LogOffset { get throws }
+
+    /// Whether reading ahead pays: a store across a network answers many keys or entries in
+    /// one round trip, so the rules announce what they are about to read (``prefetch(keys:in:)``,
+    /// ``prefetch(entries:)``). Reading without announcing gives the same answers.
+    var readsAhead: Bool { get }
+    /// Announces reads of `keys` of `table`.
+    func prefetch(keys: [[UInt8]], in table: String) throws
+    /// Announces reads of the entries at `offsets`.
+    func prefetch(entries offsets: [LogOffset]) throws
 }
 
 extension IndexReader {
+    /// A store on this machine's disk reads as fast one key at a time.
+    public var readsAhead: Bool { false }
+    public func prefetch(keys: [[UInt8]], in table: String) throws {}
+    public func prefetch(entries offsets: [LogOffset]) throws {}
+
     func forEach(
         in table: String, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {

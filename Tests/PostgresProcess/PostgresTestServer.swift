@@ -19,6 +19,9 @@ import Glibc
 package final class PostgresTestServer: Sendable {
     /// The loopback port the server listens on; the same across restarts.
     package let port: Int
+    /// Whether the server syncs its writes to disk (`fsync`, synchronous commits): off for
+    /// tests, on for benchmarks that compare it with a durable LMDB store.
+    package let durable: Bool
     /// The data directory, which also holds the server's socket and its log (`log`).
     package let directory: URL
     /// The directory holding `initdb`, `pg_ctl` and `createdb`.
@@ -45,7 +48,8 @@ package final class PostgresTestServer: Sendable {
     ///
     /// - Throws: ``PostgresTestServerError`` when PostgreSQL is not installed, `initdb` fails,
     ///   or the server does not start (with the tail of its log).
-    package init(directory: URL? = nil) async throws {
+    package init(directory: URL? = nil, durable: Bool = false) async throws {
+        self.durable = durable
         binaries = try Self.findBinaries()
         runAs = geteuid() == 0 ? Self.unprivilegedUser() : nil
         let directory = directory ?? URL(fileURLWithPath: NSTemporaryDirectory())
@@ -69,7 +73,7 @@ package final class PostgresTestServer: Sendable {
         for _ in 0..<3 {
             let port = try Self.freePort()
             do {
-                try await Self.start(binaries, runAs, directory: directory, port: port)
+                try await Self.start(binaries, runAs, directory: directory, port: port, durable: durable)
                 self.port = port
                 Self.register(self.stopCommand)
                 return
@@ -102,7 +106,7 @@ package final class PostgresTestServer: Sendable {
         let restarted = try await Self.command(
             binaries, runAs,
             ["pg_ctl", "restart", "-w", "-m", "fast", "-D", directory.path, "-l", logPath,
-             "-o", Self.serverOptions(directory: directory, port: port)])
+             "-o", Self.serverOptions(directory: directory, port: port, durable: durable)])
         guard restarted.status == 0 else {
             throw PostgresTestServerError("pg_ctl restart failed: \(restarted)\nlog:\n\(logTail())")
         }
@@ -118,7 +122,7 @@ package final class PostgresTestServer: Sendable {
 
     /// Starts the server stopped by ``stop()`` again, on the same port.
     package func startAgain() async throws {
-        try await Self.start(binaries, runAs, directory: directory, port: port)
+        try await Self.start(binaries, runAs, directory: directory, port: port, durable: durable)
     }
 
     /// Stops the server at once and deletes its directory; for tests with a server of their own.
@@ -166,17 +170,17 @@ package final class PostgresTestServer: Sendable {
 
     /// The server's `-o` options: loopback only, the socket in the data directory, durability
     /// off, and room for the many pools tests open at once.
-    private static func serverOptions(directory: URL, port: Int) -> String {
-        "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories=\(directory.path) "
-            + "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=1000"
+    private static func serverOptions(directory: URL, port: Int, durable: Bool) -> String {
+        "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories=\(directory.path) -c max_connections=1000"
+            + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
     }
 
     /// `pg_ctl start`, waiting until the server accepts connections.
-    private static func start(_ binaries: URL, _ runAs: String?, directory: URL, port: Int) async throws {
+    private static func start(_ binaries: URL, _ runAs: String?, directory: URL, port: Int, durable: Bool) async throws {
         let started = try await command(
             binaries, runAs,
             ["pg_ctl", "start", "-w", "-t", "60", "-D", directory.path, "-l", directory.appendingPathComponent("log").path,
-             "-o", serverOptions(directory: directory, port: port)])
+             "-o", serverOptions(directory: directory, port: port, durable: durable)])
         guard started.status == 0 else {
             throw PostgresTestServerError(
                 "PostgreSQL in \(directory.path) did not start on port \(port): \(started)\nlog:\n\(logTail(directory: directory))")

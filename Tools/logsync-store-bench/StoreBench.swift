@@ -1,0 +1,253 @@
+// logsync-store-bench: the server's PostgreSQL store against its LMDB store, and one server node
+// against two on one PostgreSQL database, in the same run.
+//
+// 1. Commit: N records (≈300 B) saved into one zone in requests of 400, through the server's
+//    rules in this process (`InProcessDatabase`); records/s per store. LMDB `.durable` against
+//    PostgreSQL with fsync and synchronous commits on; LMDB `.fast` against PostgreSQL with
+//    fsync off: each pair equally durable.
+// 2. Fetch: the same records fetched from scratch, page by page; records/s per store.
+// 3. Nodes: D devices (HTTP clients, U users, the devices of a user on alternate nodes) each
+//    save R requests of 10 records and then fetch their zone, all at once, over loopback HTTP;
+//    against one node, then against two nodes (two HTTP servers, each with its own PostgreSQL
+//    store and connections) on the same database. Records saved per second over the whole
+//    run, and the median and p99 latency of the save requests.
+//
+// PostgreSQL is started by the benchmark (initdb and pg_ctl in the scratch directory, on a free
+// loopback port; as an unprivileged user when run as root), twice: with fsync and without. The nodes run in
+// this process: on a machine with 2 cores, two nodes add no processors, only a second pool of
+// connections and a second listener, which is what the figures show.
+//
+//   swift build -c release --product logsync-store-bench --scratch-path .build-h
+//   .build-h/release/logsync-store-bench [--records N] [--devices N] [--quick] [--dir PATH]
+//
+// Docs/Performance.md ("PostgreSQL and several nodes") has the figures of the reference machine.
+import ArgumentParser
+import BenchSupport
+import Foundation
+import Logging
+import LogStore
+import LogSyncHTTP
+import LogSyncHTTPServer
+import LogSyncPostgres
+import LogSyncServer
+import PostgresProcess
+import Synchronization
+import SyncModel
+
+@main
+struct StoreBench: BenchCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logsync-store-bench",
+        abstract: "The PostgreSQL store against the LMDB store, and one node against two, in one run.",
+        discussion: "Docs/Performance.md (\"PostgreSQL and several nodes\") has the figures of the reference machine.")
+
+    @OptionGroup var common: CommonOptions
+
+    @Option(help: ArgumentHelp("Records committed and fetched per store (default 40,000; 4,000 with --quick).", valueName: "N"), transform: count())
+    var records: Int?
+
+    @Option(help: ArgumentHelp("Concurrent devices in the nodes phase (default 100).", valueName: "N"), transform: count())
+    var devices: Int?
+
+    @Option(help: ArgumentHelp("Users the devices belong to (default 20).", valueName: "N"), transform: count())
+    var users: Int?
+
+    @Option(help: ArgumentHelp("Save requests per device in the nodes phase (default 20; 5 with --quick).", valueName: "N"), transform: count())
+    var rounds: Int?
+
+    var recordCount: Int { records ?? common.size(40_000, quick: 4_000) }
+    var deviceCount: Int { devices ?? 100 }
+    var userCount: Int { min(users ?? 20, deviceCount) }
+    var roundCount: Int { rounds ?? common.size(20, quick: 5) }
+
+    static let zone = RecordZone.ID(zoneName: "Bench")
+
+    static let quiet: Logger = {
+        var logger = Logger(label: "logsync-store-bench")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    func measure(in scratch: ScratchDirectory) async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .critical
+            return handler
+        }
+        printHeader("logsync-store-bench — the PostgreSQL store against LMDB, and one node against two", scratch: scratch)
+        emit("  \(grouped(recordCount)) records per store; \(deviceCount) devices of \(userCount) users, \(roundCount) saves of 10 records each")
+        let durablePostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-durable"), durable: true)
+        let fastPostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-fast"), durable: false)
+        defer {
+            Task { await durablePostgres.destroy() }
+            Task { await fastPostgres.destroy() }
+        }
+        emit("  PostgreSQL: \(durablePostgres.directory.path) (fsync on) and \(fastPostgres.directory.path) (fsync off)")
+        emit()
+
+        // 1 and 2: commit and fetch, per store.
+        var rows: [[String]] = [["store", "commit s", "commit records/s", "fetch s", "fetch records/s", "vs LMDB (commit, fetch)"]]
+        let stores: [(String, () async throws -> any ServerStorage)] = [
+            ("LMDB .durable", { try LMDBStorage(directory: scratch.subdirectory("lmdb-durable"), durability: .durable) }),
+            ("PostgreSQL, fsync on", { try await self.postgresStorage(on: durablePostgres) }),
+            ("LMDB .fast", { try LMDBStorage(directory: scratch.subdirectory("lmdb-fast"), durability: .fast) }),
+            ("PostgreSQL, fsync off", { try await self.postgresStorage(on: fastPostgres) }),
+        ]
+        var lmdb: (commit: Double, fetch: Double) = (0, 0)
+        for (index, (name, make)) in stores.enumerated() {
+            emit("  \(name): commit and fetch…")
+            let storage = try await make()
+            let server = try SyncServer(SyncServer.Configuration(directory: scratch.subdirectory("unused")), storage: storage)
+            let (commit, fetch) = try await commitAndFetch(server)
+            server.shutdown()
+            let perSecond = (Double(recordCount) / commit, Double(recordCount) / fetch)
+            if index.isMultiple(of: 2) { lmdb = perSecond }
+            rows.append([
+                name, String(format: "%.2f", commit), grouped(Int(perSecond.0)), String(format: "%.2f", fetch), grouped(Int(perSecond.1)),
+                index.isMultiple(of: 2) ? "" : "\(ratio(perSecond.0 / lmdb.commit)), \(ratio(perSecond.1 / lmdb.fetch))",
+            ])
+        }
+        emit()
+        emit(table(rows))
+        emit()
+
+        // 3: one node against two, PostgreSQL with fsync on.
+        var nodeRows: [[String]] = [["nodes", "seconds", "records/s", "save p50", "save p99", "fetch p99", "2 nodes / 1"]]
+        var one = 0.0
+        for nodes in [1, 2] {
+            emit("  \(nodes) node\(nodes == 1 ? "" : "s"), \(deviceCount) devices…")
+            let result = try await nodesRun(nodes: nodes, on: durablePostgres, scratch: scratch)
+            let perSecond = Double(deviceCount * roundCount * 10) / result.seconds
+            if nodes == 1 { one = perSecond }
+            nodeRows.append([
+                "\(nodes)", String(format: "%.2f", result.seconds), grouped(Int(perSecond)), ms(result.saves.median), ms(result.saves.p99),
+                ms(result.fetches.p99), nodes == 1 ? "" : ratio(perSecond / one),
+            ])
+        }
+        emit()
+        emit(table(nodeRows))
+        printLoadAtEnd()
+    }
+
+    /// A PostgreSQL store on a new database of `server`.
+    func postgresStorage(on server: PostgresTestServer) async throws -> PostgresStorage {
+        let url = try await server.createDatabase()
+        return try PostgresStorage(url: url, connections: 16, logger: Self.quiet)
+    }
+
+    /// Seconds to commit `recordCount` records in requests of 400, and to fetch them all.
+    func commitAndFetch(_ server: SyncServer) async throws -> (commit: Double, fetch: Double) {
+        let database = server.database(for: "bench", device: "writer")
+        _ = try await database.modifyZones(saving: [RecordZone(zoneID: Self.zone)], deleting: [])
+        let started = ContinuousClock.now
+        var saved = 0
+        while saved < recordCount {
+            let batch = (saved..<min(saved + 400, recordCount)).map { Self.record("r\($0)", size: 300) }
+            let response = try await database.modifyRecords(saving: batch, deleting: [])
+            guard response.saveResults.values.allSatisfy({ (try? $0.get()) != nil }) else { throw BenchError("a save failed") }
+            saved += batch.count
+        }
+        let commit = seconds(since: started)
+        let fetchStarted = ContinuousClock.now
+        var fetched = 0
+        var token: ZoneChangeToken? = nil
+        while true {
+            let page = try await server.database(for: "bench", device: "reader").fetchZoneChanges(zoneID: Self.zone, since: token)
+            fetched += page.modifications.count
+            token = page.changeToken
+            if !page.moreComing { break }
+        }
+        guard fetched == recordCount else { throw BenchError("fetched \(fetched) records of \(recordCount)") }
+        return (commit, seconds(since: fetchStarted))
+    }
+
+    /// A record of about `size` bytes of field data.
+    static func record(_ name: String, size: Int) -> Record {
+        var record = Record(recordType: "Item", recordID: Record.ID(recordName: name, zoneID: zone))
+        record["title"] = .string(name)
+        record["body"] = .string(String(repeating: "x", count: max(0, size - name.utf8.count - 16)))
+        record["count"] = .int64(Int64(name.utf8.count))
+        return record
+    }
+
+    /// Latencies collected by concurrent tasks.
+    final class Collected: Sendable {
+        private let state = Mutex<[Double]>([])
+        func add(_ value: Double) { state.withLock { $0.append(value) } }
+        var values: [Double] { state.withLock { $0 } }
+    }
+
+    struct NodesResult {
+        var seconds: Double
+        var saves: Samples
+        var fetches: Samples
+    }
+
+    /// Every device saving its rounds at once through `nodes` HTTP servers on one database.
+    func nodesRun(nodes: Int, on postgres: PostgresTestServer, scratch: ScratchDirectory) async throws -> NodesResult {
+        let url = try await postgres.createDatabase()
+        var servers: [(SyncServer, RunningHTTPSyncServer)] = []
+        for index in 0..<nodes {
+            let storage = try PostgresStorage(url: url, connections: 16, logger: Self.quiet)
+            let server = try SyncServer(SyncServer.Configuration(directory: scratch.subdirectory("node\(index)")), storage: storage)
+            let http = HTTPSyncServer(
+                server: server, tokens: TokenStore(stored: storage.tokens!), configuration: .init(port: 0), logger: Self.quiet)
+            servers.append((server, try await RunningHTTPSyncServer.start(http)))
+        }
+        defer {
+            for (server, _) in servers { server.shutdown() }
+        }
+        // Users, their tokens (kept in the database: any node accepts them) and zones.
+        var tokens: [String] = []
+        for user in 0..<userCount {
+            let token = TokenStore.generateToken()
+            try servers[0].1.http.tokens.add(token: token, for: UserID(rawValue: "user\(user)"))
+            tokens.append(token)
+        }
+        var clients: [HTTPSyncClient] = []
+        for device in 0..<deviceCount {
+            let node = servers[device % nodes].1
+            clients.append(HTTPSyncClient(.init(
+                serverURL: URL(string: "http://127.0.0.1:\(node.port)")!, token: tokens[device % userCount],
+                device: DeviceID(rawValue: "device\(device)"))))
+        }
+        defer { for client in clients { client.close() } }
+        for user in 0..<userCount {
+            _ = try await clients[user].database(.private).modifyZones(saving: [RecordZone(zoneID: Self.zone)], deleting: [])
+        }
+        let saves = Collected()
+        let fetches = Collected()
+        let rounds = roundCount
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (device, client) in clients.enumerated() {
+                group.addTask {
+                    let database = client.database(.private)
+                    for round in 0..<rounds {
+                        let batch = (0..<10).map { Self.record("d\(device)r\(round)n\($0)", size: 300) }
+                        let sent = ContinuousClock.now
+                        let response = try await database.modifyRecords(saving: batch, deleting: [])
+                        let elapsed = seconds(since: sent)
+                        guard response.saveResults.values.allSatisfy({ (try? $0.get()) != nil }) else {
+                            throw BenchError("device \(device): a save failed")
+                        }
+                        saves.add(elapsed)
+                    }
+                    let sent = ContinuousClock.now
+                    var token: ZoneChangeToken? = nil
+                    while true {
+                        let page = try await database.fetchZoneChanges(zoneID: Self.zone, since: token)
+                        token = page.changeToken
+                        if !page.moreComing { break }
+                    }
+                    let elapsed = seconds(since: sent)
+                    fetches.add(elapsed)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let total = seconds(since: started)
+        for (_, running) in servers { try await running.stop() }
+        return NodesResult(seconds: total, saves: Samples(values: saves.values), fetches: Samples(values: fetches.values))
+    }
+}
