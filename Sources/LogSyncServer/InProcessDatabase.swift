@@ -75,7 +75,8 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
         // An account query, not a database request: injected request failures (F152) do not
         // apply; account problems are simulated by the caller's account, not the server.
         try checkCancellation("currentUserRecordID")
-        return try server.userRecordID(for: user)
+        let (server, user) = (server, user)
+        return try await server.storage.perform { try server.userRecordID(for: user) }
     }
 
     public func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
