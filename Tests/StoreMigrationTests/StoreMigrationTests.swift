@@ -11,14 +11,15 @@ import Testing
 /// `logsync-server migrate`: an LMDB store moved into PostgreSQL serves the same devices on.
 @Suite("Moving a server from LMDB to PostgreSQL", .timeLimit(.minutes(5)))
 struct StoreMigrationTests {
-    // Everything a device relies on survives the move: records, its change tokens, request-ID
-    // replays, user numbers, shares, subscriptions and bearer tokens.
+    /// Everything a device relies on survives the move: records, its change tokens, request-ID
+    /// replays, user numbers, shares, subscriptions and bearer tokens.
     @Test("a migrated server answers as the LMDB one did")
     func migratedServerAnswersAlike() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeAll(directory) }
         let source = directory.appendingPathComponent("lmdb", isDirectory: true)
         let notes = RecordZone.ID(zoneName: "Notes")
+        /// A new note `name` of zone Notes titled `title`.
         func record(_ name: String, _ title: String) -> Record {
             var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: notes))
             record["title"] = .string(title)
@@ -95,8 +96,8 @@ struct StoreMigrationTests {
         #expect(tokens.user(for: TokenStore.generateToken()) == nil)
     }
 
-    // A target with any entry is refused before anything is written, by the command and by
-    // the import itself, naming the log and its last offset.
+    /// A target with any entry is refused before anything is written, by the command and by
+    /// the import itself, naming the log and its last offset.
     @Test("a non-empty target is refused and left unchanged")
     func nonEmptyTargetRefused() async throws {
         let directory = try temporaryDirectory()
@@ -128,7 +129,7 @@ struct StoreMigrationTests {
         #expect(try again.storedLogs() == before)
     }
 
-    // Offsets must run 1, 2, 3… without a gap or a step back; chunks commit in turn.
+    /// Offsets must run 1, 2, 3… without a gap or a step back; chunks commit in turn.
     @Test("the import checks offsets and writes in chunks")
     func importChecksOffsets() async throws {
         let server = try await PostgresTestServer.shared()
@@ -151,14 +152,16 @@ struct StoreMigrationTests {
         #expect(try chunked.importLog(
             .registry, projection: ServerLogName.registry.serverProjection, chunkSize: 2, entries: registryEntries(users)) == 5)
         #expect(try chunked.storedLogs()["registry"] == 5)
-        let postgres = try SyncServer(SyncServer.Configuration(directory: try temporaryDirectory()), storage: chunked)
+        let unused = try temporaryDirectory()
+        defer { try? FileManager.default.removeAll(unused) }
+        let postgres = try SyncServer(SyncServer.Configuration(directory: unused), storage: chunked)
         defer { postgres.shutdown() }
         for (index, user) in users.enumerated() {
             #expect(try postgres.userRecordID(for: UserID(user)).recordName == "_user\(index + 1)", "the index was built")
         }
     }
 
-    // No data, or data LMDB cannot read, fails before the target is touched, naming the path.
+    /// No data, or data LMDB cannot read, fails before the target is touched, naming the path.
     @Test("an absent or corrupt source fails with a clear error")
     func badSourceFails() async throws {
         let directory = try temporaryDirectory()
@@ -192,16 +195,26 @@ struct StoreMigrationTests {
 
 /// What devices see of a server: the answers compared before and after the move.
 struct Observed: Equatable {
+    /// Alice's user record ID, which holds her registry number.
     var aliceNumber: Record.ID
+    /// Bob's.
     var bobNumber: Record.ID
+    /// Alice's zones.
     var zones: Set<RecordZone.ID>
+    /// Every record of her zone Notes.
     var allRecords: FetchZoneChangesResponse
+    /// The zone's changes after the zone token taken before the last save and deletion.
     var zoneChangesAfterToken: FetchZoneChangesResponse
+    /// The database's changes after the database token taken then.
     var databaseChangesAfterToken: FetchDatabaseChangesResponse
+    /// Alice's subscriptions.
     var subscriptions: [Subscription]
+    /// Bob's shared database from scratch.
     var bobShared: FetchDatabaseChangesResponse
+    /// The records bob sees in the zone alice shares with him.
     var bobSharedRecords: [String]
 
+    /// Asks `server` what alice's and bob's devices would.
     init(server: SyncServer, notes: RecordZone.ID, databaseToken: DatabaseChangeToken, zoneToken: ZoneChangeToken) async throws {
         let alice = server.database(for: "alice", device: "laptop")
         aliceNumber = try server.userRecordID(for: "alice")

@@ -28,14 +28,17 @@ struct Migrate: ParsableCommand {
                 logsync-server migrate --from lmdb:/var/lib/logsync --to postgres://logsync@db/logsync
             """)
 
+    /// The LMDB store to copy, `lmdb:DIR` or `DIR`.
     @Option(name: .long, help: ArgumentHelp("The LMDB store to copy: lmdb:DIR (or DIR).", valueName: "lmdb:dir"))
     var from: String
 
+    /// The PostgreSQL URL of the empty target.
     @Option(name: .long, help: ArgumentHelp(
         "The empty PostgreSQL store to fill: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE. Its schema is created if missing.",
         valueName: "url"))
     var to: String
 
+    /// The token file, when it is not `DIR/tokens`.
     @Option(name: .long, help: ArgumentHelp("The LMDB store's token file. Default: <dir>/tokens.", valueName: "file"))
     var tokens: String?
 
@@ -48,6 +51,8 @@ struct Migrate: ParsableCommand {
         }
     }
 
+    /// Refuses an empty --from and a --to that is not a well-formed PostgreSQL URL, before
+    /// anything is opened.
     func validate() throws {
         _ = try sourceDirectory
         guard to.hasPrefix("postgres://") || to.hasPrefix("postgresql://") else {
@@ -56,6 +61,7 @@ struct Migrate: ParsableCommand {
         _ = try PostgresURL(to)
     }
 
+    /// Runs the migration; an error is one line on standard error and exit status 1.
     func run() throws {
         do {
             let directory = try sourceDirectory
@@ -86,6 +92,7 @@ enum MigrationError: Error, CustomStringConvertible {
     /// After copying, a log does not end at the same offset on both sides.
     case verificationFailed(log: String, source: UInt64, target: UInt64?)
 
+    /// One line naming what is wrong and where.
     var description: String {
         switch self {
         case .sourceMissing(let path):
@@ -117,7 +124,9 @@ struct StoreMigration {
 
     /// A log of the source, open read-only.
     struct SourceLog {
+        /// The log's name in either store (`registry`, `u12/private`).
         let name: ServerLogName
+        /// The LMDB log.
         let log: Log
     }
 
