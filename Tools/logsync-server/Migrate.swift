@@ -108,6 +108,7 @@ enum MigrationError: Error, CustomStringConvertible {
                 + (logs.count > 5 ? ", …" : "") + "; migrate only into an empty database (nothing was written)"
         case .verificationFailed(let log, let source, let target):
             "log \(log) ends at offset \(source) in the source but at \(target.map(String.init) ?? "no log") in the target"
+                + (source > (target ?? 0) ? " (was the node stopped? drop and create the database, then migrate again)" : "")
         }
     }
 }
@@ -154,9 +155,14 @@ struct StoreMigration {
         for (digest, user) in digests.sorted(by: { $0.key < $1.key }) {
             try storage.tokens!.add(digest: digest, user: user)
         }
+        // Both sides read again: a source that grew meanwhile (a node still running) fails here.
         let copied = try storage.storedLogs()
-        for (name, last) in expected.sorted(by: { $0.key < $1.key }) where copied[name] != last {
-            throw MigrationError.verificationFailed(log: name, source: last, target: copied[name])
+        for source in logs {
+            let name = source.name.description
+            let last = try source.log.lastOffset.rawValue
+            guard last == expected[name], copied[name] == last else {
+                throw MigrationError.verificationFailed(log: name, source: last, target: copied[name])
+            }
         }
         report("total: \(total) \(total == 1 ? "entry" : "entries") in \(logs.count) logs, \(digests.count) \(digests.count == 1 ? "token" : "tokens"); every log ends at the same offset in both stores")
     }
