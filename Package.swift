@@ -179,6 +179,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // `logsync-server migrate`: an LMDB store copied into PostgreSQL serves the same devices on.
+        .testTarget(
+            name: "StoreMigrationTests",
+            dependencies: [
+                "LogSyncServer", "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogStore", "ChildProcesses",
+                "logsync-server", "LogSyncHTTPServer",
+            ]
+        ),
         // A throwaway PostgreSQL server for tests: initdb in a temporary directory, a free
         // loopback port, restarts for fault tests.
         .target(name: "PostgresProcess", dependencies: ["ChildProcesses"], path: "Tests/PostgresProcess"),

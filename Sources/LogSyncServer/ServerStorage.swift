@@ -74,6 +74,17 @@ public enum ServerLogName: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+extension ServerLogName {
+    /// The projection the server keeps as this log's index: the registry's users, or a
+    /// database's ``ServerIndex``. What a copy of the log into another store applies.
+    package var serverProjection: any Projection {
+        switch self {
+        case .registry: UserRegistry.Index()
+        case .database: ServerIndex()
+        }
+    }
+}
+
 /// One log of a server's storage and its index, as the server's rules read and write it.
 public protocol ServerLog: AnyObject, Sendable {
     /// Runs `body` on a consistent snapshot of the log and its index.

@@ -21,9 +21,10 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             Docs/Protocol.md describes the routes and the token file.
 
             Several nodes can serve one PostgreSQL database: `--store postgres://user@host/db` \
-            on each (Docs/Deployment.md).
+            (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \
+            migrate` moves an LMDB directory there (Docs/Deployment.md).
             """,
-        subcommands: [Serve.self, User.self],
+        subcommands: [Serve.self, User.self, Migrate.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -9,9 +9,15 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server until SIGINT or SIGTERM (the default subcommand).",
         discussion: """
-            Every commit is on disk (fsync) before its request is answered. On SIGINT or SIGTERM \
+            Every commit is stored (on disk with fsync, or committed by PostgreSQL) before its \
+            request is answered. On SIGINT or SIGTERM \
             the server stops accepting connections, lets requests in flight finish, closes push \
             channels, and exits with status 0; no committed change is lost.
+
+            With --store postgres://… (or LOGSYNC_STORE) every node naming the database serves \
+            every device: commits are PostgreSQL transactions, push hints reach other nodes by \
+            LISTEN/NOTIFY, tokens are in the database, and the schema is created or migrated at \
+            start. Each node opens up to 2 × --connections + 1 connections (Docs/Deployment.md).
 
             With --tls-certificate and --tls-key the server speaks HTTPS only (and push channels \
             are wss); without them, plain HTTP: keep it on loopback or behind a reverse proxy \
