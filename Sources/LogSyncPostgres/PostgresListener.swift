@@ -30,8 +30,9 @@ package final class PostgresListener: Sendable {
         var nextID = 1
     }
 
-    /// The first and the longest wait between connection attempts.
+    /// The first wait before connecting again, short so a quick restart costs little.
     static let initialBackoff = TimeAmount.milliseconds(100)
+    /// The longest wait between connection attempts, so a long outage costs few attempts.
     static let maximumBackoff = TimeAmount.seconds(2)
 
     /// Creates a listener on `channel` of the database at `url`; it connects on ``start()``.

@@ -102,6 +102,13 @@ package struct PostgresSession: Sendable {
             throw PostgresFailure.unavailable(
                 "the connection to PostgreSQL at \(endpoint) failed earlier in this session")
         }
+        // A query written to a connection that has already closed is never answered, so a
+        // closed one fails here rather than waiting forever.
+        if connection.isClosed {
+            health.markBroken()
+            throw PostgresFailure.unavailable(
+                "lost the connection to PostgreSQL at \(endpoint) before the statement \"\(PostgresStoreError.firstLine(query.sql))\"")
+        }
         do {
             return Array(try connection.query(query, logger: logger).wait())
         } catch {
