@@ -98,6 +98,13 @@ package struct PostgresSession: Sendable {
     /// - Throws: as ``query(_:_:)``.
     @discardableResult
     package func query(_ query: PostgresQuery) throws -> [PostgresRow] {
+        try self.query(query, within: Self.answerTimeout)
+    }
+
+    /// The longest wait for PostgreSQL's answer to one statement (lock waits included).
+    static let answerTimeout = TimeAmount.seconds(60)
+
+    private func query(_ query: PostgresQuery, within timeout: TimeAmount) throws -> [PostgresRow] {
         if health.isBroken {
             throw PostgresFailure.unavailable(
                 "the connection to PostgreSQL at \(endpoint) failed earlier in this session")
@@ -109,8 +116,23 @@ package struct PostgresSession: Sendable {
             throw PostgresFailure.unavailable(
                 "lost the connection to PostgreSQL at \(endpoint) before the statement \"\(PostgresStoreError.firstLine(query.sql))\"")
         }
+        // A connection that dies in a way postgres-nio does not notice would leave the statement
+        // unanswered and this thread waiting forever: after `timeout` the statement fails
+        // and the connection is dropped, as if it had been lost.
+        let answer = connection.eventLoop.makePromise(of: PostgresQueryResult.self)
+        connection.query(query, logger: logger).cascade(to: answer)
+        let endpoint = endpoint
+        let deadline = connection.eventLoop.scheduleTask(in: timeout) {
+            answer.fail(PostgresFailure.unavailable(
+                "PostgreSQL at \(endpoint) did not answer the statement \"\(PostgresStoreError.firstLine(query.sql))\" "
+                    + "within \(timeout.nanoseconds / 1_000_000_000) s"))
+        }
+        defer { deadline.cancel() }
         do {
-            return Array(try connection.query(query, logger: logger).wait())
+            return Array(try answer.futureResult.wait())
+        } catch let error as SyncError {
+            health.markBroken()
+            throw error
         } catch {
             switch PostgresFailure(error, sql: query.sql, endpoint: endpoint) {
             case .connection(let failure):
