@@ -112,9 +112,13 @@ struct MultiNodeTests {
             #expect(nothing.modifications.isEmpty && nothing.deletions.isEmpty, "\(nothing)")
             #expect(nothing.changeToken == next.changeToken)
 
-            // The database token of node 2 works on node 1: no zone changed since.
-            let noZones = try await phone.fetchDatabaseChanges(since: zones.changeToken)
+            // Database tokens too: node 1 answers node 2's with the zone the new note changed,
+            // and node 2 answers node 1's new one with nothing.
+            let changed = try await phone.fetchDatabaseChanges(since: zones.changeToken)
+            #expect(changed.modifications.map(\.zoneID) == [Self.notes], "\(changed)")
+            let noZones = try await laptop.fetchDatabaseChanges(since: changed.changeToken)
             #expect(noZones.modifications.isEmpty && noZones.deletions.isEmpty, "\(noZones)")
+            #expect(noZones.changeToken == changed.changeToken)
         }
     }
 

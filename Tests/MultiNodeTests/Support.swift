@@ -99,7 +99,8 @@ final class Cluster: Sendable {
     }
 
     /// Closes every client, kills every node (SIGKILL: what they hold is in PostgreSQL) and
-    /// waits for each to exit.
+    /// waits for each to exit. With `MULTINODE_LOGS` set in the environment, prints each node's
+    /// exit status and log, to see why a test failed.
     func stopAll() async {
         let (processes, clients) = started.withLock { state in
             defer { state = ([], []) }
@@ -107,7 +108,12 @@ final class Cluster: Sendable {
         }
         for client in clients { client.close() }
         for process in processes { process.send(SIGKILL) }
-        for process in processes { _ = await process.finish() }
+        for process in processes {
+            let finished = await process.finish()
+            if ProcessInfo.processInfo.environment["MULTINODE_LOGS"] != nil {
+                print("node \(process.pid) exit \(finished.status):\n\(finished.errorOutput.prefix(12000))")
+            }
+        }
     }
 }
 
