@@ -269,9 +269,15 @@ struct MultiNodeTests {
             // Whether node 1 committed it or not, it is saved once and not refused as a conflict
             // with itself.
             let onNode2 = cluster.client(on: node2, token: token, device: "phone").database()
+            let committedByNode1 = try await fetchAll(onNode2, zone: Self.notes).records["n\(inFlight)"]
             let resent = try await onNode2.modifyRecords(
                 saving: [Self.record("n\(inFlight)", "note \(inFlight)")], deleting: [], requestID: RequestID("phone-\(inFlight)"))
-            #expect(throws: Never.self) { _ = try resent.saveResults[Self.note("n\(inFlight)")]?.get() }
+            let resentRecord = try resent.saveResults[Self.note("n\(inFlight)")]?.get()
+            #expect(resentRecord != nil)
+            if let committedByNode1 {
+                // node 1 committed it before it died: node 2 replays that outcome, no second write.
+                #expect(resentRecord?.recordChangeTag == committedByNode1.recordChangeTag)
+            }
 
             // phone, on node 2: every note node 1 acknowledged, and the resent one; no other.
             let (records, token2) = try await fetchAll(onNode2, zone: Self.notes)
@@ -350,7 +356,16 @@ struct MultiNodeTests {
             }
 
             // laptop: writes during the outage; its engine's send is refused the same way and the
-            // save stays pending.
+            // save stays pending. When each send of the note ended, and how, is kept.
+            let sends = Locked<[(at: ContinuousClock.Instant, saved: Bool)]>([])
+            laptop.onEvent { event, _ in
+                guard case .sentRecordZoneChanges(let sent) = event else { return }
+                if sent.savedRecords.contains(where: { $0.recordID == Self.note("during") }) {
+                    sends.change { $0.append((.now, true)) }
+                } else if sent.failedRecordSaves.contains(where: { $0.record.recordID == Self.note("during") }) {
+                    sends.change { $0.append((.now, false)) }
+                }
+            }
             let mark = laptop.events.count
             try laptop.write(Self.note("during"), "written during the outage")
             try await laptop.waitForEvents("the engine's send during the outage was refused", limit: .seconds(20)) { events in
@@ -369,6 +384,13 @@ struct MultiNodeTests {
             // laptop: its engine retries after the retry-after on its own, and the save lands.
             try await laptop.waitForEvents("the engine's own retry saved the note", limit: .seconds(30), Self.saved("during", after: mark))
             try await waitUntil("the laptop has nothing pending") { try laptop.engine.state.pendingRecordZoneChanges.isEmpty }
+            // The engine never sent again sooner than the server's retry-after (1 s; a little
+            // less allowed for the time between the answer and its event).
+            let attempts = sends.value
+            #expect(attempts.last?.saved == true && attempts.dropLast().allSatisfy { !$0.saved }, "\(attempts)")
+            for (earlier, later) in zip(attempts, attempts.dropFirst()) {
+                #expect(later.at - earlier.at >= .milliseconds(900), "\(attempts)")
+            }
 
             // tablet, on node 2: the note from before the outage and the one written during it.
             let (records, _) = try await fetchAll(onNode2, zone: Self.notes)
