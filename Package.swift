@@ -187,6 +187,17 @@ let package = Package(
                 "logsync-server", "LogSyncHTTPServer",
             ]
         ),
+        // Several logsync-server processes on one PostgreSQL database, end to end: records,
+        // conflicts and pushes across nodes, a node killed mid-stream, PostgreSQL restarted.
+        .testTarget(
+            name: "MultiNodeTests",
+            dependencies: [
+                "LogSync", "LogSyncHTTP", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogSyncPostgres",
+                "PostgresProcess", "ChildProcesses", "logsync-server",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // A throwaway PostgreSQL server for tests: initdb in a temporary directory, a free
         // loopback port, restarts for fault tests.
         .target(name: "PostgresProcess", dependencies: ["ChildProcesses"], path: "Tests/PostgresProcess"),

@@ -137,29 +137,50 @@ struct PushUpgradeGateChannel: ServerChildChannel {
 
 /// See ``PushUpgradeGateChannel``. Only the connection's first request can be an upgrade; the
 /// gate leaves the pipeline after it.
+///
+/// The token of an upgrade request may have to be looked up in a store that blocks (PostgreSQL,
+/// for a token this node has not seen yet), which must never happen on the event loop (NIO
+/// traps on a blocking wait there): the look-up runs in a task, as the router's handlers do,
+/// and the parts of the request read meanwhile wait here
+/// until the head goes on, changed or not.
 final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     let push: PushRoute
+    /// The parts read while the head's look-up runs; `nil` when none runs.
+    private var held: [NIOAny]?
 
     init(push: PushRoute) { self.push = push }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(var head) = unwrapInboundIn(data) else {
-            context.fireChannelRead(data)
+        if held != nil {
+            held?.append(data)
             return
         }
-        if head.headers.contains(name: "upgrade"),
-           push.accepted(
-               path: head.uri, authorization: head.headers.first(name: "authorization"),
-               device: head.headers.first(name: WireProtocol.deviceHeader)) == nil
-        {
-            head.headers.remove(name: "upgrade")
-            head.headers.remove(name: "connection")
-            context.fireChannelRead(wrapInboundOut(.head(head)))
-        } else {
+        guard case .head(let head) = unwrapInboundIn(data), head.headers.contains(name: "upgrade") else {
             context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
         }
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        held = []
+        let push = push
+        let bound = NIOLoopBound((gate: self, context: context), eventLoop: context.eventLoop)
+        context.eventLoop.makeFutureWithTask {
+            push.accepted(
+                path: head.uri, authorization: head.headers.first(name: "authorization"),
+                device: head.headers.first(name: WireProtocol.deviceHeader)) != nil
+        }.whenComplete { result in
+            let (gate, context) = bound.value
+            var head = head
+            if (try? result.get()) != true {
+                head.headers.remove(name: "upgrade")
+                head.headers.remove(name: "connection")
+            }
+            let held = gate.held ?? []
+            gate.held = nil
+            context.fireChannelRead(gate.wrapInboundOut(.head(head)))
+            for part in held { context.fireChannelRead(part) }
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        }
     }
 }
