@@ -81,6 +81,12 @@ struct OperationRoutes: Sendable {
             _ = try scope(context)
             _ = try authenticate(request)
             _ = try device(of: request)
+            if request.headers[HTTPField.Name(PushRoute.deferredHeader)!] != nil {
+                // The gate had to look the token up in the storage; it is known now.
+                throw HTTPFailure(SyncError(
+                    .serviceUnavailable, "the server was looking up the push channel's token; open the channel again",
+                    retryAfter: .seconds(1)))
+            }
             throw HTTPFailure(400, SyncError(.invalidArguments, "the push channel is a WebSocket: send GET with \"Upgrade: websocket\""))
         } catch let failure as HTTPFailure {
             return Self.errorResponse(failure.error, status: failure.status, format: format)

@@ -47,18 +47,47 @@ struct PushRoute: Sendable {
 
     /// The scope, user and device of a push upgrade request that may be upgraded, or `nil` for
     /// one the router must answer instead (404, 401 or 400, see `OperationRoutes.refusePush`).
+    ///
+    /// It runs on the connection's event loop, which must never wait: a token that only the
+    /// server's storage knows (PostgreSQL, a token this node has not seen) is not waited for.
+    /// The request goes to the router marked with ``deferredHeader``, which answers 503 with a
+    /// retry-after while the token is fetched; the client's next attempt finds it in memory.
     func accepted(path: String, authorization: String?, device: String?) -> (DatabaseScope, UserID, DeviceID?)? {
+        if case .accepted(let scope, let user, let device) = screen(path: path, authorization: authorization, device: device) {
+            return (scope, user, device)
+        }
+        return nil
+    }
+
+    /// What the gate decides for an upgrade request, without waiting.
+    enum Screening {
+        case accepted(DatabaseScope, UserID, DeviceID?)
+        case refused
+        case tokenNotYetKnown
+    }
+
+    /// The header the gate adds to an upgrade request whose token was not yet known.
+    static let deferredHeader = "LogSync-Push-Deferred"
+
+    func screen(path: String, authorization: String?, device: String?) -> Screening {
         let path = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
               components[2] == "databases", components[4] == "push",
               let scope = try? WireProtocol.scope(named: String(components[3])),
-              let user = try? OperationRoutes.authenticate(authorization: authorization, tokens: http.tokens),
               let device = try? OperationRoutes.device(header: device)
         else {
-            return nil
+            return .refused
         }
-        return (scope, user, device)
+        let parts = authorization?.split(separator: " ", maxSplits: 1) ?? []
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .refused }
+        switch http.tokens.lookUpWithoutWaiting(parts[1].trimmingCharacters(in: .whitespaces)) {
+        case .known(let user):
+            guard (try? user.validate()) != nil else { return .refused }
+            return .accepted(scope, user, device)
+        case .unknown: return .refused
+        case .notYetKnown: return .tokenNotYetKnown
+        }
     }
 
     /// Runs one channel until the client goes, the hub finishes, or a write fails.
@@ -137,50 +166,34 @@ struct PushUpgradeGateChannel: ServerChildChannel {
 
 /// See ``PushUpgradeGateChannel``. Only the connection's first request can be an upgrade; the
 /// gate leaves the pipeline after it.
-///
-/// The token of an upgrade request may have to be looked up in a store that blocks (PostgreSQL,
-/// for a token this node has not seen yet), which must never happen on the event loop (NIO
-/// traps on a blocking wait there): the look-up runs in a task, as the router's handlers do,
-/// and the parts of the request read meanwhile wait here
-/// until the head goes on, changed or not.
 final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     let push: PushRoute
-    /// The parts read while the head's look-up runs; `nil` when none runs.
-    private var held: [NIOAny]?
 
     init(push: PushRoute) { self.push = push }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if held != nil {
-            held?.append(data)
-            return
-        }
-        guard case .head(let head) = unwrapInboundIn(data), head.headers.contains(name: "upgrade") else {
+        guard case .head(var head) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             return
         }
-        held = []
-        let push = push
-        let bound = NIOLoopBound((gate: self, context: context), eventLoop: context.eventLoop)
-        context.eventLoop.makeFutureWithTask {
-            push.accepted(
+        if head.headers.contains(name: "upgrade") {
+            let screening = push.screen(
                 path: head.uri, authorization: head.headers.first(name: "authorization"),
-                device: head.headers.first(name: WireProtocol.deviceHeader)) != nil
-        }.whenComplete { result in
-            let (gate, context) = bound.value
-            var head = head
-            if (try? result.get()) != true {
+                device: head.headers.first(name: WireProtocol.deviceHeader))
+            if case .accepted = screening {
+                context.fireChannelRead(data)
+            } else {
                 head.headers.remove(name: "upgrade")
                 head.headers.remove(name: "connection")
+                head.headers.remove(name: PushRoute.deferredHeader)
+                if case .tokenNotYetKnown = screening { head.headers.add(name: PushRoute.deferredHeader, value: "1") }
+                context.fireChannelRead(wrapInboundOut(.head(head)))
             }
-            let held = gate.held ?? []
-            gate.held = nil
-            context.fireChannelRead(gate.wrapInboundOut(.head(head)))
-            for part in held { context.fireChannelRead(part) }
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        } else {
+            context.fireChannelRead(data)
         }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }

@@ -95,6 +95,25 @@ public final class TokenStore: Sendable {
         (try? lookUp(token)) ?? nil
     }
 
+    /// The user of `token` if this answer needs no wait: the token is in memory (or in the file),
+    /// or the tokens live nowhere else. `.notYetKnown` for a token only the storage can tell
+    /// about: an event loop must not wait for it, so the look-up is started on a thread of its
+    /// own and the token is in memory for the next request.
+    package func lookUpWithoutWaiting(_ token: String) -> ImmediateLookup {
+        let digest = TokenDigest(token: token)
+        if let user = state.withLock({ $0.users[digest] }) { return .known(user) }
+        guard stored != nil else { return (try? lookUp(token)).map { $0.map(ImmediateLookup.known) ?? .unknown } ?? .unknown }
+        Thread.detachNewThread { [self] in _ = try? self.lookUp(token) }
+        return .notYetKnown
+    }
+
+    /// What ``lookUpWithoutWaiting(_:)`` can say at once.
+    package enum ImmediateLookup: Sendable {
+        case known(UserID)
+        case unknown
+        case notYetKnown
+    }
+
     /// ``user(for:)``, telling apart an unknown token (`nil`) from a store that could not be
     /// asked: a token found in the storage is kept in memory, so devices already seen keep
     /// authenticating while the storage is away, and their requests fail as the store does.

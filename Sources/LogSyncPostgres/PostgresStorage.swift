@@ -54,6 +54,14 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
+    /// ``init(url:connections:logger:)`` on a thread of its own: connecting and migrating block,
+    /// and an async caller's thread is one of Swift's few cooperative threads.
+    public static func open(
+        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")
+    ) async throws -> PostgresStorage {
+        try await onOwnThread { try PostgresStorage(url: url, connections: connections, logger: logger) }
+    }
+
     /// The versioned migrations of the store's tables.
     package static var schema: PostgresMigrations { PostgresMigrations.logSync }
 
@@ -173,12 +181,19 @@ public final class PostgresStorage: ServerStorage {
     /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones.
     public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool) }
 
+    /// Stops listening and closes the connections. Returns at once: closing the pool's
+    /// connections and joining its threads happen on a thread of their own, so a caller on a
+    /// cooperative thread never waits for them.
     public func shutdown() {
-        listener.withLock { listener in
+        let listener = listener.withLock { listener in
             defer { listener = nil }
             return listener
-        }?.stop()
-        pool.shutdown()
+        }
+        let pool = pool
+        Thread.detachNewThread {
+            listener?.stop()
+            pool.shutdown()
+        }
     }
 }
 
@@ -546,5 +561,13 @@ struct PostgresTokens: StoredTokens {
         try pool.withSession { session in
             Int(try session.query("SELECT count(*) FROM logsync_tokens").first?.decode(Int64.self) ?? 0)
         }
+    }
+}
+
+/// Runs the blocking `body` on a new thread and resumes the caller with its result, so that an
+/// async caller never blocks one of Swift's cooperative threads on PostgreSQL.
+package func onOwnThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }

@@ -11,7 +11,7 @@ struct InProcessPostgresHarness: ContractHarness {
     var description: String { "in-process on PostgreSQL" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        InProcessServer(server: try await PostgresHarnessSupport.server(in: directory, now: now))
+        try await PostgresHarnessSupport.start { InProcessServer(server: try await PostgresHarnessSupport.server(in: directory, now: now)) }
     }
 }
 
@@ -20,15 +20,93 @@ struct HTTPPostgresHarness: ContractHarness {
     var description: String { "HTTP on PostgreSQL" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        try await HTTPHarness.start(try await PostgresHarnessSupport.server(in: directory, now: now))
+        try await PostgresHarnessSupport.start { try await HTTPHarness.start(try await PostgresHarnessSupport.server(in: directory, now: now)) }
     }
 }
 
 enum PostgresHarnessSupport {
-    /// A `SyncServer` on a new, empty database.
+    /// At most this many servers on PostgreSQL run at once: each has its connections (a
+    /// PostgreSQL process each) and threads, and the suite runs its tests in parallel on two
+    /// cores; the others wait, suspended, for a turn.
+    static let turns = Turns(count: 12)
+
+    /// Starts a server with `make` once it is this server's turn; stopping it ends the turn.
+    static func start(_ make: () async throws -> any ContractServer) async throws -> any ContractServer {
+        await turns.take()
+        do {
+            return TurnServer(inner: try await make())
+        } catch {
+            await turns.give()
+            throw error
+        }
+    }
+
+    /// A `SyncServer` on a new, empty database, made on a thread of its own (connecting,
+    /// migrating and opening the registry block).
     static func server(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> SyncServer {
         let url = try await PostgresTestServer.shared().createDatabase()
-        let storage = try PostgresStorage(url: url, connections: 1)
-        return try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now), storage: storage)
+        let storage = try await PostgresStorage.open(url: url, connections: 1)
+        let server = try await onOwnThread {
+            try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now), storage: storage)
+        }
+        // Push hints reach this server's devices through its LISTEN connection: until it
+        // listens, a commit's hint would be lost, and a push test would wait for it in vain.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !storage.isListening {
+            guard ContinuousClock.now < deadline else {
+                server.shutdown()
+                throw PostgresHarnessError(description: "the server's push listener did not connect within 30 s")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return server
+    }
+}
+
+struct PostgresHarnessError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// A counting semaphore for tasks: `take` suspends while every turn is taken.
+actor Turns {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(count: Int) { free = count }
+
+    func take() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func give() {
+        if waiting.isEmpty {
+            free += 1
+        } else {
+            waiting.removeFirst().resume()
+        }
+    }
+}
+
+/// A server that gives its turn back when it stops.
+struct TurnServer: ContractServer {
+    let inner: any ContractServer
+
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
+        try await inner.database(user: user, scope: scope, device: device)
+    }
+
+    var admin: ServerAdmin { inner.admin }
+
+    func stop() async throws {
+        defer { Task { await PostgresHarnessSupport.turns.give() } }
+        try await inner.stop()
+    }
+
+    func pushChannelsReady(_ database: any CloudDatabase) async {
+        await inner.pushChannelsReady(database)
     }
 }

@@ -40,6 +40,7 @@ struct PostgresStorageTests {
     @Test("two nodes writing one database at once: nothing lost, offsets dense")
     func concurrentNodes() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let node1 = try Self.node(url, in: directory.appendingPathComponent("1"))
         let node2 = try Self.node(url, in: directory.appendingPathComponent("2"))
@@ -78,6 +79,7 @@ struct PostgresStorageTests {
     @Test("F113 a commit on one node is hinted to a device on the other")
     func pushBetweenNodes() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let node1 = try Self.node(url, in: directory.appendingPathComponent("1"))
         let node2 = try Self.node(url, in: directory.appendingPathComponent("2"))
@@ -99,6 +101,7 @@ struct PostgresStorageTests {
     @Test("an index of another version is rebuilt from the entries")
     func indexRebuilt() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let node = try Self.node(url, in: directory)
         let before: [String: Record]
@@ -123,6 +126,7 @@ struct PostgresStorageTests {
     @Test("a damaged entry row fails the request naming the offset")
     func damagedEntry() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let node = try Self.node(url, in: directory)
         defer { node.shutdown() }
@@ -148,6 +152,7 @@ struct PostgresStorageTests {
     @Test("F90 PostgreSQL restarted: serviceUnavailable with retry-after, then service again, nothing lost")
     func restart() async throws {
         let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
         let postgres = try await PostgresTestServer()
         defer { Task { await postgres.destroy() } }
         let url = try await postgres.createDatabase()
@@ -183,7 +188,7 @@ struct PostgresStorageTests {
 // MARK: Helpers
 
 func temporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-pg-\(UUID().uuidString)", isDirectory: true)
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-store-test-\(UUID().uuidString)", isDirectory: true)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
