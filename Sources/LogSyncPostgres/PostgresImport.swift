@@ -125,15 +125,8 @@ extension PostgresStorage {
                 guard current == Int64(last) else {
                     throw LogImportError.changedDuringImport(log: name.description, expected: last, found: UInt64(max(current, 0)))
                 }
-                try PostgresServerLog.insert(chunk, logID: logID, session)
-                let tables = PostgresIndexTables(session: session, logID: logID)
-                try tables.applying { try projection.apply(chunk, to: ProjectionTables(external: tables)) }
-                try tables.flush()
-                let end = last + UInt64(chunk.count)
-                try session.query(
-                    "UPDATE logsync_logs SET last_offset = $2, applied_offset = $2 WHERE log_id = $1",
-                    [.int64(logID), .int64(Int64(end))])
-                return end
+                return try PostgresServerLog.append(
+                    chunk, to: logID, projection: projection, tables: PostgresIndexTables(session: session, logID: logID), session)
             }
         }
     }

@@ -27,11 +27,7 @@ public final class PostgresStorage: ServerStorage {
     let url: PostgresURL
     private let logger: Logger
     private let listener = Mutex<PostgresListener?>(nil)
-    private let localLocks = Mutex<[String: LocalLock]>([:])
-
-    private final class LocalLock: Sendable {
-        let lock = NSLock()
-    }
+    private let localLocks = NamedLocks()
 
     /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`),
     /// creating or migrating its schema (``schema``).
@@ -116,14 +112,9 @@ public final class PostgresStorage: ServerStorage {
     /// at a time across every node. Threads of this node queue on a local lock first, so they
     /// never hold connections while they wait.
     public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
-        let local = localLocks.withLock { locks in
-            if let lock = locks[name] { return lock }
-            let lock = LocalLock()
-            locks[name] = lock
-            return lock
-        }
-        local.lock.lock()
-        defer { local.lock.unlock() }
+        let local = localLocks.lock(named: name)
+        local.lock()
+        defer { local.unlock() }
         return try pool.withSession { session in
             let key = Int64(bitPattern: Self.lockKey(name))
             try session.query("SELECT pg_advisory_lock($1)", [.int64(key)])
@@ -243,16 +234,26 @@ final class PostgresServerLog: ServerLog {
                         offset: LogOffset(last + 1 + UInt64(index)), kind: entry.kind, time: entry.time ?? time,
                         payload: entry.payload, decoded: entry.decoded)
                 }
-                try Self.insert(stored, logID: logID, session)
-                try tables.applying { try projection.apply(stored, to: ProjectionTables(external: tables)) }
-                try tables.flush()
-                let end = last + UInt64(entries.count)
-                try session.query(
-                    "UPDATE logsync_logs SET last_offset = $2, applied_offset = $2 WHERE log_id = $1",
-                    [.int64(logID), .int64(Int64(end))])
+                let end = try Self.append(stored, to: logID, projection: projection, tables: tables, session)
                 return (result, LogOffset(last + 1)..<LogOffset(end + 1))
             }
         }
+    }
+
+    /// Appends `entries` (offsets following the log's last, under its row lock) to log `logID`:
+    /// inserts them, applies `projection` to them in `tables`, sends the index rows, and moves
+    /// the log's last offset. Returns the new last offset.
+    static func append(
+        _ entries: [LogEntry], to logID: Int64, projection: any Projection, tables: PostgresIndexTables, _ session: PostgresSession
+    ) throws -> UInt64 {
+        try insert(entries, logID: logID, session)
+        try tables.applying { try projection.apply(entries, to: ProjectionTables(external: tables)) }
+        try tables.flush()
+        let end = entries.last?.offset.rawValue ?? 0
+        try session.query(
+            "UPDATE logsync_logs SET last_offset = $2, applied_offset = $2 WHERE log_id = $1",
+            [.int64(logID), .int64(Int64(end))])
+        return end
     }
 
     /// Inserts `entries` in one statement.

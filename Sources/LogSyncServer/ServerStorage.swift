@@ -164,13 +164,8 @@ public struct PushNotice: Sendable, Hashable, Codable {
 public final class LMDBStorage: ServerStorage {
     public let directory: URL
     public let durability: Durability
-    private let locks = Mutex<[String: Lock]>([:])
+    private let locks = NamedLocks()
     private let deliver = Mutex<(@Sendable (PushNotice) -> Void)?>(nil)
-
-    /// A lock of ``withExclusiveLock(_:_:)``.
-    private final class Lock: Sendable {
-        let mutex = Mutex<Void>(())
-    }
 
     /// Storage under `directory`, created if missing.
     public init(directory: URL, durability: Durability = .durable) throws {
@@ -200,13 +195,10 @@ public final class LMDBStorage: ServerStorage {
     }
 
     public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
-        let lock = locks.withLock { locks in
-            if let lock = locks[name] { return lock }
-            let lock = Lock()
-            locks[name] = lock
-            return lock
-        }
-        return try lock.mutex.withLock { _ in try body() }
+        let lock = locks.lock(named: name)
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
     }
 
     public func publish(_ notice: PushNotice) {
@@ -265,5 +257,23 @@ public final class LMDBServerLog: ServerLog {
         func entry(at offset: LogOffset) throws -> LogEntry? { try reader.entry(at: offset) }
 
         var lastOffset: LogOffset { get throws { try reader.lastOffset } }
+    }
+}
+
+/// This process's locks of ``ServerStorage/withExclusiveLock(_:_:)``, one per name, made on
+/// first use.
+package final class NamedLocks: Sendable {
+    private let locks = Mutex<[String: NSLock]>([:])
+
+    package init() {}
+
+    /// The lock named `name`.
+    package func lock(named name: String) -> NSLock {
+        locks.withLock { locks in
+            if let lock = locks[name] { return lock }
+            let lock = NSLock()
+            locks[name] = lock
+            return lock
+        }
     }
 }

@@ -17,6 +17,12 @@ struct PostgresStorageTests {
             storage: PostgresStorage(url: url, connections: connections, logger: quietLogger))
     }
 
+    /// Two nodes on one new database, and its URL.
+    static func twoNodes(in directory: URL) async throws -> (url: String, node1: SyncServer, node2: SyncServer) {
+        let url = try await PostgresTestServer.shared().createDatabase()
+        return (url, try node(url, in: directory.appendingPathComponent("1")), try node(url, in: directory.appendingPathComponent("2")))
+    }
+
     static func note(_ name: String, _ text: String = "hello") -> Record {
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Notes")))
         record["text"] = .string(text)
@@ -41,9 +47,7 @@ struct PostgresStorageTests {
     func concurrentNodes() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let node1 = try Self.node(url, in: directory.appendingPathComponent("1"))
-        let node2 = try Self.node(url, in: directory.appendingPathComponent("2"))
+        let (url, node1, node2) = try await Self.twoNodes(in: directory)
         defer { node1.shutdown(); node2.shutdown() }
         _ = try await node1.database(for: "alice").modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
         let before = try node1.admin.currentToken(of: "alice")
@@ -80,9 +84,7 @@ struct PostgresStorageTests {
     func pushBetweenNodes() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let node1 = try Self.node(url, in: directory.appendingPathComponent("1"))
-        let node2 = try Self.node(url, in: directory.appendingPathComponent("2"))
+        let (url, node1, node2) = try await Self.twoNodes(in: directory)
         defer { node1.shutdown(); node2.shutdown() }
         let phone = node1.database(for: "alice", device: "phone")
         let laptop = node2.database(for: "alice", device: "laptop")

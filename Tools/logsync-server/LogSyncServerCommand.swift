@@ -5,6 +5,7 @@ import LogStore
 import LogSyncHTTPServer
 import LogSyncPostgres
 import LogSyncServer
+import SyncModel
 
 /// `logsync-server`: a LogSync server over HTTP. One subcommand per file in this directory.
 @main
@@ -115,5 +116,19 @@ struct DataOptions: ParsableArguments {
         let directory: URL
         if case .lmdb(let url) = try location { directory = url } else { directory = URL(fileURLWithPath: NSTemporaryDirectory()) }
         return (try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage), tokens)
+    }
+}
+
+/// Runs a subcommand's `body`; an error is one line on standard error (`logsync-server: error:`
+/// and, for a `SyncError`, its message alone) and exit status 1.
+func exitingOnError<R>(_ body: () throws -> R) throws -> R {
+    do {
+        return try body()
+    } catch let error as SyncError {
+        FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))
+        throw ExitCode.failure
+    } catch {
+        FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
+        throw ExitCode.failure
     }
 }

@@ -63,16 +63,10 @@ struct Migrate: ParsableCommand {
 
     /// Runs the migration; an error is one line on standard error and exit status 1.
     func run() throws {
-        do {
+        try exitingOnError {
             let directory = try sourceDirectory
             let tokenFile = tokens.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("tokens")
             try StoreMigration(source: directory, tokenFile: tokenFile, target: to).run { print($0) }
-        } catch let error as SyncError {
-            FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))
-            throw ExitCode.failure
-        } catch {
-            FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
-            throw ExitCode.failure
         }
     }
 }

@@ -45,7 +45,7 @@ struct User: ParsableCommand {
 
         func run() throws {
             let token = TokenStore.generateToken()
-            do {
+            try exitingOnError {
                 // Refused here, before the file is touched: every request of such a user would be.
                 try UserID(user).validate()
                 if let email { try UserIdentity.validate(emailAddress: email) }
@@ -64,12 +64,6 @@ struct User: ParsableCommand {
                     if let email { try server.registerUser(UserID(user), emailAddress: email) }
                     try tokens.add(token: token, for: UserID(user))
                 }
-            } catch let error as SyncError {
-                FileHandle.standardError.write(Data("logsync-server: error: \(error.message)\n".utf8))
-                throw ExitCode.failure
-            } catch {
-                FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
-                throw ExitCode.failure
             }
             print(token)
         }
@@ -90,16 +84,13 @@ struct User: ParsableCommand {
         @OptionGroup var data: DataOptions
 
         func run() throws {
-            let count: Int
-            do {
-                guard case .lmdb(let directory) = try data.location else {
-                    print("0 tokens rehashed: a PostgreSQL store keeps only digests")
-                    return
-                }
-                count = try TokenStore.rehash(file: data.tokensURL(in: directory))
-            } catch {
-                FileHandle.standardError.write(Data("logsync-server: error: \(error)\n".utf8))
-                throw ExitCode.failure
+            let count: Int? = try exitingOnError {
+                guard case .lmdb(let directory) = try data.location else { return nil }
+                return try TokenStore.rehash(file: data.tokensURL(in: directory))
+            }
+            guard let count else {
+                print("0 tokens rehashed: a PostgreSQL store keeps only digests")
+                return
             }
             print(count == 1 ? "1 token rehashed" : "\(count) tokens rehashed")
         }
