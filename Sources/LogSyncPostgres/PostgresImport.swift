@@ -60,17 +60,8 @@ extension PostgresStorage {
     ) throws -> UInt64 {
         let logID = try pool.withSession { session in
             try session.transaction { session -> Int64 in
-                try session.query(
-                    "INSERT INTO logsync_logs (name, projection, projection_version) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
-                    [.string(name.description), .string(projection.name), .int32(Int32(projection.version))])
-                guard
-                    let row = try session.query(
-                        "SELECT log_id, last_offset FROM logsync_logs WHERE name = $1 FOR UPDATE", [.string(name.description)]
-                    ).first
-                else {
-                    throw PostgresStoreError(statement: "SELECT log_id …", sqlState: "", message: "log \(name) vanished")
-                }
-                let (logID, last) = try row.decode((Int64, Int64).self)
+                let row = try Self.lockRow(of: name, session)
+                let (logID, last) = (row.logID, Int64(row.lastOffset))
                 let stored = try session.query(
                     #"SELECT coalesce(max("offset"), 0) FROM logsync_entries WHERE log_id = $1"#, [.int64(logID)]
                 ).first?.decode(Int64.self) ?? 0
@@ -80,7 +71,7 @@ extension PostgresStorage {
                 // An empty log has no index worth keeping: the import builds it with `projection`.
                 try session.query("DELETE FROM logsync_index WHERE log_id = $1", [.int64(logID)])
                 try session.query(
-                    "UPDATE logsync_logs SET projection = $2, projection_version = $3, applied_offset = 0 WHERE log_id = $1",
+                    "UPDATE logsync_logs SET projection = $2, projection_version = $3 WHERE log_id = $1",
                     [.int64(logID), .string(projection.name), .int32(Int32(projection.version))])
                 return logID
             }
@@ -119,11 +110,9 @@ extension PostgresStorage {
     ) throws -> UInt64 {
         try pool.withSession { session in
             try session.transaction { session -> UInt64 in
-                let current = try session.query(
-                    "SELECT last_offset FROM logsync_logs WHERE log_id = $1 FOR UPDATE", [.int64(logID)]
-                ).first?.decode(Int64.self) ?? -1
-                guard current == Int64(last) else {
-                    throw LogImportError.changedDuringImport(log: name.description, expected: last, found: UInt64(max(current, 0)))
+                let current = try PostgresIndexReader.lastOffset(of: logID, locking: true, session)
+                guard current == last else {
+                    throw LogImportError.changedDuringImport(log: name.description, expected: last, found: current ?? 0)
                 }
                 return try PostgresServerLog.append(
                     chunk, to: logID, projection: projection, tables: PostgresIndexTables(session: session, logID: logID), session)

@@ -39,7 +39,7 @@ package struct PostgresMigrations: Sendable {
     /// The store's schema: logs, their entries and index rows, and device tokens.
     package static let logSync = PostgresMigrations([
         Migration(version: 1, name: "logs, entries, index and tokens", sql: """
-            CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0, applied_offset bigint NOT NULL DEFAULT 0);
+            CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0);
             CREATE TABLE logsync_entries (log_id bigint NOT NULL REFERENCES logsync_logs, "offset" bigint NOT NULL, kind integer NOT NULL, time_us bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (log_id, "offset"));
             CREATE TABLE logsync_index (log_id bigint NOT NULL REFERENCES logsync_logs, tbl text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (log_id, tbl, key));
             CREATE TABLE logsync_tokens (digest text PRIMARY KEY, user_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());

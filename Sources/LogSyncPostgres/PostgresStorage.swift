@@ -64,22 +64,32 @@ public final class PostgresStorage: ServerStorage {
     public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
         let logID = try pool.withSession { session in
             try session.transaction { session -> Int64 in
-                try session.query(
-                    "INSERT INTO logsync_logs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [.string(name.description)])
-                let rows = try session.query(
-                    "SELECT log_id, projection, projection_version, last_offset FROM logsync_logs WHERE name = $1 FOR UPDATE",
-                    [.string(name.description)])
-                guard let row = rows.first else {
-                    throw PostgresStoreError(statement: "SELECT log_id …", sqlState: "", message: "log \(name) vanished")
+                let row = try Self.lockRow(of: name, session)
+                if row.projection != projection.name || row.version != projection.version {
+                    try rebuild(logID: row.logID, through: row.lastOffset, projection: projection, session)
                 }
-                let (logID, stored, version, last) = try row.decode((Int64, String, Int32, Int64).self)
-                if stored != projection.name || UInt32(version) != projection.version {
-                    try rebuild(logID: logID, through: UInt64(last), projection: projection, session)
-                }
-                return logID
+                return row.logID
             }
         }
         return PostgresServerLog(storage: self, name: name, logID: logID, projection: projection)
+    }
+
+    /// The row of log `name` in `logsync_logs`, made if missing, locked until the transaction
+    /// ends: its ID, the projection its index was built by, and its last offset.
+    static func lockRow(
+        of name: ServerLogName, _ session: PostgresSession
+    ) throws -> (logID: Int64, projection: String, version: UInt32, lastOffset: UInt64) {
+        try session.query("INSERT INTO logsync_logs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [.string(name.description)])
+        guard
+            let row = try session.query(
+                "SELECT log_id, projection, projection_version, last_offset FROM logsync_logs WHERE name = $1 FOR UPDATE",
+                [.string(name.description)]
+            ).first
+        else {
+            throw PostgresStoreError(statement: "SELECT log_id …", sqlState: "", message: "log \(name) vanished")
+        }
+        let (logID, projection, version, last) = try row.decode((Int64, String, Int32, Int64).self)
+        return (logID, projection, UInt32(version), UInt64(last))
     }
 
     /// Replaces the index of log `logID` with one `projection` builds from its entries, when the
@@ -99,7 +109,7 @@ public final class PostgresStorage: ServerStorage {
             next = lastRead.offset.rawValue + 1
         }
         try session.query(
-            "UPDATE logsync_logs SET projection = $2, projection_version = $3, applied_offset = last_offset WHERE log_id = $1",
+            "UPDATE logsync_logs SET projection = $2, projection_version = $3 WHERE log_id = $1",
             [.int64(logID), .string(projection.name), .int32(Int32(projection.version))])
     }
 
@@ -207,7 +217,7 @@ final class PostgresServerLog: ServerLog {
         try storage.pool.withSession { session in
             try session.transaction { session in
                 try session.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return try body(PostgresIndexReader(session: session, logID: logID, tables: PostgresIndexTables(session: session, logID: logID)))
+                return try body(PostgresIndexReader(session: session, logID: logID))
             }
         }
     }
@@ -217,15 +227,11 @@ final class PostgresServerLog: ServerLog {
     func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>) {
         try storage.pool.withSession { session in
             try session.transaction { session in
-                guard
-                    let last = try session.query(
-                        "SELECT last_offset FROM logsync_logs WHERE log_id = $1 FOR UPDATE", [.int64(logID)]
-                    ).first.map({ try UInt64($0.decode(Int64.self)) })
-                else {
+                guard let last = try PostgresIndexReader.lastOffset(of: logID, locking: true, session) else {
                     throw PostgresStoreError(statement: "SELECT last_offset …", sqlState: "", message: "log \(name) has no row")
                 }
-                let tables = PostgresIndexTables(session: session, logID: logID)
-                let reader = PostgresIndexReader(session: session, logID: logID, tables: tables, lastOffset: last)
+                let reader = PostgresIndexReader(session: session, logID: logID, lastOffset: last)
+                let tables = reader.tables
                 let (entries, result) = try tables.applying { try body(reader) }
                 guard !entries.isEmpty else { return (result, LogOffset(last + 1)..<LogOffset(last + 1)) }
                 let time = EntryTime.now()
@@ -251,7 +257,7 @@ final class PostgresServerLog: ServerLog {
         try tables.flush()
         let end = entries.last?.offset.rawValue ?? 0
         try session.query(
-            "UPDATE logsync_logs SET last_offset = $2, applied_offset = $2 WHERE log_id = $1",
+            "UPDATE logsync_logs SET last_offset = $2 WHERE log_id = $1",
             [.int64(logID), .int64(Int64(end))])
         return end
     }
@@ -273,54 +279,52 @@ final class PostgresServerLog: ServerLog {
     var lastOffset: LogOffset {
         get throws {
             try storage.pool.withSession { session in
-                LogOffset(UInt64(try session.query("SELECT last_offset FROM logsync_logs WHERE log_id = $1", [.int64(logID)])
-                    .first?.decode(Int64.self) ?? 0))
+                LogOffset(try PostgresIndexReader.lastOffset(of: logID, locking: false, session) ?? 0)
             }
         }
     }
 }
 
-/// The index rows and entries of one log, inside a transaction. In a write, reads go through
-/// the transaction's ``PostgresIndexTables``, which sees its own changes.
+/// The index rows and entries of one log, inside a transaction. Reads go through the
+/// transaction's ``PostgresIndexTables``, which keeps what it read and, in a write, sees its
+/// own changes.
 struct PostgresIndexReader: IndexReader {
     let session: PostgresSession
     let logID: Int64
-    let tables: PostgresIndexTables?
+    let tables: PostgresIndexTables
     var knownLastOffset: UInt64?
 
-    init(session: PostgresSession, logID: Int64, tables: PostgresIndexTables?, lastOffset: UInt64? = nil) {
+    init(session: PostgresSession, logID: Int64, lastOffset: UInt64? = nil) {
         self.session = session
         self.logID = logID
-        self.tables = tables
+        self.tables = PostgresIndexTables(session: session, logID: logID)
         self.knownLastOffset = lastOffset
     }
 
     func value(forKey key: [UInt8], in table: String) throws -> [UInt8]? {
-        if let tables { return try tables.read(key, in: table) }
-        return try PostgresIndexTables.select(key, in: table, logID: logID, session)
+        try tables.read(key, in: table)
     }
 
     func forEach(
         in table: String, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        try tables?.flush()
+        try tables.flush()
         try PostgresIndexTables.scan(table, from: start, logID: logID, session, body)
     }
 
     func entry(at offset: LogOffset) throws -> LogEntry? {
-        if let tables, let known = tables.entries[offset.rawValue] { return known }
-        return try Self.entries(logID: logID, from: offset.rawValue, limit: 1, session).first { $0.offset == offset }
+        if let known = tables.entries[offset.rawValue] { return known }
+        return try Self.entries(logID: logID, at: [offset.rawValue], session).first
     }
 
-    var readsAhead: Bool { tables != nil }
+    var readsAhead: Bool { true }
 
     func prefetch(keys: [[UInt8]], in table: String) throws {
-        try tables?.prefetch(keys, in: table)
+        try tables.prefetch(keys, in: table)
     }
 
     /// Reads the entries at `offsets` in one statement; they are kept until the transaction ends.
     func prefetch(entries offsets: [LogOffset]) throws {
-        guard let tables else { return }
         let missing = offsets.map(\.rawValue).filter { tables.entries[$0] == nil }
         guard !missing.isEmpty else { return }
         for entry in try Self.entries(logID: logID, at: missing, session) { tables.entries[entry.offset.rawValue] = entry }
@@ -328,10 +332,16 @@ struct PostgresIndexReader: IndexReader {
 
     var lastOffset: LogOffset {
         get throws {
-            if let knownLastOffset { return LogOffset(knownLastOffset) }
-            return LogOffset(UInt64(try session.query(
-                "SELECT last_offset FROM logsync_logs WHERE log_id = $1", [.int64(logID)]).first?.decode(Int64.self) ?? 0))
+            LogOffset(try knownLastOffset ?? Self.lastOffset(of: logID, locking: false, session) ?? 0)
         }
+    }
+
+    /// The last offset of log `logID` (`nil` without a row), its row locked until the
+    /// transaction ends when `locking`.
+    static func lastOffset(of logID: Int64, locking: Bool, _ session: PostgresSession) throws -> UInt64? {
+        try session.query(
+            "SELECT last_offset FROM logsync_logs WHERE log_id = $1" + (locking ? " FOR UPDATE" : ""), [.int64(logID)]
+        ).first.map { UInt64(try $0.decode(Int64.self)) }
     }
 
     /// Up to `limit` entries of the log from offset `start` on, in order.
