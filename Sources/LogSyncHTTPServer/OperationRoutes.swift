@@ -128,16 +128,10 @@ struct OperationRoutes: Sendable {
     }
 
     static func authenticate(authorization: String?, tokens: TokenStore) throws(HTTPFailure) -> UserID {
-        guard let authorization else {
-            throw HTTPFailure(401, SyncError(.notAuthenticated, "the request has no Authorization header; send \"Bearer <token>\""))
-        }
-        let parts = authorization.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            throw HTTPFailure(401, SyncError(.notAuthenticated, "the Authorization header is not \"Bearer <token>\""))
-        }
+        let token = try bearerToken(authorization)
         let found: UserID?
         do {
-            found = try tokens.lookUp(parts[1].trimmingCharacters(in: .whitespaces))
+            found = try tokens.lookUp(token)
         } catch {
             throw HTTPFailure(error)
         }
@@ -145,6 +139,18 @@ struct OperationRoutes: Sendable {
             throw HTTPFailure(401, SyncError(.notAuthenticated, "the bearer token is not valid"))
         }
         return user
+    }
+
+    /// The token of an `Authorization: Bearer <token>` header.
+    static func bearerToken(_ authorization: String?) throws(HTTPFailure) -> String {
+        guard let authorization else {
+            throw HTTPFailure(401, SyncError(.notAuthenticated, "the request has no Authorization header; send \"Bearer <token>\""))
+        }
+        let parts = authorization.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw HTTPFailure(401, SyncError(.notAuthenticated, "the Authorization header is not \"Bearer <token>\""))
+        }
+        return parts[1].trimmingCharacters(in: .whitespaces)
     }
 
     /// The device named by the request, if any.

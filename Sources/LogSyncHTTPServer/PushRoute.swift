@@ -69,22 +69,21 @@ struct PushRoute: Sendable {
     /// The header the gate adds to an upgrade request whose token was not yet known.
     static let deferredHeader = "LogSync-Push-Deferred"
 
+    /// The path, device and token of an upgrade request checked as the router would check them,
+    /// with the token looked up only where that needs no wait (``accepted(path:authorization:device:)``).
     func screen(path: String, authorization: String?, device: String?) -> Screening {
         let path = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
               components[2] == "databases", components[4] == "push",
               let scope = try? WireProtocol.scope(named: String(components[3])),
-              let device = try? OperationRoutes.device(header: device)
+              let device = try? OperationRoutes.device(header: device),
+              let token = try? OperationRoutes.bearerToken(authorization)
         else {
             return .refused
         }
-        let parts = authorization?.split(separator: " ", maxSplits: 1) ?? []
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return .refused }
-        switch http.tokens.lookUpWithoutWaiting(parts[1].trimmingCharacters(in: .whitespaces)) {
-        case .known(let user):
-            guard (try? user.validate()) != nil else { return .refused }
-            return .accepted(scope, user, device)
+        switch http.tokens.lookUpWithoutWaiting(token) {
+        case .known(let user): return .accepted(scope, user, device)
         case .unknown: return .refused
         case .notYetKnown: return .tokenNotYetKnown
         }

@@ -79,8 +79,9 @@ public final class TokenStore: Sendable {
         try reload()
     }
 
-    /// The tokens a server's storage keeps (``StoredTokens``): looked up there at each request,
-    /// so a token added on one node is accepted by every node at once.
+    /// The tokens a server's storage keeps (``StoredTokens``): a token is looked up there the
+    /// first time this node sees it, then kept in memory, so a token added on one node is
+    /// accepted by every node.
     public init(stored: any StoredTokens, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.file = nil
         self.stored = stored
@@ -102,7 +103,7 @@ public final class TokenStore: Sendable {
     package func lookUpWithoutWaiting(_ token: String) -> ImmediateLookup {
         let digest = TokenDigest(token: token)
         if let user = state.withLock({ $0.users[digest] }) { return .known(user) }
-        guard stored != nil else { return (try? lookUp(token)).map { $0.map(ImmediateLookup.known) ?? .unknown } ?? .unknown }
+        guard stored != nil else { return user(for: token).map(ImmediateLookup.known) ?? .unknown }
         Thread.detachNewThread { [self] in _ = try? self.lookUp(token) }
         return .notYetKnown
     }

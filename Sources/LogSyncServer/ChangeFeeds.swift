@@ -196,12 +196,15 @@ extension ServerDatabase {
             let prefix = bigEndian(zone.incarnation)
             // Rows are taken in runs, so that a store across a network reads each run's records
             // in one round trip; each row is then judged in order as it comes.
-            func judge(_ offset: UInt64, _ value: ArraySlice<UInt8>) throws -> Bool {
+            // A row of `zoneChanges`: its offset, whether it is a deletion, and the record's name.
+            typealias Row = (offset: UInt64, isDeletion: Bool, name: String)
+            func judge(_ row: Row) throws -> Bool {
+                let offset = row.offset
                 if count == limit || (count > 0 && bytes >= byteBudget) {
                     response.moreComing = true
                     return false
                 }
-                let recordID = Record.ID(recordName: String(decoding: value[(value.startIndex + 1)...], as: UTF8.self), zoneID: zoneID)
+                let recordID = Record.ID(recordName: row.name, zoneID: zoneID)
                 // A hierarchy share shows its records only (a deleted one by its last parent).
                 if let access, access.zoneWide == nil,
                     try permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation, snapshot) == nil
@@ -210,8 +213,8 @@ extension ServerDatabase {
                 }
                 // When a listing began the client held nothing of the zone: deletions up to then
                 // would be phantoms (F100), so only live records are returned.
-                if value.first == 1, offset <= listingStart { return true }
-                if value.first == 1 {
+                if row.isDeletion, offset <= listingStart { return true }
+                if row.isDeletion {
                     guard let state = try snapshot.record(recordID, incarnation: zone.incarnation) else {
                         throw LogStoreError(.projectionInconsistent, "a deletion of \(recordID) at offset \(offset) without its record state")
                     }
@@ -234,25 +237,24 @@ extension ServerDatabase {
                 lastReturned = offset
                 return true
             }
-            var run: [(offset: UInt64, value: [UInt8])] = []
+            var run: [Row] = []
             var stopped = false
             func judgeRun() throws {
                 defer { run.removeAll(keepingCapacity: true) }
                 if snapshot.index.readsAhead {
-                    try snapshot.index.prefetch(entries: run.filter { $0.value.first != 1 }.map { LogOffset($0.offset) })
+                    try snapshot.index.prefetch(entries: run.filter { !$0.isDeletion }.map { LogOffset($0.offset) })
                     try snapshot.index.prefetch(
-                        keys: run.filter { $0.value.first == 1 }.map {
-                            IndexKey.record(incarnation: zone.incarnation, name: String(decoding: $0.value[1...], as: UTF8.self))
-                        }, in: "records")
+                        keys: run.filter(\.isDeletion).map { IndexKey.record(incarnation: zone.incarnation, name: $0.name) },
+                        in: "records")
                 }
                 for row in run where !stopped {
-                    if try !judge(row.offset, row.value[...]) { stopped = true }
+                    if try !judge(row) { stopped = true }
                 }
             }
             try snapshot.index.forEach(in: "zoneChanges", from: IndexKey.zoneChange(incarnation: zone.incarnation, offset: since + 1)
             ) { key, value in
                 guard key.starts(with: prefix) else { return false }
-                run.append((readBigEndian(key, at: 8), Array(value)))
+                run.append((readBigEndian(key, at: 8), value.first == 1, String(decoding: value.dropFirst(), as: UTF8.self)))
                 if run.count == 64 { try judgeRun() }
                 return !stopped
             }

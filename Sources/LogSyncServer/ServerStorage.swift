@@ -25,7 +25,7 @@ public protocol ServerStorage: Sendable {
     func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R
 
     /// Sends `notice` to the push listeners of every node sharing this storage, this one
-    /// included: each node's `deliver` handler (``startNotifications(_:)``) gets it.
+    /// included: each node's `deliver` handler (``startNotifications(_:missed:)``) gets it.
     func publish(_ notice: PushNotice)
 
     /// Starts delivering the notices published on any node to `deliver`, and calls `missed`
@@ -171,22 +171,40 @@ public final class LMDBStorage: ServerStorage {
     public init(directory: URL, durability: Durability = .durable) throws {
         self.directory = directory
         self.durability = durability
-        try FileManager.default.createDirectory(
-            at: directory.appendingPathComponent("users", isDirectory: true), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
     }
 
     public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
         switch name {
         case .registry:
             return LMDBServerLog(log: try Log.open(
-                at: directory.appendingPathComponent("registry", isDirectory: true), named: "users",
+                at: Self.registryDirectory(in: directory), named: Self.registryLogName,
                 options: .init(durability: durability), projections: [projection]))
         case .database(let user, let scope):
             let environment = try LogEnvironment.open(
-                at: directory.appendingPathComponent("users", isDirectory: true).appendingPathComponent("u\(user)", isDirectory: true),
-                options: .init(durability: durability))
+                at: Self.userDirectory(in: directory, number: user), options: .init(durability: durability))
             return LMDBServerLog(log: try environment.openLog(named: scope.description, projections: [projection]))
         }
+    }
+
+    // The layout of a store's directory, which `logsync-server migrate` reads too.
+
+    /// The registry's environment.
+    package static func registryDirectory(in directory: URL) -> URL {
+        directory.appendingPathComponent("registry", isDirectory: true)
+    }
+
+    /// The name of the registry's log in its environment.
+    package static let registryLogName = "users"
+
+    /// The directory holding one environment per user, `u<number>`.
+    package static func usersDirectory(in directory: URL) -> URL {
+        directory.appendingPathComponent("users", isDirectory: true)
+    }
+
+    /// The environment of user `number`, whose logs are named by their database scope.
+    package static func userDirectory(in directory: URL, number: UInt64) -> URL {
+        usersDirectory(in: directory).appendingPathComponent("u\(number)", isDirectory: true)
     }
 
     /// Runs `body` on the calling thread: an LMDB transaction blocks only for its disk sync.

@@ -110,7 +110,8 @@ public final class SyncServer: Sendable {
         let key = PushHub.Key(user: user, scope: scope)
         if let open = databases.withLock({ $0[key] }) { return open }
         let number = try users.number(of: user)
-        let log = try storage.openLog(.database(user: number, scope: scope), projection: ServerIndex())
+        let name = ServerLogName.database(user: number, scope: scope)
+        let log = try storage.openLog(name, projection: name.serverProjection)
         let database = ServerDatabase(
             server: self, user: user, userNumber: number, userRecordID: try userRecordID(for: user), scope: scope,
             log: log)

@@ -48,7 +48,7 @@ package final class UserRegistry: Sendable {
     private let known = Mutex<[UserID: UInt64]>([:])
 
     init(storage: any ServerStorage) throws {
-        log = try storage.openLog(.registry, projection: Index())
+        log = try storage.openLog(.registry, projection: ServerLogName.registry.serverProjection)
     }
 
     /// The number of `user`, registering the user on first sight.

@@ -96,25 +96,24 @@ struct DataOptions: ParsableArguments {
         tokens.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("tokens")
     }
 
-    /// The storage and the token store it implies: LMDB with a token file, or PostgreSQL with
-    /// the tokens in its database.
-    func open(durability: Durability, logger: Logger) throws -> (storage: any ServerStorage, tokens: TokenStore) {
-        switch try location {
-        case .lmdb(let directory):
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let storage = try LMDBStorage(directory: directory, durability: durability)
-            return (storage, try TokenStore(file: tokensURL(in: directory), logger: logger))
-        case .postgres(let url):
-            let storage = try PostgresStorage(url: url, connections: connections, logger: logger)
-            return (storage, TokenStore(stored: storage.tokens!, logger: logger))
-        }
-    }
-
-    /// A server on the storage (the directory is the LMDB store's, or unused).
+    /// A server on the store, and the token store it implies: LMDB in its directory with a
+    /// token file, or PostgreSQL with the tokens in its database (the directory is then unused).
     func server(durability: Durability = .durable, logger: Logger) throws -> (server: SyncServer, tokens: TokenStore) {
-        let (storage, tokens) = try open(durability: durability, logger: logger)
+        let storage: any ServerStorage
+        let tokens: TokenStore
         let directory: URL
-        if case .lmdb(let url) = try location { directory = url } else { directory = URL(fileURLWithPath: NSTemporaryDirectory()) }
+        switch try location {
+        case .lmdb(let lmdbDirectory):
+            try FileManager.default.createDirectory(at: lmdbDirectory, withIntermediateDirectories: true)
+            storage = try LMDBStorage(directory: lmdbDirectory, durability: durability)
+            tokens = try TokenStore(file: tokensURL(in: lmdbDirectory), logger: logger)
+            directory = lmdbDirectory
+        case .postgres(let url):
+            let postgres = try PostgresStorage(url: url, connections: connections, logger: logger)
+            storage = postgres
+            tokens = TokenStore(stored: postgres.tokens!, logger: logger)
+            directory = URL(fileURLWithPath: NSTemporaryDirectory())
+        }
         return (try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage), tokens)
     }
 }

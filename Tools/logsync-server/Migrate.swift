@@ -169,20 +169,20 @@ struct StoreMigration {
         guard fileManager.fileExists(atPath: source.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw MigrationError.sourceMissing(path: source.path)
         }
-        let registryDirectory = source.appendingPathComponent("registry", isDirectory: true)
+        let registryDirectory = LMDBStorage.registryDirectory(in: source)
         guard fileManager.fileExists(atPath: registryDirectory.path) else {
             throw MigrationError.notAServerDirectory(path: source.path)
         }
         let readOnly = LogEnvironment.Options(readOnly: true)
-        var logs = [SourceLog(name: .registry, log: try Log.open(at: registryDirectory, named: "users", options: readOnly))]
-        let usersDirectory = source.appendingPathComponent("users", isDirectory: true)
+        var logs = [SourceLog(name: .registry, log: try Log.open(at: registryDirectory, named: LMDBStorage.registryLogName, options: readOnly))]
+        let usersDirectory = LMDBStorage.usersDirectory(in: source)
         let entries = (try? fileManager.contentsOfDirectory(atPath: usersDirectory.path)) ?? []
         let numbers = entries.compactMap { name -> UInt64? in
             guard name.hasPrefix("u") else { return nil }
             return UInt64(name.dropFirst())
         }.sorted()
         for number in numbers {
-            let directory = usersDirectory.appendingPathComponent("u\(number)", isDirectory: true)
+            let directory = LMDBStorage.userDirectory(in: source, number: number)
             let environment = try LogEnvironment.open(at: directory, options: readOnly)
             for name in try environment.logNames().sorted() {
                 guard let scope = DatabaseScope.allCases.first(where: { $0.description == name }) else {
