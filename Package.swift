@@ -31,7 +31,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
-        // TLS (already built for AsyncHTTPClient and Hummingbird) and SHA-256 for stored tokens.
+        // TLS (already built for AsyncHTTPClient and Hummingbird), SHA-256 for stored tokens and
+    // asset contents.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // PostgreSQL's wire protocol, for LogSyncPostgres only.
@@ -53,7 +54,11 @@ let package = Package(
         // CloudDatabase protocol: what a device and a server say to each other.
         .target(
             name: "SyncModel",
-            dependencies: ["LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [
+                "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                // SHA-256 of asset contents, by which servers keep them.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             exclude: ["Proto/README.md", "Proto/model.proto"]
         ),
         .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),

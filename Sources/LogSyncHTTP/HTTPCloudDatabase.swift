@@ -60,6 +60,14 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
     /// after each reconnection it yields one hint naming no zone and no token: hints may have
     /// been missed while disconnected, so the consumer fetches once. Like the server's, the
     /// stream keeps only the newest undelivered hint.
+    public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        throw SyncError(.badDatabase, "asset uploads over HTTP are being added")
+    }
+
+    public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        throw SyncError(.badDatabase, "asset downloads over HTTP are being added")
+    }
+
     public func pushHints() -> AsyncStream<PushHint> {
         client.pushChannels.open(client: client, scope: databaseScope)
     }

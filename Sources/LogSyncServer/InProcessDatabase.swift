@@ -87,6 +87,43 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
         try await perform("acceptShares") { _ in try server.acceptShares(request, for: user, device: device) }
     }
 
+    /// Streams the file into the server's asset store piece by piece (never whole in memory),
+    /// from where a cut upload of the same content left off.
+    public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try checkCancellation("uploadAsset")
+        let upload = try await server.beginAssetUpload(
+            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, size: request.size, device: device)
+        defer { upload.close() }
+        if upload.isStored { return AssetUploadResponse(asset: Asset(digest: request.digest, size: request.size), bytesSent: 0) }
+        let start = upload.received
+        let reader = try AssetFileReader(url: request.fileURL, expectedSize: request.size, from: start)
+        while let piece = try reader.read({ Array($0) }) {
+            try checkCancellation("uploadAsset")
+            try await upload.write(piece, at: upload.received)
+        }
+        try reader.checkUnchanged()
+        let asset = try await upload.finish()
+        return AssetUploadResponse(asset: asset, bytesSent: request.size - start)
+    }
+
+    /// Copies the content from the server's asset store into the destination piece by piece,
+    /// resuming a partial file a cut download left.
+    public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try checkCancellation("downloadAsset")
+        let download = try await server.openAssetDownload(
+            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, device: device)
+        guard download.size == request.size else {
+            throw SyncError(.invalidArguments, "asset \(request.digest) has \(download.size) bytes on the server, not \(request.size)")
+        }
+        let file = try AssetDownloadFile(destination: request.destination, digest: request.digest, size: request.size)
+        let start = file.offset
+        while file.offset < download.size {
+            try checkCancellation("downloadAsset")
+            try file.write(try await download.read(from: file.offset))
+        }
+        return AssetDownloadResponse(fileURL: try file.finish(), bytesReceived: download.size - start)
+    }
+
     public func pushHints() -> AsyncStream<PushHint> {
         server.pushHub.subscribe(
             PushHub.Key(user: user, scope: databaseScope), device: device, receivesOwnChanges: receivesOwnChanges)

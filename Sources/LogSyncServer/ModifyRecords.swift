@@ -341,6 +341,13 @@ extension ServerDatabase {
                 .limitExceeded, "\(recordID) holds \(size) bytes of field data, more than \(Limits.maxRecordBytes)",
                 item: .record(recordID)))
         }
+        // Assets: each one's content was uploaded before (F134); a device's local files stay on
+        // the device.
+        var client = client
+        if client.hasAssets {
+            if let failure = try checkAssets(of: client, snapshot) { return .failure(failure) }
+            client = client.mappingAssets { _, asset in asset.withoutFile }
+        }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
         let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset) }
 

@@ -47,6 +47,12 @@ package enum ServerEntry: Sendable, Equatable {
     /// In a participant's shared database: the zone is shared with the participant no more; the
     /// database feed reports it deleted (F119, F124).
     case sharedZoneLeft(RecordZone.ID, reason: ShareEndReason)
+    /// An asset's content was uploaded, checked against its digest and stored for the records of
+    /// this database's zones (F134); it counts against the quota until deleted.
+    case assetStored(AssetDigest, size: Int64)
+    /// A cleanup deleted the contents of assets no live record referenced since before its
+    /// horizon.
+    case assetsDeleted([AssetDigest])
 
     /// The entry kinds of the server's logs.
     package enum Kind {
@@ -63,6 +69,8 @@ package enum ServerEntry: Sendable, Equatable {
         package static let sharedZoneChanged: EntryKind = 111
         package static let sharedZoneLeft: EntryKind = 112
         package static let requestOutcome: EntryKind = 113
+        package static let assetStored: EntryKind = 114
+        package static let assetsDeleted: EntryKind = 115
 
         /// Every kind of a database log, with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
@@ -71,7 +79,8 @@ package enum ServerEntry: Sendable, Equatable {
             (subscriptionDeleted, "subscriptionDeleted"), (requestCompleted, "requestCompleted"),
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
-            (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"),
+            (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"), (assetStored, "assetStored"),
+            (assetsDeleted, "assetsDeleted"),
         ]
 
         /// The kinds that complete a modify request: `requestCompleted` (older logs) and

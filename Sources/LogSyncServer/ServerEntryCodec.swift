@@ -60,6 +60,15 @@ extension ServerEntry {
                 }
                 $0.others = outcome.others.proto
             })
+        case .assetStored(let digest, let size):
+            return Self.entry(Kind.assetStored, Logsync_Server_AssetStored.with {
+                $0.sha256 = Data(digest.bytes)
+                $0.size = size
+            })
+        case .assetsDeleted(let digests):
+            return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
+                $0.sha256 = digests.map { Data($0.bytes) }
+            })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
                 $0.horizon = horizon.rawValue
@@ -171,6 +180,19 @@ extension ServerEntry {
                 return .requestOutcome(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
                     outcome: RequestOutcome(saved: saved, others: others), actor: message.actor)
+            }
+        case Kind.assetStored:
+            self = try ProtoWire.decode(Logsync_Server_AssetStored.self, payloadOf: entry, "assetStored") { message throws(SyncError) in
+                guard message.size >= 0 else { throw ProtoDecoding.invalid("AssetStored.size", "is negative") }
+                return .assetStored(
+                    try ProtoDecoding.within("AssetStored.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(message.sha256)) },
+                    size: message.size)
+            }
+        case Kind.assetsDeleted:
+            self = try ProtoWire.decode(Logsync_Server_AssetsDeleted.self, payloadOf: entry, "assetsDeleted") { message throws(SyncError) in
+                .assetsDeleted(try message.sha256.map { (bytes) throws(SyncError) in
+                    try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(bytes)) }
+                })
             }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")

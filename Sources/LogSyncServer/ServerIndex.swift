@@ -57,6 +57,8 @@ struct RecordState: Hashable {
     /// The name of the record's parent (F135), "" for none. A tombstone keeps the parent the
     /// record had when deleted, so a hierarchy share can tell whose deletion it shares.
     var parent: String = ""
+    /// The digests (32 bytes each) of the assets its fields reference, sorted, each once.
+    var assets: [[UInt8]] = []
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -67,6 +69,10 @@ struct RecordState: Hashable {
         writer.u64(UInt64(deleteSelfTargets.count))
         for target in deleteSelfTargets { writer.string(target) }
         writer.string(parent)
+        if !assets.isEmpty {
+            writer.u64(UInt64(assets.count))
+            for digest in assets { writer.data(digest) }
+        }
         return writer.bytes
     }
 }
@@ -82,6 +88,48 @@ extension RecordState {
         guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
         deleteSelfTargets = try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
         parent = try reader.string()
+        if reader.position < bytes.count {
+            let count = try reader.u64()
+            guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
+            assets = try (0..<count).map { _ throws(LogStoreError) in try reader.data() }
+        }
+    }
+}
+
+/// An asset content kept for a database's records (`assets` table): its size, how many live
+/// records reference it, and since when none does.
+struct AssetState: Hashable {
+    var size: UInt64
+    /// How many live records' fields reference it (a record counts once however many fields).
+    var references: UInt64
+    /// The offset of its `assetStored` entry.
+    var storedAt: UInt64
+    /// When the last reference went (or it was stored, if none came), in microseconds since
+    /// 1970; 0 while referenced.
+    var unreferencedSince: UInt64
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u64(size)
+        writer.u64(references)
+        writer.u64(storedAt)
+        writer.u64(unreferencedSince)
+        return writer.bytes
+    }
+
+    init(size: UInt64, references: UInt64, storedAt: UInt64, unreferencedSince: UInt64) {
+        self.size = size
+        self.references = references
+        self.storedAt = storedAt
+        self.unreferencedSince = unreferencedSince
+    }
+
+    init(decoding bytes: [UInt8]) throws(LogStoreError) {
+        var reader = ByteReader(bytes, what: "asset state")
+        size = try reader.u64()
+        references = try reader.u64()
+        storedAt = try reader.u64()
+        unreferencedSince = try reader.u64()
     }
 }
 
@@ -103,6 +151,12 @@ extension Record {
         }
         for value in fields.values { visit(value) }
         return names.isEmpty ? [] : names.sorted()
+    }
+
+    /// The digests of the assets this record references, sorted, each once.
+    var assetDigests: [[UInt8]] {
+        guard hasAssets else { return [] }
+        return Set(assets.compactMap { $0.asset.digest?.bytes }).sorted { $0.lexicographicallyPrecedes($1) }
     }
 }
 
@@ -189,23 +243,30 @@ enum IndexKey {
 /// - `shareRoots`: incarnation + root record name → the name of the share rooted there (F123);
 /// - `shareURLs`: URL secret → `ShareLocation` (zone key and share record name);
 /// - `sharedZones`: in a participant's shared database, zone key → `SharedZoneState` (the share
-///   and the owner's offset seen), for every zone shared with the participant.
+///   and the owner's offset seen), for every zone shared with the participant;
+/// - `assets`: digest → `AssetState` (size, live references, since when unreferenced), for every
+///   asset content stored for this database's records (F134).
 package struct ServerIndex: Projection {
     package init() {}
 
     package let name = "index"
     /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
-    /// request IDs per user, the parent of each record.
-    package let version: UInt32 = 3
+    /// request IDs per user, the parent of each record. 4: assets and the records' references
+    /// to them; the usage counts asset contents.
+    package let version: UInt32 = 4
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
-        "shares", "shareRoots", "shareURLs", "sharedZones",
+        "shares", "shareRoots", "shareURLs", "sharedZones", "assets",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         // The appender's own value when there is one (the same entry, not decoded again).
-        try apply(try (entry.decoded as? ServerEntry) ?? ServerEntry(entry), at: entry.offset.rawValue, to: tables)
+        try apply(
+            try (entry.decoded as? ServerEntry) ?? ServerEntry(entry), at: entry.offset.rawValue, time: Self.time(entry), to: tables)
     }
+
+    /// An entry's time in microseconds since 1970 (0 for times before it).
+    static func time(_ entry: LogEntry) -> UInt64 { UInt64(max(0, entry.time.microsecondsSince1970)) }
 
     /// Applies consecutive entries. A run of record saves and deletions (not of shares) keeps
     /// what its records share in memory until the run ends: their zones' states and database-feed
@@ -217,6 +278,7 @@ package struct ServerIndex: Projection {
         for entry in entries {
             let offset = entry.offset.rawValue
             let decoded = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)
+            run.time = Self.time(entry)
             switch decoded {
             case .recordSaved(let record) where record.recordType != Share.recordType:
                 try recordChanged(record.recordID, to: Self.savedState(record, offset), tables, &run)
@@ -225,7 +287,7 @@ package struct ServerIndex: Projection {
                     recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables, &run)
             default:
                 try run.end(tables)
-                try apply(decoded, at: offset, to: tables)
+                try apply(decoded, at: offset, time: run.time, to: tables)
             }
         }
         try run.end(tables)
@@ -234,23 +296,25 @@ package struct ServerIndex: Projection {
     static func savedState(_ record: Record, _ offset: UInt64) -> RecordState {
         RecordState(
             offset: offset, isTombstone: false, size: UInt64(record.estimatedSize), recordType: record.recordType,
-            deleteSelfTargets: record.deleteSelfTargets, parent: record.parent?.recordID.recordName ?? "")
+            deleteSelfTargets: record.deleteSelfTargets, parent: record.parent?.recordID.recordName ?? "",
+            assets: record.assetDigests)
     }
 
-    func apply(_ decoded: ServerEntry, at offset: UInt64, to tables: ProjectionTables) throws {
+    func apply(_ decoded: ServerEntry, at offset: UInt64, time: UInt64, to tables: ProjectionTables) throws {
         switch decoded {
         case .zoneSaved(let zone):
             try zoneSaved(IndexKey.zone(zone.zoneID), capabilities: zone.capabilities, offset, tables)
 
         case .zoneDeleted(let zoneID, let reason):
-            try zoneDeleted(IndexKey.zone(zoneID), reason: reason, offset, tables)
+            try zoneDeleted(IndexKey.zone(zoneID), reason: reason, offset, time: time, tables)
 
         case .recordSaved(let record):
-            try recordChanged(record.recordID, to: Self.savedState(record, offset), tables)
+            try recordChanged(record.recordID, to: Self.savedState(record, offset), time: time, tables)
             if record.recordType == Share.recordType { try shareSaved(record, tables) }
 
         case .recordDeleted(let recordID, let recordType):
-            try recordChanged(recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables)
+            try recordChanged(
+                recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), time: time, tables)
             if recordType == Share.recordType { try shareDeleted(recordID, tables) }
 
         case .subscriptionSaved(let subscription):
@@ -288,7 +352,44 @@ package struct ServerIndex: Projection {
         case .sharedZoneLeft(let zoneID, _):
             let key = IndexKey.zone(zoneID)
             _ = try tables.removeValue(forKey: key, in: "sharedZones")
-            try zoneDeleted(key, reason: .deleted, offset, tables)
+            try zoneDeleted(key, reason: .deleted, offset, time: time, tables)
+
+        case .assetStored(let digest, let size):
+            guard try tables.value(forKey: digest.bytes, in: "assets") == nil else { return }
+            let state = AssetState(size: UInt64(size), references: 0, storedAt: offset, unreferencedSince: max(time, 1))
+            try tables.put(state.encoded, forKey: digest.bytes, in: "assets")
+            try tables.put(bigEndian(try usage(tables) + UInt64(size)), forKey: IndexKey.usage, in: "state")
+
+        case .assetsDeleted(let digests):
+            var freed: UInt64 = 0
+            for digest in digests {
+                guard let bytes = try tables.value(forKey: digest.bytes, in: "assets") else { continue }
+                freed += try AssetState(decoding: bytes).size
+                try tables.removeValue(forKey: digest.bytes, in: "assets")
+            }
+            let usage = try self.usage(tables)
+            try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
+        }
+    }
+
+    /// Moves the references of a record from the assets of its old version to those of its new
+    /// one; an asset left with none is unreferenced from `time` on.
+    func updateAssetReferences(from old: [[UInt8]], to new: [[UInt8]], time: UInt64, _ tables: ProjectionTables) throws {
+        if old.isEmpty && new.isEmpty { return }  // most records reference no asset
+        if old == new { return }
+        let removed = Set(old).subtracting(new)
+        let added = Set(new).subtracting(old)
+        for digest in removed.union(added) {
+            guard let bytes = try tables.value(forKey: digest, in: "assets") else { continue }
+            var state = try AssetState(decoding: bytes)
+            if added.contains(digest) {
+                state.references += 1
+                state.unreferencedSince = 0
+            } else {
+                state.references -= min(state.references, 1)
+                if state.references == 0 { state.unreferencedSince = max(time, 1) }
+            }
+            try tables.put(state.encoded, forKey: digest, in: "assets")
         }
     }
 
@@ -307,9 +408,9 @@ package struct ServerIndex: Projection {
     }
 
     /// A zone deleted at `offset`, with its records.
-    func zoneDeleted(_ key: [UInt8], reason: ZoneDeletionReason, _ offset: UInt64, _ tables: ProjectionTables) throws {
+    func zoneDeleted(_ key: [UInt8], reason: ZoneDeletionReason, _ offset: UInt64, time: UInt64, _ tables: ProjectionTables) throws {
         guard var state = try zoneState(key, tables), state.isLive else { return }
-        try removeRecords(ofIncarnation: state.incarnation, tables)
+        try removeRecords(ofIncarnation: state.incarnation, time: time, tables)
         // This deletion supersedes the marker of the previous one: a token older than either
         // is told this one, which is enough to drop every older incarnation.
         if state.deletedAt != 0 { try tables.removeValue(forKey: bigEndian(state.deletedAt), in: "dbChanges") }
@@ -364,8 +465,9 @@ package struct ServerIndex: Projection {
         try tables.put(state.encoded, forKey: key, in: "zones")
     }
 
-    func recordChanged(_ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables) throws {
+    func recordChanged(_ recordID: Record.ID, to new: RecordState, time: UInt64, _ tables: ProjectionTables) throws {
         var run = RecordRun()
+        run.time = time
         try recordChanged(recordID, to: new, tables, &run)
         try run.end(tables)
     }
@@ -386,6 +488,8 @@ package struct ServerIndex: Projection {
         }
         var usage: UInt64?
         var usageChanged = false
+        /// The time of the entry being applied, in microseconds since 1970 (for assets).
+        var time: UInt64 = 0
 
         /// Writes what the run kept: each touched zone's state and its feed key (at its last
         /// change), and the usage. The run is empty afterwards.
@@ -427,6 +531,7 @@ package struct ServerIndex: Projection {
         try updateReferrers(
             of: recordID.recordName, incarnation: zone!.incarnation, from: old?.deleteSelfTargets ?? [],
             to: new.deleteSelfTargets, tables)
+        try updateAssetReferences(from: old?.assets ?? [], to: new.assets, time: run.time, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
         try tables.put(
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
@@ -469,10 +574,16 @@ package struct ServerIndex: Projection {
     }
 
     /// Drops every record and change of a zone incarnation.
-    func removeRecords(ofIncarnation incarnation: UInt64, _ tables: ProjectionTables) throws {
+    func removeRecords(ofIncarnation incarnation: UInt64, time: UInt64, _ tables: ProjectionTables) throws {
         let prefix = bigEndian(incarnation)
         var freed: UInt64 = 0
-        try removeAll(withPrefix: prefix, in: "records", tables) { value in freed += try RecordState(decoding: value).size }
+        var assets: [[UInt8]] = []
+        try removeAll(withPrefix: prefix, in: "records", tables) { value in
+            let state = try RecordState(decoding: value)
+            freed += state.size
+            assets += state.assets
+        }
+        for digest in assets { try updateAssetReferences(from: [digest], to: [], time: time, tables) }
         var secrets: [String] = []
         try removeAll(withPrefix: prefix, in: "shares", tables) { value in secrets.append(try ShareKeys(decoding: value).secret) }
         for secret in secrets where !secret.isEmpty {

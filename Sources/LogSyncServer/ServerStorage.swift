@@ -39,6 +39,9 @@ public protocol ServerStorage: Sendable {
     /// The bearer tokens this storage keeps, so that every node sharing it accepts the same
     /// ones; `nil` when tokens live in a file beside the data (the LMDB store).
     var tokens: (any StoredTokens)? { get }
+
+    /// Where asset contents are kept: files beside the LMDB environments, or the database.
+    var assets: any ServerAssetStore { get }
 }
 
 extension ServerStorage {
@@ -164,6 +167,8 @@ public struct PushNotice: Sendable, Hashable, Codable {
 public final class LMDBStorage: ServerStorage {
     public let directory: URL
     public let durability: Durability
+    /// Asset contents, as files beside each user's environment.
+    public let assets: any ServerAssetStore
     private let locks = NamedLocks()
     private let deliver = Mutex<(@Sendable (PushNotice) -> Void)?>(nil)
 
@@ -171,6 +176,7 @@ public final class LMDBStorage: ServerStorage {
     public init(directory: URL, durability: Durability = .durable) throws {
         self.directory = directory
         self.durability = durability
+        assets = LMDBAssetStore(directory: directory, syncs: durability == .durable)
         try FileManager.default.createDirectory(at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
     }
 

@@ -50,6 +50,8 @@ public final class SyncServer: Sendable {
     let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
+    /// The asset contents being uploaded in this process, so two requests never write one.
+    let activeUploads = Mutex<Set<AssetUpload.Key>>([])
     let users: UserRegistry
 
     /// Opens (creating it if needed) the server's data directory, its logs in LMDB.

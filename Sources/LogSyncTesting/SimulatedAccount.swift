@@ -175,6 +175,14 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, S
         try await core.target(databaseScope, "currentUserRecordID", counted: false).currentUserRecordID()
     }
 
+    public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await core.target(databaseScope, "uploadAsset").uploadAsset(request)
+    }
+
+    public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try await core.target(databaseScope, "downloadAsset").downloadAsset(request)
+    }
+
     public func pushHints() -> AsyncStream<PushHint> {
         let (stream, continuation) = AsyncStream<PushHint>.makeStream(bufferingPolicy: .bufferingNewest(64))
         let id = core.subscribe(databaseScope, continuation)

@@ -64,6 +64,24 @@ public protocol CloudDatabase: Sendable {
     /// - Throws: ``SyncError``: `notAuthenticated` when no user is signed in.
     func currentUserRecordID() async throws -> Record.ID
 
+    /// Uploads an asset's content before a record referencing it is saved (F134): streamed from
+    /// the file in pieces, never whole in memory; resumed where the server's copy of a cut
+    /// upload of the same content ends; nothing sent when the server already keeps it.
+    ///
+    /// - Throws: ``SyncError``: `assetFileNotFound` / `assetFileModified` when the file has gone
+    ///   or no longer has the request's size or digest; `limitExceeded` over
+    ///   ``Limits/maxAssetBytes``; `quotaExceeded`; `zoneNotFound` for a zone the database cannot
+    ///   write; transport errors (then a later upload resumes).
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse
+
+    /// Downloads an asset's content into a local file, streamed in pieces and resumed from the
+    /// partial file of a cut download; the destination appears only once every byte is there
+    /// and matches the digest.
+    ///
+    /// - Throws: ``SyncError``: `assetNotAvailable` when the server keeps no such asset for the
+    ///   zone; `zoneNotFound`; transport errors (then a later download resumes).
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse
+
     /// A new stream of push hints for this database (F113, F117, F154).
     ///
     /// Each call returns an independent stream; hints may be coalesced or dropped. The stream

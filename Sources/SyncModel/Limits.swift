@@ -13,6 +13,9 @@ public enum Limits {
     ///
     /// Measured with ``Record/estimatedSize``.
     public static let maxRecordBytes = 1_000_000
+    /// The most bytes one asset may hold, 250 MB (F134): larger files fail with `limitExceeded`
+    /// naming the record and field.
+    public static let maxAssetBytes: Int64 = 250_000_000
     /// The longest record name, zone name or owner name, in ASCII characters (F126, F127).
     public static let maxNameLength = 255
     /// The most `deleteSelf` references that may point at one target record (F135).

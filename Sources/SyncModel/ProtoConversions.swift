@@ -403,7 +403,8 @@ extension RecordValue: ProtoConvertible {
                 try ProtoDecoding.within("RecordValue.reference_value") { () throws(SyncError) in
                     try Record.Reference(proto: reference)
                 })
-        case .assetReference(let name)?: self = .assetReference(name)
+        case .assetValue(let asset)?:
+            self = .asset(try ProtoDecoding.within("RecordValue.asset_value") { () throws(SyncError) in try Asset(proto: asset) })
         case .listValue(let list)?:
             // Nesting and mixed kinds are representable and kept; Record.validate() refuses them.
             self = .list(try ProtoDecoding.each(list.values, "RecordValue.list_value", RecordValue.init(proto:)))
@@ -422,12 +423,35 @@ extension RecordValue: ProtoConvertible {
         case .bytes(let data): message.value = .bytesValue(data)
         case .date(let date): message.value = .dateMicroseconds(ProtoTime.microseconds(date))
         case .reference(let reference): message.value = .referenceValue(reference.proto)
-        case .assetReference(let name): message.value = .assetReference(name)
+        case .asset(let asset): message.value = .assetValue(asset.proto)
         case .list(let values):
             var list = Logsync_Model_RecordValueList()
             list.values = values.map(\.proto)
             message.value = .listValue(list)
         }
+        return message
+    }
+}
+
+extension Asset: ProtoConvertible {
+    package init(proto: Logsync_Model_Asset) throws(SyncError) {
+        self.init(fileURL: URL(fileURLWithPath: "/"))
+        fileURL = proto.filePath.isEmpty ? nil : URL(fileURLWithPath: proto.filePath)
+        if !proto.sha256.isEmpty {
+            do throws(SyncError) {
+                digest = try AssetDigest(bytes: Array(proto.sha256))
+            } catch {
+                throw ProtoDecoding.invalid("Asset", "sha256 holds \(proto.sha256.count) bytes, not 32")
+            }
+        }
+        size = proto.hasSize ? proto.size : nil
+    }
+
+    package var proto: Logsync_Model_Asset {
+        var message = Logsync_Model_Asset()
+        if let digest { message.sha256 = Data(digest.bytes) }
+        if let size { message.size = size }
+        if let fileURL { message.filePath = fileURL.path }
         return message
     }
 }

@@ -123,7 +123,12 @@ extension RecordValue {
         case .bytes(let data): writer.data(5, data)
         case .date(let date): writer.int64(6, ProtoTime.microseconds(date))
         case .reference(let reference): writer.message(7) { reference.write(to: &$0) }
-        case .assetReference(let name): writer.string(8, name)
+        case .asset(let asset):
+            writer.message(10) { message in
+                if let digest = asset.digest { message.lengthDelimited(1, digest.bytes) }
+                if let size = asset.size { message.int64(2, size) }
+                if let fileURL = asset.fileURL { message.string(3, fileURL.path) }
+            }
         case .list(let values):
             writer.message(9) { list in
                 for value in values { list.message(1) { value.write(to: &$0) } }

@@ -106,6 +106,12 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         }
     }
 
+    /// Replaces a field's value without marking its key as changed (the engine filling in an
+    /// asset's digest or local file).
+    package mutating func setValueKeepingChangeState(_ value: RecordValue, forKey key: String) {
+        values[key] = value
+    }
+
     /// The keys of every field the record holds, sorted.
     public func allKeys() -> [String] {
         values.keys.sorted()

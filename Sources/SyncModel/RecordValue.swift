@@ -3,7 +3,7 @@ import Foundation
 /// The value of one field of a record.
 ///
 /// Mirrors the value types a `CKRecord` accepts (F129), minus locations: strings, integers,
-/// doubles, booleans, bytes, dates, references, asset references and lists of these. Lists are
+/// doubles, booleans, bytes, dates, references, assets and lists of these. Lists are
 /// homogeneous and never nested; ``Record/validate()`` enforces it.
 ///
 /// ```swift
@@ -26,17 +26,17 @@ public enum RecordValue: Sendable, Hashable, Codable {
     case date(Date)
     /// A reference to another record in the same zone.
     case reference(Record.Reference)
-    /// A reference to an asset stored apart from the record (its content is not counted against
-    /// the record size limit); the string identifies the asset on the server.
-    case assetReference(String)
+    /// A file stored apart from the record (``Asset``): its content is not counted against the
+    /// record size limit (F134), only its digest and size.
+    case asset(Asset)
     /// A list of values of one kind; lists do not nest.
     case list([RecordValue])
 
     /// The approximate number of bytes this value adds to a record, used by the size limits.
     ///
-    /// Strings, bytes and asset reference strings count their UTF-8 bytes; integers, doubles
-    /// and dates 8; booleans 1; a reference its record name, zone name and owner name plus 1; a
-    /// list the sum of its elements. Asset *content* is never counted (F134).
+    /// Strings and bytes count their UTF-8 bytes; integers, doubles and dates 8; booleans 1; a
+    /// reference its record name, zone name and owner name plus 1; an asset 40 (its digest and
+    /// size); a list the sum of its elements. Asset *content* is never counted (F134).
     ///
     /// - Complexity: O(n) in the size of the value.
     public var estimatedSize: Int {
@@ -46,7 +46,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .bool: return 1
         case .bytes(let data): return data.count
         case .reference(let reference): return reference.estimatedSize
-        case .assetReference(let name): return name.utf8.count
+        case .asset: return 40
         case .list(let values): return values.reduce(0) { $0 + $1.estimatedSize }
         }
     }
@@ -61,7 +61,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .bytes: "bytes"
         case .date: "date"
         case .reference: "reference"
-        case .assetReference: "assetReference"
+        case .asset: "asset"
         case .list: "list"
         }
     }

@@ -41,7 +41,8 @@ extension Record {
     ///
     /// In order: the record ID (F126, F127); the record type and every field key
     /// (``Identifier/recordType``, ``Identifier/fieldKey``); every reference, including ``parent``, points into the
-    /// record's own zone (F135); lists are homogeneous and not nested (F129); and the record's
+    /// record's own zone (F135); lists are homogeneous and not nested (F129); every asset has
+    /// a digest and a size of at most ``Limits/maxAssetBytes``; and the record's
     /// ``estimatedSize`` is at most ``Limits/maxRecordBytes`` (F134).
     ///
     /// - Throws: ``SyncError`` naming this record: `invalidArguments` for a broken rule,
@@ -70,6 +71,18 @@ extension Record {
             guard let value = self[key] else { continue }
             if let problem = violation(of: value) {
                 throw invalid("field \(quoted(key)): \(problem)")
+            }
+        }
+        for (key, asset) in assets {
+            guard let digest = asset.digest, let size = asset.size else {
+                throw invalid("field \(quoted(key)): \(asset) has no digest and size; its file is uploaded before the record is saved")
+            }
+            if size < 0 { throw invalid("field \(quoted(key)): asset \(digest) has a negative size, \(size)") }
+            if size > Limits.maxAssetBytes {
+                throw SyncError(
+                    .limitExceeded,
+                    "field \(quoted(key)): asset \(digest) holds \(size) bytes, more than \(Limits.maxAssetBytes)",
+                    item: .record(recordID))
             }
         }
         let size = estimatedSize

@@ -163,6 +163,29 @@ struct Device: Sendable, CustomStringConvertible {
         try await database.modifyZones(saving: [], deleting: [zoneID]).deleteResults[zoneID]
     }
 
+    // MARK: Assets
+
+    /// Writes `content` to a file of its own and uploads it for the records of `zone`; returns
+    /// the asset as a record field holds it (digest, size and that file).
+    func uploadAsset(
+        _ content: [UInt8], zone: RecordZone.ID = zoneID("Notes"), sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Asset {
+        let file = try AssetFiles.write(content)
+        let digest = AssetHasher.digest(of: content)
+        let response = try await database.uploadAsset(
+            AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(content.count), fileURL: file))
+        #expect(response.asset.digest == digest, sourceLocation: sourceLocation)
+        return Asset(digest: digest, size: Int64(content.count), fileURL: file)
+    }
+
+    /// Downloads an asset's content into a new file and returns its bytes.
+    func downloadAsset(_ asset: Asset, zone: RecordZone.ID = zoneID("Notes")) async throws -> [UInt8] {
+        let destination = AssetFiles.directory.appendingPathComponent(UUID().uuidString)
+        let response = try await database.downloadAsset(AssetDownloadRequest(
+            zoneID: zone, digest: try #require(asset.digest), size: try #require(asset.size), destination: destination))
+        return Array(try Data(contentsOf: response.fileURL))
+    }
+
     // MARK: Records
 
     /// Saves one record, which must succeed; returns the record as the server now holds it.
@@ -533,4 +556,22 @@ func expectThrows<R>(
         #expect(error.code == code, "expected \(code), got \(error)", sourceLocation: sourceLocation)
     }
     return error
+}
+
+/// The files of the assets the tests upload and download: one directory per test process,
+/// removed by the system's temporary-file cleanup; each file has a name of its own.
+enum AssetFiles {
+    static let directory: URL = {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "logsync-contract-assets-\(ProcessInfo.processInfo.processIdentifier)", isDirectory: true)
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory
+    }()
+
+    /// A new file holding `content`.
+    static func write(_ content: [UInt8]) throws -> URL {
+        let file = directory.appendingPathComponent(UUID().uuidString)
+        try Data(content).write(to: file)
+        return file
+    }
 }

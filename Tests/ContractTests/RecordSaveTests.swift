@@ -130,6 +130,8 @@ struct RecordSaveTests {
     func valueTypesRoundTrip(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let target = try await phone.save(newRecord("target"))
+            let photo = try await phone.uploadAsset(Array("a photo".utf8)).withoutFile
+            let page = try await phone.uploadAsset(Array("a page".utf8)).withoutFile
             let values: [String: RecordValue] = [
                 "string": "Grüße, 世界 🌍",
                 "emptyString": "",
@@ -140,7 +142,8 @@ struct RecordSaveTests {
                 "emptyBytes": .bytes(Data()),
                 "date": .date(Date(timeIntervalSince1970: 1_000_000)),
                 "reference": .reference(Record.Reference(recordID: target.recordID, action: .deleteSelf)),
-                "asset": .assetReference("asset-1"),
+                "asset": .asset(photo),
+                "assets": .list([.asset(page), .asset(photo)]),
                 "list": .list([.int64(1), .int64(2), .int64(3)]),
                 "strings": .list([.string("a"), .string("b")]),
                 "emptyList": .list([]),

@@ -18,6 +18,9 @@ struct StoredRecordPageTests {
         let zone = RecordZone.ID(zoneName: "Notes")
         _ = try await alice.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
         var records: [Record] = []
+        let files = FileManager.default.temporaryDirectory.appendingPathComponent("assets-\(UUID())", isDirectory: true)
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: files) }
         for index in 0..<25 {
             var record = Record(recordType: index % 3 == 0 ? "Folder" : "Note", recordID: Record.ID(recordName: "r\(index)", zoneID: zone))
             record["title"] = .string("note \(index) ✓")
@@ -26,7 +29,12 @@ struct StoredRecordPageTests {
             record["done"] = .bool(index.isMultiple(of: 2))
             record["blob"] = .bytes(Data((0..<UInt8(index)).map { $0 &* 7 }))
             record["when"] = .date(Date(timeIntervalSince1970: 1_700_000_000 + Double(index)))
-            record["asset"] = .assetReference("asset-\(index)")
+            let content = Array("asset-\(index)".utf8)
+            let file = files.appendingPathComponent("a\(index)")
+            try Data(content).write(to: file)
+            let digest = AssetHasher.digest(of: content)
+            _ = try await alice.uploadAsset(AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(content.count), fileURL: file))
+            record["asset"] = .asset(Asset(digest: digest, size: Int64(content.count)))
             record["tags"] = .list([.string("a"), .string("b\(index)")])
             if index > 0 {
                 record["link"] = .reference(Record.Reference(

@@ -15,7 +15,7 @@ struct WireDirectEncodingTests {
         removed["title"] = nil
         var full = Fixture.record("n4", [
             "title": "a ✓", "count": .int64(-3), "ratio": .double(0.25), "done": .bool(false), "blob": .bytes(Data()),
-            "when": .date(Date(timeIntervalSince1970: 1_700_000_000.25)), "asset": .assetReference("a1"),
+            "when": .date(Date(timeIntervalSince1970: 1_700_000_000.25)), "asset": .asset(Asset(digest: AssetHasher.digest(of: Array("a1".utf8)), size: 2)),
             "tags": .list(["x", "y"]),
             "link": .reference(Record.Reference(recordID: Record.ID(recordName: "n1", zoneID: Fixture.notes), action: .deleteSelf)),
         ])

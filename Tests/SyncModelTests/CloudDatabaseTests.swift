@@ -62,6 +62,16 @@ final class RecordingDatabase: CloudDatabase {
 
     func currentUserRecordID() async throws -> Record.ID { Fixture.alice }
 
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        note("uploadAsset")
+        return AssetUploadResponse(asset: Asset(digest: request.digest, size: request.size), bytesSent: request.size)
+    }
+
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        note("downloadAsset")
+        throw SyncError(.assetNotAvailable, "this recording database keeps no asset contents")
+    }
+
     func pushHints() -> AsyncStream<PushHint> { hints }
 }
 

@@ -28,7 +28,9 @@ struct ProtoRecordWriterTests {
         ("date", .date(t0)), ("epoch", .date(Date(timeIntervalSince1970: 0))), ("before", .date(Date(timeIntervalSince1970: -5.5))),
         ("reference", .reference(Record.Reference(recordID: Record.ID(recordName: "r", zoneID: zone)))),
         ("deleteSelf", .reference(Record.Reference(recordID: Record.ID(recordName: "r", zoneID: zone), action: .deleteSelf))),
-        ("asset", .assetReference("asset-1")), ("noAsset", .assetReference("")),
+        ("asset", .asset(Asset(digest: AssetHasher.digest(of: Array("asset-1".utf8)), size: 7))),
+        ("localAsset", .asset(Asset(fileURL: URL(fileURLWithPath: "/tmp/photo.jpg")))),
+        ("emptyAsset", .asset(Asset(digest: AssetHasher.digest(of: [UInt8]()), size: 0, fileURL: URL(fileURLWithPath: "/tmp/e")))),
         ("list", .list([.string("a"), .int64(-2), .list([.bool(false), .list([])])])), ("emptyList", .list([])),
     ]
 

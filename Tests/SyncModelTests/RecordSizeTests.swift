@@ -16,7 +16,7 @@ struct RecordSizeTests {
         (.bytes(Data(count: 1000)), 1000),
         (.date(Date(timeIntervalSince1970: 0)), 8),
         (.reference(reference), 1 + 1 + 16 + 1),
-        (.assetReference("abc"), 3),
+        (.asset(Asset(digest: AssetHasher.digest(of: Array("abc".utf8)), size: 3)), 40),
         (.list([.string("ab"), .string("cde")]), 5),
         (.list([]), 0),
     ])
@@ -59,8 +59,8 @@ struct RecordSizeTests {
     // F134: asset content is stored apart and never counted; a 10 MB asset is accepted.
     @Test func assetsDoNotCount() throws {
         var record = Record(recordType: "Photo", recordID: Fixture.n1)
-        record["image"] = .assetReference("asset-of-10-MB")
-        #expect(record.estimatedSize == 5 + 14)
+        record["image"] = .asset(Asset(digest: AssetHasher.digest(of: Array("10 MB".utf8)), size: 10_000_000))
+        #expect(record.estimatedSize == 5 + 40)
         try record.validate()
     }
 

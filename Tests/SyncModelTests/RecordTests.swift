@@ -117,7 +117,7 @@ struct RecordTests {
         record["bytes"] = .bytes(Data([0, 1, 255]))
         record["date"] = .date(Fixture.t0)
         record["ref"] = .reference(Record.Reference(recordID: Fixture.n2, action: .deleteSelf))
-        record["asset"] = .assetReference("asset-1")
+        record["asset"] = .asset(Asset(digest: AssetHasher.digest(of: Array("asset-1".utf8)), size: 7))
         record["list"] = .list([.int64(1), .int64(2)])
         let decoded = try jsonRoundTrip(record)
         #expect(decoded == record)

@@ -213,6 +213,8 @@ final class OfflineDatabase: CloudDatabase {
     }
     func allSubscriptions() async throws -> [Subscription] { throw offline() }
     func currentUserRecordID() async throws -> Record.ID { throw offline() }
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { throw offline() }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { throw offline() }
     func pushHints() -> AsyncStream<PushHint> { AsyncStream { _ in } }
 }
 

@@ -62,6 +62,8 @@ final class TimedDatabase: CloudDatabase {
     }
     func allSubscriptions() async throws -> [Subscription] { try await timed(#function) { try await base.allSubscriptions() } }
     func currentUserRecordID() async throws -> Record.ID { try await timed(#function) { try await base.currentUserRecordID() } }
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { try await timed(#function) { try await base.uploadAsset(request) } }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { try await timed(#function) { try await base.downloadAsset(request) } }
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 
     /// Seconds spent in every method together.

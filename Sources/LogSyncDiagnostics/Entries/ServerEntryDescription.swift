@@ -3,7 +3,7 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–113 in
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–115 in
 /// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
@@ -30,6 +30,8 @@ import SyncModel
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `share`, `ownerOffset` | sharedZoneJoined, sharedZoneChanged | (with `zone`, `owner`) the share record name, joined only; the owner's log offset seen |
 /// | `reason` | sharedZoneLeft | left, removed, shareDeleted or zoneDeleted |
+/// | `asset`, `size` | assetStored | the content's digest (`sha256:` and 64 hex digits); its size in bytes |
+/// | `assets` | assetsDeleted | the digests of the contents deleted |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 /// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
 enum ServerEntryDescription: EntryKindCatalog {
@@ -160,6 +162,11 @@ enum ServerEntryDescription: EntryKindCatalog {
         case .sharedZoneLeft(let zoneID, let reason):
             addZone(zoneID)
             add("reason", .text(reason.description))
+        case .assetStored(let digest, let size):
+            add("asset", .text(digest.description))
+            add("size", .integer(UInt64(size)))
+        case .assetsDeleted(let digests):
+            add("assets", .list(digests.map(\.description)))
         }
         return fields
     }

@@ -307,14 +307,15 @@ public enum DeviceStateReport {
         case .bytes(let data): return "bytes(\(data.count))"
         case .date(let date): return "date(\(iso8601(date)))"
         case .reference(let reference): return "ref(" + EntryFormatter.word(record(reference.recordID)) + ")"
-        case .assetReference(let name): return "asset(" + EntryFormatter.word(name) + ")"
+        case .asset(let asset): return "asset(" + asset.shownFields.joined(separator: " ") + ")"
         case .list(let items): return "list(\(items.count))"
         }
     }
 
     /// A record as JSON: `record`, `type`, `tag` (`null` if none) and `fields`, every field in
     /// key order with its whole value: text, number, `true`/`false`; bytes in base 64, a date as
-    /// ISO 8601, a reference as `zone/name`, an asset by its name, a list as an array.
+    /// ISO 8601, a reference as `zone/name`, an asset as `sha256`, `size`, `file` and `cached`, a list
+    /// as an array.
     static func recordJSON(_ record: Record) -> String {
         JSONText.object([
             ("record", JSONText.string(self.record(record.recordID))),
@@ -333,7 +334,13 @@ public enum DeviceStateReport {
         case .bytes(let data): JSONText.string(data.base64EncodedString())
         case .date(let date): JSONText.string(iso8601(date))
         case .reference(let reference): JSONText.string(record(reference.recordID))
-        case .assetReference(let name): JSONText.string(name)
+        case .asset(let asset):
+            JSONText.object([
+                ("sha256", JSONText.optional(asset.digest.map { JSONText.string($0.hex) })),
+                ("size", JSONText.optional(asset.size.map { String($0) })),
+                ("file", JSONText.optional(asset.fileURL.map { JSONText.string($0.path) })),
+                ("cached", JSONText.bool(asset.isCached)),
+            ])
         case .list(let items): JSONText.array(items.map(valueJSON))
         }
     }

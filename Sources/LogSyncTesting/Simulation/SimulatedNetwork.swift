@@ -80,7 +80,7 @@ public struct NetworkFaultRates: Sendable, Hashable {
 /// The requests of a `CloudDatabase`, as the simulated network names them.
 enum RequestKind: String, Sendable {
     case modifyZones, fetchZones, modifyRecords, fetchDatabaseChanges, fetchZoneChanges, modifySubscriptions
-    case allSubscriptions, fetchShareMetadata, acceptShares
+    case allSubscriptions, fetchShareMetadata, acceptShares, uploadAsset, downloadAsset
 }
 
 /// The network between the simulation's devices and its server: every request of every device
@@ -280,6 +280,14 @@ struct SimulatedLink: CloudDatabase, ShareOperations {
     }
 
     /// No push channel: the simulation drives every fetch itself, so that a seed replays exactly.
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await forward(.uploadAsset) { try await $0.uploadAsset(request) }
+    }
+
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try await forward(.downloadAsset) { try await $0.downloadAsset(request) }
+    }
+
     func pushHints() -> AsyncStream<PushHint> { AsyncStream { $0.finish() } }
 }
 

@@ -90,6 +90,16 @@ final class CountingDatabase: CloudDatabase {
         return try await base.currentUserRecordID()
     }
 
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        note("uploadAsset")
+        return try await base.uploadAsset(request)
+    }
+
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        note("downloadAsset")
+        return try await base.downloadAsset(request)
+    }
+
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 

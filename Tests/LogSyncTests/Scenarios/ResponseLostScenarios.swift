@@ -28,6 +28,8 @@ extension ForwardingDatabase {
     }
     func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
     func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { try await base.uploadAsset(request) }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { try await base.downloadAsset(request) }
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 

@@ -302,20 +302,20 @@ package nonisolated struct Logsync_Model_RecordValue: Sendable {
     set {value = .referenceValue(newValue)}
   }
 
-  package var assetReference: String {
-    get {
-      if case .assetReference(let v)? = value {return v}
-      return String()
-    }
-    set {value = .assetReference(newValue)}
-  }
-
   package var listValue: Logsync_Model_RecordValueList {
     get {
       if case .listValue(let v)? = value {return v}
       return Logsync_Model_RecordValueList()
     }
     set {value = .listValue(newValue)}
+  }
+
+  package var assetValue: Logsync_Model_Asset {
+    get {
+      if case .assetValue(let v)? = value {return v}
+      return Logsync_Model_Asset()
+    }
+    set {value = .assetValue(newValue)}
   }
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -329,12 +329,42 @@ package nonisolated struct Logsync_Model_RecordValue: Sendable {
     /// microseconds since 1970
     case dateMicroseconds(Int64)
     case referenceValue(Logsync_Model_Reference)
-    case assetReference(String)
     case listValue(Logsync_Model_RecordValueList)
+    case assetValue(Logsync_Model_Asset)
 
   }
 
   package init() {}
+}
+
+/// Asset: a file stored apart from the record (its content travels and is stored separately,
+/// by digest). An asset a device has not uploaded yet has only its file.
+package nonisolated struct Logsync_Model_Asset: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 32 bytes, or empty: not known yet
+  package var sha256: Data = Data()
+
+  /// absent: not known yet
+  package var size: Int64 {
+    get {_size ?? 0}
+    set {_size = newValue}
+  }
+  /// Returns true if `size` has been explicitly set.
+  package var hasSize: Bool {self._size != nil}
+  /// Clears the value of `size`. Subsequent reads from it will return its default value.
+  package mutating func clearSize() {self._size = nil}
+
+  /// the device's local copy; never kept by a server
+  package var filePath: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _size: Int64? = nil
 }
 
 /// Record.SystemFields: what the server sets on every save. Each field may be absent.
@@ -1029,7 +1059,7 @@ nonisolated extension Logsync_Model_RecordValueList: SwiftProtobuf.Message, Swif
 
 nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RecordValue"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{3}asset_reference\0\u{3}list_value\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{4}\u{2}list_value\0\u{3}asset_value\0\u{c}\u{8}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1098,14 +1128,6 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
           self.value = .referenceValue(v)
         }
       }()
-      case 8: try {
-        var v: String?
-        try decoder.decodeSingularStringField(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .assetReference(v)
-        }
-      }()
       case 9: try {
         var v: Logsync_Model_RecordValueList?
         var hadOneofValue = false
@@ -1117,6 +1139,19 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
         if let v = v {
           if hadOneofValue {try decoder.handleConflictingOneOf()}
           self.value = .listValue(v)
+        }
+      }()
+      case 10: try {
+        var v: Logsync_Model_Asset?
+        var hadOneofValue = false
+        if let current = self.value {
+          hadOneofValue = true
+          if case .assetValue(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.value = .assetValue(v)
         }
       }()
       default: break
@@ -1158,13 +1193,13 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
       guard case .referenceValue(let v)? = self.value else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
     }()
-    case .assetReference?: try {
-      guard case .assetReference(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularStringField(value: v, fieldNumber: 8)
-    }()
     case .listValue?: try {
       guard case .listValue(let v)? = self.value else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    }()
+    case .assetValue?: try {
+      guard case .assetValue(let v)? = self.value else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
     }()
     case nil: break
     }
@@ -1173,6 +1208,50 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
 
   package static func ==(lhs: Logsync_Model_RecordValue, rhs: Logsync_Model_RecordValue) -> Bool {
     if lhs.value != rhs.value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_Asset: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".Asset"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sha256\0\u{1}size\0\u{3}file_path\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.sha256) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self._size) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.filePath) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.sha256.isEmpty {
+      try visitor.visitSingularBytesField(value: self.sha256, fieldNumber: 1)
+    }
+    try { if let v = self._size {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
+    } }()
+    if !self.filePath.isEmpty {
+      try visitor.visitSingularStringField(value: self.filePath, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_Asset, rhs: Logsync_Model_Asset) -> Bool {
+    if lhs.sha256 != rhs.sha256 {return false}
+    if lhs._size != rhs._size {return false}
+    if lhs.filePath != rhs.filePath {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
