@@ -868,6 +868,27 @@ package nonisolated struct Logsync_Wire_AcceptSharesResponse: Sendable {
   package init() {}
 }
 
+/// The answer of GET …/assets/{digest}/upload and of PUT …/assets/{digest} (Docs/Protocol.md,
+/// "Assets"): how much of an asset's content the server holds for the zone's owner.
+package nonisolated struct Logsync_Wire_AssetUploadStatus: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the bytes the server holds: where the next piece starts
+  package var received: Int64 = 0
+
+  /// the content is stored, whole and checked against its digest
+  package var stored: Bool = false
+
+  /// the content's size, as announced
+  package var size: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.wire"
@@ -2137,6 +2158,46 @@ nonisolated extension Logsync_Wire_AcceptSharesResponse: SwiftProtobuf.Message, 
 
   package static func ==(lhs: Logsync_Wire_AcceptSharesResponse, rhs: Logsync_Wire_AcceptSharesResponse) -> Bool {
     if lhs.results != rhs.results {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_AssetUploadStatus: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".AssetUploadStatus"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}received\0\u{1}stored\0\u{1}size\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.received) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.stored) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.size) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.received != 0 {
+      try visitor.visitSingularInt64Field(value: self.received, fieldNumber: 1)
+    }
+    if self.stored != false {
+      try visitor.visitSingularBoolField(value: self.stored, fieldNumber: 2)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularInt64Field(value: self.size, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_AssetUploadStatus, rhs: Logsync_Wire_AssetUploadStatus) -> Bool {
+    if lhs.received != rhs.received {return false}
+    if lhs.stored != rhs.stored {return false}
+    if lhs.size != rhs.size {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
