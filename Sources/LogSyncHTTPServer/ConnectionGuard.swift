@@ -10,6 +10,25 @@ struct ConnectionTimeouts: Sendable {
     var idle: Duration
     var requestHead: Duration
     var requestBody: Duration
+    /// The bytes a request body must bring within each ``requestBody`` the server waits for it
+    /// (``HTTPSyncServer/Configuration/requestBodyMinimumRate`` times the timeout, at least 1):
+    /// fewer count as no progress, so a body trickling in is cut off like one that stopped.
+    var requestBodyProgress: Int
+
+    /// How long the server waits for its client to take more of an answer it is writing.
+    var responseWrite: Duration
+
+    init(
+        idle: Duration, requestHead: Duration, requestBody: Duration, requestBodyMinimumRate: Int = 0,
+        responseWrite: Duration = .seconds(60)
+    ) {
+        self.idle = idle
+        self.requestHead = requestHead
+        self.requestBody = requestBody
+        self.responseWrite = responseWrite
+        let seconds = Double(requestBody.nanoseconds) / 1e9
+        requestBodyProgress = max(1, Int((Double(max(0, requestBodyMinimumRate)) * seconds).rounded(.up)))
+    }
 }
 
 /// Hummingbird's child channel with ``ConnectionGuard`` in front of it and ``HTTPPartObserver``
@@ -21,7 +40,11 @@ struct ConnectionTimeouts: Sendable {
 /// - a request head must arrive whole within the head timeout of its first byte (a slowloris
 ///   client sending one byte at a time gains nothing);
 /// - a request body must keep coming: a pause longer than the body timeout, while the server
-///   waits for it, closes the connection;
+///   waits for it, closes the connection, and so does a body that brings less than
+///   ``ConnectionTimeouts/requestBodyProgress`` bytes in that time (a slow trickle holding an
+///   asset upload open for days);
+/// - an answer must be taken: when the client stops reading one (an asset download, say) and
+///   the connection stays unwritable for the response write timeout, it is closed;
 /// - what the HTTP parser refuses (a control character in a header, a NUL in the path, TLS sent to
 ///   a plain port) gets a 400 with an error body naming what was wrong, and the connection closes.
 ///
@@ -85,8 +108,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var answersOwed = 0
     /// The last time a request was read or an answer ended: when idleness began.
     private var lastActivity = NIODeadline.now()
-    /// Since when the server has asked to read and got nothing, if it is waiting.
+    /// Since when the server has asked to read and got nothing, or less of a body than
+    /// ``ConnectionTimeouts/requestBodyProgress``, if it is waiting.
     private var waitingForPeerSince: NIODeadline?
+    /// The body bytes that arrived since ``waitingForPeerSince`` was last cleared.
+    private var bodyBytesSinceProgress = 0
+    /// Since when the connection has been unwritable (the client not taking the answer), if it is.
+    private var unwritableSince: NIODeadline?
     /// A WebSocket now: not timed here.
     private var upgraded = false
     private var closing = false
@@ -120,13 +148,33 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let now = NIODeadline.now()
-        waitingForPeerSince = nil
+        if case .body = reading {
+            // A body makes progress only with enough bytes: a trickle leaves the clock running.
+            bodyBytesSinceProgress += unwrapInboundIn(data).readableBytes
+            if bodyBytesSinceProgress >= timeouts.requestBodyProgress {
+                waitingForPeerSince = nil
+                bodyBytesSinceProgress = 0
+            }
+        } else {
+            waitingForPeerSince = nil
+            bodyBytesSinceProgress = 0
+        }
         if case .between = reading, !upgraded {
             reading = .head(deadline: now + .nanoseconds(timeouts.requestHead.nanoseconds))
         }
         // The decoder behind reports the heads and ends of what these bytes complete.
         context.fireChannelRead(data)
         rearm()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableSince = nil
+        } else if unwritableSince == nil {
+            unwritableSince = .now()
+        }
+        rearm()
+        context.fireChannelWritabilityChanged()
     }
 
     func read(context: ChannelHandlerContext) {
@@ -139,6 +187,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func headRead() {
         reading = .body
+        bodyBytesSinceProgress = 0
         answersOwed += 1
     }
 
@@ -209,6 +258,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// reading), and for push channels.
     private var deadline: NIODeadline? {
         guard !upgraded, !closing else { return nil }
+        let reading = readingDeadline
+        guard let writing = writingDeadline else { return reading }
+        return reading.map { min($0, writing) } ?? writing
+    }
+
+    /// When the client, not taking the answer being written, has kept the server waiting too long.
+    private var writingDeadline: NIODeadline? {
+        unwritableSince.map { $0 + .nanoseconds(timeouts.responseWrite.nanoseconds) }
+    }
+
+    /// When the client has kept the server waiting too long for what it reads: a head, a body,
+    /// or the next request.
+    private var readingDeadline: NIODeadline? {
         switch reading {
         case .head(let deadline):
             return deadline
@@ -247,10 +309,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         let reason: String
         let timeout: Duration
-        switch reading {
-        case .head: (reason, timeout) = ("the request head did not arrive in time", timeouts.requestHead)
-        case .body: (reason, timeout) = ("the request body stopped arriving", timeouts.requestBody)
-        case .between: (reason, timeout) = ("the connection was idle", timeouts.idle)
+        if let writingDeadline, writingDeadline <= .now() {
+            (reason, timeout) = ("the client stopped taking the answer", timeouts.responseWrite)
+        } else {
+            switch reading {
+            case .head: (reason, timeout) = ("the request head did not arrive in time", timeouts.requestHead)
+            case .body: (reason, timeout) = ("the request body stopped arriving, or came too slowly", timeouts.requestBody)
+            case .between: (reason, timeout) = ("the connection was idle", timeouts.idle)
+            }
         }
         logger.debug("closing a connection", metadata: ["reason": "\(reason)", "timeout.ms": "\(timeout.milliseconds)"])
         closing = true

@@ -79,6 +79,19 @@ public struct HTTPSyncServer: Sendable {
         /// closed after it. Time the server itself takes (answering, or not reading because it is
         /// busy) does not count. The default is 30 seconds.
         public var requestBodyTimeout: Duration
+        /// The slowest a request body may come, in bytes per second: within each
+        /// ``requestBodyTimeout`` that the server waits for a body, at least this many bytes per
+        /// second of it must arrive, or the connection is closed as if the body had stopped. An
+        /// asset upload may be long (up to ``Limits/maxAssetBytes``), so a client trickling it
+        /// a byte at a time must not hold a connection for days. The default, 1,024 (30 KiB per
+        /// 30 seconds), is far below any network an upload is made on; 0 turns the rule off
+        /// (any byte is progress).
+        public var requestBodyMinimumRate: Int
+        /// The longest the server waits for a client to take more of an answer it is writing
+        /// (the client's receive window and the server's send buffer full); the connection is
+        /// closed after it. A download goes as fast as its client reads, so only a client that
+        /// stopped reading is cut off. The default is 60 seconds.
+        public var responseWriteTimeout: Duration
         /// How many connections are open at most. Beyond it the server stops accepting: new
         /// connections wait in the listen backlog (``listenBacklog``), holding no descriptor of
         /// the server's, until open ones close. Push channels count. The default is half the
@@ -99,7 +112,8 @@ public struct HTTPSyncServer: Sendable {
             tlsConfiguration: TLSConfiguration? = nil, idleTimeout: Duration = .seconds(75),
             requestHeadTimeout: Duration = .seconds(10), requestBodyTimeout: Duration = .seconds(30),
             maxConnections: Int = Configuration.defaultMaxConnections(), listenBacklog: Int = 256,
-            pushPingInterval: Duration = .seconds(30)
+            pushPingInterval: Duration = .seconds(30), requestBodyMinimumRate: Int = 1024,
+            responseWriteTimeout: Duration = .seconds(60)
         ) {
             self.host = host
             self.port = port
@@ -110,6 +124,8 @@ public struct HTTPSyncServer: Sendable {
             self.idleTimeout = idleTimeout
             self.requestHeadTimeout = requestHeadTimeout
             self.requestBodyTimeout = requestBodyTimeout
+            self.requestBodyMinimumRate = requestBodyMinimumRate
+            self.responseWriteTimeout = responseWriteTimeout
             self.maxConnections = maxConnections
             self.listenBacklog = listenBacklog
             self.pushPingInterval = pushPingInterval
@@ -171,6 +187,17 @@ public struct HTTPSyncServer: Sendable {
             // Reached only when the request was not upgraded to a WebSocket.
             await routes.refusePush(request, context: context)
         }
+        // Assets: streamed, never whole in memory, outside the body limit of operations.
+        let assets = AssetRoutes(http: self)
+        router.get("/:version/databases/:scope/assets/:digest/upload") { request, context in
+            await assets.uploadStatus(request, context: context)
+        }
+        router.put("/:version/databases/:scope/assets/:digest") { request, context in
+            await assets.upload(request, context: context)
+        }
+        router.get("/:version/databases/:scope/assets/:digest") { request, context in
+            await assets.download(request, context: context)
+        }
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()
         wsConfiguration.closeTimeout = configuration.pushCloseTimeout
@@ -193,7 +220,8 @@ public struct HTTPSyncServer: Sendable {
         let gracePeriod = configuration.shutdownGracePeriod
         let timeouts = ConnectionTimeouts(
             idle: configuration.idleTimeout, requestHead: configuration.requestHeadTimeout,
-            requestBody: configuration.requestBodyTimeout)
+            requestBody: configuration.requestBodyTimeout, requestBodyMinimumRate: configuration.requestBodyMinimumRate,
+            responseWrite: configuration.responseWriteTimeout)
         let connections = HTTPServerBuilder { responder in
             GuardedChannel(
                 base: ShutdownAwareChannel(
@@ -308,10 +336,11 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             let format = WireFormat.forResponse(accept: request.headers[.accept])
+            let v = WireProtocol.versionPath
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(WireProtocol.versionPath)/databases/{scope}/{operation} and GET /\(WireProtocol.versionPath)/databases/{scope}/push"),
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, and GET /\(v)/databases/{scope}/assets/{sha256}/upload"),
                 status: 404, format: format)
         }
     }

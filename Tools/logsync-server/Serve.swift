@@ -62,6 +62,16 @@ struct Serve: AsyncParsableCommand {
     var requestBodyTimeout = 30.0
 
     @Option(name: .long, help: ArgumentHelp(
+        "The slowest a request body may come: at least this many bytes per second within each --request-body-timeout, or the connection is closed; 0: any byte will do.",
+        valueName: "bytes"))
+    var requestBodyMinRate = 1024
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The longest the server waits for a client to take more of an answer (a download it stopped reading); the connection is closed after it.",
+        valueName: "seconds"))
+    var responseWriteTimeout = 60.0
+
+    @Option(name: .long, help: ArgumentHelp(
         "How many connections are open at most; more wait in the listen backlog. Default: half of `ulimit -n`, at most 10000.",
         valueName: "n"))
     var maxConnections: Int?
@@ -99,6 +109,7 @@ struct Serve: AsyncParsableCommand {
         for (flag, seconds) in [
             ("--idle-timeout", idleTimeout), ("--request-head-timeout", requestHeadTimeout),
             ("--request-body-timeout", requestBodyTimeout), ("--push-ping-interval", pushPingInterval),
+            ("--response-write-timeout", responseWriteTimeout),
         ] {
             guard seconds > 0, seconds.isFinite else {
                 throw ValidationError("\(flag) must be a number of seconds above 0, not \(seconds)")
@@ -106,6 +117,9 @@ struct Serve: AsyncParsableCommand {
         }
         if let maxConnections, maxConnections < 1 {
             throw ValidationError("--max-connections must be at least 1, not \(maxConnections)")
+        }
+        guard requestBodyMinRate >= 0 else {
+            throw ValidationError("--request-body-min-rate must be 0 or more bytes per second, not \(requestBodyMinRate)")
         }
         guard listenBacklog >= 1 else { throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)") }
         guard Logger.Level(rawValue: logLevel) != nil else {
@@ -130,6 +144,8 @@ struct Serve: AsyncParsableCommand {
         httpConfiguration.idleTimeout = .seconds(idleTimeout)
         httpConfiguration.requestHeadTimeout = .seconds(requestHeadTimeout)
         httpConfiguration.requestBodyTimeout = .seconds(requestBodyTimeout)
+        httpConfiguration.requestBodyMinimumRate = requestBodyMinRate
+        httpConfiguration.responseWriteTimeout = .seconds(responseWriteTimeout)
         httpConfiguration.pushPingInterval = .seconds(pushPingInterval)
         if let maxConnections { httpConfiguration.maxConnections = maxConnections }
         httpConfiguration.listenBacklog = listenBacklog
