@@ -53,6 +53,41 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
         try await call(.acceptShares, Wire.encode(request, as: format), Wire.decode)
     }
 
+    /// Uploads the asset's file to the server (`PUT …/assets/{digest}`, Docs/Protocol.md,
+    /// "Assets"), streamed from the file a piece at a time, never whole in memory.
+    ///
+    /// It first asks the server how much of the content it holds: nothing is sent when it keeps
+    /// the content already (`bytesSent` 0), and a cut upload of the same content, by this
+    /// device or another, resumes from the server's last byte. When the connection drops or
+    /// stalls (``HTTPSyncClient/Configuration/assetStallTimeout``) it asks again and sends from
+    /// there, up to ``HTTPSyncClient/Configuration/assetResumeAttempts`` times in a row without
+    /// progress, then throws `networkFailure`; a later call resumes. `bytesSent` counts the bytes
+    /// this call added to the server's copy: the size less what the server held when it began.
+    ///
+    /// - Throws: ``SyncError``: the server's, exactly as in process (`limitExceeded` over
+    ///   ``Limits/maxAssetBytes``, `quotaExceeded`, `zoneNotFound`, `zoneBusy` while another
+    ///   request uploads the same content, `assetFileModified` when the bytes that arrived hash
+    ///   to another digest); `assetFileNotFound` or `assetFileModified` when the file has gone or
+    ///   changed during the upload; transport failures as ``HTTPSyncClient`` maps them.
+    public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await transferUpload(request)
+    }
+
+    /// Downloads the asset's content (`GET …/assets/{digest}`, Docs/Protocol.md, "Assets")
+    /// into the request's destination, streamed a piece at a time into its partial file
+    /// (``AssetDownloadFile``): a partial file an earlier download left is resumed with
+    /// `Range: bytes=N-`, and so is the download after a dropped or stalled connection, up to
+    /// ``HTTPSyncClient/Configuration/assetResumeAttempts`` times in a row without progress.
+    /// The destination appears once every byte is there and matches the digest.
+    ///
+    /// - Throws: ``SyncError``: the server's, exactly as in process (`assetNotAvailable` when
+    ///   the server keeps no such content for the zone, `zoneNotFound`, `invalidArguments` when
+    ///   the server's size is not the request's); `networkFailure` when the bytes do not match
+    ///   the digest (the partial file is removed) or the transport fails.
+    public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try await transferDownload(request)
+    }
+
     /// A stream of this database's push hints, over a WebSocket of its own.
     ///
     /// The stream lives until the consumer stops iterating (or cancels), or ``HTTPSyncClient/close()``.
@@ -60,14 +95,6 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
     /// after each reconnection it yields one hint naming no zone and no token: hints may have
     /// been missed while disconnected, so the consumer fetches once. Like the server's, the
     /// stream keeps only the newest undelivered hint.
-    public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
-        throw SyncError(.badDatabase, "asset uploads over HTTP are being added")
-    }
-
-    public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
-        throw SyncError(.badDatabase, "asset downloads over HTTP are being added")
-    }
-
     public func pushHints() -> AsyncStream<PushHint> {
         client.pushChannels.open(client: client, scope: databaseScope)
     }

@@ -44,7 +44,8 @@ public final class HTTPSyncClient: Sendable {
         public var requestTimeout: Duration
         /// The largest answer read.
         public var maxResponseBytes: Int
-        /// How a dropped push channel reconnects.
+        /// How a dropped push channel reconnects, and how long a dropped asset transfer waits
+        /// before it resumes.
         public var reconnect: ReconnectPolicy
         /// Whether push streams also hint this device's own commits.
         public var receivesOwnChanges: Bool
@@ -66,6 +67,17 @@ public final class HTTPSyncClient: Sendable {
         /// the TLS server name, which NIOSSL refuses for an IP address: give an `https://` URL
         /// a host name, not an address, if its push channels are to connect.
         public var tlsConfiguration: TLSConfiguration?
+        /// How long an asset upload or download may go without a byte moving (none sent, none
+        /// received, no answer) before its connection is given up as stalled. Asset transfers
+        /// have no overall deadline (``requestTimeout`` does not apply to them: 250 MB takes its
+        /// time on a slow network); this catches a server or a network that stopped. The
+        /// default is 60 seconds.
+        public var assetStallTimeout: Duration
+        /// How many times one `uploadAsset` or `downloadAsset` call resumes after its connection
+        /// drops or stalls, each time from where the server's (or the partial file's) bytes end,
+        /// before it throws `networkFailure`; a later call resumes again. The waits between
+        /// attempts follow ``reconnect``. The default is 3.
+        public var assetResumeAttempts: Int
 
         public init(
             serverURL: URL, token: String, device: DeviceID? = nil, format: WireFormat = .protobuf,
@@ -73,7 +85,8 @@ public final class HTTPSyncClient: Sendable {
             reconnect: ReconnectPolicy = ReconnectPolicy(), receivesOwnChanges: Bool = false,
             clock: any Clock<Duration> = ContinuousClock(),
             logger: Logger = Logger(label: "logsync.http.client", factory: { _ in SwiftLogNoOpLogHandler() }),
-            tlsConfiguration: TLSConfiguration? = nil
+            tlsConfiguration: TLSConfiguration? = nil, assetStallTimeout: Duration = .seconds(60),
+            assetResumeAttempts: Int = 3
         ) {
             self.serverURL = serverURL
             self.token = token
@@ -86,6 +99,8 @@ public final class HTTPSyncClient: Sendable {
             self.clock = clock
             self.logger = logger
             self.tlsConfiguration = tlsConfiguration
+            self.assetStallTimeout = assetStallTimeout
+            self.assetResumeAttempts = assetResumeAttempts
         }
     }
 
@@ -175,6 +190,11 @@ public final class HTTPSyncClient: Sendable {
     /// The error of a response that is not 200: the `SyncError` of its body, or one made from
     /// its status when it has none (a proxy's page, an unknown route).
     static func error(status: Int, headers: HTTPHeaders, body: [UInt8], operation: WireOperation) -> SyncError {
+        error(status: status, headers: headers, body: body, doing: operation.rawValue)
+    }
+
+    /// The error of a response that is not 200 to `operation` (a name for messages).
+    static func error(status: Int, headers: HTTPHeaders, body: [UInt8], doing operation: String) -> SyncError {
         if let contentType = headers.first(name: "Content-Type"), let format = WireFormat(contentType: contentType),
            let error = try? Wire.decode(SyncError.self, from: body, as: format)
         {

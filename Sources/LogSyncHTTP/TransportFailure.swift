@@ -15,6 +15,8 @@ import SyncModel
 /// | the TLS handshake failed: the server's certificate is not trusted or not for this host, or the server does not speak TLS | `networkFailure`, saying so: nothing was sent |
 /// | the connection failed after the request may have been sent, for `modifyRecords` | `serverResponseLost` (F103: resent once with the same request ID) |
 /// | the same, for any other operation (reads, and zone and subscription saves, which are idempotent) | `networkFailure` |
+/// | the same, for an asset upload or download (resumed from where the server's or the partial file's bytes end) | `networkFailure` |
+/// | an asset transfer in which no byte moved for ``HTTPSyncClient/Configuration/assetStallTimeout`` | `networkFailure`, saying so |
 ///
 /// The underlying error is kept in ``SyncError/cause``.
 ///
@@ -25,6 +27,13 @@ import SyncModel
 /// Nothing leaves the device before the handshake succeeds, so the changes are safe to keep.
 enum TransportFailure {
     static func map(_ error: any Error, operation: WireOperation, server: URL) -> SyncError {
+        map(error, doing: operation.rawValue, mayHaveApplied: operation == .modifyRecords, server: server)
+    }
+
+    /// The error of a failure of the network during `operation` (a name for messages, such as
+    /// `uploadAsset`); `mayHaveApplied` makes a failure after sending `serverResponseLost`, for a
+    /// request that is not safe to repeat.
+    static func map(_ error: any Error, doing operation: String, mayHaveApplied: Bool, server: URL) -> SyncError {
         let cause = "\(error)"
         if error is CancellationError || (error as? HTTPClientError) == .cancelled || Task.isCancelled {
             return SyncError(.operationCancelled, "\(operation) was cancelled", cause: cause)
@@ -37,7 +46,7 @@ enum TransportFailure {
         if neverConnected(error) {
             return SyncError(.networkFailure, "\(operation) could not connect to the server at \(server.absoluteString)", cause: cause)
         }
-        if operation == .modifyRecords {
+        if mayHaveApplied {
             return SyncError(
                 .serverResponseLost,
                 "the connection failed after \(operation) was sent; the server may have applied it", cause: cause)
