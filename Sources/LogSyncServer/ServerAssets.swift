@@ -298,6 +298,10 @@ public final class AssetUpload: Sendable {
         }
         try await storage.perform {
             try storage.withExclusiveLock(AssetUpload.lockName(owner: owner.userNumber)) {
+                if size == 0 {
+                    // No piece was written, so no partial exists yet: the empty content is one.
+                    try storage.assets.appendPartial(owner: owner.userNumber, digest: digest, at: 0, UnsafeRawBufferPointer(start: nil, count: 0))
+                }
                 try storage.assets.storePartial(owner: owner.userNumber, digest: digest)
                 _ = try owner.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
                     if try snapshot.asset(digest) != nil { return ([], ()) }
