@@ -73,8 +73,10 @@ struct AssetRoutes: Sendable {
             let upload = try await beginUpload(target, size: size)
             defer { upload.close() }
             if upload.isStored {
-                // Stored already (by another device, say): the body is not wanted.
+                // Stored already (by another device, say): the body is not wanted. It is not
+                // drained either: the answer goes out, then the connection closes.
                 let status = AssetUploadStatus(received: size, stored: true, size: size)
+                if !body.read { context.channel.close(mode: .input, promise: nil) }
                 return (Self.statusResponse(status, format: format, closeConnection: !body.read), ["asset.status": "\(status)"])
             }
             // A piece out of order, refused with the server's own message before the body is read.
