@@ -1,0 +1,545 @@
+import AsyncHTTPClient
+import Foundation
+import LogSyncHTTP
+import LogSyncHTTPServer
+import LogSyncServer
+import LogSyncWire
+import NIOCore
+import NIOHTTP1
+import SyncModel
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Deterministic bytes that do not compress or repeat (xorshift64), `seed` telling contents apart.
+func assetContent(_ count: Int, seed: UInt64) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+    bytes.withUnsafeMutableBytes { raw in
+        var offset = 0
+        while offset < raw.count {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            var word = state
+            let length = min(8, raw.count - offset)
+            withUnsafeBytes(of: &word) { raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: length) }
+            offset += length
+        }
+    }
+    return bytes
+}
+
+/// A live server, alice's client of it and her zone "Photos", with files in the test's directory.
+struct AssetFixture {
+    static let zone = RecordZone.ID(zoneName: "Photos")
+
+    let live: LiveServer
+    let directory: URL
+    let client: HTTPSyncClient
+
+    init(_ live: LiveServer, _ directory: URL, client: HTTPSyncClient? = nil) async throws {
+        self.live = live
+        self.directory = directory
+        self.client = client ?? live.client(LiveServer.aliceToken, device: "phone")
+        _ = try await live.server.database(for: "alice", scope: .private, device: nil)
+            .modifyZones(saving: [RecordZone(zoneID: Self.zone)], deleting: [])
+    }
+
+    var database: HTTPCloudDatabase { client.database(.private) }
+
+    /// A client of alice's that reaches the server through `port` (a proxy's).
+    func client(port: Int, stallTimeout: Duration = .seconds(60)) -> HTTPSyncClient {
+        HTTPSyncClient(.init(
+            serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken, device: "phone",
+            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
+            assetStallTimeout: stallTimeout))
+    }
+
+    /// A new file holding `content`.
+    func file(_ content: [UInt8]) throws -> URL {
+        let url = directory.appendingPathComponent("upload-\(UUID().uuidString)")
+        try Data(content).write(to: url)
+        return url
+    }
+
+    /// The upload of `content` from a file of its own.
+    func uploadRequest(_ content: [UInt8]) throws -> AssetUploadRequest {
+        AssetUploadRequest(
+            zoneID: Self.zone, digest: AssetHasher.digest(of: content), size: Int64(content.count), fileURL: try file(content))
+    }
+
+    /// The download of `content` into a new destination.
+    func downloadRequest(_ content: [UInt8]) -> AssetDownloadRequest {
+        AssetDownloadRequest(
+            zoneID: Self.zone, digest: AssetHasher.digest(of: content), size: Int64(content.count),
+            destination: directory.appendingPathComponent("download-\(UUID().uuidString)"))
+    }
+
+    /// The query of an asset request for the fixture's zone.
+    static func query(size: Int64? = nil, offset: Int64? = nil) -> String {
+        WireProtocol.assetQuery(zoneID: zone, size: size, offset: offset)
+    }
+
+    /// The server's upload status of `digest` (a raw `GET …/upload`); `nil` while another
+    /// request holds the upload (503 `zoneBusy`).
+    func status(_ digest: AssetDigest, size: Int64) async throws -> AssetUploadStatus? {
+        let response = try await rawRequest(
+            live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + Self.query(size: size), method: .GET,
+            headers: aliceHeaders())
+        if response.status == 503, try response.error().code == .zoneBusy { return nil }
+        guard response.status == 200 else { throw TestFailure("status of \(digest): \(response)") }
+        return try Wire.decode(AssetUploadStatus.self, from: response.body, as: .protobuf)
+    }
+
+    /// The status of `digest` once no request holds its upload, polled until `deadline`.
+    func settledStatus(_ digest: AssetDigest, size: Int64, limit: Duration = .seconds(30)) async throws -> AssetUploadStatus {
+        let deadline = ContinuousClock.now + limit
+        while true {
+            if let status = try await status(digest, size: size) { return status }
+            guard ContinuousClock.now < deadline else { throw TestFailure("the upload of \(digest) stayed busy for \(limit)") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Whether the server keeps `digest` for the fixture's zone.
+    func isStored(_ digest: AssetDigest) async throws -> Bool {
+        do {
+            _ = try await live.server.openAssetDownload(user: "alice", scope: .private, zoneID: Self.zone, digest: digest)
+            return true
+        } catch let error as SyncError where error.code == .assetNotAvailable {
+            return false
+        }
+    }
+}
+
+/// Runs `body` with a live server and an ``AssetFixture``.
+func withAssetFixture(
+    configuration: HTTPSyncServer.Configuration = .init(), _ body: (AssetFixture) async throws -> Void
+) async throws {
+    try await withLiveServer(configuration: configuration) { live, directory in
+        let fixture = try await AssetFixture(live, directory)
+        defer { fixture.client.close() }
+        try await body(fixture)
+    }
+}
+
+/// Whether the file at `url` holds exactly `content`.
+func fileHolds(_ url: URL, _ content: [UInt8]) throws -> Bool {
+    try Data(contentsOf: url) == Data(content)
+}
+
+/// Asset contents over HTTP (Docs/Protocol.md, "Assets"): streamed both ways, resumed after a
+/// cut, refused with the same typed errors as in process, and the connection rules still
+/// protecting the server.
+@Suite("HTTP: asset transfers", .timeLimit(.minutes(3)))
+struct AssetTransferTests {
+    @Test("a 24 MB asset goes up and comes down byte for byte; the same content again sends nothing")
+    func roundTrip() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(24 << 20, seed: 1)
+            let request = try fixture.uploadRequest(content)
+            let uploaded = try await fixture.database.uploadAsset(request)
+            #expect(uploaded.bytesSent == Int64(content.count))
+            #expect(uploaded.asset.digest == request.digest && uploaded.asset.size == request.size)
+            #expect(try await fixture.isStored(request.digest))
+
+            // Another file with the same content: the server has it, nothing is sent.
+            let again = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            #expect(again.bytesSent == 0)
+            #expect(again.asset.digest == request.digest)
+
+            let download = fixture.downloadRequest(content)
+            let downloaded = try await fixture.database.downloadAsset(download)
+            #expect(downloaded.fileURL == download.destination)
+            #expect(downloaded.bytesReceived == Int64(content.count))
+            #expect(try fileHolds(download.destination, content))
+            #expect(!FileManager.default.fileExists(atPath: AssetDownloadFile.partialURL(for: download.destination).path))
+
+            // A record referencing it saves over HTTP, and another device reads the content.
+            var photo = Record(recordType: "Photo", recordID: Record.ID(recordName: "p1", zoneID: AssetFixture.zone))
+            photo["image"] = .asset(uploaded.asset)
+            let saved = try await fixture.database.modifyRecords(saving: [photo], deleting: [])
+            #expect(throws: Never.self) { try saved.saveResults[photo.recordID]?.get() }
+        }
+    }
+
+    @Test("an empty asset goes up and comes down, in JSON too; a piece of a content already stored is answered stored")
+    func emptyAssetAndStoredContent() async throws {
+        try await withAssetFixture { fixture in
+            let json = fixture.live.client(LiveServer.aliceToken, device: "laptop", format: .json)
+            defer { json.close() }
+            let empty: [UInt8] = []
+            let uploaded = try await json.database().uploadAsset(try fixture.uploadRequest(empty))
+            #expect(uploaded.bytesSent == 0 && uploaded.asset.size == 0)
+            #expect(try await fixture.isStored(AssetHasher.digest(of: empty)))
+            let download = fixture.downloadRequest(empty)
+            let downloaded = try await json.database().downloadAsset(download)
+            #expect(downloaded.bytesReceived == 0)
+            #expect(try fileHolds(download.destination, empty))
+
+            // Stored meanwhile (by another device, say): a piece of it is not wanted.
+            let content = assetContent(5000, seed: 19)
+            _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            let response = try await rawRequest(
+                fixture.live,
+                WireProtocol.assetPath(AssetHasher.digest(of: content), scope: .private) + "?"
+                    + AssetFixture.query(size: 5000, offset: 0),
+                method: .PUT, headers: aliceHeaders([("Accept", "application/json")]), body: content)
+            #expect(response.status == 200)
+            #expect(try Wire.decode(AssetUploadStatus.self, from: response.body, as: .json)
+                == AssetUploadStatus(received: 5000, stored: true, size: 5000))
+        }
+    }
+
+    @Test("a client that sends half an upload and leaves stores nothing; the next upload sends only the rest")
+    func halfUploadThenResume() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(8 << 20, seed: 2)
+            let digest = AssetHasher.digest(of: content)
+            let half = content.count / 2 + 12_345
+            let connection = try await RawConnection.open(to: fixture.live)
+            try await connection.send(
+                "PUT \(WireProtocol.assetPath(digest, scope: .private))?\(AssetFixture.query(size: Int64(content.count), offset: 0)) HTTP/1.1\r\n"
+                    + "Host: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Type: application/octet-stream\r\n"
+                    + "Content-Length: \(content.count)\r\n\r\n")
+            try await connection.send(bytes: Array(content[..<half]))
+            connection.close()
+
+            let status = try await fixture.settledStatus(digest, size: Int64(content.count))
+            #expect(status == AssetUploadStatus(received: Int64(half), stored: false, size: Int64(content.count)))
+            #expect(try await !fixture.isStored(digest))
+
+            let resumed = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            #expect(resumed.bytesSent == Int64(content.count - half))
+            #expect(try await fixture.isStored(digest))
+            let download = fixture.downloadRequest(content)
+            _ = try await fixture.database.downloadAsset(download)
+            #expect(try fileHolds(download.destination, content))
+        }
+    }
+
+    @Test("an upload whose connection is cut midway resumes within the same call from the server's count")
+    func uploadCutByTheNetwork() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(12 << 20, seed: 3)
+            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toServer, after: 5 << 20)
+            defer { proxy.close() }
+            let client = fixture.client(port: proxy.port)
+            let uploaded = try await client.database().uploadAsset(try fixture.uploadRequest(content))
+            #expect(proxy.cuts == 1)
+            #expect(proxy.connections >= 2, "the upload went on over a new connection")
+            #expect(uploaded.bytesSent == Int64(content.count))
+            #expect(try await fixture.isStored(uploaded.asset.digest!))
+            let download = fixture.downloadRequest(content)
+            _ = try await fixture.database.downloadAsset(download)
+            #expect(try fileHolds(download.destination, content))
+        }
+    }
+
+    @Test("a piece out of order is refused as invalidArguments naming the asset and both offsets")
+    func pieceOutOfOrder() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(3000, seed: 4)
+            let digest = AssetHasher.digest(of: content)
+            let response = try await rawRequest(
+                fixture.live,
+                WireProtocol.assetPath(digest, scope: .private) + "?" + AssetFixture.query(size: 3000, offset: 1000),
+                method: .PUT, headers: aliceHeaders(), body: Array(content[1000...]))
+            #expect(response.status == 400)
+            let error = try response.error()
+            #expect(error.code == .invalidArguments)
+            #expect(error.message.contains("\(digest)"), "\(error.message)")
+            #expect(error.message.contains("byte 1000") && error.message.contains("holds 0 bytes"), "\(error.message)")
+            #expect(try await fixture.settledStatus(digest, size: 3000) == AssetUploadStatus(received: 0, stored: false, size: 3000))
+        }
+    }
+
+    @Test("bytes that hash to another digest are refused as assetFileModified, and nothing is stored")
+    func wrongDigest() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent((1 << 20) + 500, seed: 5)
+            let claimed = AssetHasher.digest(of: assetContent(content.count, seed: 6))
+            var request = try fixture.uploadRequest(content)
+            request.digest = claimed
+            let error = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(request) }
+            #expect(error.code == .assetFileModified)
+            #expect(error.message.contains("\(claimed)"), "\(error.message)")
+            #expect(try await !fixture.isStored(claimed))
+            #expect(try await fixture.settledStatus(claimed, size: request.size).received == 0, "the wrong bytes were dropped")
+        }
+    }
+
+    @Test("a body longer than the announced size is refused, whether its length is declared or chunked")
+    func bodyLongerThanAnnounced() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(100, seed: 7)
+            let digest = AssetHasher.digest(of: content)
+            let path = WireProtocol.assetPath(digest, scope: .private) + "?" + AssetFixture.query(size: 100, offset: 0)
+
+            let declared = try await rawRequest(
+                fixture.live, path, method: .PUT, headers: aliceHeaders(), body: content + assetContent(50, seed: 8))
+            #expect(declared.status == 400)
+            let declaredError = try declared.error()
+            #expect(declaredError.code == .invalidArguments)
+            #expect(declaredError.message.contains("\(digest)") && declaredError.message.contains("past its announced size"), "\(declaredError.message)")
+
+            var chunked = HTTPClientRequest(url: fixture.live.baseURL.absoluteString + path)
+            chunked.method = .PUT
+            for (name, value) in aliceHeaders() { chunked.headers.add(name: name, value: value) }
+            let pieces = AsyncStream<ByteBuffer> { continuation in
+                continuation.yield(ByteBuffer(bytes: content))
+                continuation.yield(ByteBuffer(bytes: assetContent(50, seed: 9)))
+                continuation.finish()
+            }
+            chunked.body = .stream(pieces, length: .unknown)
+            let response = try await HTTPClient.shared.execute(chunked, timeout: .seconds(30))
+            var body = try await response.body.collect(upTo: 1 << 20)
+            #expect(response.status.code == 400)
+            let chunkedError = try Wire.decode(SyncError.self, from: body.readBytes(length: body.readableBytes) ?? [], as: .protobuf)
+            #expect(chunkedError.code == .invalidArguments)
+            #expect(chunkedError.message.contains("\(digest)") && chunkedError.message.contains("more than its announced 100"), "\(chunkedError.message)")
+            #expect(try await !fixture.isStored(digest))
+        }
+    }
+
+    @Test("an announced size over Limits.maxAssetBytes is limitExceeded before a byte is sent")
+    func overTheSizeLimit() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(10, seed: 10)
+            var request = try fixture.uploadRequest(content)
+            request.size = Limits.maxAssetBytes + 1
+            let error = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(request) }
+            #expect(error.code == .limitExceeded)
+            #expect(error.message.contains("\(request.digest)") && error.message.contains("\(Limits.maxAssetBytes)"), "\(error.message)")
+
+            let response = try await rawRequest(
+                fixture.live,
+                WireProtocol.assetPath(request.digest, scope: .private) + "?" + AssetFixture.query(size: request.size, offset: 0),
+                method: .PUT, headers: aliceHeaders(), body: content)
+            #expect(response.status == 413)
+            #expect(try response.error().code == .limitExceeded)
+        }
+    }
+
+    @Test("a download resumes a partial file a first attempt left, asking with Range for the rest")
+    func downloadResumesPartialFile() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(6 << 20, seed: 11)
+            _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            let request = fixture.downloadRequest(content)
+            let kept = (3 << 20) + 17
+            try Data(content[..<kept]).write(to: AssetDownloadFile.partialURL(for: request.destination))
+            let downloaded = try await fixture.database.downloadAsset(request)
+            #expect(downloaded.bytesReceived == Int64(content.count - kept))
+            #expect(try fileHolds(request.destination, content))
+
+            // The server's side of it: 206 with the range asked for.
+            let partial = try await rawRequest(
+                fixture.live, WireProtocol.assetPath(request.digest, scope: .private) + "?" + AssetFixture.query(),
+                method: .GET, headers: aliceHeaders([("Range", "bytes=\(kept)-")]))
+            #expect(partial.status == 206)
+            #expect(partial.header("Content-Range") == "bytes \(kept)-\(content.count - 1)/\(content.count)")
+            #expect(partial.header("Content-Length") == "\(content.count - kept)")
+            #expect(partial.body == Array(content[kept...]))
+            let past = try await rawRequest(
+                fixture.live, WireProtocol.assetPath(request.digest, scope: .private) + "?" + AssetFixture.query(),
+                method: .GET, headers: aliceHeaders([("Range", "bytes=\(content.count)-")]))
+            #expect(past.status == 416)
+            #expect(past.header("Content-Range") == "bytes */\(content.count)")
+
+            // A partial file already holding every byte: nothing more comes, the file is checked.
+            let complete = fixture.downloadRequest(content)
+            try Data(content).write(to: AssetDownloadFile.partialURL(for: complete.destination))
+            let finished = try await fixture.database.downloadAsset(complete)
+            #expect(finished.bytesReceived == 0)
+            #expect(try fileHolds(complete.destination, content))
+        }
+    }
+
+    @Test("a download whose connection is cut midway resumes within the same call with Range")
+    func downloadCutByTheNetwork() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(12 << 20, seed: 12)
+            _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toClient, after: 5 << 20)
+            defer { proxy.close() }
+            let request = fixture.downloadRequest(content)
+            let downloaded = try await fixture.client(port: proxy.port).database().downloadAsset(request)
+            #expect(proxy.cuts == 1)
+            #expect(proxy.connections >= 2, "the download went on over a new connection")
+            #expect(downloaded.bytesReceived == Int64(content.count))
+            #expect(try fileHolds(request.destination, content))
+        }
+    }
+
+    @Test("a download whose network stalls is given up after the stall timeout and resumed")
+    func downloadStalled() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(8 << 20, seed: 13)
+            _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toClient, after: 3 << 20, cut: .stall)
+            defer { proxy.close() }
+            let request = fixture.downloadRequest(content)
+            let client = fixture.client(port: proxy.port, stallTimeout: .milliseconds(500))
+            let downloaded = try await client.database().downloadAsset(request)
+            #expect(proxy.cuts == 1)
+            #expect(downloaded.bytesReceived == Int64(content.count))
+            #expect(try fileHolds(request.destination, content))
+        }
+    }
+
+    @Test("a download of a content the server does not keep is assetNotAvailable naming the asset")
+    func unknownDigest() async throws {
+        try await withAssetFixture { fixture in
+            let request = fixture.downloadRequest(assetContent(1000, seed: 14))
+            let error = try await #require(throws: SyncError.self) { try await fixture.database.downloadAsset(request) }
+            #expect(error.code == .assetNotAvailable)
+            #expect(error.message.contains("\(request.digest)"), "\(error.message)")
+            #expect(!FileManager.default.fileExists(atPath: request.destination.path))
+        }
+    }
+
+    @Test("a record saved over HTTP with a never-uploaded asset fails alone with assetNotAvailable naming asset and record")
+    func recordWithMissingAsset() async throws {
+        try await withAssetFixture { fixture in
+            let digest = AssetHasher.digest(of: assetContent(64, seed: 15))
+            var photo = Record(recordType: "Photo", recordID: Record.ID(recordName: "lost", zoneID: AssetFixture.zone))
+            photo["image"] = .asset(Asset(digest: digest, size: 64))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "fine", zoneID: AssetFixture.zone))
+            note["title"] = "no assets"
+            let response = try await fixture.database.modifyRecords(saving: [photo, note], deleting: [], atomically: false)
+            let error = try #require(throws: SyncError.self) { try response.saveResults[photo.recordID]?.get() }
+            #expect(error.code == .assetNotAvailable)
+            #expect(error.message.contains("\(digest)") && error.message.contains("\(photo.recordID)"), "\(error.message)")
+            #expect(throws: Never.self) { try response.saveResults[note.recordID]?.get() }
+        }
+    }
+
+    @Test("asset requests without a valid bearer token get 401, whatever their body")
+    func unauthenticated() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(2000, seed: 16)
+            let digest = AssetHasher.digest(of: content)
+            let base = WireProtocol.assetPath(digest, scope: .private)
+            let requests: [(String, HTTPMethod, [UInt8]?)] = [
+                (WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: 2000), .GET, nil),
+                (base + "?" + AssetFixture.query(size: 2000, offset: 0), .PUT, content),
+                (base + "?" + AssetFixture.query(), .GET, nil),
+            ]
+            for (path, method, body) in requests {
+                for headers in [[], [("Authorization", "Bearer lsk_not-a-token-of-anyone-here")]] {
+                    let response = try await rawRequest(fixture.live, path, method: method, headers: headers, body: body)
+                    #expect(response.status == 401, "\(method) \(path): \(response)")
+                    #expect(try response.error().code == .notAuthenticated)
+                    #expect(response.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+                }
+            }
+            #expect(try await fixture.settledStatus(digest, size: 2000).received == 0)
+        }
+    }
+
+    @Test("a body trickling in slower than the minimum rate is cut off like one that stopped")
+    func tricklingBody() async throws {
+        var configuration = HTTPSyncServer.Configuration()
+        configuration.requestBodyTimeout = .milliseconds(300)
+        configuration.requestBodyMinimumRate = 1024
+        try await withAssetFixture(configuration: configuration) { fixture in
+            let content = assetContent(100_000, seed: 17)
+            let digest = AssetHasher.digest(of: content)
+            let connection = try await RawConnection.open(to: fixture.live)
+            defer { connection.close() }
+            try await connection.send(
+                "PUT \(WireProtocol.assetPath(digest, scope: .private))?\(AssetFixture.query(size: 100_000, offset: 0)) HTTP/1.1\r\n"
+                    + "Host: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 100000\r\n\r\n")
+            // A byte every 20 ms: always some progress, far below 1 KiB/s.
+            let start = ContinuousClock.now
+            var sent = 0
+            while !connection.isClosed, ContinuousClock.now - start < .seconds(20) {
+                try? await connection.send(bytes: [content[sent]])
+                sent += 1
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(connection.isClosed, "the trickling connection was still open after \(sent) bytes")
+            #expect(try await !fixture.isStored(digest))
+        }
+    }
+
+    @Test("a client that stops reading a download is cut off after the response write timeout")
+    func downloadNotRead() async throws {
+        var configuration = HTTPSyncServer.Configuration()
+        configuration.maxConnections = 1
+        configuration.responseWriteTimeout = .milliseconds(300)
+        try await withLiveServer(configuration: configuration) { live, directory in
+            // Set up in process: with one connection allowed, an HTTP client's pooled one would hold it.
+            let database = live.server.database(for: "alice", scope: .private, device: nil)
+            _ = try await database.modifyZones(saving: [RecordZone(zoneID: AssetFixture.zone)], deleting: [])
+            let content = assetContent(16 << 20, seed: 18)
+            let file = directory.appendingPathComponent("content")
+            try Data(content).write(to: file)
+            let digest = AssetHasher.digest(of: content)
+            _ = try await database.uploadAsset(AssetUploadRequest(
+                zoneID: AssetFixture.zone, digest: digest, size: Int64(content.count), fileURL: file))
+
+            // A download whose client never reads: the server's writes stop, and it holds the
+            // only connection.
+            let stuck = try BlockingSocket(port: live.port, receiveBuffer: 4096)
+            try stuck.send(
+                "GET \(WireProtocol.assetPath(digest, scope: .private))?\(AssetFixture.query()) HTTP/1.1\r\n"
+                    + "Host: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\n\r\n")
+            // Served only once the server has closed the stuck connection.
+            let status = try await rawRequest(
+                live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: Int64(content.count)),
+                method: .GET, headers: aliceHeaders())
+            #expect(status.status == 200, "\(status)")
+            let received = stuck.drain()
+            #expect(received < content.count, "the stuck client got the whole content: \(received) bytes")
+        }
+    }
+}
+
+/// A blocking TCP connection to a loopback port with a small receive buffer, which reads nothing
+/// until asked: a client that stopped reading.
+final class BlockingSocket {
+    private let descriptor: Int32
+
+    init(port: Int, receiveBuffer: Int32) throws {
+        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
+        var size = receiveBuffer
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(descriptor)
+            throw TestFailure("connect to port \(port) failed: \(errno)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == bytes.count else { throw TestFailure("send failed: \(errno)") }
+    }
+
+    /// Reads until the server closes the connection; returns how many bytes came.
+    func drain() -> Int {
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var total = 0
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return total }
+            total += count
+        }
+    }
+}
