@@ -126,6 +126,42 @@ func withAssetFixture(
     }
 }
 
+/// Writes `size` bytes of ``assetContent(_:seed:)``-like content to `url` a few MiB at a time
+/// (never whole in memory) and returns their digest.
+func writeAssetFile(_ url: URL, size: Int, seed: UInt64) throws -> AssetDigest {
+    FileManager.default.createFile(atPath: url.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: url)
+    defer { try? handle.close() }
+    var hasher = AssetHasher()
+    var written = 0
+    var piece: UInt64 = 0
+    while written < size {
+        let bytes = assetContent(min(8 << 20, size - written), seed: seed &+ piece)
+        hasher.update(bytes)
+        try handle.write(contentsOf: bytes)
+        written += bytes.count
+        piece += 1
+    }
+    return hasher.finalize()
+}
+
+/// The process's peak resident memory (Linux's `VmHWM`), which a test resets before measuring.
+enum Memory {
+    /// Resets the peak to the current resident size (`/proc/self/clear_refs`).
+    static func resetPeak() {
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
+
+    /// The peak resident size in bytes since the last reset.
+    static func peakResident() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kilobytes * 1024
+    }
+}
+
 /// Whether the file at `url` holds exactly `content`.
 func fileHolds(_ url: URL, _ content: [UInt8]) throws -> Bool {
     try Data(contentsOf: url) == Data(content)
@@ -191,6 +227,33 @@ struct AssetTransferTests {
             #expect(response.status == 200)
             #expect(try Wire.decode(AssetUploadStatus.self, from: response.body, as: .json)
                 == AssetUploadStatus(received: 5000, stored: true, size: 5000))
+        }
+    }
+
+    @Test("a 200 MB asset goes up and down under tight body timeouts without being cut, never whole in memory")
+    func twoHundredMegabytes() async throws {
+        var configuration = HTTPSyncServer.Configuration()
+        configuration.requestBodyTimeout = .seconds(5)
+        configuration.requestBodyMinimumRate = 256 << 10
+        configuration.responseWriteTimeout = .seconds(5)
+        try await withAssetFixture(configuration: configuration) { fixture in
+            let size = 200_000_000
+            let file = fixture.directory.appendingPathComponent("large")
+            let digest = try writeAssetFile(file, size: size, seed: 20)
+            Memory.resetPeak()
+            let before = Memory.peakResident()
+            let request = AssetUploadRequest(zoneID: AssetFixture.zone, digest: digest, size: Int64(size), fileURL: file)
+            let uploaded = try await fixture.database.uploadAsset(request)
+            #expect(uploaded.bytesSent == Int64(size))
+            let download = AssetDownloadRequest(
+                zoneID: AssetFixture.zone, digest: digest, size: Int64(size),
+                destination: fixture.directory.appendingPathComponent("large-copy"))
+            let downloaded = try await fixture.database.downloadAsset(download)
+            #expect(downloaded.bytesReceived == Int64(size))
+            let grown = Memory.peakResident() - before
+            #expect(try AssetDigest.ofFile(at: download.destination) == (digest, Int64(size)))
+            // Both ends in this process: an end holding the asset whole would add 200 MB at least.
+            #expect(grown < 180_000_000, "the peak resident size grew by \(grown) bytes")
         }
     }
 
