@@ -552,6 +552,9 @@ struct AssetTransferTests {
             try stuck.send(
                 "GET \(WireProtocol.assetPath(digest, scope: .private))?\(AssetFixture.query()) HTTP/1.1\r\n"
                     + "Host: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\n\r\n")
+            // Once the answer has begun, the server holds its only connection (accepted alone,
+            // not in one batch with the next).
+            stuck.waitForFirstByte()
             // Served only once the server has closed the stuck connection.
             let status = try await rawRequest(
                 live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: Int64(content.count)),
@@ -592,6 +595,12 @@ final class BlockingSocket {
         let bytes = Array(text.utf8)
         let sent = bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         guard sent == bytes.count else { throw TestFailure("send failed: \(errno)") }
+    }
+
+    /// Returns once the server has sent something, reading nothing.
+    func waitForFirstByte() {
+        var byte: UInt8 = 0
+        while recv(descriptor, &byte, 1, Int32(MSG_PEEK)) < 0, errno == EINTR {}
     }
 
     /// Reads until the server closes the connection; returns how many bytes came.
