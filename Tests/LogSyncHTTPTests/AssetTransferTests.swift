@@ -481,6 +481,39 @@ struct AssetTransferTests {
         }
     }
 
+    @Test("the server's refusals arrive typed as in process: zoneNotFound, quotaExceeded, zoneBusy with its retry-after")
+    func typedRefusals() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(4000, seed: 21)
+            var foreign = try fixture.uploadRequest(content)
+            foreign.zoneID = RecordZone.ID(zoneName: "Photos", ownerName: "_someoneElse")
+            let notFound = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(foreign) }
+            #expect(notFound.code == .zoneNotFound)
+            #expect(notFound.message.contains("_someoneElse"), "\(notFound.message)")
+            var download = fixture.downloadRequest(content)
+            download.zoneID = foreign.zoneID
+            #expect(try await #require(throws: SyncError.self) { try await fixture.database.downloadAsset(download) }.code == .zoneNotFound)
+
+            // Another request holds the upload of the same content.
+            let request = try fixture.uploadRequest(content)
+            let held = try await fixture.live.server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: AssetFixture.zone, digest: request.digest, size: request.size)
+            let busy = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(request) }
+            held.close()
+            #expect(busy.code == .zoneBusy)
+            #expect(busy.retryAfter == .seconds(1))
+            #expect(busy.message.contains("\(request.digest)"), "\(busy.message)")
+            #expect(try await fixture.database.uploadAsset(request).bytesSent == request.size)
+
+            fixture.live.server.admin.setQuota(1000, for: "alice")
+            let large = try fixture.uploadRequest(assetContent(5000, seed: 22))
+            let quota = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(large) }
+            #expect(quota.code == .quotaExceeded)
+            #expect(quota.message.contains("\(large.digest)"), "\(quota.message)")
+            #expect(try await !fixture.isStored(large.digest))
+        }
+    }
+
     @Test("asset requests without a valid bearer token get 401, whatever their body")
     func unauthenticated() async throws {
         try await withAssetFixture { fixture in
