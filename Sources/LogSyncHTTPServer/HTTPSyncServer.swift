@@ -34,7 +34,8 @@ import SyncModel
 /// The user of a request is the one its bearer token stands for, and only that user's databases
 /// are reachable: paths name a scope, never a user. Bodies are read in chunks and refused with
 /// 413 as soon as they pass ``Configuration/maxRequestBodyBytes``, and at once when the declared
-/// `Content-Length` does. Errors are `SyncError`s in the body, with a status from
+/// `Content-Length` does; asset contents are not held to that limit, but streamed a piece at a
+/// time into and out of the asset store, each upload bounded by the size it announces. Errors are `SyncError`s in the body, with a status from
 /// ``LogSyncWire/WireStatus``.
 public struct HTTPSyncServer: Sendable {
     /// Where the server listens and what it accepts.

@@ -3,7 +3,8 @@ import SyncModel
 /// The HTTP protocol's version, its routes and its headers (Docs/Protocol.md, "HTTP").
 ///
 /// Every operation is `POST /v1/databases/{scope}/{operation}` with the request message as its
-/// body; the push channel is a WebSocket at `GET /v1/databases/{scope}/push`. The scope is
+/// body; the push channel is a WebSocket at `GET /v1/databases/{scope}/push`; asset contents
+/// go up and down at `/v1/databases/{scope}/assets/{sha256}` (``assetPath(_:scope:)``). The scope is
 /// `private`, `shared` or `public`; the user is never in the path, only in the bearer token.
 public enum WireProtocol {
     /// The protocol version this build speaks, the `v1` of every path.
