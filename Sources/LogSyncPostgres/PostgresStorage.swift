@@ -181,7 +181,9 @@ public final class PostgresStorage: ServerStorage {
 
     /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones.
     public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool) }
-    public var assets: any ServerAssetStore { PostgresAssetStore() }
+    /// Asset contents, in `logsync_assets`, `logsync_asset_partials` and `logsync_asset_chunks`:
+    /// every node serves every content.
+    public var assets: any ServerAssetStore { PostgresAssetStore(pool: pool) }
 
     /// Stops listening and closes the connections. Returns at once: closing the pool's
     /// connections and joining its threads happen on a thread of their own, so a caller on a
