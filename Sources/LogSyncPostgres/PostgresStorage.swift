@@ -19,6 +19,9 @@ import SyncModel
 /// Push hints travel between nodes by `NOTIFY` on ``channel``; each node `LISTEN`s and hands
 /// them to its own devices, and after a lost connection tells its devices to fetch, since hints
 /// sent meanwhile are gone.
+///
+/// Asset contents are rows of the same database (``assets``, `PostgresAssetStore`), so any
+/// node serves any content and resumes any cut upload; `pg_dump` backs them up with the logs.
 public final class PostgresStorage: ServerStorage {
     /// The channel push notices travel on.
     public static let channel = "logsync_push"
