@@ -1,6 +1,7 @@
 import Foundation
 import LogSyncPostgres
 import LogSyncServer
+import PostgresProcess
 import SyncModel
 import Testing
 
@@ -75,5 +76,32 @@ struct PostgresAssetServerTests {
         } throws: { error in
             (error as? SyncError)?.code == .assetNotAvailable
         }
+    }
+
+    /// A file of no bytes is a content like any other: it has no rows, and is stored, saved
+    /// and downloaded as empty.
+    @Test("an empty file uploads and downloads")
+    func emptyContent() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = try await PostgresTestServer.shared().createDatabase()
+        let node = try PostgresStorageTests.node(url, in: directory)
+        defer { node.shutdown() }
+        let notes = RecordZone.ID(zoneName: "Notes")
+        let phone = node.database(for: "alice", device: "phone")
+        _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+        let file = directory.appendingPathComponent("empty")
+        try Data().write(to: file)
+        let digest = AssetHasher.digest(of: [UInt8]())
+        let uploaded = try await phone.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 0, fileURL: file))
+        #expect(uploaded.asset == Asset(digest: digest, size: 0))
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
+        note["file"] = .asset(uploaded.asset)
+        let saved = try await phone.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
+        #expect((try saved?.get()) != nil)
+        let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
+            zoneID: notes, digest: digest, size: 0, destination: directory.appendingPathComponent("download")))
+        #expect(try Data(contentsOf: downloaded.fileURL).isEmpty)
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets WHERE size = 0") == 1)
     }
 }
