@@ -45,6 +45,17 @@ struct AssetTests {
         }
     }
 
+    // F134: an empty file is an asset like any other.
+    @Test("F134 an empty file uploads, saves and downloads", arguments: Harnesses.all)
+    func emptyAsset(harness: any ContractHarness) async throws {
+        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
+            let empty = try await phone.uploadAsset([])
+            #expect(empty.digest == AssetHasher.digest(of: [UInt8]()))
+            try await phone.save(newRecord("n1", ["nothing": .asset(empty.withoutFile)]))
+            #expect(try await laptop.downloadAsset(empty.withoutFile) == [])
+        }
+    }
+
     // F134: a record's 1 MB counts its fields, not its assets' contents.
     @Test("F134 asset contents do not count against the record's 1 MB", arguments: Harnesses.all)
     func contentsDoNotCount(harness: any ContractHarness) async throws {
