@@ -133,3 +133,92 @@ extension PostgresStorage {
         }
     }
 }
+
+/// Why ``PostgresStorage/importAsset(owner:digest:from:)`` refused a content: each case names
+/// the asset and its owner (a user's registry number).
+package enum AssetImportError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The source keeps no such content.
+    case sourceMissing(owner: UInt64, digest: AssetDigest)
+    /// The source's bytes are not the content its name says: `read` bytes hashing to `found`,
+    /// where it said `size` bytes. Nothing is stored in the target.
+    case sourceDamaged(owner: UInt64, digest: AssetDigest, size: Int64, read: Int64, found: AssetDigest)
+    /// The copy read back from the target differs: `read` bytes hashing to `found`, where the
+    /// source holds `size` bytes.
+    case copyDiffers(owner: UInt64, digest: AssetDigest, size: Int64, read: Int64, found: AssetDigest)
+
+    /// One line naming the asset, its owner and the sizes and digests that disagree.
+    package var description: String {
+        switch self {
+        case .sourceMissing(let owner, let digest):
+            "asset \(digest) of user u\(owner) is not in the source"
+        case .sourceDamaged(let owner, let digest, let size, let read, let found):
+            "asset \(digest) of user u\(owner) is damaged in the source: \(read) bytes (of \(size)) that hash to \(found); it was not copied"
+        case .copyDiffers(let owner, let digest, let size, let read, let found):
+            "the copy of asset \(digest) of user u\(owner) differs from the source: \(read) bytes (of \(size)) that hash to \(found)"
+        }
+    }
+}
+
+extension PostgresStorage {
+    /// Copies one stored asset content of `owner` from `source` (`LMDBAssetStore` for
+    /// `logsync-server migrate`) into this store, piece by piece (at most 1 MiB in memory):
+    /// appended as a partial upload, checked against its digest, stored in one transaction, then
+    /// read back from PostgreSQL and checked again (size and SHA-256). A content already stored
+    /// here is replaced by the copy.
+    ///
+    /// - Returns: The content's size.
+    /// - Throws: ``AssetImportError`` naming the asset when the source lacks it, its bytes do
+    ///   not hash to its digest (nothing is stored), or the copy reads back otherwise;
+    ///   ``PostgresStoreError`` or `SyncError(.serviceUnavailable)` when PostgreSQL fails.
+    @discardableResult
+    package func importAsset(owner: UInt64, digest: AssetDigest, from source: any ServerAssetStore) throws -> Int64 {
+        guard let size = try source.storedSize(owner: owner, digest: digest) else {
+            throw AssetImportError.sourceMissing(owner: owner, digest: digest)
+        }
+        let target = PostgresAssetStore(pool: pool)
+        try target.removePartial(owner: owner, digest: digest)
+        var hasher = AssetHasher()
+        var piece: [UInt8] = []
+        piece.reserveCapacity(PostgresAssetStore.pieceSize)
+        while hasher.count < size {
+            piece.removeAll(keepingCapacity: true)
+            try source.read(owner: owner, digest: digest, from: hasher.count, maxLength: PostgresAssetStore.pieceSize) {
+                piece.append(contentsOf: $0)
+            }
+            if piece.isEmpty { break }
+            let offset = hasher.count
+            try piece.withUnsafeBytes { try target.appendPartial(owner: owner, digest: digest, at: offset, $0) }
+            hasher.update(piece)
+        }
+        let read = hasher.count
+        let found = hasher.finalize()
+        guard read == size, found == digest else {
+            try target.removePartial(owner: owner, digest: digest)
+            throw AssetImportError.sourceDamaged(owner: owner, digest: digest, size: size, read: read, found: found)
+        }
+        try target.storePartial(owner: owner, digest: digest)
+
+        var copy = AssetHasher()
+        while copy.count < size {
+            let shown = try target.read(owner: owner, digest: digest, from: copy.count, maxLength: PostgresAssetStore.pieceSize) {
+                copy.update($0)
+            }
+            if shown == 0 { break }
+        }
+        let copied = copy.finalize()
+        guard try target.storedSize(owner: owner, digest: digest) == size, copy.count == size, copied == digest else {
+            throw AssetImportError.copyDiffers(owner: owner, digest: digest, size: size, read: copy.count, found: copied)
+        }
+        return size
+    }
+
+    /// How many asset contents and partial uploads the store keeps: a migration's target must
+    /// keep none.
+    package func storedAssetCount() throws -> Int {
+        try pool.withSession { session in
+            Int(try session.query(
+                "SELECT (SELECT count(*) FROM logsync_assets) + (SELECT count(*) FROM logsync_asset_partials)"
+            ).first?.decode(Int64.self) ?? 0)
+        }
+    }
+}

@@ -36,13 +36,24 @@ package struct PostgresMigrations: Sendable {
         self.migrations = migrations
     }
 
-    /// The store's schema: logs, their entries and index rows, and device tokens.
+    /// The store's schema: logs, their entries and index rows, and device tokens (1); asset
+    /// contents (2).
     package static let logSync = PostgresMigrations([
         Migration(version: 1, name: "logs, entries, index and tokens", sql: """
             CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0);
             CREATE TABLE logsync_entries (log_id bigint NOT NULL REFERENCES logsync_logs, "offset" bigint NOT NULL, kind integer NOT NULL, time_us bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (log_id, "offset"));
             CREATE TABLE logsync_index (log_id bigint NOT NULL REFERENCES logsync_logs, tbl text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (log_id, tbl, key));
             CREATE TABLE logsync_tokens (digest text PRIMARY KEY, user_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+            """),
+        // Asset contents (`PostgresAssetStore`): pieces of at most 1 MiB, a stored content's and
+        // a partial upload's in one table, told apart by `stored`, so storing an upload flips
+        // the flag instead of copying its bytes. Uncompressed, so a range read fetches only the
+        // TOAST pages it needs (contents are mostly compressed already).
+        Migration(version: 2, name: "asset contents", sql: """
+            CREATE TABLE logsync_assets (owner bigint NOT NULL, digest bytea NOT NULL, size bigint NOT NULL CHECK (size >= 0), stored_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
+            CREATE TABLE logsync_asset_partials (owner bigint NOT NULL, digest bytea NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
+            CREATE TABLE logsync_asset_chunks (owner bigint NOT NULL, digest bytea NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, digest, stored, start));
+            ALTER TABLE logsync_asset_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
             """),
     ])
 

@@ -19,6 +19,9 @@ import SyncModel
 /// Push hints travel between nodes by `NOTIFY` on ``channel``; each node `LISTEN`s and hands
 /// them to its own devices, and after a lost connection tells its devices to fetch, since hints
 /// sent meanwhile are gone.
+///
+/// Asset contents are rows of the same database (``assets``, `PostgresAssetStore`), so any
+/// node serves any content and resumes any cut upload; `pg_dump` backs them up with the logs.
 public final class PostgresStorage: ServerStorage {
     /// The channel push notices travel on.
     public static let channel = "logsync_push"
@@ -181,7 +184,9 @@ public final class PostgresStorage: ServerStorage {
 
     /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones.
     public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool) }
-    public var assets: any ServerAssetStore { PostgresAssetStore() }
+    /// Asset contents, in `logsync_assets`, `logsync_asset_partials` and `logsync_asset_chunks`:
+    /// every node serves every content.
+    public var assets: any ServerAssetStore { PostgresAssetStore(pool: pool) }
 
     /// Stops listening and closes the connections. Returns at once: closing the pool's
     /// connections and joining its threads happen on a thread of their own, so a caller on a

@@ -125,10 +125,12 @@ public final class LMDBAssetStore: ServerAssetStore {
     public func storePartial(owner: UInt64, digest: AssetDigest) throws {
         let partial = partialPath(owner, digest)
         let stored = storedPath(owner, digest)
+        // An empty content has no piece, so no partial file yet: it is created empty here.
+        try FileManager.default.createDirectory(at: partialDirectory(owner), withIntermediateDirectories: true)
+        let descriptor = open(partial, O_RDONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Self.failure("open", partial) }
+        defer { close(descriptor) }
         if syncs {
-            let descriptor = open(partial, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { throw Self.failure("open", partial) }
-            defer { close(descriptor) }
             guard fsync(descriptor) == 0 else { throw Self.failure("sync", partial) }
         }
         guard rename(partial, stored) == 0 else { throw Self.failure("rename", partial) }

@@ -94,6 +94,42 @@ struct DeviceProcessTests {
         }
     }
 
+    // F134: an attachment travels as an asset: the phone attaches a file to a note; the laptop
+    // fetches the note with the content in its engine's asset cache, byte for byte; the
+    // device logs name the asset by digest and size, and hold none of its bytes.
+    @Test("F134 a note's attachment goes from the phone to the laptop as an asset")
+    func attachment() async throws {
+        try await withTemporaryDirectory { directory in
+            let (data, token) = try await Self.addAlice(in: directory)
+            let (server, url) = try await Self.serve(data)
+            let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
+            let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
+            let photo = directory.appendingPathComponent("beach.jpg")
+            let content = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }
+            try Data(content).write(to: photo)
+
+            try await phone.run("set", "trip", "title", "Beach", server: url)
+            let attached = try await phone.run("attach", "trip", photo.path, server: url)
+            #expect(attached.contains("phone: attaches beach.jpg to trip"), "\(attached)")
+            #expect(attached.contains("phone: saved trip {attachment: 300000 bytes at \(phone.directory.path)/attachments/"), "\(attached)")
+
+            let fetched = try await laptop.run("sync", server: url)
+            let line = try #require(fetched.split(separator: "\n").first { $0.contains("laptop: fetched trip") }, "\(fetched)")
+            let path = try #require(line.range(of: "bytes at ").map { String(line[$0.upperBound...].prefix { $0 != "," && $0 != "}" }) })
+            #expect(line.contains("{attachment: 300000 bytes at "), "\(line)")
+            #expect(line.hasSuffix(#", title: "Beach"}"#), "\(line)")
+            #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == content)
+            #expect(path.hasPrefix(laptop.directory.path), "the laptop's own cache: \(path)")
+
+            // The device logs know the attachment by digest and size, never by its bytes.
+            for device in [phone, laptop] {
+                let log = try Data(contentsOf: device.directory.appendingPathComponent("sync/data.mdb"))
+                #expect(log.range(of: Data(content.prefix(64))) == nil, "\(device.name)'s device log holds no content")
+            }
+            #expect(try await server.terminate().status == 0)
+        }
+    }
+
     @Test("F89 an edit made while the server is down stays pending in the device log and is sent after the restart")
     func editWhileServerDown() async throws {
         try await withTemporaryDirectory { directory in

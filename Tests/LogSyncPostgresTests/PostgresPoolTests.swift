@@ -9,15 +9,15 @@ import Testing
 
 /// The pool, sessions, transactions and migrations on a database of the shared server.
 @Suite struct PostgresPoolTests {
-    /// A fresh database migrates from 0 to 1 and gets the store's tables; migrating again
+    /// A fresh database migrates from 0 to 2 and gets the store's tables; migrating again
     /// changes nothing.
-    @Test func migrateCreatesVersionOneOnce() async throws {
+    @Test func migrateCreatesTheSchemaOnce() async throws {
         let pool = try await freshPool()
         defer { pool.shutdown() }
         let first = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(first.from == 0 && first.to == 1)
+        #expect(first.from == 0 && first.to == 2)
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(second.from == 1 && second.to == 1)
+        #expect(second.from == 2 && second.to == 2)
         let tables = try await pool.run {
             try pool.withSession { session in
                 try session.query("""
@@ -26,11 +26,37 @@ import Testing
                     """).map { try $0.decode(String.self) }
             }
         }
-        #expect(tables == ["logsync_entries", "logsync_index", "logsync_logs", "logsync_schema_migrations", "logsync_tokens"])
+        #expect(tables == [
+            "logsync_asset_chunks", "logsync_asset_partials", "logsync_assets", "logsync_entries", "logsync_index", "logsync_logs",
+            "logsync_schema_migrations", "logsync_tokens",
+        ])
         let versions = try await pool.run {
-            try pool.withSession { try $0.query("SELECT version, name FROM logsync_schema_migrations").map { try $0.decode((Int32, String).self) } }
+            try pool.withSession {
+                try $0.query("SELECT version, name FROM logsync_schema_migrations ORDER BY version").map { try $0.decode((Int32, String).self) }
+            }
         }
-        #expect(versions.map(\.0) == [1])
+        #expect(versions.map(\.0) == [1, 2])
+    }
+
+    /// A database of version 1 (a server from before assets), with a log in it, gains the
+    /// asset tables and keeps its rows.
+    @Test func migratesVersionOneToTwo() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let versionOne = PostgresMigrations(Array(PostgresMigrations.logSync.migrations.prefix(1)))
+        let first = try await pool.run { try versionOne.migrate(pool) }
+        #expect(first.from == 0 && first.to == 1)
+        try await pool.run { try pool.withSession { try $0.execute("INSERT INTO logsync_logs (name, last_offset) VALUES ('registry', 0)") } }
+        let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
+        #expect(second.from == 1 && second.to == 2)
+        let (logs, assets) = try await pool.run {
+            try pool.withSession { session in
+                (try session.query("SELECT name FROM logsync_logs").map { try $0.decode(String.self) },
+                 try session.query("SELECT count(*) FROM logsync_assets")[0].decode(Int64.self))
+            }
+        }
+        #expect(logs == ["registry"])
+        #expect(assets == 0)
     }
 
     /// A database a newer server migrated is refused, naming both versions.
@@ -39,14 +65,14 @@ import Testing
         defer { pool.shutdown() }
         try await pool.run {
             try PostgresMigrations.logSync.migrate(pool)
-            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (2, 'future')") }
+            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (3, 'future')") }
         }
         await #expect {
             try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
         } throws: { error in
             guard let error = error as? PostgresSchemaTooNewError else { return false }
-            return error.databaseVersion == 2 && error.knownVersion == 1
-                && "\(error)".contains("version 2") && "\(error)".contains("version 1")
+            return error.databaseVersion == 3 && error.knownVersion == 2
+                && "\(error)".contains("version 3") && "\(error)".contains("version 2")
         }
     }
 

@@ -96,6 +96,104 @@ struct StoreMigrationTests {
         #expect(tokens.user(for: TokenStore.generateToken()) == nil)
     }
 
+    /// Every user's stored asset contents are copied piece by piece and verified, and a server
+    /// on PostgreSQL serves them to the records that reference them; partial uploads stay
+    /// behind (their devices upload again).
+    @Test("stored asset contents are copied and verified; partial uploads are not")
+    func assetsCopied() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeAll(directory) }
+        let source = directory.appendingPathComponent("lmdb", isDirectory: true)
+        let notes = RecordZone.ID(zoneName: "Notes")
+        let lmdb = try SyncServer(SyncServer.Configuration(directory: source))
+        // Alice keeps a content of three pieces and a small one; Bob one of his own.
+        let photo = assetContent(2 * AssetTransfer.chunkSize + 4321, seed: 1)
+        let page = assetContent(100, seed: 2)
+        let scan = assetContent(70_000, seed: 3)
+        var kept: [(user: UserID, content: [UInt8], record: Record.ID)] = []
+        for (user, content) in [(UserID("alice"), photo), ("alice", page), ("bob", scan)] {
+            let database = lmdb.database(for: user)
+            _ = try await database.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+            let file = directory.appendingPathComponent(UUID().uuidString)
+            try Data(content).write(to: file)
+            let digest = AssetHasher.digest(of: content)
+            let uploaded = try await database.uploadAsset(
+                AssetUploadRequest(zoneID: notes, digest: digest, size: Int64(content.count), fileURL: file))
+            var record = Record(recordType: "Note", recordID: Record.ID(recordName: digest.hex, zoneID: notes))
+            record["file"] = .asset(uploaded.asset)
+            _ = try #require(try await database.modifyRecords(saving: [record], deleting: []).saveResults[record.recordID]?.get())
+            kept.append((user, content, record.recordID))
+        }
+        // An upload cut half-way leaves a partial behind.
+        let cut = assetContent(5000, seed: 4)
+        let upload = try await lmdb.beginAssetUpload(
+            user: "alice", scope: .private, zoneID: notes, digest: AssetHasher.digest(of: cut), size: 5000)
+        try await upload.write(Array(cut[0..<1000]), at: 0)
+        upload.close()
+        lmdb.shutdown()
+        let before = try snapshot(of: source)
+
+        let url = try await PostgresTestServer.shared().createDatabase()
+        let migrated = try await ChildProcess.run(["migrate", "--from", "lmdb:\(source.path)", "--to", url])
+        #expect(migrated.status == 0, "\(migrated)")
+        let lines = migrated.output.split(separator: "\n").map(String.init)
+        #expect(lines.contains("u1/assets: 2 contents, \(photo.count + page.count) bytes"), "\(migrated)")
+        #expect(lines.contains("u2/assets: 1 content, \(scan.count) bytes"), "\(migrated)")
+        #expect(lines.last?.contains("3 assets (\(photo.count + page.count + scan.count) bytes)") == true, "\(migrated)")
+        #expect(try snapshot(of: source) == before, "the LMDB data is left as it was")
+
+        let storage = try PostgresStorage(url: url, connections: 1)
+        let postgres = try SyncServer(SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
+        defer { postgres.shutdown() }
+        for (user, content, recordID) in kept {
+            let database = postgres.database(for: user, device: "new-phone")
+            let changes = try await database.fetchZoneChanges(zoneID: notes, since: nil)
+            let fetched = try #require(changes.modifications.first { $0.record.recordID == recordID }?.record)
+            guard case .asset(let asset)? = fetched["file"] else {
+                Issue.record("\(recordID) lost its asset field: \(fetched)")
+                continue
+            }
+            let destination = directory.appendingPathComponent("download-\(UUID().uuidString)")
+            let downloaded = try await database.downloadAsset(AssetDownloadRequest(
+                zoneID: notes, digest: try #require(asset.digest), size: try #require(asset.size), destination: destination))
+            #expect(try Data(contentsOf: downloaded.fileURL) == Data(content), "\(user)'s \(content.count) bytes")
+        }
+        let partials = try await storage.perform { try storage.assets.partials(owner: 1) }
+        #expect(partials.isEmpty, "partial uploads are not copied")
+        #expect(try await storage.perform { try storage.storedAssetCount() } == 3)
+    }
+
+    /// A source content whose bytes no longer hash to its name fails the migration, naming
+    /// the asset and its user; nothing of it is stored.
+    @Test("a damaged asset file fails the migration, naming it")
+    func damagedAssetRefused() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeAll(directory) }
+        let source = directory.appendingPathComponent("lmdb", isDirectory: true)
+        let notes = RecordZone.ID(zoneName: "Notes")
+        let lmdb = try SyncServer(SyncServer.Configuration(directory: source))
+        let alice = lmdb.database(for: "alice")
+        _ = try await alice.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+        let content = assetContent(10_000, seed: 5)
+        let digest = AssetHasher.digest(of: content)
+        let file = directory.appendingPathComponent("photo")
+        try Data(content).write(to: file)
+        _ = try await alice.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 10_000, fileURL: file))
+        lmdb.shutdown()
+        let stored = LMDBAssetStore(directory: source).assetsDirectory(owner: 1).appendingPathComponent(digest.hex)
+        var damaged = try Data(contentsOf: stored)
+        damaged[5000] ^= 0xFF
+        try damaged.write(to: stored)
+
+        let url = try await PostgresTestServer.shared().createDatabase()
+        let refused = try await ChildProcess.run(["migrate", "--from", "lmdb:\(source.path)", "--to", url])
+        #expect(refused.status != 0)
+        #expect(refused.errorOutput.contains("asset \(digest) of user u1 is damaged in the source"), "\(refused)")
+        let storage = try PostgresStorage(url: url, connections: 1)
+        defer { storage.shutdown() }
+        #expect(try await storage.perform { try storage.storedAssetCount() } == 0)
+    }
+
     /// A target with any entry is refused before anything is written, by the command and by
     /// the import itself, naming the log and its last offset.
     @Test("a non-empty target is refused and left unchanged")
@@ -238,6 +336,18 @@ func registryEntries(_ users: [String]) -> [LogEntry] {
         LogEntry(
             offset: LogOffset(UInt64(index + 1)), kind: UserRegistry.userRegisteredKind, time: EntryTime(Date()),
             payload: Array(user.utf8))
+    }
+}
+
+/// `count` bytes that differ from one position to the next (a piece copied to the wrong place
+/// shows).
+func assetContent(_ count: Int, seed: UInt32) -> [UInt8] {
+    var state = seed &* 2_654_435_761 | 1
+    return (0..<count).map { _ in
+        state ^= state << 13
+        state ^= state >> 17
+        state ^= state << 5
+        return UInt8(truncatingIfNeeded: state)
     }
 }
 

@@ -16,14 +16,18 @@ struct Migrate: ParsableCommand {
             Stop the node first. Every log is copied with the same offsets, kinds, times and \
             payloads: the registry (so users keep their numbers) and each user's private and \
             shared databases (so change tokens and request IDs keep their meaning); the token \
-            file's digests go into the database (tokens kept in the clear are hashed). Devices \
-            that synced against the LMDB node continue against the PostgreSQL nodes without a \
-            reset, with the tokens they have.
+            file's digests go into the database (tokens kept in the clear are hashed); every \
+            stored asset content (users/u<N>/assets/<digest>) is copied piece by piece, and \
+            each copy is read back and checked against its size and SHA-256 (partial uploads \
+            are not copied: their devices upload again). Devices that synced against the LMDB \
+            node continue against the PostgreSQL nodes without a reset, with the tokens they \
+            have.
 
             The LMDB directory is opened read-only and left as it was. A target holding any \
-            entry or token is refused before anything is written. Prints one line per log \
-            ("u12/private: 1234 entries") and a total, then checks that every log ends at the \
-            same offset on both sides.
+            entry, token or asset is refused before anything is written. Prints one line per \
+            log ("u12/private: 1234 entries") and per user with assets ("u12/assets: 3 \
+            contents, 5242880 bytes") and a total, then checks that every log ends at the same \
+            offset and every user keeps the same assets on both sides.
 
                 logsync-server migrate --from lmdb:/var/lib/logsync --to postgres://logsync@db/logsync
             """)
@@ -80,11 +84,14 @@ enum MigrationError: Error, CustomStringConvertible {
     case notAServerDirectory(path: String)
     /// A user's environment holds a log that is not a database scope.
     case unknownLog(path: String, name: String)
-    /// The target holds entries or tokens already: the logs that are not empty, by name, and
-    /// the number of tokens.
-    case targetNotEmpty(logs: [String: UInt64], tokens: Int)
+    /// The target holds entries, tokens or assets already: the logs that are not empty, by
+    /// name, the number of tokens, and the number of asset contents and partial uploads.
+    case targetNotEmpty(logs: [String: UInt64], tokens: Int, assets: Int)
     /// After copying, a log does not end at the same offset on both sides.
     case verificationFailed(log: String, source: UInt64, target: UInt64?)
+    /// After copying, the source keeps asset contents of user `user` that the target does not
+    /// (`missing`; a node left running stored them), or the target keeps others (`extra`).
+    case assetsDiffer(user: UInt64, missing: [AssetDigest], extra: [AssetDigest])
 
     /// One line naming what is wrong and where.
     var description: String {
@@ -95,20 +102,27 @@ enum MigrationError: Error, CustomStringConvertible {
             "\(path) holds no logsync-server data (there is no \(path)/registry)"
         case .unknownLog(let path, let name):
             "\(path) holds a log named \"\(name)\", which is not a database scope (private, shared, public)"
-        case .targetNotEmpty(let logs, let tokens):
+        case .targetNotEmpty(let logs, let tokens, let assets):
             "the target database is not empty: "
                 + (logs.sorted { $0.key < $1.key }.prefix(5).map { "\($0.key) ends at offset \($0.value)" }
-                   + (tokens > 0 ? ["\(tokens) tokens"] : [])).joined(separator: ", ")
+                   + (tokens > 0 ? ["\(tokens) tokens"] : []) + (assets > 0 ? ["\(assets) assets"] : [])).joined(separator: ", ")
                 + (logs.count > 5 ? ", …" : "") + "; migrate only into an empty database (nothing was written)"
         case .verificationFailed(let log, let source, let target):
             "log \(log) ends at offset \(source) in the source but at \(target.map(String.init) ?? "no log") in the target"
                 + (source > (target ?? 0) ? " (was the node stopped? drop and create the database, then migrate again)" : "")
+        case .assetsDiffer(let user, let missing, let extra):
+            "the assets of user u\(user) differ after the copy: "
+                + ((missing.isEmpty ? [] : ["\(missing.count) in the source only (\(missing.prefix(3).map(\.short).joined(separator: ", ")))"])
+                   + (extra.isEmpty ? [] : ["\(extra.count) in the target only (\(extra.prefix(3).map(\.short).joined(separator: ", ")))"]))
+                    .joined(separator: ", ")
+                + " (was the node stopped? drop and create the database, then migrate again)"
         }
     }
 }
 
 /// One copy of an LMDB store into a PostgreSQL store: finds every log of the source (read-only),
-/// refuses a non-empty target, copies the logs and the token file's digests, and verifies.
+/// refuses a non-empty target, copies the logs, the token file's digests and the stored asset
+/// contents, and verifies.
 struct StoreMigration {
     /// The LMDB store's directory.
     let source: URL
@@ -134,7 +148,10 @@ struct StoreMigration {
         defer { storage.shutdown() }
         let stored = try storage.storedLogs().filter { $0.value > 0 }
         let tokenCount = try storage.tokens?.count() ?? 0
-        guard stored.isEmpty, tokenCount == 0 else { throw MigrationError.targetNotEmpty(logs: stored, tokens: tokenCount) }
+        let targetAssets = try storage.storedAssetCount()
+        guard stored.isEmpty, tokenCount == 0, targetAssets == 0 else {
+            throw MigrationError.targetNotEmpty(logs: stored, tokens: tokenCount, assets: targetAssets)
+        }
 
         var total: UInt64 = 0
         var expected: [String: UInt64] = [:]
@@ -149,6 +166,18 @@ struct StoreMigration {
         for (digest, user) in digests.sorted(by: { $0.key < $1.key }) {
             try storage.tokens!.add(digest: digest, user: user)
         }
+        let assets = sourceAssets
+        var assetCount = 0
+        var assetBytes: Int64 = 0
+        for user in try userNumbers() {
+            let contents = try assets.storedDigests(owner: user)
+            guard !contents.isEmpty else { continue }
+            var bytes: Int64 = 0
+            for digest in contents { bytes += try storage.importAsset(owner: user, digest: digest, from: assets) }
+            assetCount += contents.count
+            assetBytes += bytes
+            report("u\(user)/assets: \(contents.count) \(contents.count == 1 ? "content" : "contents"), \(bytes) bytes")
+        }
         // Both sides read again: a source that grew meanwhile (a node still running) fails here.
         let copied = try storage.storedLogs()
         for source in logs {
@@ -158,7 +187,31 @@ struct StoreMigration {
                 throw MigrationError.verificationFailed(log: name, source: last, target: copied[name])
             }
         }
-        report("total: \(total) \(total == 1 ? "entry" : "entries") in \(logs.count) logs, \(digests.count) \(digests.count == 1 ? "token" : "tokens"); every log ends at the same offset in both stores")
+        let target = storage.assets
+        for user in try userNumbers() {
+            let source = Set(try assets.storedDigests(owner: user))
+            let copied = Set(try target.storedDigests(owner: user))
+            guard source == copied else {
+                throw MigrationError.assetsDiffer(
+                    user: user, missing: source.subtracting(copied).sorted(), extra: copied.subtracting(source).sorted())
+            }
+        }
+        report(
+            "total: \(total) \(total == 1 ? "entry" : "entries") in \(logs.count) logs, \(digests.count) \(digests.count == 1 ? "token" : "tokens"), "
+                + "\(assetCount) \(assetCount == 1 ? "asset" : "assets") (\(assetBytes) bytes); "
+                + "every log ends at the same offset in both stores and every asset copy matches its SHA-256")
+    }
+
+    /// The source's asset contents (`users/u<N>/assets/<digest>`), only ever read.
+    var sourceAssets: LMDBAssetStore { LMDBAssetStore(directory: source, syncs: false) }
+
+    /// The numbers of the users with a directory in the source, in order.
+    func userNumbers() throws -> [UInt64] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: LMDBStorage.usersDirectory(in: source).path)) ?? []
+        return entries.compactMap { name -> UInt64? in
+            guard name.hasPrefix("u") else { return nil }
+            return UInt64(name.dropFirst())
+        }.sorted()
     }
 
     /// The registry and every user's logs, in order (registry, then users by number), opened
@@ -175,13 +228,7 @@ struct StoreMigration {
         }
         let readOnly = LogEnvironment.Options(readOnly: true)
         var logs = [SourceLog(name: .registry, log: try Log.open(at: registryDirectory, named: LMDBStorage.registryLogName, options: readOnly))]
-        let usersDirectory = LMDBStorage.usersDirectory(in: source)
-        let entries = (try? fileManager.contentsOfDirectory(atPath: usersDirectory.path)) ?? []
-        let numbers = entries.compactMap { name -> UInt64? in
-            guard name.hasPrefix("u") else { return nil }
-            return UInt64(name.dropFirst())
-        }.sorted()
-        for number in numbers {
+        for number in try userNumbers() {
             let directory = LMDBStorage.userDirectory(in: source, number: number)
             let environment = try LogEnvironment.open(at: directory, options: readOnly)
             for name in try environment.logNames().sorted() {

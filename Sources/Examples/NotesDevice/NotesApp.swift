@@ -106,7 +106,7 @@ final class NotesApp: SyncEngineDelegate {
                 let name = id.recordName
                 try store.update(zone: id.zoneID) { notebook in
                     // Saved: an edited field whose text the server now holds is no longer unsaved.
-                    let saved = record.stringFields
+                    let saved = record.noteFields
                     let local = notebook.notes[name] ?? [:]
                     notebook.unsaved[name] = notebook.unsaved[name]?.filter { saved[$0] != local[$0] }
                     if notebook.unsaved[name]?.isEmpty == true { notebook.unsaved[name] = nil }
@@ -185,7 +185,7 @@ final class NotesApp: SyncEngineDelegate {
         let known = try syncEngine.deviceLog.lastKnownServerRecord(for: id)
         try store.update(zone: id.zoneID) { notebook in
             notebook.unsaved[id.recordName] = nil
-            notebook.notes[id.recordName] = known?.stringFields
+            notebook.notes[id.recordName] = known?.noteFields
         }
         let label = store.label(id)
         refuse(label, "\(store.ownerLabel(id.zoneID.ownerName)) shares Notes with this user read-only (permissionFailure)", deletion: deletion)
@@ -297,15 +297,46 @@ final class NotesApp: SyncEngineDelegate {
             let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id)
             if id == NotesStore.shareID { return self.shareRecord(known: known) }
             guard let fields = self.store.note(id) else { return nil }
-            // The fields that differ from the server's copy.
+            // The fields that differ from the server's copy; the attachment is a file, sent as an
+            // asset (the engine uploads its content).
             var record = known?.systemFieldsCopy() ?? Record(recordType: "Note", recordID: id)
-            for (key, text) in fields where known?[key] != .string(text) { record[key] = .string(text) }
+            for (key, text) in fields {
+                if key == Record.attachmentKey {
+                    if known?.noteFields[key] != text { record[key] = .asset(Asset(fileURL: URL(fileURLWithPath: text))) }
+                } else if known?[key] != .string(text) {
+                    record[key] = .string(text)
+                }
+            }
             return record
         }
     }
 }
 
-/// `groceries {body: "milk", title: "Groceries"}`.
+/// `groceries {body: "milk", title: "Groceries"}`; an attachment as its size and file,
+/// `{attachment: 48213 bytes at /…/assets/1f2e…, title: "Trip"}`, or `not fetched`.
 func describe(_ name: String, _ fields: [String: String]) -> String {
-    name + " {" + fields.sorted { $0.key < $1.key }.map { "\($0.key): \"\($0.value)\"" }.joined(separator: ", ") + "}"
+    name + " {" + fields.sorted { $0.key < $1.key }.map { key, value in
+        guard key == Record.attachmentKey else { return "\(key): \"\(value)\"" }
+        guard value != Record.notFetched,
+            let size = (try? FileManager.default.attributesOfItem(atPath: value))?[.size] as? NSNumber
+        else { return "\(key): \(value == Record.notFetched ? value : "missing file \(value)")" }
+        return "\(key): \(size) bytes at \(value)"
+    }.joined(separator: ", ") + "}"
+}
+
+extension Record {
+    /// The field of a note holding its attachment, an asset.
+    static let attachmentKey = "attachment"
+    /// What the notes keep for an attachment whose content is not on the device.
+    static let notFetched = "not fetched"
+
+    /// A note's fields as the notes store keeps them: each text, and the attachment as the path
+    /// of its local file (the engine's cached copy of a fetched one).
+    var noteFields: [String: String] {
+        var fields = stringFields
+        if case .asset(let asset)? = self[Self.attachmentKey] {
+            fields[Self.attachmentKey] = asset.fileURL?.path ?? Self.notFetched
+        }
+        return fields
+    }
 }

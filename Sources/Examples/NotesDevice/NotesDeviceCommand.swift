@@ -38,7 +38,8 @@ struct NotesDeviceCommand: AsyncParsableCommand {
               notes-device unshare --device alice-phone --remove bob@example.com
             """,
         subcommands: [
-            Set.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self, Unshare.self, Accept.self,
+            Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self, Unshare.self,
+            Accept.self,
         ])
 }
 
@@ -233,6 +234,44 @@ extension NotesDeviceCommand {
             }
             try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.saveRecord(id)])
             device.app.say("sets \(field) of \(device.store.label(id)) to \"\(text)\"")
+            try await device.send([device.engine(for: id.zoneID)])
+            try device.checkRefusals()
+        }
+    }
+
+    struct Attach: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Attach a file to a note (creating it) and send it.",
+            discussion: """
+                The file is copied into DATA/attachments (the note keeps its own copy, as an app \
+                keeps what the user attached) and sent as an asset: the engine uploads its \
+                content, once per content, then saves the note. Other devices fetch the note with \
+                the attachment's content in their engine's asset cache and show where it is.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+        @Option(help: ownerHelp) var owner: String?
+        @Argument(help: "The note's name, such as groceries.") var note: String
+        @Argument(help: "The file to attach.", completion: .file()) var file: String
+
+        func run() async throws {
+            let device = try options.open()
+            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
+            let source = URL(fileURLWithPath: file)
+            let attachments = options.directory.appending(path: "attachments")
+            let copy = attachments.appending(path: UUID().uuidString + "-" + source.lastPathComponent)
+            do {
+                try FileManager.default.createDirectory(at: attachments, withIntermediateDirectories: true)
+                try FileManager.default.copyItem(at: source, to: copy)
+            } catch {
+                throw NotesDeviceError("cannot attach \(file): \(error.localizedDescription)")
+            }
+            try device.store.update(zone: id.zoneID) { notebook in
+                notebook.notes[note, default: [:]][Record.attachmentKey] = copy.path
+                notebook.unsaved[note, default: []].insert(Record.attachmentKey)
+            }
+            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            device.app.say("attaches \(source.lastPathComponent) to \(device.store.label(id))")
             try await device.send([device.engine(for: id.zoneID)])
             try device.checkRefusals()
         }

@@ -140,7 +140,7 @@ final class NotesStore: Sendable {
         return try update(zone: record.recordID.zoneID) { notebook in
             let mine = notebook.unsaved[name] ?? []
             let local = notebook.notes[name] ?? [:]
-            let merged = record.stringFields.merging(local.filter { mine.contains($0.key) }) { $1 }
+            let merged = record.noteFields.merging(local.filter { mine.contains($0.key) }) { $1 }
             notebook.notes[name] = merged
             return merged
         }
