@@ -16,7 +16,8 @@ import Darwin
 /// (``AssetDownloadFile`` renames it into place), and is made read-only, so that an app that
 /// writes to a fetched asset's file does not change what other records see. A file of the wrong
 /// size (damaged, or replaced by someone) is downloaded again. Two downloads of one content never
-/// run at once: the second waits for the first and then finds the file.
+/// run at once: the second waits for the first and then finds the file. A content this device
+/// uploaded is copied from the app's file instead (``copy(from:digest:size:)``).
 ///
 /// The engine never deletes files here; the app may delete any of them to free space (they are
 /// downloaded again when wanted).
@@ -72,6 +73,33 @@ final class AssetCache: Sendable {
                 AssetDownloadRequest(zoneID: zoneID, digest: digest, size: size, destination: destination))
         } catch {
             throw SyncError.from(error, during: "downloadAsset")
+        }
+        chmod(destination.path, 0o444)
+        return destination
+    }
+
+    /// The cached file of the content `digest` of `size` bytes, copied from the local file
+    /// `source` when it is not there yet: a record this device saved comes back in its next
+    /// fetch, and its asset's content is then the app's own file, not something to download.
+    /// The copy is checked against the digest as it is written (the app may have changed its
+    /// file since the upload); `nil` when `source` is gone, changed or holds another content,
+    /// and the caller downloads instead.
+    func copy(from source: URL, digest: AssetDigest, size: Int64) async -> URL? {
+        if let url = cachedFile(digest, size: size) { return url }
+        await acquire(digest)
+        defer { release(digest) }
+        if let url = cachedFile(digest, size: size) { return url }
+        let destination = fileURL(for: digest)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(at: destination)
+            let file = try AssetDownloadFile(destination: destination, digest: digest, size: size)
+            let reader = try AssetFileReader(url: source, expectedSize: size, from: file.offset)
+            while try reader.read({ (bytes: UnsafeRawBufferPointer) throws -> Void in try file.write(bytes) }) != nil {}
+            _ = try file.finish()
+        } catch {
+            try? FileManager.default.removeItem(at: AssetDownloadFile.partialURL(for: destination))
+            return nil
         }
         chmod(destination.path, 0o444)
         return destination

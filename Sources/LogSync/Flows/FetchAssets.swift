@@ -38,7 +38,9 @@ extension SyncEngine {
     }
 
     /// The records of a fetched page with each asset's ``Asset/fileURL`` set to its content in
-    /// the asset cache, downloaded first when missing (F72 `shouldFetchAssetContents`).
+    /// the asset cache, downloaded first when missing (F72 `shouldFetchAssetContents`) — or,
+    /// for a record this device saved, copied from the app's file its saved record points at,
+    /// when that file still holds the content.
     ///
     /// An asset the server no longer keeps (`assetNotAvailable`: nothing any fetch could
     /// change) is delivered without a file rather than stall the zone; ``fetchAssetContents(_:in:)``
@@ -54,11 +56,25 @@ extension SyncEngine {
         var files: [AssetDigest: URL] = [:]
         var unavailable: Set<AssetDigest> = []
         for modification in modifications where modification.record.hasAssets {
+            // The files this device saved the record's assets from (its own save, fetched back).
+            var local: [AssetDigest: URL] = [:]
+            if let known = try? deviceLog.lastKnownServerRecord(for: modification.record.recordID) {
+                for (_, asset) in known.assets {
+                    guard let digest = asset.digest, let url = asset.fileURL,
+                        url.deletingLastPathComponent().path != assetCache.directory.path
+                    else { continue }
+                    local[digest] = url
+                }
+            }
             for (key, asset) in modification.record.assets {
                 guard let digest = asset.digest, let size = asset.size, files[digest] == nil, !unavailable.contains(digest) else {
                     continue
                 }
                 if Task.isCancelled { throw .cancelled("fetchChanges") }
+                if let source = local[digest], let copied = await assetCache.copy(from: source, digest: digest, size: size) {
+                    files[digest] = copied
+                    continue
+                }
                 do throws(SyncError) {
                     files[digest] = try await assetCache.file(for: digest, size: size, zoneID: zoneID, database: database)
                 } catch where error.code == .assetNotAvailable {

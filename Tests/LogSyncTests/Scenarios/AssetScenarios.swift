@@ -138,6 +138,38 @@ struct AssetScenarios {
         }
     }
 
+    // F134: a device's own save comes back in its fetch; its content is on the device already.
+    @Test("F134 the phone's fetch of its own note copies the photo from the user's file into its cache instead of downloading it")
+    func ownSaveCopiedNotDownloaded() async throws {
+        try await withServer { directory, server in
+            let (phone, phoneDatabase) = try Self.device("phone", server, directory)
+            let bytes = Self.content(120_000, seed: 14)
+            let photo = try Self.file("mine.jpg", bytes, in: directory)
+            let id = Self.note("mine")
+            try phone.createZone(Self.notes)
+            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            try await phone.sync()  // sends, then fetches the note back
+
+            let fetched = try #require(phone.events.fetchedRecordZoneChanges.flatMap(\.modifications).first { $0.record.recordID == id })
+            guard case .asset(let asset)? = fetched.record["photo"] else { Issue.record("no photo in \(fetched)"); return }
+            #expect(asset.fileURL?.path == phone.engine.assetCacheDirectory.appendingPathComponent(AssetHasher.digest(of: bytes).hex).path)
+            #expect(try Self.bytes(of: asset) == bytes)
+            #expect(phoneDatabase.downloads.isEmpty, "copied from the user's file")
+
+            // Another photo, edited by the user between the send and the fetch: its file no
+            // longer holds the content the note references, so that content is downloaded.
+            let second = Self.content(80_000, seed: 15)
+            let edited = try Self.file("edited.jpg", second, in: directory)
+            try phone.attach(Self.note("edited"), "photo", .asset(Asset(fileURL: edited)))
+            try await phone.engine.sendChanges()
+            try Data(Self.content(80_000, seed: 16)).write(to: edited)
+            try await phone.engine.fetchChanges()
+            #expect(phoneDatabase.downloads.map(\.digest) == [AssetHasher.digest(of: second)])
+            #expect(try Self.bytes(of: phone.asset(Self.note("edited"), "photo")) == second)
+            try phone.expectProjectionsHold()
+        }
+    }
+
     // F129 (lists of assets)
     @Test("F129 a list of photos goes and comes back in order, each with its content")
     func listOfAssets() async throws {
