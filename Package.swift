@@ -290,6 +290,17 @@ let package = Package(
             ],
             path: "Tools/logsync-http-bench"
         ),
+        // One large asset over loopback HTTP against a file copy, with both processes' peak
+        // memory.
+        .executableTarget(
+            name: "logsync-asset-bench",
+            dependencies: [
+                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "SyncModel", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/logsync-asset-bench"
+        ),
         // The PostgreSQL store against LMDB, and one node against two; starts its own
         // PostgreSQL with the tests' PostgresProcess.
         .executableTarget(

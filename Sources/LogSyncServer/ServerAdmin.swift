@@ -46,6 +46,14 @@ public struct ServerAdmin: Sendable {
         try store.compactTombstones(through: token.offset.rawValue)
     }
 
+    /// Deletes `user`'s asset contents that no live record has referenced since before `cutoff`,
+    /// then contents and partial uploads no log entry accounts for (see
+    /// ``SyncServer/collectAssets(of:unreferencedBefore:)``).
+    @discardableResult
+    public func collectAssets(of user: UserID, unreferencedBefore cutoff: Date) async throws -> AssetCollection {
+        try await server.collectAssets(of: user, unreferencedBefore: cutoff)
+    }
+
     /// The database's current change token: the end of its log.
     public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
         let store = try server.store(user, scope)

@@ -159,6 +159,19 @@ extension SyncServer {
         }
     }
 
+    /// ``collectAssets(of:unreferencedBefore:)`` for every registered user: what `logsync-server
+    /// serve` runs periodically and `logsync-server collect-assets` once. Returns what was removed,
+    /// for the users where anything was.
+    @discardableResult
+    public func collectAssets(unreferencedBefore cutoff: Date) async throws -> [UserID: AssetCollection] {
+        var collected: [UserID: AssetCollection] = [:]
+        for user in try await storage.perform({ try self.users.allUsers() }) {
+            let collection = try await collectAssets(of: user, unreferencedBefore: cutoff)
+            if collection != AssetCollection() { collected[user] = collection }
+        }
+        return collected
+    }
+
     /// The database that keeps the assets of `zoneID` as `user` names it in `scope`: the user's
     /// own private database, or the owner's for a zone shared with them (read-write to upload).
     func assetOwner(user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, writing: Bool) throws -> ServerDatabase {

@@ -70,6 +70,18 @@ package final class UserRegistry: Sendable {
         return number
     }
 
+    /// Every registered user, in the order of their IDs' bytes.
+    func allUsers() throws -> [UserID] {
+        try log.read { index in
+            var users: [UserID] = []
+            try index.forEach(in: "byID", from: nil) { key, _ in
+                users.append(UserID(rawValue: String(decoding: key, as: UTF8.self)))
+                return true
+            }
+            return users
+        }
+    }
+
     /// The user whose number is `number`, or `nil` if no user has it. Registers nobody.
     func user(number: UInt64) throws -> UserID? {
         guard number > 0, let entry = try log.read({ index in try index.entry(at: LogOffset(number)) }),

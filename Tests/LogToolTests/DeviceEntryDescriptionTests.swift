@@ -102,6 +102,38 @@ struct DeviceEntryDescriptionTests {
         }
     }
 
+    /// F134: a dump names each asset of the records an entry holds by digest, size and whether
+    /// the content is on this device (`cached`), named by a file that is gone (`missing`) or
+    /// not fetched (`not-cached`) — never by its content.
+    @Test("F134 dumps show asset fields and whether the content is cached")
+    func assetsAreShown() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("asset-dump-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let content = Array("a photo of the beach".utf8)
+        let digest = AssetHasher.digest(of: content)
+        let cachedFile = directory.appendingPathComponent(digest.hex)
+        try Data(content).write(to: cachedFile)
+        var note = Record(recordType: "Note", recordID: Self.id("n1"))
+        note["photo"] = .asset(Asset(digest: digest, size: Int64(content.count), fileURL: cachedFile))
+        note["pages"] = .list([
+            .asset(Asset(digest: digest, size: Int64(content.count))),
+            .asset(Asset(digest: digest, size: Int64(content.count), fileURL: directory.appendingPathComponent("gone"))),
+        ])
+        let entry = DeviceEntry.zoneChangesFetched(
+            zoneID: Self.notes, modifications: [note], deletions: [],
+            changeToken: ZoneChangeToken(zoneID: Self.notes, incarnation: 1, offset: 9), moreComing: false)
+        let description = try #require(try EntryDecoder.device.describe(Self.logEntry(entry)))
+        let text = EntryFormatter.fieldsText(description.fields)
+        let short = digest.short
+        #expect(text.hasSuffix(
+            "assets=[n1.pages:\(short)/20B/not-cached,n1.pages:\(short)/20B/missing,n1.photo:\(short)/20B/cached]"), "\(text)")
+        #expect(!text.contains("a photo"))
+        let prepared = try #require(try EntryDecoder.device.describe(Self.logEntry(
+            .batchPrepared(recordsToSave: [note], recordIDsToDelete: [], atomicByZone: true, requestID: "r1"))))
+        #expect(EntryFormatter.fieldsText(prepared.fields).contains("n1.photo:\(short)/20B/cached"))
+    }
+
     /// Device kinds are decoded in a device log only: other logs use small kinds for their own
     /// entries (the demo's key–value entries are kinds 1–3).
     @Test func theStandardDecoderIsForDeviceLogs() throws {

@@ -29,7 +29,7 @@ struct DeviceStateReportTests {
         (["when": .date(Date(timeIntervalSince1970: 1_700_000_000)),
           "ref": .reference(Record.Reference(recordID: Record.ID(recordName: "n2", zoneID: notes))),
           "file": .asset(Asset(digest: AssetHasher.digest(of: Array("photo.jpg".utf8)), size: 9))],
-            "Note  tag 12  file=asset(photo.jpg) ref=ref(Notes/n2) when=date(2023-11-14T22:13:20.000000Z)"),
+            "Note  tag 12  file=asset(\(AssetHasher.digest(of: Array("photo.jpg".utf8)).short)/9B/not-cached) ref=ref(Notes/n2) when=date(2023-11-14T22:13:20.000000Z)"),
     ] as [([String: RecordValue], String)])
     func recordSummary(fields: [String: RecordValue], expected: String) {
         #expect(DeviceStateReport.recordSummary(Self.record("n1", tag: "12", fields)) == expected)

@@ -22,7 +22,20 @@ struct ServerEntryDescriptionTests {
         return record
     }
 
+    static let photo = AssetHasher.digest(of: Array("photo".utf8))
+
+    /// A saved record with an asset, as the server keeps it (no local file).
+    static var notedPhoto: Record {
+        var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n3", zoneID: notes))
+        record["photo"] = .asset(Asset(digest: photo, size: 5))
+        record.applySystemFields(Record.SystemFields(recordChangeTag: "14"))
+        return record
+    }
+
     static let cases: [(ServerEntry, String, String)] = [
+        (.assetStored(photo, size: 5), "assetStored", "asset=\(photo) size=5"),
+        (.assetsDeleted([photo]), "assetsDeleted", "assets=[\(photo)]"),
+        (.recordSaved(notedPhoto), "recordSaved", "zone=Notes record=n3 type=Note tag=14 keys=[photo] assets=[n3.photo:\(photo.short)/5B]"),
         (.zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)),
          "zoneSaved", "zone=Notes capabilities=[fetchChanges,atomic,zoneWideSharing]"),
         (.zoneSaved(RecordZone(
@@ -120,9 +133,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all thirteen.
+        // One kind per ServerEntry case: the table covers all fifteen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...113).map { EntryKind($0) }))
+        #expect(kinds == Set((101...115).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -156,7 +169,7 @@ struct ServerEntryDescriptionTests {
         #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 114, 119, 122, 199, 65535] as [UInt16])
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 116, 119, 122, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
         #expect(try ServerEntryDescription.describe(entry) == nil)
@@ -191,11 +204,11 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...113) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...115) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
-            "sharedZoneLeft", "requestOutcome", "userRegistered", "userEmailSet",
+            "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "userRegistered", "userEmailSet",
         ])
     }
 }

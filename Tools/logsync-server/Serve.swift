@@ -86,6 +86,16 @@ struct Serve: AsyncParsableCommand {
     var tlsKey: String?
 
     @Option(name: .long, help: ArgumentHelp(
+        "How long an asset content no record references (and a cut upload's partial copy) is kept before it is deleted.",
+        valueName: "seconds"))
+    var assetHorizon = 7 * 86_400.0
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How often unreferenced asset contents older than --asset-horizon are deleted; 0: never (run `logsync-server collect-assets` instead).",
+        valueName: "seconds"))
+    var assetCollectionInterval = 3600.0
+
+    @Option(name: .long, help: ArgumentHelp(
         "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
         valueName: "level"))
     var logLevel = "info"
@@ -103,6 +113,12 @@ struct Serve: AsyncParsableCommand {
             guard seconds > 0, seconds.isFinite else {
                 throw ValidationError("\(flag) must be a number of seconds above 0, not \(seconds)")
             }
+        }
+        guard assetHorizon >= 0, assetHorizon.isFinite else {
+            throw ValidationError("--asset-horizon must be a number of seconds, 0 or more")
+        }
+        guard assetCollectionInterval >= 0, assetCollectionInterval.isFinite else {
+            throw ValidationError("--asset-collection-interval must be a number of seconds, 0 or more")
         }
         if let maxConnections, maxConnections < 1 {
             throw ValidationError("--max-connections must be at least 1, not \(maxConnections)")
@@ -153,6 +169,12 @@ struct Serve: AsyncParsableCommand {
             "max-connections": "\(httpConfiguration.maxConnections)",
         ])
         let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
+        let collection = assetCollectionInterval > 0
+            ? Task { [assetHorizon, assetCollectionInterval] in
+                await CollectAssets.periodically(server, every: assetCollectionInterval, horizon: assetHorizon, logger: logger)
+            }
+            : nil
+        defer { collection?.cancel() }
         do {
             try await http.runUntilSignalled()
         } catch {
@@ -160,6 +182,7 @@ struct Serve: AsyncParsableCommand {
             server.shutdown()
             throw ExitCode.failure
         }
+        collection?.cancel()
         server.shutdown()
         logger.info("stopped")
     }

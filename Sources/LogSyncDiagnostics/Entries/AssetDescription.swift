@@ -10,21 +10,26 @@ extension Asset {
         else { return false }
         return size.map { bytes.int64Value == $0 } ?? true
     }
+}
 
-    /// What dumps show of an asset (never its content): its short digest, its size, and whether
-    /// its content is cached here (`cached`), only named by a file that is gone (`missing`), or
-    /// not fetched (`not cached`), as in `sha256:1f2e3d4c5b6a… 48213 bytes cached`.
-    public var shownFields: [String] {
-        var fields: [String] = []
-        fields.append(digest?.short ?? "not uploaded")
-        if let size { fields.append("\(size) bytes") }
-        if isCached {
-            fields.append("cached")
-        } else if fileURL != nil {
-            fields.append("missing")
-        } else {
-            fields.append("not cached")
+extension Asset {
+    /// The asset in one word, as dumps and state reports show it: `<digest>/<size>B`, then the
+    /// cache state where a device could hold the content (`withCacheState`): `cached`, `missing`
+    /// (named by a file that is gone) or `not-cached`; as in `sha256:1f2e3d4c5b6a…/48213B/cached`.
+    func compactDescription(withCacheState: Bool) -> String {
+        var parts = [digest?.short ?? "not-uploaded"]
+        if let size { parts.append("\(size)B") }
+        if withCacheState { parts.append(isCached ? "cached" : fileURL == nil ? "not-cached" : "missing") }
+        return parts.joined(separator: "/")
+    }
+}
+
+extension Record {
+    /// The record's assets as dumps list them: `<record>.<field>:<compact description>`, as in
+    /// `n1.photo:sha256:1f2e3d4c5b6a…/48213B/cached`.
+    func listedAssets(withCacheState: Bool) -> [String] {
+        assets.map { key, asset in
+            recordID.recordName + "." + key + ":" + asset.compactDescription(withCacheState: withCacheState)
         }
-        return fields
     }
 }

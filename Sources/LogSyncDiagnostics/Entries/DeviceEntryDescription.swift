@@ -37,6 +37,7 @@ import SyncModel
 /// | `records` | batchResult, zoneChangesFetched | records saved (`Notes/n1`); records modified (names) |
 /// | `zones` | databaseChangesSent, databaseChangesFetched | zones saved; zones modified |
 /// | `deletions` | batchResult, databaseChangesSent, databaseChangesFetched, zoneChangesFetched | records or zones deleted (databaseChangesFetched: `zone:reason`) |
+/// | `assets` | batchPrepared, batchResult, zoneChangesFetched | every asset of the records: `record.field:digest/sizeB/state`, the state `cached` (the local file is there), `missing` (named but gone) or `not-cached` (content not fetched); never the content |
 /// | `errors` | batchResult, databaseChangesSent | `record:code` (record name) or `zone:code` per failed item, sorted, only if any |
 /// | `error` | sendFinished, zoneFetchFinished, fetchFinished | the error code that stopped it, only if one did |
 /// | `token`, `moreComing` | databaseChangesFetched, zoneChangesFetched | the new change token's offset in the server's log; whether more pages follow |
@@ -101,6 +102,12 @@ enum DeviceEntryDescription: EntryKindCatalog {
             return note(recordID.zoneID) + "/" + recordID.recordName
         }
 
+        /// `assets` of records, each as `n1.photo:sha256:1f2e3d4c5b6a…/48213B/cached`, only if any.
+        mutating func addAssets(of records: [Record]) {
+            let listed = records.flatMap { $0.listedAssets(withCacheState: true) }
+            if !listed.isEmpty { addList("assets", listed) }
+        }
+
         /// `errors` of per-item failures, sorted by ID, only if any.
         mutating func addErrors(_ items: [(name: String, code: SyncError.Code)]) {
             guard !items.isEmpty else { return }
@@ -149,12 +156,14 @@ enum DeviceEntryDescription: EntryKindCatalog {
                     recordsToSave.map { "save:" + note($0.recordID) } + recordIDsToDelete.map { "delete:" + note($0) })
                 add("atomic", atomicByZone)
                 if let requestID { add("request", .text(requestID.rawValue)) }
+                addAssets(of: recordsToSave)
             case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
                 let failures = Array(failedSaves) + Array(failedDeletes)
                 for id in failures.map(\.key) { note(id) }
                 addOutcome(
                     saved: saved.map { note($0.recordID) }, as: "records", deleted: deleted.map { note($0) },
                     errors: failures.map { (name: $0.key.recordName, code: $0.value.code) })
+                addAssets(of: saved)
             case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
                 let failures = Array(failedZoneSaves) + Array(failedZoneDeletes)
                 addOutcome(
@@ -206,6 +215,7 @@ enum DeviceEntryDescription: EntryKindCatalog {
                 }
                 add("token", .integer(changeToken.offset.rawValue))
                 add("moreComing", moreComing)
+                addAssets(of: modifications)
             case .zoneFetchFinished(let zoneID, let error):
                 addZone(zoneID)
                 if let error { add("error", .text(error.code.name)) }

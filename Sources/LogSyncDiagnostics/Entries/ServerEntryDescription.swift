@@ -20,7 +20,7 @@ import SyncModel
 /// | `zone`, `owner` | zone and record kinds, zone subscriptions, client change tokens | zone name; owner record name, only when not the current user (`__defaultOwner__`) |
 /// | `record`, `type` | recordSaved, recordDeleted | record name; record type |
 /// | `tag` | recordSaved | the change tag, which the server sets to the entry's offset |
-/// | `keys`, `changed`, `parent` | recordSaved | field keys (sorted); changed keys, only if any; parent record name, only if set |
+/// | `keys`, `changed`, `parent`, `assets` | recordSaved | field keys (sorted); changed keys, only if any; parent record name, only if set; `record.field:digest/sizeB` per asset, only if any (the server keeps contents apart) |
 /// | `root`, `publicPermission`, `participants` | recordSaved of a share (`cloudkit.share`) | root record name, only for a hierarchy share; the public permission; `user:role:permission:status` per participant (the user record name, or the e-mail address when no user is known) |
 /// | `capabilities`, `share` | zoneSaved | capability names; share record name, only if shared |
 /// | `reason` | zoneDeleted | deleted, purged or encryptedDataReset |
@@ -117,6 +117,7 @@ enum ServerEntryDescription: EntryKindCatalog {
             let changed = record.changedKeys()
             if !changed.isEmpty { add("changed", .list(changed)) }
             if let parent = record.parent { add("parent", .text(parent.recordID.recordName)) }
+            if record.hasAssets { add("assets", .list(record.listedAssets(withCacheState: false))) }
             if record.recordType == Share.recordType, let share = try? Share(record: record) {
                 if let root = share.rootRecordID { add("root", .text(root.recordName)) }
                 add("publicPermission", .text("\(share.publicPermission)"))

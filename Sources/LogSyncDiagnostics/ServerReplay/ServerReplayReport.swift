@@ -283,7 +283,7 @@ public enum ServerReplayOutcome: Sendable, Hashable, CustomStringConvertible {
         case .bytes(let data): "\(data.count) bytes"
         case .date(let date): "\(date.timeIntervalSince1970)s"
         case .reference(let reference): "\(reference)"
-        case .asset(let asset): "asset " + asset.shownFields.joined(separator: " ")
+        case .asset(let asset): "asset " + asset.compactDescription(withCacheState: true)
         case .list(let values): "[\(values.map(render).joined(separator: ", "))]"
         }
     }

@@ -307,7 +307,7 @@ public enum DeviceStateReport {
         case .bytes(let data): return "bytes(\(data.count))"
         case .date(let date): return "date(\(iso8601(date)))"
         case .reference(let reference): return "ref(" + EntryFormatter.word(record(reference.recordID)) + ")"
-        case .asset(let asset): return "asset(" + asset.shownFields.joined(separator: " ") + ")"
+        case .asset(let asset): return "asset(" + asset.compactDescription(withCacheState: true) + ")"
         case .list(let items): return "list(\(items.count))"
         }
     }

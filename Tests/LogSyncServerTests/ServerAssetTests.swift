@@ -1,0 +1,201 @@
+import Foundation
+import LogStore
+import SyncModel
+import Testing
+
+@testable import LogSyncServer
+
+/// The server's side of assets (F134): uploads that resume, pieces in order, one upload per
+/// content at a time, the index's counts of references rebuilt from the log, and the cleanup of
+/// what a cut upload or a crash leaves.
+@Suite("Server assets")
+struct ServerAssetTests {
+    static let notes = RecordZone.ID(zoneName: "Notes")
+
+    static func content(_ count: Int, seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7 &+ ($0 >> 9)) }
+    }
+
+    static func file(_ bytes: [UInt8], in directory: URL) throws -> URL {
+        let url = directory.appendingPathComponent(UUID().uuidString)
+        try Data(bytes).write(to: url)
+        return url
+    }
+
+    static func prepare(_ server: SyncServer) async throws -> InProcessDatabase {
+        let database = server.database(for: "alice", device: "phone")
+        _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: notes)]))
+        return database
+    }
+
+    // F134: an upload cut after two pieces keeps them; the next upload of the same content
+    // sends only the rest, and the stored content is whole.
+    @Test("F134 a cut upload resumes where the server's copy ends")
+    func resumes() async throws {
+        try await withServer { server, directory in
+            let database = try await Self.prepare(server)
+            let bytes = Self.content(3 * AssetTransfer.chunkSize + 5, seed: 1)
+            let digest = AssetHasher.digest(of: bytes)
+            let cut = try await server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: Int64(bytes.count))
+            try await cut.write(Array(bytes[0..<AssetTransfer.chunkSize]), at: 0)
+            try await cut.write(Array(bytes[AssetTransfer.chunkSize..<2 * AssetTransfer.chunkSize]), at: Int64(AssetTransfer.chunkSize))
+            cut.close()
+
+            let response = try await database.uploadAsset(AssetUploadRequest(
+                zoneID: Self.notes, digest: digest, size: Int64(bytes.count), fileURL: try Self.file(bytes, in: directory)))
+            #expect(response.bytesSent == Int64(bytes.count - 2 * AssetTransfer.chunkSize))
+            let destination = directory.appendingPathComponent("down")
+            _ = try await database.downloadAsset(AssetDownloadRequest(
+                zoneID: Self.notes, digest: digest, size: Int64(bytes.count), destination: destination))
+            #expect(Array(try Data(contentsOf: destination)) == bytes)
+        }
+    }
+
+    // A piece that does not start where the server's copy ends is refused, naming the asset
+    // and both offsets; a second upload of a content being uploaded waits (zoneBusy).
+    @Test("pieces come in order, one upload per content at a time")
+    func piecesInOrder() async throws {
+        try await withServer { server, _ in
+            _ = try await Self.prepare(server)
+            let bytes = Self.content(1000, seed: 2)
+            let digest = AssetHasher.digest(of: bytes)
+            let upload = try await server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
+            try await upload.write(Array(bytes[0..<100]), at: 0)
+            let skipped = await #expect(throws: SyncError.self) { try await upload.write(Array(bytes[300..<400]), at: 300) }
+            #expect(skipped?.code == .invalidArguments)
+            #expect(skipped?.message.contains(digest.description) == true)
+            #expect(skipped?.message.contains("300") == true && skipped?.message.contains("100") == true)
+            let tooLong = await #expect(throws: SyncError.self) { try await upload.write([UInt8](repeating: 0, count: 1000), at: 100) }
+            #expect(tooLong?.code == .invalidArguments)
+            let early = await #expect(throws: SyncError.self) { _ = try await upload.finish() }
+            #expect(early?.code == .invalidArguments)
+
+            let busy = await #expect(throws: SyncError.self) {
+                _ = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
+            }
+            #expect(busy?.code == .zoneBusy)
+            #expect(busy?.retryAfter != nil)
+            try await upload.write(Array(bytes[100...]), at: 100)
+            #expect(try await upload.finish() == Asset(digest: digest, size: 1000))
+            upload.close()
+            let again = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
+            #expect(again.isStored)
+            again.close()
+        }
+    }
+
+    // F134: the index's asset table (sizes, reference counts, since when unreferenced) is a
+    // projection of the log like every other table: rebuilt from the entries, and applied run
+    // by run or entry by entry, it is the same.
+    @Test("F134 asset references are a projection of the log")
+    func referencesAreAProjection() async throws {
+        try await withServer { server, directory in
+            let database = try await Self.prepare(server)
+            var assets: [Asset] = []
+            for seed in 0..<4 {
+                let bytes = Self.content(500 + seed, seed: UInt8(seed))
+                let digest = AssetHasher.digest(of: bytes)
+                _ = try await database.uploadAsset(AssetUploadRequest(
+                    zoneID: Self.notes, digest: digest, size: Int64(bytes.count), fileURL: try Self.file(bytes, in: directory)))
+                assets.append(Asset(digest: digest, size: Int64(bytes.count)))
+            }
+            var tags: [String: String] = [:]
+            var random = SeededRandom(seed: 7)
+            for step in 0..<120 {
+                let name = "r\(Int.random(in: 0..<8, using: &random))"
+                let id = Record.ID(recordName: name, zoneID: Self.notes)
+                if Int.random(in: 0..<5, using: &random) == 0 {
+                    _ = try await database.modifyRecords(ModifyRecordsRequest(recordIDsToDelete: [id]))
+                    tags[name] = nil
+                    continue
+                }
+                var record = Record(recordType: "Note", recordID: id)
+                if let tag = tags[name] { record.applySystemFields(Record.SystemFields(recordChangeTag: tag)) }
+                record["photo"] = .asset(assets.randomElement(using: &random)!)
+                if step.isMultiple(of: 3) { record["more"] = .list([.asset(assets[0]), .asset(assets[1])]) }
+                let response = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [record]))
+                tags[name] = try response.saveResults[id]!.get().recordChangeTag
+            }
+            _ = try await database.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [Self.notes]))
+            _ = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(60))
+            let log = try server.admin.log(of: "alice")
+            #expect(try log.verifyProjections() == nil)
+            try ServerLogTests.expectIndexEqualsEntryByEntry(log)
+        }
+    }
+
+    // F134: what a crash leaves is cleaned up: a content stored but never logged (the process
+    // died between the rename and the entry) and a partial upload older than the horizon;
+    // a recent partial stays for its upload to resume.
+    @Test("F134 the cleanup removes what no entry accounts for")
+    func cleanupOfOrphans() async throws {
+        try await withServer { server, _ in
+            _ = try await Self.prepare(server)
+            let store = try #require(server.storage.assets as? LMDBAssetStore)
+            let number = try server.users.number(of: "alice")
+            // A stored content no entry names.
+            let orphanBytes = Self.content(300, seed: 9)
+            let orphan = AssetHasher.digest(of: orphanBytes)
+            try orphanBytes.withUnsafeBytes { try store.appendPartial(owner: number, digest: orphan, at: 0, $0) }
+            try store.storePartial(owner: number, digest: orphan)
+            // A partial upload left by a cut connection.
+            let partialBytes = Self.content(2000, seed: 10)
+            let partial = AssetHasher.digest(of: partialBytes)
+            let upload = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: partial, size: 2000)
+            try await upload.write(Array(partialBytes[0..<700]), at: 0)
+            upload.close()
+
+            let early = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(-3600))
+            #expect(early.orphansRemoved == [orphan])
+            #expect(early.partialsRemoved.isEmpty)
+            #expect(try store.storedDigests(owner: number).isEmpty)
+            #expect(try store.partialLength(owner: number, digest: partial) == 700)
+
+            let late = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
+            #expect(late.partialsRemoved == [partial])
+            #expect(try store.partials(owner: number).isEmpty)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory(owner: number).path)
+            #expect(leftovers == ["partial"])
+        }
+    }
+
+    // A partial file longer than the content (a damaged disk, another build of the server)
+    // is not trusted: the upload starts over and stores the right bytes.
+    @Test("a partial longer than its content starts over")
+    func overlongPartial() async throws {
+        try await withServer { server, directory in
+            let database = try await Self.prepare(server)
+            let store = try #require(server.storage.assets as? LMDBAssetStore)
+            let number = try server.users.number(of: "alice")
+            let bytes = Self.content(800, seed: 11)
+            let digest = AssetHasher.digest(of: bytes)
+            let junk = [UInt8](repeating: 0xEE, count: 900)
+            try junk.withUnsafeBytes { try store.appendPartial(owner: number, digest: digest, at: 0, $0) }
+            let response = try await database.uploadAsset(AssetUploadRequest(
+                zoneID: Self.notes, digest: digest, size: 800, fileURL: try Self.file(bytes, in: directory)))
+            #expect(response.bytesSent == 800)
+            var read: [UInt8] = []
+            try store.read(owner: number, digest: digest, from: 0, maxLength: 10_000) { read.append(contentsOf: $0) }
+            #expect(read == bytes)
+        }
+    }
+
+    // F134: log entries of assets decode to what was written, and damaged ones are typed
+    // errors naming the entry.
+    @Test("F134 asset entries round-trip; a damaged digest is refused")
+    func entries() throws {
+        let digest = AssetHasher.digest(of: [1, 2, 3])
+        for entry in [ServerEntry.assetStored(digest, size: 3), .assetsDeleted([digest, AssetHasher.digest(of: [4])])] {
+            let encoded = entry.newEntry
+            #expect(try ServerEntry(LogEntry(offset: 5, kind: encoded.kind, time: EntryTime(microsecondsSince1970: 1), payload: encoded.payload)) == entry)
+        }
+        var payload = ServerEntry.assetStored(digest, size: 3).newEntry.payload
+        payload[1] = 31  // the digest's length: 31 bytes instead of 32
+        payload.remove(at: 2)
+        #expect(throws: (any Error).self) {
+            try ServerEntry(LogEntry(offset: 9, kind: ServerEntry.Kind.assetStored, time: EntryTime(microsecondsSince1970: 1), payload: payload))
+        }
+    }
+}
