@@ -363,33 +363,40 @@ struct AssetScenarios {
     }
 
     // F89, F90: a transient upload failure is a transient send failure.
-    @Test("F89 an upload refused with serviceUnavailable keeps the note pending and ends the send; the next send uploads it")
+    @Test("F89 an upload refused with serviceUnavailable keeps its note pending, skips the batch's other uploads and ends the send; the next send uploads them")
     func transientUploadFailure() async throws {
         try await withServer { directory, server in
             let (phone, phoneDatabase) = try Self.device("phone", server, directory)
             let (laptop, _) = try Self.device("laptop", server, directory)
             let bytes = Self.content(4000, seed: 9)
             let photo = try Self.file("dog.jpg", bytes, in: directory)
-            let id = Self.note("dog")
+            let other = try Self.file("puppy.jpg", Self.content(3000, seed: 17), in: directory)
+            let (dog, puppy, plain) = (Self.note("dog"), Self.note("puppy"), Self.note("plain"))
 
             try phone.createZone(Self.notes)
-            try phone.write(id, "Dog")
-            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            try phone.write(dog, "Dog")
+            try phone.attach(dog, "photo", .asset(Asset(fileURL: photo)))
+            try phone.attach(puppy, "photo", .asset(Asset(fileURL: other)))
+            try phone.write(plain, "No photo")
             phoneDatabase.failNextUploads([SyncError(.serviceUnavailable, "down for maintenance", retryAfter: .seconds(30))])
             let error = await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
 
             #expect(error?.code == .serviceUnavailable, "the transient failure ends the send")
             #expect(error?.retryAfter == .seconds(30))
-            #expect(error?.item == .record(id))
-            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(id)])
-            let failed = phone.events.sentRecordZoneChanges.flatMap(\.failedRecordSaves)
-            #expect(failed.map(\.record.recordID) == [id])
-            #expect(failed.first?.error.code == .serviceUnavailable)
+            #expect(error?.item == .record(dog))
+            #expect(phoneDatabase.uploads.isEmpty, "no upload tried after the refused one")
+            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(dog), .saveRecord(puppy)])
+            let sent = phone.events.sentRecordZoneChanges
+            #expect(sent.flatMap(\.failedRecordSaves).map(\.record.recordID) == [dog, puppy])
+            #expect(sent.flatMap(\.failedRecordSaves).allSatisfy { $0.error.code == .serviceUnavailable && $0.error.retryAfter == .seconds(30) })
+            #expect(sent.flatMap(\.savedRecords).map(\.recordID) == [plain], "a note without an upload still goes")
 
             try await phone.engine.sendChanges()
             #expect(try phone.engine.state.pendingRecordZoneChanges == [])
+            #expect(phoneDatabase.uploads.count == 2)
             try await laptop.sync()
-            #expect(try Self.bytes(of: laptop.asset(id, "photo")) == bytes)
+            #expect(try Self.bytes(of: laptop.asset(dog, "photo")) == bytes)
+            #expect(laptop.asset(puppy, "photo")?.fileURL != nil)
             try phone.expectProjectionsHold()
         }
     }
