@@ -92,6 +92,16 @@ struct AssetScenarios {
         return (try TestDevice(name, database: database, directory: directory.appendingPathComponent(name)), database)
     }
 
+    /// Sends `device`'s changes; a send that fails records each item's error, to tell why.
+    static func send(_ device: TestDevice) async throws {
+        do {
+            try await device.engine.sendChanges()
+        } catch let error as SyncError {
+            Issue.record("\(device.name)'s send failed: \(error); items: \(error.partialErrors.values.map(String.init(describing:)))")
+            throw error
+        }
+    }
+
     /// The bytes of the file an asset points at.
     static func bytes(of asset: Asset?) throws -> [UInt8] {
         let url = try #require(asset?.fileURL, "the asset has no file: \(asset.map(String.init(describing:)) ?? "none")")
@@ -434,7 +444,7 @@ struct AssetScenarios {
             let (note, broken) = (Self.note("n"), Self.note("broken"))
             try phone.createZone(Self.notes)
             try phone.write(note, "first")
-            try await phone.engine.sendChanges()
+            try await Self.send(phone)
 
             // The server applies "second", the connection drops.
             try phone.write(note, "second")
@@ -451,7 +461,7 @@ struct AssetScenarios {
             #expect(database.modifyRequestIDs.count == 2, "no request for a batch that failed before it")
             #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == unanswered)
 
-            try await phone.engine.sendChanges()
+            try await Self.send(phone)
             #expect(database.modifyRequestIDs.last == unanswered.requestID, "the equal batch goes out under the dropped one's ID")
             #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == nil)
             #expect(phone.unacknowledgedEdits.keys.sorted { $0.recordName < $1.recordName } == [broken])
