@@ -21,7 +21,9 @@ import SyncModel
 /// ```
 ///
 /// A note is a record of ``Policy/recordType`` whose string fields the app keeps (`title`, and
-/// any others a test writes with ``edit(_:_:)``). The engine is manual by default
+/// any others a test writes with ``edit(_:_:)``), and its asset fields (an asset or a list of
+/// them, ``attach(_:_:_:)``, kept as the app attached them, then as the server saved them or a
+/// fetch delivered them: ``attachments(_:)``). The engine is manual by default
 /// (`automaticallySync = false`); a test that wants automatic sync, another clock or conditions
 /// says so in the `configure` closure. What the delegate does, as the sample app does:
 /// - it sends each note's fields on the engine's last known server record (so the change tag is
@@ -152,6 +154,8 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         /// Whether the engine syncs with a shared database, where the app creates no zones.
         var onSharedDatabase = false
         var notes: [Record.ID: Fields] = [:]
+        /// The asset fields of each note (an asset, or a list of them), by key.
+        var attachments: [Record.ID: [String: RecordValue]] = [:]
         /// The shares the app knows, as last fetched, saved or edited here.
         var shares: [Record.ID: Share] = [:]
         /// Shares edited here whose save the server has not acknowledged yet.
@@ -235,6 +239,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     public func deleteZone(_ zoneID: RecordZone.ID) throws {
         store.withLock { store in
             store.notes = store.notes.filter { $0.key.zoneID != zoneID }
+            store.attachments = store.attachments.filter { $0.key.zoneID != zoneID }
             store.unacknowledged = store.unacknowledged.filter { $0.key.zoneID != zoneID }
             store.dropShares { $0.zoneID == zoneID }
         }
@@ -258,10 +263,21 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
     }
 
+    /// Puts an asset, or a list of assets (`.asset` or `.list` of `.asset`), in a note's field
+    /// (creating the note) and queues its save: the user attaches files.
+    public func attach(_ id: Record.ID, _ key: String, _ value: RecordValue) throws {
+        store.withLock { store in
+            store.edit(id, [:])
+            store.attachments[id, default: [:]][key] = value
+        }
+        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+    }
+
     /// Deletes a note and queues its deletion.
     public func delete(_ id: Record.ID) throws {
         store.withLock { store in
             store.notes[id] = nil
+            store.attachments[id] = nil
             store.unacknowledged[id] = nil
         }
         try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
@@ -330,6 +346,17 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// A note's fields, or `nil` when there is no such note.
     public func fields(_ id: Record.ID) -> Fields? { store.withLock { $0.notes[id] } }
+
+    /// A note's asset fields by key (`[:]` for a note without any), or `nil` when there is no
+    /// such note.
+    public func attachments(_ id: Record.ID) -> [String: RecordValue]? {
+        store.withLock { store in store.notes[id] == nil ? nil : store.attachments[id] ?? [:] }
+    }
+
+    /// The asset in a note's field `key`, if it holds one.
+    public func asset(_ id: Record.ID, _ key: String) -> Asset? {
+        if case .asset(let asset)? = attachments(id)?[key] { asset } else { nil }
+    }
 
     /// Every note's title.
     public var notes: [Record.ID: String] { store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
@@ -453,8 +480,11 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     /// fields (none after `unknownItem`), or `nil` if the note is gone (its save is then removed
     /// from the pending list, as in Apple's sample).
     private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
-        let (fields, share, fresh, recordType) = store.withLock { store in
-            (store.notes[id], store.shares[id], store.forgetSystemFields.remove(id) != nil, store.policy.recordType)
+        let (fields, attachments, share, fresh, recordType) = store.withLock { store in
+            (
+                store.notes[id], store.attachments[id] ?? [:], store.shares[id], store.forgetSystemFields.remove(id) != nil,
+                store.policy.recordType
+            )
         }
         if let share {
             // A share: its fields on the last known server record's system fields.
@@ -474,6 +504,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
             record = Record(recordType: recordType, recordID: id)
         }
         for (key, text) in fields { record[key] = .string(text) }
+        for (key, value) in attachments { record[key] = value }
         return record
     }
 }
@@ -514,6 +545,7 @@ extension TestDevice.Store {
             case (.dropNotes, _), (.uploadOnSignIn, _):
                 tally.droppedByAccountChange += unacknowledged.count
                 notes = [:]
+                attachments = [:]
                 unacknowledged = [:]
                 forgetSystemFields = []
                 dropShares { _ in true }
@@ -521,6 +553,7 @@ extension TestDevice.Store {
         case .fetchedDatabaseChanges(let changes):
             let gone = Set(changes.deletions.map(\.zoneID))
             notes = notes.filter { !gone.contains($0.key.zoneID) }
+            attachments = attachments.filter { !gone.contains($0.key.zoneID) }
             dropShares { gone.contains($0.zoneID) }
             let dropped = unacknowledged.filter { gone.contains($0.key.zoneID) }
             tally.droppedWithZone += dropped.count
@@ -546,6 +579,7 @@ extension TestDevice.Store {
                     }
                 }
                 notes[id] = fields
+                attachments[id] = Self.attachments(of: modification.record)
             }
             for deletion in changes.deletions where deletion.recordType == Share.recordType && !unsentShares.contains(deletion.recordID) {
                 shares[deletion.recordID] = nil
@@ -554,6 +588,7 @@ extension TestDevice.Store {
                 && (!policy.keepsUnacknowledgedEdits || unacknowledged[deletion.recordID] == nil)
             {
                 notes[deletion.recordID] = nil
+                attachments[deletion.recordID] = nil
                 unacknowledged[deletion.recordID] = nil
             }
         case .sentRecordZoneChanges(let sent):
@@ -573,6 +608,12 @@ extension TestDevice.Store {
             for record in sent.savedRecords {
                 if let edit = unacknowledged[record.recordID], Self.carries(Self.fields(of: record), edit) {
                     acknowledge(record.recordID)
+                }
+                // The saved assets (now with digest and size) replace the ones attached, unless
+                // other files were attached since.
+                for (key, value) in Self.attachments(of: record)
+                where attachments[record.recordID]?[key].map({ Self.files(of: $0) == Self.files(of: value) }) ?? false {
+                    attachments[record.recordID]?[key] = value
                 }
             }
             for failure in sent.failedRecordSaves where failure.record.recordType != Share.recordType {
@@ -711,4 +752,20 @@ extension TestDevice.Store {
 
     /// The string fields of a record.
     static func fields(of record: Record) -> TestDevice.Fields { record.stringFields }
+
+    /// The asset fields of a record (an asset, or a list of them), by key.
+    static func attachments(of record: Record) -> [String: RecordValue] {
+        var found: [String: RecordValue] = [:]
+        for (key, _) in record.assets { found[key] = record[key] }
+        return found
+    }
+
+    /// The paths of the local files of a field's assets, in order.
+    static func files(of value: RecordValue) -> [String?] {
+        switch value {
+        case .asset(let asset): [asset.fileURL?.path]
+        case .list(let values): values.flatMap(files(of:))
+        default: []
+        }
+    }
 }

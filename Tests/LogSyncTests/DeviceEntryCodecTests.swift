@@ -86,6 +86,15 @@ struct DeviceEntryCodecTests {
             Sample(entry: fetch(.scheduled, .all), kind: K.fetchStarted),
             Sample(entry: fetch(.manual, .zoneIDs([F.notes]), [F.notes, F.photos]), kind: K.fetchStarted),
             Sample(entry: fetch(.manual, .allExcluding([F.shared]), [F.photos]), kind: K.fetchStarted),
+            Sample(entry: .fetchStarted(SyncEngine.FetchChangesContext(
+                reason: .scheduled,
+                options: .init(
+                    scope: .all, defaultZoneConfiguration: .init(resultsLimit: 50),
+                    zoneConfigurations: [
+                        F.photos: .init(shouldFetchAssetContents: false), F.notes: .init(shouldFetchAssetContents: false, resultsLimit: 10),
+                        F.shared: .init(),
+                    ]))),
+                   kind: K.fetchStarted),
             Sample(entry: .databaseChangesFetched(
                 modifications: [F.notes, F.shared],
                 deletions: [

@@ -30,6 +30,10 @@ struct DeviceEntryDescriptionTests {
          "databaseChangesSent", "saved=0 deleted=1 failed=1 deletions=[Notes] errors=[Shared@_bob:permissionFailure]"),
         (.fetchStarted(.init(reason: .manual, options: .init(scope: .allExcluding([bobs]), prioritizedZoneIDs: [notes]))),
          "fetchStarted", "reason=manual scope=allExcluding scopeIDs=[Shared@_bob] prioritized=[Notes]"),
+        (.fetchStarted(.init(reason: .scheduled, options: .init(
+            defaultZoneConfiguration: .init(resultsLimit: 50),
+            zoneConfigurations: [notes: .init(shouldFetchAssetContents: false, resultsLimit: 10), bobs: .init()]))),
+         "fetchStarted", "reason=scheduled scope=all zoneDefault=limit50 zoneConfigs=[Notes:noAssets+limit10,Shared@_bob:default]"),
         (.databaseChangesFetched(
             modifications: [], deletions: [.init(zoneID: notes, reason: .purged)], changeToken: DatabaseChangeToken(offset: 42),
             moreComing: true),

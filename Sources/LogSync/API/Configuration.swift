@@ -50,6 +50,13 @@ extension SyncEngine {
         /// The most changes to ask for per fetch request, or `nil` for the server's page size.
         /// Smaller pages mean more, smaller `fetched…Changes` events.
         public var fetchResultsLimit: Int?
+        /// Where the engine keeps the contents of fetched assets, one file per content named by
+        /// its digest's hex digits (`<directory>/<64 hex digits>`), shared by every record that
+        /// references it; `nil` (the default) for the `Assets` directory inside the device log's
+        /// directory. Files there are read-only; the app may delete any of them (or the whole
+        /// directory) to free space: a later fetch or ``SyncEngine/fetchAssetContents(_:in:)``
+        /// downloads the content again.
+        public var assetCacheDirectory: URL?
 
         /// Where a device log is.
         public enum Storage: Sendable {

@@ -43,9 +43,14 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public let automaticallySync: Bool
     /// The subscription the configuration named, if any (F6).
     public let subscriptionID: Subscription.ID?
+    /// Where the contents of fetched assets are kept (``Configuration/assetCacheDirectory``, or
+    /// its default inside the device log's directory).
+    public var assetCacheDirectory: URL { assetCache.directory }
 
     let logger: Logger
     let fetchResultsLimit: Int?
+    /// Where fetched asset contents are kept (``Configuration/assetCacheDirectory``).
+    let assetCache: AssetCache
     let operations = SyncOperations()
     private let delegateReference: WeakDelegate
     let session = Mutex(EngineSession())
@@ -84,6 +89,9 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.subscriptionID = configuration.subscriptionID
         self.logger = configuration.logger
         self.fetchResultsLimit = configuration.fetchResultsLimit
+        self.assetCache = AssetCache(
+            directory: configuration.assetCacheDirectory
+                ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("Assets", isDirectory: true))
         self.delegateReference = WeakDelegate(configuration.delegate)
         var random = SeededRandom(seed: configuration.randomSeed ^ 0x5245_5155_4553_5453)
         self.requestIDPrefix = String(random.next(), radix: 16)

@@ -149,14 +149,17 @@ extension SyncEngine {
         public var description: String { "FetchChangesContext(\(reason), \(options.fields))" }
     }
 
-    /// The options of a fetch (F64): which zones' record changes it fetches, and in which order.
+    /// The options of a fetch (F64): which zones' record changes it fetches, in which order, and
+    /// how each zone is fetched (F72).
     ///
-    /// Mirrors `CKSyncEngine.FetchChangesOptions`, without `operationGroup` (not implemented yet).
+    /// Mirrors `CKSyncEngine.FetchChangesOptions`, without `operationGroup` (not implemented yet),
+    /// with the per-zone configurations CKSyncEngine keeps private (F72) made public.
     /// A value: changing it after `fetchChanges(_:)` was called does not change that fetch (F71).
     ///
     /// ```swift
     /// var options = SyncEngine.FetchChangesOptions()
     /// options.prioritizedZoneIDs = [inboxZoneID]       // fetched first, if it has changes
+    /// options.zoneConfigurations[photosZoneID] = .init(shouldFetchAssetContents: false)
     /// try await engine.fetchChanges(options)
     /// ```
     public struct FetchChangesOptions: Sendable, Hashable, CustomStringConvertible {
@@ -166,23 +169,87 @@ extension SyncEngine {
         /// Zones to fetch first, in this order; `[]` by default (F66). Zones without changes
         /// and zones outside ``scope`` are ignored.
         public var prioritizedZoneIDs: [RecordZone.ID]
+        /// How a zone without an entry in ``zoneConfigurations`` is fetched: asset contents
+        /// downloaded, the engine's page size (F72).
+        public var defaultZoneConfiguration: ZoneConfiguration
+        /// How particular zones are fetched, overriding ``defaultZoneConfiguration``; `[:]` by
+        /// default (F72).
+        public var zoneConfigurations: [RecordZone.ID: ZoneConfiguration]
 
         /// Creates options.
         ///
         /// - Parameters:
         ///   - scope: Which zones' record changes to fetch.
         ///   - prioritizedZoneIDs: Zones to fetch first, in this order.
-        public init(scope: Scope = .all, prioritizedZoneIDs: [RecordZone.ID] = []) {
+        ///   - defaultZoneConfiguration: How zones without a configuration of their own are fetched.
+        ///   - zoneConfigurations: How particular zones are fetched.
+        public init(
+            scope: Scope = .all, prioritizedZoneIDs: [RecordZone.ID] = [],
+            defaultZoneConfiguration: ZoneConfiguration = ZoneConfiguration(),
+            zoneConfigurations: [RecordZone.ID: ZoneConfiguration] = [:]
+        ) {
             self.scope = scope
             self.prioritizedZoneIDs = prioritizedZoneIDs
+            self.defaultZoneConfiguration = defaultZoneConfiguration
+            self.zoneConfigurations = zoneConfigurations
+        }
+
+        /// The configuration the zone `zoneID` is fetched with: its own, else the default.
+        public func zoneConfiguration(for zoneID: RecordZone.ID) -> ZoneConfiguration {
+            zoneConfigurations[zoneID] ?? defaultZoneConfiguration
         }
 
         /// A one-line rendering, such as `FetchChangesOptions(scope all, prioritized [zone "Inbox"])`.
         public var description: String { "FetchChangesOptions(\(fields))" }
 
-        /// The options in one line, without the type name; contexts show them too.
+        /// The options in one line, without the type name; contexts show them too. Zone
+        /// configurations appear only when some differ from the defaults.
         var fields: String {
-            prioritizedZoneIDs.isEmpty ? "scope \(scope)" : "scope \(scope), prioritized \(describeItems(prioritizedZoneIDs))"
+            var parts = ["scope \(scope)"]
+            if !prioritizedZoneIDs.isEmpty { parts.append("prioritized \(describeItems(prioritizedZoneIDs))") }
+            if defaultZoneConfiguration != ZoneConfiguration() { parts.append("default \(defaultZoneConfiguration)") }
+            if !zoneConfigurations.isEmpty {
+                let zones = zoneConfigurations.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" }
+                parts.append("zones \(describeItems(zones))")
+            }
+            return parts.joined(separator: ", ")
+        }
+
+        /// How one zone's record changes are fetched (F72).
+        ///
+        /// Mirrors CKSyncEngine's private `CKSyncEngineFetchChangesZoneConfiguration`
+        /// (`shouldFetchAssetContents`, `resultsLimit`); `desiredKeys` is not offered.
+        ///
+        /// ```swift
+        /// options.zoneConfigurations[photos] = .init(shouldFetchAssetContents: false, resultsLimit: 50)
+        /// ```
+        public struct ZoneConfiguration: Sendable, Hashable, CustomStringConvertible {
+            /// Whether the engine downloads the content of each fetched asset into its asset
+            /// cache before delivering the records (`true`, the default), so that every fetched
+            /// ``Asset`` has a `fileURL`; with `false` fetched assets carry their digest and size
+            /// only, and ``SyncEngine/fetchAssetContents(_:in:)`` downloads one when wanted.
+            public var shouldFetchAssetContents: Bool
+            /// The most record changes to ask for per request of this zone, or `nil` for the
+            /// engine's ``SyncEngine/Configuration/fetchResultsLimit`` (itself `nil` for the
+            /// server's page size).
+            public var resultsLimit: Int?
+
+            /// Creates a configuration.
+            ///
+            /// - Parameters:
+            ///   - shouldFetchAssetContents: Whether asset contents are downloaded with the records.
+            ///   - resultsLimit: The most record changes per request, or `nil` for the engine's.
+            public init(shouldFetchAssetContents: Bool = true, resultsLimit: Int? = nil) {
+                self.shouldFetchAssetContents = shouldFetchAssetContents
+                self.resultsLimit = resultsLimit
+            }
+
+            /// A one-line rendering, such as `ZoneConfiguration(no asset contents, resultsLimit 10)`.
+            public var description: String {
+                var parts = [shouldFetchAssetContents ? "asset contents" : "no asset contents"]
+                if let resultsLimit { parts.append("resultsLimit \(resultsLimit)") }
+                return "ZoneConfiguration(\(parts.joined(separator: ", ")))"
+            }
         }
 
         /// Which zones a fetch covers (F65, F67).

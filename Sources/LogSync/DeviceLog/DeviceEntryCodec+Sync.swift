@@ -24,6 +24,17 @@ extension DeviceEntry {
             message.reason = context.reason.proto
             message.scope = context.options.scope.proto
             message.prioritizedZoneIds = context.options.prioritizedZoneIDs.map(\.proto)
+            if context.options.defaultZoneConfiguration != SyncEngine.FetchChangesOptions.ZoneConfiguration() {
+                message.defaultZoneConfiguration = context.options.defaultZoneConfiguration.proto
+            }
+            message.zoneConfigurations = context.options.zoneConfigurations
+                .sorted { IDOrder.precedes($0.key, $1.key) }
+                .map { zoneID, configuration in
+                    var entry = Logsync_Device_ZoneFetchConfiguration()
+                    entry.zoneID = zoneID.proto
+                    entry.configuration = configuration.proto
+                    return entry
+                }
             return Self.entry(Kind.fetchStarted, message)
         case .databaseChangesFetched(let modifications, let deletions, let token, let moreComing):
             var message = Logsync_Device_DatabaseChangesFetched()
@@ -130,8 +141,16 @@ extension DeviceEntry {
                 guard message.hasScope else { throw missing("FetchStarted.scope") }
                 let reason = try SyncEngine.SyncReason(proto: message.reason, "FetchStarted.reason")
                 let scope = try SyncEngine.FetchChangesOptions.Scope(proto: message.scope)
-                let options = SyncEngine.FetchChangesOptions(
+                var options = SyncEngine.FetchChangesOptions(
                     scope: scope, prioritizedZoneIDs: message.prioritizedZoneIds.map { RecordZone.ID(proto: $0) })
+                if message.hasDefaultZoneConfiguration {
+                    options.defaultZoneConfiguration = .init(proto: message.defaultZoneConfiguration)
+                }
+                for (index, entry) in message.zoneConfigurations.enumerated() {
+                    guard entry.hasZoneID else { throw missing("FetchStarted.zone_configurations[\(index)].zone_id") }
+                    guard entry.hasConfiguration else { throw missing("FetchStarted.zone_configurations[\(index)].configuration") }
+                    options.zoneConfigurations[RecordZone.ID(proto: entry.zoneID)] = .init(proto: entry.configuration)
+                }
                 return .fetchStarted(SyncEngine.FetchChangesContext(reason: reason, options: options))
             }
         case Kind.databaseChangesFetched:
@@ -317,5 +336,22 @@ extension Duration {
     var wholeMicroseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+}
+
+extension SyncEngine.FetchChangesOptions.ZoneConfiguration {
+    /// The configuration as `fetchStarted` records it.
+    var proto: Logsync_Device_FetchZoneConfiguration {
+        var message = Logsync_Device_FetchZoneConfiguration()
+        message.skipAssetContents = !shouldFetchAssetContents
+        if let resultsLimit { message.resultsLimit = Int64(resultsLimit) }
+        return message
+    }
+
+    /// The configuration `fetchStarted` recorded.
+    init(proto: Logsync_Device_FetchZoneConfiguration) {
+        self.init(
+            shouldFetchAssetContents: !proto.skipAssetContents,
+            resultsLimit: proto.hasResultsLimit ? Int(clamping: proto.resultsLimit) : nil)
     }
 }

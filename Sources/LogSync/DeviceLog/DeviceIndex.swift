@@ -33,7 +33,8 @@ import SyncModel
 ///   the batch's saves and deletions in flight, with the re-added flag clear. Its outcome is
 ///   unknown until its result: `unanswered` becomes the entry's offset if the entry records the
 ///   request ID it is sent under, and is cleared if not (an older log's batch, whose ID is lost).
-/// - **`batchResult`**: for each item, clears its in-flight mark and then, unless it was re-added
+/// - **`batchResult`** (which may also list items that failed before the request, never in
+///   flight: an asset upload failed): for each item, clears its in-flight mark and then, unless it was re-added
 ///   while in flight, removes the exact change from the pending list if the item succeeded or
 ///   failed with a non-transient error (F21, F91); transient errors (F89) and
 ///   `operationCancelled` (a send cancelled before the server answered) keep it. *Spec choice*:
@@ -43,9 +44,10 @@ import SyncModel
 ///   the last known server record (F92), and `unknownItem`, `zoneNotFound` or `userDeletedZone`
 ///   forget it (the server holds no such record). Then every in-flight mark left is cleared: an
 ///   item the result does not mention keeps its pending state. `unanswered` is kept if the
-///   request failed as a whole in a way that may have reached the server (every item failed,
-///   each with `networkFailure` or `serverResponseLost`: its answer may have been lost after the
-///   server applied it), and cleared otherwise: the server's answer is known.
+///   request failed as a whole in a way that may have reached the server (every item that was
+///   in flight failed, each with `networkFailure` or `serverResponseLost`: its answer may have
+///   been lost after the server applied it), and when nothing was in flight (every item failed
+///   before a request was made), and cleared otherwise: the server's answer is known.
 /// - **`databaseChangesSent`**: saved and deleted zones, and non-transient failures, remove the
 ///   exact pending zone change; transient failures keep it. A saved zone becomes known; a
 ///   deleted zone is forgotten (not known or unfetched, no token, no last known server records). Zone changes are not tracked in flight: re-adding a zone change while
@@ -119,6 +121,16 @@ struct DeviceIndex: Projection {
                 try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
             }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            // Only the items sent say what became of the request: an item that failed before it
+            // (an asset upload) was never in flight.
+            var sentFailures: [SyncError] = []
+            for (id, error) in failedSaves {
+                if try index.isInFlight(.saveRecord(id)) { sentFailures.append(error) }
+            }
+            for (id, error) in failedDeletes {
+                if try index.isInFlight(.deleteRecord(id)) { sentFailures.append(error) }
+            }
+            let sent = try index.hasInFlight()
             for (ordinal, record) in saved.enumerated() {
                 try index.settle(.saveRecord(record.recordID), succeeded: true)
                 try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
@@ -134,9 +146,7 @@ struct DeviceIndex: Projection {
                 try index.settle(.deleteRecord(id), succeeded: false, error: error)
             }
             try index.clearInFlight()
-            if !UnansweredBatch.outcomeUnknown(
-                saved: saved.count, deleted: deleted.count, failures: Array(failedSaves.values) + Array(failedDeletes.values))
-            {
+            if sent, !UnansweredBatch.outcomeUnknown(saved: saved.count, deleted: deleted.count, failures: sentFailures) {
                 try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
             }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
@@ -276,6 +286,22 @@ struct DeviceIndexWriter {
     func markInFlight(_ change: SyncEngine.PendingRecordZoneChange) throws {
         let key = try recordKey(change.recordID) + [change.typeByte]
         try tables.put([0] + ProtoWire.serialize(change.proto), forKey: key, in: "recordInFlight")
+    }
+
+    /// Whether `change` is in flight (in the batch last prepared, not settled yet).
+    func isInFlight(_ change: SyncEngine.PendingRecordZoneChange) throws -> Bool {
+        guard let key = try existingRecordKey(change.recordID) else { return false }
+        return try tables.value(forKey: key + [change.typeByte], in: "recordInFlight") != nil
+    }
+
+    /// Whether any change is in flight.
+    func hasInFlight() throws -> Bool {
+        var found = false
+        try tables.forEach(in: "recordInFlight") { _, _ in
+            found = true
+            return false
+        }
+        return found
     }
 
     func clearInFlight() throws {

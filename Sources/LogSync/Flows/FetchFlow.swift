@@ -30,7 +30,7 @@ extension SyncEngine {
                 }
                 guard let zoneID = Self.nextZone(candidates, prioritized: options.prioritizedZoneIDs) else { break }
                 attempted.insert(zoneID)
-                if let error = try await fetchZone(zoneID, step) {
+                if let error = try await fetchZone(zoneID, options.zoneConfiguration(for: zoneID), step) {
                     zoneFailures[.zone(zoneID)] = error
                     if error.code == .operationCancelled { throw error }
                 }
@@ -97,10 +97,16 @@ extension SyncEngine {
         return true
     }
 
-    /// Fetches one zone's changes to the end, between its will/did events (F38–F40).
+    /// Fetches one zone's changes to the end, between its will/did events (F38–F40), as its
+    /// configuration says (F72): its page size, and whether the contents of the fetched records'
+    /// assets are downloaded before each page is logged and delivered (``withAssetContents(_:in:)``;
+    /// a page whose assets could not be downloaded ends the zone's fetch as failed, its token
+    /// not moved past it).
     ///
     /// - Returns: the error that ended the zone's fetch, or `nil`.
-    private func fetchZone(_ zoneID: RecordZone.ID, _ step: SyncStep) async throws -> SyncError? {
+    private func fetchZone(
+        _ zoneID: RecordZone.ID, _ configuration: FetchChangesOptions.ZoneConfiguration, _ step: SyncStep
+    ) async throws -> SyncError? {
         await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
         var failure: SyncError?
         var tokenReset = false
@@ -134,7 +140,7 @@ extension SyncEngine {
             let response: FetchZoneChangesResponse
             do {
                 response = try await database.fetchZoneChanges(
-                    FetchZoneChangesRequest(zoneID: zoneID, since: token, resultsLimit: fetchResultsLimit))
+                    FetchZoneChangesRequest(zoneID: zoneID, since: token, resultsLimit: configuration.resultsLimit ?? fetchResultsLimit))
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
                 // F100: start the zone over; the delegate receives its live records again.
@@ -144,18 +150,27 @@ extension SyncEngine {
                 failure = error
                 break
             }
+            var modifications = response.modifications
+            if configuration.shouldFetchAssetContents {
+                do throws(SyncError) {
+                    modifications = try await withAssetContents(modifications, in: zoneID)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
             if fromScratch, tracksListing {
-                for modification in response.modifications { listed.insert(modification.record.recordID) }
+                for modification in modifications { listed.insert(modification.record.recordID) }
             }
             lastToken = response.changeToken
-            let changed = !response.modifications.isEmpty || !response.deletions.isEmpty
+            let changed = !modifications.isEmpty || !response.deletions.isEmpty
             try await step.append(
                 .zoneChangesFetched(
-                    zoneID: zoneID, modifications: response.modifications.map(\.record), deletions: response.deletions,
+                    zoneID: zoneID, modifications: modifications.map(\.record), deletions: response.deletions,
                     changeToken: response.changeToken, moreComing: response.moreComing),
                 delivering: changed
                     ? .fetchedRecordZoneChanges(
-                        Event.FetchedRecordZoneChanges(modifications: response.modifications, deletions: response.deletions))
+                        Event.FetchedRecordZoneChanges(modifications: modifications, deletions: response.deletions))
                     : nil)
             if !response.moreComing { break }
         }

@@ -141,10 +141,21 @@ extension SyncEngine {
         }
     }
 
-    /// Sends one record batch and reports it (F44, F55–F58). The records go into the log first
-    /// (`batchPrepared`, marking them in flight, F32, with the request ID), the server's answer
-    /// after.
-    private func sendRecordBatch(_ batch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
+    /// Sends one record batch and reports it (F44, F55–F58). The assets' contents are uploaded
+    /// first (F134, ``prepareAssets(_:)``); then the records, with their assets' digests and
+    /// sizes, go into the log (`batchPrepared`, marking them in flight, F32, with the request
+    /// ID), the server's answer after. Items that failed before the request are not sent, and are
+    /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
+    private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
+        let prepared = await prepareAssets(appBatch)
+        let batch = prepared.batch
+        let failedBeforeRequest = ModifyRecordsResponse(
+            saveResults: prepared.failedSaves.mapValues { .failure($0) }, deleteResults: prepared.failedDeletes.mapValues { .failure($0) })
+        guard !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
+            // Every item failed before the request: nothing was sent or put in flight, and the
+            // result reports the failures alone (an unanswered earlier batch stays unanswered).
+            return try await report(failedBeforeRequest, appBatch, prepared, step)
+        }
         // The request ID names this batch: the engine's launch prefix (seeded) and the offset of
         // its batchPrepared entry, so the server can replay its answer to a resend (F103). A
         // batch equal to the last one whose outcome is unknown (its request failed on the way,
@@ -154,17 +165,17 @@ extension SyncEngine {
         let unanswered = try step.read { try $0.unansweredBatch() }
         let reused = unanswered.flatMap { $0.sameRequest(as: batch) ? $0.requestID : nil }
         var requestID = reused ?? RequestID("")
-        let prepared = try step.append { [requestIDPrefix] offset in
+        let preparedOffset = try step.append { [requestIDPrefix] offset in
             requestID = reused ?? RequestID("\(requestIDPrefix)-\(offset.rawValue)")
             return .batchPrepared(
                 recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
                 atomicByZone: batch.atomicByZone, requestID: requestID)
         }
         if let unanswered, reused != nil {
-            logger.debug("sending batch \(prepared.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)")
+            logger.debug("sending batch \(preparedOffset.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)")
         }
         let request = ModifyRecordsRequest(
-            recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
+            recordsToSave: batch.recordsToSave.map(\.withoutAssetFiles), recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
             requestID: requestID)
         let response: ModifyRecordsResponse
@@ -188,10 +199,26 @@ extension SyncEngine {
             for id in batch.recordIDsToDelete { deleteResults[id] = .failure(failure) }
             response = ModifyRecordsResponse(saveResults: saveResults, deleteResults: deleteResults)
         }
+        // A saved record keeps pointing at the app's files of its assets (the server keeps no
+        // local path); the items that failed before the request join the answer.
+        var answer = failedBeforeRequest
+        for record in batch.recordsToSave {
+            answer.saveResults[record.recordID] = response.saveResults[record.recordID]?.map { $0.restoringAssetFiles(from: record) }
+        }
+        for id in batch.recordIDsToDelete { answer.deleteResults[id] = response.deleteResults[id] }
         // The result says whether the outcome stays unknown (the index's rule, in
         // UnansweredBatch.outcomeUnknown): then the next equal batch reuses the request ID.
-        return try await report(
-            response, saving: batch.recordsToSave, id: \.recordID, deleting: batch.recordIDsToDelete, as: SyncError.ItemID.record, step
+        return try await report(answer, appBatch, prepared, step)
+    }
+
+    /// Reports the answer to a record batch: each save as prepared (or as the app gave it, when
+    /// it failed before the request), in the app's order.
+    private func report(
+        _ answer: ModifyRecordsResponse, _ appBatch: RecordZoneChangeBatch, _ prepared: PreparedBatch, _ step: SyncStep
+    ) async throws -> SendOutcome {
+        try await report(
+            answer, saving: prepared.recordsToReport, id: \.recordID, deleting: appBatch.recordIDsToDelete,
+            as: SyncError.ItemID.record, step
         ) {
             .batchResult(saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
         } event: {

@@ -43,7 +43,8 @@ public struct DeviceStateReplay: Sendable {
 
     /// The offset of the last `batchPrepared` whose outcome is unknown (F103), as the index
     /// keeps it: set by a batch that records its request ID, cleared by its answer unless every
-    /// item failed on the way (`networkFailure`, `serverResponseLost`), and by an account change.
+    /// item sent failed on the way (`networkFailure`, `serverResponseLost`), and by an account
+    /// change; a result of items that all failed before a request leaves it.
     package private(set) var unanswered: LogOffset?
 
     /// The first token move backwards the fold met, if any: where, and the two offsets.
@@ -75,6 +76,11 @@ public struct DeviceStateReplay: Sendable {
             for record in records { inFlight[.saveRecord(record.recordID)] = false }
             for id in deletions { inFlight[.deleteRecord(id)] = false }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
+            // Items that failed before the request (an asset upload) were never in flight, and
+            // say nothing of the request's outcome.
+            let sent = !inFlight.isEmpty
+            let failures = failedSaves.filter { inFlight[.saveRecord($0.key)] != nil }.map(\.value)
+                + failedDeletes.filter { inFlight[.deleteRecord($0.key)] != nil }.map(\.value)
             for record in saved {
                 settle(.saveRecord(record.recordID), error: nil)
                 serverRecords[record.recordID] = record
@@ -86,10 +92,9 @@ public struct DeviceStateReplay: Sendable {
             for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
             inFlight = [:]
-            let failures = Array(failedSaves.values) + Array(failedDeletes.values)
             let lostOnTheWay = saved.isEmpty && deleted.isEmpty && !failures.isEmpty
                 && failures.allSatisfy { $0.code == .networkFailure || $0.code == .serverResponseLost }
-            if !lostOnTheWay { unanswered = nil }
+            if sent, !lostOnTheWay { unanswered = nil }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             for zone in savedZones {
                 settleZone(.saveZone(zone), error: nil)

@@ -188,6 +188,13 @@ enum DeviceEntryDescription: EntryKindCatalog {
                 }
                 let prioritized = context.options.prioritizedZoneIDs
                 if !prioritized.isEmpty { addList("prioritized", prioritized.map { note($0) }) }
+                // F72: only what differs from the default configuration.
+                let defaultConfiguration = context.options.defaultZoneConfiguration
+                if defaultConfiguration != SyncEngine.FetchChangesOptions.ZoneConfiguration() {
+                    add("zoneDefault", .text(DeviceEntryDescription.compact(defaultConfiguration)))
+                }
+                let zones = context.options.zoneConfigurations.sorted { $0.key.description < $1.key.description }
+                if !zones.isEmpty { addList("zoneConfigs", zones.map { note($0.key) + ":" + DeviceEntryDescription.compact($0.value) }) }
             case .databaseChangesFetched(let modifications, let deletions, let changeToken, let moreComing):
                 add("modified", count: modifications.count)
                 add("deleted", count: deletions.count)
@@ -251,6 +258,15 @@ enum DeviceEntryDescription: EntryKindCatalog {
             add("scope", .text(name))
             addList("scopeIDs", ids)
         }
+    }
+
+    /// A zone configuration (F72) in one word or two: `noAssets`, `limit10`, `noAssets+limit10`,
+    /// or `default`.
+    static func compact(_ configuration: SyncEngine.FetchChangesOptions.ZoneConfiguration) -> String {
+        var parts: [String] = []
+        if !configuration.shouldFetchAssetContents { parts.append("noAssets") }
+        if let limit = configuration.resultsLimit { parts.append("limit\(limit)") }
+        return parts.isEmpty ? "default" : parts.joined(separator: "+")
     }
 
     /// `items` unchanged when there are at most `listLimit`, else the first `listLimit - 1`

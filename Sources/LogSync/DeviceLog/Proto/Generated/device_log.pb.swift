@@ -599,11 +599,85 @@ package nonisolated struct Logsync_Device_FetchStarted: Sendable {
 
   package var prioritizedZoneIds: [SyncModel.Logsync_Model_RecordZoneID] = []
 
+  /// F72: absent when it is the default one (asset contents fetched, the engine's page size).
+  package var defaultZoneConfiguration: Logsync_Device_FetchZoneConfiguration {
+    get {_defaultZoneConfiguration ?? Logsync_Device_FetchZoneConfiguration()}
+    set {_defaultZoneConfiguration = newValue}
+  }
+  /// Returns true if `defaultZoneConfiguration` has been explicitly set.
+  package var hasDefaultZoneConfiguration: Bool {self._defaultZoneConfiguration != nil}
+  /// Clears the value of `defaultZoneConfiguration`. Subsequent reads from it will return its default value.
+  package mutating func clearDefaultZoneConfiguration() {self._defaultZoneConfiguration = nil}
+
+  /// in zone ID order
+  package var zoneConfigurations: [Logsync_Device_ZoneFetchConfiguration] = []
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
 
   fileprivate var _scope: Logsync_Device_FetchScope? = nil
+  fileprivate var _defaultZoneConfiguration: Logsync_Device_FetchZoneConfiguration? = nil
+}
+
+/// FetchChangesOptions.ZoneConfiguration (F72): how one zone's record changes are fetched.
+package nonisolated struct Logsync_Device_FetchZoneConfiguration: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// shouldFetchAssetContents == false
+  package var skipAssetContents: Bool = false
+
+  /// absent: the engine's fetchResultsLimit
+  package var resultsLimit: Int64 {
+    get {_resultsLimit ?? 0}
+    set {_resultsLimit = newValue}
+  }
+  /// Returns true if `resultsLimit` has been explicitly set.
+  package var hasResultsLimit: Bool {self._resultsLimit != nil}
+  /// Clears the value of `resultsLimit`. Subsequent reads from it will return its default value.
+  package mutating func clearResultsLimit() {self._resultsLimit = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _resultsLimit: Int64? = nil
+}
+
+/// One entry of FetchChangesOptions.zoneConfigurations.
+package nonisolated struct Logsync_Device_ZoneFetchConfiguration: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// required
+  package var configuration: Logsync_Device_FetchZoneConfiguration {
+    get {_configuration ?? Logsync_Device_FetchZoneConfiguration()}
+    set {_configuration = newValue}
+  }
+  /// Returns true if `configuration` has been explicitly set.
+  package var hasConfiguration: Bool {self._configuration != nil}
+  /// Clears the value of `configuration`. Subsequent reads from it will return its default value.
+  package mutating func clearConfiguration() {self._configuration = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+  fileprivate var _configuration: Logsync_Device_FetchZoneConfiguration? = nil
 }
 
 /// Kind 21, DeviceEntry.databaseChangesFetched: one page of the database's change feed.
@@ -1712,7 +1786,7 @@ nonisolated extension Logsync_Device_SendFinished: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Logsync_Device_FetchStarted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".FetchStarted"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0\u{1}scope\0\u{3}prioritized_zone_ids\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}reason\0\u{1}scope\0\u{3}prioritized_zone_ids\0\u{3}default_zone_configuration\0\u{3}zone_configurations\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1723,6 +1797,8 @@ nonisolated extension Logsync_Device_FetchStarted: SwiftProtobuf.Message, SwiftP
       case 1: try { try decoder.decodeSingularEnumField(value: &self.reason) }()
       case 2: try { try decoder.decodeSingularMessageField(value: &self._scope) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.prioritizedZoneIds) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._defaultZoneConfiguration) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.zoneConfigurations) }()
       default: break
       }
     }
@@ -1742,6 +1818,12 @@ nonisolated extension Logsync_Device_FetchStarted: SwiftProtobuf.Message, SwiftP
     if !self.prioritizedZoneIds.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.prioritizedZoneIds, fieldNumber: 3)
     }
+    try { if let v = self._defaultZoneConfiguration {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    if !self.zoneConfigurations.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.zoneConfigurations, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1749,6 +1831,86 @@ nonisolated extension Logsync_Device_FetchStarted: SwiftProtobuf.Message, SwiftP
     if lhs.reason != rhs.reason {return false}
     if lhs._scope != rhs._scope {return false}
     if lhs.prioritizedZoneIds != rhs.prioritizedZoneIds {return false}
+    if lhs._defaultZoneConfiguration != rhs._defaultZoneConfiguration {return false}
+    if lhs.zoneConfigurations != rhs.zoneConfigurations {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_FetchZoneConfiguration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchZoneConfiguration"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}skip_asset_contents\0\u{3}results_limit\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.skipAssetContents) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self._resultsLimit) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.skipAssetContents != false {
+      try visitor.visitSingularBoolField(value: self.skipAssetContents, fieldNumber: 1)
+    }
+    try { if let v = self._resultsLimit {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_FetchZoneConfiguration, rhs: Logsync_Device_FetchZoneConfiguration) -> Bool {
+    if lhs.skipAssetContents != rhs.skipAssetContents {return false}
+    if lhs._resultsLimit != rhs._resultsLimit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_ZoneFetchConfiguration: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneFetchConfiguration"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}configuration\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._configuration) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._configuration {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_ZoneFetchConfiguration, rhs: Logsync_Device_ZoneFetchConfiguration) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs._configuration != rhs._configuration {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
