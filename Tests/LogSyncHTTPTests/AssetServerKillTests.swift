@@ -40,6 +40,13 @@ struct AssetServerKillTests {
         return files.sorted()
     }
 
+    /// The path of a file ``assetFiles(in:)`` names (`u<N>/partial/<name>` is in `users/u<N>/assets/partial`).
+    static func path(of file: String, in data: URL) -> String {
+        let parts = file.split(separator: "/", maxSplits: 1)
+        return data.appendingPathComponent("users").appendingPathComponent(String(parts[0]))
+            .appendingPathComponent("assets").appendingPathComponent(String(parts[1])).path
+    }
+
     static func size(of path: String) -> Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0
     }
@@ -90,7 +97,7 @@ struct AssetServerKillTests {
             var partial: String?
             while ContinuousClock.now < deadline {
                 partial = Self.assetFiles(in: data).first { $0.hasSuffix("partial/\(videoDigest.hex)") }
-                if let partial, Self.size(of: data.appendingPathComponent("users/" + partial).path) > 5_000_000 { break }
+                if let partial, Self.size(of: Self.path(of: partial, in: data)) > 5_000_000 { break }
                 try await Task.sleep(for: .milliseconds(5))
             }
             #expect(partial != nil, "the upload began: \(Self.assetFiles(in: data))")
