@@ -53,7 +53,7 @@ struct CollectAssets: AsyncParsableCommand {
 
     /// `alice: deleted 2, unlogged 0, partial 1`.
     static func summary(_ user: UserID, _ collection: AssetCollection) -> String {
-        "\(user): deleted \(collection.deleted.count), unlogged \(collection.orphansRemoved.count), partial \(collection.partialsRemoved.count)"
+        "\(user.rawValue): deleted \(collection.deleted.count), unlogged \(collection.orphansRemoved.count), partial \(collection.partialsRemoved.count)"
     }
 
     /// Collects every `interval` seconds until cancelled, logging what each pass removed and
