@@ -65,7 +65,8 @@ struct AssetRoutes: Sendable {
         return await answering(request, context: context, "uploadAsset", unreadBody: { !body.read }) { target, format in
             let size = try Self.integer(AssetParameter.size, of: request, for: target)
             let offset = try Self.integer(AssetParameter.offset, of: request, for: target)
-            if let declared, offset >= 0, size >= 0, offset + declared > size {
+            // Compared without adding, so that no number a client sends can overflow.
+            if let declared, offset >= 0, offset <= size, declared > size - offset {
                 throw HTTPFailure(400, SyncError(
                     .invalidArguments,
                     "asset \(target.digest): a piece of \(declared) bytes from byte \(offset) goes past its announced size, \(size) bytes"))
@@ -127,7 +128,7 @@ struct AssetRoutes: Sendable {
                     return (response, ["range": "\(range)"])
                 }
                 start = first
-                end = min(size, (last ?? size - 1) + 1)
+                end = last.map { $0 < size - 1 ? $0 + 1 : size } ?? size
                 status = .partialContent
                 headers[.contentRange] = "bytes \(start)-\(end - 1)/\(size)"
             }

@@ -328,6 +328,32 @@ struct AssetTransferTests {
         }
     }
 
+    @Test("numbers at the edges of Int64 in an asset request are refused or served, never trap the server")
+    func extremeNumbers() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(3000, seed: 23)
+            _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            let digest = AssetHasher.digest(of: assetContent(10, seed: 24))
+            let path = WireProtocol.assetPath(digest, scope: .private)
+            for (size, offset) in [(Int64.max, Int64.max), (10, Int64.max), (Int64.max, 0), (10, -1), (-1, 0), (Int64.min, Int64.min)] {
+                let response = try await rawRequest(
+                    fixture.live, path + "?" + AssetFixture.query(size: size, offset: offset), method: .PUT,
+                    headers: aliceHeaders(), body: Array(repeating: 1, count: 10))
+                #expect([400, 413].contains(response.status), "size \(size), offset \(offset): \(response)")
+            }
+            let stored = WireProtocol.assetPath(AssetHasher.digest(of: content), scope: .private) + "?" + AssetFixture.query()
+            let whole = try await rawRequest(
+                fixture.live, stored, method: .GET, headers: aliceHeaders([("Range", "bytes=0-\(Int64.max)")]))
+            #expect(whole.status == 206 && whole.body == content, "\(whole)")
+            #expect(whole.header("Content-Range") == "bytes 0-2999/3000")
+            let past = try await rawRequest(
+                fixture.live, stored, method: .GET, headers: aliceHeaders([("Range", "bytes=\(Int64.max)-")]))
+            #expect(past.status == 416)
+            // Still serving.
+            #expect(try await fixture.settledStatus(AssetHasher.digest(of: content), size: 3000).stored)
+        }
+    }
+
     @Test("bytes that hash to another digest are refused as assetFileModified, and nothing is stored")
     func wrongDigest() async throws {
         try await withAssetFixture { fixture in
