@@ -354,6 +354,28 @@ struct AssetTransferTests {
         }
     }
 
+    @Test("a file modified while its upload is under way is assetFileModified, and nothing is stored")
+    func fileModifiedDuringUpload() async throws {
+        try await withAssetFixture { fixture in
+            let content = assetContent(8 << 20, seed: 25)
+            let request = try fixture.uploadRequest(content)
+            // The upload stalls after 3 MB; meanwhile the file changes (same size, other bytes).
+            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toServer, after: 3 << 20, cut: .stall)
+            defer { proxy.close() }
+            let client = fixture.client(port: proxy.port, stallTimeout: .seconds(2))
+            defer { client.close() }
+            let upload = Task { try await client.database().uploadAsset(request) }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while proxy.cuts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(proxy.cuts == 1)
+            try Data(assetContent(content.count, seed: 26)).write(to: request.fileURL)
+            let error = try await #require(throws: SyncError.self) { try await upload.value }
+            #expect(error.code == .assetFileModified, "\(error)")
+            #expect(error.message.contains(request.fileURL.path), "\(error.message)")
+            #expect(try await !fixture.isStored(request.digest))
+        }
+    }
+
     @Test("bytes that hash to another digest are refused as assetFileModified, and nothing is stored")
     func wrongDigest() async throws {
         try await withAssetFixture { fixture in
