@@ -3,7 +3,9 @@ import LogSyncWire
 import SyncModel
 
 /// One of the user's databases on a LogSync server, over HTTP: a `CloudDatabase` that moves
-/// each request and response as a body of the wire format (Docs/Protocol.md, "HTTP").
+/// each request and response as a body of the wire format (Docs/Protocol.md, "HTTP"), and asset
+/// contents as raw bodies streamed from and to files, resumed where a cut transfer ended
+/// (``uploadAsset(_:)``, ``downloadAsset(_:)``).
 ///
 /// Whole-request errors are the server's `SyncError`s, unchanged; transport failures are mapped
 /// as ``HTTPSyncClient`` describes. ``pushHints()`` opens a WebSocket to the server that
