@@ -226,8 +226,8 @@ struct AssetTransferTests {
         }
     }
 
-    @Test("a 200 MB asset goes up to a logsync-server process and down under tight body timeouts, which never holds it whole")
-    func twoHundredMegabytes() async throws {
+    @Test("a 120 MB asset goes up to a logsync-server process and down under tight body timeouts, which never holds it whole")
+    func largeAsset() async throws {
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("server").path
             let added = try await ChildProcess.run(["user", "add", "alice", "--data", data])
@@ -244,7 +244,9 @@ struct AssetTransferTests {
             defer { client.close() }
             let database = client.database(.private)
             _ = try await database.modifyZones(saving: [RecordZone(zoneID: AssetFixture.zone)], deleting: [])
-            let size = 200_000_000
+            // Twice the memory bound below: a server holding the asset whole could not pass. The
+            // 200 MB of the target is logsync-asset-bench's (Docs/Performance.md).
+            let size = 120_000_000
             let file = directory.appendingPathComponent("large")
             let digest = try writeAssetFile(file, size: size, seed: 20)
             let before = Memory.peakResident(of: server.pid)
@@ -258,7 +260,7 @@ struct AssetTransferTests {
             #expect(downloaded.bytesReceived == Int64(size))
             #expect(try AssetDigest.ofFile(at: download.destination) == (digest, Int64(size)))
 
-            // A server holding the asset whole, on its way in or out, would grow by 200 MB.
+            // A server holding the asset whole, on its way in or out, would grow by 120 MB.
             let grown = Memory.peakResident(of: server.pid) - before
             #expect(before > 0 && grown < 64_000_000, "the server's peak resident size grew by \(grown) bytes, from \(before)")
             #expect(try await server.terminate().status == 0)

@@ -143,7 +143,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 114, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 116, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))
