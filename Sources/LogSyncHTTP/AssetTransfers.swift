@@ -178,14 +178,46 @@ struct AssetTransferCall: Sendable {
                     status: status, headers: response.headers, body: buffer.readBytes(length: buffer.readableBytes) ?? [],
                     doing: "\(operation) of asset \(digest)")
             }
-            for try await var piece in response.body {
-                progress.advance()
-                if skip > 0 {
-                    let dropped = Int(min(Int64(piece.readableBytes), skip))
-                    piece.moveReaderIndex(forwardBy: dropped)
-                    skip -= Int64(dropped)
+            // Pieces are gathered up to the chunk size; one is written and hashed while the next
+            // arrives, so the connection is read while the disk and the digest work.
+            var pending = ByteBuffer()
+            var writing: Task<Void, any Error>?
+            defer { writing?.cancel() }
+            func settle() async throws {
+                let previous = writing
+                writing = nil
+                try await previous?.value
+            }
+            func flush() async throws {
+                guard pending.readableBytes > 0 else { return }
+                try await settle()
+                let gathered = pending
+                writing = Task {
+                    try gathered.withUnsafeReadableBytes { bytes throws(SyncError) in try file.write(bytes) }
                 }
-                try piece.withUnsafeReadableBytes { bytes throws(SyncError) in try file.write(bytes) }
+                pending = ByteBuffer()
+            }
+            do {
+                for try await var piece in response.body {
+                    progress.advance()
+                    if skip > 0 {
+                        let dropped = Int(min(Int64(piece.readableBytes), skip))
+                        piece.moveReaderIndex(forwardBy: dropped)
+                        skip -= Int64(dropped)
+                    }
+                    pending.writeBuffer(&piece)
+                    if pending.readableBytes >= AssetTransfer.chunkSize { try await flush() }
+                }
+                try await flush()
+                try await settle()
+            } catch {
+                // What arrived is kept, for the next attempt to resume from; after a failed
+                // write nothing more is (the file must hold the content's first bytes only).
+                if (try? await settle()) != nil {
+                    try? await flush()
+                    try? await settle()
+                }
+                throw error
             }
             guard file.offset == size else {
                 throw SyncError(

@@ -261,11 +261,24 @@ struct AssetRoutes: Sendable {
         var pending: [UInt8] = []
         pending.reserveCapacity(AssetTransfer.chunkSize)
         var arrived: Int64 = 0
+        // One piece is hashed and written while the next arrives: the connection is read
+        // while the disk and the digest work, instead of one after the other.
+        var writing: Task<Void, any Error>?
+        func settle() async throws {
+            let previous = writing
+            writing = nil
+            try await previous?.value
+        }
         func flush() async throws {
             guard !pending.isEmpty else { return }
-            try await upload.write(pending, at: upload.received)
-            pending.removeAll(keepingCapacity: true)
+            try await settle()
+            let piece = pending
+            let start = upload.received
+            writing = Task { try await upload.write(piece, at: start) }
+            pending = []
+            pending.reserveCapacity(AssetTransfer.chunkSize)
         }
+        defer { writing?.cancel() }
         do {
             for try await chunk in body {
                 arrived += Int64(chunk.readableBytes)
@@ -278,17 +291,21 @@ struct AssetRoutes: Sendable {
                 if pending.count >= AssetTransfer.chunkSize { try await flush() }
             }
         } catch let failure as HTTPFailure {
+            try? await settle()
             throw failure
         } catch let error as SyncError {
+            try? await settle()
             throw HTTPFailure(error)
         } catch {
             // The body broke off (a malformed chunk, the connection lost): keep what arrived.
             try await flush()
+            try await settle()
             throw HTTPFailure(400, SyncError(
                 .invalidArguments,
                 "the body of an upload of asset \(target.digest) could not be read after \(arrived) bytes", cause: "\(error)"))
         }
         try await flush()
+        try await settle()
         return arrived
     }
 

@@ -275,12 +275,16 @@ public final class AssetUpload: Sendable {
                 .invalidArguments, "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
         }
         if isStored || bytes.isEmpty { return }
-        let (assets, ownerNumber, name) = (server.storage.assets, owner.userNumber, digest)
-        try await server.storage.perform {
-            try bytes.withUnsafeBytes { try assets.appendPartial(owner: ownerNumber, digest: name, at: offset, $0) }
+        let (storage, ownerNumber, name) = (server.storage, owner.userNumber, digest)
+        // The piece is written while it is hashed: the disk and the digest in parallel.
+        async let written: Void = storage.perform {
+            try bytes.withUnsafeBytes { try storage.assets.appendPartial(owner: ownerNumber, digest: name, at: offset, $0) }
         }
+        var hasher = progress.withLock { $0.hasher }
+        hasher.update(bytes)
+        try await written
         progress.withLock {
-            $0.hasher.update(bytes)
+            $0.hasher = hasher
             $0.received += Int64(bytes.count)
         }
     }
