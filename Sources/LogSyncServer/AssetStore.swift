@@ -108,8 +108,13 @@ public final class LMDBAssetStore: ServerAssetStore {
         guard descriptor >= 0 else { throw Self.failure("open", path) }
         defer { close(descriptor) }
         // A shorter upload before this one (or a cut write) may have left more bytes than the
-        // server counted: the partial is exactly `offset` bytes before these.
-        guard ftruncate(descriptor, off_t(offset)) == 0 else { throw Self.failure("truncate", path) }
+        // server counted: the partial is exactly `offset` bytes before these. (Truncated only
+        // then: a truncation to the same size still costs the file system an inode update.)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw Self.failure("stat", path) }
+        if Int64(status.st_size) != offset {
+            guard ftruncate(descriptor, off_t(offset)) == 0 else { throw Self.failure("truncate", path) }
+        }
         var written = 0
         while written < bytes.count {
             let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))

@@ -56,7 +56,9 @@ struct Measure: BenchCommand {
         emit("  asset: \(grouped(size)) bytes; pieces of \(AssetTransfer.chunkSize) bytes; server store: LMDB (files beside it), durable")
         let source = scratch.url.appendingPathComponent("source.bin")
         try writeSource(source, size: size)
+        let hashStarted = ContinuousClock.now
         let digest = try AssetDigest.ofFile(at: source).digest
+        let hashSeconds = (ContinuousClock.now - hashStarted).seconds
 
         emit("  file copy…")
         let copy = try fileCopy(source, to: scratch.url.appendingPathComponent("copy.bin"))
@@ -88,29 +90,38 @@ struct Measure: BenchCommand {
         func rate(_ seconds: Double) -> String { String(format: "%.0f", megabytes / seconds) }
         emit()
         emit(table([
-            ["transfer", "seconds", "MB/s", "HTTP / file copy", "client peak above rest", "server peak above rest"],
-            ["file copy (write + fsync)", String(format: "%.2f", copy), rate(copy), "", "", ""],
+            ["transfer", "seconds", "MB/s", "HTTP / file copy", "client peak above rest", "server peak above rest", "CPU s client", "CPU s server"],
+            ["file copy (write + fsync)", String(format: "%.2f", copy), rate(copy), "", "", "", "", ""],
             ["upload (HTTP, stored durably)", String(format: "%.2f", upload.seconds), rate(upload.seconds),
-             ratio(copy / upload.seconds), "\(mib(upload.clientPeak)) MiB", "\(mib(upload.serverPeak)) MiB"],
-            ["file read + write (+ fsync)", String(format: "%.2f", readBack), rate(readBack), "", "", ""],
+             ratio(copy / upload.seconds), "\(mib(upload.clientPeak)) MiB", "\(mib(upload.serverPeak)) MiB",
+             String(format: "%.2f", upload.clientCPU), String(format: "%.2f", upload.serverCPU)],
+            ["file read + write (+ fsync)", String(format: "%.2f", readBack), rate(readBack), "", "", "", "", ""],
             ["download (HTTP, checked, synced)", String(format: "%.2f", download.seconds), rate(download.seconds),
-             ratio(readBack / download.seconds), "\(mib(download.clientPeak)) MiB", "\(mib(download.serverPeak)) MiB"],
+             ratio(readBack / download.seconds), "\(mib(download.clientPeak)) MiB", "\(mib(download.serverPeak)) MiB",
+             String(format: "%.2f", download.clientCPU), String(format: "%.2f", download.serverCPU)],
         ]))
+        emit("SHA-256 of the \(grouped(size)) bytes on one core, for scale: \(String(format: "%.2f", hashSeconds)) s")
         emit("targets: HTTP / file copy ≥ 0.50; each peak above rest below 64 MiB (flat in the asset's size)")
         printLoadAtEnd()
     }
 
     /// Runs `body` with both processes' peaks reset; returns its seconds and each process's peak
     /// resident size above what it held at rest before, in kB.
-    func measured(_ server: ServerProcess, _ body: () async throws -> Void) async throws -> (seconds: Double, clientPeak: Int, serverPeak: Int) {
+    func measured(
+        _ server: ServerProcess, _ body: () async throws -> Void
+    ) async throws -> (seconds: Double, clientPeak: Int, serverPeak: Int, clientCPU: Double, serverCPU: Double) {
         let clientRest = ProcessMemory.resident(of: nil)
         let serverRest = ProcessMemory.resident(of: server.pid)
         ProcessMemory.resetPeak(of: nil)
         ProcessMemory.resetPeak(of: server.pid)
+        let (clientCPU, serverCPU) = (ProcessMemory.cpuSeconds(of: nil), ProcessMemory.cpuSeconds(of: server.pid))
         let started = ContinuousClock.now
         try await body()
         let seconds = (ContinuousClock.now - started).seconds
-        return (seconds, max(0, ProcessMemory.peak(of: nil) - clientRest), max(0, ProcessMemory.peak(of: server.pid) - serverRest))
+        return (
+            seconds, max(0, ProcessMemory.peak(of: nil) - clientRest), max(0, ProcessMemory.peak(of: server.pid) - serverRest),
+            ProcessMemory.cpuSeconds(of: nil) - clientCPU, ProcessMemory.cpuSeconds(of: server.pid) - serverCPU
+        )
     }
 
     /// Writes `size` bytes of a fast pseudo-random sequence (incompressible, unlike zeros).
@@ -242,6 +253,16 @@ enum ProcessMemory {
     }
 
     static func resident(of pid: Int32?) -> Int { status(of: pid)["VmRSS"] ?? 0 }
+
+    /// The processor time the process has used, user and system, in seconds (10 ms ticks).
+    static func cpuSeconds(of pid: Int32?) -> Double {
+        let path = pid.map { "/proc/\($0)/stat" } ?? "/proc/self/stat"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14 and stime 15 (1-based, whole line).
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
     static func peak(of pid: Int32?) -> Int { status(of: pid)["VmHWM"] ?? 0 }
 
     /// Resets the peak resident size (VmHWM) to the current one.
