@@ -6,7 +6,8 @@ import LogSyncWire
 import SyncModel
 
 /// The readers of untrusted bytes, for the fuzzer (`Tools/fuzz.sh`, Docs/Testing.md): the wire
-/// decoders of every body in both formats, the change-token parsers, the device and server entry
+/// decoders of every body in both formats (an asset upload's status among them), the
+/// change-token and asset-digest parsers, the device and server entry
 /// decoders, and the device and server indexes applying decoded entries. The first byte of an
 /// input picks the reader; the rest is its input. Every reader must answer with a value or a
 /// typed error; a crash, a trap or a sanitizer report is a finding.
@@ -38,6 +39,8 @@ enum FuzzDecoders {
         case 19: _ = try? ServerEntry(entry(bytes))
         case 20: Indexes.shared.applyToDeviceIndex(entries(bytes))
         case 21: Indexes.shared.applyToServerIndex(entries(bytes))
+        case 22: _ = try? Wire.decode(AssetUploadStatus.self, from: bytes, as: format)
+        case 23: _ = try? AssetDigest(parsing: String(decoding: bytes, as: UTF8.self))
         default: return
         }
     }
