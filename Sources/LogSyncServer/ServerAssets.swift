@@ -99,9 +99,18 @@ extension SyncServer {
         try takeInjectedFailure(for: user)
         return try await storage.perform {
             let owner = try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: false)
-            guard let state = try owner.read({ try $0.asset(digest) }),
-                try self.storage.assets.storedSize(owner: owner.userNumber, digest: digest) == Int64(state.size)
-            else {
+            let state = try owner.read { snapshot -> AssetState? in
+                // A participant reads only what the records of the zones shared with them
+                // reference; the owner, every content they keep.
+                if scope == .shared {
+                    guard let zone = try snapshot.zone(RecordZone.ID(zoneName: zoneID.zoneName)), zone.isLive,
+                        try snapshot.index.value(
+                            forKey: IndexKey.assetZone(digest.bytes, incarnation: zone.incarnation), in: "assetZones") != nil
+                    else { return nil }
+                }
+                return try snapshot.asset(digest)
+            }
+            guard let state, try self.storage.assets.storedSize(owner: owner.userNumber, digest: digest) == Int64(state.size) else {
                 throw SyncError(.assetNotAvailable, "asset \(digest) is not stored for the records of \(zoneID)")
             }
             return AssetDownload(storage: self.storage, owner: owner.userNumber, digest: digest, size: Int64(state.size))

@@ -198,6 +198,11 @@ enum IndexKey {
         bigEndian(incarnation) + Array(name.utf8)
     }
 
+    /// An asset referenced in a zone incarnation: the digest's 32 bytes, then the incarnation.
+    static func assetZone(_ digest: [UInt8], incarnation: UInt64) -> [UInt8] {
+        digest + bigEndian(incarnation)
+    }
+
     /// A zone change: the zone's incarnation, then the offset of the change.
     static func zoneChange(incarnation: UInt64, offset: UInt64) -> [UInt8] {
         bigEndian(incarnation) + bigEndian(offset)
@@ -245,7 +250,9 @@ enum IndexKey {
 /// - `sharedZones`: in a participant's shared database, zone key → `SharedZoneState` (the share
 ///   and the owner's offset seen), for every zone shared with the participant;
 /// - `assets`: digest → `AssetState` (size, live references, since when unreferenced), for every
-///   asset content stored for this database's records (F134).
+///   asset content stored for this database's records (F134);
+/// - `assetZones`: digest + zone incarnation → how many live records of that zone reference the
+///   asset, so a share participant reads only the contents of the zones shared with them.
 package struct ServerIndex: Projection {
     package init() {}
 
@@ -256,7 +263,7 @@ package struct ServerIndex: Projection {
     package let version: UInt32 = 4
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
-        "shares", "shareRoots", "shareURLs", "sharedZones", "assets",
+        "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -374,12 +381,22 @@ package struct ServerIndex: Projection {
 
     /// Moves the references of a record from the assets of its old version to those of its new
     /// one; an asset left with none is unreferenced from `time` on.
-    func updateAssetReferences(from old: [[UInt8]], to new: [[UInt8]], time: UInt64, _ tables: ProjectionTables) throws {
+    func updateAssetReferences(
+        from old: [[UInt8]], to new: [[UInt8]], incarnation: UInt64, time: UInt64, _ tables: ProjectionTables
+    ) throws {
         if old.isEmpty && new.isEmpty { return }  // most records reference no asset
         if old == new { return }
         let removed = Set(old).subtracting(new)
         let added = Set(new).subtracting(old)
         for digest in removed.union(added) {
+            let zoneKey = IndexKey.assetZone(digest, incarnation: incarnation)
+            var inZone = try tables.value(forKey: zoneKey, in: "assetZones").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+            if added.contains(digest) { inZone += 1 } else { inZone -= min(inZone, 1) }
+            if inZone == 0 {
+                try tables.removeValue(forKey: zoneKey, in: "assetZones")
+            } else {
+                try tables.put(bigEndian(inZone), forKey: zoneKey, in: "assetZones")
+            }
             guard let bytes = try tables.value(forKey: digest, in: "assets") else { continue }
             var state = try AssetState(decoding: bytes)
             if added.contains(digest) {
@@ -531,7 +548,7 @@ package struct ServerIndex: Projection {
         try updateReferrers(
             of: recordID.recordName, incarnation: zone!.incarnation, from: old?.deleteSelfTargets ?? [],
             to: new.deleteSelfTargets, tables)
-        try updateAssetReferences(from: old?.assets ?? [], to: new.assets, time: run.time, tables)
+        try updateAssetReferences(from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
         try tables.put(
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
@@ -583,7 +600,7 @@ package struct ServerIndex: Projection {
             freed += state.size
             assets += state.assets
         }
-        for digest in assets { try updateAssetReferences(from: [digest], to: [], time: time, tables) }
+        for digest in assets { try updateAssetReferences(from: [digest], to: [], incarnation: incarnation, time: time, tables) }
         var secrets: [String] = []
         try removeAll(withPrefix: prefix, in: "shares", tables) { value in secrets.append(try ShareKeys(decoding: value).secret) }
         for secret in secrets where !secret.isEmpty {

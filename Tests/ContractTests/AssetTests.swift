@@ -182,7 +182,8 @@ struct AssetTests {
     }
 
     // F121, F134: a participant with read-write permission uploads an asset into the owner's
-    // shared zone and saves a record with it; the owner downloads the content.
+    // shared zone and saves a record with it; the owner downloads the content; a participant
+    // reads only the contents the shared zone's records reference.
     @Test("F121 F134 a participant's asset in a shared zone", arguments: Harnesses.all)
     func sharedZoneAsset(harness: any ContractHarness) async throws {
         try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { shared in
@@ -201,6 +202,15 @@ struct AssetTests {
                 _ = try await carol.uploadAsset(Self.content(10, seed: 11), zone: shared.zoneID)
             }
             #expect(readOnly?.code == .permissionFailure)
+            // A content alice keeps for a zone she does not share stays hers: carol, who knows
+            // its digest, cannot read it through the zone shared with her.
+            try await shared.alice.createZone("Diary")
+            let secretBytes = Self.content(900, seed: 12)
+            let secret = try await shared.alice.uploadAsset(secretBytes, zone: zoneID("Diary"))
+            try await shared.alice.save(newRecord(recordID("d1", in: "Diary"), ["page": .asset(secret.withoutFile)]))
+            #expect(try await shared.alice.downloadAsset(secret.withoutFile, zone: zoneID("Diary")) == secretBytes)
+            let hidden = await #expect(throws: SyncError.self) { try await carol.downloadAsset(secret.withoutFile, zone: shared.zoneID) }
+            #expect(hidden?.code == .assetNotAvailable)
             let stranger = try await shared.server.device("dave", "phone", scope: .shared)
             let refused = await #expect(throws: SyncError.self) { try await stranger.downloadAsset(asset, zone: shared.zoneID) }
             #expect(refused?.code == .zoneNotFound)
