@@ -18,37 +18,19 @@ final class CuttingProxy: Sendable {
     enum Cut: Sendable { case close, stall }
 
     /// The port the proxy listens on.
-    let port: Int
-    private let listener: Int32
-    private let upstreamPort: Int
+    var port: Int { sockets.port }
+    private let sockets: ProxySockets
     private let direction: Direction
     private let limit: Int
     private let cut: Cut
-    private let state = Mutex<(cuts: Int, connections: Int, closed: Bool, sockets: Set<Int32>)>((0, 0, false, []))
+    private let state = Mutex<(cuts: Int, connections: Int)>((0, 0))
 
     init(upstreamPort: Int, direction: Direction, after limit: Int, cut: Cut = .close) throws {
-        self.upstreamPort = upstreamPort
+        sockets = try ProxySockets(upstreamPort: upstreamPort)
         self.direction = direction
         self.limit = limit
         self.cut = cut
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(descriptor, 16) == 0 else {
-            Glibc.close(descriptor)
-            throw TestFailure("bind or listen failed: \(errno)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
-        Thread { [self] in acceptLoop() }.start()
+        sockets.start { [self] client in serve(client) }
     }
 
     /// How many connections were cut or stalled (0 or 1).
@@ -58,76 +40,17 @@ final class CuttingProxy: Sendable {
     var connections: Int { state.withLock { $0.connections } }
 
     /// Stops accepting and closes every connection still open.
-    func close() {
-        let sockets = state.withLock { state in
-            state.closed = true
-            defer { state.sockets = [] }
-            return state.sockets
-        }
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
-        shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
-    }
-
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
-
-    private func acceptLoop() {
-        while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            Thread { [self] in serve(client) }.start()
-        }
-    }
-
-    /// Tracks `sockets` for ``close()``; `false` (and closes them) once the proxy is closed.
-    private func track(_ sockets: Int32...) -> Bool {
-        let open = state.withLock { state in
-            guard !state.closed else { return false }
-            state.sockets.formUnion(sockets)
-            return true
-        }
-        if !open { for socket in sockets { Glibc.close(socket) } }
-        return open
-    }
-
-    private func untrack(_ sockets: Int32...) {
-        state.withLock { state in for socket in sockets { state.sockets.remove(socket) } }
-    }
-
-    private func connectUpstream() -> Int32? {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: upstreamPort)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            Glibc.close(descriptor)
-            return nil
-        }
-        return descriptor
-    }
+    func close() { sockets.close() }
 
     /// One connection: a thread per direction; the one that ends first shuts both sockets down,
     /// the one that ends last closes them.
     private func serve(_ client: Int32) {
         state.withLock { $0.connections += 1 }
-        guard let upstream = connectUpstream() else {
+        guard let upstream = sockets.connectUpstream() else {
             Glibc.close(client)
             return
         }
-        guard track(client, upstream) else { return }
+        guard sockets.track(client, upstream) else { return }
         let remaining = Mutex(2)
         let end: @Sendable () -> Void = { [self] in
             shutdown(client, Int32(SHUT_RDWR))
@@ -136,11 +59,7 @@ final class CuttingProxy: Sendable {
                 count -= 1
                 return count == 0
             }
-            if last {
-                untrack(client, upstream)
-                Glibc.close(client)
-                Glibc.close(upstream)
-            }
+            if last { sockets.untrackAndClose(client, upstream) }
         }
         Thread { [self] in
             pump(from: upstream, to: client, cutting: direction == .toClient)

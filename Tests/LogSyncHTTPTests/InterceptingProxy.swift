@@ -17,111 +17,31 @@ import Glibc
 /// side closes. Nothing here waits on a clock.
 final class InterceptingProxy: Sendable {
     /// The port the proxy listens on.
-    let port: Int
-    private let listener: Int32
-    private let upstreamPort: Int
+    var port: Int { sockets.port }
+    private let sockets: ProxySockets
     private let interceptedPath: String
     private let intercepted: @Sendable (_ answerHead: String) -> Void
-    private let state = Mutex<(done: Bool, closed: Bool, sockets: Set<Int32>)>((false, false, []))
+    private let state = Mutex<Bool>(false)  // whether the answer was intercepted
 
     init(upstreamPort: Int, interceptedPath: String, intercepted: @escaping @Sendable (_ answerHead: String) -> Void) throws {
-        self.upstreamPort = upstreamPort
+        sockets = try ProxySockets(upstreamPort: upstreamPort)
         self.interceptedPath = interceptedPath
         self.intercepted = intercepted
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0, listen(descriptor, 16) == 0 else {
-            Glibc.close(descriptor)
-            throw TestFailure("bind or listen failed: \(errno)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
+        sockets.start { [self] client in serve(client) }
     }
 
     /// Whether the intercepted answer has been withheld.
-    var hasIntercepted: Bool { state.withLock { $0.done } }
+    var hasIntercepted: Bool { state.withLock { $0 } }
 
     /// Stops accepting and closes every connection still open.
-    func close() {
-        let sockets = state.withLock { state in
-            state.closed = true
-            defer { state.sockets = [] }
-            return state.sockets
-        }
-        // shutdown, not close: the threads blocked on these descriptors wake up and close them.
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
-        shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
-    }
-
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
-
-    private func acceptLoop() {
-        while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return  // closed
-            }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            let thread = Thread { [self] in serve(client) }
-            thread.start()
-        }
-    }
-
-    /// Registers an open socket, or closes it at once if the proxy is closed.
-    private func track(_ socket: Int32) -> Bool {
-        let open = state.withLock { state in
-            if !state.closed { state.sockets.insert(socket) }
-            return !state.closed
-        }
-        if !open { Glibc.close(socket) }
-        return open
-    }
-
-    private func untrackAndClose(_ sockets: Int32...) {
-        state.withLock { state in for socket in sockets { state.sockets.remove(socket) } }
-        for socket in sockets { Glibc.close(socket) }
-    }
-
-    private func connectUpstream() -> Int32? {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return nil }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: upstreamPort)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            Glibc.close(descriptor)
-            return nil
-        }
-        return descriptor
-    }
+    func close() { sockets.close() }
 
     /// One client connection: request by request, each forwarded and answered, until a side
     /// closes, a WebSocket upgrade turns it into a pipe, or the intercepted answer ends it.
     private func serve(_ client: Int32) {
-        guard track(client) else { return }
-        guard let upstream = connectUpstream(), track(upstream) else {
-            untrackAndClose(client)
+        guard sockets.track(client) else { return }
+        guard let upstream = sockets.connectUpstream(), sockets.track(upstream) else {
+            sockets.untrackAndClose(client)
             return
         }
         let fromClient = Reader(client)
@@ -133,7 +53,7 @@ final class InterceptingProxy: Sendable {
                 // direction that ends last closes both sockets.
                 let running = Countdown(2)
                 let end: @Sendable () -> Void = { [self] in
-                    if running.last() { untrackAndClose(client, upstream) }
+                    if running.last() { sockets.untrackAndClose(client, upstream) }
                 }
                 let other = Thread {
                     Self.pipe(fromServer, to: client)
@@ -146,9 +66,9 @@ final class InterceptingProxy: Sendable {
             }
             guard let answer = fromServer.message(isRequest: false) else { break }
             let path = request.head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
-            let intercept = path.hasSuffix(interceptedPath) && state.withLock { state in
-                defer { state.done = true }
-                return !state.done
+            let intercept = path.hasSuffix(interceptedPath) && state.withLock { done in
+                defer { done = true }
+                return !done
             }
             if intercept {
                 intercepted(answer.head)
@@ -157,7 +77,7 @@ final class InterceptingProxy: Sendable {
             }
             guard Self.write(answer.bytes, to: client) else { break }
         }
-        untrackAndClose(client, upstream)
+        sockets.untrackAndClose(client, upstream)
     }
 
     /// Copies what `reader` reads to `socket` until either side closes, then closes both.

@@ -1,0 +1,115 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The sockets of a test TCP proxy on 127.0.0.1 (`InterceptingProxy`, `CuttingProxy`): the
+/// listener on a free port, a thread accepting connections and handing each to the proxy, the
+/// connections to the server behind it, and every socket still open, so that ``close()`` ends
+/// them all. Blocking sockets; nothing here waits on a clock.
+final class ProxySockets: Sendable {
+    /// The port the proxy listens on.
+    let port: Int
+    private let listener: Int32
+    private let upstreamPort: Int
+    private let state = Mutex<(closed: Bool, sockets: Set<Int32>)>((false, []))
+
+    /// Listens on a free loopback port, in front of the server on `upstreamPort`.
+    init(upstreamPort: Int) throws {
+        self.upstreamPort = upstreamPort
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        var address = Self.loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(descriptor, 16) == 0 else {
+            Glibc.close(descriptor)
+            throw TestFailure("bind or listen failed: \(errno)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        listener = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Starts accepting: each client connection goes to `serve` on a thread of its own.
+    func start(serving serve: @escaping @Sendable (_ client: Int32) -> Void) {
+        Thread { [self] in
+            while true {
+                let client = accept(listener, nil, nil)
+                if client < 0 {
+                    if errno == EINTR { continue }
+                    return  // closed
+                }
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                Thread { serve(client) }.start()
+            }
+        }.start()
+    }
+
+    /// Stops accepting and shuts down every socket still open: the threads blocked on them wake
+    /// up and close them.
+    func close() {
+        let sockets = state.withLock { state in
+            state.closed = true
+            defer { state.sockets = [] }
+            return state.sockets
+        }
+        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+        shutdown(listener, Int32(SHUT_RDWR))
+        Glibc.close(listener)
+    }
+
+    /// Registers open sockets for ``close()``; once the proxy is closed, closes them and
+    /// returns `false`.
+    func track(_ sockets: Int32...) -> Bool {
+        let open = state.withLock { state in
+            guard !state.closed else { return false }
+            state.sockets.formUnion(sockets)
+            return true
+        }
+        if !open { for socket in sockets { Glibc.close(socket) } }
+        return open
+    }
+
+    /// Forgets sockets the proxy is about to close itself.
+    func untrack(_ sockets: Int32...) {
+        state.withLock { state in for socket in sockets { state.sockets.remove(socket) } }
+    }
+
+    /// Forgets and closes sockets.
+    func untrackAndClose(_ sockets: Int32...) {
+        state.withLock { state in for socket in sockets { state.sockets.remove(socket) } }
+        for socket in sockets { Glibc.close(socket) }
+    }
+
+    /// A new connection to the server, or `nil` if it refuses.
+    func connectUpstream() -> Int32? {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return nil }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        var address = Self.loopback(port: upstreamPort)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            Glibc.close(descriptor)
+            return nil
+        }
+        return descriptor
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+}
