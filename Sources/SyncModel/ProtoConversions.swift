@@ -403,6 +403,7 @@ extension RecordValue: ProtoConvertible {
                 try ProtoDecoding.within("RecordValue.reference_value") { () throws(SyncError) in
                     try Record.Reference(proto: reference)
                 })
+        case .locationValue(let location)?: self = .location(Location(proto: location))
         case .assetValue(let asset)?:
             self = .asset(try ProtoDecoding.within("RecordValue.asset_value") { () throws(SyncError) in try Asset(proto: asset) })
         case .listValue(let list)?:
@@ -424,11 +425,34 @@ extension RecordValue: ProtoConvertible {
         case .date(let date): message.value = .dateMicroseconds(ProtoTime.microseconds(date))
         case .reference(let reference): message.value = .referenceValue(reference.proto)
         case .asset(let asset): message.value = .assetValue(asset.proto)
+        case .location(let location): message.value = .locationValue(location.proto)
         case .list(let values):
             var list = Logsync_Model_RecordValueList()
             list.values = values.map(\.proto)
             message.value = .listValue(list)
         }
+        return message
+    }
+}
+
+extension Location {
+    init(proto: Logsync_Model_Location) {
+        self.init(
+            latitude: proto.latitude, longitude: proto.longitude, altitude: proto.altitude,
+            horizontalAccuracy: proto.horizontalAccuracy, verticalAccuracy: proto.verticalAccuracy, course: proto.course,
+            speed: proto.speed, timestamp: ProtoTime.date(microseconds: proto.timestampMicroseconds))
+    }
+
+    var proto: Logsync_Model_Location {
+        var message = Logsync_Model_Location()
+        message.latitude = latitude
+        message.longitude = longitude
+        message.altitude = altitude
+        message.horizontalAccuracy = horizontalAccuracy
+        message.verticalAccuracy = verticalAccuracy
+        message.course = course
+        message.speed = speed
+        message.timestampMicroseconds = ProtoTime.microseconds(timestamp)
         return message
     }
 }

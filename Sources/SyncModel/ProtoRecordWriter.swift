@@ -123,6 +123,17 @@ extension RecordValue {
         case .bytes(let data): writer.data(5, data)
         case .date(let date): writer.int64(6, ProtoTime.microseconds(date))
         case .reference(let reference): writer.message(7) { reference.write(to: &$0) }
+        case .location(let location):
+            writer.message(11) { message in
+                let numbers = [
+                    location.latitude, location.longitude, location.altitude, location.horizontalAccuracy,
+                    location.verticalAccuracy, location.course, location.speed,
+                ]
+                // proto3 leaves zeros out, as the generated encoder does.
+                for (index, number) in numbers.enumerated() where number.bitPattern != 0 { message.double(index + 1, number) }
+                let microseconds = ProtoTime.microseconds(location.timestamp)
+                if microseconds != 0 { message.int64(8, microseconds) }
+            }
         case .asset(let asset):
             writer.message(10) { message in
                 if let digest = asset.digest { message.lengthDelimited(1, digest.bytes) }

@@ -2,8 +2,8 @@ import Foundation
 
 /// The value of one field of a record.
 ///
-/// Mirrors the value types a `CKRecord` accepts (F129), minus locations: strings, integers,
-/// doubles, booleans, bytes, dates, references, assets and lists of these. Lists are
+/// Mirrors the value types a `CKRecord` accepts (F129): strings, integers, doubles, booleans,
+/// bytes, dates, references, assets, locations and lists of these. Lists are
 /// homogeneous and never nested; ``Record/validate()`` enforces it.
 ///
 /// ```swift
@@ -29,6 +29,8 @@ public enum RecordValue: Sendable, Hashable, Codable {
     /// A file stored apart from the record (``Asset``): its content is not counted against the
     /// record size limit (F134), only its digest and size.
     case asset(Asset)
+    /// A place on Earth (``Location``, CloudKit's `CLLocation` values).
+    case location(Location)
     /// A list of values of one kind; lists do not nest.
     case list([RecordValue])
 
@@ -36,7 +38,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
     ///
     /// Strings and bytes count their UTF-8 bytes; integers, doubles and dates 8; booleans 1; a
     /// reference its record name, zone name and owner name plus 1; an asset 40 (its digest and
-    /// size); a list the sum of its elements. Asset *content* is never counted (F134).
+    /// size); a location 64 (eight numbers); a list the sum of its elements. Asset *content* is never counted (F134).
     ///
     /// - Complexity: O(n) in the size of the value.
     public var estimatedSize: Int {
@@ -47,6 +49,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .bytes(let data): return data.count
         case .reference(let reference): return reference.estimatedSize
         case .asset: return 40
+        case .location: return 64
         case .list(let values): return values.reduce(0) { $0 + $1.estimatedSize }
         }
     }
@@ -62,6 +65,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .date: "date"
         case .reference: "reference"
         case .asset: "asset"
+        case .location: "location"
         case .list: "list"
         }
     }

@@ -104,6 +104,8 @@ extension Record {
             if let problem = Identifier.recordName.violation(reference.recordID.recordName) {
                 return "invalid record name \(Identifier.shown(reference.recordID.recordName)) of a reference: \(problem)"
             }
+        case .location(let location):
+            return location.violation
         case .list(let elements):
             guard let first = elements.first else { return nil }
             for element in elements {

@@ -144,6 +144,10 @@ struct RecordSaveTests {
                 "reference": .reference(Record.Reference(recordID: target.recordID, action: .deleteSelf)),
                 "asset": .asset(photo),
                 "assets": .list([.asset(page), .asset(photo)]),
+                "place": .location(Location(
+                    latitude: 51.5007, longitude: -0.1246, altitude: 12.5, horizontalAccuracy: 8, verticalAccuracy: 4,
+                    course: 270.25, speed: 1.5, timestamp: Date(timeIntervalSince1970: 1_700_000_000.123456))),
+                "route": .list([.location(Location(latitude: -90, longitude: 180)), .location(Location(latitude: 0.5, longitude: -179.5))]),
                 "list": .list([.int64(1), .int64(2), .int64(3)]),
                 "strings": .list([.string("a"), .string("b")]),
                 "emptyList": .list([]),
@@ -191,6 +195,7 @@ func forgingSystemFields(of record: Record, from source: Record, keepingTag: Boo
 /// Records that break one rule of F126, F127, F129 or F135 each.
 enum InvalidRecord: String, Sendable, CaseIterable, CustomStringConvertible {
     case nameWithUnderscore, nameTooLong, nonASCIIName, emptyFieldKey, crossZoneReference, mixedList, nestedList
+    case locationOutOfRange, locationCourseTooLarge
 
     var description: String { rawValue }
 
@@ -204,6 +209,8 @@ enum InvalidRecord: String, Sendable, CaseIterable, CustomStringConvertible {
             newRecord("n1", ["link": .reference(Record.Reference(recordID: recordID("target", in: "Other")))])
         case .mixedList: newRecord("n1", ["list": .list([.int64(1), .string("two")])])
         case .nestedList: newRecord("n1", ["list": .list([.list([.int64(1)])])])
+        case .locationOutOfRange: newRecord("n1", ["where": .location(Location(latitude: 91, longitude: 0))])
+        case .locationCourseTooLarge: newRecord("n1", ["route": .list([.location(Location(latitude: 1, longitude: 1, course: 720))])])
         }
     }
 }

@@ -37,6 +37,11 @@ struct ProtoConversionTests {
         .reference(Record.Reference(recordID: Fixture.n2, action: .deleteSelf)),
         .asset(Asset(digest: AssetHasher.digest(of: Array("asset-7f3a".utf8)), size: 12, fileURL: URL(fileURLWithPath: "/tmp/a.jpg"))),
         .asset(Asset(fileURL: URL(fileURLWithPath: "/tmp/not uploaded.png"))),
+        .location(Location(
+            latitude: -33.8568, longitude: 151.2153, altitude: 4.5, horizontalAccuracy: 10, verticalAccuracy: -1, course: 359.5,
+            speed: 1.25, timestamp: date)),
+        .location(Location(latitude: 0, longitude: 0)),
+        .list([.location(Location(latitude: 90, longitude: -180, timestamp: oldDate))]),
         .list([]), .list([.string("home"), .string("food")]), .list([.int64(1), .int64(2)]),
         .list([.date(date)]),
         .list([.reference(Record.Reference(recordID: Fixture.n1, action: .deleteSelf))]),

@@ -31,6 +31,10 @@ struct ProtoRecordWriterTests {
         ("asset", .asset(Asset(digest: AssetHasher.digest(of: Array("asset-1".utf8)), size: 7))),
         ("localAsset", .asset(Asset(fileURL: URL(fileURLWithPath: "/tmp/photo.jpg")))),
         ("emptyAsset", .asset(Asset(digest: AssetHasher.digest(of: [UInt8]()), size: 0, fileURL: URL(fileURLWithPath: "/tmp/e")))),
+        ("location", .location(Location(
+            latitude: 48.8584, longitude: -0.0, altitude: -12, horizontalAccuracy: 5, verticalAccuracy: 3, course: 0, speed: 0,
+            timestamp: t0))),
+        ("origin", .location(Location(latitude: 0, longitude: 0))),
         ("list", .list([.string("a"), .int64(-2), .list([.bool(false), .list([])])])), ("emptyList", .list([])),
     ]
 

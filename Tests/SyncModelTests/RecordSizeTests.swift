@@ -17,6 +17,7 @@ struct RecordSizeTests {
         (.date(Date(timeIntervalSince1970: 0)), 8),
         (.reference(reference), 1 + 1 + 16 + 1),
         (.asset(Asset(digest: AssetHasher.digest(of: Array("abc".utf8)), size: 3)), 40),
+        (.location(Location(latitude: 1, longitude: 2)), 64),
         (.list([.string("ab"), .string("cde")]), 5),
         (.list([]), 0),
     ])

@@ -53,6 +53,27 @@ struct RecordValidationTests {
         #expect(error.message.contains(problem))
     }
 
+    // F129: a location holds what a measurement could give: coordinates within range, a course
+    // under 360 degrees, finite numbers; the error names the field.
+    @Test("F129 out-of-range locations", arguments: [
+        (Location(latitude: 90.5, longitude: 0), "latitude 90.5 is outside"),
+        (Location(latitude: 0, longitude: -180.01), "longitude -180.01 is outside"),
+        (Location(latitude: 10, longitude: 10, course: 360), "course 360.0 is 360 or more"),
+        (Location(latitude: .nan, longitude: 0), "latitude is nan"),
+        (Location(latitude: 0, longitude: 0, speed: .infinity), "speed is inf"),
+    ])
+    func badLocationIsRejected(_ location: Location, problem: String) throws {
+        var record = Record(recordType: "Note", recordID: Fixture.n1)
+        record["where"] = .list([.location(Location(latitude: 1, longitude: 2)), .location(location)])
+        let error = try #require(throws: SyncError.self) { try record.validate() }
+        #expect(error.code == .invalidArguments)
+        #expect(error.item == .record(Fixture.n1))
+        #expect(error.message.contains(problem), "\(error.message)")
+        #expect(error.message.contains("\"where\""), "\(error.message)")
+        record["where"] = .location(Location(latitude: -90, longitude: 180, horizontalAccuracy: -1, course: 359.99, speed: -1))
+        try record.validate()
+    }
+
     @Test("bad type and key names", arguments: [("", "title"), ("Note", ""), ("Nöte", "title"), ("Note", "tïtle")])
     func badNames(type: String, key: String) throws {
         var record = Record(recordType: type, recordID: Fixture.n1)

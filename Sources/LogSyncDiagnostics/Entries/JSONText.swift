@@ -25,6 +25,9 @@ enum JSONText {
     /// `true` or `false`.
     static func bool(_ value: Bool) -> String { value ? "true" : "false" }
 
+    /// A number, or a string for one JSON cannot write (NaN, infinities).
+    static func double(_ value: Double) -> String { value.isFinite ? String(value) : string(String(value)) }
+
     /// `value`, or `null`.
     static func optional(_ value: String?) -> String { value ?? "null" }
 }

@@ -284,6 +284,7 @@ public enum ServerReplayOutcome: Sendable, Hashable, CustomStringConvertible {
         case .date(let date): "\(date.timeIntervalSince1970)s"
         case .reference(let reference): "\(reference)"
         case .asset(let asset): "asset " + asset.compactDescription(withCacheState: true)
+        case .location(let location): "location \(location)"
         case .list(let values): "[\(values.map(render).joined(separator: ", "))]"
         }
     }

@@ -308,13 +308,15 @@ public enum DeviceStateReport {
         case .date(let date): return "date(\(iso8601(date)))"
         case .reference(let reference): return "ref(" + EntryFormatter.word(record(reference.recordID)) + ")"
         case .asset(let asset): return "asset(" + asset.compactDescription(withCacheState: true) + ")"
+        case .location(let location): return "location(\(location.latitude),\(location.longitude))"
         case .list(let items): return "list(\(items.count))"
         }
     }
 
     /// A record as JSON: `record`, `type`, `tag` (`null` if none) and `fields`, every field in
     /// key order with its whole value: text, number, `true`/`false`; bytes in base 64, a date as
-    /// ISO 8601, a reference as `zone/name`, an asset as `sha256`, `size`, `file` and `cached`, a list
+    /// ISO 8601, a reference as `zone/name`, an asset as `sha256`, `size`, `file` and `cached`, a
+    /// location as its eight values, a list
     /// as an array.
     static func recordJSON(_ record: Record) -> String {
         JSONText.object([
@@ -334,6 +336,14 @@ public enum DeviceStateReport {
         case .bytes(let data): JSONText.string(data.base64EncodedString())
         case .date(let date): JSONText.string(iso8601(date))
         case .reference(let reference): JSONText.string(record(reference.recordID))
+        case .location(let location):
+            JSONText.object([
+                ("latitude", JSONText.double(location.latitude)), ("longitude", JSONText.double(location.longitude)),
+                ("altitude", JSONText.double(location.altitude)),
+                ("horizontalAccuracy", JSONText.double(location.horizontalAccuracy)),
+                ("verticalAccuracy", JSONText.double(location.verticalAccuracy)), ("course", JSONText.double(location.course)),
+                ("speed", JSONText.double(location.speed)), ("timestamp", JSONText.string(iso8601(location.timestamp))),
+            ])
         case .asset(let asset):
             JSONText.object([
                 ("sha256", JSONText.optional(asset.digest.map { JSONText.string($0.hex) })),

@@ -318,6 +318,14 @@ package nonisolated struct Logsync_Model_RecordValue: Sendable {
     set {value = .assetValue(newValue)}
   }
 
+  package var locationValue: Logsync_Model_Location {
+    get {
+      if case .locationValue(let v)? = value {return v}
+      return Logsync_Model_Location()
+    }
+    set {value = .locationValue(newValue)}
+  }
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package nonisolated enum OneOf_Value: Equatable, Sendable {
@@ -331,8 +339,38 @@ package nonisolated struct Logsync_Model_RecordValue: Sendable {
     case referenceValue(Logsync_Model_Reference)
     case listValue(Logsync_Model_RecordValueList)
     case assetValue(Logsync_Model_Asset)
+    case locationValue(Logsync_Model_Location)
 
   }
+
+  package init() {}
+}
+
+/// Location: a place on Earth (CLLocation's values). Negative accuracies, course and speed mean
+/// "not known"; Record validation refuses out-of-range coordinates.
+package nonisolated struct Logsync_Model_Location: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var latitude: Double = 0
+
+  package var longitude: Double = 0
+
+  package var altitude: Double = 0
+
+  package var horizontalAccuracy: Double = 0
+
+  package var verticalAccuracy: Double = 0
+
+  package var course: Double = 0
+
+  package var speed: Double = 0
+
+  /// since 1970
+  package var timestampMicroseconds: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
 }
@@ -1059,7 +1097,7 @@ nonisolated extension Logsync_Model_RecordValueList: SwiftProtobuf.Message, Swif
 
 nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RecordValue"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{4}\u{2}list_value\0\u{3}asset_value\0\u{c}\u{8}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{4}\u{2}list_value\0\u{3}asset_value\0\u{3}location_value\0\u{c}\u{8}\u{1}")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1154,6 +1192,19 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
           self.value = .assetValue(v)
         }
       }()
+      case 11: try {
+        var v: Logsync_Model_Location?
+        var hadOneofValue = false
+        if let current = self.value {
+          hadOneofValue = true
+          if case .locationValue(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.value = .locationValue(v)
+        }
+      }()
       default: break
       }
     }
@@ -1201,6 +1252,10 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
       guard case .assetValue(let v)? = self.value else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
     }()
+    case .locationValue?: try {
+      guard case .locationValue(let v)? = self.value else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+    }()
     case nil: break
     }
     try unknownFields.traverse(visitor: &visitor)
@@ -1208,6 +1263,71 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
 
   package static func ==(lhs: Logsync_Model_RecordValue, rhs: Logsync_Model_RecordValue) -> Bool {
     if lhs.value != rhs.value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_Location: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".Location"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}latitude\0\u{1}longitude\0\u{1}altitude\0\u{3}horizontal_accuracy\0\u{3}vertical_accuracy\0\u{1}course\0\u{1}speed\0\u{3}timestamp_microseconds\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularDoubleField(value: &self.latitude) }()
+      case 2: try { try decoder.decodeSingularDoubleField(value: &self.longitude) }()
+      case 3: try { try decoder.decodeSingularDoubleField(value: &self.altitude) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self.horizontalAccuracy) }()
+      case 5: try { try decoder.decodeSingularDoubleField(value: &self.verticalAccuracy) }()
+      case 6: try { try decoder.decodeSingularDoubleField(value: &self.course) }()
+      case 7: try { try decoder.decodeSingularDoubleField(value: &self.speed) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.timestampMicroseconds) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.latitude.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.latitude, fieldNumber: 1)
+    }
+    if self.longitude.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.longitude, fieldNumber: 2)
+    }
+    if self.altitude.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.altitude, fieldNumber: 3)
+    }
+    if self.horizontalAccuracy.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.horizontalAccuracy, fieldNumber: 4)
+    }
+    if self.verticalAccuracy.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.verticalAccuracy, fieldNumber: 5)
+    }
+    if self.course.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.course, fieldNumber: 6)
+    }
+    if self.speed.bitPattern != 0 {
+      try visitor.visitSingularDoubleField(value: self.speed, fieldNumber: 7)
+    }
+    if self.timestampMicroseconds != 0 {
+      try visitor.visitSingularInt64Field(value: self.timestampMicroseconds, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_Location, rhs: Logsync_Model_Location) -> Bool {
+    if lhs.latitude != rhs.latitude {return false}
+    if lhs.longitude != rhs.longitude {return false}
+    if lhs.altitude != rhs.altitude {return false}
+    if lhs.horizontalAccuracy != rhs.horizontalAccuracy {return false}
+    if lhs.verticalAccuracy != rhs.verticalAccuracy {return false}
+    if lhs.course != rhs.course {return false}
+    if lhs.speed != rhs.speed {return false}
+    if lhs.timestampMicroseconds != rhs.timestampMicroseconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
