@@ -24,6 +24,7 @@ struct DeviceStateReportTests {
         (["title": .string("Groceries")], "Note  tag 12  title=Groceries"),
         ([:], "Note  tag 12"),
         (["title": .string("A title longer than twenty-four characters")], "Note  tag 12  title=\"A title longer than twen…\""),
+        (["where": .location(Location(latitude: 48.8584, longitude: 2.2945))], "Note  tag 12  where=location(48.8584,2.2945)"),
         (["a": .int64(-3), "b": .double(1.5), "c": .bool(true), "d": .bytes(Data([1, 2, 3])), "e": .list([.int64(1)])],
             "Note  tag 12  a=-3 b=1.5 c=true d=bytes(3) …+1"),
         (["when": .date(Date(timeIntervalSince1970: 1_700_000_000)),
