@@ -52,14 +52,7 @@ extension SyncServer {
                     }
                     return (true, size, AssetHasher())
                 }
-                if let quota {
-                    let usage = try owner.read { try $0.state(IndexKey.usage) }
-                    if usage + UInt64(size) > UInt64(max(0, quota)) {
-                        throw SyncError(
-                            .quotaExceeded,
-                            "storing asset \(digest) (\(size) bytes) would use \(usage + UInt64(size)) bytes, over \(owner.user)'s quota of \(quota)")
-                    }
-                }
+                if quota != nil { try owner.read { try $0.checkQuota(quota, storing: digest, size: size) } }
                 // Resume a cut upload: hash what it left (nothing past the announced size).
                 let assets = self.storage.assets
                 var length = try assets.partialLength(owner: owner.userNumber, digest: digest)
@@ -131,29 +124,27 @@ extension SyncServer {
         return try await storage.perform {
             try self.storage.withExclusiveLock(AssetUpload.lockName(owner: owner)) {
                 var collection = AssetCollection()
-                let (deleted, _) = try database.write { snapshot, _ -> (entries: [ServerEntry], result: [AssetDigest]) in
+                // One pass over the index: what goes, and what stays logged.
+                let ((deleted, kept), _) = try database.write {
+                    snapshot, _ -> (entries: [ServerEntry], result: ([AssetDigest], Set<AssetDigest>)) in
                     var digests: [AssetDigest] = []
+                    var kept = Set<AssetDigest>()
                     try snapshot.index.forEach(in: "assets") { key, value in
                         let state = try AssetState(decoding: Array(value))
+                        let digest = try AssetDigest(bytes: Array(key))
                         if state.references == 0, state.unreferencedSince < cutoffTime {
-                            digests.append(try AssetDigest(bytes: Array(key)))
+                            digests.append(digest)
+                        } else {
+                            kept.insert(digest)
                         }
                         return true
                     }
-                    return (digests.isEmpty ? [] : [.assetsDeleted(digests)], digests)
+                    return (digests.isEmpty ? [] : [.assetsDeleted(digests)], (digests, kept))
                 }
                 let assets = self.storage.assets
                 for digest in deleted { try assets.remove(owner: owner, digest: digest) }
                 collection.deleted = deleted
                 // Contents no entry names: an upload cut between storing and logging.
-                let kept = try database.read { snapshot in
-                    var kept = Set<AssetDigest>()
-                    try snapshot.index.forEach(in: "assets") { key, _ in
-                        kept.insert(try AssetDigest(bytes: Array(key)))
-                        return true
-                    }
-                    return kept
-                }
                 for digest in try assets.storedDigests(owner: owner) where !kept.contains(digest) {
                     try assets.remove(owner: owner, digest: digest)
                     collection.orphansRemoved.append(digest)
@@ -327,14 +318,7 @@ public final class AssetUpload: Sendable {
                 try storage.assets.storePartial(owner: owner.userNumber, digest: digest)
                 _ = try owner.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
                     if try snapshot.asset(digest) != nil { return ([], ()) }
-                    if let quota {
-                        let usage = try snapshot.state(IndexKey.usage)
-                        if usage + UInt64(size) > UInt64(max(0, quota)) {
-                            throw SyncError(
-                                .quotaExceeded,
-                                "storing asset \(digest) (\(size) bytes) would use \(usage + UInt64(size)) bytes, over \(owner.user)'s quota of \(quota)")
-                        }
-                    }
+                    try snapshot.checkQuota(quota, storing: digest, size: size)
                     return ([.assetStored(digest, size: size)], ())
                 }
             }
@@ -385,6 +369,18 @@ public struct AssetDownload: Sendable {
 }
 
 extension ServerDatabase.Snapshot {
+    /// Throws `quotaExceeded` when storing the content `digest` of `size` bytes would take the
+    /// database's usage over `quota` (`nil`: unlimited).
+    func checkQuota(_ quota: Int?, storing digest: AssetDigest, size: Int64) throws {
+        guard let quota else { return }
+        let usage = try state(IndexKey.usage)
+        if usage + UInt64(size) > UInt64(max(0, quota)) {
+            throw SyncError(
+                .quotaExceeded,
+                "storing asset \(digest) (\(size) bytes) would use \(usage + UInt64(size)) bytes, over \(database.user)'s quota of \(quota)")
+        }
+    }
+
     /// The state of the asset content `digest`, if this database keeps it.
     func asset(_ digest: AssetDigest) throws -> AssetState? {
         try index.value(forKey: digest.bytes, in: "assets").map { (bytes) throws(LogStoreError) in try AssetState(decoding: bytes) }

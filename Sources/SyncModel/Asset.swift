@@ -167,7 +167,7 @@ extension Record {
     /// Every asset of the record's fields, lists included, with its field key, in key order.
     public var assets: [(key: String, asset: Asset)] {
         var found: [(String, Asset)] = []
-        for key in allKeys().sorted() {
+        for key in allKeys() {
             switch self[key] {
             case .asset(let asset)?: found.append((key, asset))
             case .list(let values)?:
