@@ -181,18 +181,13 @@ struct AssetTransferCall: Sendable {
             // Pieces are gathered up to the chunk size; one is written and hashed while the next
             // arrives, so the connection is read while the disk and the digest work.
             var pending = ByteBuffer()
-            var writing: Task<Void, any Error>?
-            defer { writing?.cancel() }
-            func settle() async throws {
-                let previous = writing
-                writing = nil
-                try await previous?.value
-            }
+            var writing = PieceInFlight()
+            defer { writing.cancel() }
+            func settle() async throws { try await writing.finish() }
             func flush() async throws {
                 guard pending.readableBytes > 0 else { return }
-                try await settle()
                 let gathered = pending
-                writing = Task {
+                try await writing.start {
                     try gathered.withUnsafeReadableBytes { bytes throws(SyncError) in try file.write(bytes) }
                 }
                 pending = ByteBuffer()

@@ -263,22 +263,17 @@ struct AssetRoutes: Sendable {
         var arrived: Int64 = 0
         // One piece is hashed and written while the next arrives: the connection is read
         // while the disk and the digest work, instead of one after the other.
-        var writing: Task<Void, any Error>?
-        func settle() async throws {
-            let previous = writing
-            writing = nil
-            try await previous?.value
-        }
+        var writing = PieceInFlight()
+        func settle() async throws { try await writing.finish() }
         func flush() async throws {
             guard !pending.isEmpty else { return }
-            try await settle()
             let piece = pending
-            let start = upload.received
-            writing = Task { try await upload.write(piece, at: start) }
+            // Started once the piece before is written: the server's count is where it goes.
+            try await writing.start { try await upload.write(piece, at: upload.received) }
             pending = []
             pending.reserveCapacity(AssetTransfer.chunkSize)
         }
-        defer { writing?.cancel() }
+        defer { writing.cancel() }
         do {
             for try await chunk in body {
                 arrived += Int64(chunk.readableBytes)

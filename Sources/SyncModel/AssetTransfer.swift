@@ -311,3 +311,32 @@ public final class AssetDownloadFile {
         return destination
     }
 }
+
+/// Keeps one piece of a transfer being written while the caller receives the next: ``start(_:)``
+/// waits for the piece in flight, then starts the next and returns at once. Both ends of a
+/// transfer use it (the server writing and hashing an upload's pieces, a device a download's),
+/// so the network is read while the disk and the digest work, never more than one piece ahead.
+public struct PieceInFlight {
+    private var running: Task<Void, any Error>?
+
+    public init() {}
+
+    /// Waits for the piece in flight (throwing its error), then starts `work` in the background.
+    public mutating func start(_ work: @escaping @Sendable () async throws -> Void) async throws {
+        try await finish()
+        running = Task { try await work() }
+    }
+
+    /// Waits for the piece in flight, if any, and throws its error.
+    public mutating func finish() async throws {
+        let previous = running
+        running = nil
+        try await previous?.value
+    }
+
+    /// Cancels the piece in flight, if any, without waiting for it.
+    public mutating func cancel() {
+        running?.cancel()
+        running = nil
+    }
+}
