@@ -346,7 +346,7 @@ extension ServerDatabase {
         var client = client
         if client.hasAssets {
             if let failure = try checkAssets(of: client, snapshot) { return .failure(failure) }
-            client = client.mappingAssets { _, asset in asset.withoutFile }
+            client = client.withoutAssetFiles
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
         let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset) }

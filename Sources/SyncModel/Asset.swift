@@ -190,6 +190,12 @@ extension Record {
         return false
     }
 
+    /// The record with every asset without its local file: what a request carries and a server
+    /// keeps (``Asset/fileURL`` is the device's business).
+    public var withoutAssetFiles: Record {
+        mappingAssets { _, asset in asset.withoutFile }
+    }
+
     /// The record with every asset field changed by `transform` (lists included); keys whose
     /// values do not change keep their changed-or-not state.
     public func mappingAssets(_ transform: (String, Asset) throws -> Asset) rethrows -> Record {

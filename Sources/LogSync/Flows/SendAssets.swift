@@ -173,12 +173,6 @@ extension SyncEngine {
 }
 
 extension Record {
-    /// The record as the request carries it: every asset without its local file, which is the
-    /// device's business (``Asset/fileURL`` is never sent).
-    var withoutAssetFiles: Record {
-        mappingAssets { _, asset in asset.withoutFile }
-    }
-
     /// This record (as the server answered it) with the local file of each asset `sent` had at
     /// the same place (key, and position in a list) with the same digest, so that a saved record
     /// still points at the app's file.
