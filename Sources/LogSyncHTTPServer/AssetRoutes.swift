@@ -180,17 +180,9 @@ struct AssetRoutes: Sendable {
             return response
         } catch {
             let failure = (error as? HTTPFailure) ?? Self.failure(error, nil)
-            let level: Logger.Level = failure.status >= 500 ? .error : .debug
-            logger.log(level: level, "refused", metadata: [
-                "status": "\(failure.status)", "error": "\(failure.error)",
-                "ms": "\((ContinuousClock.now - started).milliseconds)",
-            ])
-            let close = failure.closeConnection || unreadBody()
-            if close {
-                // The rest of the body is not wanted: stop reading it, answer, then close.
-                context.channel.close(mode: .input, promise: nil)
-            }
-            return OperationRoutes.errorResponse(failure.error, status: failure.status, format: format, closeConnection: close)
+            return OperationRoutes.refusal(
+                failure, closing: failure.closeConnection || unreadBody(), logger: logger, since: started, context: context,
+                format: format)
         }
     }
 

@@ -54,23 +54,29 @@ struct OperationRoutes: Sendable {
             headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
         } catch let failure as HTTPFailure {
-            let level: Logger.Level = failure.status >= 500 ? .error : .debug
-            logger.log(level: level, "refused", metadata: [
-                "status": "\(failure.status)", "error": "\(failure.error)",
-                "ms": "\((ContinuousClock.now - started).milliseconds)",
-            ])
-            if failure.closeConnection {
-                // The rest of the body is not wanted: stop reading it. The answer still goes out,
-                // then the connection closes, instead of the server draining the body.
-                context.channel.close(mode: .input, promise: nil)
-            }
-            return Self.errorResponse(failure.error, status: failure.status, format: format, closeConnection: failure.closeConnection)
+            return Self.refusal(failure, closing: failure.closeConnection, logger: logger, since: started, context: context, format: format)
         } catch {
             // Everything above throws HTTPFailure; this is a safety net, not a path.
             logger.error("failed", metadata: ["error": "\(error)"])
             return Self.errorResponse(SyncError(.internalError, "the request failed on the server", cause: "\(error)"),
                                       status: 500, format: format)
         }
+    }
+
+    /// The answer to a refused request, logged (`refused`, at error level for a 5xx). With
+    /// `closing`, the rest of the body is not wanted: the server stops reading it, the answer
+    /// still goes out, then the connection closes, instead of the server draining the body.
+    static func refusal(
+        _ failure: HTTPFailure, closing: Bool, logger: Logger, since started: ContinuousClock.Instant,
+        context: ServerRequestContext, format: WireFormat
+    ) -> Response {
+        let level: Logger.Level = failure.status >= 500 ? .error : .debug
+        logger.log(level: level, "refused", metadata: [
+            "status": "\(failure.status)", "error": "\(failure.error)",
+            "ms": "\((ContinuousClock.now - started).milliseconds)",
+        ])
+        if closing { context.channel.close(mode: .input, promise: nil) }
+        return errorResponse(failure.error, status: failure.status, format: format, closeConnection: closing)
     }
 
     /// Answers a `GET …/push` that was not upgraded: 404 for an unknown scope or version, 401
