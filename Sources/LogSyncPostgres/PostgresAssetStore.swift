@@ -155,14 +155,7 @@ struct PostgresAssetStore: ServerAssetStore {
     }
 
     func removePartial(owner: UInt64, digest: AssetDigest) throws {
-        try pool.withSession { session in
-            try session.transaction { session in
-                try Self.lock(owner, digest, session)
-                try session.query("DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
-                try session.query(
-                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND NOT stored", Self.key(owner, digest))
-            }
-        }
+        try delete(owner, digest, stored: false)
     }
 
     /// Reads the rows that cover the range, found by their `start` (the primary key's last
@@ -199,12 +192,20 @@ struct PostgresAssetStore: ServerAssetStore {
     }
 
     func remove(owner: UInt64, digest: AssetDigest) throws {
+        try delete(owner, digest, stored: true)
+    }
+
+    /// Deletes the stored content of `digest` (`stored`) or its partial upload, with its pieces,
+    /// in one transaction.
+    private func delete(_ owner: UInt64, _ digest: AssetDigest, stored: Bool) throws {
+        let table = stored ? "logsync_assets" : "logsync_asset_partials"
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, digest, session)
-                try session.query("DELETE FROM logsync_assets WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
+                try session.query("DELETE FROM \(table) WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
                 try session.query(
-                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored", Self.key(owner, digest))
+                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored = \(stored)",
+                    Self.key(owner, digest))
             }
         }
     }
