@@ -20,4 +20,6 @@ public enum Limits {
     public static let maxNameLength = 255
     /// The most `deleteSelf` references that may point at one target record (F135).
     public static let maxDeleteSelfReferencesPerTarget = 750
+    /// The most device keys one user may register for encrypted fields (F129).
+    public static let maxDeviceKeysPerUser = 100
 }

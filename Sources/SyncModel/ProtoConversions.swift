@@ -404,6 +404,17 @@ extension RecordValue: ProtoConvertible {
                     try Record.Reference(proto: reference)
                 })
         case .locationValue(let location)?: self = .location(Location(proto: location))
+        case .encryptedValue(let encrypted)?:
+            switch encrypted.state {
+            case .plaintext(let plaintext)?:
+                self = .encrypted(.opened(try ProtoDecoding.within("RecordValue.encrypted_value.plaintext") { () throws(SyncError) in
+                    try RecordValue(proto: plaintext)
+                }))
+            case .sealed(let sealed)?:
+                self = .encrypted(.sealed(SealedValue(keyVersion: sealed.keyVersion, box: sealed.box)))
+            case nil:
+                throw ProtoDecoding.invalid("RecordValue.encrypted_value", "is neither opened nor sealed")
+            }
         case .assetValue(let asset)?:
             self = .asset(try ProtoDecoding.within("RecordValue.asset_value") { () throws(SyncError) in try Asset(proto: asset) })
         case .listValue(let list)?:
@@ -426,6 +437,17 @@ extension RecordValue: ProtoConvertible {
         case .reference(let reference): message.value = .referenceValue(reference.proto)
         case .asset(let asset): message.value = .assetValue(asset.proto)
         case .location(let location): message.value = .locationValue(location.proto)
+        case .encrypted(let encrypted):
+            var inner = Logsync_Model_EncryptedValue()
+            switch encrypted {
+            case .opened(let plaintext): inner.state = .plaintext(plaintext.proto)
+            case .sealed(let sealed):
+                var box = Logsync_Model_SealedValue()
+                box.keyVersion = sealed.keyVersion
+                box.box = sealed.box
+                inner.state = .sealed(box)
+            }
+            message.value = .encryptedValue(inner)
         case .list(let values):
             var list = Logsync_Model_RecordValueList()
             list.values = values.map(\.proto)

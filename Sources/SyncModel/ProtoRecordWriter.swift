@@ -140,6 +140,15 @@ extension RecordValue {
                 if let size = asset.size { message.int64(2, size) }
                 if let fileURL = asset.fileURL { message.string(3, fileURL.path) }
             }
+        case .encrypted(.opened(let plaintext)):
+            writer.message(12) { message in message.message(1) { plaintext.write(to: &$0) } }
+        case .encrypted(.sealed(let sealed)):
+            writer.message(12) { message in
+                message.message(2) { box in
+                    if sealed.keyVersion != 0 { box.int64(1, Int64(sealed.keyVersion)) }
+                    if !sealed.box.isEmpty { box.data(2, sealed.box) }
+                }
+            }
         case .list(let values):
             writer.message(9) { list in
                 for value in values { list.message(1) { value.write(to: &$0) } }

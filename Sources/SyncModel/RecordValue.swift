@@ -33,12 +33,16 @@ public enum RecordValue: Sendable, Hashable, Codable {
     case location(Location)
     /// A list of values of one kind; lists do not nest.
     case list([RecordValue])
+    /// A field of ``Record/encryptedValues``: opened on a device, sealed in every request and on
+    /// every server (F129). Set it through ``Record/encryptedValues``.
+    case encrypted(EncryptedValue)
 
     /// The approximate number of bytes this value adds to a record, used by the size limits.
     ///
     /// Strings and bytes count their UTF-8 bytes; integers, doubles and dates 8; booleans 1; a
     /// reference its record name, zone name and owner name plus 1; an asset 40 (its digest and
-    /// size); a location 64 (eight numbers); a list the sum of its elements. Asset *content* is never counted (F134).
+    /// size); a location 64 (eight numbers); a list the sum of its elements; an encrypted value its
+    /// sealed size (an opened one its plaintext's size and ``SealedValue/overhead``). Asset *content* is never counted (F134).
     ///
     /// - Complexity: O(n) in the size of the value.
     public var estimatedSize: Int {
@@ -51,6 +55,8 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .asset: return 40
         case .location: return 64
         case .list(let values): return values.reduce(0) { $0 + $1.estimatedSize }
+        case .encrypted(.opened(let value)): return value.estimatedSize + SealedValue.overhead
+        case .encrypted(.sealed(let sealed)): return sealed.box.count
         }
     }
 
@@ -67,6 +73,7 @@ public enum RecordValue: Sendable, Hashable, Codable {
         case .asset: "asset"
         case .location: "location"
         case .list: "list"
+        case .encrypted: "encrypted"
         }
     }
 }

@@ -88,6 +88,13 @@ extension SyncError {
         public static let accountTemporarilyUnavailable = Code(rawValue: 36)
         /// The participant was already invited to the share (37, newer SDKs).
         public static let participantAlreadyInvited = Code(rawValue: 37)
+        /// LogSync's own: this device holds no key for the zone's encrypted fields yet (1001,
+        /// F129); another device of the zone wraps one for it. Not in `CKError.Code`.
+        public static let zoneKeyUnavailable = Code(rawValue: 1001)
+        /// LogSync's own: an encrypted field failed to open: tampered ciphertext, a key that is
+        /// not the one it was sealed with, or a wrapped key addressed to another device (1002,
+        /// F129). Not in `CKError.Code`.
+        public static let decryptionFailed = Code(rawValue: 1002)
 
         /// Every code this build knows, in raw-value order.
         public static let allKnown: [Code] = [
@@ -100,7 +107,7 @@ extension SyncError {
             .limitExceeded, .userDeletedZone, .tooManyParticipants, .alreadyShared,
             .referenceViolation, .managedAccountRestricted, .participantMayNeedVerification,
             .serverResponseLost, .assetNotAvailable, .accountTemporarilyUnavailable,
-            .participantAlreadyInvited,
+            .participantAlreadyInvited, .zoneKeyUnavailable, .decryptionFailed,
         ]
 
         /// The seven codes the engine retries by itself, waiting for good conditions (F89).
@@ -119,12 +126,13 @@ extension SyncError {
         public var name: String {
             let index = rawValue - 1
             if index >= 0, index < Self.names.count { return Self.names[index] }
+            if let name = Self.ownNames[rawValue] { return name }
             return "code(\(rawValue))"
         }
 
         /// The code's name and raw value, such as `serverRecordChanged (14)`.
         public var description: String {
-            rawValue >= 1 && rawValue <= Self.names.count ? "\(name) (\(rawValue))" : name
+            (rawValue >= 1 && rawValue <= Self.names.count) || Self.ownNames[rawValue] != nil ? "\(name) (\(rawValue))" : name
         }
 
         private static let names = [
@@ -139,6 +147,9 @@ extension SyncError {
             "serverResponseLost", "assetNotAvailable", "accountTemporarilyUnavailable",
             "participantAlreadyInvited",
         ]
+
+        /// LogSync's own codes, above CloudKit's.
+        private static let ownNames = [1001: "zoneKeyUnavailable", 1002: "decryptionFailed"]
 
         /// Decodes a code from its raw value.
         public init(from decoder: any Decoder) throws {

@@ -106,10 +106,31 @@ extension Record {
             }
         case .location(let location):
             return location.violation
+        case .encrypted(.opened(let plaintext)):
+            // The server cannot check, index or follow what it cannot read (F129).
+            switch plaintext {
+            case .reference: return "an encrypted field cannot hold a reference"
+            case .asset: return "an encrypted field cannot hold an asset (asset contents are stored apart)"
+            case .encrypted: return "an encrypted field cannot hold an encrypted value"
+            case .list(let elements):
+                if let first = elements.first, case .reference = first { return "an encrypted field cannot hold a list of references" }
+                if let first = elements.first, case .asset = first { return "an encrypted field cannot hold a list of assets" }
+                if elements.contains(where: { if case .encrypted = $0 { true } else { false } }) {
+                    return "an encrypted field cannot hold encrypted values"
+                }
+            default: break
+            }
+            return violation(of: plaintext)
+        case .encrypted(.sealed(let sealed)):
+            if sealed.keyVersion == 0 { return "a sealed value has key version 0" }
+            if sealed.box.count < SealedValue.overhead {
+                return "a sealed value holds \(sealed.box.count) bytes, fewer than a nonce and a tag (\(SealedValue.overhead))"
+            }
         case .list(let elements):
             guard let first = elements.first else { return nil }
             for element in elements {
                 if case .list = element { return "lists must not be nested" }
+                if case .encrypted = element { return "a list cannot hold encrypted values; encrypt the whole list" }
                 if element.kindName != first.kindName {
                     return "list mixes \(first.kindName) and \(element.kindName) values"
                 }

@@ -286,6 +286,8 @@ public enum ServerReplayOutcome: Sendable, Hashable, CustomStringConvertible {
         case .asset(let asset): "asset " + asset.compactDescription(withCacheState: true)
         case .location(let location): "location \(location)"
         case .list(let values): "[\(values.map(render).joined(separator: ", "))]"
+        case .encrypted(.opened(let plaintext)): "encrypted \(render(plaintext))"
+        case .encrypted(.sealed(let sealed)): "sealed(\(sealed))"
         }
     }
 }

@@ -310,6 +310,8 @@ public enum DeviceStateReport {
         case .asset(let asset): return "asset(" + asset.compactDescription(withCacheState: true) + ")"
         case .location(let location): return "location(\(location.latitude),\(location.longitude))"
         case .list(let items): return "list(\(items.count))"
+        case .encrypted(.opened(let plaintext)): return "encrypted(" + shortValue(plaintext) + ")"
+        case .encrypted(.sealed(let sealed)): return "sealed(v\(sealed.keyVersion),\(sealed.box.count)B)"
         }
     }
 
@@ -317,7 +319,8 @@ public enum DeviceStateReport {
     /// key order with its whole value: text, number, `true`/`false`; bytes in base 64, a date as
     /// ISO 8601, a reference as `zone/name`, an asset as `sha256`, `size`, `file` and `cached`, a
     /// location as its eight values, a list
-    /// as an array.
+    /// as an array, an encrypted field as `{"encrypted": value}` (opened on this device) or
+    /// `{"sealed": {keyVersion, bytes}}`.
     static func recordJSON(_ record: Record) -> String {
         JSONText.object([
             ("record", JSONText.string(self.record(record.recordID))),
@@ -352,6 +355,9 @@ public enum DeviceStateReport {
                 ("cached", JSONText.bool(asset.isCached)),
             ])
         case .list(let items): JSONText.array(items.map(valueJSON))
+        case .encrypted(.opened(let plaintext)): JSONText.object([("encrypted", valueJSON(plaintext))])
+        case .encrypted(.sealed(let sealed)):
+            JSONText.object([("sealed", JSONText.object([("keyVersion", String(sealed.keyVersion)), ("bytes", String(sealed.box.count))]))])
         }
     }
 

@@ -238,92 +238,103 @@ package nonisolated struct Logsync_Model_RecordValueList: Sendable {
 }
 
 /// RecordValue: exactly one of the cases must be set.
-package nonisolated struct Logsync_Model_RecordValue: Sendable {
+package nonisolated struct Logsync_Model_RecordValue: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  package var value: Logsync_Model_RecordValue.OneOf_Value? = nil
+  package var value: OneOf_Value? {
+    get {return _storage._value}
+    set {_uniqueStorage()._value = newValue}
+  }
 
   package var stringValue: String {
     get {
-      if case .stringValue(let v)? = value {return v}
+      if case .stringValue(let v)? = _storage._value {return v}
       return String()
     }
-    set {value = .stringValue(newValue)}
+    set {_uniqueStorage()._value = .stringValue(newValue)}
   }
 
   package var int64Value: Int64 {
     get {
-      if case .int64Value(let v)? = value {return v}
+      if case .int64Value(let v)? = _storage._value {return v}
       return 0
     }
-    set {value = .int64Value(newValue)}
+    set {_uniqueStorage()._value = .int64Value(newValue)}
   }
 
   package var doubleValue: Double {
     get {
-      if case .doubleValue(let v)? = value {return v}
+      if case .doubleValue(let v)? = _storage._value {return v}
       return 0
     }
-    set {value = .doubleValue(newValue)}
+    set {_uniqueStorage()._value = .doubleValue(newValue)}
   }
 
   package var boolValue: Bool {
     get {
-      if case .boolValue(let v)? = value {return v}
+      if case .boolValue(let v)? = _storage._value {return v}
       return false
     }
-    set {value = .boolValue(newValue)}
+    set {_uniqueStorage()._value = .boolValue(newValue)}
   }
 
   package var bytesValue: Data {
     get {
-      if case .bytesValue(let v)? = value {return v}
+      if case .bytesValue(let v)? = _storage._value {return v}
       return Data()
     }
-    set {value = .bytesValue(newValue)}
+    set {_uniqueStorage()._value = .bytesValue(newValue)}
   }
 
   /// microseconds since 1970
   package var dateMicroseconds: Int64 {
     get {
-      if case .dateMicroseconds(let v)? = value {return v}
+      if case .dateMicroseconds(let v)? = _storage._value {return v}
       return 0
     }
-    set {value = .dateMicroseconds(newValue)}
+    set {_uniqueStorage()._value = .dateMicroseconds(newValue)}
   }
 
   package var referenceValue: Logsync_Model_Reference {
     get {
-      if case .referenceValue(let v)? = value {return v}
+      if case .referenceValue(let v)? = _storage._value {return v}
       return Logsync_Model_Reference()
     }
-    set {value = .referenceValue(newValue)}
+    set {_uniqueStorage()._value = .referenceValue(newValue)}
   }
 
   package var listValue: Logsync_Model_RecordValueList {
     get {
-      if case .listValue(let v)? = value {return v}
+      if case .listValue(let v)? = _storage._value {return v}
       return Logsync_Model_RecordValueList()
     }
-    set {value = .listValue(newValue)}
+    set {_uniqueStorage()._value = .listValue(newValue)}
   }
 
   package var assetValue: Logsync_Model_Asset {
     get {
-      if case .assetValue(let v)? = value {return v}
+      if case .assetValue(let v)? = _storage._value {return v}
       return Logsync_Model_Asset()
     }
-    set {value = .assetValue(newValue)}
+    set {_uniqueStorage()._value = .assetValue(newValue)}
   }
 
   package var locationValue: Logsync_Model_Location {
     get {
-      if case .locationValue(let v)? = value {return v}
+      if case .locationValue(let v)? = _storage._value {return v}
       return Logsync_Model_Location()
     }
-    set {value = .locationValue(newValue)}
+    set {_uniqueStorage()._value = .locationValue(newValue)}
+  }
+
+  package var encryptedValue: Logsync_Model_EncryptedValue {
+    get {
+      if case .encryptedValue(let v)? = _storage._value {return v}
+      return Logsync_Model_EncryptedValue()
+    }
+    set {_uniqueStorage()._value = .encryptedValue(newValue)}
   }
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -340,10 +351,120 @@ package nonisolated struct Logsync_Model_RecordValue: Sendable {
     case listValue(Logsync_Model_RecordValueList)
     case assetValue(Logsync_Model_Asset)
     case locationValue(Logsync_Model_Location)
+    case encryptedValue(Logsync_Model_EncryptedValue)
 
   }
 
   package init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// EncryptedValue: a field of Record.encryptedValues (F129). On a device it is opened (the
+/// plaintext value); every request and every server record holds it sealed. A server refuses an
+/// opened one. See Docs/Encryption.md.
+package nonisolated struct Logsync_Model_EncryptedValue: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var state: OneOf_State? {
+    get {return _storage._state}
+    set {_uniqueStorage()._state = newValue}
+  }
+
+  package var plaintext: Logsync_Model_RecordValue {
+    get {
+      if case .plaintext(let v)? = _storage._state {return v}
+      return Logsync_Model_RecordValue()
+    }
+    set {_uniqueStorage()._state = .plaintext(newValue)}
+  }
+
+  package var sealed: Logsync_Model_SealedValue {
+    get {
+      if case .sealed(let v)? = _storage._state {return v}
+      return Logsync_Model_SealedValue()
+    }
+    set {_uniqueStorage()._state = .sealed(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package nonisolated enum OneOf_State: Equatable, Sendable {
+    case plaintext(Logsync_Model_RecordValue)
+    case sealed(Logsync_Model_SealedValue)
+
+  }
+
+  package init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// SealedValue: a RecordValue's protobuf bytes sealed with ChaChaPoly under a zone key: the
+/// key's version, and the nonce, ciphertext and tag (nonce 12 bytes, tag 16).
+package nonisolated struct Logsync_Model_SealedValue: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var keyVersion: UInt32 = 0
+
+  package var box: Data = Data()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// DevicePublicKey: a device's X25519 public key, registered with the server so that zone keys
+/// can be wrapped for it. key_id is derived from the key (hex of the first 16 bytes of its
+/// SHA-256); user_record_name is the device's user as the server names them (set by the server).
+package nonisolated struct Logsync_Model_DevicePublicKey: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var raw: Data = Data()
+
+  package var userRecordName: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// WrappedZoneKey: one version of a zone's key, sealed for one device (ephemeral X25519 public
+/// key, 32 bytes, then the ChaChaPoly nonce, sealed key and tag). check is 8 bytes derived from
+/// the key, the same for every wrap of one version.
+package nonisolated struct Logsync_Model_WrappedZoneKey: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var zoneID: Logsync_Model_RecordZoneID {
+    get {_zoneID ?? Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  package var version: UInt32 = 0
+
+  package var recipientKeyID: String = String()
+
+  package var check: Data = Data()
+
+  package var wrapped: Data = Data()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _zoneID: Logsync_Model_RecordZoneID? = nil
 }
 
 /// Location: a place on Earth (CLLocation's values). Negative accuracies, course and speed mean
@@ -1097,7 +1218,336 @@ nonisolated extension Logsync_Model_RecordValueList: SwiftProtobuf.Message, Swif
 
 nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RecordValue"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{4}\u{2}list_value\0\u{3}asset_value\0\u{3}location_value\0\u{c}\u{8}\u{1}")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}string_value\0\u{3}int64_value\0\u{3}double_value\0\u{3}bool_value\0\u{3}bytes_value\0\u{3}date_microseconds\0\u{3}reference_value\0\u{4}\u{2}list_value\0\u{3}asset_value\0\u{3}location_value\0\u{3}encrypted_value\0\u{c}\u{8}\u{1}")
+
+  fileprivate class _StorageClass {
+    var _value: Logsync_Model_RecordValue.OneOf_Value?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _value = source._value
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try {
+          var v: String?
+          try decoder.decodeSingularStringField(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .stringValue(v)
+          }
+        }()
+        case 2: try {
+          var v: Int64?
+          try decoder.decodeSingularInt64Field(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .int64Value(v)
+          }
+        }()
+        case 3: try {
+          var v: Double?
+          try decoder.decodeSingularDoubleField(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .doubleValue(v)
+          }
+        }()
+        case 4: try {
+          var v: Bool?
+          try decoder.decodeSingularBoolField(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .boolValue(v)
+          }
+        }()
+        case 5: try {
+          var v: Data?
+          try decoder.decodeSingularBytesField(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .bytesValue(v)
+          }
+        }()
+        case 6: try {
+          var v: Int64?
+          try decoder.decodeSingularInt64Field(value: &v)
+          if let v = v {
+            if _storage._value != nil {try decoder.handleConflictingOneOf()}
+            _storage._value = .dateMicroseconds(v)
+          }
+        }()
+        case 7: try {
+          var v: Logsync_Model_Reference?
+          var hadOneofValue = false
+          if let current = _storage._value {
+            hadOneofValue = true
+            if case .referenceValue(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._value = .referenceValue(v)
+          }
+        }()
+        case 9: try {
+          var v: Logsync_Model_RecordValueList?
+          var hadOneofValue = false
+          if let current = _storage._value {
+            hadOneofValue = true
+            if case .listValue(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._value = .listValue(v)
+          }
+        }()
+        case 10: try {
+          var v: Logsync_Model_Asset?
+          var hadOneofValue = false
+          if let current = _storage._value {
+            hadOneofValue = true
+            if case .assetValue(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._value = .assetValue(v)
+          }
+        }()
+        case 11: try {
+          var v: Logsync_Model_Location?
+          var hadOneofValue = false
+          if let current = _storage._value {
+            hadOneofValue = true
+            if case .locationValue(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._value = .locationValue(v)
+          }
+        }()
+        case 12: try {
+          var v: Logsync_Model_EncryptedValue?
+          var hadOneofValue = false
+          if let current = _storage._value {
+            hadOneofValue = true
+            if case .encryptedValue(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._value = .encryptedValue(v)
+          }
+        }()
+        default: break
+        }
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      switch _storage._value {
+      case .stringValue?: try {
+        guard case .stringValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularStringField(value: v, fieldNumber: 1)
+      }()
+      case .int64Value?: try {
+        guard case .int64Value(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
+      }()
+      case .doubleValue?: try {
+        guard case .doubleValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularDoubleField(value: v, fieldNumber: 3)
+      }()
+      case .boolValue?: try {
+        guard case .boolValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularBoolField(value: v, fieldNumber: 4)
+      }()
+      case .bytesValue?: try {
+        guard case .bytesValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularBytesField(value: v, fieldNumber: 5)
+      }()
+      case .dateMicroseconds?: try {
+        guard case .dateMicroseconds(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularInt64Field(value: v, fieldNumber: 6)
+      }()
+      case .referenceValue?: try {
+        guard case .referenceValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      }()
+      case .listValue?: try {
+        guard case .listValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      }()
+      case .assetValue?: try {
+        guard case .assetValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
+      }()
+      case .locationValue?: try {
+        guard case .locationValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
+      }()
+      case .encryptedValue?: try {
+        guard case .encryptedValue(let v)? = _storage._value else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      }()
+      case nil: break
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_RecordValue, rhs: Logsync_Model_RecordValue) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._value != rhs_storage._value {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_EncryptedValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".EncryptedValue"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}plaintext\0\u{1}sealed\0")
+
+  fileprivate class _StorageClass {
+    var _state: Logsync_Model_EncryptedValue.OneOf_State?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _state = source._state
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try {
+          var v: Logsync_Model_RecordValue?
+          var hadOneofValue = false
+          if let current = _storage._state {
+            hadOneofValue = true
+            if case .plaintext(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._state = .plaintext(v)
+          }
+        }()
+        case 2: try {
+          var v: Logsync_Model_SealedValue?
+          var hadOneofValue = false
+          if let current = _storage._state {
+            hadOneofValue = true
+            if case .sealed(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._state = .sealed(v)
+          }
+        }()
+        default: break
+        }
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      switch _storage._state {
+      case .plaintext?: try {
+        guard case .plaintext(let v)? = _storage._state else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+      }()
+      case .sealed?: try {
+        guard case .sealed(let v)? = _storage._state else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      }()
+      case nil: break
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_EncryptedValue, rhs: Logsync_Model_EncryptedValue) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._state != rhs_storage._state {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_SealedValue: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SealedValue"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}key_version\0\u{1}box\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1105,106 +1555,81 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
       // allocates stack space for every case branch when no optimizations are
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
-      case 1: try {
-        var v: String?
-        try decoder.decodeSingularStringField(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .stringValue(v)
-        }
-      }()
-      case 2: try {
-        var v: Int64?
-        try decoder.decodeSingularInt64Field(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .int64Value(v)
-        }
-      }()
-      case 3: try {
-        var v: Double?
-        try decoder.decodeSingularDoubleField(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .doubleValue(v)
-        }
-      }()
-      case 4: try {
-        var v: Bool?
-        try decoder.decodeSingularBoolField(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .boolValue(v)
-        }
-      }()
-      case 5: try {
-        var v: Data?
-        try decoder.decodeSingularBytesField(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .bytesValue(v)
-        }
-      }()
-      case 6: try {
-        var v: Int64?
-        try decoder.decodeSingularInt64Field(value: &v)
-        if let v = v {
-          if self.value != nil {try decoder.handleConflictingOneOf()}
-          self.value = .dateMicroseconds(v)
-        }
-      }()
-      case 7: try {
-        var v: Logsync_Model_Reference?
-        var hadOneofValue = false
-        if let current = self.value {
-          hadOneofValue = true
-          if case .referenceValue(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.value = .referenceValue(v)
-        }
-      }()
-      case 9: try {
-        var v: Logsync_Model_RecordValueList?
-        var hadOneofValue = false
-        if let current = self.value {
-          hadOneofValue = true
-          if case .listValue(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.value = .listValue(v)
-        }
-      }()
-      case 10: try {
-        var v: Logsync_Model_Asset?
-        var hadOneofValue = false
-        if let current = self.value {
-          hadOneofValue = true
-          if case .assetValue(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.value = .assetValue(v)
-        }
-      }()
-      case 11: try {
-        var v: Logsync_Model_Location?
-        var hadOneofValue = false
-        if let current = self.value {
-          hadOneofValue = true
-          if case .locationValue(let m) = current {v = m}
-        }
-        try decoder.decodeSingularMessageField(value: &v)
-        if let v = v {
-          if hadOneofValue {try decoder.handleConflictingOneOf()}
-          self.value = .locationValue(v)
-        }
-      }()
+      case 1: try { try decoder.decodeSingularUInt32Field(value: &self.keyVersion) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.box) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.keyVersion != 0 {
+      try visitor.visitSingularUInt32Field(value: self.keyVersion, fieldNumber: 1)
+    }
+    if !self.box.isEmpty {
+      try visitor.visitSingularBytesField(value: self.box, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_SealedValue, rhs: Logsync_Model_SealedValue) -> Bool {
+    if lhs.keyVersion != rhs.keyVersion {return false}
+    if lhs.box != rhs.box {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_DevicePublicKey: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".DevicePublicKey"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}raw\0\u{3}user_record_name\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBytesField(value: &self.raw) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.userRecordName) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.raw.isEmpty {
+      try visitor.visitSingularBytesField(value: self.raw, fieldNumber: 1)
+    }
+    if !self.userRecordName.isEmpty {
+      try visitor.visitSingularStringField(value: self.userRecordName, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_DevicePublicKey, rhs: Logsync_Model_DevicePublicKey) -> Bool {
+    if lhs.raw != rhs.raw {return false}
+    if lhs.userRecordName != rhs.userRecordName {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_WrappedZoneKey: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".WrappedZoneKey"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}version\0\u{3}recipient_key_id\0\u{1}check\0\u{1}wrapped\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.recipientKeyID) }()
+      case 4: try { try decoder.decodeSingularBytesField(value: &self.check) }()
+      case 5: try { try decoder.decodeSingularBytesField(value: &self.wrapped) }()
       default: break
       }
     }
@@ -1215,54 +1640,30 @@ nonisolated extension Logsync_Model_RecordValue: SwiftProtobuf.Message, SwiftPro
     // allocates stack space for every if/case branch local when no optimizations
     // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
     // https://github.com/apple/swift-protobuf/issues/1182
-    switch self.value {
-    case .stringValue?: try {
-      guard case .stringValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularStringField(value: v, fieldNumber: 1)
-    }()
-    case .int64Value?: try {
-      guard case .int64Value(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
-    }()
-    case .doubleValue?: try {
-      guard case .doubleValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularDoubleField(value: v, fieldNumber: 3)
-    }()
-    case .boolValue?: try {
-      guard case .boolValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularBoolField(value: v, fieldNumber: 4)
-    }()
-    case .bytesValue?: try {
-      guard case .bytesValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularBytesField(value: v, fieldNumber: 5)
-    }()
-    case .dateMicroseconds?: try {
-      guard case .dateMicroseconds(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularInt64Field(value: v, fieldNumber: 6)
-    }()
-    case .referenceValue?: try {
-      guard case .referenceValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
-    }()
-    case .listValue?: try {
-      guard case .listValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
-    }()
-    case .assetValue?: try {
-      guard case .assetValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 10)
-    }()
-    case .locationValue?: try {
-      guard case .locationValue(let v)? = self.value else { preconditionFailure() }
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 11)
-    }()
-    case nil: break
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.version != 0 {
+      try visitor.visitSingularUInt32Field(value: self.version, fieldNumber: 2)
+    }
+    if !self.recipientKeyID.isEmpty {
+      try visitor.visitSingularStringField(value: self.recipientKeyID, fieldNumber: 3)
+    }
+    if !self.check.isEmpty {
+      try visitor.visitSingularBytesField(value: self.check, fieldNumber: 4)
+    }
+    if !self.wrapped.isEmpty {
+      try visitor.visitSingularBytesField(value: self.wrapped, fieldNumber: 5)
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
-  package static func ==(lhs: Logsync_Model_RecordValue, rhs: Logsync_Model_RecordValue) -> Bool {
-    if lhs.value != rhs.value {return false}
+  package static func ==(lhs: Logsync_Model_WrappedZoneKey, rhs: Logsync_Model_WrappedZoneKey) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.recipientKeyID != rhs.recipientKeyID {return false}
+    if lhs.check != rhs.check {return false}
+    if lhs.wrapped != rhs.wrapped {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
