@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // End-to-end encryption of record fields (F129): the keys and the sealing. Docs/Encryption.md
 // gives the design and its threat model.
@@ -90,7 +93,9 @@ public struct DeviceKeyPair: Sendable {
             let handle = try FileHandle(forWritingTo: partial)
             try handle.synchronize()
             try handle.close()
-            _ = try manager.replaceItemAt(file, withItemAt: partial)
+            guard rename(partial.path, file.path) == 0 else {
+                throw SyncError(.internalError, "rename failed with errno \(errno)")
+            }
         } catch {
             throw SyncError(.internalError, "cannot write the device key \(quoted(file.path)): \(error)")
         }

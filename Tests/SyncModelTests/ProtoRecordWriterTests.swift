@@ -36,6 +36,9 @@ struct ProtoRecordWriterTests {
             timestamp: t0))),
         ("origin", .location(Location(latitude: 0, longitude: 0))),
         ("list", .list([.string("a"), .int64(-2), .list([.bool(false), .list([])])])), ("emptyList", .list([])),
+        ("opened", .encrypted(.opened(.string("secret")))), ("openedList", .encrypted(.opened(.list([.int64(1), .int64(0)])))),
+        ("sealed", .encrypted(.sealed(SealedValue(keyVersion: 3, box: Data(repeating: 9, count: 40))))),
+        ("sealedEmpty", .encrypted(.sealed(SealedValue(keyVersion: 0, box: Data())))),
     ]
 
     @Test(arguments: values.indices)

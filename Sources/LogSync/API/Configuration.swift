@@ -57,6 +57,12 @@ extension SyncEngine {
         /// directory) to free space: a later fetch or ``SyncEngine/fetchAssetContents(_:in:)``
         /// downloads the content again.
         public var assetCacheDirectory: URL?
+        /// The file holding this device's private key for encrypted fields (F129), made the first
+        /// time a record with ``Record/encryptedValues`` is sent or fetched; `nil` (the default)
+        /// for `DeviceKey` inside the device log's directory. Losing it loses nothing on the
+        /// server: the device registers a new key, and another device of the zone wraps the
+        /// zone's keys for it (`Docs/Encryption.md`).
+        public var deviceKeyFile: URL?
 
         /// Where a device log is.
         public enum Storage: Sendable {

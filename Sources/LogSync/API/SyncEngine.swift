@@ -51,6 +51,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let fetchResultsLimit: Int?
     /// Where fetched asset contents are kept (``Configuration/assetCacheDirectory``).
     let assetCache: AssetCache
+    /// The device key and the zone keys of encrypted fields (F129).
+    let keyring: ZoneKeyring
     let operations = SyncOperations()
     private let delegateReference: WeakDelegate
     let session = Mutex(EngineSession())
@@ -92,6 +94,9 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.assetCache = AssetCache(
             directory: configuration.assetCacheDirectory
                 ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("Assets", isDirectory: true))
+        self.keyring = ZoneKeyring(
+            keyFile: configuration.deviceKeyFile
+                ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("DeviceKey"))
         self.delegateReference = WeakDelegate(configuration.delegate)
         var random = SeededRandom(seed: configuration.randomSeed ^ 0x5245_5155_4553_5453)
         self.requestIDPrefix = String(random.next(), radix: 16)

@@ -115,6 +115,8 @@ extension SyncEngine {
             if user == current { return }
         }
         try deviceLog.append(.accountChanged(previous: previous, current: current))
+        // Zone keys belong to the account: the next account's come from the server again.
+        keyring.forgetAccount()
         let change: Event.AccountChange.ChangeType
         switch (previous, current) {
         case (nil, let user?): change = .signIn(currentUser: user)

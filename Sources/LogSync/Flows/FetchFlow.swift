@@ -21,6 +21,7 @@ extension SyncEngine {
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
         do {
             try await fetchDatabaseChanges(step)
+            await maintainZoneKeys()
             var attempted = Set<RecordZone.ID>()
             while true {
                 if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
@@ -45,6 +46,18 @@ extension SyncEngine {
 
         try SyncError.throwEnding(stop: stop, failures: zoneFailures) {
             "\($0) zones could not be fetched; see partialErrors and didFetchRecordZoneChanges"
+        }
+    }
+
+    /// Once a device uses encrypted fields, each fetch wraps the zone keys it holds for the
+    /// zones' new recipients, and rotates a zone's key when one went (``refreshZoneKeys(_:)``).
+    /// A failure is logged: the next fetch tries again.
+    private func maintainZoneKeys() async {
+        guard keyring.isInUse else { return }
+        do throws(SyncError) {
+            try await refreshZoneKeys(nil)
+        } catch {
+            logger.warning("zone keys not refreshed: \(error)")
         }
     }
 
@@ -120,6 +133,9 @@ extension SyncEngine {
         // other step makes records of the zone known while the listing runs.
         var tracksListing = false
         var lastToken: ZoneChangeToken?
+        // The first record of the zone whose encrypted values did not open: left out, and the
+        // zone's fetch reported as failed once its other records are in (F129).
+        var sealedFailure: SyncError?
         // A listing left unfinished (a failure, a cancellation or a quit stopped it between its
         // pages) cannot tell any more which known records it left out: start it over, so that
         // the whole listing is seen by this call and the records it leaves out are reported.
@@ -151,6 +167,18 @@ extension SyncEngine {
                 break
             }
             var modifications = response.modifications
+            do throws(SyncError) {
+                let opened = try await openingEncryptedValues(modifications)
+                modifications = opened.modifications
+                if sealedFailure == nil, let first = opened.failures.first {
+                    sealedFailure = opened.failures.count == 1
+                        ? first
+                        : SyncError(first.code, "\(first.message) (and \(opened.failures.count - 1) more records of the zone)", item: first.item)
+                }
+            } catch {
+                failure = error
+                break
+            }
             if configuration.shouldFetchAssetContents {
                 do throws(SyncError) {
                     modifications = try await withAssetContents(modifications, in: zoneID)
@@ -190,6 +218,7 @@ extension SyncEngine {
                     delivering: .fetchedRecordZoneChanges(Event.FetchedRecordZoneChanges(deletions: gone)))
             }
         }
+        if failure == nil { failure = sealedFailure }
         try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))
         await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))
         return failure

@@ -19,6 +19,9 @@ extension SyncEngine {
         /// a failed upload), and, in an atomic zone, the zone's other items.
         var failedSaves: [Record.ID: SyncError] = [:]
         var failedDeletes: [Record.ID: SyncError] = [:]
+        /// The records of ``batch`` with encrypted fields, sealed, as the request carries them
+        /// (``SyncEngine/sealEncryptedValues(_:)``); the batch itself keeps them opened.
+        var sealed: [Record.ID: Record] = [:]
     }
 
     /// What one batch's preparation has done so far: files hashed and contents uploaded (each
@@ -73,7 +76,7 @@ extension SyncEngine {
 
     /// Moves the items that share an atomic zone with an item that failed before the request
     /// into the failures (F55): `batchRequestFailed`, or the failure's own transient code.
-    private func failZoneMates(_ prepared: inout PreparedBatch) {
+    func failZoneMates(_ prepared: inout PreparedBatch) {
         var causes: [RecordZone.ID: (id: Record.ID, error: SyncError)] = [:]
         for (id, error) in prepared.failedSaves.sorted(by: { $0.key.description < $1.key.description })
         where causes[id.zoneID] == nil {

@@ -147,7 +147,8 @@ extension SyncEngine {
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
     private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        let prepared = await prepareAssets(appBatch)
+        var prepared = await prepareAssets(appBatch)
+        await sealEncryptedValues(&prepared)
         let batch = prepared.batch
         let failedBeforeRequest = ModifyRecordsResponse(
             saveResults: prepared.failedSaves.mapValues { .failure($0) }, deleteResults: prepared.failedDeletes.mapValues { .failure($0) })
@@ -175,7 +176,7 @@ extension SyncEngine {
             logger.debug("sending batch \(preparedOffset.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)")
         }
         let request = ModifyRecordsRequest(
-            recordsToSave: batch.recordsToSave.map(\.withoutAssetFiles), recordIDsToDelete: batch.recordIDsToDelete,
+            recordsToSave: batch.recordsToSave.map { (prepared.sealed[$0.recordID] ?? $0).withoutAssetFiles }, recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
             requestID: requestID)
         let response: ModifyRecordsResponse
@@ -201,9 +202,25 @@ extension SyncEngine {
         }
         // A saved record keeps pointing at the app's files of its assets (the server keeps no
         // local path); the items that failed before the request join the answer.
+        // Encrypted fields come back sealed: the saved record gets the opened values it was sent
+        // with, and the server's record of a conflict is opened when this device can (F129).
         var answer = failedBeforeRequest
         for record in batch.recordsToSave {
-            answer.saveResults[record.recordID] = response.saveResults[record.recordID]?.map { $0.restoringAssetFiles(from: record) }
+            switch response.saveResults[record.recordID] {
+            case .success(let saved)?:
+                answer.saveResults[record.recordID] = .success(Self.restoringOpenedValues(saved.restoringAssetFiles(from: record), from: record))
+            case .failure(var error)?:
+                if let serverRecord = error.serverRecord, serverRecord.hasEncryptedValues {
+                    do throws(SyncError) {
+                        error.serverRecord = try await openingEncryptedValues(serverRecord)
+                    } catch let failure {
+                        logger.warning("the server's copy of \(record.recordID) stays sealed: \(failure)")
+                    }
+                }
+                answer.saveResults[record.recordID] = .failure(error)
+            case nil:
+                break
+            }
         }
         for id in batch.recordIDsToDelete { answer.deleteResults[id] = response.deleteResults[id] }
         // The result says whether the outcome stays unknown (the index's rule, in
