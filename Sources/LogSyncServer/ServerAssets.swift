@@ -24,11 +24,13 @@ extension SyncServer {
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
     ///   another request uploads the same content, `invalidArguments` for bad IDs.
     public func beginAssetUpload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
+        operationGroup: OperationGroup? = nil
     ) async throws -> AssetUpload {
         try user.validate()
         try device?.validate()
         try zoneID.validate()
+        try await noteOperationGroup(operationGroup, request: "uploadAsset", user: user, scope: scope, device: device)
         guard size >= 0 else {
             throw SyncError(.invalidArguments, "asset \(digest) for \(zoneID) has a negative size, \(size)")
         }
@@ -84,11 +86,13 @@ extension SyncServer {
     /// - Throws: ``SyncError``: `assetNotAvailable` when the owner keeps no such content,
     ///   `zoneNotFound` for a zone the user cannot read, `invalidArguments` for bad IDs.
     public func openAssetDownload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, device: DeviceID? = nil
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, device: DeviceID? = nil,
+        operationGroup: OperationGroup? = nil
     ) async throws -> AssetDownload {
         try user.validate()
         try device?.validate()
         try zoneID.validate()
+        try await noteOperationGroup(operationGroup, request: "downloadAsset", user: user, scope: scope, device: device)
         try takeInjectedFailure(for: user)
         return try await storage.perform {
             let owner = try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: false)
