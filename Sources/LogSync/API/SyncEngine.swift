@@ -158,10 +158,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///
     /// - Parameter options: The scope and the zones to fetch first; copied at the call (F71).
     /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
-    ///   the error that stopped the fetch (`operationCancelled` after ``cancelOperations()``), or
-    ///   `partialFailure` with the zones that failed, keyed `.zone(id)`, while the other zones
-    ///   were fetched (F102); `LogStoreError` if the device log cannot be written.
+    ///   `invalidArguments` naming the field of a malformed ``FetchChangesOptions/operationGroup``
+    ///   (F69), before anything is fetched; the error that stopped the fetch
+    ///   (`operationCancelled` after ``cancelOperations()``), or `partialFailure` with the zones
+    ///   that failed, keyed `.zone(id)`, while the other zones were fetched (F102);
+    ///   `LogStoreError` if the device log cannot be written.
     public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
+        try options.operationGroup?.validate()
         let context = FetchChangesContext(reason: .manual, options: options)
         try await runManually("fetchChanges", .fetch(options)) { [self] in try await runFetch(context) }
     }
@@ -175,10 +178,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///
     /// - Parameter options: The scope handed to the delegate; copied at the call (F71).
     /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
-    ///   `partialFailure` whose `partialErrors` hold each failed item's error (F75; the details
-    ///   are in the `sent…Changes` events too), or the error that stopped the send (a transient
-    ///   failure, `operationCancelled`); `LogStoreError` if the device log cannot be written.
+    ///   `invalidArguments` naming the field of a malformed ``SendChangesOptions/operationGroup``
+    ///   (F69), before anything is sent; `partialFailure` whose `partialErrors` hold each failed
+    ///   item's error (F75; the details are in the `sent…Changes` events too), or the error that
+    ///   stopped the send (a transient failure, `operationCancelled`); `LogStoreError` if the
+    ///   device log cannot be written.
     public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
+        try options.operationGroup?.validate()
         let context = SendChangesContext(reason: .manual, options: options)
         try await runManually("sendChanges", .send(options)) { [self] in try await runSend(context) }
     }
