@@ -14,6 +14,13 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     /// Whether this device's push stream also gets hints for its own changes.
     public var receivesOwnChanges = false
 
+    /// This server (the object), the user and the scope (F118).
+    public var databaseIdentity: DatabaseIdentity? {
+        DatabaseIdentity(
+            key: "in-process \(UInt(bitPattern: ObjectIdentifier(server))) \(user.rawValue.utf8.count):\(user.rawValue) \(databaseScope.rawValue)",
+            description: "the \(databaseScope) database of user \(quoted(user.rawValue)) on an in-process server")
+    }
+
     init(server: SyncServer, user: UserID, scope: DatabaseScope, device: DeviceID?) {
         self.server = server
         self.user = user

@@ -61,6 +61,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let requestIDPrefix: String
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
+    /// Whether the engine serves a shipping app or development (F118).
+    public let environment: Environment
+    /// A production engine's hold on its database and device log, released with the engine (F118).
+    private let productionClaim: ProductionEngineClaim?
     /// What runs for the engine's whole life, stopped when it goes: the push listener, the
     /// automatic sync loop, the device log's announcements of the app's edits.
     private let lifetime = Mutex(Lifetime())
@@ -72,8 +76,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 
     /// Creates an engine (F1). Nothing is sent or fetched until asked.
     ///
-    /// - Throws: ``UnsupportedDatabaseError`` for a public database (F2); `LogStoreError` if the
-    ///   device log cannot be opened (see ``DeviceLog/init(directory:options:clock:)``).
+    /// - Throws: ``UnsupportedDatabaseError`` for a public database (F2); for a
+    ///   ``Configuration/environment`` of ``Environment/production``, ``DuplicateEngineError`` while
+    ///   another production engine syncs the same database or uses the same device log (F118);
+    ///   `LogStoreError` if the device log cannot be opened (see
+    ///   ``DeviceLog/init(directory:options:clock:)``).
     public init(_ configuration: Configuration) throws {
         guard configuration.database.databaseScope != .public else {
             throw UnsupportedDatabaseError(scope: configuration.database.databaseScope)
@@ -83,6 +90,12 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         case .directory(let url): deviceLog = try DeviceLog(directory: url)
         case .deviceLog(let log): deviceLog = log
         }
+        self.environment = configuration.environment
+        self.productionClaim = configuration.environment == .production
+            ? try ProductionEngineClaim(
+                database: configuration.database.databaseIdentity, logDirectory: deviceLog.log.environment.path,
+                engine: "SyncEngine(\(configuration.database.databaseScope) database, log \(deviceLog.log.environment.path))")
+            : nil
         self.database = configuration.database
         self.deviceLog = deviceLog
         self.automaticallySync = configuration.automaticallySync
