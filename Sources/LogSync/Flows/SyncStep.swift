@@ -12,21 +12,21 @@ final class SyncStep {
     let engine: SyncEngine
     private var deliveredMark: LogOffset?
     /// The group every request of the operation carries (F69): its options' group, or the
-    /// engine's default group for it (``SyncEngine/defaultOperationGroup(_:_:startedAt:)``).
+    /// engine's default group for it (``SyncEngine/defaultOperationGroup(_:_:)``).
     private(set) var operationGroup = OperationGroup(operationGroupID: "-")
 
     private init(engine: SyncEngine) { self.engine = engine }
 
     /// Starts a send or a fetch: appends its first entry, then delivers its `will` event. Its
-    /// requests carry `group`, or without one a default group named for `operation` and `reason`
-    /// whose ID is made from the first entry's offset.
+    /// requests carry `group`, or without one the engine's default group for `operation` and
+    /// `reason`.
     static func start(
         _ engine: SyncEngine, _ entry: DeviceEntry, _ event: SyncEngine.Event, group: OperationGroup?,
         operation: String, reason: SyncEngine.SyncReason
     ) async throws -> SyncStep {
         let step = SyncStep(engine: engine)
-        let offset = try step.append(entry)
-        step.operationGroup = group ?? engine.defaultOperationGroup(operation, reason, startedAt: offset)
+        try step.append(entry)
+        step.operationGroup = group ?? engine.defaultOperationGroup(operation, reason)
         await engine.deliver(event)
         return step
     }
@@ -105,12 +105,12 @@ extension SyncError {
 }
 
 extension SyncEngine {
-    /// The group of a send or fetch whose options name none (F69, F70): named for the operation
-    /// and why it runs (`SyncEngine sendChanges manual`, `SyncEngine fetchChanges scheduled`),
-    /// its ID made as the request IDs are, from the engine's seeded prefix and the offset of the
-    /// operation's `sendStarted` or `fetchStarted` entry (`<prefix>-<offset>`), so the server's
-    /// `operationGroupStarted` entry points at the device log's.
-    func defaultOperationGroup(_ operation: String, _ reason: SyncReason, startedAt offset: LogOffset) -> OperationGroup {
-        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(offset.rawValue)", name: "SyncEngine \(operation) \(reason)")
+    /// The group of a send or fetch whose options name none (F69, F70): one per engine, operation
+    /// and reason, named for them (`SyncEngine sendChanges manual`, `SyncEngine fetchChanges
+    /// scheduled`), its ID the engine's seeded request-ID prefix, the operation and the reason
+    /// (`<prefix>-fetchChanges-scheduled`). Not one per sync: the server writes an entry for each
+    /// group it has not seen, and a group per sync would make every fetch write.
+    func defaultOperationGroup(_ operation: String, _ reason: SyncReason) -> OperationGroup {
+        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
     }
 }
