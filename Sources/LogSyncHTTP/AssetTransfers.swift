@@ -17,7 +17,9 @@ extension HTTPCloudDatabase {
     /// of the content it holds, sends the rest as one streamed body, and after a dropped
     /// connection asks again and sends from there.
     func transferUpload(_ request: AssetUploadRequest) async throws(SyncError) -> AssetUploadResponse {
-        let transfer = AssetTransferCall(client: client, scope: databaseScope, operation: "uploadAsset", digest: request.digest)
+        let transfer = AssetTransferCall(
+            client: client, scope: databaseScope, operation: "uploadAsset", digest: request.digest,
+            operationGroup: request.operationGroup)
         try transfer.checkCancellation()
         let asset = Asset(digest: request.digest, size: request.size)
         // Refusals come first, as in process: the size limit, the quota, the zone, another upload.
@@ -52,7 +54,9 @@ extension HTTPCloudDatabase {
     /// Downloads the content of `request` (see `CloudDatabase.downloadAsset`) into its partial
     /// file, from where that file ends, and after a dropped connection from where it ends then.
     func transferDownload(_ request: AssetDownloadRequest) async throws(SyncError) -> AssetDownloadResponse {
-        let transfer = AssetTransferCall(client: client, scope: databaseScope, operation: "downloadAsset", digest: request.digest)
+        let transfer = AssetTransferCall(
+            client: client, scope: databaseScope, operation: "downloadAsset", digest: request.digest,
+            operationGroup: request.operationGroup)
         try transfer.checkCancellation()
         let file = DownloadFile(try AssetDownloadFile(destination: request.destination, digest: request.digest, size: request.size))
         let start = file.offset
@@ -101,6 +105,8 @@ struct AssetTransferCall: Sendable {
     /// `uploadAsset` or `downloadAsset`, for messages.
     let operation: String
     let digest: AssetDigest
+    /// The group the transfer belongs to (F69), sent in a header with each of its requests.
+    let operationGroup: OperationGroup?
 
     private var configuration: HTTPSyncClient.Configuration { client.configuration }
 
@@ -260,6 +266,9 @@ struct AssetTransferCall: Sendable {
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
         request.headers.add(name: "Accept", value: configuration.format.mediaType)
         if let device = configuration.device { request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue) }
+        if let operationGroup {
+            request.headers.add(name: WireProtocol.operationGroupHeader, value: Wire.encodeHeader(operationGroup))
+        }
         request.tlsConfiguration = configuration.tlsConfiguration
         return request
     }

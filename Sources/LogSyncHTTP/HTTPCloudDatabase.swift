@@ -15,6 +15,13 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
     public let client: HTTPSyncClient
     public let databaseScope: DatabaseScope
 
+    /// The server's URL, the bearer token (which names the user) and the scope (F118).
+    public var databaseIdentity: DatabaseIdentity? {
+        DatabaseIdentity(
+            key: "http \(client.configuration.serverURL.absoluteString) \(client.configuration.token) \(databaseScope.rawValue)",
+            description: "the \(databaseScope) database at \(client.configuration.serverURL.absoluteString), for one bearer token")
+    }
+
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
         try await call(.modifyZones, Wire.encode(request, as: format), Wire.decode)
     }

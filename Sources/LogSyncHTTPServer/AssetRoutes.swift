@@ -35,6 +35,8 @@ struct AssetRoutes: Sendable {
         var scope: DatabaseScope
         var digest: AssetDigest
         var zoneID: RecordZone.ID
+        /// The group the request belongs to (`LogSync-Operation-Group`, F69), or `nil`.
+        var operationGroup: OperationGroup?
 
         var description: String { "asset \(digest) for \(zoneID)" }
     }
@@ -101,7 +103,8 @@ struct AssetRoutes: Sendable {
             let download: AssetDownload
             do {
                 download = try await http.server.openAssetDownload(
-                    user: target.user, scope: target.scope, zoneID: target.zoneID, digest: target.digest, device: target.device)
+                    user: target.user, scope: target.scope, zoneID: target.zoneID, digest: target.digest, device: target.device,
+                    operationGroup: target.operationGroup)
             } catch {
                 throw Self.failure(error, target)
             }
@@ -205,8 +208,17 @@ struct AssetRoutes: Sendable {
                 "a request for asset \(digest) names no zone: add ?\(AssetParameter.zone)=<zone name> (and \(AssetParameter.owner)=<owner> for a zone of another user)"))
         }
         let owner = parameters[AssetParameter.owner[...]].map(String.init) ?? RecordZone.ID.defaultOwnerName
+        var operationGroup: OperationGroup?
+        if let header = request.headers[HTTPField.Name(WireProtocol.operationGroupHeader)!] {
+            do {
+                operationGroup = try Wire.decodeHeader(OperationGroup.self, from: header)
+            } catch {
+                throw HTTPFailure(400, error)
+            }
+        }
         return Target(
-            user: user, device: device, scope: scope, digest: digest, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner))
+            user: user, device: device, scope: scope, digest: digest, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner),
+            operationGroup: operationGroup)
     }
 
     private typealias AssetParameter = WireProtocol.AssetParameter
@@ -237,7 +249,7 @@ struct AssetRoutes: Sendable {
         do {
             return try await http.server.beginAssetUpload(
                 user: target.user, scope: target.scope, zoneID: target.zoneID, digest: target.digest, size: size,
-                device: target.device)
+                device: target.device, operationGroup: target.operationGroup)
         } catch {
             throw Self.failure(error, target)
         }

@@ -14,6 +14,13 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     /// Whether this device's push stream also gets hints for its own changes.
     public var receivesOwnChanges = false
 
+    /// This server (the object), the user and the scope (F118).
+    public var databaseIdentity: DatabaseIdentity? {
+        DatabaseIdentity(
+            key: "in-process \(UInt(bitPattern: ObjectIdentifier(server))) \(user.rawValue.utf8.count):\(user.rawValue) \(databaseScope.rawValue)",
+            description: "the \(databaseScope) database of user \(quoted(user.rawValue)) on an in-process server")
+    }
+
     init(server: SyncServer, user: UserID, scope: DatabaseScope, device: DeviceID?) {
         self.server = server
         self.user = user
@@ -21,17 +28,25 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
         self.device = device
     }
 
-    /// Runs one operation: the user and device IDs checked, injected failures, then the
+    /// Runs one operation: the user and device IDs checked, injected failures, the request's
+    /// operation group noted in the database's log the first time it is seen (F69), then the
     /// operation, with any unexpected error (storage, corrupt log) reported as `internalError`
     /// naming its cause.
-    private func perform<R: Sendable>(_ operation: String, _ body: @escaping @Sendable (ServerDatabase) throws -> R) async throws -> R {
+    private func perform<R: Sendable>(
+        _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil,
+        _ body: @escaping @Sendable (ServerDatabase) throws -> R
+    ) async throws -> R {
         try checkCancellation(operation)
         try user.validate()
         try device?.validate()
         try server.takeInjectedFailure(for: user)
-        let (server, user, scope) = (server, user, databaseScope)
+        let (server, user, scope, device) = (server, user, databaseScope, device)
         do {
-            return try await server.storage.perform { try body(try server.store(user, scope)) }
+            return try await server.storage.perform {
+                let database = try server.store(user, scope)
+                try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
+                return try body(database)
+            }
         } catch let error as SyncError {
             throw error
         } catch {
@@ -44,23 +59,23 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     }
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await perform("modifyZones") { try $0.modifyZones(request, from: device) }
+        try await perform("modifyZones", group: request.operationGroup) { try $0.modifyZones(request, from: device) }
     }
 
     public func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        try await perform("fetchZones") { try $0.fetchZones(request) }
+        try await perform("fetchZones", group: request.operationGroup) { try $0.fetchZones(request) }
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await perform("modifyRecords") { try $0.modifyRecords(request, from: device) }
+        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID) { try $0.modifyRecords(request, from: device) }
     }
 
     public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await perform("fetchDatabaseChanges") { try $0.fetchDatabaseChanges(request) }
+        try await perform("fetchDatabaseChanges", group: request.operationGroup) { try $0.fetchDatabaseChanges(request) }
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await perform("fetchZoneChanges") { try $0.fetchZoneChanges(request, for: device) }
+        try await perform("fetchZoneChanges", group: request.operationGroup) { try $0.fetchZoneChanges(request, for: device) }
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
@@ -92,7 +107,8 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try checkCancellation("uploadAsset")
         let upload = try await server.beginAssetUpload(
-            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, size: request.size, device: device)
+            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, size: request.size, device: device,
+            operationGroup: request.operationGroup)
         defer { upload.close() }
         if upload.isStored { return AssetUploadResponse(asset: Asset(digest: request.digest, size: request.size), bytesSent: 0) }
         let start = upload.received
@@ -111,7 +127,8 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
     public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
         try checkCancellation("downloadAsset")
         let download = try await server.openAssetDownload(
-            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, device: device)
+            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, device: device,
+            operationGroup: request.operationGroup)
         guard download.size == request.size else {
             throw SyncError(.invalidArguments, "asset \(request.digest) has \(download.size) bytes on the server, not \(request.size)")
         }
@@ -135,6 +152,6 @@ extension InProcessDatabase {
     /// stores them, their stored bytes instead of decoded records (`ZoneChangesPage`), so that
     /// the encoder copies them rather than decoding and encoding each record again.
     package func fetchZoneChangesPage(_ request: FetchZoneChangesRequest) async throws -> ZoneChangesPage {
-        try await perform("fetchZoneChanges") { try $0.fetchZoneChangesPage(request, for: device) }
+        try await perform("fetchZoneChanges", group: request.operationGroup) { try $0.fetchZoneChangesPage(request, for: device) }
     }
 }

@@ -155,7 +155,7 @@ extension ServerDatabase {
             var response = ModifyRecordsResponse()
             response.saveResults.reserveCapacity(request.recordsToSave.count)
             // What the request's requestOutcome keeps: saved records by their entries' offsets.
-            var outcome = RequestOutcome()
+            var outcome = RequestOutcome(operationGroupID: request.operationGroup?.operationGroupID)
             outcome.saved.reserveCapacity(request.recordsToSave.count)
             var offset = next
             for record in request.recordsToSave {

@@ -20,11 +20,16 @@ extension SyncServer {
     ///   - zoneID: The zone whose records will reference the asset, named as in that database.
     ///   - digest: The SHA-256 the content must have.
     ///   - size: The content's size in bytes.
+    ///   - device: The device uploading.
+    ///   - operationGroup: The group the upload belongs to (F69), noted in the database's log the
+    ///     first time it is seen.
     /// - Throws: ``SyncError``: `limitExceeded` over ``Limits/maxAssetBytes``, `quotaExceeded`,
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
-    ///   another request uploads the same content, `invalidArguments` for bad IDs.
+    ///   another request uploads the same content, `invalidArguments` for bad IDs or a malformed
+    ///   operation group.
     public func beginAssetUpload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
+        operationGroup: OperationGroup? = nil
     ) async throws -> AssetUpload {
         try user.validate()
         try device?.validate()
@@ -36,6 +41,7 @@ extension SyncServer {
             throw SyncError(.limitExceeded, "asset \(digest) for \(zoneID) holds \(size) bytes, more than \(Limits.maxAssetBytes)")
         }
         try takeInjectedFailure(for: user)
+        try await noteOperationGroup(operationGroup, request: "uploadAsset", user: user, scope: scope, device: device)
         let owner = try await storage.perform { try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: true) }
         let key = AssetUpload.Key(owner: owner.userNumber, digest: digest)
         guard activeUploads.withLock({ $0.insert(key).inserted }) else {
@@ -79,17 +85,21 @@ extension SyncServer {
         }
     }
 
-    /// Opens an asset's stored content for reading, for a record of `zoneID`.
+    /// Opens an asset's stored content for reading, for a record of `zoneID`; its
+    /// `operationGroup` (F69) is noted in the database's log the first time it is seen.
     ///
     /// - Throws: ``SyncError``: `assetNotAvailable` when the owner keeps no such content,
-    ///   `zoneNotFound` for a zone the user cannot read, `invalidArguments` for bad IDs.
+    ///   `zoneNotFound` for a zone the user cannot read, `invalidArguments` for bad IDs or a
+    ///   malformed operation group.
     public func openAssetDownload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, device: DeviceID? = nil
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, device: DeviceID? = nil,
+        operationGroup: OperationGroup? = nil
     ) async throws -> AssetDownload {
         try user.validate()
         try device?.validate()
         try zoneID.validate()
         try takeInjectedFailure(for: user)
+        try await noteOperationGroup(operationGroup, request: "downloadAsset", user: user, scope: scope, device: device)
         return try await storage.perform {
             let owner = try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: false)
             let state = try owner.read { snapshot -> AssetState? in

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Synchronization
 import SyncModel
 
 /// One (user, scope) database: its log, and the operations of `CloudDatabase` on it.
@@ -17,6 +18,9 @@ final class ServerDatabase: Sendable {
     /// The identity written into this database's change tokens: the user's number and the
     /// scope, so a token presented to another database is refused (F142).
     let databaseID: UInt64
+    /// The IDs of operation groups this database's log is known to have an
+    /// `operationGroupStarted` for (F69), so that the later requests of a group skip the lookup.
+    let knownOperationGroups = Mutex<Set<String>>([])
 
     init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: any ServerLog) {
         self.server = server

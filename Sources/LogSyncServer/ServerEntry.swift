@@ -53,6 +53,11 @@ package enum ServerEntry: Sendable, Equatable {
     /// A cleanup deleted the contents of assets no live record referenced since before its
     /// horizon.
     case assetsDeleted([AssetDigest])
+    /// The first request of an operation group reached this database (F69): the group as that
+    /// request carried it, the operation (such as `fetchDatabaseChanges`) and the device that
+    /// sent it. One entry per group ID and database; later requests of the group write nothing
+    /// for it, and a modify request names it on its `requestOutcome`.
+    case operationGroupStarted(OperationGroup, firstRequest: String, device: DeviceID?)
 
     /// The entry kinds of the server's logs.
     package enum Kind {
@@ -71,6 +76,7 @@ package enum ServerEntry: Sendable, Equatable {
         package static let requestOutcome: EntryKind = 113
         package static let assetStored: EntryKind = 114
         package static let assetsDeleted: EntryKind = 115
+        package static let operationGroupStarted: EntryKind = 116
 
         /// Every kind of a database log, with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
@@ -80,7 +86,7 @@ package enum ServerEntry: Sendable, Equatable {
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
             (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"), (assetStored, "assetStored"),
-            (assetsDeleted, "assetsDeleted"),
+            (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"),
         ]
 
         /// The kinds that complete a modify request: `requestCompleted` (older logs) and
@@ -108,10 +114,13 @@ package struct RequestOutcome: Sendable, Equatable {
     package var saved: [Saved]
     /// Every other result of the response: the deletions, and the saves that failed.
     package var others: ModifyRecordsResponse
+    /// The ID of the operation group the request came with (F69), or `nil`.
+    package var operationGroupID: String?
 
-    package init(saved: [Saved] = [], others: ModifyRecordsResponse = ModifyRecordsResponse()) {
+    package init(saved: [Saved] = [], others: ModifyRecordsResponse = ModifyRecordsResponse(), operationGroupID: String? = nil) {
         self.saved = saved
         self.others = others
+        self.operationGroupID = operationGroupID
     }
 }
 

@@ -59,6 +59,7 @@ extension ServerEntry {
                     }
                 }
                 $0.others = outcome.others.proto
+                $0.operationGroupID = outcome.operationGroupID ?? ""
             })
         case .assetStored(let digest, let size):
             return Self.entry(Kind.assetStored, Logsync_Server_AssetStored.with {
@@ -68,6 +69,12 @@ extension ServerEntry {
         case .assetsDeleted(let digests):
             return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
                 $0.sha256 = digests.map { Data($0.bytes) }
+            })
+        case .operationGroupStarted(let group, let firstRequest, let device):
+            return Self.entry(Kind.operationGroupStarted, Logsync_Server_OperationGroupStarted.with {
+                $0.group = group.proto
+                $0.firstRequest = firstRequest
+                $0.device = device?.rawValue ?? ""
             })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
@@ -179,7 +186,19 @@ extension ServerEntry {
                 }
                 return .requestOutcome(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
-                    outcome: RequestOutcome(saved: saved, others: others), actor: message.actor)
+                    outcome: RequestOutcome(
+                        saved: saved, others: others,
+                        operationGroupID: message.operationGroupID.isEmpty ? nil : message.operationGroupID),
+                    actor: message.actor)
+            }
+        case Kind.operationGroupStarted:
+            self = try ProtoWire.decode(Logsync_Server_OperationGroupStarted.self, payloadOf: entry, "operationGroupStarted") { message throws(SyncError) in
+                guard message.hasGroup else { throw ProtoDecoding.missing("OperationGroupStarted.group") }
+                let group = try ProtoDecoding.within("OperationGroupStarted.group") { () throws(SyncError) in
+                    try OperationGroup(proto: message.group)
+                }
+                return .operationGroupStarted(
+                    group, firstRequest: message.firstRequest, device: message.device.isEmpty ? nil : DeviceID(message.device))
             }
         case Kind.assetStored:
             self = try ProtoWire.decode(Logsync_Server_AssetStored.self, payloadOf: entry, "assetStored") { message throws(SyncError) in
@@ -227,7 +246,7 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–113)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–116)",
                 offset: entry.offset)
         }
     }

@@ -222,6 +222,10 @@ enum IndexKey {
     /// A share secret (the last component of a share URL).
     static func shareSecret(_ secret: String) -> [UInt8] { Array(secret.utf8) }
 
+    /// An operation group seen by the database (F69), in the `state` table: `group`, a NUL, the
+    /// group's ID. Its value is the offset of the group's `operationGroupStarted` entry.
+    static func operationGroup(_ id: String) -> [UInt8] { Array("group".utf8) + [0] + Array(id.utf8) }
+
     static let horizon = Array("horizon".utf8)
     static let usage = Array("usage".utf8)
 }
@@ -242,7 +246,9 @@ enum IndexKey {
 ///   logs) (F160);
 /// - `clientTokens`: incarnation + device → the device's last client change token (F159);
 /// - `referrers`: incarnation + record name → the records referencing it with `deleteSelf` (F135);
-/// - `state`: `horizon` (tombstones up to it are gone, F144) and `usage` (bytes of record data);
+/// - `state`: `horizon` (tombstones up to it are gone, F144), `usage` (bytes of record data), and
+///   for each operation group seen, `group` NUL ID → the offset of its `operationGroupStarted`
+///   (F69; kept in `state` so that logs written before groups existed need no rebuilt index);
 /// - `shares`: incarnation + share record name → `ShareKeys` (its URL secret and root record), for
 ///   every live share record of the owner's zones (F123);
 /// - `shareRoots`: incarnation + root record name → the name of the share rooted there (F123);
@@ -366,6 +372,10 @@ package struct ServerIndex: Projection {
             let state = AssetState(size: UInt64(size), references: 0, storedAt: offset, unreferencedSince: max(time, 1))
             try tables.put(state.encoded, forKey: digest.bytes, in: "assets")
             try tables.put(bigEndian(try usage(tables) + UInt64(size)), forKey: IndexKey.usage, in: "state")
+
+        case .operationGroupStarted(let group, _, _):
+            let key = IndexKey.operationGroup(group.operationGroupID)
+            if try tables.value(forKey: key, in: "state") == nil { try tables.put(bigEndian(offset), forKey: key, in: "state") }
 
         case .assetsDeleted(let digests):
             var freed: UInt64 = 0

@@ -295,7 +295,8 @@ extension ServerDatabase {
                 owners.append(owner.user)
                 requests[owner.user] = ModifyRecordsRequest(
                     recordsToSave: [], recordIDsToDelete: [], savePolicy: request.savePolicy, atomically: request.atomically,
-                    requestID: request.requestID, clientChangeToken: request.clientChangeToken)
+                    requestID: request.requestID, clientChangeToken: request.clientChangeToken,
+                    operationGroup: request.operationGroup)
             }
             return owner.user
         }

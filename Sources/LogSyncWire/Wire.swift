@@ -23,6 +23,7 @@ public enum Wire {
         var message = Logsync_Wire_ModifyZonesRequest()
         message.zonesToSave = value.zonesToSave.map(\.proto)
         message.zoneIdsToDelete = value.zoneIDsToDelete.map(\.proto)
+        if let group = value.operationGroup { message.operationGroup = group.proto }
         return format.encode(message)
     }
 
@@ -35,7 +36,8 @@ public enum Wire {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesRequest) throws(SyncError) -> ModifyZonesRequest in
             ModifyZonesRequest(
                 zonesToSave: try ProtoDecoding.each(message.zonesToSave, "zones_to_save", RecordZone.init(proto:)),
-                zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)))
+                zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)),
+                operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
         }
     }
 
@@ -67,6 +69,7 @@ public enum Wire {
         var message = Logsync_Wire_FetchZonesRequest()
         message.allZones = value.zoneIDs == nil
         message.zoneIds = (value.zoneIDs ?? []).map(\.proto)
+        if let group = value.operationGroup { message.operationGroup = group.proto }
         return format.encode(message)
     }
 
@@ -77,13 +80,14 @@ public enum Wire {
         _: FetchZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZonesRequest {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZonesRequest) throws(SyncError) -> FetchZonesRequest in
+            let group = try operationGroup(message.hasOperationGroup, message.operationGroup)
             if message.allZones {
                 guard message.zoneIds.isEmpty else {
                     throw SyncError(.invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
                 }
-                return FetchZonesRequest(zoneIDs: nil)
+                return FetchZonesRequest(zoneIDs: nil, operationGroup: group)
             }
-            return FetchZonesRequest(zoneIDs: message.zoneIds.map(RecordZone.ID.init(proto:)))
+            return FetchZonesRequest(zoneIDs: message.zoneIds.map(RecordZone.ID.init(proto:)), operationGroup: group)
         }
     }
 
@@ -122,6 +126,7 @@ public enum Wire {
         message.atomically = value.atomically
         if let requestID = value.requestID { message.requestID = requestID.rawValue }
         if let token = value.clientChangeToken { message.clientChangeToken = token }
+        if let group = value.operationGroup { message.operationGroup = group.proto }
         return format.encode(message)
     }
 
@@ -142,6 +147,7 @@ public enum Wire {
         if value.atomically { writer.bool(4, true) }
         if let requestID = value.requestID { writer.string(5, requestID.rawValue) }
         if let token = value.clientChangeToken { writer.data(6, token) }
+        if let group = value.operationGroup { writer.lengthDelimited(7, group.protoBytes()) }
         return writer.bytes
     }
 
@@ -166,7 +172,8 @@ public enum Wire {
             return ModifyRecordsRequest(
                 recordsToSave: records, recordIDsToDelete: deletions, savePolicy: policy, atomically: message.atomically,
                 requestID: message.hasRequestID ? RequestID(message.requestID) : nil,
-                clientChangeToken: message.hasClientChangeToken ? message.clientChangeToken : nil)
+                clientChangeToken: message.hasClientChangeToken ? message.clientChangeToken : nil,
+                operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
         }
     }
 
@@ -193,6 +200,7 @@ public enum Wire {
         var message = Logsync_Wire_FetchDatabaseChangesRequest()
         if let since = value.since { message.since = since.data }
         if let limit = value.resultsLimit { message.resultsLimit = Int64(limit) }
+        if let group = value.operationGroup { message.operationGroup = group.proto }
         return format.encode(message)
     }
 
@@ -206,7 +214,8 @@ public enum Wire {
             FetchDatabaseChangesRequest(
                 since: message.hasSince
                     ? try within("since") { () throws(SyncError) in try DatabaseChangeToken(data: message.since) } : nil,
-                resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil)
+                resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil,
+                operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
         }
     }
 
@@ -259,6 +268,7 @@ public enum Wire {
             desired.keys = keys
             message.desiredKeys = desired
         }
+        if let group = value.operationGroup { message.operationGroup = group.proto }
         return format.encode(message)
     }
 
@@ -276,7 +286,8 @@ public enum Wire {
                 since: message.hasSince
                     ? try within("since") { () throws(SyncError) in try ZoneChangeToken(data: message.since) } : nil,
                 resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil,
-                desiredKeys: message.hasDesiredKeys ? message.desiredKeys.keys : nil)
+                desiredKeys: message.hasDesiredKeys ? message.desiredKeys.keys : nil,
+                operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
         }
     }
 
@@ -487,6 +498,12 @@ public enum Wire {
     /// Runs `body`, prefixing the message of any error it throws with `context`.
     static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
         try ProtoDecoding.within(context(), body)
+    }
+
+    /// The request's operation group, when its message has one (F69).
+    static func operationGroup(_ present: Bool, _ message: Logsync_Model_OperationGroup) throws(SyncError) -> OperationGroup? {
+        guard present else { return nil }
+        return try within("operation_group") { () throws(SyncError) in try OperationGroup(proto: message) }
     }
 
     private static func int(_ value: Int64, _ field: String) throws(SyncError) -> Int {

@@ -122,3 +122,24 @@ extension WireProtocol {
         return encoded
     }
 }
+
+extension Wire {
+    /// An operation group as the value of ``WireProtocol/operationGroupHeader``: its
+    /// `logsync.model.OperationGroup` message, base64-encoded.
+    public static func encodeHeader(_ group: OperationGroup) -> String {
+        Data(group.protoBytes()).base64EncodedString()
+    }
+
+    /// Decodes the value of ``WireProtocol/operationGroupHeader``.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` naming the header, for a value that is not
+    ///   base64 or not a group.
+    public static func decodeHeader(_: OperationGroup.Type, from value: String) throws(SyncError) -> OperationGroup {
+        guard let bytes = Data(base64Encoded: value) else {
+            throw SyncError(.invalidArguments, "the \(WireProtocol.operationGroupHeader) header is not base64")
+        }
+        return try within(WireProtocol.operationGroupHeader) { () throws(SyncError) in
+            try OperationGroup(protoBytes: Array(bytes))
+        }
+    }
+}

@@ -20,6 +20,10 @@ public enum WireProtocol {
     public static let receivesOwnChangesHeader = "LogSync-Receives-Own-Changes"
     /// Every response names the protocol version the server speaks.
     public static let versionHeader = "LogSync-Protocol"
+    /// The header of an asset request that names its operation group (F69): the group's
+    /// `logsync.model.OperationGroup` message in base64 (``Wire/encodeHeader(_:)``). The other
+    /// requests carry their group in their body.
+    public static let operationGroupHeader = "LogSync-Operation-Group"
 
     /// The path of an operation, such as `/v1/databases/private/modifyRecords`.
     public static func path(_ operation: WireOperation, scope: DatabaseScope) -> String {

@@ -17,8 +17,11 @@ public struct AssetUploadRequest: Sendable, Hashable {
     public var size: Int64
     /// The file to read.
     public var fileURL: URL
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
+    public var operationGroup: OperationGroup?
 
-    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, fileURL: URL) {
+    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, fileURL: URL, operationGroup: OperationGroup? = nil) {
+        self.operationGroup = operationGroup
         self.zoneID = zoneID
         self.digest = digest
         self.size = size
@@ -50,8 +53,11 @@ public struct AssetDownloadRequest: Sendable, Hashable {
     /// (an earlier cut download there is resumed) and are renamed to `destination` once their
     /// digest is checked.
     public var destination: URL
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
+    public var operationGroup: OperationGroup?
 
-    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, destination: URL) {
+    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, destination: URL, operationGroup: OperationGroup? = nil) {
+        self.operationGroup = operationGroup
         self.zoneID = zoneID
         self.digest = digest
         self.size = size

@@ -23,6 +23,11 @@ public protocol CloudDatabase: Sendable {
     /// Which of the user's databases this is.
     var databaseScope: DatabaseScope { get }
 
+    /// Which database of which server this value reaches, as which user: what the engine's
+    /// one-engine-per-database check compares (F118). `nil` (the default) when the conformer
+    /// cannot tell; such a database is never refused.
+    var databaseIdentity: DatabaseIdentity? { get }
+
     /// Saves and deletes zones, with a result per zone (F147, F149, F156).
     ///
     /// - Throws: ``SyncError`` for a failure of the whole request.
@@ -90,6 +95,9 @@ public protocol CloudDatabase: Sendable {
 }
 
 extension CloudDatabase {
+    /// `nil`: the database cannot tell which server and user it reaches.
+    public var databaseIdentity: DatabaseIdentity? { nil }
+
     /// Saves and deletes zones, with a result per zone.
     ///
     /// - Parameters:
@@ -172,4 +180,30 @@ extension CloudDatabase {
         try await modifySubscriptions(ModifySubscriptionsRequest(
             subscriptionsToSave: saving, subscriptionIDsToDelete: deleting))
     }
+}
+
+/// Which database of which server a ``CloudDatabase`` reaches, as which user (F118): two
+/// identities are equal when their keys are, whatever their descriptions.
+///
+/// ```swift
+/// DatabaseIdentity(key: "https://sync.example.com|<token>|private", description: "the private database at https://sync.example.com")
+/// ```
+public struct DatabaseIdentity: Sendable, Hashable, CustomStringConvertible {
+    /// What is compared: the server, the user (or their credential) and the scope. Never shown.
+    public let key: String
+    /// The database in words, for messages: such as `the private database of user "alice"`.
+    public let description: String
+
+    /// An identity.
+    ///
+    /// - Parameters:
+    ///   - key: What is compared; it may hold a credential, and is never shown.
+    ///   - description: The database in words, for messages.
+    public init(key: String, description: String) {
+        self.key = key
+        self.description = description
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.key == rhs.key }
+    public func hash(into hasher: inout Hasher) { hasher.combine(key) }
 }

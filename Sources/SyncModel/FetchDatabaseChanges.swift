@@ -37,21 +37,26 @@ public struct FetchDatabaseChangesRequest: Sendable, Hashable, Codable {
     /// The most zone changes wanted in this page, or `nil` for the server's choice; the server
     /// may return fewer.
     public var resultsLimit: Int?
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
+    public var operationGroup: OperationGroup?
 
     /// Creates a request.
     ///
     /// - Parameters:
     ///   - since: Where the previous fetch ended, or `nil` for all history.
     ///   - resultsLimit: The most zone changes wanted, or `nil` for the server's choice.
-    public init(since: DatabaseChangeToken? = nil, resultsLimit: Int? = nil) {
+    ///   - operationGroup: The operation group the request belongs to (F69).
+    public init(since: DatabaseChangeToken? = nil, resultsLimit: Int? = nil, operationGroup: OperationGroup? = nil) {
         self.since = since
         self.resultsLimit = resultsLimit
+        self.operationGroup = operationGroup
     }
 
-    /// Checks that the results limit, if any, is at least 1.
+    /// Checks the operation group, and that the results limit, if any, is at least 1.
     ///
     /// - Throws: ``SyncError`` `invalidArguments`.
     public func validate() throws(SyncError) {
+        try operationGroup?.validate()
         try RequestChecks.checkResultsLimit(resultsLimit, operation: "fetchDatabaseChanges")
     }
 }

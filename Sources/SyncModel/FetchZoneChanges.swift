@@ -43,6 +43,8 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
     public var resultsLimit: Int?
     /// The fields wanted in each record, or `nil` for all; `[]` returns system fields only.
     public var desiredKeys: [String]?
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
+    public var operationGroup: OperationGroup?
 
     /// Creates a request.
     ///
@@ -51,9 +53,12 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
     ///   - since: Where the previous fetch ended, or `nil` for the zone's full contents.
     ///   - resultsLimit: The most record changes wanted, or `nil` for the server's choice.
     ///   - desiredKeys: The fields wanted, or `nil` for all.
+    ///   - operationGroup: The operation group the request belongs to (F69).
     public init(
-        zoneID: RecordZone.ID, since: ZoneChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil
+        zoneID: RecordZone.ID, since: ZoneChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
+        operationGroup: OperationGroup? = nil
     ) {
+        self.operationGroup = operationGroup
         self.zoneID = zoneID
         self.since = since
         self.resultsLimit = resultsLimit
@@ -61,7 +66,7 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
     }
 
     /// Checks the zone ID, that the token belongs to the zone, the results limit (F142) and the
-    /// desired keys (``Identifier/fieldKey``).
+    /// desired keys (``Identifier/fieldKey``), and the operation group.
     ///
     /// The server also rejects a token of a deleted incarnation, which only it can know.
     ///
@@ -77,6 +82,7 @@ public struct FetchZoneChangesRequest: Sendable, Hashable, Codable {
         for key in desiredKeys ?? [] {
             try Identifier.fieldKey.validate(key, item: .zone(zoneID), context: " among the desired keys")
         }
+        try operationGroup?.validate()
     }
 }
 

@@ -2,12 +2,17 @@
 public struct FetchZonesRequest: Sendable, Hashable, Codable {
     /// The zones to fetch, or `nil` for every zone of the database.
     public var zoneIDs: [RecordZone.ID]?
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
+    public var operationGroup: OperationGroup?
 
     /// Creates a request.
     ///
-    /// - Parameter zoneIDs: The zones to fetch, or `nil` for every zone of the database.
-    public init(zoneIDs: [RecordZone.ID]? = nil) {
+    /// - Parameters:
+    ///   - zoneIDs: The zones to fetch, or `nil` for every zone of the database.
+    ///   - operationGroup: The operation group the request belongs to (F69).
+    public init(zoneIDs: [RecordZone.ID]? = nil, operationGroup: OperationGroup? = nil) {
         self.zoneIDs = zoneIDs
+        self.operationGroup = operationGroup
     }
 }
 

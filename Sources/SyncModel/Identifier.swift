@@ -29,6 +29,7 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
     case requestID = "request ID"
     case deviceID = "device ID"
     case userID = "user ID"
+    case operationGroupID = "operation group ID"
 
     /// The kind in words, as error messages name it: `record name`, `request ID`, …
     public var description: String { rawValue }
@@ -45,7 +46,7 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
     public var isASCIIOnly: Bool {
         switch self {
         case .recordName, .zoneName, .ownerName, .recordType, .fieldKey: true
-        case .subscriptionID, .requestID, .deviceID, .userID: false
+        case .subscriptionID, .requestID, .deviceID, .userID, .operationGroupID: false
         }
     }
 

@@ -18,6 +18,9 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
     public var requestID: RequestID?
     /// Opaque client data the server echoes in later zone change fetches (F159).
     public var clientChangeToken: Data?
+    /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`. Not part of
+    /// the request's content: a retry under the same ``requestID`` may carry another group.
+    public var operationGroup: OperationGroup?
 
     /// Creates a request.
     ///
@@ -28,11 +31,13 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
     ///   - atomically: Whether each zone's changes commit all-or-nothing; defaults to `true`.
     ///   - requestID: The client's ID for the request.
     ///   - clientChangeToken: Opaque client data to echo in zone change fetches.
+    ///   - operationGroup: The operation group the request belongs to (F69).
     public init(
         recordsToSave: [Record] = [], recordIDsToDelete: [Record.ID] = [],
         savePolicy: SavePolicy = .ifServerRecordUnchanged, atomically: Bool = true,
-        requestID: RequestID? = nil, clientChangeToken: Data? = nil
+        requestID: RequestID? = nil, clientChangeToken: Data? = nil, operationGroup: OperationGroup? = nil
     ) {
+        self.operationGroup = operationGroup
         self.recordsToSave = recordsToSave
         self.recordIDsToDelete = recordIDsToDelete
         self.savePolicy = savePolicy
@@ -47,7 +52,8 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
         recordsToSave.reduce(0) { $0 + $1.estimatedSize }
     }
 
-    /// Checks the request as a whole (F151): its request ID (``Identifier/requestID``), at most
+    /// Checks the request as a whole (F151): its request ID (``Identifier/requestID``), its
+    /// operation group (``OperationGroup/validate(requestID:)``), at most
     /// 400 items, at most 2 MB, no record named twice.
     ///
     /// Each record's own checks (``Record/validate()``) give per-item errors instead, so that a
@@ -56,6 +62,7 @@ public struct ModifyRecordsRequest: Sendable, Hashable, Codable {
     /// - Throws: ``SyncError`` `limitExceeded` or `invalidArguments`, naming the request.
     public func validate() throws(SyncError) {
         try requestID?.validate()
+        try operationGroup?.validate(requestID: requestID)
         try RequestChecks.checkItemCount(
             recordsToSave.count + recordIDsToDelete.count, operation: "modifyRecords", requestID: requestID)
         let size = estimatedSize

@@ -589,3 +589,37 @@ extension Record: ProtoConvertible {
         return message
     }
 }
+
+// MARK: - Operation groups
+
+extension OperationGroup: ProtoConvertible {
+    /// Decodes a group.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments` for a missing ID or an unknown transfer size.
+    package init(proto: Logsync_Model_OperationGroup) throws(SyncError) {
+        guard !proto.operationGroupID.isEmpty else { throw ProtoDecoding.missing("OperationGroup.operation_group_id") }
+        func size(_ value: Int64, _ field: String) throws(SyncError) -> TransferSize {
+            guard let size = Int(exactly: value).flatMap(TransferSize.init(rawValue:)) else {
+                throw ProtoDecoding.invalid("OperationGroup.\(field)", "has unknown value \(value)")
+            }
+            return size
+        }
+        guard let quantity = Int(exactly: proto.quantity) else {
+            throw ProtoDecoding.invalid("OperationGroup.quantity", "is out of range")
+        }
+        self.init(
+            operationGroupID: proto.operationGroupID, name: proto.hasName ? proto.name : nil, quantity: quantity,
+            expectedSendSize: try size(proto.expectedSendSize, "expected_send_size"),
+            expectedReceiveSize: try size(proto.expectedReceiveSize, "expected_receive_size"))
+    }
+
+    package var proto: Logsync_Model_OperationGroup {
+        var message = Logsync_Model_OperationGroup()
+        message.operationGroupID = operationGroupID
+        if let name { message.name = name }
+        message.quantity = Int64(quantity)
+        message.expectedSendSize = Int64(expectedSendSize.rawValue)
+        message.expectedReceiveSize = Int64(expectedReceiveSize.rawValue)
+        return message
+    }
+}

@@ -91,6 +91,16 @@ struct ServerEntryCodecTests {
             Sample(entry: .requestOutcome("empty", fingerprint: 0, outcome: RequestOutcome()), kind: K.requestOutcome),
             Sample(entry: .requestOutcome("bob-2", fingerprint: 8, outcome: RequestOutcome(saved: [RequestOutcome.Saved(n1, at: 1)]), actor: 3),
                    kind: K.requestOutcome),
+            // F69: a request's group on its outcome; a group's first sighting.
+            Sample(entry: .requestOutcome("dev1-44", fingerprint: 9, outcome: RequestOutcome(
+                saved: [RequestOutcome.Saved(n1, at: 2)], operationGroupID: "import-1")), kind: K.requestOutcome),
+            Sample(entry: .operationGroupStarted(
+                OperationGroup(
+                    operationGroupID: "import-1", name: "Import ✓", quantity: 3, expectedSendSize: .gigabytes,
+                    expectedReceiveSize: .tensOfMegabytes),
+                firstRequest: "modifyZones", device: "phone"), kind: K.operationGroupStarted),
+            Sample(entry: .operationGroupStarted(OperationGroup(operationGroupID: "g"), firstRequest: "fetchZoneChanges", device: nil),
+                   kind: K.operationGroupStarted),
         ]
     }()
 
@@ -143,7 +153,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 116, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 117, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))

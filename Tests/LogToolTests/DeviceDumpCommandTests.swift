@@ -50,13 +50,14 @@ struct DeviceDumpCommandTests {
     }
 
     /// The laptop's log after the story, after the size column, without the `pushReceived`
-    /// entries (push hints arrive whenever the server sends them).
+    /// entries (push hints arrive whenever the server sends them). Its tokens count the server's
+    /// `operationGroupStarted` entries of the phone's send and of the laptop's fetch (F69).
     static let expectedLaptopLog = [
         "accountChanged  user=_user1",
         "fetchStarted  reason=manual scope=all",
-        "databaseChangesFetched  modified=1 deleted=0 zones=[Notes] token=4 moreComing=false",
+        "databaseChangesFetched  modified=1 deleted=0 zones=[Notes] token=6 moreComing=false",
         "eventsDelivered  through=3",
-        "zoneChangesFetched  zone=Notes modified=2 deleted=0 records=[n1,n2] token=4 moreComing=false",
+        "zoneChangesFetched  zone=Notes modified=2 deleted=0 records=[n1,n2] token=6 moreComing=false",
         "eventsDelivered  through=5",
         "zoneFetchFinished  zone=Notes",
         "fetchFinished",
@@ -138,7 +139,7 @@ struct DeviceDumpCommandTests {
             let pageFields = try #require(page["fields"] as? [String: Any])
             #expect(pageFields["zone"] as? String == "Notes")
             #expect(pageFields["records"] as? [String] == ["n1", "n2"])
-            #expect(pageFields["token"] as? Int == 4)
+            #expect(pageFields["token"] as? Int == 6)
             #expect(pageFields["moreComing"] as? String == "false")
         }
     }

@@ -49,7 +49,8 @@ struct DeviceStateReportTests {
             #expect(state.lastKnownServerRecords == [try #require(try laptop.engine.deviceLog.lastKnownServerRecord(for: DeviceDumpCommandTests.id("n1")))])
 
             let text = DeviceStateReport.text(state)
-            #expect(text.contains("\nzone tokens:               1\n                           1. Notes → offset 4\n"), "\(text)")
+            // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
+            #expect(text.contains("\nzone tokens:               1\n                           1. Notes → offset 6\n"), "\(text)")
             #expect(text.contains("\nserver records:            1\n                           1. Notes/n1  Note  tag "), "\(text)")
 
             #expect(DeviceStateReport.fields.compactMap { $0.difference(state, state) }.isEmpty)

@@ -161,13 +161,14 @@ struct DiffCommandTests {
             #expect(block.count == 9, "\(run)")
             guard block.count == 9 else { return }
             #expect(block[0] == "  zone tokens, Notes:")
-            #expect(block[1] == "    A: offset 4")
+            // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
+            #expect(block[1] == "    A: offset 6")
             #expect(block[2].hasPrefix("    B: offset ") && block[2] != block[1].replacingOccurrences(of: "A:", with: "B:"), "\(run)")
             #expect(block[3] == "  server records, Notes/n1:")
-            #expect(block[4] == "    A: Note  tag 2  body=milk title=Groceries", "\(run)")
+            #expect(block[4] == "    A: Note  tag 3  body=milk title=Groceries", "\(run)")
             #expect(block[5].hasPrefix("    B: Note  tag ") && block[5].hasSuffix("  body=milk title=\"Weekend groceries\""), "\(run)")
             #expect(block[6] == "  server records, Notes/n2:")
-            #expect(block[7] == "    A: Note  tag 3  title=Draft", "\(run)")
+            #expect(block[7] == "    A: Note  tag 4  title=Draft", "\(run)")
             #expect(block[8] == "    B: none")
 
             let json = try await runLogtool(["diff", "laptop", "spliced", "--json"], in: directory)
@@ -177,7 +178,7 @@ struct DiffCommandTests {
             #expect(fields[1]["ids"] as? [String] == ["Notes/n1", "Notes/n2"], "\(json)")
             let recordsA = try #require(fields[1]["a"] as? [[String: Any]])
             #expect(recordsA.map { $0["record"] as? String } == ["Notes/n1", "Notes/n2"])
-            #expect(recordsA[0]["tag"] as? String == "2")
+            #expect(recordsA[0]["tag"] as? String == "3")
             #expect(recordsA[0]["fields"] as? [String: String] == ["body": "milk", "title": "Groceries"])
             #expect((fields[1]["b"] as? [[String: Any]])?.map { $0["record"] as? String } == ["Notes/n1"])
         }

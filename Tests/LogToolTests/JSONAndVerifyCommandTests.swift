@@ -70,11 +70,12 @@ struct JSONAndVerifyCommandTests {
             #expect(state["offset"] as? Int == Int(last.rawValue))
             #expect(state.keys.count == 1 + DeviceStateReport.fields.count)
             #expect(state["knownZoneIDs"] as? [String] == ["Notes"])
-            #expect((state["databaseChangeToken"] as? [String: Int])?["offset"] == 4)
+        // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
+            #expect((state["databaseChangeToken"] as? [String: Int])?["offset"] == 6)
             let tokens = try #require(state["zoneChangeTokens"] as? [[String: Any]])
             #expect(tokens.count == 1)
             #expect(tokens.first?["zone"] as? String == "Notes")
-            #expect(tokens.first?["offset"] as? Int == 4)
+            #expect(tokens.first?["offset"] as? Int == 6)
             // n2 was deleted by the laptop's send; n1's last known server record is the one the
             // conflict reported (the phone's edit).
             let records = try #require(state["lastKnownServerRecords"] as? [[String: Any]])
@@ -86,7 +87,7 @@ struct JSONAndVerifyCommandTests {
 
             // The same tokens and records in the text.
             let text = try await runLogtool(["replay", "laptop"], in: directory)
-            #expect(ReplayStatsCommandTests.items(under: "zone tokens", in: text) == ["Notes → offset 4"], "\(text)")
+            #expect(ReplayStatsCommandTests.items(under: "zone tokens", in: text) == ["Notes → offset 6"], "\(text)")
             let recordLines = ReplayStatsCommandTests.items(under: "server records", in: text)
             #expect(recordLines.count == 1, "\(text)")
             #expect(recordLines.first?.hasPrefix("Notes/n1  Note  tag ") == true, "\(text)")

@@ -118,6 +118,19 @@ struct ServerEntryDescriptionTests {
             saved: [RequestOutcome.Saved(Record.ID(recordName: "a", zoneID: bobs), at: 9),
                     RequestOutcome.Saved(Record.ID(recordName: "b", zoneID: bobs), at: 10)]), actor: 2),
          "requestOutcome", "request=bob-1 fingerprint=0x00000001 saved=2 deleted=0 failed=0 actor=_user2"),
+        // F69: a request's group on its outcome, and the group's own entry.
+        (.requestOutcome("phone-8", fingerprint: 2, outcome: RequestOutcome(
+            saved: [RequestOutcome.Saved(Record.ID(recordName: "n1", zoneID: notes), at: 11)], operationGroupID: "import-1")),
+         "requestOutcome", "request=phone-8 fingerprint=0x00000002 saved=1 deleted=0 failed=0 group=import-1"),
+        (.operationGroupStarted(
+            OperationGroup(
+                operationGroupID: "import-1", name: "Import photos", quantity: 120, expectedSendSize: .hundredsOfMegabytes,
+                expectedReceiveSize: .kilobytes),
+            firstRequest: "uploadAsset", device: "phone"),
+         "operationGroupStarted",
+         "group=import-1 name=Import photos quantity=120 sendSize=hundredsOfMegabytes receiveSize=kilobytes firstRequest=uploadAsset device=phone"),
+        (.operationGroupStarted(OperationGroup(operationGroupID: "p-7"), firstRequest: "fetchDatabaseChanges", device: nil),
+         "operationGroupStarted", "group=p-7 firstRequest=fetchDatabaseChanges"),
     ]
 
     @Test(arguments: cases.indices)
@@ -133,9 +146,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all fifteen.
+        // One kind per ServerEntry case: the table covers all sixteen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...115).map { EntryKind($0) }))
+        #expect(kinds == Set((101...116).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -169,14 +182,14 @@ struct ServerEntryDescriptionTests {
         #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 116, 119, 122, 199, 65535] as [UInt16])
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 117, 119, 122, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
         #expect(try ServerEntryDescription.describe(entry) == nil)
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
-    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113] as [UInt16])
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 116] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
@@ -204,11 +217,12 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...115) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...116) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
-            "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "userRegistered", "userEmailSet",
+            "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "operationGroupStarted", "userRegistered",
+            "userEmailSet",
         ])
     }
 }

@@ -63,6 +63,14 @@ extension SyncEngine {
         /// server: the device registers a new key, and another device of the zone wraps the
         /// zone's keys for it (`Docs/Encryption.md`).
         public var deviceKeyFile: URL?
+        /// Whether the engine runs in a shipping app (``Environment/production``) or in
+        /// development and tests (``Environment/development``, the default) (F118). A production
+        /// engine is refused while another production engine of this process syncs the same
+        /// database (server, signed-in user and scope) or uses the same device log directory,
+        /// or while another process's production engine uses that directory:
+        /// ``DuplicateEngineError``. Development engines are never refused, so that one process
+        /// can simulate several devices of one user.
+        public var environment: Environment = .development
 
         /// Where a device log is.
         public enum Storage: Sendable {
@@ -135,6 +143,42 @@ extension SyncEngine {
             self.initialBackoff = initialBackoff
             self.maximumBackoff = maximumBackoff
             self.jitter = min(max(jitter, 0), 0.99)
+        }
+    }
+
+    /// Whether an engine serves a shipping app or development and tests (F118).
+    ///
+    /// CloudKit's containers have a development and a production environment too; an app built
+    /// for development talks to the development one until it is configured for production. Here
+    /// the environment decides only whether an engine may share its database with another engine.
+    public enum Environment: String, Sendable, Hashable, CustomStringConvertible {
+        /// Development and tests: any number of engines may sync one database, each with its own
+        /// device log, to simulate several devices. The default.
+        case development
+        /// A shipping app: one engine per database (F118) and per device log.
+        case production
+
+        /// The case name.
+        public var description: String { rawValue }
+    }
+
+    /// A production engine was refused because another one is syncing the same database or
+    /// using the same device log (F118): two engines of one device on one database would each
+    /// fetch every change and race each other's sends.
+    ///
+    /// Keep one engine per database (a private-database engine and a shared-database engine are
+    /// two databases), or use ``Environment/development`` where several engines on one database
+    /// simulate several devices.
+    public struct DuplicateEngineError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// What the two engines share: the database (its scope and who it belongs to), or the
+        /// device log directory.
+        public let conflict: String
+        /// The other engine, as its description reads (``SyncEngine/description``).
+        public let otherEngine: String
+
+        /// Why the engine was refused.
+        public var description: String {
+            "a production SyncEngine already uses \(conflict) (\(otherEngine)); run one engine per database and device log (F118)"
         }
     }
 

@@ -63,6 +63,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let requestIDPrefix: String
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
+    /// Whether the engine serves a shipping app or development (F118).
+    public let environment: Environment
+    /// A production engine's hold on its database and device log, released with the engine (F118).
+    private let productionClaim: ProductionEngineClaim?
     /// What runs for the engine's whole life, stopped when it goes: the push listener, the
     /// automatic sync loop, the device log's announcements of the app's edits.
     private let lifetime = Mutex(Lifetime())
@@ -74,8 +78,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 
     /// Creates an engine (F1). Nothing is sent or fetched until asked.
     ///
-    /// - Throws: ``UnsupportedDatabaseError`` for a public database (F2); `LogStoreError` if the
-    ///   device log cannot be opened (see ``DeviceLog/init(directory:options:clock:)``).
+    /// - Throws: ``UnsupportedDatabaseError`` for a public database (F2); for a
+    ///   ``Configuration/environment`` of ``Environment/production``, ``DuplicateEngineError`` while
+    ///   another production engine syncs the same database or uses the same device log (F118);
+    ///   `LogStoreError` if the device log cannot be opened (see
+    ///   ``DeviceLog/init(directory:options:clock:)``).
     public init(_ configuration: Configuration) throws {
         guard configuration.database.databaseScope != .public else {
             throw UnsupportedDatabaseError(scope: configuration.database.databaseScope)
@@ -85,6 +92,12 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         case .directory(let url): deviceLog = try DeviceLog(directory: url)
         case .deviceLog(let log): deviceLog = log
         }
+        self.environment = configuration.environment
+        self.productionClaim = configuration.environment == .production
+            ? try ProductionEngineClaim(
+                database: configuration.database.databaseIdentity, logDirectory: deviceLog.log.environment.path,
+                engine: "SyncEngine(\(configuration.database.databaseScope) database, log \(deviceLog.log.environment.path))")
+            : nil
         self.database = configuration.database
         self.deviceLog = deviceLog
         self.automaticallySync = configuration.automaticallySync
@@ -163,10 +176,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///
     /// - Parameter options: The scope and the zones to fetch first; copied at the call (F71).
     /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
-    ///   the error that stopped the fetch (`operationCancelled` after ``cancelOperations()``), or
-    ///   `partialFailure` with the zones that failed, keyed `.zone(id)`, while the other zones
-    ///   were fetched (F102); `LogStoreError` if the device log cannot be written.
+    ///   `invalidArguments` naming the field of a malformed ``FetchChangesOptions/operationGroup``
+    ///   (F69), before anything is fetched; the error that stopped the fetch
+    ///   (`operationCancelled` after ``cancelOperations()``), or `partialFailure` with the zones
+    ///   that failed, keyed `.zone(id)`, while the other zones were fetched (F102);
+    ///   `LogStoreError` if the device log cannot be written.
     public func fetchChanges(_ options: FetchChangesOptions = FetchChangesOptions()) async throws {
+        try options.operationGroup?.validate()
         let context = FetchChangesContext(reason: .manual, options: options)
         try await runManually("fetchChanges", .fetch(options)) { [self] in try await runFetch(context) }
     }
@@ -180,10 +196,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     ///
     /// - Parameter options: The scope handed to the delegate; copied at the call (F71).
     /// - Throws: ``ReentrantCallError`` from inside the engine's delegate (F11); `SyncError`:
-    ///   `partialFailure` whose `partialErrors` hold each failed item's error (F75; the details
-    ///   are in the `sent…Changes` events too), or the error that stopped the send (a transient
-    ///   failure, `operationCancelled`); `LogStoreError` if the device log cannot be written.
+    ///   `invalidArguments` naming the field of a malformed ``SendChangesOptions/operationGroup``
+    ///   (F69), before anything is sent; `partialFailure` whose `partialErrors` hold each failed
+    ///   item's error (F75; the details are in the `sent…Changes` events too), or the error that
+    ///   stopped the send (a transient failure, `operationCancelled`); `LogStoreError` if the
+    ///   device log cannot be written.
     public func sendChanges(_ options: SendChangesOptions = SendChangesOptions()) async throws {
+        try options.operationGroup?.validate()
         let context = SendChangesContext(reason: .manual, options: options)
         try await runManually("sendChanges", .send(options)) { [self] in try await runSend(context) }
     }

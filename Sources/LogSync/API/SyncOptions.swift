@@ -41,9 +41,10 @@ extension SyncEngine {
         public var description: String { "SendChangesContext(\(reason), \(options.fields))" }
     }
 
-    /// The options of a send (F62): which pending changes it covers.
+    /// The options of a send (F62): which pending changes it covers, and the operation group its
+    /// requests belong to (F69).
     ///
-    /// Mirrors `CKSyncEngine.SendChangesOptions`, without `operationGroup` (not implemented yet).
+    /// Mirrors `CKSyncEngine.SendChangesOptions`.
     /// A value: changing it after `sendChanges(_:)` was called does not change that send (F71).
     ///
     /// ```swift
@@ -52,19 +53,28 @@ extension SyncEngine {
     public struct SendChangesOptions: Sendable, Hashable, CustomStringConvertible {
         /// Which pending changes to send; ``Scope/all`` by default.
         public var scope: Scope
+        /// The group every request of the send belongs to, for the server's telemetry (F69); with
+        /// `nil` (the default) the engine makes one for the send (``SyncEngine`` documents it).
+        public var operationGroup: OperationGroup?
 
         /// Creates options.
         ///
-        /// - Parameter scope: Which pending changes to send.
-        public init(scope: Scope = .all) {
+        /// - Parameters:
+        ///   - scope: Which pending changes to send.
+        ///   - operationGroup: The group of the send's requests, or `nil` for a default group.
+        public init(scope: Scope = .all, operationGroup: OperationGroup? = nil) {
             self.scope = scope
+            self.operationGroup = operationGroup
         }
 
         /// A one-line rendering, such as `SendChangesOptions(scope all)`.
         public var description: String { "SendChangesOptions(\(fields))" }
 
         /// The options in one line, without the type name; contexts show them too.
-        var fields: String { "scope \(scope)" }
+        var fields: String {
+            guard let operationGroup else { return "scope \(scope)" }
+            return "scope \(scope), \(operationGroup)"
+        }
 
         /// Which pending record changes a send covers (F63, F68).
         ///
@@ -152,8 +162,8 @@ extension SyncEngine {
     /// The options of a fetch (F64): which zones' record changes it fetches, in which order, and
     /// how each zone is fetched (F72).
     ///
-    /// Mirrors `CKSyncEngine.FetchChangesOptions`, without `operationGroup` (not implemented yet),
-    /// with the per-zone configurations CKSyncEngine keeps private (F72) made public.
+    /// Mirrors `CKSyncEngine.FetchChangesOptions`, with the per-zone configurations CKSyncEngine
+    /// keeps private (F72) made public.
     /// A value: changing it after `fetchChanges(_:)` was called does not change that fetch (F71).
     ///
     /// ```swift
@@ -175,6 +185,10 @@ extension SyncEngine {
         /// How particular zones are fetched, overriding ``defaultZoneConfiguration``; `[:]` by
         /// default (F72).
         public var zoneConfigurations: [RecordZone.ID: ZoneConfiguration]
+        /// The group every request of the fetch belongs to, for the server's telemetry (F69); with
+        /// `nil` (the default) the engine makes one for the fetch. Read when the fetch starts: a
+        /// group the delegate's `nextFetchChangesOptions` returns later is not used.
+        public var operationGroup: OperationGroup?
 
         /// Creates options.
         ///
@@ -183,11 +197,13 @@ extension SyncEngine {
         ///   - prioritizedZoneIDs: Zones to fetch first, in this order.
         ///   - defaultZoneConfiguration: How zones without a configuration of their own are fetched.
         ///   - zoneConfigurations: How particular zones are fetched.
+        ///   - operationGroup: The group of the fetch's requests, or `nil` for a default group.
         public init(
             scope: Scope = .all, prioritizedZoneIDs: [RecordZone.ID] = [],
             defaultZoneConfiguration: ZoneConfiguration = ZoneConfiguration(),
-            zoneConfigurations: [RecordZone.ID: ZoneConfiguration] = [:]
+            zoneConfigurations: [RecordZone.ID: ZoneConfiguration] = [:], operationGroup: OperationGroup? = nil
         ) {
+            self.operationGroup = operationGroup
             self.scope = scope
             self.prioritizedZoneIDs = prioritizedZoneIDs
             self.defaultZoneConfiguration = defaultZoneConfiguration
@@ -212,6 +228,7 @@ extension SyncEngine {
                 let zones = zoneConfigurations.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" }
                 parts.append("zones \(describeItems(zones))")
             }
+            if let operationGroup { parts.append(operationGroup.description) }
             return parts.joined(separator: ", ")
         }
 

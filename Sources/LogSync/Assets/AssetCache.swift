@@ -54,7 +54,8 @@ final class AssetCache: Sendable {
     ///   errors, after which a later call resumes the download), `operationCancelled`,
     ///   `internalError` naming the directory when it cannot be created.
     func file(
-        for digest: AssetDigest, size: Int64, zoneID: RecordZone.ID, database: any CloudDatabase
+        for digest: AssetDigest, size: Int64, zoneID: RecordZone.ID, database: any CloudDatabase,
+        operationGroup: OperationGroup? = nil
     ) async throws(SyncError) -> URL {
         if let url = cachedFile(digest, size: size) { return url }
         await acquire(digest)
@@ -70,7 +71,8 @@ final class AssetCache: Sendable {
         try? FileManager.default.removeItem(at: destination)
         do {
             _ = try await database.downloadAsset(
-                AssetDownloadRequest(zoneID: zoneID, digest: digest, size: size, destination: destination))
+                AssetDownloadRequest(
+                    zoneID: zoneID, digest: digest, size: size, destination: destination, operationGroup: operationGroup))
         } catch {
             throw SyncError.from(error, during: "downloadAsset")
         }

@@ -51,7 +51,7 @@ extension SyncEngine {
     ///   failed: the page is neither logged nor delivered, so the zone's token stays before it
     ///   and the zone stays unfetched, and the next fetch gets the page again.
     func withAssetContents(
-        _ modifications: [RecordZoneChange.Modification], in zoneID: RecordZone.ID
+        _ modifications: [RecordZoneChange.Modification], in zoneID: RecordZone.ID, group: OperationGroup? = nil
     ) async throws(SyncError) -> [RecordZoneChange.Modification] {
         var files: [AssetDigest: URL] = [:]
         var unavailable: Set<AssetDigest> = []
@@ -76,7 +76,8 @@ extension SyncEngine {
                     continue
                 }
                 do throws(SyncError) {
-                    files[digest] = try await assetCache.file(for: digest, size: size, zoneID: zoneID, database: database)
+                    files[digest] = try await assetCache.file(
+                        for: digest, size: size, zoneID: zoneID, database: database, operationGroup: group)
                 } catch where error.code == .assetNotAvailable {
                     logger.warning("\(modification.record.recordID) field \(quoted(key)): \(error); delivered without its file")
                     unavailable.insert(digest)

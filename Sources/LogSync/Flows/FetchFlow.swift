@@ -15,7 +15,9 @@ extension SyncEngine {
     /// zones are still fetched (F102).
     func runFetch(_ context: FetchChangesContext) async throws {
         logger.debug("fetch started: \(context)")
-        let step = try await SyncStep.start(self, .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)))
+        let step = try await SyncStep.start(
+            self, .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)),
+            group: context.options.operationGroup, operation: "fetchChanges", reason: context.reason)
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
@@ -77,7 +79,7 @@ extension SyncEngine {
             let response: FetchDatabaseChangesResponse
             do {
                 response = try await database.fetchDatabaseChanges(
-                    FetchDatabaseChangesRequest(since: token, resultsLimit: fetchResultsLimit))
+                    FetchDatabaseChangesRequest(since: token, resultsLimit: fetchResultsLimit, operationGroup: step.operationGroup))
             } catch {
                 let failure = SyncError.from(error, during: "fetchDatabaseChanges")
                 if try Self.resetExpiredToken(after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step) {
@@ -156,7 +158,9 @@ extension SyncEngine {
             let response: FetchZoneChangesResponse
             do {
                 response = try await database.fetchZoneChanges(
-                    FetchZoneChangesRequest(zoneID: zoneID, since: token, resultsLimit: configuration.resultsLimit ?? fetchResultsLimit))
+                    FetchZoneChangesRequest(
+                        zoneID: zoneID, since: token, resultsLimit: configuration.resultsLimit ?? fetchResultsLimit,
+                        operationGroup: step.operationGroup))
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
                 // F100: start the zone over; the delegate receives its live records again.
@@ -181,7 +185,7 @@ extension SyncEngine {
             }
             if configuration.shouldFetchAssetContents {
                 do throws(SyncError) {
-                    modifications = try await withAssetContents(modifications, in: zoneID)
+                    modifications = try await withAssetContents(modifications, in: zoneID, group: step.operationGroup)
                 } catch {
                     failure = error
                     break

@@ -30,6 +30,8 @@ extension SyncEngine {
         var hashed: [String: (digest: AssetDigest, size: Int64)] = [:]
         var uploaded: Set<UploadKey> = []
         var halted: SyncError?
+        /// The operation group of the send, carried by each upload (F69).
+        var group: OperationGroup?
 
         struct UploadKey: Hashable {
             var zoneID: RecordZone.ID
@@ -52,11 +54,11 @@ extension SyncEngine {
     /// the other items of a zone with a failure are not sent either (F55): they fail with
     /// `batchRequestFailed`, or with the transient error when the failure keeps its change
     /// pending.
-    func prepareAssets(_ batch: RecordZoneChangeBatch) async -> PreparedBatch {
+    func prepareAssets(_ batch: RecordZoneChangeBatch, group: OperationGroup? = nil) async -> PreparedBatch {
         guard batch.recordsToSave.contains(where: \.hasAssets) else {
             return PreparedBatch(batch: batch, recordsToReport: batch.recordsToSave)
         }
-        var uploads = Uploads()
+        var uploads = Uploads(group: group)
         var prepared = PreparedBatch(
             batch: RecordZoneChangeBatch(recordIDsToDelete: batch.recordIDsToDelete, atomicByZone: batch.atomicByZone),
             recordsToReport: [])
@@ -148,7 +150,9 @@ extension SyncEngine {
             if !uploads.uploaded.contains(uploadKey) {
                 do {
                     let response = try await database.uploadAsset(
-                        AssetUploadRequest(zoneID: record.recordID.zoneID, digest: content.digest, size: content.size, fileURL: url))
+                        AssetUploadRequest(
+                            zoneID: record.recordID.zoneID, digest: content.digest, size: content.size, fileURL: url,
+                            operationGroup: uploads.group))
                     logger.debug("uploaded \(content.digest.short) for \(record.recordID): \(response.bytesSent) bytes sent")
                 } catch {
                     let error = SyncError.from(error, during: "uploadAsset")

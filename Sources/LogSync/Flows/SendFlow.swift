@@ -14,7 +14,9 @@ extension SyncEngine {
     /// the next send.
     func runSend(_ context: SendChangesContext) async throws {
         logger.debug("send started: \(context)")
-        let step = try await SyncStep.start(self, .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)))
+        let step = try await SyncStep.start(
+            self, .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)),
+            group: context.options.operationGroup, operation: "sendChanges", reason: context.reason)
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         var stop: SyncError?
@@ -122,7 +124,8 @@ extension SyncEngine {
         }
         let response: ModifyZonesResponse
         do {
-            response = try await database.modifyZones(ModifyZonesRequest(zonesToSave: zonesToSave, zoneIDsToDelete: zoneIDsToDelete))
+            response = try await database.modifyZones(ModifyZonesRequest(
+                zonesToSave: zonesToSave, zoneIDsToDelete: zoneIDsToDelete, operationGroup: step.operationGroup))
         } catch {
             let failure = SyncError.from(error, during: "modifyZones")
             response = ModifyZonesResponse(
@@ -147,7 +150,7 @@ extension SyncEngine {
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
     private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        var prepared = await prepareAssets(appBatch)
+        var prepared = await prepareAssets(appBatch, group: step.operationGroup)
         await sealEncryptedValues(&prepared)
         let batch = prepared.batch
         let failedBeforeRequest = ModifyRecordsResponse(
@@ -178,7 +181,7 @@ extension SyncEngine {
         let request = ModifyRecordsRequest(
             recordsToSave: batch.recordsToSave.map { (prepared.sealed[$0.recordID] ?? $0).withoutAssetFiles }, recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
-            requestID: requestID)
+            requestID: requestID, operationGroup: step.operationGroup)
         let response: ModifyRecordsResponse
         do {
             do {

@@ -11,13 +11,22 @@ import SyncModel
 final class SyncStep {
     let engine: SyncEngine
     private var deliveredMark: LogOffset?
+    /// The group every request of the operation carries (F69): its options' group, or the
+    /// engine's default group for it (``SyncEngine/defaultOperationGroup(_:_:)``).
+    private(set) var operationGroup = OperationGroup(operationGroupID: "-")
 
     private init(engine: SyncEngine) { self.engine = engine }
 
-    /// Starts a send or a fetch: appends its first entry, then delivers its `will` event.
-    static func start(_ engine: SyncEngine, _ entry: DeviceEntry, _ event: SyncEngine.Event) async throws -> SyncStep {
+    /// Starts a send or a fetch: appends its first entry, then delivers its `will` event. Its
+    /// requests carry `group`, or without one the engine's default group for `operation` and
+    /// `reason`.
+    static func start(
+        _ engine: SyncEngine, _ entry: DeviceEntry, _ event: SyncEngine.Event, group: OperationGroup?,
+        operation: String, reason: SyncEngine.SyncReason
+    ) async throws -> SyncStep {
         let step = SyncStep(engine: engine)
         try step.append(entry)
+        step.operationGroup = group ?? engine.defaultOperationGroup(operation, reason)
         await engine.deliver(event)
         return step
     }
@@ -92,5 +101,16 @@ extension SyncError {
     /// `operationCancelled`, for a sync stopped by `cancelOperations()` (F79).
     static func cancelled(_ operation: String) -> SyncError {
         SyncError(.operationCancelled, "\(operation) was cancelled by cancelOperations()")
+    }
+}
+
+extension SyncEngine {
+    /// The group of a send or fetch whose options name none (F69, F70): one per engine, operation
+    /// and reason, named for them (`SyncEngine sendChanges manual`, `SyncEngine fetchChanges
+    /// scheduled`), its ID the engine's seeded request-ID prefix, the operation and the reason
+    /// (`<prefix>-fetchChanges-scheduled`). Not one per sync: the server writes an entry for each
+    /// group it has not seen, and a group per sync would make every fetch write.
+    func defaultOperationGroup(_ operation: String, _ reason: SyncReason) -> OperationGroup {
+        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
     }
 }

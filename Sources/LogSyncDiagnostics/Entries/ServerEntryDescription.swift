@@ -3,7 +3,7 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–115 in
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–116 in
 /// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
@@ -25,7 +25,8 @@ import SyncModel
 /// | `capabilities`, `share` | zoneSaved | capability names; share record name, only if shared |
 /// | `reason` | zoneDeleted | deleted, purged or encryptedDataReset |
 /// | `subscription`, `kind` | subscription kinds | subscription ID; `database` or `zone` (then `zone` follows) |
-/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors`, `actor` | requestCompleted, requestOutcome | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any; the participant who sent it (`_user<N>`), only when not the database's user |
+/// | `request`, `fingerprint`, `saved`, `deleted`, `failed`, `errors`, `actor`, `group` | requestCompleted, requestOutcome | request ID; content checksum (hex); item counts; `record:code` per failed item, only if any; the participant who sent it (`_user<N>`), only when not the database's user; the ID of its operation group (F69), only if it had one |
+/// | `group`, `name`, `quantity`, `sendSize`, `receiveSize`, `firstRequest`, `device` | operationGroupStarted | the group's ID; its name, only if set; its quantity, only if not 0; its expected sizes, only if not `unknown`; the operation that first carried it; the device that sent it, only if named |
 /// | `horizon` | tombstonesCompacted | the last offset whose tombstones were dropped |
 /// | `device`, `token`, `tokenSize` | clientChangeTokenUpdated | sending device, only if named; token bytes in hex (the first 32, then `…`); its length |
 /// | `share`, `ownerOffset` | sharedZoneJoined, sharedZoneChanged | (with `zone`, `owner`) the share record name, joined only; the owner's log offset seen |
@@ -146,6 +147,15 @@ enum ServerEntryDescription: EntryKindCatalog {
         case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
             // The same fields as requestCompleted: the saved records are counted, not read.
             addRequest(requestID, fingerprint, outcome.others, alsoSaved: UInt64(outcome.saved.count), actor: actor)
+            if let group = outcome.operationGroupID { add("group", .text(group)) }
+        case .operationGroupStarted(let group, let firstRequest, let device):
+            add("group", .text(group.operationGroupID))
+            if let name = group.name { add("name", .text(name)) }
+            if group.quantity != 0 { add("quantity", .integer(UInt64(group.quantity))) }
+            if group.expectedSendSize != .unknown { add("sendSize", .text(group.expectedSendSize.description)) }
+            if group.expectedReceiveSize != .unknown { add("receiveSize", .text(group.expectedReceiveSize.description)) }
+            add("firstRequest", .text(firstRequest))
+            if let device { add("device", .text(device.rawValue)) }
         case .tombstonesCompacted(let horizon):
             add("horizon", .integer(horizon.rawValue))
         case .clientChangeTokenUpdated(let zoneID, let device, let token):

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 // The payloads of a server database's log entries: one message per ServerEntry case, chosen by
-// the entry's kind (ServerEntry.Kind, 101–115), so no message says which case it is.
+// the entry's kind (ServerEntry.Kind, 101–116), so no message says which case it is.
 // Docs/Protobuf.md describes the rules; the Swift code in Generated/ is made from this file by
 // Tools/generate-protos.sh and committed.
 //
@@ -424,6 +424,10 @@ package nonisolated struct Logsync_Server_RequestOutcome: Sendable {
   /// Clears the value of `others`. Subsequent reads from it will return its default value.
   package mutating func clearOthers() {self._others = nil}
 
+  /// The operation group the request came with (F69); empty: none. Its OperationGroupStarted
+  /// entry is in the log of the database the request was sent to.
+  package var operationGroupID: String = String()
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -488,6 +492,36 @@ package nonisolated struct Logsync_Server_AssetsDeleted: Sendable {
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
+}
+
+/// Kind 116, ServerEntry.operationGroupStarted: the first request of an operation group reached this
+/// database (F69). One entry per group ID and database, whatever the number of its requests.
+package nonisolated struct Logsync_Server_OperationGroupStarted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var group: SyncModel.Logsync_Model_OperationGroup {
+    get {_group ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_group = newValue}
+  }
+  /// Returns true if `group` has been explicitly set.
+  package var hasGroup: Bool {self._group != nil}
+  /// Clears the value of `group`. Subsequent reads from it will return its default value.
+  package mutating func clearGroup() {self._group = nil}
+
+  /// the operation that first carried it, such as "fetchDatabaseChanges"
+  package var firstRequest: String = String()
+
+  /// the device that sent it; empty when the request named none
+  package var device: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _group: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -955,7 +989,7 @@ nonisolated extension Logsync_Server_SharedZoneLeft: SwiftProtobuf.Message, Swif
 
 nonisolated extension Logsync_Server_RequestOutcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".RequestOutcome"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}fingerprint\0\u{1}actor\0\u{1}saved\0\u{1}others\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}request_id\0\u{1}fingerprint\0\u{1}actor\0\u{1}saved\0\u{1}others\0\u{3}operation_group_id\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -968,6 +1002,7 @@ nonisolated extension Logsync_Server_RequestOutcome: SwiftProtobuf.Message, Swif
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.actor) }()
       case 4: try { try decoder.decodeRepeatedMessageField(value: &self.saved) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._others) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.operationGroupID) }()
       default: break
       }
     }
@@ -993,6 +1028,9 @@ nonisolated extension Logsync_Server_RequestOutcome: SwiftProtobuf.Message, Swif
     try { if let v = self._others {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
     } }()
+    if !self.operationGroupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.operationGroupID, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1002,6 +1040,7 @@ nonisolated extension Logsync_Server_RequestOutcome: SwiftProtobuf.Message, Swif
     if lhs.actor != rhs.actor {return false}
     if lhs.saved != rhs.saved {return false}
     if lhs._others != rhs._others {return false}
+    if lhs.operationGroupID != rhs.operationGroupID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1106,6 +1145,50 @@ nonisolated extension Logsync_Server_AssetsDeleted: SwiftProtobuf.Message, Swift
 
   package static func ==(lhs: Logsync_Server_AssetsDeleted, rhs: Logsync_Server_AssetsDeleted) -> Bool {
     if lhs.sha256 != rhs.sha256 {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_OperationGroupStarted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".OperationGroupStarted"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}group\0\u{3}first_request\0\u{1}device\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._group) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.firstRequest) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.device) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._group {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.firstRequest.isEmpty {
+      try visitor.visitSingularStringField(value: self.firstRequest, fieldNumber: 2)
+    }
+    if !self.device.isEmpty {
+      try visitor.visitSingularStringField(value: self.device, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_OperationGroupStarted, rhs: Logsync_Server_OperationGroupStarted) -> Bool {
+    if lhs._group != rhs._group {return false}
+    if lhs.firstRequest != rhs.firstRequest {return false}
+    if lhs.device != rhs.device {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

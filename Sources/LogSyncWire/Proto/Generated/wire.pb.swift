@@ -96,9 +96,21 @@ package nonisolated struct Logsync_Wire_ModifyZonesRequest: Sendable {
 
   package var zoneIdsToDelete: [SyncModel.Logsync_Model_RecordZoneID] = []
 
+  /// absent: none (F69)
+  package var operationGroup: SyncModel.Logsync_Model_OperationGroup {
+    get {_operationGroup ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_operationGroup = newValue}
+  }
+  /// Returns true if `operationGroup` has been explicitly set.
+  package var hasOperationGroup: Bool {self._operationGroup != nil}
+  /// Clears the value of `operationGroup`. Subsequent reads from it will return its default value.
+  package mutating func clearOperationGroup() {self._operationGroup = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
+
+  fileprivate var _operationGroup: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 /// The outcome of saving or deleting one zone.
@@ -189,9 +201,21 @@ package nonisolated struct Logsync_Wire_FetchZonesRequest: Sendable {
 
   package var zoneIds: [SyncModel.Logsync_Model_RecordZoneID] = []
 
+  /// absent: none (F69)
+  package var operationGroup: SyncModel.Logsync_Model_OperationGroup {
+    get {_operationGroup ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_operationGroup = newValue}
+  }
+  /// Returns true if `operationGroup` has been explicitly set.
+  package var hasOperationGroup: Bool {self._operationGroup != nil}
+  /// Clears the value of `operationGroup`. Subsequent reads from it will return its default value.
+  package mutating func clearOperationGroup() {self._operationGroup = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
+
+  fileprivate var _operationGroup: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 package nonisolated struct Logsync_Wire_FetchZonesResponse: Sendable {
@@ -240,12 +264,23 @@ package nonisolated struct Logsync_Wire_ModifyRecordsRequest: Sendable {
   /// Clears the value of `clientChangeToken`. Subsequent reads from it will return its default value.
   package mutating func clearClientChangeToken() {self._clientChangeToken = nil}
 
+  /// absent: none (F69)
+  package var operationGroup: SyncModel.Logsync_Model_OperationGroup {
+    get {_operationGroup ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_operationGroup = newValue}
+  }
+  /// Returns true if `operationGroup` has been explicitly set.
+  package var hasOperationGroup: Bool {self._operationGroup != nil}
+  /// Clears the value of `operationGroup`. Subsequent reads from it will return its default value.
+  package mutating func clearOperationGroup() {self._operationGroup = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
 
   fileprivate var _requestID: String? = nil
   fileprivate var _clientChangeToken: Data? = nil
+  fileprivate var _operationGroup: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 /// POST …/fetchDatabaseChanges
@@ -274,12 +309,23 @@ package nonisolated struct Logsync_Wire_FetchDatabaseChangesRequest: Sendable {
   /// Clears the value of `resultsLimit`. Subsequent reads from it will return its default value.
   package mutating func clearResultsLimit() {self._resultsLimit = nil}
 
+  /// absent: none (F69)
+  package var operationGroup: SyncModel.Logsync_Model_OperationGroup {
+    get {_operationGroup ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_operationGroup = newValue}
+  }
+  /// Returns true if `operationGroup` has been explicitly set.
+  package var hasOperationGroup: Bool {self._operationGroup != nil}
+  /// Clears the value of `operationGroup`. Subsequent reads from it will return its default value.
+  package mutating func clearOperationGroup() {self._operationGroup = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
 
   fileprivate var _since: Data? = nil
   fileprivate var _resultsLimit: Int64? = nil
+  fileprivate var _operationGroup: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 package nonisolated struct Logsync_Wire_ZoneDeletion: Sendable {
@@ -384,6 +430,16 @@ package nonisolated struct Logsync_Wire_FetchZoneChangesRequest: Sendable {
   /// Clears the value of `desiredKeys`. Subsequent reads from it will return its default value.
   package mutating func clearDesiredKeys() {self._desiredKeys = nil}
 
+  /// absent: none (F69)
+  package var operationGroup: SyncModel.Logsync_Model_OperationGroup {
+    get {_operationGroup ?? SyncModel.Logsync_Model_OperationGroup()}
+    set {_operationGroup = newValue}
+  }
+  /// Returns true if `operationGroup` has been explicitly set.
+  package var hasOperationGroup: Bool {self._operationGroup != nil}
+  /// Clears the value of `operationGroup`. Subsequent reads from it will return its default value.
+  package mutating func clearOperationGroup() {self._operationGroup = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -392,6 +448,7 @@ package nonisolated struct Logsync_Wire_FetchZoneChangesRequest: Sendable {
   fileprivate var _since: Data? = nil
   fileprivate var _resultsLimit: Int64? = nil
   fileprivate var _desiredKeys: Logsync_Wire_DesiredKeys? = nil
+  fileprivate var _operationGroup: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
 package nonisolated struct Logsync_Wire_RecordDeletion: Sendable {
@@ -899,7 +956,7 @@ nonisolated extension Logsync_Wire_SavePolicy: SwiftProtobuf._ProtoNameProviding
 
 nonisolated extension Logsync_Wire_ModifyZonesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ModifyZonesRequest"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zones_to_save\0\u{3}zone_ids_to_delete\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zones_to_save\0\u{3}zone_ids_to_delete\0\u{3}operation_group\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -909,24 +966,33 @@ nonisolated extension Logsync_Wire_ModifyZonesRequest: SwiftProtobuf.Message, Sw
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.zonesToSave) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.zoneIdsToDelete) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._operationGroup) }()
       default: break
       }
     }
   }
 
   package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.zonesToSave.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.zonesToSave, fieldNumber: 1)
     }
     if !self.zoneIdsToDelete.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.zoneIdsToDelete, fieldNumber: 2)
     }
+    try { if let v = self._operationGroup {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Logsync_Wire_ModifyZonesRequest, rhs: Logsync_Wire_ModifyZonesRequest) -> Bool {
     if lhs.zonesToSave != rhs.zonesToSave {return false}
     if lhs.zoneIdsToDelete != rhs.zoneIdsToDelete {return false}
+    if lhs._operationGroup != rhs._operationGroup {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1053,7 +1119,7 @@ nonisolated extension Logsync_Wire_ModifyZonesResponse: SwiftProtobuf.Message, S
 
 nonisolated extension Logsync_Wire_FetchZonesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".FetchZonesRequest"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}all_zones\0\u{3}zone_ids\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}all_zones\0\u{3}zone_ids\0\u{3}operation_group\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1063,24 +1129,33 @@ nonisolated extension Logsync_Wire_FetchZonesRequest: SwiftProtobuf.Message, Swi
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularBoolField(value: &self.allZones) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.zoneIds) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._operationGroup) }()
       default: break
       }
     }
   }
 
   package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if self.allZones != false {
       try visitor.visitSingularBoolField(value: self.allZones, fieldNumber: 1)
     }
     if !self.zoneIds.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.zoneIds, fieldNumber: 2)
     }
+    try { if let v = self._operationGroup {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Logsync_Wire_FetchZonesRequest, rhs: Logsync_Wire_FetchZonesRequest) -> Bool {
     if lhs.allZones != rhs.allZones {return false}
     if lhs.zoneIds != rhs.zoneIds {return false}
+    if lhs._operationGroup != rhs._operationGroup {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1118,7 +1193,7 @@ nonisolated extension Logsync_Wire_FetchZonesResponse: SwiftProtobuf.Message, Sw
 
 nonisolated extension Logsync_Wire_ModifyRecordsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ModifyRecordsRequest"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}save_policy\0\u{1}atomically\0\u{3}request_id\0\u{3}client_change_token\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}save_policy\0\u{1}atomically\0\u{3}request_id\0\u{3}client_change_token\0\u{3}operation_group\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1132,6 +1207,7 @@ nonisolated extension Logsync_Wire_ModifyRecordsRequest: SwiftProtobuf.Message, 
       case 4: try { try decoder.decodeSingularBoolField(value: &self.atomically) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self._requestID) }()
       case 6: try { try decoder.decodeSingularBytesField(value: &self._clientChangeToken) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._operationGroup) }()
       default: break
       }
     }
@@ -1160,6 +1236,9 @@ nonisolated extension Logsync_Wire_ModifyRecordsRequest: SwiftProtobuf.Message, 
     try { if let v = self._clientChangeToken {
       try visitor.visitSingularBytesField(value: v, fieldNumber: 6)
     } }()
+    try { if let v = self._operationGroup {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1170,6 +1249,7 @@ nonisolated extension Logsync_Wire_ModifyRecordsRequest: SwiftProtobuf.Message, 
     if lhs.atomically != rhs.atomically {return false}
     if lhs._requestID != rhs._requestID {return false}
     if lhs._clientChangeToken != rhs._clientChangeToken {return false}
+    if lhs._operationGroup != rhs._operationGroup {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1177,7 +1257,7 @@ nonisolated extension Logsync_Wire_ModifyRecordsRequest: SwiftProtobuf.Message, 
 
 nonisolated extension Logsync_Wire_FetchDatabaseChangesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".FetchDatabaseChangesRequest"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{3}results_limit\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{3}results_limit\0\u{3}operation_group\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1187,6 +1267,7 @@ nonisolated extension Logsync_Wire_FetchDatabaseChangesRequest: SwiftProtobuf.Me
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularBytesField(value: &self._since) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self._resultsLimit) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._operationGroup) }()
       default: break
       }
     }
@@ -1203,12 +1284,16 @@ nonisolated extension Logsync_Wire_FetchDatabaseChangesRequest: SwiftProtobuf.Me
     try { if let v = self._resultsLimit {
       try visitor.visitSingularInt64Field(value: v, fieldNumber: 2)
     } }()
+    try { if let v = self._operationGroup {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Logsync_Wire_FetchDatabaseChangesRequest, rhs: Logsync_Wire_FetchDatabaseChangesRequest) -> Bool {
     if lhs._since != rhs._since {return false}
     if lhs._resultsLimit != rhs._resultsLimit {return false}
+    if lhs._operationGroup != rhs._operationGroup {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1330,7 +1415,7 @@ nonisolated extension Logsync_Wire_DesiredKeys: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Logsync_Wire_FetchZoneChangesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".FetchZoneChangesRequest"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}since\0\u{3}results_limit\0\u{3}desired_keys\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}since\0\u{3}results_limit\0\u{3}desired_keys\0\u{3}operation_group\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1342,6 +1427,7 @@ nonisolated extension Logsync_Wire_FetchZoneChangesRequest: SwiftProtobuf.Messag
       case 2: try { try decoder.decodeSingularBytesField(value: &self._since) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self._resultsLimit) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._desiredKeys) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._operationGroup) }()
       default: break
       }
     }
@@ -1364,6 +1450,9 @@ nonisolated extension Logsync_Wire_FetchZoneChangesRequest: SwiftProtobuf.Messag
     try { if let v = self._desiredKeys {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    try { if let v = self._operationGroup {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1372,6 +1461,7 @@ nonisolated extension Logsync_Wire_FetchZoneChangesRequest: SwiftProtobuf.Messag
     if lhs._since != rhs._since {return false}
     if lhs._resultsLimit != rhs._resultsLimit {return false}
     if lhs._desiredKeys != rhs._desiredKeys {return false}
+    if lhs._operationGroup != rhs._operationGroup {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

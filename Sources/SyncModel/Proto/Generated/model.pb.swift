@@ -1017,6 +1017,41 @@ package nonisolated struct Logsync_Model_ModifyRecordsResponse: Sendable {
   package init() {}
 }
 
+/// OperationGroup (CKOperationGroup): the group a request belongs to, for the server's telemetry
+/// (F69). The sizes are OperationGroup.TransferSize's raw values, CloudKit's: 0 unknown,
+/// 1 kilobytes … 7 hundreds of gigabytes.
+package nonisolated struct Logsync_Model_OperationGroup: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required: not empty
+  package var operationGroupID: String = String()
+
+  /// absent: no name
+  package var name: String {
+    get {_name ?? String()}
+    set {_name = newValue}
+  }
+  /// Returns true if `name` has been explicitly set.
+  package var hasName: Bool {self._name != nil}
+  /// Clears the value of `name`. Subsequent reads from it will return its default value.
+  package mutating func clearName() {self._name = nil}
+
+  /// 0: unknown
+  package var quantity: Int64 = 0
+
+  package var expectedSendSize: Int64 = 0
+
+  package var expectedReceiveSize: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _name: String? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.model"
@@ -2525,6 +2560,60 @@ nonisolated extension Logsync_Model_ModifyRecordsResponse: SwiftProtobuf.Message
   package static func ==(lhs: Logsync_Model_ModifyRecordsResponse, rhs: Logsync_Model_ModifyRecordsResponse) -> Bool {
     if lhs.saveResults != rhs.saveResults {return false}
     if lhs.deleteResults != rhs.deleteResults {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Model_OperationGroup: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".OperationGroup"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}operation_group_id\0\u{1}name\0\u{1}quantity\0\u{3}expected_send_size\0\u{3}expected_receive_size\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.operationGroupID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self._name) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.quantity) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.expectedSendSize) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.expectedReceiveSize) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.operationGroupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.operationGroupID, fieldNumber: 1)
+    }
+    try { if let v = self._name {
+      try visitor.visitSingularStringField(value: v, fieldNumber: 2)
+    } }()
+    if self.quantity != 0 {
+      try visitor.visitSingularInt64Field(value: self.quantity, fieldNumber: 3)
+    }
+    if self.expectedSendSize != 0 {
+      try visitor.visitSingularInt64Field(value: self.expectedSendSize, fieldNumber: 4)
+    }
+    if self.expectedReceiveSize != 0 {
+      try visitor.visitSingularInt64Field(value: self.expectedReceiveSize, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Model_OperationGroup, rhs: Logsync_Model_OperationGroup) -> Bool {
+    if lhs.operationGroupID != rhs.operationGroupID {return false}
+    if lhs._name != rhs._name {return false}
+    if lhs.quantity != rhs.quantity {return false}
+    if lhs.expectedSendSize != rhs.expectedSendSize {return false}
+    if lhs.expectedReceiveSize != rhs.expectedReceiveSize {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
