@@ -69,6 +69,8 @@ extension ServerEntry {
             return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
                 $0.sha256 = digests.map { Data($0.bytes) }
             })
+        case .schemaDeployed(let schema):
+            return Self.entry(Kind.schemaDeployed, schema.proto)
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
                 $0.horizon = horizon.rawValue
@@ -194,6 +196,10 @@ extension ServerEntry {
                     try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(bytes)) }
                 })
             }
+        case Kind.schemaDeployed:
+            self = try ProtoWire.decode(Logsync_Server_SchemaDeployed.self, payloadOf: entry, "schemaDeployed") { message throws(SyncError) in
+                .schemaDeployed(try RecordSchema(proto: message))
+            }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
@@ -227,7 +233,7 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–113)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–115, 117)",
                 offset: entry.offset)
         }
     }
