@@ -371,6 +371,13 @@ extension SyncServer {
     /// The production schema this server enforces, or `nil` in development mode.
     public var deployedSchema: RecordSchema? { productionSchema.withLock { $0 } }
 
+    /// The offset of the latest `schemaDeployed` entry in the registry's log, read from the
+    /// storage (a deployment by another process shows here before this server enforces it), or
+    /// `nil` if none was ever deployed.
+    public func deployedSchemaOffset() throws -> UInt64? {
+        try users.deployedSchema()?.offset.rawValue
+    }
+
     /// Deploys `schema` to this server's storage: it is added to the schema deployed before (a
     /// deployment only adds record types and fields, as in CloudKit), the result is appended to the
     /// registry's log as one `schemaDeployed` entry, and the server is in production mode from then
