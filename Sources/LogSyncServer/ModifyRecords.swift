@@ -5,7 +5,8 @@ import SyncModel
 extension ServerDatabase {
     /// Saves and deletes records with CloudKit's rules: the change-tag truth table (F145),
     /// save policies (F146), partial field updates (F132), server-set system fields (F130,
-    /// F158), atomic zones (F148), limits (F151), quota (F153) and idempotent replays (F160).
+    /// F158), atomic zones (F148), limits (F151), quota (F153), idempotent replays (F160) and,
+    /// in production mode, the deployed schema (F137).
     ///
     /// `actor` is a share participant writing to this (the owner's) database: each item is then
     /// first checked against the shares of its zone (`participantCheck`), and the participant is
@@ -75,6 +76,7 @@ extension ServerDatabase {
         // every record, so a request without an ID skips it.
         let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)
         let quota = server.quotas.withLock { $0[user] }
+        let schema = server.deployedSchema
         let now = server.configuration.now()
         var changedZones = Set<RecordZone.ID>()
         // Users named by the shares this request saves, deletes or leaves, before and after.
@@ -108,12 +110,14 @@ extension ServerDatabase {
             }
 
             var plan = Plan(
-                usage: try snapshot.state(IndexKey.usage), quota: quota,
+                usage: try snapshot.state(IndexKey.usage), quota: quota, schema: schema,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)))
             var outcomes: [Record.ID: Outcome] = [:]
             outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
-            try snapshot.readAhead(records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete)
+            try snapshot.readAhead(
+                records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete,
+                types: request.recordsToSave.map(\.recordType))
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121).
             for record in request.recordsToSave {
@@ -271,6 +275,8 @@ extension ServerDatabase {
     struct Plan {
         var usage: UInt64
         let quota: Int?
+        /// The production schema, or `nil` in development mode (F137).
+        let schema: RecordSchema?
         var addedReferences: [String: Int] = [:]
         let savedInRequest: Set<Record.ID>
         /// Roots of the hierarchy shares the request creates, so two cannot share one root.
@@ -335,6 +341,9 @@ extension ServerDatabase {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
+        // Production mode: the record's type and every field it carries are in the deployed
+        // schema, with values of their kinds (F137).
+        if let schema = plan.schema, let violation = schema.violation(saving: client) { return .failure(violation) }
         let size = client.estimatedSize
         if size > Limits.maxRecordBytes {
             return .failure(SyncError(
@@ -505,10 +514,12 @@ extension Record.SystemFields {
 extension ServerDatabase.Snapshot {
     /// Announces to a store that reads ahead (``IndexReader/readsAhead``) what deciding saves
     /// and deletions of `recordIDs` reads: their zones, their record states and the entries of
-    /// the live ones, in three round trips instead of one or two per record. A hint only: an ID
+    /// the live ones, in three round trips instead of one or two per record, and the development
+    /// schema of the saved record `types` that appending them reads (F137). A hint only: an ID
     /// spelt otherwise than the index keeps it is simply read later.
-    func readAhead(records recordIDs: [Record.ID]) throws {
+    func readAhead(records recordIDs: [Record.ID], types: [Record.RecordType] = []) throws {
         guard index.readsAhead, !recordIDs.isEmpty else { return }
+        if !types.isEmpty { try index.prefetch(keys: Set(types).map { Array($0.utf8) }, in: "schema") }
         var names: [RecordZone.ID: [String]] = [:]
         for recordID in recordIDs { names[recordID.zoneID, default: []].append(recordID.recordName) }
         try index.prefetch(keys: names.keys.filter { $0 != .default }.map(IndexKey.zone), in: "zones")

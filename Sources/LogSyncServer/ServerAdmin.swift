@@ -3,7 +3,7 @@ import LogStore
 import SyncModel
 
 /// Operations hooks of a server, used by tests and operators: injected failures, quotas,
-/// purges, encrypted-data resets and tombstone compaction.
+/// purges, encrypted-data resets, tombstone compaction and schema deployment.
 public struct ServerAdmin: Sendable {
     let server: SyncServer
 
@@ -67,6 +67,18 @@ public struct ServerAdmin: Sendable {
     ///   another user has.
     public func registerUser(_ user: UserID, emailAddress: String? = nil) throws {
         try server.registerUser(user, emailAddress: emailAddress)
+    }
+
+    /// Deploys a production schema (what `logsync-server schema deploy` does): see
+    /// ``SyncServer/deploySchema(_:)`` (F137).
+    @discardableResult
+    public func deploySchema(_ schema: RecordSchema) throws -> SchemaDeployment {
+        try server.deploySchema(schema)
+    }
+
+    /// The development schema `user`'s database of `scope` has grown from its saved records (F137).
+    public func developmentSchema(of user: UserID, scope: DatabaseScope = .private) throws -> RecordSchema {
+        try server.developmentSchema(of: user, scope: scope)
     }
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).

@@ -58,6 +58,10 @@ package enum ServerEntry: Sendable, Equatable {
     /// sent it. One entry per group ID and database; later requests of the group write nothing
     /// for it, and a modify request names it on its `requestOutcome`.
     case operationGroupStarted(OperationGroup, firstRequest: String, device: DeviceID?)
+    /// The production schema was deployed (F137): from now on the server refuses record types and
+    /// fields it does not have. Written to the server's registry log, never to a database's; the
+    /// latest one is the whole schema.
+    case schemaDeployed(RecordSchema)
 
     /// The entry kinds of the server's logs.
     package enum Kind {
@@ -77,8 +81,10 @@ package enum ServerEntry: Sendable, Equatable {
         package static let assetStored: EntryKind = 114
         package static let assetsDeleted: EntryKind = 115
         package static let operationGroupStarted: EntryKind = 116
+        /// In the registry's log (F137).
+        package static let schemaDeployed: EntryKind = 117
 
-        /// Every kind of a database log, with its name (as in `logtool`), in kind order.
+        /// Every kind of a database log (and `schemaDeployed`, of the registry's), with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
             (zoneSaved, "zoneSaved"), (zoneDeleted, "zoneDeleted"), (recordSaved, "recordSaved"),
             (recordDeleted, "recordDeleted"), (subscriptionSaved, "subscriptionSaved"),
@@ -86,7 +92,7 @@ package enum ServerEntry: Sendable, Equatable {
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
             (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"), (assetStored, "assetStored"),
-            (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"),
+            (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"), (schemaDeployed, "schemaDeployed"),
         ]
 
         /// The kinds that complete a modify request: `requestCompleted` (older logs) and

@@ -76,6 +76,8 @@ extension ServerEntry {
                 $0.firstRequest = firstRequest
                 $0.device = device?.rawValue ?? ""
             })
+        case .schemaDeployed(let schema):
+            return Self.entry(Kind.schemaDeployed, schema.proto)
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
                 $0.horizon = horizon.rawValue
@@ -213,6 +215,10 @@ extension ServerEntry {
                     try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(bytes)) }
                 })
             }
+        case Kind.schemaDeployed:
+            self = try ProtoWire.decode(Logsync_Server_SchemaDeployed.self, payloadOf: entry, "schemaDeployed") { message throws(SyncError) in
+                .schemaDeployed(try RecordSchema(proto: message))
+            }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
@@ -246,7 +252,7 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–116)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–117)",
                 offset: entry.offset)
         }
     }

@@ -258,18 +258,21 @@ enum IndexKey {
 /// - `assets`: digest → `AssetState` (size, live references, since when unreferenced), for every
 ///   asset content stored for this database's records (F134);
 /// - `assetZones`: digest + zone incarnation → how many live records of that zone reference the
-///   asset, so a share participant reads only the contents of the zones shared with them.
+///   asset, so a share participant reads only the contents of the zones shared with them;
+/// - `schema`: record type → its fields and the kind of each (`RecordSchema.encode(fields:)`), as
+///   the saved records grew them: the database's development schema (F137). Share records take no
+///   part; nothing is removed when records or zones go.
 package struct ServerIndex: Projection {
     package init() {}
 
     package let name = "index"
     /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
     /// request IDs per user, the parent of each record. 4: assets and the records' references
-    /// to them; the usage counts asset contents.
-    package let version: UInt32 = 4
+    /// to them; the usage counts asset contents. 5: the development schema (F137).
+    package let version: UInt32 = 5
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
-        "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones",
+        "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -295,6 +298,7 @@ package struct ServerIndex: Projection {
             switch decoded {
             case .recordSaved(let record) where record.recordType != Share.recordType:
                 try recordChanged(record.recordID, to: Self.savedState(record, offset), tables, &run)
+                try run.grow(schemaWith: record, tables)
             case .recordDeleted(let recordID, let recordType) where recordType != Share.recordType:
                 try recordChanged(
                     recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables, &run)
@@ -323,7 +327,13 @@ package struct ServerIndex: Projection {
 
         case .recordSaved(let record):
             try recordChanged(record.recordID, to: Self.savedState(record, offset), time: time, tables)
-            if record.recordType == Share.recordType { try shareSaved(record, tables) }
+            if record.recordType == Share.recordType {
+                try shareSaved(record, tables)
+            } else {
+                var run = RecordRun()
+                try run.grow(schemaWith: record, tables)
+                try run.end(tables)
+            }
 
         case .recordDeleted(let recordID, let recordType):
             try recordChanged(
@@ -386,6 +396,9 @@ package struct ServerIndex: Projection {
             }
             let usage = try self.usage(tables)
             try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
+
+        case .schemaDeployed:
+            break  // the registry's (UserRegistry.Index); a database's log never holds one
         }
     }
 
@@ -517,6 +530,28 @@ package struct ServerIndex: Projection {
         var usageChanged = false
         /// The time of the entry being applied, in microseconds since 1970 (for assets).
         var time: UInt64 = 0
+        /// The fields of each record type the run read from the `schema` table, as the run left them.
+        var schema: [String: [String: RecordSchema.FieldKind]] = [:]
+        /// The record types whose fields the run changed.
+        var schemaChanged: Set<String> = []
+
+        /// Grows the development schema with `record`'s type and fields (F137); the types read
+        /// stay in memory until the run ends, so a run of records of one type reads its fields once.
+        mutating func grow(schemaWith record: Record, _ tables: ProjectionTables) throws {
+            let recordType = record.recordType
+            var fields: [String: RecordSchema.FieldKind]
+            var isNew = false
+            if let kept = schema[recordType] {
+                fields = kept
+            } else if let bytes = try tables.value(forKey: Array(recordType.utf8), in: "schema") {
+                fields = try RecordSchema.decode(fields: bytes)
+            } else {
+                fields = [:]
+                isNew = true
+            }
+            if RecordSchema.grow(&fields, with: record) || isNew { schemaChanged.insert(recordType) }
+            schema[recordType] = fields
+        }
 
         /// Writes what the run kept: each touched zone's state and its feed key (at its last
         /// change), and the usage. The run is empty afterwards.
@@ -527,6 +562,9 @@ package struct ServerIndex: Projection {
                 try tables.put(state.encoded, forKey: key.bytes, in: "zones")
             }
             if usageChanged, let usage { try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state") }
+            for recordType in schemaChanged {
+                try tables.put(RecordSchema.encode(fields: schema[recordType]!), forKey: Array(recordType.utf8), in: "schema")
+            }
             self = RecordRun()
         }
     }

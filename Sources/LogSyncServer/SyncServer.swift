@@ -53,6 +53,9 @@ public final class SyncServer: Sendable {
     /// The asset contents being uploaded in this process, so two requests never write one.
     let activeUploads = Mutex<Set<AssetUpload.Key>>([])
     let users: UserRegistry
+    /// The production schema, read from the registry when the server starts and replaced by each
+    /// deployment through it; `nil` in development mode (F137).
+    let productionSchema: Mutex<RecordSchema?>
 
     /// Opens (creating it if needed) the server's data directory, its logs in LMDB.
     ///
@@ -68,6 +71,7 @@ public final class SyncServer: Sendable {
         self.configuration = configuration
         self.storage = storage
         users = try UserRegistry(storage: storage)
+        productionSchema = Mutex(try users.deployedSchema()?.schema)
         let hub = pushHub
         storage.startNotifications(
             { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) },

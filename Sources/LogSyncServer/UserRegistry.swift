@@ -16,15 +16,18 @@ package final class UserRegistry: Sendable {
     package static let userEmailSetKind: EntryKind = 121
 
     /// user ID (UTF-8) → its number; e-mail address (lowercased) → number; number → address (as
-    /// given);
+    /// given); in `schema`, `deployed` → the offset of the latest `schemaDeployed` entry (F137);
     /// as a projection of the registry log.
     struct Index: Projection {
         let name = "users"
-        /// 2: e-mail addresses.
-        let version: UInt32 = 2
-        let tableNames = ["byID", "byEmail", "emailOf"]
+        /// 2: e-mail addresses. 3: the deployed schema.
+        let version: UInt32 = 3
+        let tableNames = ["byID", "byEmail", "emailOf", "schema"]
         func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
             switch entry.kind {
+            case ServerEntry.Kind.schemaDeployed:
+                _ = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)  // a corrupt schema fails here, naming its offset
+                try tables.put(bigEndian(entry.offset.rawValue), forKey: UserRegistry.deployedSchemaKey, in: "schema")
             case UserRegistry.userRegisteredKind:
                 try tables.put(bigEndian(entry.offset.rawValue), forKey: entry.payload, in: "byID")
             case UserRegistry.userEmailSetKind:
@@ -120,6 +123,41 @@ package final class UserRegistry: Sendable {
             if current == Array(email.utf8) { return ([], ()) }
             return ([NewEntry(kind: Self.userEmailSetKind, payload: bigEndian(number) + Array(email.utf8))], ())
         }
+    }
+
+    /// The key of the `schema` table whose value is the offset of the latest deployment.
+    static let deployedSchemaKey = Array("deployed".utf8)
+
+    /// The production schema deployed last, and the offset of its entry; `nil` while the server
+    /// is in development mode (F137).
+    func deployedSchema() throws -> (schema: RecordSchema, offset: LogOffset)? {
+        try log.read { index in try Self.deployedSchema(index) }
+    }
+
+    static func deployedSchema(_ index: any IndexReader) throws -> (schema: RecordSchema, offset: LogOffset)? {
+        guard let bytes = try index.value(forKey: deployedSchemaKey, in: "schema") else { return nil }
+        let offset = LogOffset(bytes.withUnsafeBytes { readBigEndian($0) })
+        guard let entry = try index.entry(at: offset), case .schemaDeployed(let schema) = try ServerEntry(entry) else {
+            throw LogStoreError(.projectionInconsistent, "the registry's schema index points at offset \(offset.rawValue), which deploys no schema")
+        }
+        return (schema, offset)
+    }
+
+    /// Deploys `schema`: adds it to the one deployed before (if any) and appends the result as one
+    /// `schemaDeployed` entry, unless it adds nothing to it. Returns the schema now deployed, its
+    /// entry's offset, and whether this call appended it.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` naming the type and field when a field would hold
+    ///   another kind of value than the deployed schema gives it; nothing is written.
+    func deploy(_ schema: RecordSchema) throws -> (schema: RecordSchema, offset: LogOffset, appended: Bool) {
+        let ((deployed, previous), offsets) = try log.write { index -> (entries: [NewEntry], result: (RecordSchema, LogOffset?)) in
+            let current = try Self.deployedSchema(index)
+            let merged = try (current?.schema ?? RecordSchema()).adding(schema)
+            if let current, merged == current.schema { return ([], (merged, current.offset)) }
+            return ([ServerEntry.schemaDeployed(merged).decodedNewEntry], (merged, nil))
+        }
+        if let previous { return (deployed, previous, false) }
+        return (deployed, offsets.lowerBound, true)
     }
 
     /// The key of an e-mail address: addresses are compared without case.

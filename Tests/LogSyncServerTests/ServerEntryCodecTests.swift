@@ -101,6 +101,16 @@ struct ServerEntryCodecTests {
                 firstRequest: "modifyZones", device: "phone"), kind: K.operationGroupStarted),
             Sample(entry: .operationGroupStarted(OperationGroup(operationGroupID: "g"), firstRequest: "fetchZoneChanges", device: nil),
                    kind: K.operationGroupStarted),
+            // F137: every kind of field, an open list, a type without fields.
+            Sample(entry: .schemaDeployed(RecordSchema([
+                "Note": [
+                    "title": .value(.string), "count": .value(.int64), "ratio": .value(.double), "done": .value(.bool),
+                    "blob": .value(.bytes), "due": .value(.date), "folder": .value(.reference), "photo": .value(.asset),
+                    "place": .value(.location), "tags": .list(.string), "empty": .list(nil),
+                ],
+                "Folder": [:],
+            ])), kind: K.schemaDeployed),
+            Sample(entry: .schemaDeployed(RecordSchema()), kind: K.schemaDeployed),
         ]
     }()
 
@@ -153,7 +163,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 117, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 199, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))
@@ -285,5 +295,34 @@ struct ServerEntryCodecTests {
         }
         #expect(wrong.isEmpty, "\(wrong.prefix(3))")
     }
-}
 
+    /// F137: a `schemaDeployed` payload that names no schema is a corrupt entry naming its offset and
+    /// the element at fault.
+    @Test("F137 a corrupt schemaDeployed payload is a corruptEntry naming the offset and the element", arguments: [
+        ("a type without a name", Logsync_Server_SchemaDeployed.with { $0.recordTypes = [.with { $0.name = "" }] },
+         "SchemaDeployed.record_types[0].name is missing"),
+        ("a type twice", Logsync_Server_SchemaDeployed.with { $0.recordTypes = [.with { $0.name = "Note" }, .with { $0.name = "Note" }] },
+         #"SchemaDeployed.record_types[1].name repeats "Note""#),
+        ("a field without a kind", Logsync_Server_SchemaDeployed.with {
+            $0.recordTypes = [.with { $0.name = "Note"; $0.fields = [.with { $0.name = "title" }] }]
+        }, "SchemaDeployed.record_types[0].fields[0].kind is missing"),
+        ("an unknown kind", Logsync_Server_SchemaDeployed.with {
+            $0.recordTypes = [.with { $0.name = "Note"; $0.fields = [.with { $0.name = "title"; $0.kind = .UNRECOGNIZED(42) }] }]
+        }, "SchemaDeployed.record_types[0].fields[0].kind is 42, not a kind (1–9)"),
+        ("a field twice", Logsync_Server_SchemaDeployed.with {
+            $0.recordTypes = [.with {
+                $0.name = "Note"
+                $0.fields = [.with { $0.name = "a"; $0.kind = .string }, .with { $0.name = "a"; $0.kind = .int64 }]
+            }]
+        }, #"SchemaDeployed.record_types[0].fields[1].name repeats "a""#),
+    ])
+    func corruptSchema(problem: String, message: Logsync_Server_SchemaDeployed, expected: String) throws {
+        let entry = LogEntry(
+            offset: 12, kind: ServerEntry.Kind.schemaDeployed, time: EntryTime(microsecondsSince1970: 1),
+            payload: ProtoWire.serialize(message))
+        let error = try #require(Self.decodingError(entry), "\(problem)")
+        #expect(error.code == .corruptEntry)
+        #expect(error.offset == 12)
+        #expect(error.message == "schemaDeployed (kind 117) payload: \(expected)", "\(problem)")
+    }
+}

@@ -156,6 +156,27 @@ struct ServerDumpCommandTests {
         }
     }
 
+    // F137: the registry's schemaDeployed entry reads as its record types and each field with its
+    // kind, in text and JSON.
+    @Test("F137 a deployed schema reads as its types and fields")
+    func theRegistryShowsADeployedSchema() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await Self.writeServerStory(in: directory)
+            try server.deploySchema(try server.developmentSchema())
+            server.shutdown()
+            let run = try await runLogtool(["dump", "data/registry", "--kind", "schemaDeployed"], in: directory)
+            #expect(run.status == 0, "\(run)")
+            #expect(run.lines.map { describedPart(of: $0) } == ["schemaDeployed  types=[Note] fields=[Note.body:string,Note.title:string]"])
+            let json = try await runLogtool(["dump", "data/registry", "--json", "--kind", "schemaDeployed"], in: directory)
+            let line = try #require(json.lines.first)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(object["kind"] as? Int == 117)
+            let fields = try #require(object["fields"] as? [String: Any])
+            #expect(fields["types"] as? [String] == ["Note"])
+            #expect(fields["fields"] as? [String] == ["Note.body:string", "Note.title:string"])
+        }
+    }
+
     /// `logtool dump` decodes sharing: the owner's share record with its participants, the
     /// participant's shared-database entries, and the registry's e-mail addresses (F119).
     @Test func sharingEntriesAreDecoded() async throws {

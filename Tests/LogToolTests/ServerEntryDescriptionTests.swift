@@ -35,6 +35,9 @@ struct ServerEntryDescriptionTests {
     static let cases: [(ServerEntry, String, String)] = [
         (.assetStored(photo, size: 5), "assetStored", "asset=\(photo) size=5"),
         (.assetsDeleted([photo]), "assetsDeleted", "assets=[\(photo)]"),
+        // F137: the deployed schema's types, then each field with its kind.
+        (.schemaDeployed(RecordSchema(["Note": ["title": .value(.string), "tags": .list(.string), "old": .list(nil)], "Folder": [:]])),
+         "schemaDeployed", "types=[Folder,Note] fields=[Note.old:list,Note.tags:list<string>,Note.title:string]"),
         (.recordSaved(notedPhoto), "recordSaved", "zone=Notes record=n3 type=Note tag=14 keys=[photo] assets=[n3.photo:\(photo.short)/5B]"),
         (.zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)),
          "zoneSaved", "zone=Notes capabilities=[fetchChanges,atomic,zoneWideSharing]"),
@@ -148,7 +151,7 @@ struct ServerEntryDescriptionTests {
     @Test func everyServerEntryCaseHasATableRow() {
         // One kind per ServerEntry case: the table covers all sixteen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...116).map { EntryKind($0) }))
+        #expect(kinds == Set((101...117).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -217,7 +220,7 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...116) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...117) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",

@@ -25,7 +25,7 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \
             migrate` moves an LMDB directory there (Docs/Deployment.md).
             """,
-        subcommands: [Serve.self, User.self, Migrate.self, CollectAssets.self],
+        subcommands: [Serve.self, User.self, Migrate.self, CollectAssets.self, Schema.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -70,16 +70,36 @@ struct DataOptions: ParsableArguments {
             guard let text, !text.isEmpty else {
                 throw ValidationError("say where the data is: --data DIR, --store lmdb:DIR or --store postgres://…")
             }
-            if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
-                _ = try PostgresURL(text)  // a malformed URL fails here, naming what is wrong
-                return .postgres(text)
-            }
-            if text.hasPrefix("lmdb:") {
-                let path = String(text.dropFirst("lmdb:".count))
-                guard !path.isEmpty else { throw ValidationError("--store lmdb: needs a directory, as in lmdb:/var/lib/logsync") }
-                return .lmdb(URL(fileURLWithPath: path, isDirectory: true))
-            }
-            throw ValidationError("--store must be lmdb:DIR or postgres://…, not \"\(text)\"")
+            return try Self.location(text, option: "--store")
+        }
+    }
+
+    /// The store `text` names: `lmdb:DIR` or `postgres://…`, or also a plain directory when
+    /// `plainDirectory` is set; `option` names the option in errors.
+    static func location(_ text: String, option: String, plainDirectory: Bool = false) throws -> Location {
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            _ = try PostgresURL(text)  // a malformed URL fails here, naming what is wrong
+            return .postgres(text)
+        }
+        if text.hasPrefix("lmdb:") || (plainDirectory && !text.isEmpty) {
+            let path = text.hasPrefix("lmdb:") ? String(text.dropFirst("lmdb:".count)) : text
+            guard !path.isEmpty else { throw ValidationError("\(option) lmdb: needs a directory, as in lmdb:/var/lib/logsync") }
+            return .lmdb(URL(fileURLWithPath: path, isDirectory: true))
+        }
+        throw ValidationError("\(option) must be \(plainDirectory ? "DIR, " : "")lmdb:DIR or postgres://…, not \"\(text)\"")
+    }
+
+    /// The storage at `location`: an LMDB directory (created if missing) or a PostgreSQL store
+    /// opening up to about `connections` connections.
+    static func storage(
+        _ location: Location, connections: Int, durability: Durability = .durable, logger: Logger
+    ) throws -> any ServerStorage {
+        switch location {
+        case .lmdb(let directory):
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            return try LMDBStorage(directory: directory, durability: durability)
+        case .postgres(let url):
+            return try PostgresStorage(url: url, connections: connections, logger: logger)
         }
     }
 

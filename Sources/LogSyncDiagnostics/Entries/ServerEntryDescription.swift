@@ -4,7 +4,8 @@ import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
 /// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–116 in
-/// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
+/// a database's log (`ServerEntry`), and 117 (`schemaDeployed`) and 120–121 in the user
+/// registry's log (`UserRegistry`).
 ///
 /// ```swift
 /// if let description = try ServerEntryDescription.describe(entry) {
@@ -33,6 +34,7 @@ import SyncModel
 /// | `reason` | sharedZoneLeft | left, removed, shareDeleted or zoneDeleted |
 /// | `asset`, `size` | assetStored | the content's digest (`sha256:` and 64 hex digits); its size in bytes |
 /// | `assets` | assetsDeleted | the digests of the contents deleted |
+/// | `types`, `fields` | schemaDeployed | the record types, sorted; `Type.field:kind` per field (`Note.title:string`, `Note.tags:list<string>`), sorted |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 /// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
 enum ServerEntryDescription: EntryKindCatalog {
@@ -178,6 +180,12 @@ enum ServerEntryDescription: EntryKindCatalog {
             add("size", .integer(UInt64(size)))
         case .assetsDeleted(let digests):
             add("assets", .list(digests.map(\.description)))
+        case .schemaDeployed(let schema):
+            let types = schema.recordTypes.keys.sorted()
+            add("types", .list(types))
+            add("fields", .list(types.flatMap { type in
+                schema.recordTypes[type]!.sorted { $0.key < $1.key }.map { "\(type).\($0.key):\($0.value)" }
+            }))
         }
         return fields
     }

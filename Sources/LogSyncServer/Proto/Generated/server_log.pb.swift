@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 // The payloads of a server database's log entries: one message per ServerEntry case, chosen by
-// the entry's kind (ServerEntry.Kind, 101–116), so no message says which case it is.
+// the entry's kind (ServerEntry.Kind, 101–117), so no message says which case it is.
 // Docs/Protobuf.md describes the rules; the Swift code in Generated/ is made from this file by
 // Tools/generate-protos.sh and committed.
 //
@@ -87,6 +87,79 @@ package nonisolated enum Logsync_Server_ShareEndReason: SwiftProtobuf.Enum, Swif
     .removed,
     .shareDeleted,
     .zoneDeleted,
+  ]
+
+}
+
+/// The kind of a field's value (RecordValue's cases other than a list).
+package nonisolated enum Logsync_Server_SchemaValueKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  package typealias RawValue = Int
+  case unspecified // = 0
+  case string // = 1
+  case int64 // = 2
+  case double // = 3
+  case bool // = 4
+  case bytes // = 5
+  case date // = 6
+  case reference // = 7
+  case asset // = 8
+  case location // = 9
+
+  /// a field of Record.encryptedValues (sealed; its plaintext kind is not known to the server)
+  case encrypted // = 10
+  case UNRECOGNIZED(Int)
+
+  package init() {
+    self = .unspecified
+  }
+
+  package init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .string
+    case 2: self = .int64
+    case 3: self = .double
+    case 4: self = .bool
+    case 5: self = .bytes
+    case 6: self = .date
+    case 7: self = .reference
+    case 8: self = .asset
+    case 9: self = .location
+    case 10: self = .encrypted
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  package var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .string: return 1
+    case .int64: return 2
+    case .double: return 3
+    case .bool: return 4
+    case .bytes: return 5
+    case .date: return 6
+    case .reference: return 7
+    case .asset: return 8
+    case .location: return 9
+    case .encrypted: return 10
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  package static let allCases: [Logsync_Server_SchemaValueKind] = [
+    .unspecified,
+    .string,
+    .int64,
+    .double,
+    .bool,
+    .bytes,
+    .date,
+    .reference,
+    .asset,
+    .location,
+    .encrypted,
   ]
 
 }
@@ -524,12 +597,71 @@ package nonisolated struct Logsync_Server_OperationGroupStarted: Sendable {
   fileprivate var _group: SyncModel.Logsync_Model_OperationGroup? = nil
 }
 
+/// Kind 117, ServerEntry.schemaDeployed, in the server's registry log (not a database's): the
+/// production schema, deployed by `logsync-server schema deploy` (F137). The latest one is the
+/// whole schema: a deployment writes every record type and field it keeps, not only the new ones.
+/// Once one is in the log, the server is in production mode and refuses record types and fields
+/// it does not list.
+package nonisolated struct Logsync_Server_SchemaDeployed: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// sorted by name; no name twice
+  package var recordTypes: [Logsync_Server_SchemaRecordType] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// A record type of a schema and its fields.
+package nonisolated struct Logsync_Server_SchemaRecordType: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required: not empty
+  package var name: String = String()
+
+  /// sorted by name; no name twice
+  package var fields: [Logsync_Server_SchemaField] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// A field of a record type: its name and the kind of value it holds.
+package nonisolated struct Logsync_Server_SchemaField: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required: not empty
+  package var name: String = String()
+
+  /// required unless list: UNSPECIFIED is a list only ever saved empty
+  package var kind: Logsync_Server_SchemaValueKind = .unspecified
+
+  /// a list of values of `kind`
+  package var list: Bool = false
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.server"
 
 nonisolated extension Logsync_Server_ShareEndReason: SwiftProtobuf._ProtoNameProviding {
   package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SHARE_END_REASON_UNSPECIFIED\0\u{1}SHARE_END_REASON_LEFT\0\u{1}SHARE_END_REASON_REMOVED\0\u{1}SHARE_END_REASON_SHARE_DELETED\0\u{1}SHARE_END_REASON_ZONE_DELETED\0")
+}
+
+nonisolated extension Logsync_Server_SchemaValueKind: SwiftProtobuf._ProtoNameProviding {
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SCHEMA_VALUE_KIND_UNSPECIFIED\0\u{1}SCHEMA_VALUE_KIND_STRING\0\u{1}SCHEMA_VALUE_KIND_INT64\0\u{1}SCHEMA_VALUE_KIND_DOUBLE\0\u{1}SCHEMA_VALUE_KIND_BOOL\0\u{1}SCHEMA_VALUE_KIND_BYTES\0\u{1}SCHEMA_VALUE_KIND_DATE\0\u{1}SCHEMA_VALUE_KIND_REFERENCE\0\u{1}SCHEMA_VALUE_KIND_ASSET\0\u{1}SCHEMA_VALUE_KIND_LOCATION\0\u{1}SCHEMA_VALUE_KIND_ENCRYPTED\0")
 }
 
 nonisolated extension Logsync_Server_ZoneSaved: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1189,6 +1321,111 @@ nonisolated extension Logsync_Server_OperationGroupStarted: SwiftProtobuf.Messag
     if lhs._group != rhs._group {return false}
     if lhs.firstRequest != rhs.firstRequest {return false}
     if lhs.device != rhs.device {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SchemaDeployed: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SchemaDeployed"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_types\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.recordTypes) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.recordTypes.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.recordTypes, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SchemaDeployed, rhs: Logsync_Server_SchemaDeployed) -> Bool {
+    if lhs.recordTypes != rhs.recordTypes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SchemaRecordType: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SchemaRecordType"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}fields\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.fields) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.fields.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.fields, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SchemaRecordType, rhs: Logsync_Server_SchemaRecordType) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.fields != rhs.fields {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_SchemaField: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SchemaField"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}kind\0\u{1}list\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.list) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if self.kind != .unspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 2)
+    }
+    if self.list != false {
+      try visitor.visitSingularBoolField(value: self.list, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_SchemaField, rhs: Logsync_Server_SchemaField) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.list != rhs.list {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
