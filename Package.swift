@@ -178,7 +178,7 @@ let package = Package(
         .testTarget(
             name: "LogSyncPostgresTests",
             dependencies: [
-                "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore",
+                "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync", "LogSyncTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -22,7 +22,7 @@ import SyncModel
 ///
 /// A note is a record of ``Policy/recordType`` whose string fields the app keeps (`title`, and
 /// any others a test writes with ``edit(_:_:)``), and its asset fields (an asset or a list of
-/// them, ``attach(_:_:_:)``, kept as the app attached them, then as the server saved them or a
+/// them, ``attach(_:_:_:)``) and its encrypted fields (``encrypt(_:_:_:)``), kept as the app attached them, then as the server saved them or a
 /// fetch delivered them: ``attachments(_:)``). The engine is manual by default
 /// (`automaticallySync = false`); a test that wants automatic sync, another clock or conditions
 /// says so in the `configure` closure. What the delegate does, as the sample app does:
@@ -271,6 +271,18 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
             store.attachments[id, default: [:]][key] = value
         }
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+    }
+
+    /// Puts a value in one of a note's encrypted fields (``Record/encryptedValues``, creating the
+    /// note) and queues its save: the engine seals it before it leaves the device (F129).
+    public func encrypt(_ id: Record.ID, _ key: String, _ value: RecordValue) throws {
+        try attach(id, key, .encrypted(.opened(value)))
+    }
+
+    /// The plaintext of a note's encrypted field, as this device has it; `nil` when the note has
+    /// no such field, or it is still sealed.
+    public func decrypted(_ id: Record.ID, _ key: String) -> RecordValue? {
+        if case .encrypted(let value)? = attachments(id)?[key] { value.plaintext } else { nil }
     }
 
     /// Deletes a note and queues its deletion.
@@ -753,10 +765,11 @@ extension TestDevice.Store {
     /// The string fields of a record.
     static func fields(of record: Record) -> TestDevice.Fields { record.stringFields }
 
-    /// The asset fields of a record (an asset, or a list of them), by key.
+    /// The asset fields and the encrypted fields of a record, by key.
     static func attachments(of record: Record) -> [String: RecordValue] {
         var found: [String: RecordValue] = [:]
         for (key, _) in record.assets { found[key] = record[key] }
+        for key in record.encryptedValues.allKeys() { found[key] = record[key] }
         return found
     }
 
