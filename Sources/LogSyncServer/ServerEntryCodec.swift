@@ -69,6 +69,14 @@ extension ServerEntry {
             return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
                 $0.sha256 = digests.map { Data($0.bytes) }
             })
+        case .deviceKeyRegistered(let key):
+            return Self.entry(Kind.deviceKeyRegistered, Logsync_Server_DeviceKeyRegistered.with {
+                $0.key = key.proto
+            })
+        case .zoneKeysSaved(let keys):
+            return Self.entry(Kind.zoneKeysSaved, Logsync_Server_ZoneKeysSaved.with {
+                $0.keys = keys.map(\.proto)
+            })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
                 $0.horizon = horizon.rawValue
@@ -194,6 +202,24 @@ extension ServerEntry {
                     try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(bytes)) }
                 })
             }
+        case Kind.deviceKeyRegistered:
+            self = try ProtoWire.decode(Logsync_Server_DeviceKeyRegistered.self, payloadOf: entry, "deviceKeyRegistered") { message throws(SyncError) in
+                guard message.hasKey else { throw ProtoDecoding.missing("DeviceKeyRegistered.key") }
+                return .deviceKeyRegistered(try ProtoDecoding.within("DeviceKeyRegistered.key") { () throws(SyncError) in
+                    try DevicePublicKey(proto: message.key)
+                })
+            }
+        case Kind.zoneKeysSaved:
+            self = try ProtoWire.decode(Logsync_Server_ZoneKeysSaved.self, payloadOf: entry, "zoneKeysSaved") { message throws(SyncError) in
+                guard !message.keys.isEmpty else { throw ProtoDecoding.invalid("ZoneKeysSaved.keys", "is empty") }
+                return .zoneKeysSaved(try message.keys.enumerated().map { (item) throws(SyncError) in
+                    try ProtoDecoding.within("ZoneKeysSaved.keys[\(item.offset)]") { () throws(SyncError) in
+                        let wrap = try WrappedZoneKey(proto: item.element)
+                        try wrap.validate()
+                        return wrap
+                    }
+                })
+            }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
@@ -227,7 +253,7 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–113)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (\(Kind.rangesDescription))",
                 offset: entry.offset)
         }
     }

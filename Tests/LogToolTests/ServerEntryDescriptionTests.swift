@@ -32,7 +32,18 @@ struct ServerEntryDescriptionTests {
         return record
     }
 
+    static let deviceKey = try! DevicePublicKey(rawRepresentation: Data(repeating: 9, count: 32), userRecordName: "_user1")
+
+    static func wrap(_ zoneID: RecordZone.ID, version: UInt32) -> WrappedZoneKey {
+        WrappedZoneKey(
+            zoneID: zoneID, version: version, recipientKeyID: deviceKey.keyID, check: Data(repeating: 1, count: 8),
+            wrapped: Data(repeating: 2, count: WrappedZoneKey.wrappedSize))
+    }
+
     static let cases: [(ServerEntry, String, String)] = [
+        (.deviceKeyRegistered(deviceKey), "deviceKeyRegistered", "key=\(deviceKey.keyID) user=_user1 keySize=32"),
+        (.zoneKeysSaved([wrap(notes, version: 1), wrap(bobs, version: 2)]), "zoneKeysSaved",
+         "wraps=[Notes:v1:\(deviceKey.keyID),Shared@_bob:v2:\(deviceKey.keyID)] wrapCount=2 wrapBytes=200"),
         (.assetStored(photo, size: 5), "assetStored", "asset=\(photo) size=5"),
         (.assetsDeleted([photo]), "assetsDeleted", "assets=[\(photo)]"),
         (.recordSaved(notedPhoto), "recordSaved", "zone=Notes record=n3 type=Note tag=14 keys=[photo] assets=[n3.photo:\(photo.short)/5B]"),
@@ -133,9 +144,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all fifteen.
+        // One kind per ServerEntry case: the table covers all seventeen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...115).map { EntryKind($0) }))
+        #expect(kinds == Set(((101...115) + [118, 119]).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -169,14 +180,14 @@ struct ServerEntryDescriptionTests {
         #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 116, 119, 122, 199, 65535] as [UInt16])
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 116, 117, 122, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
         #expect(try ServerEntryDescription.describe(entry) == nil)
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
-    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113] as [UInt16])
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 118, 119] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
@@ -204,11 +215,12 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...115) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...115) + [118, 119, 120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
-            "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "userRegistered", "userEmailSet",
+            "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "deviceKeyRegistered", "zoneKeysSaved",
+            "userRegistered", "userEmailSet",
         ])
     }
 }

@@ -112,8 +112,8 @@ public struct EntryDecoder: Sendable {
         kinds.first { $0.kind == kind }?.name
     }
 
-    /// The server's entries (`LogSyncServer`): kinds 101–113 of a database's log (`zoneSaved` …
-    /// `requestOutcome`) and kinds 120–121 of the user registry (`userRegistered`, `userEmailSet`).
+    /// The server's entries (`LogSyncServer`): kinds 101–115 and 118–119 of a database's log (`zoneSaved` …
+    /// `zoneKeysSaved`) and kinds 120–121 of the user registry (`userRegistered`, `userEmailSet`).
     public static let server = EntryDecoder(kinds: ServerEntryDescription.kinds) {
         (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in try ServerEntryDescription.describe(entry)
     }

@@ -3,7 +3,7 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–115 in
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–115 and 118–119 in
 /// a database's log (`ServerEntry`) and 120–121 in the user registry's log (`UserRegistry`).
 ///
 /// ```swift
@@ -32,6 +32,8 @@ import SyncModel
 /// | `reason` | sharedZoneLeft | left, removed, shareDeleted or zoneDeleted |
 /// | `asset`, `size` | assetStored | the content's digest (`sha256:` and 64 hex digits); its size in bytes |
 /// | `assets` | assetsDeleted | the digests of the contents deleted |
+/// | `key`, `user`, `keySize` | deviceKeyRegistered | the device key's ID (never its bytes); the user's record name; the key's size in bytes |
+/// | `wraps`, `wrapCount`, `wrapBytes` | zoneKeysSaved | `zone[@owner]:v<version>:<recipient key ID>` per wrap (never its bytes); how many; their check and wrapped bytes together |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 /// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
 enum ServerEntryDescription: EntryKindCatalog {
@@ -168,6 +170,18 @@ enum ServerEntryDescription: EntryKindCatalog {
             add("size", .integer(UInt64(size)))
         case .assetsDeleted(let digests):
             add("assets", .list(digests.map(\.description)))
+        case .deviceKeyRegistered(let key):
+            add("key", .text(key.keyID))
+            if let user = key.userRecordName { add("user", .text(user)) }
+            add("keySize", .integer(UInt64(key.rawRepresentation.count)))
+        case .zoneKeysSaved(let keys):
+            add("wraps", .list(keys.map { wrap in
+                let zone = wrap.zoneID.ownerName == RecordZone.ID.defaultOwnerName
+                    ? wrap.zoneID.zoneName : "\(wrap.zoneID.zoneName)@\(wrap.zoneID.ownerName)"
+                return "\(zone):v\(wrap.version):\(wrap.recipientKeyID)"
+            }))
+            add("wrapCount", .integer(UInt64(keys.count)))
+            add("wrapBytes", .integer(UInt64(keys.reduce(0) { $0 + $1.check.count + $1.wrapped.count })))
         }
         return fields
     }
