@@ -116,6 +116,42 @@ struct ZoneKeyDirectoryTests {
         }
     }
 
+    // F129: a hierarchy share makes its accepted participant a recipient of the zone's key too
+    // (the key is the zone's), reading through the shared database; a pending invitee is none.
+    @Test("F129 a hierarchy share's accepted participant is a recipient; a pending one is not", arguments: Harnesses.all)
+    func hierarchyShareParticipant(harness: any ContractHarness) async throws {
+        try await withPhone(harness, zone: "Notes") { server, alice in
+            try await alice.save(newRecord("folder", ["title": "Shared folder"]))
+            for user in ["bob", "carol"] as [UserID] { try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com") }
+            var share = Share(rootRecordID: recordID("folder"))
+            share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readOnly))
+            share.addParticipant(Share.Participant(emailAddress: "carol@example.com", permission: .readWrite))
+            let saved = try await alice.saveShare(share)
+            let bob = try await server.device("bob", "phone", scope: .shared)
+            let carol = try await server.device("carol", "phone", scope: .shared)
+            try await bob.accept(try #require(saved.url))
+            let alicePair = try await alice.registerNewKey()
+            let bobPair = try await bob.registerNewKey()
+            _ = try await carol.registerNewKey()  // invited, not accepted
+
+            let spelt = RecordZone.ID(zoneName: "Notes", ownerName: try await alice.userRecordName())
+            let recipients = try await alice.zoneKeys(zoneID("Notes")).recipients.map(\.keyID)
+            #expect(recipients == [alicePair.publicKey.keyID, bobPair.publicKey.keyID])
+            #expect(try await bob.zoneKeys(spelt).recipients.map(\.keyID) == recipients)
+            expectFailure(try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [spelt])).results[spelt], .zoneNotFound)
+            // Bob reads only: his wraps are refused, alice's are his to fetch.
+            let key = ZoneKey.generate(zoneID: spelt, version: 1)
+            let bobs = key.wrapped(for: bobPair.publicKey)
+            expectFailure(try await bob.saveWraps([bobs])[bobs.id], .permissionFailure)
+            var alices = key.wrapped(for: bobPair.publicKey)
+            alices.zoneID = zoneID("Notes")
+            #expect((try? await alice.saveWraps([alices])[alices.id]?.get()) != nil)
+            let mine = try #require(try await bob.zoneKeys(spelt).wrappedKeys.first)
+            #expect(mine.zoneID == spelt)
+            #expect(try bobPair.unwrap(mine).check == key.check)
+        }
+    }
+
     // F129: what a save of wraps refuses, wrap by wrap: a read-only participant, a recipient the
     // zone does not have, a malformed wrap, and a second key of one version (kept, or earlier in
     // the same request); saving the same wrap again is a success that changes nothing.
