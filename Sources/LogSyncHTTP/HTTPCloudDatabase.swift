@@ -10,7 +10,7 @@ import SyncModel
 /// Whole-request errors are the server's `SyncError`s, unchanged; transport failures are mapped
 /// as ``HTTPSyncClient`` describes. ``pushHints()`` opens a WebSocket to the server that
 /// reconnects on its own; see its documentation.
-public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
+public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirectory {
     /// The connection this database uses.
     public let client: HTTPSyncClient
     public let databaseScope: DatabaseScope
@@ -60,6 +60,20 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations {
 
     public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
         try await call(.acceptShares, Wire.encode(request, as: format), Wire.decode)
+    }
+
+    public func registerDeviceKey(_ key: DevicePublicKey) async throws {
+        try await call(.registerDeviceKey, Wire.encode(key, as: format)) { (_: Void.Type, answer, format) throws(SyncError) in
+            try Wire.decodeRegisterDeviceKeyResponse(answer, as: format)
+        }
+    }
+
+    public func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
+        try await call(.fetchZoneKeys, Wire.encode(request, as: format), Wire.decode)
+    }
+
+    public func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
+        try await call(.saveZoneKeys, Wire.encode(request, as: format), Wire.decode)
     }
 
     /// Uploads the asset's file to the server (`PUT …/assets/{digest}`, Docs/Protocol.md,

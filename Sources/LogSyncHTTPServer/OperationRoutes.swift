@@ -265,6 +265,12 @@ struct OperationRoutes: Sendable {
                 let url = try decoded { () throws(SyncError) in try Wire.decode(shareMetadataRequest: body, as: bodyFormat) }
                 return Wire.encode(try await database.fetchShareMetadata(url: url), as: answerFormat)
             case .acceptShares: return try await answer(Wire.decode, database.acceptShares, Wire.encode)
+            case .registerDeviceKey:
+                return try await answer(Wire.decode, database.registerDeviceKey) { _, format in
+                    Wire.encodeRegisterDeviceKeyResponse(as: format)
+                }
+            case .fetchZoneKeys: return try await answer(Wire.decode, database.fetchZoneKeys, Wire.encode)
+            case .saveZoneKeys: return try await answer(Wire.decode, database.saveZoneKeys, Wire.encode)
             }
         } catch let failure as HTTPFailure {
             throw failure

@@ -5,7 +5,7 @@ import SyncModel
 /// embeds its server uses, and what the engine's tests use.
 ///
 /// Requests run synchronously against the server's logs; errors are exactly the server's.
-public struct InProcessDatabase: CloudDatabase, ShareOperations {
+public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirectory {
     public let server: SyncServer
     public let user: UserID
     public let databaseScope: DatabaseScope
@@ -100,6 +100,20 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations {
 
     public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
         try await perform("acceptShares") { _ in try server.acceptShares(request, for: user, device: device) }
+    }
+
+    /// Registers the device's key for the user, whichever database this is: a user's keys are
+    /// kept in their private database (F129).
+    public func registerDeviceKey(_ key: DevicePublicKey) async throws {
+        try await perform("registerDeviceKey") { try $0.registerDeviceKey(key) }
+    }
+
+    public func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
+        try await perform("fetchZoneKeys") { try $0.fetchZoneKeys(request) }
+    }
+
+    public func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
+        try await perform("saveZoneKeys") { try $0.saveZoneKeys(request) }
     }
 
     /// Streams the file into the server's asset store piece by piece (never whole in memory),

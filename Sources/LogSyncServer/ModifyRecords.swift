@@ -337,7 +337,10 @@ extension ServerDatabase {
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, &plan, validating: client.validate) {
+        switch try liveZone(of: recordID, snapshot, &plan, validating: { () throws(SyncError) in
+            try client.validate()
+            try Self.checkSealed(client)
+        }) {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
@@ -449,6 +452,18 @@ extension ServerDatabase {
 
         saved.applySystemFields(Self.systemFields(previous: server, modifier: modifier, now: now))
         return .save(saved)
+    }
+
+    /// Refuses a record holding an opened encrypted value (F129): a server, its log and its
+    /// backups only ever hold sealed ones; the engine seals every value before it sends it.
+    ///
+    /// - Throws: `SyncError` `invalidArguments` naming the record and the first such field.
+    static func checkSealed(_ record: Record) throws(SyncError) {
+        guard record.hasEncryptedValues, let field = record.openedEncryptedKeys.first else { return }
+        throw SyncError(
+            .invalidArguments,
+            "an encrypted field arrived unsealed: field \(quoted(field)) of \(record.recordID) holds an opened encrypted value; a device seals encrypted values with the zone's key before it saves them",
+            item: .record(record.recordID))
     }
 
     /// The system fields the server gives a record it saves (F130, F158): creation once,

@@ -62,6 +62,12 @@ package enum ServerEntry: Sendable, Equatable {
     /// fields it does not have. Written to the server's registry log, never to a database's; the
     /// latest one is the whole schema.
     case schemaDeployed(RecordSchema)
+    /// In a user's private database: one of the user's devices registered its public key (F129),
+    /// whichever of the user's databases the request came through. `userRecordName` is the user's.
+    case deviceKeyRegistered(DevicePublicKey)
+    /// In a zone owner's private database: wraps of versions of the owner's zones' keys, each for
+    /// one recipient device, accepted by one request (F129); zone IDs as the owner names them.
+    case zoneKeysSaved([WrappedZoneKey])
 
     /// The entry kinds of the server's logs.
     package enum Kind {
@@ -83,6 +89,8 @@ package enum ServerEntry: Sendable, Equatable {
         package static let operationGroupStarted: EntryKind = 116
         /// In the registry's log (F137).
         package static let schemaDeployed: EntryKind = 117
+        package static let deviceKeyRegistered: EntryKind = 118
+        package static let zoneKeysSaved: EntryKind = 119
 
         /// Every kind of a database log (and `schemaDeployed`, of the registry's), with its name (as in `logtool`), in kind order.
         package static let named: [(kind: EntryKind, name: String)] = [
@@ -93,7 +101,21 @@ package enum ServerEntry: Sendable, Equatable {
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
             (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"), (assetStored, "assetStored"),
             (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"), (schemaDeployed, "schemaDeployed"),
+            (deviceKeyRegistered, "deviceKeyRegistered"), (zoneKeysSaved, "zoneKeysSaved"),
         ]
+
+        /// The kinds of `named` as ranges, such as `101–115, 118–119`, for messages.
+        package static var rangesDescription: String {
+            var runs: [(first: UInt16, last: UInt16)] = []
+            for kind in named.map(\.kind.rawValue).sorted() {
+                if let last = runs.last?.last, kind == last + 1 {
+                    runs[runs.count - 1].last = kind
+                } else {
+                    runs.append((kind, kind))
+                }
+            }
+            return runs.map { $0.first == $0.last ? "\($0.first)" : "\($0.first)–\($0.last)" }.joined(separator: ", ")
+        }
 
         /// The kinds that complete a modify request: `requestCompleted` (older logs) and
         /// `requestOutcome`.

@@ -78,6 +78,14 @@ extension ServerEntry {
             })
         case .schemaDeployed(let schema):
             return Self.entry(Kind.schemaDeployed, schema.proto)
+        case .deviceKeyRegistered(let key):
+            return Self.entry(Kind.deviceKeyRegistered, Logsync_Server_DeviceKeyRegistered.with {
+                $0.key = key.proto
+            })
+        case .zoneKeysSaved(let keys):
+            return Self.entry(Kind.zoneKeysSaved, Logsync_Server_ZoneKeysSaved.with {
+                $0.keys = keys.map(\.proto)
+            })
         case .tombstonesCompacted(let horizon):
             return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
                 $0.horizon = horizon.rawValue
@@ -219,6 +227,24 @@ extension ServerEntry {
             self = try ProtoWire.decode(Logsync_Server_SchemaDeployed.self, payloadOf: entry, "schemaDeployed") { message throws(SyncError) in
                 .schemaDeployed(try RecordSchema(proto: message))
             }
+        case Kind.deviceKeyRegistered:
+            self = try ProtoWire.decode(Logsync_Server_DeviceKeyRegistered.self, payloadOf: entry, "deviceKeyRegistered") { message throws(SyncError) in
+                guard message.hasKey else { throw ProtoDecoding.missing("DeviceKeyRegistered.key") }
+                return .deviceKeyRegistered(try ProtoDecoding.within("DeviceKeyRegistered.key") { () throws(SyncError) in
+                    try DevicePublicKey(proto: message.key)
+                })
+            }
+        case Kind.zoneKeysSaved:
+            self = try ProtoWire.decode(Logsync_Server_ZoneKeysSaved.self, payloadOf: entry, "zoneKeysSaved") { message throws(SyncError) in
+                guard !message.keys.isEmpty else { throw ProtoDecoding.invalid("ZoneKeysSaved.keys", "is empty") }
+                return .zoneKeysSaved(try message.keys.enumerated().map { (item) throws(SyncError) in
+                    try ProtoDecoding.within("ZoneKeysSaved.keys[\(item.offset)]") { () throws(SyncError) in
+                        let wrap = try WrappedZoneKey(proto: item.element)
+                        try wrap.validate()
+                        return wrap
+                    }
+                })
+            }
         case Kind.tombstonesCompacted:
             let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
@@ -252,7 +278,7 @@ extension ServerEntry {
             }
         default:
             throw LogStoreError(
-                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (101–117)",
+                .corruptEntry, "entry kind \(entry.kind) is not a server entry kind (\(Kind.rangesDescription))",
                 offset: entry.offset)
         }
     }

@@ -160,6 +160,28 @@ extension Record {
     }
 }
 
+/// A wrap of a zone's key as the `zoneKeys` table keeps it: its check and wrapped bytes (the
+/// zone, version and recipient are in the key).
+struct ZoneKeyWrap: Hashable {
+    var check: [UInt8]
+    var wrapped: [UInt8]
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.data(check)
+        writer.data(wrapped)
+        return writer.bytes
+    }
+}
+
+extension ZoneKeyWrap {
+    init(decoding bytes: [UInt8]) throws(LogStoreError) {
+        var reader = ByteReader(bytes, what: "zone key wrap")
+        check = try reader.data()
+        wrapped = try reader.data()
+    }
+}
+
 /// Reads and writes the referrer lists of the `referrers` table: target → names of the records
 /// that reference it with `deleteSelf`.
 enum Referrers {
@@ -219,6 +241,19 @@ enum IndexKey {
         (actor == 0 ? [] : [0] + bigEndian(actor)) + Array(requestID.rawValue.utf8)
     }
 
+    /// A registered device key: its key ID.
+    static func deviceKey(_ keyID: String) -> [UInt8] { Array(keyID.utf8) }
+
+    /// A wrap of a zone's key: the zone's incarnation, the key's version, then the recipient's
+    /// key ID. The prefix of the incarnation (and version) lists a zone's wraps (of a version).
+    static func zoneKey(incarnation: UInt64, version: UInt32, recipient: String) -> [UInt8] {
+        zoneKeyVersion(incarnation: incarnation, version: version) + Array(recipient.utf8)
+    }
+
+    static func zoneKeyVersion(incarnation: UInt64, version: UInt32) -> [UInt8] {
+        bigEndian(incarnation) + bigEndian(UInt64(version))
+    }
+
     /// A share secret (the last component of a share URL).
     static func shareSecret(_ secret: String) -> [UInt8] { Array(secret.utf8) }
 
@@ -262,17 +297,23 @@ enum IndexKey {
 /// - `schema`: record type → its fields and the kind of each (`RecordSchema.encode(fields:)`), as
 ///   the saved records grew them: the database's development schema (F137). Share records take no
 ///   part; nothing is removed when records or zones go.
+/// - `deviceKeys`: in a user's private database, key ID → the 32 bytes of each device public key
+///   the user registered (F129);
+/// - `zoneKeys`: zone incarnation + key version + recipient key ID → `ZoneKeyWrap` (the check and
+///   the wrapped bytes) for every wrap of a zone's keys; a zone's deletion drops its wraps with
+///   its incarnation (F129).
 package struct ServerIndex: Projection {
     package init() {}
 
     package let name = "index"
     /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
     /// request IDs per user, the parent of each record. 4: assets and the records' references
-    /// to them; the usage counts asset contents. 5: the development schema (F137).
-    package let version: UInt32 = 5
+    /// to them; the usage counts asset contents. 6: the development schema (F137), device keys and
+    /// wrapped zone keys (F129).
+    package let version: UInt32 = 6
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
-        "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema",
+        "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema", "deviceKeys", "zoneKeys",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -399,6 +440,19 @@ package struct ServerIndex: Projection {
 
         case .schemaDeployed:
             break  // the registry's (UserRegistry.Index); a database's log never holds one
+
+        case .deviceKeyRegistered(let key):
+            try tables.put(Array(key.rawRepresentation), forKey: IndexKey.deviceKey(key.keyID), in: "deviceKeys")
+
+        case .zoneKeysSaved(let keys):
+            for wrap in keys {
+                let zone = wrap.zoneID == .default ? ZoneState.defaultZone : try zoneState(IndexKey.zone(wrap.zoneID), tables)
+                guard let zone, zone.isLive else { continue }  // the server never keeps wraps of a missing zone
+                let key = IndexKey.zoneKey(incarnation: zone.incarnation, version: wrap.version, recipient: wrap.recipientKeyID)
+                // The first wrap kept for a recipient stays: the server refuses a different one.
+                guard try tables.value(forKey: key, in: "zoneKeys") == nil else { continue }
+                try tables.put(ZoneKeyWrap(check: Array(wrap.check), wrapped: Array(wrap.wrapped)).encoded, forKey: key, in: "zoneKeys")
+            }
         }
     }
 
@@ -654,7 +708,7 @@ package struct ServerIndex: Projection {
         for secret in secrets where !secret.isEmpty {
             _ = try tables.removeValue(forKey: IndexKey.shareSecret(secret), in: "shareURLs")
         }
-        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots"] {
+        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots", "zoneKeys"] {
             try removeAll(withPrefix: prefix, in: table, tables)
         }
         let usage = try self.usage(tables)

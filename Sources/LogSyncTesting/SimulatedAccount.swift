@@ -43,7 +43,7 @@ import SyncModel
 ///
 /// let shared = account.database(for: .shared) // the same account, the shared database
 /// ```
-public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, SyncConditionsProvider,
+public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, ZoneKeyDirectory, SyncConditionsProvider,
     CustomStringConvertible
 {
     /// The scope of the databases this view forwards to.
@@ -181,6 +181,28 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, S
 
     public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
         try await core.target(databaseScope, "downloadAsset").downloadAsset(request)
+    }
+
+    // MARK: ZoneKeyDirectory
+
+    /// Forwarded to the signed-in user's database of this scope, which must keep zone keys.
+    public func registerDeviceKey(_ key: DevicePublicKey) async throws {
+        try await directory("registerDeviceKey").registerDeviceKey(key)
+    }
+
+    public func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
+        try await directory("fetchZoneKeys").fetchZoneKeys(request)
+    }
+
+    public func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
+        try await directory("saveZoneKeys").saveZoneKeys(request)
+    }
+
+    private func directory(_ operation: String) throws -> any ZoneKeyDirectory {
+        guard let directory = try core.target(databaseScope, operation) as? any ZoneKeyDirectory else {
+            throw SyncError(.badDatabase, "\(operation): the simulated account's \(databaseScope) database keeps no zone keys")
+        }
+        return directory
     }
 
     public func pushHints() -> AsyncStream<PushHint> {

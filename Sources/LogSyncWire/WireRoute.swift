@@ -58,6 +58,10 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
     /// The sharing operations (`ShareOperations`), CloudKit's container operations: the scope in
     /// their path does not matter.
     case fetchShareMetadata, acceptShares
+    /// The key directory of encrypted fields (`ZoneKeyDirectory`, F129): a device's key is its
+    /// user's (any scope registers it); zone keys are reached as zones are, through the private
+    /// database for the user's own zones and the shared database for zones shared with them.
+    case registerDeviceKey, fetchZoneKeys, saveZoneKeys
 
     /// The operation's name, such as `modifyRecords`.
     public var description: String { rawValue }
@@ -66,9 +70,9 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
     /// have been applied, which a client reports differently from a lost read.
     public var modifies: Bool {
         switch self {
-        case .modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares: true
+        case .modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares, .registerDeviceKey, .saveZoneKeys: true
         case .fetchZones, .fetchDatabaseChanges, .fetchZoneChanges, .allSubscriptions, .currentUserRecordID,
-            .fetchShareMetadata:
+            .fetchShareMetadata, .fetchZoneKeys:
             false
         }
     }

@@ -26,6 +26,15 @@ struct ServerEntryCodecTests {
         return record
     }
 
+    static let deviceKey = try! DevicePublicKey(rawRepresentation: Data(repeating: 7, count: 32), userRecordName: "_user1")
+
+    /// A wrap of the right shape (its bytes open nothing), for a recipient key ID of one digit repeated.
+    static func wrap(version: UInt32, recipient: Character) -> WrappedZoneKey {
+        WrappedZoneKey(
+            zoneID: notes, version: version, recipientKeyID: String(repeating: recipient, count: 32),
+            check: Data(repeating: UInt8(version), count: 8), wrapped: Data(repeating: 0xA5, count: WrappedZoneKey.wrappedSize))
+    }
+
     /// One entry of every case, each with its kind.
     struct Sample: Sendable, CustomTestStringConvertible {
         var entry: ServerEntry
@@ -111,6 +120,8 @@ struct ServerEntryCodecTests {
                 "Folder": [:],
             ])), kind: K.schemaDeployed),
             Sample(entry: .schemaDeployed(RecordSchema()), kind: K.schemaDeployed),
+            Sample(entry: .deviceKeyRegistered(deviceKey), kind: K.deviceKeyRegistered),
+            Sample(entry: .zoneKeysSaved([wrap(version: 1, recipient: "a"), wrap(version: 2, recipient: "b")]), kind: K.zoneKeysSaved),
         ]
     }()
 
@@ -163,7 +174,7 @@ struct ServerEntryCodecTests {
         #expect(client["title"] == nil)
     }
 
-    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 199, 999])
+    @Test("unknown kinds are corrupt entries naming the offset", arguments: [0 as UInt16, 1, 100, 120, 199, 999])
     func unknownKind(kind: UInt16) throws {
         let entry = LogEntry(offset: 7, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))
@@ -196,6 +207,8 @@ struct ServerEntryCodecTests {
             (K.requestOutcome, "requestOutcome (kind 113) payload: RequestOutcome.others is missing"),
             (K.clientChangeTokenUpdated,
              "clientChangeTokenUpdated (kind 109) payload: ClientChangeTokenUpdated.zone_id is missing"),
+            (K.deviceKeyRegistered, "deviceKeyRegistered (kind 118) payload: DeviceKeyRegistered.key is missing"),
+            (K.zoneKeysSaved, "zoneKeysSaved (kind 119) payload: ZoneKeysSaved.keys is empty"),
         ]
         for (kind, expected) in expectations {
             let entry = LogEntry(offset: 3, kind: kind, time: EntryTime(microsecondsSince1970: 1), payload: [])
@@ -203,6 +216,34 @@ struct ServerEntryCodecTests {
             #expect(error.code == .corruptEntry)
             #expect(error.offset == 3)
             #expect(error.message == expected)
+        }
+    }
+
+    /// The kinds in the message of an unknown kind are the kinds there are.
+    @Test func unknownKindMessageListsTheKinds() throws {
+        let entry = LogEntry(offset: 5, kind: EntryKind(117), time: EntryTime(microsecondsSince1970: 1), payload: [])
+        let error = try #require(Self.decodingError(entry))
+        #expect(error.message == "entry kind 117 is not a server entry kind (101–115, 118–119)")
+    }
+
+    /// A key or a wrap of the wrong shape is a corrupt entry naming the offset and what is wrong.
+    @Test func malformedKeysAreCorruptEntries() throws {
+        var shortKey = Logsync_Server_DeviceKeyRegistered()
+        shortKey.key.raw = Data(repeating: 1, count: 31)
+        var badWrap = Self.wrap(version: 1, recipient: "c")
+        badWrap.wrapped = Data(count: 91)
+        var wraps = Logsync_Server_ZoneKeysSaved()
+        wraps.keys = [Self.wrap(version: 1, recipient: "a").proto, badWrap.proto]
+        let cases: [(EntryKind, [UInt8], String)] = [
+            (ServerEntry.Kind.deviceKeyRegistered, ProtoWire.serialize(shortKey), "DeviceKeyRegistered.key: a device public key has 32 bytes, not 31"),
+            (ServerEntry.Kind.zoneKeysSaved, ProtoWire.serialize(wraps), "ZoneKeysSaved.keys[1]"),
+        ]
+        for (kind, payload, expected) in cases {
+            let entry = LogEntry(offset: 11, kind: kind, time: EntryTime(microsecondsSince1970: 1), payload: payload)
+            let error = try #require(Self.decodingError(entry))
+            #expect(error.code == .corruptEntry)
+            #expect(error.offset == 11)
+            #expect(error.message.contains(expected), "\(error.message)")
         }
     }
 

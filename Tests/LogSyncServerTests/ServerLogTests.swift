@@ -19,7 +19,7 @@ func withServer<R>(
 @Suite("The server's log and its index")
 struct ServerLogTests {
     /// The projection rule on a server database: after a random history of zone and record
-    /// operations (deletions, re-creations, compaction included), the index built incrementally
+    /// operations (deletions, re-creations, compaction included) and of wrapped zone keys, the index built incrementally
     /// equals the index rebuilt by replaying the log.
     @Test(arguments: [1 as UInt64, 2, 3])
     func indexEqualsItsRebuildAfterRandomHistories(seed: UInt64) async throws {
@@ -27,6 +27,8 @@ struct ServerLogTests {
             var random = SeededRandom(seed: seed)
             let database = server.database(for: "alice", device: "phone")
             let zones = (0..<3).map { RecordZone.ID(zoneName: "Z\($0)") }
+            let device = DeviceKeyPair()
+            try await database.registerDeviceKey(device.publicKey)
             var tags: [Record.ID: String] = [:]
             for step in 0..<400 {
                 let zoneID = zones.randomElement(using: &random)!
@@ -57,6 +59,12 @@ struct ServerLogTests {
                     let response = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: batch))
                     for (id, result) in response.saveResults {
                         tags[id] = try result.get().recordChangeTag
+                    }
+                    if step.isMultiple(of: 7) {
+                        // A new version of the zone's key (F129), dropped again with the zone.
+                        let wrap = ZoneKey.generate(zoneID: zoneID, version: UInt32(step + 1)).wrapped(for: device.publicKey)
+                        let saved = try await database.saveZoneKeys(SaveZoneKeysRequest(keys: [wrap]))
+                        #expect((try? saved.results[wrap.id]?.get()) != nil)
                     }
                 }
             }

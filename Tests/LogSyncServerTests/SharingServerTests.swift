@@ -37,8 +37,9 @@ struct SharingServerTests {
         }
     }
 
-    /// The projection rule on the logs sharing writes: the owner's index (shares, roots, URLs)
-    /// and each participant's (shared zones) built incrementally equal their rebuilds.
+    /// The projection rule on the logs sharing writes: the owner's index (shares, roots, URLs,
+    /// wrapped zone keys) and each participant's (shared zones, device keys) built incrementally
+    /// equal their rebuilds.
     @Test("the owner's and the participants' indexes equal their rebuilds after a sharing history")
     func projectionRule() async throws {
         try await withServer { server, _ in
@@ -70,13 +71,22 @@ struct SharingServerTests {
                 note["i"] = .int64(Int64(index))
                 _ = try await bob.modifyRecords(saving: [note], deleting: [])
             }
+            // Bob, a read-write participant, registers a key and wraps zone A's key for it and for
+            // alice's (F129): entries of his private log and of alice's.
+            let bobKey = DeviceKeyPair()
+            let aliceKey = DeviceKeyPair()
+            try await bob.registerDeviceKey(bobKey.publicKey)
+            try await alice.registerDeviceKey(aliceKey.publicKey)
+            let zoneKey = ZoneKey.generate(zoneID: sharedA, version: 1)
+            let wraps = try await bob.saveZoneKeys(SaveZoneKeysRequest(keys: [bobKey, aliceKey].map { zoneKey.wrapped(for: $0.publicKey) }))
+            #expect(wraps.results.values.allSatisfy { (try? $0.get()) != nil })
             _ = try await carol.modifyRecords(saving: [], deleting: [Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: sharedA)])
             _ = try await bob.fetchDatabaseChanges(since: nil)
             _ = try await alice.modifyRecords(saving: [], deleting: [root.recordID])
             _ = try await alice.modifyZones(saving: [], deleting: [RecordZone.ID(zoneName: "A")])
             _ = try await carol.fetchDatabaseChanges(since: nil)
 
-            for (user, scope) in [("alice", DatabaseScope.private), ("bob", .shared), ("carol", .shared)] as [(UserID, DatabaseScope)] {
+            for (user, scope) in [("alice", DatabaseScope.private), ("bob", .private), ("bob", .shared), ("carol", .shared)] as [(UserID, DatabaseScope)] {
                 let log = try server.admin.log(of: user, scope: scope)
                 let mismatch = try log.verifyProjections()
                 #expect(mismatch == nil, "\(user)'s \(scope) database: \(String(describing: mismatch))")

@@ -120,6 +120,33 @@ struct WireRoundTripTests {
         }
     }
 
+    @Test("F129 the key directory's requests and responses", arguments: WireFormat.allCases)
+    func zoneKeys(format: WireFormat) throws {
+        let pair = DeviceKeyPair()
+        let key = pair.publicKey
+        #expect(try Wire.decode(DevicePublicKey.self, from: Wire.encode(key, as: format), as: format) == key)
+        try Wire.decodeRegisterDeviceKeyResponse(Wire.encodeRegisterDeviceKeyResponse(as: format), as: format)
+        for request in [FetchZoneKeysRequest(zoneIDs: nil), FetchZoneKeysRequest(zoneIDs: []), FetchZoneKeysRequest(zoneIDs: [Self.notes])] {
+            #expect(try Wire.decode(FetchZoneKeysRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+        }
+        let wrap = ZoneKey.generate(zoneID: Self.notes, version: 3).wrapped(for: key)
+        let participant = try DevicePublicKey(rawRepresentation: DeviceKeyPair().publicKey.rawRepresentation, userRecordName: "_user7")
+        let fetched = FetchZoneKeysResponse(results: [
+            Self.notes: .success(ZoneKeys(wrappedKeys: [wrap], recipients: [key, participant])),
+            Self.other: .failure(SyncError(.zoneNotFound, item: .zone(Self.other))),
+        ])
+        #expect(try Wire.decode(FetchZoneKeysResponse.self, from: Wire.encode(fetched, as: format), as: format) == fetched)
+        let save = SaveZoneKeysRequest(keys: [wrap])
+        #expect(try Wire.decode(SaveZoneKeysRequest.self, from: Wire.encode(save, as: format), as: format) == save)
+        var refused = wrap
+        refused.version = 4
+        let saved = SaveZoneKeysResponse(results: [
+            wrap.id: .success(wrap),
+            refused.id: .failure(SyncError(.serverRecordChanged, "another key of version 4", item: .zone(Self.notes))),
+        ])
+        #expect(try Wire.decode(SaveZoneKeysResponse.self, from: Wire.encode(saved, as: format), as: format) == saved)
+    }
+
     @Test("push frames", arguments: WireFormat.allCases)
     func pushFrames(format: WireFormat) throws {
         let frames: [PushFrame] = [

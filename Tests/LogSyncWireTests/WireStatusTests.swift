@@ -47,7 +47,7 @@ struct WireStatusTests {
         let operation = #expect(throws: SyncError.self) { try WireOperation.named("dropDatabase") }
         #expect(operation?.code == .invalidArguments)
         #expect(operation?.message.contains("the operations are modifyZones, fetchZones") == true)
-        #expect(WireOperation.allCases.filter(\.modifies) == [.modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares])
+        #expect(WireOperation.allCases.filter(\.modifies) == [.modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares, .registerDeviceKey, .saveZoneKeys])
     }
 
     @Test("content negotiation: JSON when asked, Protocol Buffers otherwise")

@@ -163,7 +163,7 @@ struct EntryDescriptionFormattingTests {
     @Test(arguments: ["recordSave", "65536", "-1", "", "kind103"])
     func unknownKindsListTheNames(text: String) {
         #expect(throws: DiagnosticsError(
-            .unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), sharedZoneJoined (110), sharedZoneChanged (111), sharedZoneLeft (112), requestOutcome (113), assetStored (114), assetsDeleted (115), operationGroupStarted (116), schemaDeployed (117), userRegistered (120), userEmailSet (121)"
+            .unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), sharedZoneJoined (110), sharedZoneChanged (111), sharedZoneLeft (112), requestOutcome (113), assetStored (114), assetsDeleted (115), operationGroupStarted (116), schemaDeployed (117), deviceKeyRegistered (118), zoneKeysSaved (119), userRegistered (120), userEmailSet (121)"
         )) {
             try EntryFilter.kind(named: text, decoder: .server)
         }

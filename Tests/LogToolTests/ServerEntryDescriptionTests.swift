@@ -32,7 +32,18 @@ struct ServerEntryDescriptionTests {
         return record
     }
 
+    static let deviceKey = try! DevicePublicKey(rawRepresentation: Data(repeating: 9, count: 32), userRecordName: "_user1")
+
+    static func wrap(_ zoneID: RecordZone.ID, version: UInt32) -> WrappedZoneKey {
+        WrappedZoneKey(
+            zoneID: zoneID, version: version, recipientKeyID: deviceKey.keyID, check: Data(repeating: 1, count: 8),
+            wrapped: Data(repeating: 2, count: WrappedZoneKey.wrappedSize))
+    }
+
     static let cases: [(ServerEntry, String, String)] = [
+        (.deviceKeyRegistered(deviceKey), "deviceKeyRegistered", "key=\(deviceKey.keyID) user=_user1 keySize=32"),
+        (.zoneKeysSaved([wrap(notes, version: 1), wrap(bobs, version: 2)]), "zoneKeysSaved",
+         "wraps=[Notes:v1:\(deviceKey.keyID),Shared@_bob:v2:\(deviceKey.keyID)] wrapCount=2 wrapBytes=200"),
         (.assetStored(photo, size: 5), "assetStored", "asset=\(photo) size=5"),
         (.assetsDeleted([photo]), "assetsDeleted", "assets=[\(photo)]"),
         // F137: the deployed schema's types, then each field with its kind.
@@ -149,9 +160,9 @@ struct ServerEntryDescriptionTests {
     }
 
     @Test func everyServerEntryCaseHasATableRow() {
-        // One kind per ServerEntry case: the table covers all sixteen.
+        // One kind per ServerEntry case: the table covers all nineteen.
         let kinds = Set(Self.cases.map { $0.0.newEntry.kind })
-        #expect(kinds == Set((101...117).map { EntryKind($0) }))
+        #expect(kinds == Set((101...119).map { EntryKind($0) }))
     }
 
     @Test func countsAndOffsetsAreIntegersTagsAreText() throws {
@@ -192,7 +203,7 @@ struct ServerEntryDescriptionTests {
         #expect(ServerEntryDescription.kindName(of: EntryKind(kind)) == nil)
     }
 
-    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 116] as [UInt16])
+    @Test(arguments: [101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 116, 118, 119] as [UInt16])
     func anUndecodablePayloadIsACorruptEntryAtItsOffset(kind: UInt16) throws {
         let entry = LogEntry(offset: 42, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = try #require(throws: LogStoreError.self) { try ServerEntryDescription.describe(entry) }
@@ -220,11 +231,12 @@ struct ServerEntryDescriptionTests {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...117) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...119) + [120, 121])
         #expect(kinds.map(\.name) == [
             "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
             "requestCompleted", "tombstonesCompacted", "clientChangeTokenUpdated", "sharedZoneJoined", "sharedZoneChanged",
             "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "operationGroupStarted", "schemaDeployed",
+            "deviceKeyRegistered", "zoneKeysSaved",
             "userRegistered", "userEmailSet",
         ])
     }

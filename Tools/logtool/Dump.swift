@@ -9,7 +9,7 @@ struct Dump: AsyncParsableCommand {
         abstract: "Print a log's entries, one line each.",
         discussion: """
             Each text line shows the offset, the time (ISO 8601 UTC, microseconds), the kind \
-            and the payload size in bytes. For a server entry (kinds 101–112 of a database log \
+            and the payload size in bytes. For a server entry (kinds 101–115 and 118–119 of a database log \
             such as DATA/users/u1 --log private, kinds 120–121 of the registry DATA/registry) and for \
             a device entry (kinds 1–99 of an engine's device log, the log named device) the line \
             goes on with the kind's name and its fields as name=value, for example \

@@ -112,9 +112,9 @@ public struct EntryDecoder: Sendable {
         kinds.first { $0.kind == kind }?.name
     }
 
-    /// The server's entries (`LogSyncServer`): kinds 101–115 of a database's log (`zoneSaved` …
-    /// `assetsDeleted`) and kinds 117 and 120–121 of the user registry (`schemaDeployed`,
-    /// `userRegistered`, `userEmailSet`).
+    /// The server's entries (`LogSyncServer`): kinds 101–116 and 118–119 of a database's log
+    /// (`zoneSaved` … `zoneKeysSaved`) and kinds 117 and 120–121 of the user registry
+    /// (`schemaDeployed`, `userRegistered`, `userEmailSet`).
     public static let server = EntryDecoder(kinds: ServerEntryDescription.kinds) {
         (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in try ServerEntryDescription.describe(entry)
     }

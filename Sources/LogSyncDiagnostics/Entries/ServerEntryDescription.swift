@@ -3,8 +3,8 @@ import LogSyncServer
 import SyncModel
 
 /// How a server log entry is described for people and tools (an ``EntryDescription``): the name of its kind and its salient
-/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–116 in
-/// a database's log (`ServerEntry`), and 117 (`schemaDeployed`) and 120–121 in the user
+/// fields, in a fixed order. It is what `logtool dump` prints for the server's kinds: 101–116 and
+/// 118–119 in a database's log (`ServerEntry`), and 117 (`schemaDeployed`) and 120–121 in the user
 /// registry's log (`UserRegistry`).
 ///
 /// ```swift
@@ -35,6 +35,8 @@ import SyncModel
 /// | `asset`, `size` | assetStored | the content's digest (`sha256:` and 64 hex digits); its size in bytes |
 /// | `assets` | assetsDeleted | the digests of the contents deleted |
 /// | `types`, `fields` | schemaDeployed | the record types, sorted; `Type.field:kind` per field (`Note.title:string`, `Note.tags:list<string>`), sorted |
+/// | `key`, `user`, `keySize` | deviceKeyRegistered | the device key's ID (never its bytes); the user's record name; the key's size in bytes |
+/// | `wraps`, `wrapCount`, `wrapBytes` | zoneKeysSaved | `zone[@owner]:v<version>:<recipient key ID>` per wrap (never its bytes); how many; their check and wrapped bytes together |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 /// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
 enum ServerEntryDescription: EntryKindCatalog {
@@ -186,6 +188,18 @@ enum ServerEntryDescription: EntryKindCatalog {
             add("fields", .list(types.flatMap { type in
                 schema.recordTypes[type]!.sorted { $0.key < $1.key }.map { "\(type).\($0.key):\($0.value)" }
             }))
+        case .deviceKeyRegistered(let key):
+            add("key", .text(key.keyID))
+            if let user = key.userRecordName { add("user", .text(user)) }
+            add("keySize", .integer(UInt64(key.rawRepresentation.count)))
+        case .zoneKeysSaved(let keys):
+            add("wraps", .list(keys.map { wrap in
+                let zone = wrap.zoneID.ownerName == RecordZone.ID.defaultOwnerName
+                    ? wrap.zoneID.zoneName : "\(wrap.zoneID.zoneName)@\(wrap.zoneID.ownerName)"
+                return "\(zone):v\(wrap.version):\(wrap.recipientKeyID)"
+            }))
+            add("wrapCount", .integer(UInt64(keys.count)))
+            add("wrapBytes", .integer(UInt64(keys.reduce(0) { $0 + $1.check.count + $1.wrapped.count })))
         }
         return fields
     }

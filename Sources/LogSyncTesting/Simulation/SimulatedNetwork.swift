@@ -81,6 +81,7 @@ public struct NetworkFaultRates: Sendable, Hashable {
 enum RequestKind: String, Sendable {
     case modifyZones, fetchZones, modifyRecords, fetchDatabaseChanges, fetchZoneChanges, modifySubscriptions
     case allSubscriptions, fetchShareMetadata, acceptShares, uploadAsset, downloadAsset
+    case registerDeviceKey, fetchZoneKeys, saveZoneKeys
 }
 
 /// The network between the simulation's devices and its server: every request of every device
@@ -215,7 +216,7 @@ final class SimulatedNetwork: Sendable {
 
 /// One device's view of one user's database (private, or shared) through the simulated network,
 /// with the server's sharing operations.
-struct SimulatedLink: CloudDatabase, ShareOperations {
+struct SimulatedLink: CloudDatabase, ShareOperations, ZoneKeyDirectory {
     let network: SimulatedNetwork
     let device: String
     let user: UserID
@@ -272,6 +273,18 @@ struct SimulatedLink: CloudDatabase, ShareOperations {
 
     func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
         try await forward(.acceptShares) { try await $0.acceptShares(request) }
+    }
+
+    func registerDeviceKey(_ key: DevicePublicKey) async throws {
+        try await forward(.registerDeviceKey) { try await $0.registerDeviceKey(key) }
+    }
+
+    func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
+        try await forward(.fetchZoneKeys) { try await $0.fetchZoneKeys(request) }
+    }
+
+    func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
+        try await forward(.saveZoneKeys) { try await $0.saveZoneKeys(request) }
     }
 
     /// An account question, not a database request: never faulted.

@@ -9,7 +9,7 @@
 //   https://github.com/apple/swift-protobuf/
 
 // The payloads of a server database's log entries: one message per ServerEntry case, chosen by
-// the entry's kind (ServerEntry.Kind, 101–117), so no message says which case it is.
+// the entry's kind (ServerEntry.Kind, 101–119), so no message says which case it is.
 // Docs/Protobuf.md describes the rules; the Swift code in Generated/ is made from this file by
 // Tools/generate-protos.sh and committed.
 //
@@ -646,6 +646,47 @@ package nonisolated struct Logsync_Server_SchemaField: Sendable {
 
   /// a list of values of `kind`
   package var list: Bool = false
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// Kind 118, ServerEntry.deviceKeyRegistered, in a user's private database: one of the user's
+/// devices registered its public key (F129), whichever database the request came through. The
+/// user's keys are those of every such entry; registering a key again writes nothing.
+package nonisolated struct Logsync_Server_DeviceKeyRegistered: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required: 32 bytes; user_record_name the user's
+  package var key: SyncModel.Logsync_Model_DevicePublicKey {
+    get {_key ?? SyncModel.Logsync_Model_DevicePublicKey()}
+    set {_key = newValue}
+  }
+  /// Returns true if `key` has been explicitly set.
+  package var hasKey: Bool {self._key != nil}
+  /// Clears the value of `key`. Subsequent reads from it will return its default value.
+  package mutating func clearKey() {self._key = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _key: SyncModel.Logsync_Model_DevicePublicKey? = nil
+}
+
+/// Kind 119, ServerEntry.zoneKeysSaved, in a zone owner's private database: wraps of versions of
+/// the owner's zones' keys, each for one recipient device, accepted in one request (F129). Zone
+/// IDs are as the owner names the zone (owner __defaultOwner__). Deleting the zone drops them.
+package nonisolated struct Logsync_Server_ZoneKeysSaved: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// at least one
+  package var keys: [SyncModel.Logsync_Model_WrappedZoneKey] = []
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1426,6 +1467,70 @@ nonisolated extension Logsync_Server_SchemaField: SwiftProtobuf.Message, SwiftPr
     if lhs.name != rhs.name {return false}
     if lhs.kind != rhs.kind {return false}
     if lhs.list != rhs.list {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_DeviceKeyRegistered: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".DeviceKeyRegistered"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._key) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._key {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_DeviceKeyRegistered, rhs: Logsync_Server_DeviceKeyRegistered) -> Bool {
+    if lhs._key != rhs._key {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Server_ZoneKeysSaved: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneKeysSaved"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}keys\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.keys) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.keys.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.keys, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Server_ZoneKeysSaved, rhs: Logsync_Server_ZoneKeysSaved) -> Bool {
+    if lhs.keys != rhs.keys {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -946,6 +946,224 @@ package nonisolated struct Logsync_Wire_AssetUploadStatus: Sendable {
   package init() {}
 }
 
+/// POST …/registerDeviceKey (any scope: a device's key is its user's, not a database's). The
+/// answer is an empty RegisterDeviceKeyResponse.
+package nonisolated struct Logsync_Wire_RegisterDeviceKeyRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required; user_record_name is ignored
+  package var key: SyncModel.Logsync_Model_DevicePublicKey {
+    get {_key ?? SyncModel.Logsync_Model_DevicePublicKey()}
+    set {_key = newValue}
+  }
+  /// Returns true if `key` has been explicitly set.
+  package var hasKey: Bool {self._key != nil}
+  /// Clears the value of `key`. Subsequent reads from it will return its default value.
+  package mutating func clearKey() {self._key = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _key: SyncModel.Logsync_Model_DevicePublicKey? = nil
+}
+
+package nonisolated struct Logsync_Wire_RegisterDeviceKeyResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// POST …/fetchZoneKeys
+package nonisolated struct Logsync_Wire_FetchZoneKeysRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// true: every zone with a wrapped key; zone_ids empty
+  package var allZones: Bool = false
+
+  package var zoneIds: [SyncModel.Logsync_Model_RecordZoneID] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// ZoneKeys: every wrap of every version of a zone's key, and the devices that should hold it.
+package nonisolated struct Logsync_Wire_ZoneKeys: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var wrappedKeys: [SyncModel.Logsync_Model_WrappedZoneKey] = []
+
+  /// user_record_name set
+  package var recipients: [SyncModel.Logsync_Model_DevicePublicKey] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// The keys of one zone.
+package nonisolated struct Logsync_Wire_ZoneKeysResult: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
+  /// exactly one
+  package var outcome: Logsync_Wire_ZoneKeysResult.OneOf_Outcome? = nil
+
+  package var keys: Logsync_Wire_ZoneKeys {
+    get {
+      if case .keys(let v)? = outcome {return v}
+      return Logsync_Wire_ZoneKeys()
+    }
+    set {outcome = .keys(newValue)}
+  }
+
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {
+      if case .error(let v)? = outcome {return v}
+      return SyncModel.Logsync_Model_SyncError()
+    }
+    set {outcome = .error(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  /// exactly one
+  package nonisolated enum OneOf_Outcome: Equatable, Sendable {
+    case keys(Logsync_Wire_ZoneKeys)
+    case error(SyncModel.Logsync_Model_SyncError)
+
+  }
+
+  package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+}
+
+/// One result per zone, sorted by zone ID, no zone twice.
+package nonisolated struct Logsync_Wire_FetchZoneKeysResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var results: [Logsync_Wire_ZoneKeysResult] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// POST …/saveZoneKeys
+package nonisolated struct Logsync_Wire_SaveZoneKeysRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var keys: [SyncModel.Logsync_Model_WrappedZoneKey] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// The outcome of saving one wrap, named by its zone, version and recipient.
+package nonisolated struct Logsync_Wire_SavedZoneKeyResult: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_storage._zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_uniqueStorage()._zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {_storage._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {_uniqueStorage()._zoneID = nil}
+
+  package var version: UInt32 {
+    get {_storage._version}
+    set {_uniqueStorage()._version = newValue}
+  }
+
+  package var recipientKeyID: String {
+    get {_storage._recipientKeyID}
+    set {_uniqueStorage()._recipientKeyID = newValue}
+  }
+
+  /// exactly one
+  package var outcome: OneOf_Outcome? {
+    get {return _storage._outcome}
+    set {_uniqueStorage()._outcome = newValue}
+  }
+
+  /// saved (or kept already): the wrap as the server holds it
+  package var key: SyncModel.Logsync_Model_WrappedZoneKey {
+    get {
+      if case .key(let v)? = _storage._outcome {return v}
+      return SyncModel.Logsync_Model_WrappedZoneKey()
+    }
+    set {_uniqueStorage()._outcome = .key(newValue)}
+  }
+
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {
+      if case .error(let v)? = _storage._outcome {return v}
+      return SyncModel.Logsync_Model_SyncError()
+    }
+    set {_uniqueStorage()._outcome = .error(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  /// exactly one
+  package nonisolated enum OneOf_Outcome: Equatable, Sendable {
+    /// saved (or kept already): the wrap as the server holds it
+    case key(SyncModel.Logsync_Model_WrappedZoneKey)
+    case error(SyncModel.Logsync_Model_SyncError)
+
+  }
+
+  package init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// One result per wrap of the request, sorted by zone ID, version and recipient.
+package nonisolated struct Logsync_Wire_SaveZoneKeysResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var results: [Logsync_Wire_SavedZoneKeyResult] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "logsync.wire"
@@ -2288,6 +2506,415 @@ nonisolated extension Logsync_Wire_AssetUploadStatus: SwiftProtobuf.Message, Swi
     if lhs.received != rhs.received {return false}
     if lhs.stored != rhs.stored {return false}
     if lhs.size != rhs.size {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_RegisterDeviceKeyRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RegisterDeviceKeyRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._key) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._key {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_RegisterDeviceKeyRequest, rhs: Logsync_Wire_RegisterDeviceKeyRequest) -> Bool {
+    if lhs._key != rhs._key {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_RegisterDeviceKeyResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".RegisterDeviceKeyResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_RegisterDeviceKeyResponse, rhs: Logsync_Wire_RegisterDeviceKeyResponse) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchZoneKeysRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchZoneKeysRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}all_zones\0\u{3}zone_ids\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.allZones) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.zoneIds) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.allZones != false {
+      try visitor.visitSingularBoolField(value: self.allZones, fieldNumber: 1)
+    }
+    if !self.zoneIds.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.zoneIds, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchZoneKeysRequest, rhs: Logsync_Wire_FetchZoneKeysRequest) -> Bool {
+    if lhs.allZones != rhs.allZones {return false}
+    if lhs.zoneIds != rhs.zoneIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_ZoneKeys: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneKeys"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}wrapped_keys\0\u{1}recipients\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.wrappedKeys) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.recipients) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.wrappedKeys.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.wrappedKeys, fieldNumber: 1)
+    }
+    if !self.recipients.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.recipients, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_ZoneKeys, rhs: Logsync_Wire_ZoneKeys) -> Bool {
+    if lhs.wrappedKeys != rhs.wrappedKeys {return false}
+    if lhs.recipients != rhs.recipients {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_ZoneKeysResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ZoneKeysResult"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}keys\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
+      case 2: try {
+        var v: Logsync_Wire_ZoneKeys?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .keys(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .keys(v)
+        }
+      }()
+      case 3: try {
+        var v: SyncModel.Logsync_Model_SyncError?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .error(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .error(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    switch self.outcome {
+    case .keys?: try {
+      guard case .keys(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .error?: try {
+      guard case .error(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_ZoneKeysResult, rhs: Logsync_Wire_ZoneKeysResult) -> Bool {
+    if lhs._zoneID != rhs._zoneID {return false}
+    if lhs.outcome != rhs.outcome {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchZoneKeysResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchZoneKeysResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.results.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchZoneKeysResponse, rhs: Logsync_Wire_FetchZoneKeysResponse) -> Bool {
+    if lhs.results != rhs.results {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_SaveZoneKeysRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SaveZoneKeysRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}keys\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.keys) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.keys.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.keys, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_SaveZoneKeysRequest, rhs: Logsync_Wire_SaveZoneKeysRequest) -> Bool {
+    if lhs.keys != rhs.keys {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_SavedZoneKeyResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SavedZoneKeyResult"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}version\0\u{3}recipient_key_id\0\u{1}key\0\u{1}error\0")
+
+  fileprivate class _StorageClass {
+    var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
+    var _version: UInt32 = 0
+    var _recipientKeyID: String = String()
+    var _outcome: Logsync_Wire_SavedZoneKeyResult.OneOf_Outcome?
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _zoneID = source._zoneID
+      _version = source._version
+      _recipientKeyID = source._recipientKeyID
+      _outcome = source._outcome
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularMessageField(value: &_storage._zoneID) }()
+        case 2: try { try decoder.decodeSingularUInt32Field(value: &_storage._version) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._recipientKeyID) }()
+        case 4: try {
+          var v: SyncModel.Logsync_Model_WrappedZoneKey?
+          var hadOneofValue = false
+          if let current = _storage._outcome {
+            hadOneofValue = true
+            if case .key(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._outcome = .key(v)
+          }
+        }()
+        case 5: try {
+          var v: SyncModel.Logsync_Model_SyncError?
+          var hadOneofValue = false
+          if let current = _storage._outcome {
+            hadOneofValue = true
+            if case .error(let m) = current {v = m}
+          }
+          try decoder.decodeSingularMessageField(value: &v)
+          if let v = v {
+            if hadOneofValue {try decoder.handleConflictingOneOf()}
+            _storage._outcome = .error(v)
+          }
+        }()
+        default: break
+        }
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      try { if let v = _storage._zoneID {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+      } }()
+      if _storage._version != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._version, fieldNumber: 2)
+      }
+      if !_storage._recipientKeyID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._recipientKeyID, fieldNumber: 3)
+      }
+      switch _storage._outcome {
+      case .key?: try {
+        guard case .key(let v)? = _storage._outcome else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+      }()
+      case .error?: try {
+        guard case .error(let v)? = _storage._outcome else { preconditionFailure() }
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      }()
+      case nil: break
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_SavedZoneKeyResult, rhs: Logsync_Wire_SavedZoneKeyResult) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._zoneID != rhs_storage._zoneID {return false}
+        if _storage._version != rhs_storage._version {return false}
+        if _storage._recipientKeyID != rhs_storage._recipientKeyID {return false}
+        if _storage._outcome != rhs_storage._outcome {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_SaveZoneKeysResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SaveZoneKeysResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.results.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_SaveZoneKeysResponse, rhs: Logsync_Wire_SaveZoneKeysResponse) -> Bool {
+    if lhs.results != rhs.results {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
