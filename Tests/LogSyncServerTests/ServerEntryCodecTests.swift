@@ -221,9 +221,9 @@ struct ServerEntryCodecTests {
 
     /// The kinds in the message of an unknown kind are the kinds there are.
     @Test func unknownKindMessageListsTheKinds() throws {
-        let entry = LogEntry(offset: 5, kind: EntryKind(117), time: EntryTime(microsecondsSince1970: 1), payload: [])
+        let entry = LogEntry(offset: 5, kind: EntryKind(150), time: EntryTime(microsecondsSince1970: 1), payload: [])
         let error = try #require(Self.decodingError(entry))
-        #expect(error.message == "entry kind 117 is not a server entry kind (101–115, 118–119)")
+        #expect(error.message == "entry kind 150 is not a server entry kind (101–119)")
     }
 
     /// A key or a wrap of the wrong shape is a corrupt entry naming the offset and what is wrong.

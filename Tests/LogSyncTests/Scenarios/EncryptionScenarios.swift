@@ -118,7 +118,7 @@ struct EncryptionScenarios {
             // 10:00 the laptop's first sync: the zone's key is not wrapped for it yet. The zone's
             // fetch fails with zoneKeyUnavailable, and its token stays where it was.
             let laptop = try TestDevice("laptop", server: server, directory: directory)
-            try await laptop.sync()
+            await #expect(throws: SyncError.self) { try await laptop.sync() }
             let unavailable = try #require(Self.zoneError(laptop, Self.notes))
             #expect(unavailable.code == .zoneKeyUnavailable)
             #expect(unavailable.item == .record(n1) && unavailable.message.contains("\"diagnosis\""), "\(unavailable.message)")
@@ -161,7 +161,7 @@ struct EncryptionScenarios {
             try await alice.sync()
 
             let bob = try TestDevice("bob-phone", server: server, user: "bob", scope: .shared, directory: directory)
-            try await bob.sync()
+            await #expect(throws: SyncError.self) { try await bob.sync() }
             let shared = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
             let n1 = Record.ID(recordName: "n1", zoneID: shared)
             #expect(Self.zoneError(bob, shared)?.code == .zoneKeyUnavailable)
@@ -196,10 +196,10 @@ struct EncryptionScenarios {
             let tampering = TamperingDatabase(server.database(for: "alice", device: "laptop"))
             tampering.tamper(with: ["n1"])
             let laptop = try TestDevice("laptop", database: tampering, directory: directory.appendingPathComponent("laptop"))
-            try await laptop.sync()  // registers its key
+            await #expect(throws: SyncError.self) { try await laptop.sync() }  // registers its key
             try await phone.sync()  // wraps the zone key for it
             laptop.clearEvents()
-            try await laptop.sync()
+            await #expect(throws: SyncError.self) { try await laptop.sync() }
             let error = try #require(Self.zoneError(laptop, Self.notes))
             #expect(error.code == .decryptionFailed)
             #expect(error.item == .record(Self.note("n1")))
