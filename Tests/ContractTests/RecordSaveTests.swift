@@ -151,6 +151,9 @@ struct RecordSaveTests {
                 "list": .list([.int64(1), .int64(2), .int64(3)]),
                 "strings": .list([.string("a"), .string("b")]),
                 "emptyList": .list([]),
+                // F129: an encrypted field as every request carries it, sealed on the device.
+                "sealed": .encrypted(.sealed(ZoneKey.generate(zoneID: RecordZone.ID(zoneName: "Notes"), version: 1)
+                    .seal(.string("secret"), recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")), key: "sealed"))),
             ]
             var record = newRecord("n1", type: "Everything", values)
             record.parent = Record.Reference(recordID: target.recordID)

@@ -38,8 +38,11 @@ struct SyncErrorCodeTests {
     }
 
     @Test func allKnownIsDenseAndOrdered() {
-        #expect(SyncError.Code.allKnown.map(\.rawValue) == Array(1...37))
-        #expect(SyncError.Code.allKnown == Self.ckErrorCodes.map(\.0))
+        // CloudKit's codes 1–37, then LogSync's own two (F129), above CloudKit's range.
+        #expect(SyncError.Code.allKnown.map(\.rawValue) == Array(1...37) + [1001, 1002])
+        #expect(Array(SyncError.Code.allKnown.prefix(37)) == Self.ckErrorCodes.map(\.0))
+        #expect(SyncError.Code.zoneKeyUnavailable.description == "zoneKeyUnavailable (1001)")
+        #expect(SyncError.Code.decryptionFailed.name == "decryptionFailed")
     }
 
     @Test func unknownCodesKeepTheirRawValue() throws {
