@@ -182,6 +182,51 @@ struct EncryptionScenarios {
         }
     }
 
+    @Test("F129 removing a participant rotates the zone's key: new values are sealed under a version never wrapped for them")
+    func rotationWhenAParticipantIsRemoved() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            defer { server.shutdown() }
+            let (alice, notes) = try await SharedEngineTests.aliceSharesNotesWithBob(server, directory)
+            try alice.encrypt(Self.note("n1", notes), "diagnosis", .string("before"))
+            try await alice.sync()
+            let bob = try TestDevice("bob-phone", server: server, user: "bob", scope: .shared, directory: directory)
+            try? await bob.sync()
+            try await alice.sync()
+            try await bob.sync()
+            let shared = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
+            #expect(bob.decrypted(Record.ID(recordName: "n1", zoneID: shared), "diagnosis") == .string("before"))
+
+            // Alice removes bob from the share.
+            let owner = server.database(for: "alice", device: "admin")
+            let current = try await owner.fetchZoneChanges(zoneID: notes, since: nil).modifications
+                .map(\.record).first { $0.recordType == Share.recordType }
+            var kept = try Share(record: try #require(current))
+            kept.removeParticipant(UserIdentity(emailAddress: "bob@example.com"))
+            _ = try await owner.modifyRecords(saving: [kept.record], deleting: []).saveResults[kept.recordID]?.get()
+
+            // Her phone's next sync rotates the key; her next note is sealed under version 2,
+            // wrapped for her own device only.
+            try await alice.sync()
+            try alice.encrypt(Self.note("n2", notes), "diagnosis", .string("after"))
+            try await alice.sync()
+            let keys = try #require(try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes])).results[notes]?.get())
+            #expect(keys.latestVersion == 2)
+            let aliceDevices = Set(keys.recipients.map(\.keyID))
+            #expect(Set(keys.wrappedKeys.filter { $0.version == 2 }.map(\.recipientKeyID)) == aliceDevices)
+            #expect(Set(keys.wrappedKeys.filter { $0.version == 1 }.map(\.recipientKeyID)).count == aliceDevices.count + 1)
+            let stored = try #require(try await owner.fetchZoneChanges(zoneID: notes, since: nil).modifications
+                .first { $0.record.recordID == Self.note("n2", notes) }?.record)
+            guard case .encrypted(.sealed(let sealed))? = stored["diagnosis"] else {
+                Issue.record("n2's diagnosis is \(String(describing: stored["diagnosis"]))")
+                return
+            }
+            #expect(sealed.keyVersion == 2)
+            // The old note still opens on alice's device with version 1.
+            #expect(alice.decrypted(Self.note("n1", notes), "diagnosis") == .string("before"))
+        }
+    }
+
     @Test("F129 changed ciphertext is a decryptionFailed naming the record and field; the zone's other notes still arrive")
     func tamperedCiphertext() async throws {
         try await withTemporaryDirectory { directory in
