@@ -150,15 +150,22 @@ extension ServerDatabase {
         return keys
     }
 
+    /// Zone keys are reached through the private and shared databases only.
+    ///
+    /// - Throws: `SyncError` `badDatabase` in the public database.
+    private func requireZoneKeyScope() throws {
+        guard scope != .public else {
+            throw SyncError(.badDatabase, "zone keys are kept in the private and shared databases, not the public database")
+        }
+    }
+
     // MARK: Fetching
 
     /// `fetchZoneKeys`: each zone's wraps and recipients, or `zoneNotFound` for a zone the caller
     /// cannot read; without zone IDs, every zone of this database with at least one wrap.
     func fetchZoneKeys(_ request: FetchZoneKeysRequest) throws -> FetchZoneKeysResponse {
         try request.validate()
-        guard scope != .public else {
-            throw SyncError(.badDatabase, "zone keys are kept in the private and shared databases, not the public database")
-        }
+        try requireZoneKeyScope()
         var response = FetchZoneKeysResponse()
         // The zones, each as the caller names it.
         var asked: [(RecordZone.ID, ZoneKeyTarget)] = []
@@ -189,6 +196,8 @@ extension ServerDatabase {
                 if let target = try zoneKeyTarget(zoneID) { asked.append((zoneID, target)) }
             }
         }
+        // Each user's device keys are read once, however many of the zones they are a recipient of.
+        var keys: [String: [DevicePublicKey]] = [:]
         for (zoneID, target) in asked {
             let view = try target.owner.read { snapshot in
                 try target.owner.zoneKeyView(target.kept, for: target.participant, snapshot)
@@ -198,7 +207,11 @@ extension ServerDatabase {
                 continue
             }
             if listing && view.wraps.isEmpty { continue }
-            let keys = try target.owner.deviceKeys(ofUsers: view.recipientUsers)
+            let unread = view.recipientUsers.filter { keys[$0] == nil }
+            if !unread.isEmpty {
+                let read = try target.owner.deviceKeys(ofUsers: unread)
+                for name in unread { keys[name] = read[name] ?? [] }
+            }
             response.results[zoneID] = .success(ZoneKeys(
                 wrappedKeys: view.wraps.map { wrap in
                     var wrap = wrap
@@ -215,9 +228,7 @@ extension ServerDatabase {
     /// `saveZoneKeys`: each wrap saved in its zone's owner's database, with a result of its own.
     func saveZoneKeys(_ request: SaveZoneKeysRequest) throws -> SaveZoneKeysResponse {
         try request.validate()
-        guard scope != .public else {
-            throw SyncError(.badDatabase, "zone keys are kept in the private and shared databases, not the public database")
-        }
+        try requireZoneKeyScope()
         var response = SaveZoneKeysResponse()
         var owners: [UserID] = []
         var byOwner: [UserID: (owner: ServerDatabase, participant: ShareActor?, items: [(asked: WrappedZoneKey, kept: WrappedZoneKey)])] = [:]

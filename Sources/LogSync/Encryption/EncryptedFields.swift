@@ -203,14 +203,10 @@ extension SyncEngine {
     func openingEncryptedValues(_ record: Record) async throws(SyncError) -> Record {
         guard record.hasEncryptedValues else { return record }
         let zoneID = record.recordID.zoneID
-        var refreshed = false
-        for key in record.allKeys() {
-            guard case .encrypted(.sealed(let sealed))? = record[key], keyring.key(zoneID, version: sealed.keyVersion) == nil,
-                !refreshed
-            else { continue }
-            try await refreshZoneKeys([zoneID])
-            refreshed = true
+        let missesAKey = record.allKeys().contains { key in
+            if case .encrypted(.sealed(let sealed))? = record[key] { keyring.key(zoneID, version: sealed.keyVersion) == nil } else { false }
         }
+        if missesAKey { try await refreshZoneKeys([zoneID]) }
         return try record.mappingEncryptedValues { field, value throws(SyncError) in
             guard case .sealed(let sealed) = value else { return value }
             guard let key = keyring.key(zoneID, version: sealed.keyVersion) else {
