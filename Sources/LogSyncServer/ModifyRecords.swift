@@ -119,18 +119,29 @@ extension ServerDatabase {
                 records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete,
                 types: request.recordsToSave.map(\.recordType))
             // Decide every item against the state before the request; a participant's items
-            // first against the shares (F121).
+            // first against the shares (F121). A participant none of whose items the shares let
+            // through (a stranger, a removed participant, a read-only one writing) writes nothing
+            // here, not even the request's outcome: nobody can grow an owner's log by guessing
+            // zones (Docs/Protocol.md, "Authentication and isolation").
+            var admitted = actor == nil
             for record in request.recordsToSave {
-                if let actor, let outcome = try participantCheck(saving: record, actor, snapshot, &access) {
-                    outcomes[record.recordID] = outcome
-                    continue
+                if let actor {
+                    if let outcome = try participantCheck(saving: record, actor, snapshot, &access) {
+                        outcomes[record.recordID] = outcome
+                        continue
+                    }
+                    admitted = admitted || Self.violation(record.validate) == nil
                 }
                 outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
             }
             for recordID in request.recordIDsToDelete {
-                if let actor, let outcome = try participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
-                    outcomes[recordID] = outcome
-                    continue
+                if let actor {
+                    if let outcome = try participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
+                        outcomes[recordID] = outcome
+                        if case .leave = outcome { admitted = true }  // leaving a share is theirs to do (F124)
+                        continue
+                    }
+                    admitted = admitted || Self.violation(recordID.validate) == nil
                 }
                 outcomes[recordID] = try decideDelete(recordID, snapshot, &plan)
             }
@@ -224,7 +235,7 @@ extension ServerDatabase {
                     entries.append(.clientChangeTokenUpdated(zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)))
                 }
             }
-            if let requestID = request.requestID {
+            if let requestID = request.requestID, admitted {
                 outcome.others.deleteResults = response.deleteResults
                 entries.append(.requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
             }

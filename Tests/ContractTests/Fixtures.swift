@@ -134,6 +134,35 @@ struct Device: Sendable, CustomStringConvertible {
     let database: any CloudDatabase
     /// Returns once the device's push streams reach the server (see `ContractServer.pushChannelsReady`).
     var pushReady: @Sendable () async -> Void = {}
+    /// Whether each record and zone write carries what an engine's send carries: a new request ID,
+    /// an operation group and a client change token (F69, F160).
+    var sendsLikeAnEngine = false
+
+    /// A copy whose writes carry a request ID, an operation group and a client change token.
+    func likeAnEngine() -> Device {
+        var device = self
+        device.sendsLikeAnEngine = true
+        return device
+    }
+
+    /// Sends `request`, with a request ID, an operation group and a client change token of its
+    /// own when the device sends like an engine.
+    func send(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        var request = request
+        if sendsLikeAnEngine {
+            request.requestID = request.requestID ?? RequestID(rawValue: "\(id.rawValue)-\(UUID().uuidString)")
+            request.operationGroup = request.operationGroup ?? OperationGroup(name: "attempt")
+            request.clientChangeToken = request.clientChangeToken ?? Data(UUID().uuidString.utf8)
+        }
+        return try await database.modifyRecords(request)
+    }
+
+    /// Sends `request`, with an operation group of its own when the device sends like an engine.
+    func send(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
+        var request = request
+        if sendsLikeAnEngine { request.operationGroup = request.operationGroup ?? OperationGroup(name: "attempt") }
+        return try await database.modifyZones(request)
+    }
 
     var description: String { "\(user)'s \(id) (\(database.databaseScope))" }
 
@@ -143,24 +172,24 @@ struct Device: Sendable, CustomStringConvertible {
     @discardableResult
     func createZone(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> RecordZone {
         let zone = RecordZone(zoneName: name)
-        let response = try await database.modifyZones(saving: [zone], deleting: [])
+        let response = try await send(ModifyZonesRequest(zonesToSave: [zone]))
         return try requireSuccess(response.saveResults[zone.zoneID], "saving \(zone.zoneID)", sourceLocation: sourceLocation)
     }
 
     /// Deletes a zone, which must succeed.
     func deleteZone(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let response = try await database.modifyZones(saving: [], deleting: [zoneID(name)])
+        let response = try await send(ModifyZonesRequest(zoneIDsToDelete: [zoneID(name)]))
         try requireSuccess(response.deleteResults[zoneID(name)], "deleting \(zoneID(name))", sourceLocation: sourceLocation)
     }
 
     /// The outcome of saving one zone.
     func attemptCreateZone(_ zoneID: RecordZone.ID) async throws -> Result<RecordZone, SyncError>? {
-        try await database.modifyZones(saving: [RecordZone(zoneID: zoneID)], deleting: []).saveResults[zoneID]
+        try await send(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zoneID)])).saveResults[zoneID]
     }
 
     /// The outcome of deleting one zone.
     func attemptDeleteZone(_ zoneID: RecordZone.ID) async throws -> Result<Void, SyncError>? {
-        try await database.modifyZones(saving: [], deleting: [zoneID]).deleteResults[zoneID]
+        try await send(ModifyZonesRequest(zoneIDsToDelete: [zoneID])).deleteResults[zoneID]
     }
 
     // MARK: Assets
@@ -203,7 +232,7 @@ struct Device: Sendable, CustomStringConvertible {
     func save(
         _ records: [Record], atomically: Bool = true, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> [Record.ID: Record] {
-        let response = try await database.modifyRecords(saving: records, deleting: [], atomically: atomically)
+        let response = try await send(ModifyRecordsRequest(recordsToSave: records, recordIDsToDelete: [], atomically: atomically))
         var saved: [Record.ID: Record] = [:]
         for record in records {
             saved[record.recordID] = try requireSuccess(
@@ -216,12 +245,12 @@ struct Device: Sendable, CustomStringConvertible {
     func attemptSave(
         _ record: Record, savePolicy: SavePolicy = .ifServerRecordUnchanged
     ) async throws -> Result<Record, SyncError>? {
-        try await database.modifyRecords(saving: [record], deleting: [], savePolicy: savePolicy).saveResults[record.recordID]
+        try await send(ModifyRecordsRequest(recordsToSave: [record], recordIDsToDelete: [], savePolicy: savePolicy)).saveResults[record.recordID]
     }
 
     /// Deletes records in one request; every deletion must succeed.
     func delete(_ ids: Record.ID..., sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let response = try await database.modifyRecords(saving: [], deleting: ids)
+        let response = try await send(ModifyRecordsRequest(recordsToSave: [], recordIDsToDelete: ids))
         for id in ids {
             try requireSuccess(response.deleteResults[id], "deleting \(id)", sourceLocation: sourceLocation)
         }
@@ -232,7 +261,7 @@ struct Device: Sendable, CustomStringConvertible {
         saving: [Record] = [], deleting: [Record.ID] = [], savePolicy: SavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true, requestID: RequestID? = nil, clientChangeToken: Data? = nil
     ) async throws -> ModifyRecordsResponse {
-        try await database.modifyRecords(ModifyRecordsRequest(
+        try await send(ModifyRecordsRequest(
             recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy, atomically: atomically,
             requestID: requestID, clientChangeToken: clientChangeToken))
     }

@@ -141,6 +141,60 @@ struct SharingSecurityTests {
           arguments: Harnesses.all)
     func everyAttemptRefused(harness: any ContractHarness) async throws {
         #expect(Self.attempts.count >= 50)
+        try await withAttackedNotes(harness) { notes, context in
+            let contents = try await notes.alice.fetchZone("Notes").records
+            // Each attempt as a test sends it, then as an engine sends it: with a request ID, an
+            // operation group and a client change token, which a refusal must not log anywhere.
+            for engineLike in [false, true] {
+                let context = engineLike ? context.likeAnEngine() : context
+                for attempt in Self.attempts {
+                    let before = try Self.logEnds(notes.server, sparing: attempt.user)
+                    let error = try await attempt.run(context)
+                    let how = "\(attempt.user) tried to \(attempt.what)\(engineLike ? " as an engine sends" : "")"
+                    #expect(error?.code == attempt.code, "\(how): \(error.map { "\($0)" } ?? "it succeeded")")
+                    let after = try Self.logEnds(notes.server, sparing: attempt.user)
+                    for (database, end) in before where after[database] != end {
+                        Issue.record("\(how): \(database) grew from \(end.offset) to \(after[database]!.offset)")
+                    }
+                }
+            }
+            #expect(try await notes.alice.fetchZone("Notes").records == contents)
+            #expect(try await notes.alice.fetchZone("Private").records[recordID("p1", in: "Private")]?["secret"] == "alice's")
+        }
+    }
+
+    /// F160: every engine send carries a request ID, which the server logs with the request's
+    /// outcome. A refused writer must not be able to make it log anything: 1,000 such requests by
+    /// a stranger guessing owner names and 1,000 by a removed participant leave every other
+    /// user's log as it was.
+    @Test("2,000 refused writes with request IDs by a stranger and a removed participant write nothing anywhere",
+          arguments: Harnesses.all)
+    func refusedWritesWriteNothing(harness: any ContractHarness) async throws {
+        try await withAttackedNotes(harness) { notes, context in
+            let eve = context.shared["eve"]!.likeAnEngine()
+            let dan = context.shared["dan"]!.likeAnEngine()
+            let guessed = (1...10).map { RecordZone.ID(zoneName: $0 % 2 == 0 ? "Notes" : "Contacts", ownerName: "_user\($0)") }
+            for attacker in [eve, dan] {
+                let before = try Self.logEnds(notes.server, sparing: attacker.user)
+                for attempt in 0..<1000 {
+                    let zone = attacker.user == "eve" ? guessed[attempt % guessed.count] : context.notes
+                    let id = Record.ID(recordName: "r\(attempt % 7)", zoneID: zone)
+                    let response = try await attacker.modify(
+                        saving: attempt % 3 == 0 ? [] : [newRecord(id, ["title": "x"])],
+                        deleting: attempt % 3 == 0 ? [id] : [])
+                    let outcome = attempt % 3 == 0 ? response.deleteResults[id]?.failure : response.saveResults[id]?.failure
+                    #expect(outcome?.code == .zoneNotFound, "\(attacker.user)'s request \(attempt) to \(zone): \(String(describing: outcome))")
+                }
+                #expect(try Self.logEnds(notes.server, sparing: attacker.user) == before, "\(attacker.user)'s refused writes grew a log")
+            }
+        }
+    }
+
+    /// Alice's `Notes` shared with bob (read-write), carol (read-only), dan (removed) and frank
+    /// (who left), alice's unshared `Private`, and eve, a stranger: the context the attempts use.
+    private func withAttackedNotes(
+        _ harness: any ContractHarness, _ body: (SharedNotes, Context) async throws -> Void
+    ) async throws {
         try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly), ("dan", .readWrite), ("frank", .readWrite)]) { notes in
             try await notes.alice.createZone("Private")
             try await notes.alice.save(newRecord("p1", in: "Private", ["secret": "alice's"]))
@@ -163,20 +217,30 @@ struct SharingSecurityTests {
             for user in ["eve", "dan", "frank", "carol"] as [UserID] {
                 privates[user] = try await notes.server.device(user, DeviceID("\(user.rawValue)-private"))
             }
-            let context = Context(
+            try await body(notes, Context(
                 notes: notes.zoneID, unshared: unshared, url: notes.url, shareID: notes.shareID, shared: shared,
-                private: privates, oldZoneTokens: oldTokens, n1: n1, share: current)
-            let ownerBefore = try notes.server.currentToken(of: "alice")
-            let contents = try await notes.alice.fetchZone("Notes").records
-
-            for attempt in Self.attempts {
-                let error = try await attempt.run(context)
-                #expect(error?.code == attempt.code, "\(attempt.user) tried to \(attempt.what): \(error.map { "\($0)" } ?? "it succeeded")")
-                #expect(try notes.server.currentToken(of: "alice") == ownerBefore, "\(attempt.user) tried to \(attempt.what): the owner's database changed")
-            }
-            #expect(try await notes.alice.fetchZone("Notes").records == contents)
-            #expect(try await notes.alice.fetchZone("Private").records[recordID("p1", in: "Private")]?["secret"] == "alice's")
+                private: privates, oldZoneTokens: oldTokens, n1: n1, share: current))
         }
+    }
+
+    /// The end of the private and shared database logs of every user but `attacker`, by database.
+    private static func logEnds(_ server: TestServer, sparing attacker: UserID) throws -> [String: DatabaseChangeToken] {
+        var ends: [String: DatabaseChangeToken] = [:]
+        for user in ["alice", "bob", "carol", "dan", "frank", "eve"] as [UserID] where user != attacker {
+            for scope in [DatabaseScope.private, .shared] {
+                ends["\(user)'s \(scope) database"] = try server.currentToken(of: user, scope: scope)
+            }
+        }
+        return ends
+    }
+}
+
+extension SharingSecurityTests.Context {
+    /// The same context, each device sending as an engine does.
+    func likeAnEngine() -> Self {
+        Self(
+            notes: notes, unshared: unshared, url: url, shareID: shareID, shared: shared.mapValues { $0.likeAnEngine() },
+            private: `private`.mapValues { $0.likeAnEngine() }, oldZoneTokens: oldZoneTokens, n1: n1, share: share)
     }
 }
 
