@@ -324,6 +324,15 @@ extension ServerDatabase {
                         fail(.serverRecordChanged, "version \(kept.version) of \(asked.zoneID)'s key is another key: another device made it first; fetch the zone's keys")
                         continue
                     }
+                    // A new version follows the zone's latest: versions count rotations, and one
+                    // that skipped ahead (to 4294967295, say) would leave devices no next version.
+                    if checks[kept.zoneID]?[kept.version] == nil {
+                        let latest = checks[kept.zoneID]?.keys.max() ?? 0
+                        guard latest < WrappedZoneKey.maxVersion, kept.version == latest + 1 else {
+                            fail(.invalidArguments, "\(asked): version \(kept.version) is not the next version of \(asked.zoneID)'s key; its latest is \(latest), so a new key is version \(UInt64(latest) + 1) (at most \(WrappedZoneKey.maxVersion))")
+                            continue
+                        }
+                    }
                     checks[kept.zoneID, default: [:]][kept.version] = kept.check
                     accepted.append(kept)
                     results[asked.id] = .success(asked)

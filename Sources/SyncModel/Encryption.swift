@@ -272,6 +272,10 @@ public struct WrappedZoneKey: Sendable, Hashable, Codable, CustomStringConvertib
     /// The size of ``wrapped``: 32 + 12 + 32 + 16.
     public static let wrappedSize = 92
 
+    /// The highest version a key may have, one below `UInt32.max`, so that a device holding any
+    /// valid version can always name the next.
+    public static let maxVersion: UInt32 = .max - 1
+
     public init(zoneID: RecordZone.ID, version: UInt32, recipientKeyID: String, check: Data, wrapped: Data) {
         self.zoneID = zoneID
         self.version = version
@@ -292,6 +296,7 @@ public struct WrappedZoneKey: Sendable, Hashable, Codable, CustomStringConvertib
         try zoneID.validate()
         func invalid(_ why: String) -> SyncError { SyncError(.invalidArguments, "\(self): \(why)", item: .zone(zoneID)) }
         guard version >= 1 else { throw invalid("a key version starts at 1") }
+        guard version <= Self.maxVersion else { throw invalid("a key version is at most \(Self.maxVersion)") }
         guard recipientKeyID.utf8.count == 32, recipientKeyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
             throw invalid("the recipient key ID is not 32 lowercase hex digits")
         }

@@ -211,6 +211,39 @@ struct ZoneKeyDirectoryTests {
         }
     }
 
+    // F129: versions count rotations, one at a time. A read-write participant who saves a
+    // version that skips ahead (4294967294, the highest valid one, or 3 after 1) is refused and
+    // changes nothing, so a device always has a next version to rotate to; 4294967295 is not a
+    // version at all.
+    @Test("F129 a new key version is the latest plus one: skipping ahead is refused and writes nothing", arguments: Harnesses.all)
+    func versionsFollowTheLatest(harness: any ContractHarness) async throws {
+        try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
+            let bob = notes.participants["bob"]!
+            let alicePair = try await notes.alice.registerNewKey()
+            let bobPair = try await bob.registerNewKey()
+            func wraps(_ version: UInt32) -> [WrappedZoneKey] {
+                let key = ZoneKey.generate(zoneID: notes.zoneID, version: version)
+                return [alicePair, bobPair].map { key.wrapped(for: $0.publicKey) }
+            }
+            let first = wraps(1)
+            #expect(try await bob.saveWraps(first).values.allSatisfy { (try? $0.get()) != nil })
+            let before = try notes.server.currentToken(of: "alice")
+            for version in [WrappedZoneKey.maxVersion, 3, UInt32.max] {
+                let attempt = wraps(version)
+                let results = try await bob.saveWraps(attempt)
+                for wrap in attempt {
+                    let error = expectFailure(results[wrap.id], .invalidArguments)
+                    #expect(error?.message.contains("version") == true, "\(String(describing: error))")
+                }
+                #expect(try notes.server.currentToken(of: "alice") == before, "version \(version) changed the owner's log")
+            }
+            #expect(try await bob.zoneKeys(notes.zoneID).latestVersion == 1)
+            let second = wraps(2)
+            #expect(try await bob.saveWraps(second).values.allSatisfy { (try? $0.get()) != nil })
+            #expect(try await notes.alice.zoneKeys(zoneID("Notes")).latestVersion == 2)
+        }
+    }
+
     // F129: a zone's keys go with it: deleting the zone drops its wraps, and the zone saved again
     // starts with none.
     @Test("F129 deleting a zone drops its wrapped keys", arguments: Harnesses.all)

@@ -67,7 +67,10 @@ extension SyncEngine {
             let latest = keys.latestVersion
             if latest > 0, held[latest] != nil {
                 let wrappedFor = Set(keys.wrappedKeys.filter { $0.version == latest }.map(\.recipientKeyID))
-                if !wrappedFor.isSubset(of: Set(recipients.keys)) {
+                if !wrappedFor.isSubset(of: Set(recipients.keys)) && latest >= WrappedZoneKey.maxVersion {
+                    // The server's number leaves no next version (servers refuse one this high).
+                    logger.error("cannot rotate the key of \(zoneID): its latest version, \(latest), leaves no next version")
+                } else if !wrappedFor.isSubset(of: Set(recipients.keys)) {
                     // A recipient went: the versions it had stay readable to it, the next not.
                     let next = ZoneKey.generate(zoneID: zoneID, version: latest + 1)
                     logger.info("rotating the key of \(zoneID) to version \(next.version): a recipient is no longer one of the zone's")

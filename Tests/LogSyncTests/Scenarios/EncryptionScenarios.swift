@@ -49,6 +49,41 @@ final class TamperingDatabase: ForwardingDatabase, ZoneKeyDirectory {
     }
 }
 
+/// A key directory that passes everything to the server, and adds to each zone's keys a version
+/// 4294967295 wrapped for this device and for a device that is not one of the zone's: a server
+/// that kept a version no rotation can follow, and a recipient gone, so the engine wants to rotate.
+final class ExhaustedVersionDirectory: ForwardingDatabase, ZoneKeyDirectory {
+    let base: InProcessDatabase
+    private let device = Mutex<DevicePublicKey?>(nil)
+
+    init(_ base: InProcessDatabase) { self.base = base }
+
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try await base.modifyRecords(request)
+    }
+
+    func registerDeviceKey(_ key: DevicePublicKey) async throws {
+        device.withLock { $0 = key }
+        try await base.registerDeviceKey(key)
+    }
+
+    func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
+        var response = try await base.fetchZoneKeys(request)
+        guard let mine = device.withLock({ $0 }) else { return response }
+        for zoneID in request.zoneIDs ?? [] {
+            var keys = (try? response.results[zoneID]?.get()) ?? ZoneKeys()
+            let last = ZoneKey.generate(zoneID: zoneID, version: .max)
+            keys.wrappedKeys += [last.wrapped(for: mine), last.wrapped(for: DeviceKeyPair().publicKey)]
+            response.results[zoneID] = .success(keys)
+        }
+        return response
+    }
+
+    func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
+        try await base.saveZoneKeys(request)
+    }
+}
+
 /// The paths of the regular files under `directory` whose bytes contain `needle`.
 func files(under directory: URL, containing needle: [UInt8]) throws -> [String] {
     var found: [String] = []
@@ -224,6 +259,31 @@ struct EncryptionScenarios {
             #expect(sealed.keyVersion == 2)
             // The old note still opens on alice's device with version 1.
             #expect(alice.decrypted(Self.note("n1", notes), "diagnosis") == .string("before"))
+        }
+    }
+
+    @Test("F129 a key version of 4294967295 from the server leaves no next version: the engine does not rotate, and does not trap")
+    func exhaustedKeyVersion() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
+            defer { server.shutdown() }
+            let hostile = ExhaustedVersionDirectory(server.database(for: "alice", device: "phone"))
+            let phone = try TestDevice("phone", database: hostile, directory: directory.appendingPathComponent("phone"))
+            try phone.createZone(Self.notes)
+            try await phone.sync()  // registers the device key
+            try phone.encrypt(Self.note("n1"), "diagnosis", .string("one"))
+            try await phone.sync()
+            // The note went out sealed under the version the server reported; no rotation was tried.
+            let owner = server.database(for: "alice", device: "admin")
+            let stored = try #require(try await owner.fetchZoneChanges(zoneID: Self.notes, since: nil).modifications
+                .first { $0.record.recordID == Self.note("n1") }?.record)
+            guard case .encrypted(.sealed(let sealed))? = stored["diagnosis"] else {
+                Issue.record("n1's diagnosis is \(String(describing: stored["diagnosis"]))")
+                return
+            }
+            #expect(sealed.keyVersion == .max)
+            let kept = try #require(try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [Self.notes])).results[Self.notes]?.get())
+            #expect(kept.latestVersion == 0)  // the server kept no wrap past the highest valid version
         }
     }
 
