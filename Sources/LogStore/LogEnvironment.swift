@@ -163,20 +163,11 @@ public final class LogEnvironment: Sendable {
             mdb_env_close(environment)
             throw error.located(path: path, log: nil)
         }
-        // The metadata table, opened before anything else can open tables.
-        var metaDBI: MDB_dbi = 0
+        // The metadata table, opened before anything else can open tables, once the tables
+        // are the ones the catalogue lists: nothing is written into a file whose are not.
+        let metaDBI: MDB_dbi
         do throws(LogStoreError) {
-            var txn: OpaquePointer?
-            try check(mdb_txn_begin(environment, nil, options.readOnly ? UInt32(MDB_RDONLY) : 0, &txn), "mdb_txn_begin")
-            let status = mdb_dbi_open(txn, "meta", options.readOnly ? 0 : UInt32(MDB_CREATE), &metaDBI)
-            if status != MDB_SUCCESS {
-                mdb_txn_abort(txn)
-                if status == MDB_NOTFOUND {
-                    throw LogStoreError(.notALog, "an LMDB environment without LogStore's metadata table", path: path)
-                }
-                throw lmdbError(status, "mdb_dbi_open")
-            }
-            try check(mdb_txn_commit(txn), "mdb_txn_commit")
+            metaDBI = try TableCatalogue.openMeta(environment, path: path, readOnly: options.readOnly)
         } catch {
             mdb_env_close(environment)
             throw error.located(path: path, log: nil)
@@ -411,6 +402,15 @@ public final class LogEnvironment: Sendable {
                     let table = Table(name: name, dbi: dbi)
                     opened[name] = table
                     result.append(table)
+                }
+                if status == MDB_SUCCESS && create && !opened.isEmpty {
+                    do throws(LogStoreError) {
+                        try TableCatalogue.add(Array(opened.keys), meta: meta.dbi, txn, handle, path: path)
+                    } catch {
+                        mdb_txn_abort(txn)
+                        if error.code == .mapFull { try grow(); continue }
+                        throw error.located(path: path, log: nil)
+                    }
                 }
                 if status != MDB_SUCCESS {
                     mdb_txn_abort(txn)

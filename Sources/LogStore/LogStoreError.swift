@@ -19,8 +19,9 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let corruptEntry = Code(rawValue: "corruptEntry")
         /// The environment's file (`data.mdb`) is damaged: its structure check found a meta page,
         /// a page header, a node, a key, a value's bounds or a table's counts that cannot be
-        /// right, or a log's entries end before the offset its tail record names. `page` names
-        /// the page where one is known, `offset` the entry where one is known.
+        /// right, a log's entries end before the offset its tail record names, or its tables are
+        /// not the ones its catalogue lists (a damaged table name). `page` names the page where one
+        /// is known, `offset` the entry where one is known, `table` the table where one is known.
         public static let corruptFile = Code(rawValue: "corruptFile")
         /// An entry was written in a format version this build does not know.
         public static let unknownFormatVersion = Code(rawValue: "unknownFormatVersion")
@@ -57,10 +58,12 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
     public var lmdbStatus: Int32?
     /// The page of `data.mdb` concerned (pages are numbered from 0), if any.
     public var page: UInt64?
+    /// The table concerned, by its name in the environment (`log.device`), if any.
+    public var table: String?
 
     public init(
         _ code: Code, _ message: String, offset: LogOffset? = nil, path: String? = nil,
-        log: String? = nil, lmdbStatus: Int32? = nil, page: UInt64? = nil
+        log: String? = nil, lmdbStatus: Int32? = nil, page: UInt64? = nil, table: String? = nil
     ) {
         self.code = code
         self.message = message
@@ -69,6 +72,7 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         self.log = log
         self.lmdbStatus = lmdbStatus
         self.page = page
+        self.table = table
     }
 
     public var description: String {
@@ -89,6 +93,7 @@ public struct LogStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         }
         if let page { text += " at page \(page)" }
         if let offset { text += "\(page == nil ? " at" : ",") offset \(offset)" }
+        if let table { text += "\(page == nil && offset == nil ? " in" : ",") table \"\(table)\"" }
         if let log { text += " of log \"\(log)\"" }
         if let path { text += " in \(path)" }
         text += ": \(message)"

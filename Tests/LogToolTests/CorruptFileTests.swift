@@ -107,7 +107,7 @@ struct CorruptFileTests {
         switch error {
         case let error as LogStoreError:
             switch error.code {
-            case .corruptFile: return error.page != nil || error.offset != nil
+            case .corruptFile: return error.page != nil || error.offset != nil || error.table != nil
             case .corruptEntry, .unknownFormatVersion: return error.offset != nil
             case .notALog, .projectionInconsistent: return !error.message.isEmpty
             default: return false  // an LMDB error, I/O or anything else names nothing in the file
@@ -210,6 +210,42 @@ struct CorruptFileTests {
                 }
             }
             if region == .metaPages { #expect(failures["corruptFile", default: 0] > 0) }
+        }
+    }
+
+    /// A flipped byte in the name of the device log's table (`log.device` → `log.dewice`) leaves
+    /// every page sound: LMDB would find no log named `device`, and a read-write open would create
+    /// an empty one in the damaged file. Every reader refuses the file instead, naming the
+    /// tables, and the engine's open writes nothing into it (Docs/LogFormat.md, "The table
+    /// catalogue").
+    @Test("a damaged table name (log.device → log.dewice): every reader and the engine refuse it, naming it, and nothing is written")
+    func damagedTableName() async throws {
+        try await withTemporaryDirectory { directory in
+            let original = try await Self.writeDeviceLog(in: directory)
+            let file = original.appendingPathComponent("data.mdb")
+            var bytes = [UInt8](try Data(contentsOf: file))
+            let name = Array("log.device".utf8)
+            var renamed = 0
+            // The table's name as a key of LMDB's main database (the catalogue's copy ends in a newline).
+            for start in 0...(bytes.count - name.count - 1)
+            where bytes[start..<start + name.count].elementsEqual(name) && bytes[start + name.count] != UInt8(ascii: "\n") {
+                bytes[start + 6] = UInt8(ascii: "w")
+                renamed += 1
+            }
+            #expect(renamed > 0)
+            try Data(bytes).write(to: file)
+            let outcomes = Self.readers(original)
+            #expect(outcomes.map(\.tool) == ["dump", "stats", "replay --verify", "verify", "engine open"])
+            for outcome in outcomes {
+                guard case .failure(let error) = outcome.result else {
+                    Issue.record("\(outcome.tool) read the damaged file without an error")
+                    continue
+                }
+                #expect(Self.namesWhatWasWrong(error), "\(outcome.tool): \(error)")
+                let text = "\(error)"
+                #expect(text.contains("log.dewice") && text.contains("log.device"), "\(outcome.tool): \(text)")
+            }
+            #expect([UInt8](try Data(contentsOf: file)) == bytes, "a reader or the engine wrote into the damaged file")
         }
     }
 }
