@@ -62,7 +62,9 @@ struct ServerLogTests {
                     }
                     if step.isMultiple(of: 7) {
                         // A new version of the zone's key (F129), dropped again with the zone.
-                        let wrap = ZoneKey.generate(zoneID: zoneID, version: UInt32(step + 1)).wrapped(for: device.publicKey)
+                        let keys = try await database.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID])).results[zoneID]?.get()
+                        let version = (keys?.latestVersion ?? 0) + 1  // versions follow one another
+                        let wrap = ZoneKey.generate(zoneID: zoneID, version: version).wrapped(for: device.publicKey)
                         let saved = try await database.saveZoneKeys(SaveZoneKeysRequest(keys: [wrap]))
                         #expect((try? saved.results[wrap.id]?.get()) != nil)
                     }
