@@ -32,7 +32,7 @@ enum PostgresHarnessSupport {
 
     /// Starts a server with `make` once it is this server's turn; stopping it ends the turn.
     static func start(_ make: () async throws -> any ContractServer) async throws -> any ContractServer {
-        await turns.take()
+        try await turns.take()
         do {
             return TurnServer(inner: try await make())
         } catch {
@@ -67,27 +67,47 @@ struct PostgresHarnessError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// A counting semaphore for tasks: `take` suspends while every turn is taken.
+/// A counting semaphore for tasks: `take` suspends while every turn is taken. A waiting task that
+/// is cancelled (a test past its time limit) stops waiting and throws, so a server that never gave
+/// its turn back fails the tests after it instead of hanging the run.
 actor Turns {
     private var free: Int
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var nextID: UInt64 = 0
 
     init(count: Int) { free = count }
 
-    func take() async {
+    func take() async throws {
         if free > 0 {
             free -= 1
             return
         }
-        await withCheckedContinuation { waiting.append($0) }
+        let id = nextID
+        nextID += 1
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    waiting.append((id, continuation))
+                }
+            }
+        } onCancel: {
+            Task { await self.cancel(id) }
+        }
     }
 
     func give() {
         if waiting.isEmpty {
             free += 1
         } else {
-            waiting.removeFirst().resume()
+            waiting.removeFirst().continuation.resume()
         }
+    }
+
+    private func cancel(_ id: UInt64) {
+        guard let index = waiting.firstIndex(where: { $0.id == id }) else { return }
+        waiting.remove(at: index).continuation.resume(throwing: CancellationError())
     }
 }
 
