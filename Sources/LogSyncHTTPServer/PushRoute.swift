@@ -16,13 +16,15 @@ import SyncModel
 /// `subscribed` frame: every commit after that frame is hinted. Hints coalesce in the hub (a
 /// channel holds only the newest hint not yet written), never carry data, and skip the device
 /// that made the commit unless the upgrade request sets `LogSync-Receives-Own-Changes: true`
-/// (F113, F114, F154). The channel ends when the client disconnects, when the server shuts down,
-/// or when a write fails. Frames are binary Protocol Buffers, or JSON text frames when the
-/// upgrade request accepts `application/json`.
+/// (F113, F114, F154). So the upgrade request must name its device (`LogSync-Device`). The channel
+/// ends when the client disconnects, when the server shuts down, or when a write fails. Frames
+/// are binary Protocol Buffers, or JSON text frames when the upgrade request accepts
+/// `application/json`.
 ///
-/// A request that cannot be upgraded (no or a bad token, an unknown path, a bad device name) is
-/// left to the router, which answers it with 401, 404 or 400 and an error body: `PushUpgradeGate`
-/// hides its `Upgrade` header from the WebSocket upgrader, which would answer an empty 400.
+/// A request that cannot be upgraded (no or a bad token, an unknown path, no or a bad device
+/// name) is left to the router, which answers it with 401, 404 or 400 and an error body:
+/// `PushUpgradeGate` hides its `Upgrade` header from the WebSocket upgrader, which would answer
+/// an empty 400.
 struct PushRoute: Sendable {
     let http: HTTPSyncServer
 
@@ -39,7 +41,7 @@ struct PushRoute: Sendable {
         let format = WireFormat.forResponse(accept: head.headerFields[.accept])
         var logger = http.logger
         logger[metadataKey: "scope"] = "\(scope)"
-        if let device { logger[metadataKey: "device"] = "\(device.rawValue)" }
+        logger[metadataKey: "device"] = "\(device.rawValue)"
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
             await Self.serve(database: database, format: format, inbound: inbound, outbound: outbound, logger: logger)
         }
@@ -52,7 +54,7 @@ struct PushRoute: Sendable {
     /// server's storage knows (PostgreSQL, a token this node has not seen) is not waited for.
     /// The request goes to the router marked with ``deferredHeader``, which answers 503 with a
     /// retry-after while the token is fetched; the client's next attempt finds it in memory.
-    func accepted(path: String, authorization: String?, device: String?) -> (DatabaseScope, UserID, DeviceID?)? {
+    func accepted(path: String, authorization: String?, device: String?) -> (DatabaseScope, UserID, DeviceID)? {
         if case .accepted(let scope, let user, let device) = screen(path: path, authorization: authorization, device: device) {
             return (scope, user, device)
         }
@@ -61,7 +63,7 @@ struct PushRoute: Sendable {
 
     /// What the gate decides for an upgrade request, without waiting.
     enum Screening {
-        case accepted(DatabaseScope, UserID, DeviceID?)
+        case accepted(DatabaseScope, UserID, DeviceID)
         case refused
         case tokenNotYetKnown
     }
@@ -77,7 +79,7 @@ struct PushRoute: Sendable {
         guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
               components[2] == "databases", components[4] == "push",
               let scope = try? WireProtocol.scope(named: String(components[3])),
-              let device = try? OperationRoutes.device(header: device),
+              let device = try? OperationRoutes.pushDevice(header: device),
               let token = try? OperationRoutes.bearerToken(authorization)
         else {
             return .refused

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import LogSyncServer
+import LogSyncWire
 import Synchronization
 import SyncModel
 
@@ -172,12 +173,7 @@ public final class TokenStore: Sendable {
 
     /// A new random token: `lsk_` and 43 characters of base64url (256 bits).
     public static func generateToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let base64 = Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-        return "lsk_" + base64
+        "lsk_" + randomBase64URL(bytes: 32)
     }
 
     /// The first line of a token file this type creates.
