@@ -26,7 +26,7 @@ import SyncModel
 ///
 /// **Revocation.** A token taken away (``revoke(_:)``, `logsync-server user revoke`) stops working
 /// within a second on every node, and ends the push channels opened with it
-/// (``untilRevoked(token:user:)``):
+/// (`untilRevoked(token:user:)`):
 ///
 /// - A store on a file reads it again when a request presents a token it does not know, and
 ///   whenever the file changed, which ``watchFile()`` (run by `HTTPSyncServer`) checks every
