@@ -265,7 +265,7 @@ struct AssetTransferCall: Sendable {
         request.method = method
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
         request.headers.add(name: "Accept", value: configuration.format.mediaType)
-        if let device = configuration.device { request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue) }
+        request.headers.add(name: WireProtocol.deviceHeader, value: client.device.rawValue)
         if let operationGroup {
             request.headers.add(name: WireProtocol.operationGroupHeader, value: Wire.encodeHeader(operationGroup))
         }

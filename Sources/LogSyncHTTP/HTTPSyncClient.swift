@@ -36,7 +36,9 @@ public final class HTTPSyncClient: Sendable {
         public var serverURL: URL
         /// The bearer token standing for the user (see `logsync-server user add`).
         public var token: String
-        /// This device, so its own commits are not pushed back to it (F114).
+        /// This device, so its own commits are not pushed back to it (F114). Without one, the
+        /// client makes one up (``HTTPSyncClient/device``); give one that outlives the client
+        /// (kept with the app's data) so that the server knows the device again after a relaunch.
         public var device: DeviceID?
         /// The body format; JSON is for debugging.
         public var format: WireFormat
@@ -105,11 +107,22 @@ public final class HTTPSyncClient: Sendable {
     }
 
     public let configuration: Configuration
+    /// The device every request and push channel of this client names (`LogSync-Device`):
+    /// ``Configuration/device``, or, without one, `client-` and 22 random base64url characters
+    /// (128 bits) made when the client is created. A push channel needs a device, so that the
+    /// server skips the commits this client makes (F114); one made up lasts as long as the client.
+    public let device: DeviceID
     let pushChannels = PushChannels()
 
     /// Creates a client; nothing connects until a request or a push stream needs it.
     public init(_ configuration: Configuration) {
         self.configuration = configuration
+        device = configuration.device ?? Self.randomDevice()
+    }
+
+    /// `client-` and 128 random bits in base64url.
+    static func randomDevice() -> DeviceID {
+        DeviceID("client-" + randomBase64URL(bytes: 16))
     }
 
     /// The user's database of `scope` on the server.
@@ -162,7 +175,7 @@ public final class HTTPSyncClient: Sendable {
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
         request.headers.add(name: "Content-Type", value: format.mediaType)
         request.headers.add(name: "Accept", value: format.mediaType)
-        if let device = configuration.device { request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue) }
+        request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue)
         request.body = .bytes(ByteBuffer(bytes: body))
         request.tlsConfiguration = configuration.tlsConfiguration
 

@@ -149,7 +149,7 @@ struct PushChannel: Sendable {
         var headers = HTTPFields()
         headers[.authorization] = "Bearer \(configuration.token)"
         headers[.accept] = format.mediaType
-        if let device = configuration.device { headers[HTTPField.Name(WireProtocol.deviceHeader)!] = device.rawValue }
+        headers[HTTPField.Name(WireProtocol.deviceHeader)!] = client.device.rawValue
         if configuration.receivesOwnChanges { headers[HTTPField.Name(WireProtocol.receivesOwnChangesHeader)!] = "true" }
         let wsConfiguration = WebSocketClientConfiguration(
             maxFrameSize: 1 << 20, additionalHeaders: headers, closeTimeout: .seconds(1),

@@ -205,6 +205,7 @@ public struct HTTPSyncServer: Sendable {
         wsConfiguration.autoPing = .enabled(timePeriod: configuration.pushPingInterval)
         let logger = self.logger
         let shutdownHook = PushShutdownService(server: server)
+        let tokenFileWatch = TokenFileWatch(tokens: tokens)
         let upgradeConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(ws: wsConfiguration)
         let shouldUpgrade: @Sendable (HTTPRequest, any Channel, Logger) async throws
             -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, _, _ in
@@ -239,7 +240,7 @@ public struct HTTPSyncServer: Sendable {
                 address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server",
                 backlog: configuration.listenBacklog,
                 availableConnectionsDelegate: ConnectionLimit(maximum: configuration.maxConnections, logger: logger)),
-            services: [shutdownHook],
+            services: [shutdownHook, tokenFileWatch],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "scheme": "\(scheme)"])
@@ -324,6 +325,23 @@ struct PushShutdownService: Service {
     func run() async throws {
         try? await gracefulShutdown()
         server.shutdown()
+    }
+}
+
+/// Follows the token file while the server runs (``TokenStore/watchFile()``), so that a token
+/// removed from it stops working within the store's check interval, even if no request presents
+/// an unknown token; ends when the graceful shutdown begins. Nothing to do for tokens kept in
+/// memory or in the storage.
+struct TokenFileWatch: Service {
+    let tokens: TokenStore
+
+    func run() async throws {
+        // A service that returns early would end the server: one without a file waits too.
+        guard tokens.file != nil else {
+            try? await gracefulShutdown()
+            return
+        }
+        await cancelWhenGracefulShutdown { [tokens] in await tokens.watchFile() }
     }
 }
 

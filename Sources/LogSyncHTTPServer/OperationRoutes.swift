@@ -80,13 +80,13 @@ struct OperationRoutes: Sendable {
     }
 
     /// Answers a `GET …/push` that was not upgraded: 404 for an unknown scope or version, 401
-    /// without a valid token, 400 otherwise (a bad device name, or no `Upgrade: websocket`).
+    /// without a valid token, 400 otherwise (no or a bad device name, or no `Upgrade: websocket`).
     func refusePush(_ request: Request, context: ServerRequestContext) async -> Response {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         do {
             _ = try scope(context)
             _ = try authenticate(request)
-            _ = try device(of: request)
+            _ = try Self.pushDevice(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
             if request.headers[HTTPField.Name(PushRoute.deferredHeader)!] != nil {
                 // The gate had to look the token up in the storage; it is known now.
                 throw HTTPFailure(SyncError(
@@ -175,6 +175,17 @@ struct OperationRoutes: Sendable {
             var error = error
             error.message = "the \(WireProtocol.deviceHeader) header holds an \(error.message)"
             throw HTTPFailure(400, error)
+        }
+        return device
+    }
+
+    /// The device a push upgrade's `LogSync-Device` header names: required, since the channel
+    /// skips that device's own commits (F114).
+    static func pushDevice(header: String?) throws(HTTPFailure) -> DeviceID {
+        guard let device = try device(header: header) else {
+            throw HTTPFailure(400, SyncError(
+                .invalidArguments,
+                "the push channel needs a \(WireProtocol.deviceHeader) header naming this device (1 to 255 bytes of UTF-8), so that its own commits are not pushed back to it"))
         }
         return device
     }

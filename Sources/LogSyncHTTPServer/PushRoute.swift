@@ -16,18 +16,21 @@ import SyncModel
 /// `subscribed` frame: every commit after that frame is hinted. Hints coalesce in the hub (a
 /// channel holds only the newest hint not yet written), never carry data, and skip the device
 /// that made the commit unless the upgrade request sets `LogSync-Receives-Own-Changes: true`
-/// (F113, F114, F154). The channel ends when the client disconnects, when the server shuts down,
-/// or when a write fails. Frames are binary Protocol Buffers, or JSON text frames when the
-/// upgrade request accepts `application/json`.
+/// (F113, F114, F154). So the upgrade request must name its device (`LogSync-Device`). The channel
+/// ends when the client disconnects, when the server shuts down, when a write fails, or when its
+/// token is revoked (``TokenStore/untilRevoked(token:user:)``: the channel closes with code 1008,
+/// policy violation). Frames are binary Protocol Buffers, or JSON text frames when the upgrade
+/// request accepts `application/json`.
 ///
-/// A request that cannot be upgraded (no or a bad token, an unknown path, a bad device name) is
-/// left to the router, which answers it with 401, 404 or 400 and an error body: `PushUpgradeGate`
-/// hides its `Upgrade` header from the WebSocket upgrader, which would answer an empty 400.
+/// A request that cannot be upgraded (no or a bad token, an unknown path, no or a bad device
+/// name) is left to the router, which answers it with 401, 404 or 400 and an error body:
+/// `PushUpgradeGate` hides its `Upgrade` header from the WebSocket upgrader, which would answer
+/// an empty 400.
 struct PushRoute: Sendable {
     let http: HTTPSyncServer
 
     func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
-        guard let (scope, user, device) = accepted(
+        guard case .accepted(let scope, let user, let device, let token) = screen(
             path: head.path ?? "", authorization: head.headerFields[.authorization],
             device: head.headerFields[HTTPField.Name(WireProtocol.deviceHeader)!])
         else {
@@ -39,29 +42,24 @@ struct PushRoute: Sendable {
         let format = WireFormat.forResponse(accept: head.headerFields[.accept])
         var logger = http.logger
         logger[metadataKey: "scope"] = "\(scope)"
-        if let device { logger[metadataKey: "device"] = "\(device.rawValue)" }
+        logger[metadataKey: "device"] = "\(device.rawValue)"
+        let revoked = http.tokens.untilRevoked(token: token, user: user)
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
-            await Self.serve(database: database, format: format, inbound: inbound, outbound: outbound, logger: logger)
+            await Self.serve(
+                database: database, format: format, inbound: inbound, outbound: outbound, revoked: revoked, logger: logger)
         }
     }
 
-    /// The scope, user and device of a push upgrade request that may be upgraded, or `nil` for
-    /// one the router must answer instead (404, 401 or 400, see `OperationRoutes.refusePush`).
+    /// What the gate decides for an upgrade request, without waiting: the scope, user, device
+    /// and token of one that may be upgraded, or one the router must answer instead (404, 401
+    /// or 400, see `OperationRoutes.refusePush`).
     ///
     /// It runs on the connection's event loop, which must never wait: a token that only the
     /// server's storage knows (PostgreSQL, a token this node has not seen) is not waited for.
     /// The request goes to the router marked with ``deferredHeader``, which answers 503 with a
     /// retry-after while the token is fetched; the client's next attempt finds it in memory.
-    func accepted(path: String, authorization: String?, device: String?) -> (DatabaseScope, UserID, DeviceID?)? {
-        if case .accepted(let scope, let user, let device) = screen(path: path, authorization: authorization, device: device) {
-            return (scope, user, device)
-        }
-        return nil
-    }
-
-    /// What the gate decides for an upgrade request, without waiting.
     enum Screening {
-        case accepted(DatabaseScope, UserID, DeviceID?)
+        case accepted(DatabaseScope, UserID, DeviceID, token: String)
         case refused
         case tokenNotYetKnown
     }
@@ -70,29 +68,30 @@ struct PushRoute: Sendable {
     static let deferredHeader = "LogSync-Push-Deferred"
 
     /// The path, device and token of an upgrade request checked as the router would check them,
-    /// with the token looked up only where that needs no wait (``accepted(path:authorization:device:)``).
+    /// with the token looked up only where that needs no wait (``Screening``).
     func screen(path: String, authorization: String?, device: String?) -> Screening {
         let path = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
               components[2] == "databases", components[4] == "push",
               let scope = try? WireProtocol.scope(named: String(components[3])),
-              let device = try? OperationRoutes.device(header: device),
+              let device = try? OperationRoutes.pushDevice(header: device),
               let token = try? OperationRoutes.bearerToken(authorization)
         else {
             return .refused
         }
         switch http.tokens.lookUpWithoutWaiting(token) {
-        case .known(let user): return .accepted(scope, user, device)
+        case .known(let user): return .accepted(scope, user, device, token: token)
         case .unknown: return .refused
         case .notYetKnown: return .tokenNotYetKnown
         }
     }
 
-    /// Runs one channel until the client goes, the hub finishes, or a write fails.
+    /// Runs one channel until the client goes, the hub finishes, a write fails, or `revoked`
+    /// ends (its token was revoked: the channel is closed with code 1008, policy violation).
     static func serve(
         database: InProcessDatabase, format: WireFormat, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter, logger: Logger
+        outbound: WebSocketOutboundWriter, revoked: AsyncStream<Void>, logger: Logger
     ) async {
         let hints = database.pushHints()  // registered before the subscribed frame
         do {
@@ -120,6 +119,12 @@ struct PushRoute: Sendable {
                         return
                     }
                 }
+            }
+            group.addTask {
+                for await _ in revoked {}
+                guard !Task.isCancelled else { return }
+                logger.debug("push channel's token revoked")
+                try? await outbound.close(.policyViolation, reason: "the token was revoked")
             }
             await group.next()
             group.cancelAll()

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import LogSyncServer
+import LogSyncWire
 import Synchronization
 import SyncModel
 
@@ -9,7 +10,8 @@ import SyncModel
 ///
 /// A token file holds one token per line as its SHA-256 digest, `sha256:` and 64 hexadecimal
 /// digits, then a space, then the user ID (the rest of the line; it may hold spaces). Blank lines
-/// and lines starting with `#` are ignored:
+/// and lines starting with `#` are ignored; lines may end with LF or CRLF, and a UTF-8 byte
+/// order mark at the start is skipped:
 ///
 /// ```
 /// # logsync-server tokens: "sha256:<SHA-256 of the token, in hex> <user ID>", one per line. Keep this file private.
@@ -22,8 +24,19 @@ import SyncModel
 /// clear (`lsk_… alice`), is still accepted; each read of a file with such lines logs one warning
 /// naming them, and ``rehash(file:)`` (`logsync-server user rehash`) replaces them by digests.
 ///
-/// A store opened on a file reads it again when a request presents a token it does not know and
-/// the file changed, so a user added while the server runs can connect at once.
+/// **Revocation.** A token taken away (``revoke(_:)``, `logsync-server user revoke`) stops working
+/// within a second on every node, and ends the push channels opened with it
+/// (`untilRevoked(token:user:)`):
+///
+/// - A store on a file reads it again when a request presents a token it does not know, and
+///   whenever the file changed, which ``watchFile()`` (run by `HTTPSyncServer`) checks every
+///   ``checkInterval``. A read that fails (the file missing, unreadable or malformed) keeps the
+///   tokens last read and logs an error: only a file that reads well changes who may connect.
+/// - A store on a storage's tokens (``StoredTokens``, PostgreSQL) keeps the tokens it looked up
+///   in memory only while it hears the storage's revocations, and drops a revoked one when it
+///   hears of it. While it cannot hear them (its listening connection is lost), it asks the
+///   storage on every request, and once it hears them again it forgets what it kept and checks
+///   its open push channels' tokens anew, so a revocation it missed still takes effect.
 ///
 /// A presented token is hashed and its digest looked up in a dictionary. The look-up compares
 /// digests, not tokens, and may stop at the first differing byte, but that says nothing useful
@@ -46,23 +59,48 @@ public final class TokenStore: Sendable {
         }
     }
 
-    private struct State {
+    struct State {
+        /// The user of each token: all of them for a file (the last good read) or in memory; for
+        /// a storage, those this node looked up, trusted only while `hearsRevocations`.
         var users: [TokenDigest: UserID] = [:]
         var clearTokenLines: [Int] = []
-        var modified: Date?
+        /// The token file as last looked at (read or refused; `nil` when it was missing).
+        var file: FileIdentity?
+        /// Whether a good read of the file has happened, so a missing file is an error from then on.
+        var fileRead = false
+        /// Whether the storage's revocations are heard now.
+        var hearsRevocations = false
+        /// Moves at every revocation event: a storage look-up that started before it does not
+        /// keep its answer, which may predate the revocation.
+        var epoch = 0
+        /// The open push channels, each ended when its token is revoked.
+        var channels: [Int: Channel] = [:]
+        var nextChannel = 0
+    }
+
+    /// An open push channel: its token's digest and user, and how to end it.
+    struct Channel {
+        let digest: TokenDigest
+        let user: UserID
+        let revoked: AsyncStream<Void>.Continuation
     }
 
     /// The file the tokens come from, if any.
     public let file: URL?
     /// The storage's tokens, when the store keeps them (PostgreSQL: every node the same).
     public let stored: (any StoredTokens)?
-    private let logger: Logger
-    private let state = Mutex(State())
+    /// How often ``watchFile()`` looks at the token file (a `stat`; a read only when it changed).
+    public let checkInterval: Duration
+    let logger: Logger
+    let state = Mutex(State())
+    /// Held while the file is read, so that two reads never interleave.
+    let reads = Mutex(())
 
     /// A store of tokens kept in memory only (tests, embedding).
     public init() {
         file = nil
         stored = nil
+        checkInterval = .milliseconds(250)
         logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
     }
 
@@ -70,22 +108,30 @@ public final class TokenStore: Sendable {
     ///
     /// - Parameters:
     ///   - file: The token file.
-    ///   - logger: Where a read that finds tokens in the clear logs its warning (silent by default).
-    /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice.
-    public init(file: URL, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
+    ///   - checkInterval: How often ``watchFile()`` looks for a change of the file; a revoked
+    ///     token stops working within about this long. A quarter of a second by default.
+    ///   - logger: Where a read that finds tokens in the clear logs its warning, and a read that
+    ///     fails its error (silent by default).
+    /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice, or
+    ///   saying why the file cannot be read.
+    public init(file: URL, checkInterval: Duration = .milliseconds(250), logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
         self.file = file
         self.stored = nil
+        self.checkInterval = checkInterval
         self.logger = logger
         try reload()
     }
 
     /// The tokens a server's storage keeps (``StoredTokens``): a token is looked up there the
-    /// first time this node sees it, then kept in memory, so a token added on one node is
-    /// accepted by every node.
+    /// first time this node sees it, then kept in memory while the node hears the storage's
+    /// revocations, so a token added on one node is accepted by every node, and one revoked on
+    /// any node is refused by every node.
     public init(stored: any StoredTokens, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) {
         self.file = nil
         self.stored = stored
+        self.checkInterval = .milliseconds(250)
         self.logger = logger
+        stored.observeRevocations { [weak self] event in self?.heard(event) }
     }
 
     /// The user a token stands for, or `nil` if the token is unknown.
@@ -99,10 +145,10 @@ public final class TokenStore: Sendable {
     /// The user of `token` if this answer needs no wait: the token is in memory (or in the file),
     /// or the tokens live nowhere else. `.notYetKnown` for a token only the storage can tell
     /// about: an event loop must not wait for it, so the look-up is started on a thread of its
-    /// own and the token is in memory for the next request.
+    /// own and the token is in memory for the next request (if revocations are heard meanwhile).
     package func lookUpWithoutWaiting(_ token: String) -> ImmediateLookup {
         let digest = TokenDigest(token: token)
-        if let user = state.withLock({ $0.users[digest] }) { return .known(user) }
+        if let user = state.withLock({ $0.trustedUser(of: digest, stored: stored != nil) }) { return .known(user) }
         guard stored != nil else { return user(for: token).map(ImmediateLookup.known) ?? .unknown }
         Thread.detachNewThread { [self] in _ = try? self.lookUp(token) }
         return .notYetKnown
@@ -116,14 +162,15 @@ public final class TokenStore: Sendable {
     }
 
     /// ``user(for:)``, telling apart an unknown token (`nil`) from a store that could not be
-    /// asked: a token found in the storage is kept in memory, so devices already seen keep
-    /// authenticating while the storage is away, and their requests fail as the store does.
+    /// asked. A revoked token is an unknown token.
     ///
     /// - Throws: `SyncError(.serviceUnavailable)` (with a retry-after) when the storage that
-    ///   keeps the tokens cannot be reached.
+    ///   keeps the tokens cannot be reached and the token is not one this node may trust from
+    ///   memory.
     public func lookUp(_ token: String) throws(SyncError) -> UserID? {
         let digest = TokenDigest(token: token)
-        if let user = state.withLock({ $0.users[digest] }) { return user }
+        let (known, epoch) = state.withLock { ($0.trustedUser(of: digest, stored: stored != nil), $0.epoch) }
+        if let known { return known }
         if let stored {
             let user: UserID?
             do {
@@ -133,10 +180,14 @@ public final class TokenStore: Sendable {
             } catch {
                 throw SyncError(.serviceUnavailable, "the token store failed: \(error)", retryAfter: .seconds(1))
             }
-            if let user { state.withLock { $0.users[digest] = user } }
+            if let user {
+                state.withLock { state in
+                    if state.hearsRevocations, state.epoch == epoch { state.users[digest] = user }
+                }
+            }
             return user
         }
-        guard file != nil, (try? reloadIfChanged()) == true else { return nil }
+        guard file != nil, refreshIfChanged() else { return nil }
         return state.withLock { $0.users[digest] }
     }
 
@@ -172,191 +223,23 @@ public final class TokenStore: Sendable {
 
     /// A new random token: `lsk_` and 43 characters of base64url (256 bits).
     public static func generateToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let base64 = Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-        return "lsk_" + base64
+        "lsk_" + randomBase64URL(bytes: 32)
     }
 
-    /// The first line of a token file this type creates.
-    static let header =
-        "# logsync-server tokens: \"sha256:<SHA-256 of the token, in hex> <user ID>\", one per line. Keep this file private.\n"
-
-    /// Appends a line for `user` with the digest of `token` to the token file at `file`,
-    /// creating it (readable by its owner only) with a header comment if it does not exist. The
-    /// token itself is not written: whoever made it hands it to the user once.
-    ///
-    /// ```swift
-    /// let token = TokenStore.generateToken()
-    /// try TokenStore.append(token: token, user: "alice", to: tokensFile)   // "sha256:… alice"
-    /// print(token)
-    /// ```
-    ///
-    /// - Throws: ``FileError`` for a user ID that breaks the rules of `Identifier.userID`
-    ///   (empty, over 511 bytes, a control character, surrounding spaces) or an unusable token, or if the
-    ///   file exists and holds the token already (in either form) or a malformed line; file
-    ///   system errors.
-    public static func append(token: String, user: UserID, to file: URL) throws {
-        try checkToken(token, path: file.path, line: 0)
-        if let problem = Identifier.userID.violation(user.rawValue) {
-            throw FileError(path: file.path, line: 0, problem: "invalid user ID: it \(problem)")
-        }
-        let digest = TokenDigest(token: token)
-        let manager = FileManager.default
-        if !manager.fileExists(atPath: file.path) {
-            try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            guard manager.createFile(atPath: file.path, contents: Data(header.utf8), attributes: [.posixPermissions: 0o600]) else {
-                throw FileError(path: file.path, line: 0, problem: "cannot create the file")
-            }
-        } else if try parse(String(contentsOf: file, encoding: .utf8), path: file.path).users[digest] != nil {
-            throw FileError(path: file.path, line: 0, problem: "the token is already in use")
-        }
-        let handle = try FileHandle(forWritingTo: file)
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data("\(digest) \(user.rawValue)\n".utf8))
-    }
-
-    /// Replaces every line of the token file at `file` that holds a token in the clear by a line
-    /// with its digest, keeping the other lines (comments too) and the file's permissions; the
-    /// file is replaced atomically, so a running server reads either version. Returns how many
-    /// lines changed; with none, the file is left untouched.
-    ///
-    /// A running server needs no restart: the tokens it accepts are the same.
-    ///
-    /// - Throws: ``FileError`` if the file is missing or holds a malformed line; file system errors.
-    public static func rehash(file: URL) throws -> Int {
-        let text: String
-        do {
-            text = try String(contentsOf: file, encoding: .utf8)
-        } catch {
-            throw FileError(path: file.path, line: 0, problem: "cannot read it: \(error)")
-        }
-        let contents = try parse(text, path: file.path)
-        guard !contents.clearTokenLines.isEmpty else { return 0 }
-        let clear = Set(contents.clearTokenLines)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        for index in lines.indices where clear.contains(index + 1) {
-            let line = lines[index].trimmingCharacters(in: .whitespaces)
-            let space = line.firstIndex(of: " ")!  // parse checked the line
-            let user = line[line.index(after: space)...].trimmingCharacters(in: .whitespaces)
-            lines[index] = "\(TokenDigest(token: String(line[..<space]))) \(user)"
-        }
-        let manager = FileManager.default
-        let permissions = (try manager.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int) ?? 0o600
-        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).rehash-\(getpid())")
-        guard manager.createFile(
-            atPath: temporary.path, contents: Data(lines.joined(separator: "\n").utf8), attributes: [.posixPermissions: permissions])
-        else {
-            throw FileError(path: temporary.path, line: 0, problem: "cannot create the file")
-        }
-        guard rename(temporary.path, file.path) == 0 else {
-            let code = errno
-            try? manager.removeItem(at: temporary)
-            throw FileError(path: file.path, line: 0, problem: "cannot replace it: \(String(cString: strerror(code)))")
-        }
-        return clear.count
-    }
-
-    /// What a token file holds.
-    package struct Contents: Sendable {
-        /// The user of each token, by the token's digest.
-        package var users: [TokenDigest: UserID] = [:]
-        /// The lines (from 1) that hold a token in the clear.
-        package var clearTokenLines: [Int] = []
-    }
-
-    /// The tokens of a token file's text: `sha256:<hex> <user>` lines, and `<token> <user>` lines
-    /// of the older form.
-    ///
-    /// - Throws: ``FileError`` naming the first bad line: no user or an invalid one
-    ///   (`Identifier.userID`), a digest that is not 64
-    ///   hexadecimal digits, a clear token that is not a token, a token given twice (in either form).
-    package static func parse(_ text: String, path: String) throws -> Contents {
-        var contents = Contents()
-        var lineOfDigest: [TokenDigest: Int] = [:]
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let number = index + 1
-            let line = rawLine.trimmingCharacters(in: .whitespaces)
-            if line.isEmpty || line.hasPrefix("#") { continue }
-            guard let space = line.firstIndex(of: " ") else {
-                throw FileError(path: path, line: number, problem: "expected \"sha256:<64 hex digits> <user ID>\"")
-            }
-            let key = String(line[..<space])
-            let user = line[line.index(after: space)...].trimmingCharacters(in: .whitespaces)
-            let digest: TokenDigest
-            if key.hasPrefix(TokenDigest.prefix) {
-                guard let parsed = TokenDigest(key) else {
-                    throw FileError(path: path, line: number, problem: "a digest is \"sha256:\" and 64 hexadecimal digits")
-                }
-                digest = parsed
-            } else {
-                try checkToken(key, path: path, line: number)
-                digest = TokenDigest(token: key)
-                contents.clearTokenLines.append(number)
-            }
-            guard !user.isEmpty else { throw FileError(path: path, line: number, problem: "the user ID is missing") }
-            if let problem = Identifier.userID.violation(user) {
-                throw FileError(path: path, line: number, problem: "invalid user ID: it \(problem)")
-            }
-            if let earlier = lineOfDigest[digest] {
-                throw FileError(path: path, line: number, problem: "this token is already given to a user on line \(earlier)")
-            }
-            lineOfDigest[digest] = number
-            contents.users[digest] = UserID(user)
-        }
-        return contents
-    }
-
-    /// Reads the file again; logs a warning if it holds tokens in the clear.
-    ///
-    /// - Throws: ``FileError``.
-    public func reload() throws {
-        guard let file else { return }
-        let modified = Self.modificationDate(of: file)
-        var contents = Contents()
-        if modified != nil {
-            do {
-                contents = try Self.parse(try String(contentsOf: file, encoding: .utf8), path: file.path)
-            } catch let error as FileError {
-                throw error
-            } catch {
-                throw FileError(path: file.path, line: 0, problem: "cannot read it: \(error)")
-            }
-        }
-        state.withLock { state in
-            state.users = contents.users
-            state.clearTokenLines = contents.clearTokenLines
-            state.modified = modified
-        }
-        if !contents.clearTokenLines.isEmpty {
-            logger.warning(
-                "the token file holds tokens in the clear; `logsync-server user rehash` keeps only their digests",
-                metadata: ["tokens": "\(file.path)", "lines": "\(contents.clearTokenLines.map(String.init).joined(separator: ","))"])
-        }
-    }
-
-    /// Reloads the file if its modification date changed; returns whether it did.
-    private func reloadIfChanged() throws -> Bool {
-        guard let file else { return false }
-        let modified = Self.modificationDate(of: file)
-        guard modified != state.withLock({ $0.modified }) else { return false }
-        try reload()
-        return true
-    }
-
-    private static func modificationDate(of file: URL) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date
-    }
-
-    private static func checkToken(_ token: String, path: String, line: Int) throws {
+    static func checkToken(_ token: String, path: String, line: Int) throws {
         guard token.utf8.count >= 16, token.utf8.count <= 512,
               token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 })
         else {
             throw FileError(path: path, line: line, problem: "a token is 16 to 512 printable ASCII characters without spaces")
         }
+    }
+}
+
+extension TokenStore.State {
+    /// The user of `digest` if memory may answer: always for a file or memory store; for a
+    /// storage's tokens, only while its revocations are heard.
+    func trustedUser(of digest: TokenDigest, stored: Bool) -> UserID? {
+        stored && !hearsRevocations ? nil : users[digest]
     }
 }
 

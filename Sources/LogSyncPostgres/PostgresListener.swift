@@ -4,20 +4,21 @@ import NIOPosix
 import PostgresNIO
 import Synchronization
 
-/// One dedicated connection that `LISTEN`s on a channel and hands each notification's payload
-/// to `onNotification`, for as long as it runs.
+/// One dedicated connection that `LISTEN`s on one or more channels and hands each
+/// notification's channel and payload to `onNotification`, for as long as it runs.
 ///
 /// Notifications travel only on a live connection: while PostgreSQL restarts, they are lost.
-/// So when the connection drops, the listener connects again with backoff (0.1 s doubling to
-/// 2 s), listens again, and then calls `onReconnect`, whose job is to catch up on whatever
-/// changed meanwhile (re-read the state the notifications describe). Everything runs on the
-/// listener's own event loop; nothing blocks or polls.
+/// So when the connection drops, the listener calls `onDisconnect`, connects again with backoff
+/// (0.1 s doubling to 2 s), listens again, and then calls `onListening` with `reconnected` set,
+/// whose job is to catch up on whatever changed meanwhile (re-read the state the notifications
+/// describe). Everything runs on the listener's own event loop; nothing blocks or polls.
 package final class PostgresListener: Sendable {
     private let url: PostgresURL
-    private let channel: String
+    private let channels: [String]
     private let logger: Logger
-    private let onNotification: @Sendable (String) -> Void
-    private let onReconnect: @Sendable () -> Void
+    private let onNotification: @Sendable (_ channel: String, _ payload: String) -> Void
+    private let onListening: @Sendable (_ reconnected: Bool) -> Void
+    private let onDisconnect: @Sendable () -> Void
     private let group: MultiThreadedEventLoopGroup
     private let state = Mutex(State())
 
@@ -35,23 +36,41 @@ package final class PostgresListener: Sendable {
     /// The longest wait between connection attempts, so a long outage costs few attempts.
     static let maximumBackoff = TimeAmount.seconds(2)
 
-    /// Creates a listener on `channel` of the database at `url`; it connects on ``start()``.
+    /// Creates a listener on `channels` of the database at `url`; it connects on ``start()``.
     ///
     /// - Parameters:
-    ///   - onNotification: Called with each notification's payload, on the listener's event
-    ///     loop: return quickly.
-    ///   - onReconnect: Called after the listener listens again on a new connection, when
-    ///     notifications may have been missed. Not called for the first connection.
+    ///   - onNotification: Called with each notification's channel and payload, on the
+    ///     listener's event loop: return quickly.
+    ///   - onListening: Called on the listener's event loop each time it listens on a new
+    ///     connection: `reconnected` is `false` for the first, and `true` after a lost one, when
+    ///     notifications may have been missed.
+    ///   - onDisconnect: Called when a listening connection is lost (not on ``stop()``):
+    ///     notifications are missed from then until the next `onListening`.
     package init(
+        url: PostgresURL, channels: [String], logger: Logger,
+        onNotification: @escaping @Sendable (_ channel: String, _ payload: String) -> Void,
+        onListening: @escaping @Sendable (_ reconnected: Bool) -> Void = { _ in },
+        onDisconnect: @escaping @Sendable () -> Void = {}
+    ) {
+        self.url = url
+        self.channels = channels
+        self.logger = logger
+        self.onNotification = onNotification
+        self.onListening = onListening
+        self.onDisconnect = onDisconnect
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    }
+
+    /// A listener on the one channel `channel`; `onReconnect` is called after the listener
+    /// listens again on a new connection, when notifications may have been missed (not for the
+    /// first connection).
+    package convenience init(
         url: PostgresURL, channel: String, logger: Logger,
         onNotification: @escaping @Sendable (String) -> Void, onReconnect: @escaping @Sendable () -> Void
     ) {
-        self.url = url
-        self.channel = channel
-        self.logger = logger
-        self.onNotification = onNotification
-        self.onReconnect = onReconnect
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.init(
+            url: url, channels: [channel], logger: logger, onNotification: { _, payload in onNotification(payload) },
+            onListening: { reconnected in if reconnected { onReconnect() } })
     }
 
     /// Whether the listener has a connection that is listening now.
@@ -88,12 +107,19 @@ package final class PostgresListener: Sendable {
         }
         if stopped { return }
         let eventLoop = group.next()
-        let quoted = "\"" + channel.replacingOccurrences(of: "\"", with: "\"\"") + "\""
         PostgresConnection.connect(on: eventLoop, configuration: url.connectionConfiguration, id: id, logger: logger)
-            .flatMap { [channel, onNotification, logger] connection -> EventLoopFuture<PostgresConnection> in
-                connection.addListener(channel: channel) { _, notification in onNotification(notification.payload) }
-                return connection.query(PostgresQuery(unsafeSQL: "LISTEN \(quoted)"), logger: logger)
-                    .map { _ in connection }
+            .flatMap { [channels, onNotification, logger] connection -> EventLoopFuture<PostgresConnection> in
+                // One statement per channel: the extended query protocol takes one at a time.
+                var listened = eventLoop.makeSucceededVoidFuture()
+                for channel in channels {
+                    connection.addListener(channel: channel) { _, notification in onNotification(channel, notification.payload) }
+                    let quoted = "\"" + channel.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+                    listened = listened.flatMap {
+                        connection.query(PostgresQuery(unsafeSQL: "LISTEN \(quoted)"), logger: logger).map { _ in }
+                    }
+                }
+                return listened
+                    .map { connection }
                     .flatMapError { error in connection.close().flatMapThrowing { throw error } }
             }
             .whenComplete { result in
@@ -122,14 +148,15 @@ package final class PostgresListener: Sendable {
             connection.close().whenComplete { _ in }
             return
         }
-        logger.debug("PostgreSQL listener listening", metadata: ["channel": "\(channel)"])
-        if reconnected { onReconnect() }
+        logger.debug("PostgreSQL listener listening", metadata: ["channels": "\(channels.joined(separator: ","))"])
+        onListening(reconnected)
         connection.closeFuture.whenComplete { _ in
             let stopped = self.state.withLock { state in
                 if state.connection === connection { state.connection = nil }
                 return state.stopped
             }
             if stopped { return }
+            self.onDisconnect()
             self.logger.info("PostgreSQL listener lost its connection; reconnecting",
                              metadata: ["endpoint": "\(self.url.endpoint)"])
             self.retry(after: Self.initialBackoff, on: connection.eventLoop, doubling: false)

@@ -18,18 +18,21 @@ import SyncModel
 ///
 /// Push hints travel between nodes by `NOTIFY` on ``channel``; each node `LISTEN`s and hands
 /// them to its own devices, and after a lost connection tells its devices to fetch, since hints
-/// sent meanwhile are gone.
+/// sent meanwhile are gone. Token revocations travel the same way on ``revocationChannel``
+/// (``tokens``), on the same listening connection.
 ///
 /// Asset contents are rows of the same database (``assets``, `PostgresAssetStore`), so any
 /// node serves any content and resumes any cut upload; `pg_dump` backs them up with the logs.
 public final class PostgresStorage: ServerStorage {
     /// The channel push notices travel on.
     public static let channel = "logsync_push"
+    /// The channel token revocations travel on.
+    public static let revocationChannel = "logsync_revocations"
 
     let pool: PostgresPool
     let url: PostgresURL
     private let logger: Logger
-    private let listener = Mutex<PostgresListener?>(nil)
+    private let notifications: PostgresNotifications
     private let localLocks = NamedLocks()
 
     /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`),
@@ -44,6 +47,7 @@ public final class PostgresStorage: ServerStorage {
     public init(url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")) throws {
         self.url = try PostgresURL(url)
         self.logger = logger
+        notifications = PostgresNotifications(url: self.url, logger: logger)
         pool = PostgresPool(url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger)
         do {
             _ = try Self.schema.migrate(pool)
@@ -157,33 +161,19 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// Listens on a connection of its own; `missed` is called each time that connection was
-    /// lost and made again, since notices sent meanwhile are gone.
+    /// Listens on a connection of its own (the one revocations travel on too); `missed` is
+    /// called each time that connection was lost and made again, since notices sent meanwhile
+    /// are gone.
     public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
-        let logger = self.logger
-        let started = PostgresListener(
-            url: url, channel: Self.channel, logger: logger,
-            onNotification: { payload in
-                guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(payload.utf8)) else {
-                    logger.warning("an unreadable push notice", metadata: ["payload": "\(payload.prefix(200))"])
-                    return
-                }
-                deliver(notice)
-            },
-            onReconnect: missed)
-        let previous = listener.withLock { listener in
-            defer { listener = started }
-            return listener
-        }
-        previous?.stop()
-        started.start()
+        notifications.onPushNotices(deliver, missed: missed)
     }
 
-    /// Whether this node listens for other nodes' push notices now.
-    public var isListening: Bool { listener.withLock { $0 }?.isListening ?? false }
+    /// Whether this node listens for other nodes' push notices and revocations now.
+    public var isListening: Bool { notifications.isListening }
 
-    /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones.
-    public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool) }
+    /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones, and a
+    /// revocation on any node reaches every node by `NOTIFY` on ``revocationChannel``.
+    public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool, notifications: notifications) }
     /// Asset contents, in `logsync_assets`, `logsync_asset_partials` and `logsync_asset_chunks`:
     /// every node serves every content.
     public var assets: any ServerAssetStore { PostgresAssetStore(pool: pool) }
@@ -192,13 +182,9 @@ public final class PostgresStorage: ServerStorage {
     /// connections and joining its threads happen on a thread of their own, so a caller on a
     /// cooperative thread never waits for them.
     public func shutdown() {
-        let listener = listener.withLock { listener in
-            defer { listener = nil }
-            return listener
-        }
-        let pool = pool
+        let (notifications, pool) = (notifications, pool)
         Thread.detachNewThread {
-            listener?.stop()
+            notifications.stop()
             pool.shutdown()
         }
     }
@@ -553,15 +539,53 @@ final class PostgresIndexTables: ExternalProjectionTables {
     }
 }
 
-/// Bearer tokens as rows of `logsync_tokens` (digest, user).
+/// Bearer tokens as rows of `logsync_tokens` (digest, user); revocations as `NOTIFY` on
+/// ``PostgresStorage/revocationChannel``, sent in the transaction that deletes the rows, so that
+/// every node hears of a deletion exactly when it is committed.
 struct PostgresTokens: StoredTokens {
     let pool: PostgresPool
+    let notifications: PostgresNotifications
 
     func user(forDigest digest: String) throws -> UserID? {
         try pool.withSession { session in
             try session.query("SELECT user_id FROM logsync_tokens WHERE digest = $1", [.string(digest)])
                 .first.map { UserID(rawValue: try $0.decode(String.self)) }
         }
+    }
+
+    func users(forDigests digests: [String]) throws -> [String: UserID] {
+        guard !digests.isEmpty else { return [:] }
+        return try pool.withSession { session in
+            var users: [String: UserID] = [:]
+            for row in try session.query(
+                "SELECT digest, user_id FROM logsync_tokens WHERE digest = ANY($1::text[])", [.stringArray(digests)])
+            {
+                let (digest, user) = try row.decode((String, String).self)
+                users[digest] = UserID(rawValue: user)
+            }
+            return users
+        }
+    }
+
+    func revoke(_ revocation: Revocation) throws -> Int {
+        let payload = String(decoding: try JSONEncoder().encode(revocation), as: UTF8.self)
+        return try pool.withSession { session in
+            try session.transaction { session in
+                let deleted: Int
+                switch revocation {
+                case .credential(let digest):
+                    deleted = try session.query("DELETE FROM logsync_tokens WHERE digest = $1 RETURNING digest", [.string(digest)]).count
+                case .user(let user):
+                    deleted = try session.query("DELETE FROM logsync_tokens WHERE user_id = $1 RETURNING digest", [.string(user.rawValue)]).count
+                }
+                try session.notify(channel: PostgresStorage.revocationChannel, payload: payload)
+                return deleted
+            }
+        }
+    }
+
+    func observeRevocations(_ handler: @escaping @Sendable (RevocationEvent) -> Void) {
+        notifications.onRevocations(handler)
     }
 
     func add(digest: String, user: UserID) throws {

@@ -50,15 +50,99 @@ extension ServerStorage {
 
 /// Bearer tokens kept by a storage: only each token's digest (`sha256:<64 hex digits>`) and its
 /// user.
+///
+/// Every node sharing the storage keeps the tokens it looked up in memory, so a deletion must
+/// reach them all: ``revoke(_:)`` deletes and tells every node, and each node hears of it through
+/// ``observeRevocations(_:)``.
 public protocol StoredTokens: Sendable {
     /// The user of the token with this digest, or `nil`.
     func user(forDigest digest: String) throws -> UserID?
+    /// The users of the tokens with these digests that are kept (the others are missing), in one
+    /// round trip where the storage allows.
+    func users(forDigests digests: [String]) throws -> [String: UserID]
     /// Records that the token with this digest stands for `user`.
     ///
     /// - Throws: `SyncError(.invalidArguments)` if the digest stands for a user already.
     func add(digest: String, user: UserID) throws
     /// How many tokens are kept.
     func count() throws -> Int
+    /// Deletes the tokens `revocation` names and, in the same commit, tells every node sharing
+    /// the storage (this one included): each node's ``observeRevocations(_:)`` handler gets
+    /// `.revoked(revocation)`, even when nothing was deleted (a row deleted by other means is
+    /// then dropped from the nodes' memory too). Returns how many tokens were deleted.
+    func revoke(_ revocation: Revocation) throws -> Int
+    /// Starts telling `handler` of the revocations committed on any node, and of whether it can
+    /// be told of them (``RevocationEvent``). Until the first `.listening`, and after each
+    /// `.interrupted`, revocations may go unheard: a node must not trust what it keeps in memory.
+    func observeRevocations(_ handler: @escaping @Sendable (RevocationEvent) -> Void)
+}
+
+extension StoredTokens {
+    /// One ``user(forDigest:)`` per digest.
+    public func users(forDigests digests: [String]) throws -> [String: UserID] {
+        var users: [String: UserID] = [:]
+        for digest in digests { users[digest] = try user(forDigest: digest) }
+        return users
+    }
+}
+
+/// What a revocation takes away: one credential, or every credential of a user.
+///
+/// A credential is what a request authenticates with, named so that every node can tell it
+/// apart without holding it: a bearer token by its digest (`sha256:<64 hex digits>`). A user's
+/// data is untouched: only the way in goes.
+public enum Revocation: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The credential with this name: a bearer token's digest.
+    case credential(String)
+    /// Every credential of the user.
+    case user(UserID)
+
+    /// Whether this revocation takes away `credential`, a credential of `user`.
+    public func covers(credential: String, of user: UserID) -> Bool {
+        switch self {
+        case .credential(let revoked): revoked == credential
+        case .user(let revoked): revoked == user
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .credential(let credential): "credential \(credential)"
+        case .user(let user): "every credential of user \"\(user.rawValue)\""
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case credential, user
+    }
+
+    /// `{"credential": "sha256:…"}` or `{"user": "alice"}`: what travels between nodes.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let credential = try container.decodeIfPresent(String.self, forKey: .credential) {
+            self = .credential(credential)
+        } else {
+            self = .user(UserID(rawValue: try container.decode(String.self, forKey: .user)))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .credential(let credential): try container.encode(credential, forKey: .credential)
+        case .user(let user): try container.encode(user.rawValue, forKey: .user)
+        }
+    }
+}
+
+/// What a node hears about revocations (``StoredTokens/observeRevocations(_:)``).
+public enum RevocationEvent: Sendable, Hashable {
+    /// A revocation was committed, on this node or another.
+    case revoked(Revocation)
+    /// From now on every revocation is heard; those before may not have been.
+    case listening
+    /// Revocations may go unheard from now on, until the next `.listening`.
+    case interrupted
 }
 
 /// The name of one of a server's logs.

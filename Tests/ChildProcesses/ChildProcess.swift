@@ -179,6 +179,15 @@ package final class ChildProcess: Sendable {
         return line
     }
 
+    /// Waits until the standard error holds a line containing every one of `texts`, and returns
+    /// that line; fails after 30 seconds or if the process exits first.
+    @discardableResult
+    package func waitForErrorLine(containing texts: String...) async throws -> String {
+        let line = await firstLine(ofErrors: true) { line in texts.allSatisfy(line.contains) ? String(line) : nil }
+        guard let line else { throw ChildProcessError("no error line containing \(texts): \(await finish())") }
+        return line
+    }
+
     /// The first line of the standard error (or output) for which `match` has a value (with
     /// `wholeText`, the whole text so far is matched as one), waiting
     /// for more as it arrives; `nil`, and the process killed, after 30 seconds or if the process

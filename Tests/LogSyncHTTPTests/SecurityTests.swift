@@ -253,7 +253,8 @@ struct SecurityTests {
             #expect(missing.status == 401, "\(missing)")
             let bad = try await rawRequest(live, "/v1/databases/private/push", method: .GET, headers: [("Authorization", "Bearer lsk_nobody-0123456789abcdef")])
             #expect(bad.status == 401)
-            let notUpgraded = try await rawRequest(live, "/v1/databases/private/push", method: .GET, headers: aliceHeaders())
+            let notUpgraded = try await rawRequest(
+                live, "/v1/databases/private/push", method: .GET, headers: aliceHeaders([("LogSync-Device", "phone")]))
             #expect(notUpgraded.status == 400)
             #expect(try notUpgraded.error().message.contains("WebSocket"))
         }

@@ -19,7 +19,8 @@ struct LogSyncServerCommand: AsyncParsableCommand {
 
             Add a user first with `logsync-server user add USER --data DIR`, which prints the \
             user's bearer token; devices send it as `Authorization: Bearer <token>`. \
-            Docs/Protocol.md describes the routes and the token file.
+            `logsync-server user revoke USER` takes the user's tokens away, on a running server \
+            too, within a second. Docs/Protocol.md describes the routes and the token file.
 
             Several nodes can serve one PostgreSQL database: `--store postgres://user@host/db` \
             (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \

@@ -9,7 +9,7 @@ import SyncModel
 struct User: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the users who may connect.",
-        subcommands: [Add.self, Rehash.self])
+        subcommands: [Add.self, Revoke.self, Rehash.self])
 
     /// `logsync-server user add USER`: a new token for a user.
     struct Add: ParsableCommand {
@@ -66,6 +66,78 @@ struct User: ParsableCommand {
                 }
             }
             print(token)
+        }
+    }
+
+    /// `logsync-server user revoke`: takes a user's tokens, or one token, away.
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Take away every token of USER, or one token (--token), on every running node within a second.",
+            discussion: """
+                Requests with a revoked token get 401, exactly as with a token never given, and \
+                push channels opened with it close. The user's data stays: `user add` gives them \
+                a new token.
+
+                With an LMDB store the token file loses the token lines, replaced atomically; a \
+                running server notices the change within a quarter of a second. With a PostgreSQL \
+                store the rows are deleted and every node is told at once (NOTIFY). Prints how \
+                many tokens were revoked; finding none is an error.
+
+                    logsync-server user revoke alice --data ./data
+                    logsync-server user revoke --token sha256:76dca26b… --data ./data
+                """)
+
+        @Argument(help: ArgumentHelp("The user whose every token is revoked.", valueName: "user"))
+        var user: String?
+
+        @Option(name: .long, help: ArgumentHelp(
+            "One token to revoke instead: the token itself, or its digest as the token file shows it (sha256:<64 hex digits>).",
+            valueName: "token"))
+        var token: String?
+
+        @OptionGroup var data: DataOptions
+
+        func validate() throws {
+            guard (user == nil) != (token == nil) else {
+                throw ValidationError("name a user, or give --token, not both")
+            }
+        }
+
+        /// What to revoke: every token of the user, or the one token's digest.
+        func revocation() throws -> Revocation {
+            if let user {
+                try UserID(user).validate()
+                return .user(UserID(user))
+            }
+            guard let digest = TokenStore.digest(ofTokenOrDigest: token ?? "") else {
+                throw ValidationError(
+                    "--token must be a token (16 to 512 printable ASCII characters) or its digest, sha256:<64 hex digits>")
+            }
+            return .credential(digest)
+        }
+
+        func run() throws {
+            let revocation = try revocation()
+            let count = try exitingOnError { () -> Int in
+                let count: Int
+                switch try data.location {
+                case .lmdb(let directory):
+                    count = try TokenStore.revoke(revocation, inFile: data.tokensURL(in: directory))
+                case .postgres:
+                    let storage = try DataOptions.storage(
+                        data.location, connections: 1, logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+                    defer { storage.shutdown() }
+                    count = try storage.tokens!.revoke(revocation)
+                }
+                guard count > 0 else {
+                    switch revocation {
+                    case .user(let user): throw SyncError(.unknownItem, "user \"\(user.rawValue)\" has no token")
+                    case .credential: throw SyncError(.unknownItem, "no such token")
+                    }
+                }
+                return count
+            }
+            print(count == 1 ? "1 token revoked" : "\(count) tokens revoked")
         }
     }
 

@@ -1,0 +1,138 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+
+/// Taking tokens away: from the file, the storage or memory, on every node, and from the push
+/// channels opened with them.
+extension TokenStore {
+    /// Takes away the tokens `revocation` names: one token (`.credential` with its digest,
+    /// `sha256:…`) or every token of a user. Requests with them get 401 from then on, exactly
+    /// as with a token never given, and their push channels end. Returns how many tokens were
+    /// taken away.
+    ///
+    /// - A file store rewrites its file without their lines (``revoke(_:inFile:)``) and reads it
+    ///   at once; other servers on the file follow within their ``checkInterval``.
+    /// - A storage's tokens are deleted there, and every node sharing the storage hears of it
+    ///   (``StoredTokens/revoke(_:)``); this node takes effect at once.
+    /// - A store in memory forgets them.
+    ///
+    /// - Throws: ``FileError`` for a token file that cannot be read or is malformed (it is not
+    ///   edited then); the storage's error.
+    @discardableResult
+    public func revoke(_ revocation: Revocation) throws -> Int {
+        if let stored {
+            let count = try stored.revoke(revocation)
+            forget(revocation)
+            return count
+        }
+        if let file {
+            let count = try Self.revoke(revocation, inFile: file)
+            refreshIfChanged()
+            return count
+        }
+        return forget(revocation)
+    }
+
+    /// The digest (`sha256:<64 lowercase hex digits>`, a token's credential name in a
+    /// ``Revocation``) of `text`, which is a token or a digest in either case; `nil` if it is
+    /// neither.
+    public static func digest(ofTokenOrDigest text: String) -> String? {
+        if text.hasPrefix(TokenDigest.prefix) { return TokenDigest(text)?.description }
+        guard (try? checkToken(text, path: "", line: 0)) != nil else { return nil }
+        return TokenDigest(token: text).description
+    }
+
+    /// A stream that ends when `token` stops standing for `user` on this node: it is revoked,
+    /// or gone from the file. A push channel serves until it ends. If the token may already be
+    /// gone (this node does not know it from memory), it is checked at once, and the stream ends
+    /// if it is gone or cannot be checked.
+    package func untilRevoked(token: String, user: UserID) -> AsyncStream<Void> {
+        let digest = TokenDigest(token: token)
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        let (id, known) = state.withLock { state in
+            state.nextChannel += 1
+            state.channels[state.nextChannel] = Channel(digest: digest, user: user, revoked: continuation)
+            return (state.nextChannel, state.trustedUser(of: digest, stored: stored != nil) == user)
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.channels.removeValue(forKey: id) }
+        }
+        if !known {
+            guard stored != nil else {
+                continuation.finish()
+                return stream
+            }
+            Thread.detachNewThread { [self] in
+                if (try? lookUp(token)) != user { endChannel(id) }
+            }
+        }
+        return stream
+    }
+
+    /// Ends the push channel `id`.
+    private func endChannel(_ id: Int) {
+        state.withLock { $0.channels.removeValue(forKey: id) }?.revoked.finish()
+    }
+
+    /// Forgets the tokens `revocation` names from memory and ends their push channels; returns
+    /// how many were in memory.
+    @discardableResult
+    func forget(_ revocation: Revocation) -> Int {
+        let (count, ended) = state.withLock { state in
+            state.epoch += 1
+            let revoked = state.users.filter { revocation.covers(credential: $0.key.description, of: $0.value) }.keys
+            for digest in revoked { state.users[digest] = nil }
+            return (revoked.count, state.removeChannels { revocation.covers(credential: $0.digest.description, of: $0.user) })
+        }
+        for channel in ended { channel.finish() }
+        return count
+    }
+
+    /// What the storage says about revocations (``StoredTokens/observeRevocations(_:)``).
+    func heard(_ event: RevocationEvent) {
+        switch event {
+        case .revoked(let revocation):
+            forget(revocation)
+        case .interrupted:
+            state.withLock { state in
+                state.epoch += 1
+                state.hearsRevocations = false
+                state.users = [:]
+            }
+            logger.warning("token revocations cannot be heard; every request's token is looked up in the store until they can")
+        case .listening:
+            let open = state.withLock { state in
+                state.epoch += 1
+                state.hearsRevocations = true
+                state.users = [:]
+                return state.channels.mapValues { ($0.digest, $0.user) }
+            }
+            recheck(open)
+        }
+    }
+
+    /// Ends the push channels among `open` whose token the storage no longer has for their
+    /// user, or all of them if it cannot be asked: revocations may have gone unheard.
+    private func recheck(_ open: [Int: (digest: TokenDigest, user: UserID)]) {
+        guard let stored, !open.isEmpty else { return }
+        let current: [String: UserID]
+        do {
+            current = try stored.users(forDigests: Array(Set(open.values.map(\.digest.description))))
+        } catch {
+            logger.error(
+                "the push channels' tokens could not be checked after revocations went unheard; the channels are closed",
+                metadata: ["error": "\(error)", "channels": "\(open.count)"])
+            current = [:]
+        }
+        for (id, channel) in open where current[channel.digest.description] != channel.user { endChannel(id) }
+    }
+}
+
+extension TokenStore.State {
+    /// Removes the push channels `isRevoked` picks and returns how to end them.
+    mutating func removeChannels(where isRevoked: (TokenStore.Channel) -> Bool) -> [AsyncStream<Void>.Continuation] {
+        let revoked = channels.filter { isRevoked($0.value) }
+        for id in revoked.keys { channels[id] = nil }
+        return revoked.values.map(\.revoked)
+    }
+}
