@@ -1,5 +1,5 @@
 import Foundation
-@testable import LogSyncWire
+import LogSyncWire
 import SwiftProtobuf
 import SyncModel
 import Testing

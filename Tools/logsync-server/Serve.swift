@@ -87,6 +87,15 @@ struct Serve: AsyncParsableCommand {
     var pushPingInterval = 30.0
 
     @Option(name: .long, help: ArgumentHelp(
+        "About how much memory the requests being decoded and handled may take together, estimated from their bodies; more wait.",
+        valueName: "bytes"))
+    var requestMemoryBudget = 64 << 20
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many requests may wait for --request-memory-budget; more get 503 with a retry-after.", valueName: "n"))
+    var maxRequestsWaiting = 1_024
+
+    @Option(name: .long, help: ArgumentHelp(
         "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
         valueName: "file"))
     var tlsCertificate: String?
@@ -138,6 +147,10 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--request-body-min-rate must be 0 or more bytes per second, not \(requestBodyMinRate)")
         }
         guard listenBacklog >= 1 else { throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)") }
+        guard requestMemoryBudget >= 1 << 20 else {
+            throw ValidationError("--request-memory-budget must be at least 1048576 bytes, not \(requestMemoryBudget)")
+        }
+        guard maxRequestsWaiting >= 0 else { throw ValidationError("--max-requests-waiting must be 0 or more, not \(maxRequestsWaiting)") }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -165,6 +178,8 @@ struct Serve: AsyncParsableCommand {
         httpConfiguration.pushPingInterval = .seconds(pushPingInterval)
         if let maxConnections { httpConfiguration.maxConnections = maxConnections }
         httpConfiguration.listenBacklog = listenBacklog
+        httpConfiguration.requestMemoryBudget = requestMemoryBudget
+        httpConfiguration.maxRequestsWaiting = maxRequestsWaiting
         do {
             if let tlsCertificate, let tlsKey {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(

@@ -7,9 +7,9 @@ import SwiftProtobuf
 /// Read from the descriptors protoc writes for `wire.proto` and `model.proto`
 /// (`Generated/wire.descriptors.swift`, made by `Tools/generate-protos.sh` with the generated
 /// code), so it always agrees with the messages SwiftProtobuf decodes.
-struct WireSchema: Sendable {
+package struct WireSchema: Sendable {
     /// How a field is encoded, as far as counting goes.
-    enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
         /// A message (map entries included), the index of its ``Message`` in ``messages``.
         case message(Int)
         /// A string or bytes field.
@@ -22,25 +22,25 @@ struct WireSchema: Sendable {
         case fixed64
     }
 
-    struct Field: Sendable {
-        var name: String
-        var jsonName: String
-        var kind: Kind
-        var isRepeated: Bool
+    package struct Field: Sendable {
+        package var name: String
+        package var jsonName: String
+        package var kind: Kind
+        package var isRepeated: Bool
     }
 
-    struct Message: Sendable {
+    package struct Message: Sendable {
         /// The full name, such as `logsync.wire.ModifyRecordsRequest`.
-        var name: String
+        package var name: String
         /// The fields by number; `nil` where there is none.
-        var fields: [Field?]
+        package var fields: [Field?]
 
-        func field(_ number: Int) -> Field? {
+        package func field(_ number: Int) -> Field? {
             number < fields.count ? fields[number] : nil
         }
 
         /// The field named `name` (its `.proto` or its JSON name).
-        func field(named name: String) -> (number: Int, field: Field)? {
+        package func field(named name: String) -> (number: Int, field: Field)? {
             for (number, field) in fields.enumerated() {
                 if let field, field.name == name || field.jsonName == name { return (number, field) }
             }
@@ -48,20 +48,20 @@ struct WireSchema: Sendable {
         }
     }
 
-    var messages: [Message]
+    package var messages: [Message]
     private var indexByName: [String: Int]
 
     /// The message named `name` (a full name, without a leading dot).
-    func message(named name: String) -> Message? {
+    package func message(named name: String) -> Message? {
         indexByName[name].map { messages[$0] }
     }
 
-    func index(of name: String) -> Int? {
+    package func index(of name: String) -> Int? {
         indexByName[name]
     }
 
     /// The schema of the wire format.
-    static let wire: WireSchema = {
+    package static let wire: WireSchema = {
         guard let bytes = Data(base64Encoded: descriptorSetBase64, options: .ignoreUnknownCharacters) else {
             preconditionFailure("Generated/wire.descriptors.swift does not hold base64; run Tools/generate-protos.sh")
         }
