@@ -38,8 +38,9 @@ import SyncModel
 /// time into and out of the asset store, each upload bounded by the size it announces. A body is
 /// measured before it is decoded and refused with 413 past the limits of
 /// ``LogSyncWire/RequestBudget``; requests are decoded and handled within
-/// ``Configuration/requestMemoryBudget`` at once. Errors are `SyncError`s in the body, with a
-/// status from ``LogSyncWire/WireStatus``.
+/// ``Configuration/requestMemoryBudget`` at once. Each user and each address is held to
+/// ``Configuration/userLimits`` and ``Configuration/addressLimits`` (429 past them). Errors are
+/// `SyncError`s in the body, with a status from ``LogSyncWire/WireStatus``.
 public struct HTTPSyncServer: Sendable {
     /// Where the server listens and what it accepts.
     public struct Configuration: Sendable {
@@ -121,6 +122,18 @@ public struct HTTPSyncServer: Sendable {
         /// How many requests may wait for ``requestMemoryBudget``; one more is refused with
         /// 503 `serviceUnavailable` and a retry-after of 1 second. The default is 1,024.
         public var maxRequestsWaiting: Int
+        /// The limits on each user: requests per second, bursts and requests in progress at
+        /// once (``HTTPSyncServer/ClientLimits/perUser`` by default). A request past one is
+        /// answered 429 `requestRateLimited` with a retry-after.
+        public var userLimits: ClientLimits
+        /// The limits on each address (an IPv4 address, or an IPv6 address's first 64 bits),
+        /// whoever its users are (``HTTPSyncServer/ClientLimits/perAddress`` by default). Behind
+        /// a reverse proxy every request comes from the proxy's address: make these
+        /// ``HTTPSyncServer/ClientLimits/unlimited`` and limit addresses in the proxy.
+        public var addressLimits: ClientLimits
+        /// The time of the per-client rate limits: a monotonic reading, as a duration since any
+        /// fixed origin. The default reads the continuous clock; tests give a clock they move.
+        public var clientLimitClock: @Sendable () -> Duration
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, maxRequestBodyBytes: Int = 8 << 20,
@@ -130,7 +143,8 @@ public struct HTTPSyncServer: Sendable {
             maxConnections: Int = Configuration.defaultMaxConnections(), listenBacklog: Int = 256,
             pushPingInterval: Duration = .seconds(30), requestBodyMinimumRate: Int = 1024,
             responseWriteTimeout: Duration = .seconds(60), requestMemoryBudget: Int = 64 << 20,
-            maxRequestsWaiting: Int = 1_024
+            maxRequestsWaiting: Int = 1_024, userLimits: ClientLimits = .perUser, addressLimits: ClientLimits = .perAddress,
+            clientLimitClock: @escaping @Sendable () -> Duration = Configuration.continuousClock
         ) {
             self.host = host
             self.port = port
@@ -148,7 +162,18 @@ public struct HTTPSyncServer: Sendable {
             self.pushPingInterval = pushPingInterval
             self.requestMemoryBudget = requestMemoryBudget
             self.maxRequestsWaiting = maxRequestsWaiting
+            self.userLimits = userLimits
+            self.addressLimits = addressLimits
+            self.clientLimitClock = clientLimitClock
         }
+
+        /// The default ``clientLimitClock``: the continuous clock's time since this process
+        /// first read it.
+        public static func continuousClock() -> Duration {
+            clockOrigin.duration(to: .now)
+        }
+
+        private static let clockOrigin = ContinuousClock.now
 
         /// Half the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and at most
         /// 10,000: the default of ``maxConnections``.
@@ -174,6 +199,8 @@ public struct HTTPSyncServer: Sendable {
     let requestGate: RequestGate
     /// Returns the memory of large requests once they are done.
     let memoryReturn = MemoryReturn()
+    /// The per-client limits (``Configuration/userLimits``, ``Configuration/addressLimits``).
+    package let clientLimiter: ClientLimiter
 
     /// Creates the HTTP face of `server`.
     ///
@@ -191,6 +218,8 @@ public struct HTTPSyncServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         requestGate = RequestGate(capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
+        clientLimiter = ClientLimiter(
+            userLimits: configuration.userLimits, addressLimits: configuration.addressLimits, now: configuration.clientLimitClock)
     }
 
     /// The Hummingbird application serving the routes; `onListening` is called with the bound
@@ -203,6 +232,7 @@ public struct HTTPSyncServer: Sendable {
     ) throws -> some ApplicationProtocol {
         MemoryReturn.configureAllocator()
         let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())
         let routes = OperationRoutes(http: self)
         router.post("/:version/databases/:scope/:operation") { request, context in
