@@ -89,6 +89,23 @@ struct RequestBudgetTests {
         }
     }
 
+    @Test("a record's own count of its elements is what the measure of its request finds")
+    func recordElements() throws {
+        var opened = Record(recordType: "Note", recordID: Record.ID(recordName: "o", zoneID: Self.notes))
+        opened["secret"] = .encrypted(.opened(.list(["a", "b"])))
+        var saved = try Self.richRecord("s")
+        saved.applySystemFields(Record.SystemFields(
+            recordChangeTag: "3", creatorUserRecordID: Record.ID(recordName: "_user1", zoneID: .default),
+            lastModifiedUserRecordID: Record.ID(recordName: "_user1", zoneID: .default)))
+        for records in [[try Self.richRecord("n1")], [opened], [saved], [Record(recordType: "Empty", recordID: Record.ID(recordName: "e", zoneID: Self.notes))]] {
+            let body = Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: .protobuf)
+            let shape = try RequestBudget.check(body, as: .protobuf, for: .modifyRecords)
+            #expect(shape.elements == 1 + records.reduce(0) { $0 + $1.requestElements }, "\(records)")
+            let json = try RequestBudget.check(Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: .json), as: .json, for: .modifyRecords)
+            #expect(json.elements <= shape.elements)
+        }
+    }
+
     @Test("the JSON measure counts every object and array element, and the items of the item lists")
     func jsonCounts() throws {
         let json = Array(#"{"zonesToSave": [{"zoneId": {"zoneName": "A"}}, {}], "zone_ids_to_delete": [{"zoneName": "B", "ownerName": "o"}], "operationGroup": {"operationGroupId": "g"}, "x": [[1, 2], "s"]}"#.utf8)
