@@ -18,19 +18,12 @@ enum JSONBodyScan {
             itemNames.insert(Array(found.name.utf8))
             itemNames.insert(Array(found.jsonName.utf8))
         }
-        // `withUnsafeBytes` rethrows untyped errors: the scan's comes out as a result.
-        let result = body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Result<Void, BodyScanStop> in
+        try BodyScanStop.scanning(body) { bytes throws(BodyScanStop) in
             var walk = Walk(bytes: bytes, itemNames: itemNames)
             walk.skipWhitespace()
-            do throws(BodyScanStop) {
-                try walk.value(depth: 1, inArray: false, isItem: false, meter: &meter)
-                // Anything after the value is the decoder's to refuse.
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
+            // Anything after the value is the decoder's to refuse.
+            try walk.value(depth: 1, inArray: false, isItem: false, meter: &meter)
         }
-        try result.get()
     }
 
     struct Walk {

@@ -15,16 +15,9 @@ enum ProtoBodyScan {
         try meter.element()
         try meter.enter(depth: 1)
         let walk = ProtoBodyScan.Walk(schema: schema, itemFields: items)
-        // `withUnsafeBytes` rethrows untyped errors: the scan's comes out as a result.
-        let result = body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) -> Result<Void, BodyScanStop> in
-            do throws(BodyScanStop) {
-                try walk.message(bytes, from: 0, to: bytes.count, schema: index, depth: 1, meter: &meter)
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
+        try BodyScanStop.scanning(body) { bytes throws(BodyScanStop) in
+            try walk.message(bytes, from: 0, to: bytes.count, schema: index, depth: 1, meter: &meter)
         }
-        try result.get()
     }
 
     struct Walk {

@@ -67,6 +67,22 @@ enum BodyScanStop: Error {
     case malformed
 }
 
+extension BodyScanStop {
+    /// Runs `scan` over the bytes of `body`. (`withUnsafeBytes` rethrows untyped errors: the
+    /// scan's error comes out of it as a result, and is thrown again typed.)
+    static func scanning(_ body: [UInt8], _ scan: (UnsafeRawBufferPointer) throws(BodyScanStop) -> Void) throws(BodyScanStop) {
+        let result = body.withUnsafeBytes { bytes -> Result<Void, BodyScanStop> in
+            do throws(BodyScanStop) {
+                try scan(bytes)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+}
+
 /// The counts of a scan, checked against the limits as they grow.
 struct BodyMeter {
     let operation: WireOperation
