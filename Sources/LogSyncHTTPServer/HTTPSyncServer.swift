@@ -35,8 +35,12 @@ import SyncModel
 /// are reachable: paths name a scope, never a user. Bodies are read in chunks and refused with
 /// 413 as soon as they pass ``Configuration/maxRequestBodyBytes``, and at once when the declared
 /// `Content-Length` does; asset contents are not held to that limit, but streamed a piece at a
-/// time into and out of the asset store, each upload bounded by the size it announces. Errors are `SyncError`s in the body, with a status from
-/// ``LogSyncWire/WireStatus``.
+/// time into and out of the asset store, each upload bounded by the size it announces. A body is
+/// measured before it is decoded and refused with 413 past the limits of
+/// ``LogSyncWire/RequestBudget``; requests are decoded and handled within
+/// ``Configuration/requestMemoryBudget`` at once. Each user and each address is held to
+/// ``Configuration/userLimits`` and ``Configuration/addressLimits`` (429 past them). Errors are
+/// `SyncError`s in the body, with a status from ``LogSyncWire/WireStatus``.
 public struct HTTPSyncServer: Sendable {
     /// Where the server listens and what it accepts.
     public struct Configuration: Sendable {
@@ -106,6 +110,30 @@ public struct HTTPSyncServer: Sendable {
         /// How often a push channel is pinged. A client that has not answered the previous ping
         /// when the next is due is gone, and its channel is closed. The default is 30 seconds.
         public var pushPingInterval: Duration
+        /// About how much memory the requests being decoded and handled may take together, in
+        /// bytes. Each request is estimated from its body, measured before anything is decoded
+        /// (``LogSyncWire/RequestBudget``): three times its bytes plus 320 bytes per element, at
+        /// least 64 KiB. One that would take the total past this waits until others have
+        /// finished, first come first served; one estimated above it runs alone. The default,
+        /// 64 MiB, lets the costliest requests the limits allow (a record with a list of 100,000
+        /// elements, about 33 MB by the estimate, 31 MiB measured) run one beside another, or
+        /// eight at the 2 MB field-data limit, or 1,024 small ones. Asset transfers, streamed a piece at a time, do not count.
+        public var requestMemoryBudget: Int
+        /// How many requests may wait for ``requestMemoryBudget``; one more is refused with
+        /// 503 `serviceUnavailable` and a retry-after of 1 second. The default is 1,024.
+        public var maxRequestsWaiting: Int
+        /// The limits on each user: requests per second, bursts and requests in progress at
+        /// once (``HTTPSyncServer/ClientLimits/perUser`` by default). A request past one is
+        /// answered 429 `requestRateLimited` with a retry-after.
+        public var userLimits: ClientLimits
+        /// The limits on each address (an IPv4 address, or an IPv6 address's first 64 bits),
+        /// whoever its users are (``HTTPSyncServer/ClientLimits/perAddress`` by default). Behind
+        /// a reverse proxy every request comes from the proxy's address: make these
+        /// ``HTTPSyncServer/ClientLimits/unlimited`` and limit addresses in the proxy.
+        public var addressLimits: ClientLimits
+        /// The time of the per-client rate limits: a monotonic reading, as a duration since any
+        /// fixed origin. The default reads the continuous clock; tests give a clock they move.
+        public var clientLimitClock: @Sendable () -> Duration
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, maxRequestBodyBytes: Int = 8 << 20,
@@ -114,7 +142,9 @@ public struct HTTPSyncServer: Sendable {
             requestHeadTimeout: Duration = .seconds(10), requestBodyTimeout: Duration = .seconds(30),
             maxConnections: Int = Configuration.defaultMaxConnections(), listenBacklog: Int = 256,
             pushPingInterval: Duration = .seconds(30), requestBodyMinimumRate: Int = 1024,
-            responseWriteTimeout: Duration = .seconds(60)
+            responseWriteTimeout: Duration = .seconds(60), requestMemoryBudget: Int = 64 << 20,
+            maxRequestsWaiting: Int = 1_024, userLimits: ClientLimits = .perUser, addressLimits: ClientLimits = .perAddress,
+            clientLimitClock: @escaping @Sendable () -> Duration = Configuration.continuousClock
         ) {
             self.host = host
             self.port = port
@@ -130,7 +160,20 @@ public struct HTTPSyncServer: Sendable {
             self.maxConnections = maxConnections
             self.listenBacklog = listenBacklog
             self.pushPingInterval = pushPingInterval
+            self.requestMemoryBudget = requestMemoryBudget
+            self.maxRequestsWaiting = maxRequestsWaiting
+            self.userLimits = userLimits
+            self.addressLimits = addressLimits
+            self.clientLimitClock = clientLimitClock
         }
+
+        /// The default ``clientLimitClock``: the continuous clock's time since this process
+        /// first read it.
+        public static func continuousClock() -> Duration {
+            clockOrigin.duration(to: .now)
+        }
+
+        private static let clockOrigin = ContinuousClock.now
 
         /// Half the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and at most
         /// 10,000: the default of ``maxConnections``.
@@ -152,6 +195,12 @@ public struct HTTPSyncServer: Sendable {
     public let tokens: TokenStore
     public let configuration: Configuration
     public let logger: Logger
+    /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
+    let requestGate: RequestGate
+    /// Returns the memory of large requests once they are done.
+    let memoryReturn = MemoryReturn()
+    /// The per-client limits (``Configuration/userLimits``, ``Configuration/addressLimits``).
+    package let clientLimiter: ClientLimiter
 
     /// Creates the HTTP face of `server`.
     ///
@@ -168,6 +217,9 @@ public struct HTTPSyncServer: Sendable {
         self.tokens = tokens
         self.configuration = configuration
         self.logger = logger
+        requestGate = RequestGate(capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
+        clientLimiter = ClientLimiter(
+            userLimits: configuration.userLimits, addressLimits: configuration.addressLimits, now: configuration.clientLimitClock)
     }
 
     /// The Hummingbird application serving the routes; `onListening` is called with the bound
@@ -178,7 +230,9 @@ public struct HTTPSyncServer: Sendable {
     public func application(
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws -> some ApplicationProtocol {
+        MemoryReturn.configureAllocator()
         let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())
         let routes = OperationRoutes(http: self)
         router.post("/:version/databases/:scope/:operation") { request, context in

@@ -32,6 +32,22 @@ struct OperationRoutes: Sendable {
     let http: HTTPSyncServer
 
     func respond(to request: Request, context: ServerRequestContext) async -> Response {
+        var footprint = Footprint()
+        let response = await handle(request, context: context, footprint: &footprint)
+        // The body and everything decoded from it are freed by now (they were `handle`'s).
+        http.memoryReturn.ended(began: footprint.large, large: footprint.largeAnswer)
+        return response
+    }
+
+    /// What a request weighed on the server's memory (``MemoryReturn``).
+    struct Footprint {
+        /// Its body was large, and ``MemoryReturn/began()`` was called.
+        var large = false
+        /// Its answer was large.
+        var largeAnswer = false
+    }
+
+    private func handle(_ request: Request, context: ServerRequestContext, footprint: inout Footprint) async -> Response {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         let started = ContinuousClock.now
         var logger = context.logger
@@ -43,10 +59,22 @@ struct OperationRoutes: Sendable {
             let device = try device(of: request)
             let bodyFormat = try bodyFormat(of: request)
             let body = try await readBody(request)
+            func large() {
+                guard !footprint.large else { return }
+                http.memoryReturn.began()
+                footprint.large = true
+            }
+            if body.count >= MemoryReturn.largeBytes { large() }
+            // Measured before anything is decoded: a body past a limit is refused here (413).
+            let shape = try measure(body, bodyFormat, operation)
+            if shape.elements >= MemoryReturn.largeElements { large() }
+            let ticket = try await admitted(weight: RequestGate.weight(bodyBytes: body.count, elements: shape.elements))
+            defer { http.requestGate.leave(ticket) }
             let database = http.server.database(for: user, scope: scope, device: device)
             let answer = try await perform(operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
+            footprint.largeAnswer = answer.count >= MemoryReturn.largeBytes
             logger.debug("answered", metadata: [
-                "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)",
+                "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)", "elements": "\(shape.elements)",
                 "ms": "\((ContinuousClock.now - started).milliseconds)",
             ])
             var headers = HTTPFields()
@@ -214,6 +242,8 @@ struct OperationRoutes: Sendable {
             throw tooLarge("\(declared) bytes")
         }
         var body: [UInt8] = []
+        // One allocation for a body of announced length, rather than doublings and copies.
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > 0 { body.reserveCapacity(declared) }
         do {
             for try await chunk in request.body {
                 guard body.count + chunk.readableBytes <= limit else { throw tooLarge("more than \(limit) bytes") }
@@ -225,6 +255,29 @@ struct OperationRoutes: Sendable {
             throw HTTPFailure(400, SyncError(.invalidArguments, "the request body could not be read", cause: "\(error)"))
         }
         return body
+    }
+
+    /// The shape of a request body, measured against the limits before it is decoded
+    /// (``RequestBudget``).
+    ///
+    /// - Throws: ``HTTPFailure`` 413 `limitExceeded` naming the operation and the limit.
+    func measure(_ body: [UInt8], _ format: WireFormat, _ operation: WireOperation) throws(HTTPFailure) -> BodyShape {
+        do {
+            return try RequestBudget.check(body, as: format, for: operation)
+        } catch {
+            throw HTTPFailure(error)
+        }
+    }
+
+    /// Waits for the request's place in ``HTTPSyncServer/requestGate``.
+    ///
+    /// - Throws: ``HTTPFailure`` 503 `serviceUnavailable` when too many requests wait already.
+    func admitted(weight: Int) async throws(HTTPFailure) -> RequestGate.Ticket {
+        do {
+            return try await http.requestGate.enter(weight: weight)
+        } catch {
+            throw HTTPFailure(error)
+        }
     }
 
     /// Decodes the request, runs the operation, encodes the answer.

@@ -186,8 +186,20 @@ final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
             let screening = push.screen(
                 path: head.uri, authorization: head.headers.first(name: "authorization"),
                 device: head.headers.first(name: WireProtocol.deviceHeader))
-            if case .accepted = screening {
-                context.fireChannelRead(data)
+            if case .accepted(_, let user, _) = screening {
+                // An upgrade counts against its user's and address's request rates, not as a
+                // request in progress: the channel lasts as long as its device is connected.
+                switch push.http.clientLimiter.admit(user: user, address: Client(remoteAddress: context.channel.remoteAddress), counted: false) {
+                case .success:
+                    context.fireChannelRead(data)
+                case .failure(let refusal):
+                    head.headers.remove(name: "upgrade")
+                    head.headers.remove(name: "connection")
+                    // The wait, in milliseconds rounded up, for the router's answer.
+                    let wait = refusal.retryAfter.map { $0.components.seconds * 1000 + ($0.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000 } ?? 1000
+                    head.headers.replaceOrAdd(name: ClientLimitMiddleware.refusedHeader, value: "\(wait)")
+                    context.fireChannelRead(wrapInboundOut(.head(head)))
+                }
             } else {
                 head.headers.remove(name: "upgrade")
                 head.headers.remove(name: "connection")

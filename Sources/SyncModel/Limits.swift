@@ -22,4 +22,13 @@ public enum Limits {
     public static let maxDeleteSelfReferencesPerTarget = 750
     /// The most device keys one user may register for encrypted fields (F129).
     public static let maxDeviceKeysPerUser = 100
+    /// The most elements one request body may hold, counted before it is decoded: in Protocol
+    /// Buffers every message (map entries included) and every element of a repeated field; in
+    /// JSON every object and every element of an array that is not an object. It bounds what
+    /// decoding a body allocates (Docs/Protocol.md, "HTTP", "Limits").
+    public static let maxElementsPerRequest = 100_000
+    /// The deepest one request body may nest, counted before it is decoded: the request's own
+    /// message (or JSON object) is level 1, and each message, JSON object or array inside
+    /// another one level more (Docs/Protocol.md, "HTTP", "Limits").
+    public static let maxNestingDepth = 24
 }

@@ -193,6 +193,38 @@ extension Record {
     }
 }
 
+extension RecordValue {
+    /// The elements the value counts in a request body (``Limits/maxElementsPerRequest``): its
+    /// `RecordValue` message and every message and list element within, as the measure of a
+    /// Protocol Buffers body counts them in what ``write(to:)`` writes.
+    var requestElements: Int {
+        switch self {
+        case .string, .int64, .double, .bool, .bytes, .date: 1
+        case .reference: 4  // the value, its Reference, RecordID and RecordZoneID
+        case .location, .asset: 2
+        case .encrypted(.opened(let plaintext)): 2 + plaintext.requestElements
+        case .encrypted(.sealed): 3
+        case .list(let values): values.reduce(2) { $0 + $1.requestElements }
+        }
+    }
+}
+
+extension Record {
+    /// The elements the record counts in a request body (``Limits/maxElementsPerRequest``):
+    /// its message, its ID's, each field's map entry and value, each changed key, its parent and
+    /// its system fields, as the measure of a Protocol Buffers body counts what
+    /// ``write(to:)`` writes. A JSON body counts no more.
+    package var requestElements: Int {
+        var count = 3 + changedKeys().count
+        for value in fields.values { count += 1 + value.requestElements }
+        if parent != nil { count += 3 }
+        if systemFields != SystemFields() {
+            count += 1 + (systemFields.creatorUserRecordID == nil ? 0 : 2) + (systemFields.lastModifiedUserRecordID == nil ? 0 : 2)
+        }
+        return count
+    }
+}
+
 extension ModifyRecordsResponse {
     /// The response's protobuf bytes: exactly `ProtoWire.serialize(proto)`, written directly, its
     /// saved records by `Record.write(to:)` (a send's answer holds every record it saved, and

@@ -260,10 +260,14 @@ struct HostileConnectionTests {
             #expect(added.status == 0, "\(added)")
             let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
             let limit = 64
+            // The storm's requests carry alice's token, from alice's address: the limits on
+            // requests in progress per user and per address would refuse her honest requests
+            // while hers stall (ClientLimitTests shows them). Here the connections are tested.
             let server = try ChildProcess.start(
                 [
                     "--data", data.path, "--port", "0", "--max-connections", "\(limit)", "--listen-backlog", "1100",
                     "--idle-timeout", "30", "--request-head-timeout", "0.5", "--request-body-timeout", "0.5",
+                    "--user-concurrent-requests", "0", "--address-concurrent-requests", "0",
                 ],
                 descriptorLimit: 256)
             let port = try await server.waitForPort()

@@ -137,40 +137,4 @@ struct RequestLimitTests {
             #expect(String(decoding: json.body, as: UTF8.self) == "{}")
         }
     }
-
-    /// Writes `bytes` to a new connection to `port`, then reads until the server closes it;
-    /// returns what was read. The read gives up after 10 seconds, reporting what it got.
-    func exchange(port: Int, send bytes: [UInt8]) async throws -> String {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(bytes: bytes))
-            let received = ReceivedBytes()
-            return try await withThrowingTaskGroup(of: String?.self) { group in
-                group.addTask {
-                    for try await var chunk in inbound { received.bytes.withLock { $0.writeBuffer(&chunk) } }
-                    return received.bytes.withLock { String(buffer: $0) }
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(10))
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let answer = try await group.next() ?? nil else {
-                    throw TestFailure(
-                        "the server did not close the connection within 10 seconds; it sent: \(received.bytes.withLock { String(buffer: $0) })")
-                }
-                return answer
-            }
-        }
-    }
-}
-
-/// The bytes a raw connection has received so far.
-final class ReceivedBytes: Sendable {
-    let bytes = Mutex(ByteBuffer())
 }

@@ -57,7 +57,7 @@ struct ServerProcessTests {
     func help() async throws {
         let help = try await ChildProcess.run(["serve", "--help"])
         #expect(help.status == 0)
-        for flag in ["--data", "--tokens", "--host", "--port", "--max-body-bytes", "--tls-certificate", "--tls-key", "--shutdown-grace-period", "--log-level", "--idle-timeout", "--request-head-timeout", "--request-body-timeout", "--max-connections", "--listen-backlog", "--push-ping-interval", "default: 127.0.0.1"] {
+        for flag in ["--data", "--tokens", "--host", "--port", "--max-body-bytes", "--tls-certificate", "--tls-key", "--shutdown-grace-period", "--log-level", "--idle-timeout", "--request-head-timeout", "--request-body-timeout", "--max-connections", "--listen-backlog", "--push-ping-interval", "--request-memory-budget", "--max-requests-waiting", "--user-request-rate", "--user-request-burst", "--user-concurrent-requests", "--address-request-rate", "--address-request-burst", "--address-concurrent-requests", "default: 127.0.0.1"] {
             #expect(help.output.contains(flag), "serve --help does not mention \(flag)")
         }
         let bad = try await ChildProcess.run(["--data", "/tmp/unused", "--port", "70000"])

@@ -279,3 +279,42 @@ func stopTimed(_ live: LiveServer, limit: Duration = .seconds(60), release: @esc
     #expect(stoppedInTime, "the server's stop was still waiting after \(limit)")
     return elapsed
 }
+
+/// Writes `bytes` to a new connection to `port` on 127.0.0.1, from the loopback address `source`
+/// (any of 127.0.0.0/8; by default the system's choice), then reads until the server closes it;
+/// returns what was read. The read gives up after 10 seconds, reporting what it got.
+func exchange(port: Int, from source: String? = nil, send bytes: [UInt8]) async throws -> String {
+    var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+    if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }
+    let channel = try await bootstrap
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
+        }
+    return try await channel.executeThenClose { inbound, outbound in
+        try await outbound.write(ByteBuffer(bytes: bytes))
+        let received = ReceivedBytes()
+        return try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                for try await var chunk in inbound { received.bytes.withLock { $0.writeBuffer(&chunk) } }
+                return received.bytes.withLock { String(buffer: $0) }
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let answer = try await group.next() ?? nil else {
+                throw TestFailure(
+                    "the server did not close the connection within 10 seconds; it sent: \(received.bytes.withLock { String(buffer: $0) })")
+            }
+            return answer
+        }
+    }
+}
+
+/// The bytes a raw connection has received so far.
+final class ReceivedBytes: Sendable {
+    let bytes = Mutex(ByteBuffer())
+}

@@ -142,6 +142,23 @@ struct RecordZoneChangeBatchTests {
         #expect(asked == [F.a, F.b, F.c])  // C's size is known only once it is provided
     }
 
+    @Test("F54: records of many fields fill a batch by elements before 400 items or 2 MB")
+    func elementsLimit() async throws {
+        // 300 small fields a record: 300 × 3 elements (entry, value, changed key) + 3.
+        let ids = (0..<400).map { F.id("w\($0)") }
+        let records = Dictionary(uniqueKeysWithValues: ids.map { id in
+            var record = Record(recordType: "Wide", recordID: id)
+            for field in 0..<300 { record["f\(field)"] = .bool(true) }
+            return (id, record)
+        })
+        let perRecord = try #require(records[ids[0]]).requestElements
+        #expect(perRecord == 903)
+        let (batch, _) = await Self.build(ids.map { .saveRecord($0) }, records: records)
+        let taken = try #require(batch).recordsToSave.count
+        #expect(taken == (Limits.maxElementsPerRequest - 8) / perRecord)
+        #expect(taken * 300 * 2 < Limits.maxRequestBytes, "the bytes did not stop it")
+    }
+
     @Test("F54: three records near 1 MB each make batches of 2 and 1")
     func nearOneMegabyteRecords() async throws {
         let ids = [F.a, F.b, F.c]

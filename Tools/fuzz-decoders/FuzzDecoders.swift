@@ -6,7 +6,8 @@ import LogSyncWire
 import SyncModel
 
 /// The readers of untrusted bytes, for the fuzzer (`Tools/fuzz.sh`, Docs/Testing.md): the wire
-/// decoders of every body in both formats (an asset upload's status among them), the
+/// decoders of every body in both formats (an asset upload's status among them), the measure of
+/// a request body before it is decoded (`RequestBudget`, every operation), the
 /// change-token and asset-digest parsers, the device and server entry
 /// decoders, and the device and server indexes applying decoded entries. The first byte of an
 /// input picks the reader; the rest is its input. Every reader must answer with a value or a
@@ -41,6 +42,7 @@ enum FuzzDecoders {
         case 21: Indexes.shared.applyToServerIndex(entries(bytes))
         case 22: _ = try? Wire.decode(AssetUploadStatus.self, from: bytes, as: format)
         case 23: _ = try? AssetDigest(parsing: String(decoding: bytes, as: UTF8.self))
+        case 24: for operation in WireOperation.allCases { _ = try? RequestBudget.check(bytes, as: format, for: operation) }
         default: return
         }
     }

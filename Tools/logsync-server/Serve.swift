@@ -87,6 +87,39 @@ struct Serve: AsyncParsableCommand {
     var pushPingInterval = 30.0
 
     @Option(name: .long, help: ArgumentHelp(
+        "About how much memory the requests being decoded and handled may take together, estimated from their bodies; more wait.",
+        valueName: "bytes"))
+    var requestMemoryBudget = 64 << 20
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many requests may wait for --request-memory-budget; more get 503 with a retry-after.", valueName: "n"))
+    var maxRequestsWaiting = 1_024
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The requests per second each user may send in the long run; more get 429 with a retry-after. 0: no limit.",
+        valueName: "n"))
+    var userRequestRate = HTTPSyncServer.ClientLimits.perUser.requestsPerSecond
+
+    @Option(name: .long, help: ArgumentHelp("How many requests each user may send at once above --user-request-rate.", valueName: "n"))
+    var userRequestBurst = HTTPSyncServer.ClientLimits.perUser.burst
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many requests each user may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
+    var userConcurrentRequests = HTTPSyncServer.ClientLimits.perUser.concurrentRequests
+
+    @Option(name: .long, help: ArgumentHelp(
+        "The requests per second each address (IPv4, or an IPv6 /64) may send in the long run, whatever its users; 0: no limit (behind a proxy, which should limit addresses itself).",
+        valueName: "n"))
+    var addressRequestRate = HTTPSyncServer.ClientLimits.perAddress.requestsPerSecond
+
+    @Option(name: .long, help: ArgumentHelp("How many requests each address may send at once above --address-request-rate.", valueName: "n"))
+    var addressRequestBurst = HTTPSyncServer.ClientLimits.perAddress.burst
+
+    @Option(name: .long, help: ArgumentHelp(
+        "How many requests each address may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
+    var addressConcurrentRequests = HTTPSyncServer.ClientLimits.perAddress.concurrentRequests
+
+    @Option(name: .long, help: ArgumentHelp(
         "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
         valueName: "file"))
     var tlsCertificate: String?
@@ -138,6 +171,21 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--request-body-min-rate must be 0 or more bytes per second, not \(requestBodyMinRate)")
         }
         guard listenBacklog >= 1 else { throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)") }
+        guard requestMemoryBudget >= 1 << 20 else {
+            throw ValidationError("--request-memory-budget must be at least 1048576 bytes, not \(requestMemoryBudget)")
+        }
+        guard maxRequestsWaiting >= 0 else { throw ValidationError("--max-requests-waiting must be 0 or more, not \(maxRequestsWaiting)") }
+        for (flag, rate) in [("--user-request-rate", userRequestRate), ("--address-request-rate", addressRequestRate)] {
+            guard rate >= 0, rate.isFinite else { throw ValidationError("\(flag) must be a number of requests per second, 0 or more, not \(rate)") }
+        }
+        for (flag, burst) in [("--user-request-burst", userRequestBurst), ("--address-request-burst", addressRequestBurst)] {
+            guard burst >= 1 else { throw ValidationError("\(flag) must be at least 1, not \(burst)") }
+        }
+        for (flag, count) in [
+            ("--user-concurrent-requests", userConcurrentRequests), ("--address-concurrent-requests", addressConcurrentRequests),
+        ] {
+            guard count >= 0 else { throw ValidationError("\(flag) must be 0 or more, not \(count)") }
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
@@ -165,6 +213,12 @@ struct Serve: AsyncParsableCommand {
         httpConfiguration.pushPingInterval = .seconds(pushPingInterval)
         if let maxConnections { httpConfiguration.maxConnections = maxConnections }
         httpConfiguration.listenBacklog = listenBacklog
+        httpConfiguration.requestMemoryBudget = requestMemoryBudget
+        httpConfiguration.maxRequestsWaiting = maxRequestsWaiting
+        httpConfiguration.userLimits = HTTPSyncServer.ClientLimits(
+            requestsPerSecond: userRequestRate, burst: userRequestBurst, concurrentRequests: userConcurrentRequests)
+        httpConfiguration.addressLimits = HTTPSyncServer.ClientLimits(
+            requestsPerSecond: addressRequestRate, burst: addressRequestBurst, concurrentRequests: addressConcurrentRequests)
         do {
             if let tlsCertificate, let tlsKey {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(

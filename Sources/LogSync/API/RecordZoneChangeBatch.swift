@@ -50,8 +50,9 @@ extension SyncEngine {
         ///   provider returns `nil`, the change is skipped and the walk goes on.
         ///
         /// The walk stops before the change that would take the batch beyond
-        /// `Limits.maxItemsPerRequest` items (saves plus deletions) or `Limits.maxRequestBytes`
-        /// bytes (the sum of the saved records' `Record.estimatedSize`; deletions weigh nothing).
+        /// `Limits.maxItemsPerRequest` items (saves plus deletions), `Limits.maxRequestBytes`
+        /// bytes (the sum of the saved records' `Record.estimatedSize`; deletions weigh nothing)
+        /// or `Limits.maxElementsPerRequest` elements (records of many fields or long lists).
         /// The provider is not asked for a save once the batch is full by count, but it is asked
         /// for the save that turns out too heavy, since its size is known only then. The first
         /// change taken is always taken, even a record heavier than the whole byte limit (spec
@@ -125,6 +126,9 @@ extension SyncEngine {
             var recordsToSave: [Record] = []
             var recordIDsToDelete: [Record.ID] = []
             var bytes = 0
+            /// The elements of the request so far, room kept for the request's own message and
+            /// its operation group.
+            var elements = 8
 
             /// Takes `change` if it fits (a save whose provider returns `nil` is skipped);
             /// returns `false` once the batch is full, without taking it.
@@ -133,13 +137,19 @@ extension SyncEngine {
                 guard count < Limits.maxItemsPerRequest else { return false }
                 switch change {
                 case .deleteRecord(let id):
+                    // A record ID and its zone ID.
+                    guard elements + 2 <= Limits.maxElementsPerRequest else { return false }
                     recordIDsToDelete.append(id)
+                    elements += 2
                 case .saveRecord(let id):
                     guard let record = await recordProvider(id) else { return true }
                     let size = record.estimatedSize
                     if count > 0, bytes + size > Limits.maxRequestBytes { return false }
+                    let recordElements = record.requestElements
+                    if count > 0, elements + recordElements > Limits.maxElementsPerRequest { return false }
                     recordsToSave.append(record)
                     bytes += size
+                    elements += recordElements
                 }
                 return true
             }
