@@ -186,7 +186,7 @@ final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
             let screening = push.screen(
                 path: head.uri, authorization: head.headers.first(name: "authorization"),
                 device: head.headers.first(name: WireProtocol.deviceHeader))
-            if case .accepted(_, let user, _) = screening {
+            if case .accepted(_, let user, _, _) = screening {
                 // An upgrade counts against its user's and address's request rates, not as a
                 // request in progress: the channel lasts as long as its device is connected.
                 switch push.http.clientLimiter.admit(user: user, address: Client(remoteAddress: context.channel.remoteAddress), counted: false) {
