@@ -4,14 +4,19 @@ import Synchronization
 import SyncModel
 
 // Assets on the server (F134): contents kept out of line by the zone owner's storage
-// (`ServerAssetStore`), named by SHA-256; the owner's private log records each content stored
-// (`assetStored`) and deleted (`assetsDeleted`), and its index counts the live records that
-// reference each one. Docs/Protocol.md, "Assets".
+// (`ServerAssetStore`), named by SHA-256, once per owner; the owner's private log records each
+// upload of a content for a zone (`assetStored`, which grants the content to the zone) and each
+// deletion (`assetsDeleted`), and its index counts the live records that reference each one. A
+// zone's records reference, and its readers download, only what was uploaded for the zone or is
+// referenced there already. Docs/Protocol.md, "Assets".
 
 extension SyncServer {
     /// Begins an upload of an asset's content for the records of `zoneID`, or resumes the cut
-    /// upload of the same content: the returned upload's ``AssetUpload/received`` says from which
-    /// byte to send. An upload whose content the owner already keeps is stored at once.
+    /// upload of the same content for that zone: the returned upload's ``AssetUpload/received``
+    /// says from which byte to send. An upload of a content the zone has already (uploaded for
+    /// it, or referenced by its live records) is stored at once; a content the owner keeps for
+    /// other zones only is uploaded whole, as one the owner does not keep, and the zone gains it
+    /// without a second copy of its bytes (Docs/Protocol.md, "Assets").
     ///
     /// - Parameters:
     ///   - user: The user uploading.
@@ -25,8 +30,8 @@ extension SyncServer {
     ///     first time it is seen.
     /// - Throws: ``SyncError``: `limitExceeded` over ``Limits/maxAssetBytes``, `quotaExceeded`,
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
-    ///   another request uploads the same content, `invalidArguments` for bad IDs or a malformed
-    ///   operation group.
+    ///   another request uploads the same content for the zone, `invalidArguments` for bad
+    ///   IDs, a malformed operation group, or a size other than that of the content the zone has.
     public func beginAssetUpload(
         user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
         operationGroup: OperationGroup? = nil
@@ -42,8 +47,9 @@ extension SyncServer {
         }
         try takeInjectedFailure(for: user)
         try await noteOperationGroup(operationGroup, request: "uploadAsset", user: user, scope: scope, device: device)
-        let owner = try await storage.perform { try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: true) }
-        let key = AssetUpload.Key(owner: owner.userNumber, digest: digest)
+        let zone = try await storage.perform { try self.assetZone(user: user, scope: scope, zoneID: zoneID, writing: true) }
+        let owner = zone.database
+        let key = AssetUpload.Key(owner: owner.userNumber, digest: digest, zone: zone.incarnation)
         guard activeUploads.withLock({ $0.insert(key).inserted }) else {
             throw SyncError(
                 .zoneBusy, "asset \(digest) for \(zoneID) is being uploaded by another request", retryAfter: .seconds(1))
@@ -51,33 +57,36 @@ extension SyncServer {
         do {
             let quota = quotas.withLock { $0[owner.user] }
             let state = try await storage.perform { () throws -> (stored: Bool, received: Int64, hasher: AssetHasher) in
-                if let stored = try owner.read({ try $0.asset(digest) }) {
-                    guard stored.size == UInt64(size) else {
+                if let kept = try owner.read({ try $0.asset(digest, inZone: zone.incarnation) }) {
+                    guard kept.size == UInt64(size) else {
                         throw SyncError(
-                            .invalidArguments, "asset \(digest) is kept with \(stored.size) bytes, not \(size): a digest names one content")
+                            .invalidArguments,
+                            "asset \(digest) is kept for \(zoneID) with \(kept.size) bytes, not \(size): a digest names one content")
                     }
                     return (true, size, AssetHasher())
                 }
+                // For this zone the content is new, whether or not the owner keeps it for
+                // another: it takes every byte, and room under the quota.
                 if quota != nil { try owner.read { try $0.checkQuota(quota, storing: digest, size: size) } }
-                // Resume a cut upload: hash what it left (nothing past the announced size).
-                let assets = self.storage.assets
-                var length = try assets.partialLength(owner: owner.userNumber, digest: digest)
+                // Resume a cut upload for this zone: hash what it left (nothing past the size).
+                let (assets, partial) = (self.storage.assets, AssetPartial(owner: owner.userNumber, digest: digest, zone: zone.incarnation))
+                var length = try assets.partialLength(partial)
                 if length > size {
-                    try assets.removePartial(owner: owner.userNumber, digest: digest)
+                    try assets.removePartial(partial)
                     length = 0
                 }
                 var hasher = AssetHasher()
                 if length > 0 {
-                    try assets.readPartial(owner: owner.userNumber, digest: digest) { hasher.update($0) }
+                    try assets.readPartial(partial) { hasher.update($0) }
                     if hasher.count != length {
-                        try assets.removePartial(owner: owner.userNumber, digest: digest)
+                        try assets.removePartial(partial)
                         hasher = AssetHasher()
                     }
                 }
                 return (false, hasher.count, hasher)
             }
             return AssetUpload(
-                server: self, owner: owner, zoneID: zoneID, digest: digest, size: size, device: device,
+                server: self, zone: zone, key: key, zoneID: zoneID, digest: digest, size: size, device: device,
                 stored: state.stored, received: state.received, hasher: state.hasher)
         } catch {
             activeUploads.withLock { _ = $0.remove(key) }
@@ -88,9 +97,10 @@ extension SyncServer {
     /// Opens an asset's stored content for reading, for a record of `zoneID`; its
     /// `operationGroup` (F69) is noted in the database's log the first time it is seen.
     ///
-    /// - Throws: ``SyncError``: `assetNotAvailable` when the owner keeps no such content,
-    ///   `zoneNotFound` for a zone the user cannot read, `invalidArguments` for bad IDs or a
-    ///   malformed operation group.
+    /// - Throws: ``SyncError``: `assetNotAvailable` when the zone has no such content (it was
+    ///   never uploaded for the zone nor referenced by its live records, or was collected),
+    ///   whether or not the owner keeps it for another zone; `zoneNotFound` for a zone the user
+    ///   cannot read, `invalidArguments` for bad IDs or a malformed operation group.
     public func openAssetDownload(
         user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, device: DeviceID? = nil,
         operationGroup: OperationGroup? = nil
@@ -101,18 +111,9 @@ extension SyncServer {
         try takeInjectedFailure(for: user)
         try await noteOperationGroup(operationGroup, request: "downloadAsset", user: user, scope: scope, device: device)
         return try await storage.perform {
-            let owner = try self.assetOwner(user: user, scope: scope, zoneID: zoneID, writing: false)
-            let state = try owner.read { snapshot -> AssetState? in
-                // A participant reads only what the records of the zones shared with them
-                // reference; the owner, every content they keep.
-                if scope == .shared {
-                    guard let zone = try snapshot.zone(RecordZone.ID(zoneName: zoneID.zoneName)), zone.isLive,
-                        try snapshot.index.value(
-                            forKey: IndexKey.assetZone(digest.bytes, incarnation: zone.incarnation), in: "assetZones") != nil
-                    else { return nil }
-                }
-                return try snapshot.asset(digest)
-            }
+            let zone = try self.assetZone(user: user, scope: scope, zoneID: zoneID, writing: false)
+            let owner = zone.database
+            let state = try owner.read { try $0.asset(digest, inZone: zone.incarnation) }
             guard let state, try self.storage.assets.storedSize(owner: owner.userNumber, digest: digest) == Int64(state.size) else {
                 throw SyncError(.assetNotAvailable, "asset \(digest) is not stored for the records of \(zoneID)")
             }
@@ -159,10 +160,11 @@ extension SyncServer {
                     try assets.remove(owner: owner, digest: digest)
                     collection.orphansRemoved.append(digest)
                 }
-                let active = self.activeUploads.withLock { uploads in Set(uploads.filter { $0.owner == owner }.map(\.digest)) }
-                for (digest, written) in try assets.partials(owner: owner) where written < cutoff && !active.contains(digest) {
-                    try assets.removePartial(owner: owner, digest: digest)
-                    collection.partialsRemoved.append(digest)
+                let active = self.activeUploads.withLock { uploads in uploads.filter { $0.owner == owner } }
+                for (partial, written) in try assets.partials(owner: owner)
+                where written < cutoff && !active.contains(AssetUpload.Key(owner: owner, digest: partial.digest, zone: partial.zone)) {
+                    try assets.removePartial(partial)
+                    collection.partialsRemoved.append(partial.digest)
                 }
                 return collection
             }
@@ -182,14 +184,18 @@ extension SyncServer {
         return collected
     }
 
-    /// The database that keeps the assets of `zoneID` as `user` names it in `scope`: the user's
-    /// own private database, or the owner's for a zone shared with them (read-write to upload).
-    func assetOwner(user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, writing: Bool) throws -> ServerDatabase {
+    /// The zone of an asset request, `zoneID` as `user` names it in `scope`, as its owner's
+    /// database keeps it: the user's own private database, or the owner's for a zone shared with
+    /// them (read-write to upload). The zone must be live.
+    func assetZone(user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, writing: Bool) throws -> AssetZone {
         switch scope {
         case .private:
             let database = try store(user, .private)
-            guard database.ownZoneID(zoneID) != nil else { throw database.foreignZoneReadError(zoneID) }
-            return database
+            guard let kept = database.ownZoneID(zoneID) else { throw database.foreignZoneReadError(zoneID) }
+            return try database.read { snapshot in
+                guard let zone = try snapshot.zone(kept), zone.isLive else { throw try database.zoneError(kept, snapshot) }
+                return AssetZone(database: database, zoneID: kept, incarnation: zone.incarnation)
+            }
         case .shared:
             guard let owner = try owner(named: zoneID.ownerName), owner.user != user else {
                 throw ServerDatabase.notShared(zoneID, with: user)
@@ -197,16 +203,31 @@ extension SyncServer {
             let database = try store(owner.user, .private)
             let kept = RecordZone.ID(zoneName: zoneID.zoneName)
             let participant = "_user\(try users.number(of: user))"
-            let access = try database.read { try database.access(of: participant, to: kept, $0) }
-            if access.isEmpty { throw ServerDatabase.notShared(zoneID, with: user) }
-            if writing, access.zoneWide != .readWrite, !access.roots.values.contains(.readWrite) {
-                throw SyncError(.permissionFailure, "\(user) may only read \(zoneID), not upload assets to it")
+            return try database.read { snapshot in
+                let access = try database.access(of: participant, to: kept, snapshot)
+                // A zone shared with the user is live: access() finds no share in any other.
+                guard !access.isEmpty, let zone = try snapshot.zone(kept), zone.isLive else {
+                    throw ServerDatabase.notShared(zoneID, with: user)
+                }
+                if writing, access.zoneWide != .readWrite, !access.roots.values.contains(.readWrite) {
+                    throw SyncError(.permissionFailure, "\(user) may only read \(zoneID), not upload assets to it")
+                }
+                return AssetZone(database: database, zoneID: kept, incarnation: zone.incarnation)
             }
-            return database
         case .public:
             throw SyncError(.badDatabase, "the public database is not supported by this server yet")
         }
     }
+}
+
+/// The zone of an asset request as its owner's private database keeps it.
+struct AssetZone: Sendable {
+    /// The owner's private database, which keeps the contents of the zone's records.
+    let database: ServerDatabase
+    /// The zone as the owner names it.
+    let zoneID: RecordZone.ID
+    /// The zone's current incarnation (0 for the default zone): what its contents are granted to.
+    let incarnation: UInt64
 }
 
 /// What ``SyncServer/collectAssets(of:unreferencedBefore:)`` removed.
@@ -220,19 +241,22 @@ public struct AssetCollection: Sendable, Hashable {
 }
 
 /// One upload of an asset's content on the server, begun by
-/// ``SyncServer/beginAssetUpload(user:scope:zoneID:digest:size:device:)``: pieces are
-/// written in order from ``received``; ``finish()`` checks the digest and stores the content.
-/// ``close()`` ends it (a partial content stays, for the next upload to resume).
+/// ``SyncServer/beginAssetUpload(user:scope:zoneID:digest:size:device:operationGroup:)``: pieces
+/// are written in order from ``received``; ``finish()`` checks the digest and stores the content
+/// for the zone. ``close()`` ends it (a partial content stays, for the next upload to resume).
 public final class AssetUpload: Sendable {
+    /// What one upload at a time holds: a content for a zone incarnation of its owner.
     struct Key: Hashable {
         var owner: UInt64
         var digest: AssetDigest
+        var zone: UInt64
     }
 
     static func lockName(owner: UInt64) -> String { "assets-u\(owner)" }
 
     let server: SyncServer
-    let owner: ServerDatabase
+    let zone: AssetZone
+    let key: Key
     public let zoneID: RecordZone.ID
     public let digest: AssetDigest
     public let size: Int64
@@ -246,11 +270,12 @@ public final class AssetUpload: Sendable {
     private let progress: Mutex<Progress>
 
     init(
-        server: SyncServer, owner: ServerDatabase, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID?,
-        stored: Bool, received: Int64, hasher: AssetHasher
+        server: SyncServer, zone: AssetZone, key: Key, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
+        device: DeviceID?, stored: Bool, received: Int64, hasher: AssetHasher
     ) {
         self.server = server
-        self.owner = owner
+        self.zone = zone
+        self.key = key
         self.zoneID = zoneID
         self.digest = digest
         self.size = size
@@ -260,16 +285,20 @@ public final class AssetUpload: Sendable {
 
     deinit { close() }
 
-    /// Whether the content is stored (it was already, or ``finish()`` stored it).
+    /// Whether the content is stored for the zone (it was already, or ``finish()`` stored it).
     public var isStored: Bool { progress.withLock { $0.stored } }
 
     /// How many bytes the server holds: where the next piece starts.
     public var received: Int64 { progress.withLock { $0.received } }
 
+    /// The partial upload this one writes: its content's, for its zone.
+    var partial: AssetPartial { AssetPartial(owner: key.owner, digest: digest, zone: key.zone) }
+
     /// Appends the piece `bytes`, which starts at byte `offset` of the content.
     ///
     /// - Throws: ``SyncError`` `invalidArguments` naming the asset for a piece out of order
-    ///   (`offset` is not ``received``) or past the announced size; storage errors.
+    ///   (`offset` is not ``received``) or past the announced size, or after ``close()``; storage
+    ///   errors.
     public func write(_ bytes: [UInt8], at offset: Int64) async throws {
         let received = try progress.withLock { progress throws(SyncError) -> Int64 in
             guard !progress.closed else { throw SyncError(.invalidArguments, "the upload of asset \(self.digest) has ended") }
@@ -285,10 +314,10 @@ public final class AssetUpload: Sendable {
                 .invalidArguments, "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
         }
         if isStored || bytes.isEmpty { return }
-        let (storage, ownerNumber, name) = (server.storage, owner.userNumber, digest)
+        let (storage, partial) = (server.storage, partial)
         // The piece is written while it is hashed: the disk and the digest in parallel.
         async let written: Void = storage.perform {
-            try bytes.withUnsafeBytes { try storage.assets.appendPartial(owner: ownerNumber, digest: name, at: offset, $0) }
+            try bytes.withUnsafeBytes { try storage.assets.appendPartial(partial, at: offset, $0) }
         }
         var hasher = progress.withLock { $0.hasher }
         hasher.update(bytes)
@@ -299,12 +328,14 @@ public final class AssetUpload: Sendable {
         }
     }
 
-    /// Checks that every byte arrived and hashes to the digest, stores the content durably and
-    /// logs it (`assetStored`); returns the asset as the server keeps it.
+    /// Checks that every byte arrived and hashes to the digest, stores the content durably
+    /// (unless the owner keeps it already, for another zone) and logs it for the zone
+    /// (`assetStored`); returns the asset as the server keeps it.
     ///
     /// - Throws: ``SyncError`` `invalidArguments` when bytes are missing (the upload may
     ///   continue from ``received``); `assetFileModified` naming the asset when the bytes hash to
-    ///   another digest (the partial content is dropped); `quotaExceeded`.
+    ///   another digest (the partial content is dropped); `quotaExceeded`; `zoneNotFound` when
+    ///   the zone was deleted meanwhile.
     public func finish() async throws -> Asset {
         let (stored, received, hash) = progress.withLock { ($0.stored, $0.received, $0.hasher.finalize()) }
         let asset = Asset(digest: digest, size: size)
@@ -312,10 +343,10 @@ public final class AssetUpload: Sendable {
         guard received == size else {
             throw SyncError(.invalidArguments, "asset \(digest): \(received) of its \(size) bytes arrived; the upload continues from byte \(received)")
         }
-        let (storage, owner, digest, size) = (server.storage, owner, digest, size)
+        let (storage, owner, zone, partial, digest, size, zoneID) = (server.storage, zone.database, zone, partial, digest, size, zoneID)
         let quota = server.quotas.withLock { $0[owner.user] }
         guard hash == digest else {
-            try await storage.perform { try storage.assets.removePartial(owner: owner.userNumber, digest: digest) }
+            try await storage.perform { try storage.assets.removePartial(partial) }
             progress.withLock {
                 $0.received = 0
                 $0.hasher = AssetHasher()
@@ -325,12 +356,18 @@ public final class AssetUpload: Sendable {
         }
         try await storage.perform {
             try storage.withExclusiveLock(AssetUpload.lockName(owner: owner.userNumber)) {
-                try storage.assets.storePartial(owner: owner.userNumber, digest: digest)
+                // Kept already, for another zone: the bytes just checked are not kept twice.
+                let kept = try owner.read { try $0.asset(digest) } != nil
+                if !kept { try storage.assets.storePartial(partial) }
                 _ = try owner.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
-                    if try snapshot.asset(digest) != nil { return ([], ()) }
+                    guard let current = try snapshot.zone(zone.zoneID), current.isLive, current.incarnation == zone.incarnation else {
+                        throw SyncError(.zoneNotFound, "\(zoneID) was deleted while asset \(digest) was uploaded for it")
+                    }
+                    if try snapshot.asset(digest, inZone: zone.incarnation) != nil { return ([], ()) }
                     try snapshot.checkQuota(quota, storing: digest, size: size)
-                    return ([.assetStored(digest, size: size)], ())
+                    return ([.assetStored(digest, size: size, zone: zone.zoneID)], ())
                 }
+                if kept { try storage.assets.removePartial(partial) }
             }
         }
         progress.withLock { $0.stored = true }
@@ -343,10 +380,7 @@ public final class AssetUpload: Sendable {
             defer { progress.closed = true }
             return !progress.closed
         }
-        if wasOpen {
-            let key = Key(owner: owner.userNumber, digest: digest)
-            server.activeUploads.withLock { _ = $0.remove(key) }
-        }
+        if wasOpen { server.activeUploads.withLock { _ = $0.remove(key) } }
     }
 }
 
@@ -391,22 +425,37 @@ extension ServerDatabase.Snapshot {
         }
     }
 
-    /// The state of the asset content `digest`, if this database keeps it.
+    /// The state of the asset content `digest`, if this database keeps it (for any zone).
     func asset(_ digest: AssetDigest) throws -> AssetState? {
         try index.value(forKey: digest.bytes, in: "assets").map { (bytes) throws(LogStoreError) in try AssetState(decoding: bytes) }
+    }
+
+    /// The state of the asset content `digest` if the zone incarnation `incarnation` has it:
+    /// uploaded for the zone, or referenced by one of its live records. `nil` otherwise, whether
+    /// or not the database keeps it for other zones: nothing tells those apart.
+    func asset(_ digest: AssetDigest, inZone incarnation: UInt64) throws -> AssetState? {
+        guard let state = try asset(digest) else { return nil }
+        if try index.value(forKey: IndexKey.assetGrant(incarnation: incarnation, digest.bytes), in: "assetGrants") != nil
+            || index.value(forKey: IndexKey.assetZone(digest.bytes, incarnation: incarnation), in: "assetZones") != nil
+        {
+            return state
+        }
+        return nil
     }
 }
 
 extension ServerDatabase {
-    /// The failure of a record whose assets the database does not keep (never uploaded, or
-    /// deleted since), or keeps with another size; `nil` when every one is there.
-    func checkAssets(of record: Record, _ snapshot: Snapshot) throws -> SyncError? {
+    /// The failure of a record whose assets its zone (the live incarnation `zone`) does not have
+    /// (never uploaded for the zone nor referenced by its live records, or deleted since, whether
+    /// or not the database keeps them for other zones), or has with another size; `nil` when
+    /// every one is there.
+    func checkAssets(of record: Record, zone: ZoneState, _ snapshot: Snapshot) throws -> SyncError? {
         for (key, asset) in record.assets {
             guard let digest = asset.digest, let size = asset.size else { continue }  // validate() refused these
-            guard let state = try snapshot.asset(digest) else {
+            guard let state = try snapshot.asset(digest, inZone: zone.incarnation) else {
                 return SyncError(
                     .assetNotAvailable,
-                    "\(record.recordID) field \(quoted(key)): asset \(digest) was never uploaded (or was deleted); upload its content before saving the record",
+                    "\(record.recordID) field \(quoted(key)): asset \(digest) was never uploaded for its zone (or was deleted); upload its content for the zone before saving the record",
                     item: .record(record.recordID))
             }
             guard state.size == UInt64(size) else {

@@ -50,7 +50,8 @@ public final class SyncServer: Sendable {
     let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
-    /// The asset contents being uploaded in this process, so two requests never write one.
+    /// The asset contents being uploaded in this process, for a zone each, so two requests
+    /// never write one.
     let activeUploads = Mutex<Set<AssetUpload.Key>>([])
     let users: UserRegistry
     /// The production schema, read from the registry when the server starts and replaced by each

@@ -78,6 +78,43 @@ struct PostgresAssetServerTests {
         }
     }
 
+    /// F134: a content kept for one zone is uploaded whole for another, through the other
+    /// node: the second zone gains it, and its bytes are in the database once.
+    @Test("F134 a content uploaded for a second zone is kept once")
+    func secondZoneKeepsOneCopy() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (url, node1, node2) = try await PostgresStorageTests.twoNodes(in: directory)
+        defer { node1.shutdown(); node2.shutdown() }
+        let (notes, diary) = (RecordZone.ID(zoneName: "Notes"), RecordZone.ID(zoneName: "Diary"))
+        let phone = node1.database(for: "alice", device: "phone")
+        let laptop = node2.database(for: "alice", device: "laptop")
+        _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes), RecordZone(zoneID: diary)], deleting: [])
+        let bytes = PostgresAssetStoreTests.content(2 * AssetTransfer.chunkSize + 7, seed: 10)
+        let digest = AssetHasher.digest(of: bytes)
+        let size = Int64(bytes.count)
+        let file = directory.appendingPathComponent("photo")
+        try Data(bytes).write(to: file)
+
+        #expect(try await phone.uploadAsset(AssetUploadRequest(zoneID: diary, digest: digest, size: size, fileURL: file)).bytesSent == size)
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
+        note["photo"] = .asset(Asset(digest: digest, size: size))
+        let refused = try await laptop.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
+        guard case .failure(let error)? = refused else {
+            Issue.record("a record of Notes referencing a content kept for Diary only was saved: \(String(describing: refused))")
+            return
+        }
+        #expect(error.code == .assetNotAvailable)
+        #expect(try await laptop.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: size, fileURL: file)).bytesSent == size)
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets") == 1)
+        #expect(try await sqlValue(url, "SELECT coalesce(sum(octet_length(bytes)), 0)::bigint FROM logsync_asset_chunks") == size)
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_partials") == 0)
+        _ = try await laptop.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]?.get()
+        let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
+            zoneID: notes, digest: digest, size: size, destination: directory.appendingPathComponent("download")))
+        #expect(try Data(contentsOf: downloaded.fileURL) == Data(bytes))
+    }
+
     /// A file of no bytes is a content like any other: it has no rows, and is stored, saved
     /// and downloaded as empty.
     @Test("an empty file uploads and downloads")
