@@ -18,6 +18,11 @@ extension SyncServer {
     /// other zones only is uploaded whole, as one the owner does not keep, and the zone gains it
     /// without a second copy of its bytes (Docs/Protocol.md, "Assets").
     ///
+    /// A new upload from the same user and named device as one still held (a client retrying
+    /// after its connection dropped, before the server noticed) takes that one over: it waits for
+    /// the piece the old one is writing, if any, and the old one's later steps fail with
+    /// `zoneBusy`.
+    ///
     /// - Parameters:
     ///   - user: The user uploading.
     ///   - scope: The database the request reached: `.private` for the user's own zones, `.shared`
@@ -30,8 +35,9 @@ extension SyncServer {
     ///     first time it is seen.
     /// - Throws: ``SyncError``: `limitExceeded` over ``Limits/maxAssetBytes``, `quotaExceeded`,
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
-    ///   another request uploads the same content for the zone, `invalidArguments` for bad
-    ///   IDs, a malformed operation group, or a size other than that of the content the zone has.
+    ///   another user or device (or a request naming no device) uploads the same content for the
+    ///   zone, `invalidArguments` for bad IDs, a malformed operation group, or a size other than
+    ///   that of the content the zone has.
     public func beginAssetUpload(
         user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
         operationGroup: OperationGroup? = nil
@@ -50,11 +56,10 @@ extension SyncServer {
         let zone = try await storage.perform { try self.assetZone(user: user, scope: scope, zoneID: zoneID, writing: true) }
         let owner = zone.database
         let key = AssetUpload.Key(owner: owner.userNumber, digest: digest, zone: zone.incarnation)
-        guard activeUploads.withLock({ $0.insert(key).inserted }) else {
-            throw SyncError(
-                .zoneBusy, "asset \(digest) for \(zoneID) is being uploaded by another request", retryAfter: .seconds(1))
-        }
+        let hold = try await holdUpload(key, user: user, device: device, naming: "asset \(digest) for \(zoneID)")
+        defer { hold.endStep() }
         do {
+            try hold.checkHeld()
             let quota = quotas.withLock { $0[owner.user] }
             let state = try await storage.perform { () throws -> (stored: Bool, received: Int64, hasher: AssetHasher) in
                 if let kept = try owner.read({ try $0.asset(digest, inZone: zone.incarnation) }) {
@@ -86,11 +91,38 @@ extension SyncServer {
                 return (false, hasher.count, hasher)
             }
             return AssetUpload(
-                server: self, zone: zone, key: key, zoneID: zoneID, digest: digest, size: size, device: device,
+                server: self, zone: zone, hold: hold, key: key, zoneID: zoneID, digest: digest, size: size, device: device,
                 stored: state.stored, received: state.received, hasher: state.hasher)
         } catch {
-            activeUploads.withLock { _ = $0.remove(key) }
+            releaseUpload(key, hold)
             throw error
+        }
+    }
+
+    /// Holds the upload of `key` for `user`'s `device`, taking over the hold of an earlier
+    /// upload from the same user and device once its step in flight is over. The hold returned
+    /// is in its first step (the caller ends it).
+    ///
+    /// - Throws: `zoneBusy` (retry after 1 s) while another user or device holds it.
+    func holdUpload(_ key: AssetUpload.Key, user: UserID, device: DeviceID?, naming what: String) async throws -> UploadHold {
+        let hold = UploadHold(user: user, device: device, naming: what)
+        let previous = try activeUploads.withLock { uploads throws(SyncError) -> UploadHold? in
+            let previous = uploads[key]
+            if let previous, !previous.mayBeTakenOver(by: user, device: device) {
+                throw SyncError(.zoneBusy, "\(what) is being uploaded by another request", retryAfter: .seconds(1))
+            }
+            uploads[key] = hold
+            return previous
+        }
+        await previous?.takeOver()
+        return hold
+    }
+
+    /// Ends `hold`, and forgets it as the holder of `key` unless another upload has taken over.
+    func releaseUpload(_ key: AssetUpload.Key, _ hold: UploadHold) {
+        hold.end()
+        activeUploads.withLock { uploads in
+            if uploads[key] === hold { uploads[key] = nil }
         }
     }
 
@@ -160,7 +192,7 @@ extension SyncServer {
                     try assets.remove(owner: owner, digest: digest)
                     collection.orphansRemoved.append(digest)
                 }
-                let active = self.activeUploads.withLock { uploads in uploads.filter { $0.owner == owner } }
+                let active = self.activeUploads.withLock { uploads in Set(uploads.keys.filter { $0.owner == owner }) }
                 for (partial, written) in try assets.partials(owner: owner)
                 where written < cutoff && !active.contains(AssetUpload.Key(owner: owner, digest: partial.digest, zone: partial.zone)) {
                     try assets.removePartial(partial)
@@ -256,6 +288,7 @@ public final class AssetUpload: Sendable {
 
     let server: SyncServer
     let zone: AssetZone
+    let hold: UploadHold
     let key: Key
     public let zoneID: RecordZone.ID
     public let digest: AssetDigest
@@ -265,16 +298,16 @@ public final class AssetUpload: Sendable {
         var stored: Bool
         var received: Int64
         var hasher: AssetHasher
-        var closed = false
     }
     private let progress: Mutex<Progress>
 
     init(
-        server: SyncServer, zone: AssetZone, key: Key, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
+        server: SyncServer, zone: AssetZone, hold: UploadHold, key: Key, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
         device: DeviceID?, stored: Bool, received: Int64, hasher: AssetHasher
     ) {
         self.server = server
         self.zone = zone
+        self.hold = hold
         self.key = key
         self.zoneID = zoneID
         self.digest = digest
@@ -297,34 +330,34 @@ public final class AssetUpload: Sendable {
     /// Appends the piece `bytes`, which starts at byte `offset` of the content.
     ///
     /// - Throws: ``SyncError`` `invalidArguments` naming the asset for a piece out of order
-    ///   (`offset` is not ``received``) or past the announced size, or after ``close()``; storage
+    ///   (`offset` is not ``received``) or past the announced size, or after ``close()``;
+    ///   `zoneBusy` once a newer upload from the same device has taken this one over; storage
     ///   errors.
     public func write(_ bytes: [UInt8], at offset: Int64) async throws {
-        let received = try progress.withLock { progress throws(SyncError) -> Int64 in
-            guard !progress.closed else { throw SyncError(.invalidArguments, "the upload of asset \(self.digest) has ended") }
-            return progress.received
-        }
-        guard offset == received else {
-            throw SyncError(
-                .invalidArguments,
-                "asset \(digest): a piece starts at byte \(offset), but the server holds \(received) bytes; pieces come in order from there")
-        }
-        guard offset + Int64(bytes.count) <= size else {
-            throw SyncError(
-                .invalidArguments, "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
-        }
-        if isStored || bytes.isEmpty { return }
-        let (storage, partial) = (server.storage, partial)
-        // The piece is written while it is hashed: the disk and the digest in parallel.
-        async let written: Void = storage.perform {
-            try bytes.withUnsafeBytes { try storage.assets.appendPartial(partial, at: offset, $0) }
-        }
-        var hasher = progress.withLock { $0.hasher }
-        hasher.update(bytes)
-        try await written
-        progress.withLock {
-            $0.hasher = hasher
-            $0.received += Int64(bytes.count)
+        try await hold.step {
+            let received = self.received
+            guard offset == received else {
+                throw SyncError(
+                    .invalidArguments,
+                    "asset \(digest): a piece starts at byte \(offset), but the server holds \(received) bytes; pieces come in order from there")
+            }
+            guard offset + Int64(bytes.count) <= size else {
+                throw SyncError(
+                    .invalidArguments, "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
+            }
+            if isStored || bytes.isEmpty { return }
+            let (storage, partial) = (server.storage, partial)
+            // The piece is written while it is hashed: the disk and the digest in parallel.
+            async let written: Void = storage.perform {
+                try bytes.withUnsafeBytes { try storage.assets.appendPartial(partial, at: offset, $0) }
+            }
+            var hasher = progress.withLock { $0.hasher }
+            hasher.update(bytes)
+            try await written
+            progress.withLock {
+                $0.hasher = hasher
+                $0.received += Int64(bytes.count)
+            }
         }
     }
 
@@ -335,8 +368,13 @@ public final class AssetUpload: Sendable {
     /// - Throws: ``SyncError`` `invalidArguments` when bytes are missing (the upload may
     ///   continue from ``received``); `assetFileModified` naming the asset when the bytes hash to
     ///   another digest (the partial content is dropped); `quotaExceeded`; `zoneNotFound` when
-    ///   the zone was deleted meanwhile.
+    ///   the zone was deleted meanwhile; `zoneBusy` once a newer upload from the same device
+    ///   has taken this one over.
     public func finish() async throws -> Asset {
+        try await hold.step { try await store() }
+    }
+
+    private func store() async throws -> Asset {
         let (stored, received, hash) = progress.withLock { ($0.stored, $0.received, $0.hasher.finalize()) }
         let asset = Asset(digest: digest, size: size)
         if stored { return asset }
@@ -376,11 +414,96 @@ public final class AssetUpload: Sendable {
 
     /// Ends the upload; a partial content stays for the next upload of it to resume.
     public func close() {
-        let wasOpen = progress.withLock { progress -> Bool in
-            defer { progress.closed = true }
-            return !progress.closed
+        server.releaseUpload(key, hold)
+    }
+}
+
+/// An upload's hold on its content and zone (``SyncServer`` keeps the current one of each
+/// ``AssetUpload/Key``), which lets a newer upload from the same user and device take over:
+/// every step of an upload (beginning it, writing a piece, storing it) runs while the hold is
+/// kept, and a takeover waits for the step in flight, so the partial is never written by two.
+final class UploadHold: Sendable {
+    let user: UserID
+    let device: DeviceID?
+    /// The asset and zone, for messages.
+    let what: String
+
+    private struct State {
+        var ended = false
+        var takenOver = false
+        /// Steps running: the first, beginning the upload, from the start.
+        var steps = 1
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    init(user: UserID, device: DeviceID?, naming what: String) {
+        self.user = user
+        self.device = device
+        self.what = what
+    }
+
+    /// Whether a new upload from `user`'s `device` may take this one over: it comes from the same
+    /// user and the same named device. Requests that name no device cannot be told apart, and
+    /// never take over.
+    func mayBeTakenOver(by user: UserID, device: DeviceID?) -> Bool { device != nil && self.user == user && self.device == device }
+
+    /// Throws the error of a step after the hold ended: `zoneBusy` after a takeover, else
+    /// `invalidArguments`.
+    func checkHeld() throws(SyncError) {
+        if let refusal = state.withLock({ refusal($0) }) { throw refusal }
+    }
+
+    /// Runs `body` as a step of the upload, unless the hold ended (``checkHeld()``'s error).
+    func step<R>(_ body: () async throws -> R) async throws -> R {
+        let refused = state.withLock { state -> SyncError? in
+            if let refusal = refusal(state) { return refusal }
+            state.steps += 1
+            return nil
         }
-        if wasOpen { server.activeUploads.withLock { _ = $0.remove(key) } }
+        if let refused { throw refused }
+        defer { endStep() }
+        return try await body()
+    }
+
+    private func refusal(_ state: State) -> SyncError? {
+        guard state.ended else { return nil }
+        if state.takenOver {
+            return SyncError(.zoneBusy, "\(what): a newer upload from the same device took this one over", retryAfter: .seconds(1))
+        }
+        return SyncError(.invalidArguments, "the upload of \(what) has ended")
+    }
+
+    /// Ends a step; a takeover waiting for it goes on.
+    func endStep() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.steps -= 1
+            guard state.steps == 0 else { return [] }
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Ends the hold: later steps fail.
+    func end() { state.withLock { $0.ended = true } }
+
+    /// How many takeovers wait for the step in flight.
+    var takeoversWaiting: Int { state.withLock { $0.waiting.count } }
+
+    /// Ends the hold for a newer upload from the same device (later steps fail with
+    /// `zoneBusy`), and returns once the step in flight, if any, is over.
+    func takeOver() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                state.ended = true
+                state.takenOver = true
+                guard state.steps > 0 else { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 }
 

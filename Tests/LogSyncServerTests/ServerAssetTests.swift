@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Synchronization
 import SyncModel
 import Testing
 
@@ -295,6 +296,53 @@ struct ServerAssetTests {
         }
     }
 
+    // A client whose connection dropped retries before the server noticed: its new upload
+    // takes the old one over, after the piece the old one is writing (held in flight here
+    // until the new upload waits for it), and resumes from every byte written; the old one's
+    // later writes fail. Another device, and a request naming none, still get zoneBusy.
+    @Test("an upload from the same device takes over one still held, once its piece in flight is written")
+    func takeover() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("takeover-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let storage = try HeldStorage(directory: directory)
+        let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast), storage: storage)
+        defer { server.shutdown() }
+        _ = try await Self.prepare(server)
+        let chunk = AssetTransfer.chunkSize
+        let bytes = Self.content(3 * chunk, seed: 14)
+        let digest = AssetHasher.digest(of: bytes)
+        func begin(_ device: DeviceID?) async throws -> AssetUpload {
+            try await server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: Int64(bytes.count), device: device)
+        }
+        let abandoned = try await begin("phone")
+        try await abandoned.write(Array(bytes[0..<chunk]), at: 0)
+        storage.holdNextPerform()
+        async let inFlight: Void = abandoned.write(Array(bytes[chunk..<2 * chunk]), at: Int64(chunk))
+        await storage.held()
+        async let retried = begin("phone")
+        while abandoned.hold.takeoversWaiting == 0 { await Task.yield() }
+        storage.letGo()
+        try await inFlight
+        let upload = try await retried
+        #expect(upload.received == Int64(2 * chunk), "the piece in flight was written before the new upload began")
+
+        let late = await #expect(throws: SyncError.self) { try await abandoned.write(Array(bytes[(2 * chunk)...]), at: Int64(2 * chunk)) }
+        #expect(late?.code == .zoneBusy)
+        abandoned.close()
+        for device in ["laptop", nil] as [DeviceID?] {
+            let other = await #expect(throws: SyncError.self) { _ = try await begin(device) }
+            #expect(other?.code == .zoneBusy, "\(String(describing: device))")
+        }
+        try await upload.write(Array(bytes[(2 * chunk)...]), at: Int64(2 * chunk))
+        #expect(try await upload.finish() == Asset(digest: digest, size: Int64(bytes.count)))
+        upload.close()
+        let download = try await server.openAssetDownload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest)
+        var read: [UInt8] = []
+        while read.count < bytes.count { read += try await download.read(from: Int64(read.count)) }
+        #expect(read == bytes)
+    }
+
     // F134: log entries of assets decode to what was written, and damaged ones are typed
     // errors naming the entry.
     @Test("F134 asset entries round-trip; a damaged digest is refused")
@@ -315,4 +363,51 @@ struct ServerAssetTests {
             try ServerEntry(LogEntry(offset: 9, kind: ServerEntry.Kind.assetStored, time: EntryTime(microsecondsSince1970: 1), payload: payload))
         }
     }
+}
+
+/// LMDB storage whose next `perform`, once armed, waits until the test lets it go: a step of an
+/// upload held in flight, with no sleep.
+final class HeldStorage: ServerStorage {
+    let inner: LMDBStorage
+    private let armed = Mutex(false)
+    private let entered = AsyncStream<Void>.makeStream()
+    private let release = AsyncStream<Void>.makeStream()
+
+    init(directory: URL) throws {
+        inner = try LMDBStorage(directory: directory, durability: .fast)
+    }
+
+    /// Holds the next `perform` before it runs its body.
+    func holdNextPerform() { armed.withLock { $0 = true } }
+
+    /// Returns once the armed `perform` is held.
+    func held() async {
+        for await _ in entered.stream { return }
+    }
+
+    /// Lets the held `perform` run.
+    func letGo() { release.continuation.yield() }
+
+    func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        if armed.withLock({ armed in
+            defer { armed = false }
+            return armed
+        }) {
+            entered.continuation.yield()
+            for await _ in release.stream { break }
+        }
+        return try await inner.perform(body)
+    }
+
+    func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
+        try inner.openLog(name, projection: projection)
+    }
+
+    func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R { try inner.withExclusiveLock(name, body) }
+    func publish(_ notice: PushNotice) { inner.publish(notice) }
+    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
+        inner.startNotifications(deliver, missed: missed)
+    }
+    func shutdown() { inner.shutdown() }
+    var assets: any ServerAssetStore { inner.assets }
 }
