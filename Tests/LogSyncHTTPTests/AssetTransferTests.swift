@@ -318,10 +318,7 @@ struct AssetTransferTests {
     // gets zoneBusy.
     @Test("a retried upload from the same device takes over the upload the server still holds; another device gets zoneBusy")
     func retryTakesOverHeldUpload() async throws {
-        var configuration = HTTPSyncServer.Configuration()
-        configuration.requestBodyTimeout = .seconds(3600)
-        configuration.requestBodyMinimumRate = 0
-        try await withAssetFixture(configuration: configuration) { fixture in
+        try await withAssetFixture(configuration: .init(requestBodyTimeout: .seconds(3600), requestBodyMinimumRate: 0)) { fixture in
             let content = assetContent(6 << 20, seed: 31)
             let digest = AssetHasher.digest(of: content)
             let silent = try await RawConnection.open(to: fixture.live)

@@ -30,6 +30,13 @@ struct ServerAssetTests {
         return database
     }
 
+    /// Alice's phone with her zones Notes and Private, and her asset store and registry number.
+    static func prepareTwoZones(_ server: SyncServer) async throws -> (InProcessDatabase, LMDBAssetStore, UInt64) {
+        let database = try await prepare(server)
+        _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: privateZone)]))
+        return (database, try #require(server.storage.assets as? LMDBAssetStore), try server.users.number(of: "alice"))
+    }
+
     /// The partial upload of `digest` for alice's zone `zoneID`.
     static func partial(_ server: SyncServer, _ digest: AssetDigest, zone zoneID: RecordZone.ID = notes) async throws -> AssetPartial {
         let zone = try await server.storage.perform { try server.assetZone(user: "alice", scope: .private, zoneID: zoneID, writing: false) }
@@ -197,10 +204,7 @@ struct ServerAssetTests {
     @Test("F134 a content uploaded for a second zone is kept once and counted once")
     func secondZoneKeepsOneCopy() async throws {
         try await withServer { server, directory in
-            let database = try await Self.prepare(server)
-            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: Self.privateZone)]))
-            let store = try #require(server.storage.assets as? LMDBAssetStore)
-            let number = try server.users.number(of: "alice")
+            let (database, store, number) = try await Self.prepareTwoZones(server)
             let bytes = Self.content(2 * AssetTransfer.chunkSize + 3, seed: 12)
             let digest = AssetHasher.digest(of: bytes)
             func upload(for zoneID: RecordZone.ID) async throws -> Int64 {
@@ -243,10 +247,7 @@ struct ServerAssetTests {
     @Test("F134 a log from before grants per zone: the zone whose records reference a content keeps it, no other gains it")
     func entriesWithoutZone() async throws {
         try await withServer { server, _ in
-            let database = try await Self.prepare(server)
-            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: Self.privateZone)]))
-            let store = try #require(server.storage.assets as? LMDBAssetStore)
-            let number = try server.users.number(of: "alice")
+            let (database, store, number) = try await Self.prepareTwoZones(server)
             let bytes = Self.content(3000, seed: 13)
             let digest = AssetHasher.digest(of: bytes)
             let asset = Asset(digest: digest, size: 3000)
