@@ -104,6 +104,7 @@ let package = Package(
             name: "ContractTests",
             dependencies: [
                 "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres", "PostgresProcess",
+                "LogSyncWire", .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
 
         // The network. LogSyncWire is the body format (Protocol Buffers messages of every

@@ -4,18 +4,21 @@ import NIOCore
 import PostgresNIO
 import SyncModel
 
-/// Asset contents in PostgreSQL (schema version 2), so that every node sharing the database
-/// serves every content:
+/// Asset contents in PostgreSQL (schema versions 2 and 3), so that every node sharing the
+/// database serves every content:
 ///
 /// - `logsync_assets` (owner, digest, size, stored_at): one row per stored content;
-/// - `logsync_asset_partials` (owner, digest, length, updated_at): one row per partial upload;
-/// - `logsync_asset_chunks` (owner, digest, stored, start, bytes): the bytes of both, in pieces
-///   of at most ``pieceSize`` bytes, keyed by where each starts; `stored` tells a stored
-///   content's pieces from a partial upload's.
+/// - `logsync_asset_partials` (owner, digest, zone, length, updated_at): one row per partial
+///   upload, of a content for a zone (its incarnation; 0 for the default zone, and for the
+///   partials of schema version 2, which had no zone);
+/// - `logsync_asset_chunks` (owner, digest, stored, zone, start, bytes): the bytes of both, in
+///   pieces of at most ``pieceSize`` bytes, keyed by where each starts; `stored` tells a stored
+///   content's pieces (zone 0) from a partial upload's.
 ///
-/// Storing a partial upload flips its pieces' `stored` flag in the transaction that adds the
-/// content's row and drops the partial's, so a crash leaves one or the other, and the bytes are
-/// not copied: an `UPDATE` that leaves `bytes` alone keeps its TOAST value where it is. The
+/// Storing a partial upload flips its pieces' `stored` flag (and zeroes their zone) in the
+/// transaction that adds the content's row and drops the partial's, so a crash leaves one or the
+/// other, and the bytes are not copied: an `UPDATE` that leaves `bytes` alone keeps its TOAST
+/// value where it is. The
 /// bytes are kept uncompressed (`STORAGE EXTERNAL`, contents are mostly compressed already),
 /// so a read of part of a piece fetches only the TOAST pages it needs.
 ///
@@ -40,9 +43,9 @@ struct PostgresAssetStore: ServerAssetStore {
         }
     }
 
-    func partialLength(owner: UInt64, digest: AssetDigest) throws -> Int64 {
+    func partialLength(_ partial: AssetPartial) throws -> Int64 {
         try pool.withSession { session in
-            try Self.partialLength(owner, digest, session) ?? 0
+            try Self.partialLength(partial, session) ?? 0
         }
     }
 
@@ -52,7 +55,8 @@ struct PostgresAssetStore: ServerAssetStore {
     /// - Throws: `SyncError(.invalidArguments)` naming the asset when `offset` is not the
     ///   partial's current length (a piece out of order, or another node appending the same
     ///   content): nothing is written.
-    func appendPartial(owner: UInt64, digest: AssetDigest, at offset: Int64, _ bytes: UnsafeRawBufferPointer) throws {
+    func appendPartial(_ partial: AssetPartial, at offset: Int64, _ bytes: UnsafeRawBufferPointer) throws {
+        let (owner, digest) = (partial.owner, partial.digest)
         guard offset >= 0 else {
             throw SyncError(.invalidArguments, "asset \(digest) of user \(owner): a piece cannot start at byte \(offset)")
         }
@@ -68,22 +72,23 @@ struct PostgresAssetStore: ServerAssetStore {
                 if offset == 0 {
                     let created = try session.query(
                         """
-                        INSERT INTO logsync_asset_partials (owner, digest, length) VALUES ($1, $2, 0)
-                        ON CONFLICT (owner, digest) DO NOTHING RETURNING length
-                        """, Self.key(owner, digest))
+                        INSERT INTO logsync_asset_partials (owner, digest, zone, length) VALUES ($1, $2, $3, 0)
+                        ON CONFLICT (owner, digest, zone) DO NOTHING RETURNING length
+                        """, Self.key(partial))
                     if !created.isEmpty {
                         // A new partial has no pieces: drop any a damaged store left behind.
                         try session.query(
-                            "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND NOT stored", Self.key(owner, digest))
+                            "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored",
+                            Self.key(partial))
                     }
                 }
                 let grown = try session.query(
                     """
-                    UPDATE logsync_asset_partials SET length = length + $4, updated_at = now()
-                    WHERE owner = $1 AND digest = $2 AND length = $3 RETURNING length
-                    """, Self.key(owner, digest) + [.int64(offset), .int64(Int64(bytes.count))])
+                    UPDATE logsync_asset_partials SET length = length + $5, updated_at = now()
+                    WHERE owner = $1 AND digest = $2 AND zone = $3 AND length = $4 RETURNING length
+                    """, Self.key(partial) + [.int64(offset), .int64(Int64(bytes.count))])
                 guard !grown.isEmpty else {
-                    let current = try Self.partialLength(owner, digest, session)
+                    let current = try Self.partialLength(partial, session)
                     throw SyncError(
                         .invalidArguments,
                         "asset \(digest) of user \(owner): a piece starts at byte \(offset), but "
@@ -93,9 +98,9 @@ struct PostgresAssetStore: ServerAssetStore {
                 if !pieces.isEmpty {
                     try session.query(
                         """
-                        INSERT INTO logsync_asset_chunks (owner, digest, stored, start, bytes)
-                        SELECT $1, $2, false, s, b FROM unnest($3::bigint[], $4::bytea[]) AS p(s, b)
-                        """, Self.key(owner, digest) + [.int64Array(starts), .bytesArray(pieces)])
+                        INSERT INTO logsync_asset_chunks (owner, digest, stored, zone, start, bytes)
+                        SELECT $1, $2, false, $3, s, b FROM unnest($4::bigint[], $5::bytea[]) AS p(s, b)
+                        """, Self.key(partial) + [.int64Array(starts), .bytesArray(pieces)])
                 }
             }
         }
@@ -103,11 +108,11 @@ struct PostgresAssetStore: ServerAssetStore {
 
     /// Shows the partial's rows in order, one statement per piece. A damaged partial (a row
     /// missing) shows the bytes before the hole only: the server then sees fewer bytes than
-    /// ``partialLength(owner:digest:)`` and starts the upload afresh.
-    func readPartial(owner: UInt64, digest: AssetDigest, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// ``partialLength(_:)`` and starts the upload afresh.
+    func readPartial(_ partial: AssetPartial, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try Self.snapshot(pool) { session in
-            guard let length = try Self.partialLength(owner, digest, session), length > 0 else { return }
-            _ = try Self.show(owner, digest, stored: false, from: 0, count: length, session, body)
+            guard let length = try Self.partialLength(partial, session), length > 0 else { return }
+            _ = try Self.show(partial.owner, partial.digest, partial: partial.zone, from: 0, count: length, session, body)
         }
     }
 
@@ -117,11 +122,12 @@ struct PostgresAssetStore: ServerAssetStore {
     /// - Throws: `SyncError(.internalError)` naming the asset when there is no partial upload
     ///   (except for the content of no bytes, which has no rows) or its rows do not add up;
     ///   nothing changes then.
-    func storePartial(owner: UInt64, digest: AssetDigest) throws {
+    func storePartial(_ partial: AssetPartial) throws {
+        let (owner, digest) = (partial.owner, partial.digest)
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, digest, session)
-                let length = try Self.partialLength(owner, digest, session)
+                let length = try Self.partialLength(partial, session)
                 if length == nil, digest != Self.emptyDigest {
                     throw SyncError(.internalError, "asset \(digest) of user \(owner) has no partial upload to store")
                 }
@@ -130,8 +136,8 @@ struct PostgresAssetStore: ServerAssetStore {
                     SELECT count(*), coalesce(sum(n), 0)::bigint, coalesce(bool_and(start = previous_end), true) FROM (
                         SELECT start, octet_length(bytes)::bigint AS n,
                             coalesce(lag(start + octet_length(bytes)) OVER (ORDER BY start), 0) AS previous_end
-                        FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND NOT stored) AS pieces
-                    """, Self.key(owner, digest))
+                        FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored) AS pieces
+                    """, Self.key(partial))
                 let (count, total, contiguous) = try rows[0].decode((Int64, Int64, Bool).self)
                 guard total == (length ?? 0), contiguous else {
                     throw SyncError(
@@ -142,20 +148,29 @@ struct PostgresAssetStore: ServerAssetStore {
                 try session.query(
                     "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored", Self.key(owner, digest))
                 try session.query(
-                    "UPDATE logsync_asset_chunks SET stored = true WHERE owner = $1 AND digest = $2 AND NOT stored",
-                    Self.key(owner, digest))
+                    "UPDATE logsync_asset_chunks SET stored = true, zone = 0 WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored",
+                    Self.key(partial))
                 try session.query(
                     """
                     INSERT INTO logsync_assets (owner, digest, size) VALUES ($1, $2, $3)
                     ON CONFLICT (owner, digest) DO UPDATE SET size = EXCLUDED.size, stored_at = now()
                     """, Self.key(owner, digest) + [.int64(total)])
-                try session.query("DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
+                try session.query(
+                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3", Self.key(partial))
             }
         }
     }
 
-    func removePartial(owner: UInt64, digest: AssetDigest) throws {
-        try delete(owner, digest, stored: false)
+    func removePartial(_ partial: AssetPartial) throws {
+        try pool.withSession { session in
+            try session.transaction { session in
+                try Self.lock(partial.owner, partial.digest, session)
+                try session.query(
+                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3", Self.key(partial))
+                try session.query(
+                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored", Self.key(partial))
+            }
+        }
     }
 
     /// Reads the rows that cover the range, found by their `start` (the primary key's last
@@ -182,7 +197,7 @@ struct PostgresAssetStore: ServerAssetStore {
             }
             guard offset < size, maxLength > 0 else { return 0 }
             let count = min(Int64(maxLength), size - offset)
-            let reached = try Self.show(owner, digest, stored: true, from: offset, count: count, session, body)
+            let reached = try Self.show(owner, digest, partial: nil, from: offset, count: count, session, body)
             guard reached == offset + count else {
                 throw SyncError(
                     .internalError, "the stored content of asset \(digest) of user \(owner) has no bytes at \(reached), though it holds \(size)")
@@ -191,21 +206,13 @@ struct PostgresAssetStore: ServerAssetStore {
         }
     }
 
+    /// Deletes the stored content of `digest` with its pieces, in one transaction.
     func remove(owner: UInt64, digest: AssetDigest) throws {
-        try delete(owner, digest, stored: true)
-    }
-
-    /// Deletes the stored content of `digest` (`stored`) or its partial upload, with its pieces,
-    /// in one transaction.
-    private func delete(_ owner: UInt64, _ digest: AssetDigest, stored: Bool) throws {
-        let table = stored ? "logsync_assets" : "logsync_asset_partials"
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, digest, session)
-                try session.query("DELETE FROM \(table) WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
-                try session.query(
-                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored = \(stored)",
-                    Self.key(owner, digest))
+                try session.query("DELETE FROM logsync_assets WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
+                try session.query("DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored", Self.key(owner, digest))
             }
         }
     }
@@ -220,16 +227,19 @@ struct PostgresAssetStore: ServerAssetStore {
 
     /// Every partial upload of `owner`, with when it was last appended to by PostgreSQL's
     /// clock (one clock for every node).
-    func partials(owner: UInt64) throws -> [(digest: AssetDigest, lastWritten: Date)] {
+    func partials(owner: UInt64) throws -> [(partial: AssetPartial, lastWritten: Date)] {
         try pool.withSession { session in
             try session.query(
                 """
-                SELECT digest, (extract(epoch FROM updated_at) * 1000000)::bigint FROM logsync_asset_partials
-                WHERE owner = $1 ORDER BY digest
+                SELECT digest, zone, (extract(epoch FROM updated_at) * 1000000)::bigint FROM logsync_asset_partials
+                WHERE owner = $1 ORDER BY digest, zone
                 """, [.int64(Int64(bitPattern: owner))]
             ).map { row in
-                let (digest, microseconds) = try row.decode((ByteBuffer, Int64).self)
-                return (try Self.digest(digest), Date(timeIntervalSince1970: TimeInterval(microseconds) / 1_000_000))
+                let (digest, zone, microseconds) = try row.decode((ByteBuffer, Int64, Int64).self)
+                return (
+                    AssetPartial(owner: owner, digest: try Self.digest(digest), zone: UInt64(bitPattern: zone)),
+                    Date(timeIntervalSince1970: TimeInterval(microseconds) / 1_000_000)
+                )
             }
         }
     }
@@ -244,6 +254,12 @@ struct PostgresAssetStore: ServerAssetStore {
         [.int64(Int64(bitPattern: owner)), .bytes(digest.bytes)]
     }
 
+    /// `$1`, `$2` and `$3` of a statement on a partial upload: the owner, the digest's 32 bytes
+    /// and the zone.
+    static func key(_ partial: AssetPartial) -> [PostgresValue] {
+        key(partial.owner, partial.digest) + [.int64(Int64(bitPattern: partial.zone))]
+    }
+
     /// Takes the content's advisory lock until the transaction ends.
     static func lock(_ owner: UInt64, _ digest: AssetDigest, _ session: PostgresSession) throws {
         let key = Int64(bitPattern: PostgresStorage.lockKey("asset u\(owner) \(digest.hex)"))
@@ -251,9 +267,9 @@ struct PostgresAssetStore: ServerAssetStore {
     }
 
     /// The partial upload's length, or `nil` when there is none.
-    static func partialLength(_ owner: UInt64, _ digest: AssetDigest, _ session: PostgresSession) throws -> Int64? {
+    static func partialLength(_ partial: AssetPartial, _ session: PostgresSession) throws -> Int64? {
         try session.query(
-            "SELECT length FROM logsync_asset_partials WHERE owner = $1 AND digest = $2", key(owner, digest)
+            "SELECT length FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3", key(partial)
         ).first.map { try $0.decode(Int64.self) }
     }
 
@@ -268,11 +284,11 @@ struct PostgresAssetStore: ServerAssetStore {
         }
     }
 
-    /// Shows `count` bytes from `from` of the stored content (`stored`) or the partial upload,
-    /// at most ``pieceSize`` bytes per statement; returns where the bytes shown end: `from +
-    /// count`, or the start of the first hole in the rows.
+    /// Shows `count` bytes from `from` of the stored content (`partial` nil) or of the partial
+    /// upload for the zone `partial`, at most ``pieceSize`` bytes per statement; returns where
+    /// the bytes shown end: `from + count`, or the start of the first hole in the rows.
     static func show(
-        _ owner: UInt64, _ digest: AssetDigest, stored: Bool, from: Int64, count: Int64, _ session: PostgresSession,
+        _ owner: UInt64, _ digest: AssetDigest, partial zone: UInt64?, from: Int64, count: Int64, _ session: PostgresSession,
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int64 {
         let end = from + count
@@ -286,10 +302,14 @@ struct PostgresAssetStore: ServerAssetStore {
                 SELECT start, octet_length(bytes)::bigint,
                     substring(bytes FROM (greatest($4, start) - start + 1)::int FOR ($5 - greatest($4, start))::int)
                 FROM logsync_asset_chunks
-                WHERE owner = $1 AND digest = $2 AND stored = $3 AND start < $5 AND start >= coalesce(
-                    (SELECT max(start) FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored = $3 AND start <= $4), 0)
+                WHERE owner = $1 AND digest = $2 AND stored = $3 AND zone = $6 AND start < $5 AND start >= coalesce(
+                    (SELECT max(start) FROM logsync_asset_chunks
+                     WHERE owner = $1 AND digest = $2 AND stored = $3 AND zone = $6 AND start <= $4), 0)
                 ORDER BY start
-                """, key(owner, digest) + [.bool(stored), .int64(position), .int64(windowEnd)])
+                """,
+                key(owner, digest) + [
+                    .bool(zone == nil), .int64(position), .int64(windowEnd), .int64(Int64(bitPattern: zone ?? 0)),
+                ])
             for row in rows {
                 let (start, length, piece) = try row.decode((Int64, Int64, ByteBuffer).self)
                 let expected = min(start + length, windowEnd) - position

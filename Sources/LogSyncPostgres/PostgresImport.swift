@@ -176,7 +176,10 @@ extension PostgresStorage {
             throw AssetImportError.sourceMissing(owner: owner, digest: digest)
         }
         let target = PostgresAssetStore(pool: pool)
-        try target.removePartial(owner: owner, digest: digest)
+        // Copied through a partial of the default zone's (the migration runs with no server on
+        // the store, so no upload writes it meanwhile).
+        let partial = AssetPartial(owner: owner, digest: digest, zone: 0)
+        try target.removePartial(partial)
         var hasher = AssetHasher()
         var piece: [UInt8] = []
         piece.reserveCapacity(PostgresAssetStore.pieceSize)
@@ -187,16 +190,16 @@ extension PostgresStorage {
             }
             if piece.isEmpty { break }
             let offset = hasher.count
-            try piece.withUnsafeBytes { try target.appendPartial(owner: owner, digest: digest, at: offset, $0) }
+            try piece.withUnsafeBytes { try target.appendPartial(partial, at: offset, $0) }
             hasher.update(piece)
         }
         let read = hasher.count
         let found = hasher.finalize()
         guard read == size, found == digest else {
-            try target.removePartial(owner: owner, digest: digest)
+            try target.removePartial(partial)
             throw AssetImportError.sourceDamaged(owner: owner, digest: digest, size: size, read: read, found: found)
         }
-        try target.storePartial(owner: owner, digest: digest)
+        try target.storePartial(partial)
 
         var copy = AssetHasher()
         while copy.count < size {

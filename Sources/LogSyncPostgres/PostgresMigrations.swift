@@ -37,7 +37,7 @@ package struct PostgresMigrations: Sendable {
     }
 
     /// The store's schema: logs, their entries and index rows, and device tokens (1); asset
-    /// contents (2).
+    /// contents (2); partial uploads per zone (3).
     package static let logSync = PostgresMigrations([
         Migration(version: 1, name: "logs, entries, index and tokens", sql: """
             CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0);
@@ -54,6 +54,15 @@ package struct PostgresMigrations: Sendable {
             CREATE TABLE logsync_asset_partials (owner bigint NOT NULL, digest bytea NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
             CREATE TABLE logsync_asset_chunks (owner bigint NOT NULL, digest bytea NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, digest, stored, start));
             ALTER TABLE logsync_asset_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+            """),
+        // Partial uploads per zone (`AssetPartial`): uploads of one content for different zones
+        // grow partials of their own. A partial of version 2 becomes the default zone's (0), as
+        // every stored content's pieces are; only the owner uploads for the default zone.
+        Migration(version: 3, name: "asset partials per zone", sql: """
+            ALTER TABLE logsync_asset_partials ADD COLUMN zone bigint NOT NULL DEFAULT 0;
+            ALTER TABLE logsync_asset_partials DROP CONSTRAINT logsync_asset_partials_pkey, ADD PRIMARY KEY (owner, digest, zone);
+            ALTER TABLE logsync_asset_chunks ADD COLUMN zone bigint NOT NULL DEFAULT 0;
+            ALTER TABLE logsync_asset_chunks DROP CONSTRAINT logsync_asset_chunks_pkey, ADD PRIMARY KEY (owner, digest, stored, zone, start);
             """),
     ])
 

@@ -368,7 +368,7 @@ extension ServerDatabase {
         // the device.
         var client = client
         if client.hasAssets {
-            if let failure = try checkAssets(of: client, snapshot) { return .failure(failure) }
+            if let failure = try checkAssets(of: client, zone: zone, snapshot) { return .failure(failure) }
             client = client.withoutAssetFiles
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)

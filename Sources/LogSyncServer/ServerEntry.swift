@@ -47,9 +47,12 @@ package enum ServerEntry: Sendable, Equatable {
     /// In a participant's shared database: the zone is shared with the participant no more; the
     /// database feed reports it deleted (F119, F124).
     case sharedZoneLeft(RecordZone.ID, reason: ShareEndReason)
-    /// An asset's content was uploaded, checked against its digest and stored for the records of
-    /// this database's zones (F134); it counts against the quota until deleted.
-    case assetStored(AssetDigest, size: Int64)
+    /// An asset's content was uploaded for the zone `zone` (as this database names it), checked
+    /// against its digest and kept (F134). The first entry of a content stores it: it counts
+    /// against the quota, once, until deleted. Each entry grants the content to its zone, whose
+    /// records may then reference it. Entries written before contents were granted per zone have
+    /// no zone and grant nothing (a zone whose live records reference the content keeps it).
+    case assetStored(AssetDigest, size: Int64, zone: RecordZone.ID?)
     /// A cleanup deleted the contents of assets no live record referenced since before its
     /// horizon.
     case assetsDeleted([AssetDigest])

@@ -61,10 +61,11 @@ extension ServerEntry {
                 $0.others = outcome.others.proto
                 $0.operationGroupID = outcome.operationGroupID ?? ""
             })
-        case .assetStored(let digest, let size):
+        case .assetStored(let digest, let size, let zone):
             return Self.entry(Kind.assetStored, Logsync_Server_AssetStored.with {
                 $0.sha256 = Data(digest.bytes)
                 $0.size = size
+                if let zone { $0.zoneID = zone.proto }
             })
         case .assetsDeleted(let digests):
             return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
@@ -215,7 +216,7 @@ extension ServerEntry {
                 guard message.size >= 0 else { throw ProtoDecoding.invalid("AssetStored.size", "is negative") }
                 return .assetStored(
                     try ProtoDecoding.within("AssetStored.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(message.sha256)) },
-                    size: message.size)
+                    size: message.size, zone: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
             }
         case Kind.assetsDeleted:
             self = try ProtoWire.decode(Logsync_Server_AssetsDeleted.self, payloadOf: entry, "assetsDeleted") { message throws(SyncError) in

@@ -225,6 +225,12 @@ enum IndexKey {
         digest + bigEndian(incarnation)
     }
 
+    /// An asset content granted to a zone incarnation: the incarnation, then the digest's 32
+    /// bytes (so a zone's grants go with its incarnation's prefix).
+    static func assetGrant(incarnation: UInt64, _ digest: [UInt8]) -> [UInt8] {
+        bigEndian(incarnation) + digest
+    }
+
     /// A zone change: the zone's incarnation, then the offset of the change.
     static func zoneChange(incarnation: UInt64, offset: UInt64) -> [UInt8] {
         bigEndian(incarnation) + bigEndian(offset)
@@ -293,7 +299,10 @@ enum IndexKey {
 /// - `assets`: digest → `AssetState` (size, live references, since when unreferenced), for every
 ///   asset content stored for this database's records (F134);
 /// - `assetZones`: digest + zone incarnation → how many live records of that zone reference the
-///   asset, so a share participant reads only the contents of the zones shared with them;
+///   asset;
+/// - `assetGrants`: zone incarnation + digest → the offset of the `assetStored` entry that
+///   granted the content to the zone (an upload for it). A zone's records may reference, and its
+///   readers download, only the contents granted to it or referenced by its live records;
 /// - `schema`: record type → its fields and the kind of each (`RecordSchema.encode(fields:)`), as
 ///   the saved records grew them: the database's development schema (F137). Share records take no
 ///   part; nothing is removed when records or zones go.
@@ -309,11 +318,12 @@ package struct ServerIndex: Projection {
     /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
     /// request IDs per user, the parent of each record. 4: assets and the records' references
     /// to them; the usage counts asset contents. 6: the development schema (F137), device keys and
-    /// wrapped zone keys (F129).
-    package let version: UInt32 = 6
+    /// wrapped zone keys (F129). 7: asset contents granted per zone (`assetGrants`, F134).
+    package let version: UInt32 = 7
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
         "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema", "deviceKeys", "zoneKeys",
+        "assetGrants",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -335,7 +345,8 @@ package struct ServerIndex: Projection {
         for entry in entries {
             let offset = entry.offset.rawValue
             let decoded = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)
-            run.time = Self.time(entry)
+            let time = Self.time(entry)
+            run.time = time
             switch decoded {
             case .recordSaved(let record) where record.recordType != Share.recordType:
                 try recordChanged(record.recordID, to: Self.savedState(record, offset), tables, &run)
@@ -344,8 +355,8 @@ package struct ServerIndex: Projection {
                 try recordChanged(
                     recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables, &run)
             default:
-                try run.end(tables)
-                try apply(decoded, at: offset, time: run.time, to: tables)
+                try run.end(tables)  // which empties the run, its time too
+                try apply(decoded, at: offset, time: time, to: tables)
             }
         }
         try run.end(tables)
@@ -418,11 +429,8 @@ package struct ServerIndex: Projection {
             _ = try tables.removeValue(forKey: key, in: "sharedZones")
             try zoneDeleted(key, reason: .deleted, offset, time: time, tables)
 
-        case .assetStored(let digest, let size):
-            guard try tables.value(forKey: digest.bytes, in: "assets") == nil else { return }
-            let state = AssetState(size: UInt64(size), references: 0, storedAt: offset, unreferencedSince: max(time, 1))
-            try tables.put(state.encoded, forKey: digest.bytes, in: "assets")
-            try tables.put(bigEndian(try usage(tables) + UInt64(size)), forKey: IndexKey.usage, in: "state")
+        case .assetStored(let digest, let size, let zoneID):
+            try assetStored(digest, size: size, for: zoneID, offset, time: time, tables)
 
         case .operationGroupStarted(let group, _, _):
             let key = IndexKey.operationGroup(group.operationGroupID)
@@ -437,6 +445,14 @@ package struct ServerIndex: Projection {
             }
             let usage = try self.usage(tables)
             try tables.put(bigEndian(usage - min(usage, freed)), forKey: IndexKey.usage, in: "state")
+            // A content deleted is granted to no zone: uploaded again, it is granted anew.
+            let deleted = Set(digests.map(\.bytes))
+            var grants: [[UInt8]] = []
+            try tables.forEach(in: "assetGrants") { key, _ in
+                if deleted.contains(Array(key.dropFirst(8))) { grants.append(Array(key)) }
+                return true
+            }
+            for key in grants { try tables.removeValue(forKey: key, in: "assetGrants") }
 
         case .schemaDeployed:
             break  // the registry's (UserRegistry.Index); a database's log never holds one
@@ -454,6 +470,30 @@ package struct ServerIndex: Projection {
                 try tables.put(ZoneKeyWrap(check: Array(wrap.check), wrapped: Array(wrap.wrapped)).encoded, forKey: key, in: "zoneKeys")
             }
         }
+    }
+
+    /// A content uploaded for `zoneID` (`nil` in older logs): stored, and counted in the usage,
+    /// if it was not kept yet; granted to the zone's live incarnation. A content no record
+    /// references is unreferenced from its latest grant on, so that the zone's records have
+    /// until the horizon to reference it.
+    func assetStored(
+        _ digest: AssetDigest, size: Int64, for zoneID: RecordZone.ID?, _ offset: UInt64, time: UInt64, _ tables: ProjectionTables
+    ) throws {
+        var state: AssetState
+        if let bytes = try tables.value(forKey: digest.bytes, in: "assets") {
+            state = try AssetState(decoding: bytes)
+        } else {
+            state = AssetState(size: UInt64(size), references: 0, storedAt: offset, unreferencedSince: max(time, 1))
+            try tables.put(bigEndian(try usage(tables) + UInt64(size)), forKey: IndexKey.usage, in: "state")
+        }
+        if let zoneID {
+            let zone = zoneID == .default ? ZoneState.defaultZone : try zoneState(IndexKey.zone(zoneID), tables)
+            if let zone, zone.isLive {
+                try tables.put(bigEndian(offset), forKey: IndexKey.assetGrant(incarnation: zone.incarnation, digest.bytes), in: "assetGrants")
+                if state.references == 0 { state.unreferencedSince = max(time, 1) }
+            }
+        }
+        try tables.put(state.encoded, forKey: digest.bytes, in: "assets")
     }
 
     /// Moves the references of a record from the assets of its old version to those of its new
@@ -708,7 +748,7 @@ package struct ServerIndex: Projection {
         for secret in secrets where !secret.isEmpty {
             _ = try tables.removeValue(forKey: IndexKey.shareSecret(secret), in: "shareURLs")
         }
-        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots", "zoneKeys"] {
+        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots", "zoneKeys", "assetGrants"] {
             try removeAll(withPrefix: prefix, in: table, tables)
         }
         let usage = try self.usage(tables)

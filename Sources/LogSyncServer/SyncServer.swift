@@ -50,8 +50,9 @@ public final class SyncServer: Sendable {
     let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
     let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
     let quotas = Mutex<[UserID: Int]>([:])
-    /// The asset contents being uploaded in this process, so two requests never write one.
-    let activeUploads = Mutex<Set<AssetUpload.Key>>([])
+    /// The asset contents being uploaded in this process, for a zone each, and the hold of the
+    /// upload writing each, so two requests never write one.
+    let activeUploads = Mutex<[AssetUpload.Key: UploadHold]>([:])
     let users: UserRegistry
     /// The production schema, read from the registry when the server starts and replaced by each
     /// deployment through it; `nil` in development mode (F137).

@@ -8,38 +8,42 @@ import SyncModel
 /// falls back on ``code(forStatus:)`` only when a response has no error body (a proxy's 502, a
 /// route this server does not have).
 public enum WireStatus {
-    /// The HTTP status of a response carrying `code` as its whole-request error.
+    /// The HTTP status of a response carrying `code` as its whole-request error: every code
+    /// ``SyncError/Code/allKnown`` lists has the status Docs/Protocol.md ("HTTP", "Errors")
+    /// gives it; a code this build does not know gets 500.
     ///
     /// | status | codes |
     /// |---|---|
-    /// | 400 | invalidArguments, incompatibleVersion, badDatabase, others a client must fix |
+    /// | 400 | invalidArguments, badDatabase, badContainer, missingEntitlement, referenceViolation, tooManyParticipants, alreadyShared, assetFileNotFound, assetFileModified, participantMayNeedVerification, participantAlreadyInvited |
     /// | 401 | notAuthenticated |
     /// | 403 | permissionFailure, managedAccountRestricted |
-    /// | 404 | zoneNotFound, unknownItem, userDeletedZone |
+    /// | 404 | zoneNotFound, unknownItem, userDeletedZone, assetNotAvailable, incompatibleVersion, serverRejectedRequest |
     /// | 409 | serverRecordChanged, batchRequestFailed, constraintViolation |
     /// | 410 | changeTokenExpired |
     /// | 413 | limitExceeded |
     /// | 429 | requestRateLimited |
     /// | 499 | operationCancelled (the client went away) |
-    /// | 500 | internalError and codes a server does not send |
-    /// | 503 | serviceUnavailable, zoneBusy |
+    /// | 500 | internalError, and the codes only a client raises: partialFailure, networkUnavailable, networkFailure, resultsTruncated, serverResponseLost, zoneKeyUnavailable, decryptionFailed |
+    /// | 503 | serviceUnavailable, zoneBusy, accountTemporarilyUnavailable |
     /// | 507 | quotaExceeded |
     public static func status(for code: SyncError.Code) -> Int {
         switch code {
+        case .invalidArguments, .badDatabase, .badContainer, .missingEntitlement, .referenceViolation, .tooManyParticipants,
+            .alreadyShared, .assetFileNotFound, .assetFileModified, .participantMayNeedVerification, .participantAlreadyInvited:
+            400
         case .notAuthenticated: 401
         case .permissionFailure, .managedAccountRestricted: 403
-        case .zoneNotFound, .unknownItem, .userDeletedZone: 404
+        case .zoneNotFound, .unknownItem, .userDeletedZone, .assetNotAvailable, .incompatibleVersion, .serverRejectedRequest: 404
         case .serverRecordChanged, .batchRequestFailed, .constraintViolation: 409
         case .changeTokenExpired: 410
         case .limitExceeded: 413
         case .requestRateLimited: 429
         case .operationCancelled: 499
+        case .internalError, .partialFailure, .networkUnavailable, .networkFailure, .resultsTruncated, .serverResponseLost,
+            .zoneKeyUnavailable, .decryptionFailed:
+            500
         case .serviceUnavailable, .zoneBusy, .accountTemporarilyUnavailable: 503
         case .quotaExceeded: 507
-        case .invalidArguments, .incompatibleVersion, .badDatabase, .badContainer, .referenceViolation,
-            .missingEntitlement, .tooManyParticipants, .alreadyShared, .assetFileNotFound, .assetFileModified,
-            .participantMayNeedVerification, .participantAlreadyInvited:
-            400
         default: 500
         }
     }

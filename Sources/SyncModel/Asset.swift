@@ -116,7 +116,7 @@ public struct AssetHasher: Sendable {
 /// ``Limits/maxAssetBytes``.
 ///
 /// An app makes one from a local file and saves the record; the engine reads the file, uploads
-/// it (once per content: the server keeps it under its SHA-256) and sends the record with the
+/// it (once per content and zone: the server keeps it under its SHA-256) and sends the record with the
 /// asset's ``digest`` and ``size``. A fetched record's asset has its ``digest`` and ``size``, and
 /// its ``fileURL`` is a copy in the engine's asset cache, or `nil` when the fetch skipped asset
 /// contents (`shouldFetchAssetContents`).

@@ -69,9 +69,11 @@ public protocol CloudDatabase: Sendable {
     /// - Throws: ``SyncError``: `notAuthenticated` when no user is signed in.
     func currentUserRecordID() async throws -> Record.ID
 
-    /// Uploads an asset's content before a record referencing it is saved (F134): streamed from
-    /// the file in pieces, never whole in memory; resumed where the server's copy of a cut
-    /// upload of the same content ends; nothing sent when the server already keeps it.
+    /// Uploads an asset's content for the records of `request.zoneID` before a record
+    /// referencing it is saved (F134): streamed from the file in pieces, never whole in memory;
+    /// resumed where the server's copy of a cut upload of the same content for the zone ends;
+    /// nothing sent when the zone has it already. A content the owner keeps for other zones only
+    /// is sent whole, as a new one (a zone learns nothing of another's contents).
     ///
     /// - Throws: ``SyncError``: `assetFileNotFound` / `assetFileModified` when the file has gone
     ///   or no longer has the request's size or digest; `limitExceeded` over

@@ -41,21 +41,27 @@ final class HTTPContractServer: ContractServer {
         self.running = running
     }
 
-    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
-        let token = try state.withLock { state in
+    /// The bearer token of `user`, made the first time it is asked for.
+    func token(of user: UserID) throws -> String {
+        try state.withLock { state in
             if let token = state.tokens[user] { return token }
             let token = TokenStore.generateToken()
             try tokens.add(token: token, for: user)
             state.tokens[user] = token
             return token
         }
+    }
+
+    func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
         let client = HTTPSyncClient(.init(
-            serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: token, device: device))
+            serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: try token(of: user), device: device))
         state.withLock { $0.clients.append(client) }
         return client.database(scope)
     }
 
     var admin: ServerAdmin { server.admin }
+
+    var syncServer: SyncServer { server }
 
     func pushChannelsReady(_ database: any CloudDatabase) async {
         await (database as? HTTPCloudDatabase)?.client.waitForPushChannels()

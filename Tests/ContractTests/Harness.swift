@@ -23,6 +23,11 @@ protocol ContractServer: Sendable {
     /// Returns once every push stream opened on `database` reaches the server, so that every
     /// later commit is hinted to it. In process a stream is registered when it is made.
     func pushChannelsReady(_ database: any CloudDatabase) async
+    /// The server behind the transport, in this process (for setting up what no device could,
+    /// such as an upload left open).
+    var syncServer: SyncServer { get }
+    /// What the transport answers to `probe`, exactly (`AssetProbes.swift`).
+    func assetAnswer(_ probe: AssetProbe) async throws -> AssetAnswer
 }
 
 extension ContractHarness {
@@ -59,6 +64,10 @@ struct InProcessServer: ContractServer {
     }
 
     var admin: ServerAdmin { server.admin }
+
+    var syncServer: SyncServer { server }
+
+    func assetAnswer(_ probe: AssetProbe) async throws -> AssetAnswer { await server.assetAnswer(probe) }
 
     /// Ends every push stream; the data is already committed.
     func stop() async throws {

@@ -121,6 +121,10 @@ struct TurnServer: ContractServer {
 
     var admin: ServerAdmin { inner.admin }
 
+    var syncServer: SyncServer { inner.syncServer }
+
+    func assetAnswer(_ probe: AssetProbe) async throws -> AssetAnswer { try await inner.assetAnswer(probe) }
+
     func stop() async throws {
         defer { Task { await PostgresHarnessSupport.turns.give() } }
         try await inner.stop()

@@ -96,7 +96,8 @@ struct AssetServerKillTests {
             let deadline = ContinuousClock.now + .seconds(60)
             var partial: String?
             while ContinuousClock.now < deadline {
-                partial = Self.assetFiles(in: data).first { $0.hasSuffix("partial/\(videoDigest.hex)") }
+                // The partial of the content for the zone: `<digest>.<zone incarnation>`.
+                partial = Self.assetFiles(in: data).first { $0.contains("partial/\(videoDigest.hex).") }
                 if let partial, Self.size(of: Self.path(of: partial, in: data)) > 5_000_000 { break }
                 try await Task.sleep(for: .milliseconds(5))
             }

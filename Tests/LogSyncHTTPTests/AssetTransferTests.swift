@@ -312,6 +312,42 @@ struct AssetTransferTests {
         }
     }
 
+    // The server still holds an upload whose client has gone (its connection open and silent,
+    // as a dropped one is until the server notices): the same device's retry takes it over and
+    // stores the content, however long the server would have waited; another device meanwhile
+    // gets zoneBusy.
+    @Test("a retried upload from the same device takes over the upload the server still holds; another device gets zoneBusy")
+    func retryTakesOverHeldUpload() async throws {
+        try await withAssetFixture(configuration: .init(requestBodyTimeout: .seconds(3600), requestBodyMinimumRate: 0)) { fixture in
+            let content = assetContent(6 << 20, seed: 31)
+            let digest = AssetHasher.digest(of: content)
+            let silent = try await RawConnection.open(to: fixture.live)
+            defer { silent.close() }
+            try await silent.send(
+                "PUT \(WireProtocol.assetPath(digest, scope: .private))?\(AssetFixture.query(size: Int64(content.count), offset: 0)) HTTP/1.1\r\n"
+                    + "Host: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nLogSync-Device: phone\r\n"
+                    + "Content-Type: application/octet-stream\r\nContent-Length: \(content.count)\r\n\r\n")
+            try await silent.send(bytes: Array(content[..<((3 << 20) + 4321)]))
+            // The server holds the upload once a piece of it is written.
+            let owner = try #require(UInt64(try await fixture.database.currentUserRecordID().recordName.dropFirst("_user".count)))
+            let assets = fixture.live.server.storage.assets
+            while try assets.partials(owner: owner).filter({ $0.partial.digest == digest }).isEmpty { await Task.yield() }
+
+            let laptop = try await rawRequest(
+                fixture.live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: Int64(content.count)),
+                method: .GET, headers: aliceHeaders([(WireProtocol.deviceHeader, "laptop")]))
+            #expect(laptop.status == 503, "\(laptop)")
+            #expect(try laptop.error().code == .zoneBusy)
+
+            let uploaded = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
+            #expect(uploaded.bytesSent < Int64(content.count), "the retry resumed from what the held upload wrote")
+            #expect(try await fixture.isStored(digest))
+            let download = fixture.downloadRequest(content)
+            _ = try await fixture.database.downloadAsset(download)
+            #expect(try fileHolds(download.destination, content))
+        }
+    }
+
     @Test("a piece out of order is refused as invalidArguments naming the asset and both offsets")
     func pieceOutOfOrder() async throws {
         try await withAssetFixture { fixture in

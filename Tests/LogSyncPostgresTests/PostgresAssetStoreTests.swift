@@ -33,10 +33,12 @@ struct PostgresAssetStoreTests {
         }
     }
 
-    /// Appends `bytes` at `offset` of the partial upload of `digest`, on the pool's threads.
-    static func append(_ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, at offset: Int64, _ bytes: [UInt8]) async throws {
+    /// Appends `bytes` at `offset` of the partial upload of `digest` for `zone`, on the pool's threads.
+    static func append(
+        _ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0, at offset: Int64, _ bytes: [UInt8]
+    ) async throws {
         try await storage.perform {
-            try bytes.withUnsafeBytes { try storage.assets.appendPartial(owner: owner, digest: digest, at: offset, $0) }
+            try bytes.withUnsafeBytes { try storage.assets.appendPartial(AssetPartial(owner: owner, digest: digest, zone: zone), at: offset, $0) }
         }
     }
 
@@ -51,7 +53,7 @@ struct PostgresAssetStoreTests {
             try await append(storage, owner: owner, digest, at: Int64(offset), Array(bytes[offset..<end]))
             offset = end
         }
-        try await storage.perform { try storage.assets.storePartial(owner: owner, digest: digest) }
+        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: owner, digest: digest, zone: 0)) }
         return digest
     }
 
@@ -72,11 +74,11 @@ struct PostgresAssetStoreTests {
         return (bytes, largest)
     }
 
-    /// Every byte of the partial upload, as `readPartial` shows them.
-    static func partial(_ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest) async throws -> [UInt8] {
+    /// Every byte of the partial upload for `zone`, as `readPartial` shows them.
+    static func partial(_ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0) async throws -> [UInt8] {
         try await storage.perform {
             var bytes: [UInt8] = []
-            try storage.assets.readPartial(owner: owner, digest: digest) { bytes.append(contentsOf: $0) }
+            try storage.assets.readPartial(AssetPartial(owner: owner, digest: digest, zone: zone)) { bytes.append(contentsOf: $0) }
             return bytes
         }
     }
@@ -94,9 +96,9 @@ struct PostgresAssetStoreTests {
             let assets = storage.assets
             return State(
                 storedSize: try assets.storedSize(owner: owner, digest: digest),
-                partialLength: try assets.partialLength(owner: owner, digest: digest),
+                partialLength: try assets.partialLength(AssetPartial(owner: owner, digest: digest, zone: 0)),
                 storedDigests: try assets.storedDigests(owner: owner),
-                partials: try assets.partials(owner: owner).map(\.digest))
+                partials: try assets.partials(owner: owner).map(\.partial.digest))
         }
     }
 
@@ -114,7 +116,7 @@ struct PostgresAssetStoreTests {
         try await Self.append(node1, digest, at: 0, Array(bytes[0..<300_000]))
         try await Self.append(node1, digest, at: 300_000, Array(bytes[300_000..<(300_000 + AssetTransfer.chunkSize)]))
         // The connection is cut: the next upload, on the other node, resumes where it ended.
-        let resumeAt = try await node2.perform { try node2.assets.partialLength(owner: 1, digest: digest) }
+        let resumeAt = try await node2.perform { try node2.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: 0)) }
         #expect(resumeAt == Int64(300_000 + AssetTransfer.chunkSize))
         #expect(try await Self.partial(node2, digest) == Array(bytes[0..<Int(resumeAt)]))
         // A piece longer than 1 MiB is split into rows of at most 1 MiB.
@@ -125,7 +127,7 @@ struct PostgresAssetStoreTests {
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 4)
         #expect(try await sqlValue(url, "SELECT max(octet_length(bytes)) FROM logsync_asset_chunks") == Int64(AssetTransfer.chunkSize))
 
-        try await node2.perform { try node2.assets.storePartial(owner: 1, digest: digest) }
+        try await node2.perform { try node2.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) }
         #expect(try await Self.read(node1, digest, from: 0, maxLength: bytes.count).bytes == bytes)
     }
 
@@ -199,7 +201,7 @@ struct PostgresAssetStoreTests {
             CREATE FUNCTION refuse_asset() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'simulated crash'; END $$;
             CREATE TRIGGER refuse_asset BEFORE INSERT ON logsync_assets FOR EACH ROW EXECUTE FUNCTION refuse_asset()
             """)
-        await #expect { try await storage.perform { try storage.assets.storePartial(owner: 1, digest: digest) } } throws: { error in
+        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) } } throws: { error in
             "\(error)".contains("simulated crash")
         }
         #expect(try await Self.state(storage, digest) == partialOnly)
@@ -207,7 +209,7 @@ struct PostgresAssetStoreTests {
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE stored") == 0)
 
         try await sql(url, "DROP TRIGGER refuse_asset ON logsync_assets")
-        try await storage.perform { try storage.assets.storePartial(owner: 1, digest: digest) }
+        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) }
         #expect(try await Self.state(storage, digest) == State(
             storedSize: Int64(bytes.count), partialLength: 0, storedDigests: [digest], partials: []))
         #expect(try await Self.partial(storage, digest) == [])
@@ -222,18 +224,18 @@ struct PostgresAssetStoreTests {
         }
         try await sql(url, "DELETE FROM logsync_asset_chunks WHERE NOT stored AND start = 1000")
         #expect(try await Self.partial(storage, otherDigest) == Array(other[0..<1000]), "only the bytes before the hole show")
-        await #expect { try await storage.perform { try storage.assets.storePartial(owner: 1, digest: otherDigest) } } throws: { error in
+        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: otherDigest, zone: 0)) } } throws: { error in
             guard let error = error as? SyncError else { return false }
             return error.code == .internalError && error.message.contains(otherDigest.description) && error.message.contains("damaged")
         }
         #expect(try await Self.state(storage, otherDigest).storedSize == nil)
         // Without a partial there is nothing to store, except the content of no bytes.
-        await #expect { try await storage.perform { try storage.assets.storePartial(owner: 2, digest: otherDigest) } } throws: { error in
+        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 2, digest: otherDigest, zone: 0)) } } throws: { error in
             guard let error = error as? SyncError else { return false }
             return error.code == .internalError && error.message.contains(otherDigest.description)
         }
         let empty = AssetHasher.digest(of: [UInt8]())
-        try await storage.perform { try storage.assets.storePartial(owner: 2, digest: empty) }
+        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 2, digest: empty, zone: 0)) }
         #expect(try await Self.state(storage, owner: 2, empty).storedSize == 0)
         #expect(try await Self.read(storage, owner: 2, empty, from: 0, maxLength: 10).bytes == [])
     }
@@ -286,7 +288,7 @@ struct PostgresAssetStoreTests {
             offset = end
         }
         let sizeBefore = try await sqlValue(url, "SELECT pg_total_relation_size('logsync_asset_chunks')")
-        try await storage.perform { try storage.assets.storePartial(owner: 1, digest: digest) }
+        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) }
         let sizeAfter = try await sqlValue(url, "SELECT pg_total_relation_size('logsync_asset_chunks')")
         #expect(sizeBefore >= 30_000_000)
         #expect(sizeAfter - sizeBefore < 1_000_000, "storing flips the rows; the bytes stay where they are")
@@ -305,6 +307,34 @@ struct PostgresAssetStoreTests {
         #expect(read.0 == Int64(bytes.count))
         #expect(read.1 == digest)
         #expect(try await Self.state(storage, digest).storedSize == Int64(bytes.count))
+    }
+
+    /// Uploads of one content for two zones grow partials of their own: each has its length
+    /// and bytes, storing one leaves the other, which is dropped without touching the stored
+    /// content's rows.
+    @Test("partial uploads are kept per zone")
+    func partialsPerZone() async throws {
+        let (url, storage) = try await Self.freshStorage()
+        defer { storage.shutdown() }
+        let bytes = Self.content(3000, seed: 9)
+        let digest = AssetHasher.digest(of: bytes)
+        try await Self.append(storage, digest, zone: 5, at: 0, Array(bytes[0..<1000]))
+        try await Self.append(storage, digest, zone: 9, at: 0, Array(bytes[0..<2500]))
+        let lengths = try await storage.perform {
+            [5, 9, 0].map { zone in (try? storage.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: zone))) ?? -1 }
+        }
+        #expect(lengths == [1000, 2500, 0])
+        #expect(try await Self.partial(storage, digest, zone: 5) == Array(bytes[0..<1000]))
+        // Zone 9's append continues from its own length, not zone 5's.
+        try await Self.append(storage, digest, zone: 9, at: 2500, Array(bytes[2500...]))
+        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 9)) }
+        #expect(try await Self.read(storage, digest, from: 0, maxLength: bytes.count).bytes == bytes)
+        let partials = try await storage.perform { try storage.assets.partials(owner: 1) }
+        #expect(partials.map(\.partial) == [AssetPartial(owner: 1, digest: digest, zone: 5)])
+        try await storage.perform { try storage.assets.removePartial(AssetPartial(owner: 1, digest: digest, zone: 5)) }
+        #expect(try await Self.read(storage, digest, from: 0, maxLength: bytes.count).bytes == bytes)
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 0)
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE stored AND zone = 0") == 2)  // its two appends
     }
 
     /// Removing a content or a partial removes its rows and leaves everything else; the lists
@@ -326,7 +356,7 @@ struct PostgresAssetStoreTests {
             (try storage.assets.storedDigests(owner: 1), try storage.assets.partials(owner: 1), try storage.assets.storedDigests(owner: 2))
         }
         #expect(listed == stored.sorted())
-        #expect(partials.map(\.digest) == [partial])
+        #expect(partials.map(\.partial) == [AssetPartial(owner: 1, digest: partial, zone: 0)])
         // PostgreSQL's clock, on this machine: within a minute of the test's.
         #expect(abs(try #require(partials.first).lastWritten.timeIntervalSince(started)) < 60)
         #expect(otherDigests == [stored[0]])
@@ -335,8 +365,8 @@ struct PostgresAssetStoreTests {
         try await storage.perform {
             try storage.assets.remove(owner: 1, digest: stored[0])
             try storage.assets.remove(owner: 1, digest: stored[0])  // already gone: nothing to do
-            try storage.assets.removePartial(owner: 1, digest: partial)
-            try storage.assets.removePartial(owner: 1, digest: stored[1])  // none: nothing to do
+            try storage.assets.removePartial(AssetPartial(owner: 1, digest: partial, zone: 0))
+            try storage.assets.removePartial(AssetPartial(owner: 1, digest: stored[1], zone: 0))  // none: nothing to do
         }
         #expect(try await Self.state(storage, stored[0]) == State(
             storedSize: nil, partialLength: 0, storedDigests: [stored[1]], partials: []))

@@ -9,15 +9,15 @@ import Testing
 
 /// The pool, sessions, transactions and migrations on a database of the shared server.
 @Suite struct PostgresPoolTests {
-    /// A fresh database migrates from 0 to 2 and gets the store's tables; migrating again
+    /// A fresh database migrates from 0 to 3 and gets the store's tables; migrating again
     /// changes nothing.
     @Test func migrateCreatesTheSchemaOnce() async throws {
         let pool = try await freshPool()
         defer { pool.shutdown() }
         let first = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(first.from == 0 && first.to == 2)
+        #expect(first.from == 0 && first.to == 3)
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(second.from == 2 && second.to == 2)
+        #expect(second.from == 3 && second.to == 3)
         let tables = try await pool.run {
             try pool.withSession { session in
                 try session.query("""
@@ -35,7 +35,7 @@ import Testing
                 try $0.query("SELECT version, name FROM logsync_schema_migrations ORDER BY version").map { try $0.decode((Int32, String).self) }
             }
         }
-        #expect(versions.map(\.0) == [1, 2])
+        #expect(versions.map(\.0) == [1, 2, 3])
     }
 
     /// A database of version 1 (a server from before assets), with a log in it, gains the
@@ -48,7 +48,7 @@ import Testing
         #expect(first.from == 0 && first.to == 1)
         try await pool.run { try pool.withSession { try $0.execute("INSERT INTO logsync_logs (name, last_offset) VALUES ('registry', 0)") } }
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(second.from == 1 && second.to == 2)
+        #expect(second.from == 1 && second.to == 3)
         let (logs, assets) = try await pool.run {
             try pool.withSession { session in
                 (try session.query("SELECT name FROM logsync_logs").map { try $0.decode(String.self) },
@@ -59,20 +59,56 @@ import Testing
         #expect(assets == 0)
     }
 
+    /// A database of version 2 (partial uploads per content) keeps its contents and partial
+    /// uploads: the partials become the default zone's (0), and a partial of the same content
+    /// for another zone is a row of its own.
+    @Test func migratesVersionTwoToThree() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let versionTwo = PostgresMigrations(Array(PostgresMigrations.logSync.migrations.prefix(2)))
+        try await pool.run {
+            try versionTwo.migrate(pool)
+            try pool.withSession { session in
+                try session.execute("""
+                    INSERT INTO logsync_asset_partials (owner, digest, length) VALUES (1, '\\x01', 3);
+                    INSERT INTO logsync_asset_chunks (owner, digest, stored, start, bytes) VALUES (1, '\\x01', false, 0, '\\x0a0b0c');
+                    INSERT INTO logsync_assets (owner, digest, size) VALUES (1, '\\x02', 1);
+                    INSERT INTO logsync_asset_chunks (owner, digest, stored, start, bytes) VALUES (1, '\\x02', true, 0, '\\xff');
+                    """)
+            }
+        }
+        let migrated = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
+        #expect(migrated.from == 2 && migrated.to == 3)
+        let (partials, chunks) = try await pool.run {
+            try pool.withSession { session in
+                try session.execute("""
+                    INSERT INTO logsync_asset_partials (owner, digest, zone, length) VALUES (1, '\\x01', 7, 0);
+                    INSERT INTO logsync_asset_chunks (owner, digest, stored, zone, start, bytes) VALUES (1, '\\x01', false, 7, 0, '\\x0d');
+                    """)
+                return (
+                    try session.query("SELECT zone, length FROM logsync_asset_partials ORDER BY zone").map { try $0.decode((Int64, Int64).self) },
+                    try session.query("SELECT stored, zone, octet_length(bytes) FROM logsync_asset_chunks ORDER BY digest, zone")
+                        .map { try $0.decode((Bool, Int64, Int32).self) })
+            }
+        }
+        #expect(partials.map(\.0) == [0, 7] && partials.map(\.1) == [3, 0])
+        #expect(chunks.map(\.0) == [false, false, true] && chunks.map(\.1) == [0, 7, 0] && chunks.map(\.2) == [3, 1, 1])
+    }
+
     /// A database a newer server migrated is refused, naming both versions.
     @Test func refusesANewerSchema() async throws {
         let pool = try await freshPool()
         defer { pool.shutdown() }
         try await pool.run {
             try PostgresMigrations.logSync.migrate(pool)
-            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (3, 'future')") }
+            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (4, 'future')") }
         }
         await #expect {
             try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
         } throws: { error in
             guard let error = error as? PostgresSchemaTooNewError else { return false }
-            return error.databaseVersion == 3 && error.knownVersion == 2
-                && "\(error)".contains("version 3") && "\(error)".contains("version 2")
+            return error.databaseVersion == 4 && error.knownVersion == 3
+                && "\(error)".contains("version 4") && "\(error)".contains("version 3")
         }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LogSyncWire
 import SyncModel
 import Testing
@@ -6,14 +7,55 @@ import Testing
 @Suite("Wire: statuses, routes, formats")
 struct WireStatusTests {
     @Test("whole-request errors get the documented status", arguments: [
-        (SyncError.Code.invalidArguments, 400), (.incompatibleVersion, 400), (.badDatabase, 400),
+        (SyncError.Code.invalidArguments, 400), (.incompatibleVersion, 404), (.badDatabase, 400),
         (.notAuthenticated, 401), (.permissionFailure, 403), (.zoneNotFound, 404), (.userDeletedZone, 404),
-        (.unknownItem, 404), (.changeTokenExpired, 410), (.limitExceeded, 413), (.requestRateLimited, 429),
-        (.operationCancelled, 499), (.internalError, 500), (.serviceUnavailable, 503), (.zoneBusy, 503),
-        (.quotaExceeded, 507),
+        (.unknownItem, 404), (.assetNotAvailable, 404), (.changeTokenExpired, 410), (.limitExceeded, 413),
+        (.requestRateLimited, 429), (.operationCancelled, 499), (.internalError, 500), (.serviceUnavailable, 503),
+        (.zoneBusy, 503), (.quotaExceeded, 507), (SyncError.Code(rawValue: 9999), 500),
     ])
     func statuses(code: SyncError.Code, status: Int) {
         #expect(WireStatus.status(for: code) == status)
+    }
+
+    /// The table of Docs/Protocol.md, "HTTP" → "Errors": each status and the codes named in
+    /// backquotes on its row.
+    static func documentedStatuses() throws -> [(status: Int, codes: [String])] {
+        let protocolFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Docs/Protocol.md")
+        let text = try String(contentsOf: protocolFile, encoding: .utf8)
+        let section = try #require(text.components(separatedBy: "\n### Errors\n").dropFirst().first?.components(separatedBy: "\n### ").first)
+        var rows: [(Int, [String])] = []
+        for line in section.split(separator: "\n") where line.hasPrefix("| ") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 3, let status = Int(cells[1]) else { continue }  // the heading, the rule
+            rows.append((status, cells[2].split(separator: "`", omittingEmptySubsequences: false).enumerated()
+                .filter { $0.offset % 2 == 1 }.map { String($0.element) }))
+        }
+        if rows.isEmpty { throw TableMissing() }
+        return rows
+    }
+
+    struct TableMissing: Error, CustomStringConvertible {
+        var description: String { "Docs/Protocol.md has no status table under \"### Errors\"" }
+    }
+
+    // Every code the build knows is on exactly one row of the documented table, and
+    // WireStatus answers that row's status for it.
+    @Test("every SyncError code gets the status Docs/Protocol.md gives it, and the table names every code once")
+    func documentedTable() throws {
+        let rows = try Self.documentedStatuses()
+        let names = Set(SyncError.Code.allKnown.map(\.name))
+        var documented: [String: [Int]] = [:]
+        for (status, quoted) in rows {
+            for name in quoted where names.contains(name) { documented[name, default: []].append(status) }
+        }
+        for code in SyncError.Code.allKnown {
+            let statuses = documented[code.name] ?? []
+            #expect(statuses.count == 1, "\(code) is on \(statuses.count) rows of the table (\(statuses)), not one")
+            if let status = statuses.first {
+                #expect(WireStatus.status(for: code) == status, "\(code): WireStatus answers \(WireStatus.status(for: code)), the table \(status)")
+            }
+        }
     }
 
     // F89: a response without an error body, from a proxy or a server that is going away, maps to

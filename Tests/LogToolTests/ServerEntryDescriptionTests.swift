@@ -44,7 +44,9 @@ struct ServerEntryDescriptionTests {
         (.deviceKeyRegistered(deviceKey), "deviceKeyRegistered", "key=\(deviceKey.keyID) user=_user1 keySize=32"),
         (.zoneKeysSaved([wrap(notes, version: 1), wrap(bobs, version: 2)]), "zoneKeysSaved",
          "wraps=[Notes:v1:\(deviceKey.keyID),Shared@_bob:v2:\(deviceKey.keyID)] wrapCount=2 wrapBytes=200"),
-        (.assetStored(photo, size: 5), "assetStored", "asset=\(photo) size=5"),
+        (.assetStored(photo, size: 5, zone: notes), "assetStored", "zone=Notes asset=\(photo) size=5"),
+        // Written before contents were granted per zone: no zone.
+        (.assetStored(photo, size: 5, zone: nil), "assetStored", "asset=\(photo) size=5"),
         (.assetsDeleted([photo]), "assetsDeleted", "assets=[\(photo)]"),
         // F137: the deployed schema's types, then each field with its kind.
         (.schemaDeployed(RecordSchema(["Note": ["title": .value(.string), "tags": .list(.string), "old": .list(nil)], "Folder": [:]])),

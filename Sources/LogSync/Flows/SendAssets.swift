@@ -44,7 +44,7 @@ extension SyncEngine {
     /// For each asset with a local file, in a key the record changes (or without a digest yet):
     /// the file's size is checked against ``Limits/maxAssetBytes`` (`limitExceeded`), its
     /// digest and size computed, and its content uploaded to the record's zone (the server keeps
-    /// one copy per content; a content already there costs nothing). An asset in a key the record
+    /// one copy per content; a content the zone has already costs nothing). An asset in a key the record
     /// does not change, with its digest, is the server's already and goes as it is. A record
     /// whose file is gone fails with `assetFileNotFound`, one whose file changed while it was
     /// read or uploaded with `assetFileModified`, one whose upload failed with the upload's

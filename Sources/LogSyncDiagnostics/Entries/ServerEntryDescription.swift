@@ -18,7 +18,7 @@ import SyncModel
 ///
 /// | field | kinds | value |
 /// |---|---|---|
-/// | `zone`, `owner` | zone and record kinds, zone subscriptions, client change tokens | zone name; owner record name, only when not the current user (`__defaultOwner__`) |
+/// | `zone`, `owner` | zone and record kinds, zone subscriptions, client change tokens, assetStored (the zone the upload was for; none in logs written before contents were granted per zone) | zone name; owner record name, only when not the current user (`__defaultOwner__`) |
 /// | `record`, `type` | recordSaved, recordDeleted | record name; record type |
 /// | `tag` | recordSaved | the change tag, which the server sets to the entry's offset |
 /// | `keys`, `changed`, `parent`, `assets` | recordSaved | field keys (sorted); changed keys, only if any; parent record name, only if set; `record.field:digest/sizeB` per asset, only if any (the server keeps contents apart) |
@@ -177,7 +177,8 @@ enum ServerEntryDescription: EntryKindCatalog {
         case .sharedZoneLeft(let zoneID, let reason):
             addZone(zoneID)
             add("reason", .text(reason.description))
-        case .assetStored(let digest, let size):
+        case .assetStored(let digest, let size, let zoneID):
+            if let zoneID { addZone(zoneID) }
             add("asset", .text(digest.description))
             add("size", .integer(UInt64(size)))
         case .assetsDeleted(let digests):

@@ -534,9 +534,12 @@ package nonisolated struct Logsync_Server_SavedRecordRef: Sendable {
   fileprivate var _recordID: SyncModel.Logsync_Model_RecordID? = nil
 }
 
-/// Kind 114, ServerEntry.assetStored: an asset's content was uploaded, checked against its
-/// digest and stored for the records of this database's zones (F134). It counts against the
-/// owner's quota until an AssetsDeleted entry names it.
+/// Kind 114, ServerEntry.assetStored: an asset's content was uploaded for a zone of this
+/// database and checked against its digest (F134). The first entry of a content stores it: it
+/// counts against the owner's quota, once, until an AssetsDeleted entry names it. Each entry
+/// grants the content to its zone: from then on that zone's records may reference it, and its
+/// readers download it. A content kept already is uploaded whole again for another zone, and
+/// gains that zone without a second copy.
 package nonisolated struct Logsync_Server_AssetStored: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -547,9 +550,23 @@ package nonisolated struct Logsync_Server_AssetStored: Sendable {
 
   package var size: Int64 = 0
 
+  /// The zone the upload was for, as the owner names it. Absent in entries written before
+  /// contents were granted per zone: those grant no zone anything (a zone whose live records
+  /// reference the content keeps it).
+  package var zoneID: SyncModel.Logsync_Model_RecordZoneID {
+    get {_zoneID ?? SyncModel.Logsync_Model_RecordZoneID()}
+    set {_zoneID = newValue}
+  }
+  /// Returns true if `zoneID` has been explicitly set.
+  package var hasZoneID: Bool {self._zoneID != nil}
+  /// Clears the value of `zoneID`. Subsequent reads from it will return its default value.
+  package mutating func clearZoneID() {self._zoneID = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
+
+  fileprivate var _zoneID: SyncModel.Logsync_Model_RecordZoneID? = nil
 }
 
 /// Kind 115, ServerEntry.assetsDeleted: a cleanup deleted the contents of assets that no live
@@ -1260,7 +1277,7 @@ nonisolated extension Logsync_Server_SavedRecordRef: SwiftProtobuf.Message, Swif
 
 nonisolated extension Logsync_Server_AssetStored: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".AssetStored"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sha256\0\u{1}size\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}sha256\0\u{1}size\0\u{3}zone_id\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1270,24 +1287,33 @@ nonisolated extension Logsync_Server_AssetStored: SwiftProtobuf.Message, SwiftPr
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularBytesField(value: &self.sha256) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.size) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._zoneID) }()
       default: break
       }
     }
   }
 
   package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
     if !self.sha256.isEmpty {
       try visitor.visitSingularBytesField(value: self.sha256, fieldNumber: 1)
     }
     if self.size != 0 {
       try visitor.visitSingularInt64Field(value: self.size, fieldNumber: 2)
     }
+    try { if let v = self._zoneID {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   package static func ==(lhs: Logsync_Server_AssetStored, rhs: Logsync_Server_AssetStored) -> Bool {
     if lhs.sha256 != rhs.sha256 {return false}
     if lhs.size != rhs.size {return false}
+    if lhs._zoneID != rhs._zoneID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
