@@ -44,6 +44,10 @@ enum Harnesses {
     static let all: [any ContractHarness] = [
         InProcessHarness(), HTTPHarness(), InProcessPostgresHarness(), HTTPPostgresHarness(),
     ]
+
+    /// The server in this process on each store: for the server's own rules where the transport
+    /// adds nothing, shown at volumes that would only time the HTTP stack.
+    static let inProcess: [any ContractHarness] = [InProcessHarness(), InProcessPostgresHarness()]
 }
 
 /// The server in this process: `InProcessDatabase` values straight on a `SyncServer`.
