@@ -6,7 +6,7 @@ import Testing
 /// Assets (F129, F134): contents uploaded apart from records, kept once per content, fetched by
 /// digest; records that reference a content the server does not keep fail alone; bad uploads
 /// store nothing; unreferenced contents go after the horizon.
-@Suite("Assets", .timeLimit(.minutes(3)))
+@Suite("Assets", .timeLimit(.minutes(10)))
 struct AssetTests {
     /// Bytes of `count` that differ from any other call's with another `seed`.
     static func content(_ count: Int, seed: UInt8 = 1) -> [UInt8] {

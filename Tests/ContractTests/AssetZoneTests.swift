@@ -9,7 +9,7 @@ import Testing
 /// answer is the one for a digest that does not exist. Tried as a share participant would:
 /// alice keeps zones `Private` and `Notes`, `Notes` shared read-write with bob and read-only
 /// with carol.
-@Suite("Assets per zone", .timeLimit(.minutes(3)))
+@Suite("Assets per zone", .timeLimit(.minutes(10)))
 struct AssetZoneTests {
     static let privateZone = zoneID("Private")
 

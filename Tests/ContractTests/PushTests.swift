@@ -10,7 +10,7 @@ import Testing
 /// first hint to arrive is that later one. A listener is opened before the commits it observes,
 /// and drains the server's stream as hints arrive (see ``HintListener``), so a wrong hint is not
 /// coalesced away behind the right one.
-@Suite("Push hints (F112–F114, F154)", .timeLimit(.minutes(3)))
+@Suite("Push hints (F112–F114, F154)", .timeLimit(.minutes(10)))
 struct PushTests {
     // F113, F154, F117: a commit by one device sends a hint to the user's other subscribed
     // device; the hint is only a hint (scope, subscription, zone, token), and the fetch it

@@ -5,7 +5,7 @@ import Testing
 
 /// Sharing between users (F119–F124): shares saved by their owner, accepted by participants,
 /// used from the participants' shared databases, left, revoked and deleted.
-@Suite("Sharing (F119–F124)", .timeLimit(.minutes(3)))
+@Suite("Sharing (F119–F124)", .timeLimit(.minutes(10)))
 struct SharingTests {
     // F123, F119: the owner saves a zone-wide share in the private database; the server sets its
     // URL, the owner, and each invited participant's identity (from the e-mail address) as pending.

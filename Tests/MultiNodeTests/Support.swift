@@ -146,7 +146,7 @@ final class PushRecorder: Sendable {
 /// Checks `condition` every 20 ms until it holds.
 ///
 /// - Throws: ``MultiNodeTestError`` naming `what` when `limit` passes first; what `condition` throws.
-func waitUntil(_ what: String, limit: Duration = .seconds(20), _ condition: () async throws -> Bool) async throws {
+func waitUntil(_ what: String, limit: Duration = .seconds(60), _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + limit
     while try await !condition() {
         guard ContinuousClock.now < deadline else { throw MultiNodeTestError("timed out after \(limit) waiting until \(what)") }
