@@ -96,7 +96,7 @@ struct AssetFixture {
     }
 
     /// The status of `digest` once no request holds its upload, polled until `deadline`.
-    func settledStatus(_ digest: AssetDigest, size: Int64, limit: Duration = .seconds(30)) async throws -> AssetUploadStatus {
+    func settledStatus(_ digest: AssetDigest, size: Int64, limit: Duration = .seconds(120)) async throws -> AssetUploadStatus {
         let deadline = ContinuousClock.now + limit
         while true {
             if let status = try await status(digest, size: size) { return status }
