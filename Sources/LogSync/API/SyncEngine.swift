@@ -45,22 +45,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public let subscriptionID: Subscription.ID?
     /// Where the contents of fetched assets are kept (``Configuration/assetCacheDirectory``, or
     /// its default inside the device log's directory).
-    public var assetCacheDirectory: URL { assetCache.directory }
+    public var assetCacheDirectory: URL { engineContext.assetCache.directory }
 
-    let logger: Logger
-    let fetchResultsLimit: Int?
-    /// Where fetched asset contents are kept (``Configuration/assetCacheDirectory``).
-    let assetCache: AssetCache
-    /// The device key and the zone keys of encrypted fields (F129).
-    let keyring: ZoneKeyring
+    /// What the flows work with: the device log, the database, the delegate, the keys, the asset
+    /// cache, the logger and the request-ID prefix (F103).
+    let engineContext: EngineContext
     let operations = SyncOperations()
-    private let delegateReference: WeakDelegate
     let session = Mutex(EngineSession())
-    /// The first part of every request ID this engine makes (F103), drawn from the
-    /// configuration's seed; the second part is the offset of the batch's entry. Each
-    /// `batchPrepared` records the ID its batch is sent under, so a batch whose outcome is
-    /// unknown is sent again under its ID after a relaunch too (`UnansweredBatch`).
-    let requestIDPrefix: String
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     /// Whether the engine serves a shipping app or development (F118).
@@ -102,23 +93,26 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         self.deviceLog = deviceLog
         self.automaticallySync = configuration.automaticallySync
         self.subscriptionID = configuration.subscriptionID
-        self.logger = configuration.logger
-        self.fetchResultsLimit = configuration.fetchResultsLimit
-        self.assetCache = AssetCache(
-            directory: configuration.assetCacheDirectory
-                ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("Assets", isDirectory: true))
-        self.keyring = ZoneKeyring(
-            keyFile: configuration.deviceKeyFile
-                ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("DeviceKey"))
-        self.delegateReference = WeakDelegate(configuration.delegate)
         var random = SeededRandom(seed: configuration.randomSeed ^ 0x5245_5155_4553_5453)
-        self.requestIDPrefix = String(random.next(), radix: 16)
+        let delegate = EngineDelegate(configuration.delegate, logger: configuration.logger)
+        self.engineContext = EngineContext(
+            deviceLog: deviceLog, database: configuration.database, delegate: delegate,
+            keyring: ZoneKeyring(
+                keyFile: configuration.deviceKeyFile
+                    ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("DeviceKey")),
+            assetCache: AssetCache(
+                directory: configuration.assetCacheDirectory
+                    ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true)
+                    .appendingPathComponent("Assets", isDirectory: true)),
+            logger: configuration.logger, requestIDPrefix: String(random.next(), radix: 16),
+            fetchResultsLimit: configuration.fetchResultsLimit)
         self.state = State(deviceLog: deviceLog)
         self.scheduler = configuration.automaticallySync
             ? SyncScheduler(
                 deviceLog: deviceLog, clock: configuration.clock, policy: configuration.schedulePolicy,
                 seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger)
             : nil
+        delegate.attach(self)
         start()
     }
 
@@ -156,9 +150,6 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
             for task in lifetime.tasks { task.cancel() }
         }
     }
-
-    /// The delegate, while it is alive (F4).
-    var delegate: (any SyncEngineDelegate)? { delegateReference.value }
 
     /// The engine's database scope and log directory, such as
     /// `SyncEngine(private database, log /data/sync)`.
@@ -240,29 +231,25 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         if Self.callbackEngine == ObjectIdentifier(self) { throw ReentrantCallError(operation: operation) }
     }
 
-    /// Hands `event` to the delegate and waits until it has been handled (F9, F10). Dropped if
-    /// the delegate is gone (F4).
+    /// Hands `event` to the delegate and waits until it has been handled (F9, F10).
     func deliver(_ event: Event) async {
-        guard let delegate else { return }
-        logger.trace("delivering \(event.kind)")
-        await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
-            await delegate.handleEvent(event, syncEngine: self)
-        }
+        await engineContext.delegate.deliver(event)
     }
 
     func nextBatch(_ context: SendChangesContext) async -> RecordZoneChangeBatch? {
-        guard let delegate else { return nil }
-        return await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
-            await delegate.nextRecordZoneChangeBatch(context, syncEngine: self)
-        }
+        await engineContext.delegate.nextRecordZoneChangeBatch(context)
     }
 
     func nextFetchOptions(_ context: FetchChangesContext) async -> FetchChangesOptions {
-        guard let delegate else { return context.options }
-        return await Self.$callbackEngine.withValue(ObjectIdentifier(self)) {
-            await delegate.nextFetchChangesOptions(context, syncEngine: self)
-        }
+        await engineContext.delegate.nextFetchChangesOptions(context)
     }
+
+    // The parts of the context the flows not yet turned into types read.
+    var logger: Logger { engineContext.logger }
+    var keyring: ZoneKeyring { engineContext.keyring }
+    var assetCache: AssetCache { engineContext.assetCache }
+    var requestIDPrefix: String { engineContext.requestIDPrefix }
+    var fetchResultsLimit: Int? { engineContext.fetchResultsLimit }
 
     /// After the app changed the ``state``: queues a `stateUpdate` (F26), coalesced with one
     /// already queued. The task holds the engine weakly: an engine the app dropped gets no more
@@ -293,13 +280,6 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 /// Whether an app-triggered `stateUpdate` is queued and has not started reading the offset.
 private final class StateUpdateQueued: Sendable {
     let value = Atomic<Bool>(false)
-}
-
-/// The delegate, held weakly (F4).
-private final class WeakDelegate: Sendable {
-    weak let value: (any SyncEngineDelegate)?
-
-    init(_ value: (any SyncEngineDelegate)?) { self.value = value }
 }
 
 /// An engine held weakly by the tasks that serve it, so that an engine the app dropped stops.

@@ -15,9 +15,11 @@ extension SyncEngine {
     /// zones are still fetched (F102).
     func runFetch(_ context: FetchChangesContext) async throws {
         logger.debug("fetch started: \(context)")
+        let group = context.options.operationGroup
+            ?? SyncStep.defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
         let step = try await SyncStep.start(
-            self, .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)),
-            group: context.options.operationGroup, operation: "fetchChanges", reason: context.reason)
+            .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)),
+            deviceLog: deviceLog, delegate: engineContext.delegate, group: group)
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]

@@ -14,9 +14,11 @@ extension SyncEngine {
     /// the next send.
     func runSend(_ context: SendChangesContext) async throws {
         logger.debug("send started: \(context)")
+        let group = context.options.operationGroup
+            ?? SyncStep.defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
         let step = try await SyncStep.start(
-            self, .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)),
-            group: context.options.operationGroup, operation: "sendChanges", reason: context.reason)
+            .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)),
+            deviceLog: deviceLog, delegate: engineContext.delegate, group: group)
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         var stop: SyncError?

@@ -9,34 +9,48 @@ import SyncModel
 /// written as `eventsDelivered(through:)` in the same commit as the operation's next entry, so
 /// delivery costs no commit of its own; the operation's last entry carries the final one.
 final class SyncStep {
-    let engine: SyncEngine
+    private let deviceLog: DeviceLog
+    private let delegate: any DelegateGateway
     private var deliveredMark: LogOffset?
     /// The group every request of the operation carries (F69): its options' group, or the
-    /// engine's default group for it (``SyncEngine/defaultOperationGroup(_:_:)``).
-    private(set) var operationGroup = OperationGroup(operationGroupID: "-")
+    /// engine's default group for it (``defaultOperationGroup(_:_:_:)``).
+    let operationGroup: OperationGroup
 
-    private init(engine: SyncEngine) { self.engine = engine }
+    private init(deviceLog: DeviceLog, delegate: any DelegateGateway, operationGroup: OperationGroup) {
+        self.deviceLog = deviceLog
+        self.delegate = delegate
+        self.operationGroup = operationGroup
+    }
 
-    /// Starts a send or a fetch: appends its first entry, then delivers its `will` event. Its
-    /// requests carry `group`, or without one the engine's default group for `operation` and
-    /// `reason`.
+    /// Starts a send or a fetch whose requests carry `group`: appends its first entry to
+    /// `deviceLog`, then delivers its `will` event through `delegate`.
     static func start(
-        _ engine: SyncEngine, _ entry: DeviceEntry, _ event: SyncEngine.Event, group: OperationGroup?,
-        operation: String, reason: SyncEngine.SyncReason
+        _ entry: DeviceEntry, _ event: SyncEngine.Event, deviceLog: DeviceLog, delegate: any DelegateGateway,
+        group: OperationGroup
     ) async throws -> SyncStep {
-        let step = SyncStep(engine: engine)
+        let step = SyncStep(deviceLog: deviceLog, delegate: delegate, operationGroup: group)
         try step.append(entry)
-        step.operationGroup = group ?? engine.defaultOperationGroup(operation, reason)
-        await engine.deliver(event)
+        await delegate.deliver(event)
         return step
+    }
+
+    /// The group of a send or fetch whose options name none (F69, F70): one per engine, operation
+    /// and reason, named for them (`SyncEngine sendChanges manual`, `SyncEngine fetchChanges
+    /// scheduled`), its ID the engine's seeded request-ID prefix, the operation and the reason
+    /// (`<prefix>-fetchChanges-scheduled`). Not one per sync: the server writes an entry for each
+    /// group it has not seen, and a group per sync would make every fetch write.
+    static func defaultOperationGroup(
+        _ requestIDPrefix: String, _ operation: String, _ reason: SyncEngine.SyncReason
+    ) -> OperationGroup {
+        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
     }
 
     /// Ends the operation: appends its last entry (with the pending delivery mark), then delivers
     /// a `stateUpdate` reflecting every entry so far (F26, F34) and its `did` event.
     func finish(_ entry: DeviceEntry, _ event: SyncEngine.Event) async throws {
         try append(entry)
-        await engine.deliver(.stateUpdate(SyncEngine.Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
-        await engine.deliver(event)
+        await delegate.deliver(.stateUpdate(SyncEngine.Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        await delegate.deliver(event)
     }
 
     /// Appends `entry` (after a pending delivery mark) and returns its offset.
@@ -45,7 +59,7 @@ final class SyncStep {
         var entries: [DeviceEntry] = []
         if let mark = deliveredMark { entries.append(.eventsDelivered(through: mark)) }
         entries.append(entry)
-        let range = try engine.deviceLog.append(entries)
+        let range = try deviceLog.append(entries)
         deliveredMark = nil
         return range.upperBound.advanced(by: -1)
     }
@@ -58,7 +72,7 @@ final class SyncStep {
     @discardableResult
     func append(_ make: (LogOffset) throws -> DeviceEntry) throws -> LogOffset {
         let mark = deliveredMark
-        let range = try engine.deviceLog.append { first in
+        let range = try deviceLog.append { first in
             guard let mark else { return [try make(first)] }
             return [.eventsDelivered(through: mark), try make(first.next)]
         }
@@ -71,46 +85,10 @@ final class SyncStep {
     func append(_ entry: DeviceEntry, delivering event: SyncEngine.Event?) async throws {
         let offset = try append(entry)
         guard let event else { return }
-        await engine.deliver(event)
+        await delegate.deliver(event)
         deliveredMark = offset
     }
 
     /// Reads from the device log's index.
-    func read<R>(_ body: (DeviceSnapshot) throws -> R) throws -> R { try engine.deviceLog.read(body) }
-}
-
-extension SyncError {
-    /// The `SyncError` for anything a database call threw: itself, `operationCancelled` for
-    /// task cancellation, else `networkFailure` with the error as its cause, so the change is
-    /// kept and retried.
-    static func from(_ error: any Error, during operation: String) -> SyncError {
-        if let error = error as? SyncError { return error }
-        if error is CancellationError {
-            return SyncError(.operationCancelled, "\(operation) was cancelled")
-        }
-        return SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
-    }
-
-    /// Throws what a send or a fetch ended with: `stop`, the error that stopped it, else a
-    /// `partialFailure` listing the items that failed, its message made from their count.
-    static func throwEnding(stop: SyncError?, failures: [ItemID: SyncError], _ message: (Int) -> String) throws {
-        if let stop { throw stop }
-        if !failures.isEmpty { throw SyncError(.partialFailure, message(failures.count), partialErrors: failures) }
-    }
-
-    /// `operationCancelled`, for a sync stopped by `cancelOperations()` (F79).
-    static func cancelled(_ operation: String) -> SyncError {
-        SyncError(.operationCancelled, "\(operation) was cancelled by cancelOperations()")
-    }
-}
-
-extension SyncEngine {
-    /// The group of a send or fetch whose options name none (F69, F70): one per engine, operation
-    /// and reason, named for them (`SyncEngine sendChanges manual`, `SyncEngine fetchChanges
-    /// scheduled`), its ID the engine's seeded request-ID prefix, the operation and the reason
-    /// (`<prefix>-fetchChanges-scheduled`). Not one per sync: the server writes an entry for each
-    /// group it has not seen, and a group per sync would make every fetch write.
-    func defaultOperationGroup(_ operation: String, _ reason: SyncReason) -> OperationGroup {
-        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
-    }
+    func read<R>(_ body: (DeviceSnapshot) throws -> R) throws -> R { try deviceLog.read(body) }
 }
