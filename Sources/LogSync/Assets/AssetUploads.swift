@@ -5,25 +5,6 @@ import SyncModel
 // of each asset is hashed and its content uploaded, and the records go with digest and size.
 
 extension SyncEngine {
-    /// A record batch made ready to send: its assets uploaded, and the items that failed before
-    /// the request set apart.
-    struct PreparedBatch {
-        /// What goes into `batchPrepared` and the request: the records with every asset's
-        /// digest and size (their local files kept; the request leaves them out), the deletions,
-        /// without the items that failed.
-        var batch: RecordZoneChangeBatch
-        /// Each save of the app's batch, in order, as reported back: prepared, or as the app
-        /// gave it when it failed.
-        var recordsToReport: [Record]
-        /// The saves that failed before the request (a file gone or changed, an asset too large,
-        /// a failed upload), and, in an atomic zone, the zone's other items.
-        var failedSaves: [Record.ID: SyncError] = [:]
-        var failedDeletes: [Record.ID: SyncError] = [:]
-        /// The records of ``batch`` with encrypted fields, sealed, as the request carries them
-        /// (``SyncEngine/sealEncryptedValues(_:)``); the batch itself keeps them opened.
-        var sealed: [Record.ID: Record] = [:]
-    }
-
     /// What one batch's preparation has done so far: files hashed and contents uploaded (each
     /// once per batch), and the transient failure after which no more uploads are tried.
     private struct Uploads {
@@ -72,37 +53,8 @@ extension SyncEngine {
                 prepared.recordsToReport.append(record)
             }
         }
-        if batch.atomicByZone { failZoneMates(&prepared) }
+        if batch.atomicByZone { prepared.failZoneMates() }
         return prepared
-    }
-
-    /// Moves the items that share an atomic zone with an item that failed before the request
-    /// into the failures (F55): `batchRequestFailed`, or the failure's own transient code.
-    func failZoneMates(_ prepared: inout PreparedBatch) {
-        var causes: [RecordZone.ID: (id: Record.ID, error: SyncError)] = [:]
-        for (id, error) in prepared.failedSaves.sorted(by: { $0.key.description < $1.key.description })
-        where causes[id.zoneID] == nil {
-            causes[id.zoneID] = (id, error)
-        }
-        guard !causes.isEmpty else { return }
-        func mate(_ id: Record.ID) -> SyncError? {
-            guard let cause = causes[id.zoneID] else { return nil }
-            let message = "not sent: \(cause.id) of the same atomic zone failed before the request (\(cause.error.code))"
-            if cause.error.keepsChangePending {
-                return SyncError(cause.error.code, message, item: .record(id), retryAfter: cause.error.retryAfter)
-            }
-            return SyncError(.batchRequestFailed, message, item: .record(id))
-        }
-        prepared.batch.recordsToSave.removeAll { record in
-            guard let error = mate(record.recordID) else { return false }
-            prepared.failedSaves[record.recordID] = error
-            return true
-        }
-        prepared.batch.recordIDsToDelete.removeAll { id in
-            guard let error = mate(id) else { return false }
-            prepared.failedDeletes[id] = error
-            return true
-        }
     }
 
     /// `record` with the digest and size of each asset it sends, after uploading their contents.

@@ -194,7 +194,7 @@ extension SyncEngine {
         }
         guard !failed.isEmpty else { return }
         prepared.batch.recordsToSave.removeAll { failed.contains($0.recordID) }
-        if prepared.batch.atomicByZone { failZoneMates(&prepared) }
+        if prepared.batch.atomicByZone { prepared.failZoneMates() }
     }
 
     /// `record` with its sealed values opened, fetching the zone's keys once when a version is
