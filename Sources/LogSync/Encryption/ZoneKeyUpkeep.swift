@@ -1,11 +1,22 @@
 import Foundation
+import Logging
 import SyncModel
 
-// The engine's side of encrypted fields (F129, Docs/Encryption.md): opened values are sealed
-// with the zone's key just before a request, and sealed values opened as soon as they arrive, so
-// the device log and the delegate see plaintext and the server only ciphertext.
+/// The engine's side of encrypted fields (F129, Docs/Encryption.md): opened values are sealed
+/// with the zone's key just before a request, and sealed values opened as soon as they arrive, so
+/// the device log and the delegate see plaintext and the server only ciphertext. The zone keys
+/// are kept up: fetched and opened, wrapped for the zone's new recipients, made for a zone that
+/// has none, and rotated when a recipient went.
+///
+/// Used by ``SendFlow`` (sealing, and opening the server's record of a conflict) and
+/// ``FetchFlow`` (opening, and refreshing the keys once per fetch).
+struct ZoneKeyUpkeep: Sendable {
+    /// The database, whose key directory (``ZoneKeyDirectory``) keeps the wrapped zone keys.
+    let database: any CloudDatabase
+    /// The device key and the zone keys this device holds.
+    let keyring: ZoneKeyring
+    let logger: Logger
 
-extension SyncEngine {
     /// The database's key directory.
     ///
     /// - Throws: ``SyncError`` `badDatabase` when the database has none.
@@ -257,5 +268,12 @@ extension SyncEngine {
             copy.setValueKeepingChangeState(.encrypted(.opened(plaintext)), forKey: key)
         }
         return copy
+    }
+}
+
+extension ZoneKeyUpkeep {
+    /// The key upkeep of a send or a fetch, from the engine's context.
+    init(_ context: EngineContext) {
+        self.init(database: context.database, keyring: context.keyring, logger: context.logger)
     }
 }

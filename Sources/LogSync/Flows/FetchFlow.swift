@@ -54,12 +54,12 @@ extension SyncEngine {
     }
 
     /// Once a device uses encrypted fields, each fetch wraps the zone keys it holds for the
-    /// zones' new recipients, and rotates a zone's key when one went (``refreshZoneKeys(_:)``).
+    /// zones' new recipients, and rotates a zone's key when one went (``ZoneKeyUpkeep/refreshZoneKeys(_:)``).
     /// A failure is logged: the next fetch tries again.
     private func maintainZoneKeys() async {
         guard keyring.isInUse else { return }
         do throws(SyncError) {
-            try await refreshZoneKeys(nil)
+            try await ZoneKeyUpkeep(engineContext).refreshZoneKeys(nil)
         } catch {
             logger.warning("zone keys not refreshed: \(error)")
         }
@@ -174,7 +174,7 @@ extension SyncEngine {
             }
             var modifications = response.modifications
             do throws(SyncError) {
-                let opened = try await openingEncryptedValues(modifications)
+                let opened = try await ZoneKeyUpkeep(engineContext).openingEncryptedValues(modifications)
                 modifications = opened.modifications
                 if sealedFailure == nil, let first = opened.failures.first {
                     sealedFailure = opened.failures.count == 1

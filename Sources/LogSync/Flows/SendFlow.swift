@@ -153,7 +153,8 @@ extension SyncEngine {
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
     private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
         var prepared = await prepareAssets(appBatch, group: step.operationGroup)
-        await sealEncryptedValues(&prepared)
+        let keys = ZoneKeyUpkeep(engineContext)
+        await keys.sealEncryptedValues(&prepared)
         let batch = prepared.batch
         let failedBeforeRequest = ModifyRecordsResponse(
             saveResults: prepared.failedSaves.mapValues { .failure($0) }, deleteResults: prepared.failedDeletes.mapValues { .failure($0) })
@@ -213,11 +214,11 @@ extension SyncEngine {
         for record in batch.recordsToSave {
             switch response.saveResults[record.recordID] {
             case .success(let saved)?:
-                answer.saveResults[record.recordID] = .success(Self.restoringOpenedValues(saved.restoringAssetFiles(from: record), from: record))
+                answer.saveResults[record.recordID] = .success(ZoneKeyUpkeep.restoringOpenedValues(saved.restoringAssetFiles(from: record), from: record))
             case .failure(var error)?:
                 if let serverRecord = error.serverRecord, serverRecord.hasEncryptedValues {
                     do throws(SyncError) {
-                        error.serverRecord = try await openingEncryptedValues(serverRecord)
+                        error.serverRecord = try await keys.openingEncryptedValues(serverRecord)
                     } catch let failure {
                         logger.warning("the server's copy of \(record.recordID) stays sealed: \(failure)")
                     }
