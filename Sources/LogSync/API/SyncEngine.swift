@@ -206,6 +206,33 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         await operations.cancelAll()
     }
 
+    // MARK: Assets
+
+    /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
+    /// unless it is there already, and returns the asset with ``Asset/fileURL`` set to the
+    /// cached file: for records fetched with
+    /// ``FetchChangesOptions/ZoneConfiguration/shouldFetchAssetContents`` `false`, or whose
+    /// cached file the app deleted.
+    ///
+    /// Not in CKSyncEngine, whose private `shouldFetchAssetContents` leaves the app to fetch
+    /// contents with a `CKFetchRecordsOperation`.
+    ///
+    /// ```swift
+    /// let photo = try await engine.fetchAssetContents(asset, in: note.recordID.zoneID)
+    /// let image = try Data(contentsOf: photo.fileURL!)
+    /// ```
+    ///
+    /// A call runs beside syncs (it does not wait for them); two downloads of the same content
+    /// never run at once, the second finds the first's file.
+    ///
+    /// - Throws: ``SyncError``: `invalidArguments` for an asset without digest or size (one not
+    ///   sent yet); the database's `assetNotAvailable` (the server keeps no such content for the
+    ///   zone), `zoneNotFound`; transport errors, after which a later call resumes the download;
+    ///   `operationCancelled`.
+    public func fetchAssetContents(_ asset: Asset, in zoneID: RecordZone.ID) async throws(SyncError) -> Asset {
+        try await AssetDownloads(engineContext).contents(of: asset, in: zoneID)
+    }
+
     // MARK: Delegate calls
 
     /// The engine whose delegate callback the current task is in, if any (F11).

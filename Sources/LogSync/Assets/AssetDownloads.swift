@@ -1,33 +1,28 @@
 import Foundation
+import Logging
 import SyncModel
 
-// The asset side of a fetch (F72, F129, F134): a fetched record's assets come with digest and
-// size; the engine downloads their contents into its asset cache before delivering the records,
-// unless the zone's configuration says not to, and fetches one later on demand.
+/// The asset side of a fetch (F72, F129, F134): a fetched record's assets come with digest and
+/// size; their contents are downloaded into the engine's asset cache before the records are
+/// delivered, unless the zone's configuration says not to, and one is fetched later on demand
+/// (``SyncEngine/fetchAssetContents(_:in:)``).
+struct AssetDownloads: Sendable {
+    /// The database the contents are downloaded from.
+    let database: any CloudDatabase
+    /// Where this device's own saves are found: a content it uploaded is copied from the app's
+    /// file rather than downloaded.
+    let deviceLog: DeviceLog
+    /// Where the contents are kept.
+    let assetCache: AssetCache
+    let logger: Logger
 
-extension SyncEngine {
-    /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
-    /// unless it is there already, and returns the asset with ``Asset/fileURL`` set to the
-    /// cached file: for records fetched with
-    /// ``FetchChangesOptions/ZoneConfiguration/shouldFetchAssetContents`` `false`, or whose
-    /// cached file the app deleted.
-    ///
-    /// Not in CKSyncEngine, whose private `shouldFetchAssetContents` leaves the app to fetch
-    /// contents with a `CKFetchRecordsOperation`.
-    ///
-    /// ```swift
-    /// let photo = try await engine.fetchAssetContents(asset, in: note.recordID.zoneID)
-    /// let image = try Data(contentsOf: photo.fileURL!)
-    /// ```
-    ///
-    /// A call runs beside syncs (it does not wait for them); two downloads of the same content
-    /// never run at once, the second finds the first's file.
+    /// The content of `asset` (of a record in `zoneID`) in the asset cache, fetched first
+    /// unless it is there already: `asset` with ``Asset/fileURL`` set to the cached file.
     ///
     /// - Throws: ``SyncError``: `invalidArguments` for an asset without digest or size (one not
-    ///   sent yet); the database's `assetNotAvailable` (the server keeps no such content for the
-    ///   zone), `zoneNotFound`; transport errors, after which a later call resumes the download;
-    ///   `operationCancelled`.
-    public func fetchAssetContents(_ asset: Asset, in zoneID: RecordZone.ID) async throws(SyncError) -> Asset {
+    ///   sent yet); the database's `assetNotAvailable`, `zoneNotFound`; transport errors, after
+    ///   which a later call resumes the download; `operationCancelled`.
+    func contents(of asset: Asset, in zoneID: RecordZone.ID) async throws(SyncError) -> Asset {
         guard let digest = asset.digest, let size = asset.size else {
             throw SyncError(
                 .invalidArguments, "\(asset) has no digest and size: only a fetched or sent asset has content on the server",
@@ -99,5 +94,14 @@ extension SyncEngine {
             }
             return modification
         }
+    }
+}
+
+extension AssetDownloads {
+    /// The downloads of a fetch, from the engine's context.
+    init(_ context: EngineContext) {
+        self.init(
+            database: context.database, deviceLog: context.deviceLog, assetCache: context.assetCache,
+            logger: context.logger)
     }
 }

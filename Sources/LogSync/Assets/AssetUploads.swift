@@ -1,10 +1,16 @@
 import Foundation
+import Logging
 import SyncModel
 
-// The asset side of a send (F129, F134): before a batch's records are logged and sent, the file
-// of each asset is hashed and its content uploaded, and the records go with digest and size.
+/// The asset side of a send (F129, F134): before a batch's records are logged and sent, the file
+/// of each asset is hashed and its content uploaded, and the records go with digest and size.
+struct AssetUploads: Sendable {
+    typealias RecordZoneChangeBatch = SyncEngine.RecordZoneChangeBatch
 
-extension SyncEngine {
+    /// The database the contents are uploaded to.
+    let database: any CloudDatabase
+    let logger: Logger
+
     /// What one batch's preparation has done so far: files hashed and contents uploaded (each
     /// once per batch), and the transient failure after which no more uploads are tried.
     private struct Uploads {
@@ -131,24 +137,9 @@ extension SyncEngine {
     }
 }
 
-extension Record {
-    /// This record (as the server answered it) with the local file of each asset `sent` had at
-    /// the same place (key, and position in a list) with the same digest, so that a saved record
-    /// still points at the app's file.
-    func restoringAssetFiles(from sent: Record) -> Record {
-        guard hasAssets, sent.hasAssets else { return self }
-        var files: [String: [Asset]] = [:]
-        for (key, asset) in sent.assets { files[key, default: []].append(asset) }
-        var positions: [String: Int] = [:]
-        return mappingAssets { key, asset in
-            let position = positions[key, default: 0]
-            positions[key] = position + 1
-            guard asset.fileURL == nil, let sentAssets = files[key], position < sentAssets.count,
-                let url = sentAssets[position].fileURL, sentAssets[position].digest == asset.digest
-            else { return asset }
-            var restored = asset
-            restored.fileURL = url
-            return restored
-        }
+extension AssetUploads {
+    /// The uploads of a send, from the engine's context.
+    init(_ context: EngineContext) {
+        self.init(database: context.database, logger: context.logger)
     }
 }

@@ -116,7 +116,7 @@ extension SyncEngine {
 
     /// Fetches one zone's changes to the end, between its will/did events (F38–F40), as its
     /// configuration says (F72): its page size, and whether the contents of the fetched records'
-    /// assets are downloaded before each page is logged and delivered (``withAssetContents(_:in:)``;
+    /// assets are downloaded before each page is logged and delivered (``AssetDownloads/withAssetContents(_:in:group:)``;
     /// a page whose assets could not be downloaded ends the zone's fetch as failed, its token
     /// not moved past it).
     ///
@@ -187,7 +187,7 @@ extension SyncEngine {
             }
             if configuration.shouldFetchAssetContents {
                 do throws(SyncError) {
-                    modifications = try await withAssetContents(modifications, in: zoneID, group: step.operationGroup)
+                    modifications = try await AssetDownloads(engineContext).withAssetContents(modifications, in: zoneID, group: step.operationGroup)
                 } catch {
                     failure = error
                     break

@@ -147,12 +147,12 @@ extension SyncEngine {
     }
 
     /// Sends one record batch and reports it (F44, F55–F58). The assets' contents are uploaded
-    /// first (F134, ``prepareAssets(_:)``); then the records, with their assets' digests and
+    /// first (F134, ``AssetUploads/prepareAssets(_:group:)``); then the records, with their assets' digests and
     /// sizes, go into the log (`batchPrepared`, marking them in flight, F32, with the request
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
     private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        var prepared = await prepareAssets(appBatch, group: step.operationGroup)
+        var prepared = await AssetUploads(engineContext).prepareAssets(appBatch, group: step.operationGroup)
         let keys = ZoneKeyUpkeep(engineContext)
         await keys.sealEncryptedValues(&prepared)
         let batch = prepared.batch
