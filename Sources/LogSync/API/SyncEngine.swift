@@ -206,6 +206,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         await operations.cancelAll()
     }
 
+    /// Runs one send (``SendFlow``).
+    func runSend(_ context: SendChangesContext) async throws {
+        try await SendFlow(engineContext).run(context)
+    }
+
     // MARK: Assets
 
     /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
@@ -261,10 +266,6 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// Hands `event` to the delegate and waits until it has been handled (F9, F10).
     func deliver(_ event: Event) async {
         await engineContext.delegate.deliver(event)
-    }
-
-    func nextBatch(_ context: SendChangesContext) async -> RecordZoneChangeBatch? {
-        await engineContext.delegate.nextRecordZoneChangeBatch(context)
     }
 
     func nextFetchOptions(_ context: FetchChangesContext) async -> FetchChangesOptions {

@@ -1,24 +1,54 @@
 import Foundation
 import LogStore
+import Logging
 import SyncModel
 
-extension SyncEngine {
-    /// One send (F47): `willSendChanges`; the pending database changes in scope, in batches, each
-    /// answered by `sentDatabaseChanges`; then the delegate's record batches, each answered by
-    /// `sentRecordZoneChanges` (F57), going back to the database changes whenever new ones were
-    /// added meanwhile; `didSendChanges` once the delegate returns `nil`.
+/// One send (F47), as `sendChanges()` and the scheduler run it: `willSendChanges`; the pending
+/// database changes in scope, in batches, each answered by `sentDatabaseChanges`; then the
+/// delegate's record batches, each answered by `sentRecordZoneChanges` (F57), going back to the
+/// database changes whenever new ones were added meanwhile; `didSendChanges` once the delegate
+/// returns `nil`.
+///
+/// A failure that keeps its change pending (transient, F89, or cancelled) ends the send after
+/// its batch is reported: asking again at once would fail the same way. So does a batch made
+/// only of items that already failed in this send: the app re-queued them, and they wait for
+/// the next send.
+///
+/// Built from the engine's context for each send, with what a send uses: on the server's side
+/// the database, the asset uploads and the zone keys (for the batches' assets and encrypted
+/// fields); on the device's, the device log and the delegate; the request-ID prefix and the
+/// logger.
+struct SendFlow: Sendable {
+    /// The server database the changes go to.
+    let database: any CloudDatabase
+    /// Uploads the contents of a batch's assets before the batch is logged.
+    let uploads: AssetUploads
+    /// Seals a batch's encrypted fields, and opens the server's record of a conflict.
+    let keys: ZoneKeyUpkeep
+    /// Where each step of the send is appended, and the pending changes are read.
+    let deviceLog: DeviceLog
+    /// Delivers the send's events and asks the app for its batches.
+    let delegate: any DelegateGateway
+    /// The first part of the request IDs the send makes (F103).
+    let requestIDPrefix: String
+    let logger: Logger
+
+    typealias Event = SyncEngine.Event
+    typealias SendChangesContext = SyncEngine.SendChangesContext
+    typealias PendingDatabaseChange = SyncEngine.PendingDatabaseChange
+    typealias RecordZoneChangeBatch = SyncEngine.RecordZoneChangeBatch
+
+    /// Runs one send with `context`.
     ///
-    /// A failure that keeps its change pending (transient, F89, or cancelled) ends the send after
-    /// its batch is reported: asking again at once would fail the same way. So does a batch made
-    /// only of items that already failed in this send: the app re-queued them, and they wait for
-    /// the next send.
-    func runSend(_ context: SendChangesContext) async throws {
+    /// - Throws: `SyncError`: the error that stopped the send, else `partialFailure` with each
+    ///   failed item's error (F75); `LogStoreError` if the device log cannot be written.
+    func run(_ context: SendChangesContext) async throws {
         logger.debug("send started: \(context)")
         let group = context.options.operationGroup
             ?? SyncStep.defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
         let step = try await SyncStep.start(
             .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)),
-            deviceLog: deviceLog, delegate: engineContext.delegate, group: group)
+            deviceLog: deviceLog, delegate: delegate, group: group)
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         var stop: SyncError?
@@ -58,7 +88,7 @@ extension SyncEngine {
                 break sending
             }
             lastAsked = try deviceLog.log.lastOffset
-            guard let batch = await nextBatch(context), !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
+            guard let batch = await delegate.nextRecordZoneChangeBatch(context), !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
             else {
                 // Zone changes added while the delegate was asked: send them too (F47 step 4).
                 if try !zoneChangesToSend().isEmpty { continue sending }
@@ -152,8 +182,7 @@ extension SyncEngine {
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
     private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
-        var prepared = await AssetUploads(engineContext).prepareAssets(appBatch, group: step.operationGroup)
-        let keys = ZoneKeyUpkeep(engineContext)
+        var prepared = await uploads.prepareAssets(appBatch, group: step.operationGroup)
         await keys.sealEncryptedValues(&prepared)
         let batch = prepared.batch
         let failedBeforeRequest = ModifyRecordsResponse(
@@ -284,7 +313,7 @@ extension SyncEngine {
             }
         }
         try step.append(entry(answer))
-        await deliver(event(answer))
+        await delegate.deliver(event(answer))
         return outcome
     }
 
@@ -302,5 +331,15 @@ extension SyncEngine {
     /// The error of an item the server's response left out.
     private static func unanswered(_ item: SyncError.ItemID) -> SyncError {
         SyncError(.internalError, "the server's response has no result for \(item)", item: item)
+    }
+}
+
+extension SendFlow {
+    /// A send built from the engine's context, with asset uploads and zone keys made from it.
+    init(_ context: EngineContext) {
+        self.init(
+            database: context.database, uploads: AssetUploads(context), keys: ZoneKeyUpkeep(context),
+            deviceLog: context.deviceLog, delegate: context.delegate, requestIDPrefix: context.requestIDPrefix,
+            logger: context.logger)
     }
 }
