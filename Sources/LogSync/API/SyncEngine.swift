@@ -43,6 +43,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     public let automaticallySync: Bool
     /// The subscription the configuration named, if any (F6).
     public let subscriptionID: Subscription.ID?
+    /// The subscription the engine creates when none is configured or found (F6, F111).
+    public static let defaultSubscriptionID: Subscription.ID = "logsync-database"
     /// Where the contents of fetched assets are kept (``Configuration/assetCacheDirectory``, or
     /// its default inside the device log's directory).
     public var assetCacheDirectory: URL { engineContext.assetCache.directory }
@@ -52,6 +54,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     let engineContext: EngineContext
     let operations = SyncOperations()
     let session = Mutex(EngineSession())
+    /// The database subscription, made sure of once per launch (F111).
+    let subscription: SubscriptionCheck
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     /// Whether the engine serves a shipping app or development (F118).
@@ -106,6 +110,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                     .appendingPathComponent("Assets", isDirectory: true)),
             logger: configuration.logger, requestIDPrefix: String(random.next(), radix: 16),
             fetchResultsLimit: configuration.fetchResultsLimit)
+        self.subscription = SubscriptionCheck(engineContext, subscriptionID: configuration.subscriptionID)
         self.state = State(deviceLog: deviceLog)
         self.scheduler = configuration.automaticallySync
             ? SyncScheduler(

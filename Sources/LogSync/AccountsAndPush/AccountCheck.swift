@@ -28,11 +28,9 @@ extension SyncEngine {
     }
 }
 
-/// What the engine remembers of its run in memory: the account as last seen, whether the
-/// subscription was checked this launch.
+/// What the engine remembers of its run in memory: the account as last seen.
 struct EngineSession: Sendable {
     var accountStatus: SyncEngine.AccountStatus?
-    var subscriptionChecked = false
 }
 
 extension SyncEngine {
@@ -127,7 +125,7 @@ extension SyncEngine {
         logger.info("account changed: \(change)")
         // The new account starts from scratch: its database gets its own subscription (so its
         // push hints come, F111), and an automatic engine fetches its data (F86, F106).
-        session.withLock { $0.subscriptionChecked = false }
+        subscription.accountChanged()
         await deliver(.accountChange(Event.AccountChange(changeType: change)))
         await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
         if current != nil { scheduler?.fetchNeeded(reason: .catchUp) }

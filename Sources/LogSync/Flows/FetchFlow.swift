@@ -45,7 +45,7 @@ extension SyncEngine {
         }
 
         try await step.finish(.fetchFinished(error: stop), .didFetchChanges(Event.DidFetchChanges(context: context)))
-        if stop == nil { await ensureSubscriptionOnce() }
+        if stop == nil { await subscription.ensureSubscriptionOnce() }
         logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
         try SyncError.throwEnding(stop: stop, failures: zoneFailures) {
