@@ -216,6 +216,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         try await SendFlow(engineContext).run(context)
     }
 
+    /// Runs one fetch (``FetchFlow``).
+    func runFetch(_ context: FetchChangesContext) async throws {
+        try await FetchFlow(engineContext, subscription: subscription).run(context)
+    }
+
     // MARK: Assets
 
     /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
@@ -273,16 +278,10 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         await engineContext.delegate.deliver(event)
     }
 
-    func nextFetchOptions(_ context: FetchChangesContext) async -> FetchChangesOptions {
-        await engineContext.delegate.nextFetchChangesOptions(context)
-    }
-
     // The parts of the context the flows not yet turned into types read.
     var logger: Logger { engineContext.logger }
     var keyring: ZoneKeyring { engineContext.keyring }
-    var assetCache: AssetCache { engineContext.assetCache }
     var requestIDPrefix: String { engineContext.requestIDPrefix }
-    var fetchResultsLimit: Int? { engineContext.fetchResultsLimit }
 
     /// After the app changed the ``state``: queues a `stateUpdate` (F26), coalesced with one
     /// already queued. The task holds the engine weakly: an engine the app dropped gets no more

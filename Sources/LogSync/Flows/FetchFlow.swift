@@ -1,25 +1,59 @@
 import Foundation
 import LogStore
+import Logging
 import SyncModel
 
-extension SyncEngine {
-    /// One fetch, in the order of F46: `willFetchChanges`; the database's change feed from the
-    /// stored token, one `fetchedDatabaseChanges` per page with changes; then, zone by zone,
-    /// `willFetchRecordZoneChanges`, one `fetchedRecordZoneChanges` per page with changes, and
-    /// `didFetchRecordZoneChanges`; `didFetchChanges` last.
+/// One fetch, as `fetchChanges()` and the scheduler run it, in the order of F46: `willFetchChanges`; the database's change feed from the
+/// stored token, one `fetchedDatabaseChanges` per page with changes; then, zone by zone,
+/// `willFetchRecordZoneChanges`, one `fetchedRecordZoneChanges` per page with changes, and
+/// `didFetchRecordZoneChanges`; `didFetchChanges` last.
+///
+/// The zones fetched are the ones listed unfetched (F25) inside the scope the delegate's
+/// `nextFetchChangesOptions` returns, asked before each zone (F14), prioritized zones first in
+/// their order (F66). An expired token is dropped and its feed fetched again from the start
+/// (F100). A zone that fails is reported in its `didFetchRecordZoneChanges` and the other
+/// zones are still fetched (F102).
+///
+/// Built from the engine's context for each fetch, with what a fetch uses: on the server's
+/// side the database, the asset downloads and the zone keys (for the pages' assets and encrypted
+/// fields) and the subscription check that follows a completed fetch; on the device's, the device
+/// log and the delegate; the page size, the request-ID prefix (for the default operation group)
+/// and the logger.
+struct FetchFlow: Sendable {
+    /// The server database the changes come from.
+    let database: any CloudDatabase
+    /// Downloads the contents of a page's assets before the page is logged.
+    let downloads: AssetDownloads
+    /// Opens a page's encrypted fields, and refreshes the zone keys once per fetch.
+    let keys: ZoneKeyUpkeep
+    /// Made sure of once a fetch completes (F111).
+    let subscription: SubscriptionCheck
+    /// Where each fetched page is appended, and the tokens and unfetched zones are read.
+    let deviceLog: DeviceLog
+    /// Delivers the fetch's events and asks the app for the options of each zone.
+    let delegate: any DelegateGateway
+    /// The most changes to ask for per request, or `nil` for the server's page size.
+    let fetchResultsLimit: Int?
+    /// The first part of the default operation group's ID (F69).
+    let requestIDPrefix: String
+    let logger: Logger
+
+    typealias Event = SyncEngine.Event
+    typealias FetchChangesContext = SyncEngine.FetchChangesContext
+    typealias FetchChangesOptions = SyncEngine.FetchChangesOptions
+
+    /// Runs one fetch with `context`.
     ///
-    /// The zones fetched are the ones listed unfetched (F25) inside the scope the delegate's
-    /// `nextFetchChangesOptions` returns, asked before each zone (F14), prioritized zones first in
-    /// their order (F66). An expired token is dropped and its feed fetched again from the start
-    /// (F100). A zone that fails is reported in its `didFetchRecordZoneChanges` and the other
-    /// zones are still fetched (F102).
-    func runFetch(_ context: FetchChangesContext) async throws {
+    /// - Throws: `SyncError`: the error that stopped the fetch (a failed database feed,
+    ///   `operationCancelled`), else `partialFailure` with each failed zone's error (F102);
+    ///   `LogStoreError` if the device log cannot be written.
+    func run(_ context: FetchChangesContext) async throws {
         logger.debug("fetch started: \(context)")
         let group = context.options.operationGroup
             ?? SyncStep.defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
         let step = try await SyncStep.start(
             .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)),
-            deviceLog: deviceLog, delegate: engineContext.delegate, group: group)
+            deviceLog: deviceLog, delegate: delegate, group: group)
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
@@ -29,7 +63,7 @@ extension SyncEngine {
             var attempted = Set<RecordZone.ID>()
             while true {
                 if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
-                let options = await nextFetchOptions(context)
+                let options = await delegate.nextFetchChangesOptions(context)
                 let candidates = try step.read { try $0.zoneIDsWithUnfetchedServerChanges() }.filter {
                     options.scope.contains($0) && !attempted.contains($0)
                 }
@@ -57,9 +91,9 @@ extension SyncEngine {
     /// zones' new recipients, and rotates a zone's key when one went (``ZoneKeyUpkeep/refreshZoneKeys(_:)``).
     /// A failure is logged: the next fetch tries again.
     private func maintainZoneKeys() async {
-        guard keyring.isInUse else { return }
+        guard keys.keyring.isInUse else { return }
         do throws(SyncError) {
-            try await ZoneKeyUpkeep(engineContext).refreshZoneKeys(nil)
+            try await keys.refreshZoneKeys(nil)
         } catch {
             logger.warning("zone keys not refreshed: \(error)")
         }
@@ -124,7 +158,7 @@ extension SyncEngine {
     private func fetchZone(
         _ zoneID: RecordZone.ID, _ configuration: FetchChangesOptions.ZoneConfiguration, _ step: SyncStep
     ) async throws -> SyncError? {
-        await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+        await delegate.deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
         var failure: SyncError?
         var tokenReset = false
         // A listing from no token returns the live records only (F100): the records this device
@@ -174,7 +208,7 @@ extension SyncEngine {
             }
             var modifications = response.modifications
             do throws(SyncError) {
-                let opened = try await ZoneKeyUpkeep(engineContext).openingEncryptedValues(modifications)
+                let opened = try await keys.openingEncryptedValues(modifications)
                 modifications = opened.modifications
                 if sealedFailure == nil, let first = opened.failures.first {
                     sealedFailure = opened.failures.count == 1
@@ -187,7 +221,7 @@ extension SyncEngine {
             }
             if configuration.shouldFetchAssetContents {
                 do throws(SyncError) {
-                    modifications = try await AssetDownloads(engineContext).withAssetContents(modifications, in: zoneID, group: step.operationGroup)
+                    modifications = try await downloads.withAssetContents(modifications, in: zoneID, group: step.operationGroup)
                 } catch {
                     failure = error
                     break
@@ -226,7 +260,18 @@ extension SyncEngine {
         }
         if failure == nil { failure = sealedFailure }
         try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))
-        await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))
+        await delegate.deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))
         return failure
+    }
+}
+
+extension FetchFlow {
+    /// A fetch built from the engine's context, with the engine's subscription check.
+    init(_ context: EngineContext, subscription: SubscriptionCheck) {
+        self.init(
+            database: context.database, downloads: AssetDownloads(context), keys: ZoneKeyUpkeep(context),
+            subscription: subscription, deviceLog: context.deviceLog, delegate: context.delegate,
+            fetchResultsLimit: context.fetchResultsLimit, requestIDPrefix: context.requestIDPrefix,
+            logger: context.logger)
     }
 }
