@@ -137,7 +137,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
             guard appended.author == .app else { return }
             Self.queueStateUpdate(weakSelf, operations, stateUpdateQueued)
         }
-        var tasks = [startListeningForPushes()]
+        var tasks = [PushListener(engineContext).start()]
         if let scheduler {
             scheduler.start()
             tasks.append(Task { await Self.runAutomatically(weakSelf, scheduler) })
@@ -214,6 +214,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// Runs one send (``SendFlow``).
     func runSend(_ context: SendChangesContext) async throws {
         try await SendFlow(engineContext).run(context)
+    }
+
+    /// Delivers again the fetched changes the delegate may not have handled (``Redelivery``).
+    func redeliverUndelivered() async throws {
+        try await Redelivery(engineContext).run()
     }
 
     /// Runs one fetch (``FetchFlow``).

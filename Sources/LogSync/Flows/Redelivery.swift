@@ -1,31 +1,46 @@
 import LogStore
+import Logging
 import SyncModel
 
-extension SyncEngine {
-    /// Delivers again the fetched changes whose events the delegate may not have handled when
-    /// the engine last stopped (F29: at-least-once, never lost): every fetched page after the
-    /// delivery offset, in order, framed as a `.scheduled` fetch (will/did, and each zone's
-    /// will/did) so the event grammar holds (F46). Costs nothing when all was delivered: the
-    /// index keeps the offset of the last fetched page.
-    func redeliverUndelivered() async throws {
+/// Delivers again the fetched changes whose events the delegate may not have handled when
+/// the engine last stopped (F29: at-least-once, never lost): every fetched page after the
+/// delivery offset, in order, framed as a `.scheduled` fetch (will/did, and each zone's
+/// will/did) so the event grammar holds (F46). Costs nothing when all was delivered: the
+/// index keeps the offset of the last fetched page.
+///
+/// Run once when an engine starts, from the engine's context: it reads the device log and
+/// delivers through the delegate gateway.
+struct Redelivery: Sendable {
+    typealias Event = SyncEngine.Event
+
+    /// Where the fetched pages and the delivery offset are read, and the new offset appended.
+    let deviceLog: DeviceLog
+    /// Delivers the events again.
+    let delegate: any DelegateGateway
+    let logger: Logger
+
+    /// Delivers what is undelivered, if anything.
+    ///
+    /// - Throws: `LogStoreError` if the device log cannot be read or written.
+    func run() async throws {
         let (delivered, fetched) = try deviceLog.read { (try $0.deliveredOffset(), try $0.fetchedThrough()) }
         guard let fetched, fetched > (delivered ?? .zero) else { return }
         // Pages without changes deliver no event, so they are never marked delivered: the fetch
         // that frames the redelivery opens at the first page with changes, and when only empty
         // pages follow the mark (a fetch that found nothing new) the mark catches up without an
         // event.
-        let context = FetchChangesContext(reason: .scheduled, options: FetchChangesOptions())
+        let context = SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions())
         var opened = false
         var openZone: RecordZone.ID?
         func open() async {
             guard !opened else { return }
             opened = true
             logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
-            await deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+            await delegate.deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
         }
         func closeZone() async {
             guard let zone = openZone else { return }
-            await deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
+            await delegate.deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
             openZone = nil
         }
         var cursor = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
@@ -37,7 +52,7 @@ extension SyncEngine {
                 guard !modifications.isEmpty || !deletions.isEmpty else { continue }
                 await open()
                 await closeZone()
-                await deliver(
+                await delegate.deliver(
                     .fetchedDatabaseChanges(
                         Event.FetchedDatabaseChanges(
                             modifications: modifications.map { DatabaseChange.Modification(zoneID: $0) },
@@ -47,10 +62,10 @@ extension SyncEngine {
                 await open()
                 if openZone != zoneID {
                     await closeZone()
-                    await deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+                    await delegate.deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
                     openZone = zoneID
                 }
-                await deliver(
+                await delegate.deliver(
                     .fetchedRecordZoneChanges(
                         Event.FetchedRecordZoneChanges(
                             modifications: modifications.map { RecordZoneChange.Modification(record: $0) },
@@ -62,7 +77,14 @@ extension SyncEngine {
         await closeZone()
         try deviceLog.append(.eventsDelivered(through: fetched))
         guard opened else { return }
-        await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
-        await deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+        await delegate.deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        await delegate.deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+    }
+}
+
+extension Redelivery {
+    /// The redelivery of an engine's start, from its context.
+    init(_ context: EngineContext) {
+        self.init(deviceLog: context.deviceLog, delegate: context.delegate, logger: context.logger)
     }
 }
