@@ -52,10 +52,12 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// What the flows work with: the device log, the database, the delegate, the keys, the asset
     /// cache, the logger and the request-ID prefix (F103).
     let engineContext: EngineContext
+    /// Runs the syncs one at a time (F10, F77).
     let operations = SyncOperations()
-    let session = Mutex(EngineSession())
     /// The database subscription, made sure of once per launch (F111).
     let subscription: SubscriptionCheck
+    /// The account as last seen, checked before syncs (F104–F110).
+    let accounts: AccountCheck
     /// The automatic sync planner, with `automaticallySync` (F5).
     let scheduler: SyncScheduler?
     /// Whether the engine serves a shipping app or development (F118).
@@ -117,6 +119,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                 deviceLog: deviceLog, clock: configuration.clock, policy: configuration.schedulePolicy,
                 seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger)
             : nil
+        self.accounts = AccountCheck(engineContext, subscription: subscription, scheduler: scheduler)
         delegate.attach(self)
         start()
     }
@@ -211,21 +214,6 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         await operations.cancelAll()
     }
 
-    /// Runs one send (``SendFlow``).
-    func runSend(_ context: SendChangesContext) async throws {
-        try await SendFlow(engineContext).run(context)
-    }
-
-    /// Delivers again the fetched changes the delegate may not have handled (``Redelivery``).
-    func redeliverUndelivered() async throws {
-        try await Redelivery(engineContext).run()
-    }
-
-    /// Runs one fetch (``FetchFlow``).
-    func runFetch(_ context: FetchChangesContext) async throws {
-        try await FetchFlow(engineContext, subscription: subscription).run(context)
-    }
-
     // MARK: Assets
 
     /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
@@ -253,7 +241,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         try await AssetDownloads(engineContext).contents(of: asset, in: zoneID)
     }
 
-    // MARK: Delegate calls
+    // MARK: Running the flows
 
     /// The engine whose delegate callback the current task is in, if any (F11).
     @TaskLocal static var callbackEngine: ObjectIdentifier?
@@ -266,10 +254,11 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         try await runSync(kind, body)
     }
 
-    /// Runs a sync through the operation queue, once the engine is ready for it.
+    /// Runs a sync through the operation queue, once the account allows it
+    /// (``AccountCheck/prepareSync()``).
     func runSync(_ kind: SyncOperations.Kind, _ body: @escaping @Sendable () async throws -> Void) async throws {
-        try await operations.run(kind) { [self] in
-            try await prepareSync()
+        try await operations.run(kind) { [accounts] in
+            try await accounts.prepareSync()
             try await body()
         }
     }
@@ -278,14 +267,36 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         if Self.callbackEngine == ObjectIdentifier(self) { throw ReentrantCallError(operation: operation) }
     }
 
-    /// Hands `event` to the delegate and waits until it has been handled (F9, F10).
-    func deliver(_ event: Event) async {
-        await engineContext.delegate.deliver(event)
+    /// Runs one send (``SendFlow``).
+    func runSend(_ context: SendChangesContext) async throws {
+        try await SendFlow(engineContext).run(context)
     }
 
-    // The parts of the context the flows not yet turned into types read.
-    var logger: Logger { engineContext.logger }
-    var keyring: ZoneKeyring { engineContext.keyring }
+    /// Runs one fetch (``FetchFlow``).
+    func runFetch(_ context: FetchChangesContext) async throws {
+        try await FetchFlow(engineContext, subscription: subscription).run(context)
+    }
+
+    /// Delivers again the fetched changes the delegate may not have handled (``Redelivery``).
+    func redeliverUndelivered() async throws {
+        try await Redelivery(engineContext).run()
+    }
+
+    /// Checks the account with the database, as its own operation (so that an `accountChange`
+    /// event is delivered in order), and returns the status.
+    func checkAccount() async -> AccountStatus {
+        do {
+            try await operations.run(.accountCheck) { [accounts] in try await accounts.checkAccountNow() }
+        } catch {
+            engineContext.logger.error("account check failed: \(error)")
+        }
+        return accounts.knownAccountStatus ?? .couldNotDetermine
+    }
+
+    /// The account status last seen, or `nil` before the first check.
+    var knownAccountStatus: AccountStatus? { accounts.knownAccountStatus }
+
+    /// The first part of every request ID this engine makes (F103).
     var requestIDPrefix: String { engineContext.requestIDPrefix }
 
     /// After the app changed the ``state``: queues a `stateUpdate` (F26), coalesced with one
@@ -304,7 +315,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                     // Cleared before reading the offset: an edit that finds it set is covered.
                     queued.value.store(false, ordering: .releasing)
                     guard let engine = engine.value else { return }
-                    await engine.deliver(.stateUpdate(Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
+                    await engine.engineContext.delegate.deliver(
+                        .stateUpdate(Event.StateUpdate(offset: try engine.deviceLog.log.lastOffset)))
                 }
             } catch {
                 // Cancelled before it started (or it failed): the next edit queues one anew.

@@ -1,46 +1,53 @@
 import Foundation
 import LogStore
+import Logging
 import Synchronization
 import SyncModel
 
-extension SyncEngine {
-    /// The account as the engine last saw it (F104–F110).
-    public enum AccountStatus: Sendable, Hashable, CustomStringConvertible {
-        /// Signed in: syncing may run.
-        case available
-        /// Nobody signed in (`notAuthenticated`): the engine is dormant (F86).
-        case noAccount
-        /// The account exists but is not ready (`accountTemporarilyUnavailable`, F109): the
-        /// engine waits, without an account change.
-        case temporarilyUnavailable
-        /// The database could not be asked (a network failure): syncs may try, and fail
-        /// transiently.
-        case couldNotDetermine
+/// Who is signed in, as the engine last saw it, and the check that asks the database (F78, F86,
+/// F104–F110).
+///
+/// Lives as long as its engine: it remembers the status between syncs, tells an automatic
+/// engine's scheduler each status it sees, and on an account change records it, forgets the
+/// previous account's zone keys and subscription, and delivers `accountChange`.
+final class AccountCheck: Sendable {
+    typealias AccountStatus = SyncEngine.AccountStatus
+    typealias Event = SyncEngine.Event
 
-        public var description: String {
-            switch self {
-            case .available: "account available"
-            case .noAccount: "no account"
-            case .temporarilyUnavailable: "account temporarily unavailable"
-            case .couldNotDetermine: "account status unknown"
-            }
-        }
+    /// The database asked who is signed in.
+    let database: any CloudDatabase
+    /// Where the last known account is read and an account change recorded.
+    let deviceLog: DeviceLog
+    /// Delivers `accountChange` and the `stateUpdate` after it.
+    let delegate: any DelegateGateway
+    /// Forgets the previous account's zone keys.
+    let keyring: ZoneKeyring
+    /// Made sure of again for a new account.
+    let subscription: SubscriptionCheck
+    /// The automatic sync planner, if any: told each status seen (it waits while there is no
+    /// account), and asked for a catch-up fetch after a sign-in.
+    let scheduler: SyncScheduler?
+    let logger: Logger
+    /// The status last seen, or `nil` before the first check.
+    private let status = Mutex<AccountStatus?>(nil)
+
+    init(_ context: EngineContext, subscription: SubscriptionCheck, scheduler: SyncScheduler?) {
+        self.database = context.database
+        self.deviceLog = context.deviceLog
+        self.delegate = context.delegate
+        self.keyring = context.keyring
+        self.subscription = subscription
+        self.scheduler = scheduler
+        self.logger = context.logger
     }
-}
 
-/// What the engine remembers of its run in memory: the account as last seen.
-struct EngineSession: Sendable {
-    var accountStatus: SyncEngine.AccountStatus?
-}
-
-extension SyncEngine {
     /// The account status last seen, or `nil` before the first check.
-    var knownAccountStatus: AccountStatus? { session.withLock { $0.accountStatus } }
+    var knownAccountStatus: AccountStatus? { status.withLock { $0 } }
 
     /// Remembers the account status, and tells the scheduler, which waits while there is no
     /// account (F86, F109).
     private func setAccountStatus(_ status: AccountStatus) {
-        session.withLock { $0.accountStatus = status }
+        self.status.withLock { $0 = status }
         scheduler?.accountChecked(status)
     }
 
@@ -62,17 +69,6 @@ extension SyncEngine {
         case .available?, .couldNotDetermine?, nil:
             break
         }
-    }
-
-    /// Checks the account with the database, as its own operation (so that an `accountChange`
-    /// event is delivered in order), and returns the status.
-    func checkAccount() async -> AccountStatus {
-        do {
-            try await operations.run(.accountCheck) { [self] in try await checkAccountNow() }
-        } catch {
-            logger.error("account check failed: \(error)")
-        }
-        return knownAccountStatus ?? .couldNotDetermine
     }
 
     /// Asks the database who is signed in. A change from the account the log last knew is an
@@ -126,8 +122,8 @@ extension SyncEngine {
         // The new account starts from scratch: its database gets its own subscription (so its
         // push hints come, F111), and an automatic engine fetches its data (F86, F106).
         subscription.accountChanged()
-        await deliver(.accountChange(Event.AccountChange(changeType: change)))
-        await deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        await delegate.deliver(.accountChange(Event.AccountChange(changeType: change)))
+        await delegate.deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
         if current != nil { scheduler?.fetchNeeded(reason: .catchUp) }
     }
 }
