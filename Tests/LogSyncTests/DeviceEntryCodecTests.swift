@@ -6,7 +6,7 @@ import Testing
 
 @testable import LogSync
 
-/// The byte form of device log entries (DeviceEntryCodec.swift, Proto/device_log.proto).
+/// The byte form of device log entries (DeviceEntry+Codec.swift, Proto/device_log.proto).
 @Suite("Device entry codec")
 struct DeviceEntryCodecTests {
     typealias F = Fixtures

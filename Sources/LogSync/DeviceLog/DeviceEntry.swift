@@ -7,7 +7,7 @@ import SyncModel
 /// step of a send is appended here, and what the engine knows (pending changes, in-flight
 /// changes, last known server records) is `DeviceIndex`, a projection of these entries.
 /// Payloads are Protocol Buffers messages (Proto/device_log.proto, converted in
-/// DeviceEntryCodec.swift); the entry kind says which case an entry is.
+/// DeviceEntry+Codec.swift); the entry kind says which case an entry is.
 ///
 /// Entry kinds 1–99 belong to the device (servers use 100–199). Numbers are forever: a kind is
 /// never renumbered or reused, and a new case takes a new kind. See `Kind` for the kinds in use

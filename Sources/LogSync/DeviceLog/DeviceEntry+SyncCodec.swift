@@ -4,7 +4,7 @@ import SwiftProtobuf
 import SyncModel
 
 // The byte form of the entries a send or a fetch writes (kinds 10, 14, 20–25, 50); the app's
-// edits and the batch entries are in DeviceEntryCodec.swift, which dispatches here.
+// edits and the batch entries are in DeviceEntry+Codec.swift, which dispatches here.
 
 extension DeviceEntry {
     /// The entry of a sync step; called by `newEntry` for the cases it does not encode itself.
