@@ -11,9 +11,6 @@ import SyncModel
 /// engine's scheduler each status it sees, and on an account change records it, forgets the
 /// previous account's zone keys and subscription, and delivers `accountChange`.
 final class AccountCheck: Sendable {
-    typealias AccountStatus = SyncEngine.AccountStatus
-    typealias Event = SyncEngine.Event
-
     /// The database asked who is signed in.
     let database: any CloudDatabase
     /// Where the last known account is read and an account change recorded.
@@ -29,7 +26,7 @@ final class AccountCheck: Sendable {
     let scheduler: SyncScheduler?
     let logger: Logger
     /// The status last seen, or `nil` before the first check.
-    private let status = Mutex<AccountStatus?>(nil)
+    private let status = Mutex<SyncEngine.AccountStatus?>(nil)
 
     init(_ context: EngineContext, subscription: SubscriptionCheck, scheduler: SyncScheduler?) {
         self.database = context.database
@@ -42,11 +39,11 @@ final class AccountCheck: Sendable {
     }
 
     /// The account status last seen, or `nil` before the first check.
-    var knownAccountStatus: AccountStatus? { status.withLock { $0 } }
+    var knownAccountStatus: SyncEngine.AccountStatus? { status.withLock { $0 } }
 
     /// Remembers the account status, and tells the scheduler, which waits while there is no
     /// account (F86, F109).
-    private func setAccountStatus(_ status: AccountStatus) {
+    private func setAccountStatus(_ status: SyncEngine.AccountStatus) {
         self.status.withLock { $0 = status }
         scheduler?.accountChecked(status)
     }
@@ -111,7 +108,7 @@ final class AccountCheck: Sendable {
         try deviceLog.append(.accountChanged(previous: previous, current: current))
         // Zone keys belong to the account: the next account's come from the server again.
         keyring.forgetAccount()
-        let change: Event.AccountChange.ChangeType
+        let change: SyncEngine.Event.AccountChange.ChangeType
         switch (previous, current) {
         case (nil, let user?): change = .signIn(currentUser: user)
         case (let user?, nil): change = .signOut(previousUser: user)
@@ -122,8 +119,8 @@ final class AccountCheck: Sendable {
         // The new account starts from scratch: its database gets its own subscription (so its
         // push hints come, F111), and an automatic engine fetches its data (F86, F106).
         subscription.accountChanged()
-        await delegate.deliver(.accountChange(Event.AccountChange(changeType: change)))
-        await delegate.deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
+        await delegate.deliver(.accountChange(.init(changeType: change)))
+        await delegate.deliver(.stateUpdate(.init(offset: try deviceLog.log.lastOffset)))
         if current != nil { scheduler?.fetchNeeded(reason: .catchUp) }
     }
 }

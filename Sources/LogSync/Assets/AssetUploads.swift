@@ -5,8 +5,6 @@ import SyncModel
 /// The asset side of a send (F129, F134): before a batch's records are logged and sent, the file
 /// of each asset is hashed and its content uploaded, and the records go with digest and size.
 struct AssetUploads: Sendable {
-    typealias RecordZoneChangeBatch = SyncEngine.RecordZoneChangeBatch
-
     /// The database the contents are uploaded to.
     let database: any CloudDatabase
     let logger: Logger
@@ -37,17 +35,17 @@ struct AssetUploads: Sendable {
     /// read or uploaded with `assetFileModified`, one whose upload failed with the upload's
     /// error; each names the record, the field and the file, and the batch's other items still
     /// go. After a transient upload failure (F89) no more uploads are tried in this batch: the
-    /// items left fail with that error, and stay pending. With ``RecordZoneChangeBatch/atomicByZone``
+    /// items left fail with that error, and stay pending. With ``SyncEngine/RecordZoneChangeBatch/atomicByZone``
     /// the other items of a zone with a failure are not sent either (F55): they fail with
     /// `batchRequestFailed`, or with the transient error when the failure keeps its change
     /// pending.
-    func prepareAssets(_ batch: RecordZoneChangeBatch, group: OperationGroup? = nil) async -> PreparedBatch {
+    func prepareAssets(_ batch: SyncEngine.RecordZoneChangeBatch, group: OperationGroup? = nil) async -> PreparedBatch {
         guard batch.recordsToSave.contains(where: \.hasAssets) else {
             return PreparedBatch(batch: batch, recordsToReport: batch.recordsToSave)
         }
         var uploads = Uploads(group: group)
         var prepared = PreparedBatch(
-            batch: RecordZoneChangeBatch(recordIDsToDelete: batch.recordIDsToDelete, atomicByZone: batch.atomicByZone),
+            batch: SyncEngine.RecordZoneChangeBatch(recordIDsToDelete: batch.recordIDsToDelete, atomicByZone: batch.atomicByZone),
             recordsToReport: [])
         for record in batch.recordsToSave {
             do throws(SyncError) {

@@ -32,28 +32,21 @@ struct FetchFlow: Sendable {
     let deviceLog: DeviceLog
     /// Delivers the fetch's events and asks the app for the options of each zone.
     let delegate: any DelegateGateway
-    /// The most changes to ask for per request, or `nil` for the server's page size.
-    let fetchResultsLimit: Int?
     /// The first part of the default operation group's ID (F69).
     let requestIDPrefix: String
     let logger: Logger
-
-    typealias Event = SyncEngine.Event
-    typealias FetchChangesContext = SyncEngine.FetchChangesContext
-    typealias FetchChangesOptions = SyncEngine.FetchChangesOptions
+    /// The most changes to ask for per request, or `nil` for the server's page size.
+    let fetchResultsLimit: Int?
 
     /// Runs one fetch with `context`.
     ///
     /// - Throws: `SyncError`: the error that stopped the fetch (a failed database feed,
     ///   `operationCancelled`), else `partialFailure` with each failed zone's error (F102);
     ///   `LogStoreError` if the device log cannot be written.
-    func run(_ context: FetchChangesContext) async throws {
+    func run(_ context: SyncEngine.FetchChangesContext) async throws {
         logger.debug("fetch started: \(context)")
-        let group = context.options.operationGroup
-            ?? SyncStep.defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
         let step = try await SyncStep.start(
-            .fetchStarted(context), .willFetchChanges(Event.WillFetchChanges(context: context)),
-            deviceLog: deviceLog, delegate: delegate, group: group)
+            .fetch(context), deviceLog: deviceLog, delegate: delegate, requestIDPrefix: requestIDPrefix)
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
@@ -78,7 +71,7 @@ struct FetchFlow: Sendable {
             stop = error
         }
 
-        try await step.finish(.fetchFinished(error: stop), .didFetchChanges(Event.DidFetchChanges(context: context)))
+        try await step.finish(.fetchFinished(error: stop), .didFetchChanges(.init(context: context)))
         if stop == nil { await subscription.ensureSubscriptionOnce() }
         logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
@@ -130,7 +123,7 @@ struct FetchFlow: Sendable {
                     changeToken: response.changeToken, moreComing: response.moreComing),
                 delivering: changed
                     ? .fetchedDatabaseChanges(
-                        Event.FetchedDatabaseChanges(modifications: response.modifications, deletions: response.deletions))
+                        .init(modifications: response.modifications, deletions: response.deletions))
                     : nil)
             if !response.moreComing { return }
         }
@@ -156,9 +149,9 @@ struct FetchFlow: Sendable {
     ///
     /// - Returns: the error that ended the zone's fetch, or `nil`.
     private func fetchZone(
-        _ zoneID: RecordZone.ID, _ configuration: FetchChangesOptions.ZoneConfiguration, _ step: SyncStep
+        _ zoneID: RecordZone.ID, _ configuration: SyncEngine.FetchChangesOptions.ZoneConfiguration, _ step: SyncStep
     ) async throws -> SyncError? {
-        await delegate.deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+        await delegate.deliver(.willFetchRecordZoneChanges(.init(zoneID: zoneID)))
         var failure: SyncError?
         var tokenReset = false
         // A listing from no token returns the live records only (F100): the records this device
@@ -238,7 +231,7 @@ struct FetchFlow: Sendable {
                     changeToken: response.changeToken, moreComing: response.moreComing),
                 delivering: changed
                     ? .fetchedRecordZoneChanges(
-                        Event.FetchedRecordZoneChanges(modifications: modifications, deletions: response.deletions))
+                        .init(modifications: modifications, deletions: response.deletions))
                     : nil)
             if !response.moreComing { break }
         }
@@ -255,12 +248,12 @@ struct FetchFlow: Sendable {
                 try await step.append(
                     .zoneChangesFetched(
                         zoneID: zoneID, modifications: [], deletions: gone, changeToken: lastToken, moreComing: false),
-                    delivering: .fetchedRecordZoneChanges(Event.FetchedRecordZoneChanges(deletions: gone)))
+                    delivering: .fetchedRecordZoneChanges(.init(deletions: gone)))
             }
         }
         if failure == nil { failure = sealedFailure }
         try step.append(.zoneFetchFinished(zoneID: zoneID, error: failure))
-        await delegate.deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zoneID, error: failure)))
+        await delegate.deliver(.didFetchRecordZoneChanges(.init(zoneID: zoneID, error: failure)))
         return failure
     }
 }
@@ -271,7 +264,7 @@ extension FetchFlow {
         self.init(
             database: context.database, downloads: AssetDownloads(context), keys: ZoneKeyUpkeep(context),
             subscription: subscription, deviceLog: context.deviceLog, delegate: context.delegate,
-            fetchResultsLimit: context.fetchResultsLimit, requestIDPrefix: context.requestIDPrefix,
-            logger: context.logger)
+            requestIDPrefix: context.requestIDPrefix, logger: context.logger,
+            fetchResultsLimit: context.fetchResultsLimit)
     }
 }

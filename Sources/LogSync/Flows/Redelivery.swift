@@ -11,8 +11,6 @@ import SyncModel
 /// Run once when an engine starts, from the engine's context: it reads the device log and
 /// delivers through the delegate gateway.
 struct Redelivery: Sendable {
-    typealias Event = SyncEngine.Event
-
     /// Where the fetched pages and the delivery offset are read, and the new offset appended.
     let deviceLog: DeviceLog
     /// Delivers the events again.
@@ -36,11 +34,11 @@ struct Redelivery: Sendable {
             guard !opened else { return }
             opened = true
             logger.info("delivering again the fetched changes after offset \(delivered?.rawValue ?? 0)")
-            await delegate.deliver(.willFetchChanges(Event.WillFetchChanges(context: context)))
+            await delegate.deliver(.willFetchChanges(.init(context: context)))
         }
         func closeZone() async {
             guard let zone = openZone else { return }
-            await delegate.deliver(.didFetchRecordZoneChanges(Event.DidFetchRecordZoneChanges(zoneID: zone)))
+            await delegate.deliver(.didFetchRecordZoneChanges(.init(zoneID: zone)))
             openZone = nil
         }
         var cursor = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
@@ -54,7 +52,7 @@ struct Redelivery: Sendable {
                 await closeZone()
                 await delegate.deliver(
                     .fetchedDatabaseChanges(
-                        Event.FetchedDatabaseChanges(
+                        .init(
                             modifications: modifications.map { DatabaseChange.Modification(zoneID: $0) },
                             deletions: deletions)))
             case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, _):
@@ -62,12 +60,12 @@ struct Redelivery: Sendable {
                 await open()
                 if openZone != zoneID {
                     await closeZone()
-                    await delegate.deliver(.willFetchRecordZoneChanges(Event.WillFetchRecordZoneChanges(zoneID: zoneID)))
+                    await delegate.deliver(.willFetchRecordZoneChanges(.init(zoneID: zoneID)))
                     openZone = zoneID
                 }
                 await delegate.deliver(
                     .fetchedRecordZoneChanges(
-                        Event.FetchedRecordZoneChanges(
+                        .init(
                             modifications: modifications.map { RecordZoneChange.Modification(record: $0) },
                             deletions: deletions)))
             default:
@@ -77,8 +75,8 @@ struct Redelivery: Sendable {
         await closeZone()
         try deviceLog.append(.eventsDelivered(through: fetched))
         guard opened else { return }
-        await delegate.deliver(.stateUpdate(Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
-        await delegate.deliver(.didFetchChanges(Event.DidFetchChanges(context: context)))
+        await delegate.deliver(.stateUpdate(.init(offset: try deviceLog.log.lastOffset)))
+        await delegate.deliver(.didFetchChanges(.init(context: context)))
     }
 }
 

@@ -25,38 +25,30 @@ struct SendFlow: Sendable {
     let uploads: AssetUploads
     /// Seals a batch's encrypted fields, and opens the server's record of a conflict.
     let keys: ZoneKeyUpkeep
-    /// Where each step of the send is appended, and the pending changes are read.
-    let deviceLog: DeviceLog
     /// Delivers the send's events and asks the app for its batches.
     let delegate: any DelegateGateway
+    /// Where each step of the send is appended, and the pending changes are read.
+    let deviceLog: DeviceLog
     /// The first part of the request IDs the send makes (F103).
     let requestIDPrefix: String
     let logger: Logger
-
-    typealias Event = SyncEngine.Event
-    typealias SendChangesContext = SyncEngine.SendChangesContext
-    typealias PendingDatabaseChange = SyncEngine.PendingDatabaseChange
-    typealias RecordZoneChangeBatch = SyncEngine.RecordZoneChangeBatch
 
     /// Runs one send with `context`.
     ///
     /// - Throws: `SyncError`: the error that stopped the send, else `partialFailure` with each
     ///   failed item's error (F75); `LogStoreError` if the device log cannot be written.
-    func run(_ context: SendChangesContext) async throws {
+    func run(_ context: SyncEngine.SendChangesContext) async throws {
         logger.debug("send started: \(context)")
-        let group = context.options.operationGroup
-            ?? SyncStep.defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
         let step = try await SyncStep.start(
-            .sendStarted(context), .willSendChanges(Event.WillSendChanges(context: context)),
-            deviceLog: deviceLog, delegate: delegate, group: group)
+            .send(context), deviceLog: deviceLog, delegate: delegate, requestIDPrefix: requestIDPrefix)
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         var stop: SyncError?
-        var attemptedZoneChanges = Set<PendingDatabaseChange>()
+        var attemptedZoneChanges = Set<SyncEngine.PendingDatabaseChange>()
         let untrackedAtStart = try step.read { try $0.hasPendingUntrackedChanges() }
         var lastAsked = try deviceLog.log.lastOffset  // the log's end when the delegate was last asked
 
-        func zoneChangesToSend() throws -> [PendingDatabaseChange] {
+        func zoneChangesToSend() throws -> [SyncEngine.PendingDatabaseChange] {
             try step.read { try $0.pendingDatabaseChanges() }.filter {
                 context.options.scope.contains($0.zoneID) && !attemptedZoneChanges.contains($0)
             }
@@ -115,7 +107,7 @@ struct SendFlow: Sendable {
         {
             try step.append(.untrackedChangesFlagged(false))
         }
-        try await step.finish(.sendFinished(error: stop), .didSendChanges(Event.DidSendChanges(context: context)))
+        try await step.finish(.sendFinished(error: stop), .didSendChanges(.init(context: context)))
         logger.debug("send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
 
         try SyncError.throwEnding(stop: stop, failures: failures) {
@@ -145,7 +137,7 @@ struct SendFlow: Sendable {
     }
 
     /// Sends one batch of zone changes and reports it (F23, F43).
-    private func sendZoneChanges(_ changes: [PendingDatabaseChange], _ step: SyncStep) async throws -> SendOutcome {
+    private func sendZoneChanges(_ changes: [SyncEngine.PendingDatabaseChange], _ step: SyncStep) async throws -> SendOutcome {
         var zonesToSave: [RecordZone] = []
         var zoneIDsToDelete: [RecordZone.ID] = []
         for change in changes {
@@ -170,7 +162,7 @@ struct SendFlow: Sendable {
                 failedZoneDeletes: $0.failedDeletes)
         } event: {
             .sentDatabaseChanges(
-                Event.SentDatabaseChanges(
+                .init(
                     savedZones: $0.saved, failedZoneSaves: $0.failedSaves.map { .init(zone: $0.item, error: $0.error) },
                     deletedZoneIDs: $0.deleted, failedZoneDeletes: $0.failedDeletes))
         }
@@ -181,7 +173,7 @@ struct SendFlow: Sendable {
     /// sizes, go into the log (`batchPrepared`, marking them in flight, F32, with the request
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
-    private func sendRecordBatch(_ appBatch: RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
+    private func sendRecordBatch(_ appBatch: SyncEngine.RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
         var prepared = await uploads.prepareAssets(appBatch, group: step.operationGroup)
         await keys.sealEncryptedValues(&prepared)
         let batch = prepared.batch
@@ -266,7 +258,7 @@ struct SendFlow: Sendable {
     /// Reports the answer to a record batch: each save as prepared (or as the app gave it, when
     /// it failed before the request), in the app's order.
     private func report(
-        _ answer: ModifyRecordsResponse, _ appBatch: RecordZoneChangeBatch, _ prepared: PreparedBatch, _ step: SyncStep
+        _ answer: ModifyRecordsResponse, _ appBatch: SyncEngine.RecordZoneChangeBatch, _ prepared: PreparedBatch, _ step: SyncStep
     ) async throws -> SendOutcome {
         try await report(
             answer, saving: prepared.recordsToReport, id: \.recordID, deleting: appBatch.recordIDsToDelete,
@@ -275,7 +267,7 @@ struct SendFlow: Sendable {
             .batchResult(saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
         } event: {
             .sentRecordZoneChanges(
-                Event.SentRecordZoneChanges(
+                .init(
                     savedRecords: $0.saved, failedRecordSaves: $0.failedSaves.map { .init(record: $0.item, error: $0.error) },
                     deletedRecordIDs: $0.deleted, failedRecordDeletes: $0.failedDeletes))
         }
@@ -290,7 +282,7 @@ struct SendFlow: Sendable {
     private func report<ID, Saved, Item>(
         _ response: ModifyResponse<ID, Saved>, saving items: [Item], id: (Item) -> ID, deleting ids: [ID],
         as itemID: (ID) -> SyncError.ItemID, _ step: SyncStep,
-        entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry, event: (SortedAnswer<ID, Saved, Item>) -> Event
+        entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry, event: (SortedAnswer<ID, Saved, Item>) -> SyncEngine.Event
     ) async throws -> SendOutcome {
         var outcome = SendOutcome()
         var answer = SortedAnswer<ID, Saved, Item>()
@@ -339,7 +331,7 @@ extension SendFlow {
     init(_ context: EngineContext) {
         self.init(
             database: context.database, uploads: AssetUploads(context), keys: ZoneKeyUpkeep(context),
-            deviceLog: context.deviceLog, delegate: context.delegate, requestIDPrefix: context.requestIDPrefix,
+            delegate: context.delegate, deviceLog: context.deviceLog, requestIDPrefix: context.requestIDPrefix,
             logger: context.logger)
     }
 }

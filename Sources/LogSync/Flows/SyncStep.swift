@@ -22,12 +22,27 @@ final class SyncStep {
         self.operationGroup = operationGroup
     }
 
-    /// Starts a send or a fetch whose requests carry `group`: appends its first entry to
-    /// `deviceLog`, then delivers its `will` event through `delegate`.
+    /// What a step starts: a send or a fetch, with its context.
+    enum Sync {
+        case send(SyncEngine.SendChangesContext)
+        case fetch(SyncEngine.FetchChangesContext)
+    }
+
+    /// Starts a send or a fetch: appends its first entry (`sendStarted`, `fetchStarted`) to
+    /// `deviceLog`, then delivers its `will` event through `delegate`. Its requests carry the
+    /// options' group, or the engine's default group for the operation and its reason.
     static func start(
-        _ entry: DeviceEntry, _ event: SyncEngine.Event, deviceLog: DeviceLog, delegate: any DelegateGateway,
-        group: OperationGroup
+        _ sync: Sync, deviceLog: DeviceLog, delegate: any DelegateGateway, requestIDPrefix: String
     ) async throws -> SyncStep {
+        let (entry, event, group): (DeviceEntry, SyncEngine.Event, OperationGroup)
+        switch sync {
+        case .send(let context):
+            (entry, event) = (.sendStarted(context), .willSendChanges(.init(context: context)))
+            group = context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
+        case .fetch(let context):
+            (entry, event) = (.fetchStarted(context), .willFetchChanges(.init(context: context)))
+            group = context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
+        }
         let step = SyncStep(deviceLog: deviceLog, delegate: delegate, operationGroup: group)
         try step.append(entry)
         await delegate.deliver(event)
@@ -39,7 +54,7 @@ final class SyncStep {
     /// scheduled`), its ID the engine's seeded request-ID prefix, the operation and the reason
     /// (`<prefix>-fetchChanges-scheduled`). Not one per sync: the server writes an entry for each
     /// group it has not seen, and a group per sync would make every fetch write.
-    static func defaultOperationGroup(
+    private static func defaultOperationGroup(
         _ requestIDPrefix: String, _ operation: String, _ reason: SyncEngine.SyncReason
     ) -> OperationGroup {
         OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
