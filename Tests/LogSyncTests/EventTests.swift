@@ -94,20 +94,7 @@ struct EventTests {
     @Test("F50: each payload's description has its type name and the event's fields", arguments: 0..<12)
     func payloadDescription(index: Int) {
         let event = Self.samples[index].event
-        let payload: any CustomStringConvertible = switch event {
-        case .stateUpdate(let p): p
-        case .accountChange(let p): p
-        case .fetchedDatabaseChanges(let p): p
-        case .fetchedRecordZoneChanges(let p): p
-        case .sentDatabaseChanges(let p): p
-        case .sentRecordZoneChanges(let p): p
-        case .willFetchChanges(let p): p
-        case .willFetchRecordZoneChanges(let p): p
-        case .didFetchRecordZoneChanges(let p): p
-        case .didFetchChanges(let p): p
-        case .willSendChanges(let p): p
-        case .didSendChanges(let p): p
-        }
+        let payload = event.payload
         let typeName = String(describing: type(of: payload))
         #expect(payload.description == typeName + String(event.description.dropFirst(Self.samples[index].name.count)))
     }

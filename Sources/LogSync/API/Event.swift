@@ -87,8 +87,8 @@ extension SyncEngine {
             }
         }
 
-        /// The payload, for the description.
-        private var payload: any EventPayload {
+        /// The payload, for the description (and for the tests of each payload's description).
+        var payload: any EventPayload {
             switch self {
             case .stateUpdate(let p): p
             case .accountChange(let p): p
