@@ -51,7 +51,8 @@ struct OperationRoutes: Sendable {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         let started = ContinuousClock.now
         var logger = context.logger
-        do {
+        // Every step throws HTTPFailure, the answer it chose (status and error).
+        do throws(HTTPFailure) {
             let (scope, operation) = try route(context)
             logger[metadataKey: "operation"] = "\(operation)"
             logger[metadataKey: "scope"] = "\(scope)"
@@ -81,13 +82,8 @@ struct OperationRoutes: Sendable {
             headers[.contentType] = format.mediaType
             headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
-        } catch let failure as HTTPFailure {
-            return Self.refusal(failure, closing: failure.closeConnection, logger: logger, since: started, context: context, format: format)
         } catch {
-            // Everything above throws HTTPFailure; this is a safety net, not a path.
-            logger.error("failed", metadata: ["error": "\(error)"])
-            return Self.errorResponse(SyncError(.internalError, "the request failed on the server", cause: "\(error)"),
-                                      status: 500, format: format)
+            return Self.refusal(error, closing: error.closeConnection, logger: logger, since: started, context: context, format: format)
         }
     }
 
