@@ -32,11 +32,14 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // TLS (already built for AsyncHTTPClient and Hummingbird), SHA-256 for stored tokens and
-    // asset contents.
+        // asset contents.
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // PostgreSQL's wire protocol, for LogSyncPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // `swift package generate-documentation`: CI builds every DocC catalog and fails on a
+        // warning (Tools/docs.sh). A command plugin: no target links it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // LMDB from the system (Debian: liblmdb-dev).

@@ -28,7 +28,10 @@ public struct LogStats: Sendable, Hashable {
     /// Reads every entry of `log` (with an `EntryCursor`), decoding each one with `decoder`
     /// so that a corrupt payload is reported as `dump` reports it.
     ///
-    /// - Parameter progress: Told of each entry read.
+    /// - Parameters:
+    ///   - log: The log to read.
+    ///   - decoder: Decodes each entry's payload; `nil` counts envelopes only.
+    ///   - progress: Told of each entry read.
     /// - Throws: `LogStoreError` naming the offset, log and path of a corrupt entry.
     public static func collect(
         _ log: Log, decoder: EntryDecoder?, progress: (ProgressEvent) -> Void = { _ in }

@@ -19,7 +19,10 @@ public struct LogVerification: Sendable {
     /// structure again in a read transaction for the report, then reads every entry of the log
     /// `logName`, or of every log in the environment.
     ///
-    /// - Parameter progress: Told of each entry read.
+    /// - Parameters:
+    ///   - path: The directory holding the LMDB environment.
+    ///   - logName: The log to read, or `nil` for every log in the environment.
+    ///   - progress: Told of each entry read.
     /// - Throws: `LogStoreError`: `.corruptFile` naming the page (and the entry's offset, where
     ///   known), `.corruptEntry` or `.unknownFormatVersion` naming the offset of a bad entry,
     ///   `.missingPath` or `.notALog` for a directory without a log.

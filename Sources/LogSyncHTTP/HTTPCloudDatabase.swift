@@ -87,8 +87,8 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// progress, then throws `networkFailure`; a later call resumes. `bytesSent` counts the bytes
     /// this call added to the server's copy: the size less what the server held when it began.
     ///
-    /// - Throws: ``SyncError``: the server's, exactly as in process (`limitExceeded` over
-    ///   ``Limits/maxAssetBytes``, `quotaExceeded`, `zoneNotFound`, `zoneBusy` while another
+    /// - Throws: `SyncError`: the server's, exactly as in process (`limitExceeded` over
+    ///   `Limits/maxAssetBytes`, `quotaExceeded`, `zoneNotFound`, `zoneBusy` while another
     ///   request uploads the same content, `assetFileModified` when the bytes that arrived hash
     ///   to another digest); `assetFileNotFound` or `assetFileModified` when the file has gone or
     ///   changed during the upload; transport failures as ``HTTPSyncClient`` maps them.
@@ -98,12 +98,12 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
 
     /// Downloads the asset's content (`GET …/assets/{digest}`, Docs/Protocol.md, "Assets")
     /// into the request's destination, streamed a piece at a time into its partial file
-    /// (``AssetDownloadFile``): a partial file an earlier download left is resumed with
+    /// (`AssetDownloadFile`): a partial file an earlier download left is resumed with
     /// `Range: bytes=N-`, and so is the download after a dropped or stalled connection, up to
     /// ``HTTPSyncClient/Configuration/assetResumeAttempts`` times in a row without progress.
     /// The destination appears once every byte is there and matches the digest.
     ///
-    /// - Throws: ``SyncError``: the server's, exactly as in process (`assetNotAvailable` when
+    /// - Throws: `SyncError`: the server's, exactly as in process (`assetNotAvailable` when
     ///   the server keeps no such content for the zone, `zoneNotFound`, `invalidArguments` when
     ///   the server's size is not the request's); `networkFailure` when the bytes do not match
     ///   the digest (the partial file is removed) or the transport fails.

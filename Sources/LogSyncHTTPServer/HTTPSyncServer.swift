@@ -37,10 +37,10 @@ import SyncModel
 /// `Content-Length` does; asset contents are not held to that limit, but streamed a piece at a
 /// time into and out of the asset store, each upload bounded by the size it announces. A body is
 /// measured before it is decoded and refused with 413 past the limits of
-/// ``LogSyncWire/RequestBudget``; requests are decoded and handled within
+/// `LogSyncWire/RequestBudget`; requests are decoded and handled within
 /// ``Configuration/requestMemoryBudget`` at once. Each user and each address is held to
 /// ``Configuration/userLimits`` and ``Configuration/addressLimits`` (429 past them). Errors are
-/// `SyncError`s in the body, with a status from ``LogSyncWire/WireStatus``.
+/// `SyncError`s in the body, with a status from `LogSyncWire/WireStatus`.
 public struct HTTPSyncServer: Sendable {
     /// Where the server listens and what it accepts.
     public struct Configuration: Sendable {
@@ -87,7 +87,7 @@ public struct HTTPSyncServer: Sendable {
         /// The slowest a request body may come, in bytes per second: within each
         /// ``requestBodyTimeout`` that the server waits for a body, at least this many bytes per
         /// second of it must arrive, or the connection is closed as if the body had stopped. An
-        /// asset upload may be long (up to ``Limits/maxAssetBytes``), so a client trickling it
+        /// asset upload may be long (up to `Limits/maxAssetBytes`), so a client trickling it
         /// a byte at a time must not hold a connection for days. The default, 1,024 (30 KiB per
         /// 30 seconds), is far below any network an upload is made on; 0 turns the rule off
         /// (any byte is progress).
@@ -112,7 +112,7 @@ public struct HTTPSyncServer: Sendable {
         public var pushPingInterval: Duration
         /// About how much memory the requests being decoded and handled may take together, in
         /// bytes. Each request is estimated from its body, measured before anything is decoded
-        /// (``LogSyncWire/RequestBudget``): three times its bytes plus 320 bytes per element, at
+        /// (`LogSyncWire/RequestBudget`): three times its bytes plus 320 bytes per element, at
         /// least 64 KiB. One that would take the total past this waits until others have
         /// finished, first come first served; one estimated above it runs alone. The default,
         /// 64 MiB, lets the costliest requests the limits allow (a record with a list of 100,000

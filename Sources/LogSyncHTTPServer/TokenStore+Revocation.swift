@@ -13,7 +13,7 @@ extension TokenStore {
     /// - A file store rewrites its file without their lines (``revoke(_:inFile:)``) and reads it
     ///   at once; other servers on the file follow within their ``checkInterval``.
     /// - A storage's tokens are deleted there, and every node sharing the storage hears of it
-    ///   (``StoredTokens/revoke(_:)``); this node takes effect at once.
+    ///   (`StoredTokens/revoke(_:)`); this node takes effect at once.
     /// - A store in memory forgets them.
     ///
     /// - Throws: ``FileError`` for a token file that cannot be read or is malformed (it is not
@@ -34,7 +34,7 @@ extension TokenStore {
     }
 
     /// The digest (`sha256:<64 lowercase hex digits>`, a token's credential name in a
-    /// ``Revocation``) of `text`, which is a token or a digest in either case; `nil` if it is
+    /// `Revocation`) of `text`, which is a token or a digest in either case; `nil` if it is
     /// neither.
     public static func digest(ofTokenOrDigest text: String) -> String? {
         if text.hasPrefix(TokenDigest.prefix) { return TokenDigest(text)?.description }

@@ -32,7 +32,7 @@ import SyncModel
 ///   whenever the file changed, which ``watchFile()`` (run by `HTTPSyncServer`) checks every
 ///   ``checkInterval``. A read that fails (the file missing, unreadable or malformed) keeps the
 ///   tokens last read and logs an error: only a file that reads well changes who may connect.
-/// - A store on a storage's tokens (``StoredTokens``, PostgreSQL) keeps the tokens it looked up
+/// - A store on a storage's tokens (`StoredTokens`, PostgreSQL) keeps the tokens it looked up
 ///   in memory only while it hears the storage's revocations, and drops a revoked one when it
 ///   hears of it. While it cannot hear them (its listening connection is lost), it asks the
 ///   storage on every request, and once it hears them again it forgets what it kept and checks
@@ -122,7 +122,7 @@ public final class TokenStore: Sendable {
         try reload()
     }
 
-    /// The tokens a server's storage keeps (``StoredTokens``): a token is looked up there the
+    /// The tokens a server's storage keeps (`StoredTokens`): a token is looked up there the
     /// first time this node sees it, then kept in memory while the node hears the storage's
     /// revocations, so a token added on one node is accepted by every node, and one revoked on
     /// any node is refused by every node.

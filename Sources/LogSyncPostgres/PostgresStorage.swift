@@ -36,14 +36,16 @@ public final class PostgresStorage: ServerStorage {
     private let localLocks = NamedLocks()
 
     /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/database`),
-    /// creating or migrating its schema (``schema``).
+    /// creating or migrating its schema (`schema`).
     ///
     /// - Parameters:
+    ///   - url: The database, as `postgres://user[:password]@host[:port]/database`.
     ///   - connections: How many requests this node runs against PostgreSQL at once; it opens up
     ///     to twice as many connections and one more, for the requests that hold a lock or read
     ///     one log inside another's transaction.
+    ///   - logger: Where connection failures, migrations and notification reconnects are logged.
     /// - Throws: `PostgresURLError` for a malformed URL, `SyncError(.serviceUnavailable)` when
-    ///   PostgreSQL cannot be reached, ``PostgresStoreError`` when the schema cannot be migrated.
+    ///   PostgreSQL cannot be reached, `PostgresStoreError` when the schema cannot be migrated.
     public init(url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")) throws {
         self.url = try PostgresURL(url)
         self.logger = logger

@@ -33,7 +33,7 @@ extension SyncServer {
     ///   - device: The device uploading.
     ///   - operationGroup: The group the upload belongs to (F69), noted in the database's log the
     ///     first time it is seen.
-    /// - Throws: ``SyncError``: `limitExceeded` over ``Limits/maxAssetBytes``, `quotaExceeded`,
+    /// - Throws: `SyncError`: `limitExceeded` over `Limits/maxAssetBytes`, `quotaExceeded`,
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
     ///   another user or device (or a request naming no device) uploads the same content for the
     ///   zone, `invalidArguments` for bad IDs, a malformed operation group, or a size other than
@@ -129,7 +129,7 @@ extension SyncServer {
     /// Opens an asset's stored content for reading, for a record of `zoneID`; its
     /// `operationGroup` (F69) is noted in the database's log the first time it is seen.
     ///
-    /// - Throws: ``SyncError``: `assetNotAvailable` when the zone has no such content (it was
+    /// - Throws: `SyncError`: `assetNotAvailable` when the zone has no such content (it was
     ///   never uploaded for the zone nor referenced by its live records, or was collected),
     ///   whether or not the owner keeps it for another zone; `zoneNotFound` for a zone the user
     ///   cannot read, `invalidArguments` for bad IDs or a malformed operation group.
@@ -329,7 +329,7 @@ public final class AssetUpload: Sendable {
 
     /// Appends the piece `bytes`, which starts at byte `offset` of the content.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming the asset for a piece out of order
+    /// - Throws: `SyncError` `invalidArguments` naming the asset for a piece out of order
     ///   (`offset` is not ``received``) or past the announced size, or after ``close()``;
     ///   `zoneBusy` once a newer upload from the same device has taken this one over; storage
     ///   errors.
@@ -365,7 +365,7 @@ public final class AssetUpload: Sendable {
     /// (unless the owner keeps it already, for another zone) and logs it for the zone
     /// (`assetStored`); returns the asset as the server keeps it.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` when bytes are missing (the upload may
+    /// - Throws: `SyncError` `invalidArguments` when bytes are missing (the upload may
     ///   continue from ``received``); `assetFileModified` naming the asset when the bytes hash to
     ///   another digest (the partial content is dropped); `quotaExceeded`; `zoneNotFound` when
     ///   the zone was deleted meanwhile; `zoneBusy` once a newer upload from the same device
@@ -517,7 +517,7 @@ public struct AssetDownload: Sendable {
 
     /// Up to `maxLength` bytes from `offset` (fewer at the end, none past it).
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for an offset outside the content,
+    /// - Throws: `SyncError` `invalidArguments` for an offset outside the content,
     ///   `assetNotAvailable` when it was deleted meanwhile.
     public func read(from offset: Int64, maxLength: Int = AssetTransfer.chunkSize) async throws -> [UInt8] {
         guard offset >= 0, offset <= size else {

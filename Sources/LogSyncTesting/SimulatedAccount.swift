@@ -2,7 +2,7 @@ import LogSync
 import Synchronization
 import SyncModel
 
-/// The device's iCloud-like account, for tests of apps and of the engine: a ``CloudDatabase``
+/// The device's iCloud-like account, for tests of apps and of the engine: a `CloudDatabase`
 /// that forwards every request to the database of the user signed in now, and that a test
 /// signs in, out, switches, or marks as not ready (F104–F110).
 ///
@@ -13,10 +13,10 @@ import SyncModel
 /// - Temporarily unavailable (``setTemporarilyUnavailable(_:)``, checked first): every call
 ///   throws `accountTemporarilyUnavailable` (F109).
 ///
-/// It is also a ``SyncConditionsProvider``: give it to the engine's configuration as
+/// It is also a `SyncConditionsProvider`: give it to the engine's configuration as
 /// `conditions`, and each account change signals it, so an automatic engine re-checks the
 /// account and emits its `accountChange` event (F86). The network and power conditions are
-/// those of ``conditions``, a ``ManualConditions`` a test may share or set.
+/// those of ``conditions``, a `ManualConditions` a test may share or set.
 ///
 /// Push hints: ``pushHints()`` forwards the hints of the signed-in user's database. On each
 /// account change every open stream drops the previous user's hints and subscribes to the new
@@ -25,7 +25,7 @@ import SyncModel
 /// next account change).
 ///
 /// The databases come from a closure (user and scope → database), or a dictionary for one
-/// scope; this library knows no server, so any ``CloudDatabase`` will do.
+/// scope; this library knows no server, so any `CloudDatabase` will do.
 ///
 /// ```swift
 /// let account = SimulatedAccount<UserID>(signedIn: nil) { user, scope in

@@ -177,6 +177,10 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     /// opened with fast commits.
     ///
     /// - Parameters:
+    ///   - name: The device's name in events, failures and its device ID.
+    ///   - database: The database it syncs with.
+    ///   - directory: Where its device log lives.
+    ///   - policy: How its delegate settles conflicts and treats fetched changes.
     ///   - configure: Changes to the engine's configuration, applied at every start: manual sync
     ///     unless it sets `automaticallySync`.
     /// - Throws: what opening the device log or the engine throws.
@@ -194,7 +198,14 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// A device of `user` on `server`, its device log in `directory/name`.
     ///
-    /// - Parameter fetchResultsLimit: The engine's page size for fetches, or `nil` for the server's.
+    /// - Parameters:
+    ///   - name: The device's name, its device ID and its folder under `directory`.
+    ///   - server: The server it syncs with, in process.
+    ///   - user: The user it signs in as.
+    ///   - scope: The database it syncs: private or shared.
+    ///   - directory: The folder its own folder is made in.
+    ///   - fetchResultsLimit: The engine's page size for fetches, or `nil` for the server's.
+    ///   - policy: How its delegate settles conflicts and treats fetched changes.
     public convenience init(
         _ name: String, server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private,
         directory: URL, fetchResultsLimit: Int? = nil, policy: Policy = Policy()
@@ -273,7 +284,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
     }
 
-    /// Puts a value in one of a note's encrypted fields (``Record/encryptedValues``, creating the
+    /// Puts a value in one of a note's encrypted fields (`Record/encryptedValues`, creating the
     /// note) and queues its save: the engine seals it before it leaves the device (F129).
     public func encrypt(_ id: Record.ID, _ key: String, _ value: RecordValue) throws {
         try attach(id, key, .encrypted(.opened(value)))

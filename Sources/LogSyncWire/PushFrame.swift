@@ -1,6 +1,6 @@
 import SyncModel
 
-/// A frame the server sends on a push channel: first ``subscribed``, then hints.
+/// A frame the server sends on a push channel: first `subscribed`, then hints.
 public enum PushFrame: Sendable, Hashable, CustomStringConvertible {
     /// The channel is registered with the database: every later commit is hinted.
     case subscribed(protocolVersion: Int)
@@ -38,7 +38,7 @@ extension Wire {
 
     /// Decodes a push frame.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong: no frame set, an unknown
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong: no frame set, an unknown
     ///   scope, a token that is not a database token.
     public static func decode(
         _: PushFrame.Type, from bytes: [UInt8], as format: WireFormat

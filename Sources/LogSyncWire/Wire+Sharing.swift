@@ -12,14 +12,14 @@ extension Wire {
 
     /// Decodes the request of `fetchShareMetadata`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(shareMetadataRequest bytes: [UInt8], as format: WireFormat) throws(SyncError) -> URL {
         try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchShareMetadataRequest) throws(SyncError) -> URL in
             try url(message.url, "url")
         }
     }
 
-    /// Encodes a ``Share/Metadata``.
+    /// Encodes a `Share/Metadata`.
     public static func encode(_ value: Share.Metadata, as format: WireFormat) -> [UInt8] {
         var metadata = Logsync_Wire_ShareMetadata()
         metadata.share = value.share.record.proto
@@ -33,9 +33,9 @@ extension Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``Share/Metadata``.
+    /// Decodes a `Share/Metadata`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: Share.Metadata.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> Share.Metadata {
@@ -64,16 +64,16 @@ extension Wire {
         }
     }
 
-    /// Encodes an ``AcceptSharesRequest``.
+    /// Encodes an `AcceptSharesRequest`.
     public static func encode(_ value: AcceptSharesRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_AcceptSharesRequest()
         message.shareUrls = value.shareURLs.map(\.absoluteString)
         return format.encode(message)
     }
 
-    /// Decodes an ``AcceptSharesRequest``.
+    /// Decodes an `AcceptSharesRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: AcceptSharesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> AcceptSharesRequest {
@@ -84,7 +84,7 @@ extension Wire {
         }
     }
 
-    /// Encodes an ``AcceptSharesResponse``, sorted by URL.
+    /// Encodes an `AcceptSharesResponse`, sorted by URL.
     public static func encode(_ value: AcceptSharesResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_AcceptSharesResponse()
         message.results = value.results.sorted { $0.key.absoluteString < $1.key.absoluteString }.map { url, result in
@@ -99,9 +99,9 @@ extension Wire {
         return format.encode(message)
     }
 
-    /// Decodes an ``AcceptSharesResponse``.
+    /// Decodes an `AcceptSharesResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: AcceptSharesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> AcceptSharesResponse {

@@ -14,7 +14,7 @@ extension Wire {
 
     /// Decodes the request of `registerDeviceKey`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` without a key or for a key that is not 32 bytes.
+    /// - Throws: `SyncError` `invalidArguments` without a key or for a key that is not 32 bytes.
     public static func decode(
         _: DevicePublicKey.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> DevicePublicKey {
@@ -31,12 +31,12 @@ extension Wire {
 
     /// Checks the (empty) answer of `registerDeviceKey`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` when it is not a `RegisterDeviceKeyResponse`.
+    /// - Throws: `SyncError` `invalidArguments` when it is not a `RegisterDeviceKeyResponse`.
     public static func decodeRegisterDeviceKeyResponse(_ bytes: [UInt8], as format: WireFormat) throws(SyncError) {
         try decodeMessage(bytes, format) { (_: Logsync_Wire_RegisterDeviceKeyResponse) throws(SyncError) in }
     }
 
-    /// Encodes a ``FetchZoneKeysRequest``.
+    /// Encodes a `FetchZoneKeysRequest`.
     public static func encode(_ value: FetchZoneKeysRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchZoneKeysRequest()
         message.allZones = value.zoneIDs == nil
@@ -44,9 +44,9 @@ extension Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchZoneKeysRequest``.
+    /// Decodes a `FetchZoneKeysRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for `all_zones` with zone IDs.
+    /// - Throws: `SyncError` `invalidArguments` for `all_zones` with zone IDs.
     public static func decode(
         _: FetchZoneKeysRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneKeysRequest {
@@ -61,7 +61,7 @@ extension Wire {
         }
     }
 
-    /// Encodes a ``FetchZoneKeysResponse``, sorted by zone ID.
+    /// Encodes a `FetchZoneKeysResponse`, sorted by zone ID.
     public static func encode(_ value: FetchZoneKeysResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchZoneKeysResponse()
         message.results = value.results.sorted { zoneOrder($0.key, $1.key) }.map { zoneID, result in
@@ -81,9 +81,9 @@ extension Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchZoneKeysResponse``.
+    /// Decodes a `FetchZoneKeysResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: FetchZoneKeysResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneKeysResponse {
@@ -111,16 +111,16 @@ extension Wire {
         }
     }
 
-    /// Encodes a ``SaveZoneKeysRequest``.
+    /// Encodes a `SaveZoneKeysRequest`.
     public static func encode(_ value: SaveZoneKeysRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_SaveZoneKeysRequest()
         message.keys = value.keys.map(\.proto)
         return format.encode(message)
     }
 
-    /// Decodes a ``SaveZoneKeysRequest``; each wrap's shape is the server's to check, per wrap.
+    /// Decodes a `SaveZoneKeysRequest`; each wrap's shape is the server's to check, per wrap.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for a wrap without a zone ID.
+    /// - Throws: `SyncError` `invalidArguments` for a wrap without a zone ID.
     public static func decode(
         _: SaveZoneKeysRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> SaveZoneKeysRequest {
@@ -133,7 +133,7 @@ extension Wire {
         }
     }
 
-    /// Encodes a ``SaveZoneKeysResponse``, sorted by zone ID, version and recipient.
+    /// Encodes a `SaveZoneKeysResponse`, sorted by zone ID, version and recipient.
     public static func encode(_ value: SaveZoneKeysResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_SaveZoneKeysResponse()
         message.results = value.results.sorted { a, b in
@@ -154,9 +154,9 @@ extension Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``SaveZoneKeysResponse``.
+    /// Decodes a `SaveZoneKeysResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: SaveZoneKeysResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> SaveZoneKeysResponse {

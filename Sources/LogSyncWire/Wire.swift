@@ -10,7 +10,7 @@ import SyncModel
 /// let request = try Wire.decode(ModifyRecordsRequest.self, from: body, as: .protobuf)  // server
 /// ```
 ///
-/// Encoding is total and lossless. Decoding rejects, with ``SyncError`` `invalidArguments` whose
+/// Encoding is total and lossless. Decoding rejects, with `SyncError` `invalidArguments` whose
 /// message names the message and the field, only what no encoder writes: bytes that are not a
 /// message, a missing required field, an empty oneof, an unknown enum value, an item named twice,
 /// a token that is not a token. It never checks limits or naming rules: the server does, with the
@@ -18,7 +18,7 @@ import SyncModel
 public enum Wire {
     // MARK: Zones
 
-    /// Encodes a ``ModifyZonesRequest``.
+    /// Encodes a `ModifyZonesRequest`.
     public static func encode(_ value: ModifyZonesRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_ModifyZonesRequest()
         message.zonesToSave = value.zonesToSave.map(\.proto)
@@ -27,9 +27,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``ModifyZonesRequest``.
+    /// Decodes a `ModifyZonesRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: ModifyZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyZonesRequest {
@@ -41,7 +41,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``ModifyZonesResponse``, each list sorted by zone ID.
+    /// Encodes a `ModifyZonesResponse`, each list sorted by zone ID.
     public static func encode(_ value: ModifyZonesResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_ModifyZonesResponse()
         message.saveResults = zoneSaveResults(value.saveResults)
@@ -49,9 +49,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``ModifyZonesResponse``.
+    /// Decodes a `ModifyZonesResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: ModifyZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyZonesResponse {
@@ -64,7 +64,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``FetchZonesRequest``.
+    /// Encodes a `FetchZonesRequest`.
     public static func encode(_ value: FetchZonesRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchZonesRequest()
         message.allZones = value.zoneIDs == nil
@@ -73,9 +73,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchZonesRequest``.
+    /// Decodes a `FetchZonesRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for `all_zones` with zone IDs.
+    /// - Throws: `SyncError` `invalidArguments` for `all_zones` with zone IDs.
     public static func decode(
         _: FetchZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZonesRequest {
@@ -91,16 +91,16 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``FetchZonesResponse``, sorted by zone ID.
+    /// Encodes a `FetchZonesResponse`, sorted by zone ID.
     public static func encode(_ value: FetchZonesResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchZonesResponse()
         message.results = zoneSaveResults(value.results)
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchZonesResponse``.
+    /// Decodes a `FetchZonesResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: FetchZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZonesResponse {
@@ -112,7 +112,7 @@ public enum Wire {
 
     // MARK: Records
 
-    /// Encodes a ``ModifyRecordsRequest``.
+    /// Encodes a `ModifyRecordsRequest`.
     public static func encode(_ value: ModifyRecordsRequest, as format: WireFormat) -> [UInt8] {
         if format == .protobuf { return serializedProto(value) }
         var message = Logsync_Wire_ModifyRecordsRequest()
@@ -151,9 +151,9 @@ public enum Wire {
         return writer.bytes
     }
 
-    /// Decodes a ``ModifyRecordsRequest``.
+    /// Decodes a `ModifyRecordsRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong, such as
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong, such as
     ///   `records_to_save[3]: Record.record_id is missing`.
     public static func decode(
         _: ModifyRecordsRequest.Type, from bytes: [UInt8], as format: WireFormat
@@ -177,14 +177,14 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``ModifyRecordsResponse`` (model.proto's message), sorted by record ID.
+    /// Encodes a `ModifyRecordsResponse` (model.proto's message), sorted by record ID.
     public static func encode(_ value: ModifyRecordsResponse, as format: WireFormat) -> [UInt8] {
         format == .protobuf ? value.serializedProto() : format.encode(value.proto)
     }
 
-    /// Decodes a ``ModifyRecordsResponse``.
+    /// Decodes a `ModifyRecordsResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: ModifyRecordsResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyRecordsResponse {
@@ -195,7 +195,7 @@ public enum Wire {
 
     // MARK: Change feeds
 
-    /// Encodes a ``FetchDatabaseChangesRequest``.
+    /// Encodes a `FetchDatabaseChangesRequest`.
     public static func encode(_ value: FetchDatabaseChangesRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchDatabaseChangesRequest()
         if let since = value.since { message.since = since.data }
@@ -204,9 +204,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchDatabaseChangesRequest``.
+    /// Decodes a `FetchDatabaseChangesRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for a token that is not a database token.
+    /// - Throws: `SyncError` `invalidArguments` for a token that is not a database token.
     public static func decode(
         _: FetchDatabaseChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchDatabaseChangesRequest {
@@ -219,7 +219,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``FetchDatabaseChangesResponse``.
+    /// Encodes a `FetchDatabaseChangesResponse`.
     public static func encode(_ value: FetchDatabaseChangesResponse, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchDatabaseChangesResponse()
         message.modifications = value.modifications.map(\.zoneID.proto)
@@ -234,9 +234,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchDatabaseChangesResponse``.
+    /// Decodes a `FetchDatabaseChangesResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: FetchDatabaseChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchDatabaseChangesResponse {
@@ -257,7 +257,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``FetchZoneChangesRequest``.
+    /// Encodes a `FetchZoneChangesRequest`.
     public static func encode(_ value: FetchZoneChangesRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_FetchZoneChangesRequest()
         message.zoneID = value.zoneID.proto
@@ -272,9 +272,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``FetchZoneChangesRequest``.
+    /// Decodes a `FetchZoneChangesRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for a missing zone or a token that is not a
+    /// - Throws: `SyncError` `invalidArguments` for a missing zone or a token that is not a
     ///   zone token.
     public static func decode(
         _: FetchZoneChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
@@ -291,7 +291,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``FetchZoneChangesResponse``.
+    /// Encodes a `FetchZoneChangesResponse`.
     public static func encode(_ value: FetchZoneChangesResponse, as format: WireFormat) -> [UInt8] {
         guard format == .json else { return encode(value, storedRecords: nil) }
         var message = Logsync_Wire_FetchZoneChangesResponse()
@@ -337,9 +337,9 @@ public enum Wire {
         return writer.bytes
     }
 
-    /// Decodes a ``FetchZoneChangesResponse``.
+    /// Decodes a `FetchZoneChangesResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: FetchZoneChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneChangesResponse {
@@ -365,7 +365,7 @@ public enum Wire {
 
     // MARK: Subscriptions and the account
 
-    /// Encodes a ``ModifySubscriptionsRequest``.
+    /// Encodes a `ModifySubscriptionsRequest`.
     public static func encode(_ value: ModifySubscriptionsRequest, as format: WireFormat) -> [UInt8] {
         var message = Logsync_Wire_ModifySubscriptionsRequest()
         message.subscriptionsToSave = value.subscriptionsToSave.map(\.proto)
@@ -373,9 +373,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``ModifySubscriptionsRequest``.
+    /// Decodes a `ModifySubscriptionsRequest`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: ModifySubscriptionsRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifySubscriptionsRequest {
@@ -386,7 +386,7 @@ public enum Wire {
         }
     }
 
-    /// Encodes a ``ModifySubscriptionsResponse``, each list sorted by subscription ID.
+    /// Encodes a `ModifySubscriptionsResponse`, each list sorted by subscription ID.
     public static func encode(_ value: ModifySubscriptionsResponse, as format: WireFormat) -> [UInt8] {
         func results(_ results: [Subscription.ID: Result<Subscription?, SyncError>]) -> [Logsync_Wire_SubscriptionResult] {
             resultEntries(
@@ -399,9 +399,9 @@ public enum Wire {
         return format.encode(message)
     }
 
-    /// Decodes a ``ModifySubscriptionsResponse``.
+    /// Decodes a `ModifySubscriptionsResponse`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: ModifySubscriptionsResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifySubscriptionsResponse {
@@ -436,7 +436,7 @@ public enum Wire {
 
     /// Decodes the answer of `allSubscriptions`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: [Subscription].Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> [Subscription] {
@@ -454,7 +454,7 @@ public enum Wire {
 
     /// Decodes the answer of `currentUserRecordID`.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong.
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
     public static func decode(
         _: Record.ID.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> Record.ID {
@@ -475,7 +475,7 @@ public enum Wire {
 
     /// Decodes the body of a failed request.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` if the body is not an error body.
+    /// - Throws: `SyncError` `invalidArguments` if the body is not an error body.
     public static func decode(
         _: SyncError.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> SyncError {

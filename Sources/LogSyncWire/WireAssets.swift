@@ -44,7 +44,7 @@ extension Wire {
 
     /// Decodes an ``AssetUploadStatus``.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming what is wrong: a negative count, or more
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong: a negative count, or more
     ///   bytes received than the size.
     public static func decode(
         _: AssetUploadStatus.Type, from bytes: [UInt8], as format: WireFormat
@@ -132,7 +132,7 @@ extension Wire {
 
     /// Decodes the value of ``WireProtocol/operationGroupHeader``.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming the header, for a value that is not
+    /// - Throws: `SyncError` `invalidArguments` naming the header, for a value that is not
     ///   base64 or not a group.
     public static func decodeHeader(_: OperationGroup.Type, from value: String) throws(SyncError) -> OperationGroup {
         guard let bytes = Data(base64Encoded: value) else {

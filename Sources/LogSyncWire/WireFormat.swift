@@ -58,7 +58,7 @@ public enum WireFormat: String, Sendable, Hashable, CaseIterable, CustomStringCo
 
     /// Decodes a message.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming the message, the format, the body's size
+    /// - Throws: `SyncError` `invalidArguments` naming the message, the format, the body's size
     ///   and the decoder's reason (truncated, malformed, unknown JSON field …).
     public func decode<Message: SwiftProtobuf.Message>(
         _ type: Message.Type, from bytes: [UInt8]

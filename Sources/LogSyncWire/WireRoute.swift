@@ -40,7 +40,7 @@ public enum WireProtocol {
 
     /// The scope a path names.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming the scopes there are.
+    /// - Throws: `SyncError` `invalidArguments` naming the scopes there are.
     public static func scope(named name: String) throws(SyncError) -> DatabaseScope {
         guard let scope = DatabaseScope.allCases.first(where: { scopeName($0) == name }) else {
             throw SyncError(
@@ -79,7 +79,7 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
 
     /// The operation a route names.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` listing the operations there are.
+    /// - Throws: `SyncError` `invalidArguments` listing the operations there are.
     public static func named(_ name: String) throws(SyncError) -> WireOperation {
         guard let operation = WireOperation(rawValue: name) else {
             throw SyncError(

@@ -9,7 +9,7 @@ import SyncModel
 /// route this server does not have).
 public enum WireStatus {
     /// The HTTP status of a response carrying `code` as its whole-request error: every code
-    /// ``SyncError/Code/allKnown`` lists has the status Docs/Protocol.md ("HTTP", "Errors")
+    /// `SyncError/Code/allKnown` lists has the status Docs/Protocol.md ("HTTP", "Errors")
     /// gives it; a code this build does not know gets 500.
     ///
     /// | status | codes |
@@ -66,7 +66,7 @@ public enum WireStatus {
         }
     }
 
-    /// The `Retry-After` header's value for an error's ``SyncError/retryAfter``: whole seconds,
+    /// The `Retry-After` header's value for an error's `SyncError/retryAfter`: whole seconds,
     /// rounded up, at least 1. The body carries the exact duration.
     public static func retryAfterHeader(for error: SyncError) -> String? {
         guard let seconds = error.retryAfterSeconds else { return nil }

@@ -60,8 +60,10 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
 
     /// The rule `text` breaks, in words (`"must not be empty"`), or `nil` if it follows them all.
     ///
-    /// - Parameter exception: A reserved name this one may be although it starts with `_`
-    ///   (`_defaultZone` for zone names).
+    /// - Parameters:
+    ///   - text: The identifier to check.
+    ///   - exception: A reserved name this one may be although it starts with `_`
+    ///     (`_defaultZone` for zone names).
     /// - Complexity: O(n) in the length of `text`.
     public func violation(_ text: String, allowing exception: String? = nil) -> String? {
         if text.isEmpty { return "must not be empty" }

@@ -58,7 +58,7 @@ extension SyncEngine {
         /// downloads the content again.
         public var assetCacheDirectory: URL?
         /// The file holding this device's private key for encrypted fields (F129), made the first
-        /// time a record with ``Record/encryptedValues`` is sent or fetched; `nil` (the default)
+        /// time a record with `Record/encryptedValues` is sent or fetched; `nil` (the default)
         /// for `DeviceKey` inside the device log's directory. Losing it loses nothing on the
         /// server: the device registers a new key, and another device of the zone wraps the
         /// zone's keys for it (`Docs/Encryption.md`).

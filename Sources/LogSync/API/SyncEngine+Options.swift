@@ -243,7 +243,7 @@ extension SyncEngine {
         public struct ZoneConfiguration: Sendable, Hashable, CustomStringConvertible {
             /// Whether the engine downloads the content of each fetched asset into its asset
             /// cache before delivering the records (`true`, the default), so that every fetched
-            /// ``Asset`` has a `fileURL`; with `false` fetched assets carry their digest and size
+            /// `Asset` has a `fileURL`; with `false` fetched assets carry their digest and size
             /// only, and ``SyncEngine/fetchAssetContents(_:in:)`` downloads one when wanted.
             public var shouldFetchAssetContents: Bool
             /// The most record changes to ask for per request of this zone, or `nil` for the

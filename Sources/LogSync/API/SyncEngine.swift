@@ -217,7 +217,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     // MARK: Assets
 
     /// Fetches the content of `asset` (of a record in `zoneID`) into the engine's asset cache,
-    /// unless it is there already, and returns the asset with ``Asset/fileURL`` set to the
+    /// unless it is there already, and returns the asset with `Asset/fileURL` set to the
     /// cached file: for records fetched with
     /// ``FetchChangesOptions/ZoneConfiguration/shouldFetchAssetContents`` `false`, or whose
     /// cached file the app deleted.
@@ -233,7 +233,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// A call runs beside syncs (it does not wait for them); two downloads of the same content
     /// never run at once, the second finds the first's file.
     ///
-    /// - Throws: ``SyncError``: `invalidArguments` for an asset without digest or size (one not
+    /// - Throws: `SyncError`: `invalidArguments` for an asset without digest or size (one not
     ///   sent yet); the database's `assetNotAvailable` (the server keeps no such content for the
     ///   zone), `zoneNotFound`; transport errors, after which a later call resumes the download;
     ///   `operationCancelled`.

@@ -3,7 +3,7 @@ import LogSync
 import SyncModel
 
 /// A property of a device log's state that should hold after every entry, for
-/// ``DeviceLog/bisect(_:through:progress:)`` and `logtool bisect --invariant NAME`.
+/// `DeviceLog/bisect(_:through:progress:)` and `logtool bisect --invariant NAME`.
 ///
 /// An invariant looks at two things at an offset: the engine's state as the device index (the
 /// projection the engine reads) gives it after the entries `1...offset`, and the
@@ -23,8 +23,11 @@ public struct DeviceInvariant: Sendable {
 
     /// An invariant of your own on the two views of the state.
     ///
-    /// - Parameter check: `nil` when the invariant holds at the state's offset, else what is
-    ///   wrong, on one line.
+    /// - Parameters:
+    ///   - name: The name `logtool bisect --invariant` and reports show.
+    ///   - summary: What it checks, in one sentence.
+    ///   - check: `nil` when the invariant holds at the state's offset, else what is wrong, on
+    ///     one line.
     public init(
         name: String, summary: String,
         check: @escaping @Sendable (_ state: DeviceState, _ replay: DeviceStateReplay) -> String?

@@ -275,6 +275,10 @@ extension DeviceLog {
     /// #expect(result.firstBadOffset == nil, "\(result)")
     /// ```
     ///
+    /// - Parameters:
+    ///   - invariant: What must hold at every offset.
+    ///   - through: The last offset to consider; `nil` for the log's last entry.
+    ///   - progress: Told of each state reconstruction.
     /// - Throws: ``DiagnosticsError`` naming the offset concerned.
     public func bisect(
         _ invariant: DeviceInvariant, through: LogOffset? = nil, progress: (ProgressEvent) -> Void = { _ in }
@@ -290,7 +294,10 @@ extension DeviceLog {
     /// print(result.firstBadOffset ?? "always held")
     /// ```
     ///
-    /// - Parameter holds: Whether the state (as the device index gives it) is good.
+    /// - Parameters:
+    ///   - through: The last offset to consider; `nil` for the log's last entry.
+    ///   - progress: Told of each state reconstruction.
+    ///   - holds: Whether the state (as the device index gives it) is good.
     /// - Throws: ``DiagnosticsError`` naming the offset concerned.
     public func bisect(
         through: LogOffset? = nil, progress: (ProgressEvent) -> Void = { _ in },

@@ -30,7 +30,12 @@ public struct EntryDumper: Sendable {
     /// corrupt one is written before the error is thrown, so the output shows how far the log
     /// is readable.
     ///
-    /// - Parameter progress: Told of each entry read (of the range's length), passed or not.
+    /// - Parameters:
+    ///   - log: The log to read.
+    ///   - start: The first offset to write.
+    ///   - end: The last offset to write; `nil` for the log's last offset.
+    ///   - output: Where the entries go, one per line (or one JSON object per line).
+    ///   - progress: Told of each entry read (of the range's length), passed or not.
     /// - Throws: `LogStoreError` (`.corruptEntry`, `.unknownFormatVersion`, …) naming the offset,
     ///   the log and its path — for a bad envelope, or a payload the decoder cannot decode.
     @discardableResult

@@ -96,14 +96,14 @@ public struct ServerReplay: Sendable {
     ///   - database: The server database to replay against, typically a fresh `SyncServer`'s.
     ///   - through: The last entry to replay; `nil` for the log's last entry. Requests whose
     ///     answer lies past it are not re-issued.
+    ///   - policy: How the device resolves the conflicts the replayed server answers:
+    ///     ``ServerReplayPolicy/asRecorded`` (the default) sends what the log recorded; another
+    ///     policy asks "what if the delegate had merged differently?" (see ``ServerReplayPolicy``).
     /// - Returns: Every recorded request with its verdict, and every mismatch.
     /// - Throws: ``ServerReplayError``: `corruptEntry` naming the offset of an entry that cannot
     ///   be read or decoded (requests before it were already re-issued), `offsetPastEnd`,
     ///   `unreadableLog`, or `requestFailed` when a replayed request fails with a transport
     ///   failure, a transient code or a cancellation.
-    ///   - policy: How the device resolves the conflicts the replayed server answers:
-    ///     ``ServerReplayPolicy/asRecorded`` (the default) sends what the log recorded; another
-    ///     policy asks "what if the delegate had merged differently?" (see ``ServerReplayPolicy``).
     public func run(
         against database: some CloudDatabase, through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(ServerReplayError) -> ServerReplayReport {
@@ -161,9 +161,9 @@ extension DeviceLog {
     /// - Parameters:
     ///   - database: The server database to replay against, typically a fresh `SyncServer`'s.
     ///   - through: The last entry to replay; `nil` for the log's last entry.
-    /// - Throws: ``ServerReplayError`` naming the offset concerned.
     ///   - policy: How the device resolves conflicts (``ServerReplayPolicy``); by default as the
     ///     log recorded.
+    /// - Throws: ``ServerReplayError`` naming the offset concerned.
     public func replay(
         against database: some CloudDatabase, through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(ServerReplayError) -> ServerReplayReport {

@@ -7,7 +7,7 @@ import SyncModel
 /// end, or `requestFailed` for a replayed request that failed for reasons that say nothing about
 /// the server's rules.
 ///
-/// ``description`` is one line naming the offset, for example
+/// `description` is one line naming the offset, for example
 /// `server replay: corrupt entry at offset 7 of log "device" in /tmp/x: …`.
 public typealias ServerReplayError = DiagnosticsError
 

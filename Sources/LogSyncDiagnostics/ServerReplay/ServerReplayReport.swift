@@ -5,7 +5,7 @@ import SyncModel
 /// What replaying a device log against a server found: every recorded request, whether it was
 /// re-issued, and where the server's answers differ from the recorded ones.
 ///
-/// Made by ``DeviceLog/replay(against:through:)`` (or ``ServerReplay/run(against:through:)``).
+/// Made by `DeviceLog/replay(against:through:)` (or `ServerReplay/run(against:through:)`).
 /// ``description`` is a readable summary, one line per mismatch and per request that could not
 /// be compared.
 ///
@@ -96,7 +96,7 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
 /// a fetch that failed, the `zoneFetchFinished`, `fetchFinished` or `changeTokenReset` that
 /// recorded its error.
 public struct ServerReplayRequest: Sendable, Hashable, CustomStringConvertible {
-    /// The server operation, named as the ``CloudDatabase`` method that performs it.
+    /// The server operation, named as the `CloudDatabase` method that performs it.
     public enum Kind: String, Sendable, Hashable, CustomStringConvertible {
         /// Saves and deletions of records (`batchPrepared` + `batchResult`).
         case modifyRecords

@@ -72,7 +72,10 @@ public struct DeviceDiff: Sendable, Hashable {
     ///
     /// Reading stops at the first state difference, so entries after it are not checked.
     ///
-    /// - Parameter progress: Told of each offset compared (of the longer log's length).
+    /// - Parameters:
+    ///   - pathA: The directory of the first device log.
+    ///   - pathB: The directory of the second device log.
+    ///   - progress: Told of each offset compared (of the longer log's length).
     /// - Throws: `LogStoreError` for a missing path, a directory without a log, or a corrupt
     ///   entry (naming its offset, log and path); ``DiagnosticsError`` for a directory that holds no
     ///   device log, or a replay that fails in a scratch log.

@@ -8,7 +8,7 @@ import SyncModel
 /// A seeded simulation of several devices syncing through one server over a network that
 /// misbehaves: the test of the whole engine that no hand-written scenario can be.
 ///
-/// Each device (a ``TestDevice`` with ``devicePolicy``) is a notes app with its own engine, device log and
+/// Each device (a ``TestDevice`` with `devicePolicy`) is a notes app with its own engine, device log and
 /// account. One seed decides everything: the server's page size, each device's fetch limit,
 /// every operation (edits, deletions, zones, sends, fetches, engine and server restarts,
 /// account switches) and what the network does with every request (``NetworkFate``: dropped
@@ -22,7 +22,7 @@ import SyncModel
 /// - **convergence**: each device's notes equal the server's records of its account, and
 ///   nothing is left pending;
 /// - **nothing acknowledged lost**: the server holds exactly what replaying every change it
-///   acknowledged gives (``ServerHistory``), restarts included;
+///   acknowledged gives (`ServerHistory`), restarts included;
 /// - **no edit lost**: every local edit was acknowledged or given up by the app's policy;
 /// - **the projection rule**: every device log's and server log's projections equal their
 ///   rebuild from the entries.

@@ -21,8 +21,8 @@ public struct BodyShape: Sendable, Hashable, CustomStringConvertible {
 
 /// The budget of one request body: before a server decodes a body, it measures it, without
 /// building any object, and refuses it with `limitExceeded` once it passes a limit of
-/// Docs/Protocol.md ("HTTP", "Limits"): ``Limits/maxItemsPerRequest`` items,
-/// ``Limits/maxElementsPerRequest`` elements, ``Limits/maxNestingDepth`` levels. Decoding a
+/// Docs/Protocol.md ("HTTP", "Limits"): `Limits/maxItemsPerRequest` items,
+/// `Limits/maxElementsPerRequest` elements, `Limits/maxNestingDepth` levels. Decoding a
 /// body that passes allocates in proportion to its elements and bytes, so one request cannot
 /// cost gigabytes, however its bytes are arranged.
 ///
@@ -37,7 +37,7 @@ public enum RequestBudget {
     /// Measures `body`, the request of `operation` in `format`, against the limits.
     ///
     /// - Returns: The body's shape (up to its first fault, if it is not well formed).
-    /// - Throws: ``SyncError`` `limitExceeded` naming the operation and the limit passed.
+    /// - Throws: `SyncError` `limitExceeded` naming the operation and the limit passed.
     /// - Complexity: O(n) in the body's size; it allocates nothing in proportion to it.
     public static func check(_ body: [UInt8], as format: WireFormat, for operation: WireOperation) throws(SyncError) -> BodyShape {
         guard let messageName = operation.requestMessageName else { return BodyShape() }
@@ -143,7 +143,7 @@ extension WireOperation {
     }
 
     /// The repeated fields of the request whose elements are its items, at most
-    /// ``Limits/maxItemsPerRequest`` together (F151): the zones, records, subscriptions, shares
+    /// `Limits/maxItemsPerRequest` together (F151): the zones, records, subscriptions, shares
     /// or keys it names.
     public var itemFields: [String] {
         switch self {
