@@ -51,14 +51,19 @@ let package = Package(
         // CRC-32C with the CPU's checksum instruction (SSE4.2, arm64 CRC), for entry checksums.
         .target(name: "CCRC32C"),
         // The append-only log and its projections. Knows nothing of sync.
-        .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C"]),
+        // The platform layer: the C library (Glibc, Musl or Darwin) and the few calls whose
+        // spelling differs between them (file status, allocator tuning, resource limits). The
+        // one module with platform conditionals; everything else imports it for POSIX.
+        .target(name: "LogSyncPlatform"),
+
+        .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C", "LogSyncPlatform"]),
 
         // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
         // CloudDatabase protocol: what a device and a server say to each other.
         .target(
             name: "SyncModel",
             dependencies: [
-                "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 // SHA-256 of asset contents, by which servers keep them.
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -70,7 +75,7 @@ let package = Package(
         .target(
             name: "LogSync",
             dependencies: [
-                "SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "SyncModel", "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["DeviceLog/Proto/device_log.proto"]
@@ -83,7 +88,7 @@ let package = Package(
         // on device logs (state at an offset, rewind, replay, diff), replay against a server.
         .target(
             name: "LogSyncDiagnostics",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore"]),
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncPlatform"]),
 
         // Tools for the tests of apps and of the engine: a test clock, simulated accounts and
         // network, one test device with the policies a test chooses, and the seeded simulation.
@@ -97,7 +102,9 @@ let package = Package(
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(
             name: "LogSyncServer",
-            dependencies: ["SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [
+                "SyncModel", "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             exclude: ["Proto/server_log.proto"]
         ),
         .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
@@ -138,7 +145,7 @@ let package = Package(
         .target(
             name: "LogSyncHTTPServer",
             dependencies: [
-                "LogSyncWire", "LogSyncServer", "SyncModel",
+                "LogSyncWire", "LogSyncServer", "SyncModel", "LogSyncPlatform",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -224,7 +231,7 @@ let package = Package(
 
         // Tools.
         // logtool's terminal plumbing: standard output, progress lines, its own errors.
-        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics"], path: "Tools/LogToolCore"),
+        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics", "LogSyncPlatform"], path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
             dependencies: [
@@ -299,7 +306,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-asset-bench",
             dependencies: [
-                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "SyncModel", "BenchSupport",
+                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "SyncModel", "BenchSupport", "LogSyncPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -320,7 +327,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-engine-bench",
             dependencies: [
-                "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport",
+                "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport", "LogSyncPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-engine-bench"

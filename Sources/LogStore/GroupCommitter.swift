@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 import Dispatch
 
@@ -138,16 +134,7 @@ package final class WaitQueue: @unchecked Sendable {
     package init() {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(condition, nil)
-        #if canImport(Darwin)
-        pthread_cond_init(arrivals, nil)  // timed waits are relative there
-        #else
-        // Timed waits on the monotonic clock: a change of the wall clock cannot stretch them.
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(arrivals, &attributes)
-        pthread_condattr_destroy(&attributes)
-        #endif
+        TimedCondition.initialize(arrivals)
     }
 
     deinit {
@@ -237,18 +224,10 @@ package final class WaitQueue: @unchecked Sendable {
     private func waitForArrivals(count: Int, nanoseconds: UInt64) {
         awaitedCount = count
         defer { awaitedCount = nil }
-        #if canImport(Darwin)
-        var left = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        if pending.count < count { _ = pthread_cond_timedwait_relative_np(arrivals, mutex, &left) }
-        #else
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let end = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) + nanoseconds
-        var deadline = timespec(tv_sec: Int(end / 1_000_000_000), tv_nsec: Int(end % 1_000_000_000))
+        let deadline = TimedCondition.Deadline(after: nanoseconds)
         while pending.count < count {
-            if pthread_cond_timedwait(arrivals, mutex, &deadline) == ETIMEDOUT { break }
+            if !TimedCondition.wait(arrivals, mutex, until: deadline) { break }
         }
-        #endif
     }
 
     /// Commits every pending request as one group. Called with the mutex held and nobody

@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// A plain mutex for synchronous critical sections (never held across `await`).
 ///
@@ -34,15 +30,7 @@ final class MapLock: @unchecked Sendable {
     private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
 
     init() {
-        #if canImport(Glibc)
-        var attributes = pthread_rwlockattr_t()
-        pthread_rwlockattr_init(&attributes)
-        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
-        pthread_rwlock_init(lock, &attributes)
-        pthread_rwlockattr_destroy(&attributes)
-        #else
-        pthread_rwlock_init(lock, nil)
-        #endif
+        Platform.initializeWriterPreferringLock(lock)
     }
 
     deinit {

@@ -1,9 +1,5 @@
 import CLMDB
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// An error from the log: what went wrong, and the offset, path or table it concerns.
 ///

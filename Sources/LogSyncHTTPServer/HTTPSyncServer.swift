@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -178,14 +176,8 @@ public struct HTTPSyncServer: Sendable {
         /// Half the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and at most
         /// 10,000: the default of ``maxConnections``.
         public static func defaultMaxConnections() -> Int {
-            var limit = rlimit()
-            #if canImport(Glibc)
-            let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-            #else
-            let status = getrlimit(RLIMIT_NOFILE, &limit)
-            #endif
-            guard status == 0 else { return 512 }
-            return min(10_000, max(16, Int(clamping: limit.rlim_cur) / 2))
+            guard let limit = Platform.openFileLimit() else { return 512 }
+            return min(10_000, max(16, limit / 2))
         }
     }
 

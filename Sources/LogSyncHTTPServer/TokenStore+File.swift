@@ -1,7 +1,5 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 import Logging
 import LogSyncServer
 import SyncModel
@@ -292,25 +290,11 @@ extension TokenStore {
 /// and inode: a file renamed into place is another), its size, and its modification and status
 /// change times to the nanosecond.
 struct FileIdentity: Hashable, Sendable {
-    let device: UInt64
-    let inode: UInt64
-    let size: Int64
-    let modified: [Int]
-    let changed: [Int]
+    let status: FileStatus
 
     /// The identity of the file at `file` now, or `nil` when there is none (or it cannot be looked at).
     init?(of file: URL) {
-        var info = stat()
-        guard stat(file.path, &info) == 0 else { return nil }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        #if canImport(Glibc)
-        modified = [Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec)]
-        changed = [Int(info.st_ctim.tv_sec), Int(info.st_ctim.tv_nsec)]
-        #else
-        modified = [Int(info.st_mtimespec.tv_sec), Int(info.st_mtimespec.tv_nsec)]
-        changed = [Int(info.st_ctimespec.tv_sec), Int(info.st_ctimespec.tv_nsec)]
-        #endif
+        guard let status = FileStatus(path: file.path) else { return nil }
+        self.status = status
     }
 }

@@ -1,11 +1,7 @@
 import Foundation
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// Where a server keeps asset contents: per owner (a user's registry number; the user whose
 /// zones hold the records referencing them) and by digest, so one content is kept once per
@@ -161,7 +157,7 @@ public final class LMDBAssetStore: ServerAssetStore {
     }
 
     public func readPartial(_ partial: AssetPartial, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
-        try Self.readFile(partialPath(partial), from: 0, maxLength: .max, missing: nil, body)
+        _ = try Self.readFile(partialPath(partial), from: 0, maxLength: .max, missing: nil, body)
     }
 
     public func storePartial(_ partial: AssetPartial) throws {
@@ -204,9 +200,8 @@ public final class LMDBAssetStore: ServerAssetStore {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         return names.compactMap { name -> (AssetPartial, Date)? in
             guard let (digest, zone) = Self.partial(named: name) else { return nil }
-            var status = stat()
-            guard stat(directory.appendingPathComponent(name).path, &status) == 0 else { return nil }
-            return (AssetPartial(owner: owner, digest: digest, zone: zone), Date(timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec)))
+            guard let status = FileStatus(path: directory.appendingPathComponent(name).path) else { return nil }
+            return (AssetPartial(owner: owner, digest: digest, zone: zone), Date(timeIntervalSince1970: TimeInterval(status.modified.seconds)))
         }.sorted { ($0.0.digest, $0.0.zone) < ($1.0.digest, $1.0.zone) }
     }
 

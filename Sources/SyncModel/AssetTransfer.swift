@@ -1,10 +1,6 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// An upload of an asset's content to the database that keeps the records of `zoneID` (its
 /// owner's), before a record referencing it is saved.
@@ -85,26 +81,17 @@ public enum AssetTransfer {
     public static let chunkSize = 1 << 20
 }
 
-/// What a file looked like when it was opened: its size and modification time, to tell when it
-/// changes while it is read (`assetFileModified`).
+/// What a file looked like when it was opened: its size, inode and modification time, to tell
+/// when it changes while it is read (`assetFileModified`).
 struct FileIdentity: Equatable {
     var size: Int64
-    var modified: timespec
+    var modified: FileStatus.Time
     var inode: UInt64
 
-    init(_ status: stat) {
-        size = Int64(status.st_size)
-        #if canImport(Darwin)
-        modified = status.st_mtimespec
-        #else
-        modified = status.st_mtim
-        #endif
-        inode = UInt64(status.st_ino)
-    }
-
-    static func == (lhs: FileIdentity, rhs: FileIdentity) -> Bool {
-        lhs.size == rhs.size && lhs.inode == rhs.inode && lhs.modified.tv_sec == rhs.modified.tv_sec
-            && lhs.modified.tv_nsec == rhs.modified.tv_nsec
+    init(_ status: FileStatus) {
+        size = status.size
+        modified = status.modified
+        inode = status.inode
     }
 }
 
@@ -137,8 +124,7 @@ public final class AssetFileReader {
             let reason = String(cString: strerror(errno))
             throw SyncError(.assetFileNotFound, "the asset file \(url.path) cannot be opened: \(reason)")
         }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+        guard let status = FileStatus(descriptor: descriptor), status.isRegularFile else {
             close(descriptor)
             throw SyncError(.assetFileNotFound, "the asset file \(url.path) is not a regular file")
         }
@@ -184,8 +170,7 @@ public final class AssetFileReader {
     /// Throws `assetFileModified` when the file's size, inode or modification time is not what
     /// it was when opened.
     public func checkUnchanged() throws(SyncError) {
-        var status = stat()
-        guard stat(url.path, &status) == 0 else {
+        guard let status = FileStatus(path: url.path) else {
             throw SyncError(.assetFileNotFound, "the asset file \(url.path) was removed while it was being uploaded")
         }
         guard FileIdentity(status) == identity else {

@@ -1,8 +1,6 @@
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 
 // End-to-end encryption of record fields (F129): the keys and the sealing. Docs/Encryption.md
 // gives the design and its threat model.
@@ -89,7 +87,7 @@ public struct DeviceKeyPair: Sendable {
         do {
             try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             let partial = file.appendingPathExtension("partial")
-            manager.createFile(atPath: partial.path, contents: pair.privateKeyBytes, attributes: [.posixPermissions: 0o600])
+            _ = manager.createFile(atPath: partial.path, contents: pair.privateKeyBytes, attributes: [.posixPermissions: 0o600])
             let handle = try FileHandle(forWritingTo: partial)
             try handle.synchronize()
             try handle.close()

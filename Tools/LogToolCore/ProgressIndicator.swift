@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 import LogSyncDiagnostics
 
 /// How far a long pass over a log has got, on one status line of a terminal: `dump: 20000 of

@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// Buffered output to a file descriptor (standard output by default): text is collected and
 /// written with `write(2)` in blocks of `capacity` bytes, so a dump of millions of entries costs
@@ -44,7 +38,7 @@ package struct StandardOutput: TextOutputStream {
         failure = buffer.withUnsafeBytes { bytes in
             var done = 0
             while done < bytes.count {
-                let written = systemWrite(descriptor, bytes.baseAddress! + done, bytes.count - done)
+                let written = Platform.write(descriptor, bytes.baseAddress! + done, bytes.count - done)
                 if written < 0 {
                     if errno == EINTR { continue }
                     return LogToolError("cannot write to file descriptor \(descriptor): \(String(cString: strerror(errno)))")
@@ -64,13 +58,3 @@ package struct StandardOutput: TextOutputStream {
     }
 }
 
-/// `write(2)`, under a name the `write` methods above do not shadow.
-private func systemWrite(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.write(descriptor, bytes, count)
-    #elseif canImport(Musl)
-    Musl.write(descriptor, bytes, count)
-    #else
-    Darwin.write(descriptor, bytes, count)
-    #endif
-}

@@ -25,9 +25,7 @@ import LogSyncHTTPServer
 import LogSyncServer
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 
 @main
 struct AssetBench: AsyncParsableCommand {

@@ -8,9 +8,7 @@ import LogSyncWire
 import Synchronization
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 
 /// What one phase measured, written by the child as JSON for the parent.
 struct PhaseResult: Codable {

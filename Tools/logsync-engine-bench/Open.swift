@@ -4,9 +4,7 @@ import LogStore
 import LogSync
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 
 /// The open phase: how long a device's engine takes to open on a long device log, from
 /// `SyncEngine(configuration)` to the first `state.pendingRecordZoneChanges`. Opening reads the

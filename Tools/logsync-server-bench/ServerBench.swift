@@ -27,9 +27,9 @@ struct ServerBench: BenchCommand {
     /// Records in the big database.
     var bigRecords: Int { records ?? common.size(1_000_000, quick: 100_000) }
     /// Records in the small database the big one is compared with.
-    let smallRecords = 10_000
+    var smallRecords: Int { 10_000 }
     /// Records loaded with `.durable` commits for the durable throughput figure.
-    let durableRecords = 20_000
+    var durableRecords: Int { 20_000 }
 
     /// Records saved into the fetched zone after the recent token was taken.
     static let recentChanges = 100

@@ -2,11 +2,7 @@ import Foundation
 import Synchronization
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// What a production engine holds for its life so that no other production engine uses its
 /// database or its device log (F118): its claims in this process's table, and an exclusive

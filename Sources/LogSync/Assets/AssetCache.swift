@@ -2,11 +2,7 @@ import Foundation
 import Synchronization
 import SyncModel
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 
 /// The engine's store of fetched asset contents: one file per content, named by the 64 hex
 /// digits of its SHA-256 (`<directory>/<hex>`), shared by every record that references it

@@ -1,12 +1,6 @@
 import Foundation
 import LogStore
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import LogSyncPlatform
 import LogSync
 
 /// `logtool replay`: a device log's engine state at an offset, and optionally a check of its

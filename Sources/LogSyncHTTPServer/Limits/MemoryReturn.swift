@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import LogSyncPlatform
 import Synchronization
 
 /// Gives the memory of large requests back to the system once none is in progress.
@@ -19,8 +17,8 @@ import Synchronization
 ///   large request in progress ends, the free pages inside every arena are returned
 ///   (`malloc_trim(0)`).
 ///
-/// On other platforms (Apple's allocator returns memory by itself) both do nothing. The
-/// platform-specific calls are in this file only.
+/// On other platforms (Apple's allocator returns memory by itself) both do nothing: the calls
+/// themselves are LogSyncPlatform's `Allocator`.
 final class MemoryReturn: Sendable {
     /// A body or answer of at least this many bytes makes a request large: 512 KiB.
     static let largeBytes = 512 * 1024
@@ -57,9 +55,7 @@ final class MemoryReturn: Sendable {
     /// Returns the free memory of the allocator's arenas to the system (`malloc_trim(0)` with
     /// glibc); nothing elsewhere.
     static func trim() {
-        #if canImport(Glibc)
-        if let mallocTrim { _ = mallocTrim(0) }
-        #endif
+        Allocator.returnFreeMemory()
     }
 
     /// Sets glibc's thresholds so that large blocks go back to the system when they are freed:
@@ -69,23 +65,6 @@ final class MemoryReturn: Sendable {
         _ = allocatorConfigured
     }
 
-    private static let allocatorConfigured: Bool = {
-        #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "mallopt") else { return false }
-        let mallopt = unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
-        // <malloc.h>: M_TRIM_THRESHOLD is -1, M_MMAP_THRESHOLD -3.
-        return mallopt(-3, 256 * 1024) == 1 && mallopt(-1, 1024 * 1024) == 1
-        #else
-        return false
-        #endif
-    }()
-
-    #if canImport(Glibc)
-    /// glibc's `malloc_trim`, looked up at run time: Swift's Glibc module does not export
-    /// `<malloc.h>`. `nil` with another C library (musl has no arenas to trim).
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
-        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
-    }()
-    #endif
+    private static let allocatorConfigured: Bool = Allocator.fixThresholds(
+        mmapThreshold: 256 * 1024, trimThreshold: 1024 * 1024)
 }
