@@ -74,7 +74,9 @@ let package = Package(
         ),
         .testTarget(
             name: "LogSyncTests",
-            dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting"]),
+            dependencies: [
+                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting", "TemporaryDirectory",
+            ]),
 
         // What a developer runs on a production log: entry descriptions for dumps, time travel
         // on device logs (state at an offset, rewind, replay, diff), replay against a server.
@@ -151,7 +153,7 @@ let package = Package(
             name: "LogSyncHTTPTests",
             dependencies: [
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
-                "LogStore", "logsync-server", "notes-device", "ChildProcesses",
+                "LogStore", "logsync-server", "notes-device", "ChildProcesses", "TemporaryDirectory",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -199,7 +201,7 @@ let package = Package(
             name: "MultiNodeTests",
             dependencies: [
                 "LogSync", "LogSyncHTTP", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogSyncPostgres",
-                "PostgresProcess", "ChildProcesses", "logsync-server",
+                "PostgresProcess", "ChildProcesses", "logsync-server", "TemporaryDirectory",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -211,12 +213,14 @@ let package = Package(
         // Child processes for the tests that start executables (posix_spawn, never Foundation's
         // Process, which crashes when tests launch processes at the same time).
         .target(name: "ChildProcesses", path: "Tests/ChildProcesses"),
+        // A directory of its own for each test, removed when the test ends.
+        .target(name: "TemporaryDirectory", path: "Tests/TemporaryDirectory"),
         // LogStore on its own: a key–value history and its latest-value projection, which
         // `logtool demo` writes and the LogStore tests, crash child and benchmark use.
         .target(name: "KeyValueLog", dependencies: ["LogStore"], path: "Sources/Examples/KeyValueLog"),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "KeyValueLog", "logstore-crasher", "ChildProcesses"]
+            dependencies: ["LogStore", "KeyValueLog", "logstore-crasher", "ChildProcesses", "TemporaryDirectory"]
         ),
 
         // Tools.
@@ -226,7 +230,7 @@ let package = Package(
             name: "LogToolTests",
             dependencies: [
                 "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
-                "LogSyncTesting", "ChildProcesses", "two-devices",
+                "LogSyncTesting", "ChildProcesses", "TemporaryDirectory", "two-devices",
             ]
         ),
         .executableTarget(

@@ -1,4 +1,5 @@
 import Foundation
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore

@@ -4,6 +4,7 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Tokens at rest: the token file keeps SHA-256 digests (`sha256:<hex> <user>`), still reads the

@@ -3,6 +3,7 @@ import Synchronization
 import Foundation
 import LogStore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

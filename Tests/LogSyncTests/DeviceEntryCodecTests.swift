@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import SwiftProtobuf
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

@@ -3,6 +3,7 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

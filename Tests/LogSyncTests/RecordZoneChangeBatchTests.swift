@@ -1,5 +1,6 @@
 import Foundation
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

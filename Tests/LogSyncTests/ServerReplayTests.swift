@@ -4,6 +4,7 @@ import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

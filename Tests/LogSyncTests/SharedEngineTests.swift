@@ -3,6 +3,7 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// A participant's engine on the shared database works as an engine on a private one: the

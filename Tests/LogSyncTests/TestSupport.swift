@@ -10,16 +10,6 @@ import Testing
 typealias RecordChange = SyncEngine.PendingRecordZoneChange
 typealias DatabaseChange = SyncEngine.PendingDatabaseChange
 
-/// A fresh directory under the system temporary directory, removed when `body` returns.
-@discardableResult
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logsync-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
-
 /// A device log in `directory` with unflushed commits (tests only) and a fixed clock.
 func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog {
     try DeviceLog(

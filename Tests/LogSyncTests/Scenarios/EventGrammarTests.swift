@@ -4,6 +4,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

@@ -2,6 +2,7 @@ import Foundation
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
