@@ -52,7 +52,7 @@ struct ConcurrencyTests {
 
     @Test("Concurrent appends from threads each get their own contiguous offsets")
     func contiguousOffsets() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             let results = Results()
             DispatchQueue.concurrentPerform(iterations: 64) { i in
@@ -85,7 +85,7 @@ struct ConcurrencyTests {
 
     @Test("One bad request in a group fails alone")
     func badRequestFailsAlone() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             let committer = deviceLog.committer
             let results = Results()

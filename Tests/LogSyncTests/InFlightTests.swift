@@ -21,7 +21,7 @@ struct InFlightTests {
 
     @Test("A successful batch removes its changes from the pending list")
     func successRemoves() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
@@ -36,7 +36,7 @@ struct InFlightTests {
 
     @Test("F32: a change re-added while in flight stays pending after success")
     func readdedDuringFlightStays() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
@@ -56,7 +56,7 @@ struct InFlightTests {
 
     @Test("F32: removed and re-added while in flight, or added after an opposite change, stays")
     func readdedVariants() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
@@ -70,7 +70,7 @@ struct InFlightTests {
 
     @Test("F32: a change added while an untracked batch sends it stays pending")
     func addedDuringUntrackedFlight() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.setHasPendingUntrackedChanges(true)
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
@@ -82,7 +82,7 @@ struct InFlightTests {
 
     @Test("F21: networkFailure keeps A pending, serverRecordChanged removes B")
     func transientKeepsPermanentRemoves() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
@@ -100,7 +100,7 @@ struct InFlightTests {
 
     @Test("F21, F89: each transient code keeps the change pending", arguments: SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue })
     func transientCodesKeep(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
@@ -115,7 +115,7 @@ struct InFlightTests {
         arguments: [SyncError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .quotaExceeded, .batchRequestFailed,
                     .limitExceeded, .permissionFailure, .userDeletedZone, .invalidArguments])
     func permanentCodesRemove(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
@@ -127,7 +127,7 @@ struct InFlightTests {
 
     @Test("F21, F79: operationCancelled keeps the change pending, as in Apple's sample (spec choice)")
     func cancelledKeeps() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             #expect(!SyncError.Code.operationCancelled.isTransient, "operationCancelled is not one of the seven codes of F89")
             #expect(SyncError(.operationCancelled).keepsChangePending)
@@ -145,7 +145,7 @@ struct InFlightTests {
 
     @Test("A change re-added while in flight survives a non-transient failure too (spec choice)")
     func readdedSurvivesPermanentFailure() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
@@ -158,7 +158,7 @@ struct InFlightTests {
 
     @Test("Items a result does not mention keep their pending state and leave flight")
     func unmentionedItems() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
@@ -170,7 +170,7 @@ struct InFlightTests {
 
     @Test("A new batch ends the batch still in flight")
     func newBatchEndsOld() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))

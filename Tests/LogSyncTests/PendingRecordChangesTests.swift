@@ -13,7 +13,7 @@ struct PendingRecordChangesTests {
 
     @Test("F16: the list equals what was added")
     func listEqualsAdds() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.b)])
@@ -23,7 +23,7 @@ struct PendingRecordChangesTests {
 
     @Test("F16: record contents are never in the pending state")
     func contentsNotInPending() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             let small = try pendingBytes(engine.deviceLog)
@@ -58,7 +58,7 @@ struct PendingRecordChangesTests {
 
     @Test("F18: adding a pending change again keeps its first position")
     func dedupKeepsFirstPosition() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.b)])
@@ -72,7 +72,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: save then delete leaves only the delete")
     func saveThenDelete() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x), .saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x)])
@@ -86,7 +86,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: delete then save leaves only the save")
     func deleteThenSave() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x), .saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x)])
@@ -99,7 +99,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: opposite changes within one call")
     func oppositeInOneCall() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x), .deleteRecord(F.x), .saveRecord(F.x)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.x)])
@@ -108,7 +108,7 @@ struct PendingRecordChangesTests {
 
     @Test("F20: remove takes exact matches only")
     func removeExactMatches() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.a)])
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.a)])
@@ -123,7 +123,7 @@ struct PendingRecordChangesTests {
 
     @Test("F20: remove keeps the order of the rest")
     func removeKeepsOrder() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.c)])
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.b)])
@@ -133,7 +133,7 @@ struct PendingRecordChangesTests {
 
     @Test("Empty adds and removes append nothing")
     func emptyCallsAppendNothing() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [])
             try engine.state.remove(pendingRecordZoneChanges: [])
@@ -145,7 +145,7 @@ struct PendingRecordChangesTests {
 
     @Test("Records of different zones with the same name are different records")
     func sameNameOtherZone() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             let inNotes = F.id("same", F.notes)
             let inPhotos = F.id("same", F.photos)
@@ -158,7 +158,7 @@ struct PendingRecordChangesTests {
 
     @Test("IDs with names over CloudKit's limits or holding NUL are kept exactly")
     func unusualNames() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             let longZone = RecordZone.ID(zoneName: String(repeating: "z", count: 300), ownerName: String(repeating: "o", count: 300))
             let ids = [

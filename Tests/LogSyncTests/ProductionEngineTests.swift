@@ -39,7 +39,7 @@ struct ProductionEngineTests {
 
     @Test("F118 a second production engine on the same user and database is refused, naming the database")
     func secondProductionEngineIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let phone = try Self.engine("phone", on: server, environment: .production, directory: directory)
             // The app, by mistake, builds a second engine for the same database.
@@ -74,7 +74,7 @@ struct ProductionEngineTests {
 
     @Test("F118 production engines on other databases, users or servers are allowed")
     func otherDatabasesAreAllowed() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let other = try SyncServer(.init(directory: directory.appendingPathComponent("other-server"), durability: .fast))
             // A typical app: one engine on the private database, one on the shared database.
@@ -114,7 +114,7 @@ struct ProductionEngineTests {
 
     @Test("F118 a production engine is refused on a device log another engine or process uses")
     func sharedDeviceLogIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let log = directory.appendingPathComponent("sync")
             // Another process's production engine holds the device log's lock (here, this test).

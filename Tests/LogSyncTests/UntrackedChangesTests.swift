@@ -11,7 +11,7 @@ import Testing
 struct UntrackedChangesTests {
     @Test("F24: hasPendingUntrackedChanges round-trips through the log")
     func untrackedRoundTrip() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             #expect(try engine.state.hasPendingUntrackedChanges == false)
             try engine.state.setHasPendingUntrackedChanges(true)
@@ -28,7 +28,7 @@ struct UntrackedChangesTests {
 
     @Test("F25: zoneIDsWithUnfetchedServerChanges is empty until fetch fills it")
     func unfetchedZonesEmpty() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let engine = try makeEngine(directory)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(Fixtures.a)])
             #expect(try engine.state.zoneIDsWithUnfetchedServerChanges == [])
