@@ -322,6 +322,8 @@ let package = Package(
             name: "logsync-engine-bench",
             dependencies: [
                 "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport",
+                // IdleDelegate, for the phase that opens an engine and never syncs.
+                "LogSyncTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-engine-bench"

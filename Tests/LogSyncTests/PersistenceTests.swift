@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import SyncModel
 import TemporaryDirectory
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSyncDiagnostics
 import LogSyncServer
+import LogSyncTesting
 import SyncModel
 import Testing
 
@@ -33,18 +34,6 @@ func makeEngine(
     configuration.automaticallySync = false
     return try SyncEngine(configuration)
 }
-
-/// A delegate that handles nothing and sends nothing.
-final class IdleDelegate: SyncEngineDelegate {
-    static let shared = IdleDelegate()
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
-}
-
 
 enum Fixtures {
     static let notes = RecordZone.ID(zoneName: "Notes")
