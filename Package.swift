@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .library(name: "LogSyncDiagnostics", targets: ["LogSyncDiagnostics"]),
         .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
+        .library(name: "LogSyncContract", targets: ["LogSyncContract"]),
         .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
         .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
@@ -100,13 +101,17 @@ let package = Package(
             exclude: ["Proto/server_log.proto"]
         ),
         .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
+        // The CloudDatabase contract as checks anyone runs against their own database, with no
+        // test framework: what an outside server must do for the engine to sync through it.
+        .target(name: "LogSyncContract", dependencies: ["SyncModel"]),
         // The CloudDatabase contract, written once and run against every transport: in process
-        // and over HTTP on loopback.
+        // and over HTTP on loopback, on LMDB and on PostgreSQL; LogSyncContract's checks among it.
         .testTarget(
             name: "ContractTests",
             dependencies: [
-                "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres", "PostgresProcess",
-                "LogSyncWire", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "LogSyncContract", "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres",
+                "PostgresProcess", "LogSyncWire", "TemporaryDirectory",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
 
         // The network. LogSyncWire is the body format (Protocol Buffers messages of every
