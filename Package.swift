@@ -76,7 +76,8 @@ let package = Package(
         .testTarget(
             name: "LogSyncTests",
             dependencies: [
-                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting", "TemporaryDirectory",
+                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting", "SyncTestKit",
+                "TemporaryDirectory",
             ]),
 
         // What a developer runs on a production log: entry descriptions for dumps, time travel
@@ -93,6 +94,25 @@ let package = Package(
                 "LogSync", "LogSyncDiagnostics", "SyncModel", "LogSyncServer", "LogStore",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+
+        .testTarget(
+            name: "LogSyncDiagnosticsTests",
+            dependencies: [
+                "LogSyncDiagnostics", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting", "SyncTestKit",
+                "TemporaryDirectory",
+            ]),
+        .testTarget(
+            name: "LogSyncTestingTests",
+            dependencies: [
+                "LogSyncTesting", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "SyncTestKit", "TemporaryDirectory",
+            ]),
+        // What the engine's test targets share: servers and devices of their own in a temporary
+        // directory, a delegate whose every answer a test scripts, readers of event lists.
+        .target(
+            name: "SyncTestKit",
+            dependencies: ["LogSync", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogStore", "TemporaryDirectory"],
+            path: "Tests/SyncTestKit"
+        ),
 
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(

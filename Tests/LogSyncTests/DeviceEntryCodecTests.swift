@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import SwiftProtobuf
 import SyncModel
+import SyncTestKit
 import TemporaryDirectory
 import Testing
 

@@ -3,6 +3,7 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import TemporaryDirectory
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync

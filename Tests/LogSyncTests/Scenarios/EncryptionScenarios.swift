@@ -4,6 +4,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import TemporaryDirectory
 import Testing
 

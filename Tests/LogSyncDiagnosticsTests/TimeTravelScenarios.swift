@@ -4,6 +4,7 @@ import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
