@@ -172,6 +172,21 @@ public func makeScriptedEngine(
     return try SyncEngine(configuration)
 }
 
+/// The engine `name` of alice's with a ``ScriptedDelegate``, on a server of its own (see
+/// ``withServer(maxChangesPerPage:_:)``): the set-up of a scenario that drives one engine step
+/// by step and scripts its delegate's answers.
+public func withScriptedEngine(
+    _ name: String, _ body: (
+        _ engine: SyncEngine, _ delegate: ScriptedDelegate, _ server: SyncServer, _ directory: URL
+    ) async throws -> Void
+) async throws {
+    try await withServer { directory, server in
+        let delegate = ScriptedDelegate()
+        let engine = try makeScriptedEngine(name, server: server, directory: directory, delegate: delegate)
+        try await body(engine, delegate, server, directory)
+    }
+}
+
 /// A note record as an app builds it before its first save.
 public func newNote(_ id: Record.ID, _ title: String) -> Record {
     var record = Record(recordType: "Note", recordID: id)
