@@ -101,10 +101,7 @@ struct ProductionEngineTests {
             let laptop = try TestDevice("laptop", server: server, directory: directory)
             let tablet = try TestDevice("tablet", server: server, directory: directory)
             #expect(phone.engine.environment == .development)
-            try phone.createZone(Fixtures.notes)
-            try phone.write(Fixtures.a, "Groceries")
-            try await phone.sync()
-            try await laptop.sync()
+            try await phone.seedNote(Fixtures.a, "Groceries", in: Fixtures.notes, syncing: laptop)
             try await tablet.sync()
             #expect(laptop.title(Fixtures.a) == "Groceries" && tablet.title(Fixtures.a) == "Groceries")
             // A production engine beside development ones is not refused either: only production
