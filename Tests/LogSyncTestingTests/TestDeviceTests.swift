@@ -9,9 +9,8 @@ import Testing
 
 /// TestDevice on its own: the notes app every scenario and the simulation are made of.
 @Suite("Test devices")
-struct TestDeviceTests {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let groceries = Record.ID(recordName: "groceries", zoneID: notes)
+struct TestDeviceTests: NoteIDs {
+    static var groceries: Record.ID { note("groceries") }
 
     @Test("A note written on one device reaches the other, and the edit counts as acknowledged")
     func writeReachesOtherDevice() async throws {
@@ -34,10 +33,7 @@ struct TestDeviceTests {
     @Test("A conflict is settled by the policy's merge, sent again on the server's record, and won")
     func conflictMergedByPolicy() async throws {
         try await withDevices("phone", "laptop") { _, phone, laptop in
-            try phone.createZone(Self.notes)
-            try phone.write(Self.groceries, "Milk")
-            try await phone.sync()
-            try await laptop.sync()
+            try await phone.seedNote(Self.groceries, "Milk", in: Self.notes, syncing: laptop)
 
             laptop.resolveConflicts { local, server in "\(server) + \(local)" }
             try phone.write(Self.groceries, "Bread")

@@ -187,6 +187,22 @@ public func withScriptedEngine(
     }
 }
 
+/// The zones and record IDs a scenario suite names: `Self.notes`, `Self.photos`,
+/// `Self.note("n1")`, `Self.note("p1", Self.photos)`. A suite adopts it instead of declaring them.
+public protocol NoteIDs {}
+
+extension NoteIDs {
+    /// The zone `Notes` of the current user.
+    public static var notes: RecordZone.ID { RecordZone.ID(zoneName: "Notes") }
+    /// The zone `Photos` of the current user.
+    public static var photos: RecordZone.ID { RecordZone.ID(zoneName: "Photos") }
+
+    /// The record `name` in `zone` (`Notes` by default).
+    public static func note(_ name: String, _ zone: RecordZone.ID = RecordZone.ID(zoneName: "Notes")) -> Record.ID {
+        Record.ID(recordName: name, zoneID: zone)
+    }
+}
+
 /// A note record as an app builds it before its first save.
 public func newNote(_ id: Record.ID, _ title: String) -> Record {
     var record = Record(recordType: "Note", recordID: id)

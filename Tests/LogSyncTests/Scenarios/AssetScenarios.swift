@@ -61,13 +61,8 @@ final class AssetTrackingDatabase: ForwardingDatabase {
 /// uploads their contents before the records, and a laptop fetches the notes with the photos'
 /// contents in its asset cache, or without them until it asks.
 @Suite("Scenario: assets")
-struct AssetScenarios {
-    static let notes = RecordZone.ID(zoneName: "Notes")
+struct AssetScenarios: NoteIDs {
     static let albums = RecordZone.ID(zoneName: "Albums")
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
 
     /// `count` bytes of a seeded sequence: contents no other test file repeats.
     static func content(_ count: Int, seed: UInt64) -> [UInt8] {

@@ -11,14 +11,7 @@ import Testing
 /// The send side of the engine, as device timelines: event delivery, batches, contexts,
 /// zone-before-record order, per-item outcomes.
 @Suite("Scenario: sending")
-struct SendScenarios {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let photos = RecordZone.ID(zoneName: "Photos")
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
-
+struct SendScenarios: NoteIDs {
     // MARK: Delegate (F4, F9–F12)
 
     // F9, F8 (the syncEngine argument names the emitter)
