@@ -25,8 +25,7 @@ struct ConcurrencyTests {
 
     @Test("F31: 1,000 concurrent adds and removes equal a serial replay of the log")
     func concurrentMutations() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try await withEngine { engine, directory in
             let state = engine.state
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<1000 {

@@ -13,8 +13,7 @@ struct ServerRecordTests {
 
     @Test("Saved records become the last known server records; deletions forget them")
     func savedAndDeleted() async throws {
-        try withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             let log = engine.deviceLog
             #expect(try log.lastKnownServerRecord(for: F.a) == nil)
             try log.append(.batchPrepared(recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.b)], recordIDsToDelete: [], atomicByZone: true))

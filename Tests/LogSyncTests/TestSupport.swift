@@ -4,6 +4,7 @@ import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -22,6 +23,19 @@ func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog
 /// nothing, and a server of its own in `directory/server` (for the tests of the state alone).
 func makeEngine(_ directory: URL) throws -> SyncEngine {
     try makeEngine(deviceLog: openDeviceLog(directory), directory: directory)
+}
+
+/// An engine from ``makeEngine(_:)`` in a temporary directory of its own, handed to `body`
+/// with the directory; the directory is removed when `body` returns.
+@discardableResult
+func withEngine<R>(_ body: (_ engine: SyncEngine, _ directory: URL) throws -> R) throws -> R {
+    try withTemporaryDirectory { directory in try body(try makeEngine(directory), directory) }
+}
+
+/// ``withEngine(_:)`` for an `async` body.
+@discardableResult
+func withEngine<R>(_ body: (_ engine: SyncEngine, _ directory: URL) async throws -> R) async throws -> R {
+    try await withTemporaryDirectory { directory in try await body(try makeEngine(directory), directory) }
 }
 
 /// An engine on `deviceLog`, with `delegate` (one that does nothing by default); see `makeEngine(_:)`.

@@ -1,7 +1,6 @@
 import Foundation
 import LogStore
 import SyncModel
-import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -11,8 +10,7 @@ import Testing
 struct UntrackedChangesTests {
     @Test("F24: hasPendingUntrackedChanges round-trips through the log")
     func untrackedRoundTrip() async throws {
-        try withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             #expect(try engine.state.hasPendingUntrackedChanges == false)
             try engine.state.setHasPendingUntrackedChanges(true)
             #expect(try engine.state.hasPendingUntrackedChanges == true)
@@ -28,8 +26,7 @@ struct UntrackedChangesTests {
 
     @Test("F25: zoneIDsWithUnfetchedServerChanges is empty until fetch fills it")
     func unfetchedZonesEmpty() async throws {
-        try withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(Fixtures.a)])
             #expect(try engine.state.zoneIDsWithUnfetchedServerChanges == [])
         }
