@@ -104,8 +104,8 @@ public struct ContractCheck: Sendable, Identifiable, CustomStringConvertible {
         let probe = ContractProbe(check: self, makeDatabase: makeDatabase)
         do {
             try await body(probe)
-        } catch let failure as ContractCheckFailure {
-            _ = failure  // already recorded by the probe
+        } catch is ContractCheckFailure {
+            // A requirement that failed: the probe recorded it before throwing.
         } catch {
             probe.record("threw \(error)", fileID: #fileID, line: #line)
         }
