@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "LogSyncServer", targets: ["LogSyncServer"]),
         .library(name: "LogSyncDiagnostics", targets: ["LogSyncDiagnostics"]),
         .library(name: "LogSyncTesting", targets: ["LogSyncTesting"]),
+        .library(name: "LogSyncContract", targets: ["LogSyncContract"]),
         .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
         .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
@@ -82,7 +83,10 @@ let package = Package(
         ),
         .testTarget(
             name: "LogSyncTests",
-            dependencies: ["LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting"]),
+            dependencies: [
+                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting", "SyncTestKit",
+                "TemporaryDirectory",
+            ]),
 
         // What a developer runs on a production log: entry descriptions for dumps, time travel
         // on device logs (state at an offset, rewind, replay, diff), replay against a server.
@@ -99,6 +103,25 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        .testTarget(
+            name: "LogSyncDiagnosticsTests",
+            dependencies: [
+                "LogSyncDiagnostics", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting", "SyncTestKit",
+                "TemporaryDirectory",
+            ]),
+        .testTarget(
+            name: "LogSyncTestingTests",
+            dependencies: [
+                "LogSyncTesting", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "SyncTestKit", "TemporaryDirectory",
+            ]),
+        // What the engine's test targets share: servers and devices of their own in a temporary
+        // directory, a delegate whose every answer a test scripts, readers of event lists.
+        .target(
+            name: "SyncTestKit",
+            dependencies: ["LogSync", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogStore", "TemporaryDirectory"],
+            path: "Tests/SyncTestKit"
+        ),
+
         // The server: each database a log, change tokens as offsets, CloudKit's server rules.
         .target(
             name: "LogSyncServer",
@@ -108,13 +131,17 @@ let package = Package(
             exclude: ["Proto/server_log.proto"]
         ),
         .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
+        // The CloudDatabase contract as checks anyone runs against their own database, with no
+        // test framework: what an outside server must do for the engine to sync through it.
+        .target(name: "LogSyncContract", dependencies: ["SyncModel"]),
         // The CloudDatabase contract, written once and run against every transport: in process
-        // and over HTTP on loopback.
+        // and over HTTP on loopback, on LMDB and on PostgreSQL; LogSyncContract's checks among it.
         .testTarget(
             name: "ContractTests",
             dependencies: [
-                "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres", "PostgresProcess",
-                "LogSyncWire", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "LogSyncContract", "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres",
+                "PostgresProcess", "LogSyncWire", "TemporaryDirectory",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
 
         // The network. LogSyncWire is the body format (Protocol Buffers messages of every
@@ -161,7 +188,7 @@ let package = Package(
             name: "LogSyncHTTPTests",
             dependencies: [
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
-                "LogStore", "logsync-server", "notes-device", "ChildProcesses",
+                "LogStore", "logsync-server", "notes-device", "ChildProcesses", "TemporaryDirectory",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -209,7 +236,7 @@ let package = Package(
             name: "MultiNodeTests",
             dependencies: [
                 "LogSync", "LogSyncHTTP", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogSyncPostgres",
-                "PostgresProcess", "ChildProcesses", "logsync-server",
+                "PostgresProcess", "ChildProcesses", "logsync-server", "TemporaryDirectory",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -221,12 +248,14 @@ let package = Package(
         // Child processes for the tests that start executables (posix_spawn, never Foundation's
         // Process, which crashes when tests launch processes at the same time).
         .target(name: "ChildProcesses", path: "Tests/ChildProcesses"),
+        // A directory of its own for each test, removed when the test ends.
+        .target(name: "TemporaryDirectory", path: "Tests/TemporaryDirectory"),
         // LogStore on its own: a key–value history and its latest-value projection, which
         // `logtool demo` writes and the LogStore tests, crash child and benchmark use.
         .target(name: "KeyValueLog", dependencies: ["LogStore"], path: "Sources/Examples/KeyValueLog"),
         .testTarget(
             name: "LogStoreTests",
-            dependencies: ["LogStore", "KeyValueLog", "logstore-crasher", "ChildProcesses"]
+            dependencies: ["LogStore", "KeyValueLog", "logstore-crasher", "ChildProcesses", "TemporaryDirectory"]
         ),
 
         // Tools.
@@ -236,7 +265,7 @@ let package = Package(
             name: "LogToolTests",
             dependencies: [
                 "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
-                "LogSyncTesting", "ChildProcesses", "two-devices",
+                "LogSyncTesting", "ChildProcesses", "TemporaryDirectory", "two-devices",
             ]
         ),
         .executableTarget(
@@ -328,6 +357,8 @@ let package = Package(
             name: "logsync-engine-bench",
             dependencies: [
                 "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport", "LogSyncPlatform",
+                // IdleDelegate, for the phase that opens an engine and never syncs.
+                "LogSyncTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-engine-bench"

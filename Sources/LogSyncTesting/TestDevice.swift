@@ -328,6 +328,22 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         try await engine.fetchChanges()
     }
 
+    /// Creates `zone`, writes the note `id` titled `title` and syncs, then lets each of `others`
+    /// sync: every device starts from the same note, as most stories of two devices do.
+    ///
+    /// ```swift
+    /// try await phone.seedNote(noteID, "Groceries", in: notes, syncing: laptop)
+    /// #expect(laptop.title(noteID) == "Groceries")
+    /// ```
+    ///
+    /// - Throws: What the devices' sends and fetches throw.
+    public func seedNote(_ id: Record.ID, _ title: String, in zone: RecordZone.ID, syncing others: TestDevice...) async throws {
+        try createZone(zone)
+        try write(id, title)
+        try await sync()
+        for other in others { try await other.sync() }
+    }
+
     // MARK: What the test chooses
 
     /// Changes the policy from now on.

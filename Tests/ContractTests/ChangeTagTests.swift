@@ -79,23 +79,6 @@ struct ChangeTagTests {
         }
     }
 
-    // F145, F92: merging into the conflict's server record and saving it succeeds, the flow of
-    // the WWDC23 two-device example.
-    @Test("F145 saving a merge into the server record succeeds", arguments: Harnesses.all)
-    func mergeIntoServerRecord(harness: any ContractHarness) async throws {
-        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
-            let original = try await phone.save(newRecord("n1", ["title": "v1"]))
-            try await phone.save(original.setting(["title": "phone"]))
-
-            let error = try #require(expectFailure(
-                try await laptop.attemptSave(original.setting(["title": "laptop"])), .serverRecordChanged))
-            let merged = try #require(error.serverRecord).setting(["title": "laptop+phone"])
-            let saved = try await laptop.save(merged)
-            #expect(saved["title"] == "laptop+phone")
-            #expect(try await phone.fetchRecord(original.recordID)?["title"] == "laptop+phone")
-        }
-    }
-
     // F146: changedKeys and allKeys skip the tag comparison, whether the tag is stale or absent.
     @Test("F146 changedKeys and allKeys skip the change-tag check",
           arguments: Harnesses.all, [SavePolicy.changedKeys, .allKeys])

@@ -2,6 +2,7 @@ import Foundation
 import LogSyncServer
 import SyncModel
 import Synchronization
+import TemporaryDirectory
 import Testing
 
 // The fixture language of the contract suite: a test reads as a timeline of devices.
@@ -22,18 +23,16 @@ func withServer(
     _ harness: any ContractHarness, clock: ManualClock = ManualClock(),
     _ body: (TestServer) async throws -> Void
 ) async throws {
-    let directory = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logsync-contract-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let server = try await harness.start(in: directory, now: clock.closure)
-    do {
-        try await body(TestServer(server: server, clock: clock))
-    } catch {
-        try? await server.stop()
-        throw error
+    try await withTemporaryDirectory { directory in
+        let server = try await harness.start(in: directory, now: clock.closure)
+        do {
+            try await body(TestServer(server: server, clock: clock))
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
     }
-    try await server.stop()
 }
 
 /// ``withServer(_:clock:_:)`` with alice's phone; with `zone`, the phone creates that zone

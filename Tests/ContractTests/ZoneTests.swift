@@ -6,45 +6,6 @@ import Testing
 /// Zone existence rules (F128, F147), zone operations (F156) and zone deletion (F149).
 @Suite("Zones (F128, F147, F149, F156)")
 struct ZoneTests {
-    // F128, F156: a new custom zone reports atomic, fetchChanges and zoneWideSharing, on save
-    // and on fetch.
-    @Test("F128 F156 a new zone reports the custom-zone capabilities", arguments: Harnesses.all)
-    func newZoneCapabilities(harness: any ContractHarness) async throws {
-        try await withPhone(harness) { _, phone in
-            let saved = try await phone.createZone("Notes")
-            #expect(saved.zoneID == zoneID("Notes"))
-            #expect(saved.capabilities == .customZoneDefault)
-            let fetched = try #require(expectSuccess(try await phone.database.fetchZones([zoneID("Notes")]).results[zoneID("Notes")]))
-            #expect(fetched.capabilities == .customZoneDefault)
-            #expect(fetched.share == nil)
-            #expect(try await phone.database.fetchAllZones().map(\.zoneID).contains(zoneID("Notes")))
-        }
-    }
-
-    // F147, F128: a record saved into a zone that does not exist gets zoneNotFound.
-    @Test("F147 a record into (or out of) a missing zone gets zoneNotFound", arguments: Harnesses.all)
-    func recordIntoMissingZone(harness: any ContractHarness) async throws {
-        try await withPhone(harness) { _, phone in
-            let result = try await phone.attemptSave(newRecord("n1", in: "Nowhere"))
-            let error = expectFailure(result, .zoneNotFound)
-            #expect(error?.item == .record(recordID("n1", in: "Nowhere")))
-            let deletion = try await phone.modify(deleting: [recordID("n1", in: "Nowhere")])
-            expectFailure(deletion.deleteResults[recordID("n1", in: "Nowhere")], .zoneNotFound)
-            try await phone.createZone("Nowhere")
-            try await phone.save(newRecord("n1", in: "Nowhere"))
-        }
-    }
-
-    // F147: zones cannot be created in the shared database.
-    @Test("F147 creating a zone in the shared database gets badDatabase", arguments: Harnesses.all)
-    func zoneInSharedDatabase(harness: any ContractHarness) async throws {
-        try await withServer(harness) { server in
-            let shared = try await server.device("alice", "phone", scope: .shared)
-            expectFailure(try await shared.attemptCreateZone(zoneID("Notes")), .badDatabase)
-            #expect(try await shared.database.fetchAllZones().isEmpty)
-        }
-    }
-
     // F147: zones cannot be modified in the public database.
     @Test("F147 modifying zones in the public database gets badDatabase", arguments: Harnesses.all)
     func zonesInPublicDatabase(harness: any ContractHarness) async throws {
@@ -52,40 +13,6 @@ struct ZoneTests {
             let publicDB = try await server.device("alice", "phone", scope: .public)
             expectFailure(try await publicDB.attemptCreateZone(zoneID("Notes")), .badDatabase)
             expectFailure(try await publicDB.attemptDeleteZone(zoneID("Notes")), .badDatabase)
-        }
-    }
-
-    // F147: saving an existing zone again succeeds, returns the zone, and neither empties it nor
-    // starts a new incarnation (its tokens stay valid).
-    @Test("F147 saving an existing zone again is idempotent", arguments: Harnesses.all)
-    func savingZoneAgain(harness: any ContractHarness) async throws {
-        try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
-            let note = try await phone.save(newRecord("n1", ["title": "kept"]))
-            let before = try await laptop.fetchZone("Notes")
-
-            let again = try await laptop.createZone("Notes")
-            #expect(again.zoneID == zoneID("Notes"))
-            #expect(again.capabilities == .customZoneDefault)
-
-            let zones = try await laptop.database.fetchAllZones()
-            #expect(zones.filter { $0.zoneID == zoneID("Notes") }.count == 1)
-            let since = try await laptop.fetchZone("Notes", since: before.token)
-            #expect(since.modifiedIDs.isEmpty)
-            #expect(since.deletedIDs.isEmpty)
-            let all = try await laptop.fetchZone("Notes")
-            #expect(all.records[note.recordID]?["title"] == "kept")
-            #expect(all.records[note.recordID]?.recordChangeTag == note.recordChangeTag)
-        }
-    }
-
-    // F156: fetching named zones gives a per-zone result, zoneNotFound for a missing one.
-    @Test("F156 fetching a missing zone gives a per-zone zoneNotFound", arguments: Harnesses.all)
-    func fetchMissingZone(harness: any ContractHarness) async throws {
-        try await withPhone(harness, zone: "Notes") { _, phone in
-            let results = try await phone.database.fetchZones([zoneID("Notes"), zoneID("Ghost")]).results
-            #expect(results.count == 2)
-            expectSuccess(results[zoneID("Notes")])
-            expectFailure(results[zoneID("Ghost")], .zoneNotFound)
         }
     }
 

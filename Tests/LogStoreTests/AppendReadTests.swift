@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -7,7 +8,7 @@ import Testing
 @Suite("Append, read and reopen")
 struct AppendReadTests {
     @Test func offsetsAreDenseFromOne() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             #expect(try log.lastOffset == .zero)
             let first = try log.append(NewEntry(kind: 7, payload: [1, 2, 3]))
@@ -23,7 +24,7 @@ struct AppendReadTests {
     }
 
     @Test func entriesReadBackExactly() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let time = EntryTime(microsecondsSince1970: 1_790_000_000_123_456)
             let log = try Log.open(at: directory, options: .init(durability: .fast), clock: { time })
             let payloads: [[UInt8]] = [[], [0], Array("hello".utf8), [UInt8](repeating: 0xAB, count: 100_000)]
@@ -38,7 +39,7 @@ struct AppendReadTests {
     }
 
     @Test func explicitTimesWinOverTheClock() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast), clock: { EntryTime(microsecondsSince1970: 42) })
             let given = EntryTime(Date(timeIntervalSince1970: 1_000_000.25))
             try log.append([NewEntry(kind: 1, payload: [], time: given), NewEntry(kind: 1, payload: [])])
@@ -49,7 +50,7 @@ struct AppendReadTests {
     }
 
     @Test func entriesSurviveReopening() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             do {
                 let log = try Log.open(at: directory)  // .durable, the default
                 for i in 0..<50 { try log.append(KeyValueEntry.set(key: "k\(i % 7)", value: [UInt8(i)]).newEntry) }
@@ -68,7 +69,7 @@ struct AppendReadTests {
     }
 
     @Test func oneEnvironmentPerPathAndProcess() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let first = try LogEnvironment.open(at: directory, options: .init(durability: .fast))
             let second = try LogEnvironment.open(at: directory.appendingPathComponent("./"), options: .init(durability: .fast))
             #expect(first === second)
@@ -89,7 +90,7 @@ struct AppendReadTests {
     }
 
     @Test func theEnvironmentClosesWithItsLastReference() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             do {
                 let log = try Log.open(at: directory, options: .init(durability: .fast))
                 try log.append(NewEntry(kind: 1, payload: [1]))
@@ -107,7 +108,7 @@ struct AppendReadTests {
     }
 
     @Test func severalLogsShareOneEnvironment() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let environment = try LogEnvironment.open(at: directory, options: .init(durability: .fast))
             let a = try environment.openLog(named: "a")
             let b = try environment.openLog(named: "b", projections: [LatestValueProjection()])
@@ -125,7 +126,7 @@ struct AppendReadTests {
 
     @Test func aFailedTransactionAppendsNothing() async throws {
         struct Refused: Error {}
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             try log.append(NewEntry(kind: 1, payload: [1]))
             #expect(throws: Refused.self) {
@@ -140,7 +141,7 @@ struct AppendReadTests {
     }
 
     @Test func badPathsGiveTypedErrors() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let missing = directory.appendingPathComponent("nope")
             #expect {
                 try Log.open(at: missing, options: .init(readOnly: true))
@@ -176,7 +177,7 @@ struct AppendReadTests {
 
     @Test(arguments: ["", "a.b", "with space", String(repeating: "x", count: 101)])
     func invalidLogNamesAreRejected(_ name: String) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             #expect { try Log.open(at: directory, named: name) } throws: { error in
                 (error as? LogStoreError)?.code == .invalidArgument
             }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore

@@ -1,4 +1,5 @@
 import Foundation
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -26,7 +27,7 @@ struct CorruptionTests {
     }
 
     @Test func aFlippedBitIsACorruptEntryNamingItsOffset() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             var bytes = try storedEntry(log, at: 4)
             bytes[18] ^= 0x01  // inside the payload
@@ -43,7 +44,7 @@ struct CorruptionTests {
 
     @Test(arguments: [2, 200, 255])
     func anUnknownFormatVersionIsReported(_ version: UInt8) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             var bytes = try storedEntry(log, at: 7)
             bytes[0] = version
@@ -58,7 +59,7 @@ struct CorruptionTests {
     }
 
     @Test func truncatedAndResizedEntriesAreCorrupt() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             try overwriteStoredEntry(log, at: 2, with: [1, 0, 0])
             expectError(.corruptEntry, at: 2) { _ = try log.entry(at: 2) }
@@ -69,7 +70,7 @@ struct CorruptionTests {
     }
 
     @Test func anEntryCopiedUnderAnotherOffsetFailsItsChecksum() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             try overwriteStoredEntry(log, at: 6, with: try storedEntry(log, at: 5))
             expectError(.corruptEntry, at: 6) { _ = try log.entry(at: 6) }
@@ -77,7 +78,7 @@ struct CorruptionTests {
     }
 
     @Test func aMissingOffsetIsReportedByIteration() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             try log.environment.write { transaction in
                 try transaction.removeValue(forKey: withUnsafeBytes(of: LogOffset(8).key) { Array($0) }, in: log.entriesTable)

@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore

@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -7,7 +8,7 @@ import Testing
 @Suite("Map growth")
 struct MapGrowthTests {
     @Test func appendsGrowATinyMapAndLoseNothing() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let initial = 64 << 10
             let log = try Log.open(
                 at: directory, options: .init(durability: .fast, initialMapSize: initial),
@@ -43,7 +44,7 @@ struct MapGrowthTests {
     }
 
     @Test func oneTransactionLargerThanTheMapGrowsItSeveralTimes() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 64 << 10))
             let entries = (0..<4000).map { NewEntry(kind: 1, payload: [UInt8](repeating: UInt8($0 % 256), count: 1000)) }
             #expect(try log.append(entries) == LogOffset(1)..<LogOffset(4001))
@@ -52,7 +53,7 @@ struct MapGrowthTests {
     }
 
     @Test func growthStopsAtTheConfiguredMaximum() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(
                 at: directory, options: .init(durability: .fast, initialMapSize: 64 << 10, maximumMapSize: 256 << 10))
             try log.append(NewEntry(kind: 1, payload: [1]))
@@ -70,7 +71,7 @@ struct MapGrowthTests {
     @Test func aSecondProcessSeesTheGrownMap() async throws {
         // Another environment handle on the same file stands in for another process: reopen
         // read-only after a writer grew the map far past the reader's initial size.
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             do {
                 let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 64 << 10))
                 try log.append((0..<2000).map { _ in NewEntry(kind: 1, payload: [UInt8](repeating: 1, count: 2000)) })

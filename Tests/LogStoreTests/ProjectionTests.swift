@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -43,7 +44,7 @@ func modelValues(_ batches: [[NewEntry]]) -> [String: [UInt8]] {
 struct ProjectionTests {
     @Test(arguments: [1 as UInt64, 2, 3])
     func incrementalEqualsRebuildAfterRandomHistories(seed: UInt64) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
             let batches = randomHistory(count: 12_000, keys: 300, seed: seed)
             var appended = 0
@@ -71,7 +72,7 @@ struct ProjectionTests {
     }
 
     @Test func verifyNamesTheFirstDifference() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
             try log.append([
                 KeyValueEntry.set(key: "apple", value: [1]).newEntry,
@@ -105,7 +106,7 @@ struct ProjectionTests {
     }
 
     @Test func aNewProjectionCatchesUpAtOpen() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let batches = randomHistory(count: 20_000, keys: 50, seed: 9)
             do {
                 let plain = try Log.open(at: directory, options: .init(durability: .fast))
@@ -118,7 +119,7 @@ struct ProjectionTests {
     }
 
     @Test func entriesAppendedWithoutTheProjectionAreAppliedByTheNextAppend() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let environment = try LogEnvironment.open(at: directory, options: .init(durability: .fast))
             let projected = try environment.openLog(named: "main", projections: [LatestValueProjection()])
             try projected.append(KeyValueEntry.set(key: "a", value: [1]).newEntry)
@@ -149,7 +150,7 @@ struct ProjectionTests {
     }
 
     @Test func aNewVersionRebuildsTheProjection() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             func total(_ log: Log) throws -> UInt64 {
                 try log.read { reader in
                     let table = try reader.table("total", of: "count")
@@ -178,7 +179,7 @@ struct ProjectionTests {
     }
 
     @Test func aThrowingProjectionAbortsTheWholeAppend() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [FailingProjection()])
             try log.append(NewEntry(kind: 1, payload: [1]))
             #expect(throws: FailingProjection.Refused.self) {
@@ -199,7 +200,7 @@ struct ProjectionTests {
     }
 
     @Test func projectionsMayOnlyTouchTheirOwnTables() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [UndeclaredTable()])
             #expect { try log.append(NewEntry(kind: 1, payload: [])) } throws: { error in
                 (error as? LogStoreError)?.code == .invalidArgument && "\(error)".contains("\"b\"")

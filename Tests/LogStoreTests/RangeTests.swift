@@ -1,4 +1,5 @@
 import Foundation
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -8,7 +9,7 @@ struct RangeTests {
     func payload(_ offset: UInt64) -> [UInt8] { withUnsafeBytes(of: offset.bigEndian) { Array($0) } }
 
     @Test func cursorsVisitExactlyTheRange() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             try log.append((1...3000).map { NewEntry(kind: 1, payload: payload($0)) })
             for (from, through) in [(1, 3000), (1, 1), (1024, 1025), (2999, 3000), (500, 2600), (3000, 3000)] {
@@ -31,7 +32,7 @@ struct RangeTests {
     }
 
     @Test func aCursorPastTheEndReportsTheMissingOffset() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             try log.append((1...10).map { NewEntry(kind: 1, payload: payload($0)) })
             var cursor = try log.entries(from: 5, through: 20)
@@ -42,7 +43,7 @@ struct RangeTests {
     }
 
     @Test func memoryDoesNotGrowWithTheRange() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             let big = [UInt8](repeating: 1, count: 64 << 10)
             for _ in 0..<4 { try log.append((0..<50).map { _ in NewEntry(kind: 2, payload: big) }) }

@@ -1,5 +1,6 @@
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -34,7 +35,7 @@ struct RebuiltCopyTests {
 
     @Test(arguments: [0 as UInt64, 1, 4095, 4096, 4097, 6000])
     func theCopyIsTheOriginalsPrefix(through: UInt64) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let batches = randomHistory(count: 6000, keys: 50, seed: 7)
             let log = try Log.open(
                 at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
@@ -62,7 +63,7 @@ struct RebuiltCopyTests {
     }
 
     @Test func anOffsetPastTheEndIsATypedErrorAndCreatesNothing() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(
                 at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
                 projections: [LatestValueProjection()])
@@ -81,7 +82,7 @@ struct RebuiltCopyTests {
     }
 
     @Test func aDirectoryThatHoldsEntriesIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(
                 at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
                 projections: [LatestValueProjection()])
@@ -112,7 +113,7 @@ struct RebuiltCopyTests {
 
     /// Without options the copy takes the original's, made writable: a read-only log copies.
     @Test func aReadOnlyLogCopiesIntoAWritableOne() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("original")
             do {
                 let log = try Log.open(at: path, options: .init(durability: .fast), projections: [LatestValueProjection()])

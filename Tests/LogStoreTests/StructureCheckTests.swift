@@ -1,4 +1,5 @@
 import Foundation
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -68,7 +69,7 @@ struct StructureCheckTests {
     }
 
     @Test func aSoundLogPassesAndItsTablesAreCounted() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory)
             let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true))
             let report = try log.environment.checkStructure()
@@ -86,7 +87,7 @@ struct StructureCheckTests {
     @Test func anOlderMetaPageThatClaimsANewerTransactionIsCaught() async throws {
         // LMDB opens the meta page with the higher transaction ID: a flipped bit in the older
         // page's ID made every reader silently see one commit fewer.
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory, commits: 5)
             let (pageSize, newer, transaction) = try metas(directory)
             let older = 1 - newer
@@ -109,7 +110,7 @@ struct StructureCheckTests {
         // Transaction T with bit 1 set, flipped, reads as T - 2: the pages then hold T - 2 and
         // T - 1, consecutive and each on its own page. The newer page's free-page table, which
         // holds pages freed by transaction T, gives it away.
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory, commits: 5)
             while try metas(directory).transaction & 2 == 0 {
                 let log = try Log.open(at: directory, options: .init(durability: .fast))
@@ -125,7 +126,7 @@ struct StructureCheckTests {
     }
 
     @Test func aLostTailIsCaughtByTheTailRecord() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             try log.append((1...10).map { NewEntry(kind: 1, payload: [UInt8($0)]) })
             try log.environment.write { transaction in
@@ -146,7 +147,7 @@ struct StructureCheckTests {
     }
 
     @Test func aPageNumberFlippedInAnyPageHeaderIsNamed() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory)
             let pageSize = try metas(directory).pageSize
             let pages = try Data(contentsOf: dataFile(directory)).count / pageSize
@@ -174,7 +175,7 @@ struct StructureCheckTests {
     @Test func aReadWriteOpenChecksTheEndsOfALargeTableAndAReadOnlyOpenEveryPage() async throws {
         // An engine's open must not grow with the log (Docs/Performance.md, "Opening"): it
         // checks the pages it reads, a read-only open (the tools) every page.
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let original = directory.appendingPathComponent("original")
             let log = try Log.open(at: original, options: .init(durability: .fast, initialMapSize: 4 << 20))
             for commit in 0..<30 {
@@ -220,7 +221,7 @@ struct StructureCheckTests {
     }
 
     @Test func aTruncatedFileIsCorrupt() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory)
             let pageSize = try metas(directory).pageSize
             let handle = try FileHandle(forWritingTo: dataFile(directory))
@@ -233,7 +234,7 @@ struct StructureCheckTests {
     }
 
     @Test func theCheckCanBeTurnedOff() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try writeLog(directory, commits: 3)
             let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true, structureCheck: StructureCheckScope.none))
             #expect(try log.lastOffset == 9)

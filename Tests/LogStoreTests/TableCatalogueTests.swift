@@ -1,6 +1,7 @@
 import CLMDB
 import Foundation
 import KeyValueLog
+import TemporaryDirectory
 import Testing
 
 @testable import LogStore
@@ -41,7 +42,7 @@ struct TableCatalogueTests {
 
     @Test("a flipped byte in a log's table name is refused by a read-write and a read-only open, and nothing is written")
     func damagedLogTableName() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try Self.writeLog(in: directory)
             let damaged = try Self.damageTableName("log.main", to: "log.maim", in: directory)
             for readOnly in [false, true] {
@@ -59,7 +60,7 @@ struct TableCatalogueTests {
 
     @Test("a flipped byte in a projection table's name, or in the catalogue itself, is refused")
     func damagedProjectionTableOrCatalogue() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let projection = directory.appendingPathComponent("projection")
             try Self.writeLog(in: projection)
             _ = try Self.damageTableName("proj.main.latest.values", to: "proj.main.latest.valuez", in: projection)
@@ -84,7 +85,7 @@ struct TableCatalogueTests {
 
     @Test("an LMDB environment without LogStore's metadata table is not a log, and stays as it was")
     func foreignEnvironment() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             // A plain LMDB environment with a table of its own, as another program would make it.
             var environment: OpaquePointer?
             #expect(mdb_env_create(&environment) == MDB_SUCCESS)
@@ -106,7 +107,7 @@ struct TableCatalogueTests {
 
     @Test("a new log and a new projection in a sound environment are catalogued as they are created")
     func newTablesAreCatalogued() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             try Self.writeLog(in: directory)
             do {
                 let environment = try LogEnvironment.open(at: directory, options: .init(durability: .fast))

@@ -3,16 +3,6 @@ import Testing
 
 @testable import LogStore
 
-/// A fresh directory under the system temporary directory, removed when `body` returns.
-@discardableResult
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logstore-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
-
 
 /// Overwrites the stored bytes of the entry at `offset` (bypassing the envelope).
 func overwriteStoredEntry(_ log: Log, at offset: LogOffset, with bytes: [UInt8]) throws {

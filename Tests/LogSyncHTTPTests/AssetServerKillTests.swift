@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import LogSyncHTTP
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)

@@ -8,6 +8,7 @@ import LogSyncWire
 import NIOCore
 import NIOHTTP1
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)

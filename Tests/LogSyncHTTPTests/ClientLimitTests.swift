@@ -6,6 +6,7 @@ import LogSyncServer
 import LogSyncWire
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Limits per client (Docs/Protocol.md, "HTTP", "Limits"): a user or an address past its request

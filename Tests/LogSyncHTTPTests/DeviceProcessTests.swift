@@ -5,6 +5,7 @@ import LogSync
 import LogSyncServer
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)

@@ -6,6 +6,7 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncTesting
+import TemporaryDirectory
 import Testing
 
 /// Two `SyncEngine`s in one process, each with its own device log and its own `HTTPSyncClient`,

@@ -5,6 +5,7 @@ import LogSyncHTTPServer
 import LogSyncWire
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// What a hostile or broken client sends on a bare connection.

@@ -5,6 +5,7 @@ import LogSyncServer
 import LogSyncWire
 import NIOHTTP1
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Identifiers over HTTP: whatever a client puts where an identifier goes, the answer is never a

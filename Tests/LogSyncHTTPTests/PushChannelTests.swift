@@ -5,6 +5,7 @@ import LogSyncServer
 import LogSyncWire
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// The client's push channel: backoff, the hint after a reconnection, and the end of a stream.

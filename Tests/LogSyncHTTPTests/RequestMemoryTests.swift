@@ -5,6 +5,7 @@ import LogSyncWire
 import NIOCore
 import NIOHTTP1
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// One request must not cost a `logsync-server` process gigabytes (Docs/Performance.md, "Memory

@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import LogSyncServer
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `logsync-server schema show` and `schema deploy` (F137): the schema of a development server's

@@ -3,6 +3,7 @@ import Foundation
 import LogSyncHTTP
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `logsync-server` as a child process, as the README tells people to run it: a user added with

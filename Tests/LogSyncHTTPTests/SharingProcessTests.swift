@@ -3,6 +3,7 @@ import Foundation
 import LogStore
 import LogSync
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// The README's "Sharing with other users" walkthrough with every party a process of its own: a

@@ -3,6 +3,7 @@ import LogSyncHTTP
 import LogSyncServer
 import LogSyncWire
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// A zone-changes answer built from the records' stored bytes (`fetchZoneChangesPage`, copied by

@@ -10,16 +10,8 @@ import NIOHTTP1
 import NIOPosix
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
-
-/// A fresh directory under the system temporary directory, removed when `body` returns.
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logsync-http-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
 
 /// A server on a loopback port with two users, alice and bob, each with a token.
 struct LiveServer: Sendable {

@@ -9,6 +9,7 @@ import LogSyncTesting
 import NIOSSL
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// HTTPS and wss: a server with the test certificate (Fixtures/tls, a chain under a test root CA),

@@ -6,6 +6,7 @@ import LogSyncHTTPServer
 import LogSyncServer
 import NIOCore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Revocation on the LMDB store, against `logsync-server` processes: a token taken away while the

@@ -4,6 +4,7 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Tokens at rest: the token file keeps SHA-256 digests (`sha256:<hex> <user>`), still reads the
@@ -53,7 +54,7 @@ struct TokenStoreTests {
 
     @Test("append writes the digest of the token it is given, and refuses a token already there")
     func appendWritesTheDigest() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("tokens")
             try TokenStore.append(token: Self.aliceToken, user: "alice", to: file)
             try TokenStore.append(token: Self.bobToken, user: "bob smith", to: file)

@@ -2,6 +2,7 @@ import ChildProcesses
 import Foundation
 import LogSyncServer
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `logsync-server user add USER --email ADDRESS`: the address by which owners invite the user

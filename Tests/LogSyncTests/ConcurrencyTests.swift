@@ -3,6 +3,7 @@ import Synchronization
 import Foundation
 import LogStore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -24,8 +25,7 @@ struct ConcurrencyTests {
 
     @Test("F31: 1,000 concurrent adds and removes equal a serial replay of the log")
     func concurrentMutations() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try await withEngine { engine, directory in
             let state = engine.state
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for i in 0..<1000 {
@@ -51,7 +51,7 @@ struct ConcurrencyTests {
 
     @Test("Concurrent appends from threads each get their own contiguous offsets")
     func contiguousOffsets() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             let results = Results()
             DispatchQueue.concurrentPerform(iterations: 64) { i in
@@ -84,7 +84,7 @@ struct ConcurrencyTests {
 
     @Test("One bad request in a group fails alone")
     func badRequestFailsAlone() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             let committer = deviceLog.committer
             let results = Results()

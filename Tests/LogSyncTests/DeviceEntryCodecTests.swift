@@ -2,6 +2,8 @@ import Foundation
 import LogStore
 import SwiftProtobuf
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -477,7 +479,7 @@ struct DeviceEntryCodecTests {
 
     @Test("A corrupt payload is refused at append, naming the offset it would have had")
     func corruptAppendRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             try deviceLog.append(.untrackedChangesFlagged(true))
             let error = #expect(throws: LogStoreError.self) {

@@ -1,7 +1,10 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

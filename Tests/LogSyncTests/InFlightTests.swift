@@ -20,8 +20,7 @@ struct InFlightTests {
 
     @Test("A successful batch removes its changes from the pending list")
     func successRemoves() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
             let flying = try engine.deviceLog.read { try $0.inFlightRecordChanges() }
@@ -35,8 +34,7 @@ struct InFlightTests {
 
     @Test("F32: a change re-added while in flight stays pending after success")
     func readdedDuringFlightStays() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])  // the app edits A mid-upload
@@ -55,8 +53,7 @@ struct InFlightTests {
 
     @Test("F32: removed and re-added while in flight, or added after an opposite change, stays")
     func readdedVariants() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.a)])
@@ -69,8 +66,7 @@ struct InFlightTests {
 
     @Test("F32: a change added while an untracked batch sends it stays pending")
     func addedDuringUntrackedFlight() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.setHasPendingUntrackedChanges(true)
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
@@ -81,8 +77,7 @@ struct InFlightTests {
 
     @Test("F21: networkFailure keeps A pending, serverRecordChanged removes B")
     func transientKeepsPermanentRemoves() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
             try engine.deviceLog.append(.batchResult(
@@ -99,8 +94,7 @@ struct InFlightTests {
 
     @Test("F21, F89: each transient code keeps the change pending", arguments: SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue })
     func transientCodesKeep(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
             try engine.deviceLog.append(.batchResult(
@@ -114,8 +108,7 @@ struct InFlightTests {
         arguments: [SyncError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .quotaExceeded, .batchRequestFailed,
                     .limitExceeded, .permissionFailure, .userDeletedZone, .invalidArguments])
     func permanentCodesRemove(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
             try engine.deviceLog.append(.batchResult(
@@ -126,8 +119,7 @@ struct InFlightTests {
 
     @Test("F21, F79: operationCancelled keeps the change pending, as in Apple's sample (spec choice)")
     func cancelledKeeps() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             #expect(!SyncError.Code.operationCancelled.isTransient, "operationCancelled is not one of the seven codes of F89")
             #expect(SyncError(.operationCancelled).keepsChangePending)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
@@ -144,8 +136,7 @@ struct InFlightTests {
 
     @Test("A change re-added while in flight survives a non-transient failure too (spec choice)")
     func readdedSurvivesPermanentFailure() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
@@ -157,8 +148,7 @@ struct InFlightTests {
 
     @Test("Items a result does not mention keep their pending state and leave flight")
     func unmentionedItems() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
             try engine.deviceLog.append(Self.saved([F.a]))
@@ -169,8 +159,7 @@ struct InFlightTests {
 
     @Test("A new batch ends the batch still in flight")
     func newBatchEndsOld() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])  // re-added in the first flight

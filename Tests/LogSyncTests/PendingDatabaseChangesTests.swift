@@ -24,8 +24,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("F22: saving a zone twice (two zone values, one ID) gives one entry")
     func saveZoneTwice() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes, capabilities: .customZoneDefault))])
             let list = try engine.state.pendingDatabaseChanges
@@ -38,8 +37,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("F22: adding a pending zone change again keeps its first position")
     func zoneDedupKeepsFirstPosition() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
             #expect(try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
@@ -48,8 +46,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("F19, F22: saveZone then deleteZone leaves only the delete")
     func saveZoneThenDelete() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes)), .saveZone(RecordZone(zoneID: F.photos))])
             try engine.state.add(pendingDatabaseChanges: [.deleteZone(F.notes)])
             let list = try engine.state.pendingDatabaseChanges
@@ -60,8 +57,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("F19, F22: deleteZone then saveZone leaves only the save")
     func deleteZoneThenSave() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.deleteZone(F.notes)])
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
             #expect(try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: F.notes))])
@@ -70,8 +66,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("F20, F22: remove takes exact matches, by case and zone ID")
     func removeZoneExact() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.deleteZone(F.notes), .saveZone(RecordZone(zoneID: F.shared))])
             try engine.state.remove(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
             #expect(try engine.state.pendingDatabaseChanges.count == 2)
@@ -84,8 +79,7 @@ struct PendingDatabaseChangesTests {
 
     @Test("Zone changes sent: successes and permanent failures leave, transient failures stay")
     func databaseChangesSent() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             let z = (1...5).map { RecordZone.ID(zoneName: "Z\($0)") }
             try engine.state.add(pendingDatabaseChanges: [
                 .saveZone(RecordZone(zoneID: z[0])), .deleteZone(z[1]), .saveZone(RecordZone(zoneID: z[2])),

@@ -12,8 +12,7 @@ struct PendingRecordChangesTests {
 
     @Test("F16: the list equals what was added")
     func listEqualsAdds() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.b)])
             #expect(try engine.deviceLog.log.entryCount == 1)
@@ -22,8 +21,7 @@ struct PendingRecordChangesTests {
 
     @Test("F16: record contents are never in the pending state")
     func contentsNotInPending() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             let small = try pendingBytes(engine.deviceLog)
             // The app's change entry holds an ID only.
@@ -57,8 +55,7 @@ struct PendingRecordChangesTests {
 
     @Test("F18: adding a pending change again keeps its first position")
     func dedupKeepsFirstPosition() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.b)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
@@ -71,8 +68,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: save then delete leaves only the delete")
     func saveThenDelete() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x), .saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x)])
             let list = try engine.state.pendingRecordZoneChanges
@@ -85,8 +81,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: delete then save leaves only the save")
     func deleteThenSave() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x), .saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x)])
             let list = try engine.state.pendingRecordZoneChanges
@@ -98,8 +93,7 @@ struct PendingRecordChangesTests {
 
     @Test("F19: opposite changes within one call")
     func oppositeInOneCall() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x), .deleteRecord(F.x), .saveRecord(F.x)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.x)])
         }
@@ -107,8 +101,7 @@ struct PendingRecordChangesTests {
 
     @Test("F20: remove takes exact matches only")
     func removeExactMatches() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.a)])
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.a)])
             #expect(try engine.state.pendingRecordZoneChanges == [.deleteRecord(F.a)])
@@ -122,8 +115,7 @@ struct PendingRecordChangesTests {
 
     @Test("F20: remove keeps the order of the rest")
     func removeKeepsOrder() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.c)])
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.b)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.c)])
@@ -132,8 +124,7 @@ struct PendingRecordChangesTests {
 
     @Test("Empty adds and removes append nothing")
     func emptyCallsAppendNothing() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [])
             try engine.state.remove(pendingRecordZoneChanges: [])
             try engine.state.add(pendingDatabaseChanges: [])
@@ -144,8 +135,7 @@ struct PendingRecordChangesTests {
 
     @Test("Records of different zones with the same name are different records")
     func sameNameOtherZone() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             let inNotes = F.id("same", F.notes)
             let inPhotos = F.id("same", F.photos)
             let shared = F.id("same", F.shared)
@@ -157,8 +147,7 @@ struct PendingRecordChangesTests {
 
     @Test("IDs with names over CloudKit's limits or holding NUL are kept exactly")
     func unusualNames() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             let longZone = RecordZone.ID(zoneName: String(repeating: "z", count: 300), ownerName: String(repeating: "o", count: 300))
             let ids = [
                 Record.ID(recordName: String(repeating: "r", count: 600), zoneID: longZone),

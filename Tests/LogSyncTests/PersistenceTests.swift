@@ -1,7 +1,9 @@
 import Foundation
 import LogStore
 import LogSyncServer
+import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -29,7 +31,7 @@ struct PersistenceTests {
 
     @Test("Reopened, the state is the same and the projection is current without a replay")
     func reopen() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let (last, before) = try Self.writeHistory(directory)
             #expect(before.records == [.deleteRecord(F.b), .saveRecord(F.c)])
             #expect(before.inFlight == [.saveRecord(F.c): false, .deleteRecord(F.b): false])
@@ -61,7 +63,7 @@ struct PersistenceTests {
 
     @Test("A configuration with a log directory opens a durable log")
     func durableInit() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
             func engine() throws -> SyncEngine {
                 try SyncEngine(SyncEngine.Configuration(

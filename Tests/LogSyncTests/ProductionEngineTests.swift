@@ -3,6 +3,8 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)
@@ -38,7 +40,7 @@ struct ProductionEngineTests {
 
     @Test("F118 a second production engine on the same user and database is refused, naming the database")
     func secondProductionEngineIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let phone = try Self.engine("phone", on: server, environment: .production, directory: directory)
             // The app, by mistake, builds a second engine for the same database.
@@ -73,7 +75,7 @@ struct ProductionEngineTests {
 
     @Test("F118 production engines on other databases, users or servers are allowed")
     func otherDatabasesAreAllowed() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let other = try SyncServer(.init(directory: directory.appendingPathComponent("other-server"), durability: .fast))
             // A typical app: one engine on the private database, one on the shared database.
@@ -99,10 +101,7 @@ struct ProductionEngineTests {
             let laptop = try TestDevice("laptop", server: server, directory: directory)
             let tablet = try TestDevice("tablet", server: server, directory: directory)
             #expect(phone.engine.environment == .development)
-            try phone.createZone(Fixtures.notes)
-            try phone.write(Fixtures.a, "Groceries")
-            try await phone.sync()
-            try await laptop.sync()
+            try await phone.seedNote(Fixtures.a, "Groceries", in: Fixtures.notes, syncing: laptop)
             try await tablet.sync()
             #expect(laptop.title(Fixtures.a) == "Groceries" && tablet.title(Fixtures.a) == "Groceries")
             // A production engine beside development ones is not refused either: only production
@@ -113,7 +112,7 @@ struct ProductionEngineTests {
 
     @Test("F118 a production engine is refused on a device log another engine or process uses")
     func sharedDeviceLogIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             let log = directory.appendingPathComponent("sync")
             // Another process's production engine holds the device log's lock (here, this test).

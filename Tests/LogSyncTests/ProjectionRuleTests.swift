@@ -1,6 +1,8 @@
 import Foundation
 import LogStore
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -238,7 +240,7 @@ struct ProjectionRuleTests {
 
     @Test("Random histories of 5,000 entries: incremental equals rebuild and replay", arguments: [1, 2, 3] as [UInt64])
     func randomHistories(seed: UInt64) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             var generator = HistoryGenerator(seed: seed)
             var written = 0
@@ -281,7 +283,7 @@ struct ProjectionRuleTests {
 
     @Test("A rebuilt index equals the one kept incrementally")
     func rebuildEqualsIncremental() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let deviceLog = try openDeviceLog(directory)
             var generator = HistoryGenerator(seed: 42)
             for _ in 0..<500 { try deviceLog.append(generator.next()) }

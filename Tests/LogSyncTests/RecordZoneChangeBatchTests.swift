@@ -215,8 +215,7 @@ struct RecordZoneChangeBatchTests {
 
     @Test("The cursor builds the same batches as the whole pending list, filtered, for every scope; the list read is the projection's", arguments: [1, 2, 3])
     func cursorMatchesWholeList(seed: UInt64) async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try await withEngine { engine, directory in
             var random = Mixer(state: seed)
             let zones = [F.notes, F.photos]
             let ids = (0..<300).map { F.id("r\($0)", zones[$0 % 2]) }
@@ -266,8 +265,7 @@ struct RecordZoneChangeBatchTests {
 
     @Test("The cursor reads past a stretch of saves whose records are gone, as the whole list does")
     func cursorSkipsGoneRecordsAcrossChunks() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try await withEngine { engine, directory in
             let gone = (0..<900).map { F.id("gone\($0)") }
             let kept = F.id("kept")
             try engine.state.add(pendingRecordZoneChanges: gone.map { .saveRecord($0) } + [.saveRecord(kept)])

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -12,8 +13,7 @@ struct ServerRecordTests {
 
     @Test("Saved records become the last known server records; deletions forget them")
     func savedAndDeleted() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             let log = engine.deviceLog
             #expect(try log.lastKnownServerRecord(for: F.a) == nil)
             try log.append(.batchPrepared(recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.b)], recordIDsToDelete: [], atomicByZone: true))
@@ -34,7 +34,7 @@ struct ServerRecordTests {
 
     @Test("A conflict's serverRecord becomes the last known server record (F92)")
     func conflictServerRecord() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             try log.append(.batchResult(saved: [F.serverRecord(F.a, tag: "1")], deleted: [], failedSaves: [:], failedDeletes: [:]))
             let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
@@ -53,7 +53,7 @@ struct ServerRecordTests {
         SyncError.Code.unknownItem, .zoneNotFound, .userDeletedZone,
     ])
     func goneOnServer(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             try log.append(.batchResult(
                 saved: [F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2")], deleted: [], failedSaves: [:], failedDeletes: [:]))
@@ -66,7 +66,7 @@ struct ServerRecordTests {
 
     @Test("A deleted zone's records are forgotten, other zones' kept")
     func zoneDeletionForgets() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             let inPhotos = F.id("P", F.photos)
             try log.append(.batchResult(
@@ -105,7 +105,7 @@ struct ServerRecordTests {
 
     @Test("A fetched or saved record is kept once: the index points at it in the entry that brought it; a conflict's is stored whole")
     func recordsAreStoredOnce() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             let a1 = F.serverRecord(F.a, tag: "1")
             let b1 = F.serverRecord(F.b, tag: "2")
@@ -136,7 +136,7 @@ struct ServerRecordTests {
 
     @Test("A damaged slot is a typed error naming the record: no such entry, an entry without records, an ordinal past its records, an unknown form")
     func damagedSlots() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             let fetched = try log.append(.zoneChangesFetched(
                 zoneID: F.notes, modifications: [F.serverRecord(F.a, tag: "1")], deletions: [],
@@ -189,7 +189,7 @@ struct ServerRecordTests {
 
     @Test("A device log whose index stored records whole (version 3) is rebuilt at open into slots, with the same records")
     func olderIndexIsRebuilt() async throws {
-        try await withTemporaryDirectory { directory in
+        try withTemporaryDirectory { directory in
             let a1 = F.serverRecord(F.a, tag: "1")
             let b2 = F.serverRecord(F.b, tag: "2")
             do {

@@ -3,6 +3,8 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 /// A participant's engine on the shared database works as an engine on a private one: the

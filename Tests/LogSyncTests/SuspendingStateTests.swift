@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSyncServer
 import Synchronization
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

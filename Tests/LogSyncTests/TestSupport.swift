@@ -2,23 +2,15 @@ import Foundation
 import LogStore
 import LogSyncDiagnostics
 import LogSyncServer
+import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
 
 typealias RecordChange = SyncEngine.PendingRecordZoneChange
 typealias DatabaseChange = SyncEngine.PendingDatabaseChange
-
-/// A fresh directory under the system temporary directory, removed when `body` returns.
-@discardableResult
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logsync-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
 
 /// A device log in `directory` with unflushed commits (tests only) and a fixed clock.
 func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog {
@@ -33,6 +25,19 @@ func makeEngine(_ directory: URL) throws -> SyncEngine {
     try makeEngine(deviceLog: openDeviceLog(directory), directory: directory)
 }
 
+/// An engine from ``makeEngine(_:)`` in a temporary directory of its own, handed to `body`
+/// with the directory; the directory is removed when `body` returns.
+@discardableResult
+func withEngine<R>(_ body: (_ engine: SyncEngine, _ directory: URL) throws -> R) throws -> R {
+    try withTemporaryDirectory { directory in try body(try makeEngine(directory), directory) }
+}
+
+/// ``withEngine(_:)`` for an `async` body.
+@discardableResult
+func withEngine<R>(_ body: (_ engine: SyncEngine, _ directory: URL) async throws -> R) async throws -> R {
+    try await withTemporaryDirectory { directory in try await body(try makeEngine(directory), directory) }
+}
+
 /// An engine on `deviceLog`, with `delegate` (one that does nothing by default); see `makeEngine(_:)`.
 func makeEngine(
     deviceLog: DeviceLog, directory: URL, delegate: any SyncEngineDelegate = IdleDelegate.shared
@@ -43,18 +48,6 @@ func makeEngine(
     configuration.automaticallySync = false
     return try SyncEngine(configuration)
 }
-
-/// A delegate that handles nothing and sends nothing.
-final class IdleDelegate: SyncEngineDelegate {
-    static let shared = IdleDelegate()
-
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
-
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
-}
-
 
 enum Fixtures {
     static let notes = RecordZone.ID(zoneName: "Notes")

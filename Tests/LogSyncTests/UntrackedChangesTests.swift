@@ -10,8 +10,7 @@ import Testing
 struct UntrackedChangesTests {
     @Test("F24: hasPendingUntrackedChanges round-trips through the log")
     func untrackedRoundTrip() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             #expect(try engine.state.hasPendingUntrackedChanges == false)
             try engine.state.setHasPendingUntrackedChanges(true)
             #expect(try engine.state.hasPendingUntrackedChanges == true)
@@ -27,8 +26,7 @@ struct UntrackedChangesTests {
 
     @Test("F25: zoneIDsWithUnfetchedServerChanges is empty until fetch fills it")
     func unfetchedZonesEmpty() async throws {
-        try await withTemporaryDirectory { directory in
-            let engine = try makeEngine(directory)
+        try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(Fixtures.a)])
             #expect(try engine.state.zoneIDsWithUnfetchedServerChanges == [])
         }

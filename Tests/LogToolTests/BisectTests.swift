@@ -5,6 +5,7 @@ import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// Bisection of device logs (`DeviceLog.bisect`, `DeviceLogBisect`, `logtool bisect`).

@@ -5,6 +5,7 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
+import TemporaryDirectory
 import Testing
 
 /// The provenance of a record (`RecordBlame`, `logtool blame`) on the logs of real engines.

@@ -3,6 +3,7 @@ import LogStore
 @testable import LogSyncDiagnostics
 import LogSync
 import LogSyncServer
+import TemporaryDirectory
 import Testing
 
 /// Every command that reads a device log — `dump`, `stats`, `replay`, `diff`, `timeline`,

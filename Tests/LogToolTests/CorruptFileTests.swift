@@ -5,6 +5,7 @@ import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
 import LogToolCore
+import TemporaryDirectory
 import Testing
 
 /// Single-bit flips in a real device log's `data.mdb`: every bit of both meta pages (header

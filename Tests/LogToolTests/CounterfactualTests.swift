@@ -4,6 +4,7 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
+import TemporaryDirectory
 import Testing
 
 /// "Would these devices have converged had the laptop's delegate merged differently?", asked

@@ -1,4 +1,5 @@
 import Foundation
+import TemporaryDirectory
 import Testing
 
 /// `logtool demo`, run as a child process.

@@ -4,6 +4,7 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
+import TemporaryDirectory
 import Testing
 
 /// `logtool dump` on the device logs of real `SyncEngine`s syncing through a `SyncServer`, run

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 @testable import LogSyncDiagnostics
 import LogToolCore
+import TemporaryDirectory
 import Testing
 
 /// `logtool dump`, run as a child process.

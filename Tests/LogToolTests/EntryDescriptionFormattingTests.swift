@@ -4,6 +4,7 @@ import LogStore
 @testable import LogSyncDiagnostics
 import LogToolCore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `EntryFormatter` with a decoder, `EntryFilter`, and `EntryDumper` on server entries: pure

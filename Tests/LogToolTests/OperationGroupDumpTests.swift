@@ -3,6 +3,7 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
+import TemporaryDirectory
 import Testing
 
 /// F69: `logtool dump` of a server log shows each operation group's entry and the group of each

@@ -3,6 +3,7 @@ import LogStore
 import KeyValueLog
 @testable import LogSyncDiagnostics
 import LogToolCore
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)

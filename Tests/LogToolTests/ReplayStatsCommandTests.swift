@@ -5,6 +5,7 @@ import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
 import LogToolCore
+import TemporaryDirectory
 import Testing
 
 /// `logtool stats` and `logtool replay` on the device logs of real engines (the story of

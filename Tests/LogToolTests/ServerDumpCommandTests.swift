@@ -3,6 +3,7 @@ import LogStore
 @testable import LogSyncDiagnostics
 import LogSyncServer
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `logtool dump` on the logs of a real `SyncServer`, run as a child process.

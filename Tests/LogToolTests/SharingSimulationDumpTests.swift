@@ -2,6 +2,7 @@ import Foundation
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// `logtool dump` on every log a seeded simulation with sharing leaves: the owner's private log

@@ -1,6 +1,7 @@
 import Foundation
 @testable import LogSyncDiagnostics
 import LogToolCore
+import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)

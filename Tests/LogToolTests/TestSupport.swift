@@ -8,26 +8,6 @@ import Testing
 import Glibc
 #endif
 
-/// A new directory of its own for one test, removed when `body` returns.
-func withTemporaryDirectory<R>(_ body: (URL) throws -> R) throws -> R {
-    let template = FileManager.default.temporaryDirectory.appendingPathComponent("logtool-tests-XXXXXX").path
-    var bytes = Array(template.utf8CString)
-    let created = try #require(mkdtemp(&bytes), "mkdtemp failed: errno \(errno)")
-    let directory = URL(fileURLWithPath: String(cString: created))
-    defer { try? FileManager.default.removeItem(at: directory) }
-    return try body(directory)
-}
-
-/// `withTemporaryDirectory` for an async body.
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let template = FileManager.default.temporaryDirectory.appendingPathComponent("logtool-tests-XXXXXX").path
-    var bytes = Array(template.utf8CString)
-    let created = try #require(mkdtemp(&bytes), "mkdtemp failed: errno \(errno)")
-    let directory = URL(fileURLWithPath: String(cString: created))
-    defer { try? FileManager.default.removeItem(at: directory) }
-    return try await body(directory)
-}
-
 /// The fixed time of the fixture entry at `offset`: 2023-11-14T22:13:20Z plus `offset` µs.
 func fixtureTime(_ offset: UInt64) -> EntryTime {
     EntryTime(microsecondsSince1970: 1_700_000_000_000_000 + Int64(offset))

@@ -1,6 +1,7 @@
 import ChildProcesses
 import Foundation
 import LogSyncDiagnostics
+import TemporaryDirectory
 import Testing
 
 /// The picture the README's main job draws (`swift run two-devices --automatic` writes

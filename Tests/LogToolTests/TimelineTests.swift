@@ -7,6 +7,7 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 @testable import LogSyncDiagnostics
+import TemporaryDirectory
 import Testing
 
 /// The timeline of several devices and their server (`Timeline`, `logtool timeline`) on the

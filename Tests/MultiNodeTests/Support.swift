@@ -6,6 +6,7 @@ import LogSyncPostgres
 import PostgresNIO
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// A failure of a multi-node test's own machinery (a node that did not start, a wait that
@@ -13,15 +14,6 @@ import Testing
 struct MultiNodeTestError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// A fresh directory under the system temporary directory, removed when `body` returns.
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let url = FileManager.default.temporaryDirectory
-        .appendingPathComponent("logsync-multinode-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
 }
 
 /// One `logsync-server serve --store postgres://…` process and the URL it serves on.

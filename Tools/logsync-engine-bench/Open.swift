@@ -2,6 +2,7 @@ import BenchSupport
 import Foundation
 import LogStore
 import LogSync
+import LogSyncTesting
 import SyncModel
 
 import LogSyncPlatform
@@ -216,14 +217,6 @@ final class OfflineDatabase: CloudDatabase {
     func pushHints() -> AsyncStream<PushHint> { AsyncStream { _ in } }
 }
 
-/// The open phase's app: handles nothing (no sync runs).
-final class IdleDelegate: SyncEngineDelegate {
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
-    func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
-}
-
 extension Child {
     /// Builds the device log of `options.recordCount` entries in `<phase-dir>/device`, `.fast`.
     static func buildPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
@@ -253,7 +246,7 @@ extension Child {
     /// default) and reads the pending list once; times both.
     static func openPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
         let logDirectory = directory.appendingPathComponent("device")
-        let delegate = IdleDelegate()
+        let delegate = IdleDelegate.shared
         var configuration = SyncEngine.Configuration(
             database: OfflineDatabase(), logDirectory: logDirectory, delegate: delegate)
         configuration.automaticallySync = false

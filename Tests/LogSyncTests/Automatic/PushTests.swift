@@ -3,6 +3,7 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync

@@ -3,6 +3,8 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

@@ -3,6 +3,7 @@ import Logging
 import LogStore
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 
 @testable import LogSync
 

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync

@@ -4,6 +4,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -60,13 +61,8 @@ final class AssetTrackingDatabase: ForwardingDatabase {
 /// uploads their contents before the records, and a laptop fetches the notes with the photos'
 /// contents in its asset cache, or without them until it asks.
 @Suite("Scenario: assets")
-struct AssetScenarios {
-    static let notes = RecordZone.ID(zoneName: "Notes")
+struct AssetScenarios: NoteIDs {
     static let albums = RecordZone.ID(zoneName: "Albums")
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
 
     /// `count` bytes of a seeded sequence: contents no other test file repeats.
     static func content(_ count: Int, seed: UInt64) -> [UInt8] {
@@ -84,6 +80,20 @@ struct AssetScenarios {
         let url = folder.appendingPathComponent(name)
         try Data(bytes).write(to: url)
         return url
+    }
+
+    /// The note `name` on `device`, in the zone Notes (created first), with a photo of `size`
+    /// seeded bytes in the file `file`, and a title when one is given: the user takes a photo.
+    static func photoNote(
+        _ name: String, title: String? = nil, on device: TestDevice, file: String, size: Int, seed: UInt64, in directory: URL
+    ) throws -> (id: Record.ID, bytes: [UInt8], photo: URL) {
+        let bytes = content(size, seed: seed)
+        let photo = try Self.file(file, bytes, in: directory)
+        let id = note(name)
+        try device.createZone(notes)
+        if let title { try device.write(id, title) }
+        try device.attach(id, "photo", .asset(Asset(fileURL: photo)))
+        return (id, bytes, photo)
     }
 
     /// A device of alice's whose asset transfers are tracked.
@@ -116,13 +126,8 @@ struct AssetScenarios {
         try await withServer { directory, server in
             let (phone, _) = try Self.device("phone", server, directory)
             let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
-            let bytes = Self.content(2_500_000, seed: 1)
-            let photo = try Self.file("beach.jpg", bytes, in: directory)
-            let id = Self.note("n1")
-
-            try phone.createZone(Self.notes)
-            try phone.write(id, "Holiday")
-            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            let (id, bytes, photo) = try Self.photoNote(
+                "n1", title: "Holiday", on: phone, file: "beach.jpg", size: 2_500_000, seed: 1, in: directory)
             try await phone.sync()
 
             // The phone's saved note has the photo's digest and size, and still its own file.
@@ -153,11 +158,8 @@ struct AssetScenarios {
     func ownSaveCopiedNotDownloaded() async throws {
         try await withServer { directory, server in
             let (phone, phoneDatabase) = try Self.device("phone", server, directory)
-            let bytes = Self.content(120_000, seed: 14)
-            let photo = try Self.file("mine.jpg", bytes, in: directory)
-            let id = Self.note("mine")
-            try phone.createZone(Self.notes)
-            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            let (id, bytes, _) = try Self.photoNote(
+                "mine", on: phone, file: "mine.jpg", size: 120_000, seed: 14, in: directory)
             try await phone.sync()  // sends, then fetches the note back
 
             let fetched = try #require(phone.events.fetchedRecordZoneChanges.flatMap(\.modifications).first { $0.record.recordID == id })
@@ -414,9 +416,7 @@ struct AssetScenarios {
     // F55: atomicByZone holds back the zone of an item that failed before the request.
     @Test("F55 F134 in an atomic batch, a note whose photo is gone holds back its zone's other notes, not another zone's")
     func atomicZoneWithMissingFile() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("phone", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("phone") { engine, delegate, server, directory in
             let gone = directory.appendingPathComponent("never-there.jpg")
             var withPhoto = newNote(Self.note("a"), "A")
             withPhoto["photo"] = .asset(Asset(fileURL: gone))
@@ -477,12 +477,8 @@ struct AssetScenarios {
         try await withServer { directory, server in
             let (phone, _) = try Self.device("phone", server, directory)
             let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
-            let bytes = Self.content(70_000, seed: 10)
-            let photo = try Self.file("tree.jpg", bytes, in: directory)
-            let id = Self.note("tree")
-            try phone.createZone(Self.notes)
-            try phone.write(id, "Tree")
-            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            let (id, bytes, photo) = try Self.photoNote(
+                "tree", title: "Tree", on: phone, file: "tree.jpg", size: 70_000, seed: 10, in: directory)
             try await phone.sync()
 
             laptop.provideFetchOptions { context, _ in
@@ -594,11 +590,8 @@ struct AssetScenarios {
         try await withServer { directory, server in
             let (phone, _) = try Self.device("phone", server, directory)
             let (laptop, _) = try Self.device("laptop", server, directory)
-            let bytes = Self.content(200_000, seed: 12)
-            let photo = try Self.file("secret.jpg", bytes, in: directory)
-            let id = Self.note("secret")
-            try phone.createZone(Self.notes)
-            try phone.attach(id, "photo", .asset(Asset(fileURL: photo)))
+            let (_, bytes, photo) = try Self.photoNote(
+                "secret", on: phone, file: "secret.jpg", size: 200_000, seed: 12, in: directory)
             try await phone.sync()
             try await laptop.sync()
 

@@ -3,6 +3,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync

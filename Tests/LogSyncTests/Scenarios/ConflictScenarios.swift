@@ -2,6 +2,7 @@ import Foundation
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -17,10 +18,7 @@ struct ConflictScenarios {
     func wwdcConflict() async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
             // Both devices know the note; A and B each create the zone.
-            try phoneA.createZone(Self.notes)
-            try phoneA.write(Self.note, "first")
-            try await phoneA.sync()
-            try await phoneB.sync()
+            try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
             #expect(phoneB.title(Self.note) == "first")
 
             // A sets "A" and sends.

@@ -4,6 +4,8 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -103,13 +105,8 @@ func files(under directory: URL, containing needle: [UInt8]) throws -> [String] 
 /// a share participant read the plaintext once a device holding the zone's key has wrapped it
 /// for them.
 @Suite("Scenario: encrypted fields")
-struct EncryptionScenarios {
-    static let notes = RecordZone.ID(zoneName: "Notes")
+struct EncryptionScenarios: NoteIDs {
     static let secret = "diagnosis: PLAINTEXT-SENTINEL-7f3a"
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
 
     static func zoneError(_ device: TestDevice, _ zoneID: RecordZone.ID) -> SyncError? {
         device.events.compactMap { event -> SyncError? in

@@ -4,6 +4,8 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync

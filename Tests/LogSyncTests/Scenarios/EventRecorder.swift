@@ -1,4 +1,5 @@
 import SyncModel
+import SyncTestKit
 
 @testable import LogSync
 

@@ -4,6 +4,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -36,9 +37,7 @@ struct FetchScenarios {
     // F1, F7
     @Test("A new engine: its database, empty state, no untracked changes")
     func construction() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             #expect(engine.database.databaseScope == .private)
             #expect((engine.database as? InProcessDatabase)?.user == "alice")
             #expect(try engine.state.pendingRecordZoneChanges == [])

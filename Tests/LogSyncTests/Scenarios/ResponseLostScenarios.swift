@@ -3,6 +3,7 @@ import LogStore
 import LogSyncServer
 import LogSyncTesting
 import Synchronization
+import SyncTestKit
 import Testing
 
 @testable import LogSync

@@ -2,6 +2,8 @@ import Foundation
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -48,10 +50,7 @@ struct SampleFlowScenarios {
     @Test("A renames, B sees it; B renames, A sees it")
     func renameBothWays() async throws {
         try await withDevices("A", "B") { _, phoneA, phoneB in
-            try phoneA.createZone(Self.notes)
-            try phoneA.write(Self.note, "Groceries")
-            try await phoneA.sync()
-            try await phoneB.sync()
+            try await phoneA.seedNote(Self.note, "Groceries", in: Self.notes, syncing: phoneB)
             #expect(phoneB.title(Self.note) == "Groceries")
 
             // A renames and sends; B fetches the new name.
@@ -124,10 +123,7 @@ struct SampleFlowScenarios {
     @Test("Unknown item: B deletes the note, A saves it with its old system fields, fails, re-uploads it fresh")
     func unknownItem() async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
-            try phoneA.createZone(Self.notes)
-            try phoneA.write(Self.note, "Groceries")
-            try await phoneA.sync()
-            try await phoneB.sync()
+            try await phoneA.seedNote(Self.note, "Groceries", in: Self.notes, syncing: phoneB)
 
             // B deletes the note.
             try phoneB.delete(Self.note)
@@ -160,10 +156,7 @@ struct SampleFlowScenarios {
           arguments: [true, false])
     func conflict(aSendsFirst: Bool) async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
-            try phoneA.createZone(Self.notes)
-            try phoneA.write(Self.note, "first")
-            try await phoneA.sync()
-            try await phoneB.sync()
+            try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
 
             // Both edit without fetching.
             try phoneA.write(Self.note, "A")
@@ -200,10 +193,7 @@ struct SampleFlowScenarios {
                 phone.resolveConflicts { local, server in [server, local].sorted().joined(separator: "+") }
             }
 
-            try phoneA.createZone(Self.notes)
-            try phoneA.write(Self.note, "first")
-            try await phoneA.sync()
-            try await phoneB.sync()
+            try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
 
             try phoneA.write(Self.note, "A")
             try phoneB.write(Self.note, "B")

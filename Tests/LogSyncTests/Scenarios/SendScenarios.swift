@@ -3,6 +3,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -10,14 +11,7 @@ import Testing
 /// The send side of the engine, as device timelines: event delivery, batches, contexts,
 /// zone-before-record order, per-item outcomes.
 @Suite("Scenario: sending")
-struct SendScenarios {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let photos = RecordZone.ID(zoneName: "Photos")
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
-
+struct SendScenarios: NoteIDs {
     // MARK: Delegate (F4, F9–F12)
 
     // F9, F8 (the syncEngine argument names the emitter)
@@ -113,9 +107,7 @@ struct SendScenarios {
     // F11
     @Test("sendChanges and fetchChanges from inside handleEvent throw ReentrantCallError at once; a detached call works")
     func reentrantCallsThrow() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let refused = Mutex<[String]>([])
             let detached = Mutex<Task<Void, any Error>?>(nil)
             delegate.onEvent { event, syncEngine in
@@ -154,9 +146,7 @@ struct SendScenarios {
     // F12, F57
     @Test("A delegate returning three batches then nil is asked four times; three sentRecordZoneChanges follow")
     func threeBatchesThenNil() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let batches = (0..<3).map { batch in
                 SyncEngine.RecordZoneChangeBatch(
                     recordsToSave: (0..<2).map { newNote(Self.note("b\(batch)-\($0)"), "Note \(batch).\($0)") })
@@ -214,9 +204,7 @@ struct SendScenarios {
     // F23, F43
     @Test("A pending saveZone is sent by the engine itself; the server has the zone")
     func engineSendsZoneSaves() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
 
             try await engine.sendChanges()
@@ -247,9 +235,7 @@ struct SendScenarios {
     // F47 step 4
     @Test("A saveZone added while handling sentRecordZoneChanges is sent before the next record batch")
     func zoneAddedDuringSendGoesFirst() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let photo = Self.note("p1", Self.photos)
             delegate.queue([
                 SyncEngine.RecordZoneChangeBatch(recordsToSave: [newNote(Self.note("n1"), "Note")]),
@@ -279,9 +265,7 @@ struct SendScenarios {
     // F24
     @Test("hasPendingUntrackedChanges: the delegate is asked with an empty list; the flag clears after a clean pass only")
     func untrackedChanges() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             try await engine.sendChanges()
 
@@ -317,9 +301,7 @@ struct SendScenarios {
     // F24, F32 (the flag's analogue of an edit made during an upload)
     @Test("The untracked flag set again while a send runs, after the delegate's last answer, is not cleared by that send")
     func untrackedFlagSetDuringSend() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             try await engine.sendChanges()
 
@@ -352,9 +334,7 @@ struct SendScenarios {
     @Test("One context per send: willSendChanges, every nextRecordZoneChangeBatch and didSendChanges get the same one",
           arguments: [false, true])
     func sendContextEquality(everyItemFails: Bool) async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let zone = everyItemFails ? RecordZone.ID(zoneName: "Missing") : Self.notes
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             let ids = [Self.note("a", zone), Self.note("b", zone)]
@@ -384,9 +364,7 @@ struct SendScenarios {
     // F71
     @Test("Options changed after sendChanges was called do not change the running send")
     func sendOptionsAreCopied() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let inNotes = Self.note("n1")
             let inPhotos = Self.note("p1", Self.photos)
             delegate.setTitle(inNotes, "Note")
@@ -422,9 +400,7 @@ struct SendScenarios {
     // F44, F56, F75, F92
     @Test("A saved record has a new change tag and dates; a save with a stale tag fails with serverRecordChanged")
     func changeTags() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let id = Self.note("n1")
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
 
@@ -464,9 +440,7 @@ struct SendScenarios {
     // F52, F96 (spec choice: the request's limitExceeded is given to every item; the engine does not split)
     @Test("A manual batch of 401 records: every item fails with limitExceeded, reported, none lost; re-added they are sent")
     func oversizedManualBatch() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let ids = (0..<401).map { Self.note("n\($0)") }
             for id in ids { delegate.setTitle(id, id.recordName) }
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
@@ -504,9 +478,7 @@ struct SendScenarios {
     @Test("atomicByZone: a stale record fails its zone-mates with batchRequestFailed, other zones save; off: only it fails",
           arguments: [true, false])
     func atomicByZone(atomic: Bool) async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let a = Self.note("A")
             let b = Self.note("B")
             let c = Self.note("C", Self.photos)
@@ -543,9 +515,7 @@ struct SendScenarios {
     // F57, F58, F101
     @Test("Three batches, one mixing zones: three events, and each event's items are exactly its batch's")
     func oneEventPerBatch() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let a = Self.note("A")
             let p = Self.note("P", Self.photos)
             try engine.state.add(pendingDatabaseChanges: [
@@ -660,9 +630,7 @@ struct SendScenarios {
     // F12, F21, F47, F91
     @Test("A delegate that re-queues an item failing the same way every time does not keep one send going forever")
     func requeuedFailureDoesNotLoop() async throws {
-        try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
-            let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
+        try await withScriptedEngine("A") { engine, delegate, server, directory in
             let lost = Self.note("x", RecordZone.ID(zoneName: "Missing"))  // the zone is never created
             delegate.setTitle(lost, "Lost")
             let asks = Atomic<Int>(0)

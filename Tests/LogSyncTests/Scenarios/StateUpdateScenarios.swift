@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
+import SyncTestKit
 import Testing
 
 @testable import LogSync

@@ -3,6 +3,7 @@ import LogSync
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 /// The seeded simulation (LogSyncTesting's `Simulation`): three devices, a server and a

@@ -4,6 +4,8 @@ import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -12,14 +14,7 @@ import Testing
 /// tests): the requests are re-issued in order, server-assigned values translated, and the
 /// answers compared.
 @Suite("Server replay")
-struct ServerReplayTests {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let photos = RecordZone.ID(zoneName: "Photos")
-
-    static func note(_ name: String, _ zone: RecordZone.ID = notes) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zone)
-    }
-
+struct ServerReplayTests: NoteIDs {
     /// A server of its own under `directory/name`, never touched by the recorded timeline.
     static func freshServer(_ directory: URL, _ name: String = "fresh") throws -> SyncServer {
         try makeServer(directory.appendingPathComponent(name, isDirectory: true))

@@ -4,16 +4,17 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
 
-// Helpers shared by the scenario suites: a delegate whose every answer a test can script, a
-// one-shot signal for making callbacks wait (no sleeps), a server with a ticking clock, and
-// readers of event lists.
+// What the engine's test targets share: servers and devices of their own in a temporary
+// directory, a delegate whose every answer a test can script, a one-shot signal for making
+// callbacks wait (no sleeps), a server with a ticking clock, and readers of event lists.
 
 /// A server whose clock advances one second per reading, so dates differ deterministically.
-func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
+public func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
     let ticks = Atomic<Int>(0)
     return try SyncServer(.init(
         directory: directory.appendingPathComponent("server"), durability: .fast,
@@ -22,35 +23,39 @@ func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws ->
 }
 
 /// A one-shot signal: `wait()` returns once `fire()` has been called (before or after).
-actor Signal {
+public actor Signal {
+    public init() {}
+
     private var fired = false
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
-    func fire() {
+    public func fire() {
         fired = true
         for waiter in waiters { waiter.resume() }
         waiters.removeAll()
     }
 
-    func wait() async {
+    public func wait() async {
         if fired { return }
         await withCheckedContinuation { waiters.append($0) }
     }
 }
 
 /// Where a ``ScriptedDelegate`` records what it saw; it outlives the delegate (F4).
-final class EventSink: Sendable {
+public final class EventSink: Sendable {
     private let recorded = Mutex<[(event: SyncEngine.Event, engine: SyncEngine)]>([])
 
-    func append(_ event: SyncEngine.Event, _ engine: SyncEngine) { recorded.withLock { $0.append((event, engine)) } }
+    public init() {}
+
+    public func append(_ event: SyncEngine.Event, _ engine: SyncEngine) { recorded.withLock { $0.append((event, engine)) } }
 
     /// Every event, with the engine that delivered it.
-    var entries: [(event: SyncEngine.Event, engine: SyncEngine)] { recorded.withLock { $0 } }
+    public var entries: [(event: SyncEngine.Event, engine: SyncEngine)] { recorded.withLock { $0 } }
 
     /// Every event, in delivery order.
-    var events: [SyncEngine.Event] { entries.map(\.event) }
+    public var events: [SyncEngine.Event] { entries.map(\.event) }
 
-    func clear() { recorded.withLock { $0.removeAll() } }
+    public func clear() { recorded.withLock { $0.removeAll() } }
 }
 
 /// A delegate whose batches, fetch options and event reactions a test scripts.
@@ -59,8 +64,8 @@ final class EventSink: Sendable {
 /// the last known server record's system fields, like ``TestDevice``. A test may instead queue
 /// exact batches (``queue(_:)``, handed out one per call, then `nil`) or replace the answer
 /// entirely with ``batchProvider``.
-final class ScriptedDelegate: SyncEngineDelegate {
-    let sink: EventSink
+public final class ScriptedDelegate: SyncEngineDelegate {
+    public let sink: EventSink
     private let script = Mutex(Script())
 
     struct Script {
@@ -73,42 +78,42 @@ final class ScriptedDelegate: SyncEngineDelegate {
         var fetchContexts: [SyncEngine.FetchChangesContext] = []
     }
 
-    init(sink: EventSink = EventSink()) { self.sink = sink }
+    public init(sink: EventSink = EventSink()) { self.sink = sink }
 
     /// Sets a note's title, used when the default batches save it.
-    func setTitle(_ id: Record.ID, _ title: String) { script.withLock { $0.titles[id] = title } }
+    public func setTitle(_ id: Record.ID, _ title: String) { script.withLock { $0.titles[id] = title } }
 
     /// Hands out exactly these batches, one per `nextRecordZoneChangeBatch`, then `nil`.
-    func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { script.withLock { $0.queued = batches } }
+    public func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { script.withLock { $0.queued = batches } }
 
     /// Replaces every answer to `nextRecordZoneChangeBatch`.
-    func provideBatches(_ body: @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?) {
+    public func provideBatches(_ body: @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?) {
         script.withLock { $0.batchProvider = body }
     }
 
     /// Replaces every answer to `nextFetchChangesOptions`.
-    func provideFetchOptions(_ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions) {
+    public func provideFetchOptions(_ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions) {
         script.withLock { $0.fetchOptions = body }
     }
 
     /// Runs `body` inside `handleEvent`, after recording the event.
-    func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { script.withLock { $0.onEvent = body } }
+    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { script.withLock { $0.onEvent = body } }
 
     /// The contexts `nextRecordZoneChangeBatch` was called with, in order.
-    var batchContexts: [SyncEngine.SendChangesContext] { script.withLock { $0.batchContexts } }
+    public var batchContexts: [SyncEngine.SendChangesContext] { script.withLock { $0.batchContexts } }
 
     /// The contexts `nextFetchChangesOptions` was called with, in order.
-    var fetchContexts: [SyncEngine.FetchChangesContext] { script.withLock { $0.fetchContexts } }
+    public var fetchContexts: [SyncEngine.FetchChangesContext] { script.withLock { $0.fetchContexts } }
 
-    var events: [SyncEngine.Event] { sink.events }
+    public var events: [SyncEngine.Event] { sink.events }
 
-    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+    public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         sink.append(event, syncEngine)
         let onEvent = script.withLock { $0.onEvent }
         await onEvent?(event, syncEngine)
     }
 
-    func nextRecordZoneChangeBatch(
+    public func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         enum Answer {
@@ -139,7 +144,7 @@ final class ScriptedDelegate: SyncEngineDelegate {
         }
     }
 
-    func nextFetchChangesOptions(
+    public func nextFetchChangesOptions(
         _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.FetchChangesOptions {
         let provider = script.withLock { script in
@@ -153,7 +158,7 @@ final class ScriptedDelegate: SyncEngineDelegate {
 
 /// An engine for `delegate` on a log of its own in `directory/name`, syncing manually with
 /// `user`'s database of `scope`.
-func makeScriptedEngine(
+public func makeScriptedEngine(
     _ name: String, server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private, directory: URL,
     delegate: any SyncEngineDelegate, fetchResultsLimit: Int? = nil
 ) throws -> SyncEngine {
@@ -167,15 +172,46 @@ func makeScriptedEngine(
     return try SyncEngine(configuration)
 }
 
+/// The engine `name` of alice's with a ``ScriptedDelegate``, on a server of its own (see
+/// ``withServer(maxChangesPerPage:_:)``): the set-up of a scenario that drives one engine step
+/// by step and scripts its delegate's answers.
+public func withScriptedEngine(
+    _ name: String, _ body: (
+        _ engine: SyncEngine, _ delegate: ScriptedDelegate, _ server: SyncServer, _ directory: URL
+    ) async throws -> Void
+) async throws {
+    try await withServer { directory, server in
+        let delegate = ScriptedDelegate()
+        let engine = try makeScriptedEngine(name, server: server, directory: directory, delegate: delegate)
+        try await body(engine, delegate, server, directory)
+    }
+}
+
+/// The zones and record IDs a scenario suite names: `Self.notes`, `Self.photos`,
+/// `Self.note("n1")`, `Self.note("p1", Self.photos)`. A suite adopts it instead of declaring them.
+public protocol NoteIDs {}
+
+extension NoteIDs {
+    /// The zone `Notes` of the current user.
+    public static var notes: RecordZone.ID { RecordZone.ID(zoneName: "Notes") }
+    /// The zone `Photos` of the current user.
+    public static var photos: RecordZone.ID { RecordZone.ID(zoneName: "Photos") }
+
+    /// The record `name` in `zone` (`Notes` by default).
+    public static func note(_ name: String, _ zone: RecordZone.ID = RecordZone.ID(zoneName: "Notes")) -> Record.ID {
+        Record.ID(recordName: name, zoneID: zone)
+    }
+}
+
 /// A note record as an app builds it before its first save.
-func newNote(_ id: Record.ID, _ title: String) -> Record {
+public func newNote(_ id: Record.ID, _ title: String) -> Record {
     var record = Record(recordType: "Note", recordID: id)
     record["title"] = .string(title)
     return record
 }
 
 /// `record` with a new title, keeping its system fields (its change tag).
-func retitled(_ record: Record, _ title: String) -> Record {
+public func retitled(_ record: Record, _ title: String) -> Record {
     var copy = record.systemFieldsCopy()
     copy["title"] = .string(title)
     return copy
@@ -185,57 +221,57 @@ func retitled(_ record: Record, _ title: String) -> Record {
 
 extension Array where Element == SyncEngine.Event {
     /// Without `stateUpdate`s, which may come anywhere.
-    var withoutStateUpdates: [SyncEngine.Event] { filter { $0.kind != .stateUpdate } }
+    public var withoutStateUpdates: [SyncEngine.Event] { filter { $0.kind != .stateUpdate } }
 
-    var kinds: [SyncEngine.Event.Kind] { map(\.kind) }
+    public var kinds: [SyncEngine.Event.Kind] { map(\.kind) }
 
-    func count(of kind: SyncEngine.Event.Kind) -> Int { filter { $0.kind == kind }.count }
+    public func count(of kind: SyncEngine.Event.Kind) -> Int { filter { $0.kind == kind }.count }
 
-    var sentRecordZoneChanges: [SyncEngine.Event.SentRecordZoneChanges] {
+    public var sentRecordZoneChanges: [SyncEngine.Event.SentRecordZoneChanges] {
         compactMap { if case .sentRecordZoneChanges(let sent) = $0 { sent } else { nil } }
     }
 
-    var sentDatabaseChanges: [SyncEngine.Event.SentDatabaseChanges] {
+    public var sentDatabaseChanges: [SyncEngine.Event.SentDatabaseChanges] {
         compactMap { if case .sentDatabaseChanges(let sent) = $0 { sent } else { nil } }
     }
 
-    var fetchedDatabaseChanges: [SyncEngine.Event.FetchedDatabaseChanges] {
+    public var fetchedDatabaseChanges: [SyncEngine.Event.FetchedDatabaseChanges] {
         compactMap { if case .fetchedDatabaseChanges(let fetched) = $0 { fetched } else { nil } }
     }
 
-    var fetchedRecordZoneChanges: [SyncEngine.Event.FetchedRecordZoneChanges] {
+    public var fetchedRecordZoneChanges: [SyncEngine.Event.FetchedRecordZoneChanges] {
         compactMap { if case .fetchedRecordZoneChanges(let fetched) = $0 { fetched } else { nil } }
     }
 
     /// The zones of the `willFetchRecordZoneChanges` events, in order.
-    var zonesFetched: [RecordZone.ID] {
+    public var zonesFetched: [RecordZone.ID] {
         compactMap { if case .willFetchRecordZoneChanges(let will) = $0 { will.zoneID } else { nil } }
     }
 
     /// The `didFetchRecordZoneChanges` payloads, in order.
-    var zoneFetchResults: [SyncEngine.Event.DidFetchRecordZoneChanges] {
+    public var zoneFetchResults: [SyncEngine.Event.DidFetchRecordZoneChanges] {
         compactMap { if case .didFetchRecordZoneChanges(let did) = $0 { did } else { nil } }
     }
 
-    var willSendContexts: [SyncEngine.SendChangesContext] {
+    public var willSendContexts: [SyncEngine.SendChangesContext] {
         compactMap { if case .willSendChanges(let will) = $0 { will.context } else { nil } }
     }
 
-    var didSendContexts: [SyncEngine.SendChangesContext] {
+    public var didSendContexts: [SyncEngine.SendChangesContext] {
         compactMap { if case .didSendChanges(let did) = $0 { did.context } else { nil } }
     }
 
-    var willFetchContexts: [SyncEngine.FetchChangesContext] {
+    public var willFetchContexts: [SyncEngine.FetchChangesContext] {
         compactMap { if case .willFetchChanges(let will) = $0 { will.context } else { nil } }
     }
 
-    var didFetchContexts: [SyncEngine.FetchChangesContext] {
+    public var didFetchContexts: [SyncEngine.FetchChangesContext] {
         compactMap { if case .didFetchChanges(let did) = $0 { did.context } else { nil } }
     }
 
     /// Whether the events (stateUpdates ignored) are whole fetches and sends, one after the
     /// other, each following its grammar (F46, F47).
-    var isSequenceOfSyncs: Bool {
+    public var isSequenceOfSyncs: Bool {
         var rest = withoutStateUpdates[...]
         while let first = rest.first {
             let end: SyncEngine.Event.Kind = first.kind == .willFetchChanges ? .didFetchChanges : .didSendChanges
@@ -253,7 +289,7 @@ extension Array where Element == SyncEngine.Event {
     /// `willFetchChanges`, `fetchedDatabaseChanges`*, then per zone `willFetchRecordZoneChanges`,
     /// `fetchedRecordZoneChanges`* and `didFetchRecordZoneChanges` of the same zone, and
     /// `didFetchChanges`.
-    var isFetchSequence: Bool {
+    public var isFetchSequence: Bool {
         let events = withoutStateUpdates
         guard events.count >= 2, events.first?.kind == .willFetchChanges, events.last?.kind == .didFetchChanges else {
             return false
@@ -275,7 +311,7 @@ extension Array where Element == SyncEngine.Event {
 
     /// Whether the events (stateUpdates ignored) are one send (F47): `willSendChanges`, any
     /// `sent…Changes`, `didSendChanges`.
-    var isSendSequence: Bool {
+    public var isSendSequence: Bool {
         let events = withoutStateUpdates
         guard events.count >= 2, events.first?.kind == .willSendChanges, events.last?.kind == .didSendChanges else {
             return false
@@ -286,7 +322,7 @@ extension Array where Element == SyncEngine.Event {
 
 /// Checks the projection rule on a device log: every projection equals a replay
 /// (Docs/LogFormat.md, Projections).
-func expectProjectionsHold(_ engines: SyncEngine..., sourceLocation: SourceLocation = #_sourceLocation) throws {
+public func expectProjectionsHold(_ engines: SyncEngine..., sourceLocation: SourceLocation = #_sourceLocation) throws {
     for engine in engines {
         #expect(try engine.deviceLog.log.verifyProjections() == nil, sourceLocation: sourceLocation)
     }
@@ -294,13 +330,13 @@ func expectProjectionsHold(_ engines: SyncEngine..., sourceLocation: SourceLocat
 
 extension TestDevice {
     /// The projection rule on the device's log.
-    func expectProjectionsHold(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func expectProjectionsHold(sourceLocation: SourceLocation = #_sourceLocation) throws {
         #expect(try engine.deviceLog.log.verifyProjections() == nil, "device \(name)", sourceLocation: sourceLocation)
     }
 }
 
 /// A server for one scenario, in `directory/server`, with unflushed commits.
-func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
+public func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
     try SyncServer(.init(
         directory: directory.appendingPathComponent("server"), durability: .fast, maxChangesPerPage: maxChangesPerPage))
 }
@@ -308,7 +344,7 @@ func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncSe
 /// A server of its own (see ``makeServer(_:maxChangesPerPage:)``) in a fresh temporary
 /// directory, both handed to `body`; the directory is removed when `body` returns.
 @discardableResult
-func withServer<R>(
+public func withServer<R>(
     maxChangesPerPage: Int = 400, _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
 ) async throws -> R {
     try await withTemporaryDirectory { directory in
@@ -317,7 +353,7 @@ func withServer<R>(
 }
 
 /// The device `name` of alice's, on a server of its own (see ``withServer(maxChangesPerPage:_:)``).
-func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void) async throws {
+public func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void) async throws {
     try await withServer { directory, server in
         try await body(server, try TestDevice(name, server: server, directory: directory))
     }
@@ -325,7 +361,7 @@ func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDev
 
 /// The devices `first` and `second` of alice's, on a server of their own (see
 /// ``withServer(maxChangesPerPage:_:)``).
-func withDevices(
+public func withDevices(
     _ first: String, _ second: String, maxChangesPerPage: Int = 400,
     _ body: (_ server: SyncServer, _ first: TestDevice, _ second: TestDevice) async throws -> Void
 ) async throws {
@@ -337,7 +373,7 @@ func withDevices(
 
 extension RecordValue {
     /// The string, if the value is one.
-    var stringValue: String? {
+    public var stringValue: String? {
         if case .string(let value) = self { value } else { nil }
     }
 }

@@ -3,6 +3,7 @@ import LogSyncServer
 import LogSyncTesting
 import Synchronization
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -28,8 +29,8 @@ struct SimulatedAccountTests {
 
             account.signIn("alice")
             #expect(try await account.currentUserRecordID() == server.userRecordID(for: "alice"))
-            _ = try await account.modifyZones(saving: [RecordZone(zoneID: Fixtures.notes)], deleting: [])
-            #expect(try await server.database(for: "alice").fetchAllZones().map(\.zoneID).filter { $0 != .default } == [Fixtures.notes])
+            _ = try await account.modifyZones(saving: [RecordZone(zoneID: RecordZone.ID(zoneName: "Notes"))], deleting: [])
+            #expect(try await server.database(for: "alice").fetchAllZones().map(\.zoneID).filter { $0 != .default } == [RecordZone.ID(zoneName: "Notes")])
 
             account.switch(to: "bob")
             #expect(try await account.currentUserRecordID() == server.userRecordID(for: "bob"))

@@ -4,6 +4,7 @@ import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
 import SyncModel
+import SyncTestKit
 import Testing
 
 @testable import LogSync
@@ -18,10 +19,7 @@ struct TimeTravelScenarios {
     /// A and B both hold "first"; A has saved "A"; B has written "B" without fetching.
     /// Returns B's last offset before its conflicting send.
     static func prepareConflict(_ phoneA: TestDevice, _ phoneB: TestDevice) async throws -> LogOffset {
-        try phoneA.createZone(notes)
-        try phoneA.write(note, "first")
-        try await phoneA.sync()
-        try await phoneB.sync()
+        try await phoneA.seedNote(note, "first", in: notes, syncing: phoneB)
         try phoneA.write(note, "A")
         try await phoneA.engine.sendChanges()
         try phoneB.write(note, "B")
