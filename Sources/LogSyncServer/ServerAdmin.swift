@@ -11,13 +11,19 @@ public struct ServerAdmin: Sendable {
     /// query `currentUserRecordID`) fail with `error` — for example `requestRateLimited` with a
     /// `retryAfter`, `serviceUnavailable` or `zoneBusy` (F152).
     public func failNextRequests(of user: UserID, count: Int = 1, with error: SyncError) {
-        server.injectedFailures.withLock { $0[user, default: []] += Array(repeating: error, count: count) }
+        server.context.requestHooks.hook(InjectedFailures.init).add(error, count: count, for: user)
+    }
+
+    /// Installs `hook`, which then runs before each request of any user, after the hooks installed
+    /// before it: how a test kit makes requests fail its own way (F152).
+    package func install(_ hook: any RequestHook) {
+        server.context.requestHooks.install(hook)
     }
 
     /// Sets `user`'s storage quota in bytes of record data (`nil`: unlimited). Saves that would
     /// exceed it fail per item with `quotaExceeded` (F153).
     public func setQuota(_ bytes: Int?, for user: UserID) {
-        server.quotas.withLock { $0[user] = bytes }
+        server.context.limits.setQuota(bytes, for: user)
     }
 
     /// Purges a zone as its user would from their account settings: the database feed reports
