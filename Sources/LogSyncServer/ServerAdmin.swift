@@ -89,11 +89,12 @@ public struct ServerAdmin: Sendable {
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).
     ///
-    /// - Throws: `SyncError(.invalidArguments)` when the server keeps its logs outside LMDB.
+    /// - Throws: `SyncError(.invalidArguments)` when the server keeps its logs outside LMDB
+    ///   (``ServerLog/inspectableLog`` is `nil`).
     public func log(of user: UserID, scope: DatabaseScope = .private) throws -> Log {
-        guard let stored = try server.store(user, scope).log as? LMDBServerLog else {
+        guard let log = try server.store(user, scope).log.inspectableLog else {
             throw SyncError(.invalidArguments, "\(user)'s \(scope) database is not an LMDB log on this server's disk")
         }
-        return stored.log
+        return log
     }
 }
