@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SyncModel
 
 /// Operations hooks of a server, used by tests and operators: injected failures, quotas,
@@ -63,7 +64,7 @@ public struct ServerAdmin: Sendable {
     /// The database's current change token: the end of its log.
     public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
         let store = try server.store(user, scope)
-        return DatabaseChangeToken(offset: try store.log.lastOffset, database: store.databaseID)
+        return DatabaseChangeToken(offset: ChangeOffset(try store.log.lastOffset), database: store.databaseID)
     }
 
     /// Registers `user`, with an e-mail address by which owners can invite them to shares (what

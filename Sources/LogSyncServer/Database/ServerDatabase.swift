@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SyncModel
 
 /// One (user, scope) database and the rules that run on it: its log, kept open by the server
@@ -74,7 +75,7 @@ struct ServerDatabase: Sendable {
         guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
             databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: offset, database: databaseID))
+            changeToken: DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID))
         context.storage.publish(PushNotice(hint: hint, user: user, origin: device))
     }
 

@@ -70,7 +70,7 @@ struct ChangeFeed {
             if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
             let limit = min(request.resultsLimit ?? Int.max, limits.maxChangesPerPage)
             var response = FetchDatabaseChangesResponse(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: LogOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
+                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: ChangeOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
             try snapshot.index.forEach(in: "dbChanges", from: bigEndian(since + 1)) { key, value in
@@ -93,7 +93,7 @@ struct ChangeFeed {
                 lastReturned = offset
                 return true
             }
-            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: LogOffset(lastReturned), database: databaseID) }
+            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: ChangeOffset(lastReturned), database: databaseID) }
             return response
         }
     }
@@ -208,7 +208,7 @@ struct ChangeFeed {
             let listingStart = request.since.map(\.listingStart.rawValue) ?? end
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(end), database: databaseID),
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(end), database: databaseID),
                 moreComing: false,
                 clientChangeToken: try snapshot.index.value(forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
                     in: "clientTokens"
@@ -285,8 +285,8 @@ struct ChangeFeed {
             if response.moreComing {
                 // Past the listing's start, the page token is an ordinary one.
                 response.changeToken = ZoneChangeToken(
-                    zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(lastReturned), database: databaseID,
-                    listingStart: listingStart > lastReturned ? LogOffset(listingStart) : .zero)
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(lastReturned), database: databaseID,
+                    listingStart: listingStart > lastReturned ? ChangeOffset(listingStart) : .zero)
             }
             return response
         }
