@@ -8,10 +8,18 @@
 #   - the sources: a file of a target in that graph imports a storage module anyway, which a
 #     build can let through when another target has already built the module.
 #
-# Usage: Tools/check-client-graph.sh [package directory, by default this repository]
+# Usage: Tools/check-client-graph.sh [--build] [package directory, by default this repository]
 # It reads a copy of the manifest, so it neither waits for nor disturbs a build under way, and
-# takes a few seconds.
+# takes a few seconds. With --build it then also builds LogSyncHTTP in a copy of the package
+# whose storage cannot build (LogStore and ModelEntries an #error, CLMDB a missing header and
+# library, no lmdb for pkg-config): the proof by the compiler, at the cost of building the HTTP
+# packages from scratch (minutes).
 set -euo pipefail
+build=false
+if [ "${1:-}" = --build ]; then
+    build=true
+    shift
+fi
 root="${1:-$(dirname "$0")/..}"
 root="$(cd "$root" && pwd)"
 
@@ -106,3 +114,25 @@ if failures.isEmpty {
 SWIFT
 
 swift "$scratch/check.swift" "$scratch/package.json" "$root"
+"$build" || exit 0
+
+copy="$scratch/package"
+mkdir "$copy"
+(cd "$root" && tar --exclude='./.build*' --exclude=./.git -cf - .) | tar -xf - -C "$copy"
+for target in LogStore ModelEntries; do
+    rm -rf "${copy:?}/Sources/$target"
+    mkdir "$copy/Sources/$target"
+    echo "#error(\"$target is storage: a client never builds it\")" > "$copy/Sources/$target/Unavailable.swift"
+done
+printf 'module CLMDB [system] {\n    header "no-lmdb.h"\n    link "no-lmdb"\n    export *\n}\n' \
+    > "$copy/Sources/CLMDB/module.modulemap"
+rm -f "$copy/Sources/CLMDB/shim.h"
+# The dependencies already checked out here, if any, save fetching them again.
+if [ -d "$root/.build/checkouts" ]; then
+    mkdir -p "$scratch/build"
+    cp -R "$root/.build/checkouts" "$root/.build/repositories" "$root/.build/workspace-state.json" "$scratch/build/" 2>/dev/null || true
+fi
+echo "check-client-graph: building LogSyncHTTP in a copy without storage" >&2
+(cd "$copy" && PKG_CONFIG_PATH=/nonexistent PKG_CONFIG_LIBDIR=/nonexistent \
+    swift build --scratch-path "$scratch/build" --target LogSyncHTTP)
+echo "check-client-graph: LogSyncHTTP built without LogStore, ModelEntries or LMDB"
