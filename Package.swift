@@ -60,23 +60,35 @@ let package = Package(
         .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C", "LogSyncPlatform"]),
 
         // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
-        // CloudDatabase protocol: what a device and a server say to each other.
+        // CloudDatabase protocol: what a device and a server say to each other. No storage: a
+        // client that links the model and the network never builds LMDB
+        // (Tools/check-client-graph.sh).
         .target(
             name: "SyncModel",
             dependencies: [
-                "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                // CRC-32C, the checksum that seals change tokens.
+                "CCRC32C", "LogSyncPlatform",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 // SHA-256 of asset contents, by which servers keep them.
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["Proto/README.md", "Proto/model.proto"]
         ),
-        .testTarget(name: "SyncModelTests", dependencies: ["SyncModel"]),
+        // LogStore for its seeded random generator only.
+        .testTarget(name: "SyncModelTests", dependencies: ["SyncModel", "LogStore"]),
+        // The model on logs, for the engine and the server: decoding a log entry's model message
+        // with errors that name the entry, and log offsets as the positions change tokens carry.
+        .target(
+            name: "ModelEntries",
+            dependencies: ["SyncModel", "LogStore", .product(name: "SwiftProtobuf", package: "swift-protobuf")]
+        ),
 
         // The engine: SyncEngine and its state, all on the device log.
         .target(
             name: "LogSync",
             dependencies: [
-                "SyncModel", "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["DeviceLog/Proto/device_log.proto"]
@@ -92,7 +104,7 @@ let package = Package(
         // on device logs (state at an offset, rewind, replay, diff), replay against a server.
         .target(
             name: "LogSyncDiagnostics",
-            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncPlatform"]),
+            dependencies: ["LogSync", "LogSyncServer", "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform"]),
 
         // Tools for the tests of apps and of the engine: a test clock, simulated accounts and
         // network, one test device with the policies a test chooses, and the seeded simulation.
@@ -126,7 +138,8 @@ let package = Package(
         .target(
             name: "LogSyncServer",
             dependencies: [
-                "SyncModel", "LogStore", "LogSyncPlatform", .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             exclude: ["Proto/server_log.proto"]
         ),

@@ -28,10 +28,10 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         self.device = device
     }
 
-    /// Runs one operation: the user and device IDs checked, injected failures, the request's
-    /// operation group noted in the database's log the first time it is seen (F69), then the
-    /// operation, with any unexpected error (storage, corrupt log) reported as `internalError`
-    /// naming its cause.
+    /// Runs one operation: the user and device IDs checked, the server's request hooks (injected
+    /// failures; none in production), the request's operation group noted in the database's log
+    /// the first time it is seen (F69), then the operation, with any unexpected error (storage,
+    /// corrupt log) reported as `internalError` naming its cause.
     private func perform<R: Sendable>(
         _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil,
         _ body: @escaping @Sendable (ServerDatabase) throws -> R
@@ -39,7 +39,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         try checkCancellation(operation)
         try user.validate()
         try device?.validate()
-        try server.takeInjectedFailure(for: user)
+        try server.context.requestHooks.beforeRequest(of: user)
         let (server, user, scope, device) = (server, user, databaseScope, device)
         do {
             return try await server.storage.perform {
@@ -95,11 +95,15 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
-        try await perform("fetchShareMetadata") { _ in try server.shareMetadata(url: url, for: user) }
+        try await perform("fetchShareMetadata") { database in
+            try ShareAcceptance(context: database.context, user: database.user).metadata(url: url)
+        }
     }
 
     public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
-        try await perform("acceptShares") { _ in try server.acceptShares(request, for: user, device: device) }
+        try await perform("acceptShares") { database in
+            try ShareAcceptance(context: database.context, user: database.user).accept(request, device: device)
+        }
     }
 
     /// Registers the device's key for the user, whichever database this is: a user's keys are

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SyncModel
 
 /// Operations hooks of a server, used by tests and operators: injected failures, quotas,
@@ -11,13 +12,19 @@ public struct ServerAdmin: Sendable {
     /// query `currentUserRecordID`) fail with `error` — for example `requestRateLimited` with a
     /// `retryAfter`, `serviceUnavailable` or `zoneBusy` (F152).
     public func failNextRequests(of user: UserID, count: Int = 1, with error: SyncError) {
-        server.injectedFailures.withLock { $0[user, default: []] += Array(repeating: error, count: count) }
+        server.context.requestHooks.hook(InjectedFailures.init).add(error, count: count, for: user)
+    }
+
+    /// Installs `hook`, which then runs before each request of any user, after the hooks installed
+    /// before it: how a test kit makes requests fail its own way (F152).
+    package func install(_ hook: any RequestHook) {
+        server.context.requestHooks.install(hook)
     }
 
     /// Sets `user`'s storage quota in bytes of record data (`nil`: unlimited). Saves that would
     /// exceed it fail per item with `quotaExceeded` (F153).
     public func setQuota(_ bytes: Int?, for user: UserID) {
-        server.quotas.withLock { $0[user] = bytes }
+        server.context.limits.setQuota(bytes, for: user)
     }
 
     /// Purges a zone as its user would from their account settings: the database feed reports
@@ -57,7 +64,7 @@ public struct ServerAdmin: Sendable {
     /// The database's current change token: the end of its log.
     public func currentToken(of user: UserID, scope: DatabaseScope = .private) throws -> DatabaseChangeToken {
         let store = try server.store(user, scope)
-        return DatabaseChangeToken(offset: try store.log.lastOffset, database: store.databaseID)
+        return DatabaseChangeToken(offset: ChangeOffset(try store.log.lastOffset), database: store.databaseID)
     }
 
     /// Registers `user`, with an e-mail address by which owners can invite them to shares (what
@@ -83,11 +90,12 @@ public struct ServerAdmin: Sendable {
 
     /// The log of `user`'s database of `scope`, for inspection (logtool, time-travel tests).
     ///
-    /// - Throws: `SyncError(.invalidArguments)` when the server keeps its logs outside LMDB.
+    /// - Throws: `SyncError(.invalidArguments)` when the server keeps its logs outside LMDB
+    ///   (``ServerLog/inspectableLog`` is `nil`).
     public func log(of user: UserID, scope: DatabaseScope = .private) throws -> Log {
-        guard let stored = try server.store(user, scope).log as? LMDBServerLog else {
+        guard let log = try server.store(user, scope).log.inspectableLog else {
             throw SyncError(.invalidArguments, "\(user)'s \(scope) database is not an LMDB log on this server's disk")
         }
-        return stored.log
+        return log
     }
 }

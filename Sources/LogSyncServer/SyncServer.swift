@@ -1,6 +1,5 @@
 import Foundation
 import LogStore
-import Synchronization
 import SyncModel
 
 /// A LogSync server: users' databases as logs, change tokens as offsets, CloudKit's rules.
@@ -46,17 +45,10 @@ public final class SyncServer: Sendable {
     public let configuration: Configuration
     /// Where the logs are kept: `configuration.directory` in LMDB unless another storage was given.
     public let storage: any ServerStorage
-    let pushHub = PushHub()
-    let databases = Mutex<[PushHub.Key: ServerDatabase]>([:])
-    let injectedFailures = Mutex<[UserID: [SyncError]]>([:])
-    let quotas = Mutex<[UserID: Int]>([:])
-    /// The asset contents being uploaded in this process, for a zone each, and the hold of the
-    /// upload writing each, so two requests never write one.
-    let activeUploads = Mutex<[AssetUpload.Key: UploadHold]>([:])
-    let users: UserRegistry
-    /// The production schema, read from the registry when the server starts and replaced by each
-    /// deployment through it; `nil` in development mode (F137).
-    let productionSchema: Mutex<RecordSchema?>
+    /// What every database's rules need beyond the database's own log.
+    let context: ServerContext
+    /// The databases open in this process; forgetting them is what a restart does.
+    let databases: OpenDatabases
 
     /// Opens (creating it if needed) the server's data directory, its logs in LMDB.
     ///
@@ -71,19 +63,16 @@ public final class SyncServer: Sendable {
     public init(_ configuration: Configuration, storage: any ServerStorage) throws {
         self.configuration = configuration
         self.storage = storage
-        users = try UserRegistry(storage: storage)
-        productionSchema = Mutex(try users.deployedSchema()?.schema)
-        let hub = pushHub
+        let users = try UserRegistry(storage: storage)
+        databases = OpenDatabases(storage: storage, users: users)
+        context = ServerContext(
+            storage: storage, users: users, databases: databases,
+            limits: ServerLimits(maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
+            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub())
+        let hub = context.pushHub
         storage.startNotifications(
             { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) },
             missed: { hub.publishToEveryone() })
-    }
-
-    /// Serialises the writes to participants' shared databases (acceptance, propagation) on
-    /// every node of the storage, so that two of them never decide on one participant's zone at
-    /// once.
-    func withSharingLock<R>(_ body: () throws -> R) throws -> R {
-        try storage.withExclusiveLock("sharing", body)
     }
 
     /// A device's view of `user`'s database of `scope`: what an embedded app and the tests use.
@@ -97,7 +86,28 @@ public final class SyncServer: Sendable {
     /// - Throws: `SyncError(.invalidArguments)` for a user ID that breaks the rules of
     ///   `Identifier.userID` (empty, over 511 bytes, a control character…).
     public func userRecordID(for user: UserID) throws -> Record.ID {
-        Record.ID(recordName: "_user\(try users.number(of: user))", zoneID: .default)
+        UserRegistry.recordID(ofNumber: try users.number(of: user))
+    }
+
+    /// Gives `user` (registered if new) an e-mail address, by which owners invite them to shares.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` for an invalid user ID or address, or an address
+    ///   another user has.
+    public func registerUser(_ user: UserID, emailAddress: String? = nil) throws {
+        _ = try users.number(of: user)
+        if let emailAddress { try users.setEmail(emailAddress, of: user) }
+    }
+
+    /// The identity of the user with this e-mail address (compared without case), or `nil`.
+    public func userIdentity(forEmailAddress email: String) throws -> UserIdentity? {
+        guard let number = try users.number(ofEmail: email) else { return nil }
+        return UserIdentity(userRecordName: "_user\(number)", emailAddress: try users.email(ofNumber: number))
+    }
+
+    /// The identity of the user with this user record name (`_user<N>`), or `nil`.
+    public func userIdentity(forUserRecordName name: String) throws -> UserIdentity? {
+        guard let (_, number) = try users.owner(named: name) else { return nil }
+        return UserIdentity(userRecordName: name, emailAddress: try users.email(ofNumber: number))
     }
 
     /// Test and operations hooks: injected failures, quotas, purges, tombstone compaction.
@@ -107,36 +117,25 @@ public final class SyncServer: Sendable {
     /// stored.
     public func shutdown() {
         storage.shutdown()
-        pushHub.finishAll()
+        context.pushHub.finishAll()
     }
 
     // MARK: Internals
 
+    /// The registered users.
+    var users: UserRegistry { context.users }
+
+    /// The push streams of the devices connected to this node.
+    var pushHub: PushHub { context.pushHub }
+
+    /// The production schema this server enforces, if one is deployed (F137).
+    var deployed: DeployedSchema { context.schema }
+
+    /// The asset rules (F134).
+    var assets: ServerAssets { ServerAssets(context: context) }
+
     /// The open database of `user` and `scope`, opened on first use.
     func store(_ user: UserID, _ scope: DatabaseScope) throws -> ServerDatabase {
-        let key = PushHub.Key(user: user, scope: scope)
-        if let open = databases.withLock({ $0[key] }) { return open }
-        let number = try users.number(of: user)
-        let name = ServerLogName.database(user: number, scope: scope)
-        let log = try storage.openLog(name, projection: name.serverProjection)
-        let database = ServerDatabase(
-            server: self, user: user, userNumber: number, userRecordID: try userRecordID(for: user), scope: scope,
-            log: log)
-        return databases.withLock { open in
-            if let existing = open[key] { return existing }
-            open[key] = database
-            return database
-        }
-    }
-
-    /// Throws the next failure injected for `user`, if any (F152).
-    func takeInjectedFailure(for user: UserID) throws(SyncError) {
-        let failure = injectedFailures.withLock { failures -> SyncError? in
-            guard var queue = failures[user], !queue.isEmpty else { return nil }
-            let first = queue.removeFirst()
-            failures[user] = queue.isEmpty ? nil : queue
-            return first
-        }
-        if let failure { throw failure }
+        try context.database(user, scope)
     }
 }

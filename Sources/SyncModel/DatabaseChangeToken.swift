@@ -1,5 +1,4 @@
 import Foundation
-import LogStore
 
 /// A position in a server database's change feed: everything before it has been fetched.
 ///
@@ -15,14 +14,14 @@ public struct DatabaseChangeToken: ChangeToken {
     /// The offset in the server database's log up to which changes have been fetched.
     ///
     /// For the server and for debugging; clients must not infer anything from it (F142).
-    public let offset: LogOffset
+    public let offset: ChangeOffset
 
     /// The identity of the database that issued the token, so a server can refuse another
     /// database's token (0: unspecified). The server's choice; clients never look at it.
     package let database: UInt64
 
     /// Creates a token at an offset of the server database's log; only the server makes tokens.
-    package init(offset: LogOffset, database: UInt64 = 0) {
+    package init(offset: ChangeOffset, database: UInt64 = 0) {
         self.offset = offset
         self.database = database
     }
@@ -37,7 +36,7 @@ public struct DatabaseChangeToken: ChangeToken {
         guard body.isAtEnd else {
             throw SyncError(.invalidArguments, "invalid database token: \(body.remaining) unexpected trailing bytes")
         }
-        self.init(offset: LogOffset(offset), database: database)
+        self.init(offset: ChangeOffset(offset), database: database)
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back.

@@ -1,5 +1,3 @@
-import LogStore
-
 /// A standing request to be told, by a push hint, when a database or zone changes.
 ///
 /// Mirrors `CKDatabaseSubscription` and `CKRecordZoneSubscription` (F111, F116, F155); query
@@ -11,7 +9,7 @@ import LogStore
 /// ```
 public struct Subscription: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The stable identifier of a subscription, chosen by the client.
-    public struct ID: TypedValue, CustomStringConvertible, ExpressibleByStringLiteral {
+    public struct ID: TypedRawValue, CustomStringConvertible, ExpressibleByStringLiteral {
         /// The identifier's text.
         public let rawValue: String
 

@@ -1,5 +1,4 @@
 import Foundation
-import LogStore
 
 /// The binary layout shared by ``DatabaseChangeToken`` and ``ZoneChangeToken``.
 ///
@@ -63,7 +62,7 @@ enum TokenCoding {
         writer.append(database)
         writer.append(offset)
         body(&writer)
-        writer.append(CRC32C.checksum(writer.bytes))
+        writer.append(TokenChecksum.crc32c(writer.bytes))
         return Data(writer.bytes)
     }
 
@@ -91,7 +90,7 @@ enum TokenCoding {
         let payloadEnd = bytes.count - checksumSize
         var checksumReader = Reader(bytes: bytes, position: payloadEnd)
         let stored = try checksumReader.readUInt32(or: invalid("truncated"))
-        guard stored == CRC32C.checksum(Array(bytes[0..<payloadEnd])) else {
+        guard stored == TokenChecksum.crc32c(Array(bytes[0..<payloadEnd])) else {
             throw invalid("checksum mismatch (the token is corrupted)")
         }
         guard let kind = Kind(rawValue: bytes[3]) else {

@@ -1,5 +1,4 @@
 import Foundation
-import LogStore
 
 /// A position in one zone's change feed: everything before it has been fetched.
 ///
@@ -22,7 +21,7 @@ public struct ZoneChangeToken: ChangeToken {
     /// The offset in the server database's log up to which the zone's changes have been fetched.
     ///
     /// For the server and for debugging; clients must not infer anything from it (F142).
-    public let offset: LogOffset
+    public let offset: ChangeOffset
 
     /// The identity of the database that issued the token, so a server can refuse another
     /// database's token (0: unspecified). The server's choice; clients never look at it.
@@ -35,10 +34,10 @@ public struct ZoneChangeToken: ChangeToken {
     /// The client held nothing of the zone when the listing began, so the listing leaves out the
     /// deletions up to there (F100), and it needs none of their tombstones: a compaction up to
     /// the listing start does not expire the token, even when its offset is older (F144).
-    package let listingStart: LogOffset
+    package let listingStart: ChangeOffset
 
     /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: LogOffset, database: UInt64 = 0, listingStart: LogOffset = .zero) {
+    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: ChangeOffset, database: UInt64 = 0, listingStart: ChangeOffset = .zero) {
         self.zoneID = zoneID
         self.incarnation = incarnation
         self.offset = offset
@@ -56,9 +55,9 @@ public struct ZoneChangeToken: ChangeToken {
         var (version, database, offset, body) = try TokenCoding.decode(data, expecting: .zone)
         let truncated = SyncError(.invalidArguments, "invalid zone token: truncated or malformed zone fields")
         let incarnation = try body.readUInt64(or: truncated)
-        var listingStart = LogOffset.zero
+        var listingStart = ChangeOffset.zero
         if version >= TokenCoding.listingVersion {
-            listingStart = LogOffset(try body.readUInt64(or: truncated))
+            listingStart = ChangeOffset(try body.readUInt64(or: truncated))
             guard listingStart != .zero else {
                 throw SyncError(.invalidArguments, "invalid zone token: a version-3 token without a listing start")
             }
@@ -70,7 +69,7 @@ public struct ZoneChangeToken: ChangeToken {
         }
         self.init(
             zoneID: RecordZone.ID(zoneName: zoneName, ownerName: ownerName), incarnation: incarnation,
-            offset: LogOffset(offset), database: database, listingStart: listingStart)
+            offset: ChangeOffset(offset), database: database, listingStart: listingStart)
     }
 
     /// The token's stable binary form, which ``init(data:)`` reads back: version 3 with a

@@ -30,7 +30,7 @@ struct ChangeFeedPagingTests {
             let zones = (0..<4).map { RecordZone.ID(zoneName: "Z\($0)") }
             var model = Dictionary(uniqueKeysWithValues: zones.map { ($0, ZoneModel()) })
             var tokens: [DatabaseChangeToken] = [try server.admin.currentToken(of: "alice")]
-            var horizon = LogOffset.zero
+            var horizon = ChangeOffset.zero
             for step in 0..<120 {
                 let zoneID = zones.randomElement(using: &random)!
                 switch Int.random(in: 0..<12, using: &random) {

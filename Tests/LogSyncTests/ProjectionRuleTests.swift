@@ -179,7 +179,7 @@ struct ProjectionRuleTests {
                 }
                 entry = .databaseChangesFetched(
                     modifications: someZones(3), deletions: deletions,
-                    changeToken: DatabaseChangeToken(offset: LogOffset(UInt64(tag))), moreComing: chance(20))
+                    changeToken: DatabaseChangeToken(offset: ChangeOffset(UInt64(tag))), moreComing: chance(20))
             case 110..<118:
                 // A page of a zone's feed: records of the zone saved and deleted on the server.
                 let zone = zoneToFetch()
@@ -195,7 +195,7 @@ struct ProjectionRuleTests {
                 tag += 1
                 entry = .zoneChangesFetched(
                     zoneID: zone, modifications: modifications, deletions: deletions,
-                    changeToken: ZoneChangeToken(zoneID: zone, incarnation: 1, offset: LogOffset(UInt64(tag))), moreComing: chance(20))
+                    changeToken: ZoneChangeToken(zoneID: zone, incarnation: 1, offset: ChangeOffset(UInt64(tag))), moreComing: chance(20))
             case 118..<124:
                 entry = .zoneFetchFinished(zoneID: zoneToFetch(), error: zoneFetchError())
             case 124..<127:

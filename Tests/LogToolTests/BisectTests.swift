@@ -151,7 +151,7 @@ struct BisectTests {
             func page(_ offset: UInt64) -> DeviceEntry {
                 .zoneChangesFetched(
                     zoneID: Self.notes, modifications: [], deletions: [],
-                    changeToken: ZoneChangeToken(zoneID: Self.notes, incarnation: 1, offset: LogOffset(offset)), moreComing: false)
+                    changeToken: ZoneChangeToken(zoneID: Self.notes, incarnation: 1, offset: ChangeOffset(offset)), moreComing: false)
             }
             try broken.append([page(3), page(5), .eventsDelivered(through: LogOffset(2)), page(4), page(6)])
 

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import LogStore
+import Testing
 @testable import SyncModel
 
 /// Typed, opaque change tokens with a stable binary form (F140–F142, F149).
@@ -18,7 +18,7 @@ struct ChangeTokenTests {
         var body = Array(data.dropLast(4))
         edit(&body)
         var writer = TokenCoding.Writer(bytes: body)
-        writer.append(CRC32C.checksum(body))
+        writer.append(TokenChecksum.crc32c(body))
         return Data(writer.bytes)
     }
 
@@ -27,7 +27,7 @@ struct ChangeTokenTests {
     // F142: database tokens round-trip at every offset width.
     @Test("database token round trip", arguments: [0, 1, 255, 256, 1 << 32, UInt64.max])
     func databaseTokenRoundTrip(offset: UInt64) throws {
-        let token = DatabaseChangeToken(offset: LogOffset(offset))
+        let token = DatabaseChangeToken(offset: ChangeOffset(offset))
         let decoded = try DatabaseChangeToken(data: token.data)
         #expect(decoded == token)
         #expect(decoded.offset.rawValue == offset)
@@ -37,7 +37,7 @@ struct ChangeTokenTests {
     // F142, F149: zone tokens carry zone ID and incarnation.
     @Test("zone token round trip", arguments: [
         ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 7),
-        ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: LogOffset(.max)),
+        ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: ChangeOffset(.max)),
         ZoneChangeToken(zoneID: .default, incarnation: 0, offset: 0),
         ZoneChangeToken(zoneID: RecordZone.ID(zoneName: String(repeating: "z", count: 255)), incarnation: 2, offset: 1),
     ])
@@ -48,6 +48,16 @@ struct ChangeTokenTests {
         #expect(decoded.incarnation == token.incarnation)
         #expect(decoded.offset == token.offset)
         #expect(try jsonRoundTrip(token) == token)
+    }
+
+    // Tokens sealed before the model had a checksum of its own still check: the model's CRC-32C,
+    // with the CPU's instruction or bit by bit, is the one LogStore checks entries with.
+    @Test("token checksum is LogStore's CRC-32C", arguments: [0, 1, 7, 8, 24, 63, 300])
+    func tokenChecksumMatchesLogStore(length: Int) {
+        var random = SeededRandom(seed: UInt64(length) + 1)
+        let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &random) }
+        #expect(TokenChecksum.crc32c(bytes) == CRC32C.checksum(bytes))
+        #expect(TokenChecksum.crc32cBitwise(bytes) == CRC32C.checksum(bytes))
     }
 
     // The binary form is stable: these bytes must decode in every later version.

@@ -135,12 +135,12 @@ struct DeviceLogBuilder {
         add(.fetchStarted(SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions())))
         let databasePage = add(
             .databaseChangesFetched(
-                modifications: [zoneID], deletions: [], changeToken: DatabaseChangeToken(offset: LogOffset(serverOffset)), moreComing: false))
+                modifications: [zoneID], deletions: [], changeToken: DatabaseChangeToken(offset: ChangeOffset(serverOffset)), moreComing: false))
         add(.eventsDelivered(through: databasePage))
         let zonePage = add(
             .zoneChangesFetched(
                 zoneID: zoneID, modifications: fetched, deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: 1, offset: LogOffset(serverOffset)), moreComing: false))
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: 1, offset: ChangeOffset(serverOffset)), moreComing: false))
         add(.eventsDelivered(through: zonePage))
         add(.zoneFetchFinished(zoneID: zoneID, error: nil))
         add(.fetchFinished(error: nil))

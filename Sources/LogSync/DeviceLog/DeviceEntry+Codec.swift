@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SwiftProtobuf
 import SyncModel
 

@@ -90,7 +90,7 @@ public struct DeviceInvariant: Sendable {
         return nil
     }
 
-    private static func token(_ offset: LogOffset?) -> String { offset.map { "offset \($0)" } ?? "none" }
+    private static func token(_ offset: ChangeOffset?) -> String { offset.map { "offset \($0)" } ?? "none" }
 
     /// The first part in which `index` and `replay` differ, as one line, or `nil`. Orders that
     /// the index keeps by its own keys (in-flight changes, zone sets) are compared as sets.

@@ -1,6 +1,7 @@
 import LogStore
 import LogSync
 import LogSyncServer
+import ModelEntries
 import SyncModel
 
 /// Several devices' logs and their server's log on one timeline, each device step placed
@@ -316,17 +317,19 @@ struct TimelineBuilder {
                 if error != nil { raw.marks.append(.retry) }
             case .databaseChangesFetched(_, let deletions, let token, _):
                 raw.category = .fetch
-                raw.serverOffsets = Self.read(after: databaseToken, through: token.offset)
+                let through = LogOffset(token.offset)
+                raw.serverOffsets = Self.read(after: databaseToken, through: through)
                 raw.relation = .read
-                raw.afterServer = token.offset
-                databaseToken = token.offset
+                raw.afterServer = through
+                databaseToken = through
                 for deletion in deletions { zoneTokens[deletion.zoneID] = nil }
             case .zoneChangesFetched(let zoneID, _, _, let token, _):
                 raw.category = .fetch
-                raw.serverOffsets = Self.read(after: zoneTokens[zoneID], through: token.offset)
+                let through = LogOffset(token.offset)
+                raw.serverOffsets = Self.read(after: zoneTokens[zoneID], through: through)
                 raw.relation = .read
-                raw.afterServer = token.offset
-                zoneTokens[zoneID] = token.offset
+                raw.afterServer = through
+                zoneTokens[zoneID] = through
             case .changeTokenReset(let zoneID):
                 raw.category = .fetch
                 raw.marks.append(.retry)

@@ -10,7 +10,7 @@ import Testing
 /// the device log, the tokens and records the index keeps, and the events the delegate hears.
 @Suite("FetchFlow")
 struct FetchFlowTests {
-    static func zoneToken(_ zoneID: RecordZone.ID, _ offset: LogOffset) -> ZoneChangeToken {
+    static func zoneToken(_ zoneID: RecordZone.ID, _ offset: ChangeOffset) -> ZoneChangeToken {
         ZoneChangeToken(zoneID: zoneID, incarnation: 1, offset: offset)
     }
 

@@ -390,7 +390,7 @@ final class GeneratedHistory {
     private let midFetch: MidFetchFaults
     private let setAside: [SetAside]
     /// The server offset after the last operation that may have deleted something.
-    private var lastDeletion = LogOffset.zero
+    private var lastDeletion = ChangeOffset.zero
     private var step = 0
 
     init(seed: UInt64, directory: URL, smallPages: Bool = false) throws {

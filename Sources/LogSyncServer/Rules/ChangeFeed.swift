@@ -2,12 +2,35 @@ import Foundation
 import LogStore
 import SyncModel
 
-extension ServerDatabase {
+/// A database's change feeds (F139–F144): the database feed (zones changed or deleted since a
+/// token) and each zone's feed (records changed or deleted since a token, coalesced), in pages,
+/// with tokens that name the database and the incarnation they were issued by.
+///
+/// A participant's shared database answers from the owners' zone feeds (`SharedDatabase`), after
+/// bringing itself up to date with the owners' logs (`SharePropagation`).
+struct ChangeFeed {
+    /// The database whose feeds these are.
+    let database: ServerDatabase
+    /// How much one page returns.
+    let limits: ServerLimits
+    /// For a participant's shared database: the owners' logs taken in before a feed is read.
+    let propagation: SharePropagation
+
+    init(_ database: ServerDatabase) {
+        self.database = database
+        limits = database.context.limits
+        propagation = SharePropagation(context: database.context)
+    }
+
+    private var user: UserID { database.user }
+    private var scope: DatabaseScope { database.scope }
+    private var databaseID: UInt64 { database.databaseID }
+
     /// Checks a token against this database: issued by it and not from the future (F142), not
     /// older than the tombstone horizon (F144). A page token of a zone listing (`listingStart`
     /// non-zero) needs only the tombstones after the listing's start, so it expires only when
     /// both its offset and its listing start are older than the horizon.
-    func checkToken(offset: UInt64, listingStart: UInt64 = 0, database: UInt64, kind: String, _ snapshot: Snapshot) throws {
+    func checkToken(offset: UInt64, listingStart: UInt64 = 0, database: UInt64, kind: String, _ snapshot: DatabaseSnapshot) throws {
         guard database == databaseID else {
             throw SyncError(
                 .invalidArguments, "the \(kind) token was issued by another database, not \(user)'s \(scope) database")
@@ -38,16 +61,16 @@ extension ServerDatabase {
     }
 
     /// One page of the database's change feed: zones changed or deleted since the token (F140).
-    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) throws -> FetchDatabaseChangesResponse {
+    func databaseChanges(_ request: FetchDatabaseChangesRequest) throws -> FetchDatabaseChangesResponse {
         try request.validate()
         // A participant's feed first takes in what the owners' logs hold (Docs/Protocol.md, "Sharing").
-        if scope == .shared { try server.propagateShares(to: user) }
-        return try read { snapshot in
+        if scope == .shared { try propagation.propagateShares(to: user) }
+        return try database.read { snapshot in
             let since = request.since?.offset.rawValue ?? 0
             if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
-            let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
+            let limit = min(request.resultsLimit ?? Int.max, limits.maxChangesPerPage)
             var response = FetchDatabaseChangesResponse(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: LogOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
+                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: ChangeOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
             try snapshot.index.forEach(in: "dbChanges", from: bigEndian(since + 1)) { key, value in
@@ -70,7 +93,7 @@ extension ServerDatabase {
                 lastReturned = offset
                 return true
             }
-            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: LogOffset(lastReturned), database: databaseID) }
+            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: ChangeOffset(lastReturned), database: databaseID) }
             return response
         }
     }
@@ -86,15 +109,15 @@ extension ServerDatabase {
     ///
     /// `viewer` is a share participant reading this (the owner's) zone: the zone must be shared
     /// with them, and they see only the records the shares cover (F119, F123).
-    func fetchZoneChanges(
+    func zoneChanges(
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor? = nil
     ) throws -> FetchZoneChangesResponse {
-        if scope == .shared { return try fetchSharedZoneChanges(request, for: device) }
+        if scope == .shared { return try SharedDatabase(database).fetchZoneChanges(request, for: device) }
         try request.validate()
         // Another user's zone is never in a private database; the user's own zone, named with
         // the user's record name as owner, is answered in that spelling (F127, F138).
-        guard let kept = ownZoneID(request.zoneID) else { throw foreignZoneReadError(request.zoneID) }
-        guard kept != request.zoneID else { return try fetchOwnZoneChanges(request, for: device, viewer: viewer) }
+        guard let kept = database.ownership.ownZoneID(request.zoneID) else { throw database.ownership.foreignZoneReadError(request.zoneID) }
+        guard kept != request.zoneID else { return try ownZoneChanges(request, for: device, viewer: viewer) }
         var owned = request
         owned.zoneID = kept
         owned.since = request.since.map {
@@ -106,7 +129,7 @@ extension ServerDatabase {
         spelling.note(kept: kept, asked: asked)
         let response: FetchZoneChangesResponse
         do {
-            response = try fetchOwnZoneChanges(owned, for: device, viewer: viewer)
+            response = try ownZoneChanges(owned, for: device, viewer: viewer)
         } catch let error as SyncError {
             throw error.respelt(records: .init(), zones: spelling)
         }
@@ -131,41 +154,41 @@ extension ServerDatabase {
     /// `response.modifications` (empty), for a wire encoder to copy instead of decoding the
     /// record and encoding it again. Otherwise (a participant's fetch, a zone named in another
     /// spelling, `desiredKeys`) the records are decoded as `fetchZoneChanges` returns them.
-    func fetchZoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
-        guard scope != .shared, request.desiredKeys == nil, ownZoneID(request.zoneID) == request.zoneID else {
-            return ZoneChangesPage(response: try fetchZoneChanges(request, for: device), storedRecords: nil)
+    func zoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
+        guard scope != .shared, request.desiredKeys == nil, database.ownership.ownZoneID(request.zoneID) == request.zoneID else {
+            return ZoneChangesPage(response: try zoneChanges(request, for: device), storedRecords: nil)
         }
         try request.validate()
         var stored: [ArraySlice<UInt8>]? = []
-        let response = try fetchOwnZoneChanges(request, for: device, viewer: nil, storedRecords: &stored)
+        let response = try ownZoneChanges(request, for: device, viewer: nil, storedRecords: &stored)
         return ZoneChangesPage(response: response, storedRecords: stored)
     }
 
     /// `fetchZoneChanges` of a zone named by the ID this database keeps it under.
-    private func fetchOwnZoneChanges(
+    private func ownZoneChanges(
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?
     ) throws -> FetchZoneChangesResponse {
         var unused: [ArraySlice<UInt8>]? = nil
-        return try fetchOwnZoneChanges(request, for: device, viewer: viewer, storedRecords: &unused)
+        return try ownZoneChanges(request, for: device, viewer: viewer, storedRecords: &unused)
     }
 
     /// `fetchZoneChanges` of a zone named by the ID this database keeps it under; with
     /// `storedRecords` non-nil, the records' stored bytes are appended to it instead of the
     /// decoded records to the response's modifications (`fetchZoneChangesPage`).
-    private func fetchOwnZoneChanges(
+    private func ownZoneChanges(
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?,
         storedRecords: inout [ArraySlice<UInt8>]?
     ) throws -> FetchZoneChangesResponse {
-        try read { snapshot in
+        try database.read { snapshot in
             let zoneID = request.zoneID
             // A participant learns nothing of a zone not shared with them, not even that it exists.
             let access = try viewer.map { viewer in
-                let access = try self.access(of: viewer.recordName, to: zoneID, snapshot)
-                if access.isEmpty { throw Self.notShared(ownerSpelling(zoneID), with: viewer.user) }
+                let access = try snapshot.access(of: viewer.recordName, to: zoneID)
+                if access.isEmpty { throw ShareRules.notShared(database.ownership.ownerSpelling(zoneID), with: viewer.user) }
                 return access
             }
             guard let zone = try snapshot.zone(zoneID), zone.isLive else {
-                throw try zoneError(zoneID, snapshot)
+                throw try snapshot.zoneError(zoneID)
             }
             let since = request.since?.offset.rawValue ?? 0
             if let token = request.since {
@@ -178,14 +201,14 @@ extension ServerDatabase {
                 try checkToken(
                     offset: since, listingStart: token.listingStart.rawValue, database: token.database, kind: "zone", snapshot)
             }
-            let limit = min(request.resultsLimit ?? Int.max, server.configuration.maxChangesPerPage)
-            let byteBudget = server.configuration.maxBytesPerPage
+            let limit = min(request.resultsLimit ?? Int.max, limits.maxChangesPerPage)
+            let byteBudget = limits.maxBytesPerPage
             let end = try snapshot.lastOffset
             // Deletions up to here are left out: those before the start of a listing.
             let listingStart = request.since.map(\.listingStart.rawValue) ?? end
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(end), database: databaseID),
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(end), database: databaseID),
                 moreComing: false,
                 clientChangeToken: try snapshot.index.value(forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
                     in: "clientTokens"
@@ -207,7 +230,7 @@ extension ServerDatabase {
                 let recordID = Record.ID(recordName: row.name, zoneID: zoneID)
                 // A hierarchy share shows its records only (a deleted one by its last parent).
                 if let access, access.zoneWide == nil,
-                    try permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation, snapshot) == nil
+                    try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation) == nil
                 {
                     return true
                 }
@@ -262,8 +285,8 @@ extension ServerDatabase {
             if response.moreComing {
                 // Past the listing's start, the page token is an ordinary one.
                 response.changeToken = ZoneChangeToken(
-                    zoneID: zoneID, incarnation: zone.incarnation, offset: LogOffset(lastReturned), database: databaseID,
-                    listingStart: listingStart > lastReturned ? LogOffset(listingStart) : .zero)
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(lastReturned), database: databaseID,
+                    listingStart: listingStart > lastReturned ? ChangeOffset(listingStart) : .zero)
             }
             return response
         }

@@ -185,6 +185,15 @@ public protocol ServerLog: AnyObject, Sendable {
 
     /// The offset of the last entry (`0` for an empty log).
     var lastOffset: LogOffset { get throws }
+
+    /// The log as LogStore keeps it on this machine's disk, for inspection (logtool, time-travel
+    /// tests, `ServerAdmin.log(of:scope:)`), or `nil` for a log kept elsewhere (a database server).
+    var inspectableLog: Log? { get }
+}
+
+extension ServerLog {
+    /// A log kept elsewhere than in an LMDB environment on this machine has none to inspect.
+    public var inspectableLog: Log? { nil }
 }
 
 /// What the server's rules read of a log: its index's tables and its entries.
@@ -346,6 +355,9 @@ public final class LMDBServerLog: ServerLog {
     }
 
     public var lastOffset: LogOffset { get throws { try log.lastOffset } }
+
+    /// The log itself.
+    public var inspectableLog: Log? { log }
 
     /// The index tables and entries inside one LMDB transaction.
     struct Reader: IndexReader {

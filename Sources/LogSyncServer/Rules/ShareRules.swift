@@ -2,9 +2,29 @@ import Foundation
 import LogStore
 import SyncModel
 
-// The rules of shares in a modify request (Docs/Protocol.md, "Sharing"): what an owner's save of
-// a share may hold (F123), and what a participant may do in a shared zone (F121, F124).
-extension ServerDatabase {
+/// The rules of an owner's shares (Docs/Protocol.md, "Sharing"): what an owner's save of a share
+/// may hold (F123), what a participant may do in a shared zone (F121, F124), and which users a
+/// share names, whose shared databases follow the owner's changes.
+///
+/// A share is a record of type `cloudkit.share` in the owner's private database, in the zone it
+/// shares; the owner's index finds shares by zone, root record and URL secret
+/// (`DatabaseSnapshot+Sharing.swift`). A participant's reads and writes of a shared zone are the
+/// owner's database's operations, checked against the shares inside the owner's transaction.
+struct ShareRules {
+    /// The owner rule of the owner's database, whose shares these are.
+    let owner: ZoneOwnership
+    /// The owner's number in the registry, which a share's URL carries.
+    let ownerNumber: UInt64
+    /// The registry, where the users a share names are found.
+    let users: UserRegistry
+
+    /// The rules of the shares of `database` (an owner's private database).
+    init(_ database: ServerDatabase) {
+        owner = database.ownership
+        ownerNumber = database.userNumber
+        users = database.context.users
+    }
+
     /// The most participants a share may have, the owner included.
     static let maxShareParticipants = 100
 
@@ -14,30 +34,30 @@ extension ServerDatabase {
     /// the owner's: `zoneNotFound` where nothing is shared with them (the same whether or not the
     /// zone exists), `permissionFailure` where they may only read, or may not save a share.
     func participantCheck(
-        saving record: Record, _ actor: ShareActor, _ snapshot: Snapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
-    ) throws -> Outcome? {
+        saving record: Record, _ actor: ShareActor, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
+    ) throws -> RecordModification.Outcome? {
         let recordID = record.recordID
-        guard Self.violation(record.validate) == nil else { return nil }  // decided (refused) as usual
+        guard ServerDatabase.violation(record.validate) == nil else { return nil }  // decided (refused) as usual
         let access = try participantAccess(actor, recordID.zoneID, snapshot, &cache)
         guard !access.isEmpty, let zone = try snapshot.zone(recordID.zoneID) else {
-            return .failure(Self.notShared(ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
+            return .failure(Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
         if record.recordType == Share.recordType || current?.recordType == Share.recordType
             || recordID.recordName == Share.zoneWideShareRecordName
         {
             return .failure(SyncError(
-                .permissionFailure, "only the owner of \(ownerSpelling(recordID.zoneID)) saves its shares; \(actor.user) may delete a share to leave it",
+                .permissionFailure, "only the owner of \(owner.ownerSpelling(recordID.zoneID)) saves its shares; \(actor.user) may delete a share to leave it",
                 item: .record(recordID)))
         }
         // The record where it is (if it exists and is shared), and where the save puts it.
         let existing = current.flatMap { $0.isTombstone ? nil : $0 }
         var permissions: [Share.Participant.Permission?] = []
-        if existing != nil { permissions.append(try permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation, snapshot)) }
+        if existing != nil { permissions.append(try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation)) }
         if existing == nil || record.isParentChanged {
             if let parent = record.parent {
-                permissions.append(try permission(
-                    access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName, incarnation: zone.incarnation, snapshot))
+                permissions.append(try snapshot.permission(
+                    access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName, incarnation: zone.incarnation))
             } else {
                 // Without a parent, only a zone-wide share covers it (or it is a hierarchy's root).
                 permissions.append(access.zoneWide ?? access.roots[recordID.recordName])
@@ -49,13 +69,13 @@ extension ServerDatabase {
     /// The outcome of a participant's deletion decided by the shares alone, or `nil` to decide it
     /// as the owner's: deleting a share they take part in is leaving it (F124).
     func participantCheck(
-        deleting recordID: Record.ID, _ actor: ShareActor, _ snapshot: Snapshot, _ cache: inout [RecordZone.ID: ParticipantAccess],
+        deleting recordID: Record.ID, _ actor: ShareActor, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess],
         now: Date
-    ) throws -> Outcome? {
-        guard Self.violation(recordID.validate) == nil else { return nil }
+    ) throws -> RecordModification.Outcome? {
+        guard ServerDatabase.violation(recordID.validate) == nil else { return nil }
         let access = try participantAccess(actor, recordID.zoneID, snapshot, &cache)
         guard !access.isEmpty, let zone = try snapshot.zone(recordID.zoneID) else {
-            return .failure(Self.notShared(ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
+            return .failure(Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
         }
         if access.shares.contains(recordID.recordName),
             let state = try snapshot.record(recordID, incarnation: zone.incarnation), !state.isTombstone
@@ -69,7 +89,7 @@ extension ServerDatabase {
                     acceptanceStatus: .removed)
             }
             var left = share.record
-            left.applySystemFields(Self.systemFields(previous: current, modifier: actor.recordID, now: now))
+            left.applySystemFields(RecordModification.systemFields(previous: current, modifier: actor.recordID, now: now))
             return .leave(left)
         }
         if access.zoneWide == nil,
@@ -79,28 +99,28 @@ extension ServerDatabase {
             // elsewhere: the answer tells nothing of the records outside the hierarchy.
             return denial([nil], recordID, actor)
         }
-        return denial([try permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation, snapshot)], recordID, actor)
+        return denial([try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation)], recordID, actor)
     }
 
     private func participantAccess(
-        _ actor: ShareActor, _ zoneID: RecordZone.ID, _ snapshot: Snapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
+        _ actor: ShareActor, _ zoneID: RecordZone.ID, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
     ) throws -> ParticipantAccess {
         if let known = cache[zoneID] { return known }
-        let access = try access(of: actor.recordName, to: zoneID, snapshot)
+        let access = try snapshot.access(of: actor.recordName, to: zoneID)
         cache[zoneID] = access
         return access
     }
 
     /// `nil` when every permission is read-write; else the failure of the weakest.
-    private func denial(_ permissions: [Share.Participant.Permission?], _ recordID: Record.ID, _ actor: ShareActor) -> Outcome? {
+    private func denial(_ permissions: [Share.Participant.Permission?], _ recordID: Record.ID, _ actor: ShareActor) -> RecordModification.Outcome? {
         if permissions.contains(where: { $0 == nil || $0 == Share.Participant.Permission.none }) {
             return .failure(SyncError(
-                .permissionFailure, "\(Record.ID(recordName: recordID.recordName, zoneID: ownerSpelling(recordID.zoneID))) is not in a record hierarchy shared with \(actor.user)",
+                .permissionFailure, "\(Record.ID(recordName: recordID.recordName, zoneID: owner.ownerSpelling(recordID.zoneID))) is not in a record hierarchy shared with \(actor.user)",
                 item: .record(recordID)))
         }
         if permissions.contains(.readOnly) {
             return .failure(SyncError(
-                .permissionFailure, "\(ownerSpelling(recordID.zoneID)) is shared with \(actor.user) read-only",
+                .permissionFailure, "\(owner.ownerSpelling(recordID.zoneID)) is shared with \(actor.user) read-only",
                 item: .record(recordID)))
         }
         return nil
@@ -110,7 +130,7 @@ extension ServerDatabase {
 
     /// The users named by the shares the decided outcomes save, delete or leave, before and after
     /// (their shared databases are brought up to date after the commit).
-    func sharesAffected(by outcomes: [Record.ID: Outcome], _ snapshot: Snapshot) throws -> Set<UInt64> {
+    func sharesAffected(by outcomes: [Record.ID: RecordModification.Outcome], _ snapshot: DatabaseSnapshot) throws -> Set<UInt64> {
         var numbers = Set<UInt64>()
         for (recordID, outcome) in outcomes {
             let after: Record?
@@ -133,7 +153,7 @@ extension ServerDatabase {
     /// The shares rooted at deleted records (but those the request itself names), with the users
     /// each names.
     func sharesRooted(
-        at deleted: [Record.ID], sparing spared: Set<Record.ID>, _ snapshot: Snapshot
+        at deleted: [Record.ID], sparing spared: Set<Record.ID>, _ snapshot: DatabaseSnapshot
     ) throws -> [(Record.ID, Set<UInt64>)] {
         var shares: [(Record.ID, Set<UInt64>)] = []
         var seen = Set<Record.ID>()
@@ -158,15 +178,15 @@ extension ServerDatabase {
     /// (kept from the first save), the owner, and each participant's identity and status: a new
     /// participant is pending, an accepted one stays accepted, one the owner leaves out is gone.
     func normalizedShare(
-        _ saved: Record, previous: Record?, zone: ZoneState, _ snapshot: Snapshot, _ plan: inout Plan
+        _ saved: Record, previous: Record?, zone: ZoneState, _ snapshot: DatabaseSnapshot, _ plan: inout RecordModification.Plan
     ) throws -> Result<Record, SyncError> {
         let recordID = saved.recordID
         let zoneID = recordID.zoneID
         func failure(_ code: SyncError.Code, _ message: String) -> Result<Record, SyncError> {
             .failure(SyncError(code, message, item: .record(recordID)))
         }
-        guard scope == .private else {
-            return failure(.permissionFailure, "shares are saved by their owner in the private database, not the \(scope) database")
+        guard owner.scope == .private else {
+            return failure(.permissionFailure, "shares are saved by their owner in the private database, not the \(owner.scope) database")
         }
         guard zoneID != .default else {
             return failure(.invalidArguments, "records of the default zone cannot be shared; share a custom zone or a hierarchy in one")
@@ -227,13 +247,13 @@ extension ServerDatabase {
         // Participants: the owner first, then each other user once, as the registry knows them.
         let before = previous.map { Share(validated: $0) }
         var participants = [Share.Participant(
-            userIdentity: UserIdentity(userRecordName: userRecordID.recordName, emailAddress: try server.users.email(ofNumber: userNumber)),
+            userIdentity: UserIdentity(userRecordName: owner.userRecordID.recordName, emailAddress: try users.email(ofNumber: ownerNumber)),
             role: .owner, permission: .readWrite, acceptanceStatus: .accepted)]
         for invited in share.participants where invited.role != .owner {
             let identity = invited.userIdentity
             let name: String
             if let given = identity.userRecordName {
-                guard try server.owner(named: given) != nil else {
+                guard try users.owner(named: given) != nil else {
                     return failure(.invalidArguments, "share \(recordID) invites \(identity), but no user has the record name \(quoted(given))")
                 }
                 name = given
@@ -243,17 +263,17 @@ extension ServerDatabase {
                 } catch {
                     return .failure(SyncError(.invalidArguments, "share \(recordID) invites \(error.message)", item: .record(recordID)))
                 }
-                guard let number = try server.users.number(ofEmail: email) else {
+                guard let number = try users.number(ofEmail: email) else {
                     return failure(.invalidArguments, "share \(recordID) invites \(identity), but no user has this e-mail address")
                 }
                 name = "_user\(number)"
             } else {
                 return failure(.invalidArguments, "share \(recordID) invites a participant with neither a user record name nor an e-mail address")
             }
-            guard name != userRecordID.recordName else {
-                return failure(.invalidArguments, "share \(recordID) invites its owner, \(user), as a participant")
+            guard name != owner.userRecordID.recordName else {
+                return failure(.invalidArguments, "share \(recordID) invites its owner, \(owner.user), as a participant")
             }
-            guard let number = try server.owner(named: name)?.number else { continue }
+            guard let number = try users.owner(named: name)?.number else { continue }
             let earlier = before?.participant(userRecordName: name)
             let status: Share.Participant.AcceptanceStatus =
                 switch (invited.acceptanceStatus, earlier?.acceptanceStatus) {
@@ -262,7 +282,7 @@ extension ServerDatabase {
                 default: .pending
                 }
             let participant = Share.Participant(
-                userIdentity: UserIdentity(userRecordName: name, emailAddress: try server.users.email(ofNumber: number)),
+                userIdentity: UserIdentity(userRecordName: name, emailAddress: try users.email(ofNumber: number)),
                 role: earlier?.role == .publicUser ? .publicUser : .privateUser, permission: invited.permission,
                 acceptanceStatus: status)
             if let index = participants.firstIndex(where: { $0.userIdentity.userRecordName == name }) {
@@ -278,7 +298,47 @@ extension ServerDatabase {
         normalized.participants = participants
         var record = normalized.record
         record[Share.FieldKey.url] = .string(
-            (before?.url ?? ShareURL(owner: userNumber, secret: ShareURL.newSecret()).url).absoluteString)
+            (before?.url ?? ShareURL(owner: ownerNumber, secret: ShareURL.newSecret()).url).absoluteString)
         return .success(record)
+    }
+
+    // MARK: The users a share names
+
+    /// The numbers of the users a share names (any status), but the owner.
+    func participantNumbers(of share: Share) throws -> Set<UInt64> {
+        Set(try share.participants.compactMap { participant in
+            guard participant.role != .owner, let name = participant.userIdentity.userRecordName else { return nil }
+            return try users.owner(named: name)?.number
+        })
+    }
+
+    /// The numbers of the users any share of the zone kept as `zoneID` names.
+    func participantNumbers(ofZone zoneID: RecordZone.ID, _ snapshot: DatabaseSnapshot) throws -> Set<UInt64> {
+        guard zoneID != .default, let zone = try snapshot.zone(zoneID), zone.isLive else { return [] }
+        var numbers = Set<UInt64>()
+        for (_, share) in try snapshot.shares(incarnation: zone.incarnation) { numbers.formUnion(try participantNumbers(of: share)) }
+        return numbers
+    }
+
+    /// The answer for a zone that is not shared with `user`: the same whether or not the zone,
+    /// or its owner, exists (Docs/Protocol.md, "Sharing").
+    static func notShared(_ zoneID: RecordZone.ID, with user: UserID, item: SyncError.ItemID? = nil) -> SyncError {
+        SyncError(.zoneNotFound, "\(zoneID) is not shared with \(user)", item: item ?? .zone(zoneID))
+    }
+}
+
+/// A user acting on another user's database: a share participant.
+struct ShareActor {
+    let user: UserID
+    let number: UInt64
+    let recordID: Record.ID
+
+    var recordName: String { recordID.recordName }
+
+    /// The key under which the server keeps a participant's device's client change token in the
+    /// owner's database: it starts with a NUL, which no device ID holds, so it never meets the
+    /// owner's devices' keys (F159).
+    func deviceKey(_ device: DeviceID?) -> DeviceID {
+        DeviceID(rawValue: "\u{0}\(recordName)\u{0}\(device?.rawValue ?? "")")
     }
 }

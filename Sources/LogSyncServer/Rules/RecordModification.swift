@@ -2,21 +2,50 @@ import Foundation
 import LogStore
 import SyncModel
 
-extension ServerDatabase {
-    /// Saves and deletes records with CloudKit's rules: the change-tag truth table (F145),
-    /// save policies (F146), partial field updates (F132), server-set system fields (F130,
-    /// F158), atomic zones (F148), limits (F151), quota (F153), idempotent replays (F160) and,
-    /// in production mode, the deployed schema (F137).
+/// The saves and deletions of records in one database, with CloudKit's rules: the change-tag
+/// truth table (F145), save policies (F146), partial field updates (F132), server-set system
+/// fields (F130, F158), atomic zones (F148), limits (F151), quota (F153), idempotent replays
+/// (F160) and, in production mode, the deployed schema (F137).
+///
+/// Every item of a request is decided against the state before it (`Plan`, `Outcome`), and the
+/// successful ones are appended in one write transaction. A participant's shared database hands
+/// its requests to the owners' databases (`SharedDatabase`), where each item is first checked
+/// against the shares (`ShareRules`).
+struct RecordModification {
+    /// The database written to.
+    let database: ServerDatabase
+    /// The rules of the database's shares, which a participant's items and an owner's share
+    /// records follow.
+    let shareRules: ShareRules
+    /// The database user's quota.
+    let limits: ServerLimits
+    /// The production schema, if one is deployed.
+    let deployedSchema: DeployedSchema
+    /// The server's clock, read once per request.
+    let clock: @Sendable () -> Date
+
+    init(_ database: ServerDatabase) {
+        self.database = database
+        shareRules = database.shareRules
+        limits = database.context.limits
+        deployedSchema = database.context.schema
+        clock = database.context.now
+    }
+
+    private var user: UserID { database.user }
+    private var scope: DatabaseScope { database.scope }
+
+    /// Saves and deletes the records of `request`.
     ///
     /// `actor` is a share participant writing to this (the owner's) database: each item is then
-    /// first checked against the shares of its zone (`participantCheck`), and the participant is
-    /// the records' last modifier (F121).
-    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
+    /// first checked against the shares of its zone (`ShareRules.participantCheck`), and the
+    /// participant is the records' last modifier (F121).
+    func modify(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
         try request.validate()  // 400 items, 2 MB, no item twice: limitExceeded for the whole request
         if scope == .public {
             throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
-        if scope == .shared { return try modifySharedRecords(request, from: device) }
+        if scope == .shared { return try SharedDatabase(database).modifyRecords(request, from: device) }
         try request.validate()  // limits and duplicates, over the request as sent
         // A record in another user's zone fails alone (invalidArguments); the others are decided
         // under the zone IDs the database keeps, and answered in the request's spelling (F127,
@@ -28,11 +57,11 @@ extension ServerDatabase {
         owned.recordIDsToDelete = []
         for record in request.recordsToSave {
             let zoneID = record.recordID.zoneID
-            guard let kept = ownZoneID(zoneID) else {
+            guard let kept = database.ownership.ownZoneID(zoneID) else {
                 // An owner name that breaks the rules is named as such, not as another user's.
                 refused.saveResults[record.recordID] = .failure(
-                    Self.violation(record.recordID.validate).map { $0.with(requestID: request.requestID) }
-                        ?? foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
+                    ServerDatabase.violation(record.recordID.validate).map { $0.with(requestID: request.requestID) }
+                        ?? database.ownership.foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
                 continue
             }
             let ownRecord = kept == zoneID ? record : record.renamingZone(zoneID, to: kept)
@@ -40,10 +69,10 @@ extension ServerDatabase {
             owned.recordsToSave.append(ownRecord)
         }
         for recordID in request.recordIDsToDelete {
-            guard let kept = ownZoneID(recordID.zoneID) else {
+            guard let kept = database.ownership.ownZoneID(recordID.zoneID) else {
                 refused.deleteResults[recordID] = .failure(
-                    Self.violation(recordID.validate).map { $0.with(requestID: request.requestID) }
-                        ?? foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
+                    ServerDatabase.violation(recordID.validate).map { $0.with(requestID: request.requestID) }
+                        ?? database.ownership.foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
                 continue
             }
             let ownID = Record.ID(recordName: recordID.recordName, zoneID: kept)
@@ -75,15 +104,15 @@ extension ServerDatabase {
         // Only a request with an ID is ever compared with another (F160); the fingerprint encodes
         // every record, so a request without an ID skips it.
         let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)
-        let quota = server.quotas.withLock { $0[user] }
-        let schema = server.deployedSchema
-        let now = server.configuration.now()
+        let quota = limits.quota(of: user)
+        let schema = deployedSchema.schema
+        let now = clock()
         var changedZones = Set<RecordZone.ID>()
         // Users named by the shares this request saves, deletes or leaves, before and after.
         var affected = Set<UInt64>()
         var actorLeft = false
-        let modifier = actor?.recordID ?? userRecordID
-        let (response, offsets) = try write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
+        let modifier = actor?.recordID ?? database.userRecordID
+        let (response, offsets) = try database.write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
             // A replayed request gets its first outcome and changes nothing (F160).
             if let requestID = request.requestID,
                 let stored = try snapshot.index.value(forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: "requests")
@@ -126,32 +155,32 @@ extension ServerDatabase {
             var admitted = actor == nil
             for record in request.recordsToSave {
                 if let actor {
-                    if let outcome = try participantCheck(saving: record, actor, snapshot, &access) {
+                    if let outcome = try shareRules.participantCheck(saving: record, actor, snapshot, &access) {
                         outcomes[record.recordID] = outcome
                         continue
                     }
-                    admitted = admitted || Self.violation(record.validate) == nil
+                    admitted = admitted || ServerDatabase.violation(record.validate) == nil
                 }
                 outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
             }
             for recordID in request.recordIDsToDelete {
                 if let actor {
-                    if let outcome = try participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
+                    if let outcome = try shareRules.participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
                         outcomes[recordID] = outcome
                         if case .leave = outcome { admitted = true }  // leaving a share is theirs to do (F124)
                         continue
                     }
-                    admitted = admitted || Self.violation(recordID.validate) == nil
+                    admitted = admitted || ServerDatabase.violation(recordID.validate) == nil
                 }
                 outcomes[recordID] = try decideDelete(recordID, snapshot, &plan)
             }
-            affected = try sharesAffected(by: outcomes, snapshot)
+            affected = try shareRules.sharesAffected(by: outcomes, snapshot)
             // Atomic zones: one failure fails the zone's other items with batchRequestFailed (F148).
             if request.atomically {
                 var failedZones = Set<RecordZone.ID>()
                 for (recordID, outcome) in outcomes {
                     // A zone ID that breaks the naming rules names no zone (and no LMDB key).
-                    if case .failure = outcome, Self.violation(recordID.zoneID.validate) == nil,
+                    if case .failure = outcome, ServerDatabase.violation(recordID.zoneID.validate) == nil,
                         try snapshot.zone(recordID.zoneID)?.capabilities.contains(.atomic) == true
                     {
                         failedZones.insert(recordID.zoneID)
@@ -225,7 +254,7 @@ extension ServerDatabase {
                 offset += 1
             }
             // Deleting the root of a hierarchy share deletes the share (F124).
-            for (share, numbers) in try sharesRooted(at: deleted + cascaded.map(\.0), sparing: untouched, snapshot) {
+            for (share, numbers) in try shareRules.sharesRooted(at: deleted + cascaded.map(\.0), sparing: untouched, snapshot) {
                 entries.append(.recordDeleted(share, recordType: Share.recordType))
                 offset += 1
                 affected.formUnion(numbers)
@@ -244,7 +273,7 @@ extension ServerDatabase {
         changedZones.remove(.default)  // the default zone takes no part in pushes (F112)
         if !offsets.isEmpty {
             let left: [UInt64: ShareEndReason] = actor.map { actorLeft ? [$0.number: .left] : [:] } ?? [:]
-            committed(
+            database.committed(
                 changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected, reasons: left)
         }
         return response
@@ -256,7 +285,7 @@ extension ServerDatabase {
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming `offset` when a saved record's entry does
     ///   not save that record.
-    static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: Snapshot) throws -> ModifyRecordsResponse {
+    static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: DatabaseSnapshot) throws -> ModifyRecordsResponse {
         var response = outcome.others
         for saved in outcome.saved {
             guard let entry = try snapshot.index.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
@@ -300,7 +329,7 @@ extension ServerDatabase {
     /// The live records that reference `deleted` with deleteSelf, transitively, except `spared`
     /// (records the request itself saves or deletes), in a stable order.
     private func cascade(
-        from deleted: [Record.ID], sparing spared: Set<Record.ID>, _ snapshot: Snapshot
+        from deleted: [Record.ID], sparing spared: Set<Record.ID>, _ snapshot: DatabaseSnapshot
     ) throws -> [(Record.ID, Record.RecordType)] {
         var queue = deleted
         var seen = Set(deleted)
@@ -323,7 +352,7 @@ extension ServerDatabase {
     /// The live zone of an item after its own checks, or the item's error: the check's, or the
     /// zone's when it is missing or deleted.
     private func liveZone(
-        of recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan, validating check: () throws(SyncError) -> Void
+        of recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, validating check: () throws(SyncError) -> Void
     ) throws -> Result<ZoneState, SyncError> {
         do throws(SyncError) {
             try check()
@@ -338,13 +367,13 @@ extension ServerDatabase {
             plan.zones[recordID.zoneID] = zone
         }
         guard let zone, zone.isLive else {
-            return .failure(try zoneError(recordID.zoneID, snapshot, item: .record(recordID)))
+            return .failure(try snapshot.zoneError(recordID.zoneID, item: .record(recordID)))
         }
         return .success(zone)
     }
 
     private func decideSave(
-        _ client: Record, _ policy: SavePolicy, _ snapshot: Snapshot, _ plan: inout Plan, now: Date, modifier: Record.ID
+        _ client: Record, _ policy: SavePolicy, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, now: Date, modifier: Record.ID
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
@@ -368,7 +397,7 @@ extension ServerDatabase {
         // the device.
         var client = client
         if client.hasAssets {
-            if let failure = try checkAssets(of: client, zone: zone, snapshot) { return .failure(failure) }
+            if let failure = try snapshot.checkAssets(of: client, zone: zone) { return .failure(failure) }
             client = client.withoutAssetFiles
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
@@ -421,7 +450,7 @@ extension ServerDatabase {
         }
         // A share, or a record with the reserved name of one, follows the rules of shares (F123).
         if saved.recordType == Share.recordType || recordID.recordName == Share.zoneWideShareRecordName {
-            switch try normalizedShare(saved, previous: server, zone: zone, snapshot, &plan) {
+            switch try shareRules.normalizedShare(saved, previous: server, zone: zone, snapshot, &plan) {
             case .success(let share): saved = share
             case .failure(let error): return .failure(error)
             }
@@ -491,7 +520,7 @@ extension ServerDatabase {
             lastModifiedUserRecordID: modifier)
     }
 
-    private func decideDelete(_ recordID: Record.ID, _ snapshot: Snapshot, _ plan: inout Plan) throws -> Outcome {
+    private func decideDelete(_ recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan) throws -> Outcome {
         let zone: ZoneState
         switch try liveZone(of: recordID, snapshot, &plan, validating: recordID.validate) {
         case .success(let live): zone = live
@@ -534,33 +563,5 @@ extension Record.SystemFields {
         Record.SystemFields(
             recordChangeTag: tag, creationDate: creationDate, modificationDate: modificationDate,
             creatorUserRecordID: creatorUserRecordID, lastModifiedUserRecordID: lastModifiedUserRecordID)
-    }
-}
-
-extension ServerDatabase.Snapshot {
-    /// Announces to a store that reads ahead (``IndexReader/readsAhead``) what deciding saves
-    /// and deletions of `recordIDs` reads: their zones, their record states and the entries of
-    /// the live ones, in three round trips instead of one or two per record, and the development
-    /// schema of the saved record `types` that appending them reads (F137). A hint only: an ID
-    /// spelt otherwise than the index keeps it is simply read later.
-    func readAhead(records recordIDs: [Record.ID], types: [Record.RecordType] = []) throws {
-        guard index.readsAhead, !recordIDs.isEmpty else { return }
-        if !types.isEmpty { try index.prefetch(keys: Set(types).map { Array($0.utf8) }, in: "schema") }
-        var names: [RecordZone.ID: [String]] = [:]
-        for recordID in recordIDs { names[recordID.zoneID, default: []].append(recordID.recordName) }
-        try index.prefetch(keys: names.keys.filter { $0 != .default }.map(IndexKey.zone), in: "zones")
-        var keys: [[UInt8]] = []
-        for (zoneID, zoneNames) in names {
-            guard let zone = try? zone(zoneID), zone.isLive else { continue }
-            keys += zoneNames.map { IndexKey.record(incarnation: zone.incarnation, name: $0) }
-        }
-        try index.prefetch(keys: keys, in: "records")
-        var offsets: [LogOffset] = []
-        for key in keys {
-            if let bytes = try index.value(forKey: key, in: "records"), let state = try? RecordState(decoding: bytes), !state.isTombstone {
-                offsets.append(LogOffset(state.offset))
-            }
-        }
-        try index.prefetch(entries: offsets)
     }
 }

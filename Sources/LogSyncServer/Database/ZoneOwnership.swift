@@ -24,7 +24,14 @@ import SyncModel
 /// The shared database needs no such rule: it holds only zones shared with its user, none yet,
 /// so every zone a request names there is missing (`zoneNotFound`), and zones cannot be created
 /// or deleted there (`badDatabase`, F120, F147).
-extension ServerDatabase {
+struct ZoneOwnership {
+    /// The database's user.
+    let user: UserID
+    /// The record ID that stands for the user (`_user<N>`).
+    let userRecordID: Record.ID
+    /// The database's scope: the rule is the private database's.
+    let scope: DatabaseScope
+
     /// The zone as this database keeps it: in a private database, the user's record name as
     /// owner becomes `__defaultOwner__`; `nil` for another user's zone. Other databases keep
     /// every ID as it is.
@@ -48,6 +55,11 @@ extension ServerDatabase {
         SyncError(
             .zoneNotFound, "\(zoneID) is not in \(user)'s private database, which holds only zones owned by \(user)",
             item: item ?? .zone(zoneID))
+    }
+
+    /// The owner's spelling of one of this database's zones, as participants name it (F120).
+    func ownerSpelling(_ kept: RecordZone.ID) -> RecordZone.ID {
+        RecordZone.ID(zoneName: kept.zoneName, ownerName: userRecordID.recordName)
     }
 }
 

@@ -32,7 +32,25 @@ struct ZoneKeyView {
     var canWrite: Bool
 }
 
-extension ServerDatabase {
+/// The key directory's rules in one database (F129): the device keys of its user, and the
+/// wraps of the keys of the zones it reaches (its own zones in a private database, zones shared
+/// with its user in the shared database), which live in each zone's owner's database.
+struct ZoneKeyRules {
+    /// The database the request reached.
+    let database: ServerDatabase
+    /// The registry and the other users' databases: a zone's owner's, whose index keeps the zone's
+    /// wraps, and its recipients', whose indexes keep their device keys.
+    let context: ServerContext
+
+    init(_ database: ServerDatabase) {
+        self.database = database
+        context = database.context
+    }
+
+    private var user: UserID { database.user }
+    private var scope: DatabaseScope { database.scope }
+    private var userRecordID: Record.ID { database.userRecordID }
+
     // MARK: Device keys
 
     /// Registers a device key of this database's user in the user's private database, whichever
@@ -40,7 +58,7 @@ extension ServerDatabase {
     ///
     /// - Throws: `SyncError` `limitExceeded` past `Limits.maxDeviceKeysPerUser` keys.
     func registerDeviceKey(_ key: DevicePublicKey) throws {
-        let store = scope == .private ? self : try server.store(user, .private)
+        let store = scope == .private ? database : try context.database(user, .private)
         _ = try store.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
             if try snapshot.index.value(forKey: IndexKey.deviceKey(key.keyID), in: "deviceKeys") != nil { return ([], ()) }
             var count = 0
@@ -67,13 +85,13 @@ extension ServerDatabase {
     func zoneKeyTarget(_ zoneID: RecordZone.ID) throws -> ZoneKeyTarget? {
         switch scope {
         case .private:
-            guard let kept = ownZoneID(zoneID) else { return nil }
-            return ZoneKeyTarget(owner: self, kept: kept, participant: nil)
+            guard let kept = database.ownership.ownZoneID(zoneID) else { return nil }
+            return ZoneKeyTarget(owner: database, kept: kept, participant: nil)
         case .shared:
-            guard let owner = try server.owner(named: zoneID.ownerName), owner.user != user else { return nil }
+            guard let owner = try context.users.owner(named: zoneID.ownerName), owner.user != user else { return nil }
             return ZoneKeyTarget(
-                owner: try server.store(owner.user, .private), kept: RecordZone.ID(zoneName: zoneID.zoneName),
-                participant: try server.actor(user))
+                owner: try context.database(owner.user, .private), kept: RecordZone.ID(zoneName: zoneID.zoneName),
+                participant: try context.users.actor(user))
         default:
             return nil
         }
@@ -82,18 +100,18 @@ extension ServerDatabase {
     /// The answer for a zone whose keys the caller cannot reach: the same whether or not it exists.
     func zoneKeysNotFound(_ zoneID: RecordZone.ID) -> SyncError {
         scope == .shared
-            ? Self.notShared(zoneID, with: user)
+            ? ShareRules.notShared(zoneID, with: user)
             : SyncError(.zoneNotFound, "\(zoneID) is not a zone of \(user)'s \(scope) database", item: .zone(zoneID))
     }
 
     /// In this (owner's private) database: the keys of the zone kept as `zoneID` as `participant`
     /// (or the owner, for `nil`) sees them, or `nil` when the zone is not live or not shared with
     /// them.
-    func zoneKeyView(_ zoneID: RecordZone.ID, for participant: ShareActor?, _ snapshot: Snapshot) throws -> ZoneKeyView? {
+    func zoneKeyView(_ zoneID: RecordZone.ID, for participant: ShareActor?, _ snapshot: DatabaseSnapshot) throws -> ZoneKeyView? {
         guard let zone = try snapshot.zone(zoneID), zone.isLive else { return nil }
         var canWrite = true
         if let participant {
-            let access = try access(of: participant.recordName, to: zoneID, snapshot)
+            let access = try snapshot.access(of: participant.recordName, to: zoneID)
             if access.isEmpty { return nil }
             canWrite = access.zoneWide == .readWrite || access.roots.values.contains(.readWrite)
         }
@@ -113,7 +131,7 @@ extension ServerDatabase {
 
     /// The record names of the users who should hold a zone's key: this database's user, then
     /// every accepted participant of any share of the zone, sorted.
-    func recipientUsers(of zone: ZoneState, _ snapshot: Snapshot) throws -> [String] {
+    func recipientUsers(of zone: ZoneState, _ snapshot: DatabaseSnapshot) throws -> [String] {
         var participants = Set<String>()
         if zone.incarnation != 0 {
             for (_, share) in try snapshot.shares(incarnation: zone.incarnation) {
@@ -132,9 +150,9 @@ extension ServerDatabase {
         for name in Set(names) {
             let store: ServerDatabase
             if name == userRecordID.recordName, scope == .private {
-                store = self
-            } else if let owner = try server.owner(named: name) {
-                store = try server.store(owner.user, .private)
+                store = database
+            } else if let owner = try context.users.owner(named: name) {
+                store = try context.database(owner.user, .private)
             } else {
                 continue
             }
@@ -172,7 +190,7 @@ extension ServerDatabase {
         let listing = request.zoneIDs == nil
         if let zoneIDs = request.zoneIDs {
             for zoneID in zoneIDs {
-                if let error = Self.violation(zoneID.validate) {
+                if let error = ServerDatabase.violation(zoneID.validate) {
                     response.results[zoneID] = .failure(error)
                 } else if let target = try zoneKeyTarget(zoneID) {
                     asked.append((zoneID, target))
@@ -181,7 +199,7 @@ extension ServerDatabase {
                 }
             }
         } else if scope == .private {
-            let zones = try read { snapshot in
+            let zones = try database.read { snapshot in
                 var zones: [RecordZone.ID] = [.default]
                 try snapshot.index.forEach(in: "zones") { key, value in
                     if try ZoneState(decoding: Array(value)).isLive { zones.append(IndexKey.zoneID(from: Array(key))) }
@@ -189,18 +207,19 @@ extension ServerDatabase {
                 }
                 return zones
             }
-            asked = zones.map { ($0, ZoneKeyTarget(owner: self, kept: $0, participant: nil)) }
+            asked = zones.map { ($0, ZoneKeyTarget(owner: database, kept: $0, participant: nil)) }
         } else {
-            try server.propagateShares(to: user)
-            for (zoneID, _) in try read({ snapshot in try snapshot.sharedZones() }) {
+            try SharePropagation(context: context).propagateShares(to: user)
+            for (zoneID, _) in try database.read({ snapshot in try snapshot.sharedZones() }) {
                 if let target = try zoneKeyTarget(zoneID) { asked.append((zoneID, target)) }
             }
         }
         // Each user's device keys are read once, however many of the zones they are a recipient of.
         var keys: [String: [DevicePublicKey]] = [:]
         for (zoneID, target) in asked {
+            let owner = ZoneKeyRules(target.owner)
             let view = try target.owner.read { snapshot in
-                try target.owner.zoneKeyView(target.kept, for: target.participant, snapshot)
+                try owner.zoneKeyView(target.kept, for: target.participant, snapshot)
             }
             guard let view else {
                 if !listing { response.results[zoneID] = .failure(zoneKeysNotFound(zoneID)) }
@@ -209,7 +228,7 @@ extension ServerDatabase {
             if listing && view.wraps.isEmpty { continue }
             let unread = view.recipientUsers.filter { keys[$0] == nil }
             if !unread.isEmpty {
-                let read = try target.owner.deviceKeys(ofUsers: unread)
+                let read = try owner.deviceKeys(ofUsers: unread)
                 for name in unread { keys[name] = read[name] ?? [] }
             }
             response.results[zoneID] = .success(ZoneKeys(
@@ -233,7 +252,7 @@ extension ServerDatabase {
         var owners: [UserID] = []
         var byOwner: [UserID: (owner: ServerDatabase, participant: ShareActor?, items: [(asked: WrappedZoneKey, kept: WrappedZoneKey)])] = [:]
         for wrap in request.keys {
-            if let error = Self.violation(wrap.validate) {
+            if let error = ServerDatabase.violation(wrap.validate) {
                 response.results[wrap.id] = .failure(error)
                 continue
             }
@@ -251,7 +270,7 @@ extension ServerDatabase {
         }
         for user in owners {
             let group = byOwner[user]!
-            let results = try group.owner.saveOwnZoneKeys(group.items, by: group.participant, notFound: zoneKeysNotFound)
+            let results = try ZoneKeyRules(group.owner).saveOwnZoneKeys(group.items, by: group.participant, notFound: zoneKeysNotFound)
             response.results.merge(results) { _, new in new }
         }
         return response
@@ -270,14 +289,14 @@ extension ServerDatabase {
     ) throws -> [WrappedZoneKey.ID: Result<WrappedZoneKey, SyncError>] {
         let zones = Set(items.map(\.kept.zoneID))
         for _ in 0..<3 {
-            let users = try read { snapshot in
+            let users = try database.read { snapshot in
                 try zones.reduce(into: [RecordZone.ID: [String]]()) { users, zoneID in
                     if let zone = try snapshot.zone(zoneID), zone.isLive { users[zoneID] = try recipientUsers(of: zone, snapshot) }
                 }
             }
             let keys = try deviceKeys(ofUsers: users.values.flatMap { $0 })
             let recipients = users.mapValues { names in Set(names.flatMap { (keys[$0] ?? []).map(\.keyID) }) }
-            let (decided, _) = try write { snapshot, _ -> (entries: [ServerEntry], result: [WrappedZoneKey.ID: Result<WrappedZoneKey, SyncError>]?) in
+            let (decided, _) = try database.write { snapshot, _ -> (entries: [ServerEntry], result: [WrappedZoneKey.ID: Result<WrappedZoneKey, SyncError>]?) in
                 var views: [RecordZone.ID: ZoneKeyView?] = [:]
                 for zoneID in zones {
                     let live = try snapshot.zone(zoneID).flatMap { $0.isLive ? $0 : nil }

@@ -93,6 +93,27 @@ package final class UserRegistry: Sendable {
         return UserID(rawValue: String(decoding: entry.payload, as: UTF8.self))
     }
 
+    /// The record ID that stands for user `number` (`_user<number>`, what
+    /// `currentUserRecordID()` returns).
+    static func recordID(ofNumber number: UInt64) -> Record.ID {
+        Record.ID(recordName: "_user\(number)", zoneID: .default)
+    }
+
+    /// The user who owns zones named with `ownerName` (`_user<N>`, written as
+    /// `currentUserRecordID()` writes it), or `nil` for any other name.
+    func owner(named ownerName: String) throws -> (user: UserID, number: UInt64)? {
+        guard ownerName.hasPrefix("_user"), let number = UInt64(ownerName.dropFirst(5)),
+            "_user\(number)" == ownerName, let user = try user(number: number)
+        else { return nil }
+        return (user, number)
+    }
+
+    /// `user` (registered if new) as a share actor.
+    func actor(_ user: UserID) throws -> ShareActor {
+        let number = try number(of: user)
+        return ShareActor(user: user, number: number, recordID: Self.recordID(ofNumber: number))
+    }
+
     /// The user with this e-mail address (compared without case), or `nil`.
     func number(ofEmail email: String) throws -> UInt64? {
         try log.read { index in

@@ -1,111 +1,55 @@
 import Foundation
 import LogStore
-import Synchronization
+import ModelEntries
 import SyncModel
 
-/// One (user, scope) database: its log, and the operations of `CloudDatabase` on it.
+/// One (user, scope) database and the rules that run on it: its log, kept open by the server
+/// (`OpenDatabase`), and the server's context for what lies beyond it (`ServerContext`).
 ///
 /// Every modification is decided and appended inside one write transaction, so what it read
 /// is what it changed: a request commits whole (with its projection updates) or not at all.
-final class ServerDatabase: Sendable {
-    unowned let server: SyncServer
-    let user: UserID
+///
+/// This type holds the database's own operations (reads and writes, push hints, zones,
+/// subscriptions) and hands the others to the rules built from it: `RecordModification`,
+/// `ChangeFeed`, `SharedDatabase` (a participant's shared database), `ZoneKeyRules`,
+/// `SharePropagation` and `OperationGroups`.
+struct ServerDatabase: Sendable {
+    private let opened: OpenDatabase
+    /// What the database's rules need beyond its own log.
+    let context: ServerContext
+
+    init(_ opened: OpenDatabase, context: ServerContext) {
+        self.opened = opened
+        self.context = context
+    }
+
+    var user: UserID { opened.user }
     /// The user's number in the registry (their record name is `_user<number>`).
-    let userNumber: UInt64
-    let userRecordID: Record.ID
-    let scope: DatabaseScope
-    let log: any ServerLog
+    var userNumber: UInt64 { opened.userNumber }
+    var userRecordID: Record.ID { opened.userRecordID }
+    var scope: DatabaseScope { opened.scope }
+    var log: any ServerLog { opened.log }
     /// The identity written into this database's change tokens: the user's number and the
     /// scope, so a token presented to another database is refused (F142).
-    let databaseID: UInt64
-    /// The IDs of operation groups this database's log is known to have an
-    /// `operationGroupStarted` for (F69), so that the later requests of a group skip the lookup.
-    let knownOperationGroups = Mutex<Set<String>>([])
-
-    init(server: SyncServer, user: UserID, userNumber: UInt64, userRecordID: Record.ID, scope: DatabaseScope, log: any ServerLog) {
-        self.server = server
-        self.user = user
-        self.userNumber = userNumber
-        self.databaseID = userNumber << 2 | UInt64(scope.rawValue)
-        self.userRecordID = userRecordID
-        self.scope = scope
-        self.log = log
-    }
+    var databaseID: UInt64 { opened.userNumber << 2 | UInt64(opened.scope.rawValue) }
 
     var key: PushHub.Key { PushHub.Key(user: user, scope: scope) }
 
-    // MARK: Reading the index
+    /// The owner rule of this database's zones (F127, F138).
+    var ownership: ZoneOwnership { ZoneOwnership(user: user, userRecordID: userRecordID, scope: scope) }
 
-    struct Snapshot {
-        /// The index and entries, in LMDB or another storage.
-        let index: any IndexReader
-        let database: ServerDatabase
+    // MARK: Reading and writing
 
-        func zone(_ zoneID: RecordZone.ID) throws -> ZoneState? {
-            if zoneID == .default { return database.scope == .private ? .defaultZone : nil }
-            return try index.value(forKey: IndexKey.zone(zoneID), in: "zones").map {
-                (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes)
-            }
-        }
-
-        func record(_ recordID: Record.ID, incarnation: UInt64) throws -> RecordState? {
-            try index.value(forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: "records"
-            ).map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
-        }
-
-        /// The records of the zone incarnation that reference `name` with deleteSelf (F135).
-        func referrers(of name: String, incarnation: UInt64) throws -> [String] {
-            try Referrers.decode(try index.value(forKey: IndexKey.record(incarnation: incarnation, name: name), in: "referrers"))
-        }
-
-        /// The record saved by the entry at `offset`.
-        func savedRecord(at offset: UInt64) throws -> Record {
-            try savedRecord(in: savedEntry(at: offset))
-        }
-
-        /// The `recordSaved` entry at `offset`, not decoded.
-        func savedEntry(at offset: UInt64) throws -> LogEntry {
-            guard let entry = try index.entry(at: LogOffset(offset)), entry.kind == ServerEntry.Kind.recordSaved else {
-                throw LogStoreError(.projectionInconsistent, "the index points at offset \(offset), which saves no record")
-            }
-            return entry
-        }
-
-        /// The record a `recordSaved` entry saves.
-        func savedRecord(in entry: LogEntry) throws -> Record {
-            guard case .recordSaved(let record) = try ServerEntry(entry) else {
-                throw LogStoreError(.projectionInconsistent, "the index points at offset \(entry.offset), which saves no record")
-            }
-            return record
-        }
-
-        func state(_ key: [UInt8]) throws -> UInt64 {
-            try index.value(forKey: key, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
-        }
-
-        var lastOffset: UInt64 { get throws { try index.lastOffset.rawValue } }
-
-        /// The IDs of the subscriptions of this database, in ID order.
-        func subscriptionOffsets() throws -> [UInt64] {
-            var offsets: [UInt64] = []
-            try index.forEach(in: "subscriptions") { _, value in
-                offsets.append(readBigEndian(value))
-                return true
-            }
-            return offsets
-        }
-    }
-
-    func read<R>(_ body: (Snapshot) throws -> R) throws -> R {
-        try log.read { index in try body(Snapshot(index: index, database: self)) }
+    func read<R>(_ body: (DatabaseSnapshot) throws -> R) throws -> R {
+        try log.read { index in try body(DatabaseSnapshot(index: index, scope: scope, user: user)) }
     }
 
     /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
     /// entries it returns are appended in the same transaction. Returns the body's result and
     /// the offsets appended.
-    func write<R>(_ body: (Snapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)) throws -> (R, Range<LogOffset>) {
+    func write<R>(_ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)) throws -> (R, Range<LogOffset>) {
         try log.write { index in
-            let snapshot = Snapshot(index: index, database: self)
+            let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
             let next = try snapshot.lastOffset + 1
             let (entries, result) = try body(snapshot, next)
             // The index gets the entries as they are, not decoded again from their bytes.
@@ -117,7 +61,7 @@ final class ServerDatabase: Sendable {
     /// subscription covers one of them: a database subscription, or a zone subscription of a
     /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions skips it.
     func notify(changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?) {
-        guard !changedZones.isEmpty, let subscriptions = try? read({ try allSubscriptions($0) }) else { return }
+        guard !changedZones.isEmpty, let subscriptions = try? read({ try $0.allSubscriptions() }) else { return }
         let sorted = subscriptions.values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue }
         let matching: (Subscription, RecordZone.ID?)?
         if let database = sorted.first(where: { $0.kind == .database }) {
@@ -131,8 +75,22 @@ final class ServerDatabase: Sendable {
         guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
             databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: offset, database: databaseID))
-        server.storage.publish(PushNotice(hint: hint, user: user, origin: device))
+            changeToken: DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID))
+        context.storage.publish(PushNotice(hint: hint, user: user, origin: device))
+    }
+
+    /// After a commit: hints this database's listeners (but `device` when the user made the
+    /// commit, not a share participant `actor`), and for a private database brings the shared
+    /// database of every participant of the changed zones, and of `affected`, up to date (F121,
+    /// F124).
+    func committed(
+        changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?, actor: ShareActor? = nil,
+        affected: Set<UInt64> = [], reasons: [UInt64: ShareEndReason] = [:]
+    ) {
+        notify(changedZones: changedZones, through: offset, from: actor == nil ? device : nil)
+        guard scope == .private else { return }
+        SharePropagation(context: context).propagate(
+            after: self, changedZones: changedZones, from: device, actor: actor, affected: affected, reasons: reasons)
     }
 
     // MARK: Zones
@@ -186,8 +144,8 @@ final class ServerDatabase: Sendable {
         var spelling = RequestSpelling<RecordZone.ID>()
         var owned = ModifyZonesRequest()
         for zone in request.zonesToSave {
-            guard let kept = ownZoneID(zone.zoneID) else {
-                refused.saveResults[zone.zoneID] = .failure(foreignZoneWriteError(zone.zoneID, item: .zone(zone.zoneID)))
+            guard let kept = ownership.ownZoneID(zone.zoneID) else {
+                refused.saveResults[zone.zoneID] = .failure(ownership.foreignZoneWriteError(zone.zoneID, item: .zone(zone.zoneID)))
                 continue
             }
             spelling.note(kept: kept, asked: zone.zoneID)
@@ -196,8 +154,8 @@ final class ServerDatabase: Sendable {
             owned.zonesToSave.append(ownZone)
         }
         for zoneID in request.zoneIDsToDelete {
-            guard let kept = ownZoneID(zoneID) else {
-                refused.deleteResults[zoneID] = .failure(foreignZoneWriteError(zoneID, item: .zone(zoneID)))
+            guard let kept = ownership.ownZoneID(zoneID) else {
+                refused.deleteResults[zoneID] = .failure(ownership.foreignZoneWriteError(zoneID, item: .zone(zoneID)))
                 continue
             }
             spelling.note(kept: kept, asked: zoneID)
@@ -250,7 +208,7 @@ final class ServerDatabase: Sendable {
                         SyncError(.invalidArguments, "the default zone cannot be deleted", item: .zone(zoneID)))
                 } else if let state = try snapshot.zone(zoneID), state.isLive {
                     // Its participants lose it (F124).
-                    affected.formUnion(try participantNumbers(ofZone: zoneID, snapshot))
+                    affected.formUnion(try shareRules.participantNumbers(ofZone: zoneID, snapshot))
                     entries.append(.zoneDeleted(zoneID, reason: .deleted))
                     response.deleteResults[zoneID] = .success(())
                 } else {
@@ -269,7 +227,7 @@ final class ServerDatabase: Sendable {
     }
 
     func fetchZones(_ request: FetchZonesRequest) throws -> FetchZonesResponse {
-        if scope == .shared { try server.propagateShares(to: user) }
+        if scope == .shared { try SharePropagation(context: context).propagateShares(to: user) }
         return try read { snapshot in
             var response = FetchZonesResponse()
             if let zoneIDs = request.zoneIDs {
@@ -279,16 +237,16 @@ final class ServerDatabase: Sendable {
                         continue
                     }
                     // Another user's zone is never in a private database (F138).
-                    guard let kept = ownZoneID(zoneID) else {
-                        response.results[zoneID] = .failure(foreignZoneReadError(zoneID))
+                    guard let kept = ownership.ownZoneID(zoneID) else {
+                        response.results[zoneID] = .failure(ownership.foreignZoneReadError(zoneID))
                         continue
                     }
                     if let state = try snapshot.zone(kept), state.isLive {
                         response.results[zoneID] = .success(RecordZone(
                             zoneID: zoneID, capabilities: state.capabilities,
-                            share: try zoneShareReference(zoneID, kept: kept, snapshot)))
+                            share: try snapshot.zoneShareReference(zoneID, kept: kept)))
                     } else {
-                        response.results[zoneID] = .failure(try zoneError(kept, snapshot, item: .zone(zoneID)))
+                        response.results[zoneID] = .failure(try snapshot.zoneError(kept, item: .zone(zoneID)))
                     }
                 }
             } else {
@@ -299,34 +257,13 @@ final class ServerDatabase: Sendable {
                         let zoneID = IndexKey.zoneID(from: Array(key))
                         response.results[zoneID] = .success(RecordZone(
                             zoneID: zoneID, capabilities: state.capabilities,
-                            share: try zoneShareReference(zoneID, kept: zoneID, snapshot)))
+                            share: try snapshot.zoneShareReference(zoneID, kept: zoneID)))
                     }
                     return true
                 }
             }
             return response
         }
-    }
-
-    /// The error for an operation on a zone that is not live: why it is gone (F147, F150).
-    func zoneError(_ zoneID: RecordZone.ID, _ snapshot: Snapshot, item: SyncError.ItemID? = nil) throws -> SyncError {
-        let item = item ?? .zone(zoneID)
-        guard scope == .private else { return Self.notShared(zoneID, with: user, item: item) }
-        if let state = try snapshot.zone(zoneID), !state.isLive, state.deletedAt != 0 {
-            switch state.deletionReason {
-            case .purged:
-                return SyncError(
-                    .userDeletedZone, "\(zoneID) was purged by its user; save the zone again to use it", item: item,
-                    zoneDeletionReason: .purged)
-            case .encryptedDataReset:
-                return SyncError(
-                    .zoneNotFound, "\(zoneID) was removed when the user reset their encrypted data", item: item,
-                    zoneDeletionReason: .encryptedDataReset)
-            case .deleted:
-                return SyncError(.zoneNotFound, "\(zoneID) was deleted", item: item, zoneDeletionReason: .deleted)
-            }
-        }
-        return SyncError(.zoneNotFound, "\(zoneID) does not exist", item: item)
     }
 
     func liveCustomZones() throws -> [RecordZone.ID] {
@@ -347,7 +284,7 @@ final class ServerDatabase: Sendable {
             var entries: [ServerEntry] = []
             for zoneID in zoneIDs where zoneID != .default {
                 if let state = try snapshot.zone(zoneID), state.isLive {
-                    affected.formUnion(try participantNumbers(ofZone: zoneID, snapshot))
+                    affected.formUnion(try shareRules.participantNumbers(ofZone: zoneID, snapshot))
                     entries.append(.zoneDeleted(zoneID, reason: reason))
                 } else {
                     throw SyncError(.zoneNotFound, "\(zoneID) does not exist", item: .zone(zoneID))
@@ -375,7 +312,7 @@ final class ServerDatabase: Sendable {
         let (response, _) = try write { snapshot, _ -> (entries: [ServerEntry], result: ModifySubscriptionsResponse) in
             var entries: [ServerEntry] = []
             var response = ModifySubscriptionsResponse()
-            let existing = try allSubscriptions(snapshot)
+            let existing = try snapshot.allSubscriptions()
             for subscription in request.subscriptionsToSave {
                 let id = subscription.subscriptionID
                 if let error = Self.violation(subscription.validate) {
@@ -392,12 +329,12 @@ final class ServerDatabase: Sendable {
                 // fails (F127, F138).
                 var kept = subscription
                 if case .recordZone(let zoneID) = subscription.kind {
-                    guard let ownZone = ownZoneID(zoneID) else {
-                        response.saveResults[id] = .failure(foreignZoneWriteError(zoneID, item: .subscription(id)))
+                    guard let ownZone = ownership.ownZoneID(zoneID) else {
+                        response.saveResults[id] = .failure(ownership.foreignZoneWriteError(zoneID, item: .subscription(id)))
                         continue
                     }
                     guard try snapshot.zone(ownZone)?.isLive == true else {
-                        response.saveResults[id] = .failure(try zoneError(ownZone, snapshot, item: .subscription(id)))
+                        response.saveResults[id] = .failure(try snapshot.zoneError(ownZone, item: .subscription(id)))
                         continue
                     }
                     kept.kind = .recordZone(ownZone)
@@ -421,18 +358,57 @@ final class ServerDatabase: Sendable {
         return response
     }
 
-    func allSubscriptions(_ snapshot: Snapshot) throws -> [Subscription.ID: Subscription] {
-        var subscriptions: [Subscription.ID: Subscription] = [:]
-        for offset in try snapshot.subscriptionOffsets() {
-            guard let entry = try snapshot.index.entry(at: LogOffset(offset)), case .subscriptionSaved(let subscription) = try ServerEntry(entry) else {
-                throw LogStoreError(.projectionInconsistent, "the subscription index points at offset \(offset), which saves none")
-            }
-            subscriptions[subscription.subscriptionID] = subscription
-        }
-        return subscriptions
+    func allSubscriptions() throws -> [Subscription] {
+        try read { snapshot in try snapshot.allSubscriptions().values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue } }
     }
 
-    func allSubscriptions() throws -> [Subscription] {
-        try read { snapshot in try allSubscriptions(snapshot).values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue } }
+    // MARK: The rules built from the database
+
+    /// The rules of this (owner's) database's shares.
+    var shareRules: ShareRules { ShareRules(self) }
+
+    /// Saves and deletes records (see `RecordModification`); `actor` is a share participant
+    /// writing to this (the owner's) database.
+    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
+        try RecordModification(self).modify(request, from: device, actor: actor)
+    }
+
+    /// One page of the database's change feed (see `ChangeFeed`).
+    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) throws -> FetchDatabaseChangesResponse {
+        try ChangeFeed(self).databaseChanges(request)
+    }
+
+    /// One page of a zone's change feed (see `ChangeFeed`); `viewer` is a share participant
+    /// reading this (the owner's) zone.
+    func fetchZoneChanges(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor? = nil
+    ) throws -> FetchZoneChangesResponse {
+        try ChangeFeed(self).zoneChanges(request, for: device, viewer: viewer)
+    }
+
+    /// `fetchZoneChanges`, its records left as stored where they can be (see `ChangeFeed`).
+    func fetchZoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
+        try ChangeFeed(self).zoneChangesPage(request, for: device)
+    }
+
+    /// Registers a device key of this database's user (see `ZoneKeyRules`).
+    func registerDeviceKey(_ key: DevicePublicKey) throws {
+        try ZoneKeyRules(self).registerDeviceKey(key)
+    }
+
+    /// `fetchZoneKeys` (see `ZoneKeyRules`).
+    func fetchZoneKeys(_ request: FetchZoneKeysRequest) throws -> FetchZoneKeysResponse {
+        try ZoneKeyRules(self).fetchZoneKeys(request)
+    }
+
+    /// `saveZoneKeys` (see `ZoneKeyRules`).
+    func saveZoneKeys(_ request: SaveZoneKeysRequest) throws -> SaveZoneKeysResponse {
+        try ZoneKeyRules(self).saveZoneKeys(request)
+    }
+
+    /// Notes the operation group a request sent to this database came with (see
+    /// `OperationGroups`).
+    func noteOperationGroup(_ group: OperationGroup?, request: String, device: DeviceID?, requestID: RequestID? = nil) throws {
+        try opened.operationGroups.note(group, request: request, device: device, requestID: requestID, in: self)
     }
 }

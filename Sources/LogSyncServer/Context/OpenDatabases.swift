@@ -1,0 +1,77 @@
+import Synchronization
+import SyncModel
+
+/// How the rules of one database reach the other databases of its server: the small interface
+/// that sharing (acceptance, propagation to participants' shared databases, a participant's
+/// requests decided in the owner's database), change feeds and zone keys use, in place of the
+/// server itself.
+protocol DatabaseDirectory: Sendable {
+    /// The database of `user` and `scope`, opened on first use.
+    ///
+    /// - Throws: `SyncError(.invalidArguments)` for a user ID that breaks the rules; storage
+    ///   errors.
+    func open(_ user: UserID, _ scope: DatabaseScope) throws -> OpenDatabase
+
+    /// Runs `body` holding the lock that serialises the writes to participants' shared databases
+    /// (acceptance, propagation) on every node of the storage, so that two of them never decide on
+    /// one participant's zone at once.
+    func withSharingLock<R>(_ body: () throws -> R) throws -> R
+}
+
+/// One (user, scope) database as its server keeps it open: whose it is, its log, and what the
+/// server remembers of it between requests. The rules that run on it are `ServerDatabase`'s.
+final class OpenDatabase: Sendable {
+    let user: UserID
+    /// The user's number in the registry (their record name is `_user<number>`).
+    let userNumber: UInt64
+    /// The record ID that stands for the user (`_user<number>`).
+    let userRecordID: Record.ID
+    let scope: DatabaseScope
+    let log: any ServerLog
+    /// The operation groups its log is known to have started (F69).
+    let operationGroups = OperationGroups()
+
+    init(user: UserID, userNumber: UInt64, scope: DatabaseScope, log: any ServerLog) {
+        self.user = user
+        self.userNumber = userNumber
+        self.userRecordID = UserRegistry.recordID(ofNumber: userNumber)
+        self.scope = scope
+        self.log = log
+    }
+}
+
+/// The databases open in this process, each opened once, on first use, from the storage.
+final class OpenDatabases: DatabaseDirectory {
+    private let storage: any ServerStorage
+    private let users: UserRegistry
+    private let open = Mutex<[PushHub.Key: OpenDatabase]>([:])
+
+    init(storage: any ServerStorage, users: UserRegistry) {
+        self.storage = storage
+        self.users = users
+    }
+
+    func open(_ user: UserID, _ scope: DatabaseScope) throws -> OpenDatabase {
+        let key = PushHub.Key(user: user, scope: scope)
+        if let open = open.withLock({ $0[key] }) { return open }
+        let number = try users.number(of: user)
+        let name = ServerLogName.database(user: number, scope: scope)
+        let log = try storage.openLog(name, projection: name.serverProjection)
+        let database = OpenDatabase(user: user, userNumber: number, scope: scope, log: log)
+        return open.withLock { open in
+            if let existing = open[key] { return existing }
+            open[key] = database
+            return database
+        }
+    }
+
+    func withSharingLock<R>(_ body: () throws -> R) throws -> R {
+        try storage.withExclusiveLock("sharing", body)
+    }
+
+    /// Runs `body` on the table of open databases: what a test uses to forget them all, as a
+    /// restarted process would.
+    func withLock<R: Sendable>(_ body: (inout [PushHub.Key: OpenDatabase]) -> R) -> R {
+        open.withLock { body(&$0) }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import LogStore
+import SyncModel
+
+// What a database's index says of sharing (Docs/Protocol.md, "Sharing"): an owner's shares and
+// who they let do what, a participant's shared zones.
+
+extension DatabaseSnapshot {
+    /// Every zone shared with this (shared) database's user, with what the index keeps of it.
+    func sharedZones() throws -> [(RecordZone.ID, SharedZoneState)] {
+        var zones: [(RecordZone.ID, SharedZoneState)] = []
+        try index.forEach(in: "sharedZones") { key, value in
+            zones.append((IndexKey.zoneID(from: Array(key)), try SharedZoneState(decoding: Array(value))))
+            return true
+        }
+        return zones
+    }
+
+    /// The live share records of a zone incarnation: name → share.
+    func shares(incarnation: UInt64) throws -> [(name: String, share: Share)] {
+        var names: [String] = []
+        let prefix = bigEndian(incarnation)
+        try index.forEach(in: "shares", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            names.append(String(decoding: key[8...], as: UTF8.self))
+            return true
+        }
+        return try names.compactMap { name in
+            guard let state = try record(Record.ID(recordName: name, zoneID: .default), incarnation: incarnation), !state.isTombstone
+            else { return nil }
+            return (name, Share(validated: try savedRecord(at: state.offset)))
+        }
+    }
+
+    /// The name of the share rooted at `root`, if any.
+    func shareRooted(at root: String, incarnation: UInt64) throws -> String? {
+        try index.value(forKey: IndexKey.record(incarnation: incarnation, name: root), in: "shareRoots")
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// What `participant` (a user record name) may do in the zone kept as `zoneID`.
+    func access(of participant: String, to zoneID: RecordZone.ID) throws -> ParticipantAccess {
+        var access = ParticipantAccess()
+        guard zoneID != .default, let zone = try zone(zoneID), zone.isLive else { return access }
+        for (name, share) in try shares(incarnation: zone.incarnation) {
+            guard let member = share.participant(userRecordName: participant), member.role != .owner,
+                member.acceptanceStatus == .accepted, member.permission != .none
+            else { continue }
+            access.shares.insert(name)
+            if let root = share.rootRecordID {
+                access.roots[root.recordName] = member.permission
+            } else {
+                access.zoneWide = member.permission
+            }
+        }
+        return access
+    }
+
+    /// The permission `access` gives on the record named `name` of a zone incarnation, or `nil`
+    /// when the record is not shared: a share record is read-only, a zone-wide share covers
+    /// everything, a hierarchy share its root and the records whose parents lead to it (a
+    /// deleted record by the parent it had).
+    func permission(
+        _ access: ParticipantAccess, onRecord name: String, startingAt parent: String? = nil, incarnation: UInt64
+    ) throws -> Share.Participant.Permission? {
+        if access.shares.contains(name) { return .readOnly }
+        if let zoneWide = access.zoneWide { return zoneWide }
+        var current = parent ?? name
+        var seen = Set<String>()
+        while !current.isEmpty, seen.insert(current).inserted, seen.count <= 10_000 {
+            if let permission = access.roots[current] { return permission }
+            guard let state = try record(Record.ID(recordName: current, zoneID: .default), incarnation: incarnation) else {
+                return nil
+            }
+            current = state.parent
+        }
+        return nil
+    }
+
+    /// Whether the zone kept as `zoneID` is still shared with `participant` through any share,
+    /// and if so the offset of its latest change; else why not (`share`: the share they joined).
+    func verdict(on zoneID: RecordZone.ID, for participant: String, share: String) throws -> SharedZoneVerdict {
+        guard let zone = try zone(zoneID), zone.isLive else { return .gone(.zoneDeleted) }
+        if try !access(of: participant, to: zoneID).isEmpty { return .live(lastChange: zone.lastChange) }
+        let joined = try shares(incarnation: zone.incarnation).first { $0.name == share }
+        return joined == nil ? .gone(.shareDeleted) : .gone(.removed)
+    }
+
+    /// A reference to the zone-wide share of a zone, if it has one, named in `zoneID`'s spelling.
+    func zoneShareReference(_ zoneID: RecordZone.ID, kept: RecordZone.ID) throws -> Record.Reference? {
+        let name: String?
+        if scope == .shared {
+            name = try index.value(forKey: IndexKey.zone(kept), in: "sharedZones")
+                .map { try SharedZoneState(decoding: $0).share }
+        } else if let zone = try zone(kept), zone.isLive, zone.incarnation != 0 {
+            let key = IndexKey.record(incarnation: zone.incarnation, name: Share.zoneWideShareRecordName)
+            name = try index.value(forKey: key, in: "shares") == nil
+                ? nil : Share.zoneWideShareRecordName
+        } else {
+            name = nil
+        }
+        guard let name, name == Share.zoneWideShareRecordName else { return nil }
+        return Record.Reference(recordID: Record.ID(recordName: name, zoneID: zoneID))
+    }
+}
+
+/// What a participant may do in one zone of the owner's: through a zone-wide share, or through
+/// hierarchy shares (their roots), as the owner's index says at one snapshot.
+struct ParticipantAccess {
+    /// The permission of a zone-wide share that lists the participant as accepted.
+    var zoneWide: Share.Participant.Permission?
+    /// Root record name → the permission of the hierarchy share rooted there.
+    var roots: [String: Share.Participant.Permission] = [:]
+    /// The names of the share records that give access (readable, never writable).
+    var shares: Set<String> = []
+
+    var isEmpty: Bool { zoneWide == nil && roots.isEmpty }
+}
+
+/// Whether a zone shared with a participant still is, and how far its owner's log has gone.
+enum SharedZoneVerdict {
+    case live(lastChange: UInt64)
+    case gone(ShareEndReason)
+}
