@@ -19,7 +19,7 @@ import SyncModel
 /// A check works with users of its own (their names carry a prefix unique to the run), so one
 /// running server serves the whole suite, and checks may run one after another or in parallel.
 /// The suite uses no test framework: it returns failures, which a test records in its own way
-/// (``verify(against:checks:)`` throws them all as one error).
+/// (``verify(checks:against:)`` throws them all as one error).
 public enum ContractSuite {
     /// Makes a device's view of a user's database: what a server gives a signed-in device.
     ///

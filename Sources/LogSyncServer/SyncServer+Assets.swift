@@ -27,7 +27,7 @@ extension SyncServer {
     ///   - device: The device uploading.
     ///   - operationGroup: The group the upload belongs to (F69), noted in the database's log the
     ///     first time it is seen.
-    /// - Throws: ``SyncError``: `limitExceeded` over ``Limits/maxAssetBytes``, `quotaExceeded`,
+    /// - Throws: `SyncError`: `limitExceeded` over `Limits/maxAssetBytes`, `quotaExceeded`,
     ///   `zoneNotFound` for a zone the user cannot write, `zoneBusy` (with a retry-after) while
     ///   another user or device (or a request naming no device) uploads the same content for the
     ///   zone, `invalidArguments` for bad IDs, a malformed operation group, or a size other than
@@ -43,7 +43,7 @@ extension SyncServer {
     /// Opens an asset's stored content for reading, for a record of `zoneID`; its
     /// `operationGroup` (F69) is noted in the database's log the first time it is seen.
     ///
-    /// - Throws: ``SyncError``: `assetNotAvailable` when the zone has no such content (it was
+    /// - Throws: `SyncError`: `assetNotAvailable` when the zone has no such content (it was
     ///   never uploaded for the zone nor referenced by its live records, or was collected),
     ///   whether or not the owner keeps it for another zone; `zoneNotFound` for a zone the user
     ///   cannot read, `invalidArguments` for bad IDs or a malformed operation group.

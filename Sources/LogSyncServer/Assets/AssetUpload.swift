@@ -60,7 +60,7 @@ public final class AssetUpload: Sendable {
 
     /// Appends the piece `bytes`, which starts at byte `offset` of the content.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` naming the asset for a piece out of order
+    /// - Throws: `SyncError` `invalidArguments` naming the asset for a piece out of order
     ///   (`offset` is not ``received``) or past the announced size, or after ``close()``;
     ///   `zoneBusy` once a newer upload from the same device has taken this one over; storage
     ///   errors.
@@ -96,7 +96,7 @@ public final class AssetUpload: Sendable {
     /// (unless the owner keeps it already, for another zone) and logs it for the zone
     /// (`assetStored`); returns the asset as the server keeps it.
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` when bytes are missing (the upload may
+    /// - Throws: `SyncError` `invalidArguments` when bytes are missing (the upload may
     ///   continue from ``received``); `assetFileModified` naming the asset when the bytes hash to
     ///   another digest (the partial content is dropped); `quotaExceeded`; `zoneNotFound` when
     ///   the zone was deleted meanwhile; `zoneBusy` once a newer upload from the same device

@@ -232,7 +232,7 @@ public struct AssetDownload: Sendable {
 
     /// Up to `maxLength` bytes from `offset` (fewer at the end, none past it).
     ///
-    /// - Throws: ``SyncError`` `invalidArguments` for an offset outside the content,
+    /// - Throws: `SyncError` `invalidArguments` for an offset outside the content,
     ///   `assetNotAvailable` when it was deleted meanwhile.
     public func read(from offset: Int64, maxLength: Int = AssetTransfer.chunkSize) async throws -> [UInt8] {
         guard offset >= 0, offset <= size else {
