@@ -26,10 +26,7 @@ struct ConflictScenarios {
             try await phoneA.engine.sendChanges()
 
             // B sets "B" and sends before fetching: the save conflicts, and sendChanges throws.
-            try phoneB.write(Self.note, "B")
-            let error = await #expect(throws: SyncError.self) { try await phoneB.engine.sendChanges() }
-            #expect(error?.code == .partialFailure)
-            #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
+            try await phoneB.writeExpectingFailedSave(Self.note, "B", .serverRecordChanged)
             let failed = phoneB.syncEvents.compactMap { event -> SyncEngine.Event.SentRecordZoneChanges? in
                 if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
             }.last
