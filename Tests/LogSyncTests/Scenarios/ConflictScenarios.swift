@@ -39,9 +39,7 @@ struct ConflictScenarios {
             try await phoneB.sync()
             try await phoneA.sync()
             #expect(phoneA.title(Self.note) == "A")
-            #expect(phoneB.title(Self.note) == "A")
-            #expect(try phoneA.engine.deviceLog.log.verifyProjections() == nil)
-            #expect(try phoneB.engine.deviceLog.log.verifyProjections() == nil)
+            try phoneA.expectConverged(with: phoneB)
         }
     }
 }
