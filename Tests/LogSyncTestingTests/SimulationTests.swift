@@ -283,15 +283,19 @@ struct SimulationTests {
     }
 
     /// Someone writes the note `x` titled `title`, in a new zone `zoneName`, to alice's database
-    /// behind the simulation's devices' back: what the simulation's checks find then.
-    static func findingsAfterPlanting(in simulation: Simulation, zone zoneName: String, title: String) async throws -> [String] {
+    /// behind the simulation's devices' back: what the simulation's checks find then, and the
+    /// failure they make.
+    static func findingsAfterPlanting(
+        in simulation: Simulation, zone zoneName: String, title: String
+    ) async throws -> (findings: [String], failure: SimulationFailure) {
         let database = simulation.server.database(for: "alice", device: "intruder")
         let zone = RecordZone.ID(zoneName: zoneName)
         _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
         var note = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
         note["title"] = .string(title)
         _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [note]))
-        return try await simulation.check()
+        let findings = try await simulation.check()
+        return (findings, simulation.failure(findings))
     }
 
     // The checks themselves: a read-only participant's edit that reached the owner is found.
@@ -303,9 +307,8 @@ struct SimulationTests {
             configuration.rerunCommand = "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation"
             let simulation = try await Self.settled(seed: 2, directory: directory, configuration: configuration)
             // carol's device (E) is read-only: plant a note as if her edit had been accepted.
-            let findings = try await Self.findingsAfterPlanting(in: simulation, zone: "Planted", title: "E.999")
+            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Planted", title: "E.999")
             #expect(findings.contains { $0.contains("edits of user \"carol\", a read-only participant") && $0.contains("Planted/x = E.999") })
-            let failure = simulation.failure(findings)
             #expect(failure.description.contains("rerun: SIMULATION_SHARING_SEEDS=2 swift test --filter SimulationTests/sharingSimulation"))
         }
     }
@@ -318,9 +321,8 @@ struct SimulationTests {
             configuration.rerunCommand = "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation"
             let simulation = try await Self.settled(seed: 3, directory: directory, configuration: configuration)
             // Someone writes to alice's database behind the simulation's back.
-            let findings = try await Self.findingsAfterPlanting(in: simulation, zone: "Intruded", title: "planted")
+            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Intruded", title: "planted")
             #expect(findings.contains { $0.contains("not what it acknowledged") && $0.contains("Intruded/x = planted") })
-            let failure = simulation.failure(findings)
             #expect(failure.description.contains("simulation seed 3 failed"))
             #expect(failure.description.contains("rerun: SIMULATION_SEEDS=3 swift test --filter SimulationTests/simulation"))
         }
