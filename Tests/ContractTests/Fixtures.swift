@@ -319,6 +319,18 @@ struct Device: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Where a full fetch from nil ends now: the database's token and zone `zone`'s.
+    func currentTokens(_ zone: String = "Notes") async throws -> (database: DatabaseChangeToken, zone: ZoneChangeToken) {
+        (try await fetchDatabase().token, try await fetchZone(zone).token)
+    }
+
+    /// The device's database as `Operations` (a protocol its harness's databases adopt), or a
+    /// ``ContractFailure`` saying it has no `what`.
+    func operations<Operations>(_: Operations.Type, _ what: String) throws -> Operations {
+        guard let operations = database as? Operations else { throw ContractFailure("\(database) has no \(what)") }
+        return operations
+    }
+
     // MARK: Subscriptions and push
 
     /// Saves a database subscription, which must succeed.
@@ -449,6 +461,19 @@ final class HintListener {
             throw ContractFailure("the push hint stream finished before a hint arrived")
         }
         return hint
+    }
+
+    /// The next hint, expected to be for `commit` in `zone` (see ``hint(_:isFor:in:sourceLocation:)``);
+    /// `what` names the commit in the issue recorded otherwise.
+    @discardableResult
+    func expectNext(
+        isFor commit: DatabaseChangeToken, in zone: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> PushHint {
+        let next = try await next()
+        #expect(
+            hint(next, isFor: commit, in: zoneID(zone), sourceLocation: sourceLocation), "the next hint, \(next), is not \(what)",
+            sourceLocation: sourceLocation)
+        return next
     }
 }
 

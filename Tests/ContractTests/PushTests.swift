@@ -78,12 +78,8 @@ struct PushTests {
             try await phone.save(newRecord("p1", in: "Archive"))
             let phoneCommit = try server.currentToken(of: "alice")
 
-            let toLaptop = try await laptopHints.next()
-            #expect(hint(toLaptop, isFor: phoneCommit, in: zoneID("Archive")),
-                    "the laptop's first hint, \(toLaptop), is not the phone's commit")
-            let toPhone = try await phoneHints.next()
-            #expect(hint(toPhone, isFor: laptopCommit, in: zoneID("Inbox")),
-                    "the phone's first hint, \(toPhone), is not the laptop's commit")
+            try await laptopHints.expectNext(isFor: phoneCommit, in: "Archive", "the phone's commit")
+            try await phoneHints.expectNext(isFor: laptopCommit, in: "Inbox", "the laptop's commit")
         }
     }
 
@@ -103,10 +99,8 @@ struct PushTests {
             try await laptop.save(newRecord("n1"))
             let customCommit = try server.currentToken(of: "alice")
 
-            let first = try await hints.next()
+            let first = try await hints.expectNext(isFor: customCommit, in: "Notes", "the custom-zone commit")
             #expect(first.zoneID != .default)
-            #expect(hint(first, isFor: customCommit, in: zoneID("Notes")),
-                    "the first hint, \(first), is not the custom-zone commit")
         }
     }
 
@@ -130,9 +124,7 @@ struct PushTests {
             let bobCommit = try server.currentToken(of: "bob")
             #expect(bobCommit != (try server.currentToken(of: "alice")), "the test needs distinct tokens")
 
-            let first = try await hints.next()
-            #expect(hint(first, isFor: bobCommit, in: zoneID("Journal")),
-                    "bob's first hint, \(first), is not bob's commit")
+            try await hints.expectNext(isFor: bobCommit, in: "Journal", "bob's commit")
         }
     }
 
@@ -144,27 +136,22 @@ struct PushTests {
         try await withPhoneAndLaptop(harness) { server, phone, laptop in
             try await laptop.createZone("Notes")
             let hints = await phone.listen()
+            /// After a commit that must not be hinted, the phone subscribes: the next commit is hinted.
+            func expectHintedAfterSubscribing(unhinted: String, hinted: String, _ what: String) async throws {
+                try await laptop.save(newRecord(unhinted))
+                await hints.settle()
+                try await phone.subscribe("engine")
+                try await laptop.save(newRecord(hinted))
+                try await hints.expectNext(isFor: try server.currentToken(of: "alice"), in: "Notes", what)
+            }
 
-            try await laptop.save(newRecord("unsubscribed"))
-            await hints.settle()
-            try await phone.subscribe("engine")
-            try await laptop.save(newRecord("subscribed"))
-            let subscribedCommit = try server.currentToken(of: "alice")
-            let first = try await hints.next()
-            #expect(hint(first, isFor: subscribedCommit, in: zoneID("Notes")),
-                    "the first hint, \(first), is not the first commit after subscribing")
+            try await expectHintedAfterSubscribing(unhinted: "unsubscribed", hinted: "subscribed", "the first commit after subscribing")
 
             let deletion = try await phone.database.modifySubscriptions(saving: [], deleting: ["engine"])
             expectSuccess(deletion.deleteResults["engine"])
             await hints.settle()
-            try await laptop.save(newRecord("unsubscribed-again"))
-            await hints.settle()
-            try await phone.subscribe("engine")
-            try await laptop.save(newRecord("resubscribed"))
-            let resubscribedCommit = try server.currentToken(of: "alice")
-            let second = try await hints.next()
-            #expect(hint(second, isFor: resubscribedCommit, in: zoneID("Notes")),
-                    "the hint after \(first), \(second), is not the first commit after subscribing again")
+            try await expectHintedAfterSubscribing(
+                unhinted: "unsubscribed-again", hinted: "resubscribed", "the first commit after subscribing again")
         }
     }
 
@@ -184,9 +171,7 @@ struct PushTests {
             try await laptop.save(newRecord("n1", in: "Notes"))
             let notesCommit = try server.currentToken(of: "alice")
 
-            let first = try await hints.next()
-            #expect(hint(first, isFor: notesCommit, in: zoneID("Notes")),
-                    "the first hint, \(first), is not the commit in the subscribed zone")
+            let first = try await hints.expectNext(isFor: notesCommit, in: "Notes", "the commit in the subscribed zone")
             if let subscriptionID = first.subscriptionID { #expect(subscriptionID == "notes") }
         }
     }

@@ -15,12 +15,7 @@ import Testing
 extension Device {
     /// The device's sharing operations (every harness's databases have them).
     var sharing: any ShareOperations {
-        get throws {
-            guard let sharing = database as? any ShareOperations else {
-                throw ContractFailure("\(database) has no sharing operations")
-            }
-            return sharing
-        }
+        get throws { try operations((any ShareOperations).self, "sharing operations") }
     }
 
     /// The user record name of this device's user (`_user<N>`).

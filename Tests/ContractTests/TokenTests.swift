@@ -66,8 +66,7 @@ struct TokenTests {
     func wrongKindAndGarbage(harness: any ContractHarness) async throws {
         try await withPhone(harness, zone: "Notes") { _, phone in
             try await phone.save(newRecord("n1"))
-            let databaseToken = try await phone.fetchDatabase().token
-            let zoneToken = try await phone.fetchZone("Notes").token
+            let (databaseToken, zoneToken) = try await phone.currentTokens()
 
             func expectInvalid(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
                 let error = #expect(throws: SyncError.self, sourceLocation: sourceLocation) { try body() }
@@ -108,8 +107,7 @@ struct TokenTests {
             try await alice.createZone("Notes")
             try await bob.createZone("Notes")
             for index in 0..<5 { try await bob.save(newRecord("b\(index)")) }
-            let aliceDatabaseToken = try await alice.fetchDatabase().token
-            let aliceZoneToken = try await alice.fetchZone("Notes").token
+            let (aliceDatabaseToken, aliceZoneToken) = try await alice.currentTokens()
             #expect(aliceDatabaseToken.offset <= (try server.currentToken(of: "bob").offset))
             await expectThrows(.invalidArguments) {
                 try await bob.database.fetchDatabaseChanges(since: aliceDatabaseToken)
@@ -164,8 +162,7 @@ struct TokenTests {
     func tokensFromTheFuture(harness: any ContractHarness) async throws {
         try await withPhone(harness, zone: "Notes") { server, phone in
             try await phone.save(newRecord("n1"))
-            let databaseToken = try await phone.fetchDatabase().token
-            let zoneToken = try await phone.fetchZone("Notes").token
+            let (databaseToken, zoneToken) = try await phone.currentTokens()
             try #require(
                 try TokenForge.databaseToken(offset: databaseToken.offset.rawValue, database: databaseToken.database).data
                     == databaseToken.data)

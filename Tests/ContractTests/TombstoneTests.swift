@@ -12,8 +12,7 @@ struct TombstoneTests {
     func compactedTokensExpire(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.save(newRecord("n0"))
-            let oldDatabase = try await laptop.fetchDatabase().token
-            let oldZone = try await laptop.fetchZone("Notes").token
+            let (oldDatabase, oldZone) = try await laptop.currentTokens()
 
             try await phone.save([newRecord("n1"), newRecord("n2"), newRecord("n3")])
             try await phone.delete(recordID("n1"), recordID("n0"))

@@ -10,12 +10,7 @@ import Testing
 extension Device {
     /// The device's key directory (every harness's databases have one).
     var keys: any ZoneKeyDirectory {
-        get throws {
-            guard let directory = database as? any ZoneKeyDirectory else {
-                throw ContractFailure("\(database) has no key directory")
-            }
-            return directory
-        }
+        get throws { try operations((any ZoneKeyDirectory).self, "key directory") }
     }
 
     /// Registers a new key pair for this device and returns it.

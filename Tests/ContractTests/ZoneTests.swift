@@ -96,8 +96,7 @@ struct ZoneTests {
     func missedDeleteAndRecreate(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("old"))
-            let start = try await laptop.fetchDatabase().token
-            let oldZone = try await laptop.fetchZone("Notes").token
+            let (start, oldZone) = try await laptop.currentTokens()
 
             try await phone.deleteZone("Notes")
             try await phone.createZone("Notes")

@@ -33,19 +33,27 @@ struct RebuiltCopyTests {
         }
     }
 
+    /// A log with the `latest` projection in `directory/name`, with fast durability.
+    static func open(_ name: String, in directory: URL) throws -> Log {
+        try Log.open(at: directory.appendingPathComponent(name), options: .init(durability: .fast), projections: [LatestValueProjection()])
+    }
+
+    /// The log `directory/original` holding five entries, k1 = [1] to k5 = [5].
+    static func fiveEntryOriginal(in directory: URL) throws -> Log {
+        let log = try open("original", in: directory)
+        try log.append((1...5).map { KeyValueEntry.set(key: "k\($0)", value: [UInt8($0)]).newEntry })
+        return log
+    }
+
     @Test(arguments: [0 as UInt64, 1, 4095, 4096, 4097, 6000])
     func theCopyIsTheOriginalsPrefix(through: UInt64) async throws {
         try withTemporaryDirectory { directory in
             let batches = randomHistory(count: 6000, keys: 50, seed: 7)
-            let log = try Log.open(
-                at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
-                projections: [LatestValueProjection()])
+            let log = try Self.open("original", in: directory)
             for batch in batches { try log.append(batch) }
             // A log built incrementally from the prefix only: what the copy's projection must equal.
             let prefix = Array(batches.joined().prefix(Int(through)))
-            let reference = try Log.open(
-                at: directory.appendingPathComponent("reference"), options: .init(durability: .fast),
-                projections: [LatestValueProjection()])
+            let reference = try Self.open("reference", in: directory)
             if !prefix.isEmpty { try reference.append(prefix) }
 
             let copy = try log.rebuiltCopy(through: LogOffset(through), at: directory.appendingPathComponent("copy"))
@@ -64,10 +72,7 @@ struct RebuiltCopyTests {
 
     @Test func anOffsetPastTheEndIsATypedErrorAndCreatesNothing() async throws {
         try withTemporaryDirectory { directory in
-            let log = try Log.open(
-                at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
-                projections: [LatestValueProjection()])
-            try log.append((1...5).map { KeyValueEntry.set(key: "k\($0)", value: [UInt8($0)]).newEntry })
+            let log = try Self.fiveEntryOriginal(in: directory)
             let target = directory.appendingPathComponent("copy")
             let error = try #require(throws: LogStoreError.self) {
                 try log.rebuiltCopy(through: LogOffset(6), at: target)
@@ -83,10 +88,7 @@ struct RebuiltCopyTests {
 
     @Test func aDirectoryThatHoldsEntriesIsRefused() async throws {
         try withTemporaryDirectory { directory in
-            let log = try Log.open(
-                at: directory.appendingPathComponent("original"), options: .init(durability: .fast),
-                projections: [LatestValueProjection()])
-            try log.append((1...5).map { KeyValueEntry.set(key: "k\($0)", value: [UInt8($0)]).newEntry })
+            let log = try Self.fiveEntryOriginal(in: directory)
             let target = directory.appendingPathComponent("copy")
             do {
                 let existing = try Log.open(at: target, options: .init(durability: .fast), projections: [LatestValueProjection()])

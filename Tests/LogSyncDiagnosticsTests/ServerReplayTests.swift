@@ -20,11 +20,25 @@ struct ServerReplayTests: NoteIDs {
         try makeServer(directory.appendingPathComponent(name, isDirectory: true))
     }
 
+    /// Alice's phone, in `directory/phone`, after it sent the zone Notes with note n1, "one", in it.
+    static func phoneThatSentN1(_ server: SyncServer, _ directory: URL) async throws -> TestDevice {
+        let phone = try TestDevice("phone", server: server, directory: directory)
+        try phone.createZone(notes)
+        try phone.write(note("n1"), "one")
+        try await phone.engine.sendChanges()
+        return phone
+    }
+
     /// Every entry of a device's log with its offset, decoded.
     static func entries(_ device: TestDevice) throws -> [(offset: LogOffset, entry: DeviceEntry)] {
         var entries: [(offset: LogOffset, entry: DeviceEntry)] = []
         try device.engine.deviceLog.log.forEachEntry { entries.append(($0.offset, try DeviceEntry($0))) }
         return entries
+    }
+
+    /// The offsets of the device's entries named `name` (`batchResult`, …), in order.
+    static func offsets(_ device: TestDevice, of name: String) throws -> [LogOffset] {
+        try entries(device).filter { $0.entry.name == name }.map(\.offset)
     }
 
     /// Every live record of a database, by ID: what a fetch of each zone from scratch returns.
@@ -226,18 +240,18 @@ struct ServerReplayTests: NoteIDs {
             // The original server drops its tombstones: the phone's tokens expire (F100, F144).
             try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
             try await phone.engine.fetchChanges()
-            let resets = try Self.entries(phone).filter { if case .changeTokenReset = $0.entry { true } else { false } }
+            let resets = try Self.offsets(phone, of: "changeTokenReset")
             #expect(!resets.isEmpty)
 
             let fresh = try Self.freshServer(directory)
             let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"))
 
             #expect(report.matches, "\(report)")
-            #expect(report.notComparable.map(\.offset) == resets.map(\.offset))
+            #expect(report.notComparable.map(\.offset) == resets)
             #expect(report.notComparable.allSatisfy { $0.entry == "changeTokenReset" && $0.reissued })
             #expect(report.notComparable.allSatisfy { "\($0.verdict)".contains("tombstones") })
             // The pages after each reset, fetched from scratch, matched.
-            #expect(report.requests.contains { $0.offset > resets.last!.offset && $0.verdict == .matched && $0.kind == .fetchZoneChanges })
+            #expect(report.requests.contains { $0.offset > resets.last! && $0.verdict == .matched && $0.kind == .fetchZoneChanges })
             #expect(try await Self.contents(of: fresh.database(for: "alice")) == (try await Self.contents(of: server.database(for: "alice"))))
         }
     }
@@ -245,13 +259,8 @@ struct ServerReplayTests: NoteIDs {
     @Test("A replayed request that fails in transport stops the replay with requestFailed naming the offset")
     func replayedTransportFailureThrows() async throws {
         try await withServer { directory, server in
-            let phone = try TestDevice("phone", server: server, directory: directory)
-            try phone.createZone(Self.notes)
-            try phone.write(Self.note("n1"), "one")
-            try await phone.engine.sendChanges()
-            let zonesSent = try #require(try Self.entries(phone).first {
-                if case .databaseChangesSent = $0.entry { true } else { false }
-            }).offset
+            let phone = try await Self.phoneThatSentN1(server, directory)
+            let zonesSent = try #require(try Self.offsets(phone, of: "databaseChangesSent").first)
 
             let fresh = try Self.freshServer(directory)
             fresh.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, "injected"))
@@ -303,16 +312,13 @@ struct ServerReplayTests: NoteIDs {
     @Test("Replay through an offset stops there: later requests are not re-issued")
     func replayThroughStops() async throws {
         try await withServer { directory, server in
-            let phone = try TestDevice("phone", server: server, directory: directory)
-            try phone.createZone(Self.notes)
-            try phone.write(Self.note("n1"), "one")
-            try await phone.engine.sendChanges()
+            let phone = try await Self.phoneThatSentN1(server, directory)
             try phone.write(Self.note("n2"), "two")
             try await phone.engine.sendChanges()
 
-            let results = try Self.entries(phone).filter { if case .batchResult = $0.entry { true } else { false } }
+            let results = try Self.offsets(phone, of: "batchResult")
             #expect(results.count == 2)
-            let firstResult = try #require(results.first).offset
+            let firstResult = try #require(results.first)
 
             let fresh = try Self.freshServer(directory)
             let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"), through: firstResult)
@@ -331,13 +337,8 @@ struct ServerReplayTests: NoteIDs {
     @Test("A batch whose answer lies past `through` is not comparable and not sent")
     func batchCutByThroughIsNotSent() async throws {
         try await withServer { directory, server in
-            let phone = try TestDevice("phone", server: server, directory: directory)
-            try phone.createZone(Self.notes)
-            try phone.write(Self.note("n1"), "one")
-            try await phone.engine.sendChanges()
-            let prepared = try #require(try Self.entries(phone).first {
-                if case .batchPrepared = $0.entry { true } else { false }
-            }).offset
+            let phone = try await Self.phoneThatSentN1(server, directory)
+            let prepared = try #require(try Self.offsets(phone, of: "batchPrepared").first)
 
             let fresh = try Self.freshServer(directory)
             let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"), through: prepared)

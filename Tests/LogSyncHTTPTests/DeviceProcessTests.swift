@@ -48,6 +48,21 @@ struct DeviceProcessTests {
         return (data, added.output.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    /// alice added to a server's data in a fresh temporary directory (see ``addAlice(in:)``),
+    /// which is removed when `body` returns.
+    static func withAlice(_ body: (_ directory: URL, _ data: String, _ token: String) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let (data, token) = try await addAlice(in: directory)
+            try await body(directory, data, token)
+        }
+    }
+
+    /// alice's phone and laptop, each in a folder of its own in `directory`.
+    static func phoneAndLaptop(in directory: URL, token: String) -> (phone: Device, laptop: Device) {
+        (Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token),
+         Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token))
+    }
+
     /// `logsync-server --data data --port 0` started, and its URL once it listens.
     static func serve(_ data: String) async throws -> (ChildProcess, URL) {
         let server = try ChildProcess.start(["--data", data, "--port", "0"])
@@ -56,11 +71,9 @@ struct DeviceProcessTests {
 
     @Test("F53 F83 F113 phone and laptop processes sync a note, conflict and converge; a watching tablet gets each change pushed")
     func twoDeviceProcesses() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, token) = try await Self.addAlice(in: directory)
+        try await Self.withAlice { directory, data, token in
             let (server, url) = try await Self.serve(data)
-            let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
-            let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
+            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: token)
             let tablet = Device(name: "tablet", directory: directory.appendingPathComponent("tablet"), token: token)
 
             // The phone creates the note (and its zone); the laptop fetches it.
@@ -100,11 +113,9 @@ struct DeviceProcessTests {
     // device logs name the asset by digest and size, and hold none of its bytes.
     @Test("F134 a note's attachment goes from the phone to the laptop as an asset")
     func attachment() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, token) = try await Self.addAlice(in: directory)
+        try await Self.withAlice { directory, data, token in
             let (server, url) = try await Self.serve(data)
-            let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
-            let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
+            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: token)
             let photo = directory.appendingPathComponent("beach.jpg")
             let content = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }
             try Data(content).write(to: photo)
@@ -133,10 +144,8 @@ struct DeviceProcessTests {
 
     @Test("F89 an edit made while the server is down stays pending in the device log and is sent after the restart")
     func editWhileServerDown() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, token) = try await Self.addAlice(in: directory)
-            let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
-            let laptop = Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
+        try await Self.withAlice { directory, data, token in
+            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: token)
             let (server, url) = try await Self.serve(data)
             try await phone.run("set", "todo", "title", "Call the plumber", server: url)
             #expect(try await server.terminate().status == 0)
@@ -163,8 +172,7 @@ struct DeviceProcessTests {
     // and the server replays its first answer: no conflict with the device's own save.
     @Test("F103 a device killed between its request and the answer sends it again after a relaunch: no false conflict, one save")
     func killedBetweenRequestAndAnswer() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, token) = try await Self.addAlice(in: directory)
+        try await Self.withAlice { directory, data, token in
             let (server, url) = try await Self.serve(data)
             let phone = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token)
             try await phone.run("set", "groceries", "title", "Groceries", server: url)

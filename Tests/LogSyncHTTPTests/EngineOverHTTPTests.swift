@@ -201,15 +201,21 @@ struct GracefulStopTests {
         }
     }
 
+    /// A connection that has sent two requests pipelined, the second's head read with the first
+    /// but its body not complete, once the first is answered.
+    static func halfwayThroughASecondRequest(_ live: LiveServer) async throws -> RawConnection {
+        let connection = try await RawConnection.open(to: live)
+        try await connection.send(allSubscriptions(bodyLength: 0) + allSubscriptions(bodyLength: 2) + "{")
+        try await connection.waitUntil("the first answer") { answers(in: $0.text) == 1 && $0.text.hasSuffix("{}") }
+        return connection
+    }
+
     @Test("a request in flight when the stop begins finishes, then its connection closes")
     func requestInFlightFinishes() async throws {
         // A grace period no busy machine outlasts: the request in flight must finish because the
         // server waits for it, not because the test was quick.
         try await withServer(.init(shutdownGracePeriod: .seconds(120))) { live in
-            let client = try await RawConnection.open(to: live)
-            // Pipelined: the second request's head is read with the first, its body is not complete.
-            try await client.send(Self.allSubscriptions(bodyLength: 0) + Self.allSubscriptions(bodyLength: 2) + "{")
-            try await client.waitUntil("the first answer") { Self.answers(in: $0.text) == 1 && $0.text.hasSuffix("{}") }
+            let client = try await Self.halfwayThroughASecondRequest(live)
             let stopping = Task { try await live.stop() }
             // The server stops listening before it tells its connections to finish. The deadline
             // leaves room for a machine busy with the rest of the suite (large asset transfers).
@@ -230,9 +236,7 @@ struct GracefulStopTests {
     @Test("a client stalled halfway through a request is cut off at the end of the grace period")
     func stalledRequest() async throws {
         try await withServer(.init(shutdownGracePeriod: .milliseconds(200))) { live in
-            let stalled = try await RawConnection.open(to: live)
-            try await stalled.send(Self.allSubscriptions(bodyLength: 0) + Self.allSubscriptions(bodyLength: 2) + "{")
-            try await stalled.waitUntil("the first answer") { Self.answers(in: $0.text) == 1 && $0.text.hasSuffix("{}") }
+            let stalled = try await Self.halfwayThroughASecondRequest(live)
             let elapsed = try await stopTimed(live) { stalled.close() }
             #expect(elapsed >= .milliseconds(200), "the request in flight was given its grace period")
             try await stalled.waitUntil("the server closed the stalled connection") { $0.isClosed }

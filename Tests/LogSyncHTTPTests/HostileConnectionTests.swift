@@ -68,14 +68,24 @@ struct HostileConnectionTests {
     static let short = HTTPSyncServer.Configuration(
         idleTimeout: .milliseconds(400), requestHeadTimeout: .milliseconds(400), requestBodyTimeout: .milliseconds(400))
 
-    @Test("what the HTTP parser refuses gets 400, an error naming the fault, and a close", arguments: HostileRequest.allCases.filter(\.isMalformed))
-    func malformed(_ kind: HostileRequest) async throws {
+    /// A raw connection to a server that gives a request's head `requestHeadTimeout` and is
+    /// otherwise patient (an idle timeout of 60 s); the connection is closed when `body` returns.
+    static func withRawConnection(
+        requestHeadTimeout: Duration, _ body: (LiveServer, RawConnection) async throws -> Void
+    ) async throws {
         var configuration = HTTPSyncServer.Configuration()
         configuration.idleTimeout = .seconds(60)
-        configuration.requestHeadTimeout = .seconds(60)
+        configuration.requestHeadTimeout = requestHeadTimeout
         try await withLiveServer(configuration: configuration) { live, _ in
             let connection = try await RawConnection.open(to: live)
             defer { connection.close() }
+            try await body(live, connection)
+        }
+    }
+
+    @Test("what the HTTP parser refuses gets 400, an error naming the fault, and a close", arguments: HostileRequest.allCases.filter(\.isMalformed))
+    func malformed(_ kind: HostileRequest) async throws {
+        try await Self.withRawConnection(requestHeadTimeout: .seconds(60)) { live, connection in
             try await connection.send(bytes: kind.bytes)
             try await connection.waitUntil("the server closed the connection") { $0.isClosed }
             let (status, error) = try refusal(connection)
@@ -138,12 +148,7 @@ struct HostileConnectionTests {
 
     @Test("a head that keeps trickling in is cut off at the head timeout, counted from its first byte")
     func slowHead() async throws {
-        var configuration = HTTPSyncServer.Configuration()
-        configuration.idleTimeout = .seconds(60)
-        configuration.requestHeadTimeout = .milliseconds(300)
-        try await withLiveServer(configuration: configuration) { live, _ in
-            let connection = try await RawConnection.open(to: live)
-            defer { connection.close() }
+        try await Self.withRawConnection(requestHeadTimeout: .milliseconds(300)) { live, connection in
             let start = ContinuousClock.now
             try await connection.send("POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\n")
             // One header byte every 50 ms: each read is progress, and still the head is late.
@@ -255,11 +260,8 @@ struct HostileConnectionTests {
 
     @Test("1,000 slow or malformed connections to a server with 256 descriptors: honest requests answered, descriptors fall back")
     func storm() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let added = try await ChildProcess.run(["user", "add", "alice", "--data", data.path])
-            #expect(added.status == 0, "\(added)")
-            let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try await withServerData { data in
+            let token = try await addUser("alice", data: data)
             let limit = 64
             // The storm's requests carry alice's token, from alice's address: the limits on
             // requests in progress per user and per address would refuse her honest requests

@@ -182,8 +182,7 @@ struct IdentifierHTTPTests {
 
     @Test("logsync-server user add refuses invalid user IDs with a clear error and writes nothing")
     func userAddRefusesInvalidIDs() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
+        try await withServerData { data in
             for (user, rule) in [
                 (String(repeating: "u", count: 10_000), "more than 511"), (String(repeating: "u", count: 512), "more than 511"),
                 ("", "must not be empty"), ("a\u{1}b", "control characters"), (" alice", "space"),

@@ -21,12 +21,14 @@ struct SecurityTests {
         return record
     }
 
-    /// Alice's Notes zone with one note, made through her own client.
-    static func aliceHasANote(_ live: LiveServer) async throws {
+    /// Alice's Notes zone with one note, made through her own client; returns her user record name.
+    @discardableResult
+    static func aliceHasANote(_ live: LiveServer) async throws -> String {
         let alice = live.client(LiveServer.aliceToken, device: "phone").database()
         _ = try await alice.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
         let saved = try await alice.modifyRecords(saving: [note("secret", "alice's")], deleting: [])
         #expect((try? saved.saveResults[Record.ID(recordName: "secret", zoneID: notes)]?.get()) != nil)
+        return try await alice.currentUserRecordID().recordName
     }
 
     @Test("no token, a bad token, a malformed Authorization header: 401, nothing changed",
@@ -57,8 +59,7 @@ struct SecurityTests {
     @Test("F138 cross-user reads: 404 zoneNotFound, identical for an existing and a missing zone")
     func crossUserRead() async throws {
         try await withLiveServer { live, _ in
-            try await Self.aliceHasANote(live)
-            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
+            let aliceRecordName = try await Self.aliceHasANote(live)
             let bob = live.client(LiveServer.bobToken, device: "laptop").database()
             for zone in [Self.notes, RecordZone.ID(zoneName: "Notes", ownerName: aliceRecordName)] {
                 let request = FetchZoneChangesRequest(zoneID: zone)
@@ -89,9 +90,8 @@ struct SecurityTests {
     @Test("F138 cross-user writes: refused per item or kept in bob's own database; alice's log unchanged")
     func crossUserWrite() async throws {
         try await withLiveServer { live, _ in
-            try await Self.aliceHasANote(live)
+            let aliceRecordName = try await Self.aliceHasANote(live)
             let before = try live.lastOffset(of: "alice")
-            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
             let bob = live.client(LiveServer.bobToken).database()
 
             // Bob has no Notes zone of his own (zoneNotFound), and his private database holds no
@@ -134,9 +134,8 @@ struct SecurityTests {
     @Test("F138 the shared database reaches only zones shared with the user")
     func sharedDatabase() async throws {
         try await withLiveServer { live, _ in
-            try await Self.aliceHasANote(live)
+            let aliceRecordName = try await Self.aliceHasANote(live)
             let before = try live.lastOffset(of: "alice")
-            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
             let bobShared = live.client(LiveServer.bobToken).database(.shared)
             #expect(try await bobShared.fetchAllZones().isEmpty)
             #expect(try await bobShared.fetchDatabaseChanges(since: nil).modifications.isEmpty)
@@ -159,8 +158,7 @@ struct SecurityTests {
     @Test("F127 F138 a zone of another owner in a private database: per-item invalidArguments, nothing written")
     func zoneOfAnotherOwner() async throws {
         try await withLiveServer { live, _ in
-            try await Self.aliceHasANote(live)
-            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
+            let aliceRecordName = try await Self.aliceHasANote(live)
             let alicesZone = RecordZone.ID(zoneName: "Notes", ownerName: aliceRecordName)
             let before = try [live.lastOffset(of: "alice"), live.lastOffset(of: "bob")]
 
@@ -197,8 +195,7 @@ struct SecurityTests {
     @Test("F120 F138 alice's zone through bob's shared database: 404 zoneNotFound, identical whether or not it exists")
     func sharedDatabaseRead() async throws {
         try await withLiveServer { live, _ in
-            try await Self.aliceHasANote(live)
-            let aliceRecordName = try await live.client(LiveServer.aliceToken).database().currentUserRecordID().recordName
+            let aliceRecordName = try await Self.aliceHasANote(live)
             let before = try [live.lastOffset(of: "alice"), live.lastOffset(of: "alice", scope: .shared)]
             let bobShared = live.client(LiveServer.bobToken, device: "laptop").database(.shared)
             var answers: [String: RawResponse] = [:]

@@ -14,9 +14,7 @@ struct ServerProcessTests {
     func readmeWalkthrough() async throws {
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("data")
-            let added = try await ChildProcess.run(["user", "add", "alice", "--data", data.path])
-            #expect(added.status == 0, "\(added)")
-            let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let token = try await addUser("alice", data: data)
             #expect(token.hasPrefix("lsk_") && !token.contains(" "))
             let tokenFile = try String(contentsOf: data.appendingPathComponent("tokens"), encoding: .utf8)
             #expect(tokenFile.contains(/\nsha256:[0-9a-f]{64} alice\n/) && !tokenFile.contains(token), "\(tokenFile)")

@@ -27,6 +27,22 @@ struct SharingProcessTests {
         return (data, tokens)
     }
 
+    /// A `logsync-server` serving the users `names` (see ``addUsers(_:in:)``) from a fresh
+    /// temporary directory, its URL, and a maker of devices: `device(name, user)` is a device of
+    /// `user`'s keeping its notes in a folder of its own, `notes-NAME`.
+    static func withServedUsers(
+        _ names: [String],
+        _ body: (_ server: ChildProcess, _ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws -> Void
+    ) async throws {
+        try await withTemporaryDirectory { directory in
+            let (data, tokens) = try await addUsers(names, in: directory)
+            let (server, url) = try await DeviceProcessTests.serve(data)
+            try await body(server, url) { name, user in
+                Device(name: name, directory: directory.appendingPathComponent("notes-\(name)"), token: tokens[user]!)
+            }
+        }
+    }
+
     /// A device's notes.json.
     static func contents(of device: Device) throws -> [String: Any] {
         let data = try Data(contentsOf: device.directory.appendingPathComponent("notes.json"))
@@ -41,15 +57,10 @@ struct SharingProcessTests {
 
     @Test("F119 F121 F124 README: alice shares Notes with bob (read-write) and carol (read-only); bob edits, alice sees it, carol is refused, bob is removed and his copy goes")
     func sharingWalkthrough() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, tokens) = try await Self.addUsers(["alice", "bob", "carol"], in: directory)
-            let (server, url) = try await DeviceProcessTests.serve(data)
-            func device(_ name: String, of user: String) -> Device {
-                Device(name: name, directory: directory.appendingPathComponent("notes-\(name)"), token: tokens[user]!)
-            }
-            let alice = device("alice-phone", of: "alice")
-            let bob = device("bob-laptop", of: "bob")
-            let carol = device("carol-phone", of: "carol")
+        try await Self.withServedUsers(["alice", "bob", "carol"]) { server, url, device in
+            let alice = device("alice-phone", "alice")
+            let bob = device("bob-laptop", "bob")
+            let carol = device("carol-phone", "carol")
 
             // 1. Alice writes a note, and shares her Notes zone: bob may edit, carol may read.
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
@@ -138,11 +149,9 @@ struct SharingProcessTests {
 
     @Test("F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant")
     func readOnlyDeleteAndStopSharing() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, tokens) = try await Self.addUsers(["alice", "carol"], in: directory)
-            let (server, url) = try await DeviceProcessTests.serve(data)
-            let alice = Device(name: "alice-phone", directory: directory.appendingPathComponent("alice"), token: tokens["alice"]!)
-            let carol = Device(name: "carol-phone", directory: directory.appendingPathComponent("carol"), token: tokens["carol"]!)
+        try await Self.withServedUsers(["alice", "carol"]) { server, url, device in
+            let alice = device("alice-phone", "alice")
+            let carol = device("carol-phone", "carol")
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
             try await alice.run("share", "--with", "carol@example.com", server: url)  // read-only by default
             try await carol.run("accept", try await alice.run("share", "--url", server: url).trimmingCharacters(in: .whitespacesAndNewlines), server: url)
@@ -167,11 +176,9 @@ struct SharingProcessTests {
 
     @Test("F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address")
     func badShareURLs() async throws {
-        try await withTemporaryDirectory { directory in
-            let (data, tokens) = try await Self.addUsers(["alice", "bob"], in: directory)
-            let (server, url) = try await DeviceProcessTests.serve(data)
-            let alice = Device(name: "alice-phone", directory: directory.appendingPathComponent("alice"), token: tokens["alice"]!)
-            let bob = Device(name: "bob-laptop", directory: directory.appendingPathComponent("bob"), token: tokens["bob"]!)
+        try await Self.withServedUsers(["alice", "bob"]) { server, url, device in
+            let alice = device("alice-phone", "alice")
+            let bob = device("bob-laptop", "bob")
             try await bob.run("set", "todo", "title", "Mine", server: url)
 
             let unknown = "logsync://share/1/0123456789abcdef0123456789abcdef"

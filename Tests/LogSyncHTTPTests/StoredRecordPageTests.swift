@@ -53,6 +53,16 @@ struct StoredRecordPageTests {
         return RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
     }
 
+    /// A server of its own in a fresh temporary directory, seeded (see ``seed(_:)``), with the
+    /// zone as bob's shared database names it; shut down and removed when `body` returns.
+    static func withSeededServer(_ body: (_ server: SyncServer, _ shared: RecordZone.ID) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(.init(directory: directory, durability: .fast))
+            defer { server.shutdown() }
+            try await body(server, try await seed(server))
+        }
+    }
+
     /// Changes after a first fetch: edits and deletions, for a fetch since a token.
     static func change(_ server: SyncServer) async throws {
         let alice = server.database(for: "alice", device: "phone")
@@ -94,10 +104,7 @@ struct StoredRecordPageTests {
 
     @Test("the owner's pages from stored bytes equal the decoded pages, with and without a token")
     func ownerPages() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory, durability: .fast))
-            defer { server.shutdown() }
-            _ = try await Self.seed(server)
+        try await Self.withSeededServer { server, _ in
             let alice = server.database(for: "alice", device: "phone")
             let zone = RecordZone.ID(zoneName: "Notes")
             let page = try await alice.fetchZoneChangesPage(FetchZoneChangesRequest(zoneID: zone, resultsLimit: 10))
@@ -125,10 +132,7 @@ struct StoredRecordPageTests {
 
     @Test("a participant's pages, renamed to the shared zone's spelling, are decoded and equal the in-process ones")
     func participantPages() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory, durability: .fast))
-            defer { server.shutdown() }
-            let shared = try await Self.seed(server)
+        try await Self.withSeededServer { server, shared in
             let bob = server.database(for: "bob", scope: .shared, device: "phone")
             _ = try await bob.fetchDatabaseChanges(since: nil)
             let page = try await bob.fetchZoneChangesPage(FetchZoneChangesRequest(zoneID: shared))
@@ -168,10 +172,7 @@ struct StoredRecordPageTests {
 
     @Test("the directly written answer is byte for byte SwiftProtobuf's encoding of the same message")
     func sameBytesAsSwiftProtobuf() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory, durability: .fast))
-            defer { server.shutdown() }
-            let shared = try await Self.seed(server)
+        try await Self.withSeededServer { server, shared in
             try await Self.change(server)
             let alice = server.database(for: "alice", device: "phone")
             let bob = server.database(for: "bob", scope: .shared, device: "phone")

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import ChildProcesses
 import Foundation
 import LogStore
 import LogSyncHTTP
@@ -309,4 +310,25 @@ func exchange(port: Int, from source: String? = nil, send bytes: [UInt8]) async 
 /// The bytes a raw connection has received so far.
 final class ReceivedBytes: Sendable {
     let bytes = Mutex(ByteBuffer())
+}
+
+/// Adds the user `name` to the server data in `data` with `logsync-server user add`; returns the
+/// token it printed, the only time it is shown. Throws if the command fails.
+func addUser(_ name: String, data: URL) async throws -> String {
+    let added = try await ChildProcess.run(["user", "add", name, "--data", data.path])
+    guard added.status == 0 else { throw TestFailure("user add \(name) failed: \(added)") }
+    return added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// The data directory of a `logsync-server` (`--data`), not made yet, in a fresh temporary
+/// directory removed when `body` returns.
+@discardableResult
+func withServerData<R>(_ body: (_ data: URL) async throws -> R) async throws -> R {
+    try await withTemporaryDirectory { directory in try await body(directory.appendingPathComponent("data")) }
+}
+
+/// Makes the data directory `data` and returns its token file's path (the file is not made).
+func tokenFile(in data: URL) throws -> URL {
+    try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+    return data.appendingPathComponent("tokens")
 }

@@ -47,6 +47,19 @@ struct TLSTests {
         try await withLiveServer(configuration: .init(tlsConfiguration: try serverTLS()), body)
     }
 
+    /// The zones of `client`'s private database.
+    static func zoneIDs(of client: HTTPSyncClient) async throws -> [RecordZone.ID] {
+        try await client.database().fetchAllZones().map(\.zoneID)
+    }
+
+    /// Alice's phone, trusting the test CA, after it created the zone Notes over https; and the
+    /// last offset of her log then.
+    static func phoneWithNotes(on live: LiveServer) async throws -> (phone: HTTPSyncClient, before: LogOffset) {
+        let phone = client("https://localhost:\(live.port)", device: "phone", tls: try trustingTLS())
+        _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+        return (phone, try live.lastOffset(of: "alice"))
+    }
+
     @Test("a client trusting the CA syncs over https and receives a push over wss")
     func trustedClientSyncsAndGetsPushes() async throws {
         try await Self.withHTTPSServer { live, _ in
@@ -74,17 +87,14 @@ struct TLSTests {
 
             // The certificate names 127.0.0.1 too (an IP SAN): requests to the address work.
             let byAddress = Self.client("https://127.0.0.1:\(live.port)", device: "tablet", tls: try Self.trustingTLS())
-            let zones = try await byAddress.database().fetchAllZones()
-            #expect(zones.map(\.zoneID).contains(Self.notes))
+            #expect(try await Self.zoneIDs(of: byAddress).contains(Self.notes))
         }
     }
 
     @Test("a client not trusting the CA gets networkFailure naming the certificate, and nothing is written")
     func untrustedCertificateIsANetworkFailure() async throws {
         try await Self.withHTTPSServer { live, _ in
-            let trusted = Self.client("https://localhost:\(live.port)", device: "phone", tls: try Self.trustingTLS())
-            _ = try await trusted.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
-            let before = try live.lastOffset(of: "alice")
+            let (trusted, before) = try await Self.phoneWithNotes(on: live)
 
             // The system trust store does not know the test CA.
             for url in ["https://localhost:\(live.port)", "https://127.0.0.1:\(live.port)"] {
@@ -110,17 +120,14 @@ struct TLSTests {
             #expect(error.code == .networkFailure, "\(error)")
 
             #expect(try live.lastOffset(of: "alice") == before)
-            let zones = try await trusted.database().fetchAllZones()
-            #expect(zones.map(\.zoneID).contains(Self.notes))
+            #expect(try await Self.zoneIDs(of: trusted).contains(Self.notes))
         }
     }
 
     @Test("an engine whose server's certificate is not trusted keeps its changes: the error is one it retries")
     func engineKeepsChangesOnCertificateFailure() async throws {
         try await Self.withHTTPSServer { live, directory in
-            let trusted = Self.client("https://localhost:\(live.port)", device: "phone", tls: try Self.trustingTLS())
-            _ = try await trusted.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
-            let before = try live.lastOffset(of: "alice")
+            let (_, before) = try await Self.phoneWithNotes(on: live)
 
             let untrusted = Self.client("https://localhost:\(live.port)", device: "laptop", tls: nil)
             let device = try TestDevice(
@@ -151,17 +158,15 @@ struct TLSTests {
 
             // The server still serves TLS clients.
             let trusted = Self.client("https://localhost:\(live.port)", device: "phone", tls: try Self.trustingTLS())
-            let zones = try await trusted.database().fetchAllZones()
-            #expect(!zones.map(\.zoneID).contains(Self.notes), "the zone sent in plain HTTP was not saved")
+            let zones = try await Self.zoneIDs(of: trusted)
+            #expect(!zones.contains(Self.notes), "the zone sent in plain HTTP was not saved")
         }
     }
 
     @Test("logsync-server --tls-certificate --tls-key serves https and wss")
     func serverProcess() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let added = try await ChildProcess.run(["user", "add", "alice", "--data", data.path])
-            let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try await withServerData { data in
+            let token = try await addUser("alice", data: data)
             let server = try ChildProcess.start([
                 "--data", data.path, "--port", "0", "--tls-certificate", Self.serverChain.path, "--tls-key", Self.serverKey.path,
             ])

@@ -15,13 +15,6 @@ import Testing
 /// turns to garbage never takes the users away.
 @Suite("Token revocation", .timeLimit(.minutes(2)))
 struct TokenRevocationTests {
-    /// `logsync-server user add NAME --data DATA`: the token it prints.
-    static func addUser(_ name: String, data: URL) async throws -> String {
-        let added = try await ChildProcess.run(["user", "add", name, "--data", data.path])
-        guard added.status == 0 else { throw TestFailure("user add \(name) failed: \(added)") }
-        return added.output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     /// `logsync-server --data DATA --port 0`, once it listens, and its port.
     static func serve(_ data: URL) async throws -> (process: ChildProcess, port: Int) {
         let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
@@ -81,10 +74,9 @@ struct TokenRevocationTests {
 
     @Test("user revoke while the server runs: the user's requests get 401 without a restart or an unknown token first, the same answer as an unknown token's, the push channel closes with 1008, other users go on")
     func revokeWhileRunning() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let alice = try await Self.addUser("alice", data: data)
-            let bob = try await Self.addUser("bob", data: data)
+        try await withServerData { data in
+            let alice = try await addUser("alice", data: data)
+            let bob = try await addUser("bob", data: data)
             let (server, port) = try await Self.serve(data)
             #expect(try await Self.fetchZones(port: port, token: alice).status == 200)
             let channel = try await Self.openPushChannel(port: port, token: alice, device: "watch")
@@ -121,11 +113,10 @@ struct TokenRevocationTests {
 
     @Test("user revoke --token takes one token away, given as the token or as its digest, and keeps the user's others")
     func revokeOneToken() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let phone = try await Self.addUser("alice", data: data)
-            let laptop = try await Self.addUser("alice", data: data)
-            let watch = try await Self.addUser("alice", data: data)
+        try await withServerData { data in
+            let phone = try await addUser("alice", data: data)
+            let laptop = try await addUser("alice", data: data)
+            let watch = try await addUser("alice", data: data)
             let (server, port) = try await Self.serve(data)
 
             let byToken = try await ChildProcess.run(["user", "revoke", "--token", phone, "--data", data.path])
@@ -150,9 +141,8 @@ struct TokenRevocationTests {
 
     @Test("the token file deleted, then replaced by garbage, while the server runs: the users it had keep working, and each is an error in the log naming the file")
     func fileLostOrBroken() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let alice = try await Self.addUser("alice", data: data)
+        try await withServerData { data in
+            let alice = try await addUser("alice", data: data)
             let file = data.appendingPathComponent("tokens")
             let (server, port) = try await Self.serve(data)
             #expect(try await Self.fetchZones(port: port, token: alice).status == 200)
@@ -181,10 +171,8 @@ struct TokenRevocationTests {
 
     @Test("a token file with CRLF line ends, a byte order mark and a # header authenticates its users; user add and user revoke keep its line ends")
     func crlfFile() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-            let file = data.appendingPathComponent("tokens")
+        try await withServerData { data in
+            let file = try tokenFile(in: data)
             let text = "\u{FEFF}# logsync-server tokens, edited on Windows\r\n"
                 + "\(TokenStoreTests.aliceDigest) alice\r\n\r\n"
                 + "\(LiveServer.bobToken) bob\r\n"
@@ -194,7 +182,7 @@ struct TokenRevocationTests {
             #expect(store.user(for: LiveServer.bobToken) == "bob")
             #expect(store.clearTokenLines == [4])
 
-            let carol = try await Self.addUser("carol", data: data)
+            let carol = try await addUser("carol", data: data)
             let (server, port) = try await Self.serve(data)
             for token in [LiveServer.aliceToken, LiveServer.bobToken, carol] {
                 #expect(try await Self.fetchZones(port: port, token: token).status == 200)

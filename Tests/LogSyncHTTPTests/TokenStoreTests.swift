@@ -19,11 +19,8 @@ struct TokenStoreTests {
 
     @Test("user add prints the token once and the file keeps only its digest, which authenticates")
     func userAddKeepsOnlyTheDigest() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            let added = try await ChildProcess.run(["user", "add", "alice@example.com", "--data", data.path])
-            #expect(added.status == 0, "\(added)")
-            let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try await withServerData { data in
+            let token = try await addUser("alice@example.com", data: data)
             #expect(token.hasPrefix("lsk_") && token.count == 47)
 
             let file = data.appendingPathComponent("tokens")
@@ -76,10 +73,8 @@ struct TokenStoreTests {
 
     @Test("a file of the older form, tokens in the clear, still works, and the server warns naming the lines")
     func clearTokensStillWork() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-            let file = data.appendingPathComponent("tokens")
+        try await withServerData { data in
+            let file = try tokenFile(in: data)
             try Data("""
                 # logsync-server tokens: "<token> <user ID>", one per line. Keep this file private.
                 \(Self.aliceToken) alice
@@ -110,10 +105,8 @@ struct TokenStoreTests {
 
     @Test("user rehash replaces clear tokens by digests, keeps the rest, and the tokens still authenticate")
     func rehash() async throws {
-        try await withTemporaryDirectory { directory in
-            let data = directory.appendingPathComponent("data")
-            try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
-            let file = data.appendingPathComponent("tokens")
+        try await withServerData { data in
+            let file = try tokenFile(in: data)
             let original = """
                 # my users
                 \(Self.aliceToken)   alice

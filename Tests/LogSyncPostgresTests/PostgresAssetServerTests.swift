@@ -8,21 +8,12 @@ import Testing
 /// Assets through the server's rules on PostgreSQL, across two nodes of one database.
 @Suite("Assets on a PostgreSQL server")
 struct PostgresAssetServerTests {
-    /// Runs `body` with two nodes (servers) of one new database, and a directory for files.
-    static func withTwoNodes(_ body: (URL, String, SyncServer, SyncServer) async throws -> Void) async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (url, node1, node2) = try await PostgresStorageTests.twoNodes(in: directory)
-        defer { node1.shutdown(); node2.shutdown() }
-        try await body(directory, url, node1, node2)
-    }
-
     /// An upload cut on one node resumes on the other; the record referencing the content is
     /// saved, its content downloads whole from either node; once the record is deleted,
     /// collecting removes the content and the abandoned partial, and a download then fails.
     @Test("upload, resume on another node, save, download, collect")
     func uploadSaveDownloadCollect() async throws {
-        try await Self.withTwoNodes { directory, url, node1, node2 in
+        try await PostgresStorageTests.withTwoNodes { directory, url, node1, node2 in
             let notes = RecordZone.ID(zoneName: "Notes")
             let phone = node1.database(for: "alice", device: "phone")
             let laptop = node2.database(for: "alice", device: "laptop")
@@ -89,7 +80,7 @@ struct PostgresAssetServerTests {
     /// node: the second zone gains it, and its bytes are in the database once.
     @Test("F134 a content uploaded for a second zone is kept once")
     func secondZoneKeepsOneCopy() async throws {
-        try await Self.withTwoNodes { directory, url, node1, node2 in
+        try await PostgresStorageTests.withTwoNodes { directory, url, node1, node2 in
             let (notes, diary) = (RecordZone.ID(zoneName: "Notes"), RecordZone.ID(zoneName: "Diary"))
             let phone = node1.database(for: "alice", device: "phone")
             let laptop = node2.database(for: "alice", device: "laptop")
@@ -124,26 +115,23 @@ struct PostgresAssetServerTests {
     /// and downloaded as empty.
     @Test("an empty file uploads and downloads")
     func emptyContent() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let node = try PostgresStorageTests.node(url, in: directory)
-        defer { node.shutdown() }
-        let notes = RecordZone.ID(zoneName: "Notes")
-        let phone = node.database(for: "alice", device: "phone")
-        _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
-        let file = directory.appendingPathComponent("empty")
-        try Data().write(to: file)
-        let digest = AssetHasher.digest(of: [UInt8]())
-        let uploaded = try await phone.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 0, fileURL: file))
-        #expect(uploaded.asset == Asset(digest: digest, size: 0))
-        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
-        note["file"] = .asset(uploaded.asset)
-        let saved = try await phone.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
-        #expect((try saved?.get()) != nil)
-        let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
-            zoneID: notes, digest: digest, size: 0, destination: directory.appendingPathComponent("download")))
-        #expect(try Data(contentsOf: downloaded.fileURL).isEmpty)
-        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets WHERE size = 0") == 1)
+        try await PostgresStorageTests.withNode { directory, url, node in
+            let notes = RecordZone.ID(zoneName: "Notes")
+            let phone = node.database(for: "alice", device: "phone")
+            _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+            let file = directory.appendingPathComponent("empty")
+            try Data().write(to: file)
+            let digest = AssetHasher.digest(of: [UInt8]())
+            let uploaded = try await phone.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 0, fileURL: file))
+            #expect(uploaded.asset == Asset(digest: digest, size: 0))
+            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
+            note["file"] = .asset(uploaded.asset)
+            let saved = try await phone.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
+            #expect((try saved?.get()) != nil)
+            let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
+                zoneID: notes, digest: digest, size: 0, destination: directory.appendingPathComponent("download")))
+            #expect(try Data(contentsOf: downloaded.fileURL).isEmpty)
+            #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets WHERE size = 0") == 1)
+        }
     }
 }

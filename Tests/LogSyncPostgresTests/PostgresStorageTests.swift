@@ -23,6 +23,27 @@ struct PostgresStorageTests {
         return (url, try node(url, in: directory.appendingPathComponent("1")), try node(url, in: directory.appendingPathComponent("2")))
     }
 
+    /// Runs `body` with two nodes (servers) of one new database (see ``twoNodes(in:)``), and a
+    /// directory for files; then shuts the nodes down and removes the directory.
+    static func withTwoNodes(_ body: (URL, String, SyncServer, SyncServer) async throws -> Void) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (url, node1, node2) = try await twoNodes(in: directory)
+        defer { node1.shutdown(); node2.shutdown() }
+        try await body(directory, url, node1, node2)
+    }
+
+    /// Runs `body` with a node (server) of a new database, its URL, and the node's directory;
+    /// then shuts the node down and removes the directory.
+    static func withNode(_ body: (URL, String, SyncServer) async throws -> Void) async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = try await PostgresTestServer.shared().createDatabase()
+        let node = try Self.node(url, in: directory)
+        defer { node.shutdown() }
+        try await body(directory, url, node)
+    }
+
     static func note(_ name: String, _ text: String = "hello") -> Record {
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Notes")))
         record["text"] = .string(text)
@@ -45,57 +66,53 @@ struct PostgresStorageTests {
     // none is lost, and the log's offsets stay dense.
     @Test("two nodes writing one database at once: nothing lost, offsets dense")
     func concurrentNodes() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (url, node1, node2) = try await Self.twoNodes(in: directory)
-        defer { node1.shutdown(); node2.shutdown() }
-        _ = try await node1.database(for: "alice").modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
-        let before = try node1.admin.currentToken(of: "alice")
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for writer in 0..<8 {
-                let node = writer.isMultiple(of: 2) ? node1 : node2
-                group.addTask {
-                    let database = node.database(for: "alice", device: DeviceID(rawValue: "device\(writer)"))
-                    for round in 0..<5 {
-                        let response = try await database.modifyRecords(saving: [Self.note("w\(writer)r\(round)")], deleting: [])
-                        #expect(response.saveResults.values.allSatisfy { (try? $0.get()) != nil })
+        try await Self.withTwoNodes { directory, url, node1, node2 in
+            _ = try await node1.database(for: "alice").modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            let before = try node1.admin.currentToken(of: "alice")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    let node = writer.isMultiple(of: 2) ? node1 : node2
+                    group.addTask {
+                        let database = node.database(for: "alice", device: DeviceID(rawValue: "device\(writer)"))
+                        for round in 0..<5 {
+                            let response = try await database.modifyRecords(saving: [Self.note("w\(writer)r\(round)")], deleting: [])
+                            #expect(response.saveResults.values.allSatisfy { (try? $0.get()) != nil })
+                        }
                     }
                 }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
+            let after = try node2.admin.currentToken(of: "alice")
+            // 40 saves, one entry each: dense, nothing skipped, nothing written twice.
+            #expect(after.offset.rawValue == before.offset.rawValue + 40)
+            let count = try await sqlValue(
+                url, "SELECT count(*) FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
+            let last = try await sqlValue(
+                url, "SELECT max(\"offset\") FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
+            #expect(count == last)
+            #expect(UInt64(last) == after.offset.rawValue)
+            let seen1 = try await Self.allRecords(node1.database(for: "alice"))
+            let seen2 = try await Self.allRecords(node2.database(for: "alice"))
+            #expect(seen1.count == 40)
+            #expect(Set(seen1.keys) == Set(seen2.keys))
         }
-        let after = try node2.admin.currentToken(of: "alice")
-        // 40 saves, one entry each: dense, nothing skipped, nothing written twice.
-        #expect(after.offset.rawValue == before.offset.rawValue + 40)
-        let count = try await sqlValue(
-            url, "SELECT count(*) FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
-        let last = try await sqlValue(
-            url, "SELECT max(\"offset\") FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
-        #expect(count == last)
-        #expect(UInt64(last) == after.offset.rawValue)
-        let seen1 = try await Self.allRecords(node1.database(for: "alice"))
-        let seen2 = try await Self.allRecords(node2.database(for: "alice"))
-        #expect(seen1.count == 40)
-        #expect(Set(seen1.keys) == Set(seen2.keys))
     }
 
     // A commit on node 1 reaches a device listening on node 2 (F112, F113).
     @Test("F113 a commit on one node is hinted to a device on the other")
     func pushBetweenNodes() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let (url, node1, node2) = try await Self.twoNodes(in: directory)
-        defer { node1.shutdown(); node2.shutdown() }
-        let phone = node1.database(for: "alice", device: "phone")
-        let laptop = node2.database(for: "alice", device: "laptop")
-        _ = try await phone.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
-        _ = try await phone.modifySubscriptions(saving: [Subscription(subscriptionID: "all")], deleting: [])
-        try await eventually("node 2 listens") { (node2.storage as? PostgresStorage)?.isListening == true }
-        let hints = laptop.pushHints()
-        _ = try await phone.modifyRecords(saving: [Self.note("n1")], deleting: [])
-        let hint = try await firstHint(hints)
-        #expect(hint.subscriptionID == "all")
-        #expect(hint.changeToken == (try node2.admin.currentToken(of: "alice")))
+        try await Self.withTwoNodes { directory, url, node1, node2 in
+            let phone = node1.database(for: "alice", device: "phone")
+            let laptop = node2.database(for: "alice", device: "laptop")
+            _ = try await phone.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            _ = try await phone.modifySubscriptions(saving: [Subscription(subscriptionID: "all")], deleting: [])
+            try await eventually("node 2 listens") { (node2.storage as? PostgresStorage)?.isListening == true }
+            let hints = laptop.pushHints()
+            _ = try await phone.modifyRecords(saving: [Self.note("n1")], deleting: [])
+            let hint = try await firstHint(hints)
+            #expect(hint.subscriptionID == "all")
+            #expect(hint.changeToken == (try node2.admin.currentToken(of: "alice")))
+        }
     }
 
     // The index is a projection: dropped or of another version, it is rebuilt from the entries
@@ -127,24 +144,21 @@ struct PostgresStorageTests {
     // A damaged entry row is a typed error naming its offset, never a crash or a wrong answer.
     @Test("a damaged entry row fails the request naming the offset")
     func damagedEntry() async throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let node = try Self.node(url, in: directory)
-        defer { node.shutdown() }
-        let database = node.database(for: "alice")
-        _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
-        _ = try await database.modifyRecords(saving: [Self.note("n1")], deleting: [])
-        // The record's entry (the one whose payload holds its text): bytes that are no record.
-        let offset = try await sqlValue(
-            url, "SELECT \"offset\" FROM logsync_entries WHERE position('hello'::bytea in payload) > 0 ORDER BY \"offset\" LIMIT 1")
-        try await sql(url, "UPDATE logsync_entries SET payload = '\\xffffffff'::bytea WHERE position('hello'::bytea in payload) > 0")
-        do {
-            _ = try await Self.allRecords(database)
-            Issue.record("a damaged record entry was read without an error")
-        } catch let error as SyncError {
-            #expect(error.code == .internalError)
-            #expect("\(error)".contains("\(offset)"), "\(error)")
+        try await Self.withNode { directory, url, node in
+            let database = node.database(for: "alice")
+            _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            _ = try await database.modifyRecords(saving: [Self.note("n1")], deleting: [])
+            // The record's entry (the one whose payload holds its text): bytes that are no record.
+            let offset = try await sqlValue(
+                url, "SELECT \"offset\" FROM logsync_entries WHERE position('hello'::bytea in payload) > 0 ORDER BY \"offset\" LIMIT 1")
+            try await sql(url, "UPDATE logsync_entries SET payload = '\\xffffffff'::bytea WHERE position('hello'::bytea in payload) > 0")
+            do {
+                _ = try await Self.allRecords(database)
+                Issue.record("a damaged record entry was read without an error")
+            } catch let error as SyncError {
+                #expect(error.code == .internalError)
+                #expect("\(error)".contains("\(offset)"), "\(error)")
+            }
         }
     }
 

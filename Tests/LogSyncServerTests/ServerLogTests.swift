@@ -78,6 +78,13 @@ struct ServerLogTests {
         }
     }
 
+    /// The projection rule on `log`, and its index equal to one applied entry by entry (see
+    /// ``expectIndexEqualsEntryByEntry(_:sourceLocation:)``).
+    static func expectProjectionsHold(_ log: Log, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(try log.verifyProjections() == nil, sourceLocation: sourceLocation)
+        try expectIndexEqualsEntryByEntry(log, sourceLocation: sourceLocation)
+    }
+
     /// The index applies runs of record changes together (`ServerIndex.apply(_:to:)` of many
     /// entries); appended one entry at a time, as the projection's single-entry `apply` does,
     /// the log must give the same tables.

@@ -22,6 +22,28 @@ struct ZoneOwnerRuleTests {
         return try server.userRecordID(for: "alice").recordName
     }
 
+    /// Alice has a note (see ``aliceHasANote(_:)``), and bob a Notes zone of his own: alice's
+    /// user record name, and bob's database.
+    static func aliceAndBobHaveNotes(_ server: SyncServer) async throws -> (aliceName: String, bob: InProcessDatabase) {
+        let aliceName = try await aliceHasANote(server)
+        let bob = server.database(for: "bob")
+        _ = try await bob.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
+        return (aliceName, bob)
+    }
+
+    /// Alice has a note (see ``aliceHasANote(_:)``): bob's database, and alice's Notes zone as
+    /// bob would name it.
+    static func bobAndAlicesNotes(_ server: SyncServer) async throws -> (bob: InProcessDatabase, alicesNotes: RecordZone.ID) {
+        let aliceName = try await aliceHasANote(server)
+        return (server.database(for: "bob"), RecordZone.ID(zoneName: "Notes", ownerName: aliceName))
+    }
+
+    /// Alice's note is as ``aliceHasANote(_:)`` left it: nothing bob did reached it.
+    static func expectAlicesNoteUnchanged(_ server: SyncServer, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let alices = try await server.database(for: "alice").fetchZoneChanges(zoneID: notes, since: nil)
+        #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")], sourceLocation: sourceLocation)
+    }
+
     static func note(_ name: String, _ title: String, in zone: RecordZone.ID = notes) -> Record {
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: zone))
         record["title"] = .string(title)
@@ -82,15 +104,12 @@ struct ZoneOwnerRuleTests {
     @Test("F138 deleting a zone of another owner in a private database gets invalidArguments; the owner's zone stays")
     func zoneDeleteOfAnotherOwner() async throws {
         try await withServer { server, _ in
-            let aliceName = try await Self.aliceHasANote(server)
-            let bob = server.database(for: "bob")
-            let alicesNotes = RecordZone.ID(zoneName: "Notes", ownerName: aliceName)
+            let (bob, alicesNotes) = try await Self.bobAndAlicesNotes(server)
             let before = try Self.ends(server)
             let response = try await bob.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [alicesNotes]))
             Self.expectRefusedWrite(failure(response.deleteResults[alicesNotes]), alicesNotes, item: .zone(alicesNotes))
             #expect(try Self.ends(server) == before)
-            let alices = try await server.database(for: "alice").fetchZoneChanges(zoneID: Self.notes, since: nil)
-            #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
+            try await Self.expectAlicesNoteUnchanged(server)
         }
     }
 
@@ -100,9 +119,7 @@ struct ZoneOwnerRuleTests {
     @Test("F138 records in a zone of another owner get invalidArguments per item; a request refused whole writes nothing")
     func recordWritesInAnotherOwnersZone() async throws {
         try await withServer { server, _ in
-            let aliceName = try await Self.aliceHasANote(server)
-            let bob = server.database(for: "bob")
-            _ = try await bob.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
+            let (aliceName, bob) = try await Self.aliceAndBobHaveNotes(server)
             for owner in try Self.foreignOwners(server) {
                 for zoneName in ["Notes", RecordZone.ID.defaultZoneName] {
                     let foreign = RecordZone.ID(zoneName: zoneName, ownerName: owner)
@@ -132,8 +149,7 @@ struct ZoneOwnerRuleTests {
             #expect(try mixed.saveResults[bobsID]?.get()["title"] == .string("bob's"))
             #expect(try mixed.saveResults[bobsInbox]?.get().recordID == bobsInbox)
             #expect(try server.admin.log(of: "alice").lastOffset == aliceBefore)
-            let alices = try await server.database(for: "alice").fetchZoneChanges(zoneID: Self.notes, since: nil)
-            #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
+            try await Self.expectAlicesNoteUnchanged(server)
         }
     }
 
@@ -142,9 +158,7 @@ struct ZoneOwnerRuleTests {
     @Test("F138 a request over the item limit gets limitExceeded even when one of its items is in another owner's zone")
     func limitsCountForeignItems() async throws {
         try await withServer { server, _ in
-            let aliceName = try await Self.aliceHasANote(server)
-            let bob = server.database(for: "bob")
-            _ = try await bob.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
+            let (aliceName, bob) = try await Self.aliceAndBobHaveNotes(server)
             let foreign = Self.note("secret", "bob", in: RecordZone.ID(zoneName: "Notes", ownerName: aliceName))
             let own = (0..<Limits.maxItemsPerRequest).map { Self.note("n\($0)", "bob's") }
             let before = try Self.ends(server)
@@ -187,9 +201,7 @@ struct ZoneOwnerRuleTests {
     @Test("F138 a zone subscription to a zone of another owner gets invalidArguments, writes nothing")
     func subscriptionToAnotherOwnersZone() async throws {
         try await withServer { server, _ in
-            let aliceName = try await Self.aliceHasANote(server)
-            let bob = server.database(for: "bob")
-            let alicesNotes = RecordZone.ID(zoneName: "Notes", ownerName: aliceName)
+            let (bob, alicesNotes) = try await Self.bobAndAlicesNotes(server)
             let before = try Self.ends(server)
             let response = try await bob.modifySubscriptions(ModifySubscriptionsRequest(
                 subscriptionsToSave: [Subscription(subscriptionID: "spy", kind: .recordZone(alicesNotes))]))
@@ -337,8 +349,7 @@ struct ZoneOwnerRuleTests {
             #expect(try server.admin.log(of: "bob", scope: .shared).lastOffset == LogOffset(rawValue: 0))
             #expect(try await bobShared.fetchAllZones().isEmpty)
             #expect(try await bobShared.fetchDatabaseChanges(FetchDatabaseChangesRequest()).modifications.isEmpty)
-            let alices = try await server.database(for: "alice").fetchZoneChanges(zoneID: Self.notes, since: nil)
-            #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
+            try await Self.expectAlicesNoteUnchanged(server)
         }
     }
 }

@@ -272,6 +272,32 @@ struct SimulationTests {
         #expect(reports[0].sharing == reports[1].sharing)
     }
 
+    /// A simulation of `seed` in `directory`, its operations run and settled, whose checks find
+    /// nothing.
+    static func settled(seed: UInt64, directory: URL, configuration: Simulation.Configuration) async throws -> Simulation {
+        let simulation = try Simulation(seed: seed, directory: directory, configuration: configuration)
+        try await simulation.runOperations()
+        try await simulation.settle()
+        #expect(try await simulation.check() == [])
+        return simulation
+    }
+
+    /// Someone writes the note `x` titled `title`, in a new zone `zoneName`, to alice's database
+    /// behind the simulation's devices' back: what the simulation's checks find then, and the
+    /// failure they make.
+    static func findingsAfterPlanting(
+        in simulation: Simulation, zone zoneName: String, title: String
+    ) async throws -> (findings: [String], failure: SimulationFailure) {
+        let database = simulation.server.database(for: "alice", device: "intruder")
+        let zone = RecordZone.ID(zoneName: zoneName)
+        _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
+        var note = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
+        note["title"] = .string(title)
+        _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [note]))
+        let findings = try await simulation.check()
+        return (findings, simulation.failure(findings))
+    }
+
     // The checks themselves: a read-only participant's edit that reached the owner is found.
     @Test("An edit of the read-only participant found in the owner's notes is named, with the seed")
     func readOnlyEditIsFound() async throws {
@@ -279,21 +305,10 @@ struct SimulationTests {
             var configuration = Simulation.Configuration.sharing
             configuration.operationsPerDevice = 30
             configuration.rerunCommand = "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation"
-            let simulation = try Simulation(seed: 2, directory: directory, configuration: configuration)
-            try await simulation.runOperations()
-            try await simulation.settle()
-            #expect(try await simulation.check() == [])
+            let simulation = try await Self.settled(seed: 2, directory: directory, configuration: configuration)
             // carol's device (E) is read-only: plant a note as if her edit had been accepted.
-            let database = simulation.server.database(for: "alice", device: "intruder")
-            let zone = RecordZone.ID(zoneName: "Planted")
-            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
-            note["title"] = .string("E.999")
-            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [note]))
-
-            let findings = try await simulation.check()
+            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Planted", title: "E.999")
             #expect(findings.contains { $0.contains("edits of user \"carol\", a read-only participant") && $0.contains("Planted/x = E.999") })
-            let failure = simulation.failure(findings)
             #expect(failure.description.contains("rerun: SIMULATION_SHARING_SEEDS=2 swift test --filter SimulationTests/sharingSimulation"))
         }
     }
@@ -304,21 +319,10 @@ struct SimulationTests {
         try await withTemporaryDirectory { directory in
             var configuration = Simulation.Configuration()
             configuration.rerunCommand = "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation"
-            let simulation = try Simulation(seed: 3, directory: directory, configuration: configuration)
-            try await simulation.runOperations()
-            try await simulation.settle()
-            #expect(try await simulation.check() == [])
+            let simulation = try await Self.settled(seed: 3, directory: directory, configuration: configuration)
             // Someone writes to alice's database behind the simulation's back.
-            let database = simulation.server.database(for: "alice", device: "intruder")
-            let zone = RecordZone.ID(zoneName: "Intruded")
-            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "x", zoneID: zone))
-            note["title"] = .string("planted")
-            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [note]))
-
-            let findings = try await simulation.check()
+            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Intruded", title: "planted")
             #expect(findings.contains { $0.contains("not what it acknowledged") && $0.contains("Intruded/x = planted") })
-            let failure = simulation.failure(findings)
             #expect(failure.description.contains("simulation seed 3 failed"))
             #expect(failure.description.contains("rerun: SIMULATION_SEEDS=3 swift test --filter SimulationTests/simulation"))
         }

@@ -30,6 +30,17 @@ struct FetchStateTests {
         let database: InProcessDatabase
         let engine: SyncEngine
 
+        /// A bench in a fresh temporary directory whose server holds `zones`, then `records`, none
+        /// fetched yet; the directory is removed when `body` returns.
+        static func with(zones: [RecordZone.ID], records: [Record], _ body: (Bench) async throws -> Void) async throws {
+            try await withTemporaryDirectory { directory in
+                let bench = try Bench(directory)
+                try await bench.serverSaves(zones: zones)
+                try await bench.serverSaves(records)
+                try await body(bench)
+            }
+        }
+
         init(_ directory: URL, maxChangesPerPage: Int = 400) throws {
             server = try makeServer(directory.appendingPathComponent("remote"), maxChangesPerPage: maxChangesPerPage)
             database = server.database(for: Self.user)
@@ -166,10 +177,7 @@ struct FetchStateTests {
 
     @Test("F37, F149: a zone deleted on the server is forgotten: not known or unfetched, no token, no server records")
     func deletedZoneForgotten() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes, F.photos])
-            try await bench.serverSaves([F.clientRecord(F.a), F.clientRecord(F.b), F.clientRecord(Self.p)])
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(F.b), F.clientRecord(Self.p)]) { bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -194,10 +202,7 @@ struct FetchStateTests {
 
     @Test("F149: a zone deleted and re-created between fetches is forgotten, then known and unfetched again")
     func recreatedZone() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes])
-            try await bench.serverSaves([F.clientRecord(F.a)])
+        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try bench.deviceLog.append(.zoneFetchFinished(zoneID: F.notes, error: nil))
@@ -220,11 +225,7 @@ struct FetchStateTests {
 
     @Test("F39, F141: a zone page stores the zone's token and its records as last known server records; deletions forget them")
     func zonePage() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes])
-            try await bench.serverSaves([F.clientRecord(F.a, title: "one"), F.clientRecord(F.b)])
-
+        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a, title: "one"), F.clientRecord(F.b)]) { bench in
             // A zone page is enough to know the zone, without a database page.
             let first = try await bench.fetchZoneChanges(F.notes)
             #expect(first.modifications.count == 2)
@@ -253,10 +254,7 @@ struct FetchStateTests {
 
     @Test("F25, F40: a zone fetched to the end leaves the unfetched zones; the others stay")
     func zoneFetchedToTheEnd() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes, F.photos])
-            try await bench.serverSaves([F.clientRecord(F.a)])
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
             #expect(try bench.unfetchedZones == [F.notes, F.photos])
 
@@ -290,10 +288,7 @@ struct FetchStateTests {
 
     @Test("F40, F149, F150: zoneNotFound or userDeletedZone from a zone's fetch forgets the zone", arguments: Disappearance.allCases)
     func zoneGoneForgotten(_ how: Disappearance) async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes, F.photos])
-            try await bench.serverSaves([F.clientRecord(F.a), F.clientRecord(Self.p)])
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) { bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -324,10 +319,7 @@ struct FetchStateTests {
         arguments: [SyncError.Code.networkFailure, .zoneBusy, .serviceUnavailable, .requestRateLimited, .operationCancelled,
                     .changeTokenExpired, .internalError, .permissionFailure])
     func zoneErrorKeepsUnfetched(_ code: SyncError.Code) async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes])
-            try await bench.serverSaves([F.clientRecord(F.a)])
+        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
             let page = try await bench.fetchZoneChanges(F.notes)
             try await bench.serverSaves([F.clientRecord(F.b)])
@@ -356,10 +348,7 @@ struct FetchStateTests {
 
     @Test("F100, F144: changeTokenReset of a zone drops its token only; the zone is then fetched from the start")
     func zoneTokenReset() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes, F.photos])
-            try await bench.serverSaves([F.clientRecord(F.a), F.clientRecord(Self.p)])
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) { bench in
             let database = try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -388,10 +377,7 @@ struct FetchStateTests {
 
     @Test("F100, F144: changeTokenReset without a zone drops the database token only")
     func databaseTokenReset() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes])
-            try await bench.serverSaves([F.clientRecord(F.a)])
+        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
             let zonePage = try await bench.fetchZoneChanges(F.notes)
 
@@ -445,10 +431,7 @@ struct FetchStateTests {
 
     @Test("F36, F41, F42, F45: the start and end of a send or a fetch change no state")
     func timelineMarks() async throws {
-        try await withTemporaryDirectory { directory in
-            let bench = try Bench(directory)
-            try await bench.serverSaves(zones: [F.notes, F.photos])
-            try await bench.serverSaves([F.clientRecord(F.a)])
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             let before = try bench.state

@@ -10,6 +10,12 @@ import Testing
 struct InFlightTests {
     typealias F = Fixtures
 
+    /// Notes A and B are pending, and a batch saving both is prepared: both are in flight.
+    static func putAAndBInFlight(_ engine: SyncEngine) throws {
+        try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
+        try engine.deviceLog.append(prepared(saving: [F.a, F.b]))
+    }
+
     static func prepared(saving ids: [Record.ID], deleting deletions: [Record.ID] = []) -> DeviceEntry {
         .batchPrepared(recordsToSave: ids.map { F.clientRecord($0) }, recordIDsToDelete: deletions, atomicByZone: false)
     }
@@ -35,8 +41,7 @@ struct InFlightTests {
     @Test("F32: a change re-added while in flight stays pending after success")
     func readdedDuringFlightStays() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
-            try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
+            try Self.putAAndBInFlight(engine)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])  // the app edits A mid-upload
             let a = try engine.deviceLog.read { try $0.inFlightState(of: .saveRecord(F.a)) }
             let b = try engine.deviceLog.read { try $0.inFlightState(of: .saveRecord(F.b)) }
@@ -54,8 +59,7 @@ struct InFlightTests {
     @Test("F32: removed and re-added while in flight, or added after an opposite change, stays")
     func readdedVariants() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
-            try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
+            try Self.putAAndBInFlight(engine)
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.b)])  // B: delete after save in flight
@@ -78,8 +82,7 @@ struct InFlightTests {
     @Test("F21: networkFailure keeps A pending, serverRecordChanged removes B")
     func transientKeepsPermanentRemoves() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
-            try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
+            try Self.putAAndBInFlight(engine)
             try engine.deviceLog.append(.batchResult(
                 saved: [], deleted: [],
                 failedSaves: [
@@ -149,8 +152,7 @@ struct InFlightTests {
     @Test("Items a result does not mention keep their pending state and leave flight")
     func unmentionedItems() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .saveRecord(F.b)])
-            try engine.deviceLog.append(Self.prepared(saving: [F.a, F.b]))
+            try Self.putAAndBInFlight(engine)
             try engine.deviceLog.append(Self.saved([F.a]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.b)])
             #expect(try engine.deviceLog.read { try $0.inFlightRecordChanges() }.isEmpty)

@@ -39,18 +39,30 @@ struct OperationGroupTests {
         return groups
     }
 
+    /// Alice's phone on a ticking server of its own, both in `directory`, a fresh temporary
+    /// directory removed when `body` returns.
+    static func withPhone(_ body: (_ server: SyncServer, _ phone: TestDevice, _ directory: URL) async throws -> Void) async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try makeTickingServer(directory)
+            try await body(server, try TestDevice("phone", server: server, directory: directory), directory)
+        }
+    }
+
+    /// The device creates the zone Notes and writes note A, "Groceries", in it.
+    static func writeGroceries(on device: TestDevice) throws {
+        try device.createZone(Fixtures.notes)
+        try device.write(Fixtures.a, "Groceries")
+    }
+
     static let importGroup = OperationGroup(
         operationGroupID: "import-2024", name: "Import notes", quantity: 2, expectedSendSize: .kilobytes,
         expectedReceiveSize: .megabytes)
 
     @Test("F69 a custom send group reaches the server's log once, and names each batch's outcome")
     func customSendGroup() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeTickingServer(directory)
-            let phone = try TestDevice("phone", server: server, directory: directory)
+        try await Self.withPhone { server, phone, _ in
             // The phone imports two notes into a new zone, in one group.
-            try phone.createZone(Fixtures.notes)
-            try phone.write(Fixtures.a, "Groceries")
+            try Self.writeGroceries(on: phone)
             try await phone.engine.sendChanges(SyncEngine.SendChangesOptions(operationGroup: Self.importGroup))
 
             var logged = try Self.serverGroups(server)
@@ -70,12 +82,9 @@ struct OperationGroupTests {
 
     @Test("F69 a custom fetch group is logged by its first request; its later requests write nothing")
     func customFetchGroup() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeTickingServer(directory)
-            let phone = try TestDevice("phone", server: server, directory: directory)
+        try await Self.withPhone { server, phone, directory in
             let laptop = try TestDevice("laptop", server: server, directory: directory)
-            try phone.createZone(Fixtures.notes)
-            try phone.write(Fixtures.a, "Groceries")
+            try Self.writeGroceries(on: phone)
             try await phone.engine.sendChanges()
 
             // The laptop fetches the database and the zone in one group, twice.
@@ -95,11 +104,8 @@ struct OperationGroupTests {
 
     @Test("F69 without a group a sync sends the engine's default one for its kind, logged once however many syncs use it")
     func defaultGroups() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeTickingServer(directory)
-            let phone = try TestDevice("phone", server: server, directory: directory)
-            try phone.createZone(Fixtures.notes)
-            try phone.write(Fixtures.a, "Groceries")
+        try await Self.withPhone { server, phone, _ in
+            try Self.writeGroceries(on: phone)
             try await phone.engine.sendChanges()
             try await phone.engine.fetchChanges()
 
@@ -122,9 +128,7 @@ struct OperationGroupTests {
 
     @Test("F69 F70 a scheduled fetch carries a default group named for the schedule")
     func scheduledFetchUsesTheDefaultGroup() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeTickingServer(directory)
-            let phone = try TestDevice("phone", server: server, directory: directory)
+        try await Self.withPhone { server, phone, _ in
             let engine = phone.engine
             // What the scheduler runs for a push: a fetch with the default options, reason scheduled.
             try await engine.runSync(.fetch(SyncEngine.FetchChangesOptions())) {
@@ -138,9 +142,7 @@ struct OperationGroupTests {
 
     @Test("F69 a malformed group is refused before anything is sent, naming its field")
     func malformedGroupIsRefused() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try makeTickingServer(directory)
-            let phone = try TestDevice("phone", server: server, directory: directory)
+        try await Self.withPhone { server, phone, _ in
             try phone.write(Fixtures.a, "Groceries")
             let cases: [(OperationGroup, String)] = [
                 (OperationGroup(operationGroupID: "g1", quantity: -1), "quantity is -1"),

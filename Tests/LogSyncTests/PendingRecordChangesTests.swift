@@ -66,28 +66,22 @@ struct PendingRecordChangesTests {
         }
     }
 
-    @Test("F19: save then delete leaves only the delete")
-    func saveThenDelete() async throws {
+    /// A change to X, and its opposite after it.
+    static let oppositeChanges: [(first: RecordChange, then: RecordChange)] = [
+        (.saveRecord(F.x), .deleteRecord(F.x)),
+        (.deleteRecord(F.x), .saveRecord(F.x)),
+    ]
+
+    @Test("F19: save then delete leaves only the delete; delete then save, only the save", arguments: oppositeChanges)
+    func laterOfOppositeChangesStays(first: RecordChange, then later: RecordChange) async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x), .saveRecord(F.a)])
-            try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x)])
+            try engine.state.add(pendingRecordZoneChanges: [first, .saveRecord(F.a)])
+            try engine.state.add(pendingRecordZoneChanges: [later])
             let list = try engine.state.pendingRecordZoneChanges
-            #expect(list.filter { $0.recordID == F.x } == [.deleteRecord(F.x)])
+            #expect(list.filter { $0.recordID == F.x } == [later])
             #expect(list.count == 2)
             // Spec choice: the survivor takes the later position.
-            #expect(list == [.saveRecord(F.a), .deleteRecord(F.x)])
-        }
-    }
-
-    @Test("F19: delete then save leaves only the save")
-    func deleteThenSave() async throws {
-        try withEngine { engine, directory in
-            try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.x), .saveRecord(F.a)])
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.x)])
-            let list = try engine.state.pendingRecordZoneChanges
-            #expect(list.filter { $0.recordID == F.x } == [.saveRecord(F.x)])
-            #expect(list.count == 2)
-            #expect(list == [.saveRecord(F.a), .saveRecord(F.x)])
+            #expect(list == [.saveRecord(F.a), later])
         }
     }
 

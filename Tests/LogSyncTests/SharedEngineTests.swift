@@ -34,9 +34,7 @@ struct SharedEngineTests {
 
     @Test("F119 F121 F124 a shared engine fetches the owner's zone, sends edits, and loses the zone on removal")
     func participantEngine() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let (alice, notes) = try await Self.aliceSharesNotesWithBob(server, directory)
             let owner = server.database(for: "alice", device: "admin")
 
@@ -74,9 +72,7 @@ struct SharedEngineTests {
 
     @Test("F118 F125 a device's private and shared engines side by side: tokens, pending changes, subscriptions and events never mix")
     func privateAndSharedSideBySide() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let (alice, notes) = try await Self.aliceSharesNotesWithBob(server, directory)
 
             // Bob's phone runs two engines, as an app does: one per database, each with its own log.
@@ -136,9 +132,7 @@ struct SharedEngineTests {
     // it again (a participant had accepted meanwhile) before sending the deletion, and kept it.
     @Test("F124 the owner's share, deleted and fetched again before the deletion is sent, stays deleted")
     func deletedShareStaysDeleted() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             try server.registerUser("bob", emailAddress: "bob@example.com")
             let notes = RecordZone.ID(zoneName: "Notes")
             let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)

@@ -7,6 +7,11 @@ import Testing
 
 @testable import LogSync
 
+/// An engine with `delegate` on a device log in `directory/device`.
+private func makeEngine(in directory: URL, delegate: any SyncEngineDelegate) throws -> SyncEngine {
+    try makeEngine(deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: delegate)
+}
+
 /// `engine.state.suspending`: the state's mutations as `async` methods, which suspend their task
 /// until the commit instead of blocking its thread. Same effects as the blocking ones.
 @Suite("State: suspending mutations")
@@ -77,8 +82,7 @@ struct SuspendingStateTests {
         _ directory: URL, suspending: Bool
     ) async throws -> (engine: SyncEngine, recorder: Recorder) {
         let recorder = Recorder()
-        let engine = try makeEngine(
-            deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: recorder)
+        let engine = try makeEngine(in: directory, delegate: recorder)
         for edit in script {
             let before = try engine.deviceLog.log.lastOffset
             if suspending {
@@ -121,8 +125,7 @@ struct SuspendingStateTests {
     func manyTasks() async throws {
         try await withTemporaryDirectory { directory in
             let recorder = Recorder()
-            let engine = try makeEngine(
-                deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: recorder)
+            let engine = try makeEngine(in: directory, delegate: recorder)
             let tasks = 40
             let perTask = 10
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -197,8 +200,7 @@ struct StateUpdateQueueTests {
     func cancelledStateUpdateDoesNotStopLaterOnes() async throws {
         try await withTemporaryDirectory { directory in
             let delegate = HoldingDelegate()
-            let engine = try makeEngine(
-                deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: delegate)
+            let engine = try makeEngine(in: directory, delegate: delegate)
 
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.id("a"))])
             while delegate.recorder.stateUpdateOffsets.last != LogOffset(1) { await Task.yield() }

@@ -10,10 +10,7 @@ import Testing
 /// not write, long lists cut short, other kinds left alone, undecodable payloads reported at
 /// their offset.
 @Suite("DeviceEntryDescription")
-struct DeviceEntryDescriptionTests {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let bobs = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
-    static func id(_ name: String, in zone: RecordZone.ID = notes) -> Record.ID { Record.ID(recordName: name, zoneID: zone) }
+struct DeviceEntryDescriptionTests: EntryIDs {
 
     static let cases: [(DeviceEntry, String, String)] = [
         (.pendingRecordZoneChangesAdded((1...6).map { .saveRecord(id("n\($0)")) }),

@@ -8,9 +8,19 @@ import Testing
 /// `ServerEntryDescription`: every server entry kind described, unknown kinds left alone,
 /// undecodable payloads reported at their offset.
 @Suite("ServerEntryDescription")
-struct ServerEntryDescriptionTests {
-    static let notes = RecordZone.ID(zoneName: "Notes")
-    static let bobs = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
+struct ServerEntryDescriptionTests: EntryIDs {
+    /// The answer to request phone-7 (with no `saved`: what its outcome keeps besides the saves):
+    /// two saves refused, one delete done and one refused, and a success for each of `saved`.
+    static func phone7Response(saved: [Record] = []) -> ModifyRecordsResponse {
+        var saveResults: [Record.ID: Result<Record, SyncError>] = [
+            id("n3"): .failure(SyncError(.serverRecordChanged, "changed")),
+            id("n2"): .failure(SyncError(.batchRequestFailed, "atomic")),
+        ]
+        for record in saved { saveResults[record.recordID] = .success(record) }
+        return ModifyRecordsResponse(
+            saveResults: saveResults,
+            deleteResults: [id("old"): .success(()), id("gone", in: bobs): .failure(SyncError(.zoneNotFound, "no zone"))])
+    }
 
     /// A record as the server stores it: tag set, nothing marked changed.
     static func savedNote(_ name: String, tag: String, parent: String? = nil) -> Record {
@@ -75,16 +85,7 @@ struct ServerEntryDescriptionTests {
         (.subscriptionSaved(Subscription(subscriptionID: "notes-push", kind: .recordZone(notes))),
          "subscriptionSaved", "subscription=notes-push kind=zone zone=Notes"),
         (.subscriptionDeleted("engine"), "subscriptionDeleted", "subscription=engine"),
-        (.requestCompleted("phone-7", fingerprint: 0xBEEF, response: ModifyRecordsResponse(
-            saveResults: [
-                Record.ID(recordName: "n1", zoneID: notes): .success(savedNote("n1", tag: "20")),
-                Record.ID(recordName: "n3", zoneID: notes): .failure(SyncError(.serverRecordChanged, "changed")),
-                Record.ID(recordName: "n2", zoneID: notes): .failure(SyncError(.batchRequestFailed, "atomic")),
-            ],
-            deleteResults: [
-                Record.ID(recordName: "old", zoneID: notes): .success(()),
-                Record.ID(recordName: "gone", zoneID: bobs): .failure(SyncError(.zoneNotFound, "no zone")),
-            ])),
+        (.requestCompleted("phone-7", fingerprint: 0xBEEF, response: phone7Response(saved: [savedNote("n1", tag: "20")])),
          "requestCompleted",
          "request=phone-7 fingerprint=0x0000beef saved=1 deleted=1 failed=3 errors=[gone:zoneNotFound,n2:batchRequestFailed,n3:serverRecordChanged]"),
         (.requestCompleted("empty", fingerprint: 0xFFFF_FFFF, response: ModifyRecordsResponse()),
@@ -118,16 +119,7 @@ struct ServerEntryDescriptionTests {
         (.sharedZoneLeft(bobs, reason: .removed), "sharedZoneLeft", "zone=Shared owner=_bob reason=removed"),
         // The first requestCompleted's outcome, compact: the same fields.
         (.requestOutcome("phone-7", fingerprint: 0xBEEF, outcome: RequestOutcome(
-            saved: [RequestOutcome.Saved(Record.ID(recordName: "n1", zoneID: notes), at: 11)],
-            others: ModifyRecordsResponse(
-                saveResults: [
-                    Record.ID(recordName: "n3", zoneID: notes): .failure(SyncError(.serverRecordChanged, "changed")),
-                    Record.ID(recordName: "n2", zoneID: notes): .failure(SyncError(.batchRequestFailed, "atomic")),
-                ],
-                deleteResults: [
-                    Record.ID(recordName: "old", zoneID: notes): .success(()),
-                    Record.ID(recordName: "gone", zoneID: bobs): .failure(SyncError(.zoneNotFound, "no zone")),
-                ]))),
+            saved: [RequestOutcome.Saved(id("n1"), at: 11)], others: phone7Response())),
          "requestOutcome",
          "request=phone-7 fingerprint=0x0000beef saved=1 deleted=1 failed=3 errors=[gone:zoneNotFound,n2:batchRequestFailed,n3:serverRecordChanged]"),
         (.requestOutcome("bob-1", fingerprint: 1, outcome: RequestOutcome(

@@ -45,6 +45,18 @@ struct MultiNodeTests {
         try await PostgresTestServer.shared().createDatabase()
     }
 
+    /// A cluster on a fresh database, alice's token, and the nodes `node1` and `node2`, started
+    /// in that order.
+    static func withAliceOnTwoNodes(
+        _ body: (_ cluster: Cluster, _ token: String, _ node1: Node, _ node2: Node) async throws -> Void
+    ) async throws {
+        try await Cluster.with(store: try await freshDatabase()) { cluster in
+            let token = try await cluster.addUser("alice")
+            let node1 = try await cluster.startNode("node1")
+            try await body(cluster, token, node1, try await cluster.startNode("node2"))
+        }
+    }
+
     /// Whether `events`, from index `start` on, hold a send that saved the note `name`.
     static func saved(_ name: String, after start: Int = 0) -> @Sendable ([SyncEngine.Event]) -> Bool {
         { events in
@@ -76,10 +88,7 @@ struct MultiNodeTests {
     // gave names the same point of alice's log on every node.
     @Test("F142 a record saved on node 1 is fetched on node 2, and a change token from either node works on the other")
     func recordAcrossNodes() async throws {
-        try await Cluster.with(store: try await Self.freshDatabase()) { cluster in
-            let token = try await cluster.addUser("alice")
-            let node1 = try await cluster.startNode("node1")
-            let node2 = try await cluster.startNode("node2")
+        try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let phone = cluster.client(on: node1, token: token, device: "phone").database()
             let laptop = cluster.client(on: node2, token: token, device: "laptop").database()
 
@@ -127,10 +136,7 @@ struct MultiNodeTests {
     // it and saves again.
     @Test("F92 F145 a conflict across nodes: the save on node 2 gets serverRecordChanged with node 1's record, the device merges and both end with the merge")
     func conflictAcrossNodes() async throws {
-        try await Cluster.with(store: try await Self.freshDatabase()) { cluster in
-            let token = try await cluster.addUser("alice")
-            let node1 = try await cluster.startNode("node1")
-            let node2 = try await cluster.startNode("node2")
+        try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let phone = try TestDevice(
                 "phone", database: cluster.client(on: node1, token: token, device: "phone").database(),
                 directory: cluster.directory.appendingPathComponent("phone"))
@@ -184,10 +190,7 @@ struct MultiNodeTests {
     // devices: the raw hint names the zone, and an automatic engine on node 2 fetches the change.
     @Test("F83 F113 F154 push across nodes: a commit on node 1 reaches a device on node 2 as a hint, and its engine fetches")
     func pushAcrossNodes() async throws {
-        try await Cluster.with(store: try await Self.freshDatabase()) { cluster in
-            let token = try await cluster.addUser("alice")
-            let node1 = try await cluster.startNode("node1")
-            let node2 = try await cluster.startNode("node2")
+        try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let phoneDatabase = cluster.client(on: node1, token: token, device: "phone").database()
             try await Self.subscribe(phoneDatabase)
             _ = try await phoneDatabase.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
@@ -230,10 +233,7 @@ struct MultiNodeTests {
     // the logs' offsets have no gap; node 2 serves on.
     @Test("F103 F160 a node killed mid-stream: node 2 serves every save node 1 acknowledged, offsets dense, the lost answer replayed by request ID")
     func nodeKilled() async throws {
-        try await Cluster.with(store: try await Self.freshDatabase()) { cluster in
-            let token = try await cluster.addUser("alice")
-            let node1 = try await cluster.startNode("node1")
-            let node2 = try await cluster.startNode("node2")
+        try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let onNode1 = cluster.client(on: node1, token: token, device: "phone").database()
             _ = try await onNode1.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
 

@@ -41,6 +41,30 @@ public actor Signal {
     }
 }
 
+/// Holds an event callback until a test lets it go on: inside the callback ``hold()`` fires
+/// ``reached`` and waits for ``release()``.
+public struct Gate: Sendable {
+    /// Fires once a callback is held.
+    public let reached = Signal()
+    private let released = Signal()
+
+    public init() {}
+
+    /// Called inside the callback: says it is reached, then waits until released.
+    public func hold() async {
+        await reached.fire()
+        await released.wait()
+    }
+
+    /// Lets the held callback, and every later one, go on.
+    public func release() async { await released.fire() }
+
+    /// An event callback that holds every event of `kind` here.
+    public func holding(_ kind: SyncEngine.Event.Kind) -> @Sendable (SyncEngine.Event, SyncEngine) async -> Void {
+        { event, _ in if event.kind == kind { await hold() } }
+    }
+}
+
 /// Where a ``ScriptedDelegate`` records what it saw; it outlives the delegate (F4).
 public final class EventSink: Sendable {
     private let recorded = Mutex<[(event: SyncEngine.Event, engine: SyncEngine)]>([])
@@ -173,8 +197,8 @@ public func makeScriptedEngine(
 }
 
 /// The engine `name` of alice's with a ``ScriptedDelegate``, on a server of its own (see
-/// ``withServer(maxChangesPerPage:_:)``): the set-up of a scenario that drives one engine step
-/// by step and scripts its delegate's answers.
+/// ``withServer(maxChangesPerPage:shutsDown:_:)``): the set-up of a scenario that drives one
+/// engine step by step and scripts its delegate's answers.
 public func withScriptedEngine(
     _ name: String, _ body: (
         _ engine: SyncEngine, _ delegate: ScriptedDelegate, _ server: SyncServer, _ directory: URL
@@ -333,6 +357,32 @@ extension TestDevice {
     public func expectProjectionsHold(sourceLocation: SourceLocation = #_sourceLocation) throws {
         #expect(try engine.deviceLog.log.verifyProjections() == nil, "device \(name)", sourceLocation: sourceLocation)
     }
+
+    /// The device shows the same notes as `other`, and the projection rule holds on both logs.
+    public func expectConverged(with other: TestDevice, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(notes == other.notes, "devices \(name) and \(other.name)", sourceLocation: sourceLocation)
+        try expectProjectionsHold(sourceLocation: sourceLocation)
+        try other.expectProjectionsHold(sourceLocation: sourceLocation)
+    }
+
+    /// Writes `title` to the note `id` and sends: the send throws a partial failure in which the
+    /// save of `id` failed with `code`. Returns the error.
+    @discardableResult
+    public func writeExpectingFailedSave(
+        _ id: Record.ID, _ title: String, _ code: SyncError.Code, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> SyncError? {
+        try write(id, title)
+        let error = await #expect(throws: SyncError.self, sourceLocation: sourceLocation) { try await engine.sendChanges() }
+        #expect(error?.code == .partialFailure, sourceLocation: sourceLocation)
+        #expect(error?.partialErrors[.record(id)]?.code == code, sourceLocation: sourceLocation)
+        return error
+    }
+
+    /// Fetches, then ``expectConverged(with:sourceLocation:)``.
+    public func fetchAndExpectConverged(with other: TestDevice, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await engine.fetchChanges()
+        try expectConverged(with: other, sourceLocation: sourceLocation)
+    }
 }
 
 /// A server for one scenario, in `directory/server`, with unflushed commits.
@@ -342,17 +392,21 @@ public func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws ->
 }
 
 /// A server of its own (see ``makeServer(_:maxChangesPerPage:)``) in a fresh temporary
-/// directory, both handed to `body`; the directory is removed when `body` returns.
+/// directory, both handed to `body`; the directory is removed when `body` returns, and with
+/// `shutsDown` the server is shut down first (``SyncServer/shutdown()``: its push streams end).
 @discardableResult
 public func withServer<R>(
-    maxChangesPerPage: Int = 400, _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
+    maxChangesPerPage: Int = 400, shutsDown: Bool = false, _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
 ) async throws -> R {
     try await withTemporaryDirectory { directory in
-        try await body(directory, try makeServer(directory, maxChangesPerPage: maxChangesPerPage))
+        let server = try makeServer(directory, maxChangesPerPage: maxChangesPerPage)
+        defer { if shutsDown { server.shutdown() } }
+        return try await body(directory, server)
     }
 }
 
-/// The device `name` of alice's, on a server of its own (see ``withServer(maxChangesPerPage:_:)``).
+/// The device `name` of alice's, on a server of its own (see
+/// ``withServer(maxChangesPerPage:shutsDown:_:)``).
 public func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void) async throws {
     try await withServer { directory, server in
         try await body(server, try TestDevice(name, server: server, directory: directory))
@@ -360,14 +414,16 @@ public func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: 
 }
 
 /// The devices `first` and `second` of alice's, on a server of their own (see
-/// ``withServer(maxChangesPerPage:_:)``).
+/// ``withServer(maxChangesPerPage:shutsDown:_:)``); `second` fetches pages of
+/// `secondFetchResultsLimit` (`nil`: the server's page size).
 public func withDevices(
-    _ first: String, _ second: String, maxChangesPerPage: Int = 400,
+    _ first: String, _ second: String, maxChangesPerPage: Int = 400, secondFetchResultsLimit: Int? = nil,
     _ body: (_ server: SyncServer, _ first: TestDevice, _ second: TestDevice) async throws -> Void
 ) async throws {
     try await withServer(maxChangesPerPage: maxChangesPerPage) { directory, server in
         let firstDevice = try TestDevice(first, server: server, directory: directory)
-        try await body(server, firstDevice, try TestDevice(second, server: server, directory: directory))
+        let secondDevice = try TestDevice(second, server: server, directory: directory, fetchResultsLimit: secondFetchResultsLimit)
+        try await body(server, firstDevice, secondDevice)
     }
 }
 

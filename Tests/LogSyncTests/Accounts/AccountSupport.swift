@@ -5,12 +5,19 @@ import LogSyncTesting
 import Synchronization
 import SyncModel
 import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
 
 // Helpers of the account suites: a server with a device's simulated account, devices of a notes
 // app that follows Apple's sample policy on account changes, and a bounded wait without sleeps.
+
+/// An ``AccountWorld`` whose device is signed in as `user` (or signed out), in a fresh temporary
+/// directory removed when `body` returns.
+func withAccountWorld(signedIn user: UserID?, _ body: (_ world: AccountWorld) async throws -> Void) async throws {
+    try await withTemporaryDirectory { directory in try await body(try AccountWorld(directory, signedIn: user)) }
+}
 
 /// One server and one device whose account a test signs in, out and switches.
 struct AccountWorld {
@@ -49,6 +56,13 @@ struct AccountWorld {
             configuration.conditions = account
             configuration.randomSeed = 7
         }
+    }
+
+    /// The manual notes app on `name` after its first fetch, which records the signed-in account.
+    func fetchedDevice(_ name: String = "phone") async throws -> TestDevice {
+        let app = try device(name)
+        try await app.engine.fetchChanges()
+        return app
     }
 
     /// The titles of the notes in `user`'s private zone `zoneID` on the server (empty if the zone

@@ -23,8 +23,7 @@ struct AccountTests {
 
     @Test("F86, F104: an engine created signed out makes no request; after sign-in, accountChange(signIn), then it syncs")
     func dormantUntilSignIn() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: nil)
+        try await withAccountWorld(signedIn: nil) { world in
             let clock = TestClock()
             let app = try world.device("phone", clock: clock)
             let engine = app.engine
@@ -58,8 +57,7 @@ struct AccountTests {
 
     @Test("F86, F105, F106: automatic: a switch while running gives switchAccounts, then the new account is fetched and its pushes come")
     func automaticSwitchFetchesNewAccount() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             try await world.seedServer("alice", [(a, "alice's")])
             try await world.seedServer("bob", [(b, "bob's")])
             let clock = TestClock()
@@ -105,8 +103,7 @@ struct AccountTests {
 
     @Test("F78: signed out, fetchChanges and sendChanges throw notAuthenticated, with no request and no sync events")
     func noAccountShortCircuits() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: nil)
+        try await withAccountWorld(signedIn: nil) { world in
             let app = try world.device("phone")
             let engine = app.engine
             try app.writeNote(a, "offline")
@@ -130,8 +127,7 @@ struct AccountTests {
 
     @Test("F105, F106: signOut, signIn and switchAccounts each give their case; pending is empty until the app re-adds, which goes to the new account")
     func eachTransition() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             let app = try world.device("phone")
             let engine = app.engine
             let pending = PendingAtAccountChange(app)
@@ -194,8 +190,7 @@ struct AccountTests {
 
     @Test("F30: three pending changes, sign-out: both pending lists are empty when accountChange arrives, and after")
     func signOutWipesPending() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             let app = try world.device("phone")
             let engine = app.engine
             let pending = PendingAtAccountChange(app)
@@ -219,12 +214,9 @@ struct AccountTests {
 
     @Test("F107: recorded under U1, switched U1→U2→U3 while not running: on launch exactly one switchAccounts(U1, U3)")
     func oneEventForManyTransitions() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "u1")
+        try await withAccountWorld(signedIn: "u1") { world in
             do {
-                let app = try world.device("phone")
-                let engine = app.engine
-                try await engine.fetchChanges()
+                let app = try await world.fetchedDevice()
                 #expect(app.accountChanges.isEmpty)
             }
             // Offline, the app not running.
@@ -233,9 +225,8 @@ struct AccountTests {
             world.account.signIn("u2")
             world.account.switch(to: "u3")
 
-            let app = try world.device("phone")
+            let app = try await world.fetchedDevice()
             let engine = app.engine
-            try await engine.fetchChanges()
             #expect(app.accountChanges == [.switchAccounts(previousUser: try world.userRecordID("u1"), currentUser: try world.userRecordID("u3"))])
             #expect(app.events.count(of: .accountChange) == 1)
             // Nothing more on the next calls.
@@ -248,12 +239,9 @@ struct AccountTests {
 
     @Test("F108: a log recorded under U1 launched with U2 signed in: switchAccounts before any sync or request")
     func lastKnownUserDetectsSwitchAcrossLaunches() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "u1")
+        try await withAccountWorld(signedIn: "u1") { world in
             do {
-                let app = try world.device("phone")
-                let engine = app.engine
-                try await engine.fetchChanges()
+                let app = try await world.fetchedDevice()
                 try app.writeNote(a, "u1's, never sent")
             }
             world.account.switch(to: "u2")
@@ -282,11 +270,9 @@ struct AccountTests {
 
     @Test("F109: accountTemporarilyUnavailable: no accountChange, changes stay pending, sent once available (manual)")
     func temporarilyUnavailableManual() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
-            let app = try world.device("phone")
+        try await withAccountWorld(signedIn: "alice") { world in
+            let app = try await world.fetchedDevice()
             let engine = app.engine
-            try await engine.fetchChanges()
             try app.writeNote(a, "waits")
 
             world.account.setTemporarilyUnavailable(true)
@@ -310,8 +296,7 @@ struct AccountTests {
 
     @Test("F109: a manual engine launched while the account is not ready syncs once it is")
     func launchedWhileTemporarilyUnavailable() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             world.account.setTemporarilyUnavailable(true)
             let app = try world.device("phone")
             let engine = app.engine
@@ -328,8 +313,7 @@ struct AccountTests {
 
     @Test("F109: automatic: while unavailable nothing is sent and no event comes; once available the change is sent")
     func temporarilyUnavailableAutomatic() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             let clock = TestClock()
             let app = try world.device("phone", clock: clock)
             let engine = app.engine
@@ -359,8 +343,7 @@ struct AccountTests {
 
     @Test("F110: engine 1 disposed, engine 2 on a fresh log: engine 1 emits nothing more, engine 2 fetches everything")
     func replaceEngine() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             try await world.seedServer("alice", [(a, "one"), (b, "two")])
             let clock = TestClock()
             let app1 = try world.device("engine1", clock: clock)
@@ -392,7 +375,7 @@ struct AccountTests {
             try await engine2.fetchChanges()
             #expect(app2.notes[Fixtures.x] == "later")
             try expectProjectionsHold(engine2)
-            let log1 = try openDeviceLog(directory.appendingPathComponent("engine1"))
+            let log1 = try openDeviceLog(world.directory.appendingPathComponent("engine1"))
             #expect(try log1.log.verifyProjections() == nil)
         }
     }
@@ -401,8 +384,7 @@ struct AccountTests {
 
     @Test("F8, F118, F125: a private and a shared engine of one user side by side: each delegate sees only its engine")
     func privateAndSharedEngines() async throws {
-        try await withTemporaryDirectory { directory in
-            let world = try AccountWorld(directory, signedIn: "alice")
+        try await withAccountWorld(signedIn: "alice") { world in
             let privateApp = try world.device("private")
             let sharedApp = try world.device("shared", database: world.account.database(for: .shared))
             let (privateEngine, sharedEngine) = (privateApp.engine, sharedApp.engine)

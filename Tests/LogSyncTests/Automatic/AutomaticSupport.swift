@@ -47,19 +47,22 @@ final class CountingDatabase: CloudDatabase {
 
     private func note(_ name: String) { counts.withLock { $0.byName[name, default: 0] += 1 } }
 
+    /// Counts a request named `name`, then makes it.
+    private func counted<Response>(_ name: String, _ request: () async throws -> Response) async throws -> Response {
+        note(name)
+        return try await request()
+    }
+
     func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        note("modifyZones")
-        return try await base.modifyZones(request)
+        try await counted("modifyZones") { try await base.modifyZones(request) }
     }
 
     func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        note("fetchZones")
-        return try await base.fetchZones(request)
+        try await counted("fetchZones") { try await base.fetchZones(request) }
     }
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        note("modifyRecords")
-        return try await base.modifyRecords(request)
+        try await counted("modifyRecords") { try await base.modifyRecords(request) }
     }
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
@@ -71,18 +74,15 @@ final class CountingDatabase: CloudDatabase {
     }
 
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        note("fetchZoneChanges")
-        return try await base.fetchZoneChanges(request)
+        try await counted("fetchZoneChanges") { try await base.fetchZoneChanges(request) }
     }
 
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        note("modifySubscriptions")
-        return try await base.modifySubscriptions(request)
+        try await counted("modifySubscriptions") { try await base.modifySubscriptions(request) }
     }
 
     func allSubscriptions() async throws -> [Subscription] {
-        note("allSubscriptions")
-        return try await base.allSubscriptions()
+        try await counted("allSubscriptions") { try await base.allSubscriptions() }
     }
 
     func currentUserRecordID() async throws -> Record.ID {
@@ -92,13 +92,11 @@ final class CountingDatabase: CloudDatabase {
     }
 
     func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
-        note("uploadAsset")
-        return try await base.uploadAsset(request)
+        try await counted("uploadAsset") { try await base.uploadAsset(request) }
     }
 
     func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
-        note("downloadAsset")
-        return try await base.downloadAsset(request)
+        try await counted("downloadAsset") { try await base.downloadAsset(request) }
     }
 
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }

@@ -13,6 +13,18 @@ private typealias F = Fixtures
 /// Push hints and the database subscription (F5, F6, F25, F83, F111, F113, F115).
 @Suite("Automatic: push")
 struct PushTests {
+    /// The laptop, which has created the Notes zone, and a phone launched after it, its catch-up
+    /// fetch over.
+    static func laptopAndPhone(
+        _ server: SyncServer, _ directory: URL, conditions: ManualConditions = ManualConditions()
+    ) async throws -> (laptop: OtherDevice, phone: Launch) {
+        let laptop = OtherDevice(server: server)
+        try await laptop.createZones(F.notes)
+        let phone = try launch(server: server, directory: directory, conditions: conditions)
+        await phone.waitForCatchUp()
+        return (laptop, phone)
+    }
+
     @Test("F5 F25 F115 manual mode: a push lists the zone as unfetched and makes no request; fetchChanges drains it")
     func pushInManualMode() async throws {
         try await withServer { directory, server in
@@ -42,10 +54,7 @@ struct PushTests {
     @Test("F83 F115 automatic mode: a push schedules a fetch at once, with reason .scheduled")
     func pushSchedulesFetch() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
+            let (laptop, phone) = try await Self.laptopAndPhone(server, directory)
             let before = try phone.engine.deviceLog.log.lastOffset
             #expect(phone.events.fetchedRecordIDs.isEmpty)
 
@@ -65,12 +74,8 @@ struct PushTests {
     @Test("F87 a change made while no engine ran (its push lost) is fetched by the catch-up at the next launch")
     func pushBeforeEngineExistsIsNotLost() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
-            do {
-                let first = try launch(server: server, directory: directory)
-                await first.waitForCatchUp()
-            }
+            // A first launch catches up and is closed.
+            let laptop = try await Self.laptopAndPhone(server, directory).laptop
             try await laptop.write([F.a])  // nobody listens: the hint goes nowhere
             let second = try launch(server: server, directory: directory)
             await second.waitForCatchUp()
@@ -83,11 +88,8 @@ struct PushTests {
     @Test("F84 F89 a pushed fetch that fails transiently is retried after the server's retry-after; the zone stays unfetched meanwhile")
     func failedFetchIsRetried() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
             let conditions = ManualConditions()
-            let phone = try launch(server: server, directory: directory, conditions: conditions)
-            await phone.waitForCatchUp()
+            let (laptop, phone) = try await Self.laptopAndPhone(server, directory, conditions: conditions)
 
             // Offline while the push arrives, so that the failure is injected before the fetch.
             conditions.conditions = SyncEngine.Conditions(networkAvailable: false)
@@ -119,10 +121,7 @@ struct PushTests {
     @Test("F113 100 writes: hints coalesce, yet every change is fetched")
     func hundredWritesAllFetched() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
+            let (laptop, phone) = try await Self.laptopAndPhone(server, directory)
 
             let ids = (0..<100).map { F.id("W\($0)") }
             for id in ids { try await laptop.write([id]) }

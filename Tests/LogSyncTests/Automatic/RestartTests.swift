@@ -15,6 +15,17 @@ private typealias F = Fixtures
 /// fetched changes the delegate may not have handled are delivered again.
 @Suite("Automatic: restart")
 struct RestartTests {
+    /// The laptop writes note A to the Notes zone, then a first manual launch fetches
+    /// `fetches` times (the later fetches find nothing new) and is closed.
+    static func firstLaunchFetchedA(_ server: SyncServer, _ directory: URL, fetches: Int) async throws {
+        let laptop = OtherDevice(server: server)
+        try await laptop.createZones(F.notes)
+        try await laptop.write([F.a])
+        let first = try launch(server: server, directory: directory, automatic: false)
+        for _ in 0..<fetches { try await first.engine.fetchChanges() }
+        #expect(first.events.fetchedRecordIDs == [F.a])
+    }
+
     @Test("F88 pending changes left in the log schedule a send at start, without a new add; reopening costs no replay")
     func pendingChangesSurviveRestart() async throws {
         try await withServer { directory, server in
@@ -116,15 +127,7 @@ struct RestartTests {
     @Test("F5 F29 a restart after a fetch that found nothing new delivers no event (no empty will/did fetch)")
     func emptyFetchIsNotRedelivered() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
-            try await laptop.write([F.a])
-            do {
-                let first = try launch(server: server, directory: directory, automatic: false)
-                try await first.engine.fetchChanges()
-                try await first.engine.fetchChanges()  // nothing new: one empty database page
-                #expect(first.events.fetchedRecordIDs == [F.a])
-            }
+            try await Self.firstLaunchFetchedA(server, directory, fetches: 2)  // the second: one empty database page
             let second = try launch(server: server, directory: directory, automatic: false)
             await letOthersRun()
             await second.engine.operations.drain()
@@ -137,14 +140,7 @@ struct RestartTests {
     @Test("F29 everything delivered: a restart delivers nothing again")
     func deliveredChangesAreNotRedelivered() async throws {
         try await withServer { directory, server in
-            let laptop = OtherDevice(server: server)
-            try await laptop.createZones(F.notes)
-            try await laptop.write([F.a])
-            do {
-                let first = try launch(server: server, directory: directory, automatic: false)
-                try await first.engine.fetchChanges()
-                #expect(first.events.fetchedRecordIDs == [F.a])
-            }
+            try await Self.firstLaunchFetchedA(server, directory, fetches: 1)
             let second = try launch(server: server, directory: directory, automatic: false)
             #expect(second.appliedAtOpen == [DeviceIndex.projectionName: second.lastOffsetAtOpen])
             await letOthersRun()

@@ -22,6 +22,24 @@ struct SchedulerTests {
         return server
     }
 
+    /// A phone launched on ``serverWithNotes(_:)``, its catch-up fetch over.
+    static func caughtUpPhone(_ directory: URL) async throws -> (server: SyncServer, phone: Launch) {
+        let server = try await serverWithNotes(directory)
+        let phone = try launch(server: server, directory: directory)
+        await phone.waitForCatchUp()
+        return (server, phone)
+    }
+
+    /// A caught-up phone with note A pending and its send scheduled on the clock (due after the
+    /// one-second debounce).
+    static func phoneWithPendingNote(_ directory: URL) async throws -> (server: SyncServer, phone: Launch) {
+        let (server, phone) = try await caughtUpPhone(directory)
+        phone.delegate.setTitle(F.a, "A")
+        try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
+        await phone.waitForScheduler()
+        return (server, phone)
+    }
+
     @Test("F5 automaticallySync false: adding changes makes no request at all until a manual send")
     func manualModeMakesNoRequests() async throws {
         try await withTemporaryDirectory { directory in
@@ -47,9 +65,7 @@ struct SchedulerTests {
     @Test("F5 F17 F82 automaticallySync true: ten adds schedule exactly one send, run after the debounce")
     func tenAddsOneSend() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
+            let (_, phone) = try await Self.caughtUpPhone(directory)
             #expect(phone.database.count("modifyRecords") == 0)
 
             let ids = (0..<10).map { F.id("N\($0)") }
@@ -85,9 +101,7 @@ struct SchedulerTests {
     @Test("F24 F82 setting hasPendingUntrackedChanges schedules a send")
     func untrackedFlagSchedulesSend() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
+            let (_, phone) = try await Self.caughtUpPhone(directory)
             try phone.engine.state.setHasPendingUntrackedChanges(true)
             #expect(try phone.engine.scheduled(.send).map(\.reason) == [.localChanges])
             await phone.waitForScheduler()
@@ -100,9 +114,7 @@ struct SchedulerTests {
     @Test("F59 F70 the catch-up fetch at start is .scheduled with the default scope")
     func scheduledFetchContext() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
+            let (_, phone) = try await Self.caughtUpPhone(directory)
             #expect(phone.events.willFetchContexts.map(\.reason) == [.scheduled])
             #expect(phone.events.willFetchContexts.allSatisfy { $0.options.scope == .all })
             #expect(phone.delegate.fetchContexts.allSatisfy { $0.reason == .scheduled })
@@ -113,12 +125,7 @@ struct SchedulerTests {
     @Test("F84 F90 requestRateLimited with retryAfter 13 s: no retry before 13 s on the clock, one after")
     func retryAfterIsHonoured() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
-            phone.delegate.setTitle(F.a, "A")
-            try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
-            await phone.waitForScheduler()
+            let (server, phone) = try await Self.phoneWithPendingNote(directory)
 
             server.admin.failNextRequests(
                 of: "alice", count: 1, with: SyncError(.requestRateLimited, "slow down", retryAfter: .seconds(13)))
@@ -150,12 +157,7 @@ struct SchedulerTests {
     @Test("F90 repeated zoneBusy without a hint: the waits grow (exponential backoff with jitter)")
     func zoneBusyBacksOff() async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
-            phone.delegate.setTitle(F.a, "A")
-            try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
-            await phone.waitForScheduler()
+            let (server, phone) = try await Self.phoneWithPendingNote(directory)
 
             let failures = 4
             server.admin.failNextRequests(of: "alice", count: failures, with: SyncError(.zoneBusy, "busy"))
@@ -197,12 +199,7 @@ struct SchedulerTests {
     @Test("F89 each transient code keeps the change pending and schedules a retry that sends it", arguments: transientCodes)
     func transientCodesAreRetried(_ code: SyncError.Code) async throws {
         try await withTemporaryDirectory { directory in
-            let server = try await Self.serverWithNotes(directory)
-            let phone = try launch(server: server, directory: directory)
-            await phone.waitForCatchUp()
-            phone.delegate.setTitle(F.a, "A")
-            try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
-            await phone.waitForScheduler()
+            let (server, phone) = try await Self.phoneWithPendingNote(directory)
 
             server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(code, "transient \(code.name)"))
             await phone.clock.advance(by: .seconds(1))

@@ -102,6 +102,21 @@ struct AssetScenarios: NoteIDs {
         return (try TestDevice(name, database: database, directory: directory.appendingPathComponent(name)), database)
     }
 
+    /// Alice's phone and laptop, each with its tracked database (see ``device(_:_:_:)``), on a
+    /// server of their own in `directory`, a fresh temporary directory removed when `body` returns.
+    static func withPhoneAndLaptop(
+        _ body: (
+            _ directory: URL, _ phone: TestDevice, _ phoneDatabase: AssetTrackingDatabase, _ laptop: TestDevice,
+            _ laptopDatabase: AssetTrackingDatabase
+        ) async throws -> Void
+    ) async throws {
+        try await withServer { directory, server in
+            let (phone, phoneDatabase) = try device("phone", server, directory)
+            let (laptop, laptopDatabase) = try device("laptop", server, directory)
+            try await body(directory, phone, phoneDatabase, laptop, laptopDatabase)
+        }
+    }
+
     /// Sends `device`'s changes; a send that fails records each item's error, to tell why.
     static func send(_ device: TestDevice) async throws {
         do {
@@ -123,9 +138,7 @@ struct AssetScenarios: NoteIDs {
     // F129 (asset values), F134 (the content stored apart, beyond one 1 MiB piece)
     @Test("F129 F134 the phone saves a note with a photo; the laptop fetches it and reads the same bytes from its asset cache")
     func photoTravelsToTheLaptop() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let (id, bytes, photo) = try Self.photoNote(
                 "n1", title: "Holiday", on: phone, file: "beach.jpg", size: 2_500_000, seed: 1, in: directory)
             try await phone.sync()
@@ -185,9 +198,7 @@ struct AssetScenarios: NoteIDs {
     // F129 (lists of assets)
     @Test("F129 a list of photos goes and comes back in order, each with its content")
     func listOfAssets() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             let contents = (0..<3).map { Self.content(10_000 + $0, seed: UInt64(20 + $0)) }
             let files = try contents.enumerated().map { try Self.file("page\($0.offset).png", $0.element, in: directory) }
             let id = Self.note("scan")
@@ -219,9 +230,7 @@ struct AssetScenarios: NoteIDs {
     // F134: the server keeps one copy per content; so does the laptop's cache.
     @Test("F134 the same photo in two notes is stored once: the second upload sends no bytes, the laptop downloads it once")
     func samePhotoStoredOnce() async throws {
-        try await withServer { directory, server in
-            let (phone, phoneDatabase) = try Self.device("phone", server, directory)
-            let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, laptopDatabase in
             let bytes = Self.content(300_000, seed: 2)
             let photo = try Self.file("cat.jpg", bytes, in: directory)
             let copy = try Self.file("cat copy.jpg", bytes, in: directory)
@@ -249,9 +258,7 @@ struct AssetScenarios: NoteIDs {
     // F134: a 10 MB asset is accepted; its content is not part of the record's 1 MB.
     @Test("F134 a 10 MB photo is accepted beside a record of almost 1 MB of text, and arrives whole")
     func tenMegabyteAsset() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             let bytes = Self.content(10_000_000, seed: 3)
             let photo = try Self.file("panorama.jpg", bytes, in: directory)
             let id = Self.note("big")
@@ -273,9 +280,7 @@ struct AssetScenarios: NoteIDs {
     // F134, F91: a per-item failure, the rest of the batch still goes.
     @Test("F134 a photo deleted before the send fails its note alone with assetFileNotFound, naming the record, field and file")
     func fileGoneBeforeSend() async throws {
-        try await withServer { directory, server in
-            let (phone, phoneDatabase) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, _ in
             let gone = try Self.file("gone.jpg", Self.content(1000, seed: 4), in: directory)
             let kept = try Self.file("kept.jpg", Self.content(1000, seed: 5), in: directory)
             let (lost, withPhoto, plain) = (Self.note("lost"), Self.note("with-photo"), Self.note("plain"))
@@ -377,9 +382,7 @@ struct AssetScenarios: NoteIDs {
     // F89, F90: a transient upload failure is a transient send failure.
     @Test("F89 an upload refused with serviceUnavailable keeps its note pending, skips the batch's other uploads and ends the send; the next send uploads them")
     func transientUploadFailure() async throws {
-        try await withServer { directory, server in
-            let (phone, phoneDatabase) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, _ in
             let bytes = Self.content(4000, seed: 9)
             let photo = try Self.file("dog.jpg", bytes, in: directory)
             let other = try Self.file("puppy.jpg", Self.content(3000, seed: 17), in: directory)
@@ -474,9 +477,7 @@ struct AssetScenarios: NoteIDs {
     // F72: shouldFetchAssetContents false, then the content on demand.
     @Test("F72 with shouldFetchAssetContents false the laptop gets the photo's digest and size only; fetchAssetContents brings its bytes")
     func assetContentsOnDemand() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let (id, bytes, photo) = try Self.photoNote(
                 "tree", title: "Tree", on: phone, file: "tree.jpg", size: 70_000, seed: 10, in: directory)
             try await phone.sync()
@@ -509,9 +510,7 @@ struct AssetScenarios: NoteIDs {
     // F72: resultsLimit per zone.
     @Test("F72 a zone configuration's resultsLimit pages that zone alone; the default configuration's holds for the others")
     func resultsLimitPerZone() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             try phone.createZone(Self.notes)
             try phone.createZone(Self.albums)
             try phone.write((0..<5).map { (Self.note("n\($0)"), "Note \($0)") } + (0..<5).map { (Self.note("a\($0)", Self.albums), "Album \($0)") })
@@ -587,9 +586,7 @@ struct AssetScenarios: NoteIDs {
     // F134: the log records references and hashes, never contents.
     @Test("F134 the device logs hold each photo's digest, size and path, never its bytes")
     func deviceLogHoldsNoAssetBytes() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, _) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             let (_, bytes, photo) = try Self.photoNote(
                 "secret", on: phone, file: "secret.jpg", size: 200_000, seed: 12, in: directory)
             try await phone.sync()
@@ -629,9 +626,7 @@ struct AssetScenarios: NoteIDs {
     // The cache outlives the engine: a relaunched laptop finds its files.
     @Test("F134 after a relaunch the laptop's asset cache still serves fetched photos; a deleted cache file is downloaded again")
     func cacheSurvivesRelaunch() async throws {
-        try await withServer { directory, server in
-            let (phone, _) = try Self.device("phone", server, directory)
-            let (laptop, laptopDatabase) = try Self.device("laptop", server, directory)
+        try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let bytes = Self.content(50_000, seed: 13)
             let photo = try Self.file("lake.jpg", bytes, in: directory)
             try phone.createZone(Self.notes)

@@ -44,10 +44,7 @@ struct CancelScenarios {
             try await phoneA.engine.sendChanges()
             #expect(phoneA.events.sentRecordZoneChanges.map(\.savedRecords.count) == [400, 100])
             #expect(try phoneA.engine.state.pendingRecordZoneChanges == [])
-            try await phoneB.engine.fetchChanges()
-            #expect(phoneB.notes == phoneA.notes)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try await phoneB.fetchAndExpectConverged(with: phoneA)
         }
     }
 
@@ -55,22 +52,20 @@ struct CancelScenarios {
     @Test("Cancelled from outside while the delegate handles the first batch: the same outcome")
     func cancelSendFromOutside() async throws {
         try await withDevice("A") { _, phone in
-            let inFirstBatch = Signal()
-            let proceed = Signal()
+            let inFirstBatch = Gate()
             let held = Atomic<Bool>(false)
             phone.onEvent { event, _ in
                 guard case .sentRecordZoneChanges = event, !held.exchange(true, ordering: .relaxed) else { return }
-                await inFirstBatch.fire()
-                await proceed.wait()
+                await inFirstBatch.hold()
             }
             try phone.createZone(Self.notes)
             let ids = (0..<500).map(Self.note)
             try phone.write(ids.map { ($0, $0.recordName) })
 
             let send = Task { try await phone.engine.sendChanges() }
-            await inFirstBatch.wait()
+            await inFirstBatch.reached.wait()
             await phone.engine.cancelOperations()
-            await proceed.fire()
+            await inFirstBatch.release()
             let error = await #expect(throws: SyncError.self) { try await send.value }
             #expect(error?.code == .operationCancelled)
             #expect(phone.events.sentRecordZoneChanges.count == 1)
@@ -86,9 +81,7 @@ struct CancelScenarios {
     // F79, F80, F29 (a cut-off fetch may cause redelivery, never loss), F100
     @Test("A fetch cancelled after the first page of a zone's listing: the page is kept, the pairs balance, the next fetch lists the zone again")
     func cancelFetch() async throws {
-        try await withServer { directory, server in
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 100)
+        try await withDevices("W", "R", secondFetchResultsLimit: 100) { _, writer, reader in
             try writer.createZone(Self.notes)
             try writer.write((0..<250).map { (Self.note($0), "Note \($0)") })
             try await writer.engine.sendChanges()

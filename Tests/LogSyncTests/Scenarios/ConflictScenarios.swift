@@ -26,10 +26,7 @@ struct ConflictScenarios {
             try await phoneA.engine.sendChanges()
 
             // B sets "B" and sends before fetching: the save conflicts, and sendChanges throws.
-            try phoneB.write(Self.note, "B")
-            let error = await #expect(throws: SyncError.self) { try await phoneB.engine.sendChanges() }
-            #expect(error?.code == .partialFailure)
-            #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
+            try await phoneB.writeExpectingFailedSave(Self.note, "B", .serverRecordChanged)
             let failed = phoneB.syncEvents.compactMap { event -> SyncEngine.Event.SentRecordZoneChanges? in
                 if case .sentRecordZoneChanges(let sent) = event { sent } else { nil }
             }.last
@@ -42,9 +39,7 @@ struct ConflictScenarios {
             try await phoneB.sync()
             try await phoneA.sync()
             #expect(phoneA.title(Self.note) == "A")
-            #expect(phoneB.title(Self.note) == "A")
-            #expect(try phoneA.engine.deviceLog.log.verifyProjections() == nil)
-            #expect(try phoneB.engine.deviceLog.log.verifyProjections() == nil)
+            try phoneA.expectConverged(with: phoneB)
         }
     }
 }

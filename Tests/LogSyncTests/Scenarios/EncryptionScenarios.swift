@@ -116,10 +116,8 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 the phone's encrypted field reaches the server as ciphertext only; the laptop reads it once the phone has wrapped the key for it")
     func secondDeviceOfTheSameUser() async throws {
-        try await withTemporaryDirectory { directory in
-            let serverDirectory = directory.appendingPathComponent("server")
-            let server = try SyncServer(.init(directory: serverDirectory, durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
+            let serverDirectory = directory.appendingPathComponent("server")  // where the server stores everything
             let phone = try TestDevice("phone", server: server, directory: directory)
             let n1 = Self.note("n1")
 
@@ -183,10 +181,8 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 a share participant reads the owner's encrypted field once the owner's device has wrapped the key for them")
     func shareParticipant() async throws {
-        try await withTemporaryDirectory { directory in
-            let serverDirectory = directory.appendingPathComponent("server")
-            let server = try SyncServer(.init(directory: serverDirectory, durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
+            let serverDirectory = directory.appendingPathComponent("server")  // where the server stores everything
             let (alice, notes) = try await SharedEngineTests.aliceSharesNotesWithBob(server, directory)
             let mine = Self.note("n1", notes)
             try alice.encrypt(mine, "diagnosis", .string(Self.secret))
@@ -216,9 +212,7 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 removing a participant rotates the zone's key: new values are sealed under a version never wrapped for them")
     func rotationWhenAParticipantIsRemoved() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let (alice, notes) = try await SharedEngineTests.aliceSharesNotesWithBob(server, directory)
             try alice.encrypt(Self.note("n1", notes), "diagnosis", .string("before"))
             try await alice.sync()
@@ -261,9 +255,7 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 a key version of 4294967295 from the server leaves no next version: the engine does not rotate, and does not trap")
     func exhaustedKeyVersion() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let hostile = ExhaustedVersionDirectory(server.database(for: "alice", device: "phone"))
             let phone = try TestDevice("phone", database: hostile, directory: directory.appendingPathComponent("phone"))
             try phone.createZone(Self.notes)
@@ -286,9 +278,7 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 changed ciphertext is a decryptionFailed naming the record and field; the zone's other notes still arrive")
     func tamperedCiphertext() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.encrypt(Self.note("n1"), "diagnosis", .string("one"))
@@ -313,9 +303,7 @@ struct EncryptionScenarios: NoteIDs {
 
     @Test("F129 an encrypted reference fails its save alone, naming the record and field; nothing of it is sent")
     func encryptedReferenceRefused() async throws {
-        try await withTemporaryDirectory { directory in
-            let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
-            defer { server.shutdown() }
+        try await withServer(shutsDown: true) { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
             try phone.createZone(Self.notes)
             try phone.write(Self.note("n1"), "Fine")

@@ -32,6 +32,19 @@ struct FetchScenarios {
         try await writer.engine.sendChanges()
     }
 
+    /// The writer `W`, which has seeded `zones` (see ``seed(_:zones:perZone:)``), and the
+    /// reader `R`, which has fetched nothing yet and fetches pages of `readerFetchResultsLimit`
+    /// (`nil`: the server's page size), on a server of their own.
+    static func withSeeded(
+        _ zones: [RecordZone.ID], perZone: Int = 1, readerFetchResultsLimit: Int? = nil,
+        _ body: (_ server: SyncServer, _ writer: TestDevice, _ reader: TestDevice) async throws -> Void
+    ) async throws {
+        try await withDevices("W", "R", secondFetchResultsLimit: readerFetchResultsLimit) { server, writer, reader in
+            try await seed(writer, zones: zones, perZone: perZone)
+            try await body(server, writer, reader)
+        }
+    }
+
     // MARK: Construction (F1, F2)
 
     // F1, F7
@@ -118,9 +131,7 @@ struct FetchScenarios {
     // F66
     @Test("prioritizedZoneIDs [C, X]: C is fetched first, X (no changes) never")
     func prioritizedZones() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
-
+        try await Self.withSeeded([Self.zoneA, Self.zoneB, Self.zoneC]) { _, writer, reader in
             try await reader.engine.fetchChanges(.init(prioritizedZoneIDs: [Self.zoneC, Self.zoneX]))
             let zones = reader.events.zonesFetched
             #expect(zones.first == Self.zoneC)
@@ -134,9 +145,7 @@ struct FetchScenarios {
     // F25, F67
     @Test("A fetch scoped to zone A fetches only A; B stays unfetched until a full fetch")
     func scopedFetch() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
-
+        try await Self.withSeeded([Self.zoneA, Self.zoneB]) { _, writer, reader in
             try await reader.engine.fetchChanges(.init(scope: .zoneIDs([Self.zoneA])))
             #expect(reader.events.zonesFetched == [Self.zoneA])
             #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [Self.zoneB])
@@ -155,24 +164,18 @@ struct FetchScenarios {
     // F71
     @Test("Options changed after fetchChanges was called do not change the running fetch")
     func fetchOptionsAreCopied() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
-            let started = Signal()
-            let proceed = Signal()
-            reader.onEvent { event, _ in
-                guard case .willFetchChanges = event else { return }
-                await started.fire()
-                await proceed.wait()
-            }
+        try await Self.withSeeded([Self.zoneA, Self.zoneB]) { _, writer, reader in
+            let gate = Gate()
+            reader.onEvent(gate.holding(.willFetchChanges))
 
             var options = SyncEngine.FetchChangesOptions(scope: .zoneIDs([Self.zoneA]))
             let original = options
             let fetch = Task { [options] in try await reader.engine.fetchChanges(options) }
-            await started.wait()
+            await gate.reached.wait()
             options.scope = .all
             options.prioritizedZoneIDs = [Self.zoneB]
             #expect(options != original)
-            await proceed.fire()
+            await gate.release()
             try await fetch.value
 
             #expect(reader.events.willFetchContexts.map(\.options) == [original])
@@ -187,8 +190,7 @@ struct FetchScenarios {
     // F25
     @Test("zoneIDsWithUnfetchedServerChanges is filled by the database changes and drained by the zone fetches")
     func unfetchedZonesFillAndDrain() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+        try await Self.withSeeded([Self.zoneA, Self.zoneB]) { _, writer, reader in
             let seen = Mutex<[String: [RecordZone.ID]]>([:])
             reader.onEvent { event, engine in
                 let unfetched = (try? engine.state.zoneIDsWithUnfetchedServerChanges) ?? []
@@ -215,9 +217,7 @@ struct FetchScenarios {
     // F37, F49 (deleted)
     @Test("Zone changes with a page size of 1: three or more events whose union is the two new zones and one deletion")
     func databaseChangesPaged() async throws {
-        try await withServer { directory, server in
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 1)
+        try await withDevices("W", "R", secondFetchResultsLimit: 1) { _, writer, reader in
             try writer.createZone(Self.zoneC)
             try await writer.engine.sendChanges()
             try await reader.engine.fetchChanges()
@@ -264,11 +264,7 @@ struct FetchScenarios {
     // F39, F139
     @Test("250 writes with a page size of 100: three fetchedRecordZoneChanges events; deletions carry their record type")
     func recordChangesPaged() async throws {
-        try await withServer { directory, server in
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 100)
-            try await Self.seed(writer, zones: [Self.zoneA], perZone: 250)
-
+        try await Self.withSeeded([Self.zoneA], perZone: 250, readerFetchResultsLimit: 100) { _, writer, reader in
             try await reader.engine.fetchChanges()
             let pages = reader.events.fetchedRecordZoneChanges
             #expect(pages.map(\.modifications.count) == [100, 100, 50])
@@ -289,8 +285,7 @@ struct FetchScenarios {
     // F40, F102
     @Test("A zone deleted between the database fetch and its zone fetch fails alone; the others are fetched, pairs balance")
     func oneZoneFails() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC])
+        try await Self.withSeeded([Self.zoneA, Self.zoneB, Self.zoneC]) { _, writer, reader in
             let deleted = Atomic<Bool>(false)
             let database = writer.database
             reader.onEvent { event, _ in
@@ -372,18 +367,14 @@ struct FetchScenarios {
             #expect(failedFetches > 0)
 
             // Without failures, the reader converges on the writer.
-            try await reader.engine.fetchChanges()
-            #expect(reader.notes == writer.notes)
-            try reader.expectProjectionsHold()
-            try writer.expectProjectionsHold()
+            try await reader.fetchAndExpectConverged(with: writer)
         }
     }
 
     // F46, F102: a failure inside a zone fetch, not at the start
     @Test("A transient failure in one zone's fetch ends that zone; the others are fetched and the fetch is retried cleanly")
     func zoneFetchFailsTransiently() async throws {
-        try await withDevices("W", "R") { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB])
+        try await Self.withSeeded([Self.zoneA, Self.zoneB]) { server, writer, reader in
             let injected = Atomic<Bool>(false)
             reader.onEvent { event, _ in
                 // After the database changes, the next request (the first zone's) fails.
@@ -411,8 +402,7 @@ struct FetchScenarios {
     @Test("Zones deleted by the server report their reason: purged, encryptedDataReset",
           arguments: [ZoneDeletionReason.purged, .encryptedDataReset])
     func zoneDeletionReasons(reason: ZoneDeletionReason) async throws {
-        try await withDevices("W", "R") { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA])
+        try await Self.withSeeded([Self.zoneA]) { server, writer, reader in
             try await reader.engine.fetchChanges()
             #expect(reader.notes.count == 1)
 
@@ -448,21 +438,15 @@ struct FetchScenarios {
     // F48, F77
     @Test("Two overlapping fetchChanges calls: one will/did pair, both return, no payload twice")
     func concurrentFetchesCoalesce() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
-            let started = Signal()
-            let proceed = Signal()
-            reader.onEvent { event, _ in
-                guard case .willFetchChanges = event else { return }
-                await started.fire()
-                await proceed.wait()
-            }
+        try await Self.withSeeded([Self.zoneA, Self.zoneB], perZone: 5) { _, writer, reader in
+            let gate = Gate()
+            reader.onEvent(gate.holding(.willFetchChanges))
 
             let first = Task { try await reader.engine.fetchChanges() }
-            await started.wait()  // the first fetch is running, held in its willFetchChanges
+            await gate.reached.wait()  // the first fetch is running, held in its willFetchChanges
             let second = Task { try await reader.engine.fetchChanges() }
             for _ in 0..<1_000 { await Task.yield() }  // let the second call reach the engine
-            await proceed.fire()
+            await gate.release()
             try await first.value
             try await second.value
 
@@ -478,8 +462,7 @@ struct FetchScenarios {
     // F73
     @Test("fetchChanges returns after didFetchChanges was handled; no event of it comes later")
     func fetchReturnsAfterEverything() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
+        try await Self.withSeeded([Self.zoneA, Self.zoneB], perZone: 3) { _, writer, reader in
             let handledDid = Atomic<Bool>(false)
             reader.onEvent { event, _ in
                 guard case .didFetchChanges = event else { return }
@@ -501,19 +484,24 @@ struct FetchScenarios {
 
     // MARK: Tokens (F3, F28, F100)
 
-    // F100, F144
-    @Test("An expired token: the engine refetches from the start; every live record again, and only real deletions")
-    func expiredTokenRefetches() async throws {
-        try await withDevices("W", "R") { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA], perZone: 5)
+    /// The zones the writer seeds (five notes each) and the reader's page size (`nil`: the
+    /// server's) before its token expires.
+    static let expiredTokenSetUps: [(zones: [RecordZone.ID], fetchResultsLimit: Int?)] = [
+        ([zoneA], nil),
+        ([zoneA, zoneB], 2),  // F141: the refetch from the start comes in several pages
+    ]
+
+    // F100, F141, F144
+    @Test(
+        "An expired token: the engine refetches from the start, page by page; every live record again, and only real deletions",
+        arguments: expiredTokenSetUps)
+    func expiredTokenRefetches(zones: [RecordZone.ID], fetchResultsLimit: Int?) async throws {
+        try await Self.withSeeded(zones, perZone: 5, readerFetchResultsLimit: fetchResultsLimit) { server, writer, reader in
             try await reader.engine.fetchChanges()
 
             // After the reader's fetch: one more note and one deletion, then the server drops
             // its tombstones up to now, past the reader's tokens.
-            try writer.write(Self.note("A-new"), "new")
-            try writer.delete(Self.note("A-0"))
-            try await writer.engine.sendChanges()
-            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+            try await Self.expireTokens(server, writer, writing: (Self.note("A-new"), "new"), deleting: Self.note("A-0"))
 
             reader.clearEvents()
             try await reader.engine.fetchChanges()
@@ -528,39 +516,13 @@ struct FetchScenarios {
         }
     }
 
-    // F100, F141, F144 (the refetch from the start comes in several pages)
-    @Test("An expired token with small pages: the refetch from the start pages through every live record")
-    func expiredTokenRefetchesInPages() async throws {
-        try await withServer { directory, server in
-            let writer = try TestDevice("W", server: server, directory: directory)
-            let reader = try TestDevice("R", server: server, directory: directory, fetchResultsLimit: 2)
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 5)
-            try await reader.engine.fetchChanges()
-
-            try writer.write(Self.note("A-new"), "new")
-            try writer.delete(Self.note("A-0"))
-            try await writer.engine.sendChanges()
-            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
-
-            reader.clearEvents()
-            try await reader.engine.fetchChanges()
-            #expect(reader.events.zoneFetchResults.allSatisfy { $0.error == nil })
-            let refetched = Set(reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID))
-            #expect(refetched == Set(writer.notes.keys))
-            try reader.expectProjectionsHold()
-        }
-    }
-
     // F100 (a record deleted while the token was expiring)
     @Test("After an expired token, a record deleted meanwhile is gone from the app too")
     func expiredTokenForgetsDeletedRecords() async throws {
-        try await withDevices("W", "R") { server, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA], perZone: 3)
+        try await Self.withSeeded([Self.zoneA], perZone: 3) { server, writer, reader in
             try await reader.engine.fetchChanges()
 
-            try writer.delete(Self.note("A-0"))
-            try await writer.engine.sendChanges()
-            try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+            try await Self.expireTokens(server, writer, deleting: Self.note("A-0"))
 
             try await reader.engine.fetchChanges()
             #expect(reader.notes == writer.notes)
@@ -571,8 +533,7 @@ struct FetchScenarios {
     // F3, F28, F29
     @Test("An engine reopened on the same log continues from its tokens and keeps its pending changes")
     func reopenedEngineContinues() async throws {
-        try await withDevices("W", "R") { _, writer, reader in
-            try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB], perZone: 3)
+        try await Self.withSeeded([Self.zoneA, Self.zoneB], perZone: 3) { _, writer, reader in
             try await reader.engine.fetchChanges()
             try reader.write(Self.note("mine", Self.zoneB), "mine")
             let pending = try reader.engine.state.pendingRecordZoneChanges
@@ -604,7 +565,16 @@ struct FetchScenarios {
         try await seed(writer, zones: [zoneA], perZone: 3)
         try await reader.engine.fetchChanges()
         #expect(reader.notes.count == 3)
-        try writer.delete(note("A-2"))
+        try await expireTokens(server, writer, deleting: note("A-2"))
+    }
+
+    /// The writer writes `written` (if any) and deletes `deleted`, sends, and the server drops
+    /// its tombstones up to now: past every token of alice's devices until then.
+    static func expireTokens(
+        _ server: SyncServer, _ writer: TestDevice, writing written: (Record.ID, String)? = nil, deleting deleted: Record.ID
+    ) async throws {
+        if let (id, title) = written { try writer.write(id, title) }
+        try writer.delete(deleted)
         try await writer.engine.sendChanges()
         try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
     }

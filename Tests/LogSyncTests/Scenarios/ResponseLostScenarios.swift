@@ -44,6 +44,11 @@ final class LosingDatabase: ForwardingDatabase {
 
     init(_ base: InProcessDatabase) { self.base = base }
 
+    /// The titles of the records in `zoneID` on the server, read past the losses.
+    func titlesOnServer(_ zoneID: RecordZone.ID) async throws -> [RecordValue?] {
+        try await base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID)).modifications.map { $0.record["title"] }
+    }
+
     /// Loses the answers of the next `count` record modifications.
     func loseNextAnswers(_ count: Int) { lose.withLock { $0 = count } }
 
@@ -159,20 +164,24 @@ struct ResponseLostScenarios {
         return try SyncEngine(configuration)
     }
 
-    /// The phone: a notes app on `database`, its log in `directory/phone`, syncing when asked,
-    /// with the random seed `seed` (else drawn at random, as in an app).
-    static func phone(_ database: any CloudDatabase, _ directory: URL, seed: UInt64? = nil) throws -> TestDevice {
-        try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone")) { configuration in
+    /// The phone: a notes app on alice's database behind a ``LosingDatabase``, its log in
+    /// `directory/phone`, syncing when asked, with the random seed `seed` (else drawn at random,
+    /// as in an app).
+    static func phone(
+        _ server: SyncServer, _ directory: URL, seed: UInt64? = nil
+    ) throws -> (database: LosingDatabase, phone: TestDevice) {
+        let database = LosingDatabase(server.database(for: "alice", device: "phone"))
+        let phone = try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone")) { configuration in
             if let seed { configuration.randomSeed = seed }
         }
+        return (database, phone)
     }
 
     // F103, F56
     @Test("F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict")
     func lostAnswerReplayed() async throws {
         try await withServer { directory, server in
-            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try Self.phone(database, directory, seed: 7)
+            let (database, phone) = try Self.phone(server, directory, seed: 7)
             let engine = phone.engine
             try phone.createZone(Self.notes)
             try await engine.sendChanges()
@@ -190,8 +199,7 @@ struct ResponseLostScenarios {
             #expect(ids[1] == ids[2], "the resend carries the lost request's ID")
             #expect(ids[0] != ids[1])
             #expect(try engine.state.pendingRecordZoneChanges == [])
-            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
-            #expect(onServer.modifications.map { $0.record["title"] } == [.string("second")])
+            #expect(try await database.titlesOnServer(Self.notes) == [.string("second")])
             #expect(phone.failedSaves.isEmpty, "no serverRecordChanged: \(phone.failedSaves)")
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
@@ -202,8 +210,7 @@ struct ResponseLostScenarios {
     @Test("F103 an answer lost again after the engine's resend: the app sends the edit once more and sees its conflict")
     func answerLostTwiceSentAgain() async throws {
         try await withServer { directory, server in
-            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try Self.phone(database, directory, seed: 7)
+            let (database, phone) = try Self.phone(server, directory, seed: 7)
             phone.resolveConflicts { local, server in max(local, server) }
             phone.setPolicy { $0.keepsUnacknowledgedEdits = true }
             let laptop = try TestDevice("laptop", server: server, directory: directory)
@@ -229,8 +236,7 @@ struct ResponseLostScenarios {
 
             #expect(phone.unacknowledgedEdits.isEmpty)
             #expect(phone.tally.conflictsWon == 1)
-            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
-            #expect(onServer.modifications.map { $0.record["title"] } == [.string("from the phone")])
+            #expect(try await database.titlesOnServer(Self.notes) == [.string("from the phone")])
             #expect(phone.title(note) == "from the phone")
         }
     }
@@ -239,8 +245,7 @@ struct ResponseLostScenarios {
     @Test("F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict")
     func droppedConnectionRetriedUnderSameID() async throws {
         try await withServer { directory, server in
-            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try Self.phone(database, directory)
+            let (database, phone) = try Self.phone(server, directory)
             let engine = phone.engine
             try phone.createZone(Self.notes)
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
@@ -273,8 +278,7 @@ struct ResponseLostScenarios {
             let later = database.modifyRequestIDs
             #expect(later.count == 5)
             #expect(later[3] != later[4])
-            let onServer = try await database.base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
-            #expect(onServer.modifications.map { $0.record["title"] } == [.string("third")])
+            #expect(try await database.titlesOnServer(Self.notes) == [.string("third")])
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
     }
@@ -294,8 +298,7 @@ struct ResponseLostScenarios {
     @Test("F103 after a dropped connection and a relaunch, the equal batch goes out under the recorded request ID: no false conflict")
     func droppedConnectionRetriedAfterRelaunch() async throws {
         try await withServer { directory, server in
-            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try Self.phone(database, directory)
+            let (database, phone) = try Self.phone(server, directory)
             try phone.createZone(Self.notes)
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
             try phone.write(note, "first")
@@ -367,8 +370,7 @@ struct ResponseLostScenarios {
     @Test("F103 after a relaunch, a batch that differs from the unanswered one gets a new request ID")
     func differentBatchAfterRelaunchGetsNewID() async throws {
         try await withServer { directory, server in
-            let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try Self.phone(database, directory)
+            let (database, phone) = try Self.phone(server, directory)
             try phone.createZone(Self.notes)
             let note = Record.ID(recordName: "n", zoneID: Self.notes)
             try phone.write(note, "first")

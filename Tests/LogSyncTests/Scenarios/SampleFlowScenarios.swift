@@ -40,9 +40,7 @@ struct SampleFlowScenarios {
             // B fetches and has every note, with A's titles.
             try await phoneB.engine.fetchChanges()
             #expect(phoneB.notes.count == count)
-            #expect(phoneB.notes == phoneA.notes)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try phoneB.expectConverged(with: phoneA)
         }
     }
 
@@ -65,9 +63,7 @@ struct SampleFlowScenarios {
             #expect(phoneB.events.sentRecordZoneChanges.last?.failedRecordSaves == [])
             try await phoneA.engine.fetchChanges()
             #expect(phoneA.title(Self.note) == "Groceries for Monday")
-            #expect(phoneA.notes == phoneB.notes)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try phoneA.expectConverged(with: phoneB)
         }
     }
 
@@ -92,10 +88,7 @@ struct SampleFlowScenarios {
 
             // A edits the note before fetching: the save fails with zoneNotFound, sendChanges throws.
             phoneA.clearEvents()
-            try phoneA.write(Self.note, "Groceries, again")
-            let error = await #expect(throws: SyncError.self) { try await phoneA.engine.sendChanges() }
-            #expect(error?.code == .partialFailure)
-            #expect(error?.partialErrors[.record(Self.note)]?.code == .zoneNotFound)
+            try await phoneA.writeExpectingFailedSave(Self.note, "Groceries, again", .zoneNotFound)
             let failed = phoneA.events.sentRecordZoneChanges.first
             #expect(failed?.failedRecordSaves.map(\.record.recordID) == [Self.note])
             #expect(failed?.failedRecordSaves.first?.error.code == .zoneNotFound)
@@ -114,8 +107,7 @@ struct SampleFlowScenarios {
             let fetched = try #require(phoneB.events.fetchedRecordZoneChanges.last?.modifications.first?.record)
             #expect(fetched.creationDate != nil)
             #expect(fetched.creationDate != firstCreation)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try phoneB.expectConverged(with: phoneA)
         }
     }
 
@@ -132,10 +124,7 @@ struct SampleFlowScenarios {
 
             // A edits it before fetching: its change tag names a record the server no longer has.
             phoneA.clearEvents()
-            try phoneA.write(Self.note, "Groceries, edited")
-            let error = await #expect(throws: SyncError.self) { try await phoneA.engine.sendChanges() }
-            #expect(error?.code == .partialFailure)
-            #expect(error?.partialErrors[.record(Self.note)]?.code == .unknownItem)
+            try await phoneA.writeExpectingFailedSave(Self.note, "Groceries, edited", .unknownItem)
             #expect(phoneA.events.sentRecordZoneChanges.first?.failedRecordSaves.first?.error.code == .unknownItem)
 
             // A's delegate re-queued the save without system fields: the next send succeeds.
@@ -178,9 +167,7 @@ struct SampleFlowScenarios {
             try await loser.sync()
             try await winner.sync()
             #expect(phoneA.title(Self.note) == winning)
-            #expect(phoneB.title(Self.note) == winning)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try phoneA.expectConverged(with: phoneB)
         }
     }
 
@@ -207,9 +194,7 @@ struct SampleFlowScenarios {
             try await winner.sync()
             try await loser.sync()
             #expect(phoneA.title(Self.note) == "A+B")
-            #expect(phoneB.title(Self.note) == "A+B")
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try phoneA.expectConverged(with: phoneB)
         }
     }
 }

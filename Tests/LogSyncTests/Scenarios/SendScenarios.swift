@@ -262,23 +262,25 @@ struct SendScenarios: NoteIDs {
 
     // MARK: Untracked changes (F24)
 
+    /// ``withScriptedEngine(_:_:)`` for the engine `A`, once it has sent the zone Notes.
+    static func withNotesZoneSent(_ body: (_ engine: SyncEngine, _ delegate: ScriptedDelegate) async throws -> Void) async throws {
+        try await withScriptedEngine("A") { engine, delegate, _, _ in
+            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: notes))])
+            try await engine.sendChanges()
+            try await body(engine, delegate)
+        }
+    }
+
     // F24
     @Test("hasPendingUntrackedChanges: the delegate is asked with an empty list; the flag clears after a clean pass only")
     func untrackedChanges() async throws {
-        try await withScriptedEngine("A") { engine, delegate, server, directory in
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
-            try await engine.sendChanges()
-
+        try await Self.withNotesZoneSent { engine, delegate in
             // The app's own outbox: one note into a zone the server does not have, so it fails.
-            let outbox = Mutex<[Record]>([newNote(Self.note("x", RecordZone.ID(zoneName: "Missing")), "Lost")])
+            let outbox = Outbox([newNote(Self.note("x", RecordZone.ID(zoneName: "Missing")), "Lost")])
             let pendingWhenAsked = Mutex<[[SyncEngine.PendingRecordZoneChange]]>([])
             delegate.provideBatches { _, syncEngine in
                 pendingWhenAsked.withLock { $0.append((try? syncEngine.state.pendingRecordZoneChanges) ?? [.saveRecord(Self.note("?"))]) }
-                let records = outbox.withLock { outbox in
-                    defer { outbox.removeAll() }
-                    return outbox
-                }
-                return records.isEmpty ? nil : SyncEngine.RecordZoneChangeBatch(recordsToSave: records)
+                return outbox.nextBatch()
             }
             try engine.state.setHasPendingUntrackedChanges(true)
             #expect(try engine.state.pendingRecordZoneChanges == [])
@@ -290,7 +292,7 @@ struct SendScenarios: NoteIDs {
             #expect(try engine.state.hasPendingUntrackedChanges)
 
             // A clean pass clears it.
-            outbox.withLock { $0 = [newNote(Self.note("n1"), "Kept")] }
+            outbox.fill([newNote(Self.note("n1"), "Kept")])
             try await engine.sendChanges()
             #expect(delegate.events.sentRecordZoneChanges.last?.savedRecords.map(\.recordID) == [Self.note("n1")])
             #expect(try engine.state.hasPendingUntrackedChanges == false)
@@ -301,20 +303,13 @@ struct SendScenarios: NoteIDs {
     // F24, F32 (the flag's analogue of an edit made during an upload)
     @Test("The untracked flag set again while a send runs, after the delegate's last answer, is not cleared by that send")
     func untrackedFlagSetDuringSend() async throws {
-        try await withScriptedEngine("A") { engine, delegate, server, directory in
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
-            try await engine.sendChanges()
-
-            let outbox = Mutex<[Record]>([newNote(Self.note("n1"), "First")])
+        try await Self.withNotesZoneSent { engine, delegate in
+            let outbox = Outbox([newNote(Self.note("n1"), "First")])
             delegate.provideBatches { _, syncEngine in
-                let records = outbox.withLock { outbox in
-                    defer { outbox.removeAll() }
-                    return outbox
-                }
-                guard records.isEmpty else { return SyncEngine.RecordZoneChangeBatch(recordsToSave: records) }
+                if let batch = outbox.nextBatch() { return batch }
                 // The app's other task writes a note to its outbox and flags it, just as the
                 // delegate answers that it has nothing more.
-                outbox.withLock { $0 = [newNote(Self.note("n2"), "Second")] }
+                outbox.fill([newNote(Self.note("n2"), "Second")])
                 try? syncEngine.state.setHasPendingUntrackedChanges(true)
                 return nil
             }
@@ -371,21 +366,16 @@ struct SendScenarios: NoteIDs {
             delegate.setTitle(inPhotos, "Photo")
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes)), .saveZone(RecordZone(zoneID: Self.photos))])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(inNotes), .saveRecord(inPhotos)])
-            let started = Signal()
-            let proceed = Signal()
-            delegate.onEvent { event, _ in
-                guard case .willSendChanges = event else { return }
-                await started.fire()
-                await proceed.wait()
-            }
+            let gate = Gate()
+            delegate.onEvent(gate.holding(.willSendChanges))
 
             var options = SyncEngine.SendChangesOptions(scope: .zoneIDs([Self.notes]))
             let original = options
             let send = Task { [options] in try await engine.sendChanges(options) }
-            await started.wait()
+            await gate.reached.wait()
             options.scope = .all
             #expect(options != original)
-            await proceed.fire()
+            await gate.release()
             try await send.value
 
             #expect(delegate.events.willSendContexts.map(\.options) == [original])
@@ -596,10 +586,7 @@ struct SendScenarios: NoteIDs {
 
             try await phoneA.engine.sendChanges()
             #expect(try phoneA.engine.state.pendingRecordZoneChanges == [])
-            try await phoneB.engine.fetchChanges()
-            #expect(phoneB.notes == phoneA.notes)
-            try phoneA.expectProjectionsHold()
-            try phoneB.expectProjectionsHold()
+            try await phoneB.fetchAndExpectConverged(with: phoneA)
         }
     }
 
@@ -687,5 +674,25 @@ struct SendScenarios: NoteIDs {
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(Self.note("n1"))])
             try expectProjectionsHold(engine)
         }
+    }
+}
+
+/// An app's own outbox of notes it saves without pending changes, flagging them as untracked
+/// changes instead (F24).
+final class Outbox: Sendable {
+    private let records: Mutex<[Record]>
+
+    init(_ records: [Record]) { self.records = Mutex(records) }
+
+    /// Puts `records` in the outbox, in place of what it held.
+    func fill(_ records: [Record]) { self.records.withLock { $0 = records } }
+
+    /// A batch that saves every note taken out of the outbox, or `nil` if it is empty.
+    func nextBatch() -> SyncEngine.RecordZoneChangeBatch? {
+        let taken = records.withLock { records in
+            defer { records.removeAll() }
+            return records
+        }
+        return taken.isEmpty ? nil : SyncEngine.RecordZoneChangeBatch(recordsToSave: taken)
     }
 }
