@@ -323,21 +323,10 @@ extension RecordSchema.ValueKind {
         }
     }
 
-    /// The kind of a known, specified enum value.
+    /// The kind of a known, specified enum value: the inverse of `proto`.
     init?(proto: Logsync_Server_SchemaValueKind) {
-        switch proto {
-        case .string: self = .string
-        case .int64: self = .int64
-        case .double: self = .double
-        case .bool: self = .bool
-        case .bytes: self = .bytes
-        case .date: self = .date
-        case .reference: self = .reference
-        case .asset: self = .asset
-        case .location: self = .location
-        case .encrypted: self = .encrypted
-        case .unspecified, .UNRECOGNIZED: return nil
-        }
+        guard let kind = Self.allCases.first(where: { $0.proto == proto }) else { return nil }
+        self = kind
     }
 }
 
