@@ -96,7 +96,8 @@ let package = Package(
         .testTarget(
             name: "LogSyncTests",
             dependencies: [
-                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting", "SyncTestKit",
+                "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting",
+                "SyncTestKit",
                 "TemporaryDirectory",
             ]),
 
@@ -118,19 +119,23 @@ let package = Package(
         .testTarget(
             name: "LogSyncDiagnosticsTests",
             dependencies: [
-                "LogSyncDiagnostics", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting", "SyncTestKit",
+                "LogSyncDiagnostics", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncTesting",
+                "SyncTestKit",
                 "TemporaryDirectory",
             ]),
         .testTarget(
             name: "LogSyncTestingTests",
             dependencies: [
-                "LogSyncTesting", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "SyncTestKit", "TemporaryDirectory",
+                "LogSyncTesting", "LogSync", "SyncModel", "LogStore", "LogSyncServer", "SyncTestKit",
+                "TemporaryDirectory",
             ]),
         // What the engine's test targets share: servers and devices of their own in a temporary
         // directory, a delegate whose every answer a test scripts, readers of event lists.
         .target(
             name: "SyncTestKit",
-            dependencies: ["LogSync", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogStore", "TemporaryDirectory"],
+            dependencies: [
+                "LogSync", "LogSyncServer", "LogSyncTesting", "SyncModel", "LogStore", "TemporaryDirectory",
+            ],
             path: "Tests/SyncTestKit"
         ),
 
@@ -200,7 +205,8 @@ let package = Package(
         .testTarget(
             name: "LogSyncHTTPTests",
             dependencies: [
-                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting", "SyncModel",
+                "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
+                "SyncModel",
                 "LogStore", "logsync-server", "notes-device", "ChildProcesses", "TemporaryDirectory",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -229,7 +235,8 @@ let package = Package(
         .testTarget(
             name: "LogSyncPostgresTests",
             dependencies: [
-                "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync", "LogSyncTesting",
+                "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync",
+                "LogSyncTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -273,7 +280,9 @@ let package = Package(
 
         // Tools.
         // logtool's terminal plumbing: standard output, progress lines, its own errors.
-        .target(name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics", "LogSyncPlatform"], path: "Tools/LogToolCore"),
+        .target(
+            name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics", "LogSyncPlatform"],
+            path: "Tools/LogToolCore"),
         .testTarget(
             name: "LogToolTests",
             dependencies: [
@@ -315,7 +324,9 @@ let package = Package(
         // measurements in a child process.
         .target(
             name: "BenchSupport",
-            dependencies: ["SyncModel", "LogStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "SyncModel", "LogStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/BenchSupport"
         ),
         .executableTarget(
@@ -337,7 +348,8 @@ let package = Package(
         .executableTarget(
             name: "logsync-http-bench",
             dependencies: [
-                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "LogSyncWire", "SyncModel", "BenchSupport",
+                "LogSync", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncServer", "LogStore", "LogSyncWire", "SyncModel",
+                "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -359,7 +371,8 @@ let package = Package(
         .executableTarget(
             name: "logsync-store-bench",
             dependencies: [
-                "LogSyncServer", "LogSyncPostgres", "LogSyncHTTP", "LogSyncHTTPServer", "SyncModel", "LogStore", "BenchSupport",
+                "LogSyncServer", "LogSyncPostgres", "LogSyncHTTP", "LogSyncHTTPServer", "SyncModel", "LogStore",
+                "BenchSupport",
                 "PostgresProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -46,8 +46,9 @@ enum Envelope {
     /// Encodes into a new array (for tests and tools that write raw bytes).
     static func encode(offset: LogOffset, kind: EntryKind, time: EntryTime, payload: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: overhead + payload.count) { buffer, count in
-            encode(offset: offset, kind: kind, time: time, payload: payload,
-                   into: UnsafeMutableRawBufferPointer(buffer))
+            encode(
+                offset: offset, kind: kind, time: time, payload: payload,
+                into: UnsafeMutableRawBufferPointer(buffer))
             count = overhead + payload.count
         }
     }
@@ -70,7 +71,8 @@ enum Envelope {
     /// Verifies version, length and checksum without copying the payload.
     static func check(offset: LogOffset, bytes: UnsafeRawBufferPointer) throws(LogStoreError) -> Header {
         guard bytes.count >= overhead else {
-            throw LogStoreError(.corruptEntry, "\(bytes.count) bytes, shorter than the \(overhead)-byte envelope", offset: offset)
+            throw LogStoreError(
+                .corruptEntry, "\(bytes.count) bytes, shorter than the \(overhead)-byte envelope", offset: offset)
         }
         let version = bytes.load(as: UInt8.self)
         guard version == currentVersion else {
@@ -94,7 +96,8 @@ enum Envelope {
                 "checksum mismatch (stored \(hex32(stored)), computed \(hex32(crc)))", offset: offset)
         }
         let kind = EntryKind(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: 2, as: UInt16.self)))
-        let time = EntryTime(microsecondsSince1970: Int64(bigEndian: bytes.loadUnaligned(fromByteOffset: 4, as: Int64.self)))
+        let time = EntryTime(
+            microsecondsSince1970: Int64(bigEndian: bytes.loadUnaligned(fromByteOffset: 4, as: Int64.self)))
         return Header(kind: kind, time: time, length: length)
     }
 }

@@ -1,6 +1,5 @@
-import LogSyncPlatform
-
 import Dispatch
+import LogSyncPlatform
 
 /// Appends entries to one log for many concurrent callers, sharing one write transaction among
 /// the calls that arrive while another commit is under way (group commit).

@@ -46,8 +46,10 @@ public final class Log: Sendable {
         return try environment.openLog(named: name, projections: projections, clock: clock)
     }
 
-    init(environment: LogEnvironment, name: String, entriesTable: Table, projectionSet: ProjectionSet,
-         clock: @escaping @Sendable () -> EntryTime) {
+    init(
+        environment: LogEnvironment, name: String, entriesTable: Table, projectionSet: ProjectionSet,
+        clock: @escaping @Sendable () -> EntryTime
+    ) {
         self.environment = environment
         self.name = name
         self.entriesTable = entriesTable
@@ -87,7 +89,8 @@ public final class Log: Sendable {
         let now = entries.contains { $0.time == nil } ? clock() : EntryTime(microsecondsSince1970: 0)
         for entry in entries {
             guard entry.payload.count <= Envelope.maxPayloadSize else {
-                throw located(LogStoreError(.invalidArgument, "a payload of \(entry.payload.count) bytes is over the limit"))
+                throw located(
+                    LogStoreError(.invalidArgument, "a payload of \(entry.payload.count) bytes is over the limit"))
             }
             offset = offset.next
             var key = offset.key
@@ -104,7 +107,8 @@ public final class Log: Sendable {
         }
         if offset > previous {
             do throws(LogStoreError) {
-                try transaction.put(withUnsafeBytes(of: offset.key) { Array($0) }, forKey: tailKey, in: environment.meta)
+                try transaction.put(
+                    withUnsafeBytes(of: offset.key) { Array($0) }, forKey: tailKey, in: environment.meta)
             } catch {
                 throw located(error)
             }
@@ -116,7 +120,9 @@ public final class Log: Sendable {
             for entry in entries {
                 next = next.next
                 stored.append(
-                    LogEntry(offset: next, kind: entry.kind, time: entry.time ?? now, payload: entry.payload, decoded: entry.decoded))
+                    LogEntry(
+                        offset: next, kind: entry.kind, time: entry.time ?? now, payload: entry.payload,
+                        decoded: entry.decoded))
             }
             for member in projectionSet.members {
                 try catchUp(member, through: previous, in: transaction)
@@ -135,7 +141,9 @@ public final class Log: Sendable {
 
     /// The number of entries stored.
     public var entryCount: Int {
-        get throws { try environment.read { (transaction) throws(LogStoreError) in try transaction.count(of: entriesTable) } }
+        get throws {
+            try environment.read { (transaction) throws(LogStoreError) in try transaction.count(of: entriesTable) }
+        }
     }
 
     /// The last offset as seen by `transaction`.
@@ -157,16 +165,18 @@ public final class Log: Sendable {
         }
         let recorded = LogOffset(tail.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)) })
         if recorded > last {
-            throw located(LogStoreError(
-                .corruptFile,
-                "the log ends at offset \(last), but its tail record says the last append ended at \(recorded): "
-                    + "the entries \(last.next)...\(recorded) are lost", offset: last.next))
+            throw located(
+                LogStoreError(
+                    .corruptFile,
+                    "the log ends at offset \(last), but its tail record says the last append ended at \(recorded): "
+                        + "the entries \(last.next)...\(recorded) are lost", offset: last.next))
         }
         if recorded < last {
-            throw located(LogStoreError(
-                .corruptFile,
-                "the log ends at offset \(last), but its tail record says the last append ended at \(recorded)",
-                offset: recorded.next))
+            throw located(
+                LogStoreError(
+                    .corruptFile,
+                    "the log ends at offset \(last), but its tail record says the last append ended at \(recorded)",
+                    offset: recorded.next))
         }
         return last
     }
@@ -220,15 +230,19 @@ public final class Log: Sendable {
         var bytesRead = 0
         var failure: LogStoreError?
         do {
-            try transaction.forEach(in: entriesTable, from: withUnsafeBytes(of: start.key) { Array($0) }) { key, value in
+            try transaction.forEach(in: entriesTable, from: withUnsafeBytes(of: start.key) { Array($0) }) {
+                key, value in
                 guard key.count == 8 else {
-                    failure = LogStoreError(.corruptEntry, "a key of \(key.count) bytes after offset \(expected.rawValue - 1)", offset: expected)
+                    failure = LogStoreError(
+                        .corruptEntry, "a key of \(key.count) bytes after offset \(expected.rawValue - 1)",
+                        offset: expected)
                     return false
                 }
                 let offset = LogOffset(UInt64(bigEndian: key.loadUnaligned(as: UInt64.self)))
                 guard offset <= end else { return false }
                 guard offset == expected else {
-                    failure = LogStoreError(.corruptEntry, "the entry is missing (the next stored offset is \(offset))", offset: expected)
+                    failure = LogStoreError(
+                        .corruptEntry, "the entry is missing (the next stored offset is \(offset))", offset: expected)
                     return false
                 }
                 do throws(LogStoreError) {
@@ -253,7 +267,8 @@ public final class Log: Sendable {
             return chunk
         }
         if chunk.isEmpty || (chunk.count < limit && bytesRead < byteBudget && expected <= end) {
-            throw located(LogStoreError(.corruptEntry, "the entry is missing (the log ends before \(end))", offset: expected))
+            throw located(
+                LogStoreError(.corruptEntry, "the entry is missing (the log ends before \(end))", offset: expected))
         }
         return chunk
     }
@@ -270,12 +285,14 @@ public final class Log: Sendable {
     func catchUp(_ member: ProjectionSet.Member, through last: LogOffset, in transaction: WriteTransaction) throws {
         var applied = try projectionSet.appliedOffset(of: member, in: transaction)
         if applied > last {
-            throw located(LogStoreError(
-                .projectionInconsistent,
-                "projection \"\(member.projection.name)\" applied through \(applied), past the log's end \(last)"))
+            throw located(
+                LogStoreError(
+                    .projectionInconsistent,
+                    "projection \"\(member.projection.name)\" applied through \(applied), past the log's end \(last)"))
         }
         while applied < last {
-            let chunk = try readChunk(from: applied.next, through: last, limit: 4096, byteBudget: 16 << 20, in: transaction)
+            let chunk = try readChunk(
+                from: applied.next, through: last, limit: 4096, byteBudget: 16 << 20, in: transaction)
             try projectionSet.apply(chunk, to: member, in: transaction)
             applied = chunk.last!.offset
         }
@@ -362,7 +379,8 @@ public struct EntryCursor {
             let (start, end) = (nextOffset, self.end)
             let log = self.log
             buffer = try log.environment.read { (transaction) throws(LogStoreError) in
-                try log.readChunk(from: start, through: end, limit: Self.chunkLimit, byteBudget: Self.chunkBytes, in: transaction)
+                try log.readChunk(
+                    from: start, through: end, limit: Self.chunkLimit, byteBudget: Self.chunkBytes, in: transaction)
             }
             nextOffset = buffer.last!.offset.next
         }
@@ -429,7 +447,8 @@ extension LogEnvironment {
             if let existing = logs[name]?.object {
                 guard existing.projections.map(\.name) == projections.map(\.name) else {
                     throw LogStoreError(
-                        .alreadyOpen, "open with projections \(existing.projections.map(\.name)), not \(projections.map(\.name))",
+                        .alreadyOpen,
+                        "open with projections \(existing.projections.map(\.name)), not \(projections.map(\.name))",
                         path: path, log: name)
                 }
                 return existing
@@ -438,17 +457,20 @@ extension LogEnvironment {
             guard let entries = try openTables([tableName], create: !options.readOnly)[0] else {
                 let known = (try? logNames()) ?? []
                 throw LogStoreError(
-                    .notALog, "there is no log named \"\(name)\" (logs here: \(known.isEmpty ? "none" : known.joined(separator: ", ")))",
+                    .notALog,
+                    "there is no log named \"\(name)\" (logs here: \(known.isEmpty ? "none" : known.joined(separator: ", ")))",
                     path: path)
             }
-            let set = try ProjectionSet(environment: self, log: name, projections: projections, create: !options.readOnly)
+            let set = try ProjectionSet(
+                environment: self, log: name, projections: projections, create: !options.readOnly)
             let log = Log(environment: self, name: name, entriesTable: entries, projectionSet: set, clock: clock)
             logs[name] = Weak(object: log)
             return log
         }
         if !options.readOnly {
             do { try log.prepareProjections() } catch let error as LogStoreError { throw log.located(error) } catch {
-                throw log.located(LogStoreError(.projectionInconsistent, "rebuilding projections at open failed: \(error)"))
+                throw log.located(
+                    LogStoreError(.projectionInconsistent, "rebuilding projections at open failed: \(error)"))
             }
         }
         return log

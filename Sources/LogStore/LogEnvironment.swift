@@ -107,7 +107,8 @@ public final class LogEnvironment: Sendable {
         }
         let path = URL(fileURLWithPath: requested).resolvingSymlinksInPath().path
         while true {
-            let outcome: LogEnvironment? = try registry.withLock { (environments) throws(LogStoreError) -> LogEnvironment? in
+            let outcome: LogEnvironment? = try registry.withLock {
+                (environments) throws(LogStoreError) -> LogEnvironment? in
                 if let entry = environments[path] {
                     guard let existing = entry.object else {
                         return nil  // the previous one is closing; wait for its deinit to finish
@@ -198,7 +199,8 @@ public final class LogEnvironment: Sendable {
     public func checkStructure() throws(LogStoreError) -> StructureReport {
         for _ in 0..<1000 {
             let report = try read { (transaction) throws(LogStoreError) -> StructureReport? in
-                try StructureCheck.walk(directory: path, snapshot: UInt64(mdb_txn_id(transaction.txn)), scope: .everyPage)
+                try StructureCheck.walk(
+                    directory: path, snapshot: UInt64(mdb_txn_id(transaction.txn)), scope: .everyPage)
             }
             if let report { return report }
             sched_yield()
@@ -355,13 +357,16 @@ public final class LogEnvironment: Sendable {
         let current = mapSize
         guard current < options.maximumMapSize else {
             throw LogStoreError(
-                .mapFull, "the map is \(current) bytes, the configured maximum is \(options.maximumMapSize)", path: path)
+                .mapFull, "the map is \(current) bytes, the configured maximum is \(options.maximumMapSize)", path: path
+            )
         }
         let target = min(current * 2, options.maximumMapSize)
         mapLock.lockExclusive()
         let status = mdb_env_set_mapsize(handle, target)
         mapLock.unlock()
-        do throws(LogStoreError) { try check(status, "mdb_env_set_mapsize") } catch { throw error.located(path: path, log: nil) }
+        do throws(LogStoreError) { try check(status, "mdb_env_set_mapsize") } catch {
+            throw error.located(path: path, log: nil)
+        }
     }
 
     // MARK: Tables
@@ -408,7 +413,10 @@ public final class LogEnvironment: Sendable {
                         try TableCatalogue.add(Array(opened.keys), meta: meta.dbi, txn, handle, path: path)
                     } catch {
                         mdb_txn_abort(txn)
-                        if error.code == .mapFull { try grow(); continue }
+                        if error.code == .mapFull {
+                            try grow()
+                            continue
+                        }
                         throw error.located(path: path, log: nil)
                     }
                 }
@@ -422,7 +430,9 @@ public final class LogEnvironment: Sendable {
                     try grow()
                     continue
                 }
-                do throws(LogStoreError) { try check(status, "mdb_dbi_open") } catch { throw error.located(path: path, log: nil) }
+                do throws(LogStoreError) { try check(status, "mdb_dbi_open") } catch {
+                    throw error.located(path: path, log: nil)
+                }
                 tables.withLock { $0.merge(opened) { old, _ in old } }
                 return result
             }

@@ -21,7 +21,6 @@ public struct LogOffset: TypedValue, Strideable, CustomStringConvertible, Expres
     public func distance(to other: LogOffset) -> Int64 { Int64(bitPattern: other.rawValue &- rawValue) }
     public func advanced(by n: Int64) -> LogOffset { LogOffset(rawValue &+ UInt64(bitPattern: n)) }
 
-
     /// The 8-byte big-endian key under which the entry is stored (big-endian keeps LMDB's
     /// byte order equal to numeric order, which `MDB_APPEND` requires).
     var key: UInt64 { rawValue.bigEndian }

@@ -37,7 +37,8 @@ struct ProjectionSet: Sendable {
             for (index, table) in opened.enumerated() {
                 guard let table else {
                     throw LogStoreError(
-                        .notALog, "projection \"\(projection.name)\" has no table \"\(projection.tableNames[index])\" here",
+                        .notALog,
+                        "projection \"\(projection.name)\" has no table \"\(projection.tableNames[index])\" here",
                         path: environment.path, log: log)
                 }
                 tables[projection.tableNames[index]] = table
@@ -59,7 +60,9 @@ struct ProjectionSet: Sendable {
         }
     }
 
-    func setAppliedOffset(_ offset: LogOffset, of member: Member, in transaction: WriteTransaction) throws(LogStoreError) {
+    func setAppliedOffset(
+        _ offset: LogOffset, of member: Member, in transaction: WriteTransaction
+    ) throws(LogStoreError) {
         try transaction.put(withUnsafeBytes(of: offset.key) { Array($0) }, forKey: member.appliedKey, in: meta)
     }
 
@@ -92,6 +95,8 @@ func validateName(_ name: String, what: String) throws(LogStoreError) {
         !name.isEmpty && name.utf8.count <= 100
         && name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: ".") }
     guard valid else {
-        throw LogStoreError(.invalidArgument, "invalid \(what) \"\(name)\": use 1–100 printable ASCII characters without spaces or dots")
+        throw LogStoreError(
+            .invalidArgument, "invalid \(what) \"\(name)\": use 1–100 printable ASCII characters without spaces or dots"
+        )
     }
 }

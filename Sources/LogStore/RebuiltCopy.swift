@@ -27,19 +27,22 @@ extension Log {
     ) throws -> Log {
         let last = try lastOffset
         guard offset <= last else {
-            throw located(LogStoreError(
-                .invalidArgument, "cannot copy through offset \(offset): the log ends at \(last)", offset: offset))
+            throw located(
+                LogStoreError(
+                    .invalidArgument, "cannot copy through offset \(offset): the log ends at \(last)", offset: offset))
         }
         var copyOptions = options ?? environment.options
         if options == nil {
             copyOptions.readOnly = false
             copyOptions.initialMapSize = max(copyOptions.initialMapSize, 1 << 20)
         }
-        let copy = try Log.open(at: directory, named: name, options: copyOptions, projections: projections, clock: clock)
+        let copy = try Log.open(
+            at: directory, named: name, options: copyOptions, projections: projections, clock: clock)
         let existing = try copy.lastOffset
         guard existing == .zero else {
-            throw copy.located(LogStoreError(
-                .invalidArgument, "the copy's directory already holds \(existing.rawValue) entries of the log"))
+            throw copy.located(
+                LogStoreError(
+                    .invalidArgument, "the copy's directory already holds \(existing.rawValue) entries of the log"))
         }
         var cursor = try entries(from: .first, through: offset)
         var batch: [NewEntry] = []

@@ -187,11 +187,14 @@ enum StructureCheck {
                 let result = pread(descriptor, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
                 if result < 0 {
                     if errno == EINTR { continue }
-                    throw LogStoreError(.io, "cannot read \(path) at byte \(offset + UInt64(done)): \(String(cString: strerror(errno)))")
+                    throw LogStoreError(
+                        .io, "cannot read \(path) at byte \(offset + UInt64(done)): \(String(cString: strerror(errno)))"
+                    )
                 }
                 if result == 0 {
                     throw LogStoreError(
-                        .corruptFile, "the file ends at byte \(size), inside bytes \(offset)..<\(offset + UInt64(count))",
+                        .corruptFile,
+                        "the file ends at byte \(size), inside bytes \(offset)..<\(offset + UInt64(count))",
                         page: nil)
                 }
                 done += result
@@ -200,7 +203,9 @@ enum StructureCheck {
 
         func bytes(_ count: Int, at offset: UInt64) throws(LogStoreError) -> [UInt8] {
             var bytes = [UInt8](repeating: 0, count: count)
-            try StructureCheck.typed { try bytes.withUnsafeMutableBytes { (buffer) in try read(count, at: offset, into: buffer) } }
+            try StructureCheck.typed {
+                try bytes.withUnsafeMutableBytes { (buffer) in try read(count, at: offset, into: buffer) }
+            }
             return bytes
         }
     }
@@ -215,7 +220,8 @@ enum StructureCheck {
 
     // MARK: Meta pages
 
-    static func corrupt(_ message: String, page: UInt64?, offset: LogOffset? = nil, log: String? = nil) -> LogStoreError {
+    static func corrupt(_ message: String, page: UInt64?, offset: LogOffset? = nil, log: String? = nil) -> LogStoreError
+    {
         LogStoreError(.corruptFile, message, offset: offset, log: log, page: page)
     }
 
@@ -238,13 +244,16 @@ enum StructureCheck {
         }
         try checkMetaHeader(first)
         guard file.size >= UInt64(first.pageSize + span) else {
-            throw corrupt("the file holds \(file.size) bytes, too few for the second meta page (page size \(first.pageSize))", page: 1)
+            throw corrupt(
+                "the file holds \(file.size) bytes, too few for the second meta page (page size \(first.pageSize))",
+                page: 1)
         }
         let second = try file.bytes(span, at: UInt64(first.pageSize)).withUnsafeBytes { Meta(page: 1, $0) }
         try checkMetaHeader(second)
         guard second.pageSize == first.pageSize else {
             throw corrupt(
-                "the meta pages disagree on the page size: \(first.pageSize) on page 0, \(second.pageSize) on page 1", page: 1)
+                "the meta pages disagree on the page size: \(first.pageSize) on page 0, \(second.pageSize) on page 1",
+                page: 1)
         }
         guard second.free.flags == first.free.flags else {
             throw corrupt(
@@ -257,8 +266,10 @@ enum StructureCheck {
         let (a, b) = (first.transactionID, second.transactionID)
         let newer = b > a ? second : first
         let older = b > a ? first : second
-        let consistent = (a == 0 && b == 0) || (newer.transactionID - older.transactionID == 1
-            && Int(newer.transactionID & 1) == newer.page)
+        let consistent =
+            (a == 0 && b == 0)
+            || (newer.transactionID - older.transactionID == 1
+                && Int(newer.transactionID & 1) == newer.page)
         guard consistent else {
             // Which page was damaged cannot be told; name the one LMDB would have opened.
             let suspect = newer.page
@@ -298,7 +309,8 @@ enum StructureCheck {
         }
         let size = meta.pageSize
         guard size >= 512, size <= 65536, size & (size - 1) == 0 else {
-            throw corrupt("meta page \(page) gives a page size of \(size) bytes (a power of two from 512 to 65536)", page: page)
+            throw corrupt(
+                "meta page \(page) gives a page size of \(size) bytes (a power of two from 512 to 65536)", page: page)
         }
         guard meta.free.flags & integerKey != 0, meta.free.flags & ~(integerKey | environmentFlags) == 0 else {
             throw corrupt("meta page \(page) has free-table flags 0x\(hex(meta.free.flags))", page: page)
@@ -317,7 +329,8 @@ enum StructureCheck {
             throw corrupt("meta page \(page) gives a map size of \(meta.mapSize) bytes", page: page)
         }
         guard meta.main.flags == 0 else {
-            throw corrupt("meta page \(page) has main-table flags 0x\(hex(meta.main.flags)) (LogStore sets none)", page: page)
+            throw corrupt(
+                "meta page \(page) has main-table flags 0x\(hex(meta.main.flags)) (LogStore sets none)", page: page)
         }
         for (name, record) in [("free-page", meta.free), ("main", meta.main)] {
             if let problem = recordProblem(record, lastPage: meta.lastPage) {
@@ -346,7 +359,8 @@ enum StructureCheck {
         guard record.leafPages >= 1, !pages.overflow, !total.overflow, total.partialValue <= lastPage,
             record.branchPages >= UInt64(record.depth - 1), record.entries >= 1
         else {
-            return "counts \(record.branchPages) branch, \(record.leafPages) leaf and \(record.overflowPages) overflow pages, "
+            return
+                "counts \(record.branchPages) branch, \(record.leafPages) leaf and \(record.overflowPages) overflow pages, "
                 + "\(record.entries) entries at depth \(record.depth) (the file has \(lastPage + 1) pages)"
         }
         return nil
@@ -393,7 +407,9 @@ enum StructureCheck {
     ///
     /// - Returns: the report, or `nil` when neither meta page holds the snapshot any more
     ///   (writers committed twice since it began): renew the transaction and call again.
-    static func walk(directory: String, snapshot: UInt64, scope: StructureCheckScope) throws(LogStoreError) -> StructureReport? {
+    static func walk(
+        directory: String, snapshot: UInt64, scope: StructureCheckScope
+    ) throws(LogStoreError) -> StructureReport? {
         let path = dataFile(in: directory)
         do throws(LogStoreError) {
             guard let file = try DataFile(path: path) else {
@@ -420,7 +436,9 @@ enum StructureCheck {
                         page: UInt64(meta.page))
                 }
             }
-            return try Walker(file: file, meta: target, endsOnlyAbove: scope == .tableEnds ? StructureCheckScope.wholeTablePages : nil).run()
+            return try Walker(
+                file: file, meta: target, endsOnlyAbove: scope == .tableEnds ? StructureCheckScope.wholeTablePages : nil
+            ).run()
         } catch {
             throw error.located(path: directory, log: nil)
         }
@@ -435,7 +453,9 @@ enum StructureCheck {
         var page = [UInt8](repeating: 0, count: pageSize)
         for level in 1...max(1, Int(meta.free.depth)) {
             guard number >= 2, number <= meta.lastPage, (number + 1) * UInt64(pageSize) <= file.size,
-                (try? typed({ try page.withUnsafeMutableBytes { try file.read(pageSize, at: number * UInt64(pageSize), into: $0) } })) != nil
+                (try? typed({
+                    try page.withUnsafeMutableBytes { try file.read(pageSize, at: number * UInt64(pageSize), into: $0) }
+                })) != nil
             else { return nil }
             let next: UInt64?? = page.withUnsafeBytes { bytes in
                 let flags = bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)
@@ -534,7 +554,8 @@ enum StructureCheck {
                     throw corrupt("the record of table \"\(name)\" \(problem)", page: page, log: log)
                 }
                 guard record.flags == 0 else {
-                    throw corrupt("table \"\(name)\" has flags 0x\(hex(record.flags)) (LogStore sets none)", page: page, log: log)
+                    throw corrupt(
+                        "table \"\(name)\" has flags 0x\(hex(record.flags)) (LogStore sets none)", page: page, log: log)
                 }
                 shapes.append(try walkTable(record, name: name, kind: .named(log: log)))
             }
@@ -584,7 +605,8 @@ enum StructureCheck {
 
         func walkTable(
             _ record: TableRecord, name: String, kind: TableKind,
-            table: (_ name: String, _ record: TableRecord, _ page: UInt64) throws(LogStoreError) -> Void = { _, _, _ in }
+            table: (_ name: String, _ record: TableRecord, _ page: UInt64) throws(LogStoreError) -> Void = { _, _, _ in
+            }
         ) throws(LogStoreError) -> StructureReport.TableShape {
             var counts = Counts()
             let place = Place(table: name, kind: kind)
@@ -616,7 +638,9 @@ enum StructureCheck {
         }
 
         /// Claims `count` pages from `first` for a tree, checking they are in the snapshot and file.
-        func claim(_ first: UInt64, count: UInt64, _ what: String, _ place: Place, offset: LogOffset?) throws(LogStoreError) {
+        func claim(
+            _ first: UInt64, count: UInt64, _ what: String, _ place: Place, offset: LogOffset?
+        ) throws(LogStoreError) {
             let end = first.addingReportingOverflow(count)
             guard first >= 2, !end.overflow, end.partialValue <= pageLimit else {
                 throw corrupt(
@@ -647,7 +671,8 @@ enum StructureCheck {
             let isLeaf = level == depth
             let firstOffset = offset(ofKey: lower, place)
             func fail(_ message: String, offset: LogOffset? = nil) -> LogStoreError {
-                let pageText = "page \(number) (\(isLeaf ? "a leaf" : "a branch") of table \"\(place.table)\""
+                let pageText =
+                    "page \(number) (\(isLeaf ? "a leaf" : "a branch") of table \"\(place.table)\""
                     + (firstOffset.map { ", entries from offset \($0)" } ?? "") + ")"
                 return corrupt("\(pageText): \(message)", page: number, offset: offset ?? firstOffset, log: place.log)
             }
@@ -655,91 +680,112 @@ enum StructureCheck {
             try readPage(number)
             // Copy what the page says before descending (the buffer is reused).
             var children: [(page: UInt64, key: [UInt8]?)] = []
-            try StructureCheck.typed { try page.withUnsafeBytes { (bytes) in
-                let stored = bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
-                let flags = bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)
-                let lowerEdge = Int(bytes.loadUnaligned(fromByteOffset: 12, as: UInt16.self))
-                let upperEdge = Int(bytes.loadUnaligned(fromByteOffset: 14, as: UInt16.self))
-                guard stored == number else { throw fail("it carries page number \(stored)") }
-                let expected = isLeaf ? leafPage : branchPage
-                guard flags == expected else {
-                    throw fail("its flags are 0x\(hex(flags)), not 0x\(hex(expected)) (\(isLeaf ? "leaf" : "branch") at depth \(level) of \(depth))")
+            try StructureCheck.typed {
+                try page.withUnsafeBytes { (bytes) in
+                    let stored = bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self)
+                    let flags = bytes.loadUnaligned(fromByteOffset: 10, as: UInt16.self)
+                    let lowerEdge = Int(bytes.loadUnaligned(fromByteOffset: 12, as: UInt16.self))
+                    let upperEdge = Int(bytes.loadUnaligned(fromByteOffset: 14, as: UInt16.self))
+                    guard stored == number else { throw fail("it carries page number \(stored)") }
+                    let expected = isLeaf ? leafPage : branchPage
+                    guard flags == expected else {
+                        throw fail(
+                            "its flags are 0x\(hex(flags)), not 0x\(hex(expected)) (\(isLeaf ? "leaf" : "branch") at depth \(level) of \(depth))"
+                        )
+                    }
+                    guard lowerEdge >= headerSize, lowerEdge <= upperEdge, upperEdge <= pageSize,
+                        (lowerEdge - headerSize) % 2 == 0
+                    else {
+                        throw fail("its free space runs from byte \(lowerEdge) to \(upperEdge) of \(pageSize)")
+                    }
+                    let count = (lowerEdge - headerSize) / 2
+                    guard count >= 1 else { throw fail("it holds no nodes") }
+                    var previous: [UInt8]? = nil
+                    for index in 0..<count {
+                        let at = Int(bytes.loadUnaligned(fromByteOffset: headerSize + 2 * index, as: UInt16.self))
+                        guard at >= upperEdge, at % 2 == 0, at + nodeHeaderSize <= pageSize else {
+                            throw fail(
+                                "node \(index) starts at byte \(at), outside bytes \(upperEdge)..<\(pageSize - nodeHeaderSize)"
+                            )
+                        }
+                        let low = UInt64(bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self))
+                        let high = UInt64(bytes.loadUnaligned(fromByteOffset: at + 2, as: UInt16.self))
+                        let nodeFlags = bytes.loadUnaligned(fromByteOffset: at + 4, as: UInt16.self)
+                        let keySize = Int(bytes.loadUnaligned(fromByteOffset: at + 6, as: UInt16.self))
+                        let keyStart = at + nodeHeaderSize
+                        guard keySize <= maxKeySize, keyStart + keySize <= pageSize else {
+                            throw fail(
+                                "node \(index) has a key of \(keySize) bytes from byte \(keyStart), past the page")
+                        }
+                        // A branch's first key is never compared (it stands for everything below the second).
+                        let hasKey = isLeaf || index > 0
+                        let key: [UInt8]? = hasKey ? Array(bytes[keyStart..<keyStart + keySize]) : nil
+                        let nodeOffset = offset(ofKey: key, place)
+                        if let key {
+                            guard !key.isEmpty else { throw fail("node \(index) has an empty key", offset: nodeOffset) }
+                            if case .free = place.kind, key.count != 8 {
+                                throw fail("node \(index) has a key of \(key.count) bytes, not 8", offset: nodeOffset)
+                            }
+                            if let previous, !precedes(previous, key, place) {
+                                throw fail("node \(index)'s key is not after node \(index - 1)'s", offset: nodeOffset)
+                            }
+                            if let lower, precedes(key, lower, place) {
+                                throw fail(
+                                    "node \(index)'s key is before the lower bound its parent gives", offset: nodeOffset
+                                )
+                            }
+                            if let upper, !precedes(key, upper, place) {
+                                throw fail(
+                                    "node \(index)'s key is not before the upper bound its parent gives",
+                                    offset: nodeOffset)
+                            }
+                            previous = key
+                        }
+                        if !isLeaf {
+                            let child = low | high << 16 | UInt64(nodeFlags) << 32
+                            children.append((child, key))
+                            continue
+                        }
+                        // A leaf node: its value.
+                        let valueSize = Int(low | high << 16)
+                        let valueStart = keyStart + keySize
+                        counts.entries += 1
+                        switch place.kind {
+                        case .main:
+                            guard nodeFlags == subData, valueSize == 48, valueStart + 48 <= pageSize else {
+                                throw fail(
+                                    "node \(index) has flags 0x\(hex(nodeFlags)) and a value of \(valueSize) bytes, not a table's 48-byte record"
+                                )
+                            }
+                            let name = String(decoding: key!, as: UTF8.self)
+                            try table(name, TableRecord(bytes, at: valueStart), number)
+                            continue
+                        case .free, .named:
+                            break
+                        }
+                        if nodeFlags == bigData {
+                            guard valueStart + 8 <= pageSize else {
+                                throw fail("node \(index)'s overflow page number is past the page", offset: nodeOffset)
+                            }
+                            let first = bytes.loadUnaligned(fromByteOffset: valueStart, as: UInt64.self)
+                            overflowValues.append((index, first, valueSize, key))
+                        } else if nodeFlags == 0 {
+                            guard valueStart + valueSize <= pageSize else {
+                                throw fail(
+                                    "node \(index)'s value of \(valueSize) bytes runs past the page", offset: nodeOffset
+                                )
+                            }
+                            if case .free = place.kind {
+                                try checkFreeList(
+                                    Array(bytes[valueStart..<valueStart + valueSize]),
+                                    fail: { fail("node \(index): \($0)") })
+                            }
+                        } else {
+                            throw fail("node \(index) has flags 0x\(hex(nodeFlags))", offset: nodeOffset)
+                        }
+                    }
                 }
-                guard lowerEdge >= headerSize, lowerEdge <= upperEdge, upperEdge <= pageSize, (lowerEdge - headerSize) % 2 == 0 else {
-                    throw fail("its free space runs from byte \(lowerEdge) to \(upperEdge) of \(pageSize)")
-                }
-                let count = (lowerEdge - headerSize) / 2
-                guard count >= 1 else { throw fail("it holds no nodes") }
-                var previous: [UInt8]? = nil
-                for index in 0..<count {
-                    let at = Int(bytes.loadUnaligned(fromByteOffset: headerSize + 2 * index, as: UInt16.self))
-                    guard at >= upperEdge, at % 2 == 0, at + nodeHeaderSize <= pageSize else {
-                        throw fail("node \(index) starts at byte \(at), outside bytes \(upperEdge)..<\(pageSize - nodeHeaderSize)")
-                    }
-                    let low = UInt64(bytes.loadUnaligned(fromByteOffset: at, as: UInt16.self))
-                    let high = UInt64(bytes.loadUnaligned(fromByteOffset: at + 2, as: UInt16.self))
-                    let nodeFlags = bytes.loadUnaligned(fromByteOffset: at + 4, as: UInt16.self)
-                    let keySize = Int(bytes.loadUnaligned(fromByteOffset: at + 6, as: UInt16.self))
-                    let keyStart = at + nodeHeaderSize
-                    guard keySize <= maxKeySize, keyStart + keySize <= pageSize else {
-                        throw fail("node \(index) has a key of \(keySize) bytes from byte \(keyStart), past the page")
-                    }
-                    // A branch's first key is never compared (it stands for everything below the second).
-                    let hasKey = isLeaf || index > 0
-                    let key: [UInt8]? = hasKey ? Array(bytes[keyStart..<keyStart + keySize]) : nil
-                    let nodeOffset = offset(ofKey: key, place)
-                    if let key {
-                        guard !key.isEmpty else { throw fail("node \(index) has an empty key", offset: nodeOffset) }
-                        if case .free = place.kind, key.count != 8 {
-                            throw fail("node \(index) has a key of \(key.count) bytes, not 8", offset: nodeOffset)
-                        }
-                        if let previous, !precedes(previous, key, place) {
-                            throw fail("node \(index)'s key is not after node \(index - 1)'s", offset: nodeOffset)
-                        }
-                        if let lower, precedes(key, lower, place) {
-                            throw fail("node \(index)'s key is before the lower bound its parent gives", offset: nodeOffset)
-                        }
-                        if let upper, !precedes(key, upper, place) {
-                            throw fail("node \(index)'s key is not before the upper bound its parent gives", offset: nodeOffset)
-                        }
-                        previous = key
-                    }
-                    if !isLeaf {
-                        let child = low | high << 16 | UInt64(nodeFlags) << 32
-                        children.append((child, key))
-                        continue
-                    }
-                    // A leaf node: its value.
-                    let valueSize = Int(low | high << 16)
-                    let valueStart = keyStart + keySize
-                    counts.entries += 1
-                    switch place.kind {
-                    case .main:
-                        guard nodeFlags == subData, valueSize == 48, valueStart + 48 <= pageSize else {
-                            throw fail("node \(index) has flags 0x\(hex(nodeFlags)) and a value of \(valueSize) bytes, not a table's 48-byte record")
-                        }
-                        let name = String(decoding: key!, as: UTF8.self)
-                        try table(name, TableRecord(bytes, at: valueStart), number)
-                        continue
-                    case .free, .named:
-                        break
-                    }
-                    if nodeFlags == bigData {
-                        guard valueStart + 8 <= pageSize else { throw fail("node \(index)'s overflow page number is past the page", offset: nodeOffset) }
-                        let first = bytes.loadUnaligned(fromByteOffset: valueStart, as: UInt64.self)
-                        overflowValues.append((index, first, valueSize, key))
-                    } else if nodeFlags == 0 {
-                        guard valueStart + valueSize <= pageSize else {
-                            throw fail("node \(index)'s value of \(valueSize) bytes runs past the page", offset: nodeOffset)
-                        }
-                        if case .free = place.kind {
-                            try checkFreeList(Array(bytes[valueStart..<valueStart + valueSize]), fail: { fail("node \(index): \($0)") })
-                        }
-                    } else {
-                        throw fail("node \(index) has flags 0x\(hex(nodeFlags))", offset: nodeOffset)
-                    }
-                }
-            } }
+            }
             if isLeaf {
                 counts.leaf += 1
                 let values = overflowValues
@@ -756,8 +802,11 @@ enum StructureCheck {
                         }
                     }
                     let (stored, flags, count) = header.withUnsafeBytes {
-                        ($0.loadUnaligned(fromByteOffset: 0, as: UInt64.self), $0.loadUnaligned(fromByteOffset: 10, as: UInt16.self),
-                         UInt64($0.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
+                        (
+                            $0.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+                            $0.loadUnaligned(fromByteOffset: 10, as: UInt16.self),
+                            UInt64($0.loadUnaligned(fromByteOffset: 12, as: UInt32.self))
+                        )
                     }
                     guard stored == first, flags == overflowPage, count >= needed else {
                         throw corrupt(
@@ -771,7 +820,9 @@ enum StructureCheck {
                     if case .free = place.kind {
                         let value = try file.bytes(size, at: first * UInt64(pageSize) + UInt64(headerSize))
                         try checkFreeList(value) { message in
-                            corrupt("page \(first) (overflow of node \(index) of page \(number), the free-page table): \(message)", page: first)
+                            corrupt(
+                                "page \(first) (overflow of node \(index) of page \(number), the free-page table): \(message)",
+                                page: first)
                         }
                     }
                 }
@@ -782,7 +833,9 @@ enum StructureCheck {
             for (index, child) in children.enumerated() where !endsOnly || index == 0 || index == children.count - 1 {
                 let childLower = index == 0 ? lower : child.key
                 let childUpper = index + 1 < children.count ? children[index + 1].key : upper
-                try visit(child.page, level: level + 1, depth: depth, lower: childLower, upper: childUpper, place, &counts, table)
+                try visit(
+                    child.page, level: level + 1, depth: depth, lower: childLower, upper: childUpper, place, &counts,
+                    table)
             }
         }
 

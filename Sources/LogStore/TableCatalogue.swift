@@ -45,7 +45,9 @@ enum TableCatalogue {
     }
 
     /// The keys of table `dbi`, as strings.
-    static func keys(of dbi: MDB_dbi, _ txn: OpaquePointer?, _ environment: OpaquePointer, _ what: StaticString) throws(LogStoreError) -> Set<String> {
+    static func keys(
+        of dbi: MDB_dbi, _ txn: OpaquePointer?, _ environment: OpaquePointer, _ what: StaticString
+    ) throws(LogStoreError) -> Set<String> {
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(txn, dbi, &cursor), "mdb_cursor_open")
         defer { mdb_cursor_close(cursor) }
@@ -81,7 +83,8 @@ enum TableCatalogue {
         } else {
             guard present.contains("meta") else {
                 let listed = present.isEmpty ? "" : ": it holds \(quotedList(present))"
-                throw LogStoreError(.notALog, "an LMDB environment without LogStore's metadata table\(listed)", path: path)
+                throw LogStoreError(
+                    .notALog, "an LMDB environment without LogStore's metadata table\(listed)", path: path)
             }
             try check(mdb_dbi_open(txn, "meta", 0, &dbi), "mdb_dbi_open")
             var value = MDB_val()
@@ -94,7 +97,8 @@ enum TableCatalogue {
                 let catalogued = try decode(try boundedBytes(value, in: environment, "the table catalogue"), path: path)
                 try compare(present: present, expected: catalogued, path: path)
             } else if status == MDB_NOTFOUND {
-                try checkWithoutCatalogue(present: present, metaKeys: try keys(of: dbi, txn, environment, "a meta key"), path: path)
+                try checkWithoutCatalogue(
+                    present: present, metaKeys: try keys(of: dbi, txn, environment, "a meta key"), path: path)
                 if !readOnly { try store(present, in: dbi, txn) }
             } else {
                 try check(status, "mdb_get")
@@ -107,7 +111,9 @@ enum TableCatalogue {
     }
 
     /// Adds `names` to the catalogue, in the write transaction that creates those tables.
-    static func add(_ names: [String], meta: MDB_dbi, _ txn: OpaquePointer?, _ environment: OpaquePointer, path: String) throws(LogStoreError) {
+    static func add(
+        _ names: [String], meta: MDB_dbi, _ txn: OpaquePointer?, _ environment: OpaquePointer, path: String
+    ) throws(LogStoreError) {
         var value = MDB_val()
         var key = MDB_val()
         let status = Self.key.withUnsafeBufferPointer { bytes in
@@ -176,7 +182,8 @@ enum TableCatalogue {
             if !unexpected.isEmpty { parts.append("it holds \(quotedList(unexpected)), which no log here created") }
             if !missing.isEmpty { parts.append("\(quotedList(missing)) \(missing.count == 1 ? "is" : "are") missing") }
             throw LogStoreError(
-                .corruptFile, "the tables are not the ones this environment made: \(parts.joined(separator: "; ")) (a damaged table name?)",
+                .corruptFile,
+                "the tables are not the ones this environment made: \(parts.joined(separator: "; ")) (a damaged table name?)",
                 path: path, table: (unexpected.sorted() + missing.sorted()).first)
         }
     }

@@ -10,7 +10,9 @@ public struct Table: Sendable, Hashable {
 /// The bytes LMDB returned, checked to lie within the map before anything reads or copies them.
 /// The structural check at open makes this hold for the snapshot it checked; this catches a
 /// file damaged after it (by another process) before a copy runs past the map.
-func boundedBytes(_ value: MDB_val, in environment: OpaquePointer, _ what: StaticString) throws(LogStoreError) -> UnsafeRawBufferPointer {
+func boundedBytes(
+    _ value: MDB_val, in environment: OpaquePointer, _ what: StaticString
+) throws(LogStoreError) -> UnsafeRawBufferPointer {
     guard value.mv_size > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
     var info = MDB_envinfo()
     mdb_env_info(environment, &info)
@@ -72,7 +74,8 @@ public class ReadTransaction {
         if let start {
             try Self.checkKey(start, table)
             status = start.withUnsafeBytes { startBytes in
-                key = MDB_val(mv_size: startBytes.count, mv_data: UnsafeMutableRawPointer(mutating: startBytes.baseAddress))
+                key = MDB_val(
+                    mv_size: startBytes.count, mv_data: UnsafeMutableRawPointer(mutating: startBytes.baseAddress))
                 return mdb_cursor_get(cursor, &key, &value, MDB_SET_RANGE)
             }
         } else {
@@ -80,7 +83,8 @@ public class ReadTransaction {
         }
         while status == MDB_SUCCESS {
             let more = try body(
-                boundedBytes(key, in: environment.handle, "a key"), boundedBytes(value, in: environment.handle, "a value"))
+                boundedBytes(key, in: environment.handle, "a key"),
+                boundedBytes(value, in: environment.handle, "a value"))
             if !more { return }
             status = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
         }
@@ -136,8 +140,10 @@ public final class WriteTransaction: ReadTransaction {
         try Self.checkKey(key, table)
         let status = key.withUnsafeBytes { keyBytes in
             value.withUnsafeBytes { valueBytes in
-                var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
-                var v = MDB_val(mv_size: valueBytes.count, mv_data: UnsafeMutableRawPointer(mutating: valueBytes.baseAddress))
+                var k = MDB_val(
+                    mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
+                var v = MDB_val(
+                    mv_size: valueBytes.count, mv_data: UnsafeMutableRawPointer(mutating: valueBytes.baseAddress))
                 return mdb_put(txn, table.dbi, &k, &v, 0)
             }
         }
@@ -186,6 +192,9 @@ struct TableWalker: ~Copyable {
         started = true
         if status == MDB_NOTFOUND { return nil }
         try check(status, "mdb_cursor_get")
-        return ([UInt8](try boundedBytes(key, in: environment, "a key")), [UInt8](try boundedBytes(value, in: environment, "a value")))
+        return (
+            [UInt8](try boundedBytes(key, in: environment, "a key")),
+            [UInt8](try boundedBytes(value, in: environment, "a value"))
+        )
     }
 }

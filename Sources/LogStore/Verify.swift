@@ -45,7 +45,8 @@ extension Log {
             replayed = target
             let outcome: ProjectionMismatch?? = try environment.read { live in
                 guard try lastOffset(in: live) == replayed else { return .none }  // moved on: replay more
-                return .some(try scratch.read { fresh in try compare(live: live, rebuilt: rebuilt, fresh: fresh, at: replayed) })
+                return .some(
+                    try scratch.read { fresh in try compare(live: live, rebuilt: rebuilt, fresh: fresh, at: replayed) })
             }
             if let outcome { return outcome }
         }

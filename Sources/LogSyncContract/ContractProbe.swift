@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// What a check holds while it runs: the database factory, its users' prefix, and the failures
 /// found so far.
@@ -38,7 +38,9 @@ final class ContractProbe: Sendable {
     }
 
     /// Records a failure unless `condition` holds.
-    func expect(_ condition: Bool, _ message: @autoclosure () -> String, fileID: StaticString = #fileID, line: UInt = #line) {
+    func expect(
+        _ condition: Bool, _ message: @autoclosure () -> String, fileID: StaticString = #fileID, line: UInt = #line
+    ) {
         if !condition { record(message(), fileID: fileID, line: line) }
     }
 
@@ -123,7 +125,8 @@ struct ContractDevice: Sendable {
     func attemptSave(
         _ record: Record, savePolicy: SavePolicy = .ifServerRecordUnchanged
     ) async throws -> Result<Record, SyncError>? {
-        try await database.modifyRecords(saving: [record], deleting: [], savePolicy: savePolicy).saveResults[record.recordID]
+        try await database.modifyRecords(saving: [record], deleting: [], savePolicy: savePolicy).saveResults[
+            record.recordID]
     }
 
     /// The outcome of deleting one record.
@@ -183,7 +186,8 @@ struct ZoneFeed {
 
 /// A record never saved, of type `Note`, with string fields.
 func note(_ name: String, in zone: String = "Notes", _ fields: [String: String] = [:]) -> Record {
-    var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone)))
+    var record = Record(
+        recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: zone)))
     for (key, value) in fields { record[key] = .string(value) }
     return record
 }

@@ -28,9 +28,10 @@ public enum ContractSuite {
     ///     different names different users.
     ///   - scope: Which database of the user (`.private`, `.shared` or `.public`).
     ///   - device: Which of the user's devices asks.
-    public typealias MakeDatabase = @Sendable (
-        _ user: ContractUser, _ scope: DatabaseScope, _ device: DeviceID
-    ) async throws -> any CloudDatabase
+    public typealias MakeDatabase =
+        @Sendable (
+            _ user: ContractUser, _ scope: DatabaseScope, _ device: DeviceID
+        ) async throws -> any CloudDatabase
 
     /// Every check of the suite, in a fixed order.
     public static var checks: [ContractCheck] { IsolationChecks.all + ZoneChecks.all + RecordChecks.all }

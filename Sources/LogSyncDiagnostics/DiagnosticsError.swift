@@ -81,11 +81,12 @@ public struct DiagnosticsError: Error, Sendable, Hashable, CustomStringConvertib
             if located.offset == nil { located.offset = offset }
             return "\(operation): \(located)"
         }
-        let what: String = switch code {
-        case .offsetPastEnd: "offset past the end"
-        case .requestFailed: "request failed"
-        default: code.rawValue
-        }
+        let what: String =
+            switch code {
+            case .offsetPastEnd: "offset past the end"
+            case .requestFailed: "request failed"
+            default: code.rawValue
+            }
         var text = "\(operation): \(what)"
         if let offset { text += " at offset \(offset)" }
         return text + ": \(message)"

@@ -55,15 +55,19 @@ public struct LogStats: Sendable, Hashable {
             count += 1
             if first == nil { first = entry.time }
             last = entry.time
-            byKind[entry.kind, default: KindStats(kind: entry.kind, name: decoder?.name(of: entry.kind), count: 0, payloadBytes: 0)]
-                .count += 1
+            byKind[
+                entry.kind,
+                default: KindStats(kind: entry.kind, name: decoder?.name(of: entry.kind), count: 0, payloadBytes: 0)
+            ]
+            .count += 1
             byKind[entry.kind]!.payloadBytes += entry.payload.count
         }
         let file = URL(fileURLWithPath: log.environment.path).appendingPathComponent("data.mdb").path
         let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.uint64Value
         return LogStats(
             logName: log.name, path: log.environment.path, entryCount: count,
-            kinds: byKind.values.sorted { $0.kind.rawValue < $1.kind.rawValue }, firstTime: first, lastTime: last, fileSize: size)
+            kinds: byKind.values.sorted { $0.kind.rawValue < $1.kind.rawValue }, firstTime: first, lastTime: last,
+            fileSize: size)
     }
 
     /// The total payload bytes of every kind.
@@ -79,7 +83,8 @@ public struct LogStats: Sendable, Hashable {
             ("last", lastTime?.iso8601 ?? "-"),
         ]
         if let firstTime, let lastTime {
-            lines.append(("span", Self.duration(microseconds: lastTime.microsecondsSince1970 - firstTime.microsecondsSince1970)))
+            lines.append(
+                ("span", Self.duration(microseconds: lastTime.microsecondsSince1970 - firstTime.microsecondsSince1970)))
         } else {
             lines.append(("span", "-"))
         }
@@ -90,13 +95,19 @@ public struct LogStats: Sendable, Hashable {
 
         text += "\n"
         let header = (kind: "kind", name: "name", count: "entries", bytes: "payload bytes")
-        let rows = kinds.map { (kind: String($0.kind.rawValue), name: $0.name ?? "-", count: String($0.count), bytes: String($0.payloadBytes)) }
+        let rows = kinds.map {
+            (
+                kind: String($0.kind.rawValue), name: $0.name ?? "-", count: String($0.count),
+                bytes: String($0.payloadBytes)
+            )
+        }
         let kindWidth = max(header.kind.count, rows.map(\.kind.count).max()!)
         let nameWidth = max(header.name.count, rows.map(\.name.count).max()!)
         let countWidth = max(header.count.count, rows.map(\.count.count).max()!)
         let bytesWidth = max(header.bytes.count, rows.map(\.bytes.count).max()!)
         for row in [header] + rows {
-            let line = leftPadded(row.kind, width: kindWidth) + "  " + rightPadded(row.name, width: nameWidth)
+            let line =
+                leftPadded(row.kind, width: kindWidth) + "  " + rightPadded(row.name, width: nameWidth)
                 + "  " + leftPadded(row.count, width: countWidth) + "  " + leftPadded(row.bytes, width: bytesWidth)
             text += line + "\n"
         }
@@ -119,18 +130,26 @@ public struct LogStats: Sendable, Hashable {
             ("last", JSONText.optional(lastTime.map { JSONText.string($0.iso8601) })),
             ("firstMicros", JSONText.optional(firstTime.map { JSONText.number($0.microsecondsSince1970) })),
             ("lastMicros", JSONText.optional(lastTime.map { JSONText.number($0.microsecondsSince1970) })),
-            ("spanMicros", JSONText.optional(firstTime.flatMap { first in
-                lastTime.map { JSONText.number($0.microsecondsSince1970 - first.microsecondsSince1970) }
-            })),
+            (
+                "spanMicros",
+                JSONText.optional(
+                    firstTime.flatMap { first in
+                        lastTime.map { JSONText.number($0.microsecondsSince1970 - first.microsecondsSince1970) }
+                    })
+            ),
             ("fileSize", JSONText.optional(fileSize.map { JSONText.number($0) })),
-            ("kinds", JSONText.array(kinds.map { kind in
-                JSONText.object([
-                    ("kind", JSONText.number(kind.kind.rawValue)),
-                    ("name", JSONText.optional(kind.name.map(JSONText.string))),
-                    ("entries", JSONText.number(kind.count)),
-                    ("payloadBytes", JSONText.number(kind.payloadBytes)),
-                ])
-            })),
+            (
+                "kinds",
+                JSONText.array(
+                    kinds.map { kind in
+                        JSONText.object([
+                            ("kind", JSONText.number(kind.kind.rawValue)),
+                            ("name", JSONText.optional(kind.name.map(JSONText.string))),
+                            ("entries", JSONText.number(kind.count)),
+                            ("payloadBytes", JSONText.number(kind.payloadBytes)),
+                        ])
+                    })
+            ),
         ])
     }
 
@@ -154,9 +173,13 @@ public struct LogStats: Sendable, Hashable {
         let fraction = padded(magnitude % 1_000_000, width: 6)
         let (days, hours, minutes, secs) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60)
         var text = sign
-        if days > 0 { text += "\(days)d \(hours)h \(minutes)m " }
-        else if hours > 0 { text += "\(hours)h \(minutes)m " }
-        else if minutes > 0 { text += "\(minutes)m " }
+        if days > 0 {
+            text += "\(days)d \(hours)h \(minutes)m "
+        } else if hours > 0 {
+            text += "\(hours)h \(minutes)m "
+        } else if minutes > 0 {
+            text += "\(minutes)m "
+        }
         return text + "\(secs).\(fraction)s"
     }
 }

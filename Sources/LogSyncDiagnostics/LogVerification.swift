@@ -51,19 +51,27 @@ public struct LogVerification: Sendable {
     /// line per log.
     public var text: String {
         let s = structure
-        var text = "structure of \(s.file) verified: page size \(s.pageSize), transaction \(s.transactionID), "
+        var text =
+            "structure of \(s.file) verified: page size \(s.pageSize), transaction \(s.transactionID), "
             + "\(s.pagesInUse) pages in use, \(s.freePages) free, \(s.lastPage + 1) in the snapshot, file \(s.fileSize) bytes\n"
         let header = ["table", "depth", "branch", "leaf", "overflow", "entries"]
-        let rows = s.tables.map { [$0.name, String($0.depth), String($0.branchPages), String($0.leafPages), String($0.overflowPages), String($0.entries)] }
+        let rows = s.tables.map {
+            [
+                $0.name, String($0.depth), String($0.branchPages), String($0.leafPages), String($0.overflowPages),
+                String($0.entries),
+            ]
+        }
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max()! }
         for row in [header] + rows {
             let cells = row.indices.map { column in
-                column == 0 ? rightPadded(row[column], width: widths[column]) : leftPadded(row[column], width: widths[column])
+                column == 0
+                    ? rightPadded(row[column], width: widths[column]) : leftPadded(row[column], width: widths[column])
             }
             text += "  " + cells.joined(separator: "  ") + "\n"
         }
         for log in logs {
-            text += log.lastOffset == .zero
+            text +=
+                log.lastOffset == .zero
                 ? "log \"\(log.name)\" verified: empty\n"
                 : "log \"\(log.name)\" verified: entries 1...\(log.lastOffset) (checksums, dense offsets, tail record)\n"
         }

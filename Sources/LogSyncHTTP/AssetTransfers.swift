@@ -3,8 +3,8 @@ import Foundation
 import LogSyncWire
 import NIOCore
 import NIOHTTP1
-import Synchronization
 import SyncModel
+import Synchronization
 
 // Asset contents over HTTP (Docs/Protocol.md, "Assets"): uploads streamed from the file as the
 // body of `PUT …/assets/{digest}` from where the server's bytes end, downloads streamed from
@@ -42,7 +42,8 @@ extension HTTPCloudDatabase {
                 // Answered without storing: fewer bytes reached the server than were sent.
                 throw SyncError(
                     .networkFailure,
-                    "the server holds \(answer.received) of the \(request.size) bytes of asset \(request.digest) sent to it; the upload resumes from there")
+                    "the server holds \(answer.received) of the \(request.size) bytes of asset \(request.digest) sent to it; the upload resumes from there"
+                )
             } catch {
                 try await transfer.waitBeforeResuming(after: error, attempt: &attempt)
                 needsStatus = true
@@ -58,7 +59,8 @@ extension HTTPCloudDatabase {
             client: client, scope: databaseScope, operation: "downloadAsset", digest: request.digest,
             operationGroup: request.operationGroup)
         try transfer.checkCancellation()
-        let file = DownloadFile(try AssetDownloadFile(destination: request.destination, digest: request.digest, size: request.size))
+        let file = DownloadFile(
+            try AssetDownloadFile(destination: request.destination, digest: request.digest, size: request.size))
         let start = file.offset
         var attempt = AttemptCounter(limit: client.configuration.assetResumeAttempts)
         while true {
@@ -127,7 +129,9 @@ struct AssetTransferCall: Sendable {
 
     /// `PUT …/assets/{digest}`: the file from `offset` to its end as one streamed body; the
     /// server's status after it.
-    func uploadPiece(_ upload: AssetUploadRequest, from offset: Int64, file: FileCheck) async throws(SyncError) -> AssetUploadStatus {
+    func uploadPiece(
+        _ upload: AssetUploadRequest, from offset: Int64, file: FileCheck
+    ) async throws(SyncError) -> AssetUploadStatus {
         try checkCancellation()
         let query = WireProtocol.assetQuery(zoneID: upload.zoneID, size: upload.size, offset: offset)
         var request = makeRequest(WireProtocol.assetPath(digest, scope: scope), query: query, method: .PUT)
@@ -143,9 +147,11 @@ struct AssetTransferCall: Sendable {
             var buffer = try await response.body.collect(upTo: client.configuration.maxResponseBytes)
             return (Int(response.status.code), response.headers, buffer.readBytes(length: buffer.readableBytes) ?? [])
         }
-        client.configuration.logger.trace("answered", metadata: [
-            "operation": "\(operation)", "status": "\(answer.0)", "bytes.out": "\(upload.size - offset)",
-        ])
+        client.configuration.logger.trace(
+            "answered",
+            metadata: [
+                "operation": "\(operation)", "status": "\(answer.0)", "bytes.out": "\(upload.size - offset)",
+            ])
         return try decodeStatus(answer.0, answer.1, answer.2)
     }
 
@@ -167,10 +173,12 @@ struct AssetTransferCall: Sendable {
             var skip: Int64 = 0
             switch status {
             case 206:
-                guard let range = contentRange.flatMap(Self.contentRange), range.first == offset, range.total == size else {
+                guard let range = contentRange.flatMap(Self.contentRange), range.first == offset, range.total == size
+                else {
                     throw SyncError(
                         .internalError,
-                        "the server answered a download of asset \(digest) from byte \(offset) with Content-Range \(contentRange ?? "(none)")")
+                        "the server answered a download of asset \(digest) from byte \(offset) with Content-Range \(contentRange ?? "(none)")"
+                    )
                 }
             case 200:
                 // The whole content (a proxy may drop the range): skip what the file holds.
@@ -181,7 +189,8 @@ struct AssetTransferCall: Sendable {
             default:
                 var buffer = try await response.body.collect(upTo: client.configuration.maxResponseBytes)
                 throw HTTPSyncClient.error(
-                    status: status, headers: response.headers, body: buffer.readBytes(length: buffer.readableBytes) ?? [],
+                    status: status, headers: response.headers,
+                    body: buffer.readBytes(length: buffer.readableBytes) ?? [],
                     doing: "\(operation) of asset \(digest)")
             }
             // Pieces are gathered up to the chunk size; one is written and hashed while the next
@@ -225,9 +234,11 @@ struct AssetTransferCall: Sendable {
                     .networkFailure, "the download of asset \(digest) ended at byte \(file.offset) of its \(size)")
             }
         }
-        client.configuration.logger.trace("answered", metadata: [
-            "operation": "\(operation)", "bytes.in": "\(file.offset - offset)", "from": "\(offset)",
-        ])
+        client.configuration.logger.trace(
+            "answered",
+            metadata: [
+                "operation": "\(operation)", "bytes.in": "\(file.offset - offset)", "from": "\(offset)",
+            ])
     }
 
     // MARK: Resuming
@@ -238,7 +249,9 @@ struct AssetTransferCall: Sendable {
     /// times in a row without progress, after the wait of ``HTTPSyncClient/Configuration/reconnect``
     /// or the error's retry-after, whichever is longer.
     func waitBeforeResuming(after error: any Error, attempt: inout AttemptCounter) async throws(SyncError) {
-        let error = (error as? SyncError) ?? SyncError(.internalError, "\(operation) of asset \(digest) failed", cause: "\(error)")
+        let error =
+            (error as? SyncError)
+            ?? SyncError(.internalError, "\(operation) of asset \(digest) failed", cause: "\(error)")
         let resumable: Bool =
             switch error.code {
             case .networkFailure, .serverResponseLost: true
@@ -248,13 +261,17 @@ struct AssetTransferCall: Sendable {
         guard resumable, attempt.failed() else { throw error }
         var delay = configuration.reconnect.delay(afterFailures: attempt.failures - 1, random: Double.random(in: 0...1))
         if let retryAfter = error.retryAfter, retryAfter > delay { delay = retryAfter }
-        configuration.logger.debug("resuming an asset transfer", metadata: [
-            "operation": "\(operation)", "asset": "\(digest.short)", "attempt": "\(attempt.failures)", "error": "\(error)",
-        ])
+        configuration.logger.debug(
+            "resuming an asset transfer",
+            metadata: [
+                "operation": "\(operation)", "asset": "\(digest.short)", "attempt": "\(attempt.failures)",
+                "error": "\(error)",
+            ])
         do {
             try await configuration.clock.sleep(for: delay)
         } catch {
-            throw SyncError(.operationCancelled, "\(operation) of asset \(digest) was cancelled while it waited to resume")
+            throw SyncError(
+                .operationCancelled, "\(operation) of asset \(digest) was cancelled while it waited to resume")
         }
     }
 
@@ -274,9 +291,12 @@ struct AssetTransferCall: Sendable {
     }
 
     /// Sends a request without a body and reads its whole (small) answer.
-    private func exchange(_ request: HTTPClientRequest, timeout: Duration) async throws(SyncError) -> (Int, HTTPHeaders, [UInt8]) {
+    private func exchange(
+        _ request: HTTPClientRequest, timeout: Duration
+    ) async throws(SyncError) -> (Int, HTTPHeaders, [UInt8]) {
         do {
-            let response = try await HTTPSyncClient.httpClient.execute(request, timeout: .nanoseconds(timeout.nanoseconds))
+            let response = try await HTTPSyncClient.httpClient.execute(
+                request, timeout: .nanoseconds(timeout.nanoseconds))
             var buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
             return (Int(response.status.code), response.headers, buffer.readBytes(length: buffer.readableBytes) ?? [])
         } catch {
@@ -285,14 +305,19 @@ struct AssetTransferCall: Sendable {
     }
 
     /// The status of a 200 answer, or the error of another.
-    private func decodeStatus(_ status: Int, _ headers: HTTPHeaders, _ body: [UInt8]) throws(SyncError) -> AssetUploadStatus {
+    private func decodeStatus(
+        _ status: Int, _ headers: HTTPHeaders, _ body: [UInt8]
+    ) throws(SyncError) -> AssetUploadStatus {
         guard status == 200 else {
-            throw HTTPSyncClient.error(status: status, headers: headers, body: body, doing: "\(operation) of asset \(digest)")
+            throw HTTPSyncClient.error(
+                status: status, headers: headers, body: body, doing: "\(operation) of asset \(digest)")
         }
         do {
             return try Wire.decode(AssetUploadStatus.self, from: body, as: configuration.format)
         } catch {
-            throw SyncError(.internalError, "the server's answer to \(operation) of asset \(digest) could not be decoded", cause: error.message)
+            throw SyncError(
+                .internalError, "the server's answer to \(operation) of asset \(digest) could not be decoded",
+                cause: error.message)
         }
     }
 

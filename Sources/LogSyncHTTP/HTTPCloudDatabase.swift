@@ -18,8 +18,11 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// The server's URL, the bearer token (which names the user) and the scope (F118).
     public var databaseIdentity: DatabaseIdentity? {
         DatabaseIdentity(
-            key: "http \(client.configuration.serverURL.absoluteString) \(client.configuration.token) \(databaseScope.rawValue)",
-            description: "the \(databaseScope) database at \(client.configuration.serverURL.absoluteString), for one bearer token")
+            key:
+                "http \(client.configuration.serverURL.absoluteString) \(client.configuration.token) \(databaseScope.rawValue)",
+            description:
+                "the \(databaseScope) database at \(client.configuration.serverURL.absoluteString), for one bearer token"
+        )
     }
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
@@ -34,7 +37,9 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         try await call(.modifyRecords, Wire.encode(request, as: format), Wire.decode)
     }
 
-    public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+    public func fetchDatabaseChanges(
+        _ request: FetchDatabaseChangesRequest
+    ) async throws -> FetchDatabaseChangesResponse {
         try await call(.fetchDatabaseChanges, Wire.encode(request, as: format), Wire.decode)
     }
 
@@ -63,7 +68,8 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func registerDeviceKey(_ key: DevicePublicKey) async throws {
-        try await call(.registerDeviceKey, Wire.encode(key, as: format)) { (_: Void.Type, answer, format) throws(SyncError) in
+        try await call(.registerDeviceKey, Wire.encode(key, as: format)) {
+            (_: Void.Type, answer, format) throws(SyncError) in
             try Wire.decodeRegisterDeviceKeyResponse(answer, as: format)
         }
     }
@@ -134,7 +140,8 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         do {
             return try decode(Answer.self, answer, format)
         } catch {
-            throw SyncError(.internalError, "the server's answer to \(operation) could not be decoded", cause: error.message)
+            throw SyncError(
+                .internalError, "the server's answer to \(operation) could not be decoded", cause: error.message)
         }
     }
 }

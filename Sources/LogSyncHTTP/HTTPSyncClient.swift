@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
-import Logging
 import LogSyncWire
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL
@@ -183,7 +183,8 @@ public final class HTTPSyncClient: Sendable {
         let headers: HTTPHeaders
         let answer: [UInt8]
         do {
-            let response = try await Self.httpClient.execute(request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
+            let response = try await Self.httpClient.execute(
+                request, timeout: .nanoseconds(configuration.requestTimeout.nanoseconds))
             status = Int(response.status.code)
             headers = response.headers
             var buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
@@ -191,9 +192,12 @@ public final class HTTPSyncClient: Sendable {
         } catch {
             throw TransportFailure.map(error, operation: operation, server: configuration.serverURL)
         }
-        configuration.logger.trace("answered", metadata: [
-            "operation": "\(operation)", "status": "\(status)", "bytes.out": "\(body.count)", "bytes.in": "\(answer.count)",
-        ])
+        configuration.logger.trace(
+            "answered",
+            metadata: [
+                "operation": "\(operation)", "status": "\(status)", "bytes.out": "\(body.count)",
+                "bytes.in": "\(answer.count)",
+            ])
         guard status == 200 else {
             throw Self.error(status: status, headers: headers, body: answer, operation: operation)
         }
@@ -209,7 +213,7 @@ public final class HTTPSyncClient: Sendable {
     /// The error of a response that is not 200 to `operation` (a name for messages).
     static func error(status: Int, headers: HTTPHeaders, body: [UInt8], doing operation: String) -> SyncError {
         if let contentType = headers.first(name: "Content-Type"), let format = WireFormat(contentType: contentType),
-           let error = try? Wire.decode(SyncError.self, from: body, as: format)
+            let error = try? Wire.decode(SyncError.self, from: body, as: format)
         {
             return error
         }

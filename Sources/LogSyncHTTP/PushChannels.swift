@@ -1,11 +1,11 @@
 import Foundation
 import HTTPTypes
 import HummingbirdWSClient
-import Logging
 import LogSyncWire
+import Logging
 import NIOCore
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The push streams of one ``HTTPSyncClient``: each a WebSocket that reconnects until its
 /// consumer stops listening, and whether each is connected, for ``HTTPSyncClient/waitForPushChannels()``.
@@ -163,14 +163,17 @@ struct PushChannel: Sendable {
         while !Task.isCancelled {
             do {
                 try await WebSocketClient.connect(
-                    url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration, logger: logger
+                    url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
+                    logger: logger
                 ) {
                     [continuation, registry, id, scope, logger] inbound, _, _ in
                     for try await message in inbound.messages(maxSize: 1 << 20) {
                         let frame: PushFrame
                         switch message {
-                        case .binary(let buffer): frame = try Wire.decode(PushFrame.self, from: Array(buffer.readableBytesView), as: format)
-                        case .text(let text): frame = try Wire.decode(PushFrame.self, from: Array(text.utf8), as: format)
+                        case .binary(let buffer):
+                            frame = try Wire.decode(PushFrame.self, from: Array(buffer.readableBytesView), as: format)
+                        case .text(let text):
+                            frame = try Wire.decode(PushFrame.self, from: Array(text.utf8), as: format)
                         }
                         switch frame {
                         case .subscribed:
@@ -192,7 +195,12 @@ struct PushChannel: Sendable {
             if Task.isCancelled { break }
             let delay = configuration.reconnect.delay(afterFailures: failures, random: Double.random(in: 0...1))
             failures += 1
-            logger.debug("push channel reconnecting", metadata: ["after.ms": "\(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)"])
+            logger.debug(
+                "push channel reconnecting",
+                metadata: [
+                    "after.ms":
+                        "\(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)"
+                ])
             do {
                 try await configuration.clock.sleep(for: delay)
             } catch {

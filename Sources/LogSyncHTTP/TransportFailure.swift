@@ -40,11 +40,14 @@ enum TransportFailure {
         }
         if let problem = tlsHandshakeFailure(error) {
             return SyncError(
-                .networkFailure, "\(operation) could not connect securely to the server at \(server.absoluteString): \(problem)",
+                .networkFailure,
+                "\(operation) could not connect securely to the server at \(server.absoluteString): \(problem)",
                 cause: cause)
         }
         if neverConnected(error) {
-            return SyncError(.networkFailure, "\(operation) could not connect to the server at \(server.absoluteString)", cause: cause)
+            return SyncError(
+                .networkFailure, "\(operation) could not connect to the server at \(server.absoluteString)",
+                cause: cause)
         }
         if mayHaveApplied {
             return SyncError(
@@ -66,7 +69,8 @@ enum TransportFailure {
         case .handshakeFailed(let reason):
             let text = "\(reason)"
             if text.contains("CERTIFICATE_VERIFY_FAILED") {
-                return "its TLS certificate is not trusted (\(text)); set HTTPSyncClient.Configuration.tlsConfiguration to trust a private CA"
+                return
+                    "its TLS certificate is not trusted (\(text)); set HTTPSyncClient.Configuration.tlsConfiguration to trust a private CA"
             }
             if text.contains("WRONG_VERSION_NUMBER") || text.contains("PACKET_LENGTH_TOO_LONG") {
                 return "the TLS handshake failed; does the server speak HTTPS on this port? (\(text))"

@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Logging
 import LogSyncServer
 import LogSyncWire
+import Logging
 import NIOCore
 import SyncModel
 
@@ -69,9 +69,12 @@ struct AssetRoutes: Sendable {
             let offset = try Self.integer(AssetParameter.offset, of: request, for: target)
             // Compared without adding, so that no number a client sends can overflow.
             if let declared, offset >= 0, offset <= size, declared > size - offset {
-                throw HTTPFailure(400, SyncError(
-                    .invalidArguments,
-                    "asset \(target.digest): a piece of \(declared) bytes from byte \(offset) goes past its announced size, \(size) bytes"))
+                throw HTTPFailure(
+                    400,
+                    SyncError(
+                        .invalidArguments,
+                        "asset \(target.digest): a piece of \(declared) bytes from byte \(offset) goes past its announced size, \(size) bytes"
+                    ))
             }
             let upload = try await beginUpload(target, size: size)
             defer { upload.close() }
@@ -80,7 +83,10 @@ struct AssetRoutes: Sendable {
                 // drained either: the answer goes out, then the connection closes.
                 let status = AssetUploadStatus(received: size, stored: true, size: size)
                 if !body.read { context.channel.close(mode: .input, promise: nil) }
-                return (Self.statusResponse(status, format: format, closeConnection: !body.read), ["asset.status": "\(status)"])
+                return (
+                    Self.statusResponse(status, format: format, closeConnection: !body.read),
+                    ["asset.status": "\(status)"]
+                )
             }
             // A piece out of order, refused with the server's own message before the body is read.
             try await upload.write([], at: offset)
@@ -90,7 +96,9 @@ struct AssetRoutes: Sendable {
                 _ = try await upload.finish()
             }
             let status = AssetUploadStatus(received: upload.received, stored: upload.isStored, size: size)
-            return (Self.statusResponse(status, format: format), ["asset.status": "\(status)", "bytes.in": "\(arrived)"])
+            return (
+                Self.statusResponse(status, format: format), ["asset.status": "\(status)", "bytes.in": "\(arrived)"]
+            )
         }
     }
 
@@ -103,15 +111,18 @@ struct AssetRoutes: Sendable {
             let download: AssetDownload
             do {
                 download = try await http.server.openAssetDownload(
-                    user: target.user, scope: target.scope, zoneID: target.zoneID, digest: target.digest, device: target.device,
+                    user: target.user, scope: target.scope, zoneID: target.zoneID, digest: target.digest,
+                    device: target.device,
                     operationGroup: target.operationGroup)
             } catch {
                 throw Self.failure(error, target)
             }
             let size = download.size
             if let expected, expected != size {
-                throw HTTPFailure(400, SyncError(
-                    .invalidArguments, "asset \(target.digest) has \(size) bytes on the server, not \(expected)"))
+                throw HTTPFailure(
+                    400,
+                    SyncError(
+                        .invalidArguments, "asset \(target.digest) has \(size) bytes on the server, not \(expected)"))
             }
             var headers = HTTPFields()
             headers[.contentType] = "application/octet-stream"
@@ -125,7 +136,8 @@ struct AssetRoutes: Sendable {
                 guard first < size else {
                     headers[.contentRange] = "bytes */\(size)"
                     let error = SyncError(
-                        .invalidArguments, "asset \(target.digest) has \(size) bytes: a range from byte \(first) holds none")
+                        .invalidArguments,
+                        "asset \(target.digest) has \(size) bytes: a range from byte \(first) holds none")
                     var response = OperationRoutes.errorResponse(error, status: 416, format: format)
                     for field in headers where response.headers[field.name] == nil { response.headers.append(field) }
                     return (response, ["range": "\(range)"])
@@ -139,16 +151,20 @@ struct AssetRoutes: Sendable {
             let body = ResponseBody(contentLength: Int(length)) { [start, end] writer in
                 var offset = start
                 while offset < end {
-                    let piece = try await download.read(from: offset, maxLength: Int(min(Int64(AssetTransfer.chunkSize), end - offset)))
+                    let piece = try await download.read(
+                        from: offset, maxLength: Int(min(Int64(AssetTransfer.chunkSize), end - offset)))
                     guard !piece.isEmpty else {
-                        throw SyncError(.assetNotAvailable, "asset \(target.digest) ended at byte \(offset) of its \(size)")
+                        throw SyncError(
+                            .assetNotAvailable, "asset \(target.digest) ended at byte \(offset) of its \(size)")
                     }
                     try await writer.write(ByteBuffer(bytes: piece))
                     offset += Int64(piece.count)
                 }
                 try await writer.finish(nil)
             }
-            return (Response(status: status, headers: headers, body: body), ["bytes.out": "\(length)", "from": "\(start)"])
+            return (
+                Response(status: status, headers: headers, body: body), ["bytes.out": "\(length)", "from": "\(start)"]
+            )
         }
     }
 
@@ -184,7 +200,8 @@ struct AssetRoutes: Sendable {
         } catch {
             let failure = (error as? HTTPFailure) ?? Self.failure(error, nil)
             return OperationRoutes.refusal(
-                failure, closing: failure.closeConnection || unreadBody(), logger: logger, since: started, context: context,
+                failure, closing: failure.closeConnection || unreadBody(), logger: logger, since: started,
+                context: context,
                 format: format)
         }
     }
@@ -203,9 +220,12 @@ struct AssetRoutes: Sendable {
         }
         let parameters = request.uri.queryParameters
         guard let zoneName = parameters[AssetParameter.zone[...]].map(String.init), !zoneName.isEmpty else {
-            throw HTTPFailure(400, SyncError(
-                .invalidArguments,
-                "a request for asset \(digest) names no zone: add ?\(AssetParameter.zone)=<zone name> (and \(AssetParameter.owner)=<owner> for a zone of another user)"))
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments,
+                    "a request for asset \(digest) names no zone: add ?\(AssetParameter.zone)=<zone name> (and \(AssetParameter.owner)=<owner> for a zone of another user)"
+                ))
         }
         let owner = parameters[AssetParameter.owner[...]].map(String.init) ?? RecordZone.ID.defaultOwnerName
         var operationGroup: OperationGroup?
@@ -217,7 +237,8 @@ struct AssetRoutes: Sendable {
             }
         }
         return Target(
-            user: user, device: device, scope: scope, digest: digest, zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner),
+            user: user, device: device, scope: scope, digest: digest,
+            zoneID: RecordZone.ID(zoneName: zoneName, ownerName: owner),
             operationGroup: operationGroup)
     }
 
@@ -227,8 +248,10 @@ struct AssetRoutes: Sendable {
     /// a number.
     static func integer(_ name: String, of request: Request, for target: Target) throws(HTTPFailure) -> Int64 {
         guard let value = try optionalInteger(name, of: request, for: target) else {
-            throw HTTPFailure(400, SyncError(
-                .invalidArguments, "a request for \(target) has no \(name) parameter; add \(name)=<bytes>"))
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments, "a request for \(target) has no \(name) parameter; add \(name)=<bytes>"))
         }
         return value
     }
@@ -238,8 +261,11 @@ struct AssetRoutes: Sendable {
     static func optionalInteger(_ name: String, of request: Request, for target: Target) throws(HTTPFailure) -> Int64? {
         guard let text = request.uri.queryParameters[name[...]] else { return nil }
         guard let value = Int64(text) else {
-            throw HTTPFailure(400, SyncError(
-                .invalidArguments, "the \(name) parameter of a request for \(target) is \"\(text)\", not a whole number of bytes"))
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments,
+                    "the \(name) parameter of a request for \(target) is \"\(text)\", not a whole number of bytes"))
         }
         return value
     }
@@ -282,9 +308,11 @@ struct AssetRoutes: Sendable {
             for try await chunk in body {
                 arrived += Int64(chunk.readableBytes)
                 guard offset + arrived <= size else {
-                    throw HTTPFailure(400, SyncError(
-                        .invalidArguments,
-                        "asset \(target.digest): \(offset + arrived) bytes sent, more than its announced \(size)"))
+                    throw HTTPFailure(
+                        400,
+                        SyncError(
+                            .invalidArguments,
+                            "asset \(target.digest): \(offset + arrived) bytes sent, more than its announced \(size)"))
                 }
                 pending.append(contentsOf: chunk.readableBytesView)
                 if pending.count >= AssetTransfer.chunkSize { try await flush() }
@@ -299,9 +327,12 @@ struct AssetRoutes: Sendable {
             // The body broke off (a malformed chunk, the connection lost): keep what arrived.
             try await flush()
             try await settle()
-            throw HTTPFailure(400, SyncError(
-                .invalidArguments,
-                "the body of an upload of asset \(target.digest) could not be read after \(arrived) bytes", cause: "\(error)"))
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments,
+                    "the body of an upload of asset \(target.digest) could not be read after \(arrived) bytes",
+                    cause: "\(error)"))
         }
         try await flush()
         try await settle()
@@ -317,12 +348,16 @@ struct AssetRoutes: Sendable {
     }
 
     /// A 200 answer carrying `status`.
-    static func statusResponse(_ status: AssetUploadStatus, format: WireFormat, closeConnection: Bool = false) -> Response {
+    static func statusResponse(
+        _ status: AssetUploadStatus, format: WireFormat, closeConnection: Bool = false
+    ) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = format.mediaType
         headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
         if closeConnection { headers[.connection] = "close" }
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Wire.encode(status, as: format))))
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: Wire.encode(status, as: format))))
     }
 
     /// The first byte and the last (if named) of a `Range: bytes=N-` or `bytes=N-M` header;

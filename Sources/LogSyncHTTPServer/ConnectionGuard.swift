@@ -1,6 +1,6 @@
 import HummingbirdCore
-import Logging
 import LogSyncWire
+import Logging
 import NIOCore
 import NIOHTTP1
 import SyncModel
@@ -69,7 +69,8 @@ struct GuardedChannel<Base: ServerChildChannel>: ServerChildChannel {
             return channel.eventLoop.makeFailedFuture(error)
         }
         return base.setup(channel: channel, logger: logger).assumeIsolated().flatMapThrowing { value in
-            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            let decoder = try channel.pipeline.syncOperations.handler(
+                type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(
                 HTTPPartObserver(connectionGuard: connectionGuard), position: .after(decoder))
             return value
@@ -217,7 +218,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if error == .invalidEOFState { return true }
         guard answersOwed == 0 else { return false }
         let message = "malformed HTTP request (\(error)): \(Self.explanation(of: error)); the connection is closed"
-        logger.debug("refused a malformed request", metadata: ["error": "\(error)", "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
+        logger.debug(
+            "refused a malformed request",
+            metadata: ["error": "\(error)", "remote": "\(context.remoteAddress.map { "\($0)" } ?? "?")"])
         closing = true
         cancelTimer()
         let body = Wire.encode(SyncError(.invalidArguments, message), as: .protobuf)
@@ -314,11 +317,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             switch reading {
             case .head: (reason, timeout) = ("the request head did not arrive in time", timeouts.requestHead)
-            case .body: (reason, timeout) = ("the request body stopped arriving, or came too slowly", timeouts.requestBody)
+            case .body:
+                (reason, timeout) = ("the request body stopped arriving, or came too slowly", timeouts.requestBody)
             case .between: (reason, timeout) = ("the connection was idle", timeouts.idle)
             }
         }
-        logger.debug("closing a connection", metadata: ["reason": "\(reason)", "timeout.ms": "\(timeout.milliseconds)"])
+        logger.debug(
+            "closing a connection", metadata: ["reason": "\(reason)", "timeout.ms": "\(timeout.milliseconds)"])
         closing = true
         endInputAndClose()
     }
@@ -328,7 +333,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// takes quietly, where a bare close would be logged as an error of the upgrade.
     private func endInputAndClose() {
         guard let context else { return }
-        if !upgraded, (try? context.pipeline.syncOperations.context(handlerType: HTTPConnectionStateHandler.self)) == nil {
+        if !upgraded,
+            (try? context.pipeline.syncOperations.context(handlerType: HTTPConnectionStateHandler.self)) == nil
+        {
             (observerContext ?? context).fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         }
         context.close(promise: nil)
@@ -365,7 +372,9 @@ final class HTTPPartObserver: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if upgradeAsked, !passThrough,
-           (try? context.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)) == nil {
+            (try? context.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self))
+                == nil
+        {
             becomeWebSocket()
         }
         guard !passThrough else {

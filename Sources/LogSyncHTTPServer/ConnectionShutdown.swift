@@ -1,6 +1,6 @@
 import HummingbirdCore
-import Logging
 import LogSyncWire
+import Logging
 import NIOCore
 
 /// Hummingbird's child channel with ``ConnectionShutdownHandler`` in front of it, so that a

@@ -1,18 +1,18 @@
 import Foundation
-import LogSyncPlatform
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdTLS
 import HummingbirdWebSocket
-import Logging
+import LogSyncPlatform
 import LogSyncServer
 import LogSyncWire
+import Logging
 import NIOCore
 import NIOSSL
 import ServiceLifecycle
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// A `SyncServer` over HTTP: every `CloudDatabase` operation as a route, bearer tokens, body
 /// limits, and push hints over WebSocket (Docs/Protocol.md, "HTTP").
@@ -141,7 +141,8 @@ public struct HTTPSyncServer: Sendable {
             maxConnections: Int = Configuration.defaultMaxConnections(), listenBacklog: Int = 256,
             pushPingInterval: Duration = .seconds(30), requestBodyMinimumRate: Int = 1024,
             responseWriteTimeout: Duration = .seconds(60), requestMemoryBudget: Int = 64 << 20,
-            maxRequestsWaiting: Int = 1_024, userLimits: ClientLimits = .perUser, addressLimits: ClientLimits = .perAddress,
+            maxRequestsWaiting: Int = 1_024, userLimits: ClientLimits = .perUser,
+            addressLimits: ClientLimits = .perAddress,
             clientLimitClock: @escaping @Sendable () -> Duration = Configuration.continuousClock
         ) {
             self.host = host
@@ -209,9 +210,11 @@ public struct HTTPSyncServer: Sendable {
         self.tokens = tokens
         self.configuration = configuration
         self.logger = logger
-        requestGate = RequestGate(capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
+        requestGate = RequestGate(
+            capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
         clientLimiter = ClientLimiter(
-            userLimits: configuration.userLimits, addressLimits: configuration.addressLimits, now: configuration.clientLimitClock)
+            userLimits: configuration.userLimits, addressLimits: configuration.addressLimits,
+            now: configuration.clientLimitClock)
     }
 
     /// The Hummingbird application serving the routes; `onListening` is called with the bound
@@ -253,10 +256,11 @@ public struct HTTPSyncServer: Sendable {
         let shutdownHook = PushShutdownService(server: server)
         let tokenFileWatch = TokenFileWatch(tokens: tokens)
         let upgradeConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(ws: wsConfiguration)
-        let shouldUpgrade: @Sendable (HTTPRequest, any Channel, Logger) async throws
-            -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, _, _ in
-                push.shouldUpgrade(head)
-            }
+        let shouldUpgrade:
+            @Sendable (HTTPRequest, any Channel, Logger) async throws
+                -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> = { head, _, _ in
+                    push.shouldUpgrade(head)
+                }
         if let tls = configuration.tlsConfiguration {
             // Checked now, so that a key not matching its certificate fails here, not per connection.
             _ = try NIOSSLContext(configuration: tls)
@@ -274,14 +278,16 @@ public struct HTTPSyncServer: Sendable {
             GuardedChannel(
                 base: ShutdownAwareChannel(
                     base: PushUpgradeGateChannel(
-                        base: HTTP1WebSocketUpgradeChannel(responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
+                        base: HTTP1WebSocketUpgradeChannel(
+                            responder: responder, configuration: upgradeConfiguration, shouldUpgrade: shouldUpgrade),
                         push: push),
                     gracePeriod: gracePeriod, logger: logger),
                 timeouts: timeouts, logger: logger)
         }
         return Application(
             router: router,
-            server: try configuration.tlsConfiguration.map { tls in try .tls(connections, tlsConfiguration: tls) } ?? connections,
+            server: try configuration.tlsConfiguration.map { tls in try .tls(connections, tlsConfiguration: tls) }
+                ?? connections,
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server",
                 backlog: configuration.listenBacklog,
@@ -289,7 +295,8 @@ public struct HTTPSyncServer: Sendable {
             services: [shutdownHook, tokenFileWatch],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.info("listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "scheme": "\(scheme)"])
+                logger.info(
+                    "listening", metadata: ["host": "\(configuration.host)", "port": "\(port)", "scheme": "\(scheme)"])
                 await onListening(port)
             },
             logger: logger)
@@ -329,8 +336,11 @@ extension HTTPSyncServer {
     ///
     /// - Throws: ``TLSFileError`` naming the file that is missing, holds no PEM certificate or
     ///   key, or (for the key) does not match the certificate.
-    public static func tlsConfiguration(certificateChainFile: URL, privateKeyFile: URL) throws(TLSFileError) -> TLSConfiguration {
-        for file in [certificateChainFile, privateKeyFile] where !FileManager.default.isReadableFile(atPath: file.path) {
+    public static func tlsConfiguration(
+        certificateChainFile: URL, privateKeyFile: URL
+    ) throws(TLSFileError) -> TLSConfiguration {
+        for file in [certificateChainFile, privateKeyFile] where !FileManager.default.isReadableFile(atPath: file.path)
+        {
             throw TLSFileError(path: file.path, problem: "no such readable file")
         }
         let chain: [NIOSSLCertificate]
@@ -355,7 +365,9 @@ extension HTTPSyncServer {
         } catch {
             throw TLSFileError(
                 path: privateKeyFile.path,
-                problem: "refused with the certificate of \(certificateChainFile.path); is it that certificate's key? (\(error))")
+                problem:
+                    "refused with the certificate of \(certificateChainFile.path); is it that certificate's key? (\(error))"
+            )
         }
         return configuration
     }
@@ -396,7 +408,9 @@ struct TokenFileWatch: Service {
 struct UnknownRouteMiddleware: RouterMiddleware {
     typealias Context = ServerRequestContext
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
@@ -405,7 +419,8 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, and GET /\(v)/databases/{scope}/assets/{sha256}/upload"),
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, and GET /\(v)/databases/{scope}/assets/{sha256}/upload"
+                ),
                 status: 404, format: format)
         }
     }

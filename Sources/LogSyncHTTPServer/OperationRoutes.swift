@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Logging
 import LogSyncServer
 import LogSyncWire
+import Logging
 import NIOCore
 import SyncModel
 
@@ -47,7 +47,8 @@ struct OperationRoutes: Sendable {
         var largeAnswer = false
     }
 
-    private func handle(_ request: Request, context: ServerRequestContext, footprint: inout Footprint) async -> Response {
+    private func handle(_ request: Request, context: ServerRequestContext, footprint: inout Footprint) async -> Response
+    {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         let started = ContinuousClock.now
         var logger = context.logger
@@ -72,18 +73,23 @@ struct OperationRoutes: Sendable {
             let ticket = try await admitted(weight: RequestGate.weight(bodyBytes: body.count, elements: shape.elements))
             defer { http.requestGate.leave(ticket) }
             let database = http.server.database(for: user, scope: scope, device: device)
-            let answer = try await perform(operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
+            let answer = try await perform(
+                operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
             footprint.largeAnswer = answer.count >= MemoryReturn.largeBytes
-            logger.debug("answered", metadata: [
-                "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)", "elements": "\(shape.elements)",
-                "ms": "\((ContinuousClock.now - started).milliseconds)",
-            ])
+            logger.debug(
+                "answered",
+                metadata: [
+                    "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)",
+                    "elements": "\(shape.elements)",
+                    "ms": "\((ContinuousClock.now - started).milliseconds)",
+                ])
             var headers = HTTPFields()
             headers[.contentType] = format.mediaType
             headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
             return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
         } catch {
-            return Self.refusal(error, closing: error.closeConnection, logger: logger, since: started, context: context, format: format)
+            return Self.refusal(
+                error, closing: error.closeConnection, logger: logger, since: started, context: context, format: format)
         }
     }
 
@@ -95,10 +101,12 @@ struct OperationRoutes: Sendable {
         context: ServerRequestContext, format: WireFormat
     ) -> Response {
         let level: Logger.Level = failure.status >= 500 ? .error : .debug
-        logger.log(level: level, "refused", metadata: [
-            "status": "\(failure.status)", "error": "\(failure.error)",
-            "ms": "\((ContinuousClock.now - started).milliseconds)",
-        ])
+        logger.log(
+            level: level, "refused",
+            metadata: [
+                "status": "\(failure.status)", "error": "\(failure.error)",
+                "ms": "\((ContinuousClock.now - started).milliseconds)",
+            ])
         if closing { context.channel.close(mode: .input, promise: nil) }
         return errorResponse(failure.error, status: failure.status, format: format, closeConnection: closing)
     }
@@ -113,11 +121,15 @@ struct OperationRoutes: Sendable {
             _ = try Self.pushDevice(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
             if request.headers[HTTPField.Name(PushRoute.deferredHeader)!] != nil {
                 // The gate had to look the token up in the storage; it is known now.
-                throw HTTPFailure(SyncError(
-                    .serviceUnavailable, "the server was looking up the push channel's token; open the channel again",
-                    retryAfter: .seconds(1)))
+                throw HTTPFailure(
+                    SyncError(
+                        .serviceUnavailable,
+                        "the server was looking up the push channel's token; open the channel again",
+                        retryAfter: .seconds(1)))
             }
-            throw HTTPFailure(400, SyncError(.invalidArguments, "the push channel is a WebSocket: send GET with \"Upgrade: websocket\""))
+            throw HTTPFailure(
+                400,
+                SyncError(.invalidArguments, "the push channel is a WebSocket: send GET with \"Upgrade: websocket\""))
         } catch let failure as HTTPFailure {
             return Self.errorResponse(failure.error, status: failure.status, format: format)
         } catch {
@@ -131,9 +143,11 @@ struct OperationRoutes: Sendable {
     func scope(_ context: ServerRequestContext) throws(HTTPFailure) -> DatabaseScope {
         let version = context.parameters.get("version") ?? ""
         guard version == WireProtocol.versionPath else {
-            throw HTTPFailure(404, SyncError(
-                .incompatibleVersion,
-                "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
+            throw HTTPFailure(
+                404,
+                SyncError(
+                    .incompatibleVersion,
+                    "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
         }
         do {
             return try WireProtocol.scope(named: context.parameters.get("scope") ?? "")
@@ -174,7 +188,8 @@ struct OperationRoutes: Sendable {
     /// The token of an `Authorization: Bearer <token>` header.
     static func bearerToken(_ authorization: String?) throws(HTTPFailure) -> String {
         guard let authorization else {
-            throw HTTPFailure(401, SyncError(.notAuthenticated, "the request has no Authorization header; send \"Bearer <token>\""))
+            throw HTTPFailure(
+                401, SyncError(.notAuthenticated, "the request has no Authorization header; send \"Bearer <token>\""))
         }
         let parts = authorization.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
@@ -207,9 +222,12 @@ struct OperationRoutes: Sendable {
     /// skips that device's own commits (F114).
     static func pushDevice(header: String?) throws(HTTPFailure) -> DeviceID {
         guard let device = try device(header: header) else {
-            throw HTTPFailure(400, SyncError(
-                .invalidArguments,
-                "the push channel needs a \(WireProtocol.deviceHeader) header naming this device (1 to 255 bytes of UTF-8), so that its own commits are not pushed back to it"))
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments,
+                    "the push channel needs a \(WireProtocol.deviceHeader) header naming this device (1 to 255 bytes of UTF-8), so that its own commits are not pushed back to it"
+                ))
         }
         return device
     }
@@ -218,9 +236,12 @@ struct OperationRoutes: Sendable {
     func bodyFormat(of request: Request) throws(HTTPFailure) -> WireFormat {
         guard let contentType = request.headers[.contentType] else { return .protobuf }
         guard let format = WireFormat(contentType: contentType) else {
-            throw HTTPFailure(415, SyncError(
-                .invalidArguments,
-                "Content-Type \"\(contentType)\" is not supported; send \(WireFormat.protobuf.mediaType) or \(WireFormat.json.mediaType)"))
+            throw HTTPFailure(
+                415,
+                SyncError(
+                    .invalidArguments,
+                    "Content-Type \"\(contentType)\" is not supported; send \(WireFormat.protobuf.mediaType) or \(WireFormat.json.mediaType)"
+                ))
         }
         return format
     }
@@ -230,8 +251,10 @@ struct OperationRoutes: Sendable {
     func readBody(_ request: Request) async throws(HTTPFailure) -> [UInt8] {
         let limit = http.configuration.maxRequestBodyBytes
         func tooLarge(_ size: String) -> HTTPFailure {
-            HTTPFailure(413, SyncError(
-                .limitExceeded, "the request body of \(size) is larger than this server's limit of \(limit) bytes"),
+            HTTPFailure(
+                413,
+                SyncError(
+                    .limitExceeded, "the request body of \(size) is larger than this server's limit of \(limit) bytes"),
                 closeConnection: true)
         }
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
@@ -239,7 +262,9 @@ struct OperationRoutes: Sendable {
         }
         var body: [UInt8] = []
         // One allocation for a body of announced length, rather than doublings and copies.
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > 0 { body.reserveCapacity(declared) }
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > 0 {
+            body.reserveCapacity(declared)
+        }
         do {
             for try await chunk in request.body {
                 guard body.count + chunk.readableBytes <= limit else { throw tooLarge("more than \(limit) bytes") }
@@ -248,7 +273,8 @@ struct OperationRoutes: Sendable {
         } catch let failure as HTTPFailure {
             throw failure
         } catch {
-            throw HTTPFailure(400, SyncError(.invalidArguments, "the request body could not be read", cause: "\(error)"))
+            throw HTTPFailure(
+                400, SyncError(.invalidArguments, "the request body could not be read", cause: "\(error)"))
         }
         return body
     }
@@ -297,8 +323,13 @@ struct OperationRoutes: Sendable {
             return encode(try await run(request), answerFormat)
         }
         func emptyBody() throws(HTTPFailure) {
-            guard body.isEmpty || (bodyFormat == .json && body.allSatisfy { [0x20, 0x0A, 0x0D, 0x09, 0x7B, 0x7D].contains($0) }) else {
-                throw HTTPFailure(400, SyncError(.invalidArguments, "\(operation) takes no request body, but got \(body.count) bytes"))
+            guard
+                body.isEmpty
+                    || (bodyFormat == .json && body.allSatisfy { [0x20, 0x0A, 0x0D, 0x09, 0x7B, 0x7D].contains($0) })
+            else {
+                throw HTTPFailure(
+                    400, SyncError(.invalidArguments, "\(operation) takes no request body, but got \(body.count) bytes")
+                )
             }
         }
         do {
@@ -308,7 +339,9 @@ struct OperationRoutes: Sendable {
             case .modifyRecords: return try await answer(Wire.decode, database.modifyRecords, Wire.encode)
             case .fetchDatabaseChanges: return try await answer(Wire.decode, database.fetchDatabaseChanges, Wire.encode)
             case .fetchZoneChanges:
-                guard answerFormat == .protobuf else { return try await answer(Wire.decode, database.fetchZoneChanges, Wire.encode) }
+                guard answerFormat == .protobuf else {
+                    return try await answer(Wire.decode, database.fetchZoneChanges, Wire.encode)
+                }
                 // The records as the log stores them, copied into the answer where they are
                 // returned unchanged, instead of decoded and encoded again (Docs/Performance.md).
                 return try await answer(Wire.decode, database.fetchZoneChangesPage) { page, _ in
@@ -322,7 +355,9 @@ struct OperationRoutes: Sendable {
                 try emptyBody()
                 return Wire.encode(try await database.currentUserRecordID(), as: answerFormat)
             case .fetchShareMetadata:
-                let url = try decoded { () throws(SyncError) in try Wire.decode(shareMetadataRequest: body, as: bodyFormat) }
+                let url = try decoded { () throws(SyncError) in
+                    try Wire.decode(shareMetadataRequest: body, as: bodyFormat)
+                }
                 return Wire.encode(try await database.fetchShareMetadata(url: url), as: answerFormat)
             case .acceptShares: return try await answer(Wire.decode, database.acceptShares, Wire.encode)
             case .registerDeviceKey:
@@ -346,7 +381,9 @@ struct OperationRoutes: Sendable {
 
     /// A response carrying `error` in `format`, with `Retry-After` when the error has a wait and
     /// `WWW-Authenticate` for 401.
-    static func errorResponse(_ error: SyncError, status: Int, format: WireFormat, closeConnection: Bool = false) -> Response {
+    static func errorResponse(
+        _ error: SyncError, status: Int, format: WireFormat, closeConnection: Bool = false
+    ) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = format.mediaType
         headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"

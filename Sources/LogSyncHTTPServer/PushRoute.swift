@@ -3,9 +3,9 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
-import Logging
 import LogSyncServer
 import LogSyncWire
+import Logging
 import NIOCore
 import NIOHTTP1
 import SyncModel
@@ -29,10 +29,13 @@ import SyncModel
 struct PushRoute: Sendable {
     let http: HTTPSyncServer
 
-    func shouldUpgrade(_ head: HTTPRequest) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
-        guard case .accepted(let scope, let user, let device, let token) = screen(
-            path: head.path ?? "", authorization: head.headerFields[.authorization],
-            device: head.headerFields[HTTPField.Name(WireProtocol.deviceHeader)!])
+    func shouldUpgrade(
+        _ head: HTTPRequest
+    ) -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>> {
+        guard
+            case .accepted(let scope, let user, let device, let token) = screen(
+                path: head.path ?? "", authorization: head.headerFields[.authorization],
+                device: head.headerFields[HTTPField.Name(WireProtocol.deviceHeader)!])
         else {
             return .dontUpgrade
         }
@@ -46,7 +49,8 @@ struct PushRoute: Sendable {
         let revoked = http.tokens.untilRevoked(token: token, user: user)
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
             await Self.serve(
-                database: database, format: format, inbound: inbound, outbound: outbound, revoked: revoked, logger: logger)
+                database: database, format: format, inbound: inbound, outbound: outbound, revoked: revoked,
+                logger: logger)
         }
     }
 
@@ -73,10 +77,10 @@ struct PushRoute: Sendable {
         let path = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
         let components = path.split(separator: "/", omittingEmptySubsequences: false)
         guard components.count == 5, components[0].isEmpty, components[1] == WireProtocol.versionPath,
-              components[2] == "databases", components[4] == "push",
-              let scope = try? WireProtocol.scope(named: String(components[3])),
-              let device = try? OperationRoutes.pushDevice(header: device),
-              let token = try? OperationRoutes.bearerToken(authorization)
+            components[2] == "databases", components[4] == "push",
+            let scope = try? WireProtocol.scope(named: String(components[3])),
+            let device = try? OperationRoutes.pushDevice(header: device),
+            let token = try? OperationRoutes.bearerToken(authorization)
         else {
             return .refused
         }
@@ -189,14 +193,20 @@ final class PushUpgradeGate: ChannelInboundHandler, RemovableChannelHandler {
             if case .accepted(_, let user, _, _) = screening {
                 // An upgrade counts against its user's and address's request rates, not as a
                 // request in progress: the channel lasts as long as its device is connected.
-                switch push.http.clientLimiter.admit(user: user, address: Client(remoteAddress: context.channel.remoteAddress), counted: false) {
+                switch push.http.clientLimiter.admit(
+                    user: user, address: Client(remoteAddress: context.channel.remoteAddress), counted: false)
+                {
                 case .success:
                     context.fireChannelRead(data)
                 case .failure(let refusal):
                     head.headers.remove(name: "upgrade")
                     head.headers.remove(name: "connection")
                     // The wait, in milliseconds rounded up, for the router's answer.
-                    let wait = refusal.retryAfter.map { $0.components.seconds * 1000 + ($0.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000 } ?? 1000
+                    let wait =
+                        refusal.retryAfter.map {
+                            $0.components.seconds * 1000 + ($0.components.attoseconds + 999_999_999_999_999)
+                                / 1_000_000_000_000_000
+                        } ?? 1000
                     head.headers.replaceOrAdd(name: ClientLimitMiddleware.refusedHeader, value: "\(wait)")
                     context.fireChannelRead(wrapInboundOut(.head(head)))
                 }

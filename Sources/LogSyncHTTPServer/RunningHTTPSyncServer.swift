@@ -36,7 +36,8 @@ public final class RunningHTTPSyncServer: Sendable {
             listening.yield(port)
             listening.finish()
         }
-        let group = ServiceGroup(configuration: .init(services: [application], gracefulShutdownSignals: [], logger: http.logger))
+        let group = ServiceGroup(
+            configuration: .init(services: [application], gracefulShutdownSignals: [], logger: http.logger))
         let task = Task {
             defer { listening.finish() }
             try await group.run()
@@ -44,7 +45,9 @@ public final class RunningHTTPSyncServer: Sendable {
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else {
             try await task.value
-            throw SyncError(.internalError, "the HTTP server stopped before it listened on \(http.configuration.host):\(http.configuration.port)")
+            throw SyncError(
+                .internalError,
+                "the HTTP server stopped before it listened on \(http.configuration.host):\(http.configuration.port)")
         }
         return RunningHTTPSyncServer(port: port, http: http, group: group, task: task)
     }

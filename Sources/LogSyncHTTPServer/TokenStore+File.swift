@@ -1,7 +1,7 @@
 import Foundation
 import LogSyncPlatform
-import Logging
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// The token file: its format, its edits (`user add`, `user rehash`, `user revoke`), and how a
@@ -36,7 +36,10 @@ extension TokenStore {
         var prefix = ""
         if !manager.fileExists(atPath: file.path) {
             try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            guard manager.createFile(atPath: file.path, contents: Data(header.utf8), attributes: [.posixPermissions: 0o600]) else {
+            guard
+                manager.createFile(
+                    atPath: file.path, contents: Data(header.utf8), attributes: [.posixPermissions: 0o600])
+            else {
                 throw FileError(path: file.path, line: 0, problem: "cannot create the file")
             }
         } else {
@@ -88,9 +91,11 @@ extension TokenStore {
     public static func revoke(_ revocation: Revocation, inFile file: URL) throws -> Int {
         let text = try readText(of: file)
         let contents = try parse(text, path: file.path)
-        let revoked = Set(contents.digestOfLine.compactMap { number, digest in
-            contents.users[digest].map { revocation.covers(credential: digest.description, of: $0) } == true ? number : nil
-        })
+        let revoked = Set(
+            contents.digestOfLine.compactMap { number, digest in
+                contents.users[digest].map { revocation.covers(credential: digest.description, of: $0) } == true
+                    ? number : nil
+            })
         guard !revoked.isEmpty else { return 0 }
         try rewrite(file, text: text) { number, line in revoked.contains(number) ? nil : line }
         return revoked.count
@@ -127,7 +132,8 @@ extension TokenStore {
             let digest: TokenDigest
             if key.hasPrefix(TokenDigest.prefix) {
                 guard let parsed = TokenDigest(key) else {
-                    throw FileError(path: path, line: number, problem: "a digest is \"sha256:\" and 64 hexadecimal digits")
+                    throw FileError(
+                        path: path, line: number, problem: "a digest is \"sha256:\" and 64 hexadecimal digits")
                 }
                 digest = parsed
             } else {
@@ -140,7 +146,8 @@ extension TokenStore {
                 throw FileError(path: path, line: number, problem: "invalid user ID: it \(problem)")
             }
             if let earlier = lineOfDigest[digest] {
-                throw FileError(path: path, line: number, problem: "this token is already given to a user on line \(earlier)")
+                throw FileError(
+                    path: path, line: number, problem: "this token is already given to a user on line \(earlier)")
             }
             lineOfDigest[digest] = number
             contents.users[digest] = UserID(user)
@@ -197,10 +204,12 @@ extension TokenStore {
         let bom = text.unicodeScalars.first == "\u{FEFF}" ? "\u{FEFF}" : ""
         let manager = FileManager.default
         let permissions = (try manager.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int) ?? 0o600
-        let temporary = file.deletingLastPathComponent().appendingPathComponent(".\(file.lastPathComponent).new-\(getpid())")
-        guard manager.createFile(
-            atPath: temporary.path, contents: Data((bom + kept.joined(separator: separator)).utf8),
-            attributes: [.posixPermissions: permissions])
+        let temporary = file.deletingLastPathComponent().appendingPathComponent(
+            ".\(file.lastPathComponent).new-\(getpid())")
+        guard
+            manager.createFile(
+                atPath: temporary.path, contents: Data((bom + kept.joined(separator: separator)).utf8),
+                attributes: [.posixPermissions: permissions])
         else {
             throw FileError(path: temporary.path, line: 0, problem: "cannot create the file")
         }
@@ -248,7 +257,9 @@ extension TokenStore {
         if !clearTokenLines.isEmpty {
             logger.warning(
                 "the token file holds tokens in the clear; `logsync-server user rehash` keeps only their digests",
-                metadata: ["tokens": "\(file.path)", "lines": "\(clearTokenLines.map(String.init).joined(separator: ","))"])
+                metadata: [
+                    "tokens": "\(file.path)", "lines": "\(clearTokenLines.map(String.init).joined(separator: ","))",
+                ])
         }
     }
 

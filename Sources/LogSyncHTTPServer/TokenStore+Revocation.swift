@@ -82,7 +82,10 @@ extension TokenStore {
             state.epoch += 1
             let revoked = state.users.filter { revocation.covers(credential: $0.key.description, of: $0.value) }.keys
             for digest in revoked { state.users[digest] = nil }
-            return (revoked.count, state.removeChannels { revocation.covers(credential: $0.digest.description, of: $0.user) })
+            return (
+                revoked.count,
+                state.removeChannels { revocation.covers(credential: $0.digest.description, of: $0.user) }
+            )
         }
         for channel in ended { channel.finish() }
         return count
@@ -99,7 +102,8 @@ extension TokenStore {
                 state.hearsRevocations = false
                 state.users = [:]
             }
-            logger.warning("token revocations cannot be heard; every request's token is looked up in the store until they can")
+            logger.warning(
+                "token revocations cannot be heard; every request's token is looked up in the store until they can")
         case .listening:
             let open = state.withLock { state in
                 state.epoch += 1

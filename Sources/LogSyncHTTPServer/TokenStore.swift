@@ -1,10 +1,10 @@
 import Crypto
 import Foundation
-import Logging
 import LogSyncServer
 import LogSyncWire
-import Synchronization
+import Logging
 import SyncModel
+import Synchronization
 
 /// The bearer tokens a server accepts, each standing for one user.
 ///
@@ -114,7 +114,10 @@ public final class TokenStore: Sendable {
     ///     fails its error (silent by default).
     /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice, or
     ///   saying why the file cannot be read.
-    public init(file: URL, checkInterval: Duration = .milliseconds(250), logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) throws {
+    public init(
+        file: URL, checkInterval: Duration = .milliseconds(250),
+        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws {
         self.file = file
         self.stored = nil
         self.checkInterval = checkInterval
@@ -126,7 +129,10 @@ public final class TokenStore: Sendable {
     /// first time this node sees it, then kept in memory while the node hears the storage's
     /// revocations, so a token added on one node is accepted by every node, and one revoked on
     /// any node is refused by every node.
-    public init(stored: any StoredTokens, logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })) {
+    public init(
+        stored: any StoredTokens,
+        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
         self.file = nil
         self.stored = stored
         self.checkInterval = .milliseconds(250)
@@ -228,9 +234,10 @@ public final class TokenStore: Sendable {
 
     static func checkToken(_ token: String, path: String, line: Int) throws {
         guard token.utf8.count >= 16, token.utf8.count <= 512,
-              token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 })
+            token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 32 && $0.value < 127 })
         else {
-            throw FileError(path: path, line: line, problem: "a token is 16 to 512 printable ASCII characters without spaces")
+            throw FileError(
+                path: path, line: line, problem: "a token is 16 to 512 printable ASCII characters without spaces")
         }
     }
 }
@@ -297,9 +304,10 @@ package struct TokenDigest: Hashable, Sendable, CustomStringConvertible {
     }
 
     package var description: String {
-        Self.prefix + [words.0, words.1, words.2, words.3].map { word in
-            let hex = String(word, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        Self.prefix
+            + [words.0, words.1, words.2, words.3].map { word in
+                let hex = String(word, radix: 16)
+                return String(repeating: "0", count: 16 - hex.count) + hex
+            }.joined()
     }
 }

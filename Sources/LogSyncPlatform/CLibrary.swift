@@ -4,11 +4,11 @@
 // Musl and Darwin itself. See Docs/Architecture.md ("Platforms").
 
 #if canImport(Glibc)
-@_exported import Glibc
+    @_exported import Glibc
 #elseif canImport(Musl)
-@_exported import Musl
+    @_exported import Musl
 #elseif canImport(Darwin)
-@_exported import Darwin
+    @_exported import Darwin
 #else
-#error("LogSync needs a POSIX C library: Glibc, Musl or Darwin")
+    #error("LogSync needs a POSIX C library: Glibc, Musl or Darwin")
 #endif

@@ -53,11 +53,11 @@ package struct FileStatus: Hashable, Sendable {
         size = Int64(status.st_size)
         isRegularFile = (status.st_mode & S_IFMT) == S_IFREG
         #if canImport(Darwin)
-        modified = Time(status.st_mtimespec)
-        changed = Time(status.st_ctimespec)
+            modified = Time(status.st_mtimespec)
+            changed = Time(status.st_ctimespec)
         #else
-        modified = Time(status.st_mtim)
-        changed = Time(status.st_ctim)
+            modified = Time(status.st_mtim)
+            changed = Time(status.st_ctim)
         #endif
     }
 }

@@ -5,9 +5,9 @@ package enum Platform {
     package static func openFileLimit() -> Int? {
         var limit = rlimit()
         #if canImport(Glibc)
-        let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+            let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
         #else
-        let status = getrlimit(RLIMIT_NOFILE, &limit)
+            let status = getrlimit(RLIMIT_NOFILE, &limit)
         #endif
         return status == 0 ? Int(clamping: limit.rlim_cur) : nil
     }
@@ -15,11 +15,11 @@ package enum Platform {
     /// `write(2)`, under a name no `write` method shadows.
     package static func write(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Glibc)
-        Glibc.write(descriptor, bytes, count)
+            Glibc.write(descriptor, bytes, count)
         #elseif canImport(Musl)
-        Musl.write(descriptor, bytes, count)
+            Musl.write(descriptor, bytes, count)
         #else
-        Darwin.write(descriptor, bytes, count)
+            Darwin.write(descriptor, bytes, count)
         #endif
     }
 
@@ -27,13 +27,13 @@ package enum Platform {
     /// lets one choose (glibc); elsewhere with the default attributes.
     package static func initializeWriterPreferringLock(_ lock: UnsafeMutablePointer<pthread_rwlock_t>) {
         #if canImport(Glibc)
-        var attributes = pthread_rwlockattr_t()
-        pthread_rwlockattr_init(&attributes)
-        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
-        pthread_rwlock_init(lock, &attributes)
-        pthread_rwlockattr_destroy(&attributes)
+            var attributes = pthread_rwlockattr_t()
+            pthread_rwlockattr_init(&attributes)
+            pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+            pthread_rwlock_init(lock, &attributes)
+            pthread_rwlockattr_destroy(&attributes)
         #else
-        pthread_rwlock_init(lock, nil)
+            pthread_rwlock_init(lock, nil)
         #endif
     }
 }
@@ -45,13 +45,13 @@ package enum TimedCondition {
     /// Initializes `condition` for ``wait(_:_:until:)``.
     package static func initialize(_ condition: UnsafeMutablePointer<pthread_cond_t>) {
         #if canImport(Darwin)
-        pthread_cond_init(condition, nil)
+            pthread_cond_init(condition, nil)
         #else
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+            var attributes = pthread_condattr_t()
+            pthread_condattr_init(&attributes)
+            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+            pthread_cond_init(condition, &attributes)
+            pthread_condattr_destroy(&attributes)
         #endif
     }
 
@@ -73,15 +73,15 @@ package enum TimedCondition {
         until deadline: Deadline
     ) -> Bool {
         #if canImport(Darwin)
-        let now = now()
-        guard now < deadline.nanoseconds else { return false }
-        let left = deadline.nanoseconds - now
-        var relative = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
-        return pthread_cond_timedwait_relative_np(condition, mutex, &relative) != ETIMEDOUT
+            let now = now()
+            guard now < deadline.nanoseconds else { return false }
+            let left = deadline.nanoseconds - now
+            var relative = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+            return pthread_cond_timedwait_relative_np(condition, mutex, &relative) != ETIMEDOUT
         #else
-        var absolute = timespec(
-            tv_sec: Int(deadline.nanoseconds / 1_000_000_000), tv_nsec: Int(deadline.nanoseconds % 1_000_000_000))
-        return pthread_cond_timedwait(condition, mutex, &absolute) != ETIMEDOUT
+            var absolute = timespec(
+                tv_sec: Int(deadline.nanoseconds / 1_000_000_000), tv_nsec: Int(deadline.nanoseconds % 1_000_000_000))
+            return pthread_cond_timedwait(condition, mutex, &absolute) != ETIMEDOUT
         #endif
     }
 

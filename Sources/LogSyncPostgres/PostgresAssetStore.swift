@@ -58,13 +58,15 @@ struct PostgresAssetStore: ServerAssetStore {
     func appendPartial(_ partial: AssetPartial, at offset: Int64, _ bytes: UnsafeRawBufferPointer) throws {
         let (owner, digest) = (partial.owner, partial.digest)
         guard offset >= 0 else {
-            throw SyncError(.invalidArguments, "asset \(digest) of user \(owner): a piece cannot start at byte \(offset)")
+            throw SyncError(
+                .invalidArguments, "asset \(digest) of user \(owner): a piece cannot start at byte \(offset)")
         }
         var starts: [Int64] = []
         var pieces: [[UInt8]] = []
         for from in stride(from: 0, to: bytes.count, by: Self.pieceSize) {
             starts.append(offset + Int64(from))
-            pieces.append(Array(UnsafeRawBufferPointer(rebasing: bytes[from..<min(from + Self.pieceSize, bytes.count)])))
+            pieces.append(
+                Array(UnsafeRawBufferPointer(rebasing: bytes[from..<min(from + Self.pieceSize, bytes.count)])))
         }
         try pool.withSession { session in
             try session.transaction { session in
@@ -112,7 +114,8 @@ struct PostgresAssetStore: ServerAssetStore {
     func readPartial(_ partial: AssetPartial, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         try Self.snapshot(pool) { session in
             guard let length = try Self.partialLength(partial, session), length > 0 else { return }
-            _ = try Self.show(partial.owner, partial.digest, partial: partial.zone, from: 0, count: length, session, body)
+            _ = try Self.show(
+                partial.owner, partial.digest, partial: partial.zone, from: 0, count: length, session, body)
         }
     }
 
@@ -143,10 +146,12 @@ struct PostgresAssetStore: ServerAssetStore {
                     throw SyncError(
                         .internalError,
                         "the partial upload of asset \(digest) of user \(owner) is damaged: its \(count) pieces hold \(total) bytes"
-                            + (contiguous ? "" : " with holes") + ", where it should hold \(length ?? 0); it is not stored")
+                            + (contiguous ? "" : " with holes")
+                            + ", where it should hold \(length ?? 0); it is not stored")
                 }
                 try session.query(
-                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored", Self.key(owner, digest))
+                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored",
+                    Self.key(owner, digest))
                 try session.query(
                     "UPDATE logsync_asset_chunks SET stored = true, zone = 0 WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored",
                     Self.key(partial))
@@ -156,7 +161,8 @@ struct PostgresAssetStore: ServerAssetStore {
                     ON CONFLICT (owner, digest) DO UPDATE SET size = EXCLUDED.size, stored_at = now()
                     """, Self.key(owner, digest) + [.int64(total)])
                 try session.query(
-                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3", Self.key(partial))
+                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3",
+                    Self.key(partial))
             }
         }
     }
@@ -166,9 +172,11 @@ struct PostgresAssetStore: ServerAssetStore {
             try session.transaction { session in
                 try Self.lock(partial.owner, partial.digest, session)
                 try session.query(
-                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3", Self.key(partial))
+                    "DELETE FROM logsync_asset_partials WHERE owner = $1 AND digest = $2 AND zone = $3",
+                    Self.key(partial))
                 try session.query(
-                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored", Self.key(partial))
+                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND zone = $3 AND NOT stored",
+                    Self.key(partial))
             }
         }
     }
@@ -182,7 +190,8 @@ struct PostgresAssetStore: ServerAssetStore {
     ///   the asset and the byte when a stored content has a hole.
     @discardableResult
     func read(
-        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int, _ body: (UnsafeRawBufferPointer) throws -> Void
+        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int {
         guard offset >= 0 else {
             throw SyncError(.invalidArguments, "asset \(digest) cannot be read from byte \(offset)")
@@ -200,7 +209,9 @@ struct PostgresAssetStore: ServerAssetStore {
             let reached = try Self.show(owner, digest, partial: nil, from: offset, count: count, session, body)
             guard reached == offset + count else {
                 throw SyncError(
-                    .internalError, "the stored content of asset \(digest) of user \(owner) has no bytes at \(reached), though it holds \(size)")
+                    .internalError,
+                    "the stored content of asset \(digest) of user \(owner) has no bytes at \(reached), though it holds \(size)"
+                )
             }
             return Int(count)
         }
@@ -211,8 +222,11 @@ struct PostgresAssetStore: ServerAssetStore {
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, digest, session)
-                try session.query("DELETE FROM logsync_assets WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
-                try session.query("DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored", Self.key(owner, digest))
+                try session.query(
+                    "DELETE FROM logsync_assets WHERE owner = $1 AND digest = $2", Self.key(owner, digest))
+                try session.query(
+                    "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = $2 AND stored",
+                    Self.key(owner, digest))
             }
         }
     }
@@ -288,7 +302,8 @@ struct PostgresAssetStore: ServerAssetStore {
     /// upload for the zone `partial`, at most ``pieceSize`` bytes per statement; returns where
     /// the bytes shown end: `from + count`, or the start of the first hole in the rows.
     static func show(
-        _ owner: UInt64, _ digest: AssetDigest, partial zone: UInt64?, from: Int64, count: Int64, _ session: PostgresSession,
+        _ owner: UInt64, _ digest: AssetDigest, partial zone: UInt64?, from: Int64, count: Int64,
+        _ session: PostgresSession,
         _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int64 {
         let end = from + count

@@ -62,9 +62,10 @@ extension PostgresStorage {
             try session.transaction { session -> Int64 in
                 let row = try Self.lockRow(of: name, session)
                 let (logID, last) = (row.logID, Int64(row.lastOffset))
-                let stored = try session.query(
-                    #"SELECT coalesce(max("offset"), 0) FROM logsync_entries WHERE log_id = $1"#, [.int64(logID)]
-                ).first?.decode(Int64.self) ?? 0
+                let stored =
+                    try session.query(
+                        #"SELECT coalesce(max("offset"), 0) FROM logsync_entries WHERE log_id = $1"#, [.int64(logID)]
+                    ).first?.decode(Int64.self) ?? 0
                 guard last == 0, stored == 0 else {
                     throw LogImportError.targetNotEmpty(log: name.description, lastOffset: UInt64(max(last, stored)))
                 }
@@ -82,15 +83,21 @@ extension PostgresStorage {
         while let entry = try next() {
             let expected = last + UInt64(chunk.count) + 1
             let found = entry.offset.rawValue
-            if found > expected { throw LogImportError.offsetGap(log: name.description, expected: expected, found: found) }
-            if found < expected { throw LogImportError.offsetOutOfOrder(log: name.description, expected: expected, found: found) }
+            if found > expected {
+                throw LogImportError.offsetGap(log: name.description, expected: expected, found: found)
+            }
+            if found < expected {
+                throw LogImportError.offsetOutOfOrder(log: name.description, expected: expected, found: found)
+            }
             chunk.append(entry)
             if chunk.count >= chunkSize {
                 last = try importChunk(chunk, into: logID, name: name, after: last, projection: projection)
                 chunk.removeAll(keepingCapacity: true)
             }
         }
-        if !chunk.isEmpty { last = try importChunk(chunk, into: logID, name: name, after: last, projection: projection) }
+        if !chunk.isEmpty {
+            last = try importChunk(chunk, into: logID, name: name, after: last, projection: projection)
+        }
         return last
     }
 
@@ -115,7 +122,8 @@ extension PostgresStorage {
                     throw LogImportError.changedDuringImport(log: name.description, expected: last, found: current ?? 0)
                 }
                 return try PostgresServerLog.append(
-                    chunk, to: logID, projection: projection, tables: PostgresIndexTables(session: session, logID: logID), session)
+                    chunk, to: logID, projection: projection,
+                    tables: PostgresIndexTables(session: session, logID: logID), session)
             }
         }
     }
@@ -203,14 +211,17 @@ extension PostgresStorage {
 
         var copy = AssetHasher()
         while copy.count < size {
-            let shown = try target.read(owner: owner, digest: digest, from: copy.count, maxLength: PostgresAssetStore.pieceSize) {
+            let shown = try target.read(
+                owner: owner, digest: digest, from: copy.count, maxLength: PostgresAssetStore.pieceSize
+            ) {
                 copy.update($0)
             }
             if shown == 0 { break }
         }
         let copied = copy.finalize()
         guard try target.storedSize(owner: owner, digest: digest) == size, copy.count == size, copied == digest else {
-            throw AssetImportError.copyDiffers(owner: owner, digest: digest, size: size, read: copy.count, found: copied)
+            throw AssetImportError.copyDiffers(
+                owner: owner, digest: digest, size: size, read: copy.count, found: copied)
         }
         return size
     }
@@ -219,9 +230,10 @@ extension PostgresStorage {
     /// keep none.
     package func storedAssetCount() throws -> Int {
         try pool.withSession { session in
-            Int(try session.query(
-                "SELECT (SELECT count(*) FROM logsync_assets) + (SELECT count(*) FROM logsync_asset_partials)"
-            ).first?.decode(Int64.self) ?? 0)
+            Int(
+                try session.query(
+                    "SELECT (SELECT count(*) FROM logsync_assets) + (SELECT count(*) FROM logsync_asset_partials)"
+                ).first?.decode(Int64.self) ?? 0)
         }
     }
 }

@@ -112,13 +112,16 @@ package final class PostgresListener: Sendable {
                 // One statement per channel: the extended query protocol takes one at a time.
                 var listened = eventLoop.makeSucceededVoidFuture()
                 for channel in channels {
-                    connection.addListener(channel: channel) { _, notification in onNotification(channel, notification.payload) }
+                    connection.addListener(channel: channel) { _, notification in
+                        onNotification(channel, notification.payload)
+                    }
                     let quoted = "\"" + channel.replacingOccurrences(of: "\"", with: "\"\"") + "\""
                     listened = listened.flatMap {
                         connection.query(PostgresQuery(unsafeSQL: "LISTEN \(quoted)"), logger: logger).map { _ in }
                     }
                 }
-                return listened
+                return
+                    listened
                     .map { connection }
                     .flatMapError { error in connection.close().flatMapThrowing { throw error } }
             }
@@ -157,8 +160,9 @@ package final class PostgresListener: Sendable {
             }
             if stopped { return }
             self.onDisconnect()
-            self.logger.info("PostgreSQL listener lost its connection; reconnecting",
-                             metadata: ["endpoint": "\(self.url.endpoint)"])
+            self.logger.info(
+                "PostgreSQL listener lost its connection; reconnecting",
+                metadata: ["endpoint": "\(self.url.endpoint)"])
             self.retry(after: Self.initialBackoff, on: connection.eventLoop, doubling: false)
         }
     }

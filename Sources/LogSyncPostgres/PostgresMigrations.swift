@@ -39,31 +39,37 @@ package struct PostgresMigrations: Sendable {
     /// The store's schema: logs, their entries and index rows, and device tokens (1); asset
     /// contents (2); partial uploads per zone (3).
     package static let logSync = PostgresMigrations([
-        Migration(version: 1, name: "logs, entries, index and tokens", sql: """
-            CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0);
-            CREATE TABLE logsync_entries (log_id bigint NOT NULL REFERENCES logsync_logs, "offset" bigint NOT NULL, kind integer NOT NULL, time_us bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (log_id, "offset"));
-            CREATE TABLE logsync_index (log_id bigint NOT NULL REFERENCES logsync_logs, tbl text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (log_id, tbl, key));
-            CREATE TABLE logsync_tokens (digest text PRIMARY KEY, user_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
-            """),
+        Migration(
+            version: 1, name: "logs, entries, index and tokens",
+            sql: """
+                CREATE TABLE logsync_logs (log_id bigserial PRIMARY KEY, name text NOT NULL UNIQUE, last_offset bigint NOT NULL DEFAULT 0, projection text NOT NULL DEFAULT '', projection_version integer NOT NULL DEFAULT 0);
+                CREATE TABLE logsync_entries (log_id bigint NOT NULL REFERENCES logsync_logs, "offset" bigint NOT NULL, kind integer NOT NULL, time_us bigint NOT NULL, payload bytea NOT NULL, PRIMARY KEY (log_id, "offset"));
+                CREATE TABLE logsync_index (log_id bigint NOT NULL REFERENCES logsync_logs, tbl text NOT NULL, key bytea NOT NULL, value bytea NOT NULL, PRIMARY KEY (log_id, tbl, key));
+                CREATE TABLE logsync_tokens (digest text PRIMARY KEY, user_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+                """),
         // Asset contents (`PostgresAssetStore`): pieces of at most 1 MiB, a stored content's and
         // a partial upload's in one table, told apart by `stored`, so storing an upload flips
         // the flag instead of copying its bytes. Uncompressed, so a range read fetches only the
         // TOAST pages it needs (contents are mostly compressed already).
-        Migration(version: 2, name: "asset contents", sql: """
-            CREATE TABLE logsync_assets (owner bigint NOT NULL, digest bytea NOT NULL, size bigint NOT NULL CHECK (size >= 0), stored_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
-            CREATE TABLE logsync_asset_partials (owner bigint NOT NULL, digest bytea NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
-            CREATE TABLE logsync_asset_chunks (owner bigint NOT NULL, digest bytea NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, digest, stored, start));
-            ALTER TABLE logsync_asset_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
-            """),
+        Migration(
+            version: 2, name: "asset contents",
+            sql: """
+                CREATE TABLE logsync_assets (owner bigint NOT NULL, digest bytea NOT NULL, size bigint NOT NULL CHECK (size >= 0), stored_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
+                CREATE TABLE logsync_asset_partials (owner bigint NOT NULL, digest bytea NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, digest));
+                CREATE TABLE logsync_asset_chunks (owner bigint NOT NULL, digest bytea NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, digest, stored, start));
+                ALTER TABLE logsync_asset_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                """),
         // Partial uploads per zone (`AssetPartial`): uploads of one content for different zones
         // grow partials of their own. A partial of version 2 becomes the default zone's (0), as
         // every stored content's pieces are; only the owner uploads for the default zone.
-        Migration(version: 3, name: "asset partials per zone", sql: """
-            ALTER TABLE logsync_asset_partials ADD COLUMN zone bigint NOT NULL DEFAULT 0;
-            ALTER TABLE logsync_asset_partials DROP CONSTRAINT logsync_asset_partials_pkey, ADD PRIMARY KEY (owner, digest, zone);
-            ALTER TABLE logsync_asset_chunks ADD COLUMN zone bigint NOT NULL DEFAULT 0;
-            ALTER TABLE logsync_asset_chunks DROP CONSTRAINT logsync_asset_chunks_pkey, ADD PRIMARY KEY (owner, digest, stored, zone, start);
-            """),
+        Migration(
+            version: 3, name: "asset partials per zone",
+            sql: """
+                ALTER TABLE logsync_asset_partials ADD COLUMN zone bigint NOT NULL DEFAULT 0;
+                ALTER TABLE logsync_asset_partials DROP CONSTRAINT logsync_asset_partials_pkey, ADD PRIMARY KEY (owner, digest, zone);
+                ALTER TABLE logsync_asset_chunks ADD COLUMN zone bigint NOT NULL DEFAULT 0;
+                ALTER TABLE logsync_asset_chunks DROP CONSTRAINT logsync_asset_chunks_pkey, ADD PRIMARY KEY (owner, digest, stored, zone, start);
+                """),
     ])
 
     /// The newest version these migrations know.
@@ -100,7 +106,8 @@ package struct PostgresMigrations: Sendable {
     /// missing, and returns the database's version, refusing one newer than this code.
     private func lockedVersion(_ session: PostgresSession) throws -> Int {
         try session.query("SELECT pg_advisory_xact_lock($1)", [.int64(Self.lockKey)])
-        try session.execute("""
+        try session.execute(
+            """
             CREATE TABLE IF NOT EXISTS logsync_schema_migrations (version int PRIMARY KEY, name text, applied_at timestamptz DEFAULT now())
             """)
         let rows = try session.query("SELECT coalesce(max(version), 0) FROM logsync_schema_migrations")

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import Logging
 import LogSyncServer
+import Logging
 import Synchronization
 
 /// What one node hears from the others through PostgreSQL: push notices (``PostgresStorage/channel``)

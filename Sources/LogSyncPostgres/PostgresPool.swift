@@ -3,8 +3,8 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Up to `size` PostgreSQL connections, checked out by blocking calls.
 ///

@@ -1,8 +1,8 @@
 import Logging
 import NIOCore
 import PostgresNIO
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// One value bound to a `$n` parameter of a statement.
 ///
@@ -114,7 +114,8 @@ package struct PostgresSession: Sendable {
         if connection.isClosed {
             health.markBroken()
             throw PostgresFailure.unavailable(
-                "lost the connection to PostgreSQL at \(endpoint) before the statement \"\(PostgresStoreError.firstLine(query.sql))\"")
+                "lost the connection to PostgreSQL at \(endpoint) before the statement \"\(PostgresStoreError.firstLine(query.sql))\""
+            )
         }
         // A connection that dies in a way postgres-nio does not notice would leave the statement
         // unanswered and this thread waiting forever: after `timeout` the statement fails
@@ -123,9 +124,10 @@ package struct PostgresSession: Sendable {
         connection.query(query, logger: logger).cascade(to: answer)
         let endpoint = endpoint
         let deadline = connection.eventLoop.scheduleTask(in: timeout) {
-            answer.fail(PostgresFailure.unavailable(
-                "PostgreSQL at \(endpoint) did not answer the statement \"\(PostgresStoreError.firstLine(query.sql))\" "
-                    + "within \(timeout.nanoseconds / 1_000_000_000) s"))
+            answer.fail(
+                PostgresFailure.unavailable(
+                    "PostgreSQL at \(endpoint) did not answer the statement \"\(PostgresStoreError.firstLine(query.sql))\" "
+                        + "within \(timeout.nanoseconds / 1_000_000_000) s"))
         }
         defer { deadline.cancel() }
         do {

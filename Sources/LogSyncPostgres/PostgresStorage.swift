@@ -1,10 +1,10 @@
 import Foundation
-import Logging
 import LogStore
 import LogSyncServer
+import Logging
 import PostgresNIO
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// A server's logs in PostgreSQL, shared by every `logsync-server` node that names the same
 /// database (`--store postgres://…`).
@@ -50,7 +50,8 @@ public final class PostgresStorage: ServerStorage {
         self.url = try PostgresURL(url)
         self.logger = logger
         notifications = PostgresNotifications(url: self.url, logger: logger)
-        pool = PostgresPool(url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger)
+        pool = PostgresPool(
+            url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger)
         do {
             _ = try Self.schema.migrate(pool)
         } catch {
@@ -88,7 +89,8 @@ public final class PostgresStorage: ServerStorage {
     static func lockRow(
         of name: ServerLogName, _ session: PostgresSession
     ) throws -> (logID: Int64, projection: String, version: UInt32, lastOffset: UInt64) {
-        try session.query("INSERT INTO logsync_logs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [.string(name.description)])
+        try session.query(
+            "INSERT INTO logsync_logs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [.string(name.description)])
         guard
             let row = try session.query(
                 "SELECT log_id, projection, projection_version, last_offset FROM logsync_logs WHERE name = $1 FOR UPDATE",
@@ -103,9 +105,12 @@ public final class PostgresStorage: ServerStorage {
 
     /// Replaces the index of log `logID` with one `projection` builds from its entries, when the
     /// stored index was built by another projection or version.
-    private func rebuild(logID: Int64, through last: UInt64, projection: any Projection, _ session: PostgresSession) throws {
+    private func rebuild(
+        logID: Int64, through last: UInt64, projection: any Projection, _ session: PostgresSession
+    ) throws {
         if last > 0 {
-            logger.info("rebuilding the index of a log", metadata: ["log": "\(logID)", "projection": "\(projection.name)"])
+            logger.info(
+                "rebuilding the index of a log", metadata: ["log": "\(logID)", "projection": "\(projection.name)"])
         }
         try session.query("DELETE FROM logsync_index WHERE log_id = $1", [.int64(logID)])
         var next: UInt64 = 1
@@ -166,7 +171,9 @@ public final class PostgresStorage: ServerStorage {
     /// Listens on a connection of its own (the one revocations travel on too); `missed` is
     /// called each time that connection was lost and made again, since notices sent meanwhile
     /// are gone.
-    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
+    public func startNotifications(
+        _ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void
+    ) {
         notifications.onPushNotices(deliver, missed: missed)
     }
 
@@ -218,11 +225,13 @@ final class PostgresServerLog: ServerLog {
 
     /// A read-committed transaction that first locks the log's row: the writers of this log,
     /// on every node, run one at a time, and each reads what the previous one committed.
-    func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>) {
+    func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>)
+    {
         try storage.pool.withSession { session in
             try session.transaction { session in
                 guard let last = try PostgresIndexReader.lastOffset(of: logID, locking: true, session) else {
-                    throw PostgresStoreError(statement: "SELECT last_offset …", sqlState: "", message: "log \(name) has no row")
+                    throw PostgresStoreError(
+                        statement: "SELECT last_offset …", sqlState: "", message: "log \(name) has no row")
                 }
                 let reader = PostgresIndexReader(session: session, logID: logID, lastOffset: last)
                 let tables = reader.tables
@@ -244,7 +253,8 @@ final class PostgresServerLog: ServerLog {
     /// inserts them, applies `projection` to them in `tables`, sends the index rows, and moves
     /// the log's last offset. Returns the new last offset.
     static func append(
-        _ entries: [LogEntry], to logID: Int64, projection: any Projection, tables: PostgresIndexTables, _ session: PostgresSession
+        _ entries: [LogEntry], to logID: Int64, projection: any Projection, tables: PostgresIndexTables,
+        _ session: PostgresSession
     ) throws -> UInt64 {
         try insert(entries, logID: logID, session)
         try tables.applying { try projection.apply(entries, to: ProjectionTables(external: tables)) }
@@ -321,7 +331,9 @@ struct PostgresIndexReader: IndexReader {
     func prefetch(entries offsets: [LogOffset]) throws {
         let missing = offsets.map(\.rawValue).filter { tables.entries[$0] == nil }
         guard !missing.isEmpty else { return }
-        for entry in try Self.entries(logID: logID, at: missing, session) { tables.entries[entry.offset.rawValue] = entry }
+        for entry in try Self.entries(logID: logID, at: missing, session) {
+            tables.entries[entry.offset.rawValue] = entry
+        }
     }
 
     var lastOffset: LogOffset {
@@ -340,22 +352,24 @@ struct PostgresIndexReader: IndexReader {
 
     /// Up to `limit` entries of the log from offset `start` on, in order.
     static func entries(logID: Int64, from start: UInt64, limit: Int, _ session: PostgresSession) throws -> [LogEntry] {
-        try decode(session.query(
-            """
-            SELECT "offset", kind, time_us, payload FROM logsync_entries
-            WHERE log_id = $1 AND "offset" >= $2 ORDER BY "offset" LIMIT $3
-            """,
-            [.int64(logID), .int64(Int64(start)), .int64(Int64(limit))]))
+        try decode(
+            session.query(
+                """
+                SELECT "offset", kind, time_us, payload FROM logsync_entries
+                WHERE log_id = $1 AND "offset" >= $2 ORDER BY "offset" LIMIT $3
+                """,
+                [.int64(logID), .int64(Int64(start)), .int64(Int64(limit))]))
     }
 
     /// The entries at `offsets` that the log has.
     static func entries(logID: Int64, at offsets: [UInt64], _ session: PostgresSession) throws -> [LogEntry] {
-        try decode(session.query(
-            """
-            SELECT "offset", kind, time_us, payload FROM logsync_entries
-            WHERE log_id = $1 AND "offset" = ANY($2::bigint[])
-            """,
-            [.int64(logID), .int64Array(offsets.map { Int64(bitPattern: $0) })]))
+        try decode(
+            session.query(
+                """
+                SELECT "offset", kind, time_us, payload FROM logsync_entries
+                WHERE log_id = $1 AND "offset" = ANY($2::bigint[])
+                """,
+                [.int64(logID), .int64Array(offsets.map { Int64(bitPattern: $0) })]))
     }
 
     /// Entries from rows of (offset, kind, time, payload).
@@ -363,7 +377,8 @@ struct PostgresIndexReader: IndexReader {
         try rows.map { row in
             let (offset, kind, time, payload) = try row.decode((Int64, Int64, Int64, ByteBuffer).self)
             guard offset > 0, kind >= 0, kind <= Int64(UInt16.max) else {
-                throw LogStoreError(.corruptEntry, "a stored entry with kind \(kind)", offset: LogOffset(UInt64(max(offset, 0))))
+                throw LogStoreError(
+                    .corruptEntry, "a stored entry with kind \(kind)", offset: LogOffset(UInt64(max(offset, 0))))
             }
             return LogEntry(
                 offset: LogOffset(UInt64(offset)), kind: EntryKind(rawValue: UInt16(kind)),
@@ -464,9 +479,11 @@ final class PostgresIndexTables: ExternalProjectionTables {
     func count(of table: String) throws(LogStoreError) -> Int {
         try storeCall {
             try flush()
-            return Int(try session.query(
-                "SELECT count(*) FROM logsync_index WHERE log_id = $1 AND tbl = $2", [.int64(logID), .string(table)]
-            ).first?.decode(Int64.self) ?? 0)
+            return Int(
+                try session.query(
+                    "SELECT count(*) FROM logsync_index WHERE log_id = $1 AND tbl = $2",
+                    [.int64(logID), .string(table)]
+                ).first?.decode(Int64.self) ?? 0)
         }
     }
 
@@ -531,7 +548,9 @@ final class PostgresIndexTables: ExternalProjectionTables {
                 let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
                 let keyBytes = Array(key.readableBytesView)
                 let goOn = try keyBytes.withUnsafeBytes { keyPointer in
-                    try Array(value.readableBytesView).withUnsafeBytes { valuePointer in try body(keyPointer, valuePointer) }
+                    try Array(value.readableBytesView).withUnsafeBytes { valuePointer in
+                        try body(keyPointer, valuePointer)
+                    }
                 }
                 if !goOn { return }
                 after = keyBytes
@@ -576,9 +595,13 @@ struct PostgresTokens: StoredTokens {
                 let deleted: Int
                 switch revocation {
                 case .credential(let digest):
-                    deleted = try session.query("DELETE FROM logsync_tokens WHERE digest = $1 RETURNING digest", [.string(digest)]).count
+                    deleted = try session.query(
+                        "DELETE FROM logsync_tokens WHERE digest = $1 RETURNING digest", [.string(digest)]
+                    ).count
                 case .user(let user):
-                    deleted = try session.query("DELETE FROM logsync_tokens WHERE user_id = $1 RETURNING digest", [.string(user.rawValue)]).count
+                    deleted = try session.query(
+                        "DELETE FROM logsync_tokens WHERE user_id = $1 RETURNING digest", [.string(user.rawValue)]
+                    ).count
                 }
                 try session.notify(channel: PostgresStorage.revocationChannel, payload: payload)
                 return deleted

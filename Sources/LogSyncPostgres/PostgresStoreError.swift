@@ -58,18 +58,22 @@ enum PostgresFailure {
                 // Class 08 (connection exception) and 57P0x (the server shutting down or
                 // starting up) mean the connection, not the statement, failed.
                 if state.hasPrefix("08") || state.hasPrefix("57P0") || state == "53300" {
-                    self = .connection(Self.unavailable(
-                        "PostgreSQL at \(endpoint) ended the connection while \(what): \(message) (\(state))"))
+                    self = .connection(
+                        Self.unavailable(
+                            "PostgreSQL at \(endpoint) ended the connection while \(what): \(message) (\(state))"))
                 } else if let sql {
                     self = .statement(PostgresStoreError(statement: sql, sqlState: state, message: message))
                 } else {
-                    self = .connection(Self.unavailable(
-                        "PostgreSQL at \(endpoint) refused the connection: \(message) (\(state))"))
+                    self = .connection(
+                        Self.unavailable(
+                            "PostgreSQL at \(endpoint) refused the connection: \(message) (\(state))"))
                 }
                 return
             }
-            self = .connection(Self.unavailable(
-                "lost the connection to PostgreSQL at \(endpoint) while \(what): \(error.code)\(error.underlying.map { " (\($0))" } ?? "")"))
+            self = .connection(
+                Self.unavailable(
+                    "lost the connection to PostgreSQL at \(endpoint) while \(what): \(error.code)\(error.underlying.map { " (\($0))" } ?? "")"
+                ))
             return
         }
         if let error = error as? PostgresDecodingError, let sql {

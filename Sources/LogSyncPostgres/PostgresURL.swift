@@ -113,7 +113,8 @@ package struct PostgresURL: Sendable, Hashable, CustomStringConvertible {
         while let byte = iterator.next() {
             if byte == UInt8(ascii: "%") {
                 guard let high = iterator.next(), let low = iterator.next(),
-                      let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else {
+                    let value = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16)
+                else {
                     throw PostgresURLError(text: url, problem: "the \(part) has a bad percent escape")
                 }
                 bytes.append(value)
@@ -148,7 +149,8 @@ package struct PostgresURLError: Error, Sendable, Hashable, CustomStringConverti
     /// The URL with the password (between the scheme's `user:` and `@`) replaced by `***`.
     private static func hidingPassword(_ text: String) -> String {
         guard let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].lastIndex(of: "@"),
-              let colon = text[scheme.upperBound..<at].firstIndex(of: ":") else { return text }
+            let colon = text[scheme.upperBound..<at].firstIndex(of: ":")
+        else { return text }
         return String(text[..<text.index(after: colon)]) + "***" + String(text[at...])
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import Logging
 import LogStore
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// Why a migration refused to start or found the copy wrong: each case names the path, log or
@@ -34,16 +34,22 @@ package enum MigrationError: Error, CustomStringConvertible {
         case .targetNotEmpty(let logs, let tokens, let assets):
             "the target database is not empty: "
                 + (logs.sorted { $0.key < $1.key }.prefix(5).map { "\($0.key) ends at offset \($0.value)" }
-                   + (tokens > 0 ? ["\(tokens) tokens"] : []) + (assets > 0 ? ["\(assets) assets"] : [])).joined(separator: ", ")
+                + (tokens > 0 ? ["\(tokens) tokens"] : []) + (assets > 0 ? ["\(assets) assets"] : [])).joined(
+                    separator: ", ")
                 + (logs.count > 5 ? ", …" : "") + "; migrate only into an empty database (nothing was written)"
         case .verificationFailed(let log, let source, let target):
             "log \(log) ends at offset \(source) in the source but at \(target.map(String.init) ?? "no log") in the target"
-                + (source > (target ?? 0) ? " (was the node stopped? drop and create the database, then migrate again)" : "")
+                + (source > (target ?? 0)
+                    ? " (was the node stopped? drop and create the database, then migrate again)" : "")
         case .assetsDiffer(let user, let missing, let extra):
             "the assets of user u\(user) differ after the copy: "
-                + ((missing.isEmpty ? [] : ["\(missing.count) in the source only (\(missing.prefix(3).map(\.short).joined(separator: ", ")))"])
-                   + (extra.isEmpty ? [] : ["\(extra.count) in the target only (\(extra.prefix(3).map(\.short).joined(separator: ", ")))"]))
-                    .joined(separator: ", ")
+                + ((missing.isEmpty
+                ? []
+                : ["\(missing.count) in the source only (\(missing.prefix(3).map(\.short).joined(separator: ", ")))"])
+                + (extra.isEmpty
+                    ? []
+                    : ["\(extra.count) in the target only (\(extra.prefix(3).map(\.short).joined(separator: ", ")))"]))
+                .joined(separator: ", ")
                 + " (was the node stopped? drop and create the database, then migrate again)"
         }
     }
@@ -79,7 +85,8 @@ package struct StoreMigration {
         let logs = try sourceLogs()
         let digests = tokenDigests
         let storage = try PostgresStorage(
-            url: target, connections: 1, logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+            url: target, connections: 1,
+            logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
         defer { storage.shutdown() }
         let stored = try storage.storedLogs().filter { $0.value > 0 }
         let tokenCount = try storage.tokens?.count() ?? 0
@@ -93,7 +100,8 @@ package struct StoreMigration {
         for source in logs {
             let last = try source.log.lastOffset.rawValue
             var cursor = try source.log.entries(through: LogOffset(last))
-            let count = try storage.importLog(source.name, projection: source.name.serverProjection, next: { try cursor.next() })
+            let count = try storage.importLog(
+                source.name, projection: source.name.serverProjection, next: { try cursor.next() })
             expected[source.name.description] = last
             total += count
             report("\(source.name): \(count) \(count == 1 ? "entry" : "entries")")
@@ -128,7 +136,8 @@ package struct StoreMigration {
             let copied = Set(try target.storedDigests(owner: user))
             guard source == copied else {
                 throw MigrationError.assetsDiffer(
-                    user: user, missing: source.subtracting(copied).sorted(), extra: copied.subtracting(source).sorted())
+                    user: user, missing: source.subtracting(copied).sorted(), extra: copied.subtracting(source).sorted()
+                )
             }
         }
         report(
@@ -142,7 +151,8 @@ package struct StoreMigration {
 
     /// The numbers of the users with a directory in the source, in order.
     func userNumbers() throws -> [UInt64] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: LMDBStorage.usersDirectory(in: source).path)) ?? []
+        let entries =
+            (try? FileManager.default.contentsOfDirectory(atPath: LMDBStorage.usersDirectory(in: source).path)) ?? []
         return entries.compactMap { name -> UInt64? in
             guard name.hasPrefix("u") else { return nil }
             return UInt64(name.dropFirst())
@@ -162,7 +172,11 @@ package struct StoreMigration {
             throw MigrationError.notAServerDirectory(path: source.path)
         }
         let readOnly = LogEnvironment.Options(readOnly: true)
-        var logs = [SourceLog(name: .registry, log: try Log.open(at: registryDirectory, named: LMDBStorage.registryLogName, options: readOnly))]
+        var logs = [
+            SourceLog(
+                name: .registry,
+                log: try Log.open(at: registryDirectory, named: LMDBStorage.registryLogName, options: readOnly))
+        ]
         for number in try userNumbers() {
             let directory = LMDBStorage.userDirectory(in: source, number: number)
             let environment = try LogEnvironment.open(at: directory, options: readOnly)
@@ -170,7 +184,8 @@ package struct StoreMigration {
                 guard let scope = DatabaseScope.allCases.first(where: { $0.description == name }) else {
                     throw MigrationError.unknownLog(path: directory.path, name: name)
                 }
-                logs.append(SourceLog(name: .database(user: number, scope: scope), log: try environment.openLog(named: name)))
+                logs.append(
+                    SourceLog(name: .database(user: number, scope: scope), log: try environment.openLog(named: name)))
             }
         }
         return logs

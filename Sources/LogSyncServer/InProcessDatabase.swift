@@ -17,7 +17,8 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// This server (the object), the user and the scope (F118).
     public var databaseIdentity: DatabaseIdentity? {
         DatabaseIdentity(
-            key: "in-process \(UInt(bitPattern: ObjectIdentifier(server))) \(user.rawValue.utf8.count):\(user.rawValue) \(databaseScope.rawValue)",
+            key:
+                "in-process \(UInt(bitPattern: ObjectIdentifier(server))) \(user.rawValue.utf8.count):\(user.rawValue) \(databaseScope.rawValue)",
             description: "the \(databaseScope) database of user \(quoted(user.rawValue)) on an in-process server")
     }
 
@@ -55,7 +56,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     private func checkCancellation(_ operation: String) throws(SyncError) {
-        if Task.isCancelled { throw SyncError(.operationCancelled, "\(operation) was cancelled before it reached the server") }
+        if Task.isCancelled {
+            throw SyncError(.operationCancelled, "\(operation) was cancelled before it reached the server")
+        }
     }
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
@@ -67,15 +70,23 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID) { try $0.modifyRecords(request, from: device) }
+        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID) {
+            try $0.modifyRecords(request, from: device)
+        }
     }
 
-    public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await perform("fetchDatabaseChanges", group: request.operationGroup) { try $0.fetchDatabaseChanges(request) }
+    public func fetchDatabaseChanges(
+        _ request: FetchDatabaseChangesRequest
+    ) async throws -> FetchDatabaseChangesResponse {
+        try await perform("fetchDatabaseChanges", group: request.operationGroup) {
+            try $0.fetchDatabaseChanges(request)
+        }
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await perform("fetchZoneChanges", group: request.operationGroup) { try $0.fetchZoneChanges(request, for: device) }
+        try await perform("fetchZoneChanges", group: request.operationGroup) {
+            try $0.fetchZoneChanges(request, for: device)
+        }
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
@@ -125,10 +136,13 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     public func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
         try checkCancellation("uploadAsset")
         let upload = try await server.beginAssetUpload(
-            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, size: request.size, device: device,
+            user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, size: request.size,
+            device: device,
             operationGroup: request.operationGroup)
         defer { upload.close() }
-        if upload.isStored { return AssetUploadResponse(asset: Asset(digest: request.digest, size: request.size), bytesSent: 0) }
+        if upload.isStored {
+            return AssetUploadResponse(asset: Asset(digest: request.digest, size: request.size), bytesSent: 0)
+        }
         let start = upload.received
         let reader = try AssetFileReader(url: request.fileURL, expectedSize: request.size, from: start)
         while let piece = try reader.read({ Array($0) }) {
@@ -148,7 +162,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
             user: user, scope: databaseScope, zoneID: request.zoneID, digest: request.digest, device: device,
             operationGroup: request.operationGroup)
         guard download.size == request.size else {
-            throw SyncError(.invalidArguments, "asset \(request.digest) has \(download.size) bytes on the server, not \(request.size)")
+            throw SyncError(
+                .invalidArguments,
+                "asset \(request.digest) has \(download.size) bytes on the server, not \(request.size)")
         }
         let file = try AssetDownloadFile(destination: request.destination, digest: request.digest, size: request.size)
         let start = file.offset
@@ -170,6 +186,8 @@ extension InProcessDatabase {
     /// stores them, their stored bytes instead of decoded records (`ZoneChangesPage`), so that
     /// the encoder copies them rather than decoding and encoding each record again.
     package func fetchZoneChangesPage(_ request: FetchZoneChangesRequest) async throws -> ZoneChangesPage {
-        try await perform("fetchZoneChanges", group: request.operationGroup) { try $0.fetchZoneChangesPage(request, for: device) }
+        try await perform("fetchZoneChanges", group: request.operationGroup) {
+            try $0.fetchZoneChangesPage(request, for: device)
+        }
     }
 }

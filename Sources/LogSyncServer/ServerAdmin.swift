@@ -45,10 +45,13 @@ public struct ServerAdmin: Sendable {
 
     /// Drops the tombstones of changes up to `token`; fetches from older tokens then fail with
     /// `changeTokenExpired` (F144).
-    public func compactTombstones(of user: UserID, scope: DatabaseScope = .private, before token: DatabaseChangeToken) throws {
+    public func compactTombstones(
+        of user: UserID, scope: DatabaseScope = .private, before token: DatabaseChangeToken
+    ) throws {
         let store = try server.store(user, scope)
         guard token.database == store.databaseID else {
-            throw SyncError(.invalidArguments, "the token was issued by another database, not \(user)'s \(scope) database")
+            throw SyncError(
+                .invalidArguments, "the token was issued by another database, not \(user)'s \(scope) database")
         }
         try store.compactTombstones(through: token.offset.rawValue)
     }

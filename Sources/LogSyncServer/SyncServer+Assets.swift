@@ -33,11 +33,13 @@ extension SyncServer {
     ///   zone, `invalidArguments` for bad IDs, a malformed operation group, or a size other than
     ///   that of the content the zone has.
     public func beginAssetUpload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
+        device: DeviceID? = nil,
         operationGroup: OperationGroup? = nil
     ) async throws -> AssetUpload {
         try await assets.beginUpload(
-            user: user, scope: scope, zoneID: zoneID, digest: digest, size: size, device: device, operationGroup: operationGroup)
+            user: user, scope: scope, zoneID: zoneID, digest: digest, size: size, device: device,
+            operationGroup: operationGroup)
     }
 
     /// Opens an asset's stored content for reading, for a record of `zoneID`; its

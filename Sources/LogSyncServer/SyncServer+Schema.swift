@@ -52,7 +52,9 @@ extension SyncServer {
             do {
                 schema = try schema.adding(own)
             } catch {
-                throw SyncError(.invalidArguments, "the private database of \(user) disagrees with another user's: \(error.message)")
+                throw SyncError(
+                    .invalidArguments, "the private database of \(user) disagrees with another user's: \(error.message)"
+                )
             }
         }
         return schema

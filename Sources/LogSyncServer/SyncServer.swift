@@ -55,7 +55,8 @@ public final class SyncServer: Sendable {
     /// - Throws: `LogStoreError` if the directory cannot be created.
     public convenience init(_ configuration: Configuration) throws {
         try self.init(
-            configuration, storage: LMDBStorage(directory: configuration.directory, durability: configuration.durability))
+            configuration,
+            storage: LMDBStorage(directory: configuration.directory, durability: configuration.durability))
     }
 
     /// A server whose logs are kept in `storage` (several servers may share a PostgreSQL store);
@@ -67,7 +68,8 @@ public final class SyncServer: Sendable {
         databases = OpenDatabases(storage: storage, users: users)
         context = ServerContext(
             storage: storage, users: users, databases: databases,
-            limits: ServerLimits(maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
+            limits: ServerLimits(
+                maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
             schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub())
         let hub = context.pushHub
         storage.startNotifications(
@@ -76,7 +78,9 @@ public final class SyncServer: Sendable {
     }
 
     /// A device's view of `user`'s database of `scope`: what an embedded app and the tests use.
-    public func database(for user: UserID, scope: DatabaseScope = .private, device: DeviceID? = nil) -> InProcessDatabase {
+    public func database(
+        for user: UserID, scope: DatabaseScope = .private, device: DeviceID? = nil
+    ) -> InProcessDatabase {
         InProcessDatabase(server: self, user: user, scope: scope, device: device)
     }
 

@@ -1,6 +1,6 @@
 import LogSync
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The device's iCloud-like account, for tests of apps and of the engine: a `CloudDatabase`
 /// that forwards every request to the database of the user signed in now, and that a test
@@ -78,7 +78,8 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
     ///   - databases: Each user's database.
     ///   - conditions: The network and power conditions; all favourable by default.
     public convenience init(
-        signedIn user: User? = nil, databases: [User: any CloudDatabase], conditions: ManualConditions = ManualConditions()
+        signedIn user: User? = nil, databases: [User: any CloudDatabase],
+        conditions: ManualConditions = ManualConditions()
     ) {
         let scope = databases.values.first?.databaseScope ?? .private
         self.init(signedIn: user, scope: scope, conditions: conditions) { user, wanted in
@@ -155,7 +156,9 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
         try await core.target(databaseScope, "modifyRecords").modifyRecords(request)
     }
 
-    public func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
+    public func fetchDatabaseChanges(
+        _ request: FetchDatabaseChangesRequest
+    ) async throws -> FetchDatabaseChangesResponse {
         try await core.target(databaseScope, "fetchDatabaseChanges").fetchDatabaseChanges(request)
     }
 
@@ -200,7 +203,8 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
 
     private func directory(_ operation: String) throws -> any ZoneKeyDirectory {
         guard let directory = try core.target(databaseScope, operation) as? any ZoneKeyDirectory else {
-            throw SyncError(.badDatabase, "\(operation): the simulated account's \(databaseScope) database keeps no zone keys")
+            throw SyncError(
+                .badDatabase, "\(operation): the simulated account's \(databaseScope) database keeps no zone keys")
         }
         return directory
     }
@@ -235,7 +239,10 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
         let databases: @Sendable (User, DatabaseScope) -> (any CloudDatabase)?
         let conditions: ManualConditions
 
-        init(user: User?, databases: @escaping @Sendable (User, DatabaseScope) -> (any CloudDatabase)?, conditions: ManualConditions) {
+        init(
+            user: User?, databases: @escaping @Sendable (User, DatabaseScope) -> (any CloudDatabase)?,
+            conditions: ManualConditions
+        ) {
             self.state = Mutex(State(user: user))
             self.databases = databases
             self.conditions = conditions
@@ -253,7 +260,8 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
             }
             guard let user else { throw SyncError(.notAuthenticated, "\(operation): no account is signed in") }
             guard let database = databases(user, scope) else {
-                throw SyncError(.badDatabase, "\(operation): the simulated account has no \(scope) database for \(user)")
+                throw SyncError(
+                    .badDatabase, "\(operation): the simulated account has no \(scope) database for \(user)")
             }
             return database
         }
@@ -288,10 +296,11 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
 
         /// Subscribes stream `id` to the signed-in user's hints (none while signed out).
         private func startForwarding(_ id: UInt64) {
-            guard let (user, subscriber) = state.withLock({ state -> (User, Subscriber)? in
-                guard let user = state.user, let subscriber = state.subscribers[id] else { return nil }
-                return (user, subscriber)
-            }), let database = databases(user, subscriber.scope)
+            guard
+                let (user, subscriber) = state.withLock({ state -> (User, Subscriber)? in
+                    guard let user = state.user, let subscriber = state.subscribers[id] else { return nil }
+                    return (user, subscriber)
+                }), let database = databases(user, subscriber.scope)
             else { return }
             let hints = database.pushHints()
             let continuation = subscriber.continuation

@@ -90,7 +90,10 @@ public final class TestClock: Clock, Sendable {
     public func advance(to instant: Instant) async {
         while true {
             let woken = state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.indices.min(by: { state.sleepers[$0].deadline < state.sleepers[$1].deadline }),
+                guard
+                    let index = state.sleepers.indices.min(by: {
+                        state.sleepers[$0].deadline < state.sleepers[$1].deadline
+                    }),
                     state.sleepers[index].deadline <= instant
                 else {
                     if state.now < instant { state.now = instant }

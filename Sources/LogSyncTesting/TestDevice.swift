@@ -3,8 +3,8 @@ import LogStore
 import LogSync
 import LogSyncServer
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// One device of a notes app in a test: the app's notes, a `SyncEngine` on the device's own
 /// log, and a delegate that behaves like Apple's CKSyncEngine sample app, with the policies the
@@ -169,8 +169,11 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         var beforeEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
         var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
         var batches: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
-        var fetchOptions: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
-        var waiters: [(id: UUID, check: @Sendable ([SyncEngine.Event]) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        var fetchOptions:
+            (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+        var waiters:
+            [(id: UUID, check: @Sendable ([SyncEngine.Event]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
+                []
     }
 
     /// A device syncing with `database`, its device log in `directory` (created if missing),
@@ -337,7 +340,9 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     /// ```
     ///
     /// - Throws: What the devices' sends and fetches throw.
-    public func seedNote(_ id: Record.ID, _ title: String, in zone: RecordZone.ID, syncing others: TestDevice...) async throws {
+    public func seedNote(
+        _ id: Record.ID, _ title: String, in zone: RecordZone.ID, syncing others: TestDevice...
+    ) async throws {
         try createZone(zone)
         try write(id, title)
         try await sync()
@@ -478,15 +483,20 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         if let before = store.withLock({ $0.beforeEvent }) { await before(event, syncEngine) }
         var deleting: Set<Record.ID> = []
         if case .fetchedRecordZoneChanges = event {
-            for case .deleteRecord(let id) in (try? syncEngine.state.pendingRecordZoneChanges) ?? [] { deleting.insert(id) }
+            for case .deleteRecord(let id) in (try? syncEngine.state.pendingRecordZoneChanges) ?? [] {
+                deleting.insert(id)
+            }
         }
         // What the server holds of each change it refused for want of permission: shown again.
         var refused: [Record.ID: TestDevice.Fields] = [:]
         if case .sentRecordZoneChanges(let sent) = event {
-            let ids = sent.failedRecordSaves.filter { $0.error.code == .permissionFailure }.map(\.record.recordID)
+            let ids =
+                sent.failedRecordSaves.filter { $0.error.code == .permissionFailure }.map(\.record.recordID)
                 + sent.failedRecordDeletes.filter { $0.value.code == .permissionFailure }.map(\.key)
             for id in ids {
-                if let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) { refused[id] = Store.fields(of: known) }
+                if let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
+                    refused[id] = Store.fields(of: known)
+                }
             }
         }
         let (zones, requeue, onEvent, events) = store.withLock { store in
@@ -504,8 +514,11 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         if let batches = store.withLock({ $0.batches }) { return await batches(context, syncEngine) }
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id, syncEngine) }
+        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+            context.options.scope.contains($0)
+        }
+        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id, syncEngine)
+        }
     }
 
     public func nextFetchChangesOptions(
@@ -521,14 +534,17 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
         let (fields, attachments, share, fresh, recordType) = store.withLock { store in
             (
-                store.notes[id], store.attachments[id] ?? [:], store.shares[id], store.forgetSystemFields.remove(id) != nil,
+                store.notes[id], store.attachments[id] ?? [:], store.shares[id],
+                store.forgetSystemFields.remove(id) != nil,
                 store.policy.recordType
             )
         }
         if let share {
             // A share: its fields on the last known server record's system fields.
             var record = Record(recordType: Share.recordType, recordID: id)
-            if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) { record = known.systemFieldsCopy() }
+            if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
+                record = known.systemFieldsCopy()
+            }
             for key in share.record.allKeys() { record[key] = share.record[key] }
             return record
         }
@@ -569,7 +585,8 @@ extension TestDevice.Store {
     /// - Parameter serverFields: The last known server record's fields of each change the
     ///   server refused with `permissionFailure` (none for a record it never had).
     mutating func handle(
-        _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>, serverFields: [Record.ID: TestDevice.Fields] = [:]
+        _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>,
+        serverFields: [Record.ID: TestDevice.Fields] = [:]
     ) -> ([SyncEngine.PendingDatabaseChange], [SyncEngine.PendingRecordZoneChange]) {
         var zones: [SyncEngine.PendingDatabaseChange] = []
         var requeue: [SyncEngine.PendingRecordZoneChange] = []
@@ -579,7 +596,9 @@ extension TestDevice.Store {
             case (.keepNotes, _):
                 break
             case (.uploadOnSignIn, .signIn):
-                zones = Set(notes.keys.map(\.zoneID)).sorted { $0.zoneName < $1.zoneName }.map { .saveZone(RecordZone(zoneID: $0)) }
+                zones = Set(notes.keys.map(\.zoneID)).sorted { $0.zoneName < $1.zoneName }.map {
+                    .saveZone(RecordZone(zoneID: $0))
+                }
                 requeue = notes.keys.sorted { $0.recordName < $1.recordName }.map { .saveRecord($0) }
             case (.dropNotes, _), (.uploadOnSignIn, _):
                 tally.droppedByAccountChange += unacknowledged.count
@@ -620,10 +639,12 @@ extension TestDevice.Store {
                 notes[id] = fields
                 attachments[id] = Self.attachments(of: modification.record)
             }
-            for deletion in changes.deletions where deletion.recordType == Share.recordType && !unsentShares.contains(deletion.recordID) {
+            for deletion in changes.deletions
+            where deletion.recordType == Share.recordType && !unsentShares.contains(deletion.recordID) {
                 shares[deletion.recordID] = nil
             }
-            for deletion in changes.deletions where deletion.recordType != Share.recordType
+            for deletion in changes.deletions
+            where deletion.recordType != Share.recordType
                 && (!policy.keepsUnacknowledgedEdits || unacknowledged[deletion.recordID] == nil)
             {
                 notes[deletion.recordID] = nil
@@ -642,7 +663,9 @@ extension TestDevice.Store {
             for (id, error) in sent.failedRecordDeletes {
                 if error.code == .permissionFailure { refuse(id, server: serverFields[id]) }
                 // The answer was lost again after the engine's resend: the deletion goes once more.
-                if error.code == .serverResponseLost, notes[id] == nil, shares[id] == nil { requeue.append(.deleteRecord(id)) }
+                if error.code == .serverResponseLost, notes[id] == nil, shares[id] == nil {
+                    requeue.append(.deleteRecord(id))
+                }
             }
             for record in sent.savedRecords {
                 if let edit = unacknowledged[record.recordID], Self.carries(Self.fields(of: record), edit) {
@@ -672,7 +695,9 @@ extension TestDevice.Store {
                     guard let server = failure.error.serverRecord.map(Self.fields) else { break }
                     if conflicted(id, server: server) { requeue.append(.saveRecord(id)) }
                 case .zoneNotFound, .userDeletedZone:
-                    guard notes[id] != nil, failure.error.code == .zoneNotFound || policy.recreatesDeletedZones else { break }
+                    guard notes[id] != nil, failure.error.code == .zoneNotFound || policy.recreatesDeletedZones else {
+                        break
+                    }
                     zones.append(.saveZone(RecordZone(zoneID: id.zoneID)))
                     requeue.append(.saveRecord(id))
                 case .unknownItem:
@@ -719,7 +744,8 @@ extension TestDevice.Store {
     /// again); otherwise (the zone gone, no permission) the share is given up. Returns the
     /// change to queue again, if any.
     private mutating func failedShareSave(_ id: Record.ID, _ error: SyncError) -> SyncEngine.PendingRecordZoneChange? {
-        guard let local = shares[id], unsentShares.contains(id), !error.isTransient, error.code != .operationCancelled else {
+        guard let local = shares[id], unsentShares.contains(id), !error.isTransient, error.code != .operationCancelled
+        else {
             return nil
         }
         switch error.code {
@@ -744,7 +770,8 @@ extension TestDevice.Store {
     static func merge(_ local: Share, server: Share) -> Share {
         var merged = server
         let others = local.participants.filter { $0.role != .owner }.map { participant in
-            guard var known = server.participants.first(where: { $0.userIdentity.matches(participant.userIdentity) }) else {
+            guard var known = server.participants.first(where: { $0.userIdentity.matches(participant.userIdentity) })
+            else {
                 return participant
             }
             known.permission = participant.permission

@@ -47,22 +47,28 @@ extension Wire {
             switch message.frame {
             case .subscribed(let subscribed)?:
                 guard let version = Int(exactly: subscribed.protocolVersion) else {
-                    throw SyncError(.invalidArguments, "subscribed.protocol_version \(subscribed.protocolVersion) is out of range")
+                    throw SyncError(
+                        .invalidArguments, "subscribed.protocol_version \(subscribed.protocolVersion) is out of range")
                 }
                 return .subscribed(protocolVersion: version)
             case .hint(let hint)?:
-                return .hint(try within("hint") { () throws(SyncError) in
-                    guard let raw = Int(exactly: hint.databaseScope), let scope = DatabaseScope(rawValue: raw) else {
-                        throw SyncError(.invalidArguments, "database_scope \(hint.databaseScope) is not a scope")
-                    }
-                    return PushHint(
-                        databaseScope: scope,
-                        subscriptionID: hint.hasSubscriptionID ? Subscription.ID(rawValue: hint.subscriptionID) : nil,
-                        zoneID: hint.hasZoneID ? RecordZone.ID(proto: hint.zoneID) : nil,
-                        changeToken: hint.hasChangeToken
-                            ? try within("change_token") { () throws(SyncError) in try DatabaseChangeToken(data: hint.changeToken) }
-                            : nil)
-                })
+                return .hint(
+                    try within("hint") { () throws(SyncError) in
+                        guard let raw = Int(exactly: hint.databaseScope), let scope = DatabaseScope(rawValue: raw)
+                        else {
+                            throw SyncError(.invalidArguments, "database_scope \(hint.databaseScope) is not a scope")
+                        }
+                        return PushHint(
+                            databaseScope: scope,
+                            subscriptionID: hint.hasSubscriptionID
+                                ? Subscription.ID(rawValue: hint.subscriptionID) : nil,
+                            zoneID: hint.hasZoneID ? RecordZone.ID(proto: hint.zoneID) : nil,
+                            changeToken: hint.hasChangeToken
+                                ? try within("change_token") { () throws(SyncError) in
+                                    try DatabaseChangeToken(data: hint.changeToken)
+                                }
+                                : nil)
+                    })
             case nil:
                 throw SyncError(.invalidArguments, "no frame is set")
             }

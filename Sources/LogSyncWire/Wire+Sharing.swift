@@ -39,26 +39,42 @@ extension Wire {
     public static func decode(
         _: Share.Metadata.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> Share.Metadata {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchShareMetadataResponse) throws(SyncError) -> Share.Metadata in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchShareMetadataResponse) throws(SyncError) -> Share.Metadata in
             guard message.hasMetadata else { throw SyncError(.invalidArguments, "metadata is missing") }
             let metadata = message.metadata
             return try within("metadata") { () throws(SyncError) -> Share.Metadata in
                 guard metadata.hasShare else { throw SyncError(.invalidArguments, "share is missing") }
                 guard metadata.hasOwnerIdentity else { throw SyncError(.invalidArguments, "owner_identity is missing") }
-                guard let role = Share.Participant.Role(rawValue: Int(truncatingIfNeeded: metadata.participantRole)) else {
+                guard let role = Share.Participant.Role(rawValue: Int(truncatingIfNeeded: metadata.participantRole))
+                else {
                     throw SyncError(.invalidArguments, "participant_role \(metadata.participantRole) is not a role")
                 }
-                guard let permission = Share.Participant.Permission(rawValue: Int(truncatingIfNeeded: metadata.participantPermission))
-                else { throw SyncError(.invalidArguments, "participant_permission \(metadata.participantPermission) is not a permission") }
-                guard let status = Share.Participant.AcceptanceStatus(rawValue: Int(truncatingIfNeeded: metadata.participantStatus))
-                else { throw SyncError(.invalidArguments, "participant_status \(metadata.participantStatus) is not a status") }
+                guard
+                    let permission = Share.Participant.Permission(
+                        rawValue: Int(truncatingIfNeeded: metadata.participantPermission))
+                else {
+                    throw SyncError(
+                        .invalidArguments,
+                        "participant_permission \(metadata.participantPermission) is not a permission")
+                }
+                guard
+                    let status = Share.Participant.AcceptanceStatus(
+                        rawValue: Int(truncatingIfNeeded: metadata.participantStatus))
+                else {
+                    throw SyncError(
+                        .invalidArguments, "participant_status \(metadata.participantStatus) is not a status")
+                }
                 return Share.Metadata(
-                    share: try within("share") { () throws(SyncError) in try Share(record: try Record(proto: metadata.share)) },
+                    share: try within("share") { () throws(SyncError) in
+                        try Share(record: try Record(proto: metadata.share))
+                    },
                     hierarchicalRootRecordID: metadata.hasHierarchicalRootRecordID
                         ? try within("hierarchical_root_record_id") { () throws(SyncError) in
                             try Record.ID(proto: metadata.hierarchicalRootRecordID)
                         } : nil,
-                    ownerIdentity: identity(metadata.ownerIdentity), participantRole: role, participantPermission: permission,
+                    ownerIdentity: identity(metadata.ownerIdentity), participantRole: role,
+                    participantPermission: permission,
                     participantStatus: status)
             }
         }
@@ -77,7 +93,8 @@ extension Wire {
     public static func decode(
         _: AcceptSharesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> AcceptSharesRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_AcceptSharesRequest) throws(SyncError) -> AcceptSharesRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_AcceptSharesRequest) throws(SyncError) -> AcceptSharesRequest in
             var urls: [URL] = []
             for (index, text) in message.shareUrls.enumerated() { urls.append(try url(text, "share_urls[\(index)]")) }
             return AcceptSharesRequest(shareURLs: urls)
@@ -105,7 +122,8 @@ extension Wire {
     public static func decode(
         _: AcceptSharesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> AcceptSharesResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_AcceptSharesResponse) throws(SyncError) -> AcceptSharesResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_AcceptSharesResponse) throws(SyncError) -> AcceptSharesResponse in
             var response = AcceptSharesResponse()
             for (index, entry) in message.results.enumerated() {
                 try within("results[\(index)]") { () throws(SyncError) in
@@ -113,7 +131,9 @@ extension Wire {
                     guard response.results[url] == nil else { throw SyncError(.invalidArguments, "names \(url) twice") }
                     switch entry.outcome {
                     case .share(let record)?:
-                        response.results[url] = .success(try within("share") { () throws(SyncError) in try Share(record: try Record(proto: record)) })
+                        response.results[url] = .success(
+                            try within("share") { () throws(SyncError) in try Share(record: try Record(proto: record)) }
+                        )
                     case .error(let error)?:
                         response.results[url] = .failure(try resultError(error))
                     case nil:

@@ -18,7 +18,8 @@ extension Wire {
     public static func decode(
         _: DevicePublicKey.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> DevicePublicKey {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_RegisterDeviceKeyRequest) throws(SyncError) -> DevicePublicKey in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_RegisterDeviceKeyRequest) throws(SyncError) -> DevicePublicKey in
             guard message.hasKey else { throw SyncError(.invalidArguments, "key is missing") }
             return try within("key") { () throws(SyncError) in try DevicePublicKey(rawRepresentation: message.key.raw) }
         }
@@ -50,10 +51,12 @@ extension Wire {
     public static func decode(
         _: FetchZoneKeysRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneKeysRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneKeysRequest) throws(SyncError) -> FetchZoneKeysRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZoneKeysRequest) throws(SyncError) -> FetchZoneKeysRequest in
             if message.allZones {
                 guard message.zoneIds.isEmpty else {
-                    throw SyncError(.invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
+                    throw SyncError(
+                        .invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
                 }
                 return FetchZoneKeysRequest(zoneIDs: nil)
             }
@@ -87,27 +90,38 @@ extension Wire {
     public static func decode(
         _: FetchZoneKeysResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneKeysResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneKeysResponse) throws(SyncError) -> FetchZoneKeysResponse in
-            FetchZoneKeysResponse(results: try ProtoDecoding.keyed(message.results, "results") {
-                entry throws(SyncError) -> (RecordZone.ID, Result<ZoneKeys, SyncError>) in
-                guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-                switch entry.outcome {
-                case .keys(let keys)?:
-                    var wraps: [WrappedZoneKey] = []
-                    for (index, wrap) in keys.wrappedKeys.enumerated() {
-                        wraps.append(try within("wrapped_keys[\(index)]") { () throws(SyncError) in try WrappedZoneKey(proto: wrap) })
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZoneKeysResponse) throws(SyncError) -> FetchZoneKeysResponse in
+            FetchZoneKeysResponse(
+                results: try ProtoDecoding.keyed(message.results, "results") {
+                    entry throws(SyncError) -> (RecordZone.ID, Result<ZoneKeys, SyncError>) in
+                    guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+                    switch entry.outcome {
+                    case .keys(let keys)?:
+                        var wraps: [WrappedZoneKey] = []
+                        for (index, wrap) in keys.wrappedKeys.enumerated() {
+                            wraps.append(
+                                try within("wrapped_keys[\(index)]") { () throws(SyncError) in
+                                    try WrappedZoneKey(proto: wrap)
+                                })
+                        }
+                        var recipients: [DevicePublicKey] = []
+                        for (index, key) in keys.recipients.enumerated() {
+                            recipients.append(
+                                try within("recipients[\(index)]") { () throws(SyncError) in
+                                    try DevicePublicKey(proto: key)
+                                })
+                        }
+                        return (
+                            RecordZone.ID(proto: entry.zoneID),
+                            .success(ZoneKeys(wrappedKeys: wraps, recipients: recipients))
+                        )
+                    case .error(let error)?:
+                        return (RecordZone.ID(proto: entry.zoneID), .failure(try resultError(error)))
+                    case nil:
+                        throw SyncError(.invalidArguments, "has no outcome set")
                     }
-                    var recipients: [DevicePublicKey] = []
-                    for (index, key) in keys.recipients.enumerated() {
-                        recipients.append(try within("recipients[\(index)]") { () throws(SyncError) in try DevicePublicKey(proto: key) })
-                    }
-                    return (RecordZone.ID(proto: entry.zoneID), .success(ZoneKeys(wrappedKeys: wraps, recipients: recipients)))
-                case .error(let error)?:
-                    return (RecordZone.ID(proto: entry.zoneID), .failure(try resultError(error)))
-                case nil:
-                    throw SyncError(.invalidArguments, "has no outcome set")
-                }
-            })
+                })
         }
     }
 
@@ -124,7 +138,8 @@ extension Wire {
     public static func decode(
         _: SaveZoneKeysRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> SaveZoneKeysRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_SaveZoneKeysRequest) throws(SyncError) -> SaveZoneKeysRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_SaveZoneKeysRequest) throws(SyncError) -> SaveZoneKeysRequest in
             var keys: [WrappedZoneKey] = []
             for (index, wrap) in message.keys.enumerated() {
                 keys.append(try within("keys[\(index)]") { () throws(SyncError) in try WrappedZoneKey(proto: wrap) })
@@ -160,21 +175,26 @@ extension Wire {
     public static func decode(
         _: SaveZoneKeysResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> SaveZoneKeysResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_SaveZoneKeysResponse) throws(SyncError) -> SaveZoneKeysResponse in
-            SaveZoneKeysResponse(results: try ProtoDecoding.keyed(message.results, "results") {
-                entry throws(SyncError) -> (WrappedZoneKey.ID, Result<WrappedZoneKey, SyncError>) in
-                guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-                let id = WrappedZoneKey.ID(
-                    zoneID: RecordZone.ID(proto: entry.zoneID), version: entry.version, recipientKeyID: entry.recipientKeyID)
-                switch entry.outcome {
-                case .key(let wrap)?:
-                    return (id, .success(try within("key") { () throws(SyncError) in try WrappedZoneKey(proto: wrap) }))
-                case .error(let error)?:
-                    return (id, .failure(try resultError(error)))
-                case nil:
-                    throw SyncError(.invalidArguments, "has no outcome set")
-                }
-            })
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_SaveZoneKeysResponse) throws(SyncError) -> SaveZoneKeysResponse in
+            SaveZoneKeysResponse(
+                results: try ProtoDecoding.keyed(message.results, "results") {
+                    entry throws(SyncError) -> (WrappedZoneKey.ID, Result<WrappedZoneKey, SyncError>) in
+                    guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
+                    let id = WrappedZoneKey.ID(
+                        zoneID: RecordZone.ID(proto: entry.zoneID), version: entry.version,
+                        recipientKeyID: entry.recipientKeyID)
+                    switch entry.outcome {
+                    case .key(let wrap)?:
+                        return (
+                            id, .success(try within("key") { () throws(SyncError) in try WrappedZoneKey(proto: wrap) })
+                        )
+                    case .error(let error)?:
+                        return (id, .failure(try resultError(error)))
+                    case nil:
+                        throw SyncError(.invalidArguments, "has no outcome set")
+                    }
+                })
         }
     }
 

@@ -33,7 +33,8 @@ public enum Wire {
     public static func decode(
         _: ModifyZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyZonesRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesRequest) throws(SyncError) -> ModifyZonesRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_ModifyZonesRequest) throws(SyncError) -> ModifyZonesRequest in
             ModifyZonesRequest(
                 zonesToSave: try ProtoDecoding.each(message.zonesToSave, "zones_to_save", RecordZone.init(proto:)),
                 zoneIDsToDelete: message.zoneIdsToDelete.map(RecordZone.ID.init(proto:)),
@@ -55,7 +56,8 @@ public enum Wire {
     public static func decode(
         _: ModifyZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyZonesResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyZonesResponse) throws(SyncError) -> ModifyZonesResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_ModifyZonesResponse) throws(SyncError) -> ModifyZonesResponse in
             ModifyZonesResponse(
                 saveResults: try zoneResults(message.saveResults, "save_results", expecting: .zone)
                     .mapValues { result in result.map { $0! } },
@@ -79,11 +81,13 @@ public enum Wire {
     public static func decode(
         _: FetchZonesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZonesRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZonesRequest) throws(SyncError) -> FetchZonesRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZonesRequest) throws(SyncError) -> FetchZonesRequest in
             let group = try operationGroup(message.hasOperationGroup, message.operationGroup)
             if message.allZones {
                 guard message.zoneIds.isEmpty else {
-                    throw SyncError(.invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
+                    throw SyncError(
+                        .invalidArguments, "all_zones is true but \(message.zoneIds.count) zone_ids are named")
                 }
                 return FetchZonesRequest(zoneIDs: nil, operationGroup: group)
             }
@@ -104,9 +108,11 @@ public enum Wire {
     public static func decode(
         _: FetchZonesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZonesResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZonesResponse) throws(SyncError) -> FetchZonesResponse in
-            FetchZonesResponse(results: try zoneResults(message.results, "results", expecting: .zone)
-                .mapValues { result in result.map { $0! } })
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZonesResponse) throws(SyncError) -> FetchZonesResponse in
+            FetchZonesResponse(
+                results: try zoneResults(message.results, "results", expecting: .zone)
+                    .mapValues { result in result.map { $0! } })
         }
     }
 
@@ -118,11 +124,12 @@ public enum Wire {
         var message = Logsync_Wire_ModifyRecordsRequest()
         message.recordsToSave = value.recordsToSave.map(\.proto)
         message.recordIdsToDelete = value.recordIDsToDelete.map(\.proto)
-        message.savePolicy = switch value.savePolicy {
-        case .ifServerRecordUnchanged: .ifServerRecordUnchanged
-        case .changedKeys: .changedKeys
-        case .allKeys: .allKeys
-        }
+        message.savePolicy =
+            switch value.savePolicy {
+            case .ifServerRecordUnchanged: .ifServerRecordUnchanged
+            case .changedKeys: .changedKeys
+            case .allKeys: .allKeys
+            }
         message.atomically = value.atomically
         if let requestID = value.requestID { message.requestID = requestID.rawValue }
         if let token = value.clientChangeToken { message.clientChangeToken = token }
@@ -134,15 +141,17 @@ public enum Wire {
     /// `Logsync_Wire_ModifyRecordsRequest` (deterministic), written directly: the records by
     /// `Record.write(to:)` instead of building and encoding the generated messages.
     static func serializedProto(_ value: ModifyRecordsRequest) -> [UInt8] {
-        var writer = ProtoWriter(capacity: 64 + value.recordsToSave.reduce(0) { $0 + 64 + $1.estimatedSize * 5 / 4 }
-            + value.recordIDsToDelete.count * 64)
+        var writer = ProtoWriter(
+            capacity: 64 + value.recordsToSave.reduce(0) { $0 + 64 + $1.estimatedSize * 5 / 4 }
+                + value.recordIDsToDelete.count * 64)
         for record in value.recordsToSave { writer.message(1) { record.write(to: &$0) } }
         for id in value.recordIDsToDelete { writer.message(2) { id.write(to: &$0) } }
-        let policy: Logsync_Wire_SavePolicy = switch value.savePolicy {
-        case .ifServerRecordUnchanged: .ifServerRecordUnchanged
-        case .changedKeys: .changedKeys
-        case .allKeys: .allKeys
-        }
+        let policy: Logsync_Wire_SavePolicy =
+            switch value.savePolicy {
+            case .ifServerRecordUnchanged: .ifServerRecordUnchanged
+            case .changedKeys: .changedKeys
+            case .allKeys: .allKeys
+            }
         writer.int64(3, Int64(policy.rawValue))
         if value.atomically { writer.bool(4, true) }
         if let requestID = value.requestID { writer.string(5, requestID.rawValue) }
@@ -158,9 +167,11 @@ public enum Wire {
     public static func decode(
         _: ModifyRecordsRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyRecordsRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifyRecordsRequest) throws(SyncError) -> ModifyRecordsRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_ModifyRecordsRequest) throws(SyncError) -> ModifyRecordsRequest in
             let records = try ProtoDecoding.each(message.recordsToSave, "records_to_save", Record.init(proto:))
-            let deletions = try ProtoDecoding.each(message.recordIdsToDelete, "record_ids_to_delete", Record.ID.init(proto:))
+            let deletions = try ProtoDecoding.each(
+                message.recordIdsToDelete, "record_ids_to_delete", Record.ID.init(proto:))
             let policy: SavePolicy
             switch message.savePolicy {
             case .ifServerRecordUnchanged: policy = .ifServerRecordUnchanged
@@ -170,7 +181,8 @@ public enum Wire {
             case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "save_policy has unknown value \(value)")
             }
             return ModifyRecordsRequest(
-                recordsToSave: records, recordIDsToDelete: deletions, savePolicy: policy, atomically: message.atomically,
+                recordsToSave: records, recordIDsToDelete: deletions, savePolicy: policy,
+                atomically: message.atomically,
                 requestID: message.hasRequestID ? RequestID(message.requestID) : nil,
                 clientChangeToken: message.hasClientChangeToken ? message.clientChangeToken : nil,
                 operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
@@ -188,7 +200,8 @@ public enum Wire {
     public static func decode(
         _: ModifyRecordsResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifyRecordsResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Model_ModifyRecordsResponse) throws(SyncError) -> ModifyRecordsResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Model_ModifyRecordsResponse) throws(SyncError) -> ModifyRecordsResponse in
             try ModifyRecordsResponse(proto: message)
         }
     }
@@ -210,10 +223,12 @@ public enum Wire {
     public static func decode(
         _: FetchDatabaseChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchDatabaseChangesRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchDatabaseChangesRequest) throws(SyncError) -> FetchDatabaseChangesRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchDatabaseChangesRequest) throws(SyncError) -> FetchDatabaseChangesRequest in
             FetchDatabaseChangesRequest(
                 since: message.hasSince
-                    ? try within("since") { () throws(SyncError) in try DatabaseChangeToken(data: message.since) } : nil,
+                    ? try within("since") { () throws(SyncError) in try DatabaseChangeToken(data: message.since) }
+                    : nil,
                 resultsLimit: message.hasResultsLimit ? try int(message.resultsLimit, "results_limit") : nil,
                 operationGroup: try operationGroup(message.hasOperationGroup, message.operationGroup))
         }
@@ -240,15 +255,19 @@ public enum Wire {
     public static func decode(
         _: FetchDatabaseChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchDatabaseChangesResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchDatabaseChangesResponse) throws(SyncError) -> FetchDatabaseChangesResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchDatabaseChangesResponse) throws(SyncError) -> FetchDatabaseChangesResponse in
             let deletions = try ProtoDecoding.each(message.deletions, "deletions") {
                 deletion throws(SyncError) -> DatabaseChange.Deletion in
                 guard deletion.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
                 return DatabaseChange.Deletion(
-                    zoneID: RecordZone.ID(proto: deletion.zoneID), reason: try ZoneDeletionReason(proto: deletion.reason))
+                    zoneID: RecordZone.ID(proto: deletion.zoneID),
+                    reason: try ZoneDeletionReason(proto: deletion.reason))
             }
             return FetchDatabaseChangesResponse(
-                modifications: message.modifications.map { DatabaseChange.Modification(zoneID: RecordZone.ID(proto: $0)) },
+                modifications: message.modifications.map {
+                    DatabaseChange.Modification(zoneID: RecordZone.ID(proto: $0))
+                },
                 deletions: deletions,
                 changeToken: try within("change_token") { () throws(SyncError) in
                     try DatabaseChangeToken(data: message.changeToken)
@@ -279,7 +298,8 @@ public enum Wire {
     public static func decode(
         _: FetchZoneChangesRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneChangesRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneChangesRequest) throws(SyncError) -> FetchZoneChangesRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZoneChangesRequest) throws(SyncError) -> FetchZoneChangesRequest in
             guard message.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
             return FetchZoneChangesRequest(
                 zoneID: RecordZone.ID(proto: message.zoneID),
@@ -315,7 +335,8 @@ public enum Wire {
     /// each already a record's encoded message (`Record.serializedProto()`, as a server log
     /// stores it), copied without being decoded and encoded again.
     package static func encode(_ value: FetchZoneChangesResponse, storedRecords: [ArraySlice<UInt8>]?) -> [UInt8] {
-        let recordBytes = storedRecords?.reduce(0) { $0 + $1.count + 4 }
+        let recordBytes =
+            storedRecords?.reduce(0) { $0 + $1.count + 4 }
             ?? value.modifications.reduce(0) { $0 + $1.record.estimatedSize * 5 / 4 + 64 }
         var writer = ProtoWriter(capacity: 128 + recordBytes + value.deletions.count * 64)
         writer.message(1) { value.zoneID.write(to: &$0) }
@@ -343,7 +364,8 @@ public enum Wire {
     public static func decode(
         _: FetchZoneChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> FetchZoneChangesResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_FetchZoneChangesResponse) throws(SyncError) -> FetchZoneChangesResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchZoneChangesResponse) throws(SyncError) -> FetchZoneChangesResponse in
             guard message.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
             let modifications = try ProtoDecoding.each(message.modifications, "modifications") {
                 record throws(SyncError) in RecordZoneChange.Modification(record: try Record(proto: record))
@@ -351,7 +373,8 @@ public enum Wire {
             let deletions = try ProtoDecoding.each(message.deletions, "deletions") {
                 deletion throws(SyncError) -> RecordZoneChange.Deletion in
                 guard deletion.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
-                return RecordZoneChange.Deletion(recordID: try Record.ID(proto: deletion.recordID), recordType: deletion.recordType)
+                return RecordZoneChange.Deletion(
+                    recordID: try Record.ID(proto: deletion.recordID), recordType: deletion.recordType)
             }
             return FetchZoneChangesResponse(
                 zoneID: RecordZone.ID(proto: message.zoneID), modifications: modifications, deletions: deletions,
@@ -379,16 +402,20 @@ public enum Wire {
     public static func decode(
         _: ModifySubscriptionsRequest.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifySubscriptionsRequest {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifySubscriptionsRequest) throws(SyncError) -> ModifySubscriptionsRequest in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_ModifySubscriptionsRequest) throws(SyncError) -> ModifySubscriptionsRequest in
             ModifySubscriptionsRequest(
-                subscriptionsToSave: try ProtoDecoding.each(message.subscriptionsToSave, "subscriptions_to_save", Subscription.init(proto:)),
+                subscriptionsToSave: try ProtoDecoding.each(
+                    message.subscriptionsToSave, "subscriptions_to_save", Subscription.init(proto:)),
                 subscriptionIDsToDelete: message.subscriptionIdsToDelete.map(Subscription.ID.init(rawValue:)))
         }
     }
 
     /// Encodes a `ModifySubscriptionsResponse`, each list sorted by subscription ID.
     public static func encode(_ value: ModifySubscriptionsResponse, as format: WireFormat) -> [UInt8] {
-        func results(_ results: [Subscription.ID: Result<Subscription?, SyncError>]) -> [Logsync_Wire_SubscriptionResult] {
+        func results(
+            _ results: [Subscription.ID: Result<Subscription?, SyncError>]
+        ) -> [Logsync_Wire_SubscriptionResult] {
             resultEntries(
                 results, sortedBy: { [$0.rawValue] }, { id in .with { $0.subscriptionID = id.rawValue } },
                 saved: { $0.subscription = $1.proto })
@@ -405,25 +432,31 @@ public enum Wire {
     public static func decode(
         _: ModifySubscriptionsResponse.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> ModifySubscriptionsResponse {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_ModifySubscriptionsResponse) throws(SyncError) -> ModifySubscriptionsResponse in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_ModifySubscriptionsResponse) throws(SyncError) -> ModifySubscriptionsResponse in
             func results(
                 _ entries: [Logsync_Wire_SubscriptionResult], _ field: String, saves: Bool
             ) throws(SyncError) -> [Subscription.ID: Result<Subscription?, SyncError>] {
                 try ProtoDecoding.keyed(entries, field, naming: { "subscription \"\($0.rawValue)\"" }) {
                     entry throws(SyncError) -> (Subscription.ID, Result<Subscription?, SyncError>) in
-                    let result: Result<Subscription?, SyncError> = switch entry.outcome {
-                    case .subscription(let subscription)? where saves: .success(try Subscription(proto: subscription))
-                    case .deleted? where !saves: .success(nil)
-                    case .error(let error)?: .failure(try resultError(error))
-                    case nil: throw SyncError(.invalidArguments, "has no outcome set")
-                    default: throw SyncError(.invalidArguments, "has the outcome of a \(saves ? "deletion" : "save")")
-                    }
+                    let result: Result<Subscription?, SyncError> =
+                        switch entry.outcome {
+                        case .subscription(let subscription)? where saves:
+                            .success(try Subscription(proto: subscription))
+                        case .deleted? where !saves: .success(nil)
+                        case .error(let error)?: .failure(try resultError(error))
+                        case nil: throw SyncError(.invalidArguments, "has no outcome set")
+                        default:
+                            throw SyncError(.invalidArguments, "has the outcome of a \(saves ? "deletion" : "save")")
+                        }
                     return (Subscription.ID(rawValue: entry.subscriptionID), result)
                 }
             }
             return ModifySubscriptionsResponse(
                 saveResults: try results(message.saveResults, "save_results", saves: true).mapValues { $0.map { $0! } },
-                deleteResults: try results(message.deleteResults, "delete_results", saves: false).mapValues { $0.map { _ in () } })
+                deleteResults: try results(message.deleteResults, "delete_results", saves: false).mapValues {
+                    $0.map { _ in () }
+                })
         }
     }
 
@@ -440,7 +473,8 @@ public enum Wire {
     public static func decode(
         _: [Subscription].Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> [Subscription] {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_AllSubscriptionsResponse) throws(SyncError) -> [Subscription] in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_AllSubscriptionsResponse) throws(SyncError) -> [Subscription] in
             try ProtoDecoding.each(message.subscriptions, "subscriptions", Subscription.init(proto:))
         }
     }
@@ -458,7 +492,8 @@ public enum Wire {
     public static func decode(
         _: Record.ID.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> Record.ID {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_CurrentUserRecordIDResponse) throws(SyncError) -> Record.ID in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_CurrentUserRecordIDResponse) throws(SyncError) -> Record.ID in
             guard message.hasRecordID else { throw SyncError(.invalidArguments, "record_id is missing") }
             return try within("record_id") { () throws(SyncError) in try Record.ID(proto: message.recordID) }
         }
@@ -496,12 +531,16 @@ public enum Wire {
     }
 
     /// Runs `body`, prefixing the message of any error it throws with `context`.
-    static func within<T>(_ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
+    static func within<T>(
+        _ context: @autoclosure () -> String, _ body: () throws(SyncError) -> T
+    ) throws(SyncError) -> T {
         try ProtoDecoding.within(context(), body)
     }
 
     /// The request's operation group, when its message has one (F69).
-    static func operationGroup(_ present: Bool, _ message: Logsync_Model_OperationGroup) throws(SyncError) -> OperationGroup? {
+    static func operationGroup(
+        _ present: Bool, _ message: Logsync_Model_OperationGroup
+    ) throws(SyncError) -> OperationGroup? {
         guard present else { return nil }
         return try within("operation_group") { () throws(SyncError) in try OperationGroup(proto: message) }
     }
@@ -514,7 +553,9 @@ public enum Wire {
     }
 
     /// Zone results sorted by zone ID; a `nil` success is a deletion.
-    private static func zoneResults(_ results: [RecordZone.ID: Result<RecordZone?, SyncError>]) -> [Logsync_Wire_ZoneResult] {
+    private static func zoneResults(
+        _ results: [RecordZone.ID: Result<RecordZone?, SyncError>]
+    ) -> [Logsync_Wire_ZoneResult] {
         resultEntries(
             results, sortedBy: { [$0.ownerName, $0.zoneName] }, { id in .with { $0.zoneID = id.proto } },
             saved: { $0.zone = $1.proto })
@@ -537,7 +578,9 @@ public enum Wire {
         }
     }
 
-    private static func zoneSaveResults(_ results: [RecordZone.ID: Result<RecordZone, SyncError>]) -> [Logsync_Wire_ZoneResult] {
+    private static func zoneSaveResults(
+        _ results: [RecordZone.ID: Result<RecordZone, SyncError>]
+    ) -> [Logsync_Wire_ZoneResult] {
         zoneResults(results.mapValues { $0.map { Optional($0) } })
     }
 
@@ -547,16 +590,20 @@ public enum Wire {
     private static func zoneResults(
         _ entries: [Logsync_Wire_ZoneResult], _ field: String, expecting expected: ZoneOutcome
     ) throws(SyncError) -> [RecordZone.ID: Result<RecordZone?, SyncError>] {
-        try ProtoDecoding.keyed(entries, field) { entry throws(SyncError) -> (RecordZone.ID, Result<RecordZone?, SyncError>) in
+        try ProtoDecoding.keyed(entries, field) {
+            entry throws(SyncError) -> (RecordZone.ID, Result<RecordZone?, SyncError>) in
             guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
-            let result: Result<RecordZone?, SyncError> = switch (entry.outcome, expected) {
-            case (.zone(let zone)?, .zone):
-                .success(try ProtoDecoding.within("zone") { () throws(SyncError) in try RecordZone(proto: zone) })
-            case (.deleted?, .deleted): .success(nil)
-            case (.error(let error)?, _): .failure(try resultError(error))
-            case (nil, _): throw SyncError(.invalidArguments, "has no outcome set")
-            default: throw SyncError(.invalidArguments, "has the outcome of a \(expected == .zone ? "deletion" : "save")")
-            }
+            let result: Result<RecordZone?, SyncError> =
+                switch (entry.outcome, expected) {
+                case (.zone(let zone)?, .zone):
+                    .success(try ProtoDecoding.within("zone") { () throws(SyncError) in try RecordZone(proto: zone) })
+                case (.deleted?, .deleted): .success(nil)
+                case (.error(let error)?, _): .failure(try resultError(error))
+                case (nil, _): throw SyncError(.invalidArguments, "has no outcome set")
+                default:
+                    throw SyncError(
+                        .invalidArguments, "has the outcome of a \(expected == .zone ? "deletion" : "save")")
+                }
             return (RecordZone.ID(proto: entry.zoneID), result)
         }
     }

@@ -49,7 +49,8 @@ extension Wire {
     public static func decode(
         _: AssetUploadStatus.Type, from bytes: [UInt8], as format: WireFormat
     ) throws(SyncError) -> AssetUploadStatus {
-        try decodeMessage(bytes, format) { (message: Logsync_Wire_AssetUploadStatus) throws(SyncError) -> AssetUploadStatus in
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_AssetUploadStatus) throws(SyncError) -> AssetUploadStatus in
             guard message.size >= 0, message.received >= 0, message.received <= message.size else {
                 throw SyncError(
                     .invalidArguments, "received \(message.received) is not within the asset's size, \(message.size)")

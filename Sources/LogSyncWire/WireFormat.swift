@@ -29,7 +29,8 @@ public enum WireFormat: String, Sendable, Hashable, CaseIterable, CustomStringCo
     /// The format of a `Content-Type` header's value, ignoring parameters and case; `nil` for a
     /// media type that is neither.
     public init?(contentType: String) {
-        let mediaType = contentType.split(separator: ";", maxSplits: 1).first
+        let mediaType =
+            contentType.split(separator: ";", maxSplits: 1).first
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         switch mediaType {
         case "application/x-protobuf", "application/protobuf", "application/vnd.google.protobuf": self = .protobuf

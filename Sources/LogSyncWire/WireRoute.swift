@@ -45,7 +45,8 @@ public enum WireProtocol {
         guard let scope = DatabaseScope.allCases.first(where: { scopeName($0) == name }) else {
             throw SyncError(
                 .invalidArguments,
-                "there is no database scope \"\(name)\"; the scopes are \(DatabaseScope.allCases.map(scopeName).joined(separator: ", "))")
+                "there is no database scope \"\(name)\"; the scopes are \(DatabaseScope.allCases.map(scopeName).joined(separator: ", "))"
+            )
         }
         return scope
     }
@@ -84,7 +85,8 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
         guard let operation = WireOperation(rawValue: name) else {
             throw SyncError(
                 .invalidArguments,
-                "there is no operation \"\(name)\"; the operations are \(allCases.map(\.rawValue).joined(separator: ", "))")
+                "there is no operation \"\(name)\"; the operations are \(allCases.map(\.rawValue).joined(separator: ", "))"
+            )
         }
         return operation
     }

@@ -28,18 +28,23 @@ public enum WireStatus {
     /// | 507 | quotaExceeded |
     public static func status(for code: SyncError.Code) -> Int {
         switch code {
-        case .invalidArguments, .badDatabase, .badContainer, .missingEntitlement, .referenceViolation, .tooManyParticipants,
-            .alreadyShared, .assetFileNotFound, .assetFileModified, .participantMayNeedVerification, .participantAlreadyInvited:
+        case .invalidArguments, .badDatabase, .badContainer, .missingEntitlement, .referenceViolation,
+            .tooManyParticipants,
+            .alreadyShared, .assetFileNotFound, .assetFileModified, .participantMayNeedVerification,
+            .participantAlreadyInvited:
             400
         case .notAuthenticated: 401
         case .permissionFailure, .managedAccountRestricted: 403
-        case .zoneNotFound, .unknownItem, .userDeletedZone, .assetNotAvailable, .incompatibleVersion, .serverRejectedRequest: 404
+        case .zoneNotFound, .unknownItem, .userDeletedZone, .assetNotAvailable, .incompatibleVersion,
+            .serverRejectedRequest:
+            404
         case .serverRecordChanged, .batchRequestFailed, .constraintViolation: 409
         case .changeTokenExpired: 410
         case .limitExceeded: 413
         case .requestRateLimited: 429
         case .operationCancelled: 499
-        case .internalError, .partialFailure, .networkUnavailable, .networkFailure, .resultsTruncated, .serverResponseLost,
+        case .internalError, .partialFailure, .networkUnavailable, .networkFailure, .resultsTruncated,
+            .serverResponseLost,
             .zoneKeyUnavailable, .decryptionFailed:
             500
         case .serviceUnavailable, .zoneBusy, .accountTemporarilyUnavailable: 503
@@ -75,7 +80,9 @@ public enum WireStatus {
 
     /// The duration of a `Retry-After` header in seconds (the HTTP-date form is not read).
     public static func retryAfter(header: String?) -> Duration? {
-        guard let header, let seconds = Int(header.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        guard let header, let seconds = Int(header.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
+            return nil
+        }
         return .seconds(seconds)
     }
 }

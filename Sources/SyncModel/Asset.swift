@@ -183,7 +183,8 @@ extension Record {
         for value in fields.values {
             switch value {
             case .asset: return true
-            case .list(let values): if values.contains(where: { if case .asset = $0 { true } else { false } }) { return true }
+            case .list(let values):
+                if values.contains(where: { if case .asset = $0 { true } else { false } }) { return true }
             default: continue
             }
         }

@@ -1,5 +1,4 @@
 import Foundation
-
 import LogSyncPlatform
 
 /// An upload of an asset's content to the database that keeps the records of `zoneID` (its
@@ -16,7 +15,9 @@ public struct AssetUploadRequest: Sendable, Hashable {
     /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
     public var operationGroup: OperationGroup?
 
-    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, fileURL: URL, operationGroup: OperationGroup? = nil) {
+    public init(
+        zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, fileURL: URL, operationGroup: OperationGroup? = nil
+    ) {
         self.operationGroup = operationGroup
         self.zoneID = zoneID
         self.digest = digest
@@ -52,7 +53,9 @@ public struct AssetDownloadRequest: Sendable, Hashable {
     /// The operation group the request belongs to, for the server's telemetry (F69), or `nil`.
     public var operationGroup: OperationGroup?
 
-    public init(zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, destination: URL, operationGroup: OperationGroup? = nil) {
+    public init(
+        zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, destination: URL, operationGroup: OperationGroup? = nil
+    ) {
         self.operationGroup = operationGroup
         self.zoneID = zoneID
         self.digest = digest
@@ -117,7 +120,9 @@ public final class AssetFileReader {
     ///
     /// - Throws: ``SyncError`` `assetFileNotFound` when the file is not there or not readable,
     ///   `assetFileModified` when its size is not `expectedSize`.
-    public init(url: URL, expectedSize: Int64? = nil, from offset: Int64 = 0, chunkSize: Int = AssetTransfer.chunkSize) throws(SyncError) {
+    public init(
+        url: URL, expectedSize: Int64? = nil, from offset: Int64 = 0, chunkSize: Int = AssetTransfer.chunkSize
+    ) throws(SyncError) {
         self.url = url
         let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
@@ -136,11 +141,14 @@ public final class AssetFileReader {
         if let expectedSize, expectedSize != size {
             close(descriptor)
             throw SyncError(
-                .assetFileModified, "the asset file \(url.path) holds \(size) bytes, not the \(expectedSize) it held when its digest was taken")
+                .assetFileModified,
+                "the asset file \(url.path) holds \(size) bytes, not the \(expectedSize) it held when its digest was taken"
+            )
         }
         guard offset >= 0, offset <= size else {
             close(descriptor)
-            throw SyncError(.invalidArguments, "cannot read the asset file \(url.path) from byte \(offset): it holds \(size)")
+            throw SyncError(
+                .invalidArguments, "cannot read the asset file \(url.path) from byte \(offset): it holds \(size)")
         }
     }
 
@@ -156,7 +164,8 @@ public final class AssetFileReader {
         let wanted = Int(min(Int64(buffer.count), size - offset))
         let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, wanted, off_t(offset)) }
         guard count > 0 else {
-            throw SyncError(.assetFileModified, "the asset file \(url.path) ended at byte \(offset), before its \(size) bytes")
+            throw SyncError(
+                .assetFileModified, "the asset file \(url.path) ended at byte \(offset), before its \(size) bytes")
         }
         offset += Int64(count)
         return try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
@@ -224,10 +233,13 @@ public final class AssetDownloadFile {
         self.digest = digest
         self.size = size
         partial = Self.partialURL(for: destination)
-        try? FileManager.default.createDirectory(at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
         let descriptor = open(partial.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw SyncError(.internalError, "cannot create \(partial.path) for asset \(digest): \(String(cString: strerror(errno)))")
+            throw SyncError(
+                .internalError, "cannot create \(partial.path) for asset \(digest): \(String(cString: strerror(errno)))"
+            )
         }
         self.descriptor = descriptor
         offset = 0
@@ -259,7 +271,8 @@ public final class AssetDownloadFile {
         }
         var written = 0
         while written < bytes.count {
-            let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
+            let count = pwrite(
+                descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
             guard count > 0 else {
                 throw SyncError(.internalError, "cannot write \(partial.path): \(String(cString: strerror(errno)))")
             }
@@ -297,7 +310,10 @@ public final class AssetDownloadFile {
             throw SyncError(.networkFailure, "the downloaded bytes of asset \(digest) hash to \(received)")
         }
         guard fsync(descriptor) == 0, rename(partial.path, destination.path) == 0 else {
-            throw SyncError(.internalError, "cannot move the download of asset \(digest) to \(destination.path): \(String(cString: strerror(errno)))")
+            throw SyncError(
+                .internalError,
+                "cannot move the download of asset \(digest) to \(destination.path): \(String(cString: strerror(errno)))"
+            )
         }
         return destination
     }

@@ -138,9 +138,10 @@ extension CloudDatabase {
         saving: [Record], deleting: [Record.ID], savePolicy: SavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true, requestID: RequestID? = nil
     ) async throws -> ModifyRecordsResponse {
-        try await modifyRecords(ModifyRecordsRequest(
-            recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy,
-            atomically: atomically, requestID: requestID))
+        try await modifyRecords(
+            ModifyRecordsRequest(
+                recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy,
+                atomically: atomically, requestID: requestID))
     }
 
     /// Fetches one page of the database's change feed.
@@ -166,8 +167,9 @@ extension CloudDatabase {
     public func fetchZoneChanges(
         zoneID: RecordZone.ID, since: ZoneChangeToken?, resultsLimit: Int? = nil, desiredKeys: [String]? = nil
     ) async throws -> FetchZoneChangesResponse {
-        try await fetchZoneChanges(FetchZoneChangesRequest(
-            zoneID: zoneID, since: since, resultsLimit: resultsLimit, desiredKeys: desiredKeys))
+        try await fetchZoneChanges(
+            FetchZoneChangesRequest(
+                zoneID: zoneID, since: since, resultsLimit: resultsLimit, desiredKeys: desiredKeys))
     }
 
     /// Saves and deletes subscriptions, with a result per subscription.
@@ -179,8 +181,9 @@ extension CloudDatabase {
     public func modifySubscriptions(
         saving: [Subscription], deleting: [Subscription.ID]
     ) async throws -> ModifySubscriptionsResponse {
-        try await modifySubscriptions(ModifySubscriptionsRequest(
-            subscriptionsToSave: saving, subscriptionIDsToDelete: deleting))
+        try await modifySubscriptions(
+            ModifySubscriptionsRequest(
+                subscriptionsToSave: saving, subscriptionIDsToDelete: deleting))
     }
 }
 

@@ -80,14 +80,17 @@ public struct DeviceKeyPair: Sendable {
                 throw SyncError(.internalError, "cannot read the device key \(quoted(file.path)): \(error)")
             }
             do { return try DeviceKeyPair(privateKeyBytes: bytes) } catch {
-                throw SyncError(.invalidArguments, "the device key \(quoted(file.path)) holds \(bytes.count) bytes, not a 32-byte private key")
+                throw SyncError(
+                    .invalidArguments,
+                    "the device key \(quoted(file.path)) holds \(bytes.count) bytes, not a 32-byte private key")
             }
         }
         let pair = DeviceKeyPair()
         do {
             try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             let partial = file.appendingPathExtension("partial")
-            _ = manager.createFile(atPath: partial.path, contents: pair.privateKeyBytes, attributes: [.posixPermissions: 0o600])
+            _ = manager.createFile(
+                atPath: partial.path, contents: pair.privateKeyBytes, attributes: [.posixPermissions: 0o600])
             let handle = try FileHandle(forWritingTo: partial)
             try handle.synchronize()
             try handle.close()
@@ -106,7 +109,10 @@ public struct DeviceKeyPair: Sendable {
     ///   wrapped for another device or its bytes were changed.
     public func unwrap(_ wrapped: WrappedZoneKey) throws(SyncError) -> ZoneKey {
         func failure(_ why: String) -> SyncError {
-            SyncError(.decryptionFailed, "the wrapped key of \(wrapped.zoneID), version \(wrapped.version), does not open: \(why)", item: .zone(wrapped.zoneID))
+            SyncError(
+                .decryptionFailed,
+                "the wrapped key of \(wrapped.zoneID), version \(wrapped.version), does not open: \(why)",
+                item: .zone(wrapped.zoneID))
         }
         let myID = publicKey.keyID
         guard wrapped.recipientKeyID == myID else {
@@ -120,10 +126,13 @@ public struct DeviceKeyPair: Sendable {
             let secret = try privateKey.sharedSecretFromKeyAgreement(with: ephemeral)
             let wrapping = secret.hkdfDerivedSymmetricKey(
                 using: SHA256.self, salt: wrapped.wrapped.prefix(32),
-                sharedInfo: WrappedZoneKey.info(zoneName: wrapped.zoneID.zoneName, version: wrapped.version, recipient: myID),
+                sharedInfo: WrappedZoneKey.info(
+                    zoneName: wrapped.zoneID.zoneName, version: wrapped.version, recipient: myID),
                 outputByteCount: 32)
             let box = try ChaChaPoly.SealedBox(combined: wrapped.wrapped.dropFirst(32))
-            let key = ZoneKey(zoneID: wrapped.zoneID, version: wrapped.version, key: SymmetricKey(data: try ChaChaPoly.open(box, using: wrapping)))
+            let key = ZoneKey(
+                zoneID: wrapped.zoneID, version: wrapped.version,
+                key: SymmetricKey(data: try ChaChaPoly.open(box, using: wrapping)))
             guard Data(key.check) == wrapped.check else { throw failure("its check does not match the key inside") }
             return key
         } catch let error as SyncError {
@@ -187,7 +196,8 @@ public struct ZoneKey: Sendable, Hashable, CustomStringConvertible {
             outputByteCount: 32)
         let box = try! ChaChaPoly.seal(key.withUnsafeBytes { Data($0) }, using: wrapping)
         return WrappedZoneKey(
-            zoneID: zoneID, version: version, recipientKeyID: recipient.keyID, check: Data(check), wrapped: salt + box.combined)
+            zoneID: zoneID, version: version, recipientKeyID: recipient.keyID, check: Data(check),
+            wrapped: salt + box.combined)
     }
 
     /// Seals one field's plaintext, bound to the record's zone name, record name and field key.
@@ -204,7 +214,9 @@ public struct ZoneKey: Sendable, Hashable, CustomStringConvertible {
     ///   sealed under another key or for another field, or was changed.
     public func open(_ sealed: SealedValue, recordID: Record.ID, key field: String) throws(SyncError) -> RecordValue {
         func failure(_ why: String) -> SyncError {
-            SyncError(.decryptionFailed, "encrypted field \(quoted(field)) of \(recordID) does not open: \(why)", item: .record(recordID))
+            SyncError(
+                .decryptionFailed, "encrypted field \(quoted(field)) of \(recordID) does not open: \(why)",
+                item: .record(recordID))
         }
         guard sealed.keyVersion == version else {
             throw failure("it is sealed under key version \(sealed.keyVersion), not \(version)")
@@ -212,9 +224,11 @@ public struct ZoneKey: Sendable, Hashable, CustomStringConvertible {
         let plaintext: Data
         do {
             let box = try ChaChaPoly.SealedBox(combined: sealed.box)
-            plaintext = try ChaChaPoly.open(box, using: key, authenticating: Self.binding(recordID: recordID, field: field, version: version))
+            plaintext = try ChaChaPoly.open(
+                box, using: key, authenticating: Self.binding(recordID: recordID, field: field, version: version))
         } catch {
-            throw failure("authentication failed (the ciphertext was changed, or sealed for another key, record or field)")
+            throw failure(
+                "authentication failed (the ciphertext was changed, or sealed for another key, record or field)")
         }
         do {
             let value = try RecordValue(proto: Logsync_Model_RecordValue(serializedBytes: plaintext))
@@ -292,14 +306,20 @@ public struct WrappedZoneKey: Sendable, Hashable, Codable, CustomStringConvertib
     /// - Throws: ``SyncError`` `invalidArguments` naming the zone and what is wrong.
     public func validate() throws(SyncError) {
         try zoneID.validate()
-        func invalid(_ why: String) -> SyncError { SyncError(.invalidArguments, "\(self): \(why)", item: .zone(zoneID)) }
+        func invalid(_ why: String) -> SyncError {
+            SyncError(.invalidArguments, "\(self): \(why)", item: .zone(zoneID))
+        }
         guard version >= 1 else { throw invalid("a key version starts at 1") }
         guard version <= Self.maxVersion else { throw invalid("a key version is at most \(Self.maxVersion)") }
-        guard recipientKeyID.utf8.count == 32, recipientKeyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+        guard recipientKeyID.utf8.count == 32,
+            recipientKeyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else {
             throw invalid("the recipient key ID is not 32 lowercase hex digits")
         }
         guard check.count == 8 else { throw invalid("the check holds \(check.count) bytes, not 8") }
-        guard wrapped.count == Self.wrappedSize else { throw invalid("the wrapped key holds \(wrapped.count) bytes, not \(Self.wrappedSize)") }
+        guard wrapped.count == Self.wrappedSize else {
+            throw invalid("the wrapped key holds \(wrapped.count) bytes, not \(Self.wrappedSize)")
+        }
     }
 
     static func info(zoneName: String, version: UInt32, recipient: String) -> Data {
@@ -319,7 +339,8 @@ extension DevicePublicKey {
     ///
     /// - Throws: ``SyncError`` `invalidArguments` when the key is not 32 bytes.
     package init(proto: Logsync_Model_DevicePublicKey) throws(SyncError) {
-        try self.init(rawRepresentation: proto.raw, userRecordName: proto.userRecordName.isEmpty ? nil : proto.userRecordName)
+        try self.init(
+            rawRepresentation: proto.raw, userRecordName: proto.userRecordName.isEmpty ? nil : proto.userRecordName)
     }
 
     package var proto: Logsync_Model_DevicePublicKey {

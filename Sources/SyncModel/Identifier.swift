@@ -108,7 +108,8 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
         context: @autoclosure () -> String = ""
     ) throws(SyncError) {
         if let problem = violation(text, allowing: exception) {
-            throw SyncError(.invalidArguments, "invalid \(self) \(Self.shown(text))\(context()): \(problem)", item: item())
+            throw SyncError(
+                .invalidArguments, "invalid \(self) \(Self.shown(text))\(context()): \(problem)", item: item())
         }
     }
 

@@ -31,7 +31,8 @@ public struct Location: Sendable, Hashable, Codable, CustomStringConvertible {
 
     public init(
         latitude: Double, longitude: Double, altitude: Double = 0, horizontalAccuracy: Double = 0,
-        verticalAccuracy: Double = -1, course: Double = -1, speed: Double = -1, timestamp: Date = Date(timeIntervalSince1970: 0)
+        verticalAccuracy: Double = -1, course: Double = -1, speed: Double = -1,
+        timestamp: Date = Date(timeIntervalSince1970: 0)
     ) {
         self.latitude = latitude
         self.longitude = longitude
@@ -51,14 +52,19 @@ public struct Location: Sendable, Hashable, Codable, CustomStringConvertible {
     /// What is wrong with the location, or `nil` when it could have been measured.
     var violation: String? {
         let named: [(String, Double)] = [
-            ("latitude", latitude), ("longitude", longitude), ("altitude", altitude), ("horizontalAccuracy", horizontalAccuracy),
+            ("latitude", latitude), ("longitude", longitude), ("altitude", altitude),
+            ("horizontalAccuracy", horizontalAccuracy),
             ("verticalAccuracy", verticalAccuracy), ("course", course), ("speed", speed),
             ("timestamp", timestamp.timeIntervalSince1970),
         ]
-        if let (name, value) = named.first(where: { !$0.1.isFinite }) { return "location \(name) is \(value), not a finite number" }
+        if let (name, value) = named.first(where: { !$0.1.isFinite }) {
+            return "location \(name) is \(value), not a finite number"
+        }
         if !(-90...90).contains(latitude) { return "location latitude \(latitude) is outside −90…90" }
         if !(-180...180).contains(longitude) { return "location longitude \(longitude) is outside −180…180" }
-        if course >= 360 { return "location course \(course) is 360 or more (degrees from north, 0 up to 360; negative: not known)" }
+        if course >= 360 {
+            return "location course \(course) is 360 or more (degrees from north, 0 up to 360; negative: not known)"
+        }
         return nil
     }
 }

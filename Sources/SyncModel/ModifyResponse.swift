@@ -4,7 +4,8 @@
 /// or its error; and for each deletion, success or its error. A failure of the whole request is
 /// thrown instead. Used through ``ModifyZonesResponse``, ``ModifyRecordsResponse`` and
 /// ``ModifySubscriptionsResponse``.
-public struct ModifyResponse<ID: Hashable & Sendable & Codable, Saved: Hashable & Sendable & Codable>: Sendable, Equatable,
+public struct ModifyResponse<ID: Hashable & Sendable & Codable, Saved: Hashable & Sendable & Codable>: Sendable,
+    Equatable,
     Codable
 {
     /// The outcome of each save.

@@ -16,7 +16,9 @@ public struct ModifyZonesRequest: Sendable, Hashable, Codable {
     ///   - zonesToSave: The zones to create (or save again).
     ///   - zoneIDsToDelete: The zones to delete.
     ///   - operationGroup: The operation group the request belongs to (F69).
-    public init(zonesToSave: [RecordZone] = [], zoneIDsToDelete: [RecordZone.ID] = [], operationGroup: OperationGroup? = nil) {
+    public init(
+        zonesToSave: [RecordZone] = [], zoneIDsToDelete: [RecordZone.ID] = [], operationGroup: OperationGroup? = nil
+    ) {
         self.zonesToSave = zonesToSave
         self.zoneIDsToDelete = zoneIDsToDelete
         self.operationGroup = operationGroup

@@ -94,8 +94,11 @@ public struct OperationGroup: Sendable, Hashable, Codable, CustomStringConvertib
                 problem = "must not be empty (no name is nil)"
             } else if name.utf8.count > Self.maxNameBytes {
                 problem = "is \(name.utf8.count) bytes long, more than \(Self.maxNameBytes)"
-            } else if let control = name.unicodeScalars.first(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
-                problem = "must not hold control characters (it holds U+\(String(control.value, radix: 16, uppercase: true)))"
+            } else if let control = name.unicodeScalars.first(where: {
+                $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+            }) {
+                problem =
+                    "must not hold control characters (it holds U+\(String(control.value, radix: 16, uppercase: true)))"
             } else {
                 problem = nil
             }

@@ -96,7 +96,8 @@ extension SyncError: ProtoConvertible {
         if let clientRecord { message.clientRecord = clientRecord.proto }
         if let ancestorRecord { message.ancestorRecord = ancestorRecord.proto }
         if let retryAfter { message.retryAfterMicroseconds = ProtoTime.microseconds(retryAfter) }
-        message.partialErrors = partialErrors
+        message.partialErrors =
+            partialErrors
             .map { (key: ProtoOrder.key($0.key), item: $0.key, error: $0.value) }
             .sorted { ProtoOrder.precedes($0.key, $1.key) }
             .map { entry in
@@ -145,9 +146,13 @@ extension ModifyRecordsResponse: ProtoConvertible {
             let id = try Self.resultID(entry.hasRecordID, entry.recordID, "SaveResult")
             switch entry.outcome {
             case .saved(let record)?:
-                return (id, .success(try ProtoDecoding.within("SaveResult.saved") { () throws(SyncError) in
-                    try Record(proto: record)
-                }))
+                return (
+                    id,
+                    .success(
+                        try ProtoDecoding.within("SaveResult.saved") { () throws(SyncError) in
+                            try Record(proto: record)
+                        })
+                )
             case .error(let error)?:
                 return (id, .failure(try Self.resultError(error, "SaveResult")))
             case nil:
@@ -169,7 +174,8 @@ extension ModifyRecordsResponse: ProtoConvertible {
         self.init(saveResults: saveResults, deleteResults: deleteResults)
     }
 
-    private static func resultError(_ error: Logsync_Model_SyncError, _ message: String) throws(SyncError) -> SyncError {
+    private static func resultError(_ error: Logsync_Model_SyncError, _ message: String) throws(SyncError) -> SyncError
+    {
         try ProtoDecoding.within("\(message).error") { () throws(SyncError) in try SyncError(proto: error) }
     }
 

@@ -374,16 +374,19 @@ extension RecordValue: ProtoConvertible {
         case .encryptedValue(let encrypted)?:
             switch encrypted.state {
             case .plaintext(let plaintext)?:
-                self = .encrypted(.opened(try ProtoDecoding.within("RecordValue.encrypted_value.plaintext") { () throws(SyncError) in
-                    try RecordValue(proto: plaintext)
-                }))
+                self = .encrypted(
+                    .opened(
+                        try ProtoDecoding.within("RecordValue.encrypted_value.plaintext") { () throws(SyncError) in
+                            try RecordValue(proto: plaintext)
+                        }))
             case .sealed(let sealed)?:
                 self = .encrypted(.sealed(SealedValue(keyVersion: sealed.keyVersion, box: sealed.box)))
             case nil:
                 throw ProtoDecoding.invalid("RecordValue.encrypted_value", "is neither opened nor sealed")
             }
         case .assetValue(let asset)?:
-            self = .asset(try ProtoDecoding.within("RecordValue.asset_value") { () throws(SyncError) in try Asset(proto: asset) })
+            self = .asset(
+                try ProtoDecoding.within("RecordValue.asset_value") { () throws(SyncError) in try Asset(proto: asset) })
         case .listValue(let list)?:
             // Nesting and mixed kinds are representable and kept; Record.validate() refuses them.
             self = .list(try ProtoDecoding.each(list.values, "RecordValue.list_value", RecordValue.init(proto:)))
@@ -428,7 +431,8 @@ extension Location {
     init(proto: Logsync_Model_Location) {
         self.init(
             latitude: proto.latitude, longitude: proto.longitude, altitude: proto.altitude,
-            horizontalAccuracy: proto.horizontalAccuracy, verticalAccuracy: proto.verticalAccuracy, course: proto.course,
+            horizontalAccuracy: proto.horizontalAccuracy, verticalAccuracy: proto.verticalAccuracy,
+            course: proto.course,
             speed: proto.speed, timestamp: ProtoTime.date(microseconds: proto.timestampMicroseconds))
     }
 
@@ -540,7 +544,8 @@ extension Record: ProtoConvertible {
         // Marked changed: exactly what the message says (a changed key without a value is a field
         // set to nil, which the save removes on the server).
         self.init(
-            recordType: proto.recordType, recordID: recordID, values: fields, changed: Set(proto.changedKeys), parent: parent,
+            recordType: proto.recordType, recordID: recordID, values: fields, changed: Set(proto.changedKeys),
+            parent: parent,
             parentChanged: proto.parentChanged, systemFields: systemFields)
     }
 

@@ -130,7 +130,9 @@ extension RecordValue {
                     location.verticalAccuracy, location.course, location.speed,
                 ]
                 // proto3 leaves zeros out, as the generated encoder does.
-                for (index, number) in numbers.enumerated() where number.bitPattern != 0 { message.double(index + 1, number) }
+                for (index, number) in numbers.enumerated() where number.bitPattern != 0 {
+                    message.double(index + 1, number)
+                }
                 let microseconds = ProtoTime.microseconds(location.timestamp)
                 if microseconds != 0 { message.int64(8, microseconds) }
             }
@@ -219,7 +221,9 @@ extension Record {
         for value in fields.values { count += 1 + value.requestElements }
         if parent != nil { count += 3 }
         if systemFields != SystemFields() {
-            count += 1 + (systemFields.creatorUserRecordID == nil ? 0 : 2) + (systemFields.lastModifiedUserRecordID == nil ? 0 : 2)
+            count +=
+                1 + (systemFields.creatorUserRecordID == nil ? 0 : 2)
+                + (systemFields.lastModifiedUserRecordID == nil ? 0 : 2)
         }
         return count
     }

@@ -36,12 +36,14 @@ enum ResultCoding {
             case (let value?, nil): result = .success(value)
             case (nil, let error?): result = .failure(error)
             default:
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: codingPath, debugDescription: "a result holds neither or both of value and error"))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: codingPath, debugDescription: "a result holds neither or both of value and error"))
             }
             guard results.updateValue(result, forKey: entry.id) == nil else {
-                throw DecodingError.dataCorrupted(.init(
-                    codingPath: codingPath, debugDescription: "an item appears twice in the results"))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: codingPath, debugDescription: "an item appears twice in the results"))
             }
         }
         return results
@@ -56,12 +58,13 @@ enum ResultCoding {
 
     /// Whether two dictionaries of value-less results hold the same keys and outcomes.
     static func equal<Key>(_ lhs: [Key: Result<Void, SyncError>], _ rhs: [Key: Result<Void, SyncError>]) -> Bool {
-        lhs.count == rhs.count && lhs.allSatisfy { key, result in
-            switch (result, rhs[key]) {
-            case (.success, .success?): true
-            case (.failure(let left), .failure(let right)?): left == right
-            default: false
+        lhs.count == rhs.count
+            && lhs.allSatisfy { key, result in
+                switch (result, rhs[key]) {
+                case (.success, .success?): true
+                case (.failure(let left), .failure(let right)?): left == right
+                default: false
+                }
             }
-        }
     }
 }

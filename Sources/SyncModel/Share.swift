@@ -56,7 +56,8 @@ public struct Share: Sendable, Hashable, Codable, CustomStringConvertible {
     /// A new zone-wide share of `recordZoneID` (CloudKit's `CKShare(recordZoneID:)`).
     public init(recordZoneID: RecordZone.ID) {
         record = Record(
-            recordType: Self.recordType, recordID: Record.ID(recordName: Self.zoneWideShareRecordName, zoneID: recordZoneID))
+            recordType: Self.recordType,
+            recordID: Record.ID(recordName: Self.zoneWideShareRecordName, zoneID: recordZoneID))
         publicPermission = .none
         participants = []
     }
@@ -132,7 +133,9 @@ public struct Share: Sendable, Hashable, Codable, CustomStringConvertible {
     /// What anyone holding the URL may do: ``Participant/Permission/none`` (the default) makes
     /// the share private, open to its participants only.
     public var publicPermission: Participant.Permission {
-        get { (try? Self.permission(record[FieldKey.publicPermission], { _ in SyncError(.invalidArguments) })) ?? .none }
+        get {
+            (try? Self.permission(record[FieldKey.publicPermission], { _ in SyncError(.invalidArguments) })) ?? .none
+        }
         set { record[FieldKey.publicPermission] = .int64(Int64(newValue.rawValue)) }
     }
 
@@ -196,7 +199,9 @@ public struct Share: Sendable, Hashable, Codable, CustomStringConvertible {
         return permission
     }
 
-    private static func participants(of record: Record, _ invalid: (String) -> SyncError) throws(SyncError) -> [Participant] {
+    private static func participants(
+        of record: Record, _ invalid: (String) -> SyncError
+    ) throws(SyncError) -> [Participant] {
         func list(_ key: String) throws(SyncError) -> [RecordValue] {
             switch record[key] {
             case nil: return []
@@ -230,7 +235,8 @@ public struct Share: Sendable, Hashable, Codable, CustomStringConvertible {
                 throw invalid("participant \(index) has neither a user record name nor an e-mail address")
             }
             var participant = Participant(
-                userIdentity: UserIdentity(userRecordName: user.isEmpty ? nil : user, emailAddress: email.isEmpty ? nil : email),
+                userIdentity: UserIdentity(
+                    userRecordName: user.isEmpty ? nil : user, emailAddress: email.isEmpty ? nil : email),
                 permission: permission)
             participant.role = role
             participant.acceptanceStatus = status
@@ -308,7 +314,8 @@ extension Share {
         }
 
         /// A participant as the server records it.
-        package init(userIdentity: UserIdentity, role: Role, permission: Permission, acceptanceStatus: AcceptanceStatus) {
+        package init(userIdentity: UserIdentity, role: Role, permission: Permission, acceptanceStatus: AcceptanceStatus)
+        {
             self.userIdentity = userIdentity
             self.role = role
             self.permission = permission
@@ -409,15 +416,17 @@ public struct UserIdentity: Sendable, Hashable, Codable, CustomStringConvertible
             } else {
                 "must hold an \"@\" between a name and a domain"
             }
-        if let problem { throw SyncError(.invalidArguments, "invalid e-mail address \(quoted(emailAddress)): \(problem)") }
+        if let problem {
+            throw SyncError(.invalidArguments, "invalid e-mail address \(quoted(emailAddress)): \(problem)")
+        }
     }
 
     /// A one-line rendering, for example `user "_user2" <bob@example.com>`.
     public var description: String {
         switch (userRecordName, emailAddress) {
-        case let (name?, email?): "user \(quoted(name)) <\(email)>"
-        case let (name?, nil): "user \(quoted(name))"
-        case let (nil, email?): "<\(email)>"
+        case (let name?, let email?): "user \(quoted(name)) <\(email)>"
+        case (let name?, nil): "user \(quoted(name))"
+        case (nil, let email?): "<\(email)>"
         case (nil, nil): "nobody"
         }
     }

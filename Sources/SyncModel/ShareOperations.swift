@@ -52,7 +52,8 @@ public struct AcceptSharesRequest: Sendable, Hashable, Codable {
     /// - Throws: ``SyncError`` `limitExceeded` past 400 URLs, `invalidArguments` for a URL named twice.
     public func validate() throws(SyncError) {
         guard shareURLs.count <= Limits.maxItemsPerRequest else {
-            throw SyncError(.limitExceeded, "the request accepts \(shareURLs.count) shares, more than \(Limits.maxItemsPerRequest)")
+            throw SyncError(
+                .limitExceeded, "the request accepts \(shareURLs.count) shares, more than \(Limits.maxItemsPerRequest)")
         }
         var seen = Set<URL>()
         for url in shareURLs where !seen.insert(url).inserted {

@@ -132,7 +132,8 @@ extension SyncError {
 
         /// The code's name and raw value, such as `serverRecordChanged (14)`.
         public var description: String {
-            (rawValue >= 1 && rawValue <= Self.names.count) || Self.ownNames[rawValue] != nil ? "\(name) (\(rawValue))" : name
+            (rawValue >= 1 && rawValue <= Self.names.count) || Self.ownNames[rawValue] != nil
+                ? "\(name) (\(rawValue))" : name
         }
 
         private static let names = [

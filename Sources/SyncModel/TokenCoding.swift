@@ -85,7 +85,8 @@ enum TokenCoding {
         }
         guard versions.contains(bytes[2]) else {
             throw invalid(
-                "change token format version \(bytes[2]) is not supported (expected \(versions.lowerBound) to \(versions.upperBound))")
+                "change token format version \(bytes[2]) is not supported (expected \(versions.lowerBound) to \(versions.upperBound))"
+            )
         }
         let payloadEnd = bytes.count - checksumSize
         var checksumReader = Reader(bytes: bytes, position: payloadEnd)
@@ -110,11 +111,15 @@ enum TokenCoding {
         var bytes: [UInt8] = []
 
         mutating func append(_ value: UInt64) {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
         }
 
         mutating func append(_ value: UInt32) {
-            for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+            for shift in stride(from: 24, through: 0, by: -8) {
+                bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift)))
+            }
         }
 
         /// Appends a string's UTF-8 bytes after a 2-byte length; strings longer than 65,535

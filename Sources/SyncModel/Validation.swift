@@ -10,7 +10,8 @@ extension RecordZone.ID {
     /// - Throws: ``SyncError`` with code `invalidArguments` whose message names this zone ID and
     ///   the broken rule.
     public func validate() throws(SyncError) {
-        try Identifier.zoneName.validate(zoneName, allowing: Self.defaultZoneName, item: .zone(self), context: " in \(self)")
+        try Identifier.zoneName.validate(
+            zoneName, allowing: Self.defaultZoneName, item: .zone(self), context: " in \(self)")
         try Identifier.ownerName.validate(ownerName, item: .zone(self), context: " in \(self)")
     }
 }
@@ -61,7 +62,8 @@ extension Record {
                 throw invalid("parent \(parent.recordID) is not in the record's zone")
             }
             if let problem = Identifier.recordName.violation(parent.recordID.recordName) {
-                throw invalid("invalid record name \(Identifier.shown(parent.recordID.recordName)) of the parent: \(problem)")
+                throw invalid(
+                    "invalid record name \(Identifier.shown(parent.recordID.recordName)) of the parent: \(problem)")
             }
         }
         for key in allKeys() {
@@ -75,7 +77,9 @@ extension Record {
         }
         for (key, asset) in assets {
             guard let digest = asset.digest, let size = asset.size else {
-                throw invalid("field \(quoted(key)): \(asset) has no digest and size; its file is uploaded before the record is saved")
+                throw invalid(
+                    "field \(quoted(key)): \(asset) has no digest and size; its file is uploaded before the record is saved"
+                )
             }
             if size < 0 { throw invalid("field \(quoted(key)): asset \(digest) has a negative size, \(size)") }
             if size > Limits.maxAssetBytes {
@@ -102,7 +106,8 @@ extension Record {
                 return "reference to \(reference.recordID) leaves the record's zone"
             }
             if let problem = Identifier.recordName.violation(reference.recordID.recordName) {
-                return "invalid record name \(Identifier.shown(reference.recordID.recordName)) of a reference: \(problem)"
+                return
+                    "invalid record name \(Identifier.shown(reference.recordID.recordName)) of a reference: \(problem)"
             }
         case .location(let location):
             return location.violation
@@ -113,8 +118,12 @@ extension Record {
             case .asset: return "an encrypted field cannot hold an asset (asset contents are stored apart)"
             case .encrypted: return "an encrypted field cannot hold an encrypted value"
             case .list(let elements):
-                if let first = elements.first, case .reference = first { return "an encrypted field cannot hold a list of references" }
-                if let first = elements.first, case .asset = first { return "an encrypted field cannot hold a list of assets" }
+                if let first = elements.first, case .reference = first {
+                    return "an encrypted field cannot hold a list of references"
+                }
+                if let first = elements.first, case .asset = first {
+                    return "an encrypted field cannot hold a list of assets"
+                }
                 if elements.contains(where: { if case .encrypted = $0 { true } else { false } }) {
                     return "an encrypted field cannot hold encrypted values"
                 }
@@ -124,7 +133,8 @@ extension Record {
         case .encrypted(.sealed(let sealed)):
             if sealed.keyVersion == 0 { return "a sealed value has key version 0" }
             if sealed.box.count < SealedValue.overhead {
-                return "a sealed value holds \(sealed.box.count) bytes, fewer than a nonce and a tag (\(SealedValue.overhead))"
+                return
+                    "a sealed value holds \(sealed.box.count) bytes, fewer than a nonce and a tag (\(SealedValue.overhead))"
             }
         case .list(let elements):
             guard let first = elements.first else { return nil }

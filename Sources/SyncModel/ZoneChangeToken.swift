@@ -37,7 +37,10 @@ public struct ZoneChangeToken: ChangeToken {
     package let listingStart: ChangeOffset
 
     /// Creates a token; only the server makes tokens.
-    package init(zoneID: RecordZone.ID, incarnation: UInt64, offset: ChangeOffset, database: UInt64 = 0, listingStart: ChangeOffset = .zero) {
+    package init(
+        zoneID: RecordZone.ID, incarnation: UInt64, offset: ChangeOffset, database: UInt64 = 0,
+        listingStart: ChangeOffset = .zero
+    ) {
         self.zoneID = zoneID
         self.incarnation = incarnation
         self.offset = offset
@@ -76,7 +79,8 @@ public struct ZoneChangeToken: ChangeToken {
     /// listing start, otherwise version 2.
     public var data: Data {
         let version = listingStart == .zero ? TokenCoding.version : TokenCoding.listingVersion
-        return TokenCoding.encode(kind: .zone, version: version, database: database, offset: offset.rawValue) { writer in
+        return TokenCoding.encode(kind: .zone, version: version, database: database, offset: offset.rawValue) {
+            writer in
             writer.append(incarnation)
             if listingStart != .zero { writer.append(listingStart.rawValue) }
             writer.append(zoneID.zoneName)

@@ -51,7 +51,8 @@ public struct FetchZoneKeysRequest: Sendable, Hashable, Codable {
     public func validate() throws(SyncError) {
         guard let zoneIDs else { return }
         guard zoneIDs.count <= Limits.maxItemsPerRequest else {
-            throw SyncError(.limitExceeded, "the request names \(zoneIDs.count) zones, more than \(Limits.maxItemsPerRequest)")
+            throw SyncError(
+                .limitExceeded, "the request names \(zoneIDs.count) zones, more than \(Limits.maxItemsPerRequest)")
         }
         for zoneID in zoneIDs { try zoneID.validate() }
     }
@@ -98,7 +99,8 @@ public struct SaveZoneKeysRequest: Sendable, Hashable, Codable {
     /// - Throws: ``SyncError`` `limitExceeded` past 400 wraps, `invalidArguments` for a wrap named twice.
     public func validate() throws(SyncError) {
         guard keys.count <= Limits.maxItemsPerRequest else {
-            throw SyncError(.limitExceeded, "the request saves \(keys.count) wrapped keys, more than \(Limits.maxItemsPerRequest)")
+            throw SyncError(
+                .limitExceeded, "the request saves \(keys.count) wrapped keys, more than \(Limits.maxItemsPerRequest)")
         }
         var seen = Set<WrappedZoneKey.ID>()
         for key in keys where !seen.insert(key.id).inserted {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child process of a test (`logsync-server`, `notes-device`, `logtool`, `logstore-crasher`)
@@ -42,8 +42,10 @@ package final class ChildProcess: Sendable {
         if name.hasPrefix("/") { return URL(fileURLWithPath: name) }
         let variable = name.uppercased().replacingOccurrences(of: "-", with: "_") + "_PATH"
         if let path = ProcessInfo.processInfo.environment[variable] { return URL(fileURLWithPath: path) }
-        var directory = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-                            ?? CommandLine.arguments[0]).deletingLastPathComponent()
+        var directory = URL(
+            fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+                ?? CommandLine.arguments[0]
+        ).deletingLastPathComponent()
         for _ in 0..<4 {
             let candidate = directory.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
@@ -90,7 +92,8 @@ package final class ChildProcess: Sendable {
         }
         defer { for pointer in envp ?? [] { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = envp.map { posix_spawn(&pid, executable.path, &actions, nil, argv, $0) }
+        let spawned =
+            envp.map { posix_spawn(&pid, executable.path, &actions, nil, argv, $0) }
             ?? posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
         close(out[1])
         close(err[1])
@@ -133,7 +136,8 @@ package final class ChildProcess: Sendable {
     private static func closeFrom3(_ actions: inout posix_spawn_file_actions_t) throws {
         typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
-            throw ChildProcessError("this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
+            throw ChildProcessError(
+                "this C library has no posix_spawn_file_actions_addclosefrom_np (glibc 2.34 or later)")
         }
         let result = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
         guard result == 0 else { throw ChildProcessError("posix_spawn_file_actions_addclosefrom_np failed: \(result)") }
@@ -142,7 +146,8 @@ package final class ChildProcess: Sendable {
     /// `posix_spawn_file_actions_addchdir_np(actions, directory)` (glibc 2.29 and later), looked up
     /// at run time as ``closeFrom3(_:)`` is: the child starts in `directory`.
     private static func changeDirectory(_ actions: inout posix_spawn_file_actions_t, to directory: URL) throws {
-        typealias ChangeDirectory = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
+        typealias ChangeDirectory =
+            @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else {
             throw ChildProcessError("this C library has no posix_spawn_file_actions_addchdir_np (glibc 2.29 or later)")
         }
@@ -311,7 +316,8 @@ package final class Latch: Sendable {
 package final class OneAnswer<Value: Sendable>: Sendable {
     package init() {}
 
-    private let state = Mutex<(value: Value?, given: Bool, waiters: [CheckedContinuation<Value, Never>])>((nil, false, []))
+    private let state = Mutex<(value: Value?, given: Bool, waiters: [CheckedContinuation<Value, Never>])>(
+        (nil, false, []))
 
     package func give(_ value: Value) {
         let waiters = state.withLock { state -> [CheckedContinuation<Value, Never>] in

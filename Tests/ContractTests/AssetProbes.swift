@@ -82,12 +82,14 @@ extension SyncServer {
             switch probe.kind {
             case .uploadStatus(let size):
                 let upload = try await beginAssetUpload(
-                    user: probe.user, scope: probe.scope, zoneID: probe.zoneID, digest: probe.digest, size: size, device: probe.device)
+                    user: probe.user, scope: probe.scope, zoneID: probe.zoneID, digest: probe.digest, size: size,
+                    device: probe.device)
                 defer { upload.close() }
                 return .upload(received: upload.received, stored: upload.isStored)
             case .download:
                 let download = try await openAssetDownload(
-                    user: probe.user, scope: probe.scope, zoneID: probe.zoneID, digest: probe.digest, device: probe.device)
+                    user: probe.user, scope: probe.scope, zoneID: probe.zoneID, digest: probe.digest,
+                    device: probe.device)
                 return .content(size: download.size)
             }
         } catch let error as SyncError {

@@ -28,19 +28,27 @@ struct AssetTests {
             let bytes = Self.content(3_000_000 + 17)
             let photo = try await phone.uploadAsset(bytes)
             let saved = try await phone.save(newRecord("n1", ["title": "Beach", "photo": .asset(photo)]))
-            guard case .asset(let kept)? = saved["photo"] else { Issue.record("saved photo is \(String(describing: saved["photo"]))"); return }
+            guard case .asset(let kept)? = saved["photo"] else {
+                Issue.record("saved photo is \(String(describing: saved["photo"]))")
+                return
+            }
             #expect(kept.digest == photo.digest)
             #expect(kept.size == Int64(bytes.count))
             #expect(kept.fileURL == nil, "the server keeps no device's file")
 
             let fetched = try #require(try await laptop.fetchRecord(recordID("n1")))
-            guard case .asset(let remote)? = fetched["photo"] else { Issue.record("fetched photo is \(String(describing: fetched["photo"]))"); return }
+            guard case .asset(let remote)? = fetched["photo"] else {
+                Issue.record("fetched photo is \(String(describing: fetched["photo"]))")
+                return
+            }
             #expect(remote == photo.withoutFile)
             #expect(try await laptop.downloadAsset(remote) == bytes)
 
             let file = try AssetFiles.write(bytes)
-            let again = try await laptop.database.uploadAsset(AssetUploadRequest(
-                zoneID: zoneID("Notes"), digest: try #require(photo.digest), size: Int64(bytes.count), fileURL: file))
+            let again = try await laptop.database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: zoneID("Notes"), digest: try #require(photo.digest), size: Int64(bytes.count), fileURL: file
+                ))
             #expect(again.bytesSent == 0, "the server keeps one copy per content")
         }
     }
@@ -76,7 +84,8 @@ struct AssetTests {
             let missing = Asset(digest: AssetHasher.digest(of: Self.content(100, seed: 3)), size: 100)
             let orphan = newRecord("n1", ["photo": .asset(missing)])
             let sibling = newRecord("n2", ["title": "fine"])
-            let response = try await phone.database.modifyRecords(saving: [orphan, sibling], deleting: [], atomically: false)
+            let response = try await phone.database.modifyRecords(
+                saving: [orphan, sibling], deleting: [], atomically: false)
             let error = try #require(response.saveResults[orphan.recordID]?.failure)
             #expect(error.code == .assetNotAvailable)
             #expect(error.item == .record(orphan.recordID))
@@ -99,8 +108,9 @@ struct AssetTests {
             other[1_234_567] ^= 0x40
             let file = try AssetFiles.write(other)
             let mismatch = await #expect(throws: SyncError.self) {
-                try await phone.database.uploadAsset(AssetUploadRequest(
-                    zoneID: zoneID("Notes"), digest: digest, size: Int64(announced.count), fileURL: file))
+                try await phone.database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: zoneID("Notes"), digest: digest, size: Int64(announced.count), fileURL: file))
             }
             #expect(mismatch?.code == .assetFileModified)
             #expect(mismatch?.message.contains(digest.description) == true)
@@ -112,8 +122,9 @@ struct AssetTests {
             #expect(try await phone.attemptSave(record)?.failure?.code == .assetNotAvailable)
 
             let tooBig = await #expect(throws: SyncError.self) {
-                try await phone.database.uploadAsset(AssetUploadRequest(
-                    zoneID: zoneID("Notes"), digest: digest, size: Limits.maxAssetBytes + 1, fileURL: file))
+                try await phone.database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: zoneID("Notes"), digest: digest, size: Limits.maxAssetBytes + 1, fileURL: file))
             }
             #expect(tooBig?.code == .limitExceeded)
         }
@@ -144,22 +155,27 @@ struct AssetTests {
             try await phone.save(newRecord("n2", ["photo": .asset(kept.withoutFile)]))
 
             // Referenced: a collection with any horizon keeps both.
-            let first = try await server.admin.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
+            let first = try await server.admin.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
             #expect(first.deleted.isEmpty)
             #expect(try await laptop.downloadAsset(photo.withoutFile) == bytes)
 
             let deletion = try await phone.database.modifyRecords(saving: [], deleting: [recordID("n1")])
             #expect(deletion.deleteResults[recordID("n1")]?.success != nil)
             // Before the horizon: still there for a device that fetched n1 just before.
-            let early = try await server.admin.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(-3600))
+            let early = try await server.admin.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(-3600))
             #expect(early.deleted.isEmpty)
             #expect(try await laptop.downloadAsset(photo.withoutFile) == bytes)
 
-            let late = try await server.admin.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
+            let late = try await server.admin.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
             #expect(late.deleted == [try #require(photo.digest)])
             let gone = await #expect(throws: SyncError.self) { try await laptop.downloadAsset(photo.withoutFile) }
             #expect(gone?.code == .assetNotAvailable)
-            #expect(try await phone.attemptSave(newRecord("n3", ["photo": .asset(photo.withoutFile)]))?.failure?.code == .assetNotAvailable)
+            #expect(
+                try await phone.attemptSave(newRecord("n3", ["photo": .asset(photo.withoutFile)]))?.failure?.code
+                    == .assetNotAvailable)
             #expect(try await laptop.downloadAsset(kept.withoutFile) == Self.content(1000, seed: 8))
 
             // Uploaded again, it is kept again.
@@ -173,10 +189,12 @@ struct AssetTests {
     func zoneDeletion(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, _ in
             let photo = try await phone.uploadAsset(Self.content(5000, seed: 9))
-            try await phone.save(newRecord("n1", ["photos": .list([.asset(photo.withoutFile), .asset(photo.withoutFile)])]))
+            try await phone.save(
+                newRecord("n1", ["photos": .list([.asset(photo.withoutFile), .asset(photo.withoutFile)])]))
             try await phone.save(newRecord("n2", ["photo": .asset(photo.withoutFile)]))
             try await phone.deleteZone("Notes")
-            let collected = try await server.admin.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
+            let collected = try await server.admin.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
             #expect(collected.deleted == [try #require(photo.digest)])
         }
     }
@@ -194,7 +212,10 @@ struct AssetTests {
             try await bob.save(newRecord(shared.recordID("d1"), ["drawing": .asset(drawing.withoutFile)]))
 
             let record = try #require(try await shared.alice.fetchRecord(recordID("d1")))
-            guard case .asset(let asset)? = record["drawing"] else { Issue.record("no drawing in \(record)"); return }
+            guard case .asset(let asset)? = record["drawing"] else {
+                Issue.record("no drawing in \(record)")
+                return
+            }
             #expect(try await shared.alice.downloadAsset(asset) == bytes)
             #expect(try await carol.downloadAsset(asset, zone: shared.zoneID) == bytes)
 
@@ -209,10 +230,14 @@ struct AssetTests {
             let secret = try await shared.alice.uploadAsset(secretBytes, zone: zoneID("Diary"))
             try await shared.alice.save(newRecord(recordID("d1", in: "Diary"), ["page": .asset(secret.withoutFile)]))
             #expect(try await shared.alice.downloadAsset(secret.withoutFile, zone: zoneID("Diary")) == secretBytes)
-            let hidden = await #expect(throws: SyncError.self) { try await carol.downloadAsset(secret.withoutFile, zone: shared.zoneID) }
+            let hidden = await #expect(throws: SyncError.self) {
+                try await carol.downloadAsset(secret.withoutFile, zone: shared.zoneID)
+            }
             #expect(hidden?.code == .assetNotAvailable)
             let stranger = try await shared.server.device("dave", "phone", scope: .shared)
-            let refused = await #expect(throws: SyncError.self) { try await stranger.downloadAsset(asset, zone: shared.zoneID) }
+            let refused = await #expect(throws: SyncError.self) {
+                try await stranger.downloadAsset(asset, zone: shared.zoneID)
+            }
             #expect(refused?.code == .zoneNotFound)
         }
     }

@@ -43,7 +43,9 @@ struct AssetZoneTests {
     // every answer is the one for a digest nobody uploaded, and nothing is written. Then bob
     // uploads the whole content for Notes: it is kept once, counted once, and from then on
     // Notes's records reference it and its readers download it.
-    @Test("F121 F134 a participant learns nothing of the contents the owner keeps for other zones", arguments: Harnesses.all)
+    @Test(
+        "F121 F134 a participant learns nothing of the contents the owner keeps for other zones",
+        arguments: Harnesses.all)
     func participantLearnsNothing(harness: any ContractHarness) async throws {
         try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { shared in
             let bob = try #require(shared.participants["bob"])
@@ -71,22 +73,26 @@ struct AssetZoneTests {
             try await held.write(Array(busyBytes[..<5_000]), at: 0)
 
             let asBob = AssetProbe(
-                kind: .uploadStatus(size: 50_000), user: "bob", device: bob.id, scope: .shared, zoneID: shared.zoneID, digest: stored)
+                kind: .uploadStatus(size: 50_000), user: "bob", device: bob.id, scope: .shared, zoneID: shared.zoneID,
+                digest: stored)
             let status = try await Self.expectSameAnswer(
                 server, asBob, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40), "the upload status")
             #expect(status.code == nil, "a digest nobody uploaded may be uploaded: \(status)")
             var wrongSize = asBob
             wrongSize.kind = .uploadStatus(size: 50_001)
             try await Self.expectSameAnswer(
-                server, wrongSize, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40), "the status with a wrong size")
+                server, wrongSize, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40),
+                "the status with a wrong size")
             var partial = asBob
             partial.kind = .uploadStatus(size: 30_000)
             try await Self.expectSameAnswer(
-                server, partial, hidden: half, missing: Self.unknownDigest(30_000, seed: 41), "the status of a partial upload")
+                server, partial, hidden: half, missing: Self.unknownDigest(30_000, seed: 41),
+                "the status of a partial upload")
             var uploading = asBob
             uploading.kind = .uploadStatus(size: 20_000)
             let whileBusy = try await Self.expectSameAnswer(
-                server, uploading, hidden: busy, missing: Self.unknownDigest(20_000, seed: 42), "the status during an upload")
+                server, uploading, hidden: busy, missing: Self.unknownDigest(20_000, seed: 42),
+                "the status during an upload")
             #expect(whileBusy.code != .zoneBusy)
             var download = asBob
             download.kind = .download
@@ -97,13 +103,16 @@ struct AssetZoneTests {
             carolDownload.user = "carol"
             carolDownload.device = carol.id
             try await Self.expectSameAnswer(
-                server, carolDownload, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40), "a download by carol")
+                server, carolDownload, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40),
+                "a download by carol")
             // The owner's own requests through Notes get the same answers: per zone is for everyone.
             let asAlice = AssetProbe(
-                kind: .uploadStatus(size: 50_000), user: "alice", device: alice.id, scope: .private, zoneID: zoneID("Notes"),
+                kind: .uploadStatus(size: 50_000), user: "alice", device: alice.id, scope: .private,
+                zoneID: zoneID("Notes"),
                 digest: stored)
             try await Self.expectSameAnswer(
-                server, asAlice, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40), "alice's status through Notes")
+                server, asAlice, hidden: stored, missing: Self.unknownDigest(50_000, seed: 40),
+                "alice's status through Notes")
 
             // Over quota, a content new to the zone is refused alike, kept elsewhere or not.
             server.admin.setQuota(60_000, for: "alice")
@@ -115,12 +124,15 @@ struct AssetZoneTests {
             // A record of Notes referencing it is refused as one referencing nothing, and
             // writes nothing to alice's log.
             let before = try server.currentToken(of: "alice")
-            let hiddenRecord = newRecord(shared.recordID("leak"), ["photo": .asset(Asset(digest: stored, size: 50_000))])
+            let hiddenRecord = newRecord(
+                shared.recordID("leak"), ["photo": .asset(Asset(digest: stored, size: 50_000))])
             let hiddenFailure = try #require(try await bob.attemptSave(hiddenRecord)?.failure)
             let missing = Self.unknownDigest(50_000, seed: 40)
-            let missingRecord = newRecord(shared.recordID("leak"), ["photo": .asset(Asset(digest: missing, size: 50_000))])
+            let missingRecord = newRecord(
+                shared.recordID("leak"), ["photo": .asset(Asset(digest: missing, size: 50_000))])
             let missingFailure = try #require(try await bob.attemptSave(missingRecord)?.failure)
-            #expect(AssetAnswer.error(hiddenFailure).masking(stored) == AssetAnswer.error(missingFailure).masking(missing))
+            #expect(
+                AssetAnswer.error(hiddenFailure).masking(stored) == AssetAnswer.error(missingFailure).masking(missing))
             #expect(hiddenFailure.code == .assetNotAvailable)
             let ownRecord = newRecord(recordID("own"), ["photo": .asset(Asset(digest: stored, size: 50_000))])
             #expect(try await alice.attemptSave(ownRecord)?.failure?.code == .assetNotAvailable)
@@ -131,15 +143,19 @@ struct AssetZoneTests {
             // second copy (and alice's usage does not grow).
             let storage = server.server.syncServer.storage
             let owner = try #require(UInt64(shared.ownerName.dropFirst("_user".count)), "alice's registry number")
-            let uploaded = try await bob.database.uploadAsset(AssetUploadRequest(
-                zoneID: shared.zoneID, digest: stored, size: 50_000, fileURL: try AssetFiles.write(secret)))
+            let uploaded = try await bob.database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: shared.zoneID, digest: stored, size: 50_000, fileURL: try AssetFiles.write(secret)))
             #expect(uploaded.bytesSent == 50_000, "the whole content was sent")
             let kept = try await storage.perform { try storage.assets.storedDigests(owner: owner) }
             #expect(kept.filter { $0 == stored }.count == 1)
             let partials = try await storage.perform { try storage.assets.partials(owner: owner) }
             #expect(!partials.contains { $0.partial.digest == stored }, "no partial copy stays")
-            #expect(try await bob.database.uploadAsset(AssetUploadRequest(
-                zoneID: shared.zoneID, digest: stored, size: 50_000, fileURL: try AssetFiles.write(secret))).bytesSent == 0)
+            #expect(
+                try await bob.database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: shared.zoneID, digest: stored, size: 50_000, fileURL: try AssetFiles.write(secret))
+                ).bytesSent == 0)
             // Counted once: 40,000 bytes more fit under 99,000, which a second count would fill.
             server.admin.setQuota(99_000, for: "alice")
             _ = try await bob.uploadAsset(AssetTests.content(40_000, seed: 45), zone: shared.zoneID)
@@ -148,10 +164,12 @@ struct AssetZoneTests {
             try await bob.save(hiddenRecord)
             #expect(try await carol.downloadAsset(Asset(digest: stored, size: 50_000), zone: shared.zoneID) == secret)
             #expect(try await alice.downloadAsset(Asset(digest: stored, size: 50_000), zone: zoneID("Notes")) == secret)
-            #expect(try await alice.downloadAsset(Asset(digest: stored, size: 50_000), zone: Self.privateZone) == secret)
+            #expect(
+                try await alice.downloadAsset(Asset(digest: stored, size: 50_000), zone: Self.privateZone) == secret)
             // The partial left for Private is still Private's: uploaded there, it resumes.
-            let resumed = try await alice.database.uploadAsset(AssetUploadRequest(
-                zoneID: Self.privateZone, digest: half, size: 30_000, fileURL: try AssetFiles.write(halfBytes)))
+            let resumed = try await alice.database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: Self.privateZone, digest: half, size: 30_000, fileURL: try AssetFiles.write(halfBytes)))
             #expect(resumed.bytesSent == 20_000)
         }
     }
@@ -169,13 +187,17 @@ struct AssetZoneTests {
             let refused = try await phone.attemptSave(newRecord("n1", ["photo": .asset(photo.withoutFile)]))
             #expect(refused?.failure?.code == .assetNotAvailable)
             #expect(try server.currentToken(of: "alice") == before)
-            let hidden = await #expect(throws: SyncError.self) { try await laptop.downloadAsset(photo.withoutFile, zone: zoneID("Notes")) }
+            let hidden = await #expect(throws: SyncError.self) {
+                try await laptop.downloadAsset(photo.withoutFile, zone: zoneID("Notes"))
+            }
             #expect(hidden?.code == .assetNotAvailable)
             try await phone.save(newRecord(recordID("p1", in: "Private"), ["photo": .asset(photo.withoutFile)]))
 
             // Uploaded for Notes (all of it again), it is Notes's too.
-            let again = try await laptop.database.uploadAsset(AssetUploadRequest(
-                zoneID: zoneID("Notes"), digest: try #require(photo.digest), size: 4000, fileURL: try AssetFiles.write(bytes)))
+            let again = try await laptop.database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: zoneID("Notes"), digest: try #require(photo.digest), size: 4000,
+                    fileURL: try AssetFiles.write(bytes)))
             #expect(again.bytesSent == 4000)
             try await phone.save(newRecord("n1", ["photo": .asset(photo.withoutFile)]))
             try await phone.save(newRecord("n2", ["photo": .asset(photo.withoutFile)]))

@@ -40,11 +40,12 @@ struct ChangeTagTests {
             }
             server.clock.advance(by: 60)
 
-            let attempt: Record = switch row.tag {
-            case .none: newRecord("n1", ["title": "client"])
-            case .matching: v2.setting(["title": "client"])
-            case .stale: v1.setting(["title": "client"])
-            }
+            let attempt: Record =
+                switch row.tag {
+                case .none: newRecord("n1", ["title": "client"])
+                case .matching: v2.setting(["title": "client"])
+                case .stale: v1.setting(["title": "client"])
+                }
             let result = try await laptop.attemptSave(attempt)
 
             switch row.outcome {
@@ -80,8 +81,9 @@ struct ChangeTagTests {
     }
 
     // F146: changedKeys and allKeys skip the tag comparison, whether the tag is stale or absent.
-    @Test("F146 changedKeys and allKeys skip the change-tag check",
-          arguments: Harnesses.all, [SavePolicy.changedKeys, .allKeys])
+    @Test(
+        "F146 changedKeys and allKeys skip the change-tag check",
+        arguments: Harnesses.all, [SavePolicy.changedKeys, .allKeys])
     func lastWriterPolicies(harness: any ContractHarness, policy: SavePolicy) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let v1 = try await phone.save(newRecord("n1", ["title": "v1"]))

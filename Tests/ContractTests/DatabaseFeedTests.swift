@@ -115,8 +115,12 @@ struct DatabaseFeedTests {
                     if index < 7 { modified.insert(zoneID("B")) }
                     #expect(fetch.modified == modified, "\(label)")
                     // The old incarnation's deletion does not come after the new one's modification.
-                    if let deletion = fetch.pages.firstIndex(where: { $0.deletions.contains { $0.zoneID == zoneID("B") } }),
-                        let modification = fetch.pages.lastIndex(where: { $0.modifications.contains { $0.zoneID == zoneID("B") } })
+                    if let deletion = fetch.pages.firstIndex(where: {
+                        $0.deletions.contains { $0.zoneID == zoneID("B") }
+                    }),
+                        let modification = fetch.pages.lastIndex(where: {
+                            $0.modifications.contains { $0.zoneID == zoneID("B") }
+                        })
                     {
                         #expect(deletion <= modification, "\(label)")
                     }

@@ -74,7 +74,9 @@ struct TestServer: Sendable {
     /// A device of `user` looking at the database of `scope`.
     func device(_ user: UserID, _ device: DeviceID, scope: DatabaseScope = .private) async throws -> Device {
         let database = try await server.database(user: user, scope: scope, device: device)
-        return Device(user: user, id: device, database: database, pushReady: { [server] in await server.pushChannelsReady(database) })
+        return Device(
+            user: user, id: device, database: database,
+            pushReady: { [server] in await server.pushChannelsReady(database) })
     }
 
     /// The current change token of `user`'s database: the end of its log.
@@ -172,13 +174,15 @@ struct Device: Sendable, CustomStringConvertible {
     func createZone(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) async throws -> RecordZone {
         let zone = RecordZone(zoneName: name)
         let response = try await send(ModifyZonesRequest(zonesToSave: [zone]))
-        return try requireSuccess(response.saveResults[zone.zoneID], "saving \(zone.zoneID)", sourceLocation: sourceLocation)
+        return try requireSuccess(
+            response.saveResults[zone.zoneID], "saving \(zone.zoneID)", sourceLocation: sourceLocation)
     }
 
     /// Deletes a zone, which must succeed.
     func deleteZone(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let response = try await send(ModifyZonesRequest(zoneIDsToDelete: [zoneID(name)]))
-        try requireSuccess(response.deleteResults[zoneID(name)], "deleting \(zoneID(name))", sourceLocation: sourceLocation)
+        try requireSuccess(
+            response.deleteResults[zoneID(name)], "deleting \(zoneID(name))", sourceLocation: sourceLocation)
     }
 
     /// The outcome of saving one zone.
@@ -209,8 +213,10 @@ struct Device: Sendable, CustomStringConvertible {
     /// Downloads an asset's content into a new file and returns its bytes.
     func downloadAsset(_ asset: Asset, zone: RecordZone.ID = zoneID("Notes")) async throws -> [UInt8] {
         let destination = AssetFiles.directory.appendingPathComponent(UUID().uuidString)
-        let response = try await database.downloadAsset(AssetDownloadRequest(
-            zoneID: zone, digest: try #require(asset.digest), size: try #require(asset.size), destination: destination))
+        let response = try await database.downloadAsset(
+            AssetDownloadRequest(
+                zoneID: zone, digest: try #require(asset.digest), size: try #require(asset.size),
+                destination: destination))
         return Array(try Data(contentsOf: response.fileURL))
     }
 
@@ -231,7 +237,8 @@ struct Device: Sendable, CustomStringConvertible {
     func save(
         _ records: [Record], atomically: Bool = true, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> [Record.ID: Record] {
-        let response = try await send(ModifyRecordsRequest(recordsToSave: records, recordIDsToDelete: [], atomically: atomically))
+        let response = try await send(
+            ModifyRecordsRequest(recordsToSave: records, recordIDsToDelete: [], atomically: atomically))
         var saved: [Record.ID: Record] = [:]
         for record in records {
             saved[record.recordID] = try requireSuccess(
@@ -244,7 +251,8 @@ struct Device: Sendable, CustomStringConvertible {
     func attemptSave(
         _ record: Record, savePolicy: SavePolicy = .ifServerRecordUnchanged
     ) async throws -> Result<Record, SyncError>? {
-        try await send(ModifyRecordsRequest(recordsToSave: [record], recordIDsToDelete: [], savePolicy: savePolicy)).saveResults[record.recordID]
+        try await send(ModifyRecordsRequest(recordsToSave: [record], recordIDsToDelete: [], savePolicy: savePolicy))
+            .saveResults[record.recordID]
     }
 
     /// Deletes records in one request; every deletion must succeed.
@@ -260,9 +268,10 @@ struct Device: Sendable, CustomStringConvertible {
         saving: [Record] = [], deleting: [Record.ID] = [], savePolicy: SavePolicy = .ifServerRecordUnchanged,
         atomically: Bool = true, requestID: RequestID? = nil, clientChangeToken: Data? = nil
     ) async throws -> ModifyRecordsResponse {
-        try await send(ModifyRecordsRequest(
-            recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy, atomically: atomically,
-            requestID: requestID, clientChangeToken: clientChangeToken))
+        try await send(
+            ModifyRecordsRequest(
+                recordsToSave: saving, recordIDsToDelete: deleting, savePolicy: savePolicy, atomically: atomically,
+                requestID: requestID, clientChangeToken: clientChangeToken))
     }
 
     /// The record as the server holds it, read from a full fetch of its zone; `nil` if absent.
@@ -320,7 +329,8 @@ struct Device: Sendable, CustomStringConvertible {
     }
 
     /// Where a full fetch from nil ends now: the database's token and zone `zone`'s.
-    func currentTokens(_ zone: String = "Notes") async throws -> (database: DatabaseChangeToken, zone: ZoneChangeToken) {
+    func currentTokens(_ zone: String = "Notes") async throws -> (database: DatabaseChangeToken, zone: ZoneChangeToken)
+    {
         (try await fetchDatabase().token, try await fetchZone(zone).token)
     }
 
@@ -467,11 +477,13 @@ final class HintListener {
     /// `what` names the commit in the issue recorded otherwise.
     @discardableResult
     func expectNext(
-        isFor commit: DatabaseChangeToken, in zone: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+        isFor commit: DatabaseChangeToken, in zone: String, _ what: String,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> PushHint {
         let next = try await next()
         #expect(
-            hint(next, isFor: commit, in: zoneID(zone), sourceLocation: sourceLocation), "the next hint, \(next), is not \(what)",
+            hint(next, isFor: commit, in: zoneID(zone), sourceLocation: sourceLocation),
+            "the next hint, \(next), is not \(what)",
             sourceLocation: sourceLocation)
         return next
     }

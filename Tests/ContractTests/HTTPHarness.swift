@@ -2,8 +2,8 @@ import Foundation
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The server behind a real loopback socket: `HTTPSyncServer` on port 0, and each device an
 /// `HTTPSyncClient` with a bearer token of its user.
@@ -11,7 +11,8 @@ struct HTTPHarness: ContractHarness {
     var description: String { "HTTP" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        try await Self.start(try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
+        try await Self.start(
+            try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
     }
 
     /// `server` behind a loopback HTTP listener on a free port.
@@ -22,7 +23,8 @@ struct HTTPHarness: ContractHarness {
         var configuration = HTTPSyncServer.Configuration(port: 0)
         configuration.userLimits = .unlimited
         configuration.addressLimits = .unlimited
-        let running = try await RunningHTTPSyncServer.start(HTTPSyncServer(server: server, tokens: tokens, configuration: configuration))
+        let running = try await RunningHTTPSyncServer.start(
+            HTTPSyncServer(server: server, tokens: tokens, configuration: configuration))
         return HTTPContractServer(server: server, tokens: tokens, running: running)
     }
 }
@@ -53,8 +55,10 @@ final class HTTPContractServer: ContractServer {
     }
 
     func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
-        let client = HTTPSyncClient(.init(
-            serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: try token(of: user), device: device))
+        let client = HTTPSyncClient(
+            .init(
+                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: try token(of: user), device: device)
+        )
         state.withLock { $0.clients.append(client) }
         return client.database(scope)
     }

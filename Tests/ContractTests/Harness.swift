@@ -55,7 +55,8 @@ struct InProcessHarness: ContractHarness {
     var description: String { "in-process" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        InProcessServer(server: try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
+        InProcessServer(
+            server: try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now)))
     }
 }
 

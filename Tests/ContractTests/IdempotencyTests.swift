@@ -61,15 +61,17 @@ struct IdempotencyTests {
     // with the first request's outcome (it is applied, or rejected as invalid), and its response
     // has one entry per item it carries. "Other content" is another record, or the same record,
     // key and size with another value.
-    @Test("F160 a reused request ID with other content is not a replay",
-          arguments: Harnesses.all, ReusedRequest.allCases)
+    @Test(
+        "F160 a reused request ID with other content is not a replay",
+        arguments: Harnesses.all, ReusedRequest.allCases)
     func reusedRequestID(harness: any ContractHarness, reuse: ReusedRequest) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let first = ModifyRecordsRequest(recordsToSave: [newRecord("n1", ["title": "aaaa"])], requestID: "7")
             let saved = try requireSuccess(
                 try await phone.database.modifyRecords(first).saveResults[recordID("n1")], "the first save")
 
-            let otherRecord = reuse == .otherRecord ? newRecord("n2", ["title": "bbbb"]) : newRecord("n1", ["title": "bbbb"])
+            let otherRecord =
+                reuse == .otherRecord ? newRecord("n2", ["title": "bbbb"]) : newRecord("n1", ["title": "bbbb"])
             let other = ModifyRecordsRequest(recordsToSave: [otherRecord], requestID: "7")
             do {
                 let response = try await laptop.database.modifyRecords(other)

@@ -20,7 +20,8 @@ struct BadIdentifier: Sendable, CustomStringConvertible {
     static func all(_ kind: Identifier) -> [BadIdentifier] {
         var cases = [
             BadIdentifier(label: "empty", text: "", rule: "must not be empty"),
-            BadIdentifier(label: "one byte too long", text: String(repeating: "x", count: kind.maxBytes + 1), rule: "more than"),
+            BadIdentifier(
+                label: "one byte too long", text: String(repeating: "x", count: kind.maxBytes + 1), rule: "more than"),
             BadIdentifier(label: "NUL", text: "a\u{0}b", rule: "NUL"),
             BadIdentifier(label: "control character", text: "a\u{1B}b", rule: "control characters"),
             BadIdentifier(label: "U+FFFD", text: "a\u{FFFD}", rule: "UTF-8"),
@@ -75,7 +76,9 @@ struct IdentifierContractTests {
                 saving: [RecordZone(zoneID: bad), RecordZone(zoneName: "Work")], deleting: [])
             expectFailure(response.saveResults[bad], .invalidArguments)
             expectSuccess(response.saveResults[zoneID("Work")])
-            #expect(try server.currentToken(of: "alice").offset.rawValue == before.offset.rawValue + 1, "only Work was written")
+            #expect(
+                try server.currentToken(of: "alice").offset.rawValue == before.offset.rawValue + 1,
+                "only Work was written")
             let zones = try await phone.database.fetchZones(FetchZonesRequest(zoneIDs: nil))
             #expect(Set(zones.results.keys) == [.default, zoneID("Notes"), zoneID("Work")])
         }
@@ -93,7 +96,8 @@ struct IdentifierContractTests {
                 let deleted = try await phone.database.modifyZones(saving: [], deleting: [zone])
                 Self.expectInvalid(deleted.deleteResults[zone], .ownerName, bad)
                 let record = newRecord(Record.ID(recordName: "n1", zoneID: zone))
-                let records = try await phone.modify(saving: [record], deleting: [Record.ID(recordName: "n2", zoneID: zone)])
+                let records = try await phone.modify(
+                    saving: [record], deleting: [Record.ID(recordName: "n2", zoneID: zone)])
                 Self.expectInvalid(records.saveResults[record.recordID], .ownerName, bad)
                 Self.expectInvalid(records.deleteResults[Record.ID(recordName: "n2", zoneID: zone)], .ownerName, bad)
             }
@@ -109,7 +113,8 @@ struct IdentifierContractTests {
             for bad in BadIdentifier.all(.recordName) {
                 let record = newRecord(bad.text)
                 let deleted = recordID(bad.text + "d")
-                let response = try await phone.modify(saving: [record], deleting: bad.text.isEmpty ? [] : [deleted], atomically: false)
+                let response = try await phone.modify(
+                    saving: [record], deleting: bad.text.isEmpty ? [] : [deleted], atomically: false)
                 Self.expectInvalid(response.saveResults[record.recordID], .recordName, bad)
                 if !bad.text.isEmpty { Self.expectInvalid(response.deleteResults[deleted], .recordName, bad) }
                 let referring = newRecord("r1", ["link": .reference(Record.Reference(recordID: recordID(bad.text)))])
@@ -134,7 +139,8 @@ struct IdentifierContractTests {
                 let record = newRecord("n1", [bad.text: "value"])
                 Self.expectInvalid(try await phone.attemptSave(record), .fieldKey, bad)
                 let error = await expectThrows(.invalidArguments) {
-                    try await phone.database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID("Notes"), desiredKeys: [bad.text]))
+                    try await phone.database.fetchZoneChanges(
+                        FetchZoneChangesRequest(zoneID: zoneID("Notes"), desiredKeys: [bad.text]))
                 }
                 #expect(error?.message.contains("invalid field key") == true, "\(bad)")
             }
@@ -152,10 +158,12 @@ struct IdentifierContractTests {
             let before = try server.currentToken(of: "alice")
             for bad in BadIdentifier.all(.subscriptionID) {
                 let id = Subscription.ID(bad.text)
-                let response = try await phone.database.modifySubscriptions(ModifySubscriptionsRequest(
-                    subscriptionsToSave: [Subscription(subscriptionID: id)]))
+                let response = try await phone.database.modifySubscriptions(
+                    ModifySubscriptionsRequest(
+                        subscriptionsToSave: [Subscription(subscriptionID: id)]))
                 Self.expectInvalid(response.saveResults[id], .subscriptionID, bad)
-                let deletion = try await phone.database.modifySubscriptions(ModifySubscriptionsRequest(subscriptionIDsToDelete: [id]))
+                let deletion = try await phone.database.modifySubscriptions(
+                    ModifySubscriptionsRequest(subscriptionIDsToDelete: [id]))
                 Self.expectInvalid(deletion.deleteResults[id], .subscriptionID, bad)
             }
             #expect(try server.currentToken(of: "alice") == before)
@@ -184,7 +192,9 @@ struct IdentifierContractTests {
     @Test("user IDs: every request refused, no user registered", arguments: Harnesses.all)
     func userIDs(harness: any ContractHarness) async throws {
         try await withServer(harness) { server in
-            for bad in BadIdentifier.all(.userID) + [BadIdentifier(label: "surrounding space", text: " alice", rule: "space")] {
+            for bad in BadIdentifier.all(.userID) + [
+                BadIdentifier(label: "surrounding space", text: " alice", rule: "space")
+            ] {
                 let device: Device
                 do {
                     device = try await server.device(UserID(bad.text), "phone")

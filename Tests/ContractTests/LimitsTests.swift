@@ -93,8 +93,9 @@ struct LimitsTests {
             let error = expectFailure(response.saveResults[tooBig.recordID], .limitExceeded)
             #expect(error?.item == .record(tooBig.recordID))
             expectSuccess(response.saveResults[recordID("small2")])
-            #expect(Set(try await laptop.fetchZone("Notes").records.keys)
-                == [fits.recordID, recordID("small1"), recordID("small2")])
+            #expect(
+                Set(try await laptop.fetchZone("Notes").records.keys)
+                    == [fits.recordID, recordID("small1"), recordID("small2")])
         }
     }
 

@@ -11,7 +11,9 @@ struct InProcessPostgresHarness: ContractHarness {
     var description: String { "in-process on PostgreSQL" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        try await PostgresHarnessSupport.start { InProcessServer(server: try await PostgresHarnessSupport.server(in: directory, now: now)) }
+        try await PostgresHarnessSupport.start {
+            InProcessServer(server: try await PostgresHarnessSupport.server(in: directory, now: now))
+        }
     }
 }
 
@@ -20,7 +22,9 @@ struct HTTPPostgresHarness: ContractHarness {
     var description: String { "HTTP on PostgreSQL" }
 
     func start(in directory: URL, now: @escaping @Sendable () -> Date) async throws -> any ContractServer {
-        try await PostgresHarnessSupport.start { try await HTTPHarness.start(try await PostgresHarnessSupport.server(in: directory, now: now)) }
+        try await PostgresHarnessSupport.start {
+            try await HTTPHarness.start(try await PostgresHarnessSupport.server(in: directory, now: now))
+        }
     }
 }
 
@@ -47,7 +51,8 @@ enum PostgresHarnessSupport {
         let url = try await PostgresTestServer.shared().createDatabase()
         let storage = try await PostgresStorage.open(url: url, connections: 1)
         let server = try await onOwnThread {
-            try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast, now: now), storage: storage)
+            try SyncServer(
+                SyncServer.Configuration(directory: directory, durability: .fast, now: now), storage: storage)
         }
         // Push hints reach this server's devices through its LISTEN connection: until it
         // listens, a commit's hint would be lost, and a push test would wait for it in vain.

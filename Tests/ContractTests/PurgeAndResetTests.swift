@@ -50,9 +50,10 @@ struct PurgeAndResetTests {
             try server.admin.resetEncryptedData(of: "alice")
 
             let changes = try await laptop.fetchDatabase(since: start)
-            #expect(changes.netDeleted == [
-                zoneID("Notes"): .encryptedDataReset, zoneID("Photos"): .encryptedDataReset,
-            ])
+            #expect(
+                changes.netDeleted == [
+                    zoneID("Notes"): .encryptedDataReset, zoneID("Photos"): .encryptedDataReset,
+                ])
             #expect(changes.netModified.isEmpty)
             let saveError = expectFailure(try await phone.attemptSave(newRecord("n2")), .zoneNotFound)
             #expect(saveError?.userDidResetEncryptedDataKey == true)

@@ -145,7 +145,8 @@ struct PushTests {
                 try await hints.expectNext(isFor: try server.currentToken(of: "alice"), in: "Notes", what)
             }
 
-            try await expectHintedAfterSubscribing(unhinted: "unsubscribed", hinted: "subscribed", "the first commit after subscribing")
+            try await expectHintedAfterSubscribing(
+                unhinted: "unsubscribed", hinted: "subscribed", "the first commit after subscribing")
 
             let deletion = try await phone.database.modifySubscriptions(saving: [], deleting: ["engine"])
             expectSuccess(deletion.deleteResults["engine"])
@@ -162,8 +163,9 @@ struct PushTests {
             try await laptop.createZone("Notes")
             try await laptop.createZone("Photos")
             let subscription = Subscription(subscriptionID: "notes", kind: .recordZone(zoneID("Notes")))
-            expectSuccess(try await phone.database.modifySubscriptions(saving: [subscription], deleting: [])
-                .saveResults["notes"])
+            expectSuccess(
+                try await phone.database.modifySubscriptions(saving: [subscription], deleting: [])
+                    .saveResults["notes"])
             let hints = await phone.listen()
 
             try await laptop.save(newRecord("p1", in: "Photos"))

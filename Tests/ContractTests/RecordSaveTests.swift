@@ -126,16 +126,26 @@ struct RecordSaveTests {
                 "reference": .reference(Record.Reference(recordID: target.recordID, action: .deleteSelf)),
                 "asset": .asset(photo),
                 "assets": .list([.asset(page), .asset(photo)]),
-                "place": .location(Location(
-                    latitude: 51.5007, longitude: -0.1246, altitude: 12.5, horizontalAccuracy: 8, verticalAccuracy: 4,
-                    course: 270.25, speed: 1.5, timestamp: Date(timeIntervalSince1970: 1_700_000_000.123456))),
-                "route": .list([.location(Location(latitude: -90, longitude: 180)), .location(Location(latitude: 0.5, longitude: -179.5))]),
+                "place": .location(
+                    Location(
+                        latitude: 51.5007, longitude: -0.1246, altitude: 12.5, horizontalAccuracy: 8,
+                        verticalAccuracy: 4,
+                        course: 270.25, speed: 1.5, timestamp: Date(timeIntervalSince1970: 1_700_000_000.123456))),
+                "route": .list([
+                    .location(Location(latitude: -90, longitude: 180)),
+                    .location(Location(latitude: 0.5, longitude: -179.5)),
+                ]),
                 "list": .list([.int64(1), .int64(2), .int64(3)]),
                 "strings": .list([.string("a"), .string("b")]),
                 "emptyList": .list([]),
                 // F129: an encrypted field as every request carries it, sealed on the device.
-                "sealed": .encrypted(.sealed(ZoneKey.generate(zoneID: RecordZone.ID(zoneName: "Notes"), version: 1)
-                    .seal(.string("secret"), recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")), key: "sealed"))),
+                "sealed": .encrypted(
+                    .sealed(
+                        ZoneKey.generate(zoneID: RecordZone.ID(zoneName: "Notes"), version: 1)
+                            .seal(
+                                .string("secret"),
+                                recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")),
+                                key: "sealed"))),
             ]
             var record = newRecord("n1", type: "Everything", values)
             record.parent = Record.Reference(recordID: target.recordID)
@@ -195,7 +205,8 @@ enum InvalidRecord: String, Sendable, CaseIterable, CustomStringConvertible {
         case .mixedList: newRecord("n1", ["list": .list([.int64(1), .string("two")])])
         case .nestedList: newRecord("n1", ["list": .list([.list([.int64(1)])])])
         case .locationOutOfRange: newRecord("n1", ["where": .location(Location(latitude: 91, longitude: 0))])
-        case .locationCourseTooLarge: newRecord("n1", ["route": .list([.location(Location(latitude: 1, longitude: 1, course: 720))])])
+        case .locationCourseTooLarge:
+            newRecord("n1", ["route": .list([.location(Location(latitude: 1, longitude: 1, course: 720))])])
         }
     }
 }

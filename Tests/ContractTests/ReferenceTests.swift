@@ -7,7 +7,8 @@ import Testing
 @Suite("References (F135, F136)")
 struct ReferenceTests {
     func child(_ name: String, of target: String, action: Record.Reference.Action = .deleteSelf) -> Record {
-        newRecord(name, type: "Item", ["list": .reference(Record.Reference(recordID: recordID(target), action: action))])
+        newRecord(
+            name, type: "Item", ["list": .reference(Record.Reference(recordID: recordID(target), action: action))])
     }
 
     // F135, F136: deleting a target deletes its deleteSelf referrers, transitively; the sender's
@@ -17,9 +18,12 @@ struct ReferenceTests {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             try await phone.save(newRecord("list", type: "List"))
             try await phone.save(child("item1", of: "list"))
-            try await phone.save(newRecord("detail", type: "Detail", [
-                "item": .reference(Record.Reference(recordID: recordID("item1"), action: .deleteSelf)),
-            ]))
+            try await phone.save(
+                newRecord(
+                    "detail", type: "Detail",
+                    [
+                        "item": .reference(Record.Reference(recordID: recordID("item1"), action: .deleteSelf))
+                    ]))
             try await phone.save(child("loose", of: "list", action: .none))
             let before = try await laptop.fetchZone("Notes")
             #expect(before.records.count == 4)

@@ -82,17 +82,21 @@ func withSharedNotes(
         var share = Share(recordZoneID: zoneID("Notes"))
         for (user, permission) in participants {
             try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
-            share.addParticipant(Share.Participant(emailAddress: "\(user.rawValue)@example.com", permission: permission))
+            share.addParticipant(
+                Share.Participant(emailAddress: "\(user.rawValue)@example.com", permission: permission))
         }
         let saved = try await alice.saveShare(share, sourceLocation: sourceLocation)
         var devices: [UserID: Device] = [:]
         for (user, _) in participants {
             let device = try await server.device(user, DeviceID("\(user.rawValue)-phone"), scope: .shared)
-            try await device.accept(try #require(saved.url, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+            try await device.accept(
+                try #require(saved.url, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
             devices[user] = device
         }
         let current = try await alice.fetchRecord(saved.recordID).map { try Share(record: $0) } ?? saved
-        try await body(SharedNotes(
-            server: server, alice: alice, participants: devices, share: current, ownerName: try await alice.userRecordName()))
+        try await body(
+            SharedNotes(
+                server: server, alice: alice, participants: devices, share: current,
+                ownerName: try await alice.userRecordName()))
     }
 }

@@ -39,16 +39,25 @@ struct SharingSecurityTests {
 
     /// The attempts of a user who has no access to the zone (any more).
     static func outsider(_ user: UserID) -> [Attempt] {
-        func attempt(_ what: String, _ code: SyncError.Code, _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?) -> Attempt {
+        func attempt(
+            _ what: String, _ code: SyncError.Code,
+            _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?
+        ) -> Attempt {
             Attempt(user: user, what: what, code: code) { context in try await run(context, context.shared[user]!) }
         }
         var attempts = [
-            attempt("fetch the shared zone's changes", .zoneNotFound) { c, d in try await thrown { try await d.fetchZone(c.notes) } },
-            attempt("fetch an unshared zone's changes", .zoneNotFound) { c, d in try await thrown { try await d.fetchZone(c.unshared) } },
+            attempt("fetch the shared zone's changes", .zoneNotFound) { c, d in
+                try await thrown { try await d.fetchZone(c.notes) }
+            },
+            attempt("fetch an unshared zone's changes", .zoneNotFound) { c, d in
+                try await thrown { try await d.fetchZone(c.unshared) }
+            },
             attempt("fetch the shared zone", .zoneNotFound) { c, d in
                 try await d.database.fetchZones([c.notes]).results[c.notes]?.failure
             },
-            attempt("save a new record", .zoneNotFound) { c, d in try await d.attemptSave(newRecord(c.record("new")))?.failure },
+            attempt("save a new record", .zoneNotFound) { c, d in
+                try await d.attemptSave(newRecord(c.record("new")))?.failure
+            },
             attempt("save n1 with changed keys", .zoneNotFound) { c, d in
                 try await d.attemptSave(c.n1.setting(["title": "mine"]), savePolicy: .changedKeys)?.failure
             },
@@ -60,7 +69,8 @@ struct SharingSecurityTests {
             },
             attempt("save the share with themselves added", .zoneNotFound) { c, d in
                 var share = c.share
-                share.addParticipant(Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
+                share.addParticipant(
+                    Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
                 return try await d.attemptSave(share.record, savePolicy: .allKeys)?.failure
             },
             attempt("save into an unshared zone", .zoneNotFound) { c, d in
@@ -78,24 +88,31 @@ struct SharingSecurityTests {
             },
             attempt("subscribe to the shared zone", .invalidArguments) { c, d in
                 let subscription = Subscription(subscriptionID: "spy", kind: .recordZone(c.notes))
-                return try await d.database.modifySubscriptions(saving: [subscription], deleting: []).saveResults["spy"]?.failure
+                return try await d.database.modifySubscriptions(saving: [subscription], deleting: []).saveResults[
+                    "spy"]?.failure
             },
-            Attempt(user: user, what: "write the owner's zone through their private database", code: .invalidArguments) { c in
+            Attempt(user: user, what: "write the owner's zone through their private database", code: .invalidArguments)
+            { c in
                 try await c.private[user]!.attemptSave(newRecord(c.record("new")))?.failure
             },
-            Attempt(user: user, what: "read the owner's zone through their private database", code: .zoneNotFound) { c in
+            Attempt(user: user, what: "read the owner's zone through their private database", code: .zoneNotFound) {
+                c in
                 try await thrown { try await c.private[user]!.fetchZone(c.notes) }
             },
         ]
         if user != "eve" {
-            attempts.append(attempt("fetch with a zone token from before", .zoneNotFound) { c, d in
-                try await thrown { try await d.fetchZone(c.notes, since: c.oldZoneTokens[user]) }
-            })
+            attempts.append(
+                attempt("fetch with a zone token from before", .zoneNotFound) { c, d in
+                    try await thrown { try await d.fetchZone(c.notes, since: c.oldZoneTokens[user]) }
+                })
         } else {
             for owner in ["__defaultOwner__", "_user01", "alice", "_user999"] {
-                attempts.append(attempt("fetch the zone named with owner \(owner)", .zoneNotFound) { c, d in
-                    try await thrown { try await d.fetchZone(RecordZone.ID(zoneName: c.notes.zoneName, ownerName: owner)) }
-                })
+                attempts.append(
+                    attempt("fetch the zone named with owner \(owner)", .zoneNotFound) { c, d in
+                        try await thrown {
+                            try await d.fetchZone(RecordZone.ID(zoneName: c.notes.zoneName, ownerName: owner))
+                        }
+                    })
             }
         }
         return attempts
@@ -103,12 +120,20 @@ struct SharingSecurityTests {
 
     /// The attempts of a read-only participant to write.
     static let readOnly: [Attempt] = {
-        func attempt(_ what: String, _ code: SyncError.Code, _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?) -> Attempt {
-            Attempt(user: "carol", what: what, code: code) { context in try await run(context, context.shared["carol"]!) }
+        func attempt(
+            _ what: String, _ code: SyncError.Code,
+            _ run: @escaping @Sendable (Context, Device) async throws -> SyncError?
+        ) -> Attempt {
+            Attempt(user: "carol", what: what, code: code) { context in try await run(context, context.shared["carol"]!)
+            }
         }
         return [
-            attempt("save a new record", .permissionFailure) { c, d in try await d.attemptSave(newRecord(c.record("new")))?.failure },
-            attempt("save n1", .permissionFailure) { c, d in try await d.attemptSave(c.n1.setting(["title": "mine"]))?.failure },
+            attempt("save a new record", .permissionFailure) { c, d in
+                try await d.attemptSave(newRecord(c.record("new")))?.failure
+            },
+            attempt("save n1", .permissionFailure) { c, d in
+                try await d.attemptSave(c.n1.setting(["title": "mine"]))?.failure
+            },
             attempt("save n1 with all keys", .permissionFailure) { c, d in
                 try await d.attemptSave(c.n1.setting(["title": "mine"]), savePolicy: .allKeys)?.failure
             },
@@ -117,11 +142,13 @@ struct SharingSecurityTests {
             },
             attempt("save the share with a read-write permission", .permissionFailure) { c, d in
                 var share = c.share
-                share.addParticipant(Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
+                share.addParticipant(
+                    Share.Participant(userRecordName: try await d.userRecordName(), permission: .readWrite))
                 return try await d.attemptSave(share.record, savePolicy: .allKeys)?.failure
             },
             attempt("save two records atomically", .permissionFailure) { c, d in
-                try await d.modify(saving: [newRecord(c.record("a")), newRecord(c.record("b"))]).saveResults[c.record("a")]?.failure
+                try await d.modify(saving: [newRecord(c.record("a")), newRecord(c.record("b"))]).saveResults[
+                    c.record("a")]?.failure
             },
             attempt("save into an unshared zone", .zoneNotFound) { c, d in
                 try await d.attemptSave(newRecord(c.record("new", in: c.unshared)))?.failure
@@ -129,7 +156,8 @@ struct SharingSecurityTests {
             attempt("delete the shared zone in the shared database", .badDatabase) { c, d in
                 try await d.attemptDeleteZone(c.notes)?.failure
             },
-            Attempt(user: "carol", what: "write the owner's zone through her private database", code: .invalidArguments) { c in
+            Attempt(user: "carol", what: "write the owner's zone through her private database", code: .invalidArguments)
+            { c in
                 try await c.private["carol"]!.attemptSave(newRecord(c.record("new")))?.failure
             },
         ]
@@ -137,8 +165,9 @@ struct SharingSecurityTests {
 
     static let attempts: [Attempt] = outsider("eve") + outsider("dan") + outsider("frank") + readOnly
 
-    @Test("at least 50 attempts by outsiders, removed, departed and read-only participants: all refused, nothing changed",
-          arguments: Harnesses.all)
+    @Test(
+        "at least 50 attempts by outsiders, removed, departed and read-only participants: all refused, nothing changed",
+        arguments: Harnesses.all)
     func everyAttemptRefused(harness: any ContractHarness) async throws {
         #expect(Self.attempts.count >= 50)
         try await withAttackedNotes(harness) { notes, context in
@@ -159,7 +188,9 @@ struct SharingSecurityTests {
                 }
             }
             #expect(try await notes.alice.fetchZone("Notes").records == contents)
-            #expect(try await notes.alice.fetchZone("Private").records[recordID("p1", in: "Private")]?["secret"] == "alice's")
+            #expect(
+                try await notes.alice.fetchZone("Private").records[recordID("p1", in: "Private")]?["secret"]
+                    == "alice's")
         }
     }
 
@@ -168,13 +199,16 @@ struct SharingSecurityTests {
     /// a stranger guessing owner names and 1,000 by a removed participant leave every other
     /// user's log as it was. In process on each store: the refusal is the server's (the attempts
     /// above show it over HTTP too).
-    @Test("2,000 refused writes with request IDs by a stranger and a removed participant write nothing anywhere",
-          arguments: Harnesses.inProcess)
+    @Test(
+        "2,000 refused writes with request IDs by a stranger and a removed participant write nothing anywhere",
+        arguments: Harnesses.inProcess)
     func refusedWritesWriteNothing(harness: any ContractHarness) async throws {
         try await withAttackedNotes(harness) { notes, context in
             let eve = context.shared["eve"]!.likeAnEngine()
             let dan = context.shared["dan"]!.likeAnEngine()
-            let guessed = (1...10).map { RecordZone.ID(zoneName: $0 % 2 == 0 ? "Notes" : "Contacts", ownerName: "_user\($0)") }
+            let guessed = (1...10).map {
+                RecordZone.ID(zoneName: $0 % 2 == 0 ? "Notes" : "Contacts", ownerName: "_user\($0)")
+            }
             for attacker in [eve, dan] {
                 let before = try Self.logEnds(notes.server, sparing: attacker.user)
                 for attempt in 0..<1000 {
@@ -183,10 +217,15 @@ struct SharingSecurityTests {
                     let response = try await attacker.modify(
                         saving: attempt % 3 == 0 ? [] : [newRecord(id, ["title": "x"])],
                         deleting: attempt % 3 == 0 ? [id] : [])
-                    let outcome = attempt % 3 == 0 ? response.deleteResults[id]?.failure : response.saveResults[id]?.failure
-                    #expect(outcome?.code == .zoneNotFound, "\(attacker.user)'s request \(attempt) to \(zone): \(String(describing: outcome))")
+                    let outcome =
+                        attempt % 3 == 0 ? response.deleteResults[id]?.failure : response.saveResults[id]?.failure
+                    #expect(
+                        outcome?.code == .zoneNotFound,
+                        "\(attacker.user)'s request \(attempt) to \(zone): \(String(describing: outcome))")
                 }
-                #expect(try Self.logEnds(notes.server, sparing: attacker.user) == before, "\(attacker.user)'s refused writes grew a log")
+                #expect(
+                    try Self.logEnds(notes.server, sparing: attacker.user) == before,
+                    "\(attacker.user)'s refused writes grew a log")
             }
         }
     }
@@ -196,7 +235,9 @@ struct SharingSecurityTests {
     private func withAttackedNotes(
         _ harness: any ContractHarness, _ body: (SharedNotes, Context) async throws -> Void
     ) async throws {
-        try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly), ("dan", .readWrite), ("frank", .readWrite)]) { notes in
+        try await withSharedNotes(
+            harness, [("bob", .readWrite), ("carol", .readOnly), ("dan", .readWrite), ("frank", .readWrite)]
+        ) { notes in
             try await notes.alice.createZone("Private")
             try await notes.alice.save(newRecord("p1", in: "Private", ["secret": "alice's"]))
             let unshared = RecordZone.ID(zoneName: "Private", ownerName: notes.ownerName)
@@ -204,13 +245,16 @@ struct SharingSecurityTests {
             for user in ["dan", "frank"] as [UserID] {
                 oldTokens[user] = try await notes.participants[user]!.fetchZone(notes.zoneID).token
             }
-            let n1 = try #require(try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.recordID("n1")])
+            let n1 = try #require(
+                try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.recordID("n1")])
             // Dan is removed; frank leaves.
             var share = notes.share
             share.removeParticipant(UserIdentity(userRecordName: try await notes.participants["dan"]!.userRecordName()))
             try await notes.alice.saveShare(share)
             try await notes.participants["frank"]!.delete(notes.shareID)
-            let current = try Share(record: try #require(try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.shareID]))
+            let current = try Share(
+                record: try #require(
+                    try await notes.participants["bob"]!.fetchZone(notes.zoneID).records[notes.shareID]))
 
             var shared: [UserID: Device] = notes.participants
             shared["eve"] = try await notes.server.device("eve", "laptop", scope: .shared)
@@ -218,14 +262,17 @@ struct SharingSecurityTests {
             for user in ["eve", "dan", "frank", "carol"] as [UserID] {
                 privates[user] = try await notes.server.device(user, DeviceID("\(user.rawValue)-private"))
             }
-            try await body(notes, Context(
-                notes: notes.zoneID, unshared: unshared, url: notes.url, shareID: notes.shareID, shared: shared,
-                private: privates, oldZoneTokens: oldTokens, n1: n1, share: current))
+            try await body(
+                notes,
+                Context(
+                    notes: notes.zoneID, unshared: unshared, url: notes.url, shareID: notes.shareID, shared: shared,
+                    private: privates, oldZoneTokens: oldTokens, n1: n1, share: current))
         }
     }
 
     /// The end of the private and shared database logs of every user but `attacker`, by database.
-    private static func logEnds(_ server: TestServer, sparing attacker: UserID) throws -> [String: DatabaseChangeToken] {
+    private static func logEnds(_ server: TestServer, sparing attacker: UserID) throws -> [String: DatabaseChangeToken]
+    {
         var ends: [String: DatabaseChangeToken] = [:]
         for user in ["alice", "bob", "carol", "dan", "frank", "eve"] as [UserID] where user != attacker {
             for scope in [DatabaseScope.private, .shared] {
@@ -240,7 +287,8 @@ extension SharingSecurityTests.Context {
     /// The same context, each device sending as an engine does.
     func likeAnEngine() -> Self {
         Self(
-            notes: notes, unshared: unshared, url: url, shareID: shareID, shared: shared.mapValues { $0.likeAnEngine() },
+            notes: notes, unshared: unshared, url: url, shareID: shareID,
+            shared: shared.mapValues { $0.likeAnEngine() },
             private: `private`.mapValues { $0.likeAnEngine() }, oldZoneTokens: oldZoneTokens, n1: n1, share: share)
     }
 }

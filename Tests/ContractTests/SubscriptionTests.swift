@@ -45,14 +45,17 @@ struct SubscriptionTests {
             try await alice.createZone("Notes")
             try await alice.subscribe("engine")
             let zoneSubscription = Subscription(subscriptionID: "notes", kind: .recordZone(zoneID("Notes")))
-            expectSuccess(try await alice.database.modifySubscriptions(saving: [zoneSubscription], deleting: [])
-                .saveResults["notes"])
+            expectSuccess(
+                try await alice.database.modifySubscriptions(saving: [zoneSubscription], deleting: [])
+                    .saveResults["notes"])
             try await aliceShared.subscribe("shared-engine")
 
-            #expect(Set(try await alice.database.allSubscriptions()) == [
-                Subscription(subscriptionID: "engine", kind: .database), zoneSubscription,
-            ])
-            #expect(try await aliceShared.database.allSubscriptions() == [Subscription(subscriptionID: "shared-engine")])
+            #expect(
+                Set(try await alice.database.allSubscriptions()) == [
+                    Subscription(subscriptionID: "engine", kind: .database), zoneSubscription,
+                ])
+            #expect(
+                try await aliceShared.database.allSubscriptions() == [Subscription(subscriptionID: "shared-engine")])
             #expect(try await bob.database.allSubscriptions().isEmpty)
 
             let response = try await alice.database.modifySubscriptions(saving: [], deleting: ["engine"])
@@ -69,10 +72,11 @@ struct SubscriptionTests {
             let owner = try await server.device("alice", "phone")
             try await owner.createZone("Notes")
             let device = try await server.device("alice", "phone", scope: placement.scope)
-            let subscription = switch placement.kind {
-            case .database: Subscription(subscriptionID: "sub", kind: .database)
-            case .zone: Subscription(subscriptionID: "sub", kind: .recordZone(zoneID("Notes")))
-            }
+            let subscription =
+                switch placement.kind {
+                case .database: Subscription(subscriptionID: "sub", kind: .database)
+                case .zone: Subscription(subscriptionID: "sub", kind: .recordZone(zoneID("Notes")))
+                }
             let result = try await device.database.modifySubscriptions(saving: [subscription], deleting: [])
                 .saveResults["sub"]
             if placement.allowed {

@@ -9,8 +9,9 @@ struct ThrottlingTests {
     // F152, F90: injected request failures reach the client whole, with their retry-after, on
     // any operation and scope of that user only; a failed request changes nothing; once the
     // failures are used up (and the wait is over) requests succeed.
-    @Test("F152 throttling with retry-after, then success",
-          arguments: Harnesses.all, [SyncError.Code.requestRateLimited, .serviceUnavailable, .zoneBusy])
+    @Test(
+        "F152 throttling with retry-after, then success",
+        arguments: Harnesses.all, [SyncError.Code.requestRateLimited, .serviceUnavailable, .zoneBusy])
     func throttling(harness: any ContractHarness, code: SyncError.Code) async throws {
         try await withPhone(harness) { server, phone in
             let shared = try await server.device("alice", "phone", scope: .shared)

@@ -30,7 +30,9 @@ enum TokenForge {
     }
 
     private static func append(_ value: UInt64, to bytes: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+        }
     }
 
     private static func append(_ text: String, to bytes: inout [UInt8]) {
@@ -70,7 +72,8 @@ struct TokenTests {
 
             func expectInvalid(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) {
                 let error = #expect(throws: SyncError.self, sourceLocation: sourceLocation) { try body() }
-                #expect(error?.code == .invalidArguments, "\(String(describing: error))", sourceLocation: sourceLocation)
+                #expect(
+                    error?.code == .invalidArguments, "\(String(describing: error))", sourceLocation: sourceLocation)
             }
             expectInvalid { _ = try ZoneChangeToken(data: databaseToken.data) }
             expectInvalid { _ = try DatabaseChangeToken(data: zoneToken.data) }
@@ -164,12 +167,15 @@ struct TokenTests {
             try await phone.save(newRecord("n1"))
             let (databaseToken, zoneToken) = try await phone.currentTokens()
             try #require(
-                try TokenForge.databaseToken(offset: databaseToken.offset.rawValue, database: databaseToken.database).data
+                try TokenForge.databaseToken(offset: databaseToken.offset.rawValue, database: databaseToken.database)
+                    .data
                     == databaseToken.data)
-            try #require(try TokenForge.zoneToken(
-                zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset.rawValue,
-                database: zoneToken.database).data
-                == zoneToken.data)
+            try #require(
+                try TokenForge.zoneToken(
+                    zoneID: zoneToken.zoneID, incarnation: zoneToken.incarnation, offset: zoneToken.offset.rawValue,
+                    database: zoneToken.database
+                ).data
+                    == zoneToken.data)
 
             let end = try server.currentToken(of: "alice").offset.rawValue
             let futureDatabase = try TokenForge.databaseToken(offset: end + 1_000, database: databaseToken.database)

@@ -72,12 +72,14 @@ struct TombstoneTests {
             #expect(listing.pages.count > 1, "the listing was paged")
 
             // A compaction at the point the listing started does not stop it either.
-            let first = try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: limit)
+            let first = try await laptop.database.fetchZoneChanges(
+                zoneID: zoneID("Notes"), since: nil, resultsLimit: limit)
             #expect(first.moreComing)
             try server.admin.compactTombstones(of: "alice", before: try server.currentToken(of: "alice"))
             let rest = try await laptop.fetchZone("Notes", since: first.changeToken, resultsLimit: limit)
             #expect(rest.deletedIDs.isEmpty)
-            #expect(Set(first.modifications.map(\.record.recordID)).union(rest.records.keys) == Set(listing.records.keys))
+            #expect(
+                Set(first.modifications.map(\.record.recordID)).union(rest.records.keys) == Set(listing.records.keys))
 
             // The last token is an ordinary one: later deletions are reported from it.
             try await phone.delete(recordID("n2"))
@@ -97,7 +99,8 @@ struct TombstoneTests {
             try await phone.save((0..<4).map { newRecord("n\($0)") })
 
             var fetch = ZoneFetch()
-            fetch.apply(try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: 1))
+            fetch.apply(
+                try await laptop.database.fetchZoneChanges(zoneID: zoneID("Notes"), since: nil, resultsLimit: 1))
             let held = try #require(fetch.records.keys.first)
             #expect(fetch.pages[0].moreComing)
             try await phone.delete(held)

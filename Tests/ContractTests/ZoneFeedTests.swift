@@ -11,9 +11,10 @@ struct ZoneFeedTests {
     @discardableResult
     private func fillNotes(_ phone: Device, count: Int) async throws -> [Record.ID: Record] {
         try await phone.createZone("Notes")
-        return try await phone.save((0..<count).map {
-            newRecord("r\($0)", ["title": .string("title \($0)"), "body": .string("body \($0)")])
-        })
+        return try await phone.save(
+            (0..<count).map {
+                newRecord("r\($0)", ["title": .string("title \($0)"), "body": .string("body \($0)")])
+            })
     }
 
     // F141: desiredKeys [] returns records with their system fields only; a list of keys
@@ -60,8 +61,9 @@ struct ZoneFeedTests {
 
     // F141: the server may return fewer changes than asked (or than exist) per page: a zone
     // larger than one page, by count or by bytes, still arrives whole, each record once.
-    @Test("F141 a zone larger than a page arrives whole",
-          arguments: Harnesses.all, [LargeZone(count: 450, size: 20), LargeZone(count: 5, size: 900_000)])
+    @Test(
+        "F141 a zone larger than a page arrives whole",
+        arguments: Harnesses.all, [LargeZone(count: 450, size: 20), LargeZone(count: 5, size: 900_000)])
     func largeZoneArrivesWhole(harness: any ContractHarness, zone: LargeZone) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
             let records = (0..<zone.count).map { sizedRecord("r\($0)", size: zone.size) }
@@ -220,8 +222,9 @@ struct ZoneFeedTests {
             let fromLaptop = try await laptop.modify(saving: [newRecord("n3")], clientChangeToken: laptops)
             expectSuccess(fromLaptop.saveResults[recordID("n3")])
             #expect(try await laptop.fetchZone("Notes").clientChangeToken == laptops)
-            #expect(try await phone.fetchZone("Notes").clientChangeToken == second,
-                    "the phone's latest applied write is still its second one")
+            #expect(
+                try await phone.fetchZone("Notes").clientChangeToken == second,
+                "the phone's latest applied write is still its second one")
             #expect(try await tablet.fetchZone("Notes").clientChangeToken == nil, "the tablet never sent one")
         }
     }

@@ -23,7 +23,8 @@ extension Device {
     /// The keys of one zone, which must be a success.
     func zoneKeys(_ zoneID: RecordZone.ID, sourceLocation: SourceLocation = #_sourceLocation) async throws -> ZoneKeys {
         let response = try await keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID]))
-        return try requireSuccess(response.results[zoneID], "fetching the keys of \(zoneID)", sourceLocation: sourceLocation)
+        return try requireSuccess(
+            response.results[zoneID], "fetching the keys of \(zoneID)", sourceLocation: sourceLocation)
     }
 
     /// Saves wraps in one request and returns the results.
@@ -54,7 +55,9 @@ struct ZoneKeyDirectoryTests {
 
             for _ in 2..<Limits.maxDeviceKeysPerUser { _ = try await phone.registerNewKey() }
             try await phone.keys.registerDeviceKey(pair.publicKey)  // known already: still fine
-            let error = await expectThrows(.limitExceeded) { try await phone.keys.registerDeviceKey(DeviceKeyPair().publicKey) }
+            let error = await expectThrows(.limitExceeded) {
+                try await phone.keys.registerDeviceKey(DeviceKeyPair().publicKey)
+            }
             #expect(error?.message.contains("\(Limits.maxDeviceKeysPerUser)") == true)
             #expect(try await phone.zoneKeys(zoneID("Notes")).recipients.count == Limits.maxDeviceKeysPerUser)
         }
@@ -63,8 +66,9 @@ struct ZoneKeyDirectoryTests {
     // F129: the owner saves a zone key wrapped for each recipient; a participant who accepted a
     // share of the zone is a recipient, reads the wraps through the shared database under the
     // owner's name, and opens the one wrapped for them. A stranger gets zoneNotFound.
-    @Test("F129 recipients: the owner's and the accepted participants' devices; strangers see nothing",
-          arguments: Harnesses.all)
+    @Test(
+        "F129 recipients: the owner's and the accepted participants' devices; strangers see nothing",
+        arguments: Harnesses.all)
     func recipientsAndParticipants(harness: any ContractHarness) async throws {
         try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
             let alice = notes.alice
@@ -101,9 +105,12 @@ struct ZoneKeyDirectoryTests {
             let carol = try await notes.server.device("carol", "phone", scope: .shared)
             let carolPrivate = try await notes.server.device("carol", "phone")
             _ = try await carol.registerNewKey()
-            expectFailure(try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes.zoneID])).results[notes.zoneID], .zoneNotFound)
             expectFailure(
-                try await carolPrivate.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes.zoneID])).results[notes.zoneID], .zoneNotFound)
+                try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes.zoneID])).results[notes.zoneID],
+                .zoneNotFound)
+            expectFailure(
+                try await carolPrivate.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes.zoneID])).results[
+                    notes.zoneID], .zoneNotFound)
             #expect(try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: nil)).results.isEmpty)
             var stolen = key.wrapped(for: alicePair.publicKey)
             stolen.zoneID = notes.zoneID
@@ -113,11 +120,14 @@ struct ZoneKeyDirectoryTests {
 
     // F129: a hierarchy share makes its accepted participant a recipient of the zone's key too
     // (the key is the zone's), reading through the shared database; a pending invitee is none.
-    @Test("F129 a hierarchy share's accepted participant is a recipient; a pending one is not", arguments: Harnesses.all)
+    @Test(
+        "F129 a hierarchy share's accepted participant is a recipient; a pending one is not", arguments: Harnesses.all)
     func hierarchyShareParticipant(harness: any ContractHarness) async throws {
         try await withPhone(harness, zone: "Notes") { server, alice in
             try await alice.save(newRecord("folder", ["title": "Shared folder"]))
-            for user in ["bob", "carol"] as [UserID] { try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com") }
+            for user in ["bob", "carol"] as [UserID] {
+                try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
+            }
             var share = Share(rootRecordID: recordID("folder"))
             share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readOnly))
             share.addParticipant(Share.Participant(emailAddress: "carol@example.com", permission: .readWrite))
@@ -133,7 +143,9 @@ struct ZoneKeyDirectoryTests {
             let recipients = try await alice.zoneKeys(zoneID("Notes")).recipients.map(\.keyID)
             #expect(recipients == [alicePair.publicKey.keyID, bobPair.publicKey.keyID])
             #expect(try await bob.zoneKeys(spelt).recipients.map(\.keyID) == recipients)
-            expectFailure(try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [spelt])).results[spelt], .zoneNotFound)
+            expectFailure(
+                try await carol.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [spelt])).results[spelt], .zoneNotFound
+            )
             // Bob reads only: his wraps are refused, alice's are his to fetch.
             let key = ZoneKey.generate(zoneID: spelt, version: 1)
             let bobs = key.wrapped(for: bobPair.publicKey)
@@ -165,9 +177,13 @@ struct ZoneKeyDirectoryTests {
             let first = [alicePair, bobPair, davePair].map { v1.wrapped(for: $0.publicKey) }
             let saved = try await bob.saveWraps(first)
             for wrap in first { #expect(try saved[wrap.id]?.get() == wrap) }
-            #expect(try alicePair.unwrap(try #require(try await alice.zoneKeys(zoneID("Notes")).wrappedKeys.first {
-                $0.recipientKeyID == alicePair.publicKey.keyID
-            })).check == v1.check)
+            #expect(
+                try alicePair.unwrap(
+                    try #require(
+                        try await alice.zoneKeys(zoneID("Notes")).wrappedKeys.first {
+                            $0.recipientKeyID == alicePair.publicKey.keyID
+                        })
+                ).check == v1.check)
 
             // Dave may read, not write.
             let v2 = ZoneKey.generate(zoneID: notes.zoneID, version: 2)
@@ -185,11 +201,17 @@ struct ZoneKeyDirectoryTests {
             expectFailure(try await alice.saveWraps([malformed])[malformed.id], .invalidArguments)
 
             // The same wrap again: kept as it was. Another key of version 1: refused.
-            let again = try await alice.saveWraps([first[0]].map { var wrap = $0; wrap.zoneID = zoneID("Notes"); return wrap })
+            let again = try await alice.saveWraps(
+                [first[0]].map {
+                    var wrap = $0
+                    wrap.zoneID = zoneID("Notes")
+                    return wrap
+                })
             #expect(again.values.allSatisfy { (try? $0.get()) != nil })
             let other = ZoneKey.generate(zoneID: zoneID("Notes"), version: 1)
             let sameRecipient = other.wrapped(for: alicePair.publicKey)
-            let conflict = expectFailure(try await alice.saveWraps([sameRecipient])[sameRecipient.id], .serverRecordChanged)
+            let conflict = expectFailure(
+                try await alice.saveWraps([sameRecipient])[sameRecipient.id], .serverRecordChanged)
             #expect(conflict?.message.contains("version 1") == true)
 
             // Within one request: the first key of version 2 wins, a second is refused.
@@ -210,7 +232,9 @@ struct ZoneKeyDirectoryTests {
     // version that skips ahead (4294967294, the highest valid one, or 3 after 1) is refused and
     // changes nothing, so a device always has a next version to rotate to; 4294967295 is not a
     // version at all.
-    @Test("F129 a new key version is the latest plus one: skipping ahead is refused and writes nothing", arguments: Harnesses.all)
+    @Test(
+        "F129 a new key version is the latest plus one: skipping ahead is refused and writes nothing",
+        arguments: Harnesses.all)
     func versionsFollowTheLatest(harness: any ContractHarness) async throws {
         try await withSharedNotes(harness, [("bob", .readWrite)]) { notes in
             let bob = notes.participants["bob"]!
@@ -230,7 +254,8 @@ struct ZoneKeyDirectoryTests {
                     let error = expectFailure(results[wrap.id], .invalidArguments)
                     #expect(error?.message.contains("version") == true, "\(String(describing: error))")
                 }
-                #expect(try notes.server.currentToken(of: "alice") == before, "version \(version) changed the owner's log")
+                #expect(
+                    try notes.server.currentToken(of: "alice") == before, "version \(version) changed the owner's log")
             }
             #expect(try await bob.zoneKeys(notes.zoneID).latestVersion == 1)
             let second = wraps(2)
@@ -250,7 +275,9 @@ struct ZoneKeyDirectoryTests {
             #expect(try await phone.zoneKeys(zoneID("Notes")).wrappedKeys == [wrap])
 
             try await phone.deleteZone("Notes")
-            expectFailure(try await phone.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID("Notes")])).results[zoneID("Notes")], .zoneNotFound)
+            expectFailure(
+                try await phone.keys.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID("Notes")])).results[
+                    zoneID("Notes")], .zoneNotFound)
             expectFailure(try await phone.saveWraps([wrap])[wrap.id], .zoneNotFound)
 
             try await phone.createZone("Notes")

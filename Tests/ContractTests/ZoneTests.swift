@@ -53,7 +53,8 @@ struct ZoneTests {
             #expect(!changes.modified.contains(zoneID("Notes")))
             expectFailure(try await laptop.attemptSave(newRecord("n2")), .zoneNotFound)
             await expectThrows(.zoneNotFound) { try await laptop.fetchZone("Notes") }
-            expectFailure(try await laptop.database.fetchZones([zoneID("Notes")]).results[zoneID("Notes")], .zoneNotFound)
+            expectFailure(
+                try await laptop.database.fetchZones([zoneID("Notes")]).results[zoneID("Notes")], .zoneNotFound)
             #expect(!(try await laptop.database.fetchAllZones().map(\.zoneID).contains(zoneID("Notes"))))
         }
     }
@@ -105,8 +106,12 @@ struct ZoneTests {
             let changes = try await laptop.fetchDatabase(since: start)
             #expect(changes.deleted[zoneID("Notes")] == .deleted, "the old incarnation's deletion is reported")
             #expect(changes.modified.contains(zoneID("Notes")), "the new incarnation is reported")
-            if let deletionPage = changes.pages.firstIndex(where: { $0.deletions.contains { $0.zoneID == zoneID("Notes") } }),
-                let modificationPage = changes.pages.lastIndex(where: { $0.modifications.contains { $0.zoneID == zoneID("Notes") } })
+            if let deletionPage = changes.pages.firstIndex(where: {
+                $0.deletions.contains { $0.zoneID == zoneID("Notes") }
+            }),
+                let modificationPage = changes.pages.lastIndex(where: {
+                    $0.modifications.contains { $0.zoneID == zoneID("Notes") }
+                })
             {
                 #expect(deletionPage <= modificationPage, "the deletion does not come after the re-creation")
             }

@@ -28,10 +28,14 @@ struct AppendReadTests {
             let time = EntryTime(microsecondsSince1970: 1_790_000_000_123_456)
             let log = try Log.open(at: directory, options: .init(durability: .fast), clock: { time })
             let payloads: [[UInt8]] = [[], [0], Array("hello".utf8), [UInt8](repeating: 0xAB, count: 100_000)]
-            let offsets = try log.append(payloads.enumerated().map { NewEntry(kind: EntryKind(UInt16($0.offset)), payload: $0.element) })
+            let offsets = try log.append(
+                payloads.enumerated().map { NewEntry(kind: EntryKind(UInt16($0.offset)), payload: $0.element) })
             for (index, offset) in offsets.enumerated() {
                 let entry = try #require(try log.entry(at: offset))
-                #expect(entry == LogEntry(offset: offset, kind: EntryKind(UInt16(index)), time: time, payload: payloads[index]))
+                #expect(
+                    entry
+                        == LogEntry(
+                            offset: offset, kind: EntryKind(UInt16(index)), time: time, payload: payloads[index]))
             }
             #expect(try log.entry(at: .zero) == nil)
             #expect(try log.entry(at: 5) == nil)
@@ -40,7 +44,8 @@ struct AppendReadTests {
 
     @Test func explicitTimesWinOverTheClock() async throws {
         try withTemporaryDirectory { directory in
-            let log = try Log.open(at: directory, options: .init(durability: .fast), clock: { EntryTime(microsecondsSince1970: 42) })
+            let log = try Log.open(
+                at: directory, options: .init(durability: .fast), clock: { EntryTime(microsecondsSince1970: 42) })
             let given = EntryTime(Date(timeIntervalSince1970: 1_000_000.25))
             try log.append([NewEntry(kind: 1, payload: [], time: given), NewEntry(kind: 1, payload: [])])
             #expect(try log.entry(at: 1)?.time == given)
@@ -61,7 +66,9 @@ struct AppendReadTests {
             var expected = LogOffset.first
             while let entry = try cursor.next() {
                 #expect(entry.offset == expected)
-                #expect(KeyValueEntry(entry) == .set(key: "k\((expected.rawValue - 1) % 7)", value: [UInt8(expected.rawValue - 1)]))
+                #expect(
+                    KeyValueEntry(entry)
+                        == .set(key: "k\((expected.rawValue - 1) % 7)", value: [UInt8(expected.rawValue - 1)]))
                 expected = expected.next
             }
             #expect(expected == 51)
@@ -71,7 +78,8 @@ struct AppendReadTests {
     @Test func oneEnvironmentPerPathAndProcess() async throws {
         try withTemporaryDirectory { directory in
             let first = try LogEnvironment.open(at: directory, options: .init(durability: .fast))
-            let second = try LogEnvironment.open(at: directory.appendingPathComponent("./"), options: .init(durability: .fast))
+            let second = try LogEnvironment.open(
+                at: directory.appendingPathComponent("./"), options: .init(durability: .fast))
             #expect(first === second)
             let log = try first.openLog(named: "main")
             #expect(try second.openLog(named: "main") === log)
@@ -85,7 +93,9 @@ struct AppendReadTests {
                 #expect(error.code == .alreadyOpen)
                 #expect(error.description.contains(first.path))
             }
-            #expect(throws: LogStoreError.self) { try first.openLog(named: "main", projections: [LatestValueProjection()]) }
+            #expect(throws: LogStoreError.self) {
+                try first.openLog(named: "main", projections: [LatestValueProjection()])
+            }
         }
     }
 
@@ -168,7 +178,8 @@ struct AppendReadTests {
                 _ = try environment.openLog(named: "device")
             }
             #expect {
-                try Log.open(at: directory.appendingPathComponent("env"), named: "server", options: .init(readOnly: true))
+                try Log.open(
+                    at: directory.appendingPathComponent("env"), named: "server", options: .init(readOnly: true))
             } throws: { error in
                 (error as? LogStoreError)?.code == .notALog && "\(error)".contains("device")
             }

@@ -25,9 +25,10 @@ struct ConcurrencyTests {
                 var random = SeededRandom(seed: 11)
                 while next <= total {
                     let size = min(total - next + 1, UInt64.random(in: 1...300, using: &random))
-                    try log.append((next..<(next + size)).map {
-                        KeyValueEntry.set(key: "k\($0 % 100)", value: Self.payload($0)).newEntry
-                    })
+                    try log.append(
+                        (next..<(next + size)).map {
+                            KeyValueEntry.set(key: "k\($0 % 100)", value: Self.payload($0)).newEntry
+                        })
                     next += size
                 }
             }
@@ -46,7 +47,9 @@ struct ConcurrencyTests {
                             #expect((sets.map(LatestValueProjection.decodeUInt64) ?? 0) == last.rawValue)
                             if last > .zero {
                                 let entry = try #require(try snapshot.entry(at: last))
-                                #expect(KeyValueEntry(entry) == .set(key: "k\(last.rawValue % 100)", value: Self.payload(last.rawValue)))
+                                #expect(
+                                    KeyValueEntry(entry)
+                                        == .set(key: "k\(last.rawValue % 100)", value: Self.payload(last.rawValue)))
                             }
                             lastSeen = last
                         }
@@ -55,7 +58,9 @@ struct ConcurrencyTests {
                         var cursor = try log.entries(from: expected, through: lastSeen)
                         while let entry = try cursor.next() {
                             #expect(entry.offset == expected)
-                            #expect(KeyValueEntry(entry) == .set(key: "k\(expected.rawValue % 100)", value: Self.payload(expected.rawValue)))
+                            #expect(
+                                KeyValueEntry(entry)
+                                    == .set(key: "k\(expected.rawValue % 100)", value: Self.payload(expected.rawValue)))
                             expected = expected.next
                         }
                         snapshots += 1

@@ -81,7 +81,8 @@ struct CorruptionTests {
         try withTemporaryDirectory { directory in
             let log = try makeLog(directory)
             try log.environment.write { transaction in
-                try transaction.removeValue(forKey: withUnsafeBytes(of: LogOffset(8).key) { Array($0) }, in: log.entriesTable)
+                try transaction.removeValue(
+                    forKey: withUnsafeBytes(of: LogOffset(8).key) { Array($0) }, in: log.entriesTable)
             }
             expectError(.corruptEntry, at: 8) { try log.forEachEntry { _ in } }
         }

@@ -7,7 +7,7 @@ import Testing
 @testable import LogStore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite("Crash safety")
@@ -40,7 +40,8 @@ struct CrashTests {
 
                 // Read-only first, so nothing is repaired by opening: what the child left is checked as is.
                 let log = try Log.open(
-                    at: directory, options: .init(durability: .durable, readOnly: true), projections: [LatestValueProjection()])
+                    at: directory, options: .init(durability: .durable, readOnly: true),
+                    projections: [LatestValueProjection()])
                 let last = try log.lastOffset
                 #expect(last >= reported, "round \(round): reported \(reported) committed, the log ends at \(last)")
                 #expect(try log.entryCount == Int(last.rawValue))

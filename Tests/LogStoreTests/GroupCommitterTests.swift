@@ -34,8 +34,11 @@ struct GroupCommitterTests {
         for i in 1...20 {
             Thread.detachNewThread {
                 let outcome = queue.submit(
-                    WaitQueue.Request(entries: Array(repeating: NewEntry(kind: 1, payload: []), count: i)), commit: commit)
-                if (try? outcome.get())?.lowerBound != LogOffset(UInt64(i)) { groups.fail("request \(i) got \(outcome)") }
+                    WaitQueue.Request(entries: Array(repeating: NewEntry(kind: 1, payload: []), count: i)),
+                    commit: commit)
+                if (try? outcome.get())?.lowerBound != LogOffset(UInt64(i)) {
+                    groups.fail("request \(i) got \(outcome)")
+                }
                 finished.signal()
             }
         }
@@ -99,7 +102,8 @@ struct AsyncGroupCommitterTests {
         _ directory: URL
     ) async throws -> (gate: Gate, log: Log, committer: GroupCommitter, held: Task<Range<LogOffset>, any Error>) {
         let gate = Gate()
-        let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [gate], clock: countingClock())
+        let log = try Log.open(
+            at: directory, options: .init(durability: .fast), projections: [gate], clock: countingClock())
         let committer = GroupCommitter(log: log)
         let held = Task { try await committer.append([NewEntry(kind: Gate.gateKind, payload: [])]) }
         while !gate.inside.load(ordering: .sequentiallyConsistent) { await Task.yield() }
@@ -127,10 +131,15 @@ struct AsyncGroupCommitterTests {
             let (gate, log, committer, held) = try await Self.committerHeldInACommit(directory)
             var running: [(caller: Int, task: Task<Range<LogOffset>, any Error>)] = []
             for caller in 1...callers {
-                running.append((caller, Task {
-                    // Caller i appends i entries, each naming its caller and its place.
-                    try await committer.append((0..<caller).map { NewEntry(kind: 1, payload: [UInt8(caller), UInt8($0)]) })
-                }))
+                running.append(
+                    (
+                        caller,
+                        Task {
+                            // Caller i appends i entries, each naming its caller and its place.
+                            try await committer.append(
+                                (0..<caller).map { NewEntry(kind: 1, payload: [UInt8(caller), UInt8($0)]) })
+                        }
+                    ))
             }
             await Self.waitUntilQueued(committer, callers)
             gate.release.signal()
@@ -188,8 +197,9 @@ struct AsyncGroupCommitterTests {
             }
             #expect(payloads == (UInt8(0)..<10).flatMap { [$0, $0] })
             #expect(asyncRanges.map(\.lowerBound) == [2, 6, 10, 14, 18].map { LogOffset(rawValue: $0) })
-            #expect(threadOutcomes.storage.withLock { $0 }.sorted { $0.key < $1.key }.map(\.value.lowerBound)
-                == [4, 8, 12, 16, 20].map { LogOffset(rawValue: $0) })
+            #expect(
+                threadOutcomes.storage.withLock { $0 }.sorted { $0.key < $1.key }.map(\.value.lowerBound)
+                    == [4, 8, 12, 16, 20].map { LogOffset(rawValue: $0) })
             #expect(Set(try Self.times(log).dropFirst()).count == 1)
         }
     }
@@ -249,7 +259,9 @@ struct AsyncGroupCommitterTests {
             for thread in 0..<threads {
                 threadsDone.enter()
                 Thread.detachNewThread {
-                    for i in 0..<perCaller { _ = try? committer.append([NewEntry(kind: 1, payload: [0, UInt8(thread), UInt8(i)])]) }
+                    for i in 0..<perCaller {
+                        _ = try? committer.append([NewEntry(kind: 1, payload: [0, UInt8(thread), UInt8(i)])])
+                    }
                     threadsDone.leave()
                 }
             }

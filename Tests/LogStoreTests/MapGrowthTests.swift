@@ -25,7 +25,8 @@ struct MapGrowthTests {
             for _ in 0..<20 {
                 let batch = (0..<500).map { _ in (0..<300).map { _ in UInt8.random(in: 0...255, using: &random) } }
                 expected += batch
-                try log.append(batch.enumerated().map { KeyValueEntry.set(key: "b\($0.offset)", value: $0.element).newEntry })
+                try log.append(
+                    batch.enumerated().map { KeyValueEntry.set(key: "b\($0.offset)", value: $0.element).newEntry })
             }
             #expect(log.environment.mapSize > initial * 16)
             #expect(try log.lastOffset == LogOffset(UInt64(expected.count)))
@@ -46,7 +47,9 @@ struct MapGrowthTests {
     @Test func oneTransactionLargerThanTheMapGrowsItSeveralTimes() async throws {
         try withTemporaryDirectory { directory in
             let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 64 << 10))
-            let entries = (0..<4000).map { NewEntry(kind: 1, payload: [UInt8](repeating: UInt8($0 % 256), count: 1000)) }
+            let entries = (0..<4000).map {
+                NewEntry(kind: 1, payload: [UInt8](repeating: UInt8($0 % 256), count: 1000))
+            }
             #expect(try log.append(entries) == LogOffset(1)..<LogOffset(4001))
             #expect(try log.entry(at: 4000)?.payload.first == UInt8(3999 % 256))
         }
@@ -76,7 +79,8 @@ struct MapGrowthTests {
                 let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 64 << 10))
                 try log.append((0..<2000).map { _ in NewEntry(kind: 1, payload: [UInt8](repeating: 1, count: 2000)) })
             }
-            let reader = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true, initialMapSize: 64 << 10))
+            let reader = try Log.open(
+                at: directory, options: .init(durability: .fast, readOnly: true, initialMapSize: 64 << 10))
             #expect(try reader.lastOffset == 2000)
             #expect(try reader.entry(at: 2000)?.payload.count == 2000)
         }

@@ -12,16 +12,19 @@ func randomHistory(count: Int, keys: Int, seed: UInt64) -> [[NewEntry]] {
     var produced = 0
     while produced < count {
         let size = min(count - produced, [1, 1, 3, 17, 250].randomElement(using: &random)!)
-        batches.append((0..<size).map { _ in
-            let key = "key-\(Int.random(in: 0..<keys, using: &random))"
-            switch Int.random(in: 0..<10, using: &random) {
-            case 0, 1: return KeyValueEntry.remove(key: key).newEntry
-            case 2: return KeyValueEntry.note([UInt8.random(in: 0...255, using: &random)]).newEntry
-            default:
-                let value = (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
-                return KeyValueEntry.set(key: key, value: value).newEntry
-            }
-        })
+        batches.append(
+            (0..<size).map { _ in
+                let key = "key-\(Int.random(in: 0..<keys, using: &random))"
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0, 1: return KeyValueEntry.remove(key: key).newEntry
+                case 2: return KeyValueEntry.note([UInt8.random(in: 0...255, using: &random)]).newEntry
+                default:
+                    let value = (0..<Int.random(in: 0...40, using: &random)).map { _ in
+                        UInt8.random(in: 0...255, using: &random)
+                    }
+                    return KeyValueEntry.set(key: key, value: value).newEntry
+                }
+            })
         produced += size
     }
     return batches
@@ -31,7 +34,9 @@ func randomHistory(count: Int, keys: Int, seed: UInt64) -> [[NewEntry]] {
 func modelValues(_ batches: [[NewEntry]]) -> [String: [UInt8]] {
     var values: [String: [UInt8]] = [:]
     for entry in batches.joined() {
-        switch KeyValueEntry(LogEntry(offset: 1, kind: entry.kind, time: .init(microsecondsSince1970: 0), payload: entry.payload)) {
+        switch KeyValueEntry(
+            LogEntry(offset: 1, kind: entry.kind, time: .init(microsecondsSince1970: 0), payload: entry.payload))
+        {
         case .set(let key, let value): values[key] = value
         case .remove(let key): values[key] = nil
         default: break
@@ -45,7 +50,8 @@ struct ProjectionTests {
     @Test(arguments: [1 as UInt64, 2, 3])
     func incrementalEqualsRebuildAfterRandomHistories(seed: UInt64) async throws {
         try withTemporaryDirectory { directory in
-            let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
+            let log = try Log.open(
+                at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
             let batches = randomHistory(count: 12_000, keys: 300, seed: seed)
             var appended = 0
             var nextCheck = 1
@@ -73,7 +79,8 @@ struct ProjectionTests {
 
     @Test func verifyNamesTheFirstDifference() async throws {
         try withTemporaryDirectory { directory in
-            let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
+            let log = try Log.open(
+                at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
             try log.append([
                 KeyValueEntry.set(key: "apple", value: [1]).newEntry,
                 KeyValueEntry.set(key: "pear", value: [2]).newEntry,
@@ -112,7 +119,8 @@ struct ProjectionTests {
                 let plain = try Log.open(at: directory, options: .init(durability: .fast))
                 for batch in batches { try plain.append(batch) }
             }
-            let projected = try Log.open(at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
+            let projected = try Log.open(
+                at: directory, options: .init(durability: .fast), projections: [LatestValueProjection()])
             #expect(try projected.appliedOffsets() == ["latest": 20_000])
             #expect(try projected.read { try LatestValueProjection.allValues(in: $0) } == modelValues(batches))
         }
@@ -125,14 +133,18 @@ struct ProjectionTests {
             try projected.append(KeyValueEntry.set(key: "a", value: [1]).newEntry)
             // Bypass the projection, as a process that does not declare it would.
             try environment.write { transaction in
-                try Log(environment: environment, name: "main", entriesTable: projected.entriesTable,
-                        projectionSet: try ProjectionSet(environment: environment, log: "main", projections: [], create: false),
-                        clock: { .now() })
-                    .append([KeyValueEntry.set(key: "b", value: [2]).newEntry], in: transaction)
+                try Log(
+                    environment: environment, name: "main", entriesTable: projected.entriesTable,
+                    projectionSet: try ProjectionSet(
+                        environment: environment, log: "main", projections: [], create: false),
+                    clock: { .now() }
+                )
+                .append([KeyValueEntry.set(key: "b", value: [2]).newEntry], in: transaction)
             }
             #expect(try projected.verifyProjections()?.detail?.contains("through offset 1") == true)
             try projected.append(KeyValueEntry.set(key: "c", value: [3]).newEntry)
-            #expect(try projected.read { try LatestValueProjection.allValues(in: $0) } == ["a": [1], "b": [2], "c": [3]])
+            #expect(
+                try projected.read { try LatestValueProjection.allValues(in: $0) } == ["a": [1], "b": [2], "c": [3]])
             #expect(try projected.verifyProjections() == nil)
         }
     }
@@ -154,15 +166,18 @@ struct ProjectionTests {
             func total(_ log: Log) throws -> UInt64 {
                 try log.read { reader in
                     let table = try reader.table("total", of: "count")
-                    return LatestValueProjection.decodeUInt64(try reader.transaction.value(forKey: Array("n".utf8), in: table) ?? [])
+                    return LatestValueProjection.decodeUInt64(
+                        try reader.transaction.value(forKey: Array("n".utf8), in: table) ?? [])
                 }
             }
             do {
-                let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [CountingProjection(version: 1)])
+                let log = try Log.open(
+                    at: directory, options: .init(durability: .fast), projections: [CountingProjection(version: 1)])
                 try log.append((0..<100).map { _ in NewEntry(kind: 1, payload: []) })
                 #expect(try total(log) == 100)
             }
-            let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [CountingProjection(version: 2)])
+            let log = try Log.open(
+                at: directory, options: .init(durability: .fast), projections: [CountingProjection(version: 2)])
             #expect(try total(log) == 200)
             #expect(try log.verifyProjections() == nil)
         }

@@ -35,7 +35,9 @@ struct RebuiltCopyTests {
 
     /// A log with the `latest` projection in `directory/name`, with fast durability.
     static func open(_ name: String, in directory: URL) throws -> Log {
-        try Log.open(at: directory.appendingPathComponent(name), options: .init(durability: .fast), projections: [LatestValueProjection()])
+        try Log.open(
+            at: directory.appendingPathComponent(name), options: .init(durability: .fast),
+            projections: [LatestValueProjection()])
     }
 
     /// The log `directory/original` holding five entries, k1 = [1] to k5 = [5].
@@ -91,7 +93,8 @@ struct RebuiltCopyTests {
             let log = try Self.fiveEntryOriginal(in: directory)
             let target = directory.appendingPathComponent("copy")
             do {
-                let existing = try Log.open(at: target, options: .init(durability: .fast), projections: [LatestValueProjection()])
+                let existing = try Log.open(
+                    at: target, options: .init(durability: .fast), projections: [LatestValueProjection()])
                 try existing.append(KeyValueEntry.set(key: "other", value: [9]).newEntry)
             }
             let error = try #require(throws: LogStoreError.self) {
@@ -102,13 +105,16 @@ struct RebuiltCopyTests {
             #expect(error.path == URL(fileURLWithPath: target.path).resolvingSymlinksInPath().path)
 
             // What was there is left as it was.
-            let existing = try Log.open(at: target, options: .init(durability: .fast), projections: [LatestValueProjection()])
+            let existing = try Log.open(
+                at: target, options: .init(durability: .fast), projections: [LatestValueProjection()])
             #expect(try existing.lastOffset == LogOffset(1))
             #expect(try existing.read { try LatestValueProjection.allValues(in: $0) } == ["other": [9]])
 
             // An empty log of the same name there is fine.
             let empty = directory.appendingPathComponent("empty")
-            do { _ = try Log.open(at: empty, options: .init(durability: .fast), projections: [LatestValueProjection()]) }
+            do {
+                _ = try Log.open(at: empty, options: .init(durability: .fast), projections: [LatestValueProjection()])
+            }
             #expect(try log.rebuiltCopy(through: LogOffset(3), at: empty).lastOffset == LogOffset(3))
         }
     }
@@ -118,7 +124,8 @@ struct RebuiltCopyTests {
         try withTemporaryDirectory { directory in
             let path = directory.appendingPathComponent("original")
             do {
-                let log = try Log.open(at: path, options: .init(durability: .fast), projections: [LatestValueProjection()])
+                let log = try Log.open(
+                    at: path, options: .init(durability: .fast), projections: [LatestValueProjection()])
                 try log.append((1...10).map { KeyValueEntry.set(key: "k\($0 % 3)", value: [UInt8($0)]).newEntry })
             }
             let readOnly = try Log.open(

@@ -14,10 +14,12 @@ struct StructureCheckTests {
     func writeLog(_ directory: URL, commits: Int = 30) throws {
         let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 1 << 20))
         for commit in 0..<commits {
-            try log.append((0..<3).map { index in
-                let size = commit % 10 == 9 && index == 0 ? 9000 : 40
-                return NewEntry(kind: 1, payload: [UInt8](repeating: UInt8(truncatingIfNeeded: commit), count: size))
-            })
+            try log.append(
+                (0..<3).map { index in
+                    let size = commit % 10 == 9 && index == 0 ? 9000 : 40
+                    return NewEntry(
+                        kind: 1, payload: [UInt8](repeating: UInt8(truncatingIfNeeded: commit), count: size))
+                })
         }
     }
 
@@ -61,7 +63,9 @@ struct StructureCheckTests {
     /// The page size and the newer meta page's number and transaction.
     func metas(_ directory: URL) throws -> (pageSize: Int, newer: Int, transaction: UInt64) {
         let bytes = try [UInt8](Data(contentsOf: dataFile(directory)))
-        func load(_ offset: Int) -> UInt64 { bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) } }
+        func load(_ offset: Int) -> UInt64 {
+            bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+        }
         let pageSize = Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + 24, as: UInt32.self) })
         let first = load(16 + 128)
         let second = load(pageSize + 16 + 128)
@@ -131,7 +135,8 @@ struct StructureCheckTests {
             try log.append((1...10).map { NewEntry(kind: 1, payload: [UInt8($0)]) })
             try log.environment.write { transaction in
                 for offset in [9, 10] as [LogOffset] {
-                    try transaction.removeValue(forKey: withUnsafeBytes(of: offset.key) { Array($0) }, in: log.entriesTable)
+                    try transaction.removeValue(
+                        forKey: withUnsafeBytes(of: offset.key) { Array($0) }, in: log.entriesTable)
                 }
             }
             do {
@@ -179,7 +184,8 @@ struct StructureCheckTests {
             let original = directory.appendingPathComponent("original")
             let log = try Log.open(at: original, options: .init(durability: .fast, initialMapSize: 4 << 20))
             for commit in 0..<30 {
-                try log.append((0..<100).map { _ in NewEntry(kind: 1, payload: [UInt8](repeating: UInt8(commit), count: 200)) })
+                try log.append(
+                    (0..<100).map { _ in NewEntry(kind: 1, payload: [UInt8](repeating: UInt8(commit), count: 200)) })
             }
             let shapes = try log.environment.checkStructure().tables
             let entriesTable = try #require(shapes.first { $0.name == "log.main" })
@@ -212,10 +218,12 @@ struct StructureCheckTests {
             // on their paths, the small tables whole: a few pages, not the table.
             #expect(tableEnds.count < 16, "\(tableEnds.keys.sorted())")
             let entryPages = tableEnds.values.filter { $0.log == "main" }
-            #expect(entryPages.contains { $0.message.contains("a leaf") && $0.offset == nil }, "the first leaf is checked")
+            #expect(
+                entryPages.contains { $0.message.contains("a leaf") && $0.offset == nil }, "the first leaf is checked")
             #expect(entryPages.contains { $0.message.contains("a branch") }, "the root is checked")
             #expect(
-                entryPages.contains { ($0.offset?.rawValue ?? 0) + 100 > lastOffset.rawValue }, "the leaf holding the tail is checked")
+                entryPages.contains { ($0.offset?.rawValue ?? 0) + 100 > lastOffset.rawValue },
+                "the leaf holding the tail is checked")
             #expect(entryPages.count >= 3 && entryPages.count <= 2 * entriesTable.depth, "\(entryPages.map(\.message))")
         }
     }
@@ -236,7 +244,9 @@ struct StructureCheckTests {
     @Test func theCheckCanBeTurnedOff() async throws {
         try withTemporaryDirectory { directory in
             try writeLog(directory, commits: 3)
-            let log = try Log.open(at: directory, options: .init(durability: .fast, readOnly: true, structureCheck: StructureCheckScope.none))
+            let log = try Log.open(
+                at: directory,
+                options: .init(durability: .fast, readOnly: true, structureCheck: StructureCheckScope.none))
             #expect(try log.lastOffset == 9)
         }
     }

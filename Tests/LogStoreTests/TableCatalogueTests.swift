@@ -14,8 +14,12 @@ import Testing
 struct TableCatalogueTests {
     /// A closed environment in `directory` with log `main` (two projection tables) and 50 entries.
     static func writeLog(in directory: URL) throws {
-        let log = try Log.open(at: directory, options: .init(durability: .fast, initialMapSize: 1 << 20), projections: [LatestValueProjection()])
-        for index in 0..<50 { _ = try log.append(KeyValueEntry.set(key: "k\(index % 7)", value: [UInt8(index)]).newEntry) }
+        let log = try Log.open(
+            at: directory, options: .init(durability: .fast, initialMapSize: 1 << 20),
+            projections: [LatestValueProjection()])
+        for index in 0..<50 {
+            _ = try log.append(KeyValueEntry.set(key: "k\(index % 7)", value: [UInt8(index)]).newEntry)
+        }
     }
 
     /// The offsets in `bytes` where `needle` starts and the byte after it is not `excluding`.
@@ -24,7 +28,8 @@ struct TableCatalogueTests {
         guard bytes.count >= pattern.count else { return [] }
         return (0...(bytes.count - pattern.count)).filter { start in
             bytes[start..<start + pattern.count].elementsEqual(pattern)
-                && (excluding == nil || start + pattern.count >= bytes.count || bytes[start + pattern.count] != excluding)
+                && (excluding == nil || start + pattern.count >= bytes.count
+                    || bytes[start + pattern.count] != excluding)
         }
     }
 
@@ -40,21 +45,28 @@ struct TableCatalogueTests {
         return bytes
     }
 
-    @Test("a flipped byte in a log's table name is refused by a read-write and a read-only open, and nothing is written")
+    @Test(
+        "a flipped byte in a log's table name is refused by a read-write and a read-only open, and nothing is written")
     func damagedLogTableName() async throws {
         try withTemporaryDirectory { directory in
             try Self.writeLog(in: directory)
             let damaged = try Self.damageTableName("log.main", to: "log.maim", in: directory)
             for readOnly in [false, true] {
                 let error = try #require(throws: LogStoreError.self) {
-                    _ = try Log.open(at: directory, options: .init(durability: .fast, readOnly: readOnly), projections: [LatestValueProjection()])
+                    _ = try Log.open(
+                        at: directory, options: .init(durability: .fast, readOnly: readOnly),
+                        projections: [LatestValueProjection()])
                 }
                 #expect(error.code == .corruptFile)
                 #expect(error.table == "log.maim")
-                #expect(error.message.contains("table \"log.maim\"") && error.message.contains("table \"log.main\" is missing"), "\(error)")
+                #expect(
+                    error.message.contains("table \"log.maim\"")
+                        && error.message.contains("table \"log.main\" is missing"), "\(error)")
                 #expect(error.description.contains(directory.lastPathComponent), "\(error)")
             }
-            #expect([UInt8](try Data(contentsOf: directory.appendingPathComponent("data.mdb"))) == damaged, "the open wrote into the damaged file")
+            #expect(
+                [UInt8](try Data(contentsOf: directory.appendingPathComponent("data.mdb"))) == damaged,
+                "the open wrote into the damaged file")
         }
     }
 
@@ -64,7 +76,9 @@ struct TableCatalogueTests {
             let projection = directory.appendingPathComponent("projection")
             try Self.writeLog(in: projection)
             _ = try Self.damageTableName("proj.main.latest.values", to: "proj.main.latest.valuez", in: projection)
-            let error = try #require(throws: LogStoreError.self) { _ = try LogEnvironment.open(at: projection, options: .init(readOnly: true)) }
+            let error = try #require(throws: LogStoreError.self) {
+                _ = try LogEnvironment.open(at: projection, options: .init(readOnly: true))
+            }
             #expect(error.code == .corruptFile && error.table == "proj.main.latest.valuez", "\(error)")
 
             let catalogue = directory.appendingPathComponent("catalogue")
@@ -78,7 +92,9 @@ struct TableCatalogueTests {
             let damaged = try #require(throws: LogStoreError.self) {
                 _ = try LogEnvironment.open(at: catalogue, options: .init(durability: .fast))
             }
-            #expect(damaged.code == .corruptFile && damaged.table == "meta" && damaged.message.contains("catalogue"), "\(damaged)")
+            #expect(
+                damaged.code == .corruptFile && damaged.table == "meta" && damaged.message.contains("catalogue"),
+                "\(damaged)")
             #expect([UInt8](try Data(contentsOf: file)) == bytes)
         }
     }
@@ -99,7 +115,9 @@ struct TableCatalogueTests {
             mdb_env_close(environment)
             let before = [UInt8](try Data(contentsOf: directory.appendingPathComponent("data.mdb")))
 
-            let error = try #require(throws: LogStoreError.self) { _ = try LogEnvironment.open(at: directory, options: .init(durability: .fast)) }
+            let error = try #require(throws: LogStoreError.self) {
+                _ = try LogEnvironment.open(at: directory, options: .init(durability: .fast))
+            }
             #expect(error.code == .notALog && error.message.contains("table \"theirs\""), "\(error)")
             #expect([UInt8](try Data(contentsOf: directory.appendingPathComponent("data.mdb"))) == before)
         }
@@ -116,9 +134,13 @@ struct TableCatalogueTests {
             }
             let environment = try LogEnvironment.open(at: directory, options: .init(readOnly: true))
             #expect(Set(try environment.logNames()) == ["main", "second"])
-            let stored = try #require(try environment.read { try $0.value(forKey: TableCatalogue.key, in: environment.meta) })
-            let catalogued = try stored.withUnsafeBytes { bytes throws(LogStoreError) in try TableCatalogue.decode(bytes, path: directory.path) }
-            #expect(catalogued == ["meta", "log.main", "log.second", "proj.main.latest.values", "proj.main.latest.counts"])
+            let stored = try #require(
+                try environment.read { try $0.value(forKey: TableCatalogue.key, in: environment.meta) })
+            let catalogued = try stored.withUnsafeBytes { bytes throws(LogStoreError) in
+                try TableCatalogue.decode(bytes, path: directory.path)
+            }
+            #expect(
+                catalogued == ["meta", "log.main", "log.second", "proj.main.latest.values", "proj.main.latest.counts"])
         }
     }
 
@@ -136,13 +158,17 @@ struct TableCatalogueTests {
             try TableCatalogue.checkWithoutCatalogue(
                 present: ["meta", "log.dewice", "proj.device.index.records"], metaKeys: meta, path: path)
         }
-        #expect(renamed.code == .corruptFile && renamed.message.contains("\"log.dewice\"") && renamed.message.contains("\"log.device\" is missing"))
+        #expect(
+            renamed.code == .corruptFile && renamed.message.contains("\"log.dewice\"")
+                && renamed.message.contains("\"log.device\" is missing"))
         // A projection table of a log that is not there; a table of no known form.
         #expect(throws: LogStoreError.self) {
-            try TableCatalogue.checkWithoutCatalogue(present: ["meta", "log.device", "proj.other.index.records"], metaKeys: meta, path: path)
+            try TableCatalogue.checkWithoutCatalogue(
+                present: ["meta", "log.device", "proj.other.index.records"], metaKeys: meta, path: path)
         }
         #expect(throws: LogStoreError.self) {
-            try TableCatalogue.checkWithoutCatalogue(present: ["meta", "log.device", "mxta"], metaKeys: meta, path: path)
+            try TableCatalogue.checkWithoutCatalogue(
+                present: ["meta", "log.device", "mxta"], metaKeys: meta, path: path)
         }
     }
 }

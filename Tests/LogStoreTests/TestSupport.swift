@@ -3,7 +3,6 @@ import Testing
 
 @testable import LogStore
 
-
 /// Overwrites the stored bytes of the entry at `offset` (bypassing the envelope).
 func overwriteStoredEntry(_ log: Log, at offset: LogOffset, with bytes: [UInt8]) throws {
     try log.environment.write { transaction in
@@ -17,4 +16,3 @@ func storedEntry(_ log: Log, at offset: LogOffset) throws -> [UInt8] {
         try #require(try transaction.value(forKey: withUnsafeBytes(of: offset.key) { Array($0) }, in: log.entriesTable))
     }
 }
-

@@ -82,7 +82,8 @@ struct ServerReplayTests: NoteIDs {
             try phone.createZone(Self.notes)
             try phone.createZone(Self.photos)
             try phone.write([
-                (Self.note("n1"), "one"), (Self.note("n2"), "two"), (Self.note("n3"), "three"), (Self.note("n4"), "four"),
+                (Self.note("n1"), "one"), (Self.note("n2"), "two"), (Self.note("n3"), "three"),
+                (Self.note("n4"), "four"),
                 (Self.note("n5"), "five"), (Self.note("p1", Self.photos), "sunset"),
             ])
             try await phone.sync()
@@ -98,7 +99,11 @@ struct ServerReplayTests: NoteIDs {
             // The timeline has what the replay must handle: tagged saves, deletions, pages.
             let entries = try Self.entries(phone)
             let taggedSaves = entries.filter {
-                if case .batchPrepared(let records, _, _, _) = $0.entry { records.contains { $0.recordChangeTag != nil } } else { false }
+                if case .batchPrepared(let records, _, _, _) = $0.entry {
+                    records.contains { $0.recordChangeTag != nil }
+                } else {
+                    false
+                }
             }
             let continuedPages = entries.filter {
                 if case .zoneChangesFetched(_, _, _, _, true) = $0.entry { true } else { false }
@@ -107,12 +112,14 @@ struct ServerReplayTests: NoteIDs {
             #expect(continuedPages.count >= 2)
 
             let fresh = try Self.freshServer(directory)
-            let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice", device: "replay"))
+            let report = try await phone.engine.deviceLog.replay(
+                against: fresh.database(for: "alice", device: "replay"))
 
             #expect(report.matches, "\(report)")
             #expect(report.firstMismatch == nil)
             #expect(report.notComparable.isEmpty, "\(report)")
-            #expect(report.requests.allSatisfy { $0.reissued && $0.verdict == .matched && $0.notes.isEmpty }, "\(report)")
+            #expect(
+                report.requests.allSatisfy { $0.reissued && $0.verdict == .matched && $0.notes.isEmpty }, "\(report)")
             #expect(report.through == (try phone.engine.deviceLog.log.lastOffset))
             let kinds = report.requests.map(\.kind)
             #expect(kinds.filter { $0 == .modifyZones }.count == 2)
@@ -121,7 +128,10 @@ struct ServerReplayTests: NoteIDs {
             #expect(kinds.contains(.fetchDatabaseChanges))
             // Each modifyRecords names its batchPrepared and the records it carried.
             let batches = report.requests.filter { $0.kind == .modifyRecords }
-            #expect(batches.allSatisfy { request in request.preparedOffset.map { $0 < request.offset } == true && request.entry == "batchResult" })
+            #expect(
+                batches.allSatisfy { request in
+                    request.preparedOffset.map { $0 < request.offset } == true && request.entry == "batchResult"
+                })
             #expect(batches[1].items.contains(.record(Self.note("n3"))))
 
             let originalRecords = try await Self.records(of: server.database(for: "alice"))
@@ -131,11 +141,15 @@ struct ServerReplayTests: NoteIDs {
             #expect(replayed == original)
             #expect(replayed[Self.note("n1")]?["title"] == .string("one, edited again"))
             // The tags differ between the servers: the edits matched through translation.
-            let n1Tags = (originalRecords[Self.note("n1")]?.recordChangeTag, replayedRecords[Self.note("n1")]?.recordChangeTag)
+            let n1Tags = (
+                originalRecords[Self.note("n1")]?.recordChangeTag, replayedRecords[Self.note("n1")]?.recordChangeTag
+            )
             #expect(n1Tags.0 != nil && n1Tags.1 != nil && n1Tags.0 != n1Tags.1)
             #expect(replayed[Self.note("n3")] == nil)
             #expect(replayed[Self.note("p1", Self.photos)] == nil)
-            #expect(report.description.hasPrefix("replayed entries 1...\(report.through): \(report.requests.count) requests"))
+            #expect(
+                report.description.hasPrefix(
+                    "replayed entries 1...\(report.through): \(report.requests.count) requests"))
         }
     }
 
@@ -157,16 +171,18 @@ struct ServerReplayTests: NoteIDs {
             try await deviceB.engine.fetchChanges()
             #expect(deviceB.title(n1) == "from A")
 
-            let conflict = try #require(try Self.entries(deviceB).first {
-                if case .batchResult(_, _, let failedSaves, _) = $0.entry {
-                    failedSaves[n1]?.code == .serverRecordChanged
-                } else {
-                    false
-                }
-            })
+            let conflict = try #require(
+                try Self.entries(deviceB).first {
+                    if case .batchResult(_, _, let failedSaves, _) = $0.entry {
+                        failedSaves[n1]?.code == .serverRecordChanged
+                    } else {
+                        false
+                    }
+                })
 
             let fresh = try Self.freshServer(directory)
-            let report = try await deviceB.engine.deviceLog.replay(against: fresh.database(for: "alice", device: "replay"))
+            let report = try await deviceB.engine.deviceLog.replay(
+                against: fresh.database(for: "alice", device: "replay"))
 
             let first = try #require(report.firstMismatch, "\(report)")
             #expect(first.offset == conflict.offset)
@@ -251,8 +267,13 @@ struct ServerReplayTests: NoteIDs {
             #expect(report.notComparable.allSatisfy { $0.entry == "changeTokenReset" && $0.reissued })
             #expect(report.notComparable.allSatisfy { "\($0.verdict)".contains("tombstones") })
             // The pages after each reset, fetched from scratch, matched.
-            #expect(report.requests.contains { $0.offset > resets.last! && $0.verdict == .matched && $0.kind == .fetchZoneChanges })
-            #expect(try await Self.contents(of: fresh.database(for: "alice")) == (try await Self.contents(of: server.database(for: "alice"))))
+            #expect(
+                report.requests.contains {
+                    $0.offset > resets.last! && $0.verdict == .matched && $0.kind == .fetchZoneChanges
+                })
+            #expect(
+                try await Self.contents(of: fresh.database(for: "alice"))
+                    == (try await Self.contents(of: server.database(for: "alice"))))
         }
     }
 
@@ -270,7 +291,9 @@ struct ServerReplayTests: NoteIDs {
             #expect(error?.code == .requestFailed)
             #expect(error?.offset == zonesSent)
             #expect(error?.requestError?.code == .serviceUnavailable)
-            #expect(error?.description.hasPrefix("server replay: request failed at offset \(zonesSent): the replayed modifyZones") == true)
+            #expect(
+                error?.description.hasPrefix(
+                    "server replay: request failed at offset \(zonesSent): the replayed modifyZones") == true)
         }
     }
 
@@ -289,7 +312,8 @@ struct ServerReplayTests: NoteIDs {
                 options: LogEnvironment.Options(durability: .fast, initialMapSize: 1 << 20))
             try log.append(
                 DeviceEntry.databaseChangesSent(
-                    savedZones: [RecordZone(zoneID: Self.notes)], deletedZoneIDs: [], failedZoneSaves: [:], failedZoneDeletes: [:]
+                    savedZones: [RecordZone(zoneID: Self.notes)], deletedZoneIDs: [], failedZoneSaves: [:],
+                    failedZoneDeletes: [:]
                 ).newEntry)
             try log.append(corruption)
             try log.append(DeviceEntry.untrackedChangesFlagged(true).newEntry)
@@ -301,7 +325,9 @@ struct ServerReplayTests: NoteIDs {
             #expect(error?.code == .corruptEntry)
             #expect(error?.offset == LogOffset(2))
             #expect(error?.logError?.code == .corruptEntry)
-            #expect(error?.description.hasPrefix("server replay: corrupt entry at offset 2 of log \"device\"") == true, "\(error.map { "\($0)" } ?? "")")
+            #expect(
+                error?.description.hasPrefix("server replay: corrupt entry at offset 2 of log \"device\"") == true,
+                "\(error.map { "\($0)" } ?? "")")
             // The request before it was re-issued.
             #expect(try await fresh.database(for: "alice").fetchAllZones().map(\.zoneID).contains(Self.notes))
         }
@@ -321,7 +347,8 @@ struct ServerReplayTests: NoteIDs {
             let firstResult = try #require(results.first)
 
             let fresh = try Self.freshServer(directory)
-            let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"), through: firstResult)
+            let report = try await phone.engine.deviceLog.replay(
+                against: fresh.database(for: "alice"), through: firstResult)
 
             #expect(report.through == firstResult)
             #expect(report.matches, "\(report)")
@@ -341,7 +368,8 @@ struct ServerReplayTests: NoteIDs {
             let prepared = try #require(try Self.offsets(phone, of: "batchPrepared").first)
 
             let fresh = try Self.freshServer(directory)
-            let report = try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"), through: prepared)
+            let report = try await phone.engine.deviceLog.replay(
+                against: fresh.database(for: "alice"), through: prepared)
 
             let cut = try #require(report.requests.last)
             #expect(cut.offset == prepared)

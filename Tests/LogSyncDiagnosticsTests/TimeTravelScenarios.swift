@@ -37,7 +37,9 @@ struct TimeTravelScenarios {
     }
 
     // F16, F21, F32, F91, F92: what B's engine held before, during and after the conflict.
-    @Test("Looking back at the conflict: B's save was pending, then in flight, then gone once the merge took the server's record")
+    @Test(
+        "Looking back at the conflict: B's save was pending, then in flight, then gone once the merge took the server's record"
+    )
     func lookBackAtTheConflict() async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
             let beforeSend = try await Self.prepareConflict(phoneA, phoneB)
@@ -86,9 +88,10 @@ struct TimeTravelScenarios {
             #expect(fork.title(Self.note) == "A")
             try fork.write(Self.note, "B")
             try await fork.engine.sendChanges()
-            #expect(fork.syncEvents.allSatisfy { event in
-                if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves.isEmpty } else { true }
-            })
+            #expect(
+                fork.syncEvents.allSatisfy { event in
+                    if case .sentRecordZoneChanges(let sent) = event { sent.failedRecordSaves.isEmpty } else { true }
+                })
             try await phoneA.sync()
             #expect(phoneA.title(Self.note) == "B")
 

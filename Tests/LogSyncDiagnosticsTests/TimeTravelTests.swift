@@ -3,9 +3,9 @@ import LogStore
 import LogSyncDiagnostics
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -43,14 +43,23 @@ struct TimeTravelTests {
         }
     }
 
-    static func expect(_ checkpoints: [Checkpoint], on deviceLog: DeviceLog, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expect(
+        _ checkpoints: [Checkpoint], on deviceLog: DeviceLog, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         for checkpoint in checkpoints {
             let state = try deviceLog.state(at: checkpoint.offset)
             #expect(state.offset == checkpoint.offset, "\(checkpoint.step)", sourceLocation: sourceLocation)
-            #expect(state.pendingRecordZoneChanges == checkpoint.pendingRecordZoneChanges, "\(checkpoint.step)", sourceLocation: sourceLocation)
-            #expect(state.pendingDatabaseChanges == checkpoint.pendingDatabaseChanges, "\(checkpoint.step)", sourceLocation: sourceLocation)
-            #expect(state.hasPendingUntrackedChanges == checkpoint.hasPendingUntrackedChanges, "\(checkpoint.step)", sourceLocation: sourceLocation)
-            #expect(state.zoneIDsWithUnfetchedServerChanges == checkpoint.zoneIDsWithUnfetchedServerChanges,
+            #expect(
+                state.pendingRecordZoneChanges == checkpoint.pendingRecordZoneChanges, "\(checkpoint.step)",
+                sourceLocation: sourceLocation)
+            #expect(
+                state.pendingDatabaseChanges == checkpoint.pendingDatabaseChanges, "\(checkpoint.step)",
+                sourceLocation: sourceLocation)
+            #expect(
+                state.hasPendingUntrackedChanges == checkpoint.hasPendingUntrackedChanges, "\(checkpoint.step)",
+                sourceLocation: sourceLocation)
+            #expect(
+                state.zoneIDsWithUnfetchedServerChanges == checkpoint.zoneIDsWithUnfetchedServerChanges,
                 "\(checkpoint.step)", sourceLocation: sourceLocation)
         }
     }
@@ -74,10 +83,11 @@ struct TimeTravelTests {
                     (try? engine.deviceLog.log.lastOffset) == offset
                 else { return }
                 midFetch.withLock {
-                    $0.append(Checkpoint(
-                        step: "B during fetch (\(event.kind))", offset: offset, pendingRecordZoneChanges: pending,
-                        pendingDatabaseChanges: zones, hasPendingUntrackedChanges: untracked,
-                        zoneIDsWithUnfetchedServerChanges: unfetched))
+                    $0.append(
+                        Checkpoint(
+                            step: "B during fetch (\(event.kind))", offset: offset, pendingRecordZoneChanges: pending,
+                            pendingDatabaseChanges: zones, hasPendingUntrackedChanges: untracked,
+                            zoneIDsWithUnfetchedServerChanges: unfetched))
                 }
             }
 
@@ -105,7 +115,10 @@ struct TimeTravelTests {
             onA.append(try await Self.checkpoint("A synced", a.engine))
 
             // The timelines did what the checkpoints claim.
-            #expect(onA[3].pendingRecordZoneChanges == [.saveRecord(Self.note("n1")), .saveRecord(Self.note("n2")), .saveRecord(Self.note("n3"))])
+            #expect(
+                onA[3].pendingRecordZoneChanges == [
+                    .saveRecord(Self.note("n1")), .saveRecord(Self.note("n2")), .saveRecord(Self.note("n3")),
+                ])
             #expect(onA[5].pendingRecordZoneChanges == [] && onA[5].pendingDatabaseChanges == [])
             #expect(onB[2].pendingRecordZoneChanges == [.saveRecord(Self.note("n1"))])
             #expect(b.title(Self.note("n3")) == "Films")
@@ -141,7 +154,9 @@ struct TimeTravelTests {
         }
     }
 
-    @Test("rewind(to:into:) forks the timeline before a send: the fork sends what was pending then, the original is unchanged")
+    @Test(
+        "rewind(to:into:) forks the timeline before a send: the fork sends what was pending then, the original is unchanged"
+    )
     func rewindBeforeSend() async throws {
         try await withServer { directory, server in
             let a = try TestDevice("A", server: server, directory: directory)
@@ -155,7 +170,8 @@ struct TimeTravelTests {
 
             // The fork, against a server of its own, with a fresh delegate.
             let forkServer = try makeServer(directory.appendingPathComponent("fork-server", isDirectory: true))
-            let forkLog = try a.engine.deviceLog.rewind(to: beforeSend, into: directory.appendingPathComponent("A-fork", isDirectory: true))
+            let forkLog = try a.engine.deviceLog.rewind(
+                to: beforeSend, into: directory.appendingPathComponent("A-fork", isDirectory: true))
             #expect(try forkLog.log.lastOffset == beforeSend)
             #expect(try forkLog.log.verifyProjections() == nil)
             let delegate = ScriptedDelegate()
@@ -166,14 +182,18 @@ struct TimeTravelTests {
                 deviceLog: forkLog, delegate: delegate)
             configuration.automaticallySync = false
             let fork = try SyncEngine(configuration)
-            #expect(try fork.state.pendingRecordZoneChanges == [.saveRecord(Self.note("n1")), .saveRecord(Self.note("n2"))])
+            #expect(
+                try fork.state.pendingRecordZoneChanges == [.saveRecord(Self.note("n1")), .saveRecord(Self.note("n2"))])
             #expect(try fork.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: Self.notes))])
 
             try await fork.sendChanges()
             await fork.operations.drain()
             let events = delegate.events
             #expect(events.sentDatabaseChanges.flatMap(\.savedZones).map(\.zoneID) == [Self.notes])
-            #expect(events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID) == [Self.note("n1"), Self.note("n2")])
+            #expect(
+                events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID) == [
+                    Self.note("n1"), Self.note("n2"),
+                ])
             #expect(events.sentRecordZoneChanges.flatMap(\.failedRecordSaves).isEmpty)
             #expect(try fork.state.pendingRecordZoneChanges == [])
             #expect(try fork.state.pendingDatabaseChanges == [])

@@ -6,7 +6,7 @@ import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A `logsync-server` process killed in the middle of an asset upload (F134): everything it
@@ -30,7 +30,8 @@ struct AssetServerKillTests {
         var files: [String] = []
         for user in (try? FileManager.default.contentsOfDirectory(atPath: users.path)) ?? [] {
             let assets = users.appendingPathComponent(user).appendingPathComponent("assets")
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: assets.path)) ?? [] where name != "partial" {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: assets.path)) ?? []
+            where name != "partial" {
                 files.append("\(user)/\(name)")
             }
             let partial = assets.appendingPathComponent("partial")
@@ -61,9 +62,10 @@ struct AssetServerKillTests {
             func serve() async throws -> (ChildProcess, HTTPSyncClient) {
                 let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
                 let port = try await server.waitForPort()
-                let client = HTTPSyncClient(.init(
-                    serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: DeviceID("phone"),
-                    reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(100))))
+                let client = HTTPSyncClient(
+                    .init(
+                        serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: DeviceID("phone"),
+                        reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(100))))
                 return (server, client)
             }
             let zone = RecordZone.ID(zoneName: "Photos")
@@ -78,8 +80,9 @@ struct AssetServerKillTests {
             let photoFile = files.appendingPathComponent("photo")
             try Data(photo).write(to: photoFile)
             let photoDigest = AssetHasher.digest(of: photo)
-            _ = try await database.uploadAsset(AssetUploadRequest(
-                zoneID: zone, digest: photoDigest, size: Int64(photo.count), fileURL: photoFile))
+            _ = try await database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: zone, digest: photoDigest, size: Int64(photo.count), fileURL: photoFile))
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "beach", zoneID: zone))
             note["photo"] = .asset(Asset(digest: photoDigest, size: Int64(photo.count)))
             let saved = try await database.modifyRecords(saving: [note], deleting: [])
@@ -91,8 +94,9 @@ struct AssetServerKillTests {
             try Data(video).write(to: videoFile)
             let videoDigest = AssetHasher.digest(of: video)
             let upload = Task {
-                try await database.uploadAsset(AssetUploadRequest(
-                    zoneID: zone, digest: videoDigest, size: Int64(video.count), fileURL: videoFile))
+                try await database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: zone, digest: videoDigest, size: Int64(video.count), fileURL: videoFile))
             }
             let deadline = ContinuousClock.now + .seconds(60)
             var partial: String?
@@ -116,12 +120,15 @@ struct AssetServerKillTests {
             let record = try #require(fetched.modifications.first { $0.record.recordID == note.recordID }?.record)
             #expect(record["photo"] == .asset(Asset(digest: photoDigest, size: Int64(photo.count))))
             let destination = files.appendingPathComponent("photo-again")
-            _ = try await after.downloadAsset(AssetDownloadRequest(
-                zoneID: zone, digest: photoDigest, size: Int64(photo.count), destination: destination))
+            _ = try await after.downloadAsset(
+                AssetDownloadRequest(
+                    zoneID: zone, digest: photoDigest, size: Int64(photo.count), destination: destination))
             #expect(Array(try Data(contentsOf: destination)) == photo)
             let missing = await #expect(throws: SyncError.self) {
-                _ = try await after.downloadAsset(AssetDownloadRequest(
-                    zoneID: zone, digest: videoDigest, size: Int64(video.count), destination: files.appendingPathComponent("video-again")))
+                _ = try await after.downloadAsset(
+                    AssetDownloadRequest(
+                        zoneID: zone, digest: videoDigest, size: Int64(video.count),
+                        destination: files.appendingPathComponent("video-again")))
             }
             #expect(missing?.code == .assetNotAvailable)
             relaunched.close()

@@ -12,7 +12,7 @@ import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Deterministic bytes that do not compress or repeat (xorshift64), `seed` telling contents apart.
@@ -27,7 +27,9 @@ func assetContent(_ count: Int, seed: UInt64) -> [UInt8] {
             state ^= state << 17
             var word = state
             let length = min(8, raw.count - offset)
-            withUnsafeBytes(of: &word) { raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: length) }
+            withUnsafeBytes(of: &word) {
+                raw.baseAddress!.advanced(by: offset).copyMemory(from: $0.baseAddress!, byteCount: length)
+            }
             offset += length
         }
     }
@@ -54,10 +56,11 @@ struct AssetFixture {
 
     /// A client of alice's that reaches the server through `port` (a proxy's).
     func client(port: Int, stallTimeout: Duration = .seconds(60)) -> HTTPSyncClient {
-        HTTPSyncClient(.init(
-            serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken, device: "phone",
-            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
-            assetStallTimeout: stallTimeout))
+        HTTPSyncClient(
+            .init(
+                serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken, device: "phone",
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
+                assetStallTimeout: stallTimeout))
     }
 
     /// A new file holding `content`.
@@ -70,7 +73,8 @@ struct AssetFixture {
     /// The upload of `content` from a file of its own.
     func uploadRequest(_ content: [UInt8]) throws -> AssetUploadRequest {
         AssetUploadRequest(
-            zoneID: Self.zone, digest: AssetHasher.digest(of: content), size: Int64(content.count), fileURL: try file(content))
+            zoneID: Self.zone, digest: AssetHasher.digest(of: content), size: Int64(content.count),
+            fileURL: try file(content))
     }
 
     /// The download of `content` into a new destination.
@@ -97,11 +101,15 @@ struct AssetFixture {
     }
 
     /// The status of `digest` once no request holds its upload, polled until `deadline`.
-    func settledStatus(_ digest: AssetDigest, size: Int64, limit: Duration = .seconds(120)) async throws -> AssetUploadStatus {
+    func settledStatus(
+        _ digest: AssetDigest, size: Int64, limit: Duration = .seconds(120)
+    ) async throws -> AssetUploadStatus {
         let deadline = ContinuousClock.now + limit
         while true {
             if let status = try await status(digest, size: size) { return status }
-            guard ContinuousClock.now < deadline else { throw TestFailure("the upload of \(digest) stayed busy for \(limit)") }
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("the upload of \(digest) stayed busy for \(limit)")
+            }
             try await Task.sleep(for: .milliseconds(10))
         }
     }
@@ -109,7 +117,8 @@ struct AssetFixture {
     /// Whether the server keeps `digest` for the fixture's zone.
     func isStored(_ digest: AssetDigest) async throws -> Bool {
         do {
-            _ = try await live.server.openAssetDownload(user: "alice", scope: .private, zoneID: Self.zone, digest: digest)
+            _ = try await live.server.openAssetDownload(
+                user: "alice", scope: .private, zoneID: Self.zone, digest: digest)
             return true
         } catch let error as SyncError where error.code == .assetNotAvailable {
             return false
@@ -189,7 +198,8 @@ struct AssetTransferTests {
             #expect(downloaded.fileURL == download.destination)
             #expect(downloaded.bytesReceived == Int64(content.count))
             #expect(try fileHolds(download.destination, content))
-            #expect(!FileManager.default.fileExists(atPath: AssetDownloadFile.partialURL(for: download.destination).path))
+            #expect(
+                !FileManager.default.fileExists(atPath: AssetDownloadFile.partialURL(for: download.destination).path))
 
             // A record referencing it saves over HTTP, and another device reads the content.
             var photo = Record(recordType: "Photo", recordID: Record.ID(recordName: "p1", zoneID: AssetFixture.zone))
@@ -222,12 +232,15 @@ struct AssetTransferTests {
                     + AssetFixture.query(size: 5000, offset: 0),
                 method: .PUT, headers: aliceHeaders([("Accept", "application/json")]), body: content)
             #expect(response.status == 200)
-            #expect(try Wire.decode(AssetUploadStatus.self, from: response.body, as: .json)
-                == AssetUploadStatus(received: 5000, stored: true, size: 5000))
+            #expect(
+                try Wire.decode(AssetUploadStatus.self, from: response.body, as: .json)
+                    == AssetUploadStatus(received: 5000, stored: true, size: 5000))
         }
     }
 
-    @Test("a 120 MB asset goes up to a logsync-server process and down under tight body timeouts, which never holds it whole")
+    @Test(
+        "a 120 MB asset goes up to a logsync-server process and down under tight body timeouts, which never holds it whole"
+    )
     func largeAsset() async throws {
         try await withTemporaryDirectory { directory in
             let data = directory.appendingPathComponent("server").path
@@ -239,9 +252,10 @@ struct AssetTransferTests {
                 "--response-write-timeout", "5",
             ])
             let port = try await server.waitForPort()
-            let client = HTTPSyncClient(.init(
-                serverURL: URL(string: "http://127.0.0.1:\(port)")!,
-                token: added.output.trimmingCharacters(in: .whitespacesAndNewlines), device: "phone"))
+            let client = HTTPSyncClient(
+                .init(
+                    serverURL: URL(string: "http://127.0.0.1:\(port)")!,
+                    token: added.output.trimmingCharacters(in: .whitespacesAndNewlines), device: "phone"))
             defer { client.close() }
             let database = client.database(.private)
             _ = try await database.modifyZones(saving: [RecordZone(zoneID: AssetFixture.zone)], deleting: [])
@@ -256,14 +270,17 @@ struct AssetTransferTests {
                 AssetUploadRequest(zoneID: AssetFixture.zone, digest: digest, size: Int64(size), fileURL: file))
             #expect(uploaded.bytesSent == Int64(size))
             let download = AssetDownloadRequest(
-                zoneID: AssetFixture.zone, digest: digest, size: Int64(size), destination: directory.appendingPathComponent("large-copy"))
+                zoneID: AssetFixture.zone, digest: digest, size: Int64(size),
+                destination: directory.appendingPathComponent("large-copy"))
             let downloaded = try await database.downloadAsset(download)
             #expect(downloaded.bytesReceived == Int64(size))
             #expect(try AssetDigest.ofFile(at: download.destination) == (digest, Int64(size)))
 
             // A server holding the asset whole, on its way in or out, would grow by 120 MB.
             let grown = Memory.peakResident(of: server.pid) - before
-            #expect(before > 0 && grown < 64_000_000, "the server's peak resident size grew by \(grown) bytes, from \(before)")
+            #expect(
+                before > 0 && grown < 64_000_000,
+                "the server's peak resident size grew by \(grown) bytes, from \(before)")
             #expect(try await server.terminate().status == 0)
         }
     }
@@ -317,9 +334,12 @@ struct AssetTransferTests {
     // as a dropped one is until the server notices): the same device's retry takes it over and
     // stores the content, however long the server would have waited; another device meanwhile
     // gets zoneBusy.
-    @Test("a retried upload from the same device takes over the upload the server still holds; another device gets zoneBusy")
+    @Test(
+        "a retried upload from the same device takes over the upload the server still holds; another device gets zoneBusy"
+    )
     func retryTakesOverHeldUpload() async throws {
-        try await withAssetFixture(configuration: .init(requestBodyTimeout: .seconds(3600), requestBodyMinimumRate: 0)) { fixture in
+        try await withAssetFixture(configuration: .init(requestBodyTimeout: .seconds(3600), requestBodyMinimumRate: 0))
+        { fixture in
             let content = assetContent(6 << 20, seed: 31)
             let digest = AssetHasher.digest(of: content)
             let silent = try await RawConnection.open(to: fixture.live)
@@ -330,12 +350,17 @@ struct AssetTransferTests {
                     + "Content-Type: application/octet-stream\r\nContent-Length: \(content.count)\r\n\r\n")
             try await silent.send(bytes: Array(content[..<((3 << 20) + 4321)]))
             // The server holds the upload once a piece of it is written.
-            let owner = try #require(UInt64(try await fixture.database.currentUserRecordID().recordName.dropFirst("_user".count)))
+            let owner = try #require(
+                UInt64(try await fixture.database.currentUserRecordID().recordName.dropFirst("_user".count)))
             let assets = fixture.live.server.storage.assets
-            while try assets.partials(owner: owner).filter({ $0.partial.digest == digest }).isEmpty { await Task.yield() }
+            while try assets.partials(owner: owner).filter({ $0.partial.digest == digest }).isEmpty {
+                await Task.yield()
+            }
 
             let laptop = try await rawRequest(
-                fixture.live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: Int64(content.count)),
+                fixture.live,
+                WireProtocol.assetUploadPath(digest, scope: .private) + "?"
+                    + AssetFixture.query(size: Int64(content.count)),
                 method: .GET, headers: aliceHeaders([(WireProtocol.deviceHeader, "laptop")]))
             #expect(laptop.status == 503, "\(laptop)")
             #expect(try laptop.error().code == .zoneBusy)
@@ -363,7 +388,9 @@ struct AssetTransferTests {
             #expect(error.code == .invalidArguments)
             #expect(error.message.contains("\(digest)"), "\(error.message)")
             #expect(error.message.contains("byte 1000") && error.message.contains("holds 0 bytes"), "\(error.message)")
-            #expect(try await fixture.settledStatus(digest, size: 3000) == AssetUploadStatus(received: 0, stored: false, size: 3000))
+            #expect(
+                try await fixture.settledStatus(digest, size: 3000)
+                    == AssetUploadStatus(received: 0, stored: false, size: 3000))
         }
     }
 
@@ -374,13 +401,16 @@ struct AssetTransferTests {
             _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
             let digest = AssetHasher.digest(of: assetContent(10, seed: 24))
             let path = WireProtocol.assetPath(digest, scope: .private)
-            for (size, offset) in [(Int64.max, Int64.max), (10, Int64.max), (Int64.max, 0), (10, -1), (-1, 0), (Int64.min, Int64.min)] {
+            for (size, offset) in [
+                (Int64.max, Int64.max), (10, Int64.max), (Int64.max, 0), (10, -1), (-1, 0), (Int64.min, Int64.min),
+            ] {
                 let response = try await rawRequest(
                     fixture.live, path + "?" + AssetFixture.query(size: size, offset: offset), method: .PUT,
                     headers: aliceHeaders(), body: Array(repeating: 1, count: 10))
                 #expect([400, 413].contains(response.status), "size \(size), offset \(offset): \(response)")
             }
-            let stored = WireProtocol.assetPath(AssetHasher.digest(of: content), scope: .private) + "?" + AssetFixture.query()
+            let stored =
+                WireProtocol.assetPath(AssetHasher.digest(of: content), scope: .private) + "?" + AssetFixture.query()
             let whole = try await rawRequest(
                 fixture.live, stored, method: .GET, headers: aliceHeaders([("Range", "bytes=0-\(Int64.max)")]))
             #expect(whole.status == 206 && whole.body == content, "\(whole)")
@@ -399,7 +429,8 @@ struct AssetTransferTests {
             let content = assetContent(8 << 20, seed: 25)
             let request = try fixture.uploadRequest(content)
             // The upload stalls after 3 MB; meanwhile the file changes (same size, other bytes).
-            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toServer, after: 3 << 20, cut: .stall)
+            let proxy = try CuttingProxy(
+                upstreamPort: fixture.live.port, direction: .toServer, after: 3 << 20, cut: .stall)
             defer { proxy.close() }
             let client = fixture.client(port: proxy.port, stallTimeout: .seconds(2))
             defer { client.close() }
@@ -426,7 +457,9 @@ struct AssetTransferTests {
             #expect(error.code == .assetFileModified)
             #expect(error.message.contains("\(claimed)"), "\(error.message)")
             #expect(try await !fixture.isStored(claimed))
-            #expect(try await fixture.settledStatus(claimed, size: request.size).received == 0, "the wrong bytes were dropped")
+            #expect(
+                try await fixture.settledStatus(claimed, size: request.size).received == 0,
+                "the wrong bytes were dropped")
         }
     }
 
@@ -442,7 +475,9 @@ struct AssetTransferTests {
             #expect(declared.status == 400)
             let declaredError = try declared.error()
             #expect(declaredError.code == .invalidArguments)
-            #expect(declaredError.message.contains("\(digest)") && declaredError.message.contains("past its announced size"), "\(declaredError.message)")
+            #expect(
+                declaredError.message.contains("\(digest)")
+                    && declaredError.message.contains("past its announced size"), "\(declaredError.message)")
 
             var chunked = HTTPClientRequest(url: fixture.live.baseURL.absoluteString + path)
             chunked.method = .PUT
@@ -456,9 +491,12 @@ struct AssetTransferTests {
             let response = try await HTTPClient.shared.execute(chunked, timeout: .seconds(30))
             var body = try await response.body.collect(upTo: 1 << 20)
             #expect(response.status.code == 400)
-            let chunkedError = try Wire.decode(SyncError.self, from: body.readBytes(length: body.readableBytes) ?? [], as: .protobuf)
+            let chunkedError = try Wire.decode(
+                SyncError.self, from: body.readBytes(length: body.readableBytes) ?? [], as: .protobuf)
             #expect(chunkedError.code == .invalidArguments)
-            #expect(chunkedError.message.contains("\(digest)") && chunkedError.message.contains("more than its announced 100"), "\(chunkedError.message)")
+            #expect(
+                chunkedError.message.contains("\(digest)")
+                    && chunkedError.message.contains("more than its announced 100"), "\(chunkedError.message)")
             #expect(try await !fixture.isStored(digest))
         }
     }
@@ -471,11 +509,14 @@ struct AssetTransferTests {
             request.size = Limits.maxAssetBytes + 1
             let error = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(request) }
             #expect(error.code == .limitExceeded)
-            #expect(error.message.contains("\(request.digest)") && error.message.contains("\(Limits.maxAssetBytes)"), "\(error.message)")
+            #expect(
+                error.message.contains("\(request.digest)") && error.message.contains("\(Limits.maxAssetBytes)"),
+                "\(error.message)")
 
             let response = try await rawRequest(
                 fixture.live,
-                WireProtocol.assetPath(request.digest, scope: .private) + "?" + AssetFixture.query(size: request.size, offset: 0),
+                WireProtocol.assetPath(request.digest, scope: .private) + "?"
+                    + AssetFixture.query(size: request.size, offset: 0),
                 method: .PUT, headers: aliceHeaders(), body: content)
             #expect(response.status == 413)
             #expect(try response.error().code == .limitExceeded)
@@ -538,7 +579,8 @@ struct AssetTransferTests {
         try await withAssetFixture { fixture in
             let content = assetContent(8 << 20, seed: 13)
             _ = try await fixture.database.uploadAsset(try fixture.uploadRequest(content))
-            let proxy = try CuttingProxy(upstreamPort: fixture.live.port, direction: .toClient, after: 3 << 20, cut: .stall)
+            let proxy = try CuttingProxy(
+                upstreamPort: fixture.live.port, direction: .toClient, after: 3 << 20, cut: .stall)
             defer { proxy.close() }
             let request = fixture.downloadRequest(content)
             let client = fixture.client(port: proxy.port, stallTimeout: .milliseconds(500))
@@ -560,7 +602,9 @@ struct AssetTransferTests {
         }
     }
 
-    @Test("a record saved over HTTP with a never-uploaded asset fails alone with assetNotAvailable naming asset and record")
+    @Test(
+        "a record saved over HTTP with a never-uploaded asset fails alone with assetNotAvailable naming asset and record"
+    )
     func recordWithMissingAsset() async throws {
         try await withAssetFixture { fixture in
             let digest = AssetHasher.digest(of: assetContent(64, seed: 15))
@@ -568,26 +612,33 @@ struct AssetTransferTests {
             photo["image"] = .asset(Asset(digest: digest, size: 64))
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "fine", zoneID: AssetFixture.zone))
             note["title"] = "no assets"
-            let response = try await fixture.database.modifyRecords(saving: [photo, note], deleting: [], atomically: false)
+            let response = try await fixture.database.modifyRecords(
+                saving: [photo, note], deleting: [], atomically: false)
             let error = try #require(throws: SyncError.self) { try response.saveResults[photo.recordID]?.get() }
             #expect(error.code == .assetNotAvailable)
-            #expect(error.message.contains("\(digest)") && error.message.contains("\(photo.recordID)"), "\(error.message)")
+            #expect(
+                error.message.contains("\(digest)") && error.message.contains("\(photo.recordID)"), "\(error.message)")
             #expect(throws: Never.self) { try response.saveResults[note.recordID]?.get() }
         }
     }
 
-    @Test("the server's refusals arrive typed as in process: zoneNotFound, quotaExceeded, zoneBusy with its retry-after")
+    @Test(
+        "the server's refusals arrive typed as in process: zoneNotFound, quotaExceeded, zoneBusy with its retry-after")
     func typedRefusals() async throws {
         try await withAssetFixture { fixture in
             let content = assetContent(4000, seed: 21)
             var foreign = try fixture.uploadRequest(content)
             foreign.zoneID = RecordZone.ID(zoneName: "Photos", ownerName: "_someoneElse")
-            let notFound = try await #require(throws: SyncError.self) { try await fixture.database.uploadAsset(foreign) }
+            let notFound = try await #require(throws: SyncError.self) {
+                try await fixture.database.uploadAsset(foreign)
+            }
             #expect(notFound.code == .zoneNotFound)
             #expect(notFound.message.contains("_someoneElse"), "\(notFound.message)")
             var download = fixture.downloadRequest(content)
             download.zoneID = foreign.zoneID
-            #expect(try await #require(throws: SyncError.self) { try await fixture.database.downloadAsset(download) }.code == .zoneNotFound)
+            #expect(
+                try await #require(throws: SyncError.self) { try await fixture.database.downloadAsset(download) }.code
+                    == .zoneNotFound)
 
             // Another request holds the upload of the same content.
             let request = try fixture.uploadRequest(content)
@@ -616,13 +667,17 @@ struct AssetTransferTests {
             let digest = AssetHasher.digest(of: content)
             let base = WireProtocol.assetPath(digest, scope: .private)
             let requests: [(String, HTTPMethod, [UInt8]?)] = [
-                (WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: 2000), .GET, nil),
+                (
+                    WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: 2000), .GET,
+                    nil
+                ),
                 (base + "?" + AssetFixture.query(size: 2000, offset: 0), .PUT, content),
                 (base + "?" + AssetFixture.query(), .GET, nil),
             ]
             for (path, method, body) in requests {
                 for headers in [[], [("Authorization", "Bearer lsk_not-a-token-of-anyone-here")]] {
-                    let response = try await rawRequest(fixture.live, path, method: method, headers: headers, body: body)
+                    let response = try await rawRequest(
+                        fixture.live, path, method: method, headers: headers, body: body)
                     #expect(response.status == 401, "\(method) \(path): \(response)")
                     #expect(try response.error().code == .notAuthenticated)
                     #expect(response.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
@@ -671,8 +726,9 @@ struct AssetTransferTests {
             let file = directory.appendingPathComponent("content")
             try Data(content).write(to: file)
             let digest = AssetHasher.digest(of: content)
-            _ = try await database.uploadAsset(AssetUploadRequest(
-                zoneID: AssetFixture.zone, digest: digest, size: Int64(content.count), fileURL: file))
+            _ = try await database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: AssetFixture.zone, digest: digest, size: Int64(content.count), fileURL: file))
 
             // A download whose client never reads: the server's writes stop, and it holds the
             // only connection.
@@ -685,7 +741,9 @@ struct AssetTransferTests {
             stuck.waitForFirstByte()
             // Served only once the server has closed the stuck connection.
             let status = try await rawRequest(
-                live, WireProtocol.assetUploadPath(digest, scope: .private) + "?" + AssetFixture.query(size: Int64(content.count)),
+                live,
+                WireProtocol.assetUploadPath(digest, scope: .private) + "?"
+                    + AssetFixture.query(size: Int64(content.count)),
                 method: .GET, headers: aliceHeaders())
             #expect(status.status == 200, "\(status)")
             let received = stuck.drain()
@@ -709,7 +767,9 @@ final class BlockingSocket {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(descriptor)

@@ -4,8 +4,8 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncWire
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -25,7 +25,8 @@ struct ClientLimitTests {
     static let notes = RecordZone.ID(zoneName: "Notes")
 
     static func configuration(
-        user: HTTPSyncServer.ClientLimits = .unlimited, address: HTTPSyncServer.ClientLimits = .unlimited, clock: ManualClock
+        user: HTTPSyncServer.ClientLimits = .unlimited, address: HTTPSyncServer.ClientLimits = .unlimited,
+        clock: ManualClock
     ) -> HTTPSyncServer.Configuration {
         var configuration = HTTPSyncServer.Configuration()
         configuration.userLimits = user
@@ -40,7 +41,8 @@ struct ClientLimitTests {
         var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
         note["title"] = .string(title)
         let body = Wire.encode(ModifyRecordsRequest(recordsToSave: [note], savePolicy: .allKeys), as: .protobuf)
-        let head = "POST /v1/databases/private/modifyRecords HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+        let head =
+            "POST /v1/databases/private/modifyRecords HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
             + "Content-Type: application/x-protobuf\r\nAccept: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         return Array(head.utf8) + body
     }
@@ -50,11 +52,15 @@ struct ClientLimitTests {
         let status = Int(answer.split(separator: " ", maxSplits: 2).dropFirst().first ?? "") ?? 0
         let retryAfter = answer.split(separator: "\r\n").first { $0.lowercased().hasPrefix("retry-after:") }
             .map { $0.dropFirst("retry-after:".count).trimmingCharacters(in: .whitespaces) }
-        guard status != 200, let body = answer.range(of: "\r\n\r\n").map({ answer[$0.upperBound...] }) else { return (status, retryAfter, nil) }
+        guard status != 200, let body = answer.range(of: "\r\n\r\n").map({ answer[$0.upperBound...] }) else {
+            return (status, retryAfter, nil)
+        }
         return (status, retryAfter, try Wire.decode(SyncError.self, from: Array(body.utf8), as: .json))
     }
 
-    @Test("a user past the rate limit gets 429 with a retry-after and nothing is written; another user is served; time moves, it is served again")
+    @Test(
+        "a user past the rate limit gets 429 with a retry-after and nothing is written; another user is served; time moves, it is served again"
+    )
     func userRate() async throws {
         let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 1, burst: 3, concurrentRequests: 0)
@@ -67,13 +73,17 @@ struct ClientLimitTests {
             _ = try await alice.fetchAllZones()  // alice's burst of 3 is spent
 
             let before = try live.lastOffset(of: "alice")
-            let refused = try Self.parse(try await exchange(port: live.port, send: Self.saveNote(LiveServer.aliceToken, title: "too many")))
+            let refused = try Self.parse(
+                try await exchange(port: live.port, send: Self.saveNote(LiveServer.aliceToken, title: "too many")))
             #expect(refused.status == 429)
             #expect(refused.retryAfterHeader == "1")
             let error = try #require(refused.error)
             #expect(error.code == .requestRateLimited)
             #expect(error.retryAfter == .seconds(1))
-            #expect(error.message == "user \"alice\" sent more requests than this server takes from one user: 1 per second, in bursts of 3", "\(error)")
+            #expect(
+                error.message
+                    == "user \"alice\" sent more requests than this server takes from one user: 1 per second, in bursts of 3",
+                "\(error)")
             #expect(try live.lastOffset(of: "alice") == before, "a refused request writes nothing")
 
             // Through the client, as the engine sees it: the code it retries after the wait (F89, F152).
@@ -82,7 +92,8 @@ struct ClientLimitTests {
             #expect(seen?.retryAfter == .seconds(1))
 
             // Bob, from the same address, is served.
-            let bobs = try Self.parse(try await exchange(port: live.port, send: Self.saveNote(LiveServer.bobToken, title: "bob's")))
+            let bobs = try Self.parse(
+                try await exchange(port: live.port, send: Self.saveNote(LiveServer.bobToken, title: "bob's")))
             #expect(bobs.status == 200)
 
             // Half a second later, half a token: still refused, told to wait the other half.
@@ -90,7 +101,8 @@ struct ClientLimitTests {
             let early = await #expect(throws: SyncError.self) { _ = try await alice.fetchAllZones() }
             #expect(early?.retryAfter == .milliseconds(500))
             clock.advance(by: .milliseconds(500))
-            let saved = try Self.parse(try await exchange(port: live.port, send: Self.saveNote(LiveServer.aliceToken, title: "in time")))
+            let saved = try Self.parse(
+                try await exchange(port: live.port, send: Self.saveNote(LiveServer.aliceToken, title: "in time")))
             #expect(saved.status == 200)
             #expect(try live.lastOffset(of: "alice") > before)
         }
@@ -102,25 +114,37 @@ struct ClientLimitTests {
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 2, burst: 2, concurrentRequests: 0)
         try await withLiveServer(configuration: Self.configuration(address: limits, clock: clock)) { live, _ in
             for token in [LiveServer.aliceToken, LiveServer.bobToken] {
-                let served = try Self.parse(try await exchange(port: live.port, from: "127.0.0.1", send: Self.saveNote(token, title: "a")))
+                let served = try Self.parse(
+                    try await exchange(port: live.port, from: "127.0.0.1", send: Self.saveNote(token, title: "a")))
                 #expect(served.status == 200, "served (the note fails alone: there is no Notes zone)")
             }
             let before = try live.lastOffset(of: "bob")
-            let refused = try Self.parse(try await exchange(port: live.port, from: "127.0.0.1", send: Self.saveNote(LiveServer.bobToken, title: "b")))
+            let refused = try Self.parse(
+                try await exchange(
+                    port: live.port, from: "127.0.0.1", send: Self.saveNote(LiveServer.bobToken, title: "b")))
             #expect(refused.status == 429)
-            #expect(refused.error?.message == "address 127.0.0.1 sent more requests than this server takes from one address: 2 per second, in bursts of 2")
+            #expect(
+                refused.error?.message
+                    == "address 127.0.0.1 sent more requests than this server takes from one address: 2 per second, in bursts of 2"
+            )
             #expect(refused.error?.retryAfter == .milliseconds(500))
             #expect(try live.lastOffset(of: "bob") == before)
             // A request without a valid token counts against its address too.
-            let anonymous = try Self.parse(try await exchange(port: live.port, from: "127.0.0.1", send: Self.saveNote("lsk_nobody-0123456789abcdef", title: "c")))
+            let anonymous = try Self.parse(
+                try await exchange(
+                    port: live.port, from: "127.0.0.1", send: Self.saveNote("lsk_nobody-0123456789abcdef", title: "c")))
             #expect(anonymous.status == 429)
 
-            let elsewhere = try Self.parse(try await exchange(port: live.port, from: "127.0.0.2", send: Self.saveNote(LiveServer.bobToken, title: "d")))
+            let elsewhere = try Self.parse(
+                try await exchange(
+                    port: live.port, from: "127.0.0.2", send: Self.saveNote(LiveServer.bobToken, title: "d")))
             #expect(elsewhere.status == 200, "\(elsewhere)")
         }
     }
 
-    @Test("a user with as many requests in progress as allowed gets 429 for one more; another user is served; one ends, the next is served")
+    @Test(
+        "a user with as many requests in progress as allowed gets 429 for one more; another user is served; one ends, the next is served"
+    )
     func userConcurrency() async throws {
         let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 0, burst: 1, concurrentRequests: 2)
@@ -133,22 +157,33 @@ struct ClientLimitTests {
                     "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\n"
                         + "Content-Type: application/json\r\nContent-Length: 20\r\n\r\n{")
             }
-            try await held[0].waitUntil("alice has 2 requests in progress") { _ in limiter.inProgress(.user("alice")) == 2 }
+            try await held[0].waitUntil("alice has 2 requests in progress") { _ in
+                limiter.inProgress(.user("alice")) == 2
+            }
 
-            let refused = await #expect(throws: SyncError.self) { _ = try await live.client(LiveServer.aliceToken).database().fetchAllZones() }
+            let refused = await #expect(throws: SyncError.self) {
+                _ = try await live.client(LiveServer.aliceToken).database().fetchAllZones()
+            }
             #expect(refused?.code == .requestRateLimited)
             #expect(refused?.retryAfter == .seconds(1))
-            #expect(refused?.message == "user \"alice\" has 2 requests in progress, the most this server handles at once for one user; retry when one has finished")
+            #expect(
+                refused?.message
+                    == "user \"alice\" has 2 requests in progress, the most this server handles at once for one user; retry when one has finished"
+            )
             _ = try await live.client(LiveServer.bobToken).database().fetchAllZones()
 
             // The first ends (its body completes, it is answered): alice may send one more.
             try await held[0].send("\"allZones\": true}  ")
             try await held[0].waitUntil("the first request is answered") { $0.text.contains("HTTP/1.1 200") }
-            try await held[0].waitUntil("alice has 1 request in progress") { _ in limiter.inProgress(.user("alice")) == 1 }
+            try await held[0].waitUntil("alice has 1 request in progress") { _ in
+                limiter.inProgress(.user("alice")) == 1
+            }
             _ = try await live.client(LiveServer.aliceToken).database().fetchAllZones()
             // The second's client goes away: its request ends with it.
             held[1].close()
-            try await held[1].waitUntil("alice has no request in progress") { _ in limiter.inProgress(.user("alice")) == 0 }
+            try await held[1].waitUntil("alice has no request in progress") { _ in
+                limiter.inProgress(.user("alice")) == 0
+            }
             held[0].close()
         }
     }
@@ -159,9 +194,10 @@ struct ClientLimitTests {
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 1, burst: 2, concurrentRequests: 0)
         try await withLiveServer(configuration: Self.configuration(user: limits, clock: clock)) { live, _ in
             func upgrade(_ token: String) -> [UInt8] {
-                Array(("GET /v1/databases/private/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
-                    + "LogSync-Device: phone\r\nAccept: application/json\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+                Array(
+                    ("GET /v1/databases/private/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "LogSync-Device: phone\r\nAccept: application/json\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
             }
             // Alice's first upgrade is taken (one token); the channel is not a request in progress.
             let channel = try await RawConnection.open(to: live)
@@ -196,7 +232,9 @@ struct ClientLimitTests {
         }
     }
 
-    @Test("the token bucket: a burst, then the rate; the wait until the next token; a clock read out of order changes nothing")
+    @Test(
+        "the token bucket: a burst, then the rate; the wait until the next token; a clock read out of order changes nothing"
+    )
     func tokenBucket() {
         var bucket = TokenBucket(rate: 4, burst: 2, now: .seconds(10))
         #expect(bucket.take(at: .seconds(10)) == nil)
@@ -222,7 +260,8 @@ struct ClientLimitTests {
                 "--address-request-rate", "0",
             ])
             let port = try await server.waitForPort()
-            let database = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token)).database()
+            let database = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token))
+                .database()
             _ = try await database.fetchAllZones()
             _ = try await database.fetchAllZones()
             let answer = try Self.parse(try await exchange(port: port, send: Self.saveNote(token, title: "third")))

@@ -20,7 +20,8 @@ struct ClientTransportTests {
         let socket = try #require(try LoopbackSocket())
         let port = socket.port
         defer { withExtendedLifetime(socket) {} }
-        let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken))
+        let client = HTTPSyncClient(
+            .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken))
         for operation in [WireOperation.fetchDatabaseChanges, .modifyRecords] {
             let error = await #expect(throws: SyncError.self) {
                 switch operation {
@@ -45,7 +46,9 @@ struct ClientTransportTests {
         #expect(TransportFailure.map(reset, operation: .modifyZones, server: server).code == .networkFailure)
         let refused = IOError(errnoCode: ECONNREFUSED, reason: "connect")
         #expect(TransportFailure.map(refused, operation: .modifyRecords, server: server).code == .networkFailure)
-        #expect(TransportFailure.map(CancellationError(), operation: .modifyRecords, server: server).code == .operationCancelled)
+        #expect(
+            TransportFailure.map(CancellationError(), operation: .modifyRecords, server: server).code
+                == .operationCancelled)
     }
 
     // F89, F90: a proxy's 503 page without an error body still gives a code the engine retries,
@@ -55,7 +58,8 @@ struct ClientTransportTests {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/html")
         headers.add(name: "Retry-After", value: "12")
-        let error = HTTPSyncClient.error(status: 503, headers: headers, body: Array("<html>busy</html>".utf8), operation: .fetchZones)
+        let error = HTTPSyncClient.error(
+            status: 503, headers: headers, body: Array("<html>busy</html>".utf8), operation: .fetchZones)
         #expect(error.code == .serviceUnavailable)
         #expect(error.retryAfter == .seconds(12))
         #expect(error.cause == "<html>busy</html>")
@@ -67,11 +71,13 @@ struct ClientTransportTests {
     @Test("F90 F152 throttling crosses exactly, with Retry-After")
     func throttling() async throws {
         try await withLiveServer { live, _ in
-            live.server.admin.failNextRequests(of: "alice", with: SyncError(.requestRateLimited, "slow down", retryAfter: .milliseconds(2500)))
+            live.server.admin.failNextRequests(
+                of: "alice", with: SyncError(.requestRateLimited, "slow down", retryAfter: .milliseconds(2500)))
             let response = try await rawRequest(live, "/v1/databases/private/allSubscriptions", headers: aliceHeaders())
             #expect(response.status == 429)
             #expect(response.header("Retry-After") == "3")
-            #expect(try response.error() == SyncError(.requestRateLimited, "slow down", retryAfter: .milliseconds(2500)))
+            #expect(
+                try response.error() == SyncError(.requestRateLimited, "slow down", retryAfter: .milliseconds(2500)))
         }
     }
 
@@ -84,7 +90,8 @@ struct ClientTransportTests {
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: zone))
             note["title"] = "Groceries"
             note["when"] = .date(Date(timeIntervalSince1970: 1_700_000_000.25))
-            let saved = try #require(try await database.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]?.get())
+            let saved = try #require(
+                try await database.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]?.get())
             let fetched = try await database.fetchZoneChanges(zoneID: zone, since: nil)
             #expect(fetched.modifications.map(\.record) == [saved])
             let changes = try await database.fetchDatabaseChanges(since: nil)

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP proxy on 127.0.0.1 in front of a server that lets bytes through both ways as they come,
@@ -110,7 +110,9 @@ final class CuttingProxy: Sendable {
     private static func write(_ bytes: ArraySlice<UInt8>, to socket: Int32) -> Bool {
         var offset = bytes.startIndex
         while offset < bytes.endIndex {
-            let written = bytes[offset...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let written = bytes[offset...].withUnsafeBytes {
+                send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if written < 0, errno == EINTR { continue }
             guard written > 0 else { return false }
             offset += written

@@ -3,13 +3,13 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncServer
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The README's "Over the network" walkthrough with every party a process of its own: a
@@ -24,7 +24,10 @@ struct DeviceProcessTests {
         let token: String
 
         func arguments(_ command: [String], server: URL) -> [String] {
-            [command[0], "--server", server.absoluteString, "--token", token, "--device", name, "--data", directory.path]
+            [
+                command[0], "--server", server.absoluteString, "--token", token, "--device", name, "--data",
+                directory.path,
+            ]
                 + command.dropFirst()
         }
 
@@ -50,7 +53,8 @@ struct DeviceProcessTests {
 
     /// alice added to a server's data in a fresh temporary directory (see ``addAlice(in:)``),
     /// which is removed when `body` returns.
-    static func withAlice(_ body: (_ directory: URL, _ data: String, _ token: String) async throws -> Void) async throws {
+    static func withAlice(_ body: (_ directory: URL, _ data: String, _ token: String) async throws -> Void) async throws
+    {
         try await withTemporaryDirectory { directory in
             let (data, token) = try await addAlice(in: directory)
             try await body(directory, data, token)
@@ -59,8 +63,10 @@ struct DeviceProcessTests {
 
     /// alice's phone and laptop, each in a folder of its own in `directory`.
     static func phoneAndLaptop(in directory: URL, token: String) -> (phone: Device, laptop: Device) {
-        (Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token),
-         Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token))
+        (
+            Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token),
+            Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
+        )
     }
 
     /// `logsync-server --data data --port 0` started, and its URL once it listens.
@@ -69,7 +75,9 @@ struct DeviceProcessTests {
         return (server, URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!)
     }
 
-    @Test("F53 F83 F113 phone and laptop processes sync a note, conflict and converge; a watching tablet gets each change pushed")
+    @Test(
+        "F53 F83 F113 phone and laptop processes sync a note, conflict and converge; a watching tablet gets each change pushed"
+    )
     func twoDeviceProcesses() async throws {
         try await Self.withAlice { directory, data, token in
             let (server, url) = try await Self.serve(data)
@@ -91,13 +99,16 @@ struct DeviceProcessTests {
             try await phone.run("set", "groceries", "title", "Weekend groceries", server: url)
             let merged = try await laptop.run("set", "groceries", "body", "milk, eggs", server: url)
             #expect(merged.contains("laptop: conflict on groceries"), "\(merged)")
-            #expect(merged.contains(#"laptop: saved groceries {body: "milk, eggs", title: "Weekend groceries"}"#), "\(merged)")
+            #expect(
+                merged.contains(#"laptop: saved groceries {body: "milk, eggs", title: "Weekend groceries"}"#),
+                "\(merged)")
 
             // The tablet did nothing: the server's push hints brought both edits (F83, F113).
             try await watching.waitForOutputLine(
                 containing: #"tablet: fetched groceries {body: "milk, eggs", title: "Weekend groceries"}"#)
             let phoneNow = try await phone.run("sync", server: url)
-            #expect(phoneNow.contains(#"phone: groceries {body: "milk, eggs", title: "Weekend groceries"}"#), "\(phoneNow)")
+            #expect(
+                phoneNow.contains(#"phone: groceries {body: "milk, eggs", title: "Weekend groceries"}"#), "\(phoneNow)")
 
             // The tablet stops on SIGTERM; the laptop holds the same note without a network.
             let watched = try await watching.terminate()
@@ -123,11 +134,16 @@ struct DeviceProcessTests {
             try await phone.run("set", "trip", "title", "Beach", server: url)
             let attached = try await phone.run("attach", "trip", photo.path, server: url)
             #expect(attached.contains("phone: attaches beach.jpg to trip"), "\(attached)")
-            #expect(attached.contains("phone: saved trip {attachment: 300000 bytes at \(phone.directory.path)/attachments/"), "\(attached)")
+            #expect(
+                attached.contains(
+                    "phone: saved trip {attachment: 300000 bytes at \(phone.directory.path)/attachments/"),
+                "\(attached)")
 
             let fetched = try await laptop.run("sync", server: url)
-            let line = try #require(fetched.split(separator: "\n").first { $0.contains("laptop: fetched trip") }, "\(fetched)")
-            let path = try #require(line.range(of: "bytes at ").map { String(line[$0.upperBound...].prefix { $0 != "," && $0 != "}" }) })
+            let line = try #require(
+                fetched.split(separator: "\n").first { $0.contains("laptop: fetched trip") }, "\(fetched)")
+            let path = try #require(
+                line.range(of: "bytes at ").map { String(line[$0.upperBound...].prefix { $0 != "," && $0 != "}" }) })
             #expect(line.contains("{attachment: 300000 bytes at "), "\(line)")
             #expect(line.hasSuffix(#", title: "Beach"}"#), "\(line)")
             #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == content)
@@ -170,7 +186,9 @@ struct DeviceProcessTests {
     // F103: the device process is killed after its request reached the server and before the
     // answer came back. Relaunched, it sends the same batch under the ID its device log recorded,
     // and the server replays its first answer: no conflict with the device's own save.
-    @Test("F103 a device killed between its request and the answer sends it again after a relaunch: no false conflict, one save")
+    @Test(
+        "F103 a device killed between its request and the answer sends it again after a relaunch: no false conflict, one save"
+    )
     func killedBetweenRequestAndAnswer() async throws {
         try await Self.withAlice { directory, data, token in
             let (server, url) = try await Self.serve(data)
@@ -205,7 +223,9 @@ struct DeviceProcessTests {
             // The device log: the relaunch sent its batch under the ID the killed launch recorded.
             let requestIDs = try Self.batchRequestIDs(in: phone.directory.appendingPathComponent("sync"))
             #expect(requestIDs.count == 3, "\(requestIDs)")
-            #expect(requestIDs.count == 3 && requestIDs[2] == requestIDs[1] && requestIDs[1] != requestIDs[0], "\(requestIDs)")
+            #expect(
+                requestIDs.count == 3 && requestIDs[2] == requestIDs[1] && requestIDs[1] != requestIDs[0],
+                "\(requestIDs)")
             // The server: two saves of the note (the title, then the body), the second applied once.
             let saved = try Self.savedFields(of: "groceries", data: data)
             #expect(saved == [["title"], ["body", "title"]], "\(saved)")
@@ -240,10 +260,13 @@ struct DeviceProcessTests {
         try await withTemporaryDirectory { directory in
             let (data, _) = try await Self.addAlice(in: directory)
             let (server, url) = try await Self.serve(data)
-            let stranger = Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: "lsk_not-a-real-token-0123456789")
+            let stranger = Device(
+                name: "phone", directory: directory.appendingPathComponent("phone"),
+                token: "lsk_not-a-real-token-0123456789")
             let refused = try await stranger.run("set", "n", "title", "x", server: url, expecting: 1)
             #expect(refused.contains("the server did not accept the token (notAuthenticated)"), "\(refused)")
-            let none = try await ChildProcess.run(["sync", "--server", url.absoluteString, "--device", "phone"], program: "notes-device")
+            let none = try await ChildProcess.run(
+                ["sync", "--server", url.absoluteString, "--device", "phone"], program: "notes-device")
             #expect(none.status != 0 && none.errorOutput.contains("--token"), "\(none)")
             #expect(try await server.terminate().status == 0)
         }

@@ -50,7 +50,10 @@ struct EngineOverHTTPTests {
         try await withLiveServer { live, directory in
             let (a, aClient) = try Self.device("A", live: live, directory: directory)
             let (b, bClient) = try Self.device("B", live: live, directory: directory)
-            defer { aClient.close(); bClient.close() }
+            defer {
+                aClient.close()
+                bClient.close()
+            }
 
             try a.createZone(Self.notes)
             try a.write(Self.note("n"), "first")
@@ -86,7 +89,10 @@ struct EngineOverHTTPTests {
             try laptop.createZone(Self.notes)
             try await laptop.sync()
             let (phone, phoneClient) = try Self.device("phone", live: live, directory: directory, automatic: true)
-            defer { laptopClient.close(); phoneClient.close() }
+            defer {
+                laptopClient.close()
+                phoneClient.close()
+            }
             try await phone.waitForEvents("the phone's catch-up fetch") { $0.contains { $0.kind == .didFetchChanges } }
             await phoneClient.waitForPushChannels()
 
@@ -112,7 +118,10 @@ struct EngineOverHTTPTests {
             try await subscribe(live)
             let (laptop, laptopClient) = try Self.device("laptop", live: live, directory: directory)
             let (phone, phoneClient) = try Self.device("phone", live: live, directory: directory, automatic: true)
-            defer { laptopClient.close(); phoneClient.close() }
+            defer {
+                laptopClient.close()
+                phoneClient.close()
+            }
             try laptop.createZone(Self.notes)
             try laptop.write(Self.note("before"), "committed before the restart")
             try await laptop.sync()
@@ -140,7 +149,8 @@ struct EngineOverHTTPTests {
             try await phone.waitForEvents("the phone has the note written during the outage", Self.fetched("during"))
             #expect(phone.title(Self.note("before")) == "committed before the restart")
             #expect(phone.title(Self.note("during")) == "written while the server was down")
-            let server = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(zoneID: Self.notes, since: nil)
+            let server = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(
+                zoneID: Self.notes, since: nil)
             #expect(Set(server.modifications.map(\.record.recordID)) == [Self.note("before"), Self.note("during")])
             try await live.stop()
         }
@@ -173,7 +183,8 @@ struct GracefulStopTests {
         _ configuration: HTTPSyncServer.Configuration = .init(), _ body: (LiveServer) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
-            let live = try await LiveServer.start(in: directory.appendingPathComponent("server"), configuration: configuration)
+            let live = try await LiveServer.start(
+                in: directory.appendingPathComponent("server"), configuration: configuration)
             do {
                 try await body(live)
             } catch {

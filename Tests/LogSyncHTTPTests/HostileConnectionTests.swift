@@ -3,8 +3,8 @@ import Foundation
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncWire
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -34,16 +34,21 @@ enum HostileRequest: String, CaseIterable, CustomStringConvertible, Sendable {
     func bytes(token: String) -> [UInt8] {
         switch self {
         case .controlCharacterInHeader:
-            Array("POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nX-Note: a\u{01}b\r\nContent-Length: 0\r\n\r\n".utf8)
+            Array(
+                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nX-Note: a\u{01}b\r\nContent-Length: 0\r\n\r\n"
+                    .utf8)
         case .nulInPath:
-            Array("POST /v1/databases/pri".utf8) + [0] + Array("vate/fetchZones HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8)
+            Array("POST /v1/databases/pri".utf8) + [0]
+                + Array("vate/fetchZones HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8)
         case .tlsClientHello:
             // The start of a TLS 1.2 ClientHello record: handshake (22), version 3.1, a length.
             [0x16, 0x03, 0x01, 0x00, 0xA5, 0x01, 0x00, 0x00, 0xA1, 0x03, 0x03] + Array(repeating: 0x2A, count: 32)
         case .headThatNeverEnds:
             Array("POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8)
         case .bodyThatNeverArrives:
-            Array("POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n0123456789".utf8)
+            Array(
+                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n0123456789"
+                    .utf8)
         }
     }
 }
@@ -52,7 +57,11 @@ enum HostileRequest: String, CaseIterable, CustomStringConvertible, Sendable {
 func refusal(_ connection: RawConnection) throws -> (statusLine: String, error: SyncError) {
     let bytes = connection.bytes
     let separator = Array("\r\n\r\n".utf8)
-    guard let end = (0...max(0, bytes.count - 4)).first(where: { Array(bytes[$0..<min(bytes.count, $0 + 4)]) == separator }) else {
+    guard
+        let end = (0...max(0, bytes.count - 4)).first(where: {
+            Array(bytes[$0..<min(bytes.count, $0 + 4)]) == separator
+        })
+    else {
         throw TestFailure("no complete answer head in \(connection.text.prefix(300))")
     }
     let head = String(decoding: bytes[..<end], as: UTF8.self)
@@ -83,7 +92,9 @@ struct HostileConnectionTests {
         }
     }
 
-    @Test("what the HTTP parser refuses gets 400, an error naming the fault, and a close", arguments: HostileRequest.allCases.filter(\.isMalformed))
+    @Test(
+        "what the HTTP parser refuses gets 400, an error naming the fault, and a close",
+        arguments: HostileRequest.allCases.filter(\.isMalformed))
     func malformed(_ kind: HostileRequest) async throws {
         try await Self.withRawConnection(requestHeadTimeout: .seconds(60)) { live, connection in
             try await connection.send(bytes: kind.bytes)
@@ -91,12 +102,15 @@ struct HostileConnectionTests {
             let (status, error) = try refusal(connection)
             #expect(status == "HTTP/1.1 400 Bad Request")
             #expect(error.code == .invalidArguments)
-            let expected = switch kind {
-            case .controlCharacterInHeader: "a control character"
-            case .nulInPath: "a NUL"
-            default: "TLS sent to a plain HTTP port"
-            }
-            #expect(error.message.hasPrefix("malformed HTTP request (") && error.message.contains(expected), "\(error.message)")
+            let expected =
+                switch kind {
+                case .controlCharacterInHeader: "a control character"
+                case .nulInPath: "a NUL"
+                default: "TLS sent to a plain HTTP port"
+                }
+            #expect(
+                error.message.hasPrefix("malformed HTTP request (") && error.message.contains(expected),
+                "\(error.message)")
         }
     }
 
@@ -106,8 +120,11 @@ struct HostileConnectionTests {
             let connection = try await RawConnection.open(to: live)
             defer { connection.close() }
             try await connection.send(
-                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n")
-            try await connection.waitUntil("the first answer") { $0.text.hasPrefix("HTTP/1.1 200") && $0.text.contains("\r\n\r\n") }
+                "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n"
+            )
+            try await connection.waitUntil("the first answer") {
+                $0.text.hasPrefix("HTTP/1.1 200") && $0.text.contains("\r\n\r\n")
+            }
             let first = connection.bytes.count
             try await connection.send(bytes: HostileRequest.controlCharacterInHeader.bytes)
             try await connection.waitUntil("the server closed the connection") { $0.isClosed }
@@ -131,9 +148,10 @@ struct HostileConnectionTests {
             var answered: RawConnection?
             for _ in 0..<5 where answered == nil {
                 let keptAlive = try await RawConnection.open(to: live)
-                let sent = (try? await keptAlive.send(
-                    "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n"
-                )) != nil
+                let sent =
+                    (try? await keptAlive.send(
+                        "POST /v1/databases/private/fetchZones HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\n\r\n"
+                    )) != nil
                 try await keptAlive.waitUntil("the kept-alive connection is closed") { $0.isClosed }
                 if sent, !keptAlive.bytes.isEmpty { answered = keptAlive } else { keptAlive.close() }
             }
@@ -199,7 +217,8 @@ struct HostileConnectionTests {
             let quiet = try await RawConnection.open(to: live)
             defer { quiet.close() }
             try await quiet.waitUntil("the server closed an idle connection") { $0.isClosed }
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
+            var note = Record(
+                recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
             note["title"] = "after a quiet second"
             _ = try await writer.modifyRecords(saving: [note], deleting: [])
             let hint = try #require(await hints.next())
@@ -258,7 +277,9 @@ struct HostileConnectionTests {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
     }
 
-    @Test("1,000 slow or malformed connections to a server with 256 descriptors: honest requests answered, descriptors fall back")
+    @Test(
+        "1,000 slow or malformed connections to a server with 256 descriptors: honest requests answered, descriptors fall back"
+    )
     func storm() async throws {
         try await withServerData { data in
             let token = try await addUser("alice", data: data)
@@ -274,7 +295,8 @@ struct HostileConnectionTests {
                 ],
                 descriptorLimit: 256)
             let port = try await server.waitForPort()
-            let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
+            let client = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
             defer { client.close() }
             let database = client.database()
             _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
@@ -298,10 +320,18 @@ struct HostileConnectionTests {
                         let connection = try await RawConnection.open(port: port)
                         defer { connection.close() }
                         try? await connection.send(bytes: kind.bytes(token: token))  // a full backlog may have reset it
-                        try await connection.waitUntil("the server closed a \(kind) connection", limit: .seconds(60)) { $0.isClosed }
-                        guard kind.isMalformed else { return (kind, connection.bytes.isEmpty ? nil : "answered \(connection.text.prefix(80))") }
+                        try await connection.waitUntil("the server closed a \(kind) connection", limit: .seconds(60)) {
+                            $0.isClosed
+                        }
+                        guard kind.isMalformed else {
+                            return (kind, connection.bytes.isEmpty ? nil : "answered \(connection.text.prefix(80))")
+                        }
                         let (status, error) = try refusal(connection)
-                        return (kind, status == "HTTP/1.1 400 Bad Request" && error.code == .invalidArguments ? nil : "\(status) \(error)")
+                        return (
+                            kind,
+                            status == "HTTP/1.1 400 Bad Request" && error.code == .invalidArguments
+                                ? nil : "\(status) \(error)"
+                        )
                     }
                 }
                 // Honest requests while the storm lasts.
@@ -317,7 +347,8 @@ struct HostileConnectionTests {
             #expect(outcomes.count == 1_000)
             for kind in kinds {
                 let failures = outcomes.filter { $0.0 == kind }.compactMap(\.1)
-                #expect(failures.isEmpty, "\(kind): \(failures.count) unexpected answers, first: \(failures.first ?? "")")
+                #expect(
+                    failures.isEmpty, "\(kind): \(failures.count) unexpected answers, first: \(failures.first ?? "")")
             }
             // Accepting stops at the limit; a few more may be taken in the same batch of accepts.
             let highest = peak.withLock { $0 }
@@ -333,7 +364,8 @@ struct HostileConnectionTests {
                 now = Self.openDescriptors(server.pid)
             }
             #expect(now <= baseline, "\(now) descriptors open after the storm, \(baseline) before")
-            let again = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
+            let again = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
             defer { again.close() }
             _ = try await again.database().fetchAllZones()
             let stopped = try await server.terminate()

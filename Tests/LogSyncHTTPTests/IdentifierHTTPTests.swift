@@ -14,7 +14,8 @@ import Testing
 struct IdentifierHTTPTests {
     /// Strings that break some identifier rule, for every position an identifier takes.
     static let badTexts: [String] = [
-        "", String(repeating: "x", count: 256), String(repeating: "y", count: 10_000), "a\u{0}b", "a\u{1B}b", "a\u{FFFD}",
+        "", String(repeating: "x", count: 256), String(repeating: "y", count: 10_000), "a\u{0}b", "a\u{1B}b",
+        "a\u{FFFD}",
         "_x", "zoné",
     ]
 
@@ -32,29 +33,64 @@ struct IdentifierHTTPTests {
         linking["link"] = .reference(Record.Reference(recordID: Record.ID(recordName: text, zoneID: notes)))
         let records: [(String, ModifyRecordsRequest)] = [
             ("record name", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: text, zoneID: notes))])),
-            ("deleted record name", ModifyRecordsRequest(recordIDsToDelete: [Record.ID(recordName: text, zoneID: notes)])),
+            (
+                "deleted record name",
+                ModifyRecordsRequest(recordIDsToDelete: [Record.ID(recordName: text, zoneID: notes)])
+            ),
             ("record zone", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: zone))])),
             ("record owner", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: owner))])),
-            ("record type", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes), type: text)])),
-            ("field key", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes), key: text)])),
+            (
+                "record type",
+                ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes), type: text)])
+            ),
+            (
+                "field key",
+                ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes), key: text)])
+            ),
             ("reference", ModifyRecordsRequest(recordsToSave: [linking])),
-            ("request ID", ModifyRecordsRequest(recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes))], requestID: RequestID(text))),
+            (
+                "request ID",
+                ModifyRecordsRequest(
+                    recordsToSave: [record(Record.ID(recordName: "n1", zoneID: notes))], requestID: RequestID(text))
+            ),
         ]
         var bodies: [(String, [UInt8])] = records.map { ("modifyRecords \($0.0)", Wire.encode($0.1, as: .protobuf)) }
         bodies += [
-            ("modifyZones save", Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]), as: .protobuf)),
-            ("modifyZones owner", Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: owner)]), as: .protobuf)),
+            (
+                "modifyZones save",
+                Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]), as: .protobuf)
+            ),
+            (
+                "modifyZones owner",
+                Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: owner)]), as: .protobuf)
+            ),
             ("modifyZones delete", Wire.encode(ModifyZonesRequest(zoneIDsToDelete: [zone]), as: .protobuf)),
             ("fetchZones", Wire.encode(FetchZonesRequest(zoneIDs: [zone, owner]), as: .protobuf)),
             ("fetchZoneChanges zone", Wire.encode(FetchZoneChangesRequest(zoneID: zone), as: .protobuf)),
             ("fetchZoneChanges owner", Wire.encode(FetchZoneChangesRequest(zoneID: owner), as: .protobuf)),
-            ("fetchZoneChanges desired key", Wire.encode(FetchZoneChangesRequest(zoneID: notes, desiredKeys: [text]), as: .protobuf)),
-            ("modifySubscriptions save", Wire.encode(ModifySubscriptionsRequest(
-                subscriptionsToSave: [Subscription(subscriptionID: Subscription.ID(text))]), as: .protobuf)),
-            ("modifySubscriptions zone", Wire.encode(ModifySubscriptionsRequest(
-                subscriptionsToSave: [Subscription(subscriptionID: "s", kind: .recordZone(zone))]), as: .protobuf)),
-            ("modifySubscriptions delete", Wire.encode(ModifySubscriptionsRequest(
-                subscriptionIDsToDelete: [Subscription.ID(text)]), as: .protobuf)),
+            (
+                "fetchZoneChanges desired key",
+                Wire.encode(FetchZoneChangesRequest(zoneID: notes, desiredKeys: [text]), as: .protobuf)
+            ),
+            (
+                "modifySubscriptions save",
+                Wire.encode(
+                    ModifySubscriptionsRequest(
+                        subscriptionsToSave: [Subscription(subscriptionID: Subscription.ID(text))]), as: .protobuf)
+            ),
+            (
+                "modifySubscriptions zone",
+                Wire.encode(
+                    ModifySubscriptionsRequest(
+                        subscriptionsToSave: [Subscription(subscriptionID: "s", kind: .recordZone(zone))]),
+                    as: .protobuf)
+            ),
+            (
+                "modifySubscriptions delete",
+                Wire.encode(
+                    ModifySubscriptionsRequest(
+                        subscriptionIDsToDelete: [Subscription.ID(text)]), as: .protobuf)
+            ),
         ]
         return bodies
     }
@@ -80,7 +116,8 @@ struct IdentifierHTTPTests {
                 guard !text.unicodeScalars.contains(where: { $0.value < 0x20 }) else { continue }
                 for operation in WireOperation.allCases {
                     let response = try await rawRequest(
-                        live, "/v1/databases/private/\(operation)", headers: aliceHeaders([("LogSync-Device", text)]), body: [])
+                        live, "/v1/databases/private/\(operation)", headers: aliceHeaders([("LogSync-Device", text)]),
+                        body: [])
                     #expect(response.status < 500, "device \(quotedForTest(text)) on \(operation): \(response)")
                 }
             }
@@ -98,7 +135,8 @@ struct IdentifierHTTPTests {
             var body = Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneName: "ZZZZ")]), as: .protobuf)
             let at = try #require(body.indices.first { body[$0...].starts(with: Array("ZZZZ".utf8)) })
             body[at + 1] = 0xFF
-            let response = try await rawRequest(live, "/v1/databases/private/modifyZones", headers: aliceHeaders(), body: body)
+            let response = try await rawRequest(
+                live, "/v1/databases/private/modifyZones", headers: aliceHeaders(), body: body)
             #expect(response.status == 400, "\(response)")
             #expect(try response.error().code == .invalidArguments)
 
@@ -108,14 +146,17 @@ struct IdentifierHTTPTests {
             json[jsonAt + 1] = 0xFF
             let jsonResponse = try await rawRequest(
                 live, "/v1/databases/private/modifyZones",
-                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "application/json")], body: json)
+                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "application/json")],
+                body: json)
             #expect(jsonResponse.status == 400, "\(jsonResponse)")
 
             let connection = try await RawConnection.open(to: live)
             defer { connection.close() }
-            try await connection.send(bytes: Array(
-                "POST /v1/databases/private/allSubscriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\nLogSync-Device: ph".utf8)
-                + [0xFF, 0xFE] + Array("one\r\n\r\n".utf8))
+            try await connection.send(
+                bytes: Array(
+                    "POST /v1/databases/private/allSubscriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(LiveServer.aliceToken)\r\nContent-Length: 0\r\nLogSync-Device: ph"
+                        .utf8)
+                    + [0xFF, 0xFE] + Array("one\r\n\r\n".utf8))
             try await connection.waitUntil("the answer") { $0.text.contains("\r\n\r\n") }
             #expect(connection.text.hasPrefix("HTTP/1.1 400"), "\(connection.text.prefix(300))")
             #expect(connection.text.contains("device ID"))
@@ -124,21 +165,33 @@ struct IdentifierHTTPTests {
 
     /// A push upgrade request, raw, with `headers` added.
     static func upgrade(_ path: String, _ headers: [String]) -> String {
-        (["GET \(path) HTTP/1.1", "Host: x", "Upgrade: websocket", "Connection: Upgrade",
-          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"] + headers)
-            .joined(separator: "\r\n") + "\r\n\r\n"
+        ([
+            "GET \(path) HTTP/1.1", "Host: x", "Upgrade: websocket", "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13",
+        ] + headers)
+        .joined(separator: "\r\n") + "\r\n\r\n"
     }
 
-    @Test("a refused push upgrade gets the documented status with an error body: 401, 404, 400; a good one 101",
-          arguments: [
+    @Test(
+        "a refused push upgrade gets the documented status with an error body: 401, 404, 400; a good one 101",
+        arguments: [
             ("/v1/databases/private/push", [], 401),
             ("/v1/databases/private/push", ["Authorization: Bearer lsk_nobody-0123456789abcdef"], 401),
             ("/v1/databases/private/push", ["Authorization: Basic YWxpY2U6eA=="], 401),
             ("/v1/databases/public2/push", ["Authorization: Bearer \(LiveServer.aliceToken)"], 404),
             ("/v2/databases/private/push", ["Authorization: Bearer \(LiveServer.aliceToken)"], 404),
-            ("/v1/databases/private/push", ["Authorization: Bearer \(LiveServer.aliceToken)", "LogSync-Device: \(String(repeating: "d", count: 256))"], 400),
-            ("/v1/databases/private/push", ["Authorization: Bearer \(LiveServer.aliceToken)", "LogSync-Device: phone"], 101),
-          ] as [(String, [String], Int)])
+            (
+                "/v1/databases/private/push",
+                [
+                    "Authorization: Bearer \(LiveServer.aliceToken)",
+                    "LogSync-Device: \(String(repeating: "d", count: 256))",
+                ], 400
+            ),
+            (
+                "/v1/databases/private/push",
+                ["Authorization: Bearer \(LiveServer.aliceToken)", "LogSync-Device: phone"], 101
+            ),
+        ] as [(String, [String], Int)])
     func pushUpgradeStatuses(path: String, headers: [String], status: Int) async throws {
         try await withLiveServer { live, _ in
             let connection = try await RawConnection.open(to: live)
@@ -160,7 +213,9 @@ struct IdentifierHTTPTests {
             defer { connection.close() }
             // Without its final CRLF (one Character), so that one more header follows.
             let request = Self.upgrade("/v1/databases/private/push", ["Authorization: Bearer \(LiveServer.aliceToken)"])
-            try await connection.send(bytes: Array(request.dropLast().utf8) + Array("LogSync-Device: ph".utf8) + [0xFF] + Array("\r\n\r\n".utf8))
+            try await connection.send(
+                bytes: Array(request.dropLast().utf8) + Array("LogSync-Device: ph".utf8) + [0xFF]
+                    + Array("\r\n\r\n".utf8))
             try await connection.waitUntil("the answer") { $0.text.contains("\r\n\r\n") }
             #expect(connection.text.hasPrefix("HTTP/1.1 400"), "\(connection.text.prefix(300))")
             #expect(connection.text.contains("device ID"))
@@ -177,14 +232,18 @@ struct IdentifierHTTPTests {
             #expect(error?.line == 2)
             #expect(error?.problem.contains("invalid user ID") == true, "\(String(describing: error))")
         }
-        #expect(try TokenStore.parse("\(digest) alice smith\n", path: "tokens").users.values.map(\.rawValue) == ["alice smith"])
+        #expect(
+            try TokenStore.parse("\(digest) alice smith\n", path: "tokens").users.values.map(\.rawValue) == [
+                "alice smith"
+            ])
     }
 
     @Test("logsync-server user add refuses invalid user IDs with a clear error and writes nothing")
     func userAddRefusesInvalidIDs() async throws {
         try await withServerData { data in
             for (user, rule) in [
-                (String(repeating: "u", count: 10_000), "more than 511"), (String(repeating: "u", count: 512), "more than 511"),
+                (String(repeating: "u", count: 10_000), "more than 511"),
+                (String(repeating: "u", count: 512), "more than 511"),
                 ("", "must not be empty"), ("a\u{1}b", "control characters"), (" alice", "space"),
             ] {
                 let added = try await ChildProcess.run(["user", "add", user, "--data", data.path])
@@ -194,7 +253,9 @@ struct IdentifierHTTPTests {
                 #expect(added.errorOutput.contains(rule), "\(added)")
             }
             #expect(!FileManager.default.fileExists(atPath: data.appendingPathComponent("tokens").path))
-            let longest = try await ChildProcess.run(["user", "add", String(repeating: "u", count: 511), "--data", data.path])
+            let longest = try await ChildProcess.run([
+                "user", "add", String(repeating: "u", count: 511), "--data", data.path,
+            ])
             #expect(longest.status == 0, "\(longest)")
         }
     }

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP proxy on 127.0.0.1 in front of a server, for the moment between a request and its
@@ -23,7 +23,9 @@ final class InterceptingProxy: Sendable {
     private let intercepted: @Sendable (_ answerHead: String) -> Void
     private let state = Mutex<Bool>(false)  // whether the answer was intercepted
 
-    init(upstreamPort: Int, interceptedPath: String, intercepted: @escaping @Sendable (_ answerHead: String) -> Void) throws {
+    init(
+        upstreamPort: Int, interceptedPath: String, intercepted: @escaping @Sendable (_ answerHead: String) -> Void
+    ) throws {
         sockets = try ProxySockets(upstreamPort: upstreamPort)
         self.interceptedPath = interceptedPath
         self.intercepted = intercepted
@@ -66,10 +68,12 @@ final class InterceptingProxy: Sendable {
             }
             guard let answer = fromServer.message(isRequest: false) else { break }
             let path = request.head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
-            let intercept = path.hasSuffix(interceptedPath) && state.withLock { done in
-                defer { done = true }
-                return !done
-            }
+            let intercept =
+                path.hasSuffix(interceptedPath)
+                && state.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
             if intercept {
                 intercepted(answer.head)
                 while fromClient.some() != nil {}  // until the client is gone
@@ -103,7 +107,12 @@ final class InterceptingProxy: Sendable {
         private let count: Mutex<Int>
         init(_ count: Int) { self.count = Mutex(count) }
         /// Counts one down; whether it was the last.
-        func last() -> Bool { count.withLock { $0 -= 1; return $0 == 0 } }
+        func last() -> Bool {
+            count.withLock {
+                $0 -= 1
+                return $0 == 0
+            }
+        }
     }
 
     /// Reads HTTP/1.1 messages (or plain bytes) from a socket, with a buffer of what was read
@@ -166,7 +175,9 @@ final class InterceptingProxy: Sendable {
             var bytes = headBytes
             let headers = head.split(separator: "\r\n").dropFirst().map { $0.lowercased() }
             func value(_ name: String) -> String? {
-                headers.first { $0.hasPrefix(name + ":") }.map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) }
+                headers.first { $0.hasPrefix(name + ":") }.map {
+                    $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
+                }
             }
             if value("transfer-encoding")?.contains("chunked") == true {
                 while true {
@@ -189,7 +200,9 @@ final class InterceptingProxy: Sendable {
             if let length = value("content-length").flatMap({ Int($0) }) {
                 guard let body = exactly(length) else { return nil }
                 bytes += body
-            } else if !isRequest, !head.hasPrefix("HTTP/1.1 101"), !head.hasPrefix("HTTP/1.1 204"), !head.hasPrefix("HTTP/1.1 304") {
+            } else if !isRequest, !head.hasPrefix("HTTP/1.1 101"), !head.hasPrefix("HTTP/1.1 204"),
+                !head.hasPrefix("HTTP/1.1 304")
+            {
                 // An answer without a length runs to the end of the connection.
                 while fill() {}
                 bytes += take(buffer.count)

@@ -3,11 +3,12 @@ import LogStore
 import LogSync
 import LogSyncHTTP
 import LogSyncHTTPServer
-@testable import LogSyncServer
 import LogSyncTesting
 import LogSyncWire
 import SyncModel
 import Testing
+
+@testable import LogSyncServer
 
 /// F69 over HTTP: the groups of a send (with an asset upload) and of a fetch (with an asset
 /// download) reach the server in the request bodies and the asset requests' header, and the
@@ -18,7 +19,9 @@ struct OperationGroupHTTPTests {
 
     /// Each `operationGroupStarted` of alice's private log: the group, its first request and
     /// device; and the groups named by the `requestOutcome` entries.
-    static func logged(_ live: LiveServer) throws -> (started: [(OperationGroup, String, DeviceID?)], outcomes: [String?]) {
+    static func logged(
+        _ live: LiveServer
+    ) throws -> (started: [(OperationGroup, String, DeviceID?)], outcomes: [String?]) {
         var started: [(OperationGroup, String, DeviceID?)] = []
         var outcomes: [String?] = []
         try live.server.admin.log(of: "alice").forEachEntry { entry in
@@ -31,14 +34,21 @@ struct OperationGroupHTTPTests {
         return (started, outcomes)
     }
 
-    @Test("F69 a send's and a fetch's groups reach the server's log over HTTP, asset requests included", arguments: WireFormat.allCases)
+    @Test(
+        "F69 a send's and a fetch's groups reach the server's log over HTTP, asset requests included",
+        arguments: WireFormat.allCases)
     func groupsOverHTTP(format: WireFormat) async throws {
         try await withLiveServer { live, directory in
             let phoneClient = live.client(LiveServer.aliceToken, device: "phone", format: format)
             let laptopClient = live.client(LiveServer.aliceToken, device: "laptop", format: format)
-            defer { phoneClient.close(); laptopClient.close() }
-            let phone = try TestDevice("phone", database: phoneClient.database(), directory: directory.appendingPathComponent("phone"))
-            let laptop = try TestDevice("laptop", database: laptopClient.database(), directory: directory.appendingPathComponent("laptop"))
+            defer {
+                phoneClient.close()
+                laptopClient.close()
+            }
+            let phone = try TestDevice(
+                "phone", database: phoneClient.database(), directory: directory.appendingPathComponent("phone"))
+            let laptop = try TestDevice(
+                "laptop", database: laptopClient.database(), directory: directory.appendingPathComponent("laptop"))
 
             // The phone creates the zone under a default group.
             try phone.createZone(Self.notes)
@@ -54,12 +64,14 @@ struct OperationGroupHTTPTests {
             try phone.write(note, "Holiday")
             try phone.attach(note, "photo", .asset(Asset(fileURL: photo)))
             let upload = OperationGroup(
-                operationGroupID: "photos-\(format)", name: "Upload holiday photos", quantity: 1, expectedSendSize: .kilobytes)
+                operationGroupID: "photos-\(format)", name: "Upload holiday photos", quantity: 1,
+                expectedSendSize: .kilobytes)
             try await phone.engine.sendChanges(SyncEngine.SendChangesOptions(operationGroup: upload))
 
             // The laptop fetches it in a group of its own: the database changes come first, the
             // photo's download later in the same group.
-            let catchUp = OperationGroup(operationGroupID: "catch-up-\(format)", name: "Catch up", expectedReceiveSize: .kilobytes)
+            let catchUp = OperationGroup(
+                operationGroupID: "catch-up-\(format)", name: "Catch up", expectedReceiveSize: .kilobytes)
             try await laptop.engine.fetchChanges(SyncEngine.FetchChangesOptions(operationGroup: catchUp))
             #expect(laptop.title(note) == "Holiday")
 
@@ -90,9 +102,10 @@ struct OperationGroupHTTPTests {
             try Data([1, 2, 3]).write(to: file)
             let digest = AssetHasher.digest(of: [1, 2, 3])
             let upload = try await #require(throws: SyncError.self) {
-                _ = try await database.uploadAsset(AssetUploadRequest(
-                    zoneID: .default, digest: digest, size: 3, fileURL: file,
-                    operationGroup: OperationGroup(operationGroupID: String(repeating: "x", count: 300))))
+                _ = try await database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: .default, digest: digest, size: 3, fileURL: file,
+                        operationGroup: OperationGroup(operationGroupID: String(repeating: "x", count: 300))))
             }
             #expect(upload.code == .invalidArguments)
             #expect(upload.message.contains("operation group ID"), "\(upload.message)")

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The sockets of a test TCP proxy on 127.0.0.1 (`InterceptingProxy`, `CuttingProxy`): the
@@ -24,7 +24,9 @@ final class ProxySockets: Sendable {
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         var address = Self.loopback(port: 0)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(descriptor, 16) == 0 else {
             Glibc.close(descriptor)
@@ -96,7 +98,9 @@ final class ProxySockets: Sendable {
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
         var address = Self.loopback(port: upstreamPort)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             Glibc.close(descriptor)

@@ -3,8 +3,8 @@ import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncWire
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -13,7 +13,8 @@ import Testing
 struct PushChannelTests {
     @Test("the reconnection wait grows exponentially from the initial delay, capped, with bounded jitter")
     func backoff() {
-        let policy = ReconnectPolicy(initialDelay: .milliseconds(250), maxDelay: .seconds(30), multiplier: 2, jitter: 0.2)
+        let policy = ReconnectPolicy(
+            initialDelay: .milliseconds(250), maxDelay: .seconds(30), multiplier: 2, jitter: 0.2)
         #expect(policy.delay(afterFailures: 0, random: 0.5) == .milliseconds(250))
         #expect(policy.delay(afterFailures: 1, random: 0.5) == .milliseconds(500))
         #expect(policy.delay(afterFailures: 3, random: 0.5) == .seconds(2))
@@ -48,7 +49,8 @@ struct PushChannelTests {
             #expect(reconnected == PushHint(databaseScope: .private))
             #expect(client.pushConnectionCount == 2)
 
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
+            var note = Record(
+                recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
             note["title"] = "after the restart"
             _ = try await writer.modifyRecords(saving: [note], deleting: [])
             let hint = try #require(await hints.next())
@@ -59,13 +61,20 @@ struct PushChannelTests {
     }
 
     // F114: a push channel skips the commits of its own device, so its upgrade must name one.
-    @Test("F114 a push upgrade without a LogSync-Device header gets 400 saying the header is needed; a malformed one 400 saying it is invalid")
+    @Test(
+        "F114 a push upgrade without a LogSync-Device header gets 400 saying the header is needed; a malformed one 400 saying it is invalid"
+    )
     func pushUpgradeNeedsADevice() async throws {
         try await withLiveServer { live, _ in
             let authorization = "Authorization: Bearer \(LiveServer.aliceToken)"
             let cases: [(headers: [String], says: String)] = [
                 ([authorization, "Accept: application/json"], "needs a LogSync-Device header"),
-                ([authorization, "Accept: application/json", "LogSync-Device: \(String(repeating: "d", count: 256))"], "holds an invalid device ID"),
+                (
+                    [
+                        authorization, "Accept: application/json",
+                        "LogSync-Device: \(String(repeating: "d", count: 256))",
+                    ], "holds an invalid device ID"
+                ),
             ]
             for (headers, says) in cases {
                 let connection = try await RawConnection.open(to: live)
@@ -111,7 +120,9 @@ struct PushChannelTests {
             let otherToken = try await save("other", through: other.database())
             let deadline = ContinuousClock.now + .seconds(30)
             while !received.hints.contains(where: { $0.changeToken == otherToken }) {
-                guard ContinuousClock.now < deadline else { throw TestFailure("no hint of the other device's commit: \(received.hints)") }
+                guard ContinuousClock.now < deadline else {
+                    throw TestFailure("no hint of the other device's commit: \(received.hints)")
+                }
                 try await Task.sleep(for: .milliseconds(10))
             }
             #expect(!received.hints.contains { $0.changeToken == ownToken }, "\(received.hints)")

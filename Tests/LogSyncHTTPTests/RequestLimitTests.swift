@@ -6,8 +6,8 @@ import LogSyncServer
 import LogSyncWire
 import NIOCore
 import NIOPosix
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 /// Oversized and malformed requests over HTTP: refused with the right status and an error body
@@ -22,7 +22,8 @@ struct RequestLimitTests {
     func declaredLengthOverLimit() async throws {
         try await withLiveServer(configuration: .init(maxRequestBodyBytes: Self.limit)) { live, _ in
             let before = try live.lastOffset(of: "alice")
-            let head = "POST /v1/databases/private/modifyRecords HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            let head =
+                "POST /v1/databases/private/modifyRecords HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 + "Authorization: Bearer \(LiveServer.aliceToken)\r\nContent-Type: application/x-protobuf\r\n"
                 + "Content-Length: 100000000\r\n\r\n"
             let answer = try await exchange(port: live.port, send: Array(head.utf8))
@@ -54,8 +55,11 @@ struct RequestLimitTests {
                 // The server may close the connection while the client is still sending; that too
                 // is a refusal, and what matters is that nothing was written.
                 let text = "\(error)"
-                #expect(["remoteConnectionClosed", "Connection reset", "EPIPE", "I/O on closed channel"].contains { text.contains($0) },
-                        "\(error)")
+                #expect(
+                    ["remoteConnectionClosed", "Connection reset", "EPIPE", "I/O on closed channel"].contains {
+                        text.contains($0)
+                    },
+                    "\(error)")
             }
             #expect(try live.lastOffset(of: "alice") == before)
         }
@@ -69,33 +73,53 @@ struct RequestLimitTests {
             let alice = live.client(LiveServer.aliceToken).database()
             _ = try await alice.modifyZones(saving: [RecordZone(zoneName: "Blobs")], deleting: [])
             let records = (0..<3).map { index in
-                var record = Record(recordType: "Blob", recordID: Record.ID(recordName: "b\(index)", zoneID: RecordZone.ID(zoneName: "Blobs")))
+                var record = Record(
+                    recordType: "Blob",
+                    recordID: Record.ID(recordName: "b\(index)", zoneID: RecordZone.ID(zoneName: "Blobs")))
                 record["k"] = .bytes(Data(count: 700_000))
                 return record
             }
             let before = try live.lastOffset(of: "alice")
-            let error = await #expect(throws: SyncError.self) { _ = try await alice.modifyRecords(saving: records, deleting: []) }
+            let error = await #expect(throws: SyncError.self) {
+                _ = try await alice.modifyRecords(saving: records, deleting: [])
+            }
             #expect(error?.code == .limitExceeded)
             #expect(error?.message.contains("more than 2000000") == true, "\(String(describing: error))")
             #expect(try live.lastOffset(of: "alice") == before)
         }
     }
 
-    @Test("malformed bodies: 400 invalidArguments naming the problem, nothing written", arguments: [
-        ("application/x-protobuf", [0xFF, 0xFF, 0xFF, 0xFF] as [UInt8], "cannot decode logsync.wire.ModifyRecordsRequest from 4 bytes"),
-        ("application/x-protobuf", [0x0A, 0x7F, 0x01], "cannot decode logsync.wire.ModifyRecordsRequest from 3 bytes"),
-        ("application/json", Array("{\"recordsToSave\": [".utf8), "bytes of JSON"),
-        ("application/json", Array("{\"savePolicy\": \"SAVE_POLICY_ALL_KEYS\", \"dropTables\": true}".utf8), "bytes of JSON"),
-        ("application/json", Array("{\"recordsToSave\": [{\"recordType\": \"Note\"}], \"savePolicy\": \"SAVE_POLICY_ALL_KEYS\"}".utf8),
-         "records_to_save[0]: Record.record_id is missing"),
-        ("application/x-protobuf", [], "save_policy is missing"),
-    ])
+    @Test(
+        "malformed bodies: 400 invalidArguments naming the problem, nothing written",
+        arguments: [
+            (
+                "application/x-protobuf", [0xFF, 0xFF, 0xFF, 0xFF] as [UInt8],
+                "cannot decode logsync.wire.ModifyRecordsRequest from 4 bytes"
+            ),
+            (
+                "application/x-protobuf", [0x0A, 0x7F, 0x01],
+                "cannot decode logsync.wire.ModifyRecordsRequest from 3 bytes"
+            ),
+            ("application/json", Array("{\"recordsToSave\": [".utf8), "bytes of JSON"),
+            (
+                "application/json", Array("{\"savePolicy\": \"SAVE_POLICY_ALL_KEYS\", \"dropTables\": true}".utf8),
+                "bytes of JSON"
+            ),
+            (
+                "application/json",
+                Array(
+                    "{\"recordsToSave\": [{\"recordType\": \"Note\"}], \"savePolicy\": \"SAVE_POLICY_ALL_KEYS\"}".utf8),
+                "records_to_save[0]: Record.record_id is missing"
+            ),
+            ("application/x-protobuf", [], "save_policy is missing"),
+        ])
     func malformed(contentType: String, body: [UInt8], expected: String) async throws {
         try await withLiveServer { live, _ in
             let before = try live.lastOffset(of: "alice")
             let response = try await rawRequest(
                 live, "/v1/databases/private/modifyRecords",
-                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", contentType)], body: body)
+                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", contentType)],
+                body: body)
             #expect(response.status == 400, "\(response)")
             let error = try response.error()
             #expect(error.code == .invalidArguments)
@@ -109,15 +133,18 @@ struct RequestLimitTests {
         try await withLiveServer { live, _ in
             let unsupported = try await rawRequest(
                 live, "/v1/databases/private/modifyZones",
-                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "text/plain")], body: Array("zones".utf8))
+                headers: [("Authorization", "Bearer \(LiveServer.aliceToken)"), ("Content-Type", "text/plain")],
+                body: Array("zones".utf8))
             #expect(unsupported.status == 415)
             #expect(try unsupported.error().message.contains("Content-Type \"text/plain\" is not supported"))
 
-            let version = try await rawRequest(live, "/v2/databases/private/modifyZones", headers: aliceHeaders(), body: [])
+            let version = try await rawRequest(
+                live, "/v2/databases/private/modifyZones", headers: aliceHeaders(), body: [])
             #expect(version.status == 404)
             #expect(try version.error().code == .incompatibleVersion)
 
-            let operation = try await rawRequest(live, "/v1/databases/private/dropDatabase", headers: aliceHeaders(), body: [])
+            let operation = try await rawRequest(
+                live, "/v1/databases/private/dropDatabase", headers: aliceHeaders(), body: [])
             #expect(operation.status == 404)
             #expect(try operation.error().message.contains("there is no operation \"dropDatabase\""))
 
@@ -125,7 +152,8 @@ struct RequestLimitTests {
             #expect(route.status == 404)
             #expect(try route.error().message.contains("no route GET /admin"))
 
-            let stray = try await rawRequest(live, "/v1/databases/private/allSubscriptions", headers: aliceHeaders(), body: [1, 2, 3])
+            let stray = try await rawRequest(
+                live, "/v1/databases/private/allSubscriptions", headers: aliceHeaders(), body: [1, 2, 3])
             #expect(stray.status == 400)
             #expect(try stray.error().message == "allSubscriptions takes no request body, but got 3 bytes")
 

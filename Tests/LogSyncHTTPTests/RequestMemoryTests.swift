@@ -28,7 +28,9 @@ struct RequestMemoryTests {
     static let returnTolerance = 8 << 20
     static let maxBody = 8 << 20
 
-    @Test("bodies built to cost the most, every operation, both formats: each peak under 64 MiB above idle, and back to idle")
+    @Test(
+        "bodies built to cost the most, every operation, both formats: each peak under 64 MiB above idle, and back to idle"
+    )
     func hostileBodies() async throws {
         try await withServerProcess { server in
             var report: [String] = []
@@ -39,7 +41,9 @@ struct RequestMemoryTests {
                 }
                 report.append(measured.line(body: body.count))
                 #expect(measured.peakAboveStart < Self.peakBound, "\(name): \(measured)")
-                #expect(measured.anonymousAfter - server.idle.anonymous < Self.returnTolerance, "\(name): \(measured), idle \(server.idle)")
+                #expect(
+                    measured.anonymousAfter - server.idle.anonymous < Self.returnTolerance,
+                    "\(name): \(measured), idle \(server.idle)")
             }
             print("RequestMemoryTests, idle \(server.idle):\n" + report.joined(separator: "\n"))
         }
@@ -50,15 +54,18 @@ struct RequestMemoryTests {
         try await withServerProcess { server in
             let cases = Self.bodies()
             let chosen = try [
-                "modifyRecords protobuf: 8 MiB of empty records", "modifyRecords protobuf: one list just within the elements limit",
-                "modifyRecords json: one list just within the elements limit", "modifyRecords protobuf: 400 records of 5,000 bytes (2 MB)",
+                "modifyRecords protobuf: 8 MiB of empty records",
+                "modifyRecords protobuf: one list just within the elements limit",
+                "modifyRecords json: one list just within the elements limit",
+                "modifyRecords protobuf: 400 records of 5,000 bytes (2 MB)",
             ].map { name in try #require(cases.first { $0.name == name }, "no body \(name)") }
             let measured = try await server.measure("4 at once") {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for (index, chosen) in chosen.enumerated() {
                         group.addTask {
                             // Each its own records, so that two saves do not meet in one zone's commit.
-                            let body = index == 3 ? Self.fullRecords(zone: "Parallel", format: chosen.format) : chosen.body
+                            let body =
+                                index == 3 ? Self.fullRecords(zone: "Parallel", format: chosen.format) : chosen.body
                             let response = try await server.send(chosen.operation, format: chosen.format, body: body)
                             #expect(chosen.statuses.contains(response.status), "\(chosen.name): \(response)")
                         }
@@ -72,7 +79,9 @@ struct RequestMemoryTests {
             // requestMemoryBudget); the others wait. Four cost less than four times one: twice the
             // bound of one is generous.
             #expect(measured.peakAboveStart < 2 * Self.peakBound, "\(measured)")
-            #expect(measured.anonymousAfter - server.idle.anonymous < Self.returnTolerance, "\(measured), idle \(server.idle)")
+            #expect(
+                measured.anonymousAfter - server.idle.anonymous < Self.returnTolerance,
+                "\(measured), idle \(server.idle)")
         }
     }
 
@@ -89,20 +98,41 @@ struct RequestMemoryTests {
         var bodies: [Body] = []
         for format in WireFormat.allCases {
             for operation in WireOperation.allCases {
-                guard let name = operation.requestMessageName, let message = WireSchema.wire.message(named: name) else { continue }
+                guard let name = operation.requestMessageName, let message = WireSchema.wire.message(named: name) else {
+                    continue
+                }
                 let fields = message.fields.enumerated().compactMap { number, field in field.map { (number, $0) } }
                 let items = operation.itemFields.compactMap { message.field(named: $0) }
-                guard let (number, field) = items.first ?? fields.first(where: { if case .message = $0.1.kind { true } else { false } }) ?? fields.first
+                guard
+                    let (number, field) = items.first ?? fields.first(where: {
+                        if case .message = $0.1.kind { true } else { false }
+                    }) ?? fields.first
                 else { continue }
-                let what = operation.itemFields.isEmpty ? "\(field.name) fields" : (operation == .modifyRecords ? "records" : "\(field.name)")
-                bodies.append((
-                    "\(operation) \(format.rawValue): 8 MiB of empty \(what)", operation, format,
-                    filler(number: number, field: field, format: format),
-                    operation == .fetchShareMetadata ? [400, 404, 413] : [413]))
+                let what =
+                    operation.itemFields.isEmpty
+                    ? "\(field.name) fields" : (operation == .modifyRecords ? "records" : "\(field.name)")
+                bodies.append(
+                    (
+                        "\(operation) \(format.rawValue): 8 MiB of empty \(what)", operation, format,
+                        filler(number: number, field: field, format: format),
+                        operation == .fetchShareMetadata ? [400, 404, 413] : [413]
+                    ))
             }
-            bodies.append(("modifyRecords \(format.rawValue): one list just within the elements limit", .modifyRecords, format, longList(format: format), [200]))
-            bodies.append(("modifyRecords \(format.rawValue): 400 records of 5,000 bytes (2 MB)", .modifyRecords, format, fullRecords(zone: "Full", format: format), [200]))
-            bodies.append(("modifyRecords \(format.rawValue): 400 records of 60 small fields", .modifyRecords, format, manyFields(format: format), [200]))
+            bodies.append(
+                (
+                    "modifyRecords \(format.rawValue): one list just within the elements limit", .modifyRecords, format,
+                    longList(format: format), [200]
+                ))
+            bodies.append(
+                (
+                    "modifyRecords \(format.rawValue): 400 records of 5,000 bytes (2 MB)", .modifyRecords, format,
+                    fullRecords(zone: "Full", format: format), [200]
+                ))
+            bodies.append(
+                (
+                    "modifyRecords \(format.rawValue): 400 records of 60 small fields", .modifyRecords, format,
+                    manyFields(format: format), [200]
+                ))
         }
         return bodies
     }
@@ -146,8 +176,10 @@ struct RequestMemoryTests {
     static func fullRecords(zone name: String, format: WireFormat) -> [UInt8] {
         let zone = RecordZone.ID(zoneName: name)
         let records = (0..<Limits.maxItemsPerRequest).map { index in
-            var record = Record(recordType: "Blob", recordID: Record.ID(recordName: "full-\(format)-\(index)", zoneID: zone))
-            record["b"] = .bytes(Data(repeating: UInt8(index % 251), count: Limits.maxRequestBytes / Limits.maxItemsPerRequest - 1))
+            var record = Record(
+                recordType: "Blob", recordID: Record.ID(recordName: "full-\(format)-\(index)", zoneID: zone))
+            record["b"] = .bytes(
+                Data(repeating: UInt8(index % 251), count: Limits.maxRequestBytes / Limits.maxItemsPerRequest - 1))
             return record
         }
         return Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: format)
@@ -156,7 +188,8 @@ struct RequestMemoryTests {
     /// 400 records of 60 small fields each, as many as the elements limit leaves room for.
     static func manyFields(format: WireFormat) -> [UInt8] {
         let records = (0..<Limits.maxItemsPerRequest).map { index in
-            var record = Record(recordType: "Wide", recordID: Record.ID(recordName: "wide-\(format)-\(index)", zoneID: zone))
+            var record = Record(
+                recordType: "Wide", recordID: Record.ID(recordName: "wide-\(format)-\(index)", zoneID: zone))
             for field in 0..<60 { record["f\(field)"] = field.isMultiple(of: 2) ? .int64(Int64(field)) : .bool(true) }
             return record
         }
@@ -188,7 +221,9 @@ struct RequestMemoryTests {
             let process = try ChildProcess.start(["--data", data, "--port", "0"])
             let url = "http://127.0.0.1:\(try await process.waitForPort())"
             var server = ServerProcess(process: process, url: url, token: token, idle: try Memory.read(process.pid))
-            let zones = Wire.encode(ModifyZonesRequest(zonesToSave: ["Memory", "Full", "Parallel"].map { RecordZone(zoneName: $0) }), as: .protobuf)
+            let zones = Wire.encode(
+                ModifyZonesRequest(zonesToSave: ["Memory", "Full", "Parallel"].map { RecordZone(zoneName: $0) }),
+                as: .protobuf)
             let made = try await server.send(.modifyZones, format: .protobuf, body: zones)
             guard made.status == 200 else { throw TestFailure("modifyZones: \(made)") }
             // Every path once (its code paged in, the database open, the allocator's arenas made),
@@ -249,7 +284,8 @@ struct RequestMemoryTests {
             let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
             func field(_ name: String) throws -> Int {
                 guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }),
-                      let kilobytes = Int(line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ")[0])
+                    let kilobytes = Int(
+                        line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces).split(separator: " ")[0])
                 else { throw TestFailure("no \(name) in /proc/\(pid)/status") }
                 return kilobytes * 1024
             }

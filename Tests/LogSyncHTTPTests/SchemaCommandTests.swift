@@ -41,23 +41,33 @@ struct SchemaCommandTests {
             #expect(shown.status == 0, "\(shown)")
             #expect(shown.output == "mode: development\nFolder: name string\nNote: tags list<string>, title string\n")
 
-            let deployed = try await ChildProcess.run(["schema", "deploy", "--from", development.path, "--to", "lmdb:" + production.path])
+            let deployed = try await ChildProcess.run([
+                "schema", "deploy", "--from", development.path, "--to", "lmdb:" + production.path,
+            ])
             #expect(deployed.status == 0, "\(deployed)")
-            #expect(deployed.output == """
-                + Folder
-                + Folder.name string
-                + Note
-                + Note.tags list<string>
-                + Note.title string
-                deployed 2 record types, 3 fields at registry offset 1
+            #expect(
+                deployed.output == """
+                    + Folder
+                    + Folder.name string
+                    + Note
+                    + Note.tags list<string>
+                    + Note.title string
+                    deployed 2 record types, 3 fields at registry offset 1
 
-                """)
-            let again = try await ChildProcess.run(["schema", "deploy", "--from", development.path, "--to", production.path])
+                    """)
+            let again = try await ChildProcess.run([
+                "schema", "deploy", "--from", development.path, "--to", production.path,
+            ])
             #expect(again.status == 0, "\(again)")
-            #expect(again.output == "nothing to deploy: every record type and field is deployed already (registry offset 1)\n")
+            #expect(
+                again.output
+                    == "nothing to deploy: every record type and field is deployed already (registry offset 1)\n")
 
             let shownProduction = try await ChildProcess.run(["schema", "show", "--data", production.path])
-            #expect(shownProduction.output == "mode: production (deployed at registry offset 1)\nFolder: name string\nNote: tags list<string>, title string\n")
+            #expect(
+                shownProduction.output
+                    == "mode: production (deployed at registry offset 1)\nFolder: name string\nNote: tags list<string>, title string\n"
+            )
             let shownDevelopment = try await ChildProcess.run(["schema", "show", "--data", development.path])
             #expect(shownDevelopment.output.hasPrefix("mode: development\n"), "the development data is left as it was")
 
@@ -84,7 +94,9 @@ struct SchemaCommandTests {
     func deployRefusals() async throws {
         try await withTemporaryDirectory { directory in
             let production = directory.appendingPathComponent("prod")
-            let missing = try await ChildProcess.run(["schema", "deploy", "--from", directory.appendingPathComponent("nothing").path, "--to", production.path])
+            let missing = try await ChildProcess.run([
+                "schema", "deploy", "--from", directory.appendingPathComponent("nothing").path, "--to", production.path,
+            ])
             #expect(missing.status != 0)
             #expect(missing.errorOutput.contains("holds no logsync-server data"), "\(missing)")
             #expect(!FileManager.default.fileExists(atPath: production.path), "nothing is written")
@@ -96,7 +108,9 @@ struct SchemaCommandTests {
             let empty = directory.appendingPathComponent("empty")
             let emptyServer = try SyncServer(.init(directory: empty, durability: .fast))
             emptyServer.shutdown()
-            let refused = try await ChildProcess.run(["schema", "deploy", "--from", empty.path, "--to", production.path])
+            let refused = try await ChildProcess.run([
+                "schema", "deploy", "--from", empty.path, "--to", production.path,
+            ])
             #expect(refused.status != 0)
             #expect(refused.errorOutput.contains("has no record type"), "\(refused)")
 
@@ -107,9 +121,14 @@ struct SchemaCommandTests {
                 defer { server.shutdown() }
                 try server.deploySchema(RecordSchema(["Note": ["title": .value(.int64)]]))
             }
-            let conflict = try await ChildProcess.run(["schema", "deploy", "--from", development.path, "--to", production.path])
+            let conflict = try await ChildProcess.run([
+                "schema", "deploy", "--from", development.path, "--to", production.path,
+            ])
             #expect(conflict.status != 0)
-            #expect(conflict.errorOutput.contains(#"field "title" of record type "Note" holds int64 in one schema and string in the other"#), "\(conflict)")
+            #expect(
+                conflict.errorOutput.contains(
+                    #"field "title" of record type "Note" holds int64 in one schema and string in the other"#),
+                "\(conflict)")
             let shown = try await ChildProcess.run(["schema", "show", "--data", production.path])
             #expect(shown.output == "mode: production (deployed at registry offset 1)\nNote: title int64\n")
         }

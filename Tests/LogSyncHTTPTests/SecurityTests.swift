@@ -1,9 +1,9 @@
 import Foundation
+import LogStore
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncWire
-import LogStore
 import NIOCore
 import NIOHTTP1
 import SyncModel
@@ -31,24 +31,29 @@ struct SecurityTests {
         return try await alice.currentUserRecordID().recordName
     }
 
-    @Test("no token, a bad token, a malformed Authorization header: 401, nothing changed",
-          arguments: [nil, "Bearer lsk_not-a-token-of-anyone-here", "Basic YWxpY2U6c2VjcmV0", "Bearer"])
+    @Test(
+        "no token, a bad token, a malformed Authorization header: 401, nothing changed",
+        arguments: [nil, "Bearer lsk_not-a-token-of-anyone-here", "Basic YWxpY2U6c2VjcmV0", "Bearer"])
     func unauthenticated(authorization: String?) async throws {
         try await withLiveServer { live, _ in
             try await Self.aliceHasANote(live)
             let before = try live.lastOffset(of: "alice")
             var headers = [("Content-Type", "application/x-protobuf")]
             if let authorization { headers.append(("Authorization", authorization)) }
-            let body = Wire.encode(ModifyRecordsRequest(recordsToSave: [Self.note("secret", "overwritten")],
-                                                        savePolicy: .allKeys), as: .protobuf)
-            let response = try await rawRequest(live, "/v1/databases/private/modifyRecords", headers: headers, body: body)
+            let body = Wire.encode(
+                ModifyRecordsRequest(
+                    recordsToSave: [Self.note("secret", "overwritten")],
+                    savePolicy: .allKeys), as: .protobuf)
+            let response = try await rawRequest(
+                live, "/v1/databases/private/modifyRecords", headers: headers, body: body)
             #expect(response.status == 401, "\(response)")
             #expect(response.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
             #expect(try response.error().code == .notAuthenticated)
             #expect(try live.lastOffset(of: "alice") == before)
 
             // Through the client: the same error, which the engine treats as an account problem (F89).
-            let client = live.client(authorization?.replacingOccurrences(of: "Bearer ", with: "") ?? "lsk_wrong-0123456789abcdef")
+            let client = live.client(
+                authorization?.replacingOccurrences(of: "Bearer ", with: "") ?? "lsk_wrong-0123456789abcdef")
             let error = await #expect(throws: SyncError.self) { _ = try await client.database().fetchAllZones() }
             #expect(error?.code == .notAuthenticated)
         }
@@ -65,15 +70,20 @@ struct SecurityTests {
                 let request = FetchZoneChangesRequest(zoneID: zone)
                 let existing = try await rawRequest(
                     live, "/v1/databases/private/fetchZoneChanges",
-                    headers: [("Authorization", "Bearer \(LiveServer.bobToken)")], body: Wire.encode(request, as: .protobuf))
+                    headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
+                    body: Wire.encode(request, as: .protobuf))
                 let missing = try await rawRequest(
                     live, "/v1/databases/private/fetchZoneChanges",
                     headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
-                    body: Wire.encode(FetchZoneChangesRequest(zoneID: RecordZone.ID(zoneName: "Nothing", ownerName: zone.ownerName)), as: .protobuf))
+                    body: Wire.encode(
+                        FetchZoneChangesRequest(zoneID: RecordZone.ID(zoneName: "Nothing", ownerName: zone.ownerName)),
+                        as: .protobuf))
                 #expect(existing.status == 404, "\(existing)")
                 #expect(try existing.error().code == .zoneNotFound)
                 #expect(missing.status == 404)
-                #expect(try existing.error().message == (try missing.error().message).replacingOccurrences(of: "Nothing", with: "Notes"))
+                #expect(
+                    try existing.error().message
+                        == (try missing.error().message).replacingOccurrences(of: "Nothing", with: "Notes"))
                 let fetched = try await bob.fetchZones([zone])
                 guard case .failure(let error)? = fetched.results[zone] else {
                     Issue.record("bob fetched \(zone)")
@@ -102,7 +112,10 @@ struct SecurityTests {
                 deleting: [], savePolicy: .allKeys, atomically: false)
             let expected: [RecordZone.ID: SyncError.Code] = [Self.notes: .zoneNotFound, alicesZone: .invalidArguments]
             for (id, result) in response.saveResults {
-                guard case .failure(let error) = result else { Issue.record("bob saved into a zone of alice's"); continue }
+                guard case .failure(let error) = result else {
+                    Issue.record("bob saved into a zone of alice's")
+                    continue
+                }
                 #expect(error.code == expected[id.zoneID], "\(id)")
             }
             let deletion = try await bob.modifyRecords(
@@ -112,18 +125,27 @@ struct SecurityTests {
             // A header or a path naming alice changes nothing: the user comes from the token.
             let sneaky = try await rawRequest(
                 live, "/v1/databases/private/modifyZones",
-                headers: [("Authorization", "Bearer \(LiveServer.bobToken)"), ("LogSync-User", "alice"), ("X-User", "alice")],
-                body: Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: RecordZone.ID(zoneName: "BobsOwn"))]), as: .protobuf))
+                headers: [
+                    ("Authorization", "Bearer \(LiveServer.bobToken)"), ("LogSync-User", "alice"), ("X-User", "alice"),
+                ],
+                body: Wire.encode(
+                    ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: RecordZone.ID(zoneName: "BobsOwn"))]),
+                    as: .protobuf))
             #expect(sneaky.status == 200)
-            for path in ["/v1/users/alice/databases/private/modifyRecords", "/v1/databases/alice/modifyRecords",
-                         "/v1/databases/private/../alice/modifyRecords"] {
+            for path in [
+                "/v1/users/alice/databases/private/modifyRecords", "/v1/databases/alice/modifyRecords",
+                "/v1/databases/private/../alice/modifyRecords",
+            ] {
                 let refused = try await rawRequest(
                     live, path, headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
-                    body: Wire.encode(ModifyRecordsRequest(recordsToSave: [Self.note("secret", "x")], savePolicy: .allKeys), as: .protobuf))
+                    body: Wire.encode(
+                        ModifyRecordsRequest(recordsToSave: [Self.note("secret", "x")], savePolicy: .allKeys),
+                        as: .protobuf))
                 #expect(refused.status == 404, "\(path): \(refused)")
             }
             #expect(try live.lastOffset(of: "alice") == before)
-            let alices = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(zoneID: Self.notes, since: nil)
+            let alices = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(
+                zoneID: Self.notes, since: nil)
             #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
             #expect(Set(try await bob.fetchAllZones().map(\.zoneID)) == [.default, RecordZone.ID(zoneName: "BobsOwn")])
         }
@@ -144,7 +166,8 @@ struct SecurityTests {
                 _ = try await bobShared.fetchZoneChanges(zoneID: alicesZone, since: nil)
             }
             #expect(read?.code == .zoneNotFound)
-            let write = try await bobShared.modifyRecords(saving: [Self.note("secret", "bob", zone: alicesZone)], deleting: [], savePolicy: .allKeys)
+            let write = try await bobShared.modifyRecords(
+                saving: [Self.note("secret", "bob", zone: alicesZone)], deleting: [], savePolicy: .allKeys)
             #expect(write.saveResults.values.allSatisfy { if case .failure = $0 { true } else { false } })
             #expect(try live.lastOffset(of: "alice") == before)
             #expect(try live.lastOffset(of: "alice", scope: .shared) == LogOffset(rawValue: 0))
@@ -163,7 +186,8 @@ struct SecurityTests {
             let before = try [live.lastOffset(of: "alice"), live.lastOffset(of: "bob")]
 
             let raw = try await rawRequest(
-                live, "/v1/databases/private/modifyZones", headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
+                live, "/v1/databases/private/modifyZones",
+                headers: [("Authorization", "Bearer \(LiveServer.bobToken)")],
                 body: Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: alicesZone)]), as: .protobuf))
             #expect(raw.status == 200, "\(raw)")
             let answer = try Wire.decode(ModifyZonesResponse.self, from: raw.body, as: .protobuf)
@@ -184,7 +208,8 @@ struct SecurityTests {
             #expect(deleteError.code == .invalidArguments)
             #expect(try [live.lastOffset(of: "alice"), live.lastOffset(of: "bob")] == before)
             #expect(try await bob.fetchAllZones().map(\.zoneID) == [.default])
-            let alices = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(zoneID: Self.notes, since: nil)
+            let alices = try await live.client(LiveServer.aliceToken).database().fetchZoneChanges(
+                zoneID: Self.notes, since: nil)
             #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")])
         }
     }
@@ -230,7 +255,8 @@ struct SecurityTests {
                 }
                 #expect(deleteError.code == .badDatabase)
             }
-            let existing = try #require(answers["Notes"]), missing = try #require(answers["Nothing"])
+            let existing = try #require(answers["Notes"])
+            let missing = try #require(answers["Nothing"])
             // The whole error, once the zone name is swapped: code, message, item, everything else.
             var expected = try missing.error()
             expected.message = expected.message.replacingOccurrences(of: "Nothing", with: "Notes")
@@ -248,7 +274,9 @@ struct SecurityTests {
         try await withLiveServer { live, _ in
             let missing = try await rawRequest(live, "/v1/databases/private/push", method: .GET)
             #expect(missing.status == 401, "\(missing)")
-            let bad = try await rawRequest(live, "/v1/databases/private/push", method: .GET, headers: [("Authorization", "Bearer lsk_nobody-0123456789abcdef")])
+            let bad = try await rawRequest(
+                live, "/v1/databases/private/push", method: .GET,
+                headers: [("Authorization", "Bearer lsk_nobody-0123456789abcdef")])
             #expect(bad.status == 401)
             let notUpgraded = try await rawRequest(
                 live, "/v1/databases/private/push", method: .GET, headers: aliceHeaders([("LogSync-Device", "phone")]))

@@ -1,8 +1,8 @@
 import ChildProcesses
 import Foundation
 import LogSyncHTTP
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -18,7 +18,9 @@ struct ServerProcessTests {
             #expect(token.hasPrefix("lsk_") && !token.contains(" "))
             let tokenFile = try String(contentsOf: data.appendingPathComponent("tokens"), encoding: .utf8)
             #expect(tokenFile.contains(/\nsha256:[0-9a-f]{64} alice\n/) && !tokenFile.contains(token), "\(tokenFile)")
-            let permissions = try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("tokens").path)[.posixPermissions] as? Int
+            let permissions =
+                try FileManager.default.attributesOfItem(atPath: data.appendingPathComponent("tokens").path)[
+                    .posixPermissions] as? Int
             #expect(permissions == 0o600)
 
             // Serve, and let two devices of alice's sync a note through it.
@@ -42,10 +44,12 @@ struct ServerProcessTests {
             // The data directory holds every commit: a new server process answers with it.
             let again = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let newPort = try await again.waitForPort()
-            let laptopAgain = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: token, device: "laptop"))
+            let laptopAgain = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: token, device: "laptop"))
             let refetched = try await laptopAgain.database().fetchZoneChanges(zoneID: zone, since: nil)
             #expect(refetched.modifications.map { $0.record["title"] } == [.string("from the phone")])
-            let unauthorized = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: "lsk_wrong-0123456789abcdef"))
+            let unauthorized = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: "lsk_wrong-0123456789abcdef"))
             await #expect(throws: SyncError.self) { _ = try await unauthorized.database().fetchAllZones() }
             let end = try await again.terminate()
             #expect(end.status == 0, "\(end)")
@@ -56,7 +60,14 @@ struct ServerProcessTests {
     func help() async throws {
         let help = try await ChildProcess.run(["serve", "--help"])
         #expect(help.status == 0)
-        for flag in ["--data", "--tokens", "--host", "--port", "--max-body-bytes", "--tls-certificate", "--tls-key", "--shutdown-grace-period", "--log-level", "--idle-timeout", "--request-head-timeout", "--request-body-timeout", "--max-connections", "--listen-backlog", "--push-ping-interval", "--request-memory-budget", "--max-requests-waiting", "--user-request-rate", "--user-request-burst", "--user-concurrent-requests", "--address-request-rate", "--address-request-burst", "--address-concurrent-requests", "default: 127.0.0.1"] {
+        for flag in [
+            "--data", "--tokens", "--host", "--port", "--max-body-bytes", "--tls-certificate", "--tls-key",
+            "--shutdown-grace-period", "--log-level", "--idle-timeout", "--request-head-timeout",
+            "--request-body-timeout", "--max-connections", "--listen-backlog", "--push-ping-interval",
+            "--request-memory-budget", "--max-requests-waiting", "--user-request-rate", "--user-request-burst",
+            "--user-concurrent-requests", "--address-request-rate", "--address-request-burst",
+            "--address-concurrent-requests", "default: 127.0.0.1",
+        ] {
             #expect(help.output.contains(flag), "serve --help does not mention \(flag)")
         }
         let bad = try await ChildProcess.run(["--data", "/tmp/unused", "--port", "70000"])

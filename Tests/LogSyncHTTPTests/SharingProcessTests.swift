@@ -16,11 +16,14 @@ struct SharingProcessTests {
 
     /// `logsync-server user add NAME --email NAME@example.com` for each name, in `directory/server`:
     /// the data directory and each user's token.
-    static func addUsers(_ names: [String], in directory: URL) async throws -> (data: String, tokens: [String: String]) {
+    static func addUsers(_ names: [String], in directory: URL) async throws -> (data: String, tokens: [String: String])
+    {
         let data = directory.appendingPathComponent("server").path
         var tokens: [String: String] = [:]
         for name in names {
-            let added = try await ChildProcess.run(["user", "add", name, "--email", "\(name)@example.com", "--data", data])
+            let added = try await ChildProcess.run([
+                "user", "add", name, "--email", "\(name)@example.com", "--data", data,
+            ])
             #expect(added.status == 0, "\(added)")
             tokens[name] = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -32,7 +35,8 @@ struct SharingProcessTests {
     /// `user`'s keeping its notes in a folder of its own, `notes-NAME`.
     static func withServedUsers(
         _ names: [String],
-        _ body: (_ server: ChildProcess, _ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws -> Void
+        _ body: (_ server: ChildProcess, _ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws
+            -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
             let (data, tokens) = try await addUsers(names, in: directory)
@@ -55,7 +59,9 @@ struct SharingProcessTests {
         return shared?[ownerName]?["notes"] as? [String: [String: String]]
     }
 
-    @Test("F119 F121 F124 README: alice shares Notes with bob (read-write) and carol (read-only); bob edits, alice sees it, carol is refused, bob is removed and his copy goes")
+    @Test(
+        "F119 F121 F124 README: alice shares Notes with bob (read-write) and carol (read-only); bob edits, alice sees it, carol is refused, bob is removed and his copy goes"
+    )
     func sharingWalkthrough() async throws {
         try await Self.withServedUsers(["alice", "bob", "carol"]) { server, url, device in
             let alice = device("alice-phone", "alice")
@@ -64,35 +70,55 @@ struct SharingProcessTests {
 
             // 1. Alice writes a note, and shares her Notes zone: bob may edit, carol may read.
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
-            let toBob = try await alice.run("share", "--with", "bob@example.com", "--permission", "read-write", server: url)
-            #expect(toBob.contains("alice-phone: saved the share of Notes: bob@example.com read-write pending\n"), "\(toBob)")
+            let toBob = try await alice.run(
+                "share", "--with", "bob@example.com", "--permission", "read-write", server: url)
+            #expect(
+                toBob.contains("alice-phone: saved the share of Notes: bob@example.com read-write pending\n"),
+                "\(toBob)")
             #expect(toBob.contains("alice-phone: the share's URL: logsync://share/"), "\(toBob)")
-            let toCarol = try await alice.run("share", "--with", "carol@example.com", "--permission", "read-only", server: url)
+            let toCarol = try await alice.run(
+                "share", "--with", "carol@example.com", "--permission", "read-only", server: url)
             #expect(
                 toCarol.contains(
-                    "alice-phone: saved the share of Notes: bob@example.com read-write pending, carol@example.com read-only pending\n"),
+                    "alice-phone: saved the share of Notes: bob@example.com read-write pending, carol@example.com read-only pending\n"
+                ),
                 "\(toCarol)")
-            let shareURL = try await alice.run("share", "--url", server: url).trimmingCharacters(in: .whitespacesAndNewlines)
+            let shareURL = try await alice.run("share", "--url", server: url).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             #expect(shareURL.hasPrefix("logsync://share/") && !shareURL.contains(" "), "\(shareURL)")
             #expect(toCarol.contains("the share's URL: \(shareURL)\n"), "the URL stays the same: \(toCarol)")
 
             // 2. Both accept the URL alice sent them: the zone appears in their shared databases.
             let bobJoins = try await bob.run("accept", shareURL, server: url)
-            #expect(bobJoins.contains("bob-laptop: accepted the share of Notes of alice@example.com: read-write\n"), "\(bobJoins)")
-            #expect(bobJoins.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#), "\(bobJoins)")
+            #expect(
+                bobJoins.contains("bob-laptop: accepted the share of Notes of alice@example.com: read-write\n"),
+                "\(bobJoins)")
+            #expect(
+                bobJoins.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#),
+                "\(bobJoins)")
             let carolJoins = try await carol.run("accept", shareURL, server: url)
-            #expect(carolJoins.contains("carol-phone: accepted the share of Notes of alice@example.com: read-only\n"), "\(carolJoins)")
-            #expect(carolJoins.contains(#"carol-phone: fetched groceries of alice@example.com {title: "Groceries"}"#), "\(carolJoins)")
+            #expect(
+                carolJoins.contains("carol-phone: accepted the share of Notes of alice@example.com: read-only\n"),
+                "\(carolJoins)")
+            #expect(
+                carolJoins.contains(#"carol-phone: fetched groceries of alice@example.com {title: "Groceries"}"#),
+                "\(carolJoins)")
 
             // 3. Bob edits alice's note; alice's next sync brings his edit, and both acceptances.
-            let edited = try await bob.run("set", "--owner", "alice@example.com", "groceries", "body", "milk, eggs", server: url)
+            let edited = try await bob.run(
+                "set", "--owner", "alice@example.com", "groceries", "body", "milk, eggs", server: url)
             #expect(
-                edited.contains(#"bob-laptop: saved groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
+                edited.contains(
+                    #"bob-laptop: saved groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
                 "\(edited)")
             let aliceSees = try await alice.run("sync", server: url)
-            #expect(aliceSees.contains(#"alice-phone: fetched groceries {body: "milk, eggs", title: "Groceries"}"#), "\(aliceSees)")
             #expect(
-                aliceSees.contains("alice-phone: the share of Notes: bob@example.com read-write accepted, carol@example.com read-only accepted\n"),
+                aliceSees.contains(#"alice-phone: fetched groceries {body: "milk, eggs", title: "Groceries"}"#),
+                "\(aliceSees)")
+            #expect(
+                aliceSees.contains(
+                    "alice-phone: the share of Notes: bob@example.com read-write accepted, carol@example.com read-only accepted\n"
+                ),
                 "\(aliceSees)")
 
             // 4. Carol may only read: the server refuses her edit, her copy goes back, the command fails.
@@ -100,25 +126,37 @@ struct SharingProcessTests {
                 "set", "--owner", "alice@example.com", "groceries", "title", "Carol's list", server: url, expecting: 1)
             #expect(
                 refused.contains(
-                    "carol-phone: could not save groceries of alice@example.com: alice@example.com shares Notes with this user read-only (permissionFailure)\n"),
+                    "carol-phone: could not save groceries of alice@example.com: alice@example.com shares Notes with this user read-only (permissionFailure)\n"
+                ),
                 "\(refused)")
             #expect(
-                refused.contains(#"carol-phone: groceries of alice@example.com {title: "Groceries"} is back to the server's copy"#),
+                refused.contains(
+                    #"carol-phone: groceries of alice@example.com {title: "Groceries"} is back to the server's copy"#),
                 "\(refused)")
-            #expect(refused.contains("Error: carol-phone: the server refused groceries of alice@example.com"), "\(refused)")
+            #expect(
+                refused.contains("Error: carol-phone: the server refused groceries of alice@example.com"), "\(refused)")
             let carolSyncs = try await carol.run("sync", server: url)
-            #expect(carolSyncs.contains(#"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#), "\(carolSyncs)")
+            #expect(
+                carolSyncs.contains(
+                    #"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
+                "\(carolSyncs)")
             #expect(!carolSyncs.contains("Carol's list"), "\(carolSyncs)")
             let aliceUnchanged = try await alice.run("sync", server: url)
-            #expect(aliceUnchanged.contains(#"alice-phone: groceries {body: "milk, eggs", title: "Groceries"}"#), "\(aliceUnchanged)")
+            #expect(
+                aliceUnchanged.contains(#"alice-phone: groceries {body: "milk, eggs", title: "Groceries"}"#),
+                "\(aliceUnchanged)")
             #expect(!aliceUnchanged.contains("Carol's list"), "\(aliceUnchanged)")
 
             // 5. Alice removes bob: at his next sync the zone leaves his shared database, and its notes his device.
             let removed = try await alice.run("unshare", "--remove", "bob@example.com", server: url)
-            #expect(removed.contains("alice-phone: saved the share of Notes: carol@example.com read-only accepted\n"), "\(removed)")
+            #expect(
+                removed.contains("alice-phone: saved the share of Notes: carol@example.com read-only accepted\n"),
+                "\(removed)")
             let bobLoses = try await bob.run("sync", server: url)
             #expect(
-                bobLoses.contains("bob-laptop: alice@example.com no longer shares Notes with this user (zone deleted): its notes are gone from this device\n"),
+                bobLoses.contains(
+                    "bob-laptop: alice@example.com no longer shares Notes with this user (zone deleted): its notes are gone from this device\n"
+                ),
                 "\(bobLoses)")
             #expect(bobLoses.hasSuffix("bob-laptop: no notes\n"), "\(bobLoses)")
             #expect(try await bob.run("show", server: url) == "bob-laptop: no notes\n")
@@ -126,19 +164,29 @@ struct SharingProcessTests {
                 "set", "--owner", "alice@example.com", "groceries", "body", "more", server: url, expecting: 1)
             #expect(bobDenied.contains("bob-laptop holds no Notes zone shared by alice@example.com"), "\(bobDenied)")
             let carolKeeps = try await carol.run("sync", server: url)
-            #expect(carolKeeps.contains(#"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#), "\(carolKeeps)")
+            #expect(
+                carolKeeps.contains(
+                    #"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
+                "\(carolKeeps)")
             #expect(try await server.terminate().status == 0)
 
             // The devices' own files: notes.json as shown, and a device log per engine.
             let ownerName = try #require((try Self.contents(of: carol)["shared"] as? [String: Any])?.keys.first)
             #expect(ownerName.hasPrefix("_user"), "the zone is named with the owner's user record name: \(ownerName)")
-            #expect(try Self.sharedNotes(of: carol, ownerName: ownerName) == ["groceries": ["title": "Groceries", "body": "milk, eggs"]])
+            #expect(
+                try Self.sharedNotes(of: carol, ownerName: ownerName) == [
+                    "groceries": ["title": "Groceries", "body": "milk, eggs"]
+                ])
             #expect(try Self.sharedNotes(of: bob, ownerName: ownerName) == nil)
-            #expect((try Self.contents(of: alice)["notes"] as? [String: [String: String]]) == ["groceries": ["title": "Groceries", "body": "milk, eggs"]])
+            #expect(
+                (try Self.contents(of: alice)["notes"] as? [String: [String: String]]) == [
+                    "groceries": ["title": "Groceries", "body": "milk, eggs"]
+                ])
             for device in [alice, bob, carol] {
                 for log in ["sync", "sync-shared"] {
                     let opened = try DeviceLog(
-                        directory: device.directory.appendingPathComponent(log), options: LogEnvironment.Options(readOnly: true))
+                        directory: device.directory.appendingPathComponent(log),
+                        options: LogEnvironment.Options(readOnly: true))
                     var entries = 0
                     try opened.log.forEachEntry { _ in entries += 1 }
                     #expect(entries > 0, "\(device.name)/\(log) holds the engine's timeline")
@@ -147,34 +195,53 @@ struct SharingProcessTests {
         }
     }
 
-    @Test("F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant")
+    @Test(
+        "F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant"
+    )
     func readOnlyDeleteAndStopSharing() async throws {
         try await Self.withServedUsers(["alice", "carol"]) { server, url, device in
             let alice = device("alice-phone", "alice")
             let carol = device("carol-phone", "carol")
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
             try await alice.run("share", "--with", "carol@example.com", server: url)  // read-only by default
-            try await carol.run("accept", try await alice.run("share", "--url", server: url).trimmingCharacters(in: .whitespacesAndNewlines), server: url)
+            try await carol.run(
+                "accept",
+                try await alice.run("share", "--url", server: url).trimmingCharacters(in: .whitespacesAndNewlines),
+                server: url)
 
-            let refused = try await carol.run("delete", "--owner", "alice@example.com", "groceries", server: url, expecting: 1)
+            let refused = try await carol.run(
+                "delete", "--owner", "alice@example.com", "groceries", server: url, expecting: 1)
             #expect(
-                refused.contains("carol-phone: could not delete groceries of alice@example.com: alice@example.com shares Notes with this user read-only (permissionFailure)\n"),
+                refused.contains(
+                    "carol-phone: could not delete groceries of alice@example.com: alice@example.com shares Notes with this user read-only (permissionFailure)\n"
+                ),
                 "\(refused)")
-            #expect(refused.contains(#"carol-phone: groceries of alice@example.com {title: "Groceries"} is back to the server's copy"#), "\(refused)")
-            #expect(try await carol.run("show", server: url) == "carol-phone: groceries of alice@example.com {title: \"Groceries\"}\n")
+            #expect(
+                refused.contains(
+                    #"carol-phone: groceries of alice@example.com {title: "Groceries"} is back to the server's copy"#),
+                "\(refused)")
+            #expect(
+                try await carol.run("show", server: url)
+                    == "carol-phone: groceries of alice@example.com {title: \"Groceries\"}\n")
             #expect(try await alice.run("sync", server: url).contains(#"alice-phone: groceries {title: "Groceries"}"#))
 
             let stopped = try await alice.run("unshare", server: url)
-            #expect(stopped.contains("alice-phone: deleted the share of Notes: no other user sees these notes now\n"), "\(stopped)")
+            #expect(
+                stopped.contains("alice-phone: deleted the share of Notes: no other user sees these notes now\n"),
+                "\(stopped)")
             #expect(try Self.contents(of: alice)["share"] == nil)
             let gone = try await carol.run("sync", server: url)
-            #expect(gone.contains("carol-phone: alice@example.com no longer shares Notes with this user (zone deleted)"), "\(gone)")
+            #expect(
+                gone.contains("carol-phone: alice@example.com no longer shares Notes with this user (zone deleted)"),
+                "\(gone)")
             #expect(gone.hasSuffix("carol-phone: no notes\n"), "\(gone)")
             #expect(try await server.terminate().status == 0)
         }
     }
 
-    @Test("F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address")
+    @Test(
+        "F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address"
+    )
     func badShareURLs() async throws {
         try await Self.withServedUsers(["alice", "bob"]) { server, url, device in
             let alice = device("alice-phone", "alice")
@@ -182,7 +249,8 @@ struct SharingProcessTests {
             try await bob.run("set", "todo", "title", "Mine", server: url)
 
             let unknown = "logsync://share/1/0123456789abcdef0123456789abcdef"
-            for (shareURL, code) in [(unknown, "unknownItem"), ("https://example.com/not-a-share", "invalidArguments")] {
+            for (shareURL, code) in [(unknown, "unknownItem"), ("https://example.com/not-a-share", "invalidArguments")]
+            {
                 let refused = try await bob.run("accept", shareURL, server: url, expecting: 1)
                 #expect(refused.contains("bob-laptop: cannot accept \(shareURL): \(code)"), "\(refused)")
                 #expect(refused.contains("nothing accepted"), "\(refused)")
@@ -192,7 +260,8 @@ struct SharingProcessTests {
 
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
             let stranger = try await alice.run("share", "--with", "dave@example.com", server: url, expecting: 1)
-            #expect(stranger.contains("alice-phone: could not save the share of Notes: invalidArguments"), "\(stranger)")
+            #expect(
+                stranger.contains("alice-phone: could not save the share of Notes: invalidArguments"), "\(stranger)")
             #expect(stranger.contains("dave@example.com"), "\(stranger)")
             let noURL = try await alice.run("share", "--url", server: url, expecting: 1)
             #expect(noURL.contains("alice-phone knows no share of Notes"), "\(noURL)")

@@ -23,7 +23,9 @@ struct StoredRecordPageTests {
         try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: files) }
         for index in 0..<25 {
-            var record = Record(recordType: index % 3 == 0 ? "Folder" : "Note", recordID: Record.ID(recordName: "r\(index)", zoneID: zone))
+            var record = Record(
+                recordType: index % 3 == 0 ? "Folder" : "Note",
+                recordID: Record.ID(recordName: "r\(index)", zoneID: zone))
             record["title"] = .string("note \(index) ✓")
             record["count"] = .int64(Int64(index) - 7)
             record["ratio"] = .double(Double(index) / 3)
@@ -34,12 +36,15 @@ struct StoredRecordPageTests {
             let file = files.appendingPathComponent("a\(index)")
             try Data(content).write(to: file)
             let digest = AssetHasher.digest(of: content)
-            _ = try await alice.uploadAsset(AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(content.count), fileURL: file))
+            _ = try await alice.uploadAsset(
+                AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(content.count), fileURL: file))
             record["asset"] = .asset(Asset(digest: digest, size: Int64(content.count)))
             record["tags"] = .list([.string("a"), .string("b\(index)")])
             if index > 0 {
-                record["link"] = .reference(Record.Reference(
-                    recordID: Record.ID(recordName: "r0", zoneID: zone), action: index.isMultiple(of: 5) ? .deleteSelf : .none))
+                record["link"] = .reference(
+                    Record.Reference(
+                        recordID: Record.ID(recordName: "r0", zoneID: zone),
+                        action: index.isMultiple(of: 5) ? .deleteSelf : .none))
                 record.parent = Record.Reference(recordID: Record.ID(recordName: "r0", zoneID: zone))
             }
             records.append(record)
@@ -49,13 +54,16 @@ struct StoredRecordPageTests {
         share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
         let saved = try await alice.modifyRecords(saving: [share.record], deleting: [])
         let url = try Share(record: try #require(saved.saveResults.values.first).get()).url!
-        _ = try await server.database(for: "bob", scope: .shared, device: "phone").acceptShares(AcceptSharesRequest(shareURLs: [url]))
+        _ = try await server.database(for: "bob", scope: .shared, device: "phone").acceptShares(
+            AcceptSharesRequest(shareURLs: [url]))
         return RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
     }
 
     /// A server of its own in a fresh temporary directory, seeded (see ``seed(_:)``), with the
     /// zone as bob's shared database names it; shut down and removed when `body` returns.
-    static func withSeededServer(_ body: (_ server: SyncServer, _ shared: RecordZone.ID) async throws -> Void) async throws {
+    static func withSeededServer(
+        _ body: (_ server: SyncServer, _ shared: RecordZone.ID) async throws -> Void
+    ) async throws {
         try await withTemporaryDirectory { directory in
             let server = try SyncServer(.init(directory: directory, durability: .fast))
             defer { server.shutdown() }
@@ -71,7 +79,8 @@ struct StoredRecordPageTests {
         var edited = fetched.modifications.map(\.record).filter { $0.recordID.recordName.hasSuffix("3") }
         for index in edited.indices { edited[index]["title"] = .string("edited") }
         _ = try await alice.modifyRecords(
-            saving: edited, deleting: [Record.ID(recordName: "r4", zoneID: zone), Record.ID(recordName: "r8", zoneID: zone)],
+            saving: edited,
+            deleting: [Record.ID(recordName: "r4", zoneID: zone), Record.ID(recordName: "r8", zoneID: zone)],
             savePolicy: .changedKeys)
     }
 
@@ -85,7 +94,8 @@ struct StoredRecordPageTests {
         var token = since
         var pages: [FetchZoneChangesResponse] = []
         while true {
-            let request = FetchZoneChangesRequest(zoneID: zone, since: token, resultsLimit: limit, desiredKeys: desiredKeys)
+            let request = FetchZoneChangesRequest(
+                zoneID: zone, since: token, resultsLimit: limit, desiredKeys: desiredKeys)
             let expected = try await first(request)
             let got = try await second(request)
             #expect(got == expected)
@@ -96,10 +106,13 @@ struct StoredRecordPageTests {
     }
 
     /// The answer the HTTP route sends, decoded as a client decodes it.
-    static func spliced(_ database: InProcessDatabase, _ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+    static func spliced(
+        _ database: InProcessDatabase, _ request: FetchZoneChangesRequest
+    ) async throws -> FetchZoneChangesResponse {
         let page = try await database.fetchZoneChangesPage(request)
         return try Wire.decode(
-            FetchZoneChangesResponse.self, from: Wire.encode(page.response, storedRecords: page.storedRecords), as: .protobuf)
+            FetchZoneChangesResponse.self, from: Wire.encode(page.response, storedRecords: page.storedRecords),
+            as: .protobuf)
     }
 
     @Test("the owner's pages from stored bytes equal the decoded pages, with and without a token")
@@ -110,21 +123,30 @@ struct StoredRecordPageTests {
             let page = try await alice.fetchZoneChangesPage(FetchZoneChangesRequest(zoneID: zone, resultsLimit: 10))
             #expect(page.storedRecords?.count == 10)
             #expect(page.response.modifications.isEmpty)
-            let listing = try await Self.comparePages(zone: zone, limit: 7, alice.fetchZoneChanges) { try await Self.spliced(alice, $0) }
+            let listing = try await Self.comparePages(zone: zone, limit: 7, alice.fetchZoneChanges) {
+                try await Self.spliced(alice, $0)
+            }
             #expect(listing.count > 2)
             #expect(listing.reduce(0) { $0 + $1.modifications.count } == 26)  // 25 records and the share
             let end = try #require(listing.last).changeToken
             try await Self.change(server)
-            let since = try await Self.comparePages(zone: zone, since: end, limit: 2, alice.fetchZoneChanges) { try await Self.spliced(alice, $0) }
+            let since = try await Self.comparePages(zone: zone, since: end, limit: 2, alice.fetchZoneChanges) {
+                try await Self.spliced(alice, $0)
+            }
             #expect(since.reduce(0) { $0 + $1.deletions.count } == 2)
             #expect(since.reduce(0) { $0 + $1.modifications.count } == 3)  // r3, r13, r23
             // The owner's zone named with the owner's record name is answered in that spelling.
             let spelt = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
-            _ = try await Self.comparePages(zone: spelt, limit: 9, alice.fetchZoneChanges) { try await Self.spliced(alice, $0) }
+            _ = try await Self.comparePages(zone: spelt, limit: 9, alice.fetchZoneChanges) {
+                try await Self.spliced(alice, $0)
+            }
             // desiredKeys filters the records: decoded, not copied.
-            let filtered = try await alice.fetchZoneChangesPage(FetchZoneChangesRequest(zoneID: zone, desiredKeys: ["title"]))
+            let filtered = try await alice.fetchZoneChangesPage(
+                FetchZoneChangesRequest(zoneID: zone, desiredKeys: ["title"]))
             #expect(filtered.storedRecords == nil)
-            _ = try await Self.comparePages(zone: zone, limit: 9, desiredKeys: ["title", "tags"], alice.fetchZoneChanges) {
+            _ = try await Self.comparePages(
+                zone: zone, limit: 9, desiredKeys: ["title", "tags"], alice.fetchZoneChanges
+            ) {
                 try await Self.spliced(alice, $0)
             }
         }
@@ -137,7 +159,9 @@ struct StoredRecordPageTests {
             _ = try await bob.fetchDatabaseChanges(since: nil)
             let page = try await bob.fetchZoneChangesPage(FetchZoneChangesRequest(zoneID: shared))
             #expect(page.storedRecords == nil)
-            let pages = try await Self.comparePages(zone: shared, limit: 6, bob.fetchZoneChanges) { try await Self.spliced(bob, $0) }
+            let pages = try await Self.comparePages(zone: shared, limit: 6, bob.fetchZoneChanges) {
+                try await Self.spliced(bob, $0)
+            }
             #expect(pages.flatMap(\.modifications).allSatisfy { $0.record.recordID.zoneID == shared })
         }
     }
@@ -151,9 +175,12 @@ struct StoredRecordPageTests {
             let aliceClient = live.client(LiveServer.aliceToken, device: "phone")
             let alice = aliceClient.database()
             let local = live.server.database(for: "alice", device: "phone")
-            let listing = try await Self.comparePages(zone: zone, limit: 8, local.fetchZoneChanges, alice.fetchZoneChanges)
+            let listing = try await Self.comparePages(
+                zone: zone, limit: 8, local.fetchZoneChanges, alice.fetchZoneChanges)
             try await Self.change(live.server)
-            _ = try await Self.comparePages(zone: zone, since: try #require(listing.last).changeToken, limit: 3, local.fetchZoneChanges, alice.fetchZoneChanges)
+            _ = try await Self.comparePages(
+                zone: zone, since: try #require(listing.last).changeToken, limit: 3, local.fetchZoneChanges,
+                alice.fetchZoneChanges)
             let bobClient = live.client(LiveServer.bobToken, device: "phone")
             let bob = bobClient.database(.shared)
             let bobLocal = live.server.database(for: "bob", scope: .shared, device: "phone")
@@ -161,7 +188,8 @@ struct StoredRecordPageTests {
             _ = try await Self.comparePages(zone: shared, limit: 5, bobLocal.fetchZoneChanges, bob.fetchZoneChanges)
             // The JSON answer is the decoded path's.
             let jsonClient = live.client(LiveServer.aliceToken, device: "phone", format: .json)
-            _ = try await Self.comparePages(zone: zone, limit: 11, local.fetchZoneChanges, jsonClient.database().fetchZoneChanges)
+            _ = try await Self.comparePages(
+                zone: zone, limit: 11, local.fetchZoneChanges, jsonClient.database().fetchZoneChanges)
             aliceClient.close()
             bobClient.close()
             jsonClient.close()
@@ -183,7 +211,9 @@ struct StoredRecordPageTests {
                 try await bob.fetchZoneChanges(FetchZoneChangesRequest(zoneID: shared, resultsLimit: 4)),
                 try await alice.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone, desiredKeys: [])),
             ]
-            responses.append(try await alice.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone, since: responses[0].changeToken)))
+            responses.append(
+                try await alice.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone, since: responses[0].changeToken))
+            )
             var withDeletions = responses[0]
             withDeletions.deletions = [
                 RecordZoneChange.Deletion(recordID: Record.ID(recordName: "gone", zoneID: zone), recordType: "Note"),
@@ -194,7 +224,8 @@ struct StoredRecordPageTests {
             responses.append(withDeletions)
             for response in responses {
                 let direct = Wire.encode(response, as: .protobuf)
-                let message = try WireFormat.json.decode(Logsync_Wire_FetchZoneChangesResponse.self, from: Wire.encode(response, as: .json))
+                let message = try WireFormat.json.decode(
+                    Logsync_Wire_FetchZoneChangesResponse.self, from: Wire.encode(response, as: .json))
                 #expect(direct == WireFormat.protobuf.encode(message))
                 #expect(try Wire.decode(FetchZoneChangesResponse.self, from: direct, as: .protobuf) == response)
             }

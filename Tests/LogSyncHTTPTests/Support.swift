@@ -9,8 +9,8 @@ import LogSyncWire
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -37,15 +37,17 @@ struct LiveServer: Sendable {
         try tokens.add(token: bobToken, for: "bob")
         var configuration = configuration
         configuration.port = port
-        let running = try await RunningHTTPSyncServer.start(HTTPSyncServer(server: server, tokens: tokens, configuration: configuration))
+        let running = try await RunningHTTPSyncServer.start(
+            HTTPSyncServer(server: server, tokens: tokens, configuration: configuration))
         return LiveServer(server: server, tokens: tokens, running: running)
     }
 
     /// A client of `user` on `device`.
     func client(_ token: String, device: DeviceID? = nil, format: WireFormat = .protobuf) -> HTTPSyncClient {
-        HTTPSyncClient(.init(
-            serverURL: baseURL, token: token, device: device, format: format,
-            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
+        HTTPSyncClient(
+            .init(
+                serverURL: baseURL, token: token, device: device, format: format,
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
     }
 
     /// The end of `user`'s database log: equal before and after means nothing was written.
@@ -64,7 +66,8 @@ func withLiveServer(
     configuration: HTTPSyncServer.Configuration = .init(), _ body: (LiveServer, URL) async throws -> Void
 ) async throws {
     try await withTemporaryDirectory { directory in
-        let live = try await LiveServer.start(in: directory.appendingPathComponent("server"), configuration: configuration)
+        let live = try await LiveServer.start(
+            in: directory.appendingPathComponent("server"), configuration: configuration)
         do {
             try await body(live, directory)
         } catch {
@@ -143,9 +146,9 @@ final class LoopbackSocket: Sendable {
     /// Binds `port` (0: any free port); `nil` if that port is taken.
     init?(port: Int = 0) throws {
         #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+            let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
         var address = sockaddr_in()
@@ -153,7 +156,9 @@ final class LoopbackSocket: Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else {
             close(descriptor)
@@ -251,7 +256,9 @@ final class RawConnection: Sendable {
 /// Stops `live` and returns how long that took. A stop still waiting after `limit` fails the
 /// test: `release` is then called to let it end (by closing the connections holding it up). The
 /// limit is generous, for a loaded machine: what it catches is a stop that never ends on its own.
-func stopTimed(_ live: LiveServer, limit: Duration = .seconds(60), release: @escaping @Sendable () -> Void) async throws -> Duration {
+func stopTimed(
+    _ live: LiveServer, limit: Duration = .seconds(60), release: @escaping @Sendable () -> Void
+) async throws -> Duration {
     let start = ContinuousClock.now
     let stoppedInTime = try await withThrowingTaskGroup(of: Bool.self) { group in
         group.addTask {
@@ -279,7 +286,8 @@ func stopTimed(_ live: LiveServer, limit: Duration = .seconds(60), release: @esc
 func exchange(port: Int, from source: String? = nil, send bytes: [UInt8]) async throws -> String {
     var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
     if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }
-    let channel = try await bootstrap
+    let channel =
+        try await bootstrap
         .connect(host: "127.0.0.1", port: port) { channel in
             channel.eventLoop.makeCompletedFuture {
                 try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
@@ -300,7 +308,8 @@ func exchange(port: Int, from source: String? = nil, send bytes: [UInt8]) async 
             defer { group.cancelAll() }
             guard let answer = try await group.next() ?? nil else {
                 throw TestFailure(
-                    "the server did not close the connection within 10 seconds; it sent: \(received.bytes.withLock { String(buffer: $0) })")
+                    "the server did not close the connection within 10 seconds; it sent: \(received.bytes.withLock { String(buffer: $0) })"
+                )
             }
             return answer
         }

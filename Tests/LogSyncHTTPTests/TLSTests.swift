@@ -7,8 +7,8 @@ import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncTesting
 import NIOSSL
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -37,9 +37,11 @@ struct TLSTests {
 
     /// A client of alice's for `url`, with `tls` (`nil`: the system's trust store).
     static func client(_ url: String, device: DeviceID, tls: TLSConfiguration?) -> HTTPSyncClient {
-        HTTPSyncClient(.init(
-            serverURL: URL(string: url)!, token: LiveServer.aliceToken, device: device,
-            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)), tlsConfiguration: tls))
+        HTTPSyncClient(
+            .init(
+                serverURL: URL(string: url)!, token: LiveServer.aliceToken, device: device,
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
+                tlsConfiguration: tls))
     }
 
     /// Runs `body` with a live server speaking HTTPS only.
@@ -67,10 +69,14 @@ struct TLSTests {
             let url = "https://localhost:\(live.port)"
             let phone = Self.client(url, device: "phone", tls: try Self.trustingTLS())
             let laptop = Self.client(url, device: "laptop", tls: try Self.trustingTLS())
-            defer { phone.close(); laptop.close() }
+            defer {
+                phone.close()
+                laptop.close()
+            }
 
             _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
-            _ = try await phone.database().modifySubscriptions(saving: [Subscription(subscriptionID: "engine")], deleting: [])
+            _ = try await phone.database().modifySubscriptions(
+                saving: [Subscription(subscriptionID: "engine")], deleting: [])
             var hints = laptop.database().pushHints().makeAsyncIterator()
             await laptop.waitForPushChannels()
             #expect(laptop.pushConnectionCount == 1)
@@ -108,7 +114,9 @@ struct TLSTests {
                 #expect(error.code == .networkFailure, "\(error)")
                 #expect(error.isTransient)
                 #expect(error.message.contains("not trusted"), "\(error)")
-                let read = try await #require(throws: SyncError.self) { _ = try await untrusted.database().fetchAllZones() }
+                let read = try await #require(throws: SyncError.self) {
+                    _ = try await untrusted.database().fetchAllZones()
+                }
                 #expect(read.code == .networkFailure, "\(read)")
             }
 
@@ -116,7 +124,9 @@ struct TLSTests {
             var otherCA = TLSConfiguration.makeClientConfiguration()
             otherCA.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(Self.serverChain.path).suffix(1))
             let wrongRoot = Self.client("https://localhost:\(live.port)", device: "laptop", tls: otherCA)
-            let error = try await #require(throws: SyncError.self) { _ = try await wrongRoot.database().fetchAllZones() }
+            let error = try await #require(throws: SyncError.self) {
+                _ = try await wrongRoot.database().fetchAllZones()
+            }
             #expect(error.code == .networkFailure, "\(error)")
 
             #expect(try live.lastOffset(of: "alice") == before)
@@ -131,7 +141,8 @@ struct TLSTests {
 
             let untrusted = Self.client("https://localhost:\(live.port)", device: "laptop", tls: nil)
             let device = try TestDevice(
-                "laptop", database: untrusted.database(), directory: directory.appendingPathComponent("laptop", isDirectory: true))
+                "laptop", database: untrusted.database(),
+                directory: directory.appendingPathComponent("laptop", isDirectory: true))
             let engine = device.engine
             let id = Record.ID(recordName: "n1", zoneID: Self.notes)
             try device.write(id, "kept")
@@ -168,14 +179,18 @@ struct TLSTests {
         try await withServerData { data in
             let token = try await addUser("alice", data: data)
             let server = try ChildProcess.start([
-                "--data", data.path, "--port", "0", "--tls-certificate", Self.serverChain.path, "--tls-key", Self.serverKey.path,
+                "--data", data.path, "--port", "0", "--tls-certificate", Self.serverChain.path, "--tls-key",
+                Self.serverKey.path,
             ])
             let port = try await server.waitForPort()
             let url = URL(string: "https://localhost:\(port)")!
-            let laptop = HTTPSyncClient(.init(serverURL: url, token: token, device: "laptop", tlsConfiguration: try Self.trustingTLS()))
-            let phone = HTTPSyncClient(.init(serverURL: url, token: token, device: "phone", tlsConfiguration: try Self.trustingTLS()))
+            let laptop = HTTPSyncClient(
+                .init(serverURL: url, token: token, device: "laptop", tlsConfiguration: try Self.trustingTLS()))
+            let phone = HTTPSyncClient(
+                .init(serverURL: url, token: token, device: "phone", tlsConfiguration: try Self.trustingTLS()))
             _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
-            _ = try await phone.database().modifySubscriptions(saving: [Subscription(subscriptionID: "engine")], deleting: [])
+            _ = try await phone.database().modifySubscriptions(
+                saving: [Subscription(subscriptionID: "engine")], deleting: [])
             var hints = laptop.database().pushHints().makeAsyncIterator()
             await laptop.waitForPushChannels()
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: Self.notes))
@@ -191,7 +206,9 @@ struct TLSTests {
             #expect(stopped.status == 0, "\(stopped)")
             #expect(hint?.zoneID == Self.notes)
             #expect(fetched.modifications.map { $0.record["title"] } == [.string("from the phone")])
-            let listening = stopped.errorOutput.split(separator: "\n").first { $0.contains("listening") && $0.contains("port=") }
+            let listening = stopped.errorOutput.split(separator: "\n").first {
+                $0.contains("listening") && $0.contains("port=")
+            }
             #expect(listening?.contains("scheme=https") == true, "\(stopped)")
             #expect(listening?.contains("port=\(port)") == true, "\(stopped)")
         }
@@ -209,7 +226,8 @@ struct TLSTests {
         try await withTemporaryDirectory { directory in
             // The root CA's certificate with the server's key: the key is not that certificate's.
             let mismatched = try await ChildProcess.run([
-                "--data", directory.path, "--port", "0", "--tls-certificate", Self.rootCA.path, "--tls-key", Self.serverKey.path,
+                "--data", directory.path, "--port", "0", "--tls-certificate", Self.rootCA.path, "--tls-key",
+                Self.serverKey.path,
             ])
             #expect(mismatched.status != 0)
             #expect(mismatched.errorOutput.contains("cannot start"), "\(mismatched)")
@@ -221,7 +239,8 @@ struct TLSTests {
             }
             #expect(error.path == missing.path)
             let notAKey = try #require(throws: HTTPSyncServer.TLSFileError.self) {
-                _ = try HTTPSyncServer.tlsConfiguration(certificateChainFile: Self.serverChain, privateKeyFile: Self.rootCA)
+                _ = try HTTPSyncServer.tlsConfiguration(
+                    certificateChainFile: Self.serverChain, privateKeyFile: Self.rootCA)
             }
             #expect(notAKey.path == Self.rootCA.path, "\(notAKey)")
             #expect(notAKey.problem.contains("private key"), "\(notAKey)")

@@ -53,8 +53,9 @@ struct TokenRevocationTests {
     /// A push channel opened by hand on a raw connection, to see the server close it.
     static func openPushChannel(port: Int, token: String, device: String) async throws -> RawConnection {
         let channel = try await RawConnection.open(port: port)
-        try await channel.send(IdentifierHTTPTests.upgrade(
-            "/v1/databases/private/push", ["Authorization: Bearer \(token)", "LogSync-Device: \(device)"]))
+        try await channel.send(
+            IdentifierHTTPTests.upgrade(
+                "/v1/databases/private/push", ["Authorization: Bearer \(token)", "LogSync-Device: \(device)"]))
         // The answer's head, then the `subscribed` frame.
         try await channel.waitUntil("the push channel is subscribed") { connection in
             let text = connection.text
@@ -72,7 +73,9 @@ struct TokenRevocationTests {
         }
     }
 
-    @Test("user revoke while the server runs: the user's requests get 401 without a restart or an unknown token first, the same answer as an unknown token's, the push channel closes with 1008, other users go on")
+    @Test(
+        "user revoke while the server runs: the user's requests get 401 without a restart or an unknown token first, the same answer as an unknown token's, the push channel closes with 1008, other users go on"
+    )
     func revokeWhileRunning() async throws {
         try await withServerData { data in
             let alice = try await addUser("alice", data: data)
@@ -97,7 +100,8 @@ struct TokenRevocationTests {
 
             // An attacker holding the revoked token learns nothing more than with a made-up one.
             let withRevoked = try await Self.fetchZones(port: port, token: alice)
-            let withUnknown = try await Self.fetchZones(port: port, token: "lsk_never-given-0123456789abcdefghijklmnopq")
+            let withUnknown = try await Self.fetchZones(
+                port: port, token: "lsk_never-given-0123456789abcdefghijklmnopq")
             #expect(withRevoked.status == 401 && withUnknown.status == 401)
             #expect(withRevoked.body == withUnknown.body, "\(String(decoding: withRevoked.body, as: UTF8.self))")
             #expect(try await Self.fetchZones(port: port, token: bob).status == 200)
@@ -122,7 +126,10 @@ struct TokenRevocationTests {
             let byToken = try await ChildProcess.run(["user", "revoke", "--token", phone, "--data", data.path])
             #expect(byToken.output == "1 token revoked\n", "\(byToken)")
             let digest = try #require(TokenStore.digest(ofTokenOrDigest: watch))
-            let byDigest = try await ChildProcess.run(["user", "revoke", "--token", digest.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:"), "--data", data.path])
+            let byDigest = try await ChildProcess.run([
+                "user", "revoke", "--token", digest.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:"),
+                "--data", data.path,
+            ])
             #expect(byDigest.output == "1 token revoked\n", "\(byDigest)")
             try await Self.waitUntil("both revoked tokens get 401", by: .now + Self.patience) {
                 let phoneStatus = try await Self.fetchZones(port: port, token: phone).status
@@ -139,7 +146,9 @@ struct TokenRevocationTests {
         }
     }
 
-    @Test("the token file deleted, then replaced by garbage, while the server runs: the users it had keep working, and each is an error in the log naming the file")
+    @Test(
+        "the token file deleted, then replaced by garbage, while the server runs: the users it had keep working, and each is an error in the log naming the file"
+    )
     func fileLostOrBroken() async throws {
         try await withServerData { data in
             let alice = try await addUser("alice", data: data)
@@ -148,11 +157,14 @@ struct TokenRevocationTests {
             #expect(try await Self.fetchZones(port: port, token: alice).status == 200)
 
             try FileManager.default.removeItem(at: file)
-            let missing = try await server.waitForErrorLine(containing: "the token file cannot be read", "it is missing")
+            let missing = try await server.waitForErrorLine(
+                containing: "the token file cannot be read", "it is missing")
             #expect(missing.contains("error") && missing.contains(file.path), "\(missing)")
             #expect(try await Self.fetchZones(port: port, token: alice).status == 200)
             // An unknown token does not make it read the (missing) file into an empty set either.
-            #expect(try await Self.fetchZones(port: port, token: "lsk_never-given-0123456789abcdefghijklmnopq").status == 401)
+            #expect(
+                try await Self.fetchZones(port: port, token: "lsk_never-given-0123456789abcdefghijklmnopq").status
+                    == 401)
             #expect(try await Self.fetchZones(port: port, token: alice).status == 200)
 
             try Data("# tokens\nthis is not a token line\n\u{1}\u{2}garbage\n".utf8).write(to: file)
@@ -162,18 +174,22 @@ struct TokenRevocationTests {
 
             // A file that reads well decides again: without alice's line, alice is out.
             try Data("# nobody\n".utf8).write(to: file)
-            try await Self.waitUntil("alice gets 401 once the good file without her is read", by: .now + Self.patience) {
+            try await Self.waitUntil("alice gets 401 once the good file without her is read", by: .now + Self.patience)
+            {
                 try await Self.fetchZones(port: port, token: alice).status == 401
             }
             _ = try await server.terminate()
         }
     }
 
-    @Test("a token file with CRLF line ends, a byte order mark and a # header authenticates its users; user add and user revoke keep its line ends")
+    @Test(
+        "a token file with CRLF line ends, a byte order mark and a # header authenticates its users; user add and user revoke keep its line ends"
+    )
     func crlfFile() async throws {
         try await withServerData { data in
             let file = try tokenFile(in: data)
-            let text = "\u{FEFF}# logsync-server tokens, edited on Windows\r\n"
+            let text =
+                "\u{FEFF}# logsync-server tokens, edited on Windows\r\n"
                 + "\(TokenStoreTests.aliceDigest) alice\r\n\r\n"
                 + "\(LiveServer.bobToken) bob\r\n"
             try Data(text.utf8).write(to: file)
@@ -198,7 +214,10 @@ struct TokenRevocationTests {
             // Read as bytes: Foundation's decoding drops a byte order mark.
             let after = String(decoding: try Data(contentsOf: file), as: UTF8.self)
             let carolDigest = try #require(TokenStore.digest(ofTokenOrDigest: carol))
-            #expect(after == "\u{FEFF}# logsync-server tokens, edited on Windows\r\n\(TokenStoreTests.aliceDigest) alice\r\n\r\n\(carolDigest) carol\r\n")
+            #expect(
+                after
+                    == "\u{FEFF}# logsync-server tokens, edited on Windows\r\n\(TokenStoreTests.aliceDigest) alice\r\n\r\n\(carolDigest) carol\r\n"
+            )
         }
     }
 

@@ -60,7 +60,9 @@ struct TokenStoreTests {
             let permissions = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
             #expect(permissions == 0o600)
 
-            #expect(throws: TokenStore.FileError.self) { try TokenStore.append(token: Self.aliceToken, user: "mallory", to: file) }
+            #expect(throws: TokenStore.FileError.self) {
+                try TokenStore.append(token: Self.aliceToken, user: "mallory", to: file)
+            }
             let store = try TokenStore(file: file)
             #expect(store.count == 2)
             #expect(store.user(for: Self.aliceToken) == "alice")
@@ -75,14 +77,16 @@ struct TokenStoreTests {
     func clearTokensStillWork() async throws {
         try await withServerData { data in
             let file = try tokenFile(in: data)
-            try Data("""
+            try Data(
+                """
                 # logsync-server tokens: "<token> <user ID>", one per line. Keep this file private.
                 \(Self.aliceToken) alice
                 \(Self.bobDigest) bob
 
                 lsk_carol-token-0123456789abcdef carol
 
-                """.utf8).write(to: file)
+                """.utf8
+            ).write(to: file)
 
             let store = try TokenStore(file: file)
             #expect(store.user(for: Self.aliceToken) == "alice")
@@ -92,7 +96,8 @@ struct TokenStoreTests {
 
             let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let port = try await server.waitForPort()
-            let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: Self.aliceToken))
+            let client = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: Self.aliceToken))
             _ = try await client.database().fetchAllZones()
             let stopped = try await server.terminate()
             #expect(stopped.status == 0, "\(stopped)")
@@ -113,7 +118,9 @@ struct TokenStoreTests {
                 \(Self.bobDigest) bob
 
                 """
-            #expect(FileManager.default.createFile(atPath: file.path, contents: Data(original.utf8), attributes: [.posixPermissions: 0o600]))
+            #expect(
+                FileManager.default.createFile(
+                    atPath: file.path, contents: Data(original.utf8), attributes: [.posixPermissions: 0o600]))
 
             let rehashed = try await ChildProcess.run(["user", "rehash", "--data", data.path])
             #expect(rehashed.status == 0, "\(rehashed)")
@@ -144,20 +151,28 @@ struct TokenStoreTests {
     }
 
     static let malformed: [Malformed] = [
-        Malformed(name: "a digest with a character that is not hexadecimal",
-                  lines: ["# tokens", aliceDigest + " alice", "sha256:" + String(repeating: "g", count: 64) + " bob"],
-                  line: 3, problem: "64 hexadecimal digits"),
-        Malformed(name: "a digest too short",
-                  lines: [String(aliceDigest.dropLast()) + " alice"], line: 1, problem: "64 hexadecimal digits"),
-        Malformed(name: "a digest too long",
-                  lines: ["", aliceDigest + "0 alice"], line: 2, problem: "64 hexadecimal digits"),
+        Malformed(
+            name: "a digest with a character that is not hexadecimal",
+            lines: ["# tokens", aliceDigest + " alice", "sha256:" + String(repeating: "g", count: 64) + " bob"],
+            line: 3, problem: "64 hexadecimal digits"),
+        Malformed(
+            name: "a digest too short",
+            lines: [String(aliceDigest.dropLast()) + " alice"], line: 1, problem: "64 hexadecimal digits"),
+        Malformed(
+            name: "a digest too long",
+            lines: ["", aliceDigest + "0 alice"], line: 2, problem: "64 hexadecimal digits"),
         Malformed(name: "an empty digest", lines: ["sha256: alice"], line: 1, problem: "64 hexadecimal digits"),
-        Malformed(name: "a digest given twice",
-                  lines: [aliceDigest + " alice", bobDigest + " bob", "# again", aliceDigest + " mallory"],
-                  line: 4, problem: "line 1"),
-        Malformed(name: "a clear token and its own digest",
-                  lines: [aliceToken + " alice", aliceDigest.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:") + " alice"],
-                  line: 2, problem: "line 1"),
+        Malformed(
+            name: "a digest given twice",
+            lines: [aliceDigest + " alice", bobDigest + " bob", "# again", aliceDigest + " mallory"],
+            line: 4, problem: "line 1"),
+        Malformed(
+            name: "a clear token and its own digest",
+            lines: [
+                aliceToken + " alice",
+                aliceDigest.uppercased().replacingOccurrences(of: "SHA256:", with: "sha256:") + " alice",
+            ],
+            line: 2, problem: "line 1"),
         Malformed(name: "a digest without a user", lines: ["# tokens", bobDigest], line: 2, problem: "expected"),
         Malformed(name: "a clear token too short", lines: ["lsk_short bob"], line: 1, problem: "16 to 512"),
     ]
@@ -191,10 +206,14 @@ struct TokenStoreTests {
         #expect(store.user(for: Self.aliceToken) == "alice")
     }
 
-    @Test("a store in memory refuses a user ID every request would refuse, naming the rule", arguments: ["", " bob", String(repeating: "b", count: 512), "b\u{0}b"])
+    @Test(
+        "a store in memory refuses a user ID every request would refuse, naming the rule",
+        arguments: ["", " bob", String(repeating: "b", count: 512), "b\u{0}b"])
     func inMemoryRefusesInvalidUserIDs(user: String) throws {
         let store = TokenStore()
-        let error = try #require(throws: TokenStore.FileError.self) { try store.add(token: Self.bobToken, for: UserID(rawValue: user)) }
+        let error = try #require(throws: TokenStore.FileError.self) {
+            try store.add(token: Self.bobToken, for: UserID(rawValue: user))
+        }
         #expect(error.problem.hasPrefix("invalid user ID: it "), "\(error)")
         #expect(store.user(for: Self.bobToken) == nil)
         #expect(store.count == 0)

@@ -15,13 +15,16 @@ import Testing
 struct EncryptedStorageTests {
     @Test("F129 no table of the PostgreSQL store holds the plaintext of an encrypted field; a second device reads it")
     func noPlaintextInTables() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-pg-enc-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "logsync-pg-enc-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let storage = try await PostgresStorage.open(url: url, connections: 1)
         let server = try await onOwnThread {
-            try SyncServer(SyncServer.Configuration(directory: directory.appendingPathComponent("server"), durability: .fast), storage: storage)
+            try SyncServer(
+                SyncServer.Configuration(directory: directory.appendingPathComponent("server"), durability: .fast),
+                storage: storage)
         }
         defer { server.shutdown() }
 
@@ -38,8 +41,10 @@ struct EncryptedStorageTests {
         let pool = PostgresPool(url: try PostgresURL(url), size: 1, logger: quietLogger)
         let tables = try await pool.run {
             try pool.withSession { session in
-                try session.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
-                    .map { try $0.decode(String.self) }
+                try session.query(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1"
+                )
+                .map { try $0.decode(String.self) }
             }
         }
         #expect(tables.contains("logsync_entries") && tables.contains("logsync_index"), "\(tables)")

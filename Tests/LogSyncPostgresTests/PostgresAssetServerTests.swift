@@ -28,7 +28,8 @@ struct PostgresAssetServerTests {
             let request = AssetUploadRequest(zoneID: notes, digest: digest, size: size, fileURL: file)
 
             // The phone's upload is cut after its first piece, on node 1.
-            let cut = try await node1.beginAssetUpload(user: "alice", scope: .private, zoneID: notes, digest: digest, size: size)
+            let cut = try await node1.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: notes, digest: digest, size: size)
             try await cut.write(Array(bytes[0..<piece]), at: 0)
             cut.close()
             // The laptop uploads the same content through node 2: only the rest is sent.
@@ -41,8 +42,10 @@ struct PostgresAssetServerTests {
             note["photo"] = .asset(uploaded.asset)
             _ = try await phone.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]?.get()
             for (index, database) in [phone, laptop].enumerated() {
-                let downloaded = try await database.downloadAsset(AssetDownloadRequest(
-                    zoneID: notes, digest: digest, size: size, destination: directory.appendingPathComponent("download\(index)")))
+                let downloaded = try await database.downloadAsset(
+                    AssetDownloadRequest(
+                        zoneID: notes, digest: digest, size: size,
+                        destination: directory.appendingPathComponent("download\(index)")))
                 #expect(try Data(contentsOf: downloaded.fileURL) == Data(bytes))
                 #expect(downloaded.bytesReceived == size)
             }
@@ -68,8 +71,10 @@ struct PostgresAssetServerTests {
             #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks") == 0)
             #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_partials") == 0)
             await #expect {
-                _ = try await phone.downloadAsset(AssetDownloadRequest(
-                    zoneID: notes, digest: digest, size: size, destination: directory.appendingPathComponent("again")))
+                _ = try await phone.downloadAsset(
+                    AssetDownloadRequest(
+                        zoneID: notes, digest: digest, size: size,
+                        destination: directory.appendingPathComponent("again")))
             } throws: { error in
                 (error as? SyncError)?.code == .assetNotAvailable
             }
@@ -84,29 +89,42 @@ struct PostgresAssetServerTests {
             let (notes, diary) = (RecordZone.ID(zoneName: "Notes"), RecordZone.ID(zoneName: "Diary"))
             let phone = node1.database(for: "alice", device: "phone")
             let laptop = node2.database(for: "alice", device: "laptop")
-            _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes), RecordZone(zoneID: diary)], deleting: [])
+            _ = try await phone.modifyZones(
+                saving: [RecordZone(zoneID: notes), RecordZone(zoneID: diary)], deleting: [])
             let bytes = PostgresAssetStoreTests.content(2 * AssetTransfer.chunkSize + 7, seed: 10)
             let digest = AssetHasher.digest(of: bytes)
             let size = Int64(bytes.count)
             let file = directory.appendingPathComponent("photo")
             try Data(bytes).write(to: file)
 
-            #expect(try await phone.uploadAsset(AssetUploadRequest(zoneID: diary, digest: digest, size: size, fileURL: file)).bytesSent == size)
+            #expect(
+                try await phone.uploadAsset(
+                    AssetUploadRequest(zoneID: diary, digest: digest, size: size, fileURL: file)
+                ).bytesSent == size)
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
             note["photo"] = .asset(Asset(digest: digest, size: size))
             let refused = try await laptop.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
             guard case .failure(let error)? = refused else {
-                Issue.record("a record of Notes referencing a content kept for Diary only was saved: \(String(describing: refused))")
+                Issue.record(
+                    "a record of Notes referencing a content kept for Diary only was saved: \(String(describing: refused))"
+                )
                 return
             }
             #expect(error.code == .assetNotAvailable)
-            #expect(try await laptop.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: size, fileURL: file)).bytesSent == size)
+            #expect(
+                try await laptop.uploadAsset(
+                    AssetUploadRequest(zoneID: notes, digest: digest, size: size, fileURL: file)
+                ).bytesSent == size)
             #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets") == 1)
-            #expect(try await sqlValue(url, "SELECT coalesce(sum(octet_length(bytes)), 0)::bigint FROM logsync_asset_chunks") == size)
+            #expect(
+                try await sqlValue(
+                    url, "SELECT coalesce(sum(octet_length(bytes)), 0)::bigint FROM logsync_asset_chunks") == size)
             #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_partials") == 0)
             _ = try await laptop.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]?.get()
-            let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
-                zoneID: notes, digest: digest, size: size, destination: directory.appendingPathComponent("download")))
+            let downloaded = try await phone.downloadAsset(
+                AssetDownloadRequest(
+                    zoneID: notes, digest: digest, size: size, destination: directory.appendingPathComponent("download")
+                ))
             #expect(try Data(contentsOf: downloaded.fileURL) == Data(bytes))
         }
     }
@@ -122,14 +140,16 @@ struct PostgresAssetServerTests {
             let file = directory.appendingPathComponent("empty")
             try Data().write(to: file)
             let digest = AssetHasher.digest(of: [UInt8]())
-            let uploaded = try await phone.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 0, fileURL: file))
+            let uploaded = try await phone.uploadAsset(
+                AssetUploadRequest(zoneID: notes, digest: digest, size: 0, fileURL: file))
             #expect(uploaded.asset == Asset(digest: digest, size: 0))
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: notes))
             note["file"] = .asset(uploaded.asset)
             let saved = try await phone.modifyRecords(saving: [note], deleting: []).saveResults[note.recordID]
             #expect((try saved?.get()) != nil)
-            let downloaded = try await phone.downloadAsset(AssetDownloadRequest(
-                zoneID: notes, digest: digest, size: 0, destination: directory.appendingPathComponent("download")))
+            let downloaded = try await phone.downloadAsset(
+                AssetDownloadRequest(
+                    zoneID: notes, digest: digest, size: 0, destination: directory.appendingPathComponent("download")))
             #expect(try Data(contentsOf: downloaded.fileURL).isEmpty)
             #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_assets WHERE size = 0") == 1)
         }

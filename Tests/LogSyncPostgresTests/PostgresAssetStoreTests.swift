@@ -35,15 +35,20 @@ struct PostgresAssetStoreTests {
 
     /// Appends `bytes` at `offset` of the partial upload of `digest` for `zone`, on the pool's threads.
     static func append(
-        _ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0, at offset: Int64, _ bytes: [UInt8]
+        _ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0, at offset: Int64,
+        _ bytes: [UInt8]
     ) async throws {
         try await storage.perform {
-            try bytes.withUnsafeBytes { try storage.assets.appendPartial(AssetPartial(owner: owner, digest: digest, zone: zone), at: offset, $0) }
+            try bytes.withUnsafeBytes {
+                try storage.assets.appendPartial(AssetPartial(owner: owner, digest: digest, zone: zone), at: offset, $0)
+            }
         }
     }
 
     /// Uploads `bytes` as a partial in pieces of `pieces` bytes (the last shorter), then stores it.
-    static func store(_ storage: PostgresStorage, owner: UInt64 = 1, _ bytes: [UInt8], pieces: [Int]? = nil) async throws -> AssetDigest {
+    static func store(
+        _ storage: PostgresStorage, owner: UInt64 = 1, _ bytes: [UInt8], pieces: [Int]? = nil
+    ) async throws -> AssetDigest {
         let digest = AssetHasher.digest(of: bytes)
         var offset = 0
         var sizes = pieces ?? []
@@ -53,7 +58,9 @@ struct PostgresAssetStoreTests {
             try await append(storage, owner: owner, digest, at: Int64(offset), Array(bytes[offset..<end]))
             offset = end
         }
-        try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: owner, digest: digest, zone: 0)) }
+        try await storage.perform {
+            try storage.assets.storePartial(AssetPartial(owner: owner, digest: digest, zone: 0))
+        }
         return digest
     }
 
@@ -64,7 +71,8 @@ struct PostgresAssetStoreTests {
         let (bytes, largest, shown) = try await storage.perform {
             var bytes: [UInt8] = []
             var largest = 0
-            let shown = try storage.assets.read(owner: owner, digest: digest, from: offset, maxLength: maxLength) { piece in
+            let shown = try storage.assets.read(owner: owner, digest: digest, from: offset, maxLength: maxLength) {
+                piece in
                 bytes.append(contentsOf: piece)
                 largest = max(largest, piece.count)
             }
@@ -75,10 +83,14 @@ struct PostgresAssetStoreTests {
     }
 
     /// Every byte of the partial upload for `zone`, as `readPartial` shows them.
-    static func partial(_ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0) async throws -> [UInt8] {
+    static func partial(
+        _ storage: PostgresStorage, owner: UInt64 = 1, _ digest: AssetDigest, zone: UInt64 = 0
+    ) async throws -> [UInt8] {
         try await storage.perform {
             var bytes: [UInt8] = []
-            try storage.assets.readPartial(AssetPartial(owner: owner, digest: digest, zone: zone)) { bytes.append(contentsOf: $0) }
+            try storage.assets.readPartial(AssetPartial(owner: owner, digest: digest, zone: zone)) {
+                bytes.append(contentsOf: $0)
+            }
             return bytes
         }
     }
@@ -108,24 +120,35 @@ struct PostgresAssetStoreTests {
     func appendAndResume() async throws {
         let (url, node1) = try await Self.freshStorage()
         let node2 = try await onOwnThread { try Self.storage(url) }
-        defer { node1.shutdown(); node2.shutdown() }
+        defer {
+            node1.shutdown()
+            node2.shutdown()
+        }
         let bytes = Self.content(3 * AssetTransfer.chunkSize + 1000)
         let digest = AssetHasher.digest(of: bytes)
-        #expect(try await Self.state(node1, digest) == State(storedSize: nil, partialLength: 0, storedDigests: [], partials: []))
+        #expect(
+            try await Self.state(node1, digest)
+                == State(storedSize: nil, partialLength: 0, storedDigests: [], partials: []))
 
         try await Self.append(node1, digest, at: 0, Array(bytes[0..<300_000]))
         try await Self.append(node1, digest, at: 300_000, Array(bytes[300_000..<(300_000 + AssetTransfer.chunkSize)]))
         // The connection is cut: the next upload, on the other node, resumes where it ended.
-        let resumeAt = try await node2.perform { try node2.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: 0)) }
+        let resumeAt = try await node2.perform {
+            try node2.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: 0))
+        }
         #expect(resumeAt == Int64(300_000 + AssetTransfer.chunkSize))
         #expect(try await Self.partial(node2, digest) == Array(bytes[0..<Int(resumeAt)]))
         // A piece longer than 1 MiB is split into rows of at most 1 MiB.
         try await Self.append(node2, digest, at: resumeAt, Array(bytes[Int(resumeAt)...]))
         #expect(try await Self.partial(node1, digest) == bytes)
-        #expect(try await Self.state(node1, digest) == State(
-            storedSize: nil, partialLength: Int64(bytes.count), storedDigests: [], partials: [digest]))
+        #expect(
+            try await Self.state(node1, digest)
+                == State(
+                    storedSize: nil, partialLength: Int64(bytes.count), storedDigests: [], partials: [digest]))
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 4)
-        #expect(try await sqlValue(url, "SELECT max(octet_length(bytes)) FROM logsync_asset_chunks") == Int64(AssetTransfer.chunkSize))
+        #expect(
+            try await sqlValue(url, "SELECT max(octet_length(bytes)) FROM logsync_asset_chunks")
+                == Int64(AssetTransfer.chunkSize))
 
         try await node2.perform { try node2.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) }
         #expect(try await Self.read(node1, digest, from: 0, maxLength: bytes.count).bytes == bytes)
@@ -137,17 +160,23 @@ struct PostgresAssetStoreTests {
     func outOfOrderRefused() async throws {
         let (url, node1) = try await Self.freshStorage()
         let node2 = try await onOwnThread { try Self.storage(url) }
-        defer { node1.shutdown(); node2.shutdown() }
+        defer {
+            node1.shutdown()
+            node2.shutdown()
+        }
         let bytes = Self.content(100)
         let digest = AssetHasher.digest(of: bytes)
 
         for (offset, holds) in [(Int64(10), "it has no partial upload"), (-1, "cannot start at byte -1")] {
             await #expect { try await Self.append(node1, digest, at: offset, Array(bytes[0..<10])) } throws: { error in
                 guard let error = error as? SyncError else { return false }
-                return error.code == .invalidArguments && error.message.contains(digest.description) && error.message.contains(holds)
+                return error.code == .invalidArguments && error.message.contains(digest.description)
+                    && error.message.contains(holds)
             }
         }
-        #expect(try await Self.state(node1, digest) == State(storedSize: nil, partialLength: 0, storedDigests: [], partials: []))
+        #expect(
+            try await Self.state(node1, digest)
+                == State(storedSize: nil, partialLength: 0, storedDigests: [], partials: []))
 
         try await Self.append(node1, digest, at: 0, Array(bytes[0..<40]))
         for offset: Int64 in [0, 20, 39, 41, 100] {
@@ -189,19 +218,27 @@ struct PostgresAssetStoreTests {
         let bytes = Self.content(AssetTransfer.chunkSize + 5000)
         let digest = AssetHasher.digest(of: bytes)
         try await Self.append(storage, digest, at: 0, Array(bytes[0..<AssetTransfer.chunkSize]))
-        try await Self.append(storage, digest, at: Int64(AssetTransfer.chunkSize), Array(bytes[AssetTransfer.chunkSize...]))
-        let partialOnly = State(storedSize: nil, partialLength: Int64(bytes.count), storedDigests: [], partials: [digest])
+        try await Self.append(
+            storage, digest, at: Int64(AssetTransfer.chunkSize), Array(bytes[AssetTransfer.chunkSize...]))
+        let partialOnly = State(
+            storedSize: nil, partialLength: Int64(bytes.count), storedDigests: [], partials: [digest])
         #expect(try await Self.state(storage, digest) == partialOnly)
         await #expect { _ = try await Self.read(storage, digest, from: 0, maxLength: 10) } throws: { error in
             (error as? SyncError)?.code == .assetNotAvailable && "\(error)".contains(digest.description)
         }
 
         // The content's row is refused after the pieces were flipped to stored.
-        try await sql(url, """
+        try await sql(
+            url,
+            """
             CREATE FUNCTION refuse_asset() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'simulated crash'; END $$;
             CREATE TRIGGER refuse_asset BEFORE INSERT ON logsync_assets FOR EACH ROW EXECUTE FUNCTION refuse_asset()
             """)
-        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) } } throws: { error in
+        await #expect {
+            try await storage.perform {
+                try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0))
+            }
+        } throws: { error in
             "\(error)".contains("simulated crash")
         }
         #expect(try await Self.state(storage, digest) == partialOnly)
@@ -210,8 +247,10 @@ struct PostgresAssetStoreTests {
 
         try await sql(url, "DROP TRIGGER refuse_asset ON logsync_assets")
         try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: digest, zone: 0)) }
-        #expect(try await Self.state(storage, digest) == State(
-            storedSize: Int64(bytes.count), partialLength: 0, storedDigests: [digest], partials: []))
+        #expect(
+            try await Self.state(storage, digest)
+                == State(
+                    storedSize: Int64(bytes.count), partialLength: 0, storedDigests: [digest], partials: []))
         #expect(try await Self.partial(storage, digest) == [])
         #expect(try await Self.read(storage, digest, from: 0, maxLength: bytes.count).bytes == bytes)
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 0)
@@ -223,14 +262,25 @@ struct PostgresAssetStoreTests {
             try await Self.append(storage, otherDigest, at: Int64(start), Array(other[start..<(start + 1000)]))
         }
         try await sql(url, "DELETE FROM logsync_asset_chunks WHERE NOT stored AND start = 1000")
-        #expect(try await Self.partial(storage, otherDigest) == Array(other[0..<1000]), "only the bytes before the hole show")
-        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 1, digest: otherDigest, zone: 0)) } } throws: { error in
+        #expect(
+            try await Self.partial(storage, otherDigest) == Array(other[0..<1000]),
+            "only the bytes before the hole show")
+        await #expect {
+            try await storage.perform {
+                try storage.assets.storePartial(AssetPartial(owner: 1, digest: otherDigest, zone: 0))
+            }
+        } throws: { error in
             guard let error = error as? SyncError else { return false }
-            return error.code == .internalError && error.message.contains(otherDigest.description) && error.message.contains("damaged")
+            return error.code == .internalError && error.message.contains(otherDigest.description)
+                && error.message.contains("damaged")
         }
         #expect(try await Self.state(storage, otherDigest).storedSize == nil)
         // Without a partial there is nothing to store, except the content of no bytes.
-        await #expect { try await storage.perform { try storage.assets.storePartial(AssetPartial(owner: 2, digest: otherDigest, zone: 0)) } } throws: { error in
+        await #expect {
+            try await storage.perform {
+                try storage.assets.storePartial(AssetPartial(owner: 2, digest: otherDigest, zone: 0))
+            }
+        } throws: { error in
             guard let error = error as? SyncError else { return false }
             return error.code == .internalError && error.message.contains(otherDigest.description)
         }
@@ -251,9 +301,14 @@ struct PostgresAssetStoreTests {
         let bytes = Self.content(3 * mebibyte + 300_017)
         let digest = try await Self.store(storage, bytes, pieces: [mebibyte, 300_000, mebibyte, 7, mebibyte])
         let boundaries = [mebibyte, mebibyte + 300_000, 2 * mebibyte + 300_000, 2 * mebibyte + 300_007]
-        var ranges: [(Int, Int)] = [(0, bytes.count), (0, 1), (0, mebibyte), (bytes.count - 1, 10), (5, 2 * mebibyte + 11)]
+        var ranges: [(Int, Int)] = [
+            (0, bytes.count), (0, 1), (0, mebibyte), (bytes.count - 1, 10), (5, 2 * mebibyte + 11),
+        ]
         for boundary in boundaries {
-            ranges += [(boundary - 1, 2), (boundary, 1), (boundary - 1, 1), (boundary - 100, 300_200), (boundary - 3, mebibyte)]
+            ranges += [
+                (boundary - 1, 2), (boundary, 1), (boundary - 1, 1), (boundary - 100, 300_200),
+                (boundary - 3, mebibyte),
+            ]
         }
         var random = Xorshift(seed: 42)
         for _ in 0..<20 {
@@ -297,7 +352,9 @@ struct PostgresAssetStoreTests {
         let read = try await storage.perform {
             var hasher = AssetHasher()
             while hasher.count < Int64(bytes.count) {
-                let shown = try storage.assets.read(owner: 1, digest: digest, from: hasher.count, maxLength: AssetTransfer.chunkSize) {
+                let shown = try storage.assets.read(
+                    owner: 1, digest: digest, from: hasher.count, maxLength: AssetTransfer.chunkSize
+                ) {
                     hasher.update($0)
                 }
                 if shown == 0 { break }
@@ -321,7 +378,9 @@ struct PostgresAssetStoreTests {
         try await Self.append(storage, digest, zone: 5, at: 0, Array(bytes[0..<1000]))
         try await Self.append(storage, digest, zone: 9, at: 0, Array(bytes[0..<2500]))
         let lengths = try await storage.perform {
-            [5, 9, 0].map { zone in (try? storage.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: zone))) ?? -1 }
+            [5, 9, 0].map { zone in
+                (try? storage.assets.partialLength(AssetPartial(owner: 1, digest: digest, zone: zone))) ?? -1
+            }
         }
         #expect(lengths == [1000, 2500, 0])
         #expect(try await Self.partial(storage, digest, zone: 5) == Array(bytes[0..<1000]))
@@ -334,7 +393,8 @@ struct PostgresAssetStoreTests {
         try await storage.perform { try storage.assets.removePartial(AssetPartial(owner: 1, digest: digest, zone: 5)) }
         #expect(try await Self.read(storage, digest, from: 0, maxLength: bytes.count).bytes == bytes)
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 0)
-        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE stored AND zone = 0") == 2)  // its two appends
+        // its two appends
+        #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE stored AND zone = 0") == 2)
     }
 
     /// Removing a content or a partial removes its rows and leaves everything else; the lists
@@ -353,7 +413,10 @@ struct PostgresAssetStoreTests {
         let partial = AssetHasher.digest(of: contents[2])
         try await Self.append(storage, partial, at: 0, Array(contents[2][0..<100]))
         let (listed, partials, otherDigests) = try await storage.perform {
-            (try storage.assets.storedDigests(owner: 1), try storage.assets.partials(owner: 1), try storage.assets.storedDigests(owner: 2))
+            (
+                try storage.assets.storedDigests(owner: 1), try storage.assets.partials(owner: 1),
+                try storage.assets.storedDigests(owner: 2)
+            )
         }
         #expect(listed == stored.sorted())
         #expect(partials.map(\.partial) == [AssetPartial(owner: 1, digest: partial, zone: 0)])
@@ -368,13 +431,17 @@ struct PostgresAssetStoreTests {
             try storage.assets.removePartial(AssetPartial(owner: 1, digest: partial, zone: 0))
             try storage.assets.removePartial(AssetPartial(owner: 1, digest: stored[1], zone: 0))  // none: nothing to do
         }
-        #expect(try await Self.state(storage, stored[0]) == State(
-            storedSize: nil, partialLength: 0, storedDigests: [stored[1]], partials: []))
+        #expect(
+            try await Self.state(storage, stored[0])
+                == State(
+                    storedSize: nil, partialLength: 0, storedDigests: [stored[1]], partials: []))
         await #expect { _ = try await Self.read(storage, stored[0], from: 0, maxLength: 10) } throws: { error in
             (error as? SyncError)?.code == .assetNotAvailable
         }
         #expect(try await Self.read(storage, stored[1], from: 0, maxLength: contents[1].count).bytes == contents[1])
-        #expect(try await Self.read(storage, owner: 2, stored[0], from: 0, maxLength: contents[0].count).bytes == contents[0])
+        #expect(
+            try await Self.read(storage, owner: 2, stored[0], from: 0, maxLength: contents[0].count).bytes
+                == contents[0])
         // Rows left: the second content's two and owner 2's one.
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks") == 3)
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_partials") == 0)

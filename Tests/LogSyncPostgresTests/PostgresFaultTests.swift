@@ -1,8 +1,8 @@
 import Dispatch
 import LogSyncPostgres
 import PostgresProcess
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 /// What a PostgreSQL restart or outage does to the pool and the listener. Each test starts a
@@ -95,7 +95,8 @@ import Testing
         try await eventually("the listener reconnects") { reconnects.withLock { $0 } >= 1 && listener.isListening }
         // The pool's connection died with the restart: the first call may fail, a later one succeeds.
         try await eventually("a notify after the restart succeeds") {
-            (try? await pool.run { try pool.withSession { try $0.notify(channel: "logsync_Changes", payload: "two") } }) != nil
+            (try? await pool.run { try pool.withSession { try $0.notify(channel: "logsync_Changes", payload: "two") } })
+                != nil
         }
         try await eventually("the second notification arrives") { received.withLock { $0 }.last == "two" }
         #expect(received.withLock { $0 } == ["one", "two"])

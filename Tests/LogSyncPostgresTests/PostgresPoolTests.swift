@@ -3,8 +3,8 @@ import LogSyncPostgres
 import NIOCore
 import PostgresNIO
 import PostgresProcess
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 /// The pool, sessions, transactions and migrations on a database of the shared server.
@@ -20,19 +20,25 @@ import Testing
         #expect(second.from == 3 && second.to == 3)
         let tables = try await pool.run {
             try pool.withSession { session in
-                try session.query("""
+                try session.query(
+                    """
                     SELECT table_name::text FROM information_schema.tables
                     WHERE table_schema = 'public' ORDER BY table_name
-                    """).map { try $0.decode(String.self) }
+                    """
+                ).map { try $0.decode(String.self) }
             }
         }
-        #expect(tables == [
-            "logsync_asset_chunks", "logsync_asset_partials", "logsync_assets", "logsync_entries", "logsync_index", "logsync_logs",
-            "logsync_schema_migrations", "logsync_tokens",
-        ])
+        #expect(
+            tables == [
+                "logsync_asset_chunks", "logsync_asset_partials", "logsync_assets", "logsync_entries", "logsync_index",
+                "logsync_logs",
+                "logsync_schema_migrations", "logsync_tokens",
+            ])
         let versions = try await pool.run {
             try pool.withSession {
-                try $0.query("SELECT version, name FROM logsync_schema_migrations ORDER BY version").map { try $0.decode((Int32, String).self) }
+                try $0.query("SELECT version, name FROM logsync_schema_migrations ORDER BY version").map {
+                    try $0.decode((Int32, String).self)
+                }
             }
         }
         #expect(versions.map(\.0) == [1, 2, 3])
@@ -46,13 +52,19 @@ import Testing
         let versionOne = PostgresMigrations(Array(PostgresMigrations.logSync.migrations.prefix(1)))
         let first = try await pool.run { try versionOne.migrate(pool) }
         #expect(first.from == 0 && first.to == 1)
-        try await pool.run { try pool.withSession { try $0.execute("INSERT INTO logsync_logs (name, last_offset) VALUES ('registry', 0)") } }
+        try await pool.run {
+            try pool.withSession {
+                try $0.execute("INSERT INTO logsync_logs (name, last_offset) VALUES ('registry', 0)")
+            }
+        }
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
         #expect(second.from == 1 && second.to == 3)
         let (logs, assets) = try await pool.run {
             try pool.withSession { session in
-                (try session.query("SELECT name FROM logsync_logs").map { try $0.decode(String.self) },
-                 try session.query("SELECT count(*) FROM logsync_assets")[0].decode(Int64.self))
+                (
+                    try session.query("SELECT name FROM logsync_logs").map { try $0.decode(String.self) },
+                    try session.query("SELECT count(*) FROM logsync_assets")[0].decode(Int64.self)
+                )
             }
         }
         #expect(logs == ["registry"])
@@ -69,7 +81,8 @@ import Testing
         try await pool.run {
             try versionTwo.migrate(pool)
             try pool.withSession { session in
-                try session.execute("""
+                try session.execute(
+                    """
                     INSERT INTO logsync_asset_partials (owner, digest, length) VALUES (1, '\\x01', 3);
                     INSERT INTO logsync_asset_chunks (owner, digest, stored, start, bytes) VALUES (1, '\\x01', false, 0, '\\x0a0b0c');
                     INSERT INTO logsync_assets (owner, digest, size) VALUES (1, '\\x02', 1);
@@ -81,18 +94,25 @@ import Testing
         #expect(migrated.from == 2 && migrated.to == 3)
         let (partials, chunks) = try await pool.run {
             try pool.withSession { session in
-                try session.execute("""
+                try session.execute(
+                    """
                     INSERT INTO logsync_asset_partials (owner, digest, zone, length) VALUES (1, '\\x01', 7, 0);
                     INSERT INTO logsync_asset_chunks (owner, digest, stored, zone, start, bytes) VALUES (1, '\\x01', false, 7, 0, '\\x0d');
                     """)
                 return (
-                    try session.query("SELECT zone, length FROM logsync_asset_partials ORDER BY zone").map { try $0.decode((Int64, Int64).self) },
-                    try session.query("SELECT stored, zone, octet_length(bytes) FROM logsync_asset_chunks ORDER BY digest, zone")
-                        .map { try $0.decode((Bool, Int64, Int32).self) })
+                    try session.query("SELECT zone, length FROM logsync_asset_partials ORDER BY zone").map {
+                        try $0.decode((Int64, Int64).self)
+                    },
+                    try session.query(
+                        "SELECT stored, zone, octet_length(bytes) FROM logsync_asset_chunks ORDER BY digest, zone"
+                    )
+                    .map { try $0.decode((Bool, Int64, Int32).self) }
+                )
             }
         }
         #expect(partials.map(\.0) == [0, 7] && partials.map(\.1) == [3, 0])
-        #expect(chunks.map(\.0) == [false, false, true] && chunks.map(\.1) == [0, 7, 0] && chunks.map(\.2) == [3, 1, 1])
+        #expect(
+            chunks.map(\.0) == [false, false, true] && chunks.map(\.1) == [0, 7, 0] && chunks.map(\.2) == [3, 1, 1])
     }
 
     /// A database a newer server migrated is refused, naming both versions.
@@ -101,7 +121,9 @@ import Testing
         defer { pool.shutdown() }
         try await pool.run {
             try PostgresMigrations.logSync.migrate(pool)
-            try pool.withSession { try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (4, 'future')") }
+            try pool.withSession {
+                try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (4, 'future')")
+            }
         }
         await #expect {
             try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
@@ -126,14 +148,18 @@ import Testing
                 try session.query(
                     "INSERT INTO logsync_entries (log_id, \"offset\", kind, time_us, payload) VALUES ($1, $2, $3, $4, $5)",
                     [.int64(logID), 1, .int32(7), 1_700_000_000_000_000, .bytes(bytes)])
-                try session.query("""
+                try session.query(
+                    """
                     INSERT INTO logsync_index (log_id, tbl, key, value)
                     SELECT $1, 'records', k, v FROM unnest($2::bytea[], $3::bytea[]) AS t(k, v)
                     """, [.int64(logID), .bytesArray([[1], [2], [3]]), .bytesArray([[10], [20], [30]])])
-                let payload = try session.query("SELECT payload FROM logsync_entries WHERE log_id = $1", [.int64(logID)])[0]
+                let payload = try session.query(
+                    "SELECT payload FROM logsync_entries WHERE log_id = $1", [.int64(logID)])[0]
                     .decode(ByteBuffer.self)
                 let count = try session.query(
-                    "SELECT count(*) FROM logsync_index WHERE log_id = ANY($1::bigint[])", [.int64Array([logID, 99])])[0]
+                    "SELECT count(*) FROM logsync_index WHERE log_id = ANY($1::bigint[])", [.int64Array([logID, 99])])[
+                        0
+                    ]
                     .decode(Int64.self)
                 return (Array(payload.readableBytesView), count)
             }
@@ -143,12 +169,15 @@ import Testing
 
         await #expect {
             try await pool.run {
-                try pool.withSession { try $0.query("INSERT INTO logsync_logs (name) VALUES ($1)\nRETURNING log_id", ["db"]) }
+                try pool.withSession {
+                    try $0.query("INSERT INTO logsync_logs (name) VALUES ($1)\nRETURNING log_id", ["db"])
+                }
             }
         } throws: { error in
             guard let error = error as? PostgresStoreError else { return false }
             return error.sqlState == "23505" && error.isUniqueViolation && !error.isRetryable
-                && error.statement == "INSERT INTO logsync_logs (name) VALUES ($1)" && error.message.contains("duplicate key")
+                && error.statement == "INSERT INTO logsync_logs (name) VALUES ($1)"
+                && error.message.contains("duplicate key")
         }
     }
 
@@ -230,7 +259,8 @@ import Testing
         defer { pool.shutdown() }
         let values = try await pool.run {
             try pool.withSession { session in
-                try session.execute("""
+                try session.execute(
+                    """
                     CREATE TABLE s (v text); -- a comment; with a semicolon
                     INSERT INTO s VALUES ('a;b'), ($$c;d$$);
                     INSERT INTO s VALUES ('it''s; here')

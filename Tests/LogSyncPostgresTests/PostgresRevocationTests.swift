@@ -2,8 +2,8 @@ import Foundation
 import LogSyncPostgres
 import LogSyncServer
 import PostgresProcess
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 /// Token revocations between nodes: deleted rows announced by `NOTIFY` in the same commit,
@@ -23,7 +23,9 @@ struct PostgresRevocationTests {
     }
 
     /// Two storages ("nodes") on one new database, the second observed; its URL.
-    static func twoStorages() async throws -> (url: String, first: PostgresStorage, second: PostgresStorage, heard: Heard) {
+    static func twoStorages() async throws -> (
+        url: String, first: PostgresStorage, second: PostgresStorage, heard: Heard
+    ) {
         let url = try await PostgresTestServer.shared().createDatabase()
         let first = try await PostgresStorage.open(url: url, connections: 1, logger: quietLogger)
         let second = try await PostgresStorage.open(url: url, connections: 1, logger: quietLogger)
@@ -33,10 +35,15 @@ struct PostgresRevocationTests {
         return (url, first, second, heard)
     }
 
-    @Test("a revocation on one node deletes the rows and reaches the other node's observer, also when nothing was deleted")
+    @Test(
+        "a revocation on one node deletes the rows and reaches the other node's observer, also when nothing was deleted"
+    )
     func revocationReachesTheOtherNode() async throws {
         let (_, first, second, heard) = try await Self.twoStorages()
-        defer { first.shutdown(); second.shutdown() }
+        defer {
+            first.shutdown()
+            second.shutdown()
+        }
         let tokens = try #require(first.tokens)
         try tokens.add(digest: Self.alice, user: "alice")
         try tokens.add(digest: Self.alicePhone, user: "alice")
@@ -59,15 +66,22 @@ struct PostgresRevocationTests {
         #expect(try tokens.count() == 1)
     }
 
-    @Test("a lost listening connection: the observer hears interrupted, then listening once it listens again, and revocations after it")
+    @Test(
+        "a lost listening connection: the observer hears interrupted, then listening once it listens again, and revocations after it"
+    )
     func lostConnectionIsAnnounced() async throws {
         let (url, first, second, heard) = try await Self.twoStorages()
-        defer { first.shutdown(); second.shutdown() }
+        defer {
+            first.shutdown()
+            second.shutdown()
+        }
         try first.tokens!.add(digest: Self.bob, user: "bob")
         let before = heard.all.count
 
         // Ends every listening connection on the database: both nodes'.
-        _ = try await sqlValue(url, """
+        _ = try await sqlValue(
+            url,
+            """
             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
             WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()
             """)

@@ -20,7 +20,10 @@ struct PostgresStorageTests {
     /// Two nodes on one new database, and its URL.
     static func twoNodes(in directory: URL) async throws -> (url: String, node1: SyncServer, node2: SyncServer) {
         let url = try await PostgresTestServer.shared().createDatabase()
-        return (url, try node(url, in: directory.appendingPathComponent("1")), try node(url, in: directory.appendingPathComponent("2")))
+        return (
+            url, try node(url, in: directory.appendingPathComponent("1")),
+            try node(url, in: directory.appendingPathComponent("2"))
+        )
     }
 
     /// Runs `body` with two nodes (servers) of one new database (see ``twoNodes(in:)``), and a
@@ -29,7 +32,10 @@ struct PostgresStorageTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let (url, node1, node2) = try await twoNodes(in: directory)
-        defer { node1.shutdown(); node2.shutdown() }
+        defer {
+            node1.shutdown()
+            node2.shutdown()
+        }
         try await body(directory, url, node1, node2)
     }
 
@@ -45,7 +51,8 @@ struct PostgresStorageTests {
     }
 
     static func note(_ name: String, _ text: String = "hello") -> Record {
-        var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Notes")))
+        var record = Record(
+            recordType: "Note", recordID: Record.ID(recordName: name, zoneID: RecordZone.ID(zoneName: "Notes")))
         record["text"] = .string(text)
         return record
     }
@@ -67,7 +74,8 @@ struct PostgresStorageTests {
     @Test("two nodes writing one database at once: nothing lost, offsets dense")
     func concurrentNodes() async throws {
         try await Self.withTwoNodes { directory, url, node1, node2 in
-            _ = try await node1.database(for: "alice").modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            _ = try await node1.database(for: "alice").modifyZones(
+                saving: [RecordZone(zoneName: "Notes")], deleting: [])
             let before = try node1.admin.currentToken(of: "alice")
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<8 {
@@ -75,7 +83,8 @@ struct PostgresStorageTests {
                     group.addTask {
                         let database = node.database(for: "alice", device: DeviceID(rawValue: "device\(writer)"))
                         for round in 0..<5 {
-                            let response = try await database.modifyRecords(saving: [Self.note("w\(writer)r\(round)")], deleting: [])
+                            let response = try await database.modifyRecords(
+                                saving: [Self.note("w\(writer)r\(round)")], deleting: [])
                             #expect(response.saveResults.values.allSatisfy { (try? $0.get()) != nil })
                         }
                     }
@@ -86,9 +95,12 @@ struct PostgresStorageTests {
             // 40 saves, one entry each: dense, nothing skipped, nothing written twice.
             #expect(after.offset.rawValue == before.offset.rawValue + 40)
             let count = try await sqlValue(
-                url, "SELECT count(*) FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
+                url,
+                "SELECT count(*) FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
             let last = try await sqlValue(
-                url, "SELECT max(\"offset\") FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'")
+                url,
+                "SELECT max(\"offset\") FROM logsync_entries JOIN logsync_logs USING (log_id) WHERE name LIKE 'u%/private'"
+            )
             #expect(count == last)
             #expect(UInt64(last) == after.offset.rawValue)
             let seen1 = try await Self.allRecords(node1.database(for: "alice"))
@@ -127,7 +139,8 @@ struct PostgresStorageTests {
         do {
             defer { node.shutdown() }
             _ = try await node.database(for: "alice").modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
-            _ = try await node.database(for: "alice").modifyRecords(saving: (0..<30).map { Self.note("n\($0)") }, deleting: [])
+            _ = try await node.database(for: "alice").modifyRecords(
+                saving: (0..<30).map { Self.note("n\($0)") }, deleting: [])
             _ = try await node.database(for: "alice").modifyRecords(
                 saving: [], deleting: [Record.ID(recordName: "n4", zoneID: RecordZone.ID(zoneName: "Notes"))])
             before = try await Self.allRecords(node.database(for: "alice"))
@@ -150,8 +163,13 @@ struct PostgresStorageTests {
             _ = try await database.modifyRecords(saving: [Self.note("n1")], deleting: [])
             // The record's entry (the one whose payload holds its text): bytes that are no record.
             let offset = try await sqlValue(
-                url, "SELECT \"offset\" FROM logsync_entries WHERE position('hello'::bytea in payload) > 0 ORDER BY \"offset\" LIMIT 1")
-            try await sql(url, "UPDATE logsync_entries SET payload = '\\xffffffff'::bytea WHERE position('hello'::bytea in payload) > 0")
+                url,
+                "SELECT \"offset\" FROM logsync_entries WHERE position('hello'::bytea in payload) > 0 ORDER BY \"offset\" LIMIT 1"
+            )
+            try await sql(
+                url,
+                "UPDATE logsync_entries SET payload = '\\xffffffff'::bytea WHERE position('hello'::bytea in payload) > 0"
+            )
             do {
                 _ = try await Self.allRecords(database)
                 Issue.record("a damaged record entry was read without an error")
@@ -204,7 +222,8 @@ struct PostgresStorageTests {
 // MARK: Helpers
 
 func temporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-store-test-\(UUID().uuidString)", isDirectory: true)
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "logsync-store-test-\(UUID().uuidString)", isDirectory: true)
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
@@ -221,7 +240,9 @@ func firstHint(_ stream: AsyncStream<PushHint>) async throws -> PushHint {
             throw TimedOut(what: "a push hint arrives")
         }
         defer { group.cancelAll() }
-        guard let hint = try await group.next() ?? nil else { throw TimedOut(what: "a push hint arrives (the stream ended)") }
+        guard let hint = try await group.next() ?? nil else {
+            throw TimedOut(what: "a push hint arrives (the stream ended)")
+        }
         return hint
     }
 }

@@ -1,5 +1,5 @@
-import Logging
 import LogSyncPostgres
+import Logging
 import PostgresProcess
 
 /// A logger that stays quiet unless something is badly wrong, so test output stays readable.

@@ -62,7 +62,8 @@ struct ChangeFeedPagingTests {
                     let label = "seed \(seed), since step \(after), limit \(String(describing: limit))"
                     guard token.offset >= horizon else {
                         await #expect(throws: SyncError.self, "\(label)") {
-                            _ = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: token, resultsLimit: limit))
+                            _ = try await database.fetchDatabaseChanges(
+                                FetchDatabaseChangesRequest(since: token, resultsLimit: limit))
                         }
                         continue
                     }
@@ -71,7 +72,8 @@ struct ChangeFeedPagingTests {
                     var modified: [RecordZone.ID] = []
                     var pages = 0
                     while true {
-                        let page = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: since, resultsLimit: limit))
+                        let page = try await database.fetchDatabaseChanges(
+                            FetchDatabaseChangesRequest(since: since, resultsLimit: limit))
                         #expect(page.modifications.count + page.deletions.count <= limit ?? .max, "\(label)")
                         deleted += page.deletions.map(\.zoneID)
                         modified += page.modifications.map(\.zoneID)
@@ -84,7 +86,8 @@ struct ChangeFeedPagingTests {
                     let expectedModified = Set(zones.filter { model[$0]!.isLive && model[$0]!.lastChange > after })
                     #expect(deleted.count == Set(deleted).count, "\(label): a deletion reported twice: \(deleted)")
                     #expect(Set(deleted) == expectedDeleted, "\(label)")
-                    #expect(modified.count == Set(modified).count, "\(label): a zone reported modified twice: \(modified)")
+                    #expect(
+                        modified.count == Set(modified).count, "\(label): a zone reported modified twice: \(modified)")
                     #expect(Set(modified) == expectedModified, "\(label)")
                 }
             }
@@ -161,7 +164,9 @@ struct ChangeFeedPagingTests {
             let database = server.database(for: "alice")
             let zone = RecordZone.ID(zoneName: "Notes")
             _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zone)]))
-            let records = (0..<3).map { Record(recordType: "Note", recordID: Record.ID(recordName: "n\($0)", zoneID: zone)) }
+            let records = (0..<3).map {
+                Record(recordType: "Note", recordID: Record.ID(recordName: "n\($0)", zoneID: zone))
+            }
             _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: records))
             let first = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone, resultsLimit: 1))
             let token = first.changeToken

@@ -25,7 +25,9 @@ struct RequestOutcomeTests {
     /// conflict fails alone).
     static let request = ModifyRecordsRequest(
         recordsToSave: [record("n1", 1), record("n2", 2), record("kept", 9, tag: "1")],
-        recordIDsToDelete: [Record.ID(recordName: "doomed", zoneID: notes), Record.ID(recordName: "never", zoneID: notes)],
+        recordIDsToDelete: [
+            Record.ID(recordName: "doomed", zoneID: notes), Record.ID(recordName: "never", zoneID: notes),
+        ],
         atomically: false, requestID: "phone-1")
 
     /// Writes the history the request runs against (a zone, two records, one edited since), then
@@ -33,7 +35,8 @@ struct RequestOutcomeTests {
     static func writeHistory(_ server: SyncServer) async throws -> ModifyRecordsResponse {
         let database = server.database(for: "alice", device: "phone")
         _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: notes)]))
-        let saved = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [record("kept", 0), record("doomed", 0)]))
+        let saved = try await database.modifyRecords(
+            ModifyRecordsRequest(recordsToSave: [record("kept", 0), record("doomed", 0)]))
         let kept = try #require(try saved.saveResults[Record.ID(recordName: "kept", zoneID: notes)]?.get())
         var edited = kept
         edited["value"] = .int64(5)
@@ -56,7 +59,8 @@ struct RequestOutcomeTests {
             try #require(outcome.saved.map(\.recordID.recordName) == ["n1", "n2"])
             for saved in outcome.saved {
                 let entry = try #require(try log.entry(at: saved.offset))
-                #expect(try ServerEntry(entry) == .recordSaved(try #require(try first.saveResults[saved.recordID]?.get())))
+                #expect(
+                    try ServerEntry(entry) == .recordSaved(try #require(try first.saveResults[saved.recordID]?.get())))
             }
 
             let replay = try await server.database(for: "alice", device: "phone").modifyRecords(Self.request)
@@ -75,17 +79,25 @@ struct RequestOutcomeTests {
             try await withServer { older, _ in
                 let log = try older.admin.log(of: "alice")
                 try #require(try log.lastOffset == .zero)
-                _ = try log.append(entries.map { entry in
-                    guard case .requestOutcome(let requestID, let fingerprint, _, let actor)? = try? ServerEntry(entry) else {
-                        return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
-                    }
-                    let completed = ServerEntry.requestCompleted(requestID, fingerprint: fingerprint, response: first, actor: actor)
-                    return NewEntry(kind: completed.newEntry.kind, payload: completed.newEntry.payload, time: entry.time)
-                })
+                _ = try log.append(
+                    entries.map { entry in
+                        guard
+                            case .requestOutcome(let requestID, let fingerprint, _, let actor)? = try? ServerEntry(
+                                entry)
+                        else {
+                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
+                        }
+                        let completed = ServerEntry.requestCompleted(
+                            requestID, fingerprint: fingerprint, response: first, actor: actor)
+                        return NewEntry(
+                            kind: completed.newEntry.kind, payload: completed.newEntry.payload, time: entry.time)
+                    })
                 #expect(try log.entry(at: try log.lastOffset)?.kind == ServerEntry.Kind.requestCompleted)
                 let replay = try await older.database(for: "alice", device: "phone").modifyRecords(Self.request)
                 #expect(replay == first)
-                #expect(try log.entry(at: try log.lastOffset)?.kind == ServerEntry.Kind.requestCompleted, "a replay writes nothing")
+                #expect(
+                    try log.entry(at: try log.lastOffset)?.kind == ServerEntry.Kind.requestCompleted,
+                    "a replay writes nothing")
                 #expect(try log.verifyProjections() == nil)
 
                 // The request ID still refuses other content.
@@ -107,23 +119,33 @@ struct RequestOutcomeTests {
             try await withServer { damaged, _ in
                 let log = try damaged.admin.log(of: "alice")
                 try #require(try log.lastOffset == .zero)
-                _ = try log.append(entries.map { entry in
-                    guard case .requestOutcome(let requestID, let fingerprint, var outcome, let actor)? = try? ServerEntry(entry) else {
-                        return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
-                    }
-                    // n1 named at the entry of n2.
-                    guard outcome.saved.count == 2 else { return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time) }
-                    outcome.saved[0].offset = outcome.saved[1].offset
-                    let new = ServerEntry.requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor).newEntry
-                    return NewEntry(kind: new.kind, payload: new.payload, time: entry.time)
-                })
+                _ = try log.append(
+                    entries.map { entry in
+                        guard
+                            case .requestOutcome(let requestID, let fingerprint, var outcome, let actor)? =
+                                try? ServerEntry(entry)
+                        else {
+                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
+                        }
+                        // n1 named at the entry of n2.
+                        guard outcome.saved.count == 2 else {
+                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
+                        }
+                        outcome.saved[0].offset = outcome.saved[1].offset
+                        let new = ServerEntry.requestOutcome(
+                            requestID, fingerprint: fingerprint, outcome: outcome, actor: actor
+                        ).newEntry
+                        return NewEntry(kind: new.kind, payload: new.payload, time: entry.time)
+                    })
                 // The database itself, whose errors InProcessDatabase would wrap as internalError.
                 let error = #expect(throws: LogStoreError.self) {
                     try damaged.store("alice", .private).modifyRecords(Self.request, from: "phone")
                 }
                 #expect(error?.code == .corruptEntry)
                 #expect(error?.offset == entries.last?.offset)
-                #expect(error?.message.contains(#"names record "n1" in zone "Notes" as saved by the entry at offset"#) == true, "\(String(describing: error))")
+                #expect(
+                    error?.message.contains(#"names record "n1" in zone "Notes" as saved by the entry at offset"#)
+                        == true, "\(String(describing: error))")
             }
         }
     }

@@ -12,13 +12,17 @@ import Testing
 struct SchemaTests {
     static let notes = RecordZone.ID(zoneName: "Notes")
 
-    static func record(_ name: String, type: Record.RecordType = "Note", zone: RecordZone.ID = notes, _ fields: [String: RecordValue]) -> Record {
+    static func record(
+        _ name: String, type: Record.RecordType = "Note", zone: RecordZone.ID = notes, _ fields: [String: RecordValue]
+    ) -> Record {
         var record = Record(recordType: type, recordID: Record.ID(recordName: name, zoneID: zone))
         for (key, value) in fields { record[key] = value }
         return record
     }
 
-    static func prepare(_ server: SyncServer, user: UserID = "alice", atomic: Bool = false) async throws -> InProcessDatabase {
+    static func prepare(
+        _ server: SyncServer, user: UserID = "alice", atomic: Bool = false
+    ) async throws -> InProcessDatabase {
         let database = server.database(for: user, device: "phone")
         let zone = RecordZone(zoneID: notes, capabilities: atomic ? .customZoneDefault : [.fetchChanges])
         _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [zone]))
@@ -42,24 +46,35 @@ struct SchemaTests {
             #expect(server.schemaMode == .development)
             let database = try await Self.prepare(server)
             #expect(try server.developmentSchema(of: "alice").isEmpty)
-            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [
-                Self.record("n1", ["title": "Groceries", "tags": .list([])]),
-                Self.record("f1", type: "Folder", [:]),
-            ]))
-            #expect(try server.developmentSchema(of: "alice") == RecordSchema([
-                "Note": ["title": .value(.string), "tags": .list(nil)], "Folder": [:],
-            ]))
-            _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [
-                Self.record("n2", ["count": 3, "tags": .list([.string("home")]), "due": .date(Date(timeIntervalSince1970: 5))]),
-                Self.record("n3", ["title": 7]),  // development mode refuses no kind; the first kind stays
-            ]))
+            _ = try await database.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [
+                    Self.record("n1", ["title": "Groceries", "tags": .list([])]),
+                    Self.record("f1", type: "Folder", [:]),
+                ]))
+            #expect(
+                try server.developmentSchema(of: "alice")
+                    == RecordSchema([
+                        "Note": ["title": .value(.string), "tags": .list(nil)], "Folder": [:],
+                    ]))
+            _ = try await database.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [
+                    Self.record(
+                        "n2",
+                        ["count": 3, "tags": .list([.string("home")]), "due": .date(Date(timeIntervalSince1970: 5))]),
+                    Self.record("n3", ["title": 7]),  // development mode refuses no kind; the first kind stays
+                ]))
             let share = Share(rootRecordID: Record.ID(recordName: "n1", zoneID: Self.notes))
             _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [share.record]))
             let grown = try server.developmentSchema(of: "alice")
-            #expect(grown == RecordSchema([
-                "Note": ["title": .value(.string), "tags": .list(.string), "count": .value(.int64), "due": .value(.date)],
-                "Folder": [:],
-            ]))
+            #expect(
+                grown
+                    == RecordSchema([
+                        "Note": [
+                            "title": .value(.string), "tags": .list(.string), "count": .value(.int64),
+                            "due": .value(.date),
+                        ],
+                        "Folder": [:],
+                    ]))
             #expect(grown.description == "Folder:\nNote: count int64, due date, tags list<string>, title string")
             #expect(try server.developmentSchema() == grown, "the server's schema adds up its users' databases")
             // The schema is a projection of the log: rebuilt, and applied entry by entry, the same.
@@ -72,13 +87,16 @@ struct SchemaTests {
     // per item, a record of an unknown type, an unknown field and a value of another kind, with
     // invalidArguments naming the record, the type and the field; nothing of those items is
     // stored, the other items of the request are saved, and the mode survives a restart.
-    @Test("F137 production refuses unknown types, fields and kinds per item, naming record and field; the rest is saved")
+    @Test(
+        "F137 production refuses unknown types, fields and kinds per item, naming record and field; the rest is saved")
     func productionRefuses() async throws {
         try await withServer { development, directory in
             let phone = try await Self.prepare(development)
-            _ = try await phone.modifyRecords(ModifyRecordsRequest(recordsToSave: [
-                Self.record("n1", ["title": "a", "tags": .list([.string("x")])]), Self.record("f1", type: "Folder", ["name": "Home"]),
-            ]))
+            _ = try await phone.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [
+                    Self.record("n1", ["title": "a", "tags": .list([.string("x")])]),
+                    Self.record("f1", type: "Folder", ["name": "Home"]),
+                ]))
             try await Self.withSecondServer(in: directory) { production, productionDirectory in
                 let deployment = try production.deploySchema(try development.developmentSchema())
                 #expect(deployment.appended)
@@ -92,31 +110,45 @@ struct SchemaTests {
                 let unknownField = Self.record("n2", ["title": "b", "colour": "red"])
                 let wrongKind = Self.record("n3", ["title": 42])
                 let share = Share(rootRecordID: good.recordID).record  // system types are always allowed
-                let response = try await database.modifyRecords(ModifyRecordsRequest(
-                    recordsToSave: [good, unknownType, unknownField, wrongKind, share], atomically: false))
+                let response = try await database.modifyRecords(
+                    ModifyRecordsRequest(
+                        recordsToSave: [good, unknownType, unknownField, wrongKind, share], atomically: false))
 
                 #expect(try response.saveResults[good.recordID]?.get()["title"] == "kept")
                 #expect((try? response.saveResults[share.recordID]?.get()) != nil)
                 let expectations: [(Record, String)] = [
-                    (unknownType, #"is of record type "Photo", which the production schema does not have (it has "Folder", "Note")"#),
-                    (unknownField, #"sets field "colour", which record type "Note" of the production schema does not have (it has "tags", "title")"#),
-                    (wrongKind, #"sets field "title" of record type "Note" to a int64 value; the production schema has it as string"#),
+                    (
+                        unknownType,
+                        #"is of record type "Photo", which the production schema does not have (it has "Folder", "Note")"#
+                    ),
+                    (
+                        unknownField,
+                        #"sets field "colour", which record type "Note" of the production schema does not have (it has "tags", "title")"#
+                    ),
+                    (
+                        wrongKind,
+                        #"sets field "title" of record type "Note" to a int64 value; the production schema has it as string"#
+                    ),
                 ]
                 for (record, words) in expectations {
                     guard case .failure(let error)? = response.saveResults[record.recordID] else {
-                        Issue.record("\(record.recordID) was not refused: \(String(describing: response.saveResults[record.recordID]))")
+                        Issue.record(
+                            "\(record.recordID) was not refused: \(String(describing: response.saveResults[record.recordID]))"
+                        )
                         continue
                     }
                     #expect(error.code == .invalidArguments)
                     #expect(error.item == .record(record.recordID))
                     #expect(error.message.contains(words), "\(error.message)")
-                    #expect(error.message.contains(record.recordID.description), "the record is named: \(error.message)")
+                    #expect(
+                        error.message.contains(record.recordID.description), "the record is named: \(error.message)")
                 }
                 // Nothing of the refused items is in the log: two records saved, one request.
                 let log = try production.admin.log(of: "alice")
                 #expect(try log.lastOffset.rawValue == before.rawValue + 2)
                 let fetched = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
-                #expect(Set(fetched.modifications.map(\.record.recordID.recordName)) == ["n1", share.recordID.recordName])
+                #expect(
+                    Set(fetched.modifications.map(\.record.recordID.recordName)) == ["n1", share.recordID.recordName])
                 #expect(try production.developmentSchema(of: "alice").recordTypes.keys.sorted() == ["Note"])
 
                 // A restarted server on the same data is still in production mode.
@@ -142,7 +174,8 @@ struct SchemaTests {
             let before = try server.admin.log(of: "alice").lastOffset
             let good = Self.record("n1", ["title": "a"])
             let bad = Self.record("n2", ["title": "b", "body": "no such field"])
-            let response = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [good, bad], atomically: true))
+            let response = try await database.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [good, bad], atomically: true))
             #expect(throws: SyncError.self) { try response.saveResults[bad.recordID]?.get() }
             if case .failure(let error)? = response.saveResults[good.recordID] {
                 #expect(error.code == .batchRequestFailed)
@@ -162,12 +195,16 @@ struct SchemaTests {
             #expect(throws: SyncError.self) { try server.deploySchema(RecordSchema()) }
             #expect(server.schemaMode == .development)
             let first = try server.deploySchema(RecordSchema(["Note": ["title": .value(.string), "tags": .list(nil)]]))
-            let second = try server.deploySchema(RecordSchema(["Note": ["body": .value(.string), "tags": .list(.int64)], "Folder": [:]]))
+            let second = try server.deploySchema(
+                RecordSchema(["Note": ["body": .value(.string), "tags": .list(.int64)], "Folder": [:]]))
             #expect(second.appended)
             #expect(second.offset > first.offset)
-            #expect(second.schema == RecordSchema([
-                "Note": ["title": .value(.string), "body": .value(.string), "tags": .list(.int64)], "Folder": [:],
-            ]))
+            #expect(
+                second.schema
+                    == RecordSchema([
+                        "Note": ["title": .value(.string), "body": .value(.string), "tags": .list(.int64)],
+                        "Folder": [:],
+                    ]))
             let same = try server.deploySchema(RecordSchema(["Folder": [:]]))
             #expect(!same.appended)
             #expect(same.offset == second.offset)
@@ -176,7 +213,9 @@ struct SchemaTests {
                 Issue.record("a kind change was deployed")
             } catch let error as SyncError {
                 #expect(error.code == .invalidArguments)
-                #expect(error.message == #"field "title" of record type "Note" holds string in one schema and int64 in the other"#)
+                #expect(
+                    error.message
+                        == #"field "title" of record type "Note" holds string in one schema and int64 in the other"#)
             }
             #expect(server.deployedSchema == second.schema)
             #expect(try server.users.deployedSchema()?.offset.rawValue == second.offset)
@@ -192,7 +231,8 @@ struct SchemaTests {
             do {
                 let server = try SyncServer(.init(directory: directory, durability: .fast))
                 let database = try await Self.prepare(server)
-                _ = try await database.modifyRecords(ModifyRecordsRequest(recordsToSave: [Self.record("n1", ["title": "a", "n": 1])]))
+                _ = try await database.modifyRecords(
+                    ModifyRecordsRequest(recordsToSave: [Self.record("n1", ["title": "a", "n": 1])]))
                 expected = try server.developmentSchema(of: "alice")
                 server.shutdown()
             }

@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 @testable import LogSyncServer
@@ -38,8 +38,12 @@ struct ServerAssetTests {
     }
 
     /// The partial upload of `digest` for alice's zone `zoneID`.
-    static func partial(_ server: SyncServer, _ digest: AssetDigest, zone zoneID: RecordZone.ID = notes) async throws -> AssetPartial {
-        let zone = try await server.storage.perform { try server.assetZone(user: "alice", scope: .private, zoneID: zoneID, writing: false) }
+    static func partial(
+        _ server: SyncServer, _ digest: AssetDigest, zone zoneID: RecordZone.ID = notes
+    ) async throws -> AssetPartial {
+        let zone = try await server.storage.perform {
+            try server.assetZone(user: "alice", scope: .private, zoneID: zoneID, writing: false)
+        }
         return AssetPartial(owner: zone.database.userNumber, digest: digest, zone: zone.incarnation)
     }
 
@@ -54,15 +58,19 @@ struct ServerAssetTests {
             let cut = try await server.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: Int64(bytes.count))
             try await cut.write(Array(bytes[0..<AssetTransfer.chunkSize]), at: 0)
-            try await cut.write(Array(bytes[AssetTransfer.chunkSize..<2 * AssetTransfer.chunkSize]), at: Int64(AssetTransfer.chunkSize))
+            try await cut.write(
+                Array(bytes[AssetTransfer.chunkSize..<2 * AssetTransfer.chunkSize]), at: Int64(AssetTransfer.chunkSize))
             cut.close()
 
-            let response = try await database.uploadAsset(AssetUploadRequest(
-                zoneID: Self.notes, digest: digest, size: Int64(bytes.count), fileURL: try Self.file(bytes, in: directory)))
+            let response = try await database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: Self.notes, digest: digest, size: Int64(bytes.count),
+                    fileURL: try Self.file(bytes, in: directory)))
             #expect(response.bytesSent == Int64(bytes.count - 2 * AssetTransfer.chunkSize))
             let destination = directory.appendingPathComponent("down")
-            _ = try await database.downloadAsset(AssetDownloadRequest(
-                zoneID: Self.notes, digest: digest, size: Int64(bytes.count), destination: destination))
+            _ = try await database.downloadAsset(
+                AssetDownloadRequest(
+                    zoneID: Self.notes, digest: digest, size: Int64(bytes.count), destination: destination))
             #expect(Array(try Data(contentsOf: destination)) == bytes)
         }
     }
@@ -78,24 +86,30 @@ struct ServerAssetTests {
             let upload = try await server.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
             try await upload.write(Array(bytes[0..<100]), at: 0)
-            let skipped = await #expect(throws: SyncError.self) { try await upload.write(Array(bytes[300..<400]), at: 300) }
+            let skipped = await #expect(throws: SyncError.self) {
+                try await upload.write(Array(bytes[300..<400]), at: 300)
+            }
             #expect(skipped?.code == .invalidArguments)
             #expect(skipped?.message.contains(digest.description) == true)
             #expect(skipped?.message.contains("300") == true && skipped?.message.contains("100") == true)
-            let tooLong = await #expect(throws: SyncError.self) { try await upload.write([UInt8](repeating: 0, count: 1000), at: 100) }
+            let tooLong = await #expect(throws: SyncError.self) {
+                try await upload.write([UInt8](repeating: 0, count: 1000), at: 100)
+            }
             #expect(tooLong?.code == .invalidArguments)
             let early = await #expect(throws: SyncError.self) { _ = try await upload.finish() }
             #expect(early?.code == .invalidArguments)
 
             let busy = await #expect(throws: SyncError.self) {
-                _ = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
+                _ = try await server.beginAssetUpload(
+                    user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
             }
             #expect(busy?.code == .zoneBusy)
             #expect(busy?.retryAfter != nil)
             try await upload.write(Array(bytes[100...]), at: 100)
             #expect(try await upload.finish() == Asset(digest: digest, size: 1000))
             upload.close()
-            let again = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
+            let again = try await server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: 1000)
             #expect(again.isStored)
             again.close()
         }
@@ -112,8 +126,10 @@ struct ServerAssetTests {
             for seed in 0..<4 {
                 let bytes = Self.content(500 + seed, seed: UInt8(seed))
                 let digest = AssetHasher.digest(of: bytes)
-                _ = try await database.uploadAsset(AssetUploadRequest(
-                    zoneID: Self.notes, digest: digest, size: Int64(bytes.count), fileURL: try Self.file(bytes, in: directory)))
+                _ = try await database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: Self.notes, digest: digest, size: Int64(bytes.count),
+                        fileURL: try Self.file(bytes, in: directory)))
                 assets.append(Asset(digest: digest, size: Int64(bytes.count)))
             }
             var tags: [String: String] = [:]
@@ -158,11 +174,13 @@ struct ServerAssetTests {
             // A partial upload left by a cut connection.
             let partialBytes = Self.content(2000, seed: 10)
             let partial = AssetHasher.digest(of: partialBytes)
-            let upload = try await server.beginAssetUpload(user: "alice", scope: .private, zoneID: Self.notes, digest: partial, size: 2000)
+            let upload = try await server.beginAssetUpload(
+                user: "alice", scope: .private, zoneID: Self.notes, digest: partial, size: 2000)
             try await upload.write(Array(partialBytes[0..<700]), at: 0)
             upload.close()
 
-            let early = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(-3600))
+            let early = try await server.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(-3600))
             #expect(early.orphansRemoved == [orphan])
             #expect(early.partialsRemoved.isEmpty)
             #expect(try store.storedDigests(owner: number).isEmpty)
@@ -171,7 +189,8 @@ struct ServerAssetTests {
             let late = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
             #expect(late.partialsRemoved == [partial])
             #expect(try store.partials(owner: number).isEmpty)
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory(owner: number).path)
+            let leftovers = try FileManager.default.contentsOfDirectory(
+                atPath: store.assetsDirectory(owner: number).path)
             #expect(leftovers == ["partial"])
         }
     }
@@ -189,8 +208,9 @@ struct ServerAssetTests {
             let junk = [UInt8](repeating: 0xEE, count: 900)
             let partial = try await Self.partial(server, digest)
             try junk.withUnsafeBytes { try store.appendPartial(partial, at: 0, $0) }
-            let response = try await database.uploadAsset(AssetUploadRequest(
-                zoneID: Self.notes, digest: digest, size: 800, fileURL: try Self.file(bytes, in: directory)))
+            let response = try await database.uploadAsset(
+                AssetUploadRequest(
+                    zoneID: Self.notes, digest: digest, size: 800, fileURL: try Self.file(bytes, in: directory)))
             #expect(response.bytesSent == 800)
             var read: [UInt8] = []
             try store.read(owner: number, digest: digest, from: 0, maxLength: 10_000) { read.append(contentsOf: $0) }
@@ -207,8 +227,10 @@ struct ServerAssetTests {
             let bytes = Self.content(2 * AssetTransfer.chunkSize + 3, seed: 12)
             let digest = AssetHasher.digest(of: bytes)
             func upload(for zoneID: RecordZone.ID) async throws -> Int64 {
-                try await database.uploadAsset(AssetUploadRequest(
-                    zoneID: zoneID, digest: digest, size: Int64(bytes.count), fileURL: try Self.file(bytes, in: directory))
+                try await database.uploadAsset(
+                    AssetUploadRequest(
+                        zoneID: zoneID, digest: digest, size: Int64(bytes.count),
+                        fileURL: try Self.file(bytes, in: directory))
                 ).bytesSent
             }
             func usage() throws -> UInt64 { try server.store("alice", .private).read { try $0.state(IndexKey.usage) } }
@@ -218,7 +240,8 @@ struct ServerAssetTests {
             #expect(try await upload(for: Self.notes) == Int64(bytes.count), "the whole content, again")
             #expect(try await upload(for: Self.notes) == 0)
             #expect(try usage() == usageOnce)
-            let files = try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory(owner: number).path).sorted()
+            let files = try FileManager.default.contentsOfDirectory(atPath: store.assetsDirectory(owner: number).path)
+                .sorted()
             #expect(files == [digest.hex, "partial"])
             #expect(try store.partials(owner: number).isEmpty)
             let log = try server.admin.log(of: "alice")
@@ -231,7 +254,8 @@ struct ServerAssetTests {
             try ServerLogTests.expectProjectionsHold(log)
 
             // Collected (nothing references it), it is no zone's: each uploads it anew.
-            let collected = try await server.collectAssets(of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
+            let collected = try await server.collectAssets(
+                of: "alice", unreferencedBefore: Date().addingTimeInterval(3600))
             #expect(collected.deleted == [digest])
             #expect(try await upload(for: Self.notes) == Int64(bytes.count))
             #expect(try await upload(for: Self.privateZone) == Int64(bytes.count))
@@ -242,7 +266,9 @@ struct ServerAssetTests {
     // F134: entries written before contents were granted per zone name no zone. Replayed, they
     // grant nothing: the zone whose live records reference the content keeps it (its records
     // may reference it again, its readers download it) while they do; no other zone gains it.
-    @Test("F134 a log from before grants per zone: the zone whose records reference a content keeps it, no other gains it")
+    @Test(
+        "F134 a log from before grants per zone: the zone whose records reference a content keeps it, no other gains it"
+    )
     func entriesWithoutZone() async throws {
         try await withServer { server, _ in
             let (database, store, number) = try await Self.prepareTwoZones(server)
@@ -268,7 +294,8 @@ struct ServerAssetTests {
             }
             func readable(in zoneID: RecordZone.ID) async throws -> Bool {
                 do {
-                    _ = try await server.openAssetDownload(user: "alice", scope: .private, zoneID: zoneID, digest: digest)
+                    _ = try await server.openAssetDownload(
+                        user: "alice", scope: .private, zoneID: zoneID, digest: digest)
                     return true
                 } catch let error as SyncError where error.code == .assetNotAvailable {
                     return false
@@ -285,9 +312,10 @@ struct ServerAssetTests {
             #expect(try log.verifyProjections() == nil)
 
             // Its records gone, Notes has it no more: nothing granted it.
-            _ = try await database.modifyRecords(ModifyRecordsRequest(recordIDsToDelete: [
-                Record.ID(recordName: "n1", zoneID: Self.notes), Record.ID(recordName: "n2", zoneID: Self.notes),
-            ]))
+            _ = try await database.modifyRecords(
+                ModifyRecordsRequest(recordIDsToDelete: [
+                    Record.ID(recordName: "n1", zoneID: Self.notes), Record.ID(recordName: "n2", zoneID: Self.notes),
+                ]))
             #expect(try await save("n3", in: Self.notes)?.code == .assetNotAvailable)
             #expect(try await !readable(in: Self.notes))
             try ServerLogTests.expectProjectionsHold(log)
@@ -311,7 +339,8 @@ struct ServerAssetTests {
         let digest = AssetHasher.digest(of: bytes)
         func begin(_ device: DeviceID?) async throws -> AssetUpload {
             try await server.beginAssetUpload(
-                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: Int64(bytes.count), device: device)
+                user: "alice", scope: .private, zoneID: Self.notes, digest: digest, size: Int64(bytes.count),
+                device: device)
         }
         let abandoned = try await begin("phone")
         try await abandoned.write(Array(bytes[0..<chunk]), at: 0)
@@ -325,7 +354,9 @@ struct ServerAssetTests {
         let upload = try await retried
         #expect(upload.received == Int64(2 * chunk), "the piece in flight was written before the new upload began")
 
-        let late = await #expect(throws: SyncError.self) { try await abandoned.write(Array(bytes[(2 * chunk)...]), at: Int64(2 * chunk)) }
+        let late = await #expect(throws: SyncError.self) {
+            try await abandoned.write(Array(bytes[(2 * chunk)...]), at: Int64(2 * chunk))
+        }
         #expect(late?.code == .zoneBusy)
         abandoned.close()
         for device in ["laptop", nil] as [DeviceID?] {
@@ -335,7 +366,8 @@ struct ServerAssetTests {
         try await upload.write(Array(bytes[(2 * chunk)...]), at: Int64(2 * chunk))
         #expect(try await upload.finish() == Asset(digest: digest, size: Int64(bytes.count)))
         upload.close()
-        let download = try await server.openAssetDownload(user: "alice", scope: .private, zoneID: Self.notes, digest: digest)
+        let download = try await server.openAssetDownload(
+            user: "alice", scope: .private, zoneID: Self.notes, digest: digest)
         var read: [UInt8] = []
         while read.count < bytes.count { read += try await download.read(from: Int64(read.count)) }
         #expect(read == bytes)
@@ -352,13 +384,20 @@ struct ServerAssetTests {
         ]
         for entry in entries {
             let encoded = entry.newEntry
-            #expect(try ServerEntry(LogEntry(offset: 5, kind: encoded.kind, time: EntryTime(microsecondsSince1970: 1), payload: encoded.payload)) == entry)
+            #expect(
+                try ServerEntry(
+                    LogEntry(
+                        offset: 5, kind: encoded.kind, time: EntryTime(microsecondsSince1970: 1),
+                        payload: encoded.payload)) == entry)
         }
         var payload = ServerEntry.assetStored(digest, size: 3, zone: nil).newEntry.payload
         payload[1] = 31  // the digest's length: 31 bytes instead of 32
         payload.remove(at: 2)
         #expect(throws: (any Error).self) {
-            try ServerEntry(LogEntry(offset: 9, kind: ServerEntry.Kind.assetStored, time: EntryTime(microsecondsSince1970: 1), payload: payload))
+            try ServerEntry(
+                LogEntry(
+                    offset: 9, kind: ServerEntry.Kind.assetStored, time: EntryTime(microsecondsSince1970: 1),
+                    payload: payload))
         }
     }
 }
@@ -401,9 +440,12 @@ final class HeldStorage: ServerStorage {
         try inner.openLog(name, projection: projection)
     }
 
-    func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R { try inner.withExclusiveLock(name, body) }
+    func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
+        try inner.withExclusiveLock(name, body)
+    }
     func publish(_ notice: PushNotice) { inner.publish(notice) }
-    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
+    func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void)
+    {
         inner.startNotifications(deliver, missed: missed)
     }
     func shutdown() { inner.shutdown() }

@@ -19,20 +19,23 @@ struct ServerEntryCodecTests {
         record["tags"] = .list([.string("home"), .string("food")])
         record["due"] = .date(t0)
         record.parent = Record.Reference(recordID: n2, action: .deleteSelf)
-        record.applySystemFields(Record.SystemFields(
-            recordChangeTag: tag, creationDate: t0, modificationDate: t0,
-            creatorUserRecordID: Record.ID(recordName: "_alice"),
-            lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
+        record.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: tag, creationDate: t0, modificationDate: t0,
+                creatorUserRecordID: Record.ID(recordName: "_alice"),
+                lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
         return record
     }
 
-    static let deviceKey = try! DevicePublicKey(rawRepresentation: Data(repeating: 7, count: 32), userRecordName: "_user1")
+    static let deviceKey = try! DevicePublicKey(
+        rawRepresentation: Data(repeating: 7, count: 32), userRecordName: "_user1")
 
     /// A wrap of the right shape (its bytes open nothing), for a recipient key ID of one digit repeated.
     static func wrap(version: UInt32, recipient: Character) -> WrappedZoneKey {
         WrappedZoneKey(
             zoneID: notes, version: version, recipientKeyID: String(repeating: recipient, count: 32),
-            check: Data(repeating: UInt8(version), count: 8), wrapped: Data(repeating: 0xA5, count: WrappedZoneKey.wrappedSize))
+            check: Data(repeating: UInt8(version), count: 8),
+            wrapped: Data(repeating: 0xA5, count: WrappedZoneKey.wrappedSize))
     }
 
     /// One entry of every case, each with its kind.
@@ -47,7 +50,7 @@ struct ServerEntryCodecTests {
             serverRecord: savedRecord(tag: "7"), clientRecord: savedRecord(tag: "6"))
         conflict.requestID = "dev1-1"
         var edited = savedRecord(tag: "6")
-        edited["title"] = nil   // a removed key, as a failed save's client record may carry
+        edited["title"] = nil  // a removed key, as a failed save's client record may carry
         let response = ModifyRecordsResponse(
             saveResults: [
                 n1: .success(savedRecord(tag: "12")),
@@ -57,71 +60,112 @@ struct ServerEntryCodecTests {
                 Record.ID(recordName: "old", zoneID: notes): .success(()),
                 Record.ID(recordName: "gone", zoneID: notes): .failure(SyncError(.unknownItem)),
             ])
-        let K = ServerEntry.Kind.self
+        let kinds = ServerEntry.Kind.self
         return [
-            Sample(entry: .zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)), kind: K.zoneSaved),
-            Sample(entry: .zoneSaved(RecordZone(
-                zoneID: notes, capabilities: .customZoneDefault,
-                share: Record.Reference(recordID: Record.ID(recordName: "cloudkit.zoneshare", zoneID: notes)))),
-                   kind: K.zoneSaved),
-            Sample(entry: .zoneDeleted(notes, reason: .deleted), kind: K.zoneDeleted),
-            Sample(entry: .zoneDeleted(notes, reason: .purged), kind: K.zoneDeleted),
-            Sample(entry: .zoneDeleted(notes, reason: .encryptedDataReset), kind: K.zoneDeleted),
-            Sample(entry: .recordSaved(savedRecord(tag: "3")), kind: K.recordSaved),
-            Sample(entry: .recordDeleted(n1, recordType: "Note"), kind: K.recordDeleted),
-            Sample(entry: .subscriptionSaved(Subscription(subscriptionID: "engine")), kind: K.subscriptionSaved),
-            Sample(entry: .subscriptionSaved(Subscription(subscriptionID: "z", kind: .recordZone(notes))),
-                   kind: K.subscriptionSaved),
-            Sample(entry: .subscriptionDeleted("engine"), kind: K.subscriptionDeleted),
-            Sample(entry: .requestCompleted("dev1-42", fingerprint: 0xDEAD_BEEF, response: response),
-                   kind: K.requestCompleted),
-            Sample(entry: .requestCompleted("empty", fingerprint: 0, response: ModifyRecordsResponse()),
-                   kind: K.requestCompleted),
-            Sample(entry: .tombstonesCompacted(horizon: LogOffset(1234)), kind: K.tombstonesCompacted),
-            Sample(entry: .tombstonesCompacted(horizon: LogOffset(UInt64.max)), kind: K.tombstonesCompacted),
-            Sample(entry: .clientChangeTokenUpdated(notes, device: "phone", token: [0, 1, 2, 0xFF]), kind: K.clientChangeTokenUpdated),
-            Sample(entry: .clientChangeTokenUpdated(notes, device: nil, token: []), kind: K.clientChangeTokenUpdated),
-            Sample(entry: .requestCompleted("bob-1", fingerprint: 7, response: ModifyRecordsResponse(), actor: 3),
-                   kind: K.requestCompleted),
-            Sample(entry: .sharedZoneJoined(
-                RecordZone.ID(zoneName: "Notes", ownerName: "_user1"),
-                share: Record.ID(recordName: "cloudkit.zoneshare", zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1")),
-                ownerOffset: 12), kind: K.sharedZoneJoined),
-            Sample(entry: .sharedZoneChanged(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), ownerOffset: 99),
-                   kind: K.sharedZoneChanged),
-            Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .left), kind: K.sharedZoneLeft),
-            Sample(entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .zoneDeleted),
-                   kind: K.sharedZoneLeft),
+            Sample(
+                entry: .zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)), kind: kinds.zoneSaved),
+            Sample(
+                entry: .zoneSaved(
+                    RecordZone(
+                        zoneID: notes, capabilities: .customZoneDefault,
+                        share: Record.Reference(recordID: Record.ID(recordName: "cloudkit.zoneshare", zoneID: notes)))),
+                kind: kinds.zoneSaved),
+            Sample(entry: .zoneDeleted(notes, reason: .deleted), kind: kinds.zoneDeleted),
+            Sample(entry: .zoneDeleted(notes, reason: .purged), kind: kinds.zoneDeleted),
+            Sample(entry: .zoneDeleted(notes, reason: .encryptedDataReset), kind: kinds.zoneDeleted),
+            Sample(entry: .recordSaved(savedRecord(tag: "3")), kind: kinds.recordSaved),
+            Sample(entry: .recordDeleted(n1, recordType: "Note"), kind: kinds.recordDeleted),
+            Sample(entry: .subscriptionSaved(Subscription(subscriptionID: "engine")), kind: kinds.subscriptionSaved),
+            Sample(
+                entry: .subscriptionSaved(Subscription(subscriptionID: "z", kind: .recordZone(notes))),
+                kind: kinds.subscriptionSaved),
+            Sample(entry: .subscriptionDeleted("engine"), kind: kinds.subscriptionDeleted),
+            Sample(
+                entry: .requestCompleted("dev1-42", fingerprint: 0xDEAD_BEEF, response: response),
+                kind: kinds.requestCompleted),
+            Sample(
+                entry: .requestCompleted("empty", fingerprint: 0, response: ModifyRecordsResponse()),
+                kind: kinds.requestCompleted),
+            Sample(entry: .tombstonesCompacted(horizon: LogOffset(1234)), kind: kinds.tombstonesCompacted),
+            Sample(entry: .tombstonesCompacted(horizon: LogOffset(UInt64.max)), kind: kinds.tombstonesCompacted),
+            Sample(
+                entry: .clientChangeTokenUpdated(notes, device: "phone", token: [0, 1, 2, 0xFF]),
+                kind: kinds.clientChangeTokenUpdated),
+            Sample(
+                entry: .clientChangeTokenUpdated(notes, device: nil, token: []), kind: kinds.clientChangeTokenUpdated),
+            Sample(
+                entry: .requestCompleted("bob-1", fingerprint: 7, response: ModifyRecordsResponse(), actor: 3),
+                kind: kinds.requestCompleted),
+            Sample(
+                entry: .sharedZoneJoined(
+                    RecordZone.ID(zoneName: "Notes", ownerName: "_user1"),
+                    share: Record.ID(
+                        recordName: "cloudkit.zoneshare", zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1")),
+                    ownerOffset: 12), kind: kinds.sharedZoneJoined),
+            Sample(
+                entry: .sharedZoneChanged(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), ownerOffset: 99),
+                kind: kinds.sharedZoneChanged),
+            Sample(
+                entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .left),
+                kind: kinds.sharedZoneLeft),
+            Sample(
+                entry: .sharedZoneLeft(RecordZone.ID(zoneName: "Notes", ownerName: "_user1"), reason: .zoneDeleted),
+                kind: kinds.sharedZoneLeft),
             // The same response as the first requestCompleted, compact: n1 saved at offset 40.
-            Sample(entry: .requestOutcome("dev1-43", fingerprint: 0xDEAD_BEEF, outcome: RequestOutcome(
-                saved: [RequestOutcome.Saved(n1, at: 40), RequestOutcome.Saved(Record.ID(recordName: "n4", zoneID: notes), at: 41)],
-                others: ModifyRecordsResponse(saveResults: [n2: response.saveResults[n2]!], deleteResults: response.deleteResults))),
-                   kind: K.requestOutcome),
-            Sample(entry: .requestOutcome("empty", fingerprint: 0, outcome: RequestOutcome()), kind: K.requestOutcome),
-            Sample(entry: .requestOutcome("bob-2", fingerprint: 8, outcome: RequestOutcome(saved: [RequestOutcome.Saved(n1, at: 1)]), actor: 3),
-                   kind: K.requestOutcome),
+            Sample(
+                entry: .requestOutcome(
+                    "dev1-43", fingerprint: 0xDEAD_BEEF,
+                    outcome: RequestOutcome(
+                        saved: [
+                            RequestOutcome.Saved(n1, at: 40),
+                            RequestOutcome.Saved(Record.ID(recordName: "n4", zoneID: notes), at: 41),
+                        ],
+                        others: ModifyRecordsResponse(
+                            saveResults: [n2: response.saveResults[n2]!], deleteResults: response.deleteResults))),
+                kind: kinds.requestOutcome),
+            Sample(
+                entry: .requestOutcome("empty", fingerprint: 0, outcome: RequestOutcome()), kind: kinds.requestOutcome),
+            Sample(
+                entry: .requestOutcome(
+                    "bob-2", fingerprint: 8, outcome: RequestOutcome(saved: [RequestOutcome.Saved(n1, at: 1)]), actor: 3
+                ),
+                kind: kinds.requestOutcome),
             // F69: a request's group on its outcome; a group's first sighting.
-            Sample(entry: .requestOutcome("dev1-44", fingerprint: 9, outcome: RequestOutcome(
-                saved: [RequestOutcome.Saved(n1, at: 2)], operationGroupID: "import-1")), kind: K.requestOutcome),
-            Sample(entry: .operationGroupStarted(
-                OperationGroup(
-                    operationGroupID: "import-1", name: "Import ✓", quantity: 3, expectedSendSize: .gigabytes,
-                    expectedReceiveSize: .tensOfMegabytes),
-                firstRequest: "modifyZones", device: "phone"), kind: K.operationGroupStarted),
-            Sample(entry: .operationGroupStarted(OperationGroup(operationGroupID: "g"), firstRequest: "fetchZoneChanges", device: nil),
-                   kind: K.operationGroupStarted),
+            Sample(
+                entry: .requestOutcome(
+                    "dev1-44", fingerprint: 9,
+                    outcome: RequestOutcome(
+                        saved: [RequestOutcome.Saved(n1, at: 2)], operationGroupID: "import-1")),
+                kind: kinds.requestOutcome
+            ),
+            Sample(
+                entry: .operationGroupStarted(
+                    OperationGroup(
+                        operationGroupID: "import-1", name: "Import ✓", quantity: 3, expectedSendSize: .gigabytes,
+                        expectedReceiveSize: .tensOfMegabytes),
+                    firstRequest: "modifyZones", device: "phone"), kind: kinds.operationGroupStarted),
+            Sample(
+                entry: .operationGroupStarted(
+                    OperationGroup(operationGroupID: "g"), firstRequest: "fetchZoneChanges", device: nil),
+                kind: kinds.operationGroupStarted),
             // F137: every kind of field, an open list, a type without fields.
-            Sample(entry: .schemaDeployed(RecordSchema([
-                "Note": [
-                    "title": .value(.string), "count": .value(.int64), "ratio": .value(.double), "done": .value(.bool),
-                    "blob": .value(.bytes), "due": .value(.date), "folder": .value(.reference), "photo": .value(.asset),
-                    "place": .value(.location), "tags": .list(.string), "empty": .list(nil),
-                ],
-                "Folder": [:],
-            ])), kind: K.schemaDeployed),
-            Sample(entry: .schemaDeployed(RecordSchema()), kind: K.schemaDeployed),
-            Sample(entry: .deviceKeyRegistered(deviceKey), kind: K.deviceKeyRegistered),
-            Sample(entry: .zoneKeysSaved([wrap(version: 1, recipient: "a"), wrap(version: 2, recipient: "b")]), kind: K.zoneKeysSaved),
+            Sample(
+                entry: .schemaDeployed(
+                    RecordSchema([
+                        "Note": [
+                            "title": .value(.string), "count": .value(.int64), "ratio": .value(.double),
+                            "done": .value(.bool),
+                            "blob": .value(.bytes), "due": .value(.date), "folder": .value(.reference),
+                            "photo": .value(.asset),
+                            "place": .value(.location), "tags": .list(.string), "empty": .list(nil),
+                        ],
+                        "Folder": [:],
+                    ])), kind: kinds.schemaDeployed),
+            Sample(entry: .schemaDeployed(RecordSchema()), kind: kinds.schemaDeployed),
+            Sample(entry: .deviceKeyRegistered(deviceKey), kind: kinds.deviceKeyRegistered),
+            Sample(
+                entry: .zoneKeysSaved([wrap(version: 1, recipient: "a"), wrap(version: 2, recipient: "b")]),
+                kind: kinds.zoneKeysSaved),
         ]
     }()
 
@@ -164,7 +208,7 @@ struct ServerEntryCodecTests {
         let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
         let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))
         guard case .requestCompleted(_, _, let response, _) = decoded,
-              case .failure(let error)? = response.saveResults[Self.n2]
+            case .failure(let error)? = response.saveResults[Self.n2]
         else {
             Issue.record("unexpected \(decoded)")
             return
@@ -196,19 +240,24 @@ struct ServerEntryCodecTests {
     }
 
     @Test func missingRequiredFieldsAreCorruptEntries() throws {
-        let K = ServerEntry.Kind.self
+        let kinds = ServerEntry.Kind.self
         let expectations: [(EntryKind, String)] = [
-            (K.zoneSaved, "zoneSaved (kind 101) payload: ZoneSaved.zone is missing"),
-            (K.zoneDeleted, "zoneDeleted (kind 102) payload: ZoneDeleted.zone_id is missing"),
-            (K.recordSaved, "recordSaved (kind 103) payload: RecordSaved.record is missing"),
-            (K.recordDeleted, "recordDeleted (kind 104) payload: RecordDeleted.record_id is missing"),
-            (K.subscriptionSaved, "subscriptionSaved (kind 105) payload: SubscriptionSaved.subscription is missing"),
-            (K.requestCompleted, "requestCompleted (kind 107) payload: RequestCompleted.response is missing"),
-            (K.requestOutcome, "requestOutcome (kind 113) payload: RequestOutcome.others is missing"),
-            (K.clientChangeTokenUpdated,
-             "clientChangeTokenUpdated (kind 109) payload: ClientChangeTokenUpdated.zone_id is missing"),
-            (K.deviceKeyRegistered, "deviceKeyRegistered (kind 118) payload: DeviceKeyRegistered.key is missing"),
-            (K.zoneKeysSaved, "zoneKeysSaved (kind 119) payload: ZoneKeysSaved.keys is empty"),
+            (kinds.zoneSaved, "zoneSaved (kind 101) payload: ZoneSaved.zone is missing"),
+            (kinds.zoneDeleted, "zoneDeleted (kind 102) payload: ZoneDeleted.zone_id is missing"),
+            (kinds.recordSaved, "recordSaved (kind 103) payload: RecordSaved.record is missing"),
+            (kinds.recordDeleted, "recordDeleted (kind 104) payload: RecordDeleted.record_id is missing"),
+            (
+                kinds.subscriptionSaved,
+                "subscriptionSaved (kind 105) payload: SubscriptionSaved.subscription is missing"
+            ),
+            (kinds.requestCompleted, "requestCompleted (kind 107) payload: RequestCompleted.response is missing"),
+            (kinds.requestOutcome, "requestOutcome (kind 113) payload: RequestOutcome.others is missing"),
+            (
+                kinds.clientChangeTokenUpdated,
+                "clientChangeTokenUpdated (kind 109) payload: ClientChangeTokenUpdated.zone_id is missing"
+            ),
+            (kinds.deviceKeyRegistered, "deviceKeyRegistered (kind 118) payload: DeviceKeyRegistered.key is missing"),
+            (kinds.zoneKeysSaved, "zoneKeysSaved (kind 119) payload: ZoneKeysSaved.keys is empty"),
         ]
         for (kind, expected) in expectations {
             let entry = LogEntry(offset: 3, kind: kind, time: EntryTime(microsecondsSince1970: 1), payload: [])
@@ -235,7 +284,10 @@ struct ServerEntryCodecTests {
         var wraps = Logsync_Server_ZoneKeysSaved()
         wraps.keys = [Self.wrap(version: 1, recipient: "a").proto, badWrap.proto]
         let cases: [(EntryKind, [UInt8], String)] = [
-            (ServerEntry.Kind.deviceKeyRegistered, ProtoWire.serialize(shortKey), "DeviceKeyRegistered.key: a device public key has 32 bytes, not 31"),
+            (
+                ServerEntry.Kind.deviceKeyRegistered, ProtoWire.serialize(shortKey),
+                "DeviceKeyRegistered.key: a device public key has 32 bytes, not 31"
+            ),
             (ServerEntry.Kind.zoneKeysSaved, ProtoWire.serialize(wraps), "ZoneKeysSaved.keys[1]"),
         ]
         for (kind, payload, expected) in cases {
@@ -254,10 +306,18 @@ struct ServerEntryCodecTests {
         ("an offset of 0", "RequestOutcome.saved[0].offset is 0, not an entry before this one (20)"),
         ("the entry's own offset", "RequestOutcome.saved[0].offset is 20, not an entry before this one (20)"),
         ("an offset after the entry", "RequestOutcome.saved[0].offset is 21, not an entry before this one (20)"),
-        ("a record saved twice", #"RequestOutcome.saved[1] names record "n1" in zone "Notes", which has another result"#),
-        ("a saved record that also failed", #"RequestOutcome.saved[0] names record "n2" in zone "Notes", which has another result"#),
-        ("a success among the others",
-         #"RequestOutcome.others holds the successful save of record "n1" in zone "Notes"; saved records belong in RequestOutcome.saved"#),
+        (
+            "a record saved twice",
+            #"RequestOutcome.saved[1] names record "n1" in zone "Notes", which has another result"#
+        ),
+        (
+            "a saved record that also failed",
+            #"RequestOutcome.saved[0] names record "n2" in zone "Notes", which has another result"#
+        ),
+        (
+            "a success among the others",
+            #"RequestOutcome.others holds the successful save of record "n1" in zone "Notes"; saved records belong in RequestOutcome.saved"#
+        ),
         ("a reference without its record", "RequestOutcome.saved[0].record_id is missing"),
     ])
     func invalidRequestOutcomes(problem: String, expected: String) throws {
@@ -282,9 +342,11 @@ struct ServerEntryCodecTests {
             message.others = ModifyRecordsResponse(saveResults: [Self.n1: .success(Self.savedRecord(tag: "3"))]).proto
         default: message.saved = [reference(nil, 3)]
         }
-        let error = try #require(Self.decodingError(LogEntry(
-            offset: 20, kind: ServerEntry.Kind.requestOutcome, time: EntryTime(microsecondsSince1970: 1),
-            payload: ProtoWire.serialize(message))))
+        let error = try #require(
+            Self.decodingError(
+                LogEntry(
+                    offset: 20, kind: ServerEntry.Kind.requestOutcome, time: EntryTime(microsecondsSince1970: 1),
+                    payload: ProtoWire.serialize(message))))
         #expect(error.code == .corruptEntry)
         #expect(error.offset == 20)
         #expect(error.message == "requestOutcome (kind 113) payload: \(expected)")
@@ -294,21 +356,26 @@ struct ServerEntryCodecTests {
         var deleted = Logsync_Server_ZoneDeleted()
         deleted.zoneID = Self.notes.proto
         deleted.reason = .unspecified
-        var error = try #require(Self.decodingError(LogEntry(
-            offset: 5, kind: ServerEntry.Kind.zoneDeleted, time: EntryTime(microsecondsSince1970: 1),
-            payload: ProtoWire.serialize(deleted))))
+        var error = try #require(
+            Self.decodingError(
+                LogEntry(
+                    offset: 5, kind: ServerEntry.Kind.zoneDeleted, time: EntryTime(microsecondsSince1970: 1),
+                    payload: ProtoWire.serialize(deleted))))
         #expect(error.code == .corruptEntry)
         #expect(error.message == "zoneDeleted (kind 102) payload: ZoneDeleted.reason: ZoneDeletionReason is missing")
 
         var saved = Logsync_Server_RecordSaved()
         saved.record = Self.savedRecord(tag: "1").proto
         saved.record.fields["title"] = Logsync_Model_RecordValue()
-        error = try #require(Self.decodingError(LogEntry(
-            offset: 6, kind: ServerEntry.Kind.recordSaved, time: EntryTime(microsecondsSince1970: 1),
-            payload: ProtoWire.serialize(saved))))
+        error = try #require(
+            Self.decodingError(
+                LogEntry(
+                    offset: 6, kind: ServerEntry.Kind.recordSaved, time: EntryTime(microsecondsSince1970: 1),
+                    payload: ProtoWire.serialize(saved))))
         #expect(error.offset == 6)
-        #expect(error.message
-            == "recordSaved (kind 103) payload: Record.fields[\"title\"]: RecordValue has no value set")
+        #expect(
+            error.message
+                == "recordSaved (kind 103) payload: Record.fields[\"title\"]: RecordValue has no value set")
     }
 
     @Test("random payloads never crash the decoder", arguments: [1 as UInt64, 2])
@@ -324,13 +391,16 @@ struct ServerEntryCodecTests {
                 }
             } else {
                 for _ in 0..<Int.random(in: 1...3, using: &random) {
-                    payload[Int.random(in: 0..<payload.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+                    payload[Int.random(in: 0..<payload.count, using: &random)] = UInt8.random(
+                        in: 0...255, using: &random)
                 }
             }
-            let entry = LogEntry(offset: LogOffset(UInt64(round + 1)), kind: sample.kind,
-                                 time: EntryTime(microsecondsSince1970: 1), payload: payload)
+            let entry = LogEntry(
+                offset: LogOffset(UInt64(round + 1)), kind: sample.kind,
+                time: EntryTime(microsecondsSince1970: 1), payload: payload)
             if let error = Self.decodingError(entry),
-               error.code != .corruptEntry || error.offset != entry.offset {
+                error.code != .corruptEntry || error.offset != entry.offset
+            {
                 wrong.append(error.description)
             }
         }
@@ -339,24 +409,69 @@ struct ServerEntryCodecTests {
 
     /// F137: a `schemaDeployed` payload that names no schema is a corrupt entry naming its offset and
     /// the element at fault.
-    @Test("F137 a corrupt schemaDeployed payload is a corruptEntry naming the offset and the element", arguments: [
-        ("a type without a name", Logsync_Server_SchemaDeployed.with { $0.recordTypes = [.with { $0.name = "" }] },
-         "SchemaDeployed.record_types[0].name is missing"),
-        ("a type twice", Logsync_Server_SchemaDeployed.with { $0.recordTypes = [.with { $0.name = "Note" }, .with { $0.name = "Note" }] },
-         #"SchemaDeployed.record_types[1].name repeats "Note""#),
-        ("a field without a kind", Logsync_Server_SchemaDeployed.with {
-            $0.recordTypes = [.with { $0.name = "Note"; $0.fields = [.with { $0.name = "title" }] }]
-        }, "SchemaDeployed.record_types[0].fields[0].kind is missing"),
-        ("an unknown kind", Logsync_Server_SchemaDeployed.with {
-            $0.recordTypes = [.with { $0.name = "Note"; $0.fields = [.with { $0.name = "title"; $0.kind = .UNRECOGNIZED(42) }] }]
-        }, "SchemaDeployed.record_types[0].fields[0].kind is 42, not a kind (1–9)"),
-        ("a field twice", Logsync_Server_SchemaDeployed.with {
-            $0.recordTypes = [.with {
-                $0.name = "Note"
-                $0.fields = [.with { $0.name = "a"; $0.kind = .string }, .with { $0.name = "a"; $0.kind = .int64 }]
-            }]
-        }, #"SchemaDeployed.record_types[0].fields[1].name repeats "a""#),
-    ])
+    @Test(
+        "F137 a corrupt schemaDeployed payload is a corruptEntry naming the offset and the element",
+        arguments: [
+            (
+                "a type without a name",
+                Logsync_Server_SchemaDeployed.with { $0.recordTypes = [.with { $0.name = "" }] },
+                "SchemaDeployed.record_types[0].name is missing"
+            ),
+            (
+                "a type twice",
+                Logsync_Server_SchemaDeployed.with {
+                    $0.recordTypes = [.with { $0.name = "Note" }, .with { $0.name = "Note" }]
+                },
+                #"SchemaDeployed.record_types[1].name repeats "Note""#
+            ),
+            (
+                "a field without a kind",
+                Logsync_Server_SchemaDeployed.with {
+                    $0.recordTypes = [
+                        .with {
+                            $0.name = "Note"
+                            $0.fields = [.with { $0.name = "title" }]
+                        }
+                    ]
+                }, "SchemaDeployed.record_types[0].fields[0].kind is missing"
+            ),
+            (
+                "an unknown kind",
+                Logsync_Server_SchemaDeployed.with {
+                    $0.recordTypes = [
+                        .with {
+                            $0.name = "Note"
+                            $0.fields = [
+                                .with {
+                                    $0.name = "title"
+                                    $0.kind = .UNRECOGNIZED(42)
+                                }
+                            ]
+                        }
+                    ]
+                }, "SchemaDeployed.record_types[0].fields[0].kind is 42, not a kind (1–9)"
+            ),
+            (
+                "a field twice",
+                Logsync_Server_SchemaDeployed.with {
+                    $0.recordTypes = [
+                        .with {
+                            $0.name = "Note"
+                            $0.fields = [
+                                .with {
+                                    $0.name = "a"
+                                    $0.kind = .string
+                                },
+                                .with {
+                                    $0.name = "a"
+                                    $0.kind = .int64
+                                },
+                            ]
+                        }
+                    ]
+                }, #"SchemaDeployed.record_types[0].fields[1].name repeats "a""#
+            ),
+        ])
     func corruptSchema(problem: String, message: Logsync_Server_SchemaDeployed, expected: String) throws {
         let entry = LogEntry(
             offset: 12, kind: ServerEntry.Kind.schemaDeployed, time: EntryTime(microsecondsSince1970: 1),

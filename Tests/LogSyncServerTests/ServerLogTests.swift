@@ -15,7 +15,6 @@ func withServer<R>(
     return try await body(server, directory)
 }
 
-
 @Suite("The server's log and its index")
 struct ServerLogTests {
     /// The projection rule on a server database: after a random history of zone and record
@@ -62,7 +61,8 @@ struct ServerLogTests {
                     }
                     if step.isMultiple(of: 7) {
                         // A new version of the zone's key (F129), dropped again with the zone.
-                        let keys = try await database.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID])).results[zoneID]?.get()
+                        let keys = try await database.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [zoneID])).results[
+                            zoneID]?.get()
                         let version = (keys?.latestVersion ?? 0) + 1  // versions follow one another
                         let wrap = ZoneKey.generate(zoneID: zoneID, version: version).wrapped(for: device.publicKey)
                         let saved = try await database.saveZoneKeys(SaveZoneKeysRequest(keys: [wrap]))
@@ -96,9 +96,11 @@ struct ServerLogTests {
             var tableNames: [String] { index.tableNames }
             func apply(_ entry: LogEntry, to tables: ProjectionTables) throws { try index.apply(entry, to: tables) }
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entry-by-entry-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "entry-by-entry-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let copy = try Log.open(at: directory, named: log.name, options: .init(durability: .fast), projections: [EntryByEntry()])
+        let copy = try Log.open(
+            at: directory, named: log.name, options: .init(durability: .fast), projections: [EntryByEntry()])
         var cursor = try log.entries()
         while let entry = try cursor.next() {
             _ = try copy.append(NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time))
@@ -163,9 +165,12 @@ struct ServerLogTests {
             server.shutdown()
             server.databases.withLock { $0.removeAll() }
             let restarted = try SyncServer(.init(directory: directory, durability: .durable))
-            let changes = try await restarted.database(for: "bob").fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone))
+            let changes = try await restarted.database(for: "bob").fetchZoneChanges(
+                FetchZoneChangesRequest(zoneID: zone))
             #expect(changes.modifications.count == 20)
-            #expect(Set(changes.modifications.compactMap { $0.record["index"] }) == Set((0..<20).map { RecordValue.int64(Int64($0)) }))
+            #expect(
+                Set(changes.modifications.compactMap { $0.record["index"] })
+                    == Set((0..<20).map { RecordValue.int64(Int64($0)) }))
         }
     }
 }

@@ -22,7 +22,9 @@ struct SharingServerTests {
             #expect(try server.userIdentity(forUserRecordName: "_user999") == nil)
             #expect(try server.userIdentity(forUserRecordName: "_user01") == nil)
 
-            let taken = #expect(throws: SyncError.self) { try server.registerUser("bob", emailAddress: "ALICE@example.com") }
+            let taken = #expect(throws: SyncError.self) {
+                try server.registerUser("bob", emailAddress: "ALICE@example.com")
+            }
             #expect(taken?.code == .invalidArguments)
             #expect(taken?.message.contains("already belongs to another user") == true)
             let malformed = #expect(throws: SyncError.self) { try server.registerUser("bob", emailAddress: "bob") }
@@ -33,7 +35,9 @@ struct SharingServerTests {
             #expect(try server.userIdentity(forEmailAddress: "alice@example.com") == nil)
             server.shutdown()
             let reopened = try SyncServer(.init(directory: directory, durability: .fast))
-            #expect(try reopened.userIdentity(forEmailAddress: "alice@work.example")?.userRecordName == alice.userRecordName)
+            #expect(
+                try reopened.userIdentity(forEmailAddress: "alice@work.example")?.userRecordName == alice.userRecordName
+            )
         }
     }
 
@@ -43,27 +47,32 @@ struct SharingServerTests {
     @Test("the owner's and the participants' indexes equal their rebuilds after a sharing history")
     func projectionRule() async throws {
         try await withServer { server, _ in
-            for user in ["bob", "carol"] as [UserID] { try server.registerUser(user, emailAddress: "\(user.rawValue)@example.com") }
+            for user in ["bob", "carol"] as [UserID] {
+                try server.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
+            }
             let alice = server.database(for: "alice", device: "phone")
             let bob = server.database(for: "bob", scope: .shared, device: "phone")
             let carol = server.database(for: "carol", scope: .shared, device: "phone")
             for name in ["A", "B"] {
                 _ = try await alice.modifyZones(saving: [RecordZone(zoneName: name)], deleting: [])
             }
-            var root = Record(recordType: "Folder", recordID: Record.ID(recordName: "root", zoneID: RecordZone.ID(zoneName: "B")))
+            var root = Record(
+                recordType: "Folder", recordID: Record.ID(recordName: "root", zoneID: RecordZone.ID(zoneName: "B")))
             root["name"] = "root"
             _ = try await alice.modifyRecords(saving: [root], deleting: [])
             var zoneShare = Share(recordZoneID: RecordZone.ID(zoneName: "A"))
             zoneShare.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
             zoneShare.addParticipant(Share.Participant(emailAddress: "carol@example.com"))
-            var folderShare = Share(rootRecordID: root.recordID, shareID: Record.ID(recordName: "s", zoneID: root.recordID.zoneID))
+            var folderShare = Share(
+                rootRecordID: root.recordID, shareID: Record.ID(recordName: "s", zoneID: root.recordID.zoneID))
             folderShare.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
             let saved = try await alice.modifyRecords(saving: [zoneShare.record, folderShare.record], deleting: [])
             let zoneURL = try Share(record: try #require(saved.saveResults[zoneShare.recordID]).get()).url!
             let folderURL = try Share(record: try #require(saved.saveResults[folderShare.recordID]).get()).url!
             let bobs = try await bob.acceptShares(AcceptSharesRequest(shareURLs: [zoneURL, folderURL]))
             #expect(bobs.results.values.allSatisfy { (try? $0.get()) != nil })
-            _ = try #require(try await carol.acceptShares(AcceptSharesRequest(shareURLs: [zoneURL])).results[zoneURL]).get()
+            _ = try #require(try await carol.acceptShares(AcceptSharesRequest(shareURLs: [zoneURL])).results[zoneURL])
+                .get()
             let owner = try server.userRecordID(for: "alice").recordName
             let sharedA = RecordZone.ID(zoneName: "A", ownerName: owner)
             for index in 0..<5 {
@@ -78,15 +87,19 @@ struct SharingServerTests {
             try await bob.registerDeviceKey(bobKey.publicKey)
             try await alice.registerDeviceKey(aliceKey.publicKey)
             let zoneKey = ZoneKey.generate(zoneID: sharedA, version: 1)
-            let wraps = try await bob.saveZoneKeys(SaveZoneKeysRequest(keys: [bobKey, aliceKey].map { zoneKey.wrapped(for: $0.publicKey) }))
+            let wraps = try await bob.saveZoneKeys(
+                SaveZoneKeysRequest(keys: [bobKey, aliceKey].map { zoneKey.wrapped(for: $0.publicKey) }))
             #expect(wraps.results.values.allSatisfy { (try? $0.get()) != nil })
-            _ = try await carol.modifyRecords(saving: [], deleting: [Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: sharedA)])
+            _ = try await carol.modifyRecords(
+                saving: [], deleting: [Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: sharedA)])
             _ = try await bob.fetchDatabaseChanges(since: nil)
             _ = try await alice.modifyRecords(saving: [], deleting: [root.recordID])
             _ = try await alice.modifyZones(saving: [], deleting: [RecordZone.ID(zoneName: "A")])
             _ = try await carol.fetchDatabaseChanges(since: nil)
 
-            for (user, scope) in [("alice", DatabaseScope.private), ("bob", .private), ("bob", .shared), ("carol", .shared)] as [(UserID, DatabaseScope)] {
+            for (user, scope) in [
+                ("alice", DatabaseScope.private), ("bob", .private), ("bob", .shared), ("carol", .shared),
+            ] as [(UserID, DatabaseScope)] {
                 let log = try server.admin.log(of: user, scope: scope)
                 let mismatch = try log.verifyProjections()
                 #expect(mismatch == nil, "\(user)'s \(scope) database: \(String(describing: mismatch))")
@@ -114,7 +127,8 @@ struct SharingServerTests {
 
             // The owner's commit, appended without propagation.
             let store = try server.store("alice", .private)
-            var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
+            var note = Record(
+                recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
             note["title"] = "written while the participant's log was out of reach"
             _ = try store.write { _, next in
                 ([ServerEntry.recordSaved(note.applyingTag(String(next)))], ())
@@ -143,8 +157,10 @@ extension Record {
     /// The record with the server's change tag `tag`, as an entry the server appends holds it.
     func applyingTag(_ tag: String) -> Record {
         var copy = self
-        copy.applySystemFields(Record.SystemFields(recordChangeTag: tag, creationDate: Date(timeIntervalSince1970: 0),
-                                                   modificationDate: Date(timeIntervalSince1970: 0)))
+        copy.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: tag, creationDate: Date(timeIntervalSince1970: 0),
+                modificationDate: Date(timeIntervalSince1970: 0)))
         return copy
     }
 }

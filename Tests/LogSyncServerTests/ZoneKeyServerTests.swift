@@ -32,7 +32,9 @@ struct ZoneKeyServerTests {
                 if case .deviceKeyRegistered = $0 { true } else if case .zoneKeysSaved = $0 { true } else { false }
             }
             #expect(keyEntries.count == 2)
-            guard case .deviceKeyRegistered(let registered)? = keyEntries.first, case .zoneKeysSaved(let wraps)? = keyEntries.last else {
+            guard case .deviceKeyRegistered(let registered)? = keyEntries.first,
+                case .zoneKeysSaved(let wraps)? = keyEntries.last
+            else {
                 Issue.record("unexpected entries \(keyEntries)")
                 return
             }
@@ -66,7 +68,8 @@ struct ZoneKeyServerTests {
                     let version = (versions[zoneID] ?? 0) + 1
                     versions[zoneID] = version
                     let key = ZoneKey.generate(zoneID: zoneID, version: version)
-                    let response = try await alice.saveZoneKeys(SaveZoneKeysRequest(keys: pairs.map { key.wrapped(for: $0.publicKey) }))
+                    let response = try await alice.saveZoneKeys(
+                        SaveZoneKeysRequest(keys: pairs.map { key.wrapped(for: $0.publicKey) }))
                     #expect(response.results.values.allSatisfy { (try? $0.get()) != nil })
                 }
             }

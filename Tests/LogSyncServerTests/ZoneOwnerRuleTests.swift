@@ -33,13 +33,17 @@ struct ZoneOwnerRuleTests {
 
     /// Alice has a note (see ``aliceHasANote(_:)``): bob's database, and alice's Notes zone as
     /// bob would name it.
-    static func bobAndAlicesNotes(_ server: SyncServer) async throws -> (bob: InProcessDatabase, alicesNotes: RecordZone.ID) {
+    static func bobAndAlicesNotes(
+        _ server: SyncServer
+    ) async throws -> (bob: InProcessDatabase, alicesNotes: RecordZone.ID) {
         let aliceName = try await aliceHasANote(server)
         return (server.database(for: "bob"), RecordZone.ID(zoneName: "Notes", ownerName: aliceName))
     }
 
     /// Alice's note is as ``aliceHasANote(_:)`` left it: nothing bob did reached it.
-    static func expectAlicesNoteUnchanged(_ server: SyncServer, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    static func expectAlicesNoteUnchanged(
+        _ server: SyncServer, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         let alices = try await server.database(for: "alice").fetchZoneChanges(zoneID: notes, since: nil)
         #expect(alices.modifications.map { $0.record["title"] } == [.string("alice's")], sourceLocation: sourceLocation)
     }
@@ -61,13 +65,18 @@ struct ZoneOwnerRuleTests {
     /// The owner names that are not bob's: alice's user record name, a user that does not
     /// exist, and near misses of the default owner.
     static func foreignOwners(_ server: SyncServer) throws -> [String] {
-        [try server.userRecordID(for: "alice").recordName, "_user999", "someone-else", "__defaultowner__", "__defaultOwner__ "]
+        [
+            try server.userRecordID(for: "alice").recordName, "_user999", "someone-else", "__defaultowner__",
+            "__defaultOwner__ ",
+        ]
     }
 
     /// The refusal of a write naming another owner's zone: invalidArguments naming the zone and
     /// the owner.
-    static func expectRefusedWrite(_ error: SyncError?, _ zoneID: RecordZone.ID, item: SyncError.ItemID,
-                                   sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectRefusedWrite(
+        _ error: SyncError?, _ zoneID: RecordZone.ID, item: SyncError.ItemID,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(error?.code == .invalidArguments, "\(String(describing: error))", sourceLocation: sourceLocation)
         #expect(error?.item == item, sourceLocation: sourceLocation)
         #expect(error?.message.contains(zoneID.description) == true, sourceLocation: sourceLocation)
@@ -92,7 +101,8 @@ struct ZoneOwnerRuleTests {
             // Next to a zone of bob's own: his zone is created, the other refused.
             let foreign = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
             let bobs = RecordZone.ID(zoneName: "BobsNotes")
-            let mixed = try await bob.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: foreign), RecordZone(zoneID: bobs)]))
+            let mixed = try await bob.modifyZones(
+                ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: foreign), RecordZone(zoneID: bobs)]))
             #expect(try mixed.saveResults[bobs]?.get().zoneID == bobs)
             Self.expectRefusedWrite(failure(mixed.saveResults[foreign]), foreign, item: .zone(foreign))
             #expect(Set(try await bob.fetchAllZones().map(\.zoneID)) == [.default, bobs])
@@ -116,7 +126,8 @@ struct ZoneOwnerRuleTests {
     // F138 F148: record saves and deletions in another owner's zone fail alone with
     // invalidArguments; bob's own records in the same request are saved; a request refused
     // whole writes nothing, not even its request ID (F160).
-    @Test("F138 records in a zone of another owner get invalidArguments per item; a request refused whole writes nothing")
+    @Test(
+        "F138 records in a zone of another owner get invalidArguments per item; a request refused whole writes nothing")
     func recordWritesInAnotherOwnersZone() async throws {
         try await withServer { server, _ in
             let (aliceName, bob) = try await Self.aliceAndBobHaveNotes(server)
@@ -126,12 +137,15 @@ struct ZoneOwnerRuleTests {
                     let saved = Record.ID(recordName: "secret", zoneID: foreign)
                     let deleted = Record.ID(recordName: "other", zoneID: foreign)
                     let before = try Self.ends(server)
-                    let response = try await bob.modifyRecords(ModifyRecordsRequest(
-                        recordsToSave: [Self.note("secret", "bob was here", in: foreign)], recordIDsToDelete: [deleted],
-                        savePolicy: .allKeys, requestID: RequestID("refused-\(owner)-\(zoneName)")))
+                    let response = try await bob.modifyRecords(
+                        ModifyRecordsRequest(
+                            recordsToSave: [Self.note("secret", "bob was here", in: foreign)],
+                            recordIDsToDelete: [deleted],
+                            savePolicy: .allKeys, requestID: RequestID("refused-\(owner)-\(zoneName)")))
                     Self.expectRefusedWrite(failure(response.saveResults[saved]), foreign, item: .record(saved))
                     Self.expectRefusedWrite(failure(response.deleteResults[deleted]), foreign, item: .record(deleted))
-                    #expect(failure(response.saveResults[saved])?.requestID == RequestID("refused-\(owner)-\(zoneName)"))
+                    #expect(
+                        failure(response.saveResults[saved])?.requestID == RequestID("refused-\(owner)-\(zoneName)"))
                     #expect(try Self.ends(server) == before, "owner \(owner), zone \(zoneName)")
                 }
             }
@@ -141,10 +155,13 @@ struct ZoneOwnerRuleTests {
             let bobsID = Record.ID(recordName: "mine", zoneID: Self.notes)
             let bobsInbox = Record.ID(recordName: "inbox")
             let aliceBefore = try server.admin.log(of: "alice").lastOffset
-            let mixed = try await bob.modifyRecords(ModifyRecordsRequest(
-                recordsToSave: [Self.note("secret", "bob", in: alicesNotes), Self.note("mine", "bob's"),
-                                Self.note("inbox", "bob's", in: .default)],
-                atomically: true))
+            let mixed = try await bob.modifyRecords(
+                ModifyRecordsRequest(
+                    recordsToSave: [
+                        Self.note("secret", "bob", in: alicesNotes), Self.note("mine", "bob's"),
+                        Self.note("inbox", "bob's", in: .default),
+                    ],
+                    atomically: true))
             Self.expectRefusedWrite(failure(mixed.saveResults[foreignID]), alicesNotes, item: .record(foreignID))
             #expect(try mixed.saveResults[bobsID]?.get()["title"] == .string("bob's"))
             #expect(try mixed.saveResults[bobsInbox]?.get().recordID == bobsInbox)
@@ -203,8 +220,9 @@ struct ZoneOwnerRuleTests {
         try await withServer { server, _ in
             let (bob, alicesNotes) = try await Self.bobAndAlicesNotes(server)
             let before = try Self.ends(server)
-            let response = try await bob.modifySubscriptions(ModifySubscriptionsRequest(
-                subscriptionsToSave: [Subscription(subscriptionID: "spy", kind: .recordZone(alicesNotes))]))
+            let response = try await bob.modifySubscriptions(
+                ModifySubscriptionsRequest(
+                    subscriptionsToSave: [Subscription(subscriptionID: "spy", kind: .recordZone(alicesNotes))]))
             Self.expectRefusedWrite(failure(response.saveResults["spy"]), alicesNotes, item: .subscription("spy"))
             #expect(try Self.ends(server) == before)
             #expect(try await bob.allSubscriptions().isEmpty)
@@ -237,10 +255,13 @@ struct ZoneOwnerRuleTests {
             let saved = try await bob.modifyRecords(ModifyRecordsRequest(recordsToSave: [record]))
             let savedRecord = try #require(try saved.saveResults[savedID]?.get())
             #expect(savedRecord.recordID == savedID)
-            #expect(savedRecord["folder"] == .reference(Record.Reference(recordID: Record.ID(recordName: "n0", zoneID: spelt))))
+            #expect(
+                savedRecord["folder"]
+                    == .reference(Record.Reference(recordID: Record.ID(recordName: "n0", zoneID: spelt))))
             let byDefault = try await bob.fetchZoneChanges(FetchZoneChangesRequest(zoneID: Self.notes))
             #expect(byDefault.modifications.map(\.record.recordID) == [Record.ID(recordName: "n1", zoneID: Self.notes)])
-            #expect(byDefault.modifications.first?.record["folder"]
+            #expect(
+                byDefault.modifications.first?.record["folder"]
                     == .reference(Record.Reference(recordID: Record.ID(recordName: "n0", zoneID: Self.notes))))
             let bySpelling = try await bob.fetchZoneChanges(FetchZoneChangesRequest(zoneID: spelt))
             #expect(bySpelling.zoneID == spelt)
@@ -256,38 +277,45 @@ struct ZoneOwnerRuleTests {
             #expect(try edited.saveResults[edit.recordID]?.get()["title"] == .string("second"))
 
             // A token of one spelling goes on with that spelling; a conflict names it too.
-            let later = try await bob.fetchZoneChanges(FetchZoneChangesRequest(zoneID: spelt, since: bySpelling.changeToken))
+            let later = try await bob.fetchZoneChanges(
+                FetchZoneChangesRequest(zoneID: spelt, since: bySpelling.changeToken))
             #expect(later.modifications.map(\.record.recordID) == [savedID])
             var stale = Self.note("n1", "stale", in: spelt)
             stale.applySystemFields(savedRecord.systemFields)
-            let conflict = failure(try await bob.modifyRecords(ModifyRecordsRequest(recordsToSave: [stale])).saveResults[savedID])
+            let conflict = failure(
+                try await bob.modifyRecords(ModifyRecordsRequest(recordsToSave: [stale])).saveResults[savedID])
             #expect(conflict?.code == .serverRecordChanged)
             #expect(conflict?.item == .record(savedID))
             #expect(conflict?.serverRecord?.recordID == savedID)
             #expect(conflict?.serverRecord?["title"] == .string("second"))
 
             // A zone subscription by the record name watches the zone kept under __defaultOwner__.
-            let subscribed = try await bob.modifySubscriptions(ModifySubscriptionsRequest(
-                subscriptionsToSave: [Subscription(subscriptionID: "notes", kind: .recordZone(spelt))]))
+            let subscribed = try await bob.modifySubscriptions(
+                ModifySubscriptionsRequest(
+                    subscriptionsToSave: [Subscription(subscriptionID: "notes", kind: .recordZone(spelt))]))
             #expect(try subscribed.saveResults["notes"]?.get().kind == .recordZone(spelt))
             #expect(try await bob.allSubscriptions().map(\.kind) == [.recordZone(Self.notes)])
 
             // Both spellings of one item in one request name it twice: refused whole, nothing written.
             let beforeTwice = try Self.ends(server)
             let twice = await #expect(throws: SyncError.self) {
-                _ = try await bob.modifyRecords(ModifyRecordsRequest(
-                    recordsToSave: [Self.note("n2", "a"), Self.note("n2", "b", in: spelt)]))
+                _ = try await bob.modifyRecords(
+                    ModifyRecordsRequest(
+                        recordsToSave: [Self.note("n2", "a"), Self.note("n2", "b", in: spelt)]))
             }
             #expect(twice?.code == .invalidArguments)
             let twiceZones = await #expect(throws: SyncError.self) {
-                _ = try await bob.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: spelt)], zoneIDsToDelete: [Self.notes]))
+                _ = try await bob.modifyZones(
+                    ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: spelt)], zoneIDsToDelete: [Self.notes]))
             }
             #expect(twiceZones?.code == .invalidArguments)
             #expect(try Self.ends(server) == beforeTwice)
 
             // The default zone too; then the zone is deleted by its spelling (F149).
-            let inbox = Record.ID(recordName: "inbox", zoneID: RecordZone.ID(zoneName: RecordZone.ID.defaultZoneName, ownerName: bobName))
-            let inInbox = try await bob.modifyRecords(ModifyRecordsRequest(recordsToSave: [Self.note("inbox", "x", in: inbox.zoneID)]))
+            let inbox = Record.ID(
+                recordName: "inbox", zoneID: RecordZone.ID(zoneName: RecordZone.ID.defaultZoneName, ownerName: bobName))
+            let inInbox = try await bob.modifyRecords(
+                ModifyRecordsRequest(recordsToSave: [Self.note("inbox", "x", in: inbox.zoneID)]))
             #expect(try inInbox.saveResults[inbox]?.get().recordID == inbox)
             let fromDefault = try await bob.fetchZoneChanges(FetchZoneChangesRequest(zoneID: .default))
             #expect(fromDefault.modifications.map(\.record.recordID) == [Record.ID(recordName: "inbox")])
@@ -322,29 +350,40 @@ struct ZoneOwnerRuleTests {
                         _ = try await bobShared.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zone))
                     }
                     #expect(read?.code == .zoneNotFound)
-                    let fetched = failure(try await bobShared.fetchZones(FetchZonesRequest(zoneIDs: [zone])).results[zone])
+                    let fetched = failure(
+                        try await bobShared.fetchZones(FetchZonesRequest(zoneIDs: [zone])).results[zone])
                     #expect(fetched?.code == .zoneNotFound)
                     messages["\(zoneName) \(owner)"] = [read?.message ?? "", fetched?.message ?? ""].map {
                         $0.replacingOccurrences(of: zoneName, with: "ZONE")
                     }
 
-                    let zones = try await bobShared.modifyZones(ModifyZonesRequest(
-                        zonesToSave: [RecordZone(zoneID: zone)], zoneIDsToDelete: [RecordZone.ID(zoneName: "Other", ownerName: owner)]))
+                    let zones = try await bobShared.modifyZones(
+                        ModifyZonesRequest(
+                            zonesToSave: [RecordZone(zoneID: zone)],
+                            zoneIDsToDelete: [RecordZone.ID(zoneName: "Other", ownerName: owner)]))
                     #expect(failure(zones.saveResults[zone])?.code == .badDatabase)
-                    #expect(failure(zones.deleteResults[RecordZone.ID(zoneName: "Other", ownerName: owner)])?.code == .badDatabase)
+                    #expect(
+                        failure(zones.deleteResults[RecordZone.ID(zoneName: "Other", ownerName: owner)])?.code
+                            == .badDatabase)
                     let recordID = Record.ID(recordName: "secret", zoneID: zone)
-                    let records = try await bobShared.modifyRecords(ModifyRecordsRequest(
-                        recordsToSave: [Self.note("secret", "bob", in: zone)], recordIDsToDelete: [Record.ID(recordName: "x", zoneID: zone)],
-                        savePolicy: .allKeys))
+                    let records = try await bobShared.modifyRecords(
+                        ModifyRecordsRequest(
+                            recordsToSave: [Self.note("secret", "bob", in: zone)],
+                            recordIDsToDelete: [Record.ID(recordName: "x", zoneID: zone)],
+                            savePolicy: .allKeys))
                     #expect(failure(records.saveResults[recordID])?.code == .zoneNotFound)
-                    #expect(failure(records.deleteResults[Record.ID(recordName: "x", zoneID: zone)])?.code == .zoneNotFound)
-                    let subscription = try await bobShared.modifySubscriptions(ModifySubscriptionsRequest(
-                        subscriptionsToSave: [Subscription(subscriptionID: "spy", kind: .recordZone(zone))]))
+                    #expect(
+                        failure(records.deleteResults[Record.ID(recordName: "x", zoneID: zone)])?.code == .zoneNotFound)
+                    let subscription = try await bobShared.modifySubscriptions(
+                        ModifySubscriptionsRequest(
+                            subscriptionsToSave: [Subscription(subscriptionID: "spy", kind: .recordZone(zone))]))
                     #expect(failure(subscription.saveResults["spy"])?.code == .invalidArguments)  // F116
                 }
             }
             #expect(messages["Notes \(aliceName)"] == messages["Nothing \(aliceName)"])
-            #expect(messages["Notes \(RecordZone.ID.defaultOwnerName)"] == messages["Nothing \(RecordZone.ID.defaultOwnerName)"])
+            #expect(
+                messages["Notes \(RecordZone.ID.defaultOwnerName)"]
+                    == messages["Nothing \(RecordZone.ID.defaultOwnerName)"])
             #expect(try alicesEnds() == before)
             #expect(try server.admin.log(of: "bob", scope: .shared).lastOffset == LogOffset(rawValue: 0))
             #expect(try await bobShared.fetchAllZones().isEmpty)

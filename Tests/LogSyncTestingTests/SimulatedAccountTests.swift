@@ -1,9 +1,9 @@
 import Foundation
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -12,7 +12,9 @@ import Testing
 /// and push hints that follow the signed-in user.
 @Suite("Accounts: SimulatedAccount")
 struct SimulatedAccountTests {
-    @Test("Forwards to the signed-in user's database; throws notAuthenticated signed out, accountTemporarilyUnavailable when not ready")
+    @Test(
+        "Forwards to the signed-in user's database; throws notAuthenticated signed out, accountTemporarilyUnavailable when not ready"
+    )
     func forwardingAndErrors() async throws {
         try await withServer { _, server in
             let account = SimulatedAccount<UserID>(databases: [
@@ -29,12 +31,18 @@ struct SimulatedAccountTests {
 
             account.signIn("alice")
             #expect(try await account.currentUserRecordID() == server.userRecordID(for: "alice"))
-            _ = try await account.modifyZones(saving: [RecordZone(zoneID: RecordZone.ID(zoneName: "Notes"))], deleting: [])
-            #expect(try await server.database(for: "alice").fetchAllZones().map(\.zoneID).filter { $0 != .default } == [RecordZone.ID(zoneName: "Notes")])
+            _ = try await account.modifyZones(
+                saving: [RecordZone(zoneID: RecordZone.ID(zoneName: "Notes"))], deleting: [])
+            #expect(
+                try await server.database(for: "alice").fetchAllZones().map(\.zoneID).filter { $0 != .default } == [
+                    RecordZone.ID(zoneName: "Notes")
+                ])
 
             account.switch(to: "bob")
             #expect(try await account.currentUserRecordID() == server.userRecordID(for: "bob"))
-            #expect(try await account.fetchAllZones().map(\.zoneID).filter { $0 != .default }.isEmpty, "bob's database, not alice's")
+            #expect(
+                try await account.fetchAllZones().map(\.zoneID).filter { $0 != .default }.isEmpty,
+                "bob's database, not alice's")
 
             account.setTemporarilyUnavailable(true)
             #expect(account.currentUser == "bob" && account.isTemporarilyUnavailable)
@@ -52,7 +60,9 @@ struct SimulatedAccountTests {
         }
     }
 
-    @Test("One account, several scopes: signing in on one view signs in the others; a user without a database gives badDatabase")
+    @Test(
+        "One account, several scopes: signing in on one view signs in the others; a user without a database gives badDatabase"
+    )
     func scopesShareTheAccount() async throws {
         try await withServer { _, server in
             let account = SimulatedAccount<UserID>(signedIn: "alice") { user, scope in

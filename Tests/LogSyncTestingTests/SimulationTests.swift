@@ -47,7 +47,8 @@ struct SimulationTests {
     }
 
     /// `SIMULATION_OPERATIONS=300` makes each device do that many operations (default 100).
-    static let configuration = configured(Simulation.Configuration(), rerun: "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation")
+    static let configuration = configured(
+        Simulation.Configuration(), rerun: "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation")
 
     /// The simulation with sharing (`Simulation.Configuration.sharing`): alice's two devices,
     /// bob's two (read-write) and carol's one (read-only).
@@ -88,8 +89,12 @@ struct SimulationTests {
                 do {
                     let report = try await simulation.run()
                     if verbose { print(report) }
-                    if ProcessInfo.processInfo.environment["SIMULATION_TRACE"] != nil { print(report.trace.joined(separator: "\n")) }
-                    #expect(report.operations == configuration.deviceCount * configuration.operationsPerDevice, "seed \(seed)")
+                    if ProcessInfo.processInfo.environment["SIMULATION_TRACE"] != nil {
+                        print(report.trace.joined(separator: "\n"))
+                    }
+                    #expect(
+                        report.operations == configuration.deviceCount * configuration.operationsPerDevice,
+                        "seed \(seed)")
                 } catch let failure as SimulationFailure {
                     Issue.record(Comment(rawValue: verbose ? failure.fullDescription : failure.description))
                 }
@@ -107,7 +112,8 @@ struct SimulationTests {
     }()
 
     /// The soak's configuration: with `SIMULATION_SHARING=1`, the simulation with sharing.
-    static let soakConfiguration = ProcessInfo.processInfo.environment["SIMULATION_SHARING"] == "1" ? sharingConfiguration : configuration
+    static let soakConfiguration =
+        ProcessInfo.processInfo.environment["SIMULATION_SHARING"] == "1" ? sharingConfiguration : configuration
 
     /// The soak (Docs/Testing.md): `SIMULATION_SOAK=20000 swift test --filter SimulationTests/soak`.
     /// Runs the seeds as many at a time as the machine has cores, prints the seeds done and seeds
@@ -177,7 +183,8 @@ struct SimulationTests {
             }
             return failure
         } catch {
-            return SoakFailure(seed: seed, rerun: rerun, report: "simulation seed \(seed) stopped: \(error)\nrerun: \(rerun)")
+            return SoakFailure(
+                seed: seed, rerun: rerun, report: "simulation seed \(seed) stopped: \(error)\nrerun: \(rerun)")
         }
     }
 
@@ -210,7 +217,13 @@ struct SimulationTests {
     @Test("Across a few seeds the simulation reaches every fault, restarts, account switches and conflicts")
     func coverage() async throws {
         var fates: [NetworkFate: Int] = [:]
-        var engineRestarts = 0, serverRestarts = 0, switches = 0, won = 0, lost = 0, acknowledged = 0, dropped = 0
+        var engineRestarts = 0
+        var serverRestarts = 0
+        var switches = 0
+        var won = 0
+        var lost = 0
+        var acknowledged = 0
+        var dropped = 0
         for seed in UInt64(1)...8 {
             try await withTemporaryDirectory { directory in
                 let report = try await Simulation(seed: seed, directory: directory).run()
@@ -234,7 +247,8 @@ struct SimulationTests {
     @Test("With sharing, a few seeds share, accept, refuse read-only edits, remove, leave and delete shares")
     func sharingCoverage() async throws {
         var sharing = Simulation.SharingReport()
-        var refused = 0, acknowledged = 0
+        var refused = 0
+        var acknowledged = 0
         var fates: [NetworkFate: Int] = [:]
         for seed in UInt64(1)...4 {
             try await withTemporaryDirectory { directory in
@@ -274,7 +288,9 @@ struct SimulationTests {
 
     /// A simulation of `seed` in `directory`, its operations run and settled, whose checks find
     /// nothing.
-    static func settled(seed: UInt64, directory: URL, configuration: Simulation.Configuration) async throws -> Simulation {
+    static func settled(
+        seed: UInt64, directory: URL, configuration: Simulation.Configuration
+    ) async throws -> Simulation {
         let simulation = try Simulation(seed: seed, directory: directory, configuration: configuration)
         try await simulation.runOperations()
         try await simulation.settle()
@@ -304,12 +320,19 @@ struct SimulationTests {
         try await withTemporaryDirectory { directory in
             var configuration = Simulation.Configuration.sharing
             configuration.operationsPerDevice = 30
-            configuration.rerunCommand = "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation"
+            configuration.rerunCommand =
+                "SIMULATION_SHARING_SEEDS={seed} swift test --filter SimulationTests/sharingSimulation"
             let simulation = try await Self.settled(seed: 2, directory: directory, configuration: configuration)
             // carol's device (E) is read-only: plant a note as if her edit had been accepted.
-            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Planted", title: "E.999")
-            #expect(findings.contains { $0.contains("edits of user \"carol\", a read-only participant") && $0.contains("Planted/x = E.999") })
-            #expect(failure.description.contains("rerun: SIMULATION_SHARING_SEEDS=2 swift test --filter SimulationTests/sharingSimulation"))
+            let (findings, failure) = try await Self.findingsAfterPlanting(
+                in: simulation, zone: "Planted", title: "E.999")
+            #expect(
+                findings.contains {
+                    $0.contains("edits of user \"carol\", a read-only participant") && $0.contains("Planted/x = E.999")
+                })
+            #expect(
+                failure.description.contains(
+                    "rerun: SIMULATION_SHARING_SEEDS=2 swift test --filter SimulationTests/sharingSimulation"))
         }
     }
 
@@ -321,10 +344,14 @@ struct SimulationTests {
             configuration.rerunCommand = "SIMULATION_SEEDS={seed} swift test --filter SimulationTests/simulation"
             let simulation = try await Self.settled(seed: 3, directory: directory, configuration: configuration)
             // Someone writes to alice's database behind the simulation's back.
-            let (findings, failure) = try await Self.findingsAfterPlanting(in: simulation, zone: "Intruded", title: "planted")
-            #expect(findings.contains { $0.contains("not what it acknowledged") && $0.contains("Intruded/x = planted") })
+            let (findings, failure) = try await Self.findingsAfterPlanting(
+                in: simulation, zone: "Intruded", title: "planted")
+            #expect(
+                findings.contains { $0.contains("not what it acknowledged") && $0.contains("Intruded/x = planted") })
             #expect(failure.description.contains("simulation seed 3 failed"))
-            #expect(failure.description.contains("rerun: SIMULATION_SEEDS=3 swift test --filter SimulationTests/simulation"))
+            #expect(
+                failure.description.contains("rerun: SIMULATION_SEEDS=3 swift test --filter SimulationTests/simulation")
+            )
         }
     }
 

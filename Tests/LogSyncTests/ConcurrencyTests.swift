@@ -1,8 +1,8 @@
 import Dispatch
-import Synchronization
 import Foundation
 import LogStore
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -17,7 +17,8 @@ struct ConcurrencyTests {
     static func call(_ i: Int) -> (add: Bool, changes: [RecordChange]) {
         var random = SeededRandom(seed: UInt64(i))
         let changes = (0..<Int.random(in: 1...3, using: &random)).map { _ -> RecordChange in
-            let id = F.id("r\(Int.random(in: 0..<30, using: &random))", Bool.random(using: &random) ? F.notes : F.photos)
+            let id = F.id(
+                "r\(Int.random(in: 0..<30, using: &random))", Bool.random(using: &random) ? F.notes : F.photos)
             return Bool.random(using: &random) ? .saveRecord(id) : .deleteRecord(id)
         }
         return (Int.random(in: 0..<4, using: &random) != 0, changes)
@@ -57,7 +58,9 @@ struct ConcurrencyTests {
             DispatchQueue.concurrentPerform(iterations: 64) { i in
                 let changes = (0..<(i % 5 + 1)).map { RecordChange.saveRecord(F.id("t\(i)-\($0)")) }
                 do {
-                    let range = try deviceLog.append([.pendingRecordZoneChangesAdded(changes), .untrackedChangesFlagged(i % 2 == 0)])
+                    let range = try deviceLog.append([
+                        .pendingRecordZoneChangesAdded(changes), .untrackedChangesFlagged(i % 2 == 0),
+                    ])
                     results.append((i, range))
                 } catch {
                     results.fail("\(error)")
@@ -90,7 +93,8 @@ struct ConcurrencyTests {
             let results = Results()
             DispatchQueue.concurrentPerform(iterations: 40) { i in
                 // Every fifth caller appends a kind the device index refuses.
-                let entry = i % 5 == 0
+                let entry =
+                    i % 5 == 0
                     ? NewEntry(kind: 77, payload: [1, 2, 3])
                     : DeviceEntry.pendingRecordZoneChangesAdded([.saveRecord(F.id("g\(i)"))]).newEntry
                 do {

@@ -20,7 +20,7 @@ struct DeviceEntryCodecTests {
     }
 
     static let samples: [Sample] = {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         var big = F.clientRecord(F.a)
         big["tags"] = .list([.string("home"), .int64(3)])
         big["removed"] = nil
@@ -33,116 +33,141 @@ struct DeviceEntryCodecTests {
             .saveZone(RecordZone(zoneID: F.shared, capabilities: .customZoneDefault)),
         ]
         return [
-            Sample(entry: .pendingRecordZoneChangesAdded(changes), kind: K.pendingRecordZoneChangesAdded),
-            Sample(entry: .pendingRecordZoneChangesAdded([]), kind: K.pendingRecordZoneChangesAdded),
-            Sample(entry: .pendingRecordZoneChangesRemoved(changes), kind: K.pendingRecordZoneChangesRemoved),
-            Sample(entry: .pendingDatabaseChangesAdded(zoneChanges), kind: K.pendingDatabaseChangesAdded),
-            Sample(entry: .pendingDatabaseChangesRemoved(zoneChanges), kind: K.pendingDatabaseChangesRemoved),
-            Sample(entry: .untrackedChangesFlagged(true), kind: K.untrackedChangesFlagged),
-            Sample(entry: .untrackedChangesFlagged(false), kind: K.untrackedChangesFlagged),
-            Sample(entry: .batchPrepared(recordsToSave: [big, F.clientRecord(F.c)], recordIDsToDelete: [F.b], atomicByZone: true),
-                   kind: K.batchPrepared),
-            Sample(entry: .batchPrepared(recordsToSave: [], recordIDsToDelete: [], atomicByZone: false), kind: K.batchPrepared),
-            Sample(entry: .batchPrepared(
-                recordsToSave: [F.clientRecord(F.a)], recordIDsToDelete: [F.b], atomicByZone: false, requestID: "5f3a9c21-14"),
-                   kind: K.batchPrepared),
-            Sample(entry: .batchResult(
-                saved: [F.serverRecord(F.a, tag: "1")], deleted: [F.b],
-                failedSaves: [F.c: conflict, F.x: SyncError(.zoneBusy, retryAfter: .seconds(3))],
-                failedDeletes: [F.id("d"): SyncError(.unknownItem, "gone")]),
-                   kind: K.batchResult),
-            Sample(entry: .batchResult(saved: [], deleted: [], failedSaves: [:], failedDeletes: [:]), kind: K.batchResult),
-            Sample(entry: .databaseChangesSent(
-                savedZones: [RecordZone(zoneID: F.notes, capabilities: .customZoneDefault)], deletedZoneIDs: [F.photos],
-                failedZoneSaves: [F.shared: SyncError(.badDatabase)],
-                failedZoneDeletes: [RecordZone.ID(zoneName: "Z"): SyncError(.networkFailure)]),
-                   kind: K.databaseChangesSent),
+            Sample(entry: .pendingRecordZoneChangesAdded(changes), kind: kinds.pendingRecordZoneChangesAdded),
+            Sample(entry: .pendingRecordZoneChangesAdded([]), kind: kinds.pendingRecordZoneChangesAdded),
+            Sample(entry: .pendingRecordZoneChangesRemoved(changes), kind: kinds.pendingRecordZoneChangesRemoved),
+            Sample(entry: .pendingDatabaseChangesAdded(zoneChanges), kind: kinds.pendingDatabaseChangesAdded),
+            Sample(entry: .pendingDatabaseChangesRemoved(zoneChanges), kind: kinds.pendingDatabaseChangesRemoved),
+            Sample(entry: .untrackedChangesFlagged(true), kind: kinds.untrackedChangesFlagged),
+            Sample(entry: .untrackedChangesFlagged(false), kind: kinds.untrackedChangesFlagged),
+            Sample(
+                entry: .batchPrepared(
+                    recordsToSave: [big, F.clientRecord(F.c)], recordIDsToDelete: [F.b], atomicByZone: true),
+                kind: kinds.batchPrepared),
+            Sample(
+                entry: .batchPrepared(recordsToSave: [], recordIDsToDelete: [], atomicByZone: false),
+                kind: kinds.batchPrepared),
+            Sample(
+                entry: .batchPrepared(
+                    recordsToSave: [F.clientRecord(F.a)], recordIDsToDelete: [F.b], atomicByZone: false,
+                    requestID: "5f3a9c21-14"),
+                kind: kinds.batchPrepared),
+            Sample(
+                entry: .batchResult(
+                    saved: [F.serverRecord(F.a, tag: "1")], deleted: [F.b],
+                    failedSaves: [F.c: conflict, F.x: SyncError(.zoneBusy, retryAfter: .seconds(3))],
+                    failedDeletes: [F.id("d"): SyncError(.unknownItem, "gone")]),
+                kind: kinds.batchResult),
+            Sample(
+                entry: .batchResult(saved: [], deleted: [], failedSaves: [:], failedDeletes: [:]),
+                kind: kinds.batchResult),
+            Sample(
+                entry: .databaseChangesSent(
+                    savedZones: [RecordZone(zoneID: F.notes, capabilities: .customZoneDefault)],
+                    deletedZoneIDs: [F.photos],
+                    failedZoneSaves: [F.shared: SyncError(.badDatabase)],
+                    failedZoneDeletes: [RecordZone.ID(zoneName: "Z"): SyncError(.networkFailure)]),
+                kind: kinds.databaseChangesSent),
         ] + syncStepSamples
     }()
 
     /// The entries of a send or a fetch (kinds 10, 14, 20–25, 50), each case with its variants.
     static let syncStepSamples: [Sample] = {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         let z = RecordZone.ID(zoneName: "Z")
         func send(_ reason: SyncEngine.SyncReason, _ scope: SyncEngine.SendChangesOptions.Scope) -> DeviceEntry {
             .sendStarted(SyncEngine.SendChangesContext(reason: reason, options: .init(scope: scope)))
         }
         func fetch(
-            _ reason: SyncEngine.SyncReason, _ scope: SyncEngine.FetchChangesOptions.Scope, _ prioritized: [RecordZone.ID] = []
+            _ reason: SyncEngine.SyncReason, _ scope: SyncEngine.FetchChangesOptions.Scope,
+            _ prioritized: [RecordZone.ID] = []
         ) -> DeviceEntry {
-            .fetchStarted(SyncEngine.FetchChangesContext(
-                reason: reason, options: .init(scope: scope, prioritizedZoneIDs: prioritized)))
+            .fetchStarted(
+                SyncEngine.FetchChangesContext(
+                    reason: reason, options: .init(scope: scope, prioritizedZoneIDs: prioritized)))
         }
         let databaseToken = DatabaseChangeToken(offset: 42, database: 7)
         let zoneToken = ZoneChangeToken(zoneID: F.notes, incarnation: 2, offset: 42, database: 7)
         var missingZone = SyncError(.zoneNotFound, "no zone", item: .zone(F.shared))
         missingZone.requestID = "dev-2"
         return [
-            Sample(entry: send(.scheduled, .all), kind: K.sendStarted),
-            Sample(entry: send(.manual, .zoneIDs([F.notes, F.shared])), kind: K.sendStarted),
-            Sample(entry: send(.manual, .allExcluding([F.photos])), kind: K.sendStarted),
-            Sample(entry: send(.scheduled, .recordIDs([F.a, F.id("s", F.shared)])), kind: K.sendStarted),
-            Sample(entry: send(.manual, .zoneIDs([])), kind: K.sendStarted),
-            Sample(entry: .sendFinished(error: nil), kind: K.sendFinished),
-            Sample(entry: .sendFinished(error: SyncError(.networkFailure, retryAfter: .seconds(2))), kind: K.sendFinished),
-            Sample(entry: fetch(.scheduled, .all), kind: K.fetchStarted),
-            Sample(entry: fetch(.manual, .zoneIDs([F.notes]), [F.notes, F.photos]), kind: K.fetchStarted),
-            Sample(entry: fetch(.manual, .allExcluding([F.shared]), [F.photos]), kind: K.fetchStarted),
-            Sample(entry: .fetchStarted(SyncEngine.FetchChangesContext(
-                reason: .scheduled,
-                options: .init(
-                    scope: .all, defaultZoneConfiguration: .init(resultsLimit: 50),
-                    zoneConfigurations: [
-                        F.photos: .init(shouldFetchAssetContents: false), F.notes: .init(shouldFetchAssetContents: false, resultsLimit: 10),
-                        F.shared: .init(),
-                    ]))),
-                   kind: K.fetchStarted),
-            Sample(entry: .databaseChangesFetched(
-                modifications: [F.notes, F.shared],
-                deletions: [
-                    SyncModel.DatabaseChange.Deletion(zoneID: F.photos, reason: .purged),
-                    SyncModel.DatabaseChange.Deletion(zoneID: z, reason: .encryptedDataReset),
-                    SyncModel.DatabaseChange.Deletion(zoneID: F.notes, reason: .deleted),
-                ],
-                changeToken: databaseToken, moreComing: true),
-                   kind: K.databaseChangesFetched),
-            Sample(entry: .databaseChangesFetched(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: 0), moreComing: false),
-                   kind: K.databaseChangesFetched),
-            Sample(entry: .zoneChangesFetched(
-                zoneID: F.notes, modifications: [F.serverRecord(F.a, tag: "3"), F.serverRecord(F.c, tag: "4", title: "")],
-                deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")],
-                changeToken: zoneToken, moreComing: true),
-                   kind: K.zoneChangesFetched),
-            Sample(entry: .zoneChangesFetched(
-                zoneID: F.shared, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: F.shared, incarnation: 1, offset: 0), moreComing: false),
-                   kind: K.zoneChangesFetched),
-            Sample(entry: .zoneFetchFinished(zoneID: F.notes, error: nil), kind: K.zoneFetchFinished),
-            Sample(entry: .zoneFetchFinished(zoneID: F.shared, error: missingZone), kind: K.zoneFetchFinished),
-            Sample(entry: .fetchFinished(error: nil), kind: K.fetchFinished),
-            Sample(entry: .fetchFinished(error: SyncError(.operationCancelled)), kind: K.fetchFinished),
-            Sample(entry: .changeTokenReset(zoneID: nil), kind: K.changeTokenReset),
-            Sample(entry: .changeTokenReset(zoneID: F.shared), kind: K.changeTokenReset),
-            Sample(entry: .eventsDelivered(through: 1), kind: K.eventsDelivered),
-            Sample(entry: .eventsDelivered(through: LogOffset(1 << 40)), kind: K.eventsDelivered),
+            Sample(entry: send(.scheduled, .all), kind: kinds.sendStarted),
+            Sample(entry: send(.manual, .zoneIDs([F.notes, F.shared])), kind: kinds.sendStarted),
+            Sample(entry: send(.manual, .allExcluding([F.photos])), kind: kinds.sendStarted),
+            Sample(entry: send(.scheduled, .recordIDs([F.a, F.id("s", F.shared)])), kind: kinds.sendStarted),
+            Sample(entry: send(.manual, .zoneIDs([])), kind: kinds.sendStarted),
+            Sample(entry: .sendFinished(error: nil), kind: kinds.sendFinished),
+            Sample(
+                entry: .sendFinished(error: SyncError(.networkFailure, retryAfter: .seconds(2))),
+                kind: kinds.sendFinished),
+            Sample(entry: fetch(.scheduled, .all), kind: kinds.fetchStarted),
+            Sample(entry: fetch(.manual, .zoneIDs([F.notes]), [F.notes, F.photos]), kind: kinds.fetchStarted),
+            Sample(entry: fetch(.manual, .allExcluding([F.shared]), [F.photos]), kind: kinds.fetchStarted),
+            Sample(
+                entry: .fetchStarted(
+                    SyncEngine.FetchChangesContext(
+                        reason: .scheduled,
+                        options: .init(
+                            scope: .all, defaultZoneConfiguration: .init(resultsLimit: 50),
+                            zoneConfigurations: [
+                                F.photos: .init(shouldFetchAssetContents: false),
+                                F.notes: .init(shouldFetchAssetContents: false, resultsLimit: 10),
+                                F.shared: .init(),
+                            ]))),
+                kind: kinds.fetchStarted),
+            Sample(
+                entry: .databaseChangesFetched(
+                    modifications: [F.notes, F.shared],
+                    deletions: [
+                        SyncModel.DatabaseChange.Deletion(zoneID: F.photos, reason: .purged),
+                        SyncModel.DatabaseChange.Deletion(zoneID: z, reason: .encryptedDataReset),
+                        SyncModel.DatabaseChange.Deletion(zoneID: F.notes, reason: .deleted),
+                    ],
+                    changeToken: databaseToken, moreComing: true),
+                kind: kinds.databaseChangesFetched),
+            Sample(
+                entry: .databaseChangesFetched(
+                    modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: 0), moreComing: false),
+                kind: kinds.databaseChangesFetched),
+            Sample(
+                entry: .zoneChangesFetched(
+                    zoneID: F.notes,
+                    modifications: [F.serverRecord(F.a, tag: "3"), F.serverRecord(F.c, tag: "4", title: "")],
+                    deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")],
+                    changeToken: zoneToken, moreComing: true),
+                kind: kinds.zoneChangesFetched),
+            Sample(
+                entry: .zoneChangesFetched(
+                    zoneID: F.shared, modifications: [], deletions: [],
+                    changeToken: ZoneChangeToken(zoneID: F.shared, incarnation: 1, offset: 0), moreComing: false),
+                kind: kinds.zoneChangesFetched),
+            Sample(entry: .zoneFetchFinished(zoneID: F.notes, error: nil), kind: kinds.zoneFetchFinished),
+            Sample(entry: .zoneFetchFinished(zoneID: F.shared, error: missingZone), kind: kinds.zoneFetchFinished),
+            Sample(entry: .fetchFinished(error: nil), kind: kinds.fetchFinished),
+            Sample(entry: .fetchFinished(error: SyncError(.operationCancelled)), kind: kinds.fetchFinished),
+            Sample(entry: .changeTokenReset(zoneID: nil), kind: kinds.changeTokenReset),
+            Sample(entry: .changeTokenReset(zoneID: F.shared), kind: kinds.changeTokenReset),
+            Sample(entry: .eventsDelivered(through: 1), kind: kinds.eventsDelivered),
+            Sample(entry: .eventsDelivered(through: LogOffset(1 << 40)), kind: kinds.eventsDelivered),
             // F104–F108: first check, sign-out, sign-in, switch.
-            Sample(entry: .accountChanged(previous: nil, current: nil), kind: K.accountChanged),
-            Sample(entry: .accountChanged(previous: F.userA, current: nil), kind: K.accountChanged),
-            Sample(entry: .accountChanged(previous: nil, current: F.userA), kind: K.accountChanged),
-            Sample(entry: .accountChanged(previous: F.userA, current: F.userB), kind: K.accountChanged),
-            Sample(entry: .subscriptionEnsured("logsync-database"), kind: K.subscriptionEnsured),
-            Sample(entry: .pushReceived(zoneID: nil), kind: K.pushReceived),
-            Sample(entry: .pushReceived(zoneID: F.notes), kind: K.pushReceived),
-            Sample(entry: .syncScheduled(work: .send, reason: .localChanges, after: .seconds(1)), kind: K.syncScheduled),
-            Sample(entry: .syncScheduled(work: .fetch, reason: .pushHint, after: .zero), kind: K.syncScheduled),
-            Sample(entry: .syncScheduled(work: .fetch, reason: .catchUp, after: .zero), kind: K.syncScheduled),
+            Sample(entry: .accountChanged(previous: nil, current: nil), kind: kinds.accountChanged),
+            Sample(entry: .accountChanged(previous: F.userA, current: nil), kind: kinds.accountChanged),
+            Sample(entry: .accountChanged(previous: nil, current: F.userA), kind: kinds.accountChanged),
+            Sample(entry: .accountChanged(previous: F.userA, current: F.userB), kind: kinds.accountChanged),
+            Sample(entry: .subscriptionEnsured("logsync-database"), kind: kinds.subscriptionEnsured),
+            Sample(entry: .pushReceived(zoneID: nil), kind: kinds.pushReceived),
+            Sample(entry: .pushReceived(zoneID: F.notes), kind: kinds.pushReceived),
+            Sample(
+                entry: .syncScheduled(work: .send, reason: .localChanges, after: .seconds(1)), kind: kinds.syncScheduled
+            ),
+            Sample(entry: .syncScheduled(work: .fetch, reason: .pushHint, after: .zero), kind: kinds.syncScheduled),
+            Sample(entry: .syncScheduled(work: .fetch, reason: .catchUp, after: .zero), kind: kinds.syncScheduled),
             Sample(
                 entry: .syncScheduled(
                     work: .send, reason: .retry(failures: 3, after: .milliseconds(13_250), serverRetryAfter: true),
                     after: .milliseconds(13_250)),
-                kind: K.syncScheduled),
-            Sample(entry: .syncDeferred(reason: "network down, power ok"), kind: K.syncDeferred),
+                kind: kinds.syncScheduled),
+            Sample(entry: .syncDeferred(reason: "network down, power ok"), kind: kinds.syncDeferred),
         ]
     }()
 
@@ -159,14 +184,17 @@ struct DeviceEntryCodecTests {
         #expect(DeviceEntry.Kind.inUse.contains(sample.kind))
     }
 
-    @Test("Entries whose records are written directly hold exactly the bytes SwiftProtobuf writes for the whole message", arguments: samples)
+    @Test(
+        "Entries whose records are written directly hold exactly the bytes SwiftProtobuf writes for the whole message",
+        arguments: samples)
     func recordsWrittenDirectlyAreCanonical(_ sample: Sample) throws {
         let payload = sample.entry.newEntry.payload
         func canonical<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> [UInt8] {
             ProtoWire.serialize(try ProtoWire.decode(type, from: payload))
         }
         switch sample.kind {
-        case DeviceEntry.Kind.zoneChangesFetched: #expect(try canonical(Logsync_Device_ZoneChangesFetched.self) == payload)
+        case DeviceEntry.Kind.zoneChangesFetched:
+            #expect(try canonical(Logsync_Device_ZoneChangesFetched.self) == payload)
         case DeviceEntry.Kind.batchPrepared: #expect(try canonical(Logsync_Device_BatchPrepared.self) == payload)
         case DeviceEntry.Kind.batchResult: #expect(try canonical(Logsync_Device_BatchResult.self) == payload)
         default: break
@@ -177,7 +205,8 @@ struct DeviceEntryCodecTests {
     @Test("batchPrepared keeps its request ID; one without (an older log) reads as nil, and an empty ID is not written")
     func batchPreparedRequestID() throws {
         let records = [F.clientRecord(F.a)]
-        let with = DeviceEntry.batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: "abc-7")
+        let with = DeviceEntry.batchPrepared(
+            recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: "abc-7")
         let message = try ProtoWire.decode(Logsync_Device_BatchPrepared.self, from: with.newEntry.payload)
         #expect(message.requestID == "abc-7")
         #expect(try DeviceEntry(Self.logEntry(with.newEntry)) == with)
@@ -192,7 +221,9 @@ struct DeviceEntryCodecTests {
             offset: 5, kind: DeviceEntry.Kind.batchPrepared, time: EntryTime(microsecondsSince1970: 0),
             payload: ProtoWire.serialize(old))
         let decoded = try DeviceEntry(oldEntry)
-        #expect(decoded == .batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: nil))
+        #expect(
+            decoded
+                == .batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true, requestID: nil))
         let without = DeviceEntry.batchPrepared(recordsToSave: records, recordIDsToDelete: [F.b], atomicByZone: true)
         #expect(without.newEntry.payload == ProtoWire.serialize(old))
         // The field adds its tag, length and text to the older bytes, nothing else.
@@ -206,23 +237,27 @@ struct DeviceEntryCodecTests {
 
     @Test("Kinds are in 1–99 and distinct, reserved ones included")
     func kindsInRange() {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         let reserved: [EntryKind] = [6, 15, 26, 33, 42, 51, 90]
-        let all = K.inUse + reserved
+        let all = kinds.inUse + reserved
         #expect(Set(all).count == all.count, "a kind is listed twice: \(all.sorted { $0.rawValue < $1.rawValue })")
         #expect(all.allSatisfy { (1...99).contains($0.rawValue) })
-        #expect(reserved.allSatisfy { !K.inUse.contains($0) }, "a reserved kind is written")
+        #expect(reserved.allSatisfy { !kinds.inUse.contains($0) }, "a reserved kind is written")
     }
 
     @Test("The numbers of the sync-step kinds are the documented ones, forever")
     func syncStepKindNumbers() {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         let numbers: [(EntryKind, UInt16)] = [
-            (K.sendStarted, 10), (K.batchPrepared, 11), (K.batchResult, 12), (K.databaseChangesSent, 13),
-            (K.sendFinished, 14), (K.fetchStarted, 20), (K.databaseChangesFetched, 21), (K.zoneChangesFetched, 22),
-            (K.zoneFetchFinished, 23), (K.fetchFinished, 24), (K.changeTokenReset, 25), (K.eventsDelivered, 50),
-            (K.accountChanged, 30), (K.subscriptionEnsured, 31), (K.pushReceived, 32), (K.syncScheduled, 40),
-            (K.syncDeferred, 41),
+            (kinds.sendStarted, 10), (kinds.batchPrepared, 11), (kinds.batchResult, 12),
+            (kinds.databaseChangesSent, 13),
+            (kinds.sendFinished, 14), (kinds.fetchStarted, 20), (kinds.databaseChangesFetched, 21),
+            (kinds.zoneChangesFetched, 22),
+            (kinds.zoneFetchFinished, 23), (kinds.fetchFinished, 24), (kinds.changeTokenReset, 25),
+            (kinds.eventsDelivered, 50),
+            (kinds.accountChanged, 30), (kinds.subscriptionEnsured, 31), (kinds.pushReceived, 32),
+            (kinds.syncScheduled, 40),
+            (kinds.syncDeferred, 41),
         ]
         for (kind, number) in numbers { #expect(kind.rawValue == number) }
     }
@@ -240,7 +275,8 @@ struct DeviceEntryCodecTests {
 
     @Test("Garbage payloads are corrupt entries naming the offset", arguments: DeviceEntry.Kind.inUse)
     func garbagePayload(_ kind: EntryKind) {
-        let entry = LogEntry(offset: 7, kind: kind, time: EntryTime(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
+        let entry = LogEntry(
+            offset: 7, kind: kind, time: EntryTime(microsecondsSince1970: 0), payload: [0xFF, 0xFF, 0xFF])
         let error = #expect(throws: LogStoreError.self) { try DeviceEntry(entry) }
         #expect(error?.code == .corruptEntry)
         #expect(error?.offset == LogOffset(7))
@@ -262,7 +298,7 @@ struct DeviceEntryCodecTests {
 
     @Test("Messages that describe no value are corrupt entries")
     func invalidMessages() throws {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         // A change with no case set.
         var changes = Logsync_Device_PendingRecordZoneChanges()
         changes.changes = [Logsync_Device_PendingRecordZoneChange()]
@@ -287,11 +323,11 @@ struct DeviceEntryCodecTests {
         zones.changes = [Logsync_Device_PendingDatabaseChange()]
 
         let cases: [(EntryKind, [UInt8], String)] = [
-            (K.pendingRecordZoneChangesAdded, ProtoWire.serialize(changes), "changes[0]: has no change set"),
-            (K.pendingRecordZoneChangesRemoved, ProtoWire.serialize(changes2), "changes[0]"),
-            (K.batchResult, ProtoWire.serialize(result), "failed_saves[0].error is missing"),
-            (K.batchResult, ProtoWire.serialize(result2), "a second time"),
-            (K.pendingDatabaseChangesAdded, ProtoWire.serialize(zones), "has no change set"),
+            (kinds.pendingRecordZoneChangesAdded, ProtoWire.serialize(changes), "changes[0]: has no change set"),
+            (kinds.pendingRecordZoneChangesRemoved, ProtoWire.serialize(changes2), "changes[0]"),
+            (kinds.batchResult, ProtoWire.serialize(result), "failed_saves[0].error is missing"),
+            (kinds.batchResult, ProtoWire.serialize(result2), "a second time"),
+            (kinds.pendingDatabaseChangesAdded, ProtoWire.serialize(zones), "has no change set"),
         ]
         for (kind, payload, expected) in cases {
             let entry = LogEntry(offset: 3, kind: kind, time: EntryTime(microsecondsSince1970: 0), payload: payload)
@@ -318,7 +354,7 @@ struct DeviceEntryCodecTests {
     }
 
     static let corruptions: [Corruption] = {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         let databaseToken = DatabaseChangeToken(offset: 3, database: 1).data
         let zoneToken = ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 3, database: 1).data
         var flipped = databaseToken
@@ -333,103 +369,165 @@ struct DeviceEntryCodecTests {
         }
 
         // sendStarted (F42): reason and scope are required, the scope's oneof must be set.
-        add(K.sendStarted, Logsync_Device_SendStarted.with { $0.reason = .manual }, "SendStarted.scope is missing")
-        add(K.sendStarted, Logsync_Device_SendStarted.with { $0.scope.scope = .all(true) }, "SendStarted.reason is missing")
-        add(K.sendStarted, Logsync_Device_SendStarted.with {
-            $0.reason = .UNRECOGNIZED(7)
-            $0.scope.scope = .all(true)
-        }, "SendStarted.reason has unknown value 7")
-        add(K.sendStarted, Logsync_Device_SendStarted.with {
-            $0.reason = .scheduled
-            $0.scope = Logsync_Device_SendScope()
-        }, "SendScope has no scope set")
-        add(K.sendStarted, Logsync_Device_SendStarted.with {
-            $0.reason = .scheduled
-            $0.scope.scope = .recordIds(.with { $0.recordIds = [noZoneRecordID] })
-        }, "SendScope.record_ids[0]: RecordID.zone_id is missing")
+        add(kinds.sendStarted, Logsync_Device_SendStarted.with { $0.reason = .manual }, "SendStarted.scope is missing")
+        add(
+            kinds.sendStarted, Logsync_Device_SendStarted.with { $0.scope.scope = .all(true) },
+            "SendStarted.reason is missing")
+        add(
+            kinds.sendStarted,
+            Logsync_Device_SendStarted.with {
+                $0.reason = .UNRECOGNIZED(7)
+                $0.scope.scope = .all(true)
+            }, "SendStarted.reason has unknown value 7")
+        add(
+            kinds.sendStarted,
+            Logsync_Device_SendStarted.with {
+                $0.reason = .scheduled
+                $0.scope = Logsync_Device_SendScope()
+            }, "SendScope has no scope set")
+        add(
+            kinds.sendStarted,
+            Logsync_Device_SendStarted.with {
+                $0.reason = .scheduled
+                $0.scope.scope = .recordIds(.with { $0.recordIds = [noZoneRecordID] })
+            }, "SendScope.record_ids[0]: RecordID.zone_id is missing")
         // sendFinished (F45).
-        add(K.sendFinished, Logsync_Device_SendFinished.with { $0.error = noError }, "SendFinished.error: SyncError.code is missing")
+        add(
+            kinds.sendFinished, Logsync_Device_SendFinished.with { $0.error = noError },
+            "SendFinished.error: SyncError.code is missing")
         // fetchStarted (F36).
-        add(K.fetchStarted, Logsync_Device_FetchStarted.with { $0.reason = .manual }, "FetchStarted.scope is missing")
-        add(K.fetchStarted, Logsync_Device_FetchStarted.with { $0.scope.scope = .all(true) }, "FetchStarted.reason is missing")
-        add(K.fetchStarted, Logsync_Device_FetchStarted.with {
-            $0.reason = .manual
-            $0.scope = Logsync_Device_FetchScope()
-        }, "FetchScope has no scope set")
+        add(
+            kinds.fetchStarted, Logsync_Device_FetchStarted.with { $0.reason = .manual },
+            "FetchStarted.scope is missing")
+        add(
+            kinds.fetchStarted, Logsync_Device_FetchStarted.with { $0.scope.scope = .all(true) },
+            "FetchStarted.reason is missing")
+        add(
+            kinds.fetchStarted,
+            Logsync_Device_FetchStarted.with {
+                $0.reason = .manual
+                $0.scope = Logsync_Device_FetchScope()
+            }, "FetchScope has no scope set")
         // databaseChangesFetched (F37): a database token is required; deletions need a zone and a reason.
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.modifications = [F.notes.proto] },
+        add(
+            kinds.databaseChangesFetched,
+            Logsync_Device_DatabaseChangesFetched.with { $0.modifications = [F.notes.proto] },
             "DatabaseChangesFetched.change_token: invalid database token: 0 bytes is too short")
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = Data(repeating: 0xAB, count: 40) },
+        add(
+            kinds.databaseChangesFetched,
+            Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = Data(repeating: 0xAB, count: 40) },
             "DatabaseChangesFetched.change_token: invalid database token: not a LogSync change token")
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = flipped },
+        add(
+            kinds.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = flipped },
             "DatabaseChangesFetched.change_token: invalid database token: checksum mismatch")
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = zoneToken },
+        add(
+            kinds.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with { $0.changeToken = zoneToken },
             "DatabaseChangesFetched.change_token: invalid database token: this is a zone token")
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with {
-            $0.changeToken = databaseToken
-            $0.deletions = [.with { $0.zoneID = F.photos.proto; $0.reason = .deleted }, .with { $0.reason = .purged }]
-        }, "DatabaseChangesFetched.deletions[1].zone_id is missing")
-        add(K.databaseChangesFetched, Logsync_Device_DatabaseChangesFetched.with {
-            $0.changeToken = databaseToken
-            $0.deletions = [.with { $0.zoneID = F.photos.proto }]
-        }, "DatabaseChangesFetched.deletions[0].reason: ZoneDeletionReason is missing")
+        add(
+            kinds.databaseChangesFetched,
+            Logsync_Device_DatabaseChangesFetched.with {
+                $0.changeToken = databaseToken
+                $0.deletions = [
+                    .with {
+                        $0.zoneID = F.photos.proto
+                        $0.reason = .deleted
+                    }, .with { $0.reason = .purged },
+                ]
+            }, "DatabaseChangesFetched.deletions[1].zone_id is missing")
+        add(
+            kinds.databaseChangesFetched,
+            Logsync_Device_DatabaseChangesFetched.with {
+                $0.changeToken = databaseToken
+                $0.deletions = [.with { $0.zoneID = F.photos.proto }]
+            }, "DatabaseChangesFetched.deletions[0].reason: ZoneDeletionReason is missing")
         // zoneChangesFetched (F39): a zone and a zone token are required; deletions need a full record ID.
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.changeToken = zoneToken },
+        add(
+            kinds.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.changeToken = zoneToken },
             "ZoneChangesFetched.zone_id is missing")
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.zoneID = F.notes.proto },
+        add(
+            kinds.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with { $0.zoneID = F.notes.proto },
             "ZoneChangesFetched.change_token: invalid zone token: 0 bytes is too short")
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
-            $0.zoneID = F.notes.proto
-            $0.changeToken = databaseToken
-        }, "ZoneChangesFetched.change_token: invalid zone token: this is a database token")
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
-            $0.zoneID = F.notes.proto
-            $0.changeToken = zoneToken
-            $0.deletions = [.with { $0.recordType = "Note" }]
-        }, "ZoneChangesFetched.deletions[0].record_id is missing")
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
-            $0.zoneID = F.notes.proto
-            $0.changeToken = zoneToken
-            $0.deletions = [.with { $0.recordID = noZoneRecordID }]
-        }, "ZoneChangesFetched.deletions[0].record_id: RecordID.zone_id is missing")
-        add(K.zoneChangesFetched, Logsync_Device_ZoneChangesFetched.with {
-            $0.zoneID = F.notes.proto
-            $0.changeToken = zoneToken
-            $0.modifications = [F.serverRecord(F.a, tag: "1").proto, Logsync_Model_Record()]
-        }, "ZoneChangesFetched.modifications[1]: Record.record_id is missing")
+        add(
+            kinds.zoneChangesFetched,
+            Logsync_Device_ZoneChangesFetched.with {
+                $0.zoneID = F.notes.proto
+                $0.changeToken = databaseToken
+            }, "ZoneChangesFetched.change_token: invalid zone token: this is a database token")
+        add(
+            kinds.zoneChangesFetched,
+            Logsync_Device_ZoneChangesFetched.with {
+                $0.zoneID = F.notes.proto
+                $0.changeToken = zoneToken
+                $0.deletions = [.with { $0.recordType = "Note" }]
+            }, "ZoneChangesFetched.deletions[0].record_id is missing")
+        add(
+            kinds.zoneChangesFetched,
+            Logsync_Device_ZoneChangesFetched.with {
+                $0.zoneID = F.notes.proto
+                $0.changeToken = zoneToken
+                $0.deletions = [.with { $0.recordID = noZoneRecordID }]
+            }, "ZoneChangesFetched.deletions[0].record_id: RecordID.zone_id is missing")
+        add(
+            kinds.zoneChangesFetched,
+            Logsync_Device_ZoneChangesFetched.with {
+                $0.zoneID = F.notes.proto
+                $0.changeToken = zoneToken
+                $0.modifications = [F.serverRecord(F.a, tag: "1").proto, Logsync_Model_Record()]
+            }, "ZoneChangesFetched.modifications[1]: Record.record_id is missing")
         // zoneFetchFinished (F40), fetchFinished (F41).
-        add(K.zoneFetchFinished, Logsync_Device_ZoneFetchFinished(), "ZoneFetchFinished.zone_id is missing")
-        add(K.zoneFetchFinished, Logsync_Device_ZoneFetchFinished.with {
-            $0.zoneID = F.notes.proto
-            $0.error = noError
-        }, "ZoneFetchFinished.error: SyncError.code is missing")
-        add(K.fetchFinished, Logsync_Device_FetchFinished.with { $0.error = noError }, "FetchFinished.error: SyncError.code is missing")
+        add(kinds.zoneFetchFinished, Logsync_Device_ZoneFetchFinished(), "ZoneFetchFinished.zone_id is missing")
+        add(
+            kinds.zoneFetchFinished,
+            Logsync_Device_ZoneFetchFinished.with {
+                $0.zoneID = F.notes.proto
+                $0.error = noError
+            }, "ZoneFetchFinished.error: SyncError.code is missing")
+        add(
+            kinds.fetchFinished, Logsync_Device_FetchFinished.with { $0.error = noError },
+            "FetchFinished.error: SyncError.code is missing")
         // eventsDelivered (F29): offsets start at 1, so "through 0" (also the empty message) is no offset.
-        add(K.eventsDelivered, Logsync_Device_EventsDelivered.with { $0.through = 0 }, "EventsDelivered.through is 0")
-        add(K.eventsDelivered, Logsync_Device_EventsDelivered(), "EventsDelivered.through is 0")
+        add(
+            kinds.eventsDelivered, Logsync_Device_EventsDelivered.with { $0.through = 0 },
+            "EventsDelivered.through is 0")
+        add(kinds.eventsDelivered, Logsync_Device_EventsDelivered(), "EventsDelivered.through is 0")
         // accountChanged (F104–F108): a user ID must be whole.
-        add(K.accountChanged, Logsync_Device_AccountChanged.with { $0.previousUser = noZoneRecordID },
+        add(
+            kinds.accountChanged, Logsync_Device_AccountChanged.with { $0.previousUser = noZoneRecordID },
             "AccountChanged.previous_user: RecordID.zone_id is missing")
-        add(K.accountChanged, Logsync_Device_AccountChanged.with { $0.currentUser = noZoneRecordID },
+        add(
+            kinds.accountChanged, Logsync_Device_AccountChanged.with { $0.currentUser = noZoneRecordID },
             "AccountChanged.current_user: RecordID.zone_id is missing")
         // subscriptionEnsured (F111): the ID is required.
-        add(K.subscriptionEnsured, Logsync_Device_SubscriptionEnsured(), "SubscriptionEnsured.subscription_id is missing")
+        add(
+            kinds.subscriptionEnsured, Logsync_Device_SubscriptionEnsured(),
+            "SubscriptionEnsured.subscription_id is missing")
         // syncScheduled (F82–F90): work and cause are required, the wait is not negative.
-        add(K.syncScheduled, Logsync_Device_SyncScheduled.with { $0.cause = .pushHint }, "SyncScheduled.work is missing")
-        add(K.syncScheduled, Logsync_Device_SyncScheduled.with { $0.work = .send }, "SyncScheduled.cause is missing")
-        add(K.syncScheduled, Logsync_Device_SyncScheduled.with {
-            $0.work = .UNRECOGNIZED(9)
-            $0.cause = .retry
-        }, "SyncScheduled.work has unknown value 9")
-        add(K.syncScheduled, Logsync_Device_SyncScheduled.with {
-            $0.work = .fetch
-            $0.cause = .retry
-            $0.afterMicroseconds = -1
-        }, "SyncScheduled.after_microseconds is negative")
+        add(
+            kinds.syncScheduled, Logsync_Device_SyncScheduled.with { $0.cause = .pushHint },
+            "SyncScheduled.work is missing"
+        )
+        add(
+            kinds.syncScheduled, Logsync_Device_SyncScheduled.with { $0.work = .send }, "SyncScheduled.cause is missing"
+        )
+        add(
+            kinds.syncScheduled,
+            Logsync_Device_SyncScheduled.with {
+                $0.work = .UNRECOGNIZED(9)
+                $0.cause = .retry
+            }, "SyncScheduled.work has unknown value 9")
+        add(
+            kinds.syncScheduled,
+            Logsync_Device_SyncScheduled.with {
+                $0.work = .fetch
+                $0.cause = .retry
+                $0.afterMicroseconds = -1
+            }, "SyncScheduled.after_microseconds is negative")
         return corruptions
     }()
 
-    @Test("Sync-step payloads that describe no entry are corrupt entries naming the offset and the field", arguments: corruptions)
+    @Test(
+        "Sync-step payloads that describe no entry are corrupt entries naming the offset and the field",
+        arguments: corruptions)
     func corruptSyncSteps(_ corruption: Corruption) throws {
         let entry = LogEntry(
             offset: 5, kind: corruption.kind, time: EntryTime(microsecondsSince1970: 0), payload: corruption.payload)
@@ -443,13 +541,15 @@ struct DeviceEntryCodecTests {
 
     @Test("Every sync-step kind has a corrupt-payload case, but those whose every message is an entry")
     func everySyncStepKindCorrupted() {
-        let K = DeviceEntry.Kind.self
+        let kinds = DeviceEntry.Kind.self
         let corrupted = Set(Self.corruptions.map(\.kind))
         let steps = Set(Self.syncStepSamples.map(\.kind))
-        #expect(corrupted == steps.subtracting([K.changeTokenReset, K.pushReceived, K.syncDeferred]))
+        #expect(corrupted == steps.subtracting([kinds.changeTokenReset, kinds.pushReceived, kinds.syncDeferred]))
     }
 
-    @Test("Sync-step entries encode to the same bytes every time, and again after a round trip", arguments: syncStepSamples)
+    @Test(
+        "Sync-step entries encode to the same bytes every time, and again after a round trip",
+        arguments: syncStepSamples)
     func syncStepDeterministic(_ sample: Sample) throws {
         let bytes = sample.entry.newEntry.payload
         #expect(sample.entry.newEntry.payload == bytes)
@@ -464,16 +564,20 @@ struct DeviceEntryCodecTests {
         #expect(DeviceEntry.eventsDelivered(through: 5).newEntry.payload == [0x08, 0x05])
         #expect(DeviceEntry.eventsDelivered(through: 300).newEntry.payload == [0x08, 0xAC, 0x02])
         #expect(DeviceEntry.changeTokenReset(zoneID: nil).newEntry.payload == [])
-        #expect(DeviceEntry.changeTokenReset(zoneID: F.shared).newEntry.payload == [0x0A, UInt8(shared.count)] + shared)
+        #expect(
+            DeviceEntry.changeTokenReset(zoneID: F.shared).newEntry.payload == [0x0A, UInt8(shared.count)] + shared)
         #expect(DeviceEntry.sendFinished(error: nil).newEntry.payload == [])
         #expect(DeviceEntry.fetchFinished(error: nil).newEntry.payload == [])
-        #expect(DeviceEntry.zoneFetchFinished(zoneID: F.shared, error: nil).newEntry.payload == [0x0A, UInt8(shared.count)] + shared)
+        #expect(
+            DeviceEntry.zoneFetchFinished(zoneID: F.shared, error: nil).newEntry.payload == [0x0A, UInt8(shared.count)]
+                + shared)
         // reason 2 (manual, raw value + 1), scope { all = true }.
         let send = DeviceEntry.sendStarted(SyncEngine.SendChangesContext(reason: .manual, options: .init(scope: .all)))
         #expect(send.newEntry.payload == [0x08, 0x02, 0x12, 0x02, 0x08, 0x01])
         // The token is stored as its own stable form (`DatabaseChangeToken.data`), field 3.
         let token = DatabaseChangeToken(offset: 9, database: 4)
-        let fetched = DeviceEntry.databaseChangesFetched(modifications: [], deletions: [], changeToken: token, moreComing: false)
+        let fetched = DeviceEntry.databaseChangesFetched(
+            modifications: [], deletions: [], changeToken: token, moreComing: false)
         #expect(fetched.newEntry.payload == [0x1A, UInt8(token.data.count)] + Array(token.data))
     }
 

@@ -23,34 +23,50 @@ struct EventTests {
     /// IDs its description must name.
     static let samples: [(event: Event, name: String, rawValue: Int, ids: [String])] = [
         (.stateUpdate(.init(offset: LogOffset(42))), "stateUpdate", 0, ["42"]),
-        (.accountChange(.init(changeType: .switchAccounts(previousUser: alice, currentUser: bob))),
-         "accountChange", 1, ["switchAccounts", alice.description, bob.description]),
-        (.fetchedDatabaseChanges(.init(
-            modifications: [SyncModel.DatabaseChange.Modification(zoneID: F.notes)],
-            deletions: [SyncModel.DatabaseChange.Deletion(zoneID: F.photos, reason: .purged)])),
-         "fetchedDatabaseChanges", 2, [F.notes.description, F.photos.description, "purged"]),
-        (.fetchedRecordZoneChanges(.init(
-            modifications: [RecordZoneChange.Modification(record: F.serverRecord(F.a, tag: "1"))],
-            deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")])),
-         "fetchedRecordZoneChanges", 3, [F.a.description, F.b.description]),
-        (.sentDatabaseChanges(.init(
-            savedZones: [RecordZone(zoneID: F.notes)],
-            failedZoneSaves: [.init(zone: RecordZone(zoneID: F.shared), error: SyncError(.badDatabase))],
-            deletedZoneIDs: [F.photos],
-            failedZoneDeletes: [RecordZone.ID(zoneName: "Gone"): SyncError(.zoneNotFound)])),
-         "sentDatabaseChanges", 4,
-         [F.notes.description, F.shared.description, "badDatabase", F.photos.description, "Gone", "zoneNotFound"]),
-        (.sentRecordZoneChanges(.init(
-            savedRecords: [F.serverRecord(F.a, tag: "2")],
-            failedRecordSaves: [.init(record: F.clientRecord(F.b), error: SyncError(.serverRecordChanged))],
-            deletedRecordIDs: [F.c],
-            failedRecordDeletes: [F.x: SyncError(.unknownItem)])),
-         "sentRecordZoneChanges", 5,
-         [F.a.description, F.b.description, "serverRecordChanged", F.c.description, F.x.description, "unknownItem"]),
+        (
+            .accountChange(.init(changeType: .switchAccounts(previousUser: alice, currentUser: bob))),
+            "accountChange", 1, ["switchAccounts", alice.description, bob.description]
+        ),
+        (
+            .fetchedDatabaseChanges(
+                .init(
+                    modifications: [SyncModel.DatabaseChange.Modification(zoneID: F.notes)],
+                    deletions: [SyncModel.DatabaseChange.Deletion(zoneID: F.photos, reason: .purged)])),
+            "fetchedDatabaseChanges", 2, [F.notes.description, F.photos.description, "purged"]
+        ),
+        (
+            .fetchedRecordZoneChanges(
+                .init(
+                    modifications: [RecordZoneChange.Modification(record: F.serverRecord(F.a, tag: "1"))],
+                    deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")])),
+            "fetchedRecordZoneChanges", 3, [F.a.description, F.b.description]
+        ),
+        (
+            .sentDatabaseChanges(
+                .init(
+                    savedZones: [RecordZone(zoneID: F.notes)],
+                    failedZoneSaves: [.init(zone: RecordZone(zoneID: F.shared), error: SyncError(.badDatabase))],
+                    deletedZoneIDs: [F.photos],
+                    failedZoneDeletes: [RecordZone.ID(zoneName: "Gone"): SyncError(.zoneNotFound)])),
+            "sentDatabaseChanges", 4,
+            [F.notes.description, F.shared.description, "badDatabase", F.photos.description, "Gone", "zoneNotFound"]
+        ),
+        (
+            .sentRecordZoneChanges(
+                .init(
+                    savedRecords: [F.serverRecord(F.a, tag: "2")],
+                    failedRecordSaves: [.init(record: F.clientRecord(F.b), error: SyncError(.serverRecordChanged))],
+                    deletedRecordIDs: [F.c],
+                    failedRecordDeletes: [F.x: SyncError(.unknownItem)])),
+            "sentRecordZoneChanges", 5,
+            [F.a.description, F.b.description, "serverRecordChanged", F.c.description, F.x.description, "unknownItem"]
+        ),
         (.willFetchChanges(.init(context: fetchContext)), "willFetchChanges", 6, ["manual", F.notes.description]),
         (.willFetchRecordZoneChanges(.init(zoneID: F.notes)), "willFetchRecordZoneChanges", 7, [F.notes.description]),
-        (.didFetchRecordZoneChanges(.init(zoneID: F.photos, error: SyncError(.zoneNotFound))),
-         "didFetchRecordZoneChanges", 8, [F.photos.description, "zoneNotFound"]),
+        (
+            .didFetchRecordZoneChanges(.init(zoneID: F.photos, error: SyncError(.zoneNotFound))),
+            "didFetchRecordZoneChanges", 8, [F.photos.description, "zoneNotFound"]
+        ),
         (.didFetchChanges(.init(context: fetchContext)), "didFetchChanges", 9, ["manual", F.notes.description]),
         (.willSendChanges(.init(context: sendContext)), "willSendChanges", 10, ["scheduled", F.a.description]),
         (.didSendChanges(.init(context: sendContext)), "didSendChanges", 11, ["scheduled", F.a.description]),
@@ -107,11 +123,13 @@ struct EventTests {
         #expect(update != Event.StateUpdate(offset: LogOffset(8)))
     }
 
-    @Test("F35: account change cases carry their users; the ObjC view has nil where no user is", arguments: [
-        (Event.AccountChange.ChangeType.signIn(currentUser: alice), nil, alice),
-        (.signOut(previousUser: alice), alice, nil),
-        (.switchAccounts(previousUser: alice, currentUser: bob), alice, bob),
-    ] as [(Event.AccountChange.ChangeType, Record.ID?, Record.ID?)])
+    @Test(
+        "F35: account change cases carry their users; the ObjC view has nil where no user is",
+        arguments: [
+            (Event.AccountChange.ChangeType.signIn(currentUser: alice), nil, alice),
+            (.signOut(previousUser: alice), alice, nil),
+            (.switchAccounts(previousUser: alice, currentUser: bob), alice, bob),
+        ] as [(Event.AccountChange.ChangeType, Record.ID?, Record.ID?)])
     func accountChange(changeType: Event.AccountChange.ChangeType, previous: Record.ID?, current: Record.ID?) {
         let change = Event.AccountChange(changeType: changeType)
         #expect(change.changeType == changeType)
@@ -125,13 +143,16 @@ struct EventTests {
         #expect(T.signIn(currentUser: Self.alice) == .signIn(currentUser: Self.alice))
         #expect(T.signIn(currentUser: Self.alice) != .signIn(currentUser: Self.bob))
         #expect(T.signIn(currentUser: Self.alice) != .signOut(previousUser: Self.alice))
-        #expect(T.switchAccounts(previousUser: Self.alice, currentUser: Self.bob)
-            != .switchAccounts(previousUser: Self.bob, currentUser: Self.alice))
+        #expect(
+            T.switchAccounts(previousUser: Self.alice, currentUser: Self.bob)
+                != .switchAccounts(previousUser: Self.bob, currentUser: Self.alice))
     }
 
     @Test("F36, F41, F42, F45: will/did payloads carry their context")
     func contexts() {
-        #expect(Event.WillFetchChanges(context: Self.fetchContext).context == Event.DidFetchChanges(context: Self.fetchContext).context)
+        #expect(
+            Event.WillFetchChanges(context: Self.fetchContext).context
+                == Event.DidFetchChanges(context: Self.fetchContext).context)
         #expect(Event.WillSendChanges(context: Self.sendContext).context.options.scope == .recordIDs([F.a]))
         #expect(Event.DidSendChanges(context: Self.sendContext).context.reason == .scheduled)
     }
@@ -143,11 +164,15 @@ struct EventTests {
         #expect(database.modifications.isEmpty)
         #expect(database.deletions.first?.reason == .encryptedDataReset)
 
-        let zone = Event.FetchedRecordZoneChanges(deletions: [RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")])
+        let zone = Event.FetchedRecordZoneChanges(deletions: [
+            RecordZoneChange.Deletion(recordID: F.b, recordType: "Note")
+        ])
         #expect(zone.deletions.first?.recordType == "Note")
 
         #expect(Event.DidFetchRecordZoneChanges(zoneID: F.notes).error == nil)
-        #expect(Event.DidFetchRecordZoneChanges(zoneID: F.notes, error: SyncError(.zoneNotFound)).error?.code == .zoneNotFound)
+        #expect(
+            Event.DidFetchRecordZoneChanges(zoneID: F.notes, error: SyncError(.zoneNotFound)).error?.code
+                == .zoneNotFound)
         #expect(Event.WillFetchRecordZoneChanges(zoneID: F.notes).zoneID == F.notes)
     }
 
@@ -164,7 +189,8 @@ struct EventTests {
         #expect(sent.deletedRecordIDs == [F.c])
         #expect(sent.failedRecordDeletes[F.x]?.code == .unknownItem)
 
-        let failedZone = Event.SentDatabaseChanges.FailedZoneSave(zone: RecordZone(zoneID: F.shared), error: SyncError(.badDatabase))
+        let failedZone = Event.SentDatabaseChanges.FailedZoneSave(
+            zone: RecordZone(zoneID: F.shared), error: SyncError(.badDatabase))
         let database = Event.SentDatabaseChanges(failedZoneSaves: [failedZone], deletedZoneIDs: [F.photos])
         #expect(database.savedZones.isEmpty && database.failedZoneDeletes.isEmpty)
         #expect(database.failedZoneSaves.first?.zone.zoneID == F.shared)

@@ -50,7 +50,8 @@ struct FetchStateTests {
         /// An engine on the device log in `directory/device` (opened again if it exists).
         static func engine(_ directory: URL, _ database: InProcessDatabase) throws -> SyncEngine {
             let deviceLog = try openDeviceLog(directory.appendingPathComponent("device"))
-            var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: IdleDelegate.shared)
+            var configuration = SyncEngine.Configuration(
+                database: database, deviceLog: deviceLog, delegate: IdleDelegate.shared)
             configuration.automaticallySync = false
             return try SyncEngine(configuration)
         }
@@ -84,9 +85,10 @@ struct FetchStateTests {
         func fetchDatabaseChanges() async throws -> FetchDatabaseChangesResponse {
             let token = try deviceLog.read { try $0.databaseChangeToken() }
             let page = try await database.fetchDatabaseChanges(since: token)
-            try deviceLog.append(.databaseChangesFetched(
-                modifications: page.modifications.map(\.zoneID), deletions: page.deletions,
-                changeToken: page.changeToken, moreComing: page.moreComing))
+            try deviceLog.append(
+                .databaseChangesFetched(
+                    modifications: page.modifications.map(\.zoneID), deletions: page.deletions,
+                    changeToken: page.changeToken, moreComing: page.moreComing))
             return page
         }
 
@@ -95,9 +97,10 @@ struct FetchStateTests {
         func fetchZoneChanges(_ zoneID: RecordZone.ID) async throws -> FetchZoneChangesResponse {
             let token = try deviceLog.read { try $0.zoneChangeToken(for: zoneID) }
             let page = try await database.fetchZoneChanges(zoneID: zoneID, since: token)
-            try deviceLog.append(.zoneChangesFetched(
-                zoneID: zoneID, modifications: page.modifications.map(\.record), deletions: page.deletions,
-                changeToken: page.changeToken, moreComing: page.moreComing))
+            try deviceLog.append(
+                .zoneChangesFetched(
+                    zoneID: zoneID, modifications: page.modifications.map(\.record), deletions: page.deletions,
+                    changeToken: page.changeToken, moreComing: page.moreComing))
             return page
         }
 
@@ -117,14 +120,22 @@ struct FetchStateTests {
             try deviceLog.read { try $0.zoneChangeToken(for: zoneID) }
         }
         var knownZones: Set<RecordZone.ID> { get throws { Set(try deviceLog.read { try $0.knownZoneIDs() }) } }
-        var unfetchedZones: Set<RecordZone.ID> { get throws { Set(try engine.state.zoneIDsWithUnfetchedServerChanges) } }
+        var unfetchedZones: Set<RecordZone.ID> {
+            get throws { Set(try engine.state.zoneIDsWithUnfetchedServerChanges) }
+        }
         func serverRecord(_ id: Record.ID) throws -> Record? { try deviceLog.lastKnownServerRecord(for: id) }
-        var state: ReferenceState { get throws { try deviceLog.read { try $0.referenceState(recordIDs: FetchStateTests.recordIDs) } } }
+        var state: ReferenceState {
+            get throws { try deviceLog.read { try $0.referenceState(recordIDs: FetchStateTests.recordIDs) } }
+        }
 
         /// The projection rule holds: the index equals its rebuild and an independent replay.
         func verify(sourceLocation: SourceLocation = #_sourceLocation) throws {
-            #expect(try deviceLog.log.verifyProjections() == nil, "the index differs from its rebuild", sourceLocation: sourceLocation)
-            #expect(try ReferenceState.replaying(deviceLog) == state, "the index differs from a replay", sourceLocation: sourceLocation)
+            #expect(
+                try deviceLog.log.verifyProjections() == nil, "the index differs from its rebuild",
+                sourceLocation: sourceLocation)
+            #expect(
+                try ReferenceState.replaying(deviceLog) == state, "the index differs from a replay",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -177,7 +188,9 @@ struct FetchStateTests {
 
     @Test("F37, F149: a zone deleted on the server is forgotten: not known or unfetched, no token, no server records")
     func deletedZoneForgotten() async throws {
-        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(F.b), F.clientRecord(Self.p)]) { bench in
+        try await Bench.with(
+            zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(F.b), F.clientRecord(Self.p)]
+        ) { bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -223,9 +236,12 @@ struct FetchStateTests {
 
     // MARK: Zone changes
 
-    @Test("F39, F141: a zone page stores the zone's token and its records as last known server records; deletions forget them")
+    @Test(
+        "F39, F141: a zone page stores the zone's token and its records as last known server records; deletions forget them"
+    )
     func zonePage() async throws {
-        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a, title: "one"), F.clientRecord(F.b)]) { bench in
+        try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a, title: "one"), F.clientRecord(F.b)]) {
+            bench in
             // A zone page is enough to know the zone, without a database page.
             let first = try await bench.fetchZoneChanges(F.notes)
             #expect(first.modifications.count == 2)
@@ -286,9 +302,12 @@ struct FetchStateTests {
         }
     }
 
-    @Test("F40, F149, F150: zoneNotFound or userDeletedZone from a zone's fetch forgets the zone", arguments: Disappearance.allCases)
+    @Test(
+        "F40, F149, F150: zoneNotFound or userDeletedZone from a zone's fetch forgets the zone",
+        arguments: Disappearance.allCases)
     func zoneGoneForgotten(_ how: Disappearance) async throws {
-        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) { bench in
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) {
+            bench in
             try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -316,8 +335,10 @@ struct FetchStateTests {
 
     @Test(
         "F40, F89: another error leaves the zone unfetched, with its token and records, for the next fetch",
-        arguments: [SyncError.Code.networkFailure, .zoneBusy, .serviceUnavailable, .requestRateLimited, .operationCancelled,
-                    .changeTokenExpired, .internalError, .permissionFailure])
+        arguments: [
+            SyncError.Code.networkFailure, .zoneBusy, .serviceUnavailable, .requestRateLimited, .operationCancelled,
+            .changeTokenExpired, .internalError, .permissionFailure,
+        ])
     func zoneErrorKeepsUnfetched(_ code: SyncError.Code) async throws {
         try await Bench.with(zones: [F.notes], records: [F.clientRecord(F.a)]) { bench in
             try await bench.fetchDatabaseChanges()
@@ -348,7 +369,8 @@ struct FetchStateTests {
 
     @Test("F100, F144: changeTokenReset of a zone drops its token only; the zone is then fetched from the start")
     func zoneTokenReset() async throws {
-        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) { bench in
+        try await Bench.with(zones: [F.notes, F.photos], records: [F.clientRecord(F.a), F.clientRecord(Self.p)]) {
+            bench in
             let database = try await bench.fetchDatabaseChanges()
             try await bench.fetchZoneChanges(F.notes)
             try await bench.fetchZoneChanges(F.photos)
@@ -356,7 +378,8 @@ struct FetchStateTests {
 
             // The server compacts its tombstones past the device's zone token.
             try await bench.serverSaves([F.clientRecord(F.b)])
-            try bench.server.admin.compactTombstones(of: Bench.user, before: try bench.server.admin.currentToken(of: Bench.user))
+            try bench.server.admin.compactTombstones(
+                of: Bench.user, before: try bench.server.admin.currentToken(of: Bench.user))
             let error = try await bench.zoneFetchError(F.notes)
             #expect(error.code == .changeTokenExpired)
 
@@ -369,7 +392,9 @@ struct FetchStateTests {
             #expect(try bench.serverRecord(F.a) != nil, "the records stay until the zone is fetched again")
 
             let full = try await bench.fetchZoneChanges(F.notes)
-            #expect(Set(full.modifications.map(\.record.recordID)) == [F.a, F.b], "from the start: the zone's full contents")
+            #expect(
+                Set(full.modifications.map(\.record.recordID)) == [F.a, F.b], "from the start: the zone's full contents"
+            )
             #expect(try bench.zoneToken(F.notes) == full.changeToken)
             try bench.verify()
         }
@@ -382,7 +407,8 @@ struct FetchStateTests {
             let zonePage = try await bench.fetchZoneChanges(F.notes)
 
             try await bench.serverSaves(zones: [F.photos])
-            try bench.server.admin.compactTombstones(of: Bench.user, before: try bench.server.admin.currentToken(of: Bench.user))
+            try bench.server.admin.compactTombstones(
+                of: Bench.user, before: try bench.server.admin.currentToken(of: Bench.user))
             let token = try bench.databaseToken
             let error = await #expect(throws: SyncError.self) {
                 try await bench.database.fetchDatabaseChanges(since: token)
@@ -479,7 +505,9 @@ struct FetchStateTests {
 
             let bench = try Bench.reusing(server, database, directory)
             #expect(try bench.deviceLog.log.lastOffset == last)
-            #expect(try bench.deviceLog.log.appliedOffsets() == [DeviceIndex.projectionName: last], "current without a replay")
+            #expect(
+                try bench.deviceLog.log.appliedOffsets() == [DeviceIndex.projectionName: last],
+                "current without a replay")
             #expect(try bench.state == before)
             // And it carries on: the stored tokens are good for the next fetch.
             try await bench.serverSaves([F.clientRecord(F.c)])

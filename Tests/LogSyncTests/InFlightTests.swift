@@ -21,7 +21,8 @@ struct InFlightTests {
     }
 
     static func saved(_ ids: [Record.ID], deleted: [Record.ID] = []) -> DeviceEntry {
-        .batchResult(saved: ids.map { F.serverRecord($0, tag: "t1") }, deleted: deleted, failedSaves: [:], failedDeletes: [:])
+        .batchResult(
+            saved: ids.map { F.serverRecord($0, tag: "t1") }, deleted: deleted, failedSaves: [:], failedDeletes: [:])
     }
 
     @Test("A successful batch removes its changes from the pending list")
@@ -83,39 +84,47 @@ struct InFlightTests {
     func transientKeepsPermanentRemoves() async throws {
         try withEngine { engine, directory in
             try Self.putAAndBInFlight(engine)
-            try engine.deviceLog.append(.batchResult(
-                saved: [], deleted: [],
-                failedSaves: [
-                    F.a: SyncError(.networkFailure),
-                    F.b: .serverRecordChanged(serverRecord: F.serverRecord(F.b, tag: "9"), clientRecord: F.clientRecord(F.b)),
-                ],
-                failedDeletes: [:]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [], deleted: [],
+                    failedSaves: [
+                        F.a: SyncError(.networkFailure),
+                        F.b: .serverRecordChanged(
+                            serverRecord: F.serverRecord(F.b, tag: "9"), clientRecord: F.clientRecord(F.b)),
+                    ],
+                    failedDeletes: [:]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a)])
             #expect(try engine.deviceLog.read { try $0.inFlightRecordChanges() }.isEmpty)
         }
     }
 
-    @Test("F21, F89: each transient code keeps the change pending", arguments: SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue })
+    @Test(
+        "F21, F89: each transient code keeps the change pending",
+        arguments: SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue })
     func transientCodesKeep(_ code: SyncError.Code) async throws {
         try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
-            try engine.deviceLog.append(.batchResult(
-                saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.b)])
         }
     }
 
     @Test(
         "F21, F91: non-transient codes remove the change",
-        arguments: [SyncError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .quotaExceeded, .batchRequestFailed,
-                    .limitExceeded, .permissionFailure, .userDeletedZone, .invalidArguments])
+        arguments: [
+            SyncError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .quotaExceeded, .batchRequestFailed,
+            .limitExceeded, .permissionFailure, .userDeletedZone, .invalidArguments,
+        ])
     func permanentCodesRemove(_ code: SyncError.Code) async throws {
         try withEngine { engine, directory in
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a], deleting: [F.b]))
-            try engine.deviceLog.append(.batchResult(
-                saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.c)])
         }
     }
@@ -123,13 +132,17 @@ struct InFlightTests {
     @Test("F21, F79: operationCancelled keeps the change pending, as in Apple's sample (spec choice)")
     func cancelledKeeps() async throws {
         try withEngine { engine, directory in
-            #expect(!SyncError.Code.operationCancelled.isTransient, "operationCancelled is not one of the seven codes of F89")
+            #expect(
+                !SyncError.Code.operationCancelled.isTransient,
+                "operationCancelled is not one of the seven codes of F89")
             #expect(SyncError(.operationCancelled).keepsChangePending)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a, F.c], deleting: [F.b]))
-            try engine.deviceLog.append(.batchResult(
-                saved: [F.serverRecord(F.c, tag: "1")], deleted: [],
-                failedSaves: [F.a: SyncError(.operationCancelled)], failedDeletes: [F.b: SyncError(.operationCancelled)]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [F.serverRecord(F.c, tag: "1")], deleted: [],
+                    failedSaves: [F.a: SyncError(.operationCancelled)],
+                    failedDeletes: [F.b: SyncError(.operationCancelled)]))
             // The cancelled send left A and B to be sent again; C was answered.
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .deleteRecord(F.b)])
             #expect(try engine.deviceLog.read { try $0.inFlightRecordChanges() }.isEmpty)
@@ -143,8 +156,9 @@ struct InFlightTests {
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
             try engine.deviceLog.append(Self.prepared(saving: [F.a]))
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a)])
-            try engine.deviceLog.append(.batchResult(
-                saved: [], deleted: [], failedSaves: [F.a: SyncError(.quotaExceeded)], failedDeletes: [:]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [], deleted: [], failedSaves: [F.a: SyncError(.quotaExceeded)], failedDeletes: [:]))
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a)])
         }
     }

@@ -22,7 +22,9 @@ struct OperationGroupTests {
         var lastOffset: LogOffset = 0
     }
 
-    static func serverGroups(_ server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private) throws -> ServerGroups {
+    static func serverGroups(
+        _ server: SyncServer, user: UserID = "alice", scope: DatabaseScope = .private
+    ) throws -> ServerGroups {
         var groups = ServerGroups()
         let log = try server.admin.log(of: user, scope: scope)
         try log.forEachEntry { entry in
@@ -41,7 +43,9 @@ struct OperationGroupTests {
 
     /// Alice's phone on a ticking server of its own, both in `directory`, a fresh temporary
     /// directory removed when `body` returns.
-    static func withPhone(_ body: (_ server: SyncServer, _ phone: TestDevice, _ directory: URL) async throws -> Void) async throws {
+    static func withPhone(
+        _ body: (_ server: SyncServer, _ phone: TestDevice, _ directory: URL) async throws -> Void
+    ) async throws {
         try await withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
             try await body(server, try TestDevice("phone", server: server, directory: directory), directory)
@@ -98,11 +102,14 @@ struct OperationGroupTests {
             #expect(entry.device == "laptop")
 
             try await laptop.engine.fetchChanges(SyncEngine.FetchChangesOptions(operationGroup: group))
-            #expect(try Self.serverGroups(server).lastOffset == afterFirst.lastOffset, "a fetch of a known group appends nothing")
+            #expect(
+                try Self.serverGroups(server).lastOffset == afterFirst.lastOffset,
+                "a fetch of a known group appends nothing")
         }
     }
 
-    @Test("F69 without a group a sync sends the engine's default one for its kind, logged once however many syncs use it")
+    @Test(
+        "F69 without a group a sync sends the engine's default one for its kind, logged once however many syncs use it")
     func defaultGroups() async throws {
         try await Self.withPhone { server, phone, _ in
             try Self.writeGroceries(on: phone)
@@ -111,10 +118,13 @@ struct OperationGroupTests {
 
             let logged = try Self.serverGroups(server)
             let prefix = phone.engine.requestIDPrefix
-            #expect(logged.started.map(\.group) == [
-                OperationGroup(operationGroupID: "\(prefix)-sendChanges-manual", name: "SyncEngine sendChanges manual"),
-                OperationGroup(operationGroupID: "\(prefix)-fetchChanges-manual", name: "SyncEngine fetchChanges manual"),
-            ])
+            #expect(
+                logged.started.map(\.group) == [
+                    OperationGroup(
+                        operationGroupID: "\(prefix)-sendChanges-manual", name: "SyncEngine sendChanges manual"),
+                    OperationGroup(
+                        operationGroupID: "\(prefix)-fetchChanges-manual", name: "SyncEngine fetchChanges manual"),
+                ])
             #expect(logged.outcomes == ["\(prefix)-sendChanges-manual"])
 
             // More syncs of the same kinds carry the same groups and write no group entry.
@@ -132,7 +142,8 @@ struct OperationGroupTests {
             let engine = phone.engine
             // What the scheduler runs for a push: a fetch with the default options, reason scheduled.
             try await engine.runSync(.fetch(SyncEngine.FetchChangesOptions())) {
-                try await engine.runFetch(SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions()))
+                try await engine.runFetch(
+                    SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions()))
             }
             let started = try #require(try Self.serverGroups(server).started.first)
             #expect(started.group.name == "SyncEngine fetchChanges scheduled")
@@ -161,7 +172,8 @@ struct OperationGroupTests {
                 #expect(fetch.code == .invalidArguments)
                 // The server refuses it the same way from any client.
                 let direct = try await #require(throws: SyncError.self) {
-                    _ = try await server.database(for: "alice").fetchDatabaseChanges(FetchDatabaseChangesRequest(operationGroup: group))
+                    _ = try await server.database(for: "alice").fetchDatabaseChanges(
+                        FetchDatabaseChangesRequest(operationGroup: group))
                 }
                 #expect(direct.code == .invalidArguments)
                 #expect(direct.message.contains(named), "\(direct.message)")

@@ -26,11 +26,16 @@ struct PendingDatabaseChangesTests {
     func saveZoneTwice() async throws {
         try withEngine { engine, directory in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes, capabilities: .customZoneDefault))])
+            try engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: F.notes, capabilities: .customZoneDefault))
+            ])
             let list = try engine.state.pendingDatabaseChanges
             #expect(list.count == 1)
             // The first zone value is kept.
-            guard case .saveZone(let zone) = try #require(list.first) else { Issue.record("not a save"); return }
+            guard case .saveZone(let zone) = try #require(list.first) else {
+                Issue.record("not a save")
+                return
+            }
             #expect(zone.capabilities == [])
         }
     }
@@ -38,16 +43,23 @@ struct PendingDatabaseChangesTests {
     @Test("F22: adding a pending zone change again keeps its first position")
     func zoneDedupKeepsFirstPosition() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
+            try engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos),
+            ])
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
-            #expect(try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
+            #expect(
+                try engine.state.pendingDatabaseChanges == [
+                    .saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos),
+                ])
         }
     }
 
     @Test("F19, F22: saveZone then deleteZone leaves only the delete")
     func saveZoneThenDelete() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes)), .saveZone(RecordZone(zoneID: F.photos))])
+            try engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: F.notes)), .saveZone(RecordZone(zoneID: F.photos)),
+            ])
             try engine.state.add(pendingDatabaseChanges: [.deleteZone(F.notes)])
             let list = try engine.state.pendingDatabaseChanges
             #expect(list.filter { $0.zoneID == F.notes } == [.deleteZone(F.notes)])
@@ -67,12 +79,16 @@ struct PendingDatabaseChangesTests {
     @Test("F20, F22: remove takes exact matches, by case and zone ID")
     func removeZoneExact() async throws {
         try withEngine { engine, directory in
-            try engine.state.add(pendingDatabaseChanges: [.deleteZone(F.notes), .saveZone(RecordZone(zoneID: F.shared))])
+            try engine.state.add(pendingDatabaseChanges: [
+                .deleteZone(F.notes), .saveZone(RecordZone(zoneID: F.shared)),
+            ])
             try engine.state.remove(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes))])
             #expect(try engine.state.pendingDatabaseChanges.count == 2)
             try engine.state.remove(pendingDatabaseChanges: [.deleteZone(F.notes)])
             // A different zone value with the same ID matches.
-            try engine.state.remove(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.shared, capabilities: .customZoneDefault))])
+            try engine.state.remove(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: F.shared, capabilities: .customZoneDefault))
+            ])
             #expect(try engine.state.pendingDatabaseChanges == [])
         }
     }
@@ -85,11 +101,13 @@ struct PendingDatabaseChangesTests {
                 .saveZone(RecordZone(zoneID: z[0])), .deleteZone(z[1]), .saveZone(RecordZone(zoneID: z[2])),
                 .saveZone(RecordZone(zoneID: z[3])), .deleteZone(z[4]),
             ])
-            try engine.deviceLog.append(.databaseChangesSent(
-                savedZones: [RecordZone(zoneID: z[0], capabilities: .customZoneDefault)], deletedZoneIDs: [z[1]],
-                failedZoneSaves: [z[2]: SyncError(.zoneBusy), z[3]: SyncError(.badDatabase)],
-                failedZoneDeletes: [z[4]: SyncError(.networkFailure)]))
-            #expect(try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: z[2])), .deleteZone(z[4])])
+            try engine.deviceLog.append(
+                .databaseChangesSent(
+                    savedZones: [RecordZone(zoneID: z[0], capabilities: .customZoneDefault)], deletedZoneIDs: [z[1]],
+                    failedZoneSaves: [z[2]: SyncError(.zoneBusy), z[3]: SyncError(.badDatabase)],
+                    failedZoneDeletes: [z[4]: SyncError(.networkFailure)]))
+            #expect(
+                try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: z[2])), .deleteZone(z[4])])
         }
     }
 }

@@ -31,7 +31,8 @@ struct PendingRecordChangesTests {
             // A batch carrying a 200 kB record puts the contents in the log, not in the state.
             var big = F.clientRecord(F.a)
             big["body"] = .bytes(Data(repeating: 7, count: 200_000))
-            try engine.deviceLog.append(.batchPrepared(recordsToSave: [big], recordIDsToDelete: [], atomicByZone: false))
+            try engine.deviceLog.append(
+                .batchPrepared(recordsToSave: [big], recordIDsToDelete: [], atomicByZone: false))
             let prepared = try #require(try engine.deviceLog.log.entry(at: 2))
             #expect(prepared.payload.count > 200_000)
             #expect(try pendingBytes(engine.deviceLog) < small + 64)  // + the in-flight mark only
@@ -62,7 +63,8 @@ struct PendingRecordChangesTests {
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .saveRecord(F.b)])
             // Within one call too.
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(F.c), .saveRecord(F.b), .deleteRecord(F.c)])
-            #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.c)])
+            #expect(
+                try engine.state.pendingRecordZoneChanges == [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.c)])
         }
     }
 
@@ -133,7 +135,9 @@ struct PendingRecordChangesTests {
             let inNotes = F.id("same", F.notes)
             let inPhotos = F.id("same", F.photos)
             let shared = F.id("same", F.shared)
-            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(inNotes), .deleteRecord(inPhotos), .saveRecord(shared)])
+            try engine.state.add(pendingRecordZoneChanges: [
+                .saveRecord(inNotes), .deleteRecord(inPhotos), .saveRecord(shared),
+            ])
             try engine.state.remove(pendingRecordZoneChanges: [.deleteRecord(inPhotos)])
             #expect(try engine.state.pendingRecordZoneChanges == [.saveRecord(inNotes), .saveRecord(shared)])
         }
@@ -142,7 +146,8 @@ struct PendingRecordChangesTests {
     @Test("IDs with names over CloudKit's limits or holding NUL are kept exactly")
     func unusualNames() async throws {
         try withEngine { engine, directory in
-            let longZone = RecordZone.ID(zoneName: String(repeating: "z", count: 300), ownerName: String(repeating: "o", count: 300))
+            let longZone = RecordZone.ID(
+                zoneName: String(repeating: "z", count: 300), ownerName: String(repeating: "o", count: 300))
             let ids = [
                 Record.ID(recordName: String(repeating: "r", count: 600), zoneID: longZone),
                 Record.ID(recordName: String(repeating: "r", count: 601), zoneID: longZone),
@@ -154,7 +159,10 @@ struct PendingRecordChangesTests {
             #expect(try engine.state.pendingRecordZoneChanges == ids.map { .saveRecord($0) })
             try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(ids[0])])
             try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(ids[2])])
-            #expect(try engine.state.pendingRecordZoneChanges == [ids[1], ids[3], ids[4]].map { .saveRecord($0) } + [.deleteRecord(ids[0])])
+            #expect(
+                try engine.state.pendingRecordZoneChanges == [ids[1], ids[3], ids[4]].map { .saveRecord($0) } + [
+                    .deleteRecord(ids[0])
+                ])
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
     }

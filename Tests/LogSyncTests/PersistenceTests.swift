@@ -19,11 +19,15 @@ struct PersistenceTests {
         try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.c)])
         try engine.state.setHasPendingUntrackedChanges(true)
-        try engine.deviceLog.append(.batchPrepared(recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.c)], recordIDsToDelete: [], atomicByZone: false))
+        try engine.deviceLog.append(
+            .batchPrepared(
+                recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.c)], recordIDsToDelete: [], atomicByZone: false))
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.c)])
-        try engine.deviceLog.append(.batchResult(
-            saved: [F.serverRecord(F.a, tag: "5")], deleted: [], failedSaves: [:], failedDeletes: [:]))
-        try engine.deviceLog.append(.batchPrepared(recordsToSave: [F.clientRecord(F.c)], recordIDsToDelete: [F.b], atomicByZone: false))
+        try engine.deviceLog.append(
+            .batchResult(
+                saved: [F.serverRecord(F.a, tag: "5")], deleted: [], failedSaves: [:], failedDeletes: [:]))
+        try engine.deviceLog.append(
+            .batchPrepared(recordsToSave: [F.clientRecord(F.c)], recordIDsToDelete: [F.b], atomicByZone: false))
         let state = try engine.deviceLog.read { try $0.referenceState(recordIDs: [F.a, F.b, F.c]) }
         #expect(state == (try ReferenceState.replaying(engine.deviceLog)))
         return (try engine.deviceLog.log.lastOffset, state)
@@ -45,17 +49,25 @@ struct PersistenceTests {
                 #expect(try readOnly.log.appliedOffsets() == [DeviceIndex.projectionName: last])
                 let after = try readOnly.read { try $0.referenceState(recordIDs: [F.a, F.b, F.c]) }
                 #expect(after == before)
-                #expect(throws: LogStoreError.self) { try makeEngine(deviceLog: readOnly, directory: directory).state.add(pendingRecordZoneChanges: [.saveRecord(F.x)]) }
+                #expect(throws: LogStoreError.self) {
+                    try makeEngine(deviceLog: readOnly, directory: directory).state.add(pendingRecordZoneChanges: [
+                        .saveRecord(F.x)
+                    ])
+                }
             }
 
             // Read-write again: the engine carries on where it was.
             let engine = try makeEngine(directory)
             #expect(try engine.state.pendingRecordZoneChanges == [.deleteRecord(F.b), .saveRecord(F.c)])
-            #expect(try engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos)])
+            #expect(
+                try engine.state.pendingDatabaseChanges == [
+                    .saveZone(RecordZone(zoneID: F.notes)), .deleteZone(F.photos),
+                ])
             #expect(try engine.state.hasPendingUntrackedChanges)
             #expect(try engine.deviceLog.lastKnownServerRecord(for: F.a)?.recordChangeTag == "5")
-            try engine.deviceLog.append(.batchResult(
-                saved: [F.serverRecord(F.c, tag: "6")], deleted: [F.b], failedSaves: [:], failedDeletes: [:]))
+            try engine.deviceLog.append(
+                .batchResult(
+                    saved: [F.serverRecord(F.c, tag: "6")], deleted: [F.b], failedSaves: [:], failedDeletes: [:]))
             #expect(try engine.state.pendingRecordZoneChanges == [])
             #expect(try engine.deviceLog.log.verifyProjections() == nil)
         }
@@ -66,9 +78,11 @@ struct PersistenceTests {
         try withTemporaryDirectory { directory in
             let server = try SyncServer(.init(directory: directory.appendingPathComponent("server"), durability: .fast))
             func engine() throws -> SyncEngine {
-                try SyncEngine(SyncEngine.Configuration(
-                    database: server.database(for: "tester"), logDirectory: directory.appendingPathComponent("sync"),
-                    delegate: IdleDelegate.shared))
+                try SyncEngine(
+                    SyncEngine.Configuration(
+                        database: server.database(for: "tester"),
+                        logDirectory: directory.appendingPathComponent("sync"),
+                        delegate: IdleDelegate.shared))
             }
             do {
                 let engine = try engine()

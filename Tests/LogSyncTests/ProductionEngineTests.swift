@@ -7,13 +7,13 @@ import SyncTestKit
 import TemporaryDirectory
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 @testable import LogSync
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// F118: one engine per database in production. A second production engine on the same
 /// server, user and database, or on the same device log, is refused while the first lives;
@@ -58,7 +58,8 @@ struct ProductionEngineTests {
     func releasedWhenTheFirstEngineGoes() async throws {
         try await withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
-            var first: SyncEngine? = try Self.engine("phone", on: server, environment: .production, directory: directory)
+            var first: SyncEngine? = try Self.engine(
+                "phone", on: server, environment: .production, directory: directory)
             try await first!.fetchChanges()
             weak let gone = first
             #expect(throws: SyncEngine.DuplicateEngineError.self) {
@@ -77,7 +78,8 @@ struct ProductionEngineTests {
     func otherDatabasesAreAllowed() async throws {
         try withTemporaryDirectory { directory in
             let server = try makeTickingServer(directory)
-            let other = try SyncServer(.init(directory: directory.appendingPathComponent("other-server"), durability: .fast))
+            let other = try SyncServer(
+                .init(directory: directory.appendingPathComponent("other-server"), durability: .fast))
             // A typical app: one engine on the private database, one on the shared database.
             let engines = [
                 try Self.engine("private", on: server, environment: .production, directory: directory),

@@ -25,7 +25,10 @@ struct ProjectionRuleTests {
         static let zones = [F.notes, F.photos, F.shared, RecordZone.ID(zoneName: String(repeating: "L", count: 300))]
         static let ids = zones.flatMap { zone in (0..<8).map { F.id("r\($0)", zone) } }
         static let codes: [SyncError.Code] =
-            SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue } + [.serverRecordChanged, .unknownItem, .zoneNotFound, .quotaExceeded, .batchRequestFailed, .userDeletedZone]
+            SyncError.Code.transient.sorted { $0.rawValue < $1.rawValue } + [
+                .serverRecordChanged, .unknownItem, .zoneNotFound, .quotaExceeded, .batchRequestFailed,
+                .userDeletedZone,
+            ]
 
         init(seed: UInt64) { random = SeededRandom(seed: seed) }
 
@@ -47,7 +50,8 @@ struct ProjectionRuleTests {
             if code == .serverRecordChanged && chance(80) {
                 tag += 1
                 let id = pick(Self.ids)
-                return .serverRecordChanged(serverRecord: F.serverRecord(id, tag: "c\(tag)"), clientRecord: F.clientRecord(id))
+                return .serverRecordChanged(
+                    serverRecord: F.serverRecord(id, tag: "c\(tag)"), clientRecord: F.clientRecord(id))
             }
             return SyncError(code)
         }
@@ -96,8 +100,9 @@ struct ProjectionRuleTests {
                     case 1: .zoneIDs(someZones(3))
                     default: .allExcluding(someZones(2))
                     }
-                return .fetchStarted(SyncEngine.FetchChangesContext(
-                    reason: reason(), options: .init(scope: scope, prioritizedZoneIDs: someZones(2))))
+                return .fetchStarted(
+                    SyncEngine.FetchChangesContext(
+                        reason: reason(), options: .init(scope: scope, prioritizedZoneIDs: someZones(2))))
             default:
                 return .fetchFinished(error: error)
             }
@@ -109,15 +114,18 @@ struct ProjectionRuleTests {
             generated += 1
             switch Int.random(in: 0..<137, using: &random) {
             case 0..<35:
-                entry = .pendingRecordZoneChangesAdded((0..<Int.random(in: 1...4, using: &random)).map { _ in recordChange() })
+                entry = .pendingRecordZoneChangesAdded(
+                    (0..<Int.random(in: 1...4, using: &random)).map { _ in recordChange() })
             case 35..<45:
                 // Mostly changes that are pending, so removals bite.
                 let pending = model.records
-                entry = .pendingRecordZoneChangesRemoved((0..<Int.random(in: 1...3, using: &random)).map { _ in
-                    !pending.isEmpty && chance(70) ? pick(pending) : recordChange()
-                })
+                entry = .pendingRecordZoneChangesRemoved(
+                    (0..<Int.random(in: 1...3, using: &random)).map { _ in
+                        !pending.isEmpty && chance(70) ? pick(pending) : recordChange()
+                    })
             case 45..<53:
-                entry = .pendingDatabaseChangesAdded((0..<Int.random(in: 1...3, using: &random)).map { _ in zoneChange() })
+                entry = .pendingDatabaseChangesAdded(
+                    (0..<Int.random(in: 1...3, using: &random)).map { _ in zoneChange() })
             case 53..<57:
                 entry = .pendingDatabaseChangesRemoved([zoneChange()])
             case 57..<61:
@@ -126,17 +134,21 @@ struct ProjectionRuleTests {
                 // A batch of some pending changes, and now and then one that is not pending.
                 var saves: [Record.ID] = []
                 var deletions: [Record.ID] = []
-                for change in model.records.prefix(Int.random(in: 0...6, using: &random)) + (chance(20) ? [recordChange()] : []) {
+                for change in model.records.prefix(Int.random(in: 0...6, using: &random))
+                    + (chance(20) ? [recordChange()] : [])
+                {
                     switch change {
                     case .saveRecord(let id) where !saves.contains(id) && !deletions.contains(id): saves.append(id)
-                    case .deleteRecord(let id) where !saves.contains(id) && !deletions.contains(id): deletions.append(id)
+                    case .deleteRecord(let id) where !saves.contains(id) && !deletions.contains(id):
+                        deletions.append(id)
                     default: break
                     }
                 }
                 // Mostly with the request ID it is sent under (F103); now and then without, as in
                 // a log written before the ID was recorded.
                 entry = .batchPrepared(
-                    recordsToSave: saves.map { F.clientRecord($0) }, recordIDsToDelete: deletions, atomicByZone: chance(30),
+                    recordsToSave: saves.map { F.clientRecord($0) }, recordIDsToDelete: deletions,
+                    atomicByZone: chance(30),
                     requestID: chance(80) ? RequestID("p-\(generated)") : nil)
             case 75..<92:
                 // A result for the batch in flight: each item saved, deleted, failed or unmentioned.
@@ -167,7 +179,8 @@ struct ProjectionRuleTests {
                     case (.deleteRecord(let id), _): failedDeletes[id] = error()
                     }
                 }
-                entry = .batchResult(saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
+                entry = .batchResult(
+                    saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
             case 100..<104:
                 entry = timelineMark()
             case 104..<110:
@@ -195,7 +208,8 @@ struct ProjectionRuleTests {
                 tag += 1
                 entry = .zoneChangesFetched(
                     zoneID: zone, modifications: modifications, deletions: deletions,
-                    changeToken: ZoneChangeToken(zoneID: zone, incarnation: 1, offset: ChangeOffset(UInt64(tag))), moreComing: chance(20))
+                    changeToken: ZoneChangeToken(zoneID: zone, incarnation: 1, offset: ChangeOffset(UInt64(tag))),
+                    moreComing: chance(20))
             case 118..<124:
                 entry = .zoneFetchFinished(zoneID: zoneToFetch(), error: zoneFetchError())
             case 124..<127:
@@ -211,9 +225,12 @@ struct ProjectionRuleTests {
                 entry = .pushReceived(zoneID: chance(40) ? nil : pick(Self.zones))
             case 134..<136:
                 let cause: SyncSchedule.Cause = pick([
-                    .localChanges, .pushHint, .catchUp, .retry(failures: 2, after: .seconds(4), serverRetryAfter: false),
+                    .localChanges, .pushHint, .catchUp,
+                    .retry(failures: 2, after: .seconds(4), serverRetryAfter: false),
                 ])
-                entry = .syncScheduled(work: chance(50) ? .send : .fetch, reason: cause, after: .milliseconds(Int64.random(in: 0...5_000, using: &random)))
+                entry = .syncScheduled(
+                    work: chance(50) ? .send : .fetch, reason: cause,
+                    after: .milliseconds(Int64.random(in: 0...5_000, using: &random)))
             case 136:
                 entry = .syncDeferred(reason: pick(["no account", "network down, power ok"]))
             default:
@@ -224,14 +241,16 @@ struct ProjectionRuleTests {
                 for change in model.zones {
                     switch (change, Int.random(in: 0..<4, using: &random)) {
                     case (_, 3): break
-                    case (.saveZone(let zone), 0): saved.append(RecordZone(zoneID: zone.zoneID, capabilities: .customZoneDefault))
+                    case (.saveZone(let zone), 0):
+                        saved.append(RecordZone(zoneID: zone.zoneID, capabilities: .customZoneDefault))
                     case (.deleteZone(let id), 0): deleted.append(id)
                     case (.saveZone(let zone), _): failedSaves[zone.zoneID] = error()
                     case (.deleteZone(let id), _): failedDeletes[id] = error()
                     }
                 }
                 entry = .databaseChangesSent(
-                    savedZones: saved, deletedZoneIDs: deleted, failedZoneSaves: failedSaves, failedZoneDeletes: failedDeletes)
+                    savedZones: saved, deletedZoneIDs: deleted, failedZoneSaves: failedSaves,
+                    failedZoneDeletes: failedDeletes)
             }
             model.apply(entry, at: LogOffset(generated))
             return entry

@@ -74,7 +74,9 @@ struct RecordZoneChangeBatchTests {
     @Test("F53: order is kept; deletions never call the provider")
     func orderKeptDeletesNotAsked() async throws {
         let ids = (0..<10).map { F.id("r\($0)") }
-        let pending: [RecordChange] = ids.enumerated().map { $0.offset.isMultiple(of: 3) ? .deleteRecord($0.element) : .saveRecord($0.element) }
+        let pending: [RecordChange] = ids.enumerated().map {
+            $0.offset.isMultiple(of: 3) ? .deleteRecord($0.element) : .saveRecord($0.element)
+        }
         let (batch, asked) = await Self.build(pending, records: Self.records(ids))
         let built = try #require(batch)
         let saves = pending.compactMap { if case .saveRecord(let id) = $0 { id } else { nil } }
@@ -84,11 +86,13 @@ struct RecordZoneChangeBatchTests {
         #expect(asked == saves)
     }
 
-    @Test("F53: nil when nothing is taken", arguments: [
-        [RecordChange](),
-        [.saveRecord(Fixtures.a)],
-        [.saveRecord(Fixtures.a), .saveRecord(Fixtures.b)],
-    ])
+    @Test(
+        "F53: nil when nothing is taken",
+        arguments: [
+            [RecordChange](),
+            [.saveRecord(Fixtures.a)],
+            [.saveRecord(Fixtures.a), .saveRecord(Fixtures.b)],
+        ])
     func nilWhenNothingTaken(pending: [RecordChange]) async {
         let (batch, asked) = await Self.build(pending, records: [:])
         #expect(batch == nil)
@@ -133,7 +137,9 @@ struct RecordZoneChangeBatchTests {
     @Test("F54: exactly 2 MB fits; a deletion still fits after it; the next byte does not")
     func twoMegabyteBoundary() async throws {
         let half = Limits.maxRequestBytes / 2  // 1 MB: the largest valid record
-        let records = [F.a: Self.record(F.a, size: half), F.b: Self.record(F.b, size: half), F.c: Self.record(F.c, size: 4)]
+        let records = [
+            F.a: Self.record(F.a, size: half), F.b: Self.record(F.b, size: half), F.c: Self.record(F.c, size: 4),
+        ]
         let pending: [RecordChange] = [.saveRecord(F.a), .saveRecord(F.b), .deleteRecord(F.x), .saveRecord(F.c)]
         let (batch, asked) = await Self.build(pending, records: records)
         let built = try #require(batch)
@@ -146,11 +152,12 @@ struct RecordZoneChangeBatchTests {
     func elementsLimit() async throws {
         // 300 small fields a record: 300 × 3 elements (entry, value, changed key) + 3.
         let ids = (0..<400).map { F.id("w\($0)") }
-        let records = Dictionary(uniqueKeysWithValues: ids.map { id in
-            var record = Record(recordType: "Wide", recordID: id)
-            for field in 0..<300 { record["f\(field)"] = .bool(true) }
-            return (id, record)
-        })
+        let records = Dictionary(
+            uniqueKeysWithValues: ids.map { id in
+                var record = Record(recordType: "Wide", recordID: id)
+                for field in 0..<300 { record["f\(field)"] = .bool(true) }
+                return (id, record)
+            })
         let perRecord = try #require(records[ids[0]]).requestElements
         #expect(perRecord == 903)
         let (batch, _) = await Self.build(ids.map { .saveRecord($0) }, records: records)
@@ -182,7 +189,9 @@ struct RecordZoneChangeBatchTests {
 
     @Test("F58: one batch mixes records of several zones")
     func crossZone() async throws {
-        let inNotes = F.id("n", F.notes), inPhotos = F.id("p", F.photos), shared = F.id("s", F.shared)
+        let inNotes = F.id("n", F.notes)
+        let inPhotos = F.id("p", F.photos)
+        let shared = F.id("s", F.shared)
         let (batch, _) = await Self.build(
             [.saveRecord(inNotes), .saveRecord(inPhotos), .deleteRecord(shared)],
             records: Self.records([inNotes, inPhotos]))
@@ -208,12 +217,14 @@ struct RecordZoneChangeBatchTests {
     struct Mixer: RandomNumberGenerator {
         var state: UInt64
         mutating func next() -> UInt64 {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return state >> 11 ^ state
         }
     }
 
-    @Test("The cursor builds the same batches as the whole pending list, filtered, for every scope; the list read is the projection's", arguments: [1, 2, 3])
+    @Test(
+        "The cursor builds the same batches as the whole pending list, filtered, for every scope; the list read is the projection's",
+        arguments: [1, 2, 3])
     func cursorMatchesWholeList(seed: UInt64) async throws {
         try await withEngine { engine, directory in
             var random = Mixer(state: seed)
@@ -239,7 +250,9 @@ struct RecordZoneChangeBatchTests {
             #expect(try engine.state.pendingRecordZoneChanges == uncached)
             #expect(try engine.state.pendingRecordZoneChanges == uncached)
 
-            let scopes: [SyncEngine.SendChangesOptions.Scope] = [.all, .zoneIDs([F.photos]), .recordIDs(Array(ids.prefix(100)))]
+            let scopes: [SyncEngine.SendChangesOptions.Scope] = [
+                .all, .zoneIDs([F.photos]), .recordIDs(Array(ids.prefix(100))),
+            ]
             for scope in scopes {
                 var batches = 0
                 while true {
@@ -250,15 +263,19 @@ struct RecordZoneChangeBatchTests {
                     guard let batch = fromList else { break }
                     batches += 1
                     // What the send would remove: the changes taken, and saves the app no longer has.
-                    let taken = batch.recordsToSave.map { RecordChange.saveRecord($0.recordID) }
+                    let taken =
+                        batch.recordsToSave.map { RecordChange.saveRecord($0.recordID) }
                         + batch.recordIDsToDelete.map { RecordChange.deleteRecord($0) }
                     try engine.state.remove(pendingRecordZoneChanges: taken)
-                    #expect(try engine.state.pendingRecordZoneChanges == engine.deviceLog.read { try $0.pendingRecordZoneChanges() })
+                    #expect(
+                        try engine.state.pendingRecordZoneChanges
+                            == engine.deviceLog.read { try $0.pendingRecordZoneChanges() })
                 }
-                #expect(try engine.state.pendingRecordZoneChanges.filter { scope.contains($0) }.allSatisfy {
-                    if case .saveRecord(let id) = $0 { return store[id] == nil }
-                    return false
-                }, "only saves whose records are gone are left in scope \(scope)")
+                #expect(
+                    try engine.state.pendingRecordZoneChanges.filter { scope.contains($0) }.allSatisfy {
+                        if case .saveRecord(let id) = $0 { return store[id] == nil }
+                        return false
+                    }, "only saves whose records are gone are left in scope \(scope)")
             }
         }
     }

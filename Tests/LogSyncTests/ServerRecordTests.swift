@@ -16,7 +16,10 @@ struct ServerRecordTests {
         try withEngine { engine, directory in
             let log = engine.deviceLog
             #expect(try log.lastKnownServerRecord(for: F.a) == nil)
-            try log.append(.batchPrepared(recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.b)], recordIDsToDelete: [], atomicByZone: true))
+            try log.append(
+                .batchPrepared(
+                    recordsToSave: [F.clientRecord(F.a), F.clientRecord(F.b)], recordIDsToDelete: [], atomicByZone: true
+                ))
             let a1 = F.serverRecord(F.a, tag: "1")
             let b1 = F.serverRecord(F.b, tag: "2")
             try log.append(.batchResult(saved: [a1, b1], deleted: [], failedSaves: [:], failedDeletes: [:]))
@@ -36,29 +39,37 @@ struct ServerRecordTests {
     func conflictServerRecord() async throws {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
-            try log.append(.batchResult(saved: [F.serverRecord(F.a, tag: "1")], deleted: [], failedSaves: [:], failedDeletes: [:]))
+            try log.append(
+                .batchResult(saved: [F.serverRecord(F.a, tag: "1")], deleted: [], failedSaves: [:], failedDeletes: [:]))
             let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
-            try log.append(.batchResult(
-                saved: [], deleted: [],
-                failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
-                failedDeletes: [:]))
+            try log.append(
+                .batchResult(
+                    saved: [], deleted: [],
+                    failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
+                    failedDeletes: [:]))
             #expect(try log.lastKnownServerRecord(for: F.a) == theirs)
             // A transient failure changes nothing.
-            try log.append(.batchResult(saved: [], deleted: [], failedSaves: [F.a: SyncError(.zoneBusy)], failedDeletes: [:]))
+            try log.append(
+                .batchResult(saved: [], deleted: [], failedSaves: [F.a: SyncError(.zoneBusy)], failedDeletes: [:]))
             #expect(try log.lastKnownServerRecord(for: F.a) == theirs)
         }
     }
 
-    @Test("unknownItem, zoneNotFound and userDeletedZone forget the record", arguments: [
-        SyncError.Code.unknownItem, .zoneNotFound, .userDeletedZone,
-    ])
+    @Test(
+        "unknownItem, zoneNotFound and userDeletedZone forget the record",
+        arguments: [
+            SyncError.Code.unknownItem, .zoneNotFound, .userDeletedZone,
+        ])
     func goneOnServer(_ code: SyncError.Code) async throws {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
-            try log.append(.batchResult(
-                saved: [F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2")], deleted: [], failedSaves: [:], failedDeletes: [:]))
-            try log.append(.batchResult(
-                saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
+            try log.append(
+                .batchResult(
+                    saved: [F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2")], deleted: [],
+                    failedSaves: [:], failedDeletes: [:]))
+            try log.append(
+                .batchResult(
+                    saved: [], deleted: [], failedSaves: [F.a: SyncError(code)], failedDeletes: [F.b: SyncError(code)]))
             #expect(try log.lastKnownServerRecord(for: F.a) == nil)
             #expect(try log.lastKnownServerRecord(for: F.b) == nil)
         }
@@ -69,10 +80,16 @@ struct ServerRecordTests {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             let inPhotos = F.id("P", F.photos)
-            try log.append(.batchResult(
-                saved: [F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2"), F.serverRecord(inPhotos, tag: "3")],
-                deleted: [], failedSaves: [:], failedDeletes: [:]))
-            try log.append(.databaseChangesSent(savedZones: [], deletedZoneIDs: [F.notes], failedZoneSaves: [:], failedZoneDeletes: [:]))
+            try log.append(
+                .batchResult(
+                    saved: [
+                        F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2"),
+                        F.serverRecord(inPhotos, tag: "3"),
+                    ],
+                    deleted: [], failedSaves: [:], failedDeletes: [:]))
+            try log.append(
+                .databaseChangesSent(
+                    savedZones: [], deletedZoneIDs: [F.notes], failedZoneSaves: [:], failedZoneDeletes: [:]))
             #expect(try log.lastKnownServerRecord(for: F.a) == nil)
             #expect(try log.lastKnownServerRecord(for: F.b) == nil)
             #expect(try log.lastKnownServerRecord(for: inPhotos)?.recordChangeTag == "3")
@@ -84,34 +101,43 @@ struct ServerRecordTests {
     /// The raw `serverRecords` value of `id`.
     static func slotBytes(_ log: DeviceLog, _ id: Record.ID) throws -> [UInt8]? {
         try log.log.read { reader in
-            let zone = try #require(try reader.transaction.value(
-                forKey: DeviceKey.zone(id.zoneID), in: reader.table("zones", of: DeviceIndex.projectionName)))
+            let zone = try #require(
+                try reader.transaction.value(
+                    forKey: DeviceKey.zone(id.zoneID), in: reader.table("zones", of: DeviceIndex.projectionName)))
             let key = DeviceKey.record(zoneNumber: readBigEndian(zone), name: id.recordName)
-            return try reader.transaction.value(forKey: key, in: reader.table("serverRecords", of: DeviceIndex.projectionName))
+            return try reader.transaction.value(
+                forKey: key, in: reader.table("serverRecords", of: DeviceIndex.projectionName))
         }
     }
 
     /// Replaces the raw `serverRecords` value of `id`, as a damaged index would hold it.
     static func setSlotBytes(_ log: DeviceLog, _ id: Record.ID, _ bytes: [UInt8]) throws {
-        let zone = try #require(try log.log.read { reader in
-            try reader.transaction.value(forKey: DeviceKey.zone(id.zoneID), in: reader.table("zones", of: DeviceIndex.projectionName))
-        })
+        let zone = try #require(
+            try log.log.read { reader in
+                try reader.transaction.value(
+                    forKey: DeviceKey.zone(id.zoneID), in: reader.table("zones", of: DeviceIndex.projectionName))
+            })
         let key = DeviceKey.record(zoneNumber: readBigEndian(zone), name: id.recordName)
         try log.log.environment.write { transaction in
-            let table = try LogReader(log: log.log, transaction: transaction).table("serverRecords", of: DeviceIndex.projectionName)
+            let table = try LogReader(log: log.log, transaction: transaction).table(
+                "serverRecords", of: DeviceIndex.projectionName)
             try transaction.put(bytes, forKey: key, in: table)
         }
     }
 
-    @Test("A fetched or saved record is kept once: the index points at it in the entry that brought it; a conflict's is stored whole")
+    @Test(
+        "A fetched or saved record is kept once: the index points at it in the entry that brought it; a conflict's is stored whole"
+    )
     func recordsAreStoredOnce() async throws {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             let a1 = F.serverRecord(F.a, tag: "1")
             let b1 = F.serverRecord(F.b, tag: "2")
-            let fetched = try log.append(.zoneChangesFetched(
-                zoneID: F.notes, modifications: [a1, b1], deletions: [], changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1),
-                moreComing: false))
+            let fetched = try log.append(
+                .zoneChangesFetched(
+                    zoneID: F.notes, modifications: [a1, b1], deletions: [],
+                    changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1),
+                    moreComing: false))
             #expect(try Self.slotBytes(log, F.b) == ServerRecordSlot.entry(offset: fetched.rawValue, ordinal: 1).bytes)
             #expect(try Self.slotBytes(log, F.b)?.count == 13)
             #expect(try log.lastKnownServerRecord(for: F.b) == b1)
@@ -122,26 +148,32 @@ struct ServerRecordTests {
             #expect(try log.lastKnownServerRecord(for: F.a) == a2)
 
             let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
-            try log.append(.batchResult(
-                saved: [], deleted: [],
-                failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
-                failedDeletes: [:]))
+            try log.append(
+                .batchResult(
+                    saved: [], deleted: [],
+                    failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
+                    failedDeletes: [:]))
             #expect(try Self.slotBytes(log, F.a) == [0] + theirs.protoBytes())
             #expect(try log.lastKnownServerRecord(for: F.a) == theirs)
             // Reading them all reads each entry once and gives them in key order.
-            #expect(try log.read { try $0.lastKnownServerRecords() }.compactMap(\.recordChangeTag).sorted() == ["2", "7"])
+            #expect(
+                try log.read { try $0.lastKnownServerRecords() }.compactMap(\.recordChangeTag).sorted() == ["2", "7"])
             #expect(try log.log.verifyProjections() == nil)
         }
     }
 
-    @Test("A damaged slot is a typed error naming the record: no such entry, an entry without records, an ordinal past its records, an unknown form")
+    @Test(
+        "A damaged slot is a typed error naming the record: no such entry, an entry without records, an ordinal past its records, an unknown form"
+    )
     func damagedSlots() async throws {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
-            let fetched = try log.append(.zoneChangesFetched(
-                zoneID: F.notes, modifications: [F.serverRecord(F.a, tag: "1")], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1), moreComing: false))
-            let other = try log.append(.sendStarted(SyncEngine.SendChangesContext(reason: .manual, options: .init(scope: .all))))
+            let fetched = try log.append(
+                .zoneChangesFetched(
+                    zoneID: F.notes, modifications: [F.serverRecord(F.a, tag: "1")], deletions: [],
+                    changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1), moreComing: false))
+            let other = try log.append(
+                .sendStarted(SyncEngine.SendChangesContext(reason: .manual, options: .init(scope: .all))))
             let damaged: [(bytes: [UInt8], says: String)] = [
                 (ServerRecordSlot.entry(offset: 999, ordinal: 0).bytes, "at offset 999, which the log does not hold"),
                 (ServerRecordSlot.entry(offset: other.rawValue, ordinal: 0).bytes, "an entry of kind"),
@@ -160,13 +192,15 @@ struct ServerRecordTests {
         }
     }
 
-    @Test("Finding records in an entry's bytes without decoding it: malformed bytes are typed errors, never a crash", arguments: [
-        ([0x12, 0x05, 1, 2], "past the end"),  // field 2, length 5, two bytes left
-        ([0x12], "cut off"),  // a tag and no length
-        ([0x12, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], "longer than 10 bytes"),
-        ([0x13], "wire type 3"),  // a group
-        ([0x09, 1, 2, 3], "past the end"),  // fixed64 cut short
-    ] as [([UInt8], String)])
+    @Test(
+        "Finding records in an entry's bytes without decoding it: malformed bytes are typed errors, never a crash",
+        arguments: [
+            ([0x12, 0x05, 1, 2], "past the end"),  // field 2, length 5, two bytes left
+            ([0x12], "cut off"),  // a tag and no length
+            ([0x12, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], "longer than 10 bytes"),
+            ([0x13], "wire type 3"),  // a group
+            ([0x09, 1, 2, 3], "past the end"),  // fixed64 cut short
+        ] as [([UInt8], String)])
     func protoFieldsOnBadBytes(_ bytes: [UInt8], _ says: String) throws {
         struct Bad: Error { let text: String }
         let error = try #require(throws: Bad.self) {
@@ -187,7 +221,9 @@ struct ServerRecordTests {
         #expect(try ranges.map { try Record(protoBytes: Array(bytes[$0])).recordChangeTag } == ["1", "2"])
     }
 
-    @Test("A device log whose index stored records whole (version 3) is rebuilt at open into slots, with the same records")
+    @Test(
+        "A device log whose index stored records whole (version 3) is rebuilt at open into slots, with the same records"
+    )
     func olderIndexIsRebuilt() async throws {
         try withTemporaryDirectory { directory in
             let a1 = F.serverRecord(F.a, tag: "1")
@@ -196,9 +232,11 @@ struct ServerRecordTests {
                 let old = try DeviceLog(
                     directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 8 << 20),
                     index: VersionThreeIndex())
-                try old.append(.zoneChangesFetched(
-                    zoneID: F.notes, modifications: [a1], deletions: [], changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1),
-                    moreComing: false))
+                try old.append(
+                    .zoneChangesFetched(
+                        zoneID: F.notes, modifications: [a1], deletions: [],
+                        changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 1),
+                        moreComing: false))
                 try old.append(.batchResult(saved: [b2], deleted: [], failedSaves: [:], failedDeletes: [:]))
                 #expect(try Self.slotBytes(old, F.a) == a1.protoBytes())
             }

@@ -14,7 +14,9 @@ import Testing
 struct SharedEngineTests {
     /// Alice's phone writes n1 "Groceries" in her zone Notes and syncs; she shares the zone with
     /// bob (read-write), who accepts. Returns her device and the zone.
-    static func aliceSharesNotesWithBob(_ server: SyncServer, _ directory: URL) async throws -> (TestDevice, RecordZone.ID) {
+    static func aliceSharesNotesWithBob(
+        _ server: SyncServer, _ directory: URL
+    ) async throws -> (TestDevice, RecordZone.ID) {
         try server.registerUser("bob", emailAddress: "bob@example.com")
         let notes = RecordZone.ID(zoneName: "Notes")
         let alice = try TestDevice("alice-phone", server: server, user: "alice", directory: directory)
@@ -23,11 +25,13 @@ struct SharedEngineTests {
         try await alice.sync()
         var share = Share(recordZoneID: notes)
         share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
-        let saved = try await server.database(for: "alice", device: "admin").modifyRecords(saving: [share.record], deleting: [])
+        let saved = try await server.database(for: "alice", device: "admin").modifyRecords(
+            saving: [share.record], deleting: [])
         let savedShare = try #require(saved.saveResults[share.recordID])
         let url = try #require(try Share(record: try savedShare.get()).url)
         _ = try #require(
-            try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+            try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url]))
+                .results[url]
         ).get()
         return (alice, notes)
     }
@@ -70,7 +74,9 @@ struct SharedEngineTests {
         }
     }
 
-    @Test("F118 F125 a device's private and shared engines side by side: tokens, pending changes, subscriptions and events never mix")
+    @Test(
+        "F118 F125 a device's private and shared engines side by side: tokens, pending changes, subscriptions and events never mix"
+    )
     func privateAndSharedSideBySide() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let (alice, notes) = try await Self.aliceSharesNotesWithBob(server, directory)
@@ -78,13 +84,15 @@ struct SharedEngineTests {
             // Bob's phone runs two engines, as an app does: one per database, each with its own log.
             let mine = RecordZone.ID(zoneName: "Notes")  // bob's own zone of the same name
             let privateEngine = try TestDevice("bob-phone-private", server: server, user: "bob", directory: directory)
-            let sharedEngine = try TestDevice("bob-phone-shared", server: server, user: "bob", scope: .shared, directory: directory)
+            let sharedEngine = try TestDevice(
+                "bob-phone-shared", server: server, user: "bob", scope: .shared, directory: directory)
             try privateEngine.createZone(mine)
             try privateEngine.write(Record.ID(recordName: "todo", zoneID: mine), "Call mum")
             try await privateEngine.sync()
             try await sharedEngine.sync()
 
-            let sharedZone = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
+            let sharedZone = RecordZone.ID(
+                zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
             let n1 = Record.ID(recordName: "n1", zoneID: sharedZone)
             #expect(privateEngine.notes == [Record.ID(recordName: "todo", zoneID: mine): "Call mum"])
             #expect(sharedEngine.notes == [n1: "Groceries"])
@@ -96,15 +104,17 @@ struct SharedEngineTests {
 
             // Each engine's events name only its own database's zones.
             func zones(_ device: TestDevice) -> Set<RecordZone.ID> {
-                Set(device.events.flatMap { event -> [RecordZone.ID] in
-                    switch event {
-                    case .fetchedDatabaseChanges(let changes): changes.modifications.map(\.zoneID) + changes.deletions.map(\.zoneID)
-                    case .fetchedRecordZoneChanges(let changes): changes.modifications.map(\.record.recordID.zoneID)
-                    case .sentRecordZoneChanges(let sent): sent.savedRecords.map(\.recordID.zoneID)
-                    case .sentDatabaseChanges(let sent): sent.savedZones.map(\.zoneID)
-                    default: []
-                    }
-                })
+                Set(
+                    device.events.flatMap { event -> [RecordZone.ID] in
+                        switch event {
+                        case .fetchedDatabaseChanges(let changes):
+                            changes.modifications.map(\.zoneID) + changes.deletions.map(\.zoneID)
+                        case .fetchedRecordZoneChanges(let changes): changes.modifications.map(\.record.recordID.zoneID)
+                        case .sentRecordZoneChanges(let sent): sent.savedRecords.map(\.recordID.zoneID)
+                        case .sentDatabaseChanges(let sent): sent.savedZones.map(\.zoneID)
+                        default: []
+                        }
+                    })
             }
             try await sharedEngine.sync()
             #expect(zones(privateEngine) == [mine])
@@ -117,8 +127,10 @@ struct SharedEngineTests {
             #expect(sharedState.knownZoneIDs == [sharedZone])
             #expect(privateState.zoneChangeTokens.map(\.zoneID) == [mine])
             #expect(sharedState.zoneChangeTokens.map(\.zoneID) == [sharedZone])
-            let privateSubscriptions = try await server.database(for: "bob", scope: .private).allSubscriptions().map(\.subscriptionID)
-            let sharedSubscriptions = try await server.database(for: "bob", scope: .shared).allSubscriptions().map(\.subscriptionID)
+            let privateSubscriptions = try await server.database(for: "bob", scope: .private).allSubscriptions().map(
+                \.subscriptionID)
+            let sharedSubscriptions = try await server.database(for: "bob", scope: .shared).allSubscriptions().map(
+                \.subscriptionID)
             #expect(privateState.subscriptionID.map { [$0] } ?? [] == privateSubscriptions)
             #expect(sharedState.subscriptionID.map { [$0] } ?? [] == sharedSubscriptions)
 
@@ -147,7 +159,9 @@ struct SharedEngineTests {
             #expect(alice.shares.isEmpty)
             // bob accepts: the share record changes, and alice's fetch brings it before her deletion goes.
             _ = try #require(
-                try await server.database(for: "bob", scope: .shared).acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
+                try await server.database(for: "bob", scope: .shared).acceptShares(
+                    AcceptSharesRequest(shareURLs: [url])
+                ).results[url]
             ).get()
             try await alice.engine.fetchChanges()
             #expect(alice.shares.isEmpty)

@@ -9,7 +9,8 @@ import Testing
 
 /// An engine with `delegate` on a device log in `directory/device`.
 private func makeEngine(in directory: URL, delegate: any SyncEngineDelegate) throws -> SyncEngine {
-    try makeEngine(deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: delegate)
+    try makeEngine(
+        deviceLog: openDeviceLog(directory.appendingPathComponent("device")), directory: directory, delegate: delegate)
 }
 
 /// `engine.state.suspending`: the state's mutations as `async` methods, which suspend their task
@@ -26,7 +27,9 @@ struct SuspendingStateTests {
             events.compactMap { if case .stateUpdate(let update) = $0 { update.offset } else { nil } }
         }
 
-        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async { recorded.withLock { $0.append(event) } }
+        func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+            recorded.withLock { $0.append(event) }
+        }
 
         func nextRecordZoneChangeBatch(
             _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
@@ -115,13 +118,18 @@ struct SuspendingStateTests {
             #expect(suspending.recorder.stateUpdateOffsets == (1...9).map { LogOffset(rawValue: $0) })
             #expect(suspending.recorder.stateUpdateOffsets == blocking.recorder.stateUpdateOffsets)
             #expect(suspending.recorder.events.count == 9, "stateUpdates only")
-            #expect(try suspending.engine.state.pendingRecordZoneChanges == [.deleteRecord(F.id("a")), .saveRecord(F.id("c", F.photos))])
+            #expect(
+                try suspending.engine.state.pendingRecordZoneChanges == [
+                    .deleteRecord(F.id("a")), .saveRecord(F.id("c", F.photos)),
+                ])
             #expect(try suspending.engine.state.pendingDatabaseChanges == [.saveZone(RecordZone(zoneID: F.notes))])
             #expect(try suspending.engine.state.hasPendingUntrackedChanges == false)
         }
     }
 
-    @Test("F26 F31 edits from many tasks at once: every one committed, in the log's order, with stateUpdates covering them")
+    @Test(
+        "F26 F31 edits from many tasks at once: every one committed, in the log's order, with stateUpdates covering them"
+    )
     func manyTasks() async throws {
         try await withTemporaryDirectory { directory in
             let recorder = Recorder()
@@ -132,7 +140,9 @@ struct SuspendingStateTests {
                 for task in 0..<tasks {
                     group.addTask {
                         for i in 0..<perTask {
-                            try await engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(F.id("t\(task)-\(i)"))])
+                            try await engine.state.suspending.add(pendingRecordZoneChanges: [
+                                .saveRecord(F.id("t\(task)-\(i)"))
+                            ])
                         }
                     }
                 }
@@ -166,7 +176,9 @@ struct SuspendingStateTests {
             let phone = try launch(server: server, directory: directory)
             await phone.waitForCatchUp()
             try await phone.engine.state.suspending.add(pendingRecordZoneChanges: [.saveRecord(F.id("n"))])
-            #expect(try phone.engine.scheduled(.send) == [Scheduled(work: .send, reason: .localChanges, after: .seconds(1))])
+            #expect(
+                try phone.engine.scheduled(.send) == [Scheduled(work: .send, reason: .localChanges, after: .seconds(1))]
+            )
         }
     }
 }

@@ -36,51 +36,58 @@ struct SyncOptionsTests {
         #expect(options.prioritizedZoneIDs.isEmpty)
         options.scope = .allExcluding([F.photos])
         options.prioritizedZoneIDs = [F.notes]
-        #expect(options == SyncEngine.FetchChangesOptions(scope: .allExcluding([F.photos]), prioritizedZoneIDs: [F.notes]))
+        #expect(
+            options == SyncEngine.FetchChangesOptions(scope: .allExcluding([F.photos]), prioritizedZoneIDs: [F.notes]))
     }
 
-    @Test("F63: send scope contains(recordID) and contains(pendingChange)", arguments: [
-        (SendScope.all, inNotes, true),
-        (.all, inPhotos, true),
-        (.zoneIDs([F.notes]), inNotes, true),
-        (.zoneIDs([F.notes]), inPhotos, false),
-        (.zoneIDs([]), inNotes, false),
-        (.allExcluding([F.notes]), inNotes, false),
-        (.allExcluding([F.notes]), inPhotos, true),
-        (.allExcluding([]), inNotes, true),
-        (.recordIDs([inNotes]), inNotes, true),
-        (.recordIDs([inNotes]), otherInNotes, false),
-        (.recordIDs([]), inNotes, false),
-    ])
+    @Test(
+        "F63: send scope contains(recordID) and contains(pendingChange)",
+        arguments: [
+            (SendScope.all, inNotes, true),
+            (.all, inPhotos, true),
+            (.zoneIDs([F.notes]), inNotes, true),
+            (.zoneIDs([F.notes]), inPhotos, false),
+            (.zoneIDs([]), inNotes, false),
+            (.allExcluding([F.notes]), inNotes, false),
+            (.allExcluding([F.notes]), inPhotos, true),
+            (.allExcluding([]), inNotes, true),
+            (.recordIDs([inNotes]), inNotes, true),
+            (.recordIDs([inNotes]), otherInNotes, false),
+            (.recordIDs([]), inNotes, false),
+        ])
     func sendScopeContainsRecord(scope: SendScope, recordID: Record.ID, expected: Bool) {
         #expect(scope.contains(recordID) == expected)
         #expect(scope.contains(SyncEngine.PendingRecordZoneChange.saveRecord(recordID)) == expected)
         #expect(scope.contains(SyncEngine.PendingRecordZoneChange.deleteRecord(recordID)) == expected)
     }
 
-    @Test("F63: send scope contains(zoneID); for recordIDs, whether a listed record is in the zone", arguments: [
-        (SendScope.all, F.notes, true),
-        (.zoneIDs([F.notes]), F.notes, true),
-        (.zoneIDs([F.notes]), F.photos, false),
-        (.allExcluding([F.notes]), F.notes, false),
-        (.allExcluding([F.notes]), F.photos, true),
-        (.recordIDs([inNotes]), F.notes, true),
-        (.recordIDs([inNotes]), F.photos, false),
-    ])
+    @Test(
+        "F63: send scope contains(zoneID); for recordIDs, whether a listed record is in the zone",
+        arguments: [
+            (SendScope.all, F.notes, true),
+            (.zoneIDs([F.notes]), F.notes, true),
+            (.zoneIDs([F.notes]), F.photos, false),
+            (.allExcluding([F.notes]), F.notes, false),
+            (.allExcluding([F.notes]), F.photos, true),
+            (.recordIDs([inNotes]), F.notes, true),
+            (.recordIDs([inNotes]), F.photos, false),
+        ])
     func sendScopeContainsZone(scope: SendScope, zoneID: RecordZone.ID, expected: Bool) {
         #expect(scope.contains(zoneID) == expected)
     }
 
-    @Test("F65: fetch scope contains(zoneID) truth table", arguments: [
-        (FetchScope.all, F.notes, true),
-        (.all, F.shared, true),
-        (.zoneIDs([F.notes]), F.notes, true),
-        (.zoneIDs([F.notes]), F.photos, false),
-        (.zoneIDs([]), F.notes, false),
-        (.allExcluding([F.notes]), F.notes, false),
-        (.allExcluding([F.notes]), F.photos, true),
-        (.allExcluding([]), F.notes, true),
-    ])
+    @Test(
+        "F65: fetch scope contains(zoneID) truth table",
+        arguments: [
+            (FetchScope.all, F.notes, true),
+            (.all, F.shared, true),
+            (.zoneIDs([F.notes]), F.notes, true),
+            (.zoneIDs([F.notes]), F.photos, false),
+            (.zoneIDs([]), F.notes, false),
+            (.allExcluding([F.notes]), F.notes, false),
+            (.allExcluding([F.notes]), F.photos, true),
+            (.allExcluding([]), F.notes, true),
+        ])
     func fetchScopeContains(scope: FetchScope, zoneID: RecordZone.ID, expected: Bool) {
         #expect(scope.contains(zoneID) == expected)
     }
@@ -119,11 +126,15 @@ struct SyncOptionsTests {
 
     @Test("F50: descriptions name the reason, the scope's case and its IDs")
     func descriptions() {
-        let send = String(describing: SyncEngine.SendChangesContext(
-            reason: .manual, options: SyncEngine.SendChangesOptions(scope: .recordIDs([Self.inNotes]))))
+        let send = String(
+            describing: SyncEngine.SendChangesContext(
+                reason: .manual, options: SyncEngine.SendChangesOptions(scope: .recordIDs([Self.inNotes]))))
         #expect(send.contains("manual") && send.contains("recordIDs") && send.contains(Self.inNotes.description))
-        let fetch = String(describing: SyncEngine.FetchChangesOptions(
-            scope: .allExcluding([F.photos]), prioritizedZoneIDs: [F.notes]))
-        #expect(fetch.contains("allExcluding") && fetch.contains(F.photos.description) && fetch.contains(F.notes.description))
+        let fetch = String(
+            describing: SyncEngine.FetchChangesOptions(
+                scope: .allExcluding([F.photos]), prioritizedZoneIDs: [F.notes]))
+        #expect(
+            fetch.contains("allExcluding") && fetch.contains(F.photos.description)
+                && fetch.contains(F.notes.description))
     }
 }

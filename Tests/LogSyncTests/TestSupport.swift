@@ -15,7 +15,8 @@ typealias DatabaseChange = SyncEngine.PendingDatabaseChange
 /// A device log in `directory` with unflushed commits (tests only) and a fixed clock.
 func openDeviceLog(_ directory: URL, readOnly: Bool = false) throws -> DeviceLog {
     try DeviceLog(
-        directory: directory, options: LogEnvironment.Options(durability: .fast, readOnly: readOnly, initialMapSize: 8 << 20),
+        directory: directory,
+        options: LogEnvironment.Options(durability: .fast, readOnly: readOnly, initialMapSize: 8 << 20),
         clock: { EntryTime(microsecondsSince1970: 1_700_000_000_000_000) })
 }
 
@@ -69,10 +70,12 @@ enum Fixtures {
     static func serverRecord(_ id: Record.ID, tag: String, title: String = "Groceries") -> Record {
         var record = Record(recordType: "Note", recordID: id)
         record["title"] = .string(title)
-        record.applySystemFields(Record.SystemFields(
-            recordChangeTag: tag, creationDate: Date(timeIntervalSince1970: 1_700_000_000),
-            modificationDate: Date(timeIntervalSince1970: 1_700_000_100),
-            creatorUserRecordID: Record.ID(recordName: "_alice"), lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
+        record.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: tag, creationDate: Date(timeIntervalSince1970: 1_700_000_000),
+                modificationDate: Date(timeIntervalSince1970: 1_700_000_100),
+                creatorUserRecordID: Record.ID(recordName: "_alice"),
+                lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
         return record
     }
 
@@ -112,7 +115,8 @@ struct ReferenceState: Equatable {
 
     static func == (a: ReferenceState, b: ReferenceState) -> Bool {
         a.records == b.records && a.zones == b.zones && a.untracked == b.untracked && a.inFlight == b.inFlight
-            && a.serverRecords == b.serverRecords && a.knownZones == b.knownZones && a.unfetchedZones == b.unfetchedZones
+            && a.serverRecords == b.serverRecords && a.knownZones == b.knownZones
+            && a.unfetchedZones == b.unfetchedZones
             && a.databaseToken == b.databaseToken && a.zoneTokens == b.zoneTokens && a.delivered == b.delivered
             && a.account == b.account && a.subscription == b.subscription && a.unanswered == b.unanswered
     }

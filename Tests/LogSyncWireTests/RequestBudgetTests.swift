@@ -20,7 +20,8 @@ struct RequestBudgetTests {
         record["done"] = .bool(true)
         record["blob"] = .bytes(Data([1, 2, 3]))
         record["when"] = .date(Date(timeIntervalSince1970: 1_700_000_000))
-        record["link"] = .reference(Record.Reference(recordID: Record.ID(recordName: "other", zoneID: notes), action: .deleteSelf))
+        record["link"] = .reference(
+            Record.Reference(recordID: Record.ID(recordName: "other", zoneID: notes), action: .deleteSelf))
         record["tags"] = .list(["home", "food", "week"])
         record["photo"] = .asset(Asset(digest: try AssetDigest(bytes: Array(repeating: 7, count: 32)), size: 1234))
         record["place"] = .location(Location(latitude: 48.8584, longitude: 2.2945))
@@ -36,22 +37,77 @@ struct RequestBudgetTests {
         let records = [try richRecord("n1"), try richRecord("n2")]
         let wrap = ZoneKey.generate(zoneID: notes, version: 3).wrapped(for: DeviceKeyPair().publicKey)
         return [
-            (.modifyZones, { Wire.encode(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: notes)], zoneIDsToDelete: [RecordZone.ID(zoneName: "Old")], operationGroup: group), as: $0) }),
-            (.fetchZones, { Wire.encode(FetchZonesRequest(zoneIDs: [notes, RecordZone.ID(zoneName: "Other")], operationGroup: group), as: $0) }),
-            (.modifyRecords, {
-                Wire.encode(ModifyRecordsRequest(
-                    recordsToSave: records, recordIDsToDelete: [Record.ID(recordName: "gone", zoneID: notes)], savePolicy: .changedKeys,
-                    atomically: true, requestID: "r1", clientChangeToken: Data([1]), operationGroup: group), as: $0)
-            }),
-            (.fetchDatabaseChanges, { Wire.encode(FetchDatabaseChangesRequest(since: DatabaseChangeToken(offset: 9, database: 2), resultsLimit: 10, operationGroup: group), as: $0) }),
-            (.fetchZoneChanges, { Wire.encode(FetchZoneChangesRequest(zoneID: notes, resultsLimit: 5, desiredKeys: ["title", "count"], operationGroup: group), as: $0) }),
-            (.modifySubscriptions, {
-                Wire.encode(ModifySubscriptionsRequest(
-                    subscriptionsToSave: [Subscription(subscriptionID: "db"), Subscription(subscriptionID: "z", kind: .recordZone(notes))],
-                    subscriptionIDsToDelete: ["old"]), as: $0)
-            }),
-            (.fetchShareMetadata, { Wire.encode(shareMetadataRequest: URL(string: "https://example.com/share/1")!, as: $0) }),
-            (.acceptShares, { Wire.encode(AcceptSharesRequest(shareURLs: [URL(string: "https://example.com/share/1")!, URL(string: "https://example.com/share/2")!]), as: $0) }),
+            (
+                .modifyZones,
+                {
+                    Wire.encode(
+                        ModifyZonesRequest(
+                            zonesToSave: [RecordZone(zoneID: notes)], zoneIDsToDelete: [RecordZone.ID(zoneName: "Old")],
+                            operationGroup: group), as: $0)
+                }
+            ),
+            (
+                .fetchZones,
+                {
+                    Wire.encode(
+                        FetchZonesRequest(zoneIDs: [notes, RecordZone.ID(zoneName: "Other")], operationGroup: group),
+                        as: $0)
+                }
+            ),
+            (
+                .modifyRecords,
+                {
+                    Wire.encode(
+                        ModifyRecordsRequest(
+                            recordsToSave: records, recordIDsToDelete: [Record.ID(recordName: "gone", zoneID: notes)],
+                            savePolicy: .changedKeys,
+                            atomically: true, requestID: "r1", clientChangeToken: Data([1]), operationGroup: group),
+                        as: $0)
+                }
+            ),
+            (
+                .fetchDatabaseChanges,
+                {
+                    Wire.encode(
+                        FetchDatabaseChangesRequest(
+                            since: DatabaseChangeToken(offset: 9, database: 2), resultsLimit: 10, operationGroup: group),
+                        as: $0)
+                }
+            ),
+            (
+                .fetchZoneChanges,
+                {
+                    Wire.encode(
+                        FetchZoneChangesRequest(
+                            zoneID: notes, resultsLimit: 5, desiredKeys: ["title", "count"], operationGroup: group),
+                        as: $0)
+                }
+            ),
+            (
+                .modifySubscriptions,
+                {
+                    Wire.encode(
+                        ModifySubscriptionsRequest(
+                            subscriptionsToSave: [
+                                Subscription(subscriptionID: "db"),
+                                Subscription(subscriptionID: "z", kind: .recordZone(notes)),
+                            ],
+                            subscriptionIDsToDelete: ["old"]), as: $0)
+                }
+            ),
+            (
+                .fetchShareMetadata,
+                { Wire.encode(shareMetadataRequest: URL(string: "https://example.com/share/1")!, as: $0) }
+            ),
+            (
+                .acceptShares,
+                {
+                    Wire.encode(
+                        AcceptSharesRequest(shareURLs: [
+                            URL(string: "https://example.com/share/1")!, URL(string: "https://example.com/share/2")!,
+                        ]), as: $0)
+                }
+            ),
             (.registerDeviceKey, { Wire.encode(DeviceKeyPair().publicKey, as: $0) }),
             (.fetchZoneKeys, { Wire.encode(FetchZoneKeysRequest(zoneIDs: [notes]), as: $0) }),
             (.saveZoneKeys, { Wire.encode(SaveZoneKeysRequest(keys: [wrap, wrap]), as: $0) }),
@@ -94,21 +150,29 @@ struct RequestBudgetTests {
         var opened = Record(recordType: "Note", recordID: Record.ID(recordName: "o", zoneID: Self.notes))
         opened["secret"] = .encrypted(.opened(.list(["a", "b"])))
         var saved = try Self.richRecord("s")
-        saved.applySystemFields(Record.SystemFields(
-            recordChangeTag: "3", creatorUserRecordID: Record.ID(recordName: "_user1", zoneID: .default),
-            lastModifiedUserRecordID: Record.ID(recordName: "_user1", zoneID: .default)))
-        for records in [[try Self.richRecord("n1")], [opened], [saved], [Record(recordType: "Empty", recordID: Record.ID(recordName: "e", zoneID: Self.notes))]] {
+        saved.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: "3", creatorUserRecordID: Record.ID(recordName: "_user1", zoneID: .default),
+                lastModifiedUserRecordID: Record.ID(recordName: "_user1", zoneID: .default)))
+        for records in [
+            [try Self.richRecord("n1")], [opened], [saved],
+            [Record(recordType: "Empty", recordID: Record.ID(recordName: "e", zoneID: Self.notes))],
+        ] {
             let body = Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: .protobuf)
             let shape = try RequestBudget.check(body, as: .protobuf, for: .modifyRecords)
             #expect(shape.elements == 1 + records.reduce(0) { $0 + $1.requestElements }, "\(records)")
-            let json = try RequestBudget.check(Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: .json), as: .json, for: .modifyRecords)
+            let json = try RequestBudget.check(
+                Wire.encode(ModifyRecordsRequest(recordsToSave: records, savePolicy: .allKeys), as: .json), as: .json,
+                for: .modifyRecords)
             #expect(json.elements <= shape.elements)
         }
     }
 
     @Test("the JSON measure counts every object and array element, and the items of the item lists")
     func jsonCounts() throws {
-        let json = Array(#"{"zonesToSave": [{"zoneId": {"zoneName": "A"}}, {}], "zone_ids_to_delete": [{"zoneName": "B", "ownerName": "o"}], "operationGroup": {"operationGroupId": "g"}, "x": [[1, 2], "s"]}"#.utf8)
+        let json = Array(
+            #"{"zonesToSave": [{"zoneId": {"zoneName": "A"}}, {}], "zone_ids_to_delete": [{"zoneName": "B", "ownerName": "o"}], "operationGroup": {"operationGroupId": "g"}, "x": [[1, 2], "s"]}"#
+                .utf8)
         let shape = try RequestBudget.check(json, as: .json, for: .modifyZones)
         // The request, 3 zones, zoneId, the group; the array [1, 2], its 2 numbers and "s".
         #expect(shape == BodyShape(items: 3, elements: 1 + 3 + 1 + 1 + 4, depth: 4))
@@ -118,11 +182,15 @@ struct RequestBudgetTests {
             let built = try Self.built(encode(.protobuf), operation)
             #expect(shape.items == built.items, "\(operation): \(String(decoding: body, as: UTF8.self))")
             // A map is an object of its own, and its entries are members of it, not objects.
-            #expect(shape.elements == built.elements - built.mapEntries + built.maps, "\(operation): measured \(shape), built \(built)")
+            #expect(
+                shape.elements == built.elements - built.mapEntries + built.maps,
+                "\(operation): measured \(shape), built \(built)")
         }
     }
 
-    @Test("401 items are refused before decoding, in both formats, for every operation with items", arguments: WireFormat.allCases)
+    @Test(
+        "401 items are refused before decoding, in both formats, for every operation with items",
+        arguments: WireFormat.allCases)
     func tooManyItems(format: WireFormat) throws {
         for operation in WireOperation.allCases where !operation.itemFields.isEmpty {
             for count in [Limits.maxItemsPerRequest, Limits.maxItemsPerRequest + 1] {
@@ -130,9 +198,13 @@ struct RequestBudgetTests {
                 if count <= Limits.maxItemsPerRequest {
                     #expect(try RequestBudget.check(body, as: format, for: operation).items == count, "\(operation)")
                 } else {
-                    let error = #expect(throws: SyncError.self, "\(operation)") { try RequestBudget.check(body, as: format, for: operation) }
+                    let error = #expect(throws: SyncError.self, "\(operation)") {
+                        try RequestBudget.check(body, as: format, for: operation)
+                    }
                     #expect(error?.code == .limitExceeded)
-                    #expect(error?.message.contains("\(operation) carries more than 400 items") == true, "\(String(describing: error))")
+                    #expect(
+                        error?.message.contains("\(operation) carries more than 400 items") == true,
+                        "\(String(describing: error))")
                 }
             }
         }
@@ -140,10 +212,14 @@ struct RequestBudgetTests {
 
     @Test("the issue's body, 8 MiB of empty records, is refused at the 401st", arguments: WireFormat.allCases)
     func emptyRecords(format: WireFormat) {
-        let body = Self.repeated(format == .protobuf ? [0x0A, 0x00] : Array("{},".utf8), toFill: 8 << 20, format: format, field: "recordsToSave")
+        let body = Self.repeated(
+            format == .protobuf ? [0x0A, 0x00] : Array("{},".utf8), toFill: 8 << 20, format: format,
+            field: "recordsToSave")
         let error = #expect(throws: SyncError.self) { try RequestBudget.check(body, as: format, for: .modifyRecords) }
         #expect(error?.code == .limitExceeded)
-        #expect(error?.message == "modifyRecords carries more than 400 items (records to save and record ids to delete); split it")
+        #expect(
+            error?.message
+                == "modifyRecords carries more than 400 items (records to save and record ids to delete); split it")
     }
 
     @Test("past the elements limit, within 400 items: refused, naming the limit", arguments: WireFormat.allCases)
@@ -155,14 +231,21 @@ struct RequestBudgetTests {
             var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: Self.notes))
             record["list"] = .list(Array(repeating: .string(""), count: count))
             let body = Wire.encode(ModifyRecordsRequest(recordsToSave: [record], savePolicy: .allKeys), as: format)
-            let keys = Wire.encode(FetchZoneChangesRequest(zoneID: Self.notes, desiredKeys: Array(repeating: "", count: count)), as: format)
+            let keys = Wire.encode(
+                FetchZoneChangesRequest(zoneID: Self.notes, desiredKeys: Array(repeating: "", count: count)), as: format
+            )
             for (operation, body) in [(WireOperation.modifyRecords, body), (.fetchZoneChanges, keys)] {
                 if count < limit {
                     #expect(try RequestBudget.check(body, as: format, for: operation).elements < limit)
                 } else {
-                    let error = #expect(throws: SyncError.self) { try RequestBudget.check(body, as: format, for: operation) }
+                    let error = #expect(throws: SyncError.self) {
+                        try RequestBudget.check(body, as: format, for: operation)
+                    }
                     #expect(error?.code == .limitExceeded)
-                    #expect(error?.message == "the \(operation) request holds more than \(limit) elements (messages, map entries, list elements, strings); split it")
+                    #expect(
+                        error?.message
+                            == "the \(operation) request holds more than \(limit) elements (messages, map entries, list elements, strings); split it"
+                    )
                 }
             }
         }
@@ -172,7 +255,8 @@ struct RequestBudgetTests {
     func nesting(format: WireFormat) throws {
         // Honest: a sealed list of references is the deepest a request gets.
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: Self.notes))
-        record["links"] = .encrypted(.opened(.list([.reference(Record.Reference(recordID: Record.ID(recordName: "m", zoneID: Self.notes)))])))
+        record["links"] = .encrypted(
+            .opened(.list([.reference(Record.Reference(recordID: Record.ID(recordName: "m", zoneID: Self.notes)))])))
         let honest = Wire.encode(ModifyRecordsRequest(recordsToSave: [record], savePolicy: .allKeys), as: format)
         #expect(try RequestBudget.check(honest, as: format, for: .modifyRecords).depth <= Limits.maxNestingDepth)
 
@@ -202,18 +286,24 @@ struct RequestBudgetTests {
     @Test("malformed bodies are left to the decoder, measured up to their fault")
     func malformed() throws {
         let bodies: [(WireFormat, [UInt8])] = [
-            (.protobuf, [0xFF, 0xFF, 0xFF, 0xFF]), (.protobuf, [0x0A, 0x7F, 0x01]), (.protobuf, [0x0F]), (.protobuf, [0x0B, 0x0A, 0x00]),
-            (.protobuf, [0x0A, 0x00, 0x0A, 0x00, 0x80]), (.json, Array("{\"recordsToSave\": [".utf8)), (.json, Array("{\"a\" 1}".utf8)),
+            (.protobuf, [0xFF, 0xFF, 0xFF, 0xFF]), (.protobuf, [0x0A, 0x7F, 0x01]), (.protobuf, [0x0F]),
+            (.protobuf, [0x0B, 0x0A, 0x00]),
+            (.protobuf, [0x0A, 0x00, 0x0A, 0x00, 0x80]), (.json, Array("{\"recordsToSave\": [".utf8)),
+            (.json, Array("{\"a\" 1}".utf8)),
             (.json, Array("[1, 2".utf8)), (.json, Array("\"abc".utf8)), (.json, []), (.json, Array("{}}}".utf8)),
         ]
         for (format, body) in bodies {
             let shape = try RequestBudget.check(body, as: format, for: .modifyRecords)
             #expect(shape.items <= 2, "\(body)")
-            #expect(throws: SyncError.self, "\(body)") { _ = try Wire.decode(ModifyRecordsRequest.self, from: body, as: format) }
+            #expect(throws: SyncError.self, "\(body)") {
+                _ = try Wire.decode(ModifyRecordsRequest.self, from: body, as: format)
+            }
         }
         // An unknown field, in groups, is skipped as SwiftProtobuf skips it.
         let group: [UInt8] = [0x0A, 0x00, 0x9B, 0x01, 0x08, 0x01, 0x9C, 0x01, 0x18, 0x03]
-        #expect(try RequestBudget.check(group, as: .protobuf, for: .modifyRecords) == BodyShape(items: 1, elements: 2, depth: 2))
+        #expect(
+            try RequestBudget.check(group, as: .protobuf, for: .modifyRecords)
+                == BodyShape(items: 1, elements: 2, depth: 2))
     }
 
     @Test("operations without a body measure nothing")
@@ -232,7 +322,8 @@ struct RequestBudgetTests {
             return Array((0..<count).map { _ in lengthDelimited(number, []) }.joined())
         case .json:
             let element = field.kind == .lengthDelimited ? "\"\"" : "{}"
-            return Array("{\"\(field.jsonName)\": [\(Array(repeating: element, count: count).joined(separator: ","))]}".utf8)
+            return Array(
+                "{\"\(field.jsonName)\": [\(Array(repeating: element, count: count).joined(separator: ","))]}".utf8)
         }
     }
 
@@ -268,7 +359,9 @@ struct RequestBudgetTests {
         var depth = 0
         var mapEntries = 0
         var maps = 0
-        var description: String { "\(items) items, \(elements) elements (\(maps) maps, \(mapEntries) entries), \(depth) deep" }
+        var description: String {
+            "\(items) items, \(elements) elements (\(maps) maps, \(mapEntries) entries), \(depth) deep"
+        }
     }
 
     /// What SwiftProtobuf builds from `body`, counted by ``ElementCounter``.
@@ -276,7 +369,9 @@ struct RequestBudgetTests {
         func count<M: SwiftProtobuf.Message>(_: M.Type) throws -> Built {
             var counter = ElementCounter(itemFields: Set(operation.itemFields))
             try counter.visit(try M(serializedBytes: body), depth: 1, names: M.self)
-            return Built(items: counter.shape.items, elements: counter.shape.elements, depth: counter.shape.depth, mapEntries: counter.mapEntries, maps: counter.maps)
+            return Built(
+                items: counter.shape.items, elements: counter.shape.elements, depth: counter.shape.depth,
+                mapEntries: counter.mapEntries, maps: counter.maps)
         }
         switch operation {
         case .modifyZones: return try count(Logsync_Wire_ModifyZonesRequest.self)
@@ -345,10 +440,16 @@ struct ElementCounter: SwiftProtobuf.Visitor {
         }
     }
 
-    mutating func visitRepeatedStringField(value: [String], fieldNumber: Int) throws { counted(value.count, fieldNumber: fieldNumber) }
-    mutating func visitRepeatedBytesField(value: [Data], fieldNumber: Int) throws { counted(value.count, fieldNumber: fieldNumber) }
+    mutating func visitRepeatedStringField(value: [String], fieldNumber: Int) throws {
+        counted(value.count, fieldNumber: fieldNumber)
+    }
+    mutating func visitRepeatedBytesField(value: [Data], fieldNumber: Int) throws {
+        counted(value.count, fieldNumber: fieldNumber)
+    }
 
-    mutating func visitMapField<K, V>(fieldType: _ProtobufMessageMap<K, V>.Type, value: _ProtobufMessageMap<K, V>.BaseType, fieldNumber: Int) throws {
+    mutating func visitMapField<K, V>(
+        fieldType: _ProtobufMessageMap<K, V>.Type, value: _ProtobufMessageMap<K, V>.BaseType, fieldNumber: Int
+    ) throws {
         maps += 1
         for (_, element) in value {
             // The entry, one level down, and its value message, one more.
@@ -362,11 +463,15 @@ struct ElementCounter: SwiftProtobuf.Visitor {
         }
     }
 
-    mutating func visitMapField<K, V: MapValueType>(fieldType: _ProtobufMap<K, V>.Type, value: _ProtobufMap<K, V>.BaseType, fieldNumber: Int) throws {
+    mutating func visitMapField<K, V: MapValueType>(
+        fieldType: _ProtobufMap<K, V>.Type, value: _ProtobufMap<K, V>.BaseType, fieldNumber: Int
+    ) throws {
         counted(value.count, fieldNumber: fieldNumber)
     }
 
-    mutating func visitMapField<K, V>(fieldType: _ProtobufEnumMap<K, V>.Type, value: _ProtobufEnumMap<K, V>.BaseType, fieldNumber: Int) throws
+    mutating func visitMapField<K, V>(
+        fieldType: _ProtobufEnumMap<K, V>.Type, value: _ProtobufEnumMap<K, V>.BaseType, fieldNumber: Int
+    ) throws
     where V.RawValue == Int {
         counted(value.count, fieldNumber: fieldNumber)
     }

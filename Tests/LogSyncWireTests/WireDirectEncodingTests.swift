@@ -13,25 +13,34 @@ struct WireDirectEncodingTests {
     static var records: [Record] {
         var removed = Fixture.record("n2")
         removed["title"] = nil
-        var full = Fixture.record("n4", [
-            "title": "a ✓", "count": .int64(-3), "ratio": .double(0.25), "done": .bool(false), "blob": .bytes(Data()),
-            "when": .date(Date(timeIntervalSince1970: 1_700_000_000.25)), "asset": .asset(Asset(digest: AssetHasher.digest(of: Array("a1".utf8)), size: 2)),
-            "tags": .list(["x", "y"]),
-            "link": .reference(Record.Reference(recordID: Record.ID(recordName: "n1", zoneID: Fixture.notes), action: .deleteSelf)),
-        ])
+        var full = Fixture.record(
+            "n4",
+            [
+                "title": "a ✓", "count": .int64(-3), "ratio": .double(0.25), "done": .bool(false),
+                "blob": .bytes(Data()),
+                "when": .date(Date(timeIntervalSince1970: 1_700_000_000.25)),
+                "asset": .asset(Asset(digest: AssetHasher.digest(of: Array("a1".utf8)), size: 2)),
+                "tags": .list(["x", "y"]),
+                "link": .reference(
+                    Record.Reference(recordID: Record.ID(recordName: "n1", zoneID: Fixture.notes), action: .deleteSelf)),
+            ])
         full.parent = Record.Reference(recordID: Record.ID(recordName: "n1", zoneID: Fixture.notes))
-        full.applySystemFields(Record.SystemFields(recordChangeTag: "9", creationDate: Date(timeIntervalSince1970: 1_700_000_000.5)))
+        full.applySystemFields(
+            Record.SystemFields(recordChangeTag: "9", creationDate: Date(timeIntervalSince1970: 1_700_000_000.5)))
         let empty = Record(recordType: "", recordID: Record.ID(recordName: "e", zoneID: Fixture.other))
         return [Fixture.record("n1"), removed, full, empty]
     }
 
     @Test("modifyRecords request, every policy and option", arguments: SavePolicy.allCases)
     func modifyRecordsRequest(policy: SavePolicy) throws {
-        for (atomically, requestID, token) in [(false, nil, nil), (true, "device-17", Data([9, 8, 7])), (false, "", Data())] as [(Bool, RequestID?, Data?)] {
+        for (atomically, requestID, token) in [
+            (false, nil, nil), (true, "device-17", Data([9, 8, 7])), (false, "", Data()),
+        ] as [(Bool, RequestID?, Data?)] {
             let request = ModifyRecordsRequest(
                 recordsToSave: Self.records, recordIDsToDelete: [Record.ID(recordName: "gone", zoneID: Fixture.notes)],
                 savePolicy: policy, atomically: atomically, requestID: requestID, clientChangeToken: token)
-            let message = try WireFormat.json.decode(Logsync_Wire_ModifyRecordsRequest.self, from: Wire.encode(request, as: .json))
+            let message = try WireFormat.json.decode(
+                Logsync_Wire_ModifyRecordsRequest.self, from: Wire.encode(request, as: .json))
             #expect(Wire.encode(request, as: .protobuf) == WireFormat.protobuf.encode(message))
         }
     }
@@ -44,9 +53,15 @@ struct WireDirectEncodingTests {
         let gone = Record.ID(recordName: "gone", zoneID: Fixture.notes)
         let response = ModifyRecordsResponse(
             saveResults: saveResults,
-            deleteResults: [gone: .success(()), Record.ID(recordName: "kept", zoneID: Fixture.other): .failure(SyncError(.permissionFailure, "no", item: .record(gone)))])
+            deleteResults: [
+                gone: .success(()),
+                Record.ID(recordName: "kept", zoneID: Fixture.other): .failure(
+                    SyncError(.permissionFailure, "no", item: .record(gone))),
+            ])
         #expect(Wire.encode(response, as: .protobuf) == WireFormat.protobuf.encode(response.proto))
-        #expect(Wire.encode(ModifyRecordsResponse(), as: .protobuf) == WireFormat.protobuf.encode(ModifyRecordsResponse().proto))
+        #expect(
+            Wire.encode(ModifyRecordsResponse(), as: .protobuf)
+                == WireFormat.protobuf.encode(ModifyRecordsResponse().proto))
     }
 
     @Test("zone changes response")
@@ -56,16 +71,19 @@ struct WireDirectEncodingTests {
             let response = FetchZoneChangesResponse(
                 zoneID: Fixture.notes, modifications: Self.records.map(RecordZoneChange.Modification.init(record:)),
                 deletions: [
-                    RecordZoneChange.Deletion(recordID: Record.ID(recordName: "n2", zoneID: Fixture.notes), recordType: "Note"),
+                    RecordZoneChange.Deletion(
+                        recordID: Record.ID(recordName: "n2", zoneID: Fixture.notes), recordType: "Note"),
                     RecordZoneChange.Deletion(recordID: Record.ID(recordName: "n3", zoneID: .default), recordType: ""),
                 ],
                 changeToken: token, moreComing: moreComing, clientChangeToken: clientToken)
-            let message = try WireFormat.json.decode(Logsync_Wire_FetchZoneChangesResponse.self, from: Wire.encode(response, as: .json))
+            let message = try WireFormat.json.decode(
+                Logsync_Wire_FetchZoneChangesResponse.self, from: Wire.encode(response, as: .json))
             let direct = Wire.encode(response, as: .protobuf)
             #expect(direct == WireFormat.protobuf.encode(message))
             var withoutRecords = response
             withoutRecords.modifications = []
-            #expect(Wire.encode(withoutRecords, storedRecords: Self.records.map { $0.serializedProto()[...] }) == direct)
+            #expect(
+                Wire.encode(withoutRecords, storedRecords: Self.records.map { $0.serializedProto()[...] }) == direct)
         }
     }
 }

@@ -12,7 +12,8 @@ struct WireOperationGroupTests {
 
     static let groups: [OperationGroup] = [
         OperationGroup(
-            operationGroupID: "import-1", name: "Import photos ✓", quantity: 120, expectedSendSize: .hundredsOfMegabytes,
+            operationGroupID: "import-1", name: "Import photos ✓", quantity: 120,
+            expectedSendSize: .hundredsOfMegabytes,
             expectedReceiveSize: .kilobytes),
         OperationGroup(operationGroupID: "bare"),
         OperationGroup(operationGroupID: "empty-name", name: ""),  // kept as sent; the server refuses it
@@ -23,8 +24,12 @@ struct WireOperationGroupTests {
         for group in Self.groups {
             let zones = ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: Fixture.notes)], operationGroup: group)
             #expect(try Wire.decode(ModifyZonesRequest.self, from: Wire.encode(zones, as: format), as: format) == zones)
-            for fetch in [FetchZonesRequest(zoneIDs: nil, operationGroup: group), FetchZonesRequest(zoneIDs: [Fixture.notes], operationGroup: group)] {
-                #expect(try Wire.decode(FetchZonesRequest.self, from: Wire.encode(fetch, as: format), as: format) == fetch)
+            for fetch in [
+                FetchZonesRequest(zoneIDs: nil, operationGroup: group),
+                FetchZonesRequest(zoneIDs: [Fixture.notes], operationGroup: group),
+            ] {
+                #expect(
+                    try Wire.decode(FetchZonesRequest.self, from: Wire.encode(fetch, as: format), as: format) == fetch)
             }
             let records = ModifyRecordsRequest(
                 recordsToSave: [Fixture.record("n1")], requestID: "phone-3", operationGroup: group)
@@ -32,21 +37,28 @@ struct WireOperationGroupTests {
             #expect(decoded == records)
             #expect(decoded.operationGroup == group)
             let database = FetchDatabaseChangesRequest(resultsLimit: 5, operationGroup: group)
-            #expect(try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(database, as: format), as: format) == database)
+            #expect(
+                try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(database, as: format), as: format)
+                    == database)
             let zone = FetchZoneChangesRequest(zoneID: Fixture.notes, desiredKeys: ["title"], operationGroup: group)
-            #expect(try Wire.decode(FetchZoneChangesRequest.self, from: Wire.encode(zone, as: format), as: format) == zone)
+            #expect(
+                try Wire.decode(FetchZoneChangesRequest.self, from: Wire.encode(zone, as: format), as: format) == zone)
         }
         // No group stays no group.
         let plain = FetchDatabaseChangesRequest()
-        #expect(try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(plain, as: format), as: format).operationGroup == nil)
+        #expect(
+            try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(plain, as: format), as: format)
+                .operationGroup == nil)
     }
 
     @Test("F69 the directly written modifyRecords bytes equal SwiftProtobuf's with a group")
     func directEncodingWithGroup() throws {
         for group in Self.groups {
             let request = ModifyRecordsRequest(
-                recordsToSave: [Fixture.record("n1")], requestID: "phone-3", clientChangeToken: Data([1]), operationGroup: group)
-            let message = try WireFormat.json.decode(Logsync_Wire_ModifyRecordsRequest.self, from: Wire.encode(request, as: .json))
+                recordsToSave: [Fixture.record("n1")], requestID: "phone-3", clientChangeToken: Data([1]),
+                operationGroup: group)
+            let message = try WireFormat.json.decode(
+                Logsync_Wire_ModifyRecordsRequest.self, from: Wire.encode(request, as: .json))
             #expect(Wire.encode(request, as: .protobuf) == WireFormat.protobuf.encode(message))
         }
     }
@@ -64,7 +76,8 @@ struct WireOperationGroupTests {
         unknownSize.operationGroup.operationGroupID = "g"
         unknownSize.operationGroup.expectedSendSize = 9
         let error = try #require(throws: SyncError.self) {
-            try Wire.decode(FetchDatabaseChangesRequest.self, from: WireFormat.protobuf.encode(unknownSize), as: .protobuf)
+            try Wire.decode(
+                FetchDatabaseChangesRequest.self, from: WireFormat.protobuf.encode(unknownSize), as: .protobuf)
         }
         #expect(error.code == .invalidArguments)
         #expect(error.message.contains("operation_group"), "\(error.message)")
@@ -78,7 +91,9 @@ struct WireOperationGroupTests {
         #expect(missing.code == .invalidArguments)
         #expect(missing.message.contains("operation_group_id"), "\(missing.message)")
 
-        let header = try #require(throws: SyncError.self) { try Wire.decodeHeader(OperationGroup.self, from: "not base64!") }
+        let header = try #require(throws: SyncError.self) {
+            try Wire.decodeHeader(OperationGroup.self, from: "not base64!")
+        }
         #expect(header.code == .invalidArguments)
         #expect(header.message.contains(WireProtocol.operationGroupHeader))
     }

@@ -17,9 +17,11 @@ struct WireRoundTripTests {
     }
 
     static var conflict: SyncError {
-        var server = record("n1", ["title": "server", "count": .int64(3), "when": .date(Date(timeIntervalSince1970: 1_700_000_000))])
+        var server = record(
+            "n1", ["title": "server", "count": .int64(3), "when": .date(Date(timeIntervalSince1970: 1_700_000_000))])
         server.applySystemFields(Record.SystemFields(recordChangeTag: "42"))
-        return SyncError.serverRecordChanged(serverRecord: server, clientRecord: record("n1", ["title": "client"]), "tag 41 is stale")
+        return SyncError.serverRecordChanged(
+            serverRecord: server, clientRecord: record("n1", ["title": "client"]), "tag 41 is stale")
     }
 
     @Test("modifyZones request and response", arguments: WireFormat.allCases)
@@ -32,51 +34,73 @@ struct WireRoundTripTests {
                 Self.other: .failure(SyncError(.zoneNotFound, "no such zone", item: .zone(Self.other))),
                 RecordZone.ID(zoneName: "Old"): .success(()),
             ])
-        #expect(try Wire.decode(ModifyZonesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+        #expect(
+            try Wire.decode(ModifyZonesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
     }
 
     @Test("fetchZones: all zones and named zones stay apart", arguments: WireFormat.allCases)
     func fetchZones(format: WireFormat) throws {
-        for request in [FetchZonesRequest(zoneIDs: nil), FetchZonesRequest(zoneIDs: []), FetchZonesRequest(zoneIDs: [Self.notes])] {
-            #expect(try Wire.decode(FetchZonesRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+        for request in [
+            FetchZonesRequest(zoneIDs: nil), FetchZonesRequest(zoneIDs: []), FetchZonesRequest(zoneIDs: [Self.notes]),
+        ] {
+            #expect(
+                try Wire.decode(FetchZonesRequest.self, from: Wire.encode(request, as: format), as: format) == request)
         }
         let response = FetchZonesResponse(results: [
             Self.notes: .success(RecordZone(zoneID: Self.notes)),
-            Self.other: .failure(SyncError(.zoneNotFound, item: .zone(Self.other), zoneDeletionReason: .encryptedDataReset)),
+            Self.other: .failure(
+                SyncError(.zoneNotFound, item: .zone(Self.other), zoneDeletionReason: .encryptedDataReset)),
         ])
-        #expect(try Wire.decode(FetchZonesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+        #expect(
+            try Wire.decode(FetchZonesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
     }
 
-    @Test("modifyRecords request, every policy, and response with a conflict", arguments: WireFormat.allCases, SavePolicy.allCases)
+    @Test(
+        "modifyRecords request, every policy, and response with a conflict", arguments: WireFormat.allCases,
+        SavePolicy.allCases)
     func modifyRecords(format: WireFormat, policy: SavePolicy) throws {
         var removed = Self.record("n2")
         removed["title"] = nil
         let request = ModifyRecordsRequest(
-            recordsToSave: [Self.record("n1", ["title": "a", "tags": .list(["x", .int64(1)]), "blob": .bytes(Data([0, 1, 2]))]), removed],
-            recordIDsToDelete: [Record.ID(recordName: "gone", zoneID: Self.notes)], savePolicy: policy, atomically: false,
+            recordsToSave: [
+                Self.record("n1", ["title": "a", "tags": .list(["x", .int64(1)]), "blob": .bytes(Data([0, 1, 2]))]),
+                removed,
+            ],
+            recordIDsToDelete: [Record.ID(recordName: "gone", zoneID: Self.notes)], savePolicy: policy,
+            atomically: false,
             requestID: "device-17", clientChangeToken: Data([9, 8, 7]))
         let decoded = try Wire.decode(ModifyRecordsRequest.self, from: Wire.encode(request, as: format), as: format)
         #expect(decoded == request)
         #expect(decoded.recordsToSave[1].changedKeys().contains("title"), "a key set to nil stays a changed key")
 
         var saved = Self.record("n3")
-        saved.applySystemFields(Record.SystemFields(recordChangeTag: "7", creationDate: Date(timeIntervalSince1970: 1_700_000_000.5)))
+        saved.applySystemFields(
+            Record.SystemFields(recordChangeTag: "7", creationDate: Date(timeIntervalSince1970: 1_700_000_000.5)))
         let response = ModifyRecordsResponse(
-            saveResults: [saved.recordID: .success(saved), Self.conflict.serverRecord!.recordID: .failure(Self.conflict)],
+            saveResults: [
+                saved.recordID: .success(saved), Self.conflict.serverRecord!.recordID: .failure(Self.conflict),
+            ],
             deleteResults: [Record.ID(recordName: "gone", zoneID: Self.notes): .success(())])
-        #expect(try Wire.decode(ModifyRecordsResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+        #expect(
+            try Wire.decode(ModifyRecordsResponse.self, from: Wire.encode(response, as: format), as: format) == response
+        )
     }
 
     @Test("database change feed", arguments: WireFormat.allCases)
     func databaseFeed(format: WireFormat) throws {
         let token = DatabaseChangeToken(offset: 1234, database: 99)
         for request in [FetchDatabaseChangesRequest(), FetchDatabaseChangesRequest(since: token, resultsLimit: 10)] {
-            #expect(try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+            #expect(
+                try Wire.decode(FetchDatabaseChangesRequest.self, from: Wire.encode(request, as: format), as: format)
+                    == request)
         }
         let response = FetchDatabaseChangesResponse(
             modifications: [DatabaseChange.Modification(zoneID: Self.notes)],
-            deletions: [DatabaseChange.Deletion(zoneID: Self.other, reason: .purged)], changeToken: token, moreComing: true)
-        #expect(try Wire.decode(FetchDatabaseChangesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+            deletions: [DatabaseChange.Deletion(zoneID: Self.other, reason: .purged)], changeToken: token,
+            moreComing: true)
+        #expect(
+            try Wire.decode(FetchDatabaseChangesResponse.self, from: Wire.encode(response, as: format), as: format)
+                == response)
     }
 
     @Test("zone change feed, with desired keys nil, empty and named", arguments: WireFormat.allCases)
@@ -84,26 +108,39 @@ struct WireRoundTripTests {
         let token = ZoneChangeToken(zoneID: Self.notes, incarnation: 5, offset: 77, database: 3, listingStart: 80)
         for keys in [nil, [], ["title"]] as [[String]?] {
             let request = FetchZoneChangesRequest(zoneID: Self.notes, since: token, resultsLimit: 2, desiredKeys: keys)
-            #expect(try Wire.decode(FetchZoneChangesRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+            #expect(
+                try Wire.decode(FetchZoneChangesRequest.self, from: Wire.encode(request, as: format), as: format)
+                    == request)
         }
         let response = FetchZoneChangesResponse(
             zoneID: Self.notes, modifications: [RecordZoneChange.Modification(record: Self.record("n1"))],
-            deletions: [RecordZoneChange.Deletion(recordID: Record.ID(recordName: "n2", zoneID: Self.notes), recordType: "Note")],
+            deletions: [
+                RecordZoneChange.Deletion(recordID: Record.ID(recordName: "n2", zoneID: Self.notes), recordType: "Note")
+            ],
             changeToken: token, moreComing: false, clientChangeToken: Data([1]))
-        #expect(try Wire.decode(FetchZoneChangesResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+        #expect(
+            try Wire.decode(FetchZoneChangesResponse.self, from: Wire.encode(response, as: format), as: format)
+                == response)
     }
 
     @Test("subscriptions, the account query and error bodies", arguments: WireFormat.allCases)
     func subscriptionsAccountAndErrors(format: WireFormat) throws {
         let zoneSubscription = Subscription(subscriptionID: "notes", kind: .recordZone(Self.notes))
-        let request = ModifySubscriptionsRequest(subscriptionsToSave: [Subscription(subscriptionID: "engine"), zoneSubscription],
-                                                 subscriptionIDsToDelete: ["old"])
-        #expect(try Wire.decode(ModifySubscriptionsRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+        let request = ModifySubscriptionsRequest(
+            subscriptionsToSave: [Subscription(subscriptionID: "engine"), zoneSubscription],
+            subscriptionIDsToDelete: ["old"])
+        #expect(
+            try Wire.decode(ModifySubscriptionsRequest.self, from: Wire.encode(request, as: format), as: format)
+                == request)
         let response = ModifySubscriptionsResponse(
-            saveResults: ["engine": .success(Subscription(subscriptionID: "engine")),
-                          "notes": .failure(SyncError(.invalidArguments, item: .subscription("notes")))],
+            saveResults: [
+                "engine": .success(Subscription(subscriptionID: "engine")),
+                "notes": .failure(SyncError(.invalidArguments, item: .subscription("notes"))),
+            ],
             deleteResults: ["old": .success(())])
-        #expect(try Wire.decode(ModifySubscriptionsResponse.self, from: Wire.encode(response, as: format), as: format) == response)
+        #expect(
+            try Wire.decode(ModifySubscriptionsResponse.self, from: Wire.encode(response, as: format), as: format)
+                == response)
         let all = [Subscription(subscriptionID: "engine"), zoneSubscription]
         #expect(try Wire.decode([Subscription].self, from: Wire.encode(all, as: format), as: format) == all)
         let user = Record.ID(recordName: "_user3")
@@ -126,16 +163,23 @@ struct WireRoundTripTests {
         let key = pair.publicKey
         #expect(try Wire.decode(DevicePublicKey.self, from: Wire.encode(key, as: format), as: format) == key)
         try Wire.decodeRegisterDeviceKeyResponse(Wire.encodeRegisterDeviceKeyResponse(as: format), as: format)
-        for request in [FetchZoneKeysRequest(zoneIDs: nil), FetchZoneKeysRequest(zoneIDs: []), FetchZoneKeysRequest(zoneIDs: [Self.notes])] {
-            #expect(try Wire.decode(FetchZoneKeysRequest.self, from: Wire.encode(request, as: format), as: format) == request)
+        for request in [
+            FetchZoneKeysRequest(zoneIDs: nil), FetchZoneKeysRequest(zoneIDs: []),
+            FetchZoneKeysRequest(zoneIDs: [Self.notes]),
+        ] {
+            #expect(
+                try Wire.decode(FetchZoneKeysRequest.self, from: Wire.encode(request, as: format), as: format)
+                    == request)
         }
         let wrap = ZoneKey.generate(zoneID: Self.notes, version: 3).wrapped(for: key)
-        let participant = try DevicePublicKey(rawRepresentation: DeviceKeyPair().publicKey.rawRepresentation, userRecordName: "_user7")
+        let participant = try DevicePublicKey(
+            rawRepresentation: DeviceKeyPair().publicKey.rawRepresentation, userRecordName: "_user7")
         let fetched = FetchZoneKeysResponse(results: [
             Self.notes: .success(ZoneKeys(wrappedKeys: [wrap], recipients: [key, participant])),
             Self.other: .failure(SyncError(.zoneNotFound, item: .zone(Self.other))),
         ])
-        #expect(try Wire.decode(FetchZoneKeysResponse.self, from: Wire.encode(fetched, as: format), as: format) == fetched)
+        #expect(
+            try Wire.decode(FetchZoneKeysResponse.self, from: Wire.encode(fetched, as: format), as: format) == fetched)
         let save = SaveZoneKeysRequest(keys: [wrap])
         #expect(try Wire.decode(SaveZoneKeysRequest.self, from: Wire.encode(save, as: format), as: format) == save)
         var refused = wrap
@@ -152,8 +196,10 @@ struct WireRoundTripTests {
         let frames: [PushFrame] = [
             .subscribed(protocolVersion: WireProtocol.version),
             .hint(PushHint(databaseScope: .private)),
-            .hint(PushHint(databaseScope: .shared, subscriptionID: "engine", zoneID: Self.notes,
-                           changeToken: DatabaseChangeToken(offset: 5, database: 2))),
+            .hint(
+                PushHint(
+                    databaseScope: .shared, subscriptionID: "engine", zoneID: Self.notes,
+                    changeToken: DatabaseChangeToken(offset: 5, database: 2))),
         ]
         for frame in frames {
             #expect(try Wire.decode(PushFrame.self, from: Wire.encode(frame, as: format), as: format) == frame)

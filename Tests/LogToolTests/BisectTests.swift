@@ -3,10 +3,11 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import SyncModel
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// Bisection of device logs (`DeviceLog.bisect`, `DeviceLogBisect`, `logtool bisect`).
 @Suite("logtool bisect")
@@ -22,7 +23,9 @@ struct BisectTests {
         var version: UInt32 { real.version }
         var tableNames: [String] { real.tableNames }
         func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
-            if entry.offset.rawValue >= brokenFrom && entry.kind == DeviceEntry.Kind.pendingRecordZoneChangesRemoved { return }
+            if entry.offset.rawValue >= brokenFrom && entry.kind == DeviceEntry.Kind.pendingRecordZoneChangesRemoved {
+                return
+            }
             try real.apply(entry, to: tables)
         }
     }
@@ -53,12 +56,16 @@ struct BisectTests {
                 record["title"] = .string("cycle \(k)")
                 return record
             }
-            try add(.batchPrepared(recordsToSave: records, recordIDsToDelete: [], atomicByZone: false, requestID: RequestID("long-\(offset + 1)")))
+            try add(
+                .batchPrepared(
+                    recordsToSave: records, recordIDsToDelete: [], atomicByZone: false,
+                    requestID: RequestID("long-\(offset + 1)")))
             let saved = records.enumerated().map { index, record -> Record in
                 var copy = record
-                copy.applySystemFields(Record.SystemFields(
-                    recordChangeTag: String(k * 2 + index + 1), creationDate: start, modificationDate: start,
-                    creatorUserRecordID: nil, lastModifiedUserRecordID: nil))
+                copy.applySystemFields(
+                    Record.SystemFields(
+                        recordChangeTag: String(k * 2 + index + 1), creationDate: start, modificationDate: start,
+                        creatorUserRecordID: nil, lastModifiedUserRecordID: nil))
                 return copy
             }
             try add(.batchResult(saved: saved, deleted: [], failedSaves: [:], failedDeletes: [:]))
@@ -83,7 +90,9 @@ struct BisectTests {
             #expect(result.reconstructions < 20, "\(result)")
             #expect(result.reconstructions == result.checks.count)
             #expect(result.checks.first == .init(offset: LogOffset(100_000), holds: false))
-            #expect(result.checks.contains(.init(offset: LogOffset(61_243), holds: true)) || result.checks.contains { $0.offset < LogOffset(61_244) && $0.holds })
+            #expect(
+                result.checks.contains(.init(offset: LogOffset(61_243), holds: true))
+                    || result.checks.contains { $0.offset < LogOffset(61_244) && $0.holds })
             #expect(result.violation?.hasPrefix("pending record changes: index ") == true, "\(result)")
 
             // The real index holds the invariant on the first 20,000 entries, checked once.
@@ -147,23 +156,34 @@ struct BisectTests {
     /// the story's log holds (status 0); JSON; an unknown invariant is a usage error.
     @Test func theCommand() async throws {
         try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, _ in
-            let broken = try DeviceLog(directory: directory.appendingPathComponent("broken"), options: .init(durability: .fast))
+            let broken = try DeviceLog(
+                directory: directory.appendingPathComponent("broken"), options: .init(durability: .fast))
             func page(_ offset: UInt64) -> DeviceEntry {
                 .zoneChangesFetched(
                     zoneID: Self.notes, modifications: [], deletions: [],
-                    changeToken: ZoneChangeToken(zoneID: Self.notes, incarnation: 1, offset: ChangeOffset(offset)), moreComing: false)
+                    changeToken: ZoneChangeToken(zoneID: Self.notes, incarnation: 1, offset: ChangeOffset(offset)),
+                    moreComing: false)
             }
             try broken.append([page(3), page(5), .eventsDelivered(through: LogOffset(2)), page(4), page(6)])
 
             let fails = try await runLogtool(["bisect", "broken", "--invariant", "tokens"], in: directory)
             #expect(fails.status == 1, "\(fails)")
             #expect(fails.standardError.isEmpty, "\(fails)")
-            #expect(fails.lines.first == "bisect of log \"device\" in \(directory.appendingPathComponent("broken").path), entries 1...5, invariant tokens: change tokens never go backwards")
-            #expect(fails.lines.contains("invariant \"tokens\" first fails after offset 4 (\(fails.lines.count - 3) reconstructions): at offset 4 the token of zone Notes went from offset 5 to 4"), "\(fails)")
+            #expect(
+                fails.lines.first
+                    == "bisect of log \"device\" in \(directory.appendingPathComponent("broken").path), entries 1...5, invariant tokens: change tokens never go backwards"
+            )
+            #expect(
+                fails.lines.contains(
+                    "invariant \"tokens\" first fails after offset 4 (\(fails.lines.count - 3) reconstructions): at offset 4 the token of zone Notes went from offset 5 to 4"
+                ), "\(fails)")
 
             let json = try await runLogtool(["bisect", "broken", "--invariant", "tokens", "--json"], in: directory)
             #expect(json.status == 1)
-            #expect(json.standardOutput.hasPrefix("{\"invariant\":\"tokens\",\"through\":5,\"holds\":false,\"firstBadOffset\":4,\"lastGoodOffset\":3,"), "\(json)")
+            #expect(
+                json.standardOutput.hasPrefix(
+                    "{\"invariant\":\"tokens\",\"through\":5,\"holds\":false,\"firstBadOffset\":4,\"lastGoodOffset\":3,"
+                ), "\(json)")
 
             let holds = try await runLogtool(["bisect", "laptop", "--invariant", "projections"], in: directory)
             #expect(holds.status == 0, "\(holds)")
@@ -171,7 +191,9 @@ struct BisectTests {
 
             let unknown = try await runLogtool(["bisect", "laptop", "--invariant", "nope"], in: directory)
             #expect(unknown.status == 64, "\(unknown)")
-            #expect(unknown.standardError.contains("unknown invariant nope; the invariants are projections, pending, tokens"), "\(unknown)")
+            #expect(
+                unknown.standardError.contains(
+                    "unknown invariant nope; the invariants are projections, pending, tokens"), "\(unknown)")
         }
     }
 }

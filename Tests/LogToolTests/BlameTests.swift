@@ -4,16 +4,21 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// The provenance of a record (`RecordBlame`, `logtool blame`) on the logs of real engines.
 @Suite("logtool blame")
 struct BlameTests {
-    static func sources(_ server: SyncServer, _ devices: TestDevice...) throws -> (devices: [Timeline.Source], server: Timeline.Source) {
-        (devices.map { .init(name: $0.name, log: $0.engine.deviceLog.log) },
-         .init(name: "server", log: try server.admin.log(of: "alice")))
+    static func sources(
+        _ server: SyncServer, _ devices: TestDevice...
+    ) throws -> (devices: [Timeline.Source], server: Timeline.Source) {
+        (
+            devices.map { .init(name: $0.name, log: $0.engine.deviceLog.log) },
+            .init(name: "server", log: try server.admin.log(of: "alice"))
+        )
     }
 
     /// In the story the laptop's edit of n1 lost its conflict (its delegate keeps the server's
@@ -22,7 +27,8 @@ struct BlameTests {
     @Test func namesTheDeviceWhoseEditWon() async throws {
         try await DeviceDumpCommandTests.withDeviceStory { _, server, phone, laptop in
             let (devices, serverLog) = try Self.sources(server, laptop, phone)
-            let blame = try RecordBlame.build(record: "n1", device: devices[0], otherDevices: [devices[1]], server: serverLog)
+            let blame = try RecordBlame.build(
+                record: "n1", device: devices[0], otherDevices: [devices[1]], server: serverLog)
             #expect(blame.recordID == DeviceDumpCommandTests.id("n1"))
             #expect(blame.events.map(\.kind) == [.fetched, .edited, .sent, .conflict], "\(blame.text)")
             let conflict = try #require(blame.events.last)
@@ -35,7 +41,9 @@ struct BlameTests {
             #expect(origin.serverOffset == conflict.serverOffset)
             #expect(origin.fields.map(\.key) == ["body", "title"])
             #expect(origin.fields.map(\.device) == ["phone", "phone"])
-            #expect(origin.fields[0].serverOffset < origin.fields[1].serverOffset, "body was last changed by the first save")
+            #expect(
+                origin.fields[0].serverOffset < origin.fields[1].serverOffset, "body was last changed by the first save"
+            )
             #expect(blame.text.contains("produced by: phone, its batch at offset"), "\(blame.text)")
 
             // Without the server's log, the value is known but not its author.
@@ -58,11 +66,16 @@ struct BlameTests {
             let (server, phone, laptop) = try await CounterfactualTests.writeStory(in: directory, laptopPolicy: merge)
             defer { server.shutdown() }
             let (devices, serverLog) = try Self.sources(server, phone, laptop)
-            let blame = try RecordBlame.build(record: "n1", device: devices[0], otherDevices: [devices[1]], server: serverLog)
+            let blame = try RecordBlame.build(
+                record: "n1", device: devices[0], otherDevices: [devices[1]], server: serverLog)
             let origin = try #require(blame.origin, "\(blame.text)")
             #expect(origin.device == "laptop", "the laptop's merge produced the note the phone holds")
-            #expect(Dictionary(uniqueKeysWithValues: origin.fields.map { ($0.key, $0.device) }) == ["body": "laptop", "title": "phone"])
-            let onLaptop = try RecordBlame.build(record: "n1", device: devices[1], otherDevices: [devices[0]], server: serverLog)
+            #expect(
+                Dictionary(uniqueKeysWithValues: origin.fields.map { ($0.key, $0.device) }) == [
+                    "body": "laptop", "title": "phone",
+                ])
+            let onLaptop = try RecordBlame.build(
+                record: "n1", device: devices[1], otherDevices: [devices[0]], server: serverLog)
             let conflict = try #require(onLaptop.events.first { $0.kind == .conflict }, "\(onLaptop.text)")
             #expect(conflict.resolution?.hasPrefix("the delegate queued the record again at offset") == true)
             #expect(onLaptop.origin?.device == "laptop")
@@ -77,16 +90,19 @@ struct BlameTests {
             var environment = ProcessInfo.processInfo.environment
             environment["TMPDIR"] = directory.path
             let run = try await ChildProcess.run(
-                ["--automatic", "--buggy-merge"], program: "two-devices", environment: environment, directory: directory)
+                ["--automatic", "--buggy-merge"], program: "two-devices", environment: environment, directory: directory
+            )
             #expect(run.status == 0, "\(run)")
             #expect(run.output.contains("phone  has groceries {body: \"milk, eggs\", title: \"Groceries\"}"), "\(run)")
             let line = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("  phone  /") }, "\(run)")
             let phone = String(line.dropFirst("  phone  ".count))
             let story = URL(fileURLWithPath: phone).deletingLastPathComponent()
             let blame = try await runLogtool(
-                ["blame", "phone", "laptop", "--record", "groceries", "--server", "server/users/u1", "--json"], in: story)
+                ["blame", "phone", "laptop", "--record", "groceries", "--server", "server/users/u1", "--json"],
+                in: story)
             #expect(blame.status == 0, "\(blame)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(blame.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(blame.standardOutput.utf8)) as? [String: Any])
             let origin = try #require(object["origin"] as? [String: Any], "\(blame)")
             #expect(origin["device"] as? String == "laptop")
             let fields = try #require(origin["fields"] as? [[String: Any]])
@@ -129,13 +145,18 @@ struct BlameTests {
             let server = ["--server", "data/users/u1", "--server-log", "private"]
             let text = try await runLogtool(["blame", "laptop", "phone", "--record", "n1"] + server, in: directory)
             #expect(text.status == 0, "\(text)")
-            #expect(text.lines.first == "blame of Notes/n1 on laptop (\(directory.appendingPathComponent("laptop").path))")
+            #expect(
+                text.lines.first == "blame of Notes/n1 on laptop (\(directory.appendingPathComponent("laptop").path))")
             #expect(text.lines.contains { $0.hasPrefix("produced by: phone, its batch at offset ") }, "\(text)")
-            #expect(text.lines.contains { $0.contains("resolved: not queued again: the server's version was kept") }, "\(text)")
+            #expect(
+                text.lines.contains { $0.contains("resolved: not queued again: the server's version was kept") },
+                "\(text)")
 
-            let json = try await runLogtool(["blame", "laptop", "phone", "--record", "n1", "--json"] + server, in: directory)
+            let json = try await runLogtool(
+                ["blame", "laptop", "phone", "--record", "n1", "--json"] + server, in: directory)
             #expect(json.status == 0, "\(json)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             #expect((object["origin"] as? [String: Any])?["device"] as? String == "phone")
             #expect(json.standardOutput.hasPrefix("{\"device\":\"laptop\",\"path\":"))
 
@@ -161,7 +182,8 @@ struct BlameTests {
                 _ = try RecordBlame.build(record: "n1", device: source)
             } throws: { error in
                 (error as? DiagnosticsError)?.code == .ambiguousRecord
-                    && "\(error)" == "the record name n1 is in several zones of \(phone.directory.path): Notes/n1, Trash/n1; name one with --zone"
+                    && "\(error)"
+                        == "the record name n1 is in several zones of \(phone.directory.path): Notes/n1, Trash/n1; name one with --zone"
             }
             let trashOnly = try RecordBlame.build(record: "n1", zone: "Trash", device: source)
             #expect(trashOnly.recordID == Record.ID(recordName: "n1", zoneID: trash))

@@ -1,10 +1,11 @@
 import Foundation
 import LogStore
-@testable import LogSyncDiagnostics
 import LogSync
 import LogSyncServer
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// Every command that reads a device log — `dump`, `stats`, `replay`, `diff`, `timeline`,
 /// `blame`, `bisect` — on the logs of real engines still open in this process (a writer holds
@@ -50,7 +51,9 @@ struct CommandErrorTests {
             let run = try await runLogtool(Self.arguments(command, "missing"), in: directory)
             #expect(run.status == Self.errorStatus(command), "\(run)")
             #expect(run.standardOutput.isEmpty)
-            #expect(run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n", "\(run)")
+            #expect(
+                run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n",
+                "\(run)")
         }
     }
 
@@ -66,7 +69,9 @@ struct CommandErrorTests {
                 let run = try await runLogtool(Self.arguments(command, path), in: directory)
                 #expect(run.status == Self.errorStatus(command), "\(run)")
                 #expect(run.standardOutput.isEmpty)
-                #expect(run.standardError.hasPrefix("logtool: error: not a log in \(directory.appendingPathComponent(path).path)"), "\(run)")
+                #expect(
+                    run.standardError.hasPrefix(
+                        "logtool: error: not a log in \(directory.appendingPathComponent(path).path)"), "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }
             // Read-only: nothing was created there.
@@ -87,8 +92,10 @@ struct CommandErrorTests {
             let arguments = command == "diff" ? [command, "laptop", "damaged"] : Self.arguments(command, "damaged")
             let run = try await runLogtool(arguments, in: directory)
             #expect(run.status == Self.errorStatus(command), "\(run)")
-            #expect(run.standardError.hasPrefix(
-                "logtool: error: corrupt entry at offset 6 of log \"device\" in \(damaged.path): checksum mismatch"), "\(run)")
+            #expect(
+                run.standardError.hasPrefix(
+                    "logtool: error: corrupt entry at offset 6 of log \"device\" in \(damaged.path): checksum mismatch"),
+                "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             #expect(run.lines.count == (command == "dump" ? 5 : 0), "\(run)")
         }

@@ -3,10 +3,11 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import LogToolCore
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// Single-bit flips in a real device log's `data.mdb`: every bit of both meta pages (header
 /// and `MDB_meta`), every bit of every page header, and a sample of the other bytes. On each
@@ -35,7 +36,8 @@ struct CorruptFileTests {
     /// closed before returning.
     static func writeDeviceLog(in directory: URL) async throws -> URL {
         let target = directory.appendingPathComponent("original", isDirectory: true)
-        let (server, phone, _) = try await DeviceDumpCommandTests.writeDeviceStory(in: directory.appendingPathComponent("story"))
+        let (server, phone, _) = try await DeviceDumpCommandTests.writeDeviceStory(
+            in: directory.appendingPathComponent("story"))
         defer { server.shutdown() }
         let source = phone.engine.deviceLog.log
         let end = try source.lastOffset
@@ -73,7 +75,8 @@ struct CorruptFileTests {
         func openLog() throws -> Log {
             // As `logtool dump` and `stats` open a log (Tools/logtool/Options.swift).
             let environment = try LogEnvironment.open(at: directory, options: .init(readOnly: true))
-            let name = try LogSelection.choose(requested: nil, available: try environment.logNames(), path: environment.path)
+            let name = try LogSelection.choose(
+                requested: nil, available: try environment.logNames(), path: environment.path)
             return try environment.openLog(named: name)
         }
         run("dump") {
@@ -89,13 +92,16 @@ struct CorruptFileTests {
         run("replay --verify") {
             let result = try DeviceReplay.run(path: directory.path, through: nil, verify: true)
             // As `logtool replay --verify` does (Tools/logtool/Replay.swift).
-            if case .differs(let mismatch)? = result.verification { throw LogToolError("projections not verified: \(mismatch)") }
+            if case .differs(let mismatch)? = result.verification {
+                throw LogToolError("projections not verified: \(mismatch)")
+            }
             return result.text
         }
         run("verify") { try LogVerification.run(path: directory.path).text }
         run("engine open") {
             // What `SyncEngine.init` opens, and the state it reads first.
-            let deviceLog = try DeviceLog(directory: directory, options: .init(durability: .fast, initialMapSize: 1 << 20))
+            let deviceLog = try DeviceLog(
+                directory: directory, options: .init(durability: .fast, initialMapSize: 1 << 20))
             let state = try deviceLog.snapshotState()
             return DeviceStateReport.text(state)
         }
@@ -159,9 +165,11 @@ struct CorruptFileTests {
             let original = try await Self.writeDeviceLog(in: directory)
             let pristine = try [UInt8](Data(contentsOf: original.appendingPathComponent("data.mdb")))
             let pageSize = Int(pristine.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 16 + 24, as: UInt32.self) })
-            let olderMeta = pristine.withUnsafeBytes {
-                $0.loadUnaligned(fromByteOffset: 16 + 128, as: UInt64.self) < $0.loadUnaligned(fromByteOffset: pageSize + 16 + 128, as: UInt64.self)
-            } ? 0 : 1
+            let olderMeta =
+                pristine.withUnsafeBytes {
+                    $0.loadUnaligned(fromByteOffset: 16 + 128, as: UInt64.self)
+                        < $0.loadUnaligned(fromByteOffset: pageSize + 16 + 128, as: UInt64.self)
+                } ? 0 : 1
             let olderTransactionID = (olderMeta * pageSize + 16 + 128)..<(olderMeta * pageSize + 16 + 136)
 
             // The readers on an undamaged copy: all succeed; their outputs are what a copy that
@@ -178,7 +186,9 @@ struct CorruptFileTests {
             let baselineURL = try copy(pristine, 0)
             let baseline = Self.readers(baselineURL)
             for outcome in baseline {
-                if case .failure(let error) = outcome.result { Issue.record("\(outcome.tool) fails on the undamaged log: \(error)") }
+                if case .failure(let error) = outcome.result {
+                    Issue.record("\(outcome.tool) fails on the undamaged log: \(error)")
+                }
             }
             let expected = baseline.map { try? $0.result.get() }
 
@@ -195,18 +205,23 @@ struct CorruptFileTests {
                 for outcome in outcomes {
                     guard case .failure(let error) = outcome.result else {
                         if olderTransactionID.contains(position.byte) {
-                            Issue.record("\(flip), the older meta page's transaction ID: \(outcome.tool) read on without an error")
+                            Issue.record(
+                                "\(flip), the older meta page's transaction ID: \(outcome.tool) read on without an error"
+                            )
                         }
                         continue
                     }
                     failed = true
-                    #expect(Self.namesWhatWasWrong(error), "\(flip): \(outcome.tool) failed with \(type(of: error)) \(error)")
+                    #expect(
+                        Self.namesWhatWasWrong(error),
+                        "\(flip): \(outcome.tool) failed with \(type(of: error)) \(error)")
                     failures["\((error as? LogStoreError)?.code.rawValue ?? "\(type(of: error))")", default: 0] += 1
                 }
                 for (outcome, want) in zip(outcomes, expected) {
                     // Entries are checksummed: a dump or stats that reads shows the original. When no
                     // reader found anything, no reader may show anything else (no silent skip).
-                    guard let got = try? outcome.result.get(), !failed || ["dump", "stats"].contains(outcome.tool) else { continue }
+                    guard let got = try? outcome.result.get(), !failed || ["dump", "stats"].contains(outcome.tool)
+                    else { continue }
                     #expect(got == want, "\(flip): \(outcome.tool) reads without an error but shows something else")
                 }
             }
@@ -219,7 +234,9 @@ struct CorruptFileTests {
     /// an empty one in the damaged file. Every reader refuses the file instead, naming the
     /// tables, and the engine's open writes nothing into it (Docs/LogFormat.md, "The table
     /// catalogue").
-    @Test("a damaged table name (log.device → log.dewice): every reader and the engine refuse it, naming it, and nothing is written")
+    @Test(
+        "a damaged table name (log.device → log.dewice): every reader and the engine refuse it, naming it, and nothing is written"
+    )
     func damagedTableName() async throws {
         try await withTemporaryDirectory { directory in
             let original = try await Self.writeDeviceLog(in: directory)
@@ -229,7 +246,9 @@ struct CorruptFileTests {
             var renamed = 0
             // The table's name as a key of LMDB's main database (the catalogue's copy ends in a newline).
             for start in 0...(bytes.count - name.count - 1)
-            where bytes[start..<start + name.count].elementsEqual(name) && bytes[start + name.count] != UInt8(ascii: "\n") {
+            where bytes[start..<start + name.count].elementsEqual(name)
+                && bytes[start + name.count] != UInt8(ascii: "\n")
+            {
                 bytes[start + 6] = UInt8(ascii: "w")
                 renamed += 1
             }

@@ -3,9 +3,10 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// "Would these devices have converged had the laptop's delegate merged differently?", asked
 /// of recorded logs (`CounterfactualReplay`, `ServerReplayPolicy`).
@@ -86,10 +87,14 @@ struct CounterfactualTests {
             let phone = try await runLogtool(["replay", "phone", "--against-fresh-server"], in: directory)
             #expect(phone.status == 0, "\(phone)")
             #expect(phone.lines.count == 1, "\(phone)")
-            #expect(phone.lines.first?.hasSuffix(": 3 requests, 3 re-issued: 3 matched, 0 mismatched, 0 not comparable") == true, "\(phone)")
-            let json = try await runLogtool(["replay", "phone", "--against-fresh-server", "--policy", "server-wins", "--json"], in: directory)
+            #expect(
+                phone.lines.first?.hasSuffix(": 3 requests, 3 re-issued: 3 matched, 0 mismatched, 0 not comparable")
+                    == true, "\(phone)")
+            let json = try await runLogtool(
+                ["replay", "phone", "--against-fresh-server", "--policy", "server-wins", "--json"], in: directory)
             #expect(json.status == 0, "\(json)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             #expect(object["matches"] as? Bool == true)
             #expect((object["heldRecords"] as? [[String: Any]])?.count == 2)
 

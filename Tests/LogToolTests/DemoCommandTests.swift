@@ -46,7 +46,10 @@ struct DemoCommandTests {
             let run = try await runLogtool(["demo", "--dir", target.path], in: directory)
             #expect(run.status == 1)
             #expect(run.standardOutput.isEmpty)
-            #expect(run.standardError == "logtool: error: \(target.path) is not an empty directory; give --dir a new or empty directory\n")
+            #expect(
+                run.standardError
+                    == "logtool: error: \(target.path) is not an empty directory; give --dir a new or empty directory\n"
+            )
         }
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
 import LogStore
-@testable import LogSyncDiagnostics
 import LogSync
 import LogSyncServer
 import LogSyncTesting
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `logtool dump` on the device logs of real `SyncEngine`s syncing through a `SyncServer`, run
 /// as a child process.
@@ -19,7 +20,8 @@ struct DeviceDumpCommandTests {
     /// sends them; the laptop fetches them; the phone edits n1 and sends; the laptop, not having
     /// fetched, edits n1 and deletes n2 in one send: n1 conflicts. Returns the server and the
     /// devices, still open.
-    static func writeDeviceStory(in directory: URL) async throws -> (SyncServer, phone: TestDevice, laptop: TestDevice) {
+    static func writeDeviceStory(in directory: URL) async throws -> (SyncServer, phone: TestDevice, laptop: TestDevice)
+    {
         let server = try SyncServer(.init(directory: directory.appendingPathComponent("data"), durability: .fast))
         let phone = try TestDevice("phone", server: server, directory: directory)
         let laptop = try TestDevice("laptop", server: server, directory: directory)
@@ -102,12 +104,16 @@ struct DeviceDumpCommandTests {
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             #expect(run.lines.map(offsetOfTextLine) == (1...UInt64(run.lines.count)).map { $0 })
-            #expect(Self.withoutPushes(run.lines).map(Self.maskingRequestID).map(describedPart) == Self.expectedLaptopLog, "\(run)")
+            #expect(
+                Self.withoutPushes(run.lines).map(Self.maskingRequestID).map(describedPart) == Self.expectedLaptopLog,
+                "\(run)")
             #expect(run.lines.contains { $0.contains("  kind  12  size ") && $0.contains("batchResult  saved=0") })
 
             let phoneRun = try await runLogtool(["dump", "phone", "--log", "device"], in: directory)
             #expect(phoneRun.status == 0, "\(phoneRun)")
-            #expect(phoneRun.lines.prefix(9).map(Self.maskingRequestID).map(describedPart) == Self.expectedPhoneStart, "\(phoneRun)")
+            #expect(
+                phoneRun.lines.prefix(9).map(Self.maskingRequestID).map(describedPart) == Self.expectedPhoneStart,
+                "\(phoneRun)")
             // Every entry is described: no hex preview.
             #expect(phoneRun.lines.allSatisfy { !$0.contains("|") }, "\(phoneRun)")
         }
@@ -121,11 +127,17 @@ struct DeviceDumpCommandTests {
                 try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             }
             for object in objects {
-                #expect(Set(object.keys) == ["offset", "time", "timeMicros", "kind", "kindName", "size", "fields", "payloadBase64"])
-                #expect(Data(base64Encoded: try #require(object["payloadBase64"] as? String))?.count == object["size"] as? Int)
+                #expect(
+                    Set(object.keys) == [
+                        "offset", "time", "timeMicros", "kind", "kindName", "size", "fields", "payloadBase64",
+                    ])
+                #expect(
+                    Data(base64Encoded: try #require(object["payloadBase64"] as? String))?.count == object["size"]
+                        as? Int)
             }
-            #expect(objects.map { $0["kindName"] as? String }.filter { $0 != "pushReceived" }
-                == Self.expectedLaptopLog.map { $0.components(separatedBy: "  ")[0] })
+            #expect(
+                objects.map { $0["kindName"] as? String }.filter { $0 != "pushReceived" }
+                    == Self.expectedLaptopLog.map { $0.components(separatedBy: "  ")[0] })
 
             let result = try #require(objects.first { $0["kindName"] as? String == "batchResult" })
             #expect(result["kind"] as? Int == 12)
@@ -145,20 +157,25 @@ struct DeviceDumpCommandTests {
         }
     }
 
-    @Test(arguments: [
-        (["--kind", "batchResult"], ["batchResult"]),
-        (["--kind", "batchresult", "--kind", "11"], ["batchPrepared", "batchResult"]),
-        (["--record", "n2"], ["zoneChangesFetched", "pendingRecordZoneChangesAdded", "batchPrepared", "batchResult"]),
-        (["--record", "n1", "--kind", "batchResult"], ["batchResult"]),
-        (["--zone", "Notes", "--kind", "zoneFetchFinished"], ["zoneFetchFinished"]),
-        (["--zone", "Trash"], []),
-        (["--kind", "recordSaved"], []),
-    ] as [([String], [String])])
+    @Test(
+        arguments: [
+            (["--kind", "batchResult"], ["batchResult"]),
+            (["--kind", "batchresult", "--kind", "11"], ["batchPrepared", "batchResult"]),
+            (
+                ["--record", "n2"],
+                ["zoneChangesFetched", "pendingRecordZoneChangesAdded", "batchPrepared", "batchResult"]
+            ),
+            (["--record", "n1", "--kind", "batchResult"], ["batchResult"]),
+            (["--zone", "Notes", "--kind", "zoneFetchFinished"], ["zoneFetchFinished"]),
+            (["--zone", "Trash"], []),
+            (["--kind", "recordSaved"], []),
+        ] as [([String], [String])])
     func filters(options: [String], expected: [String]) async throws {
         try await Self.withDeviceStory { directory, _, _, laptop in
             let run = try await runLogtool(["dump", "laptop"] + options, in: directory)
             #expect(run.status == 0, "\(run)")
-            #expect(run.lines.compactMap { describedPart(of: $0)?.components(separatedBy: "  ")[0] } == expected, "\(run)")
+            #expect(
+                run.lines.compactMap { describedPart(of: $0)?.components(separatedBy: "  ")[0] } == expected, "\(run)")
             let json = try await runLogtool(["dump", "laptop", "--json"] + options, in: directory)
             #expect(json.lines.count == expected.count, "\(json)")
         }
@@ -187,8 +204,10 @@ struct DeviceDumpCommandTests {
                 let run = try await runLogtool(["dump", "copy"] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == count)
-                #expect(run.standardError.hasPrefix(
-                    "logtool: error: corrupt entry at offset \(count + 1) of log \"device\" in \(copy.path): batchResult (kind 12) payload: "),
+                #expect(
+                    run.standardError.hasPrefix(
+                        "logtool: error: corrupt entry at offset \(count + 1) of log \"device\" in \(copy.path): batchResult (kind 12) payload: "
+                    ),
                     "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }
@@ -201,7 +220,9 @@ struct DeviceDumpCommandTests {
             let run = try await runLogtool(["dump", "damaged"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.lines.count == 4)
-            #expect(run.standardError.hasPrefix("logtool: error: corrupt entry at offset 5 of log \"device\" in \(damaged.path): "), "\(run)")
+            #expect(
+                run.standardError.hasPrefix(
+                    "logtool: error: corrupt entry at offset 5 of log \"device\" in \(damaged.path): "), "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
         }
     }
@@ -211,7 +232,9 @@ extension TestDevice {
     /// The entries of the device's log through `last` (all by default), to append to another log.
     func logEntries(through last: LogOffset? = nil) throws -> [NewEntry] {
         var entries: [NewEntry] = []
-        try engine.deviceLog.log.forEachEntry(through: last) { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+        try engine.deviceLog.log.forEachEntry(through: last) {
+            entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time))
+        }
         return entries
     }
 }

@@ -1,10 +1,11 @@
 import Foundation
 import LogStore
-@testable import LogSync
-@testable import LogSyncDiagnostics
 import LogToolCore
 import SyncModel
 import Testing
+
+@testable import LogSync
+@testable import LogSyncDiagnostics
 
 /// `DeviceEntryDescription` through `EntryDecoder.device`: the kinds a short engine run does
 /// not write, long lists cut short, other kinds left alone, undecodable payloads reported at
@@ -13,52 +14,92 @@ import Testing
 struct DeviceEntryDescriptionTests: EntryIDs {
 
     static let cases: [(DeviceEntry, String, String)] = [
-        (.pendingRecordZoneChangesAdded((1...6).map { .saveRecord(id("n\($0)")) }),
-         "pendingRecordZoneChangesAdded", "count=6 changes=[save:Notes/n1,save:Notes/n2,save:Notes/n3,…+3]"),
-        (.pendingRecordZoneChangesRemoved([.deleteRecord(id("s1", in: bobs))]),
-         "pendingRecordZoneChangesRemoved", "count=1 changes=[delete:Shared@_bob/s1]"),
-        (.pendingDatabaseChangesRemoved([.deleteZone(notes)]), "pendingDatabaseChangesRemoved", "count=1 changes=[delete:Notes]"),
+        (
+            .pendingRecordZoneChangesAdded((1...6).map { .saveRecord(id("n\($0)")) }),
+            "pendingRecordZoneChangesAdded", "count=6 changes=[save:Notes/n1,save:Notes/n2,save:Notes/n3,…+3]"
+        ),
+        (
+            .pendingRecordZoneChangesRemoved([.deleteRecord(id("s1", in: bobs))]),
+            "pendingRecordZoneChangesRemoved", "count=1 changes=[delete:Shared@_bob/s1]"
+        ),
+        (
+            .pendingDatabaseChangesRemoved([.deleteZone(notes)]), "pendingDatabaseChangesRemoved",
+            "count=1 changes=[delete:Notes]"
+        ),
         (.untrackedChangesFlagged(true), "untrackedChangesFlagged", "pending=true"),
-        (.sendStarted(.init(reason: .scheduled, options: .init(scope: .recordIDs([id("n1")])))),
-         "sendStarted", "reason=scheduled scope=recordIDs scopeIDs=[Notes/n1]"),
+        (
+            .sendStarted(.init(reason: .scheduled, options: .init(scope: .recordIDs([id("n1")])))),
+            "sendStarted", "reason=scheduled scope=recordIDs scopeIDs=[Notes/n1]"
+        ),
         (.sendFinished(error: SyncError(.networkFailure)), "sendFinished", "error=networkFailure"),
-        (.databaseChangesSent(
-            savedZones: [], deletedZoneIDs: [notes], failedZoneSaves: [bobs: SyncError(.permissionFailure)], failedZoneDeletes: [:]),
-         "databaseChangesSent", "saved=0 deleted=1 failed=1 deletions=[Notes] errors=[Shared@_bob:permissionFailure]"),
-        (.fetchStarted(.init(reason: .manual, options: .init(scope: .allExcluding([bobs]), prioritizedZoneIDs: [notes]))),
-         "fetchStarted", "reason=manual scope=allExcluding scopeIDs=[Shared@_bob] prioritized=[Notes]"),
-        (.fetchStarted(.init(reason: .scheduled, options: .init(
-            defaultZoneConfiguration: .init(resultsLimit: 50),
-            zoneConfigurations: [notes: .init(shouldFetchAssetContents: false, resultsLimit: 10), bobs: .init()]))),
-         "fetchStarted", "reason=scheduled scope=all zoneDefault=limit50 zoneConfigs=[Notes:noAssets+limit10,Shared@_bob:default]"),
-        (.databaseChangesFetched(
-            modifications: [], deletions: [.init(zoneID: notes, reason: .purged)], changeToken: DatabaseChangeToken(offset: 42),
-            moreComing: true),
-         "databaseChangesFetched", "modified=0 deleted=1 deletions=[Notes:purged] token=42 moreComing=true"),
-        (.zoneChangesFetched(
-            zoneID: bobs, modifications: [], deletions: [.init(recordID: id("s1", in: bobs), recordType: "Note")],
-            changeToken: ZoneChangeToken(zoneID: bobs, incarnation: 1, offset: 9), moreComing: false),
-         "zoneChangesFetched", "zone=Shared owner=_bob modified=0 deleted=1 deletions=[s1] token=9 moreComing=false"),
-        (.zoneFetchFinished(zoneID: notes, error: SyncError(.zoneNotFound)), "zoneFetchFinished", "zone=Notes error=zoneNotFound"),
+        (
+            .databaseChangesSent(
+                savedZones: [], deletedZoneIDs: [notes], failedZoneSaves: [bobs: SyncError(.permissionFailure)],
+                failedZoneDeletes: [:]),
+            "databaseChangesSent", "saved=0 deleted=1 failed=1 deletions=[Notes] errors=[Shared@_bob:permissionFailure]"
+        ),
+        (
+            .fetchStarted(
+                .init(reason: .manual, options: .init(scope: .allExcluding([bobs]), prioritizedZoneIDs: [notes]))),
+            "fetchStarted", "reason=manual scope=allExcluding scopeIDs=[Shared@_bob] prioritized=[Notes]"
+        ),
+        (
+            .fetchStarted(
+                .init(
+                    reason: .scheduled,
+                    options: .init(
+                        defaultZoneConfiguration: .init(resultsLimit: 50),
+                        zoneConfigurations: [
+                            notes: .init(shouldFetchAssetContents: false, resultsLimit: 10), bobs: .init(),
+                        ]))),
+            "fetchStarted",
+            "reason=scheduled scope=all zoneDefault=limit50 zoneConfigs=[Notes:noAssets+limit10,Shared@_bob:default]"
+        ),
+        (
+            .databaseChangesFetched(
+                modifications: [], deletions: [.init(zoneID: notes, reason: .purged)],
+                changeToken: DatabaseChangeToken(offset: 42),
+                moreComing: true),
+            "databaseChangesFetched", "modified=0 deleted=1 deletions=[Notes:purged] token=42 moreComing=true"
+        ),
+        (
+            .zoneChangesFetched(
+                zoneID: bobs, modifications: [], deletions: [.init(recordID: id("s1", in: bobs), recordType: "Note")],
+                changeToken: ZoneChangeToken(zoneID: bobs, incarnation: 1, offset: 9), moreComing: false),
+            "zoneChangesFetched", "zone=Shared owner=_bob modified=0 deleted=1 deletions=[s1] token=9 moreComing=false"
+        ),
+        (
+            .zoneFetchFinished(zoneID: notes, error: SyncError(.zoneNotFound)), "zoneFetchFinished",
+            "zone=Notes error=zoneNotFound"
+        ),
         (.fetchFinished(error: nil), "fetchFinished", ""),
         (.changeTokenReset(zoneID: nil), "changeTokenReset", ""),
         (.changeTokenReset(zoneID: notes), "changeTokenReset", "zone=Notes"),
         (.eventsDelivered(through: LogOffset(17)), "eventsDelivered", "through=17"),
-        (.accountChanged(previous: Record.ID(recordName: "_user1"), current: Record.ID(recordName: "_user2")),
-         "accountChanged", "user=_user2 previous=_user1"),
+        (
+            .accountChanged(previous: Record.ID(recordName: "_user1"), current: Record.ID(recordName: "_user2")),
+            "accountChanged", "user=_user2 previous=_user1"
+        ),
         (.accountChanged(previous: Record.ID(recordName: "_user1"), current: nil), "accountChanged", "previous=_user1"),
         (.subscriptionEnsured("logsync-database"), "subscriptionEnsured", "subscription=logsync-database"),
         (.pushReceived(zoneID: nil), "pushReceived", ""),
-        (.syncScheduled(work: .send, reason: .localChanges, after: .milliseconds(500)),
-         "syncScheduled", "work=send after=500ms cause=localChanges"),
-        (.syncScheduled(work: .fetch, reason: .retry(failures: 2, after: .seconds(4), serverRetryAfter: true), after: .seconds(4)),
-         "syncScheduled", "work=fetch after=4s cause=retry failures=2 serverRetryAfter=true"),
+        (
+            .syncScheduled(work: .send, reason: .localChanges, after: .milliseconds(500)),
+            "syncScheduled", "work=send after=500ms cause=localChanges"
+        ),
+        (
+            .syncScheduled(
+                work: .fetch, reason: .retry(failures: 2, after: .seconds(4), serverRetryAfter: true),
+                after: .seconds(4)),
+            "syncScheduled", "work=fetch after=4s cause=retry failures=2 serverRetryAfter=true"
+        ),
         (.syncDeferred(reason: "no network"), "syncDeferred", #"reason="no network""#),
     ]
 
     static func logEntry(_ entry: DeviceEntry, offset: UInt64 = 5) -> LogEntry {
         let new = entry.newEntry
-        return LogEntry(offset: LogOffset(offset), kind: new.kind, time: EntryTime(microsecondsSince1970: 0), payload: new.payload)
+        return LogEntry(
+            offset: LogOffset(offset), kind: new.kind, time: EntryTime(microsecondsSince1970: 0), payload: new.payload)
     }
 
     @Test(arguments: cases.indices)
@@ -73,12 +114,16 @@ struct DeviceEntryDescriptionTests: EntryIDs {
     @Test func everyKindInUseHasAName() {
         #expect(Set(DeviceEntryDescription.kinds.map(\.kind)) == Set(DeviceEntry.Kind.inUse))
         #expect(Set(DeviceEntryDescription.kinds.map(\.name)).count == DeviceEntry.Kind.inUse.count)
-        #expect(DeviceEntryDescription.kinds.map(\.kind.rawValue) == DeviceEntryDescription.kinds.map(\.kind.rawValue).sorted())
+        #expect(
+            DeviceEntryDescription.kinds.map(\.kind.rawValue)
+                == DeviceEntryDescription.kinds.map(\.kind.rawValue).sorted())
     }
 
     /// The record and zone names a list leaves out still count for `--record` and `--zone`.
     @Test func filtersSeeEveryNamedRecordAndZone() throws {
-        let entry = Self.logEntry(.pendingRecordZoneChangesAdded((1...6).map { .saveRecord(Self.id("n\($0)")) } + [.saveRecord(Self.id("s1", in: Self.bobs))]))
+        let entry = Self.logEntry(
+            .pendingRecordZoneChangesAdded(
+                (1...6).map { .saveRecord(Self.id("n\($0)")) } + [.saveRecord(Self.id("s1", in: Self.bobs))]))
         let description = try #require(try EntryDecoder.device.describe(entry))
         #expect(EntryFilter(recordName: "n6").matches(entry, description: description))
         #expect(EntryFilter(zoneName: "Shared").matches(entry, description: description))
@@ -99,7 +144,8 @@ struct DeviceEntryDescriptionTests: EntryIDs {
             _ = try EntryDecoder.device.describe(entry)
         } throws: { error in
             guard let error = error as? LogStoreError else { return false }
-            return error.code == .corruptEntry && error.offset == LogOffset(9) && error.message.hasPrefix("batchResult (kind 12) payload: ")
+            return error.code == .corruptEntry && error.offset == LogOffset(9)
+                && error.message.hasPrefix("batchResult (kind 12) payload: ")
         }
     }
 
@@ -119,7 +165,8 @@ struct DeviceEntryDescriptionTests: EntryIDs {
         note["photo"] = .asset(Asset(digest: digest, size: Int64(content.count), fileURL: cachedFile))
         note["pages"] = .list([
             .asset(Asset(digest: digest, size: Int64(content.count))),
-            .asset(Asset(digest: digest, size: Int64(content.count), fileURL: directory.appendingPathComponent("gone"))),
+            .asset(
+                Asset(digest: digest, size: Int64(content.count), fileURL: directory.appendingPathComponent("gone"))),
         ])
         let entry = DeviceEntry.zoneChangesFetched(
             zoneID: Self.notes, modifications: [note], deletions: [],
@@ -127,11 +174,15 @@ struct DeviceEntryDescriptionTests: EntryIDs {
         let description = try #require(try EntryDecoder.device.describe(Self.logEntry(entry)))
         let text = EntryFormatter.fieldsText(description.fields)
         let short = digest.short
-        #expect(text.hasSuffix(
-            "assets=[n1.pages:\(short)/20B/not-cached,n1.pages:\(short)/20B/missing,n1.photo:\(short)/20B/cached]"), "\(text)")
+        #expect(
+            text.hasSuffix(
+                "assets=[n1.pages:\(short)/20B/not-cached,n1.pages:\(short)/20B/missing,n1.photo:\(short)/20B/cached]"),
+            "\(text)")
         #expect(!text.contains("a photo"))
-        let prepared = try #require(try EntryDecoder.device.describe(Self.logEntry(
-            .batchPrepared(recordsToSave: [note], recordIDsToDelete: [], atomicByZone: true, requestID: "r1"))))
+        let prepared = try #require(
+            try EntryDecoder.device.describe(
+                Self.logEntry(
+                    .batchPrepared(recordsToSave: [note], recordIDsToDelete: [], atomicByZone: true, requestID: "r1"))))
         #expect(EntryFormatter.fieldsText(prepared.fields).contains("n1.photo:\(short)/20B/cached"))
     }
 

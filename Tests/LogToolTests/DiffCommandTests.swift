@@ -3,9 +3,10 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `logtool diff` on the device logs of real engines (the story of `DeviceDumpCommandTests`),
 /// and on forks of them made with `rewind(to:into:)`, run as a child process while the engines
@@ -46,10 +47,16 @@ struct DiffCommandTests {
             let run = try await runLogtool(["diff", "laptop", "fork"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.standardError.isEmpty, "\(run)")
-            #expect(run.lines.first?.hasPrefix("A: \(directory.appendingPathComponent("laptop").path), log \"device\", ") == true, "\(run)")
-            #expect(run.lines.dropFirst().first?.hasPrefix("B: \(directory.appendingPathComponent("fork").path), log \"device\", ") == true, "\(run)")
+            #expect(
+                run.lines.first?.hasPrefix("A: \(directory.appendingPathComponent("laptop").path), log \"device\", ")
+                    == true, "\(run)")
+            #expect(
+                run.lines.dropFirst().first?.hasPrefix(
+                    "B: \(directory.appendingPathComponent("fork").path), log \"device\", ") == true, "\(run)")
             let entryLine = try #require(run.lines.first { $0.hasPrefix("entries first differ") }, "\(run)")
-            #expect(entryLine.hasPrefix("entries first differ at offset \(next): A pendingRecordZoneChangesAdded (kind 1), B "), "\(run)")
+            #expect(
+                entryLine.hasPrefix(
+                    "entries first differ at offset \(next): A pendingRecordZoneChangesAdded (kind 1), B "), "\(run)")
             #expect(run.lines.contains("states first differ after offset \(next):"), "\(run)")
             #expect(
                 Self.block(after: "states first differ after offset \(next):", in: run).starts(with: [
@@ -60,7 +67,8 @@ struct DiffCommandTests {
             let json = try await runLogtool(["diff", "fork", "laptop", "--json"], in: directory)
             #expect(json.status == 1, "\(json)")
             #expect(json.lines.count == 1, "\(json)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             #expect(Self.keys(of: json.standardOutput) == ["a", "b", "identical", "entries", "states"])
             #expect(object["identical"] as? Bool == false)
             let entries = try #require(object["entries"] as? [String: Any])
@@ -85,11 +93,15 @@ struct DiffCommandTests {
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty, "\(run)")
             #expect(run.lines.count == 3, "\(run)")
-            #expect(run.lines.last == "no difference: the same \(last) entries (kinds and payloads), so the same engine state after each", "\(run)")
+            #expect(
+                run.lines.last
+                    == "no difference: the same \(last) entries (kinds and payloads), so the same engine state after each",
+                "\(run)")
 
             let json = try await runLogtool(["diff", "laptop", "laptop", "--json"], in: directory)
             #expect(json.status == 0, "\(json)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             #expect(object["identical"] as? Bool == true)
             #expect(object["entries"] is NSNull && object["states"] is NSNull, "\(json)")
             #expect((object["a"] as? [String: Any])?["lastOffset"] as? Int == Int(last.rawValue))
@@ -107,17 +119,27 @@ struct DiffCommandTests {
 
             let run = try await runLogtool(["diff", "laptop", "prefix"], in: directory)
             #expect(run.status == 1, "\(run)")
-            #expect(run.lines.contains(
-                "entries first differ at offset \(next): A pendingRecordZoneChangesAdded (kind 1), B has none (it ends at offset \(forkPoint))"),
+            #expect(
+                run.lines.contains(
+                    "entries first differ at offset \(next): A pendingRecordZoneChangesAdded (kind 1), B has none (it ends at offset \(forkPoint))"
+                ),
                 "\(run)")
-            #expect(run.lines.contains("states first differ after offset \(next) (B's last state, after offset \(forkPoint)):"), "\(run)")
+            #expect(
+                run.lines.contains(
+                    "states first differ after offset \(next) (B's last state, after offset \(forkPoint)):"), "\(run)")
 
             let swapped = try await runLogtool(["diff", "prefix", "laptop"], in: directory)
             #expect(swapped.status == 1, "\(swapped)")
-            #expect(swapped.lines.contains(
-                "entries first differ at offset \(next): A has none (it ends at offset \(forkPoint)), B pendingRecordZoneChangesAdded (kind 1)"),
+            #expect(
+                swapped.lines.contains(
+                    "entries first differ at offset \(next): A has none (it ends at offset \(forkPoint)), B pendingRecordZoneChangesAdded (kind 1)"
+                ),
                 "\(swapped)")
-            #expect(Self.block(after: "states first differ after offset \(next) (A's last state, after offset \(forkPoint)):", in: swapped)
+            #expect(
+                Self.block(
+                    after: "states first differ after offset \(next) (A's last state, after offset \(forkPoint)):",
+                    in: swapped
+                )
                 .starts(with: ["  pending record changes:", "    A: none", "    B: 1: save Notes/n1"]), "\(swapped)")
         }
     }
@@ -128,14 +150,22 @@ struct DiffCommandTests {
         try await DeviceDumpCommandTests.withDeviceStory { directory, _, _, laptop in
             let entries = try laptop.logEntries()
             let finished = try #require(entries.last { $0.kind == 14 }, "no sendFinished")
-            do { try DeviceLog(directory: directory.appendingPathComponent("longer"), options: .init(durability: .fast)).log.append(entries + [finished]) }
+            do {
+                try DeviceLog(directory: directory.appendingPathComponent("longer"), options: .init(durability: .fast))
+                    .log.append(entries + [finished])
+            }
 
             let run = try await runLogtool(["diff", "laptop", "longer"], in: directory)
             #expect(run.status == 1, "\(run)")
             let count = entries.count
-            #expect(run.lines.contains(
-                "entries first differ at offset \(count + 1): A has none (it ends at offset \(count)), B sendFinished (kind 14)"), "\(run)")
-            #expect(run.lines.last == "states do not differ: the same engine state after each offset through \(count + 1) (A's last, after offset \(count), for the offsets past its end)", "\(run)")
+            #expect(
+                run.lines.contains(
+                    "entries first differ at offset \(count + 1): A has none (it ends at offset \(count)), B sendFinished (kind 14)"
+                ), "\(run)")
+            #expect(
+                run.lines.last
+                    == "states do not differ: the same engine state after each offset through \(count + 1) (A's last, after offset \(count), for the offsets past its end)",
+                "\(run)")
         }
     }
 
@@ -152,27 +182,38 @@ struct DiffCommandTests {
             let latePage = try late.logEntries().last { $0.kind == 22 }
             let entries = try laptop.logEntries(through: LogOffset(4))
             let spliced = directory.appendingPathComponent("spliced")
-            do { try DeviceLog(directory: spliced, options: .init(durability: .fast)).log.append(entries + [try #require(latePage)]) }
+            do {
+                try DeviceLog(directory: spliced, options: .init(durability: .fast)).log.append(
+                    entries + [try #require(latePage)])
+            }
 
             let run = try await runLogtool(["diff", "laptop", "spliced"], in: directory)
             #expect(run.status == 1, "\(run)")
-            #expect(run.lines.contains("entries first differ at offset 5: A zoneChangesFetched (kind 22), B zoneChangesFetched (kind 22)"), "\(run)")
+            #expect(
+                run.lines.contains(
+                    "entries first differ at offset 5: A zoneChangesFetched (kind 22), B zoneChangesFetched (kind 22)"),
+                "\(run)")
             let block = Self.block(after: "states first differ after offset 5:", in: run)
             #expect(block.count == 9, "\(run)")
             guard block.count == 9 else { return }
             #expect(block[0] == "  zone tokens, Notes:")
             // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
             #expect(block[1] == "    A: offset 6")
-            #expect(block[2].hasPrefix("    B: offset ") && block[2] != block[1].replacingOccurrences(of: "A:", with: "B:"), "\(run)")
+            #expect(
+                block[2].hasPrefix("    B: offset ") && block[2] != block[1].replacingOccurrences(of: "A:", with: "B:"),
+                "\(run)")
             #expect(block[3] == "  server records, Notes/n1:")
             #expect(block[4] == "    A: Note  tag 3  body=milk title=Groceries", "\(run)")
-            #expect(block[5].hasPrefix("    B: Note  tag ") && block[5].hasSuffix("  body=milk title=\"Weekend groceries\""), "\(run)")
+            #expect(
+                block[5].hasPrefix("    B: Note  tag ")
+                    && block[5].hasSuffix("  body=milk title=\"Weekend groceries\""), "\(run)")
             #expect(block[6] == "  server records, Notes/n2:")
             #expect(block[7] == "    A: Note  tag 4  title=Draft", "\(run)")
             #expect(block[8] == "    B: none")
 
             let json = try await runLogtool(["diff", "laptop", "spliced", "--json"], in: directory)
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             let fields = try #require((object["states"] as? [String: Any])?["fields"] as? [[String: Any]], "\(json)")
             #expect(fields.map { $0["field"] as? String } == ["zoneChangeTokens", "lastKnownServerRecords"], "\(json)")
             #expect(fields[1]["ids"] as? [String] == ["Notes/n1", "Notes/n2"], "\(json)")
@@ -200,12 +241,26 @@ struct DiffCommandTests {
                 .append(entries + [NewEntry(kind: 200, payload: [1])])
 
             let cases: [([String], String)] = [
-                (["missing", "laptop"], "logtool: error: no such path in \(directory.appendingPathComponent("missing").path): the directory does not exist"),
-                (["laptop", "kv"], "logtool: error: \(directory.appendingPathComponent("kv").path) is not a device log: it holds the log main, not a log named device"),
-                (["laptop", "damaged"], "logtool: error: corrupt entry at offset 4 of log \"device\" in \(damaged.path): checksum mismatch"),
-                (["undecodable", "laptop"], "logtool: error: corrupt entry at offset \(entries.count + 1) of log \"device\" in \(undecodable.path): "),
-                (["laptop", "foreign"],
-                 "logtool: error: corrupt entry at offset \(entries.count + 1) of log \"device\" in \(foreign.path): kind 200 is not a device entry kind\n"),
+                (
+                    ["missing", "laptop"],
+                    "logtool: error: no such path in \(directory.appendingPathComponent("missing").path): the directory does not exist"
+                ),
+                (
+                    ["laptop", "kv"],
+                    "logtool: error: \(directory.appendingPathComponent("kv").path) is not a device log: it holds the log main, not a log named device"
+                ),
+                (
+                    ["laptop", "damaged"],
+                    "logtool: error: corrupt entry at offset 4 of log \"device\" in \(damaged.path): checksum mismatch"
+                ),
+                (
+                    ["undecodable", "laptop"],
+                    "logtool: error: corrupt entry at offset \(entries.count + 1) of log \"device\" in \(undecodable.path): "
+                ),
+                (
+                    ["laptop", "foreign"],
+                    "logtool: error: corrupt entry at offset \(entries.count + 1) of log \"device\" in \(foreign.path): kind 200 is not a device entry kind\n"
+                ),
             ]
             for (arguments, prefix) in cases {
                 let run = try await runLogtool(["diff"] + arguments, in: directory)
@@ -229,14 +284,27 @@ struct DiffCommandTests {
         var afterKey = false
         for character in json {
             if inString {
-                if escaped { escaped = false; current.append(character); continue }
-                if character == "\\" { escaped = true; continue }
-                if character == "\"" { inString = false; afterKey = depth == 1; continue }
+                if escaped {
+                    escaped = false
+                    current.append(character)
+                    continue
+                }
+                if character == "\\" {
+                    escaped = true
+                    continue
+                }
+                if character == "\"" {
+                    inString = false
+                    afterKey = depth == 1
+                    continue
+                }
                 current.append(character)
                 continue
             }
             switch character {
-            case "\"": inString = true; current = ""
+            case "\"":
+                inString = true
+                current = ""
             case "{", "[": depth += 1
             case "}", "]": depth -= 1
             case ":": if afterKey && depth == 1 { keys.append(current) }

@@ -1,9 +1,10 @@
 import Foundation
 import LogStore
-@testable import LogSyncDiagnostics
 import LogToolCore
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `logtool dump`, run as a child process.
 @Suite("logtool dump")
@@ -16,17 +17,21 @@ struct DumpCommandTests {
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             #expect(try run.lines == entries.map { try EntryFormatter().textLine($0) })
-            #expect(run.lines[4].hasPrefix("     5  2023-11-14T22:13:20.000005Z  kind   3  size     43  6e6f7465 20353a20 61207061 796c6f61  |note 5: a payloa|…"))
+            #expect(
+                run.lines[4].hasPrefix(
+                    "     5  2023-11-14T22:13:20.000005Z  kind   3  size     43  6e6f7465 20353a20 61207061 796c6f61  |note 5: a payloa|…"
+                ))
         }
     }
 
-    @Test(arguments: [
-        (["--from", "3", "--to", "7"], Array(3...7)),
-        (["--from", "18"], Array(18...20)),
-        (["--to", "2"], [1, 2]),
-        (["--from", "20", "--to", "99"], [20]),
-        (["--from", "21"], []),
-    ] as [([String], [UInt64])])
+    @Test(
+        arguments: [
+            (["--from", "3", "--to", "7"], Array(3...7)),
+            (["--from", "18"], Array(18...20)),
+            (["--to", "2"], [1, 2]),
+            (["--from", "20", "--to", "99"], [20]),
+            (["--from", "21"], []),
+        ] as [([String], [UInt64])])
     func ranges(options: [String], expected: [UInt64]) async throws {
         try await withTemporaryDirectory { directory in
             try writeFixtureLog(at: directory.appendingPathComponent("log"), count: 20)
@@ -74,7 +79,8 @@ struct DumpCommandTests {
             let run = try await runLogtool(["dump", missing.path], in: directory)
             #expect(run.status != 0)
             #expect(run.standardOutput.isEmpty)
-            #expect(run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n")
+            #expect(
+                run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n")
         }
     }
 
@@ -115,7 +121,9 @@ struct DumpCommandTests {
                 let run = try await runLogtool(["dump", log.path] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == 3)
-                let expected = try entries[0..<3].map { json ? try EntryFormatter().jsonLine($0) : try EntryFormatter().textLine($0) }
+                let expected = try entries[0..<3].map {
+                    json ? try EntryFormatter().jsonLine($0) : try EntryFormatter().textLine($0)
+                }
                 #expect(run.lines == expected)
                 #expect(run.standardError.hasPrefix("logtool: error: "))
                 #expect(run.standardError.contains(" at offset 4 of log \"main\" in \(log.path): "), "\(run)")
@@ -132,7 +140,10 @@ struct DumpCommandTests {
 
             let ambiguous = try await runLogtool(["dump", environment.path], in: directory)
             #expect(ambiguous.status == 1)
-            #expect(ambiguous.standardError == "logtool: error: \(environment.path) holds 2 logs (device, server); choose one with --log NAME\n")
+            #expect(
+                ambiguous.standardError
+                    == "logtool: error: \(environment.path) holds 2 logs (device, server); choose one with --log NAME\n"
+            )
 
             let server = try await runLogtool(["dump", environment.path, "--log", "server"], in: directory)
             #expect(server.status == 0, "\(server)")
@@ -166,7 +177,9 @@ struct DumpCommandTests {
             try log.append((4...9).map(fixtureEntry))
             let run = try await runLogtool(["dump", path.path, "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
-            #expect(try run.lines.map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset } == Array(1...9))
+            #expect(
+                try run.lines.map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset }
+                    == Array(1...9))
             try log.append(fixtureEntry(10))
             #expect(try log.lastOffset == 10)
         }

@@ -1,9 +1,10 @@
 import Foundation
 import LogStore
-@testable import LogSyncDiagnostics
 import LogToolCore
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `EntryDumper` in this process, writing into a string.
 @Suite("EntryDumper")
@@ -19,21 +20,25 @@ struct EntryDumperTests {
         }
     }
 
-    @Test(arguments: [
-        (1, nil, Array(1...10)),
-        (4, 6, [4, 5, 6]),
-        (10, nil, [10]),
-        (8, 1000, [8, 9, 10]),  // --to past the end stops at the last entry
-        (11, nil, []),
-        (5, 5, [5]),
-    ] as [(UInt64, UInt64?, [UInt64])])
+    @Test(
+        arguments: [
+            (1, nil, Array(1...10)),
+            (4, 6, [4, 5, 6]),
+            (10, nil, [10]),
+            (8, 1000, [8, 9, 10]),  // --to past the end stops at the last entry
+            (11, nil, []),
+            (5, 5, [5]),
+        ] as [(UInt64, UInt64?, [UInt64])])
     func ranges(from: UInt64, through: UInt64?, expected: [UInt64]) throws {
         try withTemporaryDirectory { directory in
             try writeFixtureLog(at: directory, count: 10)
             let log = try Log.open(at: directory, options: .init(durability: .fast))
             var text = ""
-            try EntryDumper(format: .jsonLines).dump(log, from: LogOffset(from), through: through.map { LogOffset($0) }, to: &text)
-            let offsets = try text.split(separator: "\n").map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset }
+            try EntryDumper(format: .jsonLines).dump(
+                log, from: LogOffset(from), through: through.map { LogOffset($0) }, to: &text)
+            let offsets = try text.split(separator: "\n").map {
+                try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset
+            }
             #expect(offsets == expected)
         }
     }

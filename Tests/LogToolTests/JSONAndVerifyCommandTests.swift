@@ -3,9 +3,10 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `stats --json`, `replay --json`, and `replay --verify` on a device log whose stored index
 /// was made to differ from its rebuild, on the logs of real engines.
@@ -13,7 +14,8 @@ import Testing
 struct JSONAndVerifyCommandTests {
     static func object(_ run: ToolRun) throws -> [String: Any] {
         #expect(run.lines.count == 1, "one object on one line: \(run)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any], "\(run)")
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(run.standardOutput.utf8)) as? [String: Any], "\(run)")
     }
 
     @Test func statsJSONHasTheTextsFigures() async throws {
@@ -23,15 +25,19 @@ struct JSONAndVerifyCommandTests {
             #expect(run.status == 0, "\(run)")
             #expect(run.standardError.isEmpty)
             let object = try Self.object(run)
-            #expect(DiffCommandTests.keys(of: run.standardOutput) == [
-                "log", "path", "entries", "payloadBytes", "first", "last", "firstMicros", "lastMicros", "spanMicros", "fileSize",
-                "kinds",
-            ])
+            #expect(
+                DiffCommandTests.keys(of: run.standardOutput) == [
+                    "log", "path", "entries", "payloadBytes", "first", "last", "firstMicros", "lastMicros",
+                    "spanMicros", "fileSize",
+                    "kinds",
+                ])
             let last = try phone.engine.deviceLog.log.lastOffset
             #expect(object["log"] as? String == "device")
             #expect(object["path"] as? String == directory.appendingPathComponent("phone").path)
             #expect(object["entries"] as? Int == Int(last.rawValue))
-            #expect(ReplayStatsCommandTests.value("payload", in: text)?.hasPrefix("\(object["payloadBytes"] as? Int ?? -1) bytes") == true)
+            #expect(
+                ReplayStatsCommandTests.value("payload", in: text)?.hasPrefix(
+                    "\(object["payloadBytes"] as? Int ?? -1) bytes") == true)
             #expect(ReplayStatsCommandTests.value("first", in: text) == object["first"] as? String)
             let first = try #require(object["firstMicros"] as? Int)
             let lastMicros = try #require(object["lastMicros"] as? Int)
@@ -60,7 +66,8 @@ struct JSONAndVerifyCommandTests {
             let run = try await runLogtool(["replay", "laptop", "--verify", "--json"], in: directory)
             #expect(run.status == 0, "\(run)")
             let object = try Self.object(run)
-            #expect(DiffCommandTests.keys(of: run.standardOutput) == ["log", "path", "lastOffset", "state", "verification"])
+            #expect(
+                DiffCommandTests.keys(of: run.standardOutput) == ["log", "path", "lastOffset", "state", "verification"])
             #expect(object["lastOffset"] as? Int == Int(last.rawValue))
             let verification = try #require(object["verification"] as? [String: Any])
             #expect(verification["verified"] as? Bool == true)
@@ -70,7 +77,7 @@ struct JSONAndVerifyCommandTests {
             #expect(state["offset"] as? Int == Int(last.rawValue))
             #expect(state.keys.count == 1 + DeviceStateReport.fields.count)
             #expect(state["knownZoneIDs"] as? [String] == ["Notes"])
-        // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
+            // The server's offsets count the operationGroupStarted entries of the phone's send and the laptop's fetch (F69).
             #expect((state["databaseChangeToken"] as? [String: Int])?["offset"] == 6)
             let tokens = try #require(state["zoneChangeTokens"] as? [[String: Any]])
             #expect(tokens.count == 1)
@@ -121,11 +128,15 @@ struct JSONAndVerifyCommandTests {
             #expect(ReplayStatsCommandTests.value("delivered through", in: run) == "none", "\(run)")
             #expect(!run.standardOutput.contains("projections verified"))
             // (A push hint may still add an entry: the offset is the log's end when verified.)
-            #expect(run.standardError.hasPrefix(
-                "logtool: error: projections not verified: projection \"index\" table \"state\" differs from its rebuild through offset "),
+            #expect(
+                run.standardError.hasPrefix(
+                    "logtool: error: projections not verified: projection \"index\" table \"state\" differs from its rebuild through offset "
+                ),
                 "\(run)")
-            #expect(run.standardError.hasSuffix(
-                " at key 0x64656c697665726564 \"delivered\": incremental 0x0000000000000063, rebuilt (absent)\n"), "\(run)")
+            #expect(
+                run.standardError.hasSuffix(
+                    " at key 0x64656c697665726564 \"delivered\": incremental 0x0000000000000063, rebuilt (absent)\n"),
+                "\(run)")
             #expect(run.standardError.filter { $0 == "\n" }.count == 1)
 
             let json = try await runLogtool(["replay", "phone", "--verify", "--json"], in: directory)
@@ -133,7 +144,9 @@ struct JSONAndVerifyCommandTests {
             let verification = try #require(try Self.object(json)["verification"] as? [String: Any])
             #expect(verification["verified"] as? Bool == false)
             #expect((verification["through"] as? Int ?? 0) >= Int(last.rawValue))
-            #expect((verification["difference"] as? String)?.hasPrefix("projection \"index\" table \"state\"") == true, "\(json)")
+            #expect(
+                (verification["difference"] as? String)?.hasPrefix("projection \"index\" table \"state\"") == true,
+                "\(json)")
             #expect(json.standardError.hasPrefix("logtool: error: projections not verified: "), "\(json)")
 
             // Without --verify the replay does not look at the stored index.

@@ -1,15 +1,17 @@
-@testable import LogSyncDiagnostics
 import LogToolCore
 import Testing
 
+@testable import LogSyncDiagnostics
+
 @Suite("LogSelection and small helpers")
 struct LogSelectionTests {
-    @Test(arguments: [
-        (nil, [], "main"),
-        (nil, ["device"], "device"),
-        ("b", ["a", "b"], "b"),
-        ("absent", ["a"], "absent"),  // opening it fails with the log store's own error
-    ] as [(String?, [String], String)])
+    @Test(
+        arguments: [
+            (nil, [], "main"),
+            (nil, ["device"], "device"),
+            ("b", ["a", "b"], "b"),
+            ("absent", ["a"], "absent"),  // opening it fails with the log store's own error
+        ] as [(String?, [String], String)])
     func chooses(requested: String?, available: [String], expected: String) throws {
         #expect(try LogSelection.choose(requested: requested, available: available, path: "/x") == expected)
     }

@@ -21,14 +21,20 @@ struct PNGImage {
             throw Failure(description: "not a PNG file")
         }
         var position = 8
-        var width = 0, height = 0, colorType = 0
+        var width = 0
+        var height = 0
+        var colorType = 0
         var compressed: [UInt8] = []
-        func be32(_ at: Int) -> Int { Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3]) }
+        func be32(_ at: Int) -> Int {
+            Int(bytes[at]) << 24 | Int(bytes[at + 1]) << 16 | Int(bytes[at + 2]) << 8 | Int(bytes[at + 3])
+        }
         while position + 8 <= bytes.count {
             let length = be32(position)
             let type = String(decoding: bytes[(position + 4)..<(position + 8)], as: UTF8.self)
             let body = position + 8
-            guard body + length + 4 <= bytes.count else { throw Failure(description: "chunk \(type) runs past the end") }
+            guard body + length + 4 <= bytes.count else {
+                throw Failure(description: "chunk \(type) runs past the end")
+            }
             switch type {
             case "IHDR":
                 width = be32(body)
@@ -49,7 +55,9 @@ struct PNGImage {
         let raw = try inflater.inflate()
         let channels = colorType == 6 ? 4 : 3
         let stride = width * channels
-        guard raw.count >= height * (stride + 1) else { throw Failure(description: "\(raw.count) bytes of image data, too few") }
+        guard raw.count >= height * (stride + 1) else {
+            throw Failure(description: "\(raw.count) bytes of image data, too few")
+        }
         var rows = [UInt8](repeating: 0, count: height * stride)
         for y in 0..<height {
             let filter = raw[y * (stride + 1)]
@@ -67,7 +75,9 @@ struct PNGImage {
                 case 3: predicted = (a + b) / 2
                 case 4:
                     let p = a + b - c
-                    let pa = abs(p - a), pb = abs(p - b), pc = abs(p - c)
+                    let pa = abs(p - a)
+                    let pb = abs(p - b)
+                    let pc = abs(p - c)
                     predicted = pa <= pb && pa <= pc ? a : (pb <= pc ? b : c)
                 default: throw Failure(description: "filter \(filter) in row \(y)")
                 }
@@ -130,11 +140,15 @@ struct Inflater {
                 guard at + 4 <= input.count else { throw PNGImage.Failure(description: "stored block past the end") }
                 let length = Int(input[at]) | Int(input[at + 1]) << 8
                 at += 4
-                guard at + length <= input.count else { throw PNGImage.Failure(description: "stored block past the end") }
+                guard at + length <= input.count else {
+                    throw PNGImage.Failure(description: "stored block past the end")
+                }
                 output += input[at..<(at + length)]
                 bit = (at + length) * 8
             case 1:
-                try block(literals: Huffman(lengths: Self.fixedLiteralLengths), distances: Huffman(lengths: Array(repeating: 5, count: 30)))
+                try block(
+                    literals: Huffman(lengths: Self.fixedLiteralLengths),
+                    distances: Huffman(lengths: Array(repeating: 5, count: 30)))
             case 2:
                 let literalCount = try bits(5) + 257
                 let distanceCount = try bits(5) + 1
@@ -149,7 +163,9 @@ struct Inflater {
                     switch symbol {
                     case 0..<16: lengths.append(symbol)
                     case 16:
-                        guard let last = lengths.last else { throw PNGImage.Failure(description: "repeat with nothing before") }
+                        guard let last = lengths.last else {
+                            throw PNGImage.Failure(description: "repeat with nothing before")
+                        }
                         lengths += Array(repeating: last, count: try bits(2) + 3)
                     case 17: lengths += Array(repeating: 0, count: try bits(3) + 3)
                     default: lengths += Array(repeating: 0, count: try bits(7) + 11)
@@ -166,11 +182,20 @@ struct Inflater {
     }
 
     static let fixedLiteralLengths: [Int] =
-        Array(repeating: 8, count: 144) + Array(repeating: 9, count: 112) + Array(repeating: 7, count: 24) + Array(repeating: 8, count: 8)
-    static let lengthBase = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258]
+        Array(repeating: 8, count: 144) + Array(repeating: 9, count: 112) + Array(repeating: 7, count: 24)
+        + Array(repeating: 8, count: 8)
+    static let lengthBase = [
+        3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227,
+        258,
+    ]
     static let lengthExtra = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0]
-    static let distanceBase = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577]
-    static let distanceExtra = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13]
+    static let distanceBase = [
+        1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097,
+        6145, 8193, 12289, 16385, 24577,
+    ]
+    static let distanceExtra = [
+        0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+    ]
 
     private mutating func block(literals: Huffman, distances: Huffman) throws {
         while true {
@@ -186,7 +211,9 @@ struct Inflater {
                 let d = try decode(distances)
                 guard d < 30 else { throw PNGImage.Failure(description: "distance symbol \(d)") }
                 let distance = Self.distanceBase[d] + (try bits(Self.distanceExtra[d]))
-                guard distance <= output.count else { throw PNGImage.Failure(description: "distance \(distance) too far") }
+                guard distance <= output.count else {
+                    throw PNGImage.Failure(description: "distance \(distance) too far")
+                }
                 let start = output.count - distance
                 for i in 0..<length { output.append(output[start + i]) }
             }
@@ -222,7 +249,9 @@ struct Inflater {
     }
 
     private mutating func decode(_ huffman: Huffman) throws -> Int {
-        var code = 0, first = 0, index = 0
+        var code = 0
+        var first = 0
+        var index = 0
         for length in 1..<16 {
             code |= try bits(1)
             let count = huffman.counts[length]

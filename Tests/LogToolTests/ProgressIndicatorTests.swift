@@ -1,13 +1,14 @@
 import Foundation
-import LogStore
 import KeyValueLog
-@testable import LogSyncDiagnostics
+import LogStore
 import LogToolCore
 import TemporaryDirectory
 import Testing
 
+@testable import LogSyncDiagnostics
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The status line long passes write to a terminal: what it writes, how often (by count), that
@@ -20,9 +21,10 @@ struct ProgressIndicatorTests {
         var progress = ProgressIndicator(label: "dump", total: 25_000, every: 10_000, isEnabled: true, output: "")
         for done in 1...25_000 as ClosedRange<UInt64> { progress.update(done: done) }
         progress.finish()
-        #expect(progress.output == "\rdump: 10000 of 25000 entries (40%)\(Self.erase)"
-            + "\rdump: 20000 of 25000 entries (80%)\(Self.erase)"
-            + "\r\(Self.erase)")
+        #expect(
+            progress.output == "\rdump: 10000 of 25000 entries (40%)\(Self.erase)"
+                + "\rdump: 20000 of 25000 entries (80%)\(Self.erase)"
+                + "\r\(Self.erase)")
         // Finishing twice erases once.
         progress.finish()
         #expect(progress.output.hasSuffix("(80%)\(Self.erase)\r\(Self.erase)"))
@@ -48,8 +50,9 @@ struct ProgressIndicatorTests {
         progress.report(.step("verifying projections"))
         progress.finish()
         #expect(progress.total == 4)
-        #expect(progress.output == "\rreplay: 2 of 4 entries (50%)\(Self.erase)"
-            + "\rreplay: verifying projections…\(Self.erase)\r\(Self.erase)")
+        #expect(
+            progress.output == "\rreplay: 2 of 4 entries (50%)\(Self.erase)"
+                + "\rreplay: verifying projections…\(Self.erase)\r\(Self.erase)")
     }
 
     @Test func disabledItWritesNothing() {
@@ -61,7 +64,8 @@ struct ProgressIndicatorTests {
     }
 
     @Test(arguments: [
-        (0 as UInt64, 3 as UInt64, "x: 0 of 3 entries (0%)"), (1, 3, "x: 1 of 3 entries (33%)"), (3, 3, "x: 3 of 3 entries (100%)"),
+        (0 as UInt64, 3 as UInt64, "x: 0 of 3 entries (0%)"), (1, 3, "x: 1 of 3 entries (33%)"),
+        (3, 3, "x: 3 of 3 entries (100%)"),
         (5, 0, "x: 5 entries"), (UInt64.max, UInt64.max, "x: \(UInt64.max) of \(UInt64.max) entries (100%)"),
     ])
     func text(done: UInt64, total: UInt64, expected: String) {
@@ -79,7 +83,10 @@ struct ProgressIndicatorTests {
             #expect(!isTerminal(file))
             var pipeEnds: [Int32] = [0, 0]
             try #require(pipe(&pipeEnds) == 0)
-            defer { close(pipeEnds[0]); close(pipeEnds[1]) }
+            defer {
+                close(pipeEnds[0])
+                close(pipeEnds[1])
+            }
             #expect(!isTerminal(pipeEnds[1]))
             let terminal = open("/dev/ptmx", O_RDWR | O_NOCTTY)  // a pseudo-terminal's master side
             if terminal >= 0 {
@@ -106,8 +113,10 @@ struct ProgressIndicatorTests {
             var progress = ProgressIndicator(label: "dump", total: nil, every: 8, isEnabled: true, output: "")
             try EntryDumper().dump(log, to: &text) { progress.report($0) }
             progress.finish()
-            #expect(progress.output == "\rdump: 8 of 30 entries (26%)\(Self.erase)\rdump: 16 of 30 entries (53%)\(Self.erase)"
-                + "\rdump: 24 of 30 entries (80%)\(Self.erase)\r\(Self.erase)")
+            #expect(
+                progress.output
+                    == "\rdump: 8 of 30 entries (26%)\(Self.erase)\rdump: 16 of 30 entries (53%)\(Self.erase)"
+                    + "\rdump: 24 of 30 entries (80%)\(Self.erase)\r\(Self.erase)")
         }
     }
 }

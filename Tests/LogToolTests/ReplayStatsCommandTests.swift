@@ -3,10 +3,11 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import LogToolCore
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `logtool stats` and `logtool replay` on the device logs of real engines (the story of
 /// `DeviceDumpCommandTests`), run as a child process while the engines still hold the logs.
@@ -48,11 +49,16 @@ struct ReplayStatsCommandTests {
                 let total = expected.values.reduce(0) { $0 + $1.bytes }
                 #expect(Self.value("payload", in: run)?.hasPrefix("\(total) bytes") == true, "\(run)")
                 #expect(Self.value("log", in: run)?.hasPrefix("device in ") == true)
-                let first = try #require(dump.lines.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+                let first = try #require(
+                    dump.lines.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                )
                 #expect(Self.value("first", in: run) == first["time"] as? String)
-                let fileSize = try FileManager.default.attributesOfItem(
-                    atPath: directory.appendingPathComponent(device).appendingPathComponent("data.mdb").path)[.size] as? NSNumber
-                #expect(Self.value("file size", in: run)?.hasPrefix("\(try #require(fileSize)) bytes") == true, "\(run)")
+                let fileSize =
+                    try FileManager.default.attributesOfItem(
+                        atPath: directory.appendingPathComponent(device).appendingPathComponent("data.mdb").path)[.size]
+                    as? NSNumber
+                #expect(
+                    Self.value("file size", in: run)?.hasPrefix("\(try #require(fileSize)) bytes") == true, "\(run)")
 
                 // The per-kind rows follow the header `kind  name  entries  payload bytes`.
                 let header = try #require(run.lines.firstIndex { $0.hasPrefix("kind  name") }, "\(run)")
@@ -60,11 +66,15 @@ struct ReplayStatsCommandTests {
                 for line in run.lines[(header + 1)...] {
                     let columns = line.split(separator: " ").map(String.init)
                     try #require(columns.count == 4, "\(line)")
-                    rows[try #require(Int(columns[0]))] = (columns[1], try #require(Int(columns[2])), try #require(Int(columns[3])))
+                    rows[try #require(Int(columns[0]))] = (
+                        columns[1], try #require(Int(columns[2])), try #require(Int(columns[3]))
+                    )
                 }
                 #expect(rows.keys.sorted() == expected.keys.sorted())
                 for (kind, row) in rows {
-                    #expect(row.name == expected[kind]?.name && row.count == expected[kind]?.count && row.bytes == expected[kind]?.bytes,
+                    #expect(
+                        row.name == expected[kind]?.name && row.count == expected[kind]?.count
+                            && row.bytes == expected[kind]?.bytes,
                         "kind \(kind): \(row) vs \(String(describing: expected[kind]))")
                 }
             }
@@ -78,7 +88,9 @@ struct ReplayStatsCommandTests {
             #expect(before.status == 0, "\(before)")
             #expect(before.standardError.isEmpty)
             #expect(Self.value("state at offset", in: before) == "3")
-            #expect(Self.items(under: "pending record changes", in: before) == ["save Notes/n1", "save Notes/n2"], "\(before)")
+            #expect(
+                Self.items(under: "pending record changes", in: before) == ["save Notes/n1", "save Notes/n2"],
+                "\(before)")
             #expect(Self.items(under: "pending database changes", in: before) == ["save Notes"], "\(before)")
             #expect(Self.value("account", in: before) == "never checked")
             #expect(Self.value("database token", in: before) == "none")
@@ -99,7 +111,8 @@ struct ReplayStatsCommandTests {
 
             let past = try await runLogtool(["replay", "phone", "--to", String(last.rawValue + 1)], in: directory)
             #expect(past.status == 1, "\(past)")
-            #expect(past.standardError.hasPrefix("logtool: error: offset \(last.rawValue + 1) is past the end"), "\(past)")
+            #expect(
+                past.standardError.hasPrefix("logtool: error: offset \(last.rawValue + 1) is past the end"), "\(past)")
         }
     }
 
@@ -121,7 +134,9 @@ struct ReplayStatsCommandTests {
             let run = try await runLogtool(["replay", "missing"], in: directory)
             #expect(run.status == 1, "\(run)")
             #expect(run.standardOutput.isEmpty)
-            #expect(run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n", "\(run)")
+            #expect(
+                run.standardError == "logtool: error: no such path in \(missing.path): the directory does not exist\n",
+                "\(run)")
 
             let stats = try await runLogtool(["stats", "missing"], in: directory)
             #expect(stats.status == 1, "\(stats)")
@@ -155,8 +170,9 @@ struct ReplayStatsCommandTests {
             for command in ["stats", "replay"] {
                 let run = try await runLogtool([command, "damaged"], in: directory)
                 #expect(run.status == 1, "\(run)")
-                #expect(run.standardError.hasPrefix(
-                    "logtool: error: corrupt entry at offset 4 of log \"device\" in \(damaged.path): "), "\(run)")
+                #expect(
+                    run.standardError.hasPrefix(
+                        "logtool: error: corrupt entry at offset 4 of log \"device\" in \(damaged.path): "), "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }
         }

@@ -1,10 +1,11 @@
 import Foundation
 import LogStore
-@testable import LogSyncDiagnostics
 import LogSyncServer
 import SyncModel
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
 
 /// `logtool dump` on the logs of a real `SyncServer`, run as a child process.
 @Suite("logtool dump of server logs")
@@ -42,16 +43,20 @@ struct ServerDumpCommandTests {
 
         _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes), RecordZone(zoneID: trash)], deleting: [])
         let first = try await phone.modifyRecords(
-            saving: [note("n1", in: notes, ["title": "Groceries", "body": "milk, eggs"]), note("n2", in: notes, ["title": "Draft"])],
+            saving: [
+                note("n1", in: notes, ["title": "Groceries", "body": "milk, eggs"]),
+                note("n2", in: notes, ["title": "Draft"]),
+            ],
             deleting: [], requestID: "phone-1")
         #expect(first.saveResults.values.allSatisfy { (try? $0.get()) != nil })
         _ = try await phone.modifyRecords(saving: [note("t1", in: trash, ["title": "Old"])], deleting: [])
         _ = try await phone.modifyRecords(saving: [], deleting: [Record.ID(recordName: "n2", zoneID: notes)])
         _ = try await phone.modifyZones(saving: [], deleting: [trash])
         // n1 without its change tag: serverRecordChanged; n3 is saved (not atomic).
-        let second = try await phone.modifyRecords(ModifyRecordsRequest(
-            recordsToSave: [note("n3", in: notes, ["title": "New"]), note("n1", in: notes, ["title": "Stale"])],
-            atomically: false, requestID: "phone-2", clientChangeToken: Data("tok-1".utf8)))
+        let second = try await phone.modifyRecords(
+            ModifyRecordsRequest(
+                recordsToSave: [note("n3", in: notes, ["title": "New"]), note("n1", in: notes, ["title": "Stale"])],
+                atomically: false, requestID: "phone-2", clientChangeToken: Data("tok-1".utf8)))
         #expect(second.saveResults.values.filter { (try? $0.get()) == nil }.count == 1)
         _ = try await phone.modifySubscriptions(saving: [Subscription(subscriptionID: "engine")], deleting: [])
         _ = try server.userRecordID(for: "bob@example.com")
@@ -83,10 +88,16 @@ struct ServerDumpCommandTests {
                 try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             }
             for (index, object) in objects.enumerated() {
-                #expect(Set(object.keys) == ["offset", "time", "timeMicros", "kind", "kindName", "size", "fields", "payloadBase64"])
+                #expect(
+                    Set(object.keys) == [
+                        "offset", "time", "timeMicros", "kind", "kindName", "size", "fields", "payloadBase64",
+                    ])
                 #expect(object["offset"] as? Int == index + 1)
-                #expect(object["kindName"] as? String == Self.expectedPrivateLog[index].components(separatedBy: "  ")[0])
-                #expect(Data(base64Encoded: try #require(object["payloadBase64"] as? String))?.count == object["size"] as? Int)
+                #expect(
+                    object["kindName"] as? String == Self.expectedPrivateLog[index].components(separatedBy: "  ")[0])
+                #expect(
+                    Data(base64Encoded: try #require(object["payloadBase64"] as? String))?.count == object["size"]
+                        as? Int)
             }
             let n1 = try #require(objects[2]["fields"] as? [String: Any])
             #expect(n1["zone"] as? String == "Notes")
@@ -103,18 +114,19 @@ struct ServerDumpCommandTests {
         }
     }
 
-    @Test(arguments: [
-        (["--kind", "recordSaved"], [3, 4, 6, 9]),
-        (["--kind", "recordsaved", "--kind", "104"], [3, 4, 6, 7, 9]),
-        (["--kind", "113"], [5, 11]),
-        (["--record", "n1"], [3]),
-        (["--record", "n2"], [4, 7]),
-        (["--zone", "Trash"], [2, 6, 8]),
-        (["--zone", "Notes", "--kind", "recordSaved"], [3, 4, 9]),
-        (["--zone", "Notes", "--from", "8"], [9, 10]),
-        (["--record", "n9"], []),
-        (["--kind", "1"], []),
-    ] as [([String], [UInt64])])
+    @Test(
+        arguments: [
+            (["--kind", "recordSaved"], [3, 4, 6, 9]),
+            (["--kind", "recordsaved", "--kind", "104"], [3, 4, 6, 7, 9]),
+            (["--kind", "113"], [5, 11]),
+            (["--record", "n1"], [3]),
+            (["--record", "n2"], [4, 7]),
+            (["--zone", "Trash"], [2, 6, 8]),
+            (["--zone", "Notes", "--kind", "recordSaved"], [3, 4, 9]),
+            (["--zone", "Notes", "--from", "8"], [9, 10]),
+            (["--record", "n9"], []),
+            (["--kind", "1"], []),
+        ] as [([String], [UInt64])])
     func filters(options: [String], expected: [UInt64]) async throws {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
@@ -122,8 +134,11 @@ struct ServerDumpCommandTests {
             let run = try await runLogtool(["dump", "data/users/u1", "--log", "private"] + options, in: directory)
             #expect(run.status == 0, "\(run)")
             #expect(run.lines.map(offsetOfTextLine) == expected)
-            let json = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--json"] + options, in: directory)
-            #expect(try json.lines.map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset } == expected)
+            let json = try await runLogtool(
+                ["dump", "data/users/u1", "--log", "private", "--json"] + options, in: directory)
+            #expect(
+                try json.lines.map { try JSONDecoder().decode(DumpedEntry.self, from: Data($0.utf8)).offset }
+                    == expected)
         }
     }
 
@@ -131,7 +146,8 @@ struct ServerDumpCommandTests {
         try await withTemporaryDirectory { directory in
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
-            let run = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--kind", "recordSave"], in: directory)
+            let run = try await runLogtool(
+                ["dump", "data/users/u1", "--log", "private", "--kind", "recordSave"], in: directory)
             #expect(run.status == 64, "\(run)")
             #expect(run.standardOutput.isEmpty)
             #expect(run.standardError.contains("unknown kind \"recordSave\""), "\(run)")
@@ -145,11 +161,13 @@ struct ServerDumpCommandTests {
             defer { server.shutdown() }
             let run = try await runLogtool(["dump", "data/registry"], in: directory)
             #expect(run.status == 0, "\(run)")
-            #expect(run.lines.map { describedPart(of: $0) } == [
-                "userRegistered  user=alice directory=users/u1",
-                "userRegistered  user=bob@example.com directory=users/u2",
-            ])
-            let json = try await runLogtool(["dump", "data/registry", "--json", "--kind", "userRegistered"], in: directory)
+            #expect(
+                run.lines.map { describedPart(of: $0) } == [
+                    "userRegistered  user=alice directory=users/u1",
+                    "userRegistered  user=bob@example.com directory=users/u2",
+                ])
+            let json = try await runLogtool(
+                ["dump", "data/registry", "--json", "--kind", "userRegistered"], in: directory)
             let first = try #require(json.lines.first)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
             #expect(object["kindName"] as? String == "userRegistered")
@@ -167,8 +185,12 @@ struct ServerDumpCommandTests {
             server.shutdown()
             let run = try await runLogtool(["dump", "data/registry", "--kind", "schemaDeployed"], in: directory)
             #expect(run.status == 0, "\(run)")
-            #expect(run.lines.map { describedPart(of: $0) } == ["schemaDeployed  types=[Note] fields=[Note.body:string,Note.title:string]"])
-            let json = try await runLogtool(["dump", "data/registry", "--json", "--kind", "schemaDeployed"], in: directory)
+            #expect(
+                run.lines.map { describedPart(of: $0) } == [
+                    "schemaDeployed  types=[Note] fields=[Note.body:string,Note.title:string]"
+                ])
+            let json = try await runLogtool(
+                ["dump", "data/registry", "--json", "--kind", "schemaDeployed"], in: directory)
             let line = try #require(json.lines.first)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             #expect(object["kind"] as? Int == 117)
@@ -193,23 +215,36 @@ struct ServerDumpCommandTests {
             let url = try #require(try Share(record: try result.get()).url)
             let carol = server.database(for: "carol", scope: .shared, device: "tablet")
             _ = try #require(try await carol.acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]).get()
-            _ = try await carol.modifyRecords(saving: [], deleting: [Record.ID(
-                recordName: Share.zoneWideShareRecordName, zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1"))])
+            _ = try await carol.modifyRecords(
+                saving: [],
+                deleting: [
+                    Record.ID(
+                        recordName: Share.zoneWideShareRecordName,
+                        zoneID: RecordZone.ID(zoneName: "Notes", ownerName: "_user1"))
+                ])
 
-            let owner = try await runLogtool(["dump", "data/users/u1", "--log", "private", "--kind", "recordSaved"], in: directory)
+            let owner = try await runLogtool(
+                ["dump", "data/users/u1", "--log", "private", "--kind", "recordSaved"], in: directory)
             #expect(owner.status == 0, "\(owner)")
             let shares = owner.lines.compactMap { describedPart(of: $0) }.filter { $0.contains("type=cloudkit.share") }
             #expect(shares.count == 3, "saved, accepted, left: \(shares)")
-            #expect(shares.first?.contains("publicPermission=none participants=[_user1:owner:readWrite:accepted,_user3:privateUser:readWrite:pending]") == true, "\(shares)")
+            #expect(
+                shares.first?.contains(
+                    "publicPermission=none participants=[_user1:owner:readWrite:accepted,_user3:privateUser:readWrite:pending]"
+                ) == true, "\(shares)")
             #expect(shares.last?.contains("_user3:privateUser:readWrite:removed]") == true, "\(shares)")
 
             let participant = try await runLogtool(["dump", "data/users/u3", "--log", "shared"], in: directory)
             #expect(participant.status == 0, "\(participant)")
             let described = participant.lines.compactMap { describedPart(of: $0) }
-            #expect(described.first?.hasPrefix("sharedZoneJoined  zone=Notes owner=_user1 share=cloudkit.zoneshare ownerOffset=") == true, "\(described)")
+            #expect(
+                described.first?.hasPrefix(
+                    "sharedZoneJoined  zone=Notes owner=_user1 share=cloudkit.zoneshare ownerOffset=") == true,
+                "\(described)")
             #expect(described.last == "sharedZoneLeft  zone=Notes owner=_user1 reason=left", "\(described)")
             let registry = try await runLogtool(["dump", "data/registry", "--kind", "userEmailSet"], in: directory)
-            #expect(registry.lines.map { describedPart(of: $0) } == ["userEmailSet  userNumber=3 email=carol@example.com"])
+            #expect(
+                registry.lines.map { describedPart(of: $0) } == ["userEmailSet  userNumber=3 email=carol@example.com"])
         }
     }
 
@@ -220,7 +255,8 @@ struct ServerDumpCommandTests {
             _ = try await server.database(for: "alice", scope: .shared, device: "phone").allSubscriptions()
             let run = try await runLogtool(["dump", "data/users/u1"], in: directory)
             #expect(run.status == 1)
-            #expect(run.standardError.hasSuffix("holds 2 logs (private, shared); choose one with --log NAME\n"), "\(run)")
+            #expect(
+                run.standardError.hasSuffix("holds 2 logs (private, shared); choose one with --log NAME\n"), "\(run)")
         }
     }
 
@@ -231,7 +267,9 @@ struct ServerDumpCommandTests {
             let server = try await Self.writeServerStory(in: directory)
             defer { server.shutdown() }
             var entries: [NewEntry] = []
-            try server.admin.log(of: "alice").forEachEntry { entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time)) }
+            try server.admin.log(of: "alice").forEachEntry {
+                entries.append(NewEntry(kind: $0.kind, payload: $0.payload, time: $0.time))
+            }
             let copy = directory.appendingPathComponent("copy")
             try Log.open(at: copy, named: "private", options: .init(durability: .fast))
                 .append(entries + [NewEntry(kind: 103, payload: [0xFF, 0xFF]), entries[0]])
@@ -239,8 +277,10 @@ struct ServerDumpCommandTests {
                 let run = try await runLogtool(["dump", copy.path] + (json ? ["--json"] : []), in: directory)
                 #expect(run.status == 1, "\(run)")
                 #expect(run.lines.count == 12)
-                #expect(run.standardError.hasPrefix(
-                    "logtool: error: corrupt entry at offset 13 of log \"private\" in \(copy.path): recordSaved (kind 103) payload: "),
+                #expect(
+                    run.standardError.hasPrefix(
+                        "logtool: error: corrupt entry at offset 13 of log \"private\" in \(copy.path): recordSaved (kind 103) payload: "
+                    ),
                     "\(run)")
                 #expect(run.standardError.filter { $0 == "\n" }.count == 1)
             }

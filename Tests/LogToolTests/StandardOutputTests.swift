@@ -1,11 +1,12 @@
 import Foundation
-@testable import LogSyncDiagnostics
 import LogToolCore
 import TemporaryDirectory
 import Testing
 
+@testable import LogSyncDiagnostics
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite("StandardOutput")

@@ -1,11 +1,12 @@
 import ChildProcesses
 import Foundation
-@testable import LogStore
 import KeyValueLog
 import Testing
 
+@testable import LogStore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The fixed time of the fixture entry at `offset`: 2023-11-14T22:13:20Z plus `offset` µs.
@@ -15,7 +16,8 @@ func fixtureTime(_ offset: UInt64) -> EntryTime {
 
 /// The payload the fixture gives the entry at `offset` (key–value sets, every fifth a long note).
 func fixtureEntry(_ offset: UInt64) -> NewEntry {
-    var entry = offset % 5 == 0
+    var entry =
+        offset % 5 == 0
         ? KeyValueEntry.note(Array("note \(offset): a payload longer than sixteen bytes".utf8)).newEntry
         : KeyValueEntry.set(key: "key\(offset % 7)", value: Array("value \(offset)".utf8)).newEntry
     entry.time = fixtureTime(offset)
@@ -81,7 +83,8 @@ struct ToolRun: CustomStringConvertible {
 func runLogtool(_ arguments: [String], in directory: URL) async throws -> ToolRun {
     var environment = ProcessInfo.processInfo.environment
     environment["TMPDIR"] = directory.path
-    let finished = try await ChildProcess.run(arguments, program: "logtool", environment: environment, directory: directory)
+    let finished = try await ChildProcess.run(
+        arguments, program: "logtool", environment: environment, directory: directory)
     return ToolRun(status: finished.status, standardOutput: finished.output, standardError: finished.errorOutput)
 }
 

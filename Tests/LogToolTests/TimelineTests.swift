@@ -1,14 +1,16 @@
 import Foundation
-#if canImport(FoundationXML)
-import FoundationXML
-#endif
 import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
-@testable import LogSyncDiagnostics
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncDiagnostics
+
+#if canImport(FoundationXML)
+    import FoundationXML
+#endif
 
 /// The timeline of several devices and their server (`Timeline`, `logtool timeline`) on the
 /// logs of real engines: the story of `DeviceDumpCommandTests` and the seeded simulation.
@@ -19,7 +21,10 @@ struct TimelineTests {
         _ server: SyncServer, _ phone: TestDevice, _ laptop: TestDevice, options: Timeline.Options = .init()
     ) throws -> Timeline {
         try Timeline.build(
-            devices: [.init(name: "phone", log: phone.engine.deviceLog.log), .init(name: "laptop", log: laptop.engine.deviceLog.log)],
+            devices: [
+                .init(name: "phone", log: phone.engine.deviceLog.log),
+                .init(name: "laptop", log: laptop.engine.deviceLog.log),
+            ],
             server: .init(name: "server", log: try server.admin.log(of: "alice")), options: options)
     }
 
@@ -34,14 +39,18 @@ struct TimelineTests {
             #expect(timeline.steps.map(\.column) == Array(0..<timeline.steps.count))
 
             let conflicts = timeline.steps.filter { $0.marks.contains(.conflict) }
-            let onLaptop = try #require(conflicts.first { timeline.lanes[$0.lane].name == "laptop" }, "\(timeline.text)")
+            let onLaptop = try #require(
+                conflicts.first { timeline.lanes[$0.lane].name == "laptop" }, "\(timeline.text)")
             let onServer = try #require(conflicts.first { $0.lane == 0 }, "\(timeline.text)")
             #expect(conflicts.count == 2, "\(timeline.text)")
             #expect(onLaptop.kindName == "batchResult")
             #expect(onServer.kindName == "requestOutcome")
             // The refused request deleted n2 in the same commit: the answer spans both entries.
             #expect(onLaptop.serverOffsets?.upperBound == onServer.offset)
-            #expect(timeline.steps.contains { $0.lane == 0 && $0.offset == onLaptop.serverOffsets?.lowerBound && $0.kindName == "recordDeleted" })
+            #expect(
+                timeline.steps.contains {
+                    $0.lane == 0 && $0.offset == onLaptop.serverOffsets?.lowerBound && $0.kindName == "recordDeleted"
+                })
             #expect(onLaptop.serverRelation == .answered)
             #expect(onLaptop.column > onServer.column, "the answer comes after the server refused")
             #expect(onLaptop.serverPosition >= onServer.offset)
@@ -51,7 +60,8 @@ struct TimelineTests {
             #expect(batch.serverRelation == .sent)
 
             // Every phone batch points to the recordSaved entries it created and its requestOutcome.
-            for step in timeline.steps where timeline.lanes[step.lane].name == "phone" && step.kindName == "batchPrepared" {
+            for step in timeline.steps
+            where timeline.lanes[step.lane].name == "phone" && step.kindName == "batchPrepared" {
                 let range = try #require(step.serverOffsets, "\(timeline.text)")
                 let server = timeline.steps.filter { $0.lane == 0 && range.contains($0.offset) }
                 #expect(server.last?.kindName == "requestOutcome")
@@ -83,9 +93,12 @@ struct TimelineTests {
             #expect(n2.steps.contains { $0.lane == 0 && $0.kindName == "recordDeleted" }, "\(n2.text)")
             #expect(n2.steps.map(\.column) == Array(0..<n2.steps.count))
 
-            let range = try Self.storyTimeline(server, phone, laptop, options: .init(serverOffsets: LogOffset(5)...LogOffset(7)))
+            let range = try Self.storyTimeline(
+                server, phone, laptop, options: .init(serverOffsets: LogOffset(5)...LogOffset(7)))
             for step in range.steps where step.lane == 0 { #expect((5...7).contains(step.offset.rawValue)) }
-            for step in range.steps where step.lane != 0 { #expect((4...7).contains(step.serverPosition.rawValue), "\(range.text)") }
+            for step in range.steps where step.lane != 0 {
+                #expect((4...7).contains(step.serverPosition.rawValue), "\(range.text)")
+            }
         }
     }
 
@@ -106,7 +119,8 @@ struct TimelineTests {
                 #expect(parsed.detail.contains(step.kindName))
                 #expect(parsed.title == parsed.detail)
             }
-            #expect(svg.steps.filter { $0.classes.contains("mark-conflict") }.map(\.lane).sorted() == ["laptop", "server"])
+            #expect(
+                svg.steps.filter { $0.classes.contains("mark-conflict") }.map(\.lane).sorted() == ["laptop", "server"])
             #expect(svg.links > 0)
 
             // The page embeds the same picture, with its hover script.
@@ -128,20 +142,28 @@ struct TimelineTests {
         try await DeviceDumpCommandTests.withDeviceStory { directory, server, phone, laptop in
             let model = try Self.storyTimeline(server, phone, laptop)
             let serverArguments = ["--server", "data/users/u1", "--server-log", "private"]
-            let text = try await runLogtool(["timeline", "phone", "laptop", "--format", "text"] + serverArguments, in: directory)
+            let text = try await runLogtool(
+                ["timeline", "phone", "laptop", "--format", "text"] + serverArguments, in: directory)
             #expect(text.status == 0, "\(text)")
             #expect(text.lines.first == "timeline: 3 lanes, \(model.steps.count) steps", "\(text)")
-            #expect(text.lines.contains { $0.contains("laptop") && $0.contains("batchResult") && $0.contains("!conflict") && $0.contains("(answered)") }, "\(text)")
+            #expect(
+                text.lines.contains {
+                    $0.contains("laptop") && $0.contains("batchResult") && $0.contains("!conflict")
+                        && $0.contains("(answered)")
+                }, "\(text)")
 
             let json = try await runLogtool(["timeline", "phone", "laptop", "--json"] + serverArguments, in: directory)
             #expect(json.status == 0, "\(json)")
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
             let steps = try #require(object["steps"] as? [[String: Any]])
             #expect(steps.count == model.steps.count)
-            #expect(steps.contains { ($0["marks"] as? [String]) == ["conflict"] && ($0["lane"] as? String) == "laptop" })
+            #expect(
+                steps.contains { ($0["marks"] as? [String]) == ["conflict"] && ($0["lane"] as? String) == "laptop" })
             #expect(json.standardOutput.hasPrefix("{\"lanes\":[{\"name\":\"server\",\"role\":\"server\","), "\(json)")
 
-            let page = try await runLogtool(["timeline", "phone", "laptop", "--output", "picture.html"] + serverArguments, in: directory)
+            let page = try await runLogtool(
+                ["timeline", "phone", "laptop", "--output", "picture.html"] + serverArguments, in: directory)
             #expect(page.status == 0, "\(page)")
             #expect(page.lines == ["wrote the timeline (3 lanes, \(model.steps.count) steps) to picture.html"])
             let written = try String(contentsOf: directory.appendingPathComponent("picture.html"), encoding: .utf8)
@@ -167,7 +189,8 @@ struct TimelineTests {
                 server: .init(name: "server", log: try simulation.server.admin.log(of: "alice")))
             var linked = 0
             for step in timeline.steps where step.lane > 0 && step.marks.contains(.conflict) {
-                guard let range = step.serverOffsets else { continue }  // bob's database, or an answer the server log does not hold
+                // bob's database, or an answer the server log does not hold
+                guard let range = step.serverOffsets else { continue }
                 let refusal = try #require(timeline.steps.first { $0.lane == 0 && $0.offset == range.upperBound })
                 #expect(refusal.kindName == "requestOutcome")
                 #expect(refusal.column < step.column, "\(step)")
@@ -181,8 +204,17 @@ struct TimelineTests {
 
 /// What the tests read of the SVG, with Foundation's `XMLParser`.
 struct SVGSummary {
-    struct Lane { var name: String; var fill: String }
-    struct Step { var lane: String; var offset: UInt64; var detail: String; var title: String; var classes: [String] }
+    struct Lane {
+        var name: String
+        var fill: String
+    }
+    struct Step {
+        var lane: String
+        var offset: UInt64
+        var detail: String
+        var title: String
+        var classes: [String]
+    }
 
     var rootWidth = 0
     var lanes: [Lane] = []
@@ -196,7 +228,8 @@ struct SVGSummary {
         let delegate = Delegate()
         parser.delegate = delegate
         guard parser.parse() else {
-            throw ParseFailure(description: "the SVG is not well-formed XML: \(parser.parserError.map { "\($0)" } ?? "?")")
+            throw ParseFailure(
+                description: "the SVG is not well-formed XML: \(parser.parserError.map { "\($0)" } ?? "?")")
         }
         self = delegate.summary
     }
@@ -219,9 +252,10 @@ struct SVGSummary {
                 summary.lanes.append(Lane(name: lane, fill: attributes["fill"] ?? ""))
             }
             if name == "g", classes.contains("step") {
-                summary.steps.append(Step(
-                    lane: attributes["data-lane"] ?? "", offset: UInt64(attributes["data-offset"] ?? "") ?? 0,
-                    detail: attributes["data-detail"] ?? "", title: "", classes: classes))
+                summary.steps.append(
+                    Step(
+                        lane: attributes["data-lane"] ?? "", offset: UInt64(attributes["data-offset"] ?? "") ?? 0,
+                        detail: attributes["data-detail"] ?? "", title: "", classes: classes))
             }
             if name == "title", stack.last == "g", !summary.steps.isEmpty, currentLane == nil {
                 inStepTitle = true

@@ -4,12 +4,12 @@ import LogSync
 import LogSyncHTTP
 import LogSyncTesting
 import PostgresProcess
-import Synchronization
 import SyncModel
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Several `logsync-server` processes serving one PostgreSQL database, as a deployment runs
@@ -30,9 +30,10 @@ struct MultiNodeTests {
 
     /// The titles of the records a fetch brought, by record name.
     static func titles(_ response: FetchZoneChangesResponse) -> [String: String] {
-        Dictionary(uniqueKeysWithValues: response.modifications.map { modification in
-            (modification.record.recordID.recordName, Self.title(modification.record))
-        })
+        Dictionary(
+            uniqueKeysWithValues: response.modifications.map { modification in
+                (modification.record.recordID.recordName, Self.title(modification.record))
+            })
     }
 
     static func title(_ record: Record) -> String {
@@ -134,7 +135,9 @@ struct MultiNodeTests {
     // F92, F145: the change tag is checked against the record in the shared database, whichever
     // node took the first save; the refusal carries the server's record, the device merges into
     // it and saves again.
-    @Test("F92 F145 a conflict across nodes: the save on node 2 gets serverRecordChanged with node 1's record, the device merges and both end with the merge")
+    @Test(
+        "F92 F145 a conflict across nodes: the save on node 2 gets serverRecordChanged with node 1's record, the device merges and both end with the merge"
+    )
     func conflictAcrossNodes() async throws {
         try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let phone = try TestDevice(
@@ -188,7 +191,9 @@ struct MultiNodeTests {
 
     // F83, F113, F154: a commit on node 1 is NOTIFYed to node 2, which pushes a hint to its
     // devices: the raw hint names the zone, and an automatic engine on node 2 fetches the change.
-    @Test("F83 F113 F154 push across nodes: a commit on node 1 reaches a device on node 2 as a hint, and its engine fetches")
+    @Test(
+        "F83 F113 F154 push across nodes: a commit on node 1 reaches a device on node 2 as a hint, and its engine fetches"
+    )
     func pushAcrossNodes() async throws {
         try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let phoneDatabase = cluster.client(on: node1, token: token, device: "phone").database()
@@ -205,17 +210,21 @@ struct MultiNodeTests {
             // such as a pushed fetch, runs), caught up, its push channel open.
             let laptopClient = cluster.client(on: node2, token: token, device: "laptop")
             let laptop = try TestDevice(
-                "laptop", database: laptopClient.database(), directory: cluster.directory.appendingPathComponent("laptop")
+                "laptop", database: laptopClient.database(),
+                directory: cluster.directory.appendingPathComponent("laptop")
             ) { configuration in
                 configuration.automaticallySync = true
                 configuration.clock = TestClock()
             }
-            try await laptop.waitForEvents("the laptop's catch-up fetch") { $0.contains { $0.kind == .didFetchChanges } }
+            try await laptop.waitForEvents("the laptop's catch-up fetch") {
+                $0.contains { $0.kind == .didFetchChanges }
+            }
             await laptopClient.waitForPushChannels()
             let mark = laptop.events.count
 
             // phone, on node 1: saves a note.
-            let saved = try await phoneDatabase.modifyRecords(saving: [Self.record("pushed", "from node 1")], deleting: [])
+            let saved = try await phoneDatabase.modifyRecords(
+                saving: [Self.record("pushed", "from node 1")], deleting: [])
             _ = try saved.saveResults[Self.note("pushed")]?.get()
 
             // watch, on node 2: a hint for the Notes zone within 20 s.
@@ -223,7 +232,8 @@ struct MultiNodeTests {
                 watch.hints.contains { $0.zoneID == Self.notes }
             }
             // laptop, on node 2: its engine fetched the note on the push alone.
-            try await laptop.waitForEvents("the laptop fetched the pushed note", limit: .seconds(20), Self.fetched("pushed", after: mark))
+            try await laptop.waitForEvents(
+                "the laptop fetched the pushed note", limit: .seconds(20), Self.fetched("pushed", after: mark))
             #expect(laptop.title(Self.note("pushed")) == "from node 1")
         }
     }
@@ -231,7 +241,9 @@ struct MultiNodeTests {
     // F103, F160: node 1 dies mid-stream. Every save it acknowledged is in the shared database;
     // the save whose answer was lost is resent on node 2 under its request ID and lands once;
     // the logs' offsets have no gap; node 2 serves on.
-    @Test("F103 F160 a node killed mid-stream: node 2 serves every save node 1 acknowledged, offsets dense, the lost answer replayed by request ID")
+    @Test(
+        "F103 F160 a node killed mid-stream: node 2 serves every save node 1 acknowledged, offsets dense, the lost answer replayed by request ID"
+    )
     func nodeKilled() async throws {
         try await Self.withAliceOnTwoNodes { cluster, token, node1, node2 in
             let onNode1 = cluster.client(on: node1, token: token, device: "phone").database()
@@ -271,7 +283,8 @@ struct MultiNodeTests {
             let onNode2 = cluster.client(on: node2, token: token, device: "phone").database()
             let committedByNode1 = try await fetchAll(onNode2, zone: Self.notes).records["n\(inFlight)"]
             let resent = try await onNode2.modifyRecords(
-                saving: [Self.record("n\(inFlight)", "note \(inFlight)")], deleting: [], requestID: RequestID("phone-\(inFlight)"))
+                saving: [Self.record("n\(inFlight)", "note \(inFlight)")], deleting: [],
+                requestID: RequestID("phone-\(inFlight)"))
             let resentRecord = try resent.saveResults[Self.note("n\(inFlight)")]?.get()
             #expect(resentRecord != nil)
             if let committedByNode1 {
@@ -302,7 +315,9 @@ struct MultiNodeTests {
     // serviceUnavailable and a retry-after; an automatic engine keeps its change pending and
     // resends on its own after the retry-after once PostgreSQL is back; nothing acknowledged
     // before is lost; node 2's LISTEN connection is made again and pushes flow across nodes.
-    @Test("F84 F90 F152 PostgreSQL restarted mid-run: 503 with retry-after meanwhile, the engine's own retry lands, nothing lost, push across nodes resumes")
+    @Test(
+        "F84 F90 F152 PostgreSQL restarted mid-run: 503 with retry-after meanwhile, the engine's own retry lands, nothing lost, push across nodes resumes"
+    )
     func postgresRestarted() async throws {
         // A PostgreSQL of its own: stopping the shared one would break the other tests.
         let postgres = try await PostgresTestServer()
@@ -339,8 +354,11 @@ struct MultiNodeTests {
             // laptop: a note before the outage, acknowledged; the watch hears of it across nodes.
             try laptop.createZone(Self.notes)
             try laptop.write(Self.note("before"), "before the outage")
-            try await laptop.waitForEvents("the note before the outage was saved", limit: .seconds(20), Self.saved("before"))
-            try await waitUntil("the watch on node 2 got a hint before the outage") { watch.hints.contains { $0.zoneID == Self.notes } }
+            try await laptop.waitForEvents(
+                "the note before the outage was saved", limit: .seconds(20), Self.saved("before"))
+            try await waitUntil("the watch on node 2 got a hint before the outage") {
+                watch.hints.contains { $0.zoneID == Self.notes }
+            }
 
             // PostgreSQL stops.
             try await postgres.stop()
@@ -368,11 +386,13 @@ struct MultiNodeTests {
             }
             let mark = laptop.events.count
             try laptop.write(Self.note("during"), "written during the outage")
-            try await laptop.waitForEvents("the engine's send during the outage was refused", limit: .seconds(20)) { events in
+            try await laptop.waitForEvents("the engine's send during the outage was refused", limit: .seconds(20)) {
+                events in
                 events.dropFirst(mark).contains { event in
                     guard case .sentRecordZoneChanges(let sent) = event else { return false }
                     return sent.failedRecordSaves.contains {
-                        $0.record.recordID == Self.note("during") && $0.error.code == .serviceUnavailable && $0.error.retryAfter != nil
+                        $0.record.recordID == Self.note("during") && $0.error.code == .serviceUnavailable
+                            && $0.error.retryAfter != nil
                     }
                 }
             }
@@ -382,8 +402,11 @@ struct MultiNodeTests {
             try await postgres.startAgain()
 
             // laptop: its engine retries after the retry-after on its own, and the save lands.
-            try await laptop.waitForEvents("the engine's own retry saved the note", limit: .seconds(30), Self.saved("during", after: mark))
-            try await waitUntil("the laptop has nothing pending") { try laptop.engine.state.pendingRecordZoneChanges.isEmpty }
+            try await laptop.waitForEvents(
+                "the engine's own retry saved the note", limit: .seconds(30), Self.saved("during", after: mark))
+            try await waitUntil("the laptop has nothing pending") {
+                try laptop.engine.state.pendingRecordZoneChanges.isEmpty
+            }
             // The engine never sent again sooner than the server's retry-after (1 s; a little
             // less allowed for the time between the answer and its event).
             let attempts = sends.value
@@ -394,17 +417,21 @@ struct MultiNodeTests {
 
             // tablet, on node 2: the note from before the outage and the one written during it.
             let (records, _) = try await fetchAll(onNode2, zone: Self.notes)
-            #expect(records.mapValues(Self.title) == ["before": "before the outage", "during": "written during the outage"])
+            #expect(
+                records.mapValues(Self.title) == ["before": "before the outage", "during": "written during the outage"])
 
             // phone, on node 1: saves notes until the watch on node 2 hears of one (node 2's
             // LISTEN connection is made again with a backoff; a NOTIFY before it is not heard).
             let hintsBefore = watch.hints.count
             var number = 0
-            try await waitUntil("the watch on node 2 got a hint for a commit on node 1 after the restart", limit: .seconds(30)) {
+            try await waitUntil(
+                "the watch on node 2 got a hint for a commit on node 1 after the restart", limit: .seconds(30)
+            ) {
                 if watch.hints.dropFirst(hintsBefore).contains(where: { $0.zoneID == Self.notes }) { return true }
                 if number % 25 == 0 {  // a save every half second
                     do {
-                        let saved = try await phone.modifyRecords(saving: [Self.record("after\(number)", "after")], deleting: [])
+                        let saved = try await phone.modifyRecords(
+                            saving: [Self.record("after\(number)", "after")], deleting: [])
                         _ = try saved.saveResults[Self.note("after\(number)")]?.get()
                     } catch let error as SyncError where error.code == .serviceUnavailable {
                         // A pooled connection that died with the restart: made again on a later try.

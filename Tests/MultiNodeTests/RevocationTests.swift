@@ -1,8 +1,8 @@
 import ChildProcesses
 import Foundation
-import Logging
 import LogSyncHTTP
 import LogSyncPostgres
+import Logging
 import PostgresProcess
 import SyncModel
 import Testing
@@ -71,7 +71,9 @@ struct RevocationTests {
         _ = try pool.withSession { session in try session.query(statement) }
     }
 
-    @Test("user revoke --token under two nodes: both refuse the token without a restart, its push channel on node 2 gets no more hints, the user's other token and other users go on")
+    @Test(
+        "user revoke --token under two nodes: both refuse the token without a restart, its push channel on node 2 gets no more hints, the user's other token and other users go on"
+    )
     func revokedEverywhere() async throws {
         try await Cluster.with(store: try await MultiNodeTests.freshDatabase()) { cluster in
             let phone = try await cluster.addUser("alice")
@@ -80,8 +82,10 @@ struct RevocationTests {
             let node1 = try await cluster.startNode("node1")
             let node2 = try await cluster.startNode("node2")
             let (phoneProbes, laptopProbes, bobProbes) = (
-                Self.probes(cluster, token: phone, on: [node1, node2]), Self.probes(cluster, token: laptop, on: [node1, node2]),
-                Self.probes(cluster, token: bob, on: [node1, node2]))
+                Self.probes(cluster, token: phone, on: [node1, node2]),
+                Self.probes(cluster, token: laptop, on: [node1, node2]),
+                Self.probes(cluster, token: bob, on: [node1, node2])
+            )
             // Each node has seen (and keeps) every token.
             #expect(try await Self.noneRefused(phoneProbes + laptopProbes + bobProbes))
             let laptopDatabase = cluster.client(on: node1, token: laptop, device: "laptop").database()
@@ -112,7 +116,9 @@ struct RevocationTests {
         }
     }
 
-    @Test("nodes that cannot hear revocations refuse a token revoked meanwhile, and once they hear again close its push channel before they tell devices to fetch")
+    @Test(
+        "nodes that cannot hear revocations refuse a token revoked meanwhile, and once they hear again close its push channel before they tell devices to fetch"
+    )
     func revokedWhileNotListening() async throws {
         let store = try await MultiNodeTests.freshDatabase()
         let name = String(store.split(separator: "/").last!)
@@ -136,7 +142,9 @@ struct RevocationTests {
             // No new connection to the database, and the nodes' listening connections ended:
             // they cannot hear anything until connections are allowed again.
             try Self.onServer(store, "ALTER DATABASE \"\(name)\" ALLOW_CONNECTIONS false")
-            try Self.onServer(store, """
+            try Self.onServer(
+                store,
+                """
                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND query LIKE 'LISTEN%'
                 """)
             for node in [node1, node2] {

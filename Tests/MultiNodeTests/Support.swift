@@ -1,11 +1,11 @@
 import ChildProcesses
 import Foundation
-import Logging
 import LogSyncHTTP
 import LogSyncPostgres
+import Logging
 import PostgresNIO
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -83,9 +83,10 @@ final class Cluster: Sendable {
     /// A client of the user of `token` on `device`, talking to `node`; closed when the test ends.
     /// Its push channel reconnects within a fifth of a second.
     func client(on node: Node, token: String, device: DeviceID) -> HTTPSyncClient {
-        let client = HTTPSyncClient(.init(
-            serverURL: node.url, token: token, device: device, requestTimeout: .seconds(30),
-            reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
+        let client = HTTPSyncClient(
+            .init(
+                serverURL: node.url, token: token, device: device, requestTimeout: .seconds(30),
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
         started.withLock { $0.clients.append(client) }
         return client
     }
@@ -141,18 +142,24 @@ final class PushRecorder: Sendable {
 func waitUntil(_ what: String, limit: Duration = .seconds(60), _ condition: () async throws -> Bool) async throws {
     let deadline = ContinuousClock.now + limit
     while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw MultiNodeTestError("timed out after \(limit) waiting until \(what)") }
+        guard ContinuousClock.now < deadline else {
+            throw MultiNodeTestError("timed out after \(limit) waiting until \(what)")
+        }
         try await Task.sleep(for: .milliseconds(20))
     }
 }
 
 /// Every change of `zone` from the start, page by page: the records by name, and the last token.
-func fetchAll(_ database: HTTPCloudDatabase, zone: RecordZone.ID) async throws -> (records: [String: Record], token: ZoneChangeToken) {
+func fetchAll(
+    _ database: HTTPCloudDatabase, zone: RecordZone.ID
+) async throws -> (records: [String: Record], token: ZoneChangeToken) {
     var records: [String: Record] = [:]
     var token: ZoneChangeToken?
     while true {
         let page = try await database.fetchZoneChanges(zoneID: zone, since: token)
-        for modification in page.modifications { records[modification.record.recordID.recordName] = modification.record }
+        for modification in page.modifications {
+            records[modification.record.recordID.recordName] = modification.record
+        }
         for deletion in page.deletions { records[deletion.recordID.recordName] = nil }
         token = page.changeToken
         if !page.moreComing { return (records, page.changeToken) }
@@ -181,11 +188,13 @@ func logExtents(_ url: String) throws -> [LogExtent] {
     let pool = PostgresPool(url: try PostgresURL(url), size: 1, logger: logger)
     defer { pool.shutdown() }
     return try pool.withSession { session in
-        try session.query("""
+        try session.query(
+            """
             SELECT l.name, l.last_offset, count(e."offset"), coalesce(min(e."offset"), 0), coalesce(max(e."offset"), 0)
             FROM logsync_logs l LEFT JOIN logsync_entries e ON e.log_id = l.log_id
             GROUP BY l.log_id, l.name, l.last_offset ORDER BY l.name
-            """)
+            """
+        )
         .map { row in
             let (name, lastOffset, entries, first, last) = try row.decode((String, Int64, Int64, Int64, Int64).self)
             return LogExtent(name: name, lastOffset: lastOffset, entries: entries, first: first, last: last)

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, started on a
@@ -52,7 +52,9 @@ package final class PostgresTestServer: Sendable {
         self.durable = durable
         binaries = try Self.findBinaries()
         runAs = geteuid() == 0 ? Self.unprivilegedUser() : nil
-        let directory = directory ?? URL(fileURLWithPath: NSTemporaryDirectory())
+        let directory =
+            directory
+            ?? URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("logsync-pg-\(UUID().uuidString.prefix(8).lowercased())")
         self.directory = directory
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -105,8 +107,10 @@ package final class PostgresTestServer: Sendable {
     package func restart() async throws {
         let restarted = try await Self.command(
             binaries, runAs,
-            ["pg_ctl", "restart", "-w", "-m", "fast", "-D", directory.path, "-l", logPath,
-             "-o", Self.serverOptions(directory: directory, port: port, durable: durable)])
+            [
+                "pg_ctl", "restart", "-w", "-m", "fast", "-D", directory.path, "-l", logPath,
+                "-o", Self.serverOptions(directory: directory, port: port, durable: durable),
+            ])
         guard restarted.status == 0 else {
             throw PostgresTestServerError("pg_ctl restart failed: \(restarted)\nlog:\n\(logTail())")
         }
@@ -114,7 +118,8 @@ package final class PostgresTestServer: Sendable {
 
     /// Stops the server (`-m fast`); ``startAgain()`` starts it again on the same port.
     package func stop() async throws {
-        let stopped = try await Self.command(binaries, runAs, ["pg_ctl", "stop", "-w", "-m", "fast", "-D", directory.path])
+        let stopped = try await Self.command(
+            binaries, runAs, ["pg_ctl", "stop", "-w", "-m", "fast", "-D", directory.path])
         guard stopped.status == 0 else {
             throw PostgresTestServerError("pg_ctl stop failed: \(stopped)\nlog:\n\(logTail())")
         }
@@ -143,14 +148,17 @@ package final class PostgresTestServer: Sendable {
     /// directory's removal.
     private var stopCommand: RegisteredServer {
         RegisteredServer(
-            arguments: Self.arguments(binaries, runAs, ["pg_ctl", "stop", "-w", "-m", "immediate", "-D", directory.path]),
+            arguments: Self.arguments(
+                binaries, runAs, ["pg_ctl", "stop", "-w", "-m", "immediate", "-D", directory.path]),
             directory: directory.path)
     }
 
     // MARK: Commands
 
     /// Runs a PostgreSQL program from `binaries`, as `runAs` when given.
-    private static func command(_ binaries: URL, _ runAs: String?, _ arguments: [String]) async throws -> ChildProcess.Finished {
+    private static func command(
+        _ binaries: URL, _ runAs: String?, _ arguments: [String]
+    ) async throws -> ChildProcess.Finished {
         let full = Self.arguments(binaries, runAs, arguments)
         var environment = ProcessInfo.processInfo.environment
         environment["LC_ALL"] = "C"
@@ -176,14 +184,19 @@ package final class PostgresTestServer: Sendable {
     }
 
     /// `pg_ctl start`, waiting until the server accepts connections.
-    private static func start(_ binaries: URL, _ runAs: String?, directory: URL, port: Int, durable: Bool) async throws {
+    private static func start(_ binaries: URL, _ runAs: String?, directory: URL, port: Int, durable: Bool) async throws
+    {
         let started = try await command(
             binaries, runAs,
-            ["pg_ctl", "start", "-w", "-t", "60", "-D", directory.path, "-l", directory.appendingPathComponent("log").path,
-             "-o", serverOptions(directory: directory, port: port, durable: durable)])
+            [
+                "pg_ctl", "start", "-w", "-t", "60", "-D", directory.path, "-l",
+                directory.appendingPathComponent("log").path,
+                "-o", serverOptions(directory: directory, port: port, durable: durable),
+            ])
         guard started.status == 0 else {
             throw PostgresTestServerError(
-                "PostgreSQL in \(directory.path) did not start on port \(port): \(started)\nlog:\n\(logTail(directory: directory))")
+                "PostgreSQL in \(directory.path) did not start on port \(port): \(started)\nlog:\n\(logTail(directory: directory))"
+            )
         }
     }
 
@@ -212,12 +225,14 @@ package final class PostgresTestServer: Sendable {
         for (name, _) in versions where complete("/usr/lib/postgresql/\(name)/bin") {
             return URL(fileURLWithPath: "/usr/lib/postgresql/\(name)/bin")
         }
-        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") where complete(String(directory)) {
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        where complete(String(directory)) {
             return URL(fileURLWithPath: String(directory))
         }
         throw PostgresTestServerError(
             "PostgreSQL is not installed: no initdb, pg_ctl and createdb in $LOGSYNC_PG_BIN, /usr/lib/postgresql/*/bin or "
-                + "the PATH. Install it (Debian: apt-get install postgresql) or set LOGSYNC_PG_BIN to its bin directory.")
+                + "the PATH. Install it (Debian: apt-get install postgresql) or set LOGSYNC_PG_BIN to its bin directory."
+        )
     }
 
     /// `postgres` when that user exists, else `nobody`.

@@ -28,23 +28,31 @@ struct StoreMigrationTests {
             // accepted, then a token, then a save and a deletion after it.
             let lmdb = try SyncServer(SyncServer.Configuration(directory: source))
             let alice = lmdb.database(for: "alice", device: "phone")
-            _ = try await alice.modifyZones(saving: [RecordZone(zoneID: notes), RecordZone(zoneName: "Other")], deleting: [])
-            let request = ModifyRecordsRequest(recordsToSave: [record("n1", "Groceries"), record("n2", "Books")], requestID: "phone-1")
+            _ = try await alice.modifyZones(
+                saving: [RecordZone(zoneID: notes), RecordZone(zoneName: "Other")], deleting: [])
+            let request = ModifyRecordsRequest(
+                recordsToSave: [record("n1", "Groceries"), record("n2", "Books")], requestID: "phone-1")
             let firstOutcome = try await alice.modifyRecords(request)
-            _ = try await alice.modifySubscriptions(saving: [Subscription(subscriptionID: Subscription.ID(rawValue: "all"))], deleting: [])
+            _ = try await alice.modifySubscriptions(
+                saving: [Subscription(subscriptionID: Subscription.ID(rawValue: "all"))], deleting: [])
             try lmdb.admin.registerUser("bob", emailAddress: "bob@example.com")
             var share = Share(recordZoneID: notes)
             share.addParticipant(Share.Participant(emailAddress: "bob@example.com", permission: .readWrite))
-            let savedShare = try Share(record: try #require(try await alice.modifyRecords(saving: [share.record], deleting: [])
-                .saveResults[share.record.recordID]?.get()))
+            let savedShare = try Share(
+                record: try #require(
+                    try await alice.modifyRecords(saving: [share.record], deleting: [])
+                        .saveResults[share.record.recordID]?.get()))
             let shareURL = try #require(savedShare.url)
             let bob = lmdb.database(for: "bob", scope: .shared, device: "bob-phone")
-            _ = try #require(try await bob.acceptShares(AcceptSharesRequest(shareURLs: [shareURL])).results[shareURL]?.get())
+            _ = try #require(
+                try await bob.acceptShares(AcceptSharesRequest(shareURLs: [shareURL])).results[shareURL]?.get())
             let databaseToken = try lmdb.admin.currentToken(of: "alice")
             let zoneToken = try await alice.fetchZoneChanges(zoneID: notes, since: nil).changeToken
-            _ = try await alice.modifyRecords(saving: [record("n3", "Films")], deleting: [Record.ID(recordName: "n2", zoneID: notes)])
+            _ = try await alice.modifyRecords(
+                saving: [record("n3", "Films")], deleting: [Record.ID(recordName: "n2", zoneID: notes)])
 
-            let expected = try await Observed(server: lmdb, notes: notes, databaseToken: databaseToken, zoneToken: zoneToken)
+            let expected = try await Observed(
+                server: lmdb, notes: notes, databaseToken: databaseToken, zoneToken: zoneToken)
             #expect(expected.zoneChangesAfterToken.modifications.map(\.record.recordID.recordName) == ["n3"])
             #expect(expected.zoneChangesAfterToken.deletions.map(\.recordID.recordName) == ["n2"])
             let lastOffset = try lmdb.admin.currentToken(of: "alice")
@@ -65,7 +73,8 @@ struct StoreMigrationTests {
             let migrated = try await ChildProcess.run(["migrate", "--from", "lmdb:\(source.path)", "--to", url])
             #expect(migrated.status == 0, "\(migrated)")
             let lines = migrated.output.split(separator: "\n").map(String.init)
-            #expect(lines.contains { $0.hasPrefix("registry: 3 entries") }, "\(migrated)")  // alice, bob and his address
+            // alice, bob and his address
+            #expect(lines.contains { $0.hasPrefix("registry: 3 entries") }, "\(migrated)")
             #expect(lines.contains { $0.hasPrefix("u1/private: ") }, "\(migrated)")
             #expect(lines.contains { $0.hasPrefix("u2/shared: ") }, "\(migrated)")
             #expect(lines.last?.hasPrefix("total: ") == true, "\(migrated)")
@@ -73,9 +82,11 @@ struct StoreMigrationTests {
             #expect(try snapshot(of: source) == before, "the LMDB data is left as it was")
 
             let storage = try PostgresStorage(url: url, connections: 1)
-            let postgres = try SyncServer(SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
+            let postgres = try SyncServer(
+                SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
             defer { postgres.shutdown() }
-            let observed = try await Observed(server: postgres, notes: notes, databaseToken: databaseToken, zoneToken: zoneToken)
+            let observed = try await Observed(
+                server: postgres, notes: notes, databaseToken: databaseToken, zoneToken: zoneToken)
             #expect(observed == expected)
             #expect(try postgres.admin.currentToken(of: "alice") == lastOffset)
 
@@ -118,7 +129,9 @@ struct StoreMigrationTests {
                     AssetUploadRequest(zoneID: notes, digest: digest, size: Int64(content.count), fileURL: file))
                 var record = Record(recordType: "Note", recordID: Record.ID(recordName: digest.hex, zoneID: notes))
                 record["file"] = .asset(uploaded.asset)
-                _ = try #require(try await database.modifyRecords(saving: [record], deleting: []).saveResults[record.recordID]?.get())
+                _ = try #require(
+                    try await database.modifyRecords(saving: [record], deleting: []).saveResults[record.recordID]?.get()
+                )
                 kept.append((user, content, record.recordID))
             }
             // An upload cut half-way leaves a partial behind.
@@ -136,11 +149,14 @@ struct StoreMigrationTests {
             let lines = migrated.output.split(separator: "\n").map(String.init)
             #expect(lines.contains("u1/assets: 2 contents, \(photo.count + page.count) bytes"), "\(migrated)")
             #expect(lines.contains("u2/assets: 1 content, \(scan.count) bytes"), "\(migrated)")
-            #expect(lines.last?.contains("3 assets (\(photo.count + page.count + scan.count) bytes)") == true, "\(migrated)")
+            #expect(
+                lines.last?.contains("3 assets (\(photo.count + page.count + scan.count) bytes)") == true, "\(migrated)"
+            )
             #expect(try snapshot(of: source) == before, "the LMDB data is left as it was")
 
             let storage = try PostgresStorage(url: url, connections: 1)
-            let postgres = try SyncServer(SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
+            let postgres = try SyncServer(
+                SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
             defer { postgres.shutdown() }
             for (user, content, recordID) in kept {
                 let database = postgres.database(for: user, device: "new-phone")
@@ -151,8 +167,10 @@ struct StoreMigrationTests {
                     continue
                 }
                 let destination = directory.appendingPathComponent("download-\(UUID().uuidString)")
-                let downloaded = try await database.downloadAsset(AssetDownloadRequest(
-                    zoneID: notes, digest: try #require(asset.digest), size: try #require(asset.size), destination: destination))
+                let downloaded = try await database.downloadAsset(
+                    AssetDownloadRequest(
+                        zoneID: notes, digest: try #require(asset.digest), size: try #require(asset.size),
+                        destination: destination))
                 #expect(try Data(contentsOf: downloaded.fileURL) == Data(content), "\(user)'s \(content.count) bytes")
             }
             let partials = try await storage.perform { try storage.assets.partials(owner: 1) }
@@ -174,7 +192,8 @@ struct StoreMigrationTests {
             let digest = AssetHasher.digest(of: content)
             let file = directory.appendingPathComponent("photo")
             try Data(content).write(to: file)
-            _ = try await alice.uploadAsset(AssetUploadRequest(zoneID: notes, digest: digest, size: 10_000, fileURL: file))
+            _ = try await alice.uploadAsset(
+                AssetUploadRequest(zoneID: notes, digest: digest, size: 10_000, fileURL: file))
             lmdb.shutdown()
             let stored = LMDBAssetStore(directory: source).assetsDirectory(owner: 1).appendingPathComponent(digest.hex)
             var damaged = try Data(contentsOf: stored)
@@ -202,8 +221,10 @@ struct StoreMigrationTests {
 
             let url = try await PostgresTestServer.shared().createDatabase()
             let storage = try PostgresStorage(url: url, connections: 1)
-            let postgres = try SyncServer(SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
-            _ = try await postgres.database(for: "carol").modifyZones(saving: [RecordZone(zoneName: "Diary")], deleting: [])
+            let postgres = try SyncServer(
+                SyncServer.Configuration(directory: directory.appendingPathComponent("unused")), storage: storage)
+            _ = try await postgres.database(for: "carol").modifyZones(
+                saving: [RecordZone(zoneName: "Diary")], deleting: [])
             let before = try storage.storedLogs()
             postgres.shutdown()
 
@@ -217,7 +238,8 @@ struct StoreMigrationTests {
             defer { again.shutdown() }
             #expect(try again.storedLogs() == before)
             #expect(throws: LogImportError.targetNotEmpty(log: "registry", lastOffset: 1)) {
-                try again.importLog(.registry, projection: ServerLogName.registry.serverProjection, entries: registryEntries(["dave"]))
+                try again.importLog(
+                    .registry, projection: ServerLogName.registry.serverProjection, entries: registryEntries(["dave"]))
             }
             #expect(try again.storedLogs() == before)
         }
@@ -243,15 +265,18 @@ struct StoreMigrationTests {
 
         let chunked = try PostgresStorage(url: try await server.createDatabase(), connections: 1)
         let users = ["a", "b", "c", "d", "e"]
-        #expect(try chunked.importLog(
-            .registry, projection: ServerLogName.registry.serverProjection, chunkSize: 2, entries: registryEntries(users)) == 5)
+        #expect(
+            try chunked.importLog(
+                .registry, projection: ServerLogName.registry.serverProjection, chunkSize: 2,
+                entries: registryEntries(users)) == 5)
         #expect(try chunked.storedLogs()["registry"] == 5)
         let unused = try temporaryDirectory()
         defer { try? FileManager.default.removeAll(unused) }
         let postgres = try SyncServer(SyncServer.Configuration(directory: unused), storage: chunked)
         defer { postgres.shutdown() }
         for (index, user) in users.enumerated() {
-            #expect(try postgres.userRecordID(for: UserID(user)).recordName == "_user\(index + 1)", "the index was built")
+            #expect(
+                try postgres.userRecordID(for: UserID(user)).recordName == "_user\(index + 1)", "the index was built")
         }
     }
 
@@ -309,7 +334,9 @@ struct Observed: Equatable {
     var bobSharedRecords: [String]
 
     /// Asks `server` what alice's and bob's devices would.
-    init(server: SyncServer, notes: RecordZone.ID, databaseToken: DatabaseChangeToken, zoneToken: ZoneChangeToken) async throws {
+    init(
+        server: SyncServer, notes: RecordZone.ID, databaseToken: DatabaseChangeToken, zoneToken: ZoneChangeToken
+    ) async throws {
         let alice = server.database(for: "alice", device: "laptop")
         aliceNumber = try server.userRecordID(for: "alice")
         bobNumber = try server.userRecordID(for: "bob")
@@ -369,7 +396,8 @@ func snapshot(of directory: URL) throws -> [String: Data] {
     let enumerator = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.isRegularFileKey])
     while let url = enumerator?.nextObject() as? URL {
         // lock.mdb is LMDB's reader table, rewritten by any reader; the data is data.mdb.
-        guard (try url.resourceValues(forKeys: [.isRegularFileKey])).isRegularFile == true, url.lastPathComponent != "lock.mdb"
+        guard (try url.resourceValues(forKeys: [.isRegularFileKey])).isRegularFile == true,
+            url.lastPathComponent != "lock.mdb"
         else { continue }
         files[url.path] = try Data(contentsOf: url)
     }

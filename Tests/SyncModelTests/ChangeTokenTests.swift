@@ -1,16 +1,18 @@
 import Foundation
 import LogStore
 import Testing
+
 @testable import SyncModel
 
 /// Typed, opaque change tokens with a stable binary form (F140–F142, F149).
 struct ChangeTokenTests {
     static func hex(_ data: Data) -> String { data.map { String(format: "%02x", $0) }.joined() }
     static func bytes(_ hex: String) -> Data {
-        Data(stride(from: 0, to: hex.count, by: 2).map {
-            let start = hex.index(hex.startIndex, offsetBy: $0)
-            return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
-        })
+        Data(
+            stride(from: 0, to: hex.count, by: 2).map {
+                let start = hex.index(hex.startIndex, offsetBy: $0)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+            })
     }
 
     /// Rewrites a token's body and recomputes its checksum, to forge well-formed bad tokens.
@@ -35,12 +37,15 @@ struct ChangeTokenTests {
     }
 
     // F142, F149: zone tokens carry zone ID and incarnation.
-    @Test("zone token round trip", arguments: [
-        ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 7),
-        ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: ChangeOffset(.max)),
-        ZoneChangeToken(zoneID: .default, incarnation: 0, offset: 0),
-        ZoneChangeToken(zoneID: RecordZone.ID(zoneName: String(repeating: "z", count: 255)), incarnation: 2, offset: 1),
-    ])
+    @Test(
+        "zone token round trip",
+        arguments: [
+            ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 7),
+            ZoneChangeToken(zoneID: Fixture.sharedNotes, incarnation: .max, offset: ChangeOffset(.max)),
+            ZoneChangeToken(zoneID: .default, incarnation: 0, offset: 0),
+            ZoneChangeToken(
+                zoneID: RecordZone.ID(zoneName: String(repeating: "z", count: 255)), incarnation: 2, offset: 1),
+        ])
     func zoneTokenRoundTrip(token: ZoneChangeToken) throws {
         let decoded = try ZoneChangeToken(data: token.data)
         #expect(decoded == token)
@@ -68,7 +73,8 @@ struct ChangeTokenTests {
         #expect(Self.hex(databaseToken.data) == database)
         #expect(try DatabaseChangeToken(data: Self.bytes(database)) == databaseToken)
 
-        let zone = "4c5402020000000000000007000000000000002a000000000000000300054e6f74657300105f5f64656661756c744f776e65725f5ff3150a00"
+        let zone =
+            "4c5402020000000000000007000000000000002a000000000000000300054e6f74657300105f5f64656661756c744f776e65725f5ff3150a00"
         let zoneToken = ZoneChangeToken(zoneID: Fixture.notes, incarnation: 3, offset: 42, database: 7)
         #expect(Self.hex(zoneToken.data) == zone)
         #expect(try ZoneChangeToken(data: Self.bytes(zone)) == zoneToken)
@@ -105,11 +111,14 @@ struct ChangeTokenTests {
         ("short", Data([0x4C, 0x54, 1, 1, 0]), "5 bytes is too short"),
         ("text", Data("this is not a change token at all".utf8), "bad magic"),
         ("version", reseal(DatabaseChangeToken(offset: 1).data) { $0[2] = 9 }, "format version 9 is not supported"),
-        ("bit flip", {
-            var data = DatabaseChangeToken(offset: 1).data
-            data[6] ^= 0x10
-            return data
-        }(), "checksum mismatch"),
+        (
+            "bit flip",
+            {
+                var data = DatabaseChangeToken(offset: 1).data
+                data[6] ^= 0x10
+                return data
+            }(), "checksum mismatch"
+        ),
         ("truncated", DatabaseChangeToken(offset: 1).data.dropLast(), "23 bytes is too short"),
         ("kind", reseal(DatabaseChangeToken(offset: 1).data) { $0[3] = 7 }, "unknown token kind 7"),
         ("trailing", reseal(DatabaseChangeToken(offset: 1).data) { $0.append(0) }, "1 unexpected trailing bytes"),
@@ -125,12 +134,21 @@ struct ChangeTokenTests {
     }
 
     // F142
-    @Test("malformed zone tokens", arguments: [
-        ("cut zone fields", reseal(zoneToken.data) { $0.removeLast(3) }, "truncated or malformed zone fields"),
-        ("bad UTF-8", reseal(zoneToken.data) { $0[30] = 0xFF }, "truncated or malformed zone fields"),
-        ("trailing", reseal(zoneToken.data) { $0.append(contentsOf: [1, 2]) }, "2 unexpected trailing bytes"),
-        ("flipped", { var data = zoneToken.data; data[33] ^= 1; return data }(), "checksum mismatch"),
-    ])
+    @Test(
+        "malformed zone tokens",
+        arguments: [
+            ("cut zone fields", reseal(zoneToken.data) { $0.removeLast(3) }, "truncated or malformed zone fields"),
+            ("bad UTF-8", reseal(zoneToken.data) { $0[30] = 0xFF }, "truncated or malformed zone fields"),
+            ("trailing", reseal(zoneToken.data) { $0.append(contentsOf: [1, 2]) }, "2 unexpected trailing bytes"),
+            (
+                "flipped",
+                {
+                    var data = zoneToken.data
+                    data[33] ^= 1
+                    return data
+                }(), "checksum mismatch"
+            ),
+        ])
     func malformedZoneTokenIsRejected(label: String, data: Data, problem: String) throws {
         let error = try #require(throws: SyncError.self, "\(label)") { try ZoneChangeToken(data: data) }
         #expect(error.code == .invalidArguments)
@@ -147,8 +165,9 @@ struct ChangeTokenTests {
         #expect(DatabaseChangeToken(offset: 5) == DatabaseChangeToken(offset: 5))
         #expect(DatabaseChangeToken(offset: 5) != DatabaseChangeToken(offset: 6))
         // F149: the same zone and offset in another incarnation is another token.
-        #expect(ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 5)
-            != ZoneChangeToken(zoneID: Fixture.notes, incarnation: 2, offset: 5))
+        #expect(
+            ZoneChangeToken(zoneID: Fixture.notes, incarnation: 1, offset: 5)
+                != ZoneChangeToken(zoneID: Fixture.notes, incarnation: 2, offset: 5))
     }
 
     @Test func descriptions() {

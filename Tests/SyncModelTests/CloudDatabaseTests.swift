@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import SyncModel
 
 /// A `CloudDatabase` that records the requests it gets and answers with empty responses.
@@ -20,9 +21,11 @@ final class RecordingDatabase: CloudDatabase {
 
     func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
         note("modifyZones")
-        return ModifyZonesResponse(saveResults: Dictionary(uniqueKeysWithValues: request.zonesToSave.map {
-            ($0.zoneID, .success(RecordZone(zoneID: $0.zoneID, capabilities: .customZoneDefault)))
-        }))
+        return ModifyZonesResponse(
+            saveResults: Dictionary(
+                uniqueKeysWithValues: request.zonesToSave.map {
+                    ($0.zoneID, .success(RecordZone(zoneID: $0.zoneID, capabilities: .customZoneDefault)))
+                }))
     }
 
     func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
@@ -42,7 +45,8 @@ final class RecordingDatabase: CloudDatabase {
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         note("fetchDatabaseChanges")
-        return FetchDatabaseChangesResponse(changeToken: DatabaseChangeToken(offset: (request.since?.offset ?? .zero).next))
+        return FetchDatabaseChangesResponse(
+            changeToken: DatabaseChangeToken(offset: (request.since?.offset ?? .zero).next))
     }
 
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
@@ -55,7 +59,8 @@ final class RecordingDatabase: CloudDatabase {
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
         note("modifySubscriptions")
         return ModifySubscriptionsResponse(
-            saveResults: Dictionary(uniqueKeysWithValues: request.subscriptionsToSave.map { ($0.subscriptionID, .success($0)) }))
+            saveResults: Dictionary(
+                uniqueKeysWithValues: request.subscriptionsToSave.map { ($0.subscriptionID, .success($0)) }))
     }
 
     func allSubscriptions() async throws -> [Subscription] { [] }
@@ -120,12 +125,14 @@ struct CloudDatabaseTests {
         let page = try await database.fetchDatabaseChanges(since: DatabaseChangeToken(offset: 4))
         #expect(page.changeToken == DatabaseChangeToken(offset: 5))
         #expect(!page.moreComing)
-        let subscriptions = try await database.modifySubscriptions(saving: [Subscription(subscriptionID: "db")], deleting: [])
+        let subscriptions = try await database.modifySubscriptions(
+            saving: [Subscription(subscriptionID: "db")], deleting: [])
         #expect(subscriptions.saveResults.count == 1)
         #expect(try await database.currentUserRecordID() == Fixture.alice)
-        #expect(database.requests.withLock { $0 } == [
-            "modifyZones", "fetchZones(-1)", "fetchZones(2)", "fetchDatabaseChanges", "modifySubscriptions",
-        ])
+        #expect(
+            database.requests.withLock { $0 } == [
+                "modifyZones", "fetchZones(-1)", "fetchZones(2)", "fetchDatabaseChanges", "modifySubscriptions",
+            ])
     }
 
     // F113, F154: hints arrive on the stream and carry no data beyond scope, zone and token.
@@ -138,8 +145,9 @@ struct CloudDatabaseTests {
         var received: [PushHint] = []
         for await hint in database.pushHints() { received.append(hint) }
         #expect(received == [hint])
-        #expect(hint.description
-            == #"PushHint(private, subscription "engine", zone "Notes", DatabaseChangeToken(offset 8))"#)
+        #expect(
+            hint.description
+                == #"PushHint(private, subscription "engine", zone "Notes", DatabaseChangeToken(offset 8))"#)
         #expect(try jsonRoundTrip(hint) == hint)
     }
 }

@@ -35,9 +35,15 @@ struct EncryptionTests {
             (flipped, Fixture.n1, "secret", Self.key, "authentication failed"),
             (sealed, Fixture.n1, "other", Self.key, "authentication failed"),
             (sealed, Fixture.n2, "secret", Self.key, "authentication failed"),
-            (sealed, Fixture.n1, "secret", ZoneKey.generate(zoneID: Fixture.notes, version: 1), "authentication failed"),
+            (
+                sealed, Fixture.n1, "secret", ZoneKey.generate(zoneID: Fixture.notes, version: 1),
+                "authentication failed"
+            ),
             (sealed, Fixture.n1, "secret", ZoneKey.generate(zoneID: Fixture.notes, version: 2), "key version 1, not 2"),
-            (SealedValue(keyVersion: 1, box: Data([1, 2, 3])), Fixture.n1, "secret", Self.key, "authentication failed"),
+            (
+                SealedValue(keyVersion: 1, box: Data([1, 2, 3])), Fixture.n1, "secret", Self.key,
+                "authentication failed"
+            ),
         ]
         for (value, recordID, field, key, reason) in cases {
             let error = try #require(throws: SyncError.self) { try key.open(value, recordID: recordID, key: field) }
@@ -67,11 +73,16 @@ struct EncryptionTests {
         var relabelled = wrap
         relabelled.recipientKeyID = phone.publicKey.keyID
         let forged = try #require(throws: SyncError.self) { try phone.unwrap(relabelled) }
-        #expect(forged.code == .decryptionFailed && forged.message.contains("authentication failed"), "\(forged.message)")
+        #expect(
+            forged.code == .decryptionFailed && forged.message.contains("authentication failed"), "\(forged.message)")
         // A wrap moved to another zone or version does not open either.
         for moved in [
-            WrappedZoneKey(zoneID: Fixture.photos, version: 1, recipientKeyID: wrap.recipientKeyID, check: wrap.check, wrapped: wrap.wrapped),
-            WrappedZoneKey(zoneID: Fixture.notes, version: 2, recipientKeyID: wrap.recipientKeyID, check: wrap.check, wrapped: wrap.wrapped),
+            WrappedZoneKey(
+                zoneID: Fixture.photos, version: 1, recipientKeyID: wrap.recipientKeyID, check: wrap.check,
+                wrapped: wrap.wrapped),
+            WrappedZoneKey(
+                zoneID: Fixture.notes, version: 2, recipientKeyID: wrap.recipientKeyID, check: wrap.check,
+                wrapped: wrap.wrapped),
         ] {
             #expect(throws: SyncError.self) { try laptop.unwrap(moved) }
         }
@@ -93,7 +104,10 @@ struct EncryptionTests {
         badID.recipientKeyID = "XYZ"
         var short = wrap
         short.wrapped = wrap.wrapped.prefix(50)
-        for (bad, reason) in [(versionZero, "starts at 1"), (shortCheck, "check holds 1 bytes"), (badID, "32 lowercase hex"), (short, "holds 50 bytes")] {
+        for (bad, reason) in [
+            (versionZero, "starts at 1"), (shortCheck, "check holds 1 bytes"), (badID, "32 lowercase hex"),
+            (short, "holds 50 bytes"),
+        ] {
             let error = try #require(throws: SyncError.self) { try bad.validate() }
             #expect(error.code == .invalidArguments && error.item == .zone(Fixture.notes))
             #expect(error.message.contains(reason), "\(error.message)")

@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import SyncModel
 
 /// Shared IDs and helpers for the SyncModel tests.
@@ -18,9 +19,10 @@ enum Fixture {
         note["title"] = "Groceries"
         note["count"] = 3
         note.parent = Record.Reference(recordID: n2)
-        note.applySystemFields(Record.SystemFields(
-            recordChangeTag: tag, creationDate: t0, modificationDate: t0.addingTimeInterval(60),
-            creatorUserRecordID: alice, lastModifiedUserRecordID: bob))
+        note.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: tag, creationDate: t0, modificationDate: t0.addingTimeInterval(60),
+                creatorUserRecordID: alice, lastModifiedUserRecordID: bob))
         return note
     }
 

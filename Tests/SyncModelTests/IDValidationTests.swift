@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SyncModel
 
 /// Naming rules of record IDs and zone IDs (F126, F127).
@@ -25,14 +26,16 @@ struct IDValidationTests {
     }
 
     // F126
-    @Test("F126 invalid record names", arguments: [
-        ("", "must not be empty"),
-        ("_x", "must not start with \"_\""),
-        ("_defaultZone", "must not start with \"_\""),
-        (tooLong, "256 bytes long, more than 255"),
-        ("café", "must be ASCII"),
-        ("名前", "must be ASCII"),
-    ])
+    @Test(
+        "F126 invalid record names",
+        arguments: [
+            ("", "must not be empty"),
+            ("_x", "must not start with \"_\""),
+            ("_defaultZone", "must not start with \"_\""),
+            (tooLong, "256 bytes long, more than 255"),
+            ("café", "must be ASCII"),
+            ("名前", "must be ASCII"),
+        ])
     func invalidRecordName(_ name: String, rule: String) throws {
         let id = Record.ID(recordName: name, zoneID: Fixture.notes)
         let error = try #require(throws: SyncError.self) { try id.validate() }
@@ -57,14 +60,16 @@ struct IDValidationTests {
     }
 
     // F127
-    @Test("F127 invalid zone names", arguments: [
-        ("", "must not be empty"),
-        ("_Notes", "must not start with \"_\""),
-        ("__defaultOwner__", "must not start with \"_\""),
-        ("_defaultzone", "must not start with \"_\""),
-        (tooLong, "more than 255"),
-        ("Zoné", "must be ASCII"),
-    ])
+    @Test(
+        "F127 invalid zone names",
+        arguments: [
+            ("", "must not be empty"),
+            ("_Notes", "must not start with \"_\""),
+            ("__defaultOwner__", "must not start with \"_\""),
+            ("_defaultzone", "must not start with \"_\""),
+            (tooLong, "more than 255"),
+            ("Zoné", "must be ASCII"),
+        ])
     func invalidZoneName(_ name: String, rule: String) throws {
         let id = RecordZone.ID(zoneName: name)
         let error = try #require(throws: SyncError.self) { try id.validate() }
@@ -81,7 +86,9 @@ struct IDValidationTests {
     }
 
     // F127
-    @Test("F127 invalid owner names", arguments: [("", "must not be empty"), (tooLong, "more than 255"), ("Ünter", "must be ASCII")])
+    @Test(
+        "F127 invalid owner names",
+        arguments: [("", "must not be empty"), (tooLong, "more than 255"), ("Ünter", "must be ASCII")])
     func invalidOwnerName(_ name: String, rule: String) throws {
         let id = RecordZone.ID(zoneName: "Notes", ownerName: name)
         let error = try #require(throws: SyncError.self) { try id.validate() }

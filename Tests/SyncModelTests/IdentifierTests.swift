@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SyncModel
 
 /// One case of the identifier table: a kind, a text, and the rule it breaks (`nil`: valid).
@@ -19,13 +20,15 @@ struct IdentifierCase: Sendable, CustomStringConvertible {
             IdentifierCase(kind: kind, text: longest, rule: nil, label: "\(kind.maxBytes) bytes"),
             IdentifierCase(kind: kind, text: "a-b.c:d@e", rule: nil, label: "punctuation"),
             IdentifierCase(kind: kind, text: "", rule: "must not be empty", label: "empty"),
-            IdentifierCase(kind: kind, text: longest + "x", rule: "\(kind.maxBytes + 1) bytes long, more than \(kind.maxBytes)",
-                           label: "one byte too long"),
+            IdentifierCase(
+                kind: kind, text: longest + "x", rule: "\(kind.maxBytes + 1) bytes long, more than \(kind.maxBytes)",
+                label: "one byte too long"),
             IdentifierCase(kind: kind, text: "a\u{0}b", rule: "NUL", label: "NUL"),
             IdentifierCase(kind: kind, text: "a\u{1}b", rule: "control characters (it holds U+0001)", label: "U+0001"),
             IdentifierCase(kind: kind, text: "a\nb", rule: "control characters (it holds U+000A)", label: "line feed"),
             IdentifierCase(kind: kind, text: "a\u{7F}", rule: "control characters (it holds U+007F)", label: "DEL"),
-            IdentifierCase(kind: kind, text: "a\u{85}", rule: "control characters (it holds U+0085)", label: "C1 control"),
+            IdentifierCase(
+                kind: kind, text: "a\u{85}", rule: "control characters (it holds U+0085)", label: "C1 control"),
             IdentifierCase(kind: kind, text: "a\u{FFFD}", rule: "valid UTF-8", label: "U+FFFD"),
         ]
         if kind.isASCIIOnly {
@@ -35,18 +38,25 @@ struct IdentifierCase: Sendable, CustomStringConvertible {
             // The limit is in bytes: 2-byte characters reach it at half the characters.
             let twoByte = String(repeating: "é", count: kind.maxBytes / 2)
             cases.append(IdentifierCase(kind: kind, text: twoByte, rule: nil, label: "multi-byte at the limit"))
-            cases.append(IdentifierCase(kind: kind, text: twoByte + "é", rule: "more than \(kind.maxBytes)",
-                                        label: "multi-byte over the limit"))
+            cases.append(
+                IdentifierCase(
+                    kind: kind, text: twoByte + "é", rule: "more than \(kind.maxBytes)",
+                    label: "multi-byte over the limit"))
         }
         if kind.reservesLeadingUnderscore {
-            cases.append(IdentifierCase(kind: kind, text: "_x", rule: "must not start with \"_\"", label: "leading underscore"))
+            cases.append(
+                IdentifierCase(kind: kind, text: "_x", rule: "must not start with \"_\"", label: "leading underscore"))
         } else {
             cases.append(IdentifierCase(kind: kind, text: "_x", rule: nil, label: "leading underscore"))
         }
         cases.append(IdentifierCase(kind: kind, text: "x_", rule: nil, label: "trailing underscore"))
         if kind == .userID {
-            cases.append(IdentifierCase(kind: kind, text: " alice", rule: "must not start or end with a space", label: "leading space"))
-            cases.append(IdentifierCase(kind: kind, text: "alice ", rule: "must not start or end with a space", label: "trailing space"))
+            cases.append(
+                IdentifierCase(
+                    kind: kind, text: " alice", rule: "must not start or end with a space", label: "leading space"))
+            cases.append(
+                IdentifierCase(
+                    kind: kind, text: "alice ", rule: "must not start or end with a space", label: "trailing space"))
             cases.append(IdentifierCase(kind: kind, text: "alice smith", rule: nil, label: "inner space"))
         }
         return cases
@@ -88,7 +98,9 @@ struct IdentifierTests {
 
     @Test("a long identifier is cut in the message, with its length")
     func longIdentifierMessage() {
-        let error = #expect(throws: SyncError.self) { try Identifier.requestID.validate(String(repeating: "r", count: 10_000)) }
+        let error = #expect(throws: SyncError.self) {
+            try Identifier.requestID.validate(String(repeating: "r", count: 10_000))
+        }
         #expect(error?.message.contains("(10000 bytes)") == true)
         #expect((error?.message.utf8.count ?? .max) < 300)
     }
@@ -110,9 +122,11 @@ struct IdentifierTests {
 
     @Test("references and desired keys follow the rules too")
     func referencesAndDesiredKeys() throws {
-        var record = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
-        record["link"] = .reference(Record.Reference(
-            recordID: Record.ID(recordName: "a\u{0}b", zoneID: RecordZone.ID(zoneName: "Notes"))))
+        var record = Record(
+            recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: RecordZone.ID(zoneName: "Notes")))
+        record["link"] = .reference(
+            Record.Reference(
+                recordID: Record.ID(recordName: "a\u{0}b", zoneID: RecordZone.ID(zoneName: "Notes"))))
         let error = try #require(throws: SyncError.self) { try record.validate() }
         #expect(error.message.contains("of a reference"))
         let request = FetchZoneChangesRequest(zoneID: RecordZone.ID(zoneName: "Notes"), desiredKeys: ["title", ""])

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import SyncModel
 
 /// Raw values and defaults of zones, scopes and subscriptions (F116, F128).
@@ -19,10 +20,12 @@ struct ModelConstantsTests {
         #expect(zone.zoneID.ownerName == RecordZone.ID.defaultOwnerName)
         #expect(zone.capabilities.isEmpty)
         #expect(zone.share == nil)
-        #expect(try jsonRoundTrip(RecordZone(zoneID: Fixture.notes, capabilities: .customZoneDefault))
-            .capabilities.contains(.atomic))
-        #expect(RecordZone(zoneID: Fixture.notes, capabilities: .customZoneDefault).description
-            == #"RecordZone(zone "Notes", capabilities: 0xb)"#)
+        #expect(
+            try jsonRoundTrip(RecordZone(zoneID: Fixture.notes, capabilities: .customZoneDefault))
+                .capabilities.contains(.atomic))
+        #expect(
+            RecordZone(zoneID: Fixture.notes, capabilities: .customZoneDefault).description
+                == #"RecordZone(zone "Notes", capabilities: 0xb)"#)
     }
 
     @Test func databaseScopeRawValues() {
@@ -31,14 +34,16 @@ struct ModelConstantsTests {
     }
 
     // F116: database subscriptions in private and shared databases, zone subscriptions in private only.
-    @Test("F116 subscription placement", arguments: [
-        (Subscription.Kind.database, DatabaseScope.public, false),
-        (.database, .private, true),
-        (.database, .shared, true),
-        (.recordZone(Fixture.notes), .public, false),
-        (.recordZone(Fixture.notes), .private, true),
-        (.recordZone(Fixture.notes), .shared, false),
-    ])
+    @Test(
+        "F116 subscription placement",
+        arguments: [
+            (Subscription.Kind.database, DatabaseScope.public, false),
+            (.database, .private, true),
+            (.database, .shared, true),
+            (.recordZone(Fixture.notes), .public, false),
+            (.recordZone(Fixture.notes), .private, true),
+            (.recordZone(Fixture.notes), .shared, false),
+        ])
     func subscriptionPlacement(kind: Subscription.Kind, scope: DatabaseScope, allowed: Bool) {
         #expect(Subscription(subscriptionID: "s", kind: kind).isAllowed(in: scope) == allowed)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import Testing
+
 @testable import SyncModel
 
 /// The Protocol Buffers form of the model types (Proto/model.proto, ProtoConversions*.swift):
@@ -35,11 +36,16 @@ struct ProtoConversionTests {
         .date(date), .date(oldDate), .date(Date(timeIntervalSince1970: 0)),
         .reference(Record.Reference(recordID: Fixture.n2)),
         .reference(Record.Reference(recordID: Fixture.n2, action: .deleteSelf)),
-        .asset(Asset(digest: AssetHasher.digest(of: Array("asset-7f3a".utf8)), size: 12, fileURL: URL(fileURLWithPath: "/tmp/a.jpg"))),
+        .asset(
+            Asset(
+                digest: AssetHasher.digest(of: Array("asset-7f3a".utf8)), size: 12,
+                fileURL: URL(fileURLWithPath: "/tmp/a.jpg"))),
         .asset(Asset(fileURL: URL(fileURLWithPath: "/tmp/not uploaded.png"))),
-        .location(Location(
-            latitude: -33.8568, longitude: 151.2153, altitude: 4.5, horizontalAccuracy: 10, verticalAccuracy: -1, course: 359.5,
-            speed: 1.25, timestamp: date)),
+        .location(
+            Location(
+                latitude: -33.8568, longitude: 151.2153, altitude: 4.5, horizontalAccuracy: 10, verticalAccuracy: -1,
+                course: 359.5,
+                speed: 1.25, timestamp: date)),
         .location(Location(latitude: 0, longitude: 0)),
         .list([.location(Location(latitude: 90, longitude: -180, timestamp: oldDate))]),
         .list([]), .list([.string("home"), .string("food")]), .list([.int64(1), .int64(2)]),
@@ -84,8 +90,8 @@ struct ProtoConversionTests {
 
     @Test func removedKeyStaysChangedAndAbsent() throws {
         var record = Fixture.savedNote()
-        record["count"] = nil      // removed: the save must remove it on the server
-        record["never"] = nil      // set to nil without ever having had a value
+        record["count"] = nil  // removed: the save must remove it on the server
+        record["never"] = nil  // set to nil without ever having had a value
         record["title"] = "Shopping"
         #expect(record.changedKeys() == ["count", "never", "title"])
 
@@ -124,7 +130,7 @@ struct ProtoConversionTests {
 
     @Test func parentChangeIsKept() throws {
         var cleared = Fixture.savedNote()
-        cleared.parent = nil                          // changed to none
+        cleared.parent = nil  // changed to none
         let clearedCopy = try Self.roundTrip(cleared)
         #expect(clearedCopy == cleared)
         #expect(clearedCopy.parent == nil)
@@ -196,9 +202,11 @@ struct ProtoConversionTests {
                 .record(Fixture.n1): conflict,
                 .record(Fixture.n2): SyncError(.batchRequestFailed, item: .record(Fixture.n2)),
                 .zone(Fixture.photos): SyncError(.quotaExceeded, retryAfter: .seconds(3600)),
-                .subscription("s"): SyncError(.partialFailure, partialErrors: [
-                    .record(Fixture.n1): SyncError(.limitExceeded),
-                ]),
+                .subscription("s"): SyncError(
+                    .partialFailure,
+                    partialErrors: [
+                        .record(Fixture.n1): SyncError(.limitExceeded)
+                    ]),
             ]),
     ]
 
@@ -238,10 +246,12 @@ struct ProtoConversionTests {
         }
         for id in ids.reversed() { savesBackward[id] = saves[id] }
 
-        #expect(SyncError(.partialFailure, partialErrors: forward).protoBytes()
-            == SyncError(.partialFailure, partialErrors: backward).protoBytes())
-        #expect(ModifyRecordsResponse(saveResults: saves).protoBytes()
-            == ModifyRecordsResponse(saveResults: savesBackward).protoBytes())
+        #expect(
+            SyncError(.partialFailure, partialErrors: forward).protoBytes()
+                == SyncError(.partialFailure, partialErrors: backward).protoBytes())
+        #expect(
+            ModifyRecordsResponse(saveResults: saves).protoBytes()
+                == ModifyRecordsResponse(saveResults: savesBackward).protoBytes())
     }
 
     // MARK: Responses
@@ -282,9 +292,10 @@ struct ProtoConversionTests {
         record["a"] = .list([.int64(1)])
         record["d"] = .date(Date(timeIntervalSince1970: 2))
         record.parent = Record.Reference(recordID: Record.ID(recordName: "p", zoneID: zone), action: .deleteSelf)
-        record.applySystemFields(Record.SystemFields(
-            recordChangeTag: "5", creationDate: Date(timeIntervalSince1970: 1),
-            creatorUserRecordID: Record.ID(recordName: "u", zoneID: zone)))
+        record.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: "5", creationDate: Date(timeIntervalSince1970: 1),
+                creatorUserRecordID: Record.ID(recordName: "u", zoneID: zone)))
         record["b"] = nil
         let recordHex =
             "0a0154120b0a017212060a015a12016f1a0b0a016112064a040a0210011a090a016412043080897a2201622a0f0a0b"
@@ -329,11 +340,14 @@ struct ProtoConversionTests {
 
         record = Fixture.savedNote().proto
         record.parent.action = .UNRECOGNIZED(7)
-        add("unknown reference action", "Record.parent: Reference.action has unknown value 7", ProtoWire.serialize(record))
+        add(
+            "unknown reference action", "Record.parent: Reference.action has unknown value 7",
+            ProtoWire.serialize(record))
 
         record = Fixture.savedNote().proto
         record.systemFields.creatorUserRecordID.clearZoneID()
-        add("user ID without zone",
+        add(
+            "user ID without zone",
             "Record.system_fields: SystemFields.creator_user_record_id: RecordID.zone_id is missing",
             ProtoWire.serialize(record))
 
@@ -345,7 +359,8 @@ struct ProtoConversionTests {
             value.listValue = list
             return value
         }()
-        add("list element without case", "RecordValue.list_value[1]: RecordValue has no value set",
+        add(
+            "list element without case", "RecordValue.list_value[1]: RecordValue has no value set",
             ProtoWire.serialize(record))
         return cases
     }()
@@ -361,62 +376,74 @@ struct ProtoConversionTests {
     @Test func spoiltErrorsNameWhatIsWrong() throws {
         var message = SyncError(.internalError).proto
         message.clearCode()
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("SyncError.code is missing") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("SyncError.code is missing") == true)
 
         message = SyncError(.zoneNotFound, zoneDeletionReason: .purged).proto
         message.userDidResetEncryptedDataKey = true
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("user_did_reset_encrypted_data_key is true but zone_deletion_reason is purged") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("user_did_reset_encrypted_data_key is true but zone_deletion_reason is purged") == true)
 
         message = SyncError(.zoneNotFound, zoneDeletionReason: .purged).proto
         message.zoneDeletionReason = .UNRECOGNIZED(9)
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("SyncError.zone_deletion_reason: ZoneDeletionReason has unknown value 9") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("SyncError.zone_deletion_reason: ZoneDeletionReason has unknown value 9") == true)
 
         message = SyncError(.partialFailure, partialErrors: [.record(Fixture.n1): SyncError(.unknownItem)]).proto
         message.partialErrors.append(message.partialErrors[0])
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("SyncError.partial_errors[1] names record \"n1\" in zone \"Notes\" a second time") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("SyncError.partial_errors[1] names record \"n1\" in zone \"Notes\" a second time") == true)
 
         message = SyncError(.partialFailure, partialErrors: [.record(Fixture.n1): SyncError(.unknownItem)]).proto
         message.partialErrors[0].item = Logsync_Model_ItemID()
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("SyncError.partial_errors[0].item: ItemID has no item set") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("SyncError.partial_errors[0].item: ItemID has no item set") == true)
 
         message = SyncError(.partialFailure, partialErrors: [.record(Fixture.n1): SyncError(.unknownItem)]).proto
         message.partialErrors[0].clearError()
-        #expect(Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
-            .contains("SyncError.partial_errors[0].error is missing") == true)
+        #expect(
+            Self.decodingError(SyncError.self, ProtoWire.serialize(message))?.message
+                .contains("SyncError.partial_errors[0].error is missing") == true)
     }
 
     @Test func spoiltZonesSubscriptionsAndResponsesNameWhatIsWrong() throws {
         var zone = RecordZone(zoneName: "Notes").proto
         zone.clearZoneID()
-        #expect(Self.decodingError(RecordZone.self, ProtoWire.serialize(zone))?.message
-            .contains("RecordZone.zone_id is missing") == true)
+        #expect(
+            Self.decodingError(RecordZone.self, ProtoWire.serialize(zone))?.message
+                .contains("RecordZone.zone_id is missing") == true)
 
         var subscription = Subscription(subscriptionID: "s").proto
         subscription.kind = nil
-        #expect(Self.decodingError(Subscription.self, ProtoWire.serialize(subscription))?.message
-            .contains("Subscription has no kind set") == true)
+        #expect(
+            Self.decodingError(Subscription.self, ProtoWire.serialize(subscription))?.message
+                .contains("Subscription has no kind set") == true)
 
         var response = ModifyRecordsResponse(
             saveResults: [Fixture.n1: .failure(SyncError(.unknownItem))],
-            deleteResults: [Fixture.n2: .success(())]).proto
+            deleteResults: [Fixture.n2: .success(())]
+        ).proto
         response.saveResults[0].outcome = nil
-        #expect(Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
-            .contains("save_results[0]: SaveResult has no outcome set") == true)
+        #expect(
+            Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
+                .contains("save_results[0]: SaveResult has no outcome set") == true)
 
         response = ModifyRecordsResponse(deleteResults: [Fixture.n2: .success(())]).proto
         response.deleteResults.append(response.deleteResults[0])
-        #expect(Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
-            .contains("delete_results[1] names record \"n2\" in zone \"Notes\" a second time") == true)
+        #expect(
+            Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
+                .contains("delete_results[1] names record \"n2\" in zone \"Notes\" a second time") == true)
 
         response = ModifyRecordsResponse(deleteResults: [Fixture.n2: .success(())]).proto
         response.deleteResults[0].clearRecordID()
-        #expect(Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
-            .contains("delete_results[0]: DeleteResult.record_id is missing") == true)
+        #expect(
+            Self.decodingError(ModifyRecordsResponse.self, ProtoWire.serialize(response))?.message
+                .contains("delete_results[0]: DeleteResult.record_id is missing") == true)
     }
 
     @Test func malformedBytesNameTheMessage() throws {
@@ -483,11 +510,14 @@ struct ProtoConversionTests {
             Fixture.savedNote().protoBytes(),
             Self.errors.last!.protoBytes(),
             Self.conflict.protoBytes(),
-            RecordZone(zoneID: Fixture.sharedNotes, capabilities: .customZoneDefault,
-                       share: Record.Reference(recordID: Fixture.n1)).protoBytes(),
+            RecordZone(
+                zoneID: Fixture.sharedNotes, capabilities: .customZoneDefault,
+                share: Record.Reference(recordID: Fixture.n1)
+            ).protoBytes(),
             ModifyRecordsResponse(
                 saveResults: [Fixture.n1: .success(Fixture.savedNote()), Fixture.n2: .failure(Self.conflict)],
-                deleteResults: [Fixture.alice: .success(())]).protoBytes(),
+                deleteResults: [Fixture.alice: .success(())]
+            ).protoBytes(),
             RecordValue.list(Self.values.filter { if case .list = $0 { false } else { true } }).protoBytes(),
         ]
         var wrong: [String] = []
@@ -502,15 +532,17 @@ struct ProtoConversionTests {
             case 1:  // truncate
                 bytes = Array(bytes.prefix(Int.random(in: 0..<max(bytes.count, 1), using: &random)))
             case 2:  // insert a byte
-                bytes.insert(UInt8.random(in: 0...255, using: &random),
-                             at: Int.random(in: 0...bytes.count, using: &random))
+                bytes.insert(
+                    UInt8.random(in: 0...255, using: &random),
+                    at: Int.random(in: 0...bytes.count, using: &random))
             default:  // splice a random run
                 let start = Int.random(in: 0..<max(bytes.count, 1), using: &random)
                 let end = min(bytes.count, start + Int.random(in: 1...8, using: &random))
-                bytes.replaceSubrange(start..<max(start, end),
-                                      with: (0..<Int.random(in: 0...8, using: &random)).map { _ in
-                                          UInt8.random(in: 0...255, using: &random)
-                                      })
+                bytes.replaceSubrange(
+                    start..<max(start, end),
+                    with: (0..<Int.random(in: 0...8, using: &random)).map { _ in
+                        UInt8.random(in: 0...255, using: &random)
+                    })
             }
             let outcome = Self.decodeAsEverything(bytes)
             decoded += outcome.decoded
@@ -520,4 +552,3 @@ struct ProtoConversionTests {
         #expect(decoded > 0)  // some mutations still decode: the mutations are not all rejected early
     }
 }
-

@@ -21,22 +21,38 @@ struct ProtoRecordWriterTests {
     /// Every kind of value, with its edge cases.
     static let values: [(String, RecordValue)] = [
         ("string", .string("Groceries")), ("empty", .string("")), ("unicode", .string("café ☕️ 𝄞")),
-        ("int", .int64(42)), ("zero", .int64(0)), ("negative", .int64(-1)), ("min", .int64(.min)), ("max", .int64(.max)),
-        ("double", .double(3.25)), ("negativeZero", .double(-0.0)), ("nan", .double(.nan)), ("infinity", .double(-.infinity)),
+        ("int", .int64(42)), ("zero", .int64(0)), ("negative", .int64(-1)), ("min", .int64(.min)),
+        ("max", .int64(.max)),
+        ("double", .double(3.25)), ("negativeZero", .double(-0.0)), ("nan", .double(.nan)),
+        ("infinity", .double(-.infinity)),
         ("true", .bool(true)), ("false", .bool(false)),
-        ("bytes", .bytes(Data([0, 1, 0xFF]))), ("noBytes", .bytes(Data())), ("long", .bytes(Data(repeating: 7, count: 300))),
-        ("date", .date(t0)), ("epoch", .date(Date(timeIntervalSince1970: 0))), ("before", .date(Date(timeIntervalSince1970: -5.5))),
+        ("bytes", .bytes(Data([0, 1, 0xFF]))), ("noBytes", .bytes(Data())),
+        ("long", .bytes(Data(repeating: 7, count: 300))),
+        ("date", .date(t0)), ("epoch", .date(Date(timeIntervalSince1970: 0))),
+        ("before", .date(Date(timeIntervalSince1970: -5.5))),
         ("reference", .reference(Record.Reference(recordID: Record.ID(recordName: "r", zoneID: zone)))),
-        ("deleteSelf", .reference(Record.Reference(recordID: Record.ID(recordName: "r", zoneID: zone), action: .deleteSelf))),
+        (
+            "deleteSelf",
+            .reference(Record.Reference(recordID: Record.ID(recordName: "r", zoneID: zone), action: .deleteSelf))
+        ),
         ("asset", .asset(Asset(digest: AssetHasher.digest(of: Array("asset-1".utf8)), size: 7))),
         ("localAsset", .asset(Asset(fileURL: URL(fileURLWithPath: "/tmp/photo.jpg")))),
-        ("emptyAsset", .asset(Asset(digest: AssetHasher.digest(of: [UInt8]()), size: 0, fileURL: URL(fileURLWithPath: "/tmp/e")))),
-        ("location", .location(Location(
-            latitude: 48.8584, longitude: -0.0, altitude: -12, horizontalAccuracy: 5, verticalAccuracy: 3, course: 0, speed: 0,
-            timestamp: t0))),
+        (
+            "emptyAsset",
+            .asset(Asset(digest: AssetHasher.digest(of: [UInt8]()), size: 0, fileURL: URL(fileURLWithPath: "/tmp/e")))
+        ),
+        (
+            "location",
+            .location(
+                Location(
+                    latitude: 48.8584, longitude: -0.0, altitude: -12, horizontalAccuracy: 5, verticalAccuracy: 3,
+                    course: 0, speed: 0,
+                    timestamp: t0))
+        ),
         ("origin", .location(Location(latitude: 0, longitude: 0))),
         ("list", .list([.string("a"), .int64(-2), .list([.bool(false), .list([])])])), ("emptyList", .list([])),
-        ("opened", .encrypted(.opened(.string("secret")))), ("openedList", .encrypted(.opened(.list([.int64(1), .int64(0)])))),
+        ("opened", .encrypted(.opened(.string("secret")))),
+        ("openedList", .encrypted(.opened(.list([.int64(1), .int64(0)])))),
         ("sealed", .encrypted(.sealed(SealedValue(keyVersion: 3, box: Data(repeating: 9, count: 40))))),
         ("sealedEmpty", .encrypted(.sealed(SealedValue(keyVersion: 0, box: Data())))),
     ]
@@ -51,7 +67,8 @@ struct ProtoRecordWriterTests {
 
     @Test func identitiesParentsAndSystemFields() throws {
         let owned = RecordZone.ID(zoneName: "Shared", ownerName: "_bob")
-        var record = Record(recordType: "", recordID: Record.ID(recordName: "", zoneID: RecordZone.ID(zoneName: "", ownerName: "")))
+        var record = Record(
+            recordType: "", recordID: Record.ID(recordName: "", zoneID: RecordZone.ID(zoneName: "", ownerName: "")))
         try Self.expectSameBytes(record)
         record = Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: owned))
         try Self.expectSameBytes(record)
@@ -61,9 +78,11 @@ struct ProtoRecordWriterTests {
         try Self.expectSameBytes(record)
         record.applySystemFields(Record.SystemFields(recordChangeTag: ""))  // present though empty
         try Self.expectSameBytes(record)
-        record.applySystemFields(Record.SystemFields(
-            recordChangeTag: "123", creationDate: Date(timeIntervalSince1970: 0), modificationDate: Self.t0,
-            creatorUserRecordID: Record.ID(recordName: "_alice"), lastModifiedUserRecordID: Record.ID(recordName: "_bob", zoneID: owned)))
+        record.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: "123", creationDate: Date(timeIntervalSince1970: 0), modificationDate: Self.t0,
+                creatorUserRecordID: Record.ID(recordName: "_alice"),
+                lastModifiedUserRecordID: Record.ID(recordName: "_bob", zoneID: owned)))
         try Self.expectSameBytes(record)
         record["title"] = "x"
         record["removed"] = nil  // changed, absent
@@ -80,20 +99,30 @@ struct ProtoRecordWriterTests {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int((state >> 33) % UInt64(bound))
         }
-        let keys = ["a", "B", "é", "e\u{301}x", "z", "Z9", "title", "_", String(repeating: "k", count: 130), "ß", "日本", ""]
+        let keys = [
+            "a", "B", "é", "e\u{301}x", "z", "Z9", "title", "_", String(repeating: "k", count: 130), "ß", "日本", "",
+        ]
         for round in 0..<300 {
             var record = Record(
                 recordType: ["Item", "", "cloudkit.share"][next(3)],
-                recordID: Record.ID(recordName: "r\(round)", zoneID: RecordZone.ID(zoneName: "z\(next(3))", ownerName: ["", "_u1"][next(2)])))
+                recordID: Record.ID(
+                    recordName: "r\(round)",
+                    zoneID: RecordZone.ID(zoneName: "z\(next(3))", ownerName: ["", "_u1"][next(2)])))
             for _ in 0..<next(8) {
                 let key = keys[next(keys.count)]
                 record[key] = next(6) == 0 ? nil : Self.values[next(Self.values.count)].1
             }
-            if next(3) == 0 { record.parent = Record.Reference(recordID: Record.ID(recordName: "p\(next(5))", zoneID: record.recordID.zoneID)) }
+            if next(3) == 0 {
+                record.parent = Record.Reference(
+                    recordID: Record.ID(recordName: "p\(next(5))", zoneID: record.recordID.zoneID))
+            }
             if next(2) == 0 {
-                record.applySystemFields(Record.SystemFields(
-                    recordChangeTag: String(next(100_000)), creationDate: Self.t0, modificationDate: Self.t0.addingTimeInterval(Double(next(1000))),
-                    creatorUserRecordID: Record.ID(recordName: "_alice"), lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
+                record.applySystemFields(
+                    Record.SystemFields(
+                        recordChangeTag: String(next(100_000)), creationDate: Self.t0,
+                        modificationDate: Self.t0.addingTimeInterval(Double(next(1000))),
+                        creatorUserRecordID: Record.ID(recordName: "_alice"),
+                        lastModifiedUserRecordID: Record.ID(recordName: "_alice")))
                 if next(2) == 0 { record["after"] = .int64(Int64(next(1 << 30)) - (1 << 29)) }
             }
             try Self.expectSameBytes(record)

@@ -1,26 +1,28 @@
 import Foundation
-import Testing
 import SyncModel
+import Testing
 
 /// Size estimates used by the 1 MB record and 2 MB request limits (F134, F151).
 struct RecordSizeTests {
     static let reference = Record.Reference(recordID: Record.ID(recordName: "r", zoneID: RecordZone.ID(zoneName: "Z")))
 
     // F134
-    @Test("value size estimates", arguments: [
-        (RecordValue.string("héllo"), 6),
-        (.string(""), 0),
-        (.int64(.max), 8),
-        (.double(1), 8),
-        (.bool(true), 1),
-        (.bytes(Data(count: 1000)), 1000),
-        (.date(Date(timeIntervalSince1970: 0)), 8),
-        (.reference(reference), 1 + 1 + 16 + 1),
-        (.asset(Asset(digest: AssetHasher.digest(of: Array("abc".utf8)), size: 3)), 40),
-        (.location(Location(latitude: 1, longitude: 2)), 64),
-        (.list([.string("ab"), .string("cde")]), 5),
-        (.list([]), 0),
-    ])
+    @Test(
+        "value size estimates",
+        arguments: [
+            (RecordValue.string("héllo"), 6),
+            (.string(""), 0),
+            (.int64(.max), 8),
+            (.double(1), 8),
+            (.bool(true), 1),
+            (.bytes(Data(count: 1000)), 1000),
+            (.date(Date(timeIntervalSince1970: 0)), 8),
+            (.reference(reference), 1 + 1 + 16 + 1),
+            (.asset(Asset(digest: AssetHasher.digest(of: Array("abc".utf8)), size: 3)), 40),
+            (.location(Location(latitude: 1, longitude: 2)), 64),
+            (.list([.string("ab"), .string("cde")]), 5),
+            (.list([]), 0),
+        ])
     func valueSize(_ value: RecordValue, expected: Int) {
         #expect(value.estimatedSize == expected)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncModel
 
 /// Fields, changed-key tracking and system fields of `Record` (F130–F133).

@@ -1,5 +1,5 @@
-import Testing
 import SyncModel
+import Testing
 
 /// Per-record checks: references stay in the zone, list shapes, type and key names (F129, F135).
 struct RecordValidationTests {
@@ -28,7 +28,9 @@ struct RecordValidationTests {
     // F135: a reference into the same-named zone of another owner is another zone.
     @Test func referenceToAnotherOwnersZoneIsRejected() {
         var record = Record(recordType: "Note", recordID: Fixture.n1)
-        record["r"] = .list([.reference(Record.Reference(recordID: Record.ID(recordName: "x", zoneID: Fixture.sharedNotes)))])
+        record["r"] = .list([
+            .reference(Record.Reference(recordID: Record.ID(recordName: "x", zoneID: Fixture.sharedNotes)))
+        ])
         #expect(throws: SyncError.self) { try record.validate() }
     }
 
@@ -41,10 +43,12 @@ struct RecordValidationTests {
     }
 
     // F129: lists hold values of one kind and do not nest.
-    @Test("F129 bad lists", arguments: [
-        (RecordValue.list([.string("a"), .int64(1)]), "mixes string and int64"),
-        (.list([.list([.int64(1)])]), "must not be nested"),
-    ])
+    @Test(
+        "F129 bad lists",
+        arguments: [
+            (RecordValue.list([.string("a"), .int64(1)]), "mixes string and int64"),
+            (.list([.list([.int64(1)])]), "must not be nested"),
+        ])
     func badListIsRejected(_ value: RecordValue, problem: String) throws {
         var record = Record(recordType: "Note", recordID: Fixture.n1)
         record["l"] = value
@@ -55,13 +59,15 @@ struct RecordValidationTests {
 
     // F129: a location holds what a measurement could give: coordinates within range, a course
     // under 360 degrees, finite numbers; the error names the field.
-    @Test("F129 out-of-range locations", arguments: [
-        (Location(latitude: 90.5, longitude: 0), "latitude 90.5 is outside"),
-        (Location(latitude: 0, longitude: -180.01), "longitude -180.01 is outside"),
-        (Location(latitude: 10, longitude: 10, course: 360), "course 360.0 is 360 or more"),
-        (Location(latitude: .nan, longitude: 0), "latitude is nan"),
-        (Location(latitude: 0, longitude: 0, speed: .infinity), "speed is inf"),
-    ])
+    @Test(
+        "F129 out-of-range locations",
+        arguments: [
+            (Location(latitude: 90.5, longitude: 0), "latitude 90.5 is outside"),
+            (Location(latitude: 0, longitude: -180.01), "longitude -180.01 is outside"),
+            (Location(latitude: 10, longitude: 10, course: 360), "course 360.0 is 360 or more"),
+            (Location(latitude: .nan, longitude: 0), "latitude is nan"),
+            (Location(latitude: 0, longitude: 0, speed: .infinity), "speed is inf"),
+        ])
     func badLocationIsRejected(_ location: Location, problem: String) throws {
         var record = Record(recordType: "Note", recordID: Fixture.n1)
         record["where"] = .list([.location(Location(latitude: 1, longitude: 2)), .location(location)])
@@ -70,7 +76,8 @@ struct RecordValidationTests {
         #expect(error.item == .record(Fixture.n1))
         #expect(error.message.contains(problem), "\(error.message)")
         #expect(error.message.contains("\"where\""), "\(error.message)")
-        record["where"] = .location(Location(latitude: -90, longitude: 180, horizontalAccuracy: -1, course: 359.99, speed: -1))
+        record["where"] = .location(
+            Location(latitude: -90, longitude: 180, horizontalAccuracy: -1, course: 359.99, speed: -1))
         try record.validate()
     }
 

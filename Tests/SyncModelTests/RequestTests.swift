@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncModel
 
 /// Request checks and the wire form of requests and responses (F139–F151, F159, F160).
@@ -31,7 +32,9 @@ struct RequestTests {
             let error = try #require(throws: SyncError.self) { try request.validate() }
             #expect(error.code == .limitExceeded)
             #expect(error.requestID == "dev1-1")
-            #expect(error.description.hasPrefix(#"limitExceeded (27) in request "dev1-1": modifyRecords carries 401 items"#))
+            #expect(
+                error.description.hasPrefix(#"limitExceeded (27) in request "dev1-1": modifyRecords carries 401 items"#)
+            )
         }
     }
 
@@ -64,7 +67,8 @@ struct RequestTests {
 
     @Test func modifyZonesChecks() throws {
         try ModifyZonesRequest(zonesToSave: [RecordZone(zoneName: "A")], zoneIDsToDelete: [Fixture.notes]).validate()
-        let twice = ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: Fixture.notes)], zoneIDsToDelete: [Fixture.notes])
+        let twice = ModifyZonesRequest(
+            zonesToSave: [RecordZone(zoneID: Fixture.notes)], zoneIDsToDelete: [Fixture.notes])
         #expect(throws: SyncError.self) { try twice.validate() }
         let many = ModifyZonesRequest(zoneIDsToDelete: (0...400).map { RecordZone.ID(zoneName: "z\($0)") })
         let error = try #require(throws: SyncError.self) { try many.validate() }
@@ -90,7 +94,8 @@ struct RequestTests {
         try FetchZoneChangesRequest(zoneID: Fixture.photos, since: token, resultsLimit: 5, desiredKeys: []).validate()
     }
 
-    @Test("results limits", arguments: [(nil, true), (1, true), (100, true), (0, false), (-1, false)] as [(Int?, Bool)])
+    @Test(
+        "results limits", arguments: [(nil, true), (1, true), (100, true), (0, false), (-1, false)] as [(Int?, Bool)])
     func resultsLimit(limit: Int?, passes: Bool) {
         let database = FetchDatabaseChangesRequest(since: nil, resultsLimit: limit)
         let zone = FetchZoneChangesRequest(zoneID: Fixture.notes, resultsLimit: limit)
@@ -108,7 +113,8 @@ struct RequestTests {
         let response = ModifyRecordsResponse(
             saveResults: [
                 Fixture.n1: .success(Fixture.savedNote()),
-                Fixture.n2: .failure(.serverRecordChanged(serverRecord: Fixture.savedNote(Fixture.n2), clientRecord: nil)),
+                Fixture.n2: .failure(
+                    .serverRecordChanged(serverRecord: Fixture.savedNote(Fixture.n2), clientRecord: nil)),
             ],
             deleteResults: [
                 Record.ID(recordName: "d1", zoneID: Fixture.notes): .success(()),
@@ -120,7 +126,8 @@ struct RequestTests {
     }
 
     @Test func corruptResultEntryIsRejected() {
-        let json = #"{"saveResults":[{"id":{"recordName":"n1","zoneID":{"zoneName":"Z","ownerName":"o"}}}],"deleteResults":[]}"#
+        let json =
+            #"{"saveResults":[{"id":{"recordName":"n1","zoneID":{"zoneName":"Z","ownerName":"o"}}}],"deleteResults":[]}"#
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode(ModifyRecordsResponse.self, from: Data(json.utf8))
         }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import SyncModel
+import Testing
 
 /// `SyncError.Code` raw values equal `CKError.Code`'s, and the transient set of F89.
 struct SyncErrorCodeTests {

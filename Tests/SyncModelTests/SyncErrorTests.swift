@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import SyncModel
 
 /// `SyncError` fields and its one-line description (F90, F92, F98, F99, F101).
@@ -15,10 +16,12 @@ struct SyncErrorTests {
     }
 
     @Test func descriptionOfZoneAndSubscriptionItems() {
-        #expect(SyncError(.zoneNotFound, item: .zone(Fixture.sharedNotes)).description
-            == #"zoneNotFound (26) for zone "Notes" of owner "_owner42""#)
-        #expect(SyncError(.permissionFailure, item: .subscription("engine")).description
-            == #"permissionFailure (10) for subscription "engine""#)
+        #expect(
+            SyncError(.zoneNotFound, item: .zone(Fixture.sharedNotes)).description
+                == #"zoneNotFound (26) for zone "Notes" of owner "_owner42""#)
+        #expect(
+            SyncError(.permissionFailure, item: .subscription("engine")).description
+                == #"permissionFailure (10) for subscription "engine""#)
         #expect(SyncError(.internalError).description == "internalError (1)")
     }
 
@@ -28,8 +31,10 @@ struct SyncErrorTests {
             cause: "connection reset\nby peer")
         error.partialErrors = [.record(Fixture.n1): SyncError(.zoneBusy)]
         #expect(!error.description.contains("\n"))
-        #expect(error.description
-            == "serviceUnavailable (6): first line second line (retry after 2.5 s; 1 item error; cause: connection reset by peer)")
+        #expect(
+            error.description
+                == "serviceUnavailable (6): first line second line (retry after 2.5 s; 1 item error; cause: connection reset by peer)"
+        )
     }
 
     // F90

@@ -2,8 +2,8 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -16,10 +16,11 @@ import Testing
 /// A server whose clock advances one second per reading, so dates differ deterministically.
 public func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
     let ticks = Atomic<Int>(0)
-    return try SyncServer(.init(
-        directory: directory.appendingPathComponent("server"), durability: .fast,
-        now: { Date(timeIntervalSince1970: 1_700_000_000 + Double(ticks.add(1, ordering: .relaxed).newValue)) },
-        maxChangesPerPage: maxChangesPerPage))
+    return try SyncServer(
+        .init(
+            directory: directory.appendingPathComponent("server"), durability: .fast,
+            now: { Date(timeIntervalSince1970: 1_700_000_000 + Double(ticks.add(1, ordering: .relaxed).newValue)) },
+            maxChangesPerPage: maxChangesPerPage))
 }
 
 /// A one-shot signal: `wait()` returns once `fire()` has been called (before or after).
@@ -71,7 +72,9 @@ public final class EventSink: Sendable {
 
     public init() {}
 
-    public func append(_ event: SyncEngine.Event, _ engine: SyncEngine) { recorded.withLock { $0.append((event, engine)) } }
+    public func append(_ event: SyncEngine.Event, _ engine: SyncEngine) {
+        recorded.withLock { $0.append((event, engine)) }
+    }
 
     /// Every event, with the engine that delivered it.
     public var entries: [(event: SyncEngine.Event, engine: SyncEngine)] { recorded.withLock { $0 } }
@@ -95,8 +98,10 @@ public final class ScriptedDelegate: SyncEngineDelegate {
     struct Script {
         var titles: [Record.ID: String] = [:]
         var queued: [SyncEngine.RecordZoneChangeBatch]?
-        var batchProvider: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
-        var fetchOptions: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+        var batchProvider:
+            (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
+        var fetchOptions:
+            (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
         var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
         var batchContexts: [SyncEngine.SendChangesContext] = []
         var fetchContexts: [SyncEngine.FetchChangesContext] = []
@@ -111,17 +116,24 @@ public final class ScriptedDelegate: SyncEngineDelegate {
     public func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { script.withLock { $0.queued = batches } }
 
     /// Replaces every answer to `nextRecordZoneChangeBatch`.
-    public func provideBatches(_ body: @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?) {
+    public func provideBatches(
+        _ body:
+            @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?
+    ) {
         script.withLock { $0.batchProvider = body }
     }
 
     /// Replaces every answer to `nextFetchChangesOptions`.
-    public func provideFetchOptions(_ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions) {
+    public func provideFetchOptions(
+        _ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions
+    ) {
         script.withLock { $0.fetchOptions = body }
     }
 
     /// Runs `body` inside `handleEvent`, after recording the event.
-    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { script.withLock { $0.onEvent = body } }
+    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
+        script.withLock { $0.onEvent = body }
+    }
 
     /// The contexts `nextRecordZoneChangeBatch` was called with, in order.
     public var batchContexts: [SyncEngine.SendChangesContext] { script.withLock { $0.batchContexts } }
@@ -141,7 +153,8 @@ public final class ScriptedDelegate: SyncEngineDelegate {
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         enum Answer {
-            case provider(@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)
+            case provider(
+                @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)
             case fixed(SyncEngine.RecordZoneChangeBatch?)
             case pending([Record.ID: String])
         }
@@ -157,10 +170,13 @@ public final class ScriptedDelegate: SyncEngineDelegate {
         case .provider(let provider): return await provider(context, syncEngine)
         case .fixed(let batch): return batch
         case .pending(let titles):
-            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+                context.options.scope.contains($0)
+            }
             return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
                 guard let title = titles[id] else { return nil }
-                var record = (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
+                var record =
+                    (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
                     ?? Record(recordType: "Note", recordID: id)
                 record["title"] = .string(title)
                 return record
@@ -200,7 +216,8 @@ public func makeScriptedEngine(
 /// ``withServer(maxChangesPerPage:shutsDown:_:)``): the set-up of a scenario that drives one
 /// engine step by step and scripts its delegate's answers.
 public func withScriptedEngine(
-    _ name: String, _ body: (
+    _ name: String,
+    _ body: (
         _ engine: SyncEngine, _ delegate: ScriptedDelegate, _ server: SyncServer, _ directory: URL
     ) async throws -> Void
 ) async throws {
@@ -325,7 +342,8 @@ extension Array where Element == SyncEngine.Event {
             guard case .willFetchRecordZoneChanges(let will) = events[index] else { return false }
             index += 1
             while index < end, events[index].kind == .fetchedRecordZoneChanges { index += 1 }
-            guard index < end, case .didFetchRecordZoneChanges(let did) = events[index], did.zoneID == will.zoneID else {
+            guard index < end, case .didFetchRecordZoneChanges(let did) = events[index], did.zoneID == will.zoneID
+            else {
                 return false
             }
             index += 1
@@ -340,7 +358,9 @@ extension Array where Element == SyncEngine.Event {
         guard events.count >= 2, events.first?.kind == .willSendChanges, events.last?.kind == .didSendChanges else {
             return false
         }
-        return events.dropFirst().dropLast().allSatisfy { $0.kind == .sentDatabaseChanges || $0.kind == .sentRecordZoneChanges }
+        return events.dropFirst().dropLast().allSatisfy {
+            $0.kind == .sentDatabaseChanges || $0.kind == .sentRecordZoneChanges
+        }
     }
 }
 
@@ -372,14 +392,18 @@ extension TestDevice {
         _ id: Record.ID, _ title: String, _ code: SyncError.Code, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> SyncError? {
         try write(id, title)
-        let error = await #expect(throws: SyncError.self, sourceLocation: sourceLocation) { try await engine.sendChanges() }
+        let error = await #expect(throws: SyncError.self, sourceLocation: sourceLocation) {
+            try await engine.sendChanges()
+        }
         #expect(error?.code == .partialFailure, sourceLocation: sourceLocation)
         #expect(error?.partialErrors[.record(id)]?.code == code, sourceLocation: sourceLocation)
         return error
     }
 
     /// Fetches, then ``expectConverged(with:sourceLocation:)``.
-    public func fetchAndExpectConverged(with other: TestDevice, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    public func fetchAndExpectConverged(
+        with other: TestDevice, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         try await engine.fetchChanges()
         try expectConverged(with: other, sourceLocation: sourceLocation)
     }
@@ -387,8 +411,10 @@ extension TestDevice {
 
 /// A server for one scenario, in `directory/server`, with unflushed commits.
 public func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
-    try SyncServer(.init(
-        directory: directory.appendingPathComponent("server"), durability: .fast, maxChangesPerPage: maxChangesPerPage))
+    try SyncServer(
+        .init(
+            directory: directory.appendingPathComponent("server"), durability: .fast,
+            maxChangesPerPage: maxChangesPerPage))
 }
 
 /// A server of its own (see ``makeServer(_:maxChangesPerPage:)``) in a fresh temporary
@@ -396,7 +422,8 @@ public func makeServer(_ directory: URL, maxChangesPerPage: Int = 400) throws ->
 /// `shutsDown` the server is shut down first (``SyncServer/shutdown()``: its push streams end).
 @discardableResult
 public func withServer<R>(
-    maxChangesPerPage: Int = 400, shutsDown: Bool = false, _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
+    maxChangesPerPage: Int = 400, shutsDown: Bool = false,
+    _ body: (_ directory: URL, _ server: SyncServer) async throws -> R
 ) async throws -> R {
     try await withTemporaryDirectory { directory in
         let server = try makeServer(directory, maxChangesPerPage: maxChangesPerPage)
@@ -407,7 +434,9 @@ public func withServer<R>(
 
 /// The device `name` of alice's, on a server of its own (see
 /// ``withServer(maxChangesPerPage:shutsDown:_:)``).
-public func withDevice(_ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void) async throws {
+public func withDevice(
+    _ name: String, _ body: (_ server: SyncServer, _ device: TestDevice) async throws -> Void
+) async throws {
     try await withServer { directory, server in
         try await body(server, try TestDevice(name, server: server, directory: directory))
     }
@@ -422,7 +451,8 @@ public func withDevices(
 ) async throws {
     try await withServer(maxChangesPerPage: maxChangesPerPage) { directory, server in
         let firstDevice = try TestDevice(first, server: server, directory: directory)
-        let secondDevice = try TestDevice(second, server: server, directory: directory, fetchResultsLimit: secondFetchResultsLimit)
+        let secondDevice = try TestDevice(
+            second, server: server, directory: directory, fetchResultsLimit: secondFetchResultsLimit)
         try await body(server, firstDevice, secondDevice)
     }
 }

@@ -1,9 +1,9 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A new directory of its own under the system temporary directory (`mkdtemp`, mode 0700), handed
@@ -41,7 +41,8 @@ private func makeTemporaryDirectory() throws -> URL {
     let template = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-test-XXXXXX").path
     var bytes = Array(template.utf8CString)
     guard let created = mkdtemp(&bytes) else {
-        throw TemporaryDirectoryError(description: "cannot make a directory \(template): \(String(cString: strerror(errno)))")
+        throw TemporaryDirectoryError(
+            description: "cannot make a directory \(template): \(String(cString: strerror(errno)))")
     }
     return URL(fileURLWithPath: String(cString: created), isDirectory: true)
 }

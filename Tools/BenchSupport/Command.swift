@@ -8,7 +8,10 @@ import LogStore
 package struct CommonOptions: ParsableArguments {
     package init() {}
 
-    @Flag(help: "A short run with smaller figures (see the defaults of the other options), to check that the benchmark works.")
+    @Flag(
+        help:
+            "A short run with smaller figures (see the defaults of the other options), to check that the benchmark works."
+    )
     package var quick = false
 
     @Option(
@@ -78,9 +81,13 @@ package struct CommaList<Element: Sendable & Equatable>: Sendable, Equatable, Cu
     package var description: String { values.map { "\($0)" }.joined(separator: ",") }
 
     /// Reads the list, each element with `element` (whose separators may not be commas).
-    package static func parser(_ element: @escaping @Sendable (String) throws -> Element) -> @Sendable (String) throws -> Self {
+    package static func parser(
+        _ element: @escaping @Sendable (String) throws -> Element
+    ) -> @Sendable (String) throws -> Self {
         { text in
-            let values = try text.split(separator: ",", omittingEmptySubsequences: false).map { try element(String($0)) }
+            let values = try text.split(separator: ",", omittingEmptySubsequences: false).map {
+                try element(String($0))
+            }
             guard !values.isEmpty else { throw ValidationError("an empty list") }
             return CommaList(values)
         }

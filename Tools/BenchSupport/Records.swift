@@ -30,7 +30,8 @@ package struct RecordWorkload: Sendable {
         let zone = zone ?? index % zoneCount
         var record = Record(recordType: Self.recordType, recordID: recordID(index, series: series, zone: zone))
         record["title"] = .string(Self.filled("Title of item \(index) in \(series), zone \(zone)", to: 80))
-        record["body"] = .string(Self.filled("Body text of item \(index): a few words about it, repeated to fill. ", to: 160))
+        record["body"] = .string(
+            Self.filled("Body text of item \(index): a few words about it, repeated to fill. ", to: 160))
         record["author"] = .string(Self.filled("user-\(index % 977)", to: 20))
         record["count"] = .int64(Int64(index))
         record["position"] = .int64(Int64(index &* 2_654_435_761 % 1_000_003))
@@ -110,7 +111,9 @@ package struct SyncedRecordsOption: ParsableArguments {
     package init() {}
 
     @Option(
-        help: ArgumentHelp("Records fetched in the initial sync, and edits sent (default 100,000, 10,000 with --quick).", valueName: "N"),
+        help: ArgumentHelp(
+            "Records fetched in the initial sync, and edits sent (default 100,000, 10,000 with --quick).",
+            valueName: "N"),
         transform: count(atLeast: 10))
     package var records: Int?
 

@@ -80,7 +80,9 @@ package func table(_ cells: [[String]], leftAligned: Set<Int> = [0]) -> String {
     for line in cells { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
     var lines: [String] = []
     for (n, line) in cells.enumerated() {
-        lines.append(line.enumerated().map { i, cell in pad(cell, widths[i], left: !leftAligned.contains(i)) }.joined(separator: "  "))
+        lines.append(
+            line.enumerated().map { i, cell in pad(cell, widths[i], left: !leftAligned.contains(i)) }.joined(
+                separator: "  "))
         if n == 0 { lines.append(widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")) }
     }
     return lines.joined(separator: "\n")
@@ -95,7 +97,8 @@ package func loadAverage() -> String {
 package func cpuModel() -> String {
     guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return "CPU unknown" }
     for line in text.split(separator: "\n") where line.hasPrefix("model name") {
-        return line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "CPU unknown"
+        return line.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) }
+            ?? "CPU unknown"
     }
     return "CPU unknown"
 }
@@ -104,7 +107,8 @@ package func cpuModel() -> String {
 /// such as the LMDB version, in front), the load and the scratch directory.
 package func printHeader(_ title: String, software: String? = nil, scratch: ScratchDirectory) {
     emit(title)
-    let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel()); load average at start: \(loadAverage())"
+    let machine =
+        "\(ProcessInfo.processInfo.activeProcessorCount) cores; \(cpuModel()); load average at start: \(loadAverage())"
     emit("  \(software.map { $0 + "; " } ?? "")\(machine); scratch: \(scratch.url.path)")
 }
 
@@ -120,7 +124,10 @@ package final class ScratchDirectory {
     private let createdParent: URL?
     private var runs = 0
 
-    package init(_ path: String?, prefix: String = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "bench") throws {
+    package init(
+        _ path: String?,
+        prefix: String = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "bench"
+    ) throws {
         let fileManager = FileManager.default
         let parent = path.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? fileManager.temporaryDirectory
         createdParent = fileManager.fileExists(atPath: parent.path) ? nil : parent

@@ -1,5 +1,5 @@
-import LogSyncPlatform
 import LogSyncDiagnostics
+import LogSyncPlatform
 
 /// How far a long pass over a log has got, on one status line of a terminal: `dump: 20000 of
 /// 50000 entries (40%)`, rewritten in place (`\r` … erase to the end of the line), and erased

@@ -41,7 +41,8 @@ package struct StandardOutput: TextOutputStream {
                 let written = Platform.write(descriptor, bytes.baseAddress! + done, bytes.count - done)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    return LogToolError("cannot write to file descriptor \(descriptor): \(String(cString: strerror(errno)))")
+                    return LogToolError(
+                        "cannot write to file descriptor \(descriptor): \(String(cString: strerror(errno)))")
                 }
                 done += written
             }
@@ -57,4 +58,3 @@ package struct StandardOutput: TextOutputStream {
         try? output.flush()
     }
 }
-

@@ -42,7 +42,8 @@ enum FuzzDecoders {
         case 21: Indexes.shared.applyToServerIndex(entries(bytes))
         case 22: _ = try? Wire.decode(AssetUploadStatus.self, from: bytes, as: format)
         case 23: _ = try? AssetDigest(parsing: String(decoding: bytes, as: UTF8.self))
-        case 24: for operation in WireOperation.allCases { _ = try? RequestBudget.check(bytes, as: format, for: operation) }
+        case 24:
+            for operation in WireOperation.allCases { _ = try? RequestBudget.check(bytes, as: format, for: operation) }
         default: return
         }
     }
@@ -51,7 +52,8 @@ enum FuzzDecoders {
     static func entry(_ bytes: [UInt8]) -> LogEntry {
         let kind = bytes.count >= 2 ? UInt16(bytes[0]) << 8 | UInt16(bytes[1]) : 0
         return LogEntry(
-            offset: 1, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 0), payload: Array(bytes.dropFirst(2)))
+            offset: 1, kind: EntryKind(kind), time: EntryTime(microsecondsSince1970: 0),
+            payload: Array(bytes.dropFirst(2)))
     }
 
     /// Up to 8 entries, each a 1-byte kind (a device kind below 100, a server kind above), a
@@ -100,7 +102,9 @@ enum FuzzDecoders {
 
         func applyToServerIndex(_ entries: [NewEntry]) {
             guard !entries.isEmpty else { return }
-            let shifted = entries.map { NewEntry(kind: EntryKind($0.kind.rawValue + 100), payload: $0.payload, time: $0.time) }
+            let shifted = entries.map {
+                NewEntry(kind: EntryKind($0.kind.rawValue + 100), payload: $0.payload, time: $0.time)
+            }
             _ = try? server.append(shifted)
         }
     }
@@ -113,35 +117,35 @@ func fuzzOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
 }
 
 #if FUZZING
-/// libFuzzer's driver, for an executable whose `main` is its own (SwiftPM names the entry point
-/// of an executable target, so libFuzzer's `main` cannot be used).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+    /// libFuzzer's driver, for an executable whose `main` is its own (SwiftPM names the entry point
+    /// of an executable target, so libFuzzer's `main` cannot be used).
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func runFuzzerDriver(
+        _ argc: UnsafeMutablePointer<CInt>,
+        _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
+    ) -> CInt
 
-@main
-struct FuzzDecodersMain {
-    static func main() {
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(LLVMFuzzerRunDriver(&argc, &argv) { start, count in fuzzOneInput(start, count) })
-    }
-}
-#else
-/// Without the fuzzer: runs each file named on the command line (a finding, a corpus entry)
-/// through the same readers, to reproduce a finding in a debugger.
-@main
-struct FuzzDecodersMain {
-    static func main() throws {
-        for path in CommandLine.arguments.dropFirst() {
-            _ = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))).withUnsafeBufferPointer {
-                fuzzOneInput($0.baseAddress, $0.count)
-            }
-            print("ran \(path)")
+    @main
+    struct FuzzDecodersMain {
+        static func main() {
+            var argc = CommandLine.argc
+            var argv = CommandLine.unsafeArgv
+            exit(runFuzzerDriver(&argc, &argv) { start, count in fuzzOneInput(start, count) })
         }
     }
-}
+#else
+    /// Without the fuzzer: runs each file named on the command line (a finding, a corpus entry)
+    /// through the same readers, to reproduce a finding in a debugger.
+    @main
+    struct FuzzDecodersMain {
+        static func main() throws {
+            for path in CommandLine.arguments.dropFirst() {
+                _ = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))).withUnsafeBufferPointer {
+                    fuzzOneInput($0.baseAddress, $0.count)
+                }
+                print("ran \(path)")
+            }
+        }
+    }
 #endif

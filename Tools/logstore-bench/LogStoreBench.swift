@@ -29,17 +29,22 @@ struct LogStoreBench: BenchCommand {
     var only: DurabilityName?
 
     @Option(
-        name: .customLong("payload"), help: ArgumentHelp("Payload sizes in bytes, comma-separated (default 128,1024).", valueName: "N,N…"),
+        name: .customLong("payload"),
+        help: ArgumentHelp("Payload sizes in bytes, comma-separated (default 128,1024).", valueName: "N,N…"),
         transform: CommaList.parser(count()))
     var payloadSizes = CommaList([128, 1024])
 
     @Option(
-        name: .customLong("txn"), help: ArgumentHelp("Entries per transaction, comma-separated (default 1,100,10000).", valueName: "N,N…"),
+        name: .customLong("txn"),
+        help: ArgumentHelp("Entries per transaction, comma-separated (default 1,100,10000).", valueName: "N,N…"),
         transform: CommaList.parser(count()))
     var transactionSizes = CommaList([1, 100, 10_000])
 
     @Option(
-        name: .customLong("variant"), help: ArgumentHelp("Which paths to run, comma-separated (default all three); for profiling.", valueName: "raw|logstore|projection"),
+        name: .customLong("variant"),
+        help: ArgumentHelp(
+            "Which paths to run, comma-separated (default all three); for profiling.",
+            valueName: "raw|logstore|projection"),
         transform: CommaList<Variant>.parser)
     var variants = CommaList(Variant.allCases)
 
@@ -47,7 +52,9 @@ struct LogStoreBench: BenchCommand {
     /// is reported. Three by default: single runs on a shared 2-core machine are too noisy.
     @Option(
         name: .customLong("repeat"),
-        help: ArgumentHelp("Repeat each measurement N times, the variants interleaved, and report the fastest run (default 3).", valueName: "N"),
+        help: ArgumentHelp(
+            "Repeat each measurement N times, the variants interleaved, and report the fastest run (default 3).",
+            valueName: "N"),
         transform: count())
     var repeats = 3
 
@@ -56,7 +63,8 @@ struct LogStoreBench: BenchCommand {
 
     func validate() throws {
         for size in payloadSizes.values where size < Workload.keyBytes + 2 {
-            throw ValidationError("--payload: \(size) bytes cannot hold a KeyValueEntry.set with a \(Workload.keyBytes)-byte key")
+            throw ValidationError(
+                "--payload: \(size) bytes cannot hold a KeyValueEntry.set with a \(Workload.keyBytes)-byte key")
         }
     }
 
@@ -92,7 +100,8 @@ struct LogStoreBench: BenchCommand {
     }
 
     /// Every variant of one configuration, `repeats` times.
-    func measure(_ configuration: Configuration, _ workload: Workload, _ scratch: ScratchDirectory) throws -> ResultRow {
+    func measure(_ configuration: Configuration, _ workload: Workload, _ scratch: ScratchDirectory) throws -> ResultRow
+    {
         var row = ResultRow(configuration: configuration)
         let variants = variants.values
         for repetition in 1...repeats {
@@ -105,8 +114,10 @@ struct LogStoreBench: BenchCommand {
                 let measurement: Measurement
                 switch variant {
                 case .raw: measurement = try runRaw(configuration, workload: workload, in: directory)
-                case .logstore: measurement = try runLogStore(configuration, projection: false, workload: workload, in: directory)
-                case .projection: measurement = try runLogStore(configuration, projection: true, workload: workload, in: directory)
+                case .logstore:
+                    measurement = try runLogStore(configuration, projection: false, workload: workload, in: directory)
+                case .projection:
+                    measurement = try runLogStore(configuration, projection: true, workload: workload, in: directory)
                 }
                 row.samples[variant, default: []].append(measurement.seconds)
                 row.cpuSamples[variant, default: []].append(measurement.cpuSeconds)

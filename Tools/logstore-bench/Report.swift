@@ -21,8 +21,11 @@ struct ResultRow {
     func rate(_ variant: Variant, cpu: Bool = false, median: Bool = false) -> Double? {
         guard let times = (cpu ? cpuSamples : samples)[variant], !times.isEmpty else { return nil }
         let sorted = times.sorted()
-        let time = !median ? sorted[0]
-            : sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        let time =
+            !median
+            ? sorted[0]
+            : sorted.count % 2 == 1
+                ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         return Double(configuration.entries) / time
     }
 
@@ -43,7 +46,8 @@ enum Target {
 }
 
 func targetLine(_ rows: [ResultRow]) -> String {
-    let label = "target: LogStore/raw ≥ \(ratio(Target.minimumRatio)) at 128 B, 10,000 entries/txn, .fast, no projection"
+    let label =
+        "target: LogStore/raw ≥ \(ratio(Target.minimumRatio)) at 128 B, 10,000 entries/txn, .fast, no projection"
     guard
         let row = rows.first(where: {
             $0.configuration.payloadSize == Target.payloadSize
@@ -63,22 +67,31 @@ func printHeader(_ options: LogStoreBench, scratch: ScratchDirectory) {
     BenchSupport.printHeader(
         "logstore-bench — LogStore append throughput against raw LMDB (same run, same workload)",
         software: String(cString: mdb_version(nil, nil, nil)), scratch: scratch)
-    emit("  entries per configuration: \(grouped(options.entryCount)) (transactions of 1 entry: \(grouped(options.entryCount(transactionSize: 1))))")
-    let maps = options.payloadSizes.values.map { "\($0) B → \(presizedMapSize(entries: options.entryCount, payloadSize: $0) >> 20) MiB" }
+    emit(
+        "  entries per configuration: \(grouped(options.entryCount)) (transactions of 1 entry: \(grouped(options.entryCount(transactionSize: 1))))"
+    )
+    let maps = options.payloadSizes.values.map {
+        "\($0) B → \(presizedMapSize(entries: options.entryCount, payloadSize: $0) >> 20) MiB"
+    }
     emit("  map presized for raw and LogStore alike (no growth is measured): \(maps.joined(separator: ", "))")
-    emit("  payload: KeyValueEntry.set over \(grouped(Workload.keyCount)) keys; LogStore adds a 20-byte envelope (CRC-32C)")
+    emit(
+        "  payload: KeyValueEntry.set over \(grouped(Workload.keyCount)) keys; LogStore adds a 20-byte envelope (CRC-32C)"
+    )
     emit("  repetitions: \(options.repeats), variants interleaved, the fastest run reported")
     emit("")
 }
 
-func progressLine(_ configuration: Configuration, _ variant: Variant, _ repetition: Int, _ measurement: Measurement) -> String {
+func progressLine(
+    _ configuration: Configuration, _ variant: Variant, _ repetition: Int, _ measurement: Measurement
+) -> String {
     let name: String
     switch variant {
     case .raw: name = "raw"
     case .logstore: name = "LogStore"
     case .projection: name = "LogStore+projection"
     }
-    return "  \(configuration.durability == .fast ? "fast   " : "durable") \(pad(sizeLabel(configuration.payloadSize), 6, left: true)) "
+    return
+        "  \(configuration.durability == .fast ? "fast   " : "durable") \(pad(sizeLabel(configuration.payloadSize), 6, left: true)) "
         + "\(pad(grouped(configuration.transactionSize), 6, left: true))/txn  \(pad(name, 20)) #\(repetition): "
         + "\(pad(grouped(Int(measurement.entriesPerSecond.rounded())), 11, left: true)) entries/s "
         + "(\(grouped(measurement.entries)) in \(String(format: "%.3f", measurement.seconds)) s, "
@@ -87,8 +100,10 @@ func progressLine(_ configuration: Configuration, _ variant: Variant, _ repetiti
 
 /// The aligned result table.
 func table(_ rows: [ResultRow]) -> String {
-    let header = ["payload", "txn size", "durability", "entries", "raw e/s", "LogStore e/s", "+projection e/s",
-                  "LogStore/raw", "+projection/raw"]
+    let header = [
+        "payload", "txn size", "durability", "entries", "raw e/s", "LogStore e/s", "+projection e/s",
+        "LogStore/raw", "+projection/raw",
+    ]
     var cells: [[String]] = [header]
     for row in rows {
         let c = row.configuration

@@ -1,5 +1,5 @@
-import LogStore
 import KeyValueLog
+import LogStore
 
 /// The entries every path appends: `KeyValueEntry.set` with keys drawn from `keyCount`
 /// distinct keys, padded so that each payload holds exactly `payloadSize` bytes.

@@ -4,15 +4,14 @@
 //
 // Usage: logstore-crasher DIRECTORY SEED
 import Foundation
-import LogStore
 import KeyValueLog
+import LogStore
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
     FileHandle.standardError.write(Data("usage: logstore-crasher DIRECTORY SEED\n".utf8))
     exit(2)
 }
-
 
 var random = SeededRandom(seed: seed)
 do {
@@ -30,14 +29,19 @@ do {
             case 0:
                 batch.append(KeyValueEntry.remove(key: key).newEntry)
             case 1:
-                batch.append(KeyValueEntry.note([UInt8](repeating: 7, count: Int.random(in: 0..<64, using: &random))).newEntry)
+                batch.append(
+                    KeyValueEntry.note([UInt8](repeating: 7, count: Int.random(in: 0..<64, using: &random))).newEntry)
             case 2:
                 // Larger than a page: stored in overflow pages.
                 let size = Int.random(in: 2_000..<9_000, using: &random)
-                batch.append(KeyValueEntry.set(key: key, value: (0..<size).map { UInt8(truncatingIfNeeded: $0) }).newEntry)
+                batch.append(
+                    KeyValueEntry.set(key: key, value: (0..<size).map { UInt8(truncatingIfNeeded: $0) }).newEntry)
             default:
                 let size = Int.random(in: 1..<300, using: &random)
-                batch.append(KeyValueEntry.set(key: key, value: (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }).newEntry)
+                batch.append(
+                    KeyValueEntry.set(
+                        key: key, value: (0..<size).map { _ in UInt8.random(in: 0...255, using: &random) }
+                    ).newEntry)
             }
         }
         let offsets = try log.append(batch)

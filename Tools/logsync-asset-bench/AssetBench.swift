@@ -19,19 +19,19 @@
 import ArgumentParser
 import BenchSupport
 import Foundation
-import Logging
 import LogSyncHTTP
 import LogSyncHTTPServer
-import LogSyncServer
-import SyncModel
-
 import LogSyncPlatform
+import LogSyncServer
+import Logging
+import SyncModel
 
 @main
 struct AssetBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-asset-bench",
-        abstract: "A large asset over loopback HTTP against a plain file copy, and the peak memory of client and server.",
+        abstract:
+            "A large asset over loopback HTTP against a plain file copy, and the peak memory of client and server.",
         discussion: "Docs/Performance.md (\"Assets\") has the figures of the reference machine.",
         subcommands: [Measure.self, Serve.self], defaultSubcommand: Measure.self)
 }
@@ -40,18 +40,24 @@ struct AssetBench: AsyncParsableCommand {
 let benchToken = "lsk_asset-bench-token-0123456789abcdef"
 
 struct Measure: BenchCommand {
-    static let configuration = CommandConfiguration(commandName: "measure", abstract: "Run the measurements (the default).")
+    static let configuration = CommandConfiguration(
+        commandName: "measure", abstract: "Run the measurements (the default).")
 
     @OptionGroup var common: CommonOptions
 
-    @Option(help: ArgumentHelp("The asset's size in MB (default 200, 20 with --quick).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("The asset's size in MB (default 200, 20 with --quick).", valueName: "N"), transform: count()
+    )
     var megabytes: Int?
 
     var size: Int { (megabytes ?? common.size(200, quick: 20)) * 1_000_000 }
 
     func measure(in scratch: ScratchDirectory) async throws {
-        printHeader("logsync-asset-bench — one asset over loopback HTTP against a file copy on the same disk", scratch: scratch)
-        emit("  asset: \(grouped(size)) bytes; pieces of \(AssetTransfer.chunkSize) bytes; server store: LMDB (files beside it), durable")
+        printHeader(
+            "logsync-asset-bench — one asset over loopback HTTP against a file copy on the same disk", scratch: scratch)
+        emit(
+            "  asset: \(grouped(size)) bytes; pieces of \(AssetTransfer.chunkSize) bytes; server store: LMDB (files beside it), durable"
+        )
         let source = scratch.url.appendingPathComponent("source.bin")
         try writeSource(source, size: size)
         let hashStarted = ContinuousClock.now
@@ -60,13 +66,16 @@ struct Measure: BenchCommand {
 
         emit("  file copy…")
         let copy = try fileCopy(source, to: scratch.url.appendingPathComponent("copy.bin"))
-        let readBack = try readFile(scratch.url.appendingPathComponent("copy.bin"), to: scratch.url.appendingPathComponent("copy2.bin"))
+        let readBack = try readFile(
+            scratch.url.appendingPathComponent("copy.bin"), to: scratch.url.appendingPathComponent("copy2.bin"))
 
         emit("  starting the server process…")
         let server = try ServerProcess.start(data: scratch.url.appendingPathComponent("server"), scratch: scratch.url)
         defer { server.stop() }
-        let client = HTTPSyncClient(.init(
-            serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, token: benchToken, device: DeviceID("bench")))
+        let client = HTTPSyncClient(
+            .init(
+                serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, token: benchToken, device: DeviceID("bench")
+            ))
         defer { client.close() }
         let database = client.database(.private)
         let zone = RecordZone.ID(zoneName: "Photos")
@@ -74,30 +83,46 @@ struct Measure: BenchCommand {
 
         emit("  upload…")
         let upload = try await measured(server) {
-            let response = try await database.uploadAsset(AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(size), fileURL: source))
-            guard response.bytesSent == Int64(size) else { throw BenchError("the upload sent \(response.bytesSent) bytes, not \(size)") }
+            let response = try await database.uploadAsset(
+                AssetUploadRequest(zoneID: zone, digest: digest, size: Int64(size), fileURL: source))
+            guard response.bytesSent == Int64(size) else {
+                throw BenchError("the upload sent \(response.bytesSent) bytes, not \(size)")
+            }
         }
         emit("  download…")
         let destination = scratch.url.appendingPathComponent("downloaded.bin")
         let download = try await measured(server) {
-            _ = try await database.downloadAsset(AssetDownloadRequest(zoneID: zone, digest: digest, size: Int64(size), destination: destination))
+            _ = try await database.downloadAsset(
+                AssetDownloadRequest(zoneID: zone, digest: digest, size: Int64(size), destination: destination))
         }
-        guard try AssetDigest.ofFile(at: destination).digest == digest else { throw BenchError("the downloaded file differs") }
+        guard try AssetDigest.ofFile(at: destination).digest == digest else {
+            throw BenchError("the downloaded file differs")
+        }
 
         let megabytes = Double(size) / 1_000_000
         func rate(_ seconds: Double) -> String { String(format: "%.0f", megabytes / seconds) }
         emit()
-        emit(table([
-            ["transfer", "seconds", "MB/s", "HTTP / file copy", "client peak above rest", "server peak above rest", "CPU s client", "CPU s server"],
-            ["file copy (write + fsync)", String(format: "%.2f", copy), rate(copy), "", "", "", "", ""],
-            ["upload (HTTP, stored durably)", String(format: "%.2f", upload.seconds), rate(upload.seconds),
-             ratio(copy / upload.seconds), "\(mib(upload.clientPeak)) MiB", "\(mib(upload.serverPeak)) MiB",
-             String(format: "%.2f", upload.clientCPU), String(format: "%.2f", upload.serverCPU)],
-            ["file read + write (+ fsync)", String(format: "%.2f", readBack), rate(readBack), "", "", "", "", ""],
-            ["download (HTTP, checked, synced)", String(format: "%.2f", download.seconds), rate(download.seconds),
-             ratio(readBack / download.seconds), "\(mib(download.clientPeak)) MiB", "\(mib(download.serverPeak)) MiB",
-             String(format: "%.2f", download.clientCPU), String(format: "%.2f", download.serverCPU)],
-        ]))
+        emit(
+            table([
+                [
+                    "transfer", "seconds", "MB/s", "HTTP / file copy", "client peak above rest",
+                    "server peak above rest", "CPU s client", "CPU s server",
+                ],
+                ["file copy (write + fsync)", String(format: "%.2f", copy), rate(copy), "", "", "", "", ""],
+                [
+                    "upload (HTTP, stored durably)", String(format: "%.2f", upload.seconds), rate(upload.seconds),
+                    ratio(copy / upload.seconds), "\(mib(upload.clientPeak)) MiB", "\(mib(upload.serverPeak)) MiB",
+                    String(format: "%.2f", upload.clientCPU), String(format: "%.2f", upload.serverCPU),
+                ],
+                ["file read + write (+ fsync)", String(format: "%.2f", readBack), rate(readBack), "", "", "", "", ""],
+                [
+                    "download (HTTP, checked, synced)", String(format: "%.2f", download.seconds),
+                    rate(download.seconds),
+                    ratio(readBack / download.seconds), "\(mib(download.clientPeak)) MiB",
+                    "\(mib(download.serverPeak)) MiB",
+                    String(format: "%.2f", download.clientCPU), String(format: "%.2f", download.serverCPU),
+                ],
+            ]))
         emit("SHA-256 of the \(grouped(size)) bytes on one core, for scale: \(String(format: "%.2f", hashSeconds)) s")
         emit("targets: HTTP / file copy ≥ 0.50; each peak above rest below 64 MiB (flat in the asset's size)")
         printLoadAtEnd()
@@ -117,14 +142,17 @@ struct Measure: BenchCommand {
         try await body()
         let seconds = (ContinuousClock.now - started).seconds
         return (
-            seconds, max(0, ProcessMemory.peak(of: nil) - clientRest), max(0, ProcessMemory.peak(of: server.pid) - serverRest),
+            seconds, max(0, ProcessMemory.peak(of: nil) - clientRest),
+            max(0, ProcessMemory.peak(of: server.pid) - serverRest),
             ProcessMemory.cpuSeconds(of: nil) - clientCPU, ProcessMemory.cpuSeconds(of: server.pid) - serverCPU
         )
     }
 
     /// Writes `size` bytes of a fast pseudo-random sequence (incompressible, unlike zeros).
     func writeSource(_ url: URL, size: Int) throws {
-        guard FileManager.default.createFile(atPath: url.path, contents: nil) else { throw BenchError("cannot create \(url.path)") }
+        guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+            throw BenchError("cannot create \(url.path)")
+        }
         let handle = try FileHandle(forWritingTo: url)
         defer { try? handle.close() }
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
@@ -180,18 +208,21 @@ struct Measure: BenchCommand {
 /// `logsync-asset-bench serve`: the server process of the measurements.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "serve", abstract: "Serve the benchmark's server on loopback (used by measure).", shouldDisplay: false)
+        commandName: "serve", abstract: "Serve the benchmark's server on loopback (used by measure).",
+        shouldDisplay: false)
 
     @Option(help: "The server's data directory.") var data: String
     @Option(help: "The file the listening port is written to.") var portFile: String
 
     func run() async throws {
-        let server = try SyncServer(SyncServer.Configuration(directory: URL(fileURLWithPath: data), durability: .durable))
+        let server = try SyncServer(
+            SyncServer.Configuration(directory: URL(fileURLWithPath: data), durability: .durable))
         let tokens = TokenStore()
         try tokens.add(token: benchToken, for: "bench")
-        let running = try await RunningHTTPSyncServer.start(HTTPSyncServer(
-            server: server, tokens: tokens, configuration: .init(port: 0),
-            logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let running = try await RunningHTTPSyncServer.start(
+            HTTPSyncServer(
+                server: server, tokens: tokens, configuration: .init(port: 0),
+                logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })))
         try Data("\(running.port)".utf8).write(to: URL(fileURLWithPath: portFile + ".tmp"))
         guard rename(portFile + ".tmp", portFile) == 0 else { throw BenchError("cannot write \(portFile)") }
         // Serve until the parent kills this process.
@@ -222,7 +253,9 @@ final class ServerProcess {
             if let text = try? String(contentsOf: portFile, encoding: .utf8), let port = Int(text) {
                 return ServerProcess(process: process, port: port)
             }
-            guard process.isRunning else { throw BenchError("the server process exited with status \(process.terminationStatus)") }
+            guard process.isRunning else {
+                throw BenchError("the server process exited with status \(process.terminationStatus)")
+            }
             usleep(20_000)
         }
         process.terminate()
@@ -255,7 +288,9 @@ enum ProcessMemory {
     /// The processor time the process has used, user and system, in seconds (10 ms ticks).
     static func cpuSeconds(of pid: Int32?) -> Double {
         let path = pid.map { "/proc/\($0)/stat" } ?? "/proc/self/stat"
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else {
+            return 0
+        }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After the command: state is field 3, utime 14 and stime 15 (1-based, whole line).
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }

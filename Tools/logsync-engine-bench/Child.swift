@@ -3,12 +3,11 @@ import BenchSupport
 import Foundation
 import LogStore
 import LogSync
+import LogSyncPlatform
 import LogSyncServer
 import LogSyncWire
-import Synchronization
 import SyncModel
-
-import LogSyncPlatform
+import Synchronization
 
 /// What one phase measured, written by the child as JSON for the parent.
 struct PhaseResult: Codable {
@@ -103,7 +102,8 @@ enum Child {
             case .open: result = try openPhase(options, url)
             case .shareSeed: result = try await shareSeedPhase(options, url)
             case .ownerFetch, .participantFetch: result = try await sharedFetchPhase(phase, options, url)
-            case .share: throw BenchError("--phase share: the parent runs share-seed, owner-fetch and participant-fetch")
+            case .share:
+                throw BenchError("--phase share: the parent runs share-seed, owner-fetch and participant-fetch")
             }
             try ChildProcess.write(result, to: options.resultPath)
         } catch {
@@ -136,7 +136,8 @@ enum Child {
 
     static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server")
-        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
+        let device = try PhaseDevice(
+            serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
         return try await initialSync(device, "fetch", options, serverDirectory: serverDirectory)
     }
 
@@ -156,7 +157,8 @@ enum Child {
         let figures = device.app.store.withLock { $0 }
         let records = figures.records.values.count { $0.recordType == RecordWorkload.recordType }
         guard records == options.recordCount else {
-            throw BenchError("the delegate holds \(records) records after the \(phase) phase, not \(options.recordCount)")
+            throw BenchError(
+                "the delegate holds \(records) records after the \(phase) phase, not \(options.recordCount)")
         }
         device.finish(&result, serverDirectory: serverDirectory)
         result.pages = figures.pages
@@ -181,7 +183,8 @@ enum Child {
         var result = PhaseResult(phase: "floor", durability: durability(options).rawValue, records: options.recordCount)
         let logDirectory = directory.appendingPathComponent("floor-\(durability(options))")
         let log = try Log.open(
-            at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
+            at: logDirectory, named: "floor",
+            options: LogEnvironment.Options(durability: durability(options).durability))
         // The app's part, as in the engine's runs: every record kept in a dictionary, its count
         // published for the memory curve.
         var kept: [Record.ID: Record] = [:]
@@ -203,7 +206,8 @@ enum Child {
         }
         fillMemory(&result)
         result.appDataKB = Memory.read().anon - result.anonBefore
-        result.encodedRecordBytes = Double(kept.values.reduce(0) { $0 + $1.protoBytes().count }) / Double(max(records, 1))
+        result.encodedRecordBytes =
+            Double(kept.values.reduce(0) { $0 + $1.protoBytes().count }) / Double(max(records, 1))
         withExtendedLifetime(kept) {}
         result.serverSeconds = database.totalSeconds
         result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
@@ -225,18 +229,22 @@ enum Child {
         let server = try openServer(directory.appendingPathComponent("server"), options)
         defer { server.shutdown() }
         let database = server.database(for: owner, device: "seeder")
-        let (seconds, requests) = try await seed(database, count: options.recordCount, progress: true, in: sharedWorkload)
+        let (seconds, requests) = try await seed(
+            database, count: options.recordCount, progress: true, in: sharedWorkload)
 
         try server.registerUser(participant, emailAddress: "\(participant.rawValue)@example.com")
         var share = Share(recordZoneID: sharedWorkload.zoneID(0))
-        share.addParticipant(Share.Participant(emailAddress: "\(participant.rawValue)@example.com", permission: .readWrite))
+        share.addParticipant(
+            Share.Participant(emailAddress: "\(participant.rawValue)@example.com", permission: .readWrite))
         let saved = try await database.modifyRecords(saving: [share.record], deleting: []).saveResults[share.recordID]
         guard case .success(let record)? = saved, let url = try Share(record: record).url else {
             throw BenchError("saving the share of \(share.zoneID) failed: \(String(describing: saved))")
         }
         let accepted = try await server.database(for: participant, scope: .shared, device: "seeder")
             .acceptShares(AcceptSharesRequest(shareURLs: [url])).results[url]
-        guard case .success? = accepted else { throw BenchError("accepting the share failed: \(String(describing: accepted))") }
+        guard case .success? = accepted else {
+            throw BenchError("accepting the share failed: \(String(describing: accepted))")
+        }
 
         var result = PhaseResult(phase: "share-seed", records: options.recordCount)
         result.seedSeconds = seconds
@@ -246,7 +254,9 @@ enum Child {
 
     /// The owner's (private database) or the participant's (shared database) initial sync of
     /// the shared zone, by a fresh engine on a fresh device log.
-    static func sharedFetchPhase(_ phase: EngineBench.Phase, _ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
+    static func sharedFetchPhase(
+        _ phase: EngineBench.Phase, _ options: EngineBench, _ directory: URL
+    ) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server")
         let logDirectory = directory.appendingPathComponent("device-\(phase.rawValue)")
         try? FileManager.default.removeItem(at: logDirectory)
@@ -261,7 +271,8 @@ enum Child {
 
     static func sendPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server-send-\(durability(options))")
-        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-send-\(durability(options))"), options)
+        let device = try PhaseDevice(
+            serverDirectory, directory.appendingPathComponent("device-send-\(durability(options))"), options)
         defer { device.server.shutdown() }
         let engine = device.engine
 
@@ -288,7 +299,8 @@ enum Child {
         let figures = device.app.store.withLock { $0 }
         guard left == 0, figures.saved == options.recordCount, figures.failed == 0 else {
             throw BenchError(
-                "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending")
+                "after the send: \(figures.saved) saved, \(figures.failed) failed (\(figures.firstFailure ?? "-")), \(left) still pending"
+            )
         }
         device.finish(&result, serverDirectory: serverDirectory)
         result.pendingReadSeconds = figures.pendingReadSeconds
@@ -301,7 +313,8 @@ enum Child {
         result.lastPendingCount = lastNonEmpty?.count ?? 0
         result.processed = figures.saved
         if ProcessInfo.processInfo.environment["ENGINE_BENCH_BATCH_TIMES"] != nil {
-            for (i, read) in figures.pendingReads.enumerated() where i % 25 == 0 || i == figures.pendingReads.count - 1 {
+            for (i, read) in figures.pendingReads.enumerated() where i % 25 == 0 || i == figures.pendingReads.count - 1
+            {
                 emit("    batch \(i): pending list of \(grouped(read.count)) read in \(ms(read.seconds))")
             }
         }
@@ -315,7 +328,8 @@ enum Child {
     /// `.durable`); the device log's group commit shares commits between the waiting calls.
     static func editsPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
         let serverDirectory = directory.appendingPathComponent("server-edits")
-        let device = try PhaseDevice(serverDirectory, directory.appendingPathComponent("device-edits-\(durability(options))"), options)
+        let device = try PhaseDevice(
+            serverDirectory, directory.appendingPathComponent("device-edits-\(durability(options))"), options)
         defer { device.server.shutdown() }
         let engine = device.engine
         let ids = (0..<options.recordCount).map { workload.record($0, series: "edit").recordID }
@@ -369,7 +383,8 @@ enum Child {
         result.threadSeconds = seconds(since: started)
         result.threadCPUSeconds = cpuSeconds() - threadCPUBefore
         if let error = errors.withLock({ $0.first }) { throw error }
-        result.threadCommits = try commitCount(engine.deviceLog.log, LogOffset(rawValue: edits + 1)...LogOffset(rawValue: 2 * edits))
+        result.threadCommits = try commitCount(
+            engine.deviceLog.log, LogOffset(rawValue: edits + 1)...LogOffset(rawValue: 2 * edits))
 
         // The same edits once more, from as many tasks, through the suspending mutations: a task
         // waiting for its commit is suspended and leaves its thread to the others.
@@ -414,10 +429,12 @@ enum Child {
     static func editsFloorPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
         let logDirectory = directory.appendingPathComponent("edits-floor-\(durability(options))")
         let log = try Log.open(
-            at: logDirectory, named: "floor", options: LogEnvironment.Options(durability: durability(options).durability))
+            at: logDirectory, named: "floor",
+            options: LogEnvironment.Options(durability: durability(options).durability))
         // The payload of one edit's entry: a pending save of the edits' first record.
         let payload = [UInt8](repeating: 0x5A, count: 36)
-        var result = PhaseResult(phase: "edits-floor", durability: durability(options).rawValue, records: options.recordCount)
+        var result = PhaseResult(
+            phase: "edits-floor", durability: durability(options).rawValue, records: options.recordCount)
         let started = ContinuousClock.now
         let cpuBefore = cpuSeconds()
         var first = 0
@@ -433,7 +450,9 @@ enum Child {
     }
 
     /// Times `body` (wall and CPU time) into `result`, with its memory before and the sampled peak.
-    static func measure(_ result: inout PhaseResult, _ sampler: PeakSampler, _ body: () async throws -> Void) async throws {
+    static func measure(
+        _ result: inout PhaseResult, _ sampler: PeakSampler, _ body: () async throws -> Void
+    ) async throws {
         result.hwmBefore = Memory.read().hwm
         let cpuBefore = cpuSeconds()
         let started = ContinuousClock.now
@@ -468,7 +487,8 @@ struct PhaseDevice {
     let engine: SyncEngine
 
     init(
-        _ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench, user: UserID = "alice", scope: DatabaseScope = .private
+        _ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench, user: UserID = "alice",
+        scope: DatabaseScope = .private
     ) throws {
         server = try Child.openServer(serverDirectory, options)
         database = TimedDatabase(server.database(for: user, scope: scope, device: "phone"))
@@ -534,7 +554,9 @@ final class App: SyncEngineDelegate {
             switch event {
             case .fetchedRecordZoneChanges(let changes):
                 store.pages += 1
-                for modification in changes.modifications { store.records[modification.record.recordID] = modification.record }
+                for modification in changes.modifications {
+                    store.records[modification.record.recordID] = modification.record
+                }
                 for deletion in changes.deletions { store.records.removeValue(forKey: deletion.recordID) }
             case .fetchedDatabaseChanges(let changes):
                 let gone = Set(changes.deletions.map(\.zoneID))
@@ -558,7 +580,9 @@ final class App: SyncEngineDelegate {
     ) async -> SyncEngine.RecordZoneChangeBatch? {
         let started = ContinuousClock.now
         if batches == .cursor {
-            let batch = try? await SyncEngine.RecordZoneChangeBatch(state: syncEngine.state, scope: context.options.scope) { id in
+            let batch = try? await SyncEngine.RecordZoneChangeBatch(
+                state: syncEngine.state, scope: context.options.scope
+            ) { id in
                 self.record(for: id)
             }
             store.withLock { store in
@@ -567,7 +591,9 @@ final class App: SyncEngineDelegate {
             }
             return batch
         }
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+            context.options.scope.contains($0)
+        }
         let read = ContinuousClock.now
         let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id) }
         let built = ContinuousClock.now
@@ -643,7 +669,9 @@ func fileSize(_ url: URL) -> Int {
 
 /// The apparent size of every file under `url`.
 func directorySize(_ url: URL) -> Int {
-    guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
+    guard let enumerator = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey]) else {
+        return 0
+    }
     var total = 0
     for case let file as URL in enumerator {
         total += (try? file.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0

@@ -32,7 +32,8 @@ import BenchSupport
 struct EngineBench: BenchCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-engine-bench",
-        abstract: "A device's SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone's initial sync.",
+        abstract:
+            "A device's SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone's initial sync.",
         discussion: """
             Each phase runs in a child process of its own: this executable again, with --phase and the options \
             it needs (a --phase run can also be started alone, for example under perf). \
@@ -44,16 +45,22 @@ struct EngineBench: BenchCommand {
     @OptionGroup var records: SyncedRecordsOption
 
     /// Pending changes added per `state.add(pendingRecordZoneChanges:)` call in the send phase.
-    @Option(help: ArgumentHelp("Pending changes per state.add call in the send phase (default 100).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Pending changes per state.add call in the send phase (default 100).", valueName: "N"),
+        transform: count())
     var chunk = 100
 
     /// The server's page size (`maxChangesPerPage`): records per fetched page.
-    @Option(help: ArgumentHelp("The server's page size, changes per fetched page (default 400).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("The server's page size, changes per fetched page (default 400).", valueName: "N"),
+        transform: count())
     var page = 400
 
     @Option(
         name: .customLong("only"),
-        help: ArgumentHelp("Run only the fetch, the send, the edits, the open or the sharing phase.", valueName: "fetch|send|edits|open|share"))
+        help: ArgumentHelp(
+            "Run only the fetch, the send, the edits, the open or the sharing phase.",
+            valueName: "fetch|send|edits|open|share"))
     var onlyPhase: Phase?
 
     @Option(
@@ -87,7 +94,9 @@ struct EngineBench: BenchCommand {
     var batches = BatchSource.cursor
 
     /// Tasks adding edits at once in the edits phase.
-    @Option(help: ArgumentHelp("Edits: tasks adding one pending change per call at once (default 64).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Edits: tasks adding one pending change per call at once (default 64).", valueName: "N"),
+        transform: count())
     var editTasks = 64
 
     @Option(
@@ -99,7 +108,8 @@ struct EngineBench: BenchCommand {
     var openSizes: CommaList<Int>?
 
     @Option(
-        help: ArgumentHelp("Open: timed opens per log, each in a fresh process (default 7, 3 with --quick).", valueName: "N"),
+        help: ArgumentHelp(
+            "Open: timed opens per log, each in a fresh process (default 7, 3 with --quick).", valueName: "N"),
         transform: count())
     var openRuns: Int?
 
@@ -109,9 +119,13 @@ struct EngineBench: BenchCommand {
     @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
 
     enum Phase: String, ExpressibleByArgument {
-        case seed, fetch, floor, send, edits, editsFloor = "edits-floor", build, open, share
+        case seed, fetch, floor, send, edits
+        case editsFloor = "edits-floor"
+        case build, open, share
         /// Sharing's children: the seeded and shared zone, the owner's and the participant's initial syncs.
-        case shareSeed = "share-seed", ownerFetch = "owner-fetch", participantFetch = "participant-fetch"
+        case shareSeed = "share-seed"
+        case ownerFetch = "owner-fetch"
+        case participantFetch = "participant-fetch"
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).

@@ -2,10 +2,9 @@ import BenchSupport
 import Foundation
 import LogStore
 import LogSync
+import LogSyncPlatform
 import LogSyncTesting
 import SyncModel
-
-import LogSyncPlatform
 
 /// The open phase: how long a device's engine takes to open on a long device log, from
 /// `SyncEngine(configuration)` to the first `state.pendingRecordZoneChanges`. Opening reads the
@@ -132,15 +131,19 @@ struct DeviceLogBuilder {
         let fetchedIDs = [(k * 7) % (OpenWorkload.recordCount / 10), (k * 7 + 3) % (OpenWorkload.recordCount / 10)]
             .map { $0 * workload.zoneCount + zone }
         let fetched = fetchedIDs.map { serverCopy(edit($0, version: k), $0, by: OpenWorkload.otherDevice) }
-        add(.fetchStarted(SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions())))
+        add(
+            .fetchStarted(SyncEngine.FetchChangesContext(reason: .scheduled, options: SyncEngine.FetchChangesOptions()))
+        )
         let databasePage = add(
             .databaseChangesFetched(
-                modifications: [zoneID], deletions: [], changeToken: DatabaseChangeToken(offset: ChangeOffset(serverOffset)), moreComing: false))
+                modifications: [zoneID], deletions: [],
+                changeToken: DatabaseChangeToken(offset: ChangeOffset(serverOffset)), moreComing: false))
         add(.eventsDelivered(through: databasePage))
         let zonePage = add(
             .zoneChangesFetched(
                 zoneID: zoneID, modifications: fetched, deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: 1, offset: ChangeOffset(serverOffset)), moreComing: false))
+                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: 1, offset: ChangeOffset(serverOffset)),
+                moreComing: false))
         add(.eventsDelivered(through: zonePage))
         add(.zoneFetchFinished(zoneID: zoneID, error: nil))
         add(.fetchFinished(error: nil))
@@ -165,7 +168,8 @@ struct DeviceLogBuilder {
         let now = started.addingTimeInterval(Double(serverOffset))
         let systemFields = Record.SystemFields(
             recordChangeTag: String(serverOffset, radix: 36), creationDate: previous?.creationDate ?? now,
-            modificationDate: now, creatorUserRecordID: previous?.creatorUserRecordID ?? user, lastModifiedUserRecordID: user)
+            modificationDate: now, creatorUserRecordID: previous?.creatorUserRecordID ?? user,
+            lastModifiedUserRecordID: user)
         known[id] = systemFields
         var copy = record
         copy.applySystemFields(systemFields)
@@ -206,7 +210,9 @@ final class OfflineDatabase: CloudDatabase {
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         throw offline()
     }
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse { throw offline() }
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        throw offline()
+    }
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
         throw offline()
     }

@@ -10,35 +10,48 @@ enum Parent {
             "logsync-engine-bench — SyncEngine against an in-process LogSync server: initial sync, sending, opening, a shared zone",
             scratch: scratch)
         if options.phases.contains(.fetch) || options.phases.contains(.send) {
-            emit("  records: \(grouped(options.recordCount)), \(workload.recordSize) B of field data each (3 strings, 2 integers), type "
-                + "\(RecordWorkload.recordType), round-robin over \(workload.zoneCount) custom zones")
-            emit("  device log: DeviceLog(directory:options:), durability \(options.durabilities.map { ".\($0)" }.joined(separator: " and ")), "
-                + "initial map 64 MiB (LogEnvironment default; doubles when full); one engine per phase, automaticallySync false")
-            emit("  server: SyncServer in process, durability .fast, page size (maxChangesPerPage) \(options.page) changes, "
-                + "at most 4 MB per page; engine fetchResultsLimit nil (the server's page)")
-            emit("  fetch: server seeded with modifyRecords requests of \(EngineBench.seedRequestSize) new records (another device, no engine); "
-                + "a fresh device runs fetchChanges() to the end, its delegate keeping every record in a [Record.ID: Record]")
-            emit("  send: \(grouped(options.recordCount)) records created in the app's [Record.ID: Record], pending saves added with "
-                + "state.add in chunks of \(options.chunk), then sendChanges(); batches from RecordZoneChangeBatch(pendingChanges:recordProvider:) "
-                + "over state.pendingRecordZoneChanges: at most \(Limits.maxItemsPerRequest) records or \(grouped(Limits.maxRequestBytes)) B per batch")
+            emit(
+                "  records: \(grouped(options.recordCount)), \(workload.recordSize) B of field data each (3 strings, 2 integers), type "
+                    + "\(RecordWorkload.recordType), round-robin over \(workload.zoneCount) custom zones")
+            emit(
+                "  device log: DeviceLog(directory:options:), durability \(options.durabilities.map { ".\($0)" }.joined(separator: " and ")), "
+                    + "initial map 64 MiB (LogEnvironment default; doubles when full); one engine per phase, automaticallySync false"
+            )
+            emit(
+                "  server: SyncServer in process, durability .fast, page size (maxChangesPerPage) \(options.page) changes, "
+                    + "at most 4 MB per page; engine fetchResultsLimit nil (the server's page)")
+            emit(
+                "  fetch: server seeded with modifyRecords requests of \(EngineBench.seedRequestSize) new records (another device, no engine); "
+                    + "a fresh device runs fetchChanges() to the end, its delegate keeping every record in a [Record.ID: Record]"
+            )
+            emit(
+                "  send: \(grouped(options.recordCount)) records created in the app's [Record.ID: Record], pending saves added with "
+                    + "state.add in chunks of \(options.chunk), then sendChanges(); batches from RecordZoneChangeBatch(pendingChanges:recordProvider:) "
+                    + "over state.pendingRecordZoneChanges: at most \(Limits.maxItemsPerRequest) records or \(grouped(Limits.maxRequestBytes)) B per batch"
+            )
         }
         if options.phases.contains(.edits) {
-            emit("  edits: \(grouped(options.recordCount)) pending saves added one per call on a fresh engine, three times: "
-                + "state.add from \(options.editTasks) tasks, then from \(options.editTasks) threads, then state.suspending.add "
-                + "from \(options.editTasks) tasks; against LogStore appending 100 entries per commit")
+            emit(
+                "  edits: \(grouped(options.recordCount)) pending saves added one per call on a fresh engine, three times: "
+                    + "state.add from \(options.editTasks) tasks, then from \(options.editTasks) threads, then state.suspending.add "
+                    + "from \(options.editTasks) tasks; against LogStore appending 100 entries per commit")
         }
         if options.phases.contains(.open) {
-            emit("  open: device logs of \(options.openLengths.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
-                + "(edits one state.add each, undos, sends with batchPrepared/batchResult, fetched pages, delivery marks; "
-                + "\(grouped(OpenWorkload.recordCount)) records, \(OpenWorkload.tailChanges)+ changes left pending); then "
-                + "SyncEngine(configuration) (.durable, automaticallySync false) until the first state.pendingRecordZoneChanges returns, "
-                + "median of \(options.openRunCount) opens per log, each in a fresh process (the OS page cache stays warm)")
+            emit(
+                "  open: device logs of \(options.openLengths.map(grouped).joined(separator: " and ")) entries built (.fast) from a device's life "
+                    + "(edits one state.add each, undos, sends with batchPrepared/batchResult, fetched pages, delivery marks; "
+                    + "\(grouped(OpenWorkload.recordCount)) records, \(OpenWorkload.tailChanges)+ changes left pending); then "
+                    + "SyncEngine(configuration) (.durable, automaticallySync false) until the first state.pendingRecordZoneChanges returns, "
+                    + "median of \(options.openRunCount) opens per log, each in a fresh process (the OS page cache stays warm)"
+            )
         }
         if options.phases.contains(.share) {
-            emit("  share: \(grouped(options.recordCount)) records seeded in one zone of alice's, shared whole (zone-wide Share) with bob, "
-                + "read-write, who accepts; then a fresh engine of alice's on the private database and one of bob's on the shared "
-                + "database each run fetchChanges() to the end, alternately, \(options.shareRunCount) run(s) each, device log "
-                + ".\(options.durabilities[0]); ratio: the participant's records/s over the owner's (medians), target ≥ 0.8")
+            emit(
+                "  share: \(grouped(options.recordCount)) records seeded in one zone of alice's, shared whole (zone-wide Share) with bob, "
+                    + "read-write, who accepts; then a fresh engine of alice's on the private database and one of bob's on the shared "
+                    + "database each run fetchChanges() to the end, alternately, \(options.shareRunCount) run(s) each, device log "
+                    + ".\(options.durabilities[0]); ratio: the participant's records/s over the owner's (medians), target ≥ 0.8"
+            )
         }
         emit("  each phase in a child process of its own (peak memory per phase)")
         emit("")
@@ -46,16 +59,19 @@ enum Parent {
         var results: [PhaseResult] = []
         var floors: [PhaseResult] = []
         if options.phases.contains(.fetch) {
-            let directory = try seededServer(.seed, "fetch", "\(grouped(options.recordCount)) records", options, scratch)
+            let directory = try seededServer(
+                .seed, "fetch", "\(grouped(options.recordCount)) records", options, scratch)
             for durability in options.durabilities {
                 emit("initial sync, device log .\(durability)")
                 let result = try child(.fetch, durability: durability, options, directory, scratch)
                 emit("  " + summary(result))
                 results.append(result)
                 let floor = try child(.floor, durability: durability, options, directory, scratch)
-                emit("  floor: the same \(grouped(floor.pages)) pages decoded from protobuf and appended, one entry and one "
-                    + "LogStore commit per page, no engine: \(grouped(Int(Double(floor.records) / floor.seconds))) records/s "
-                    + "(\(seconds(floor.seconds)) s); the engine reaches \(ratio(floor.seconds / result.seconds)) of it")
+                emit(
+                    "  floor: the same \(grouped(floor.pages)) pages decoded from protobuf and appended, one entry and one "
+                        + "LogStore commit per page, no engine: \(grouped(Int(Double(floor.records) / floor.seconds))) records/s "
+                        + "(\(seconds(floor.seconds)) s); the engine reaches \(ratio(floor.seconds / result.seconds)) of it"
+                )
                 floors.append(floor)
             }
             scratch.remove(directory)
@@ -85,15 +101,25 @@ enum Parent {
                 let floor = try child(.editsFloor, durability: durability, options, directory, scratch)
                 let floorRate = Double(floor.records) / floor.seconds
                 let paths: [(String, String, Double, Double, Int)] = [
-                    ("state.add, blocking", "\(options.editTasks) tasks", edits.seconds, edits.cpuSeconds, edits.commits),
-                    ("state.add, blocking", "\(options.editTasks) threads", edits.threadSeconds, edits.threadCPUSeconds, edits.threadCommits),
-                    ("state.suspending.add", "\(options.editTasks) tasks", edits.suspendingSeconds, edits.suspendingCPUSeconds,
-                     edits.suspendingCommits),
+                    (
+                        "state.add, blocking", "\(options.editTasks) tasks", edits.seconds, edits.cpuSeconds,
+                        edits.commits
+                    ),
+                    (
+                        "state.add, blocking", "\(options.editTasks) threads", edits.threadSeconds,
+                        edits.threadCPUSeconds, edits.threadCommits
+                    ),
+                    (
+                        "state.suspending.add", "\(options.editTasks) tasks", edits.suspendingSeconds,
+                        edits.suspendingCPUSeconds,
+                        edits.suspendingCommits
+                    ),
                 ]
                 for (path, callers, wall, cpu, commits) in paths {
                     let rate = Double(edits.records) / wall
-                    emit("  \(path) from \(callers): \(grouped(edits.records)) edits in \(seconds(wall)) s, "
-                        + "\(grouped(Int(rate))) acknowledged edits/s; floor \(grouped(Int(floorRate))) entries/s")
+                    emit(
+                        "  \(path) from \(callers): \(grouped(edits.records)) edits in \(seconds(wall)) s, "
+                            + "\(grouped(Int(rate))) acknowledged edits/s; floor \(grouped(Int(floorRate))) entries/s")
                     editRows.append([
                         "device log .\(durability.rawValue), \(path)", callers, grouped(edits.records), seconds(wall),
                         grouped(Int(rate)), seconds(cpu), String(format: "%.1f", cpu / Double(edits.records) * 1e6),
@@ -112,16 +138,22 @@ enum Parent {
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 emit("building a device log of \(grouped(size)) entries (.fast)")
                 let build = try child(.build, durability: .fast, options, directory, scratch, records: size)
-                emit("  \(seconds(build.seconds)) s (\(grouped(Int(Double(size) / build.seconds))) entries/s, "
-                    + "\(grouped(build.addCalls)) appends), data.mdb \(String(format: "%.1f", Double(build.deviceLogBytes) / 1_048_576)) MiB")
+                emit(
+                    "  \(seconds(build.seconds)) s (\(grouped(Int(Double(size) / build.seconds))) entries/s, "
+                        + "\(grouped(build.addCalls)) appends), data.mdb \(String(format: "%.1f", Double(build.deviceLogBytes) / 1_048_576)) MiB"
+                )
                 builds[size] = build
             }
             // Alternate the logs run by run, so a change of the machine's load hits both alike.
             for run in 1...options.openRunCount {
                 var line: [String] = []
                 for size in options.openLengths {
-                    let result = try child(.open, durability: .durable, options, scratch.subdirectory("open-\(size)"), scratch, records: size)
-                    guard result.entries == size else { throw BenchError("the open of the \(size)-entry log saw \(result.entries) entries") }
+                    let result = try child(
+                        .open, durability: .durable, options, scratch.subdirectory("open-\(size)"), scratch,
+                        records: size)
+                    guard result.entries == size else {
+                        throw BenchError("the open of the \(size)-entry log saw \(result.entries) entries")
+                    }
                     opens[size, default: []].append(result)
                     line.append("\(grouped(size)): \(ms(result.seconds))")
                 }
@@ -132,12 +164,15 @@ enum Parent {
         var shared: [PhaseResult] = []
         if options.phases.contains(.share) {
             let directory = try seededServer(
-                .shareSeed, "share", "\(grouped(options.recordCount)) records in one zone, shared with bob, who accepts", options, scratch)
+                .shareSeed, "share",
+                "\(grouped(options.recordCount)) records in one zone, shared with bob, who accepts", options, scratch)
             let durability = options.durabilities[0]
             for run in 1...options.shareRunCount {
                 let owner = try child(.ownerFetch, durability: durability, options, directory, scratch)
                 let participant = try child(.participantFetch, durability: durability, options, directory, scratch)
-                emit("share run \(run): owner \(seconds(owner.seconds)) s, participant \(seconds(participant.seconds)) s")
+                emit(
+                    "share run \(run): owner \(seconds(owner.seconds)) s, participant \(seconds(participant.seconds)) s"
+                )
                 shared += [owner, participant]
             }
             scratch.remove(directory)
@@ -147,10 +182,11 @@ enum Parent {
         if !shared.isEmpty { shareReport(options, shared) }
         if !opens.isEmpty { openReport(options, builds, opens) }
         if !editRows.isEmpty {
-            emit("concurrent edits: callers each adding one pending save per call, acknowledged when committed (group commit "
-                + "shares commits between waiting calls): state.add blocks its thread, state.suspending.add suspends its task; "
-                + "floor: entries of the same size appended by LogStore alone, 100 per commit, one writer, same durability; "
-                + "measured in the same run")
+            emit(
+                "concurrent edits: callers each adding one pending save per call, acknowledged when committed (group commit "
+                    + "shares commits between waiting calls): state.add blocks its thread, state.suspending.add suspends its task; "
+                    + "floor: entries of the same size appended by LogStore alone, 100 per commit, one writer, same durability; "
+                    + "measured in the same run")
             emit(table(editRows))
             emit("")
         }
@@ -160,60 +196,77 @@ enum Parent {
         }
 
         // The main table.
-        var rows: [[String]] = [[
-            "phase", "device log", "records", "wall s", "records/s", "CPU s", "server s", "delegate s", "engine s",
-            "VmHWM MiB", "peak RssAnon MiB", "device log MiB",
-        ]]
+        var rows: [[String]] = [
+            [
+                "phase", "device log", "records", "wall s", "records/s", "CPU s", "server s", "delegate s", "engine s",
+                "VmHWM MiB", "peak RssAnon MiB", "device log MiB",
+            ]
+        ]
         for r in results {
             let delegate = r.handleEventSeconds + r.pendingReadSeconds + r.batchBuildSeconds
             rows.append([
                 r.phase == "fetch" ? "initial sync (fetchChanges)" : "sending (sendChanges)", "." + r.durability,
-                grouped(r.records), seconds(r.seconds), grouped(Int(Double(r.records) / r.seconds)), seconds(r.cpuSeconds),
+                grouped(r.records), seconds(r.seconds), grouped(Int(Double(r.records) / r.seconds)),
+                seconds(r.cpuSeconds),
                 seconds(r.serverSeconds), seconds(delegate), seconds(r.seconds - r.serverSeconds - delegate),
                 mib(r.hwm), mib(r.peakAnon), String(format: "%.1f", Double(r.deviceLogBytes) / 1_048_576),
             ])
         }
-        emit("figures per phase (wall and CPU time of the one fetchChanges/sendChanges call; server s: inside the server's methods; "
-            + "delegate s: inside the delegate; engine s: the rest)")
+        emit(
+            "figures per phase (wall and CPU time of the one fetchChanges/sendChanges call; server s: inside the server's methods; "
+                + "delegate s: inside the delegate; engine s: the rest)")
         emit(table(rows))
         emit("")
 
         if !floors.isEmpty {
-            var floorRows: [[String]] = [[
-                "initial sync against its floor", "engine records/s", "floor records/s", "engine / floor", "floor s", "floor CPU s",
-                "floor log MiB", "device log MiB", "device log / floor log",
-            ]]
+            var floorRows: [[String]] = [
+                [
+                    "initial sync against its floor", "engine records/s", "floor records/s", "engine / floor",
+                    "floor s", "floor CPU s",
+                    "floor log MiB", "device log MiB", "device log / floor log",
+                ]
+            ]
             for floor in floors {
-                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability }) else { continue }
+                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability })
+                else { continue }
                 floorRows.append([
                     "device log ." + floor.durability, grouped(Int(Double(engine.records) / engine.seconds)),
-                    grouped(Int(Double(floor.records) / floor.seconds)), ratio(floor.seconds / engine.seconds), seconds(floor.seconds),
+                    grouped(Int(Double(floor.records) / floor.seconds)), ratio(floor.seconds / engine.seconds),
+                    seconds(floor.seconds),
                     seconds(floor.cpuSeconds), String(format: "%.1f", Double(floor.deviceLogBytes) / 1_048_576),
                     String(format: "%.1f", Double(engine.deviceLogBytes) / 1_048_576),
                     ratio(Double(engine.deviceLogBytes) / Double(max(floor.deviceLogBytes, 1))),
                 ])
             }
-            emit("the floor: the same pages as protobuf bytes (the HTTP transport's), decoded into records kept in a dictionary as "
-                + "the engine's app keeps them, and appended as they came, one LogStore entry and commit per page, same durability, "
-                + "no engine; measured in the same run")
+            emit(
+                "the floor: the same pages as protobuf bytes (the HTTP transport's), decoded into records kept in a dictionary as "
+                    + "the engine's app keeps them, and appended as they came, one LogStore entry and commit per page, same durability, "
+                    + "no engine; measured in the same run")
             emit(table(floorRows))
             emit("")
 
             // The device log's bytes per record against the record's own encoded size (target ≤ 2×).
-            var sizeRows: [[String]] = [["device log per record", "encoded record B", "device log B/record", "ratio", "target ≤ 2"]]
+            var sizeRows: [[String]] = [
+                ["device log per record", "encoded record B", "device log B/record", "ratio", "target ≤ 2"]
+            ]
             // The engine's own heap: the fetch's RssAnon above its start, less the app's dictionary
             // (measured by the floor, which keeps the same records the same way), at its peak and
             // at each tenth of the records.
-            var memoryRows: [[String]] = [[
-                "engine memory (MiB)", "app's data (all records)", "peak RssAnon above start", "engine's own at the peak",
-                "target ≤ 64", "curve: engine's own at each tenth of the records",
-            ]]
+            var memoryRows: [[String]] = [
+                [
+                    "engine memory (MiB)", "app's data (all records)", "peak RssAnon above start",
+                    "engine's own at the peak",
+                    "target ≤ 64", "curve: engine's own at each tenth of the records",
+                ]
+            ]
             for floor in floors {
-                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability }) else { continue }
+                guard let engine = results.first(where: { $0.phase == "fetch" && $0.durability == floor.durability })
+                else { continue }
                 let perRecord = Double(engine.deviceLogBytes) / Double(max(engine.records, 1))
                 let sizeRatio = perRecord / max(floor.encodedRecordBytes, 1)
                 sizeRows.append([
-                    "device log ." + floor.durability, String(format: "%.0f", floor.encodedRecordBytes), String(format: "%.0f", perRecord),
+                    "device log ." + floor.durability, String(format: "%.0f", floor.encodedRecordBytes),
+                    String(format: "%.0f", perRecord),
                     ratio(sizeRatio), sizeRatio <= 2 ? "PASS" : "FAIL",
                 ])
                 let app = Double(floor.appDataKB)
@@ -221,27 +274,34 @@ enum Parent {
                 // At each tenth, the engine's RssAnon above its start less the floor's at the same
                 // tenth: the app's dictionary grows by doublings, at the same counts in both.
                 let curve = zip(engine.curve, floor.curve).map { point, floorPoint -> String in
-                    String(format: "%.0f", Double((point[1] - engine.anonBefore) - (floorPoint[1] - floor.anonBefore)) / 1024)
+                    String(
+                        format: "%.0f",
+                        Double((point[1] - engine.anonBefore) - (floorPoint[1] - floor.anonBefore)) / 1024)
                 }
                 memoryRows.append([
                     "device log ." + floor.durability, mib(floor.appDataKB), mib(engine.peakAnon - engine.anonBefore),
-                    String(format: "%.1f", own / 1024), own / 1024 <= 64 ? "PASS" : "FAIL", curve.joined(separator: " "),
+                    String(format: "%.1f", own / 1024), own / 1024 <= 64 ? "PASS" : "FAIL",
+                    curve.joined(separator: " "),
                 ])
             }
             emit(table(sizeRows))
             emit("")
-            emit("memory of the initial sync: the engine's own heap is RssAnon above the call's start less the app's dictionary "
-                + "(the floor's, holding the same records); the curve subtracts the floor's RssAnon at the same tenth of the records")
+            emit(
+                "memory of the initial sync: the engine's own heap is RssAnon above the call's start less the app's dictionary "
+                    + "(the floor's, holding the same records); the curve subtracts the floor's RssAnon at the same tenth of the records"
+            )
             emit(table(memoryRows))
             emit("")
         }
 
         let sends = results.filter { $0.phase == "send" }
         if !sends.isEmpty {
-            var detail: [[String]] = [[
-                "sending", "batches", "pending list reads s", "first read", "last read", "batch building s",
-                "handleEvent s", "state.add s (before the send)",
-            ]]
+            var detail: [[String]] = [
+                [
+                    "sending", "batches", "pending list reads s", "first read", "last read", "batch building s",
+                    "handleEvent s", "state.add s (before the send)",
+                ]
+            ]
             for r in sends {
                 detail.append([
                     "device log ." + r.durability, grouped(r.batches), seconds(r.pendingReadSeconds),
@@ -251,20 +311,27 @@ enum Parent {
                     "\(seconds(r.addSeconds)) (\(grouped(r.addCalls)) calls, \(grouped(Int(Double(r.records) / r.addSeconds))) changes/s)",
                 ])
             }
-            emit("sending: the delegate's share (pending list reads: state.pendingRecordZoneChanges in nextRecordZoneChangeBatch, "
-                + "with the list's length)")
+            emit(
+                "sending: the delegate's share (pending list reads: state.pendingRecordZoneChanges in nextRecordZoneChangeBatch, "
+                    + "with the list's length)")
             emit(table(detail))
             emit("")
         }
 
-        var memory: [[String]] = [["memory (MiB)", "VmHWM before the call", "VmHWM", "ru_maxrss", "peak RssAnon", "end VmRSS", "end RssAnon", "end RssFile"]]
+        var memory: [[String]] = [
+            [
+                "memory (MiB)", "VmHWM before the call", "VmHWM", "ru_maxrss", "peak RssAnon", "end VmRSS",
+                "end RssAnon", "end RssFile",
+            ]
+        ]
         for r in results {
             memory.append([
                 "\(r.phase) .\(r.durability)", mib(r.hwmBefore), mib(r.hwm), mib(r.maxrss), mib(r.peakAnon), mib(r.rss),
                 mib(r.anon), mib(r.file),
             ])
         }
-        emit("memory per phase (each phase a process of its own; the in-process server's mapped pages count in RssFile)")
+        emit(
+            "memory per phase (each phase a process of its own; the in-process server's mapped pages count in RssFile)")
         emit(table(memory))
         emit("")
         printLoadAtEnd()
@@ -272,10 +339,12 @@ enum Parent {
 
     /// The open phase's table and ratio.
     static func openReport(_ options: EngineBench, _ builds: [Int: PhaseResult], _ opens: [Int: [PhaseResult]]) {
-        var rows: [[String]] = [[
-            "device log entries", "data.mdb MiB", "build s (.fast)", "open+first read ms (median)", "min", "max",
-            "open ms", "first read ms", "CPU ms", "minor faults", "major faults", "pending read", "VmHWM MiB",
-        ]]
+        var rows: [[String]] = [
+            [
+                "device log entries", "data.mdb MiB", "build s (.fast)", "open+first read ms (median)", "min", "max",
+                "open ms", "first read ms", "CPU ms", "minor faults", "major faults", "pending read", "VmHWM MiB",
+            ]
+        ]
         var medians: [Double] = []
         var minimums: [Double] = []
         for size in options.openLengths {
@@ -287,21 +356,24 @@ enum Parent {
             rows.append([
                 grouped(size), String(format: "%.1f", Double(builds[size]?.deviceLogBytes ?? 0) / 1_048_576),
                 seconds(builds[size]?.seconds ?? 0), millis(total), millis(runs.map(\.seconds).min() ?? 0),
-                millis(runs.map(\.seconds).max() ?? 0), millis(median(\.openSeconds)), millis(median(\.firstReadSeconds)),
+                millis(runs.map(\.seconds).max() ?? 0), millis(median(\.openSeconds)),
+                millis(median(\.firstReadSeconds)),
                 millis(median(\.cpuSeconds)), grouped(Int(median { Double($0.minorFaults) })),
                 grouped(Int(median { Double($0.majorFaults) })), grouped(runs.last?.processed ?? 0),
                 mib(Int(median { Double($0.hwm) })),
             ])
         }
-        emit("open: SyncEngine(configuration) on the existing log (.durable) until the first state.pendingRecordZoneChanges "
-            + "returns; median, min and max of \(options.openRunCount) runs, each in a fresh process; the OS page cache is warm "
-            + "(the logs were just written), so this is a cold process, not a cold disk; other columns are medians")
+        emit(
+            "open: SyncEngine(configuration) on the existing log (.durable) until the first state.pendingRecordZoneChanges "
+                + "returns; median, min and max of \(options.openRunCount) runs, each in a fresh process; the OS page cache is warm "
+                + "(the logs were just written), so this is a cold process, not a cold disk; other columns are medians")
         emit(table(rows))
         if medians.count >= 2, let first = medians.first, let last = medians.last, first > 0 {
             let value = last / first
-            emit("ratio of the medians, \(grouped(options.openLengths.last!)) / \(grouped(options.openLengths.first!)) entries: \(ratio(value)) "
-                + "(requirement ≤ 2: \(value <= 2 ? "PASS" : "FAIL")); of the fastest runs: "
-                + "\(ratio(minimums.last! / max(minimums.first!, 1e-9)))")
+            emit(
+                "ratio of the medians, \(grouped(options.openLengths.last!)) / \(grouped(options.openLengths.first!)) entries: \(ratio(value)) "
+                    + "(requirement ≤ 2: \(value <= 2 ? "PASS" : "FAIL")); of the fastest runs: "
+                    + "\(ratio(minimums.last! / max(minimums.first!, 1e-9)))")
         }
         emit("")
     }
@@ -315,37 +387,48 @@ enum Parent {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         emit("seeding the server: \(what)")
         let seed = try child(phase, durability: .fast, options, directory, scratch)
-        emit("  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
-            + "\(String(format: "%.1f", seed.seedSeconds)) s)")
+        emit(
+            "  \(grouped(Int(Double(seed.records) / seed.seedSeconds))) records/s (\(grouped(seed.seedRequests)) requests, "
+                + "\(String(format: "%.1f", seed.seedSeconds)) s)")
         return directory
     }
 
     /// The sharing phase's table and ratio.
     static func shareReport(_ options: EngineBench, _ results: [PhaseResult]) {
-        var rows: [[String]] = [[
-            "initial sync of the shared zone", "runs", "wall s (median)", "min", "max", "records/s", "CPU s", "server s",
-            "server calls", "pages", "VmHWM MiB", "device log MiB",
-        ]]
+        var rows: [[String]] = [
+            [
+                "initial sync of the shared zone", "runs", "wall s (median)", "min", "max", "records/s", "CPU s",
+                "server s",
+                "server calls", "pages", "VmHWM MiB", "device log MiB",
+            ]
+        ]
         var medians: [String: Double] = [:]
-        for (phase, name) in [("owner-fetch", "owner, private database"), ("participant-fetch", "participant, shared database")] {
+        for (phase, name) in [
+            ("owner-fetch", "owner, private database"), ("participant-fetch", "participant, shared database"),
+        ] {
             let runs = results.filter { $0.phase == phase }
             func median(_ value: (PhaseResult) -> Double) -> Double { Samples(values: runs.map(value)).median }
             let wall = median(\.seconds)
             medians[phase] = wall
             rows.append([
-                name, String(runs.count), seconds(wall), seconds(runs.map(\.seconds).min() ?? 0), seconds(runs.map(\.seconds).max() ?? 0),
-                grouped(Int(Double(options.recordCount) / wall)), seconds(median(\.cpuSeconds)), seconds(median(\.serverSeconds)),
-                grouped(runs.last?.serverCalls ?? 0), grouped(runs.last?.pages ?? 0), mib(Int(median { Double($0.hwm) })),
+                name, String(runs.count), seconds(wall), seconds(runs.map(\.seconds).min() ?? 0),
+                seconds(runs.map(\.seconds).max() ?? 0),
+                grouped(Int(Double(options.recordCount) / wall)), seconds(median(\.cpuSeconds)),
+                seconds(median(\.serverSeconds)),
+                grouped(runs.last?.serverCalls ?? 0), grouped(runs.last?.pages ?? 0),
+                mib(Int(median { Double($0.hwm) })),
                 String(format: "%.1f", Double(runs.last?.deviceLogBytes ?? 0) / 1_048_576),
             ])
         }
-        emit("sharing: a fresh engine's fetchChanges() of the one shared zone of \(grouped(options.recordCount)) records, "
-            + "owner and participant alternately (medians; server s: inside the server's methods)")
+        emit(
+            "sharing: a fresh engine's fetchChanges() of the one shared zone of \(grouped(options.recordCount)) records, "
+                + "owner and participant alternately (medians; server s: inside the server's methods)")
         emit(table(rows))
         if let owner = medians["owner-fetch"], let participant = medians["participant-fetch"], participant > 0 {
             let value = owner / participant
-            emit("ratio, the participant's speed over the owner's (owner s / participant s): \(ratio(value)) "
-                + "(target ≥ 0.8: \(value >= 0.8 ? "PASS" : "FAIL"))")
+            emit(
+                "ratio, the participant's speed over the owner's (owner s / participant s): \(ratio(value)) "
+                    + "(target ≥ 0.8: \(value >= 0.8 ? "PASS" : "FAIL"))")
         }
         emit("")
     }
@@ -362,13 +445,16 @@ enum Parent {
 
     /// Runs this executable with `--phase` and returns what it reported.
     static func child(
-        _ phase: EngineBench.Phase, durability: DurabilityName, _ options: EngineBench, _ directory: URL, _ scratch: ScratchDirectory,
+        _ phase: EngineBench.Phase, durability: DurabilityName, _ options: EngineBench, _ directory: URL,
+        _ scratch: ScratchDirectory,
         records: Int? = nil
     ) throws -> PhaseResult {
         try ChildProcess.run(
             [
-                "--phase", phase.rawValue, "--durability", durability.rawValue, "--records", String(records ?? options.recordCount),
-                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks", String(options.editTasks), "--batches", options.batches.rawValue, "--phase-dir", directory.path,
+                "--phase", phase.rawValue, "--durability", durability.rawValue, "--records",
+                String(records ?? options.recordCount),
+                "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks",
+                String(options.editTasks), "--batches", options.batches.rawValue, "--phase-dir", directory.path,
             ],
             resultFile: scratch.url.appendingPathComponent("result-\(phase.rawValue)-\(durability).json"),
             what: "the \(phase.rawValue) phase (.\(durability))")

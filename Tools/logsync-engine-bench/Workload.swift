@@ -1,8 +1,8 @@
 import BenchSupport
 import Foundation
 import LogSyncServer
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The records of both phases: about 300 bytes of field data each (three strings, two
 /// integers, as in logsync-server-bench), spread round-robin over 10 custom zones.
@@ -18,7 +18,9 @@ func seed(
     _ database: InProcessDatabase, count: Int, progress: Bool, in records: RecordWorkload = workload
 ) async throws -> (seconds: Double, requests: Int) {
     try await records.createZones(in: database)
-    let result = try await records.save(count, series: "seed", to: database, requestIDs: false, reports: progress ? 5 : 0) {
+    let result = try await records.save(
+        count, series: "seed", to: database, requestIDs: false, reports: progress ? 5 : 0
+    ) {
         sofar, _, _ in emit("    seeded \(grouped(sofar.records)) records")
     }
     return (result.wallSeconds, result.requests)
@@ -50,20 +52,36 @@ final class TimedDatabase: CloudDatabase {
     }
 
     // Each method of the server, timed under its name.
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await timed(#function) { try await base.modifyZones(request) } }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await timed(#function) { try await base.fetchZones(request) } }
-    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse { try await timed(#function) { try await base.modifyRecords(request) } }
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
+        try await timed(#function) { try await base.modifyZones(request) }
+    }
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
+        try await timed(#function) { try await base.fetchZones(request) }
+    }
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try await timed(#function) { try await base.modifyRecords(request) }
+    }
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         try await timed(#function) { try await base.fetchDatabaseChanges(request) }
     }
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse { try await timed(#function) { try await base.fetchZoneChanges(request) } }
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        try await timed(#function) { try await base.fetchZoneChanges(request) }
+    }
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
         try await timed(#function) { try await base.modifySubscriptions(request) }
     }
-    func allSubscriptions() async throws -> [Subscription] { try await timed(#function) { try await base.allSubscriptions() } }
-    func currentUserRecordID() async throws -> Record.ID { try await timed(#function) { try await base.currentUserRecordID() } }
-    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { try await timed(#function) { try await base.uploadAsset(request) } }
-    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { try await timed(#function) { try await base.downloadAsset(request) } }
+    func allSubscriptions() async throws -> [Subscription] {
+        try await timed(#function) { try await base.allSubscriptions() }
+    }
+    func currentUserRecordID() async throws -> Record.ID {
+        try await timed(#function) { try await base.currentUserRecordID() }
+    }
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await timed(#function) { try await base.uploadAsset(request) }
+    }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try await timed(#function) { try await base.downloadAsset(request) }
+    }
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 
     /// Seconds spent in every method together.

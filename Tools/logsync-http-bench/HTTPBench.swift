@@ -22,30 +22,35 @@ import ArgumentParser
 import BenchSupport
 import Foundation
 import LogStore
-import Logging
 import LogSync
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
 import LogSyncWire
-import Synchronization
+import Logging
 import SyncModel
+import Synchronization
 
 @main
 struct HTTPBench: BenchCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-http-bench",
-        abstract: "The engine over HTTP on loopback against the engine in process, and push latency with many connected devices.",
+        abstract:
+            "The engine over HTTP on loopback against the engine in process, and push latency with many connected devices.",
         discussion: "Docs/Performance.md (\"Over HTTP\") has the figures of the reference machine.")
 
     @OptionGroup var common: CommonOptions
 
     @OptionGroup var records: SyncedRecordsOption
 
-    @Option(help: ArgumentHelp("Connected devices awaiting each push (default 100, 10 with --quick).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Connected devices awaiting each push (default 100, 10 with --quick).", valueName: "N"),
+        transform: count())
     var devices: Int?
 
-    @Option(help: ArgumentHelp("Commits whose push is timed (default 100, 20 with --quick).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Commits whose push is timed (default 100, 20 with --quick).", valueName: "N"),
+        transform: count())
     var commits: Int?
 
     var recordCount: Int { records.total(common) }
@@ -53,14 +58,19 @@ struct HTTPBench: BenchCommand {
     var commitCount: Int { commits ?? common.size(100, quick: 20) }
 
     func measure(in scratch: ScratchDirectory) async throws {
-        printHeader("logsync-http-bench — the engine over loopback HTTP against the engine in process, and push latency", scratch: scratch)
+        printHeader(
+            "logsync-http-bench — the engine over loopback HTTP against the engine in process, and push latency",
+            scratch: scratch)
         emit("  \(grouped(recordCount)) records, \(deviceCount) devices, \(commitCount) commits")
 
-        var rows: [[String]] = [[
-            "phase", "transport", "seconds", "records/s", "HTTP / in process", "floor records/s", "engine / floor",
-        ]]
+        var rows: [[String]] = [
+            [
+                "phase", "transport", "seconds", "records/s", "HTTP / in process", "floor records/s", "engine / floor",
+            ]
+        ]
         let phases: [(String, (Transport, Int, ScratchDirectory) async throws -> (engine: Double, floor: Double?))] = [
-            ("initial sync (fetchChanges)", initialSync), ("sending (sendChanges)", { (try await sending($0, records: $1, scratch: $2), nil) }),
+            ("initial sync (fetchChanges)", initialSync),
+            ("sending (sendChanges)", { (try await sending($0, records: $1, scratch: $2), nil) }),
         ]
         for (name, phase) in phases {
             var perSecond: [Transport: Double] = [:]
@@ -76,18 +86,27 @@ struct HTTPBench: BenchCommand {
             }
         }
         emit()
-        emit("floor: the same pages through the same transport with no engine: each page's records kept in a dictionary "
-            + "and its bytes appended to a LogStore log, one entry and commit per page (.fast); measured in the same run")
+        emit(
+            "floor: the same pages through the same transport with no engine: each page's records kept in a dictionary "
+                + "and its bytes appended to a LogStore log, one entry and commit per page (.fast); measured in the same run"
+        )
         emit(table(rows))
 
         emit("  push latency, \(deviceCount) devices…")
         let push = try await pushLatency(devices: deviceCount, commits: commitCount, scratch: scratch)
         emit()
-        emit(table([
-            ["push: commit request sent → hint received", "samples", "median", "p99"],
-            ["\(deviceCount) devices × \(commitCount) commits", grouped(push.latency.values.count), ms(push.latency.median), ms(push.latency.p99)],
-            ["the commit request alone", grouped(push.commit.values.count), ms(push.commit.median), ms(push.commit.p99)],
-        ]))
+        emit(
+            table([
+                ["push: commit request sent → hint received", "samples", "median", "p99"],
+                [
+                    "\(deviceCount) devices × \(commitCount) commits", grouped(push.latency.values.count),
+                    ms(push.latency.median), ms(push.latency.p99),
+                ],
+                [
+                    "the commit request alone", grouped(push.commit.values.count), ms(push.commit.median),
+                    ms(push.commit.p99),
+                ],
+            ]))
         printLoadAtEnd()
     }
 }
@@ -101,11 +120,15 @@ final class Device: SyncEngineDelegate {
 
     func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
         if case .fetchedRecordZoneChanges(let changes) = event {
-            records.withLock { records in for change in changes.modifications { records[change.record.recordID] = change.record } }
+            records.withLock { records in
+                for change in changes.modifications { records[change.record.recordID] = change.record }
+            }
         }
     }
 
-    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine) async -> SyncEngine.RecordZoneChangeBatch? {
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
         // A cursor over the pending list (reading the whole list for every batch costs
         // O(n²) over a send; Docs/Performance.md, "Sending").
         try? await SyncEngine.RecordZoneChangeBatch(state: syncEngine.state, scope: context.options.scope) { id in
@@ -130,14 +153,18 @@ struct Server {
         let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast))
         let tokens = TokenStore()
         try tokens.add(token: token, for: "bench")
-        let running = try await RunningHTTPSyncServer.start(HTTPSyncServer(
-            server: server, tokens: tokens, configuration: .init(port: 0),
-            logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let running = try await RunningHTTPSyncServer.start(
+            HTTPSyncServer(
+                server: server, tokens: tokens, configuration: .init(port: 0),
+                logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })))
         return Server(server: server, running: running)
     }
 
     func client(device: String) -> HTTPSyncClient {
-        HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: Self.token, device: DeviceID(device)))
+        HTTPSyncClient(
+            .init(
+                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: Self.token, device: DeviceID(device)
+            ))
     }
 
     func database(_ transport: Transport, device: String) -> any CloudDatabase {
@@ -154,26 +181,32 @@ struct Server {
 }
 
 func engine(_ database: any CloudDatabase, _ directory: URL, _ device: Device) throws -> SyncEngine {
-    let log = try DeviceLog(directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 64 << 20))
+    let log = try DeviceLog(
+        directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 64 << 20))
     var configuration = SyncEngine.Configuration(database: database, deviceLog: log, delegate: device)
     configuration.automaticallySync = false
     return try SyncEngine(configuration)
 }
 
 /// Phase 1: seed, then time a fresh device's `fetchChanges()`, and the floor of the same work.
-func initialSync(_ transport: Transport, records: Int, scratch: ScratchDirectory) async throws -> (engine: Double, floor: Double?) {
+func initialSync(
+    _ transport: Transport, records: Int, scratch: ScratchDirectory
+) async throws -> (engine: Double, floor: Double?) {
     let directory = scratch.subdirectory("fetch-\(transport == .http ? "http" : "local")")
     let server = try await Server.start(directory.appendingPathComponent("server"))
     let seeder = server.server.database(for: "bench", device: "seeder")
     try await workload.createZones(in: seeder)
     _ = try await workload.save(records, series: "seed", to: seeder, requestIDs: false)
     let device = Device()
-    let fresh = try engine(server.database(transport, device: "fresh"), directory.appendingPathComponent("device"), device)
+    let fresh = try engine(
+        server.database(transport, device: "fresh"), directory.appendingPathComponent("device"), device)
     let started = ContinuousClock.now
     try await fresh.fetchChanges()
     let elapsed = seconds(since: started)
     let count = device.records.withLock { $0.count }
-    guard count == records else { throw BenchError("\(transport): the fresh device got \(count) of \(records) records") }
+    guard count == records else {
+        throw BenchError("\(transport): the fresh device got \(count) of \(records) records")
+    }
     let floor = try await floorSync(
         server.database(transport, device: "floor"), records: records, log: directory.appendingPathComponent("floor"))
     try await server.stop()
@@ -207,7 +240,8 @@ func sending(_ transport: Transport, records: Int, scratch: ScratchDirectory) as
     let directory = scratch.subdirectory("send-\(transport == .http ? "http" : "local")")
     let server = try await Server.start(directory.appendingPathComponent("server"))
     let device = Device()
-    let sender = try engine(server.database(transport, device: "sender"), directory.appendingPathComponent("device"), device)
+    let sender = try engine(
+        server.database(transport, device: "sender"), directory.appendingPathComponent("device"), device)
     try sender.state.add(pendingDatabaseChanges: workload.zoneIDs.map { .saveZone(RecordZone(zoneID: $0)) })
     for first in stride(from: 0, to: records, by: 1_000) {
         let batch = (first..<min(first + 1_000, records)).map { workload.record($0, series: "edit") }
@@ -236,7 +270,9 @@ final class AwaitedCommit: Sendable {
 }
 
 /// Phase 3: push latency to `devices` connected devices over `commits` commits.
-func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async throws -> (latency: Samples, commit: Samples) {
+func pushLatency(
+    devices: Int, commits: Int, scratch: ScratchDirectory
+) async throws -> (latency: Samples, commit: Samples) {
     let directory = scratch.subdirectory("push")
     let server = try await Server.start(directory.appendingPathComponent("server"))
     let writer = server.client(device: "writer").database()
@@ -252,20 +288,21 @@ func pushLatency(devices: Int, commits: Int, scratch: ScratchDirectory) async th
         let client = server.client(device: "device-\(index)")
         clients.append(client)
         let hints = client.database().pushHints()
-        pumps.append(Task {
-            for await hint in hints {
-                guard let offset = hint.changeToken?.offset.rawValue else { continue }
-                let now = ContinuousClock.now
-                let done = box.state.withLock { state -> CheckedContinuation<Void, Never>? in
-                    guard offset >= state.offset else { return nil }
-                    state.arrivals.append(now)
-                    guard state.arrivals.count == devices, let continuation = state.continuation else { return nil }
-                    state.continuation = nil
-                    return continuation
+        pumps.append(
+            Task {
+                for await hint in hints {
+                    guard let offset = hint.changeToken?.offset.rawValue else { continue }
+                    let now = ContinuousClock.now
+                    let done = box.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                        guard offset >= state.offset else { return nil }
+                        state.arrivals.append(now)
+                        guard state.arrivals.count == devices, let continuation = state.continuation else { return nil }
+                        state.continuation = nil
+                        return continuation
+                    }
+                    done?.resume()
                 }
-                done?.resume()
-            }
-        })
+            })
     }
     for client in clients { await client.waitForPushChannels() }
 

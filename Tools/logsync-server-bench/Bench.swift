@@ -10,22 +10,27 @@ extension ServerBench {
         printHeader(
             "logsync-server-bench — LogSync server: commit throughput, and fetches since a recent token against database size",
             scratch: scratch)
-        emit("  records: \(workload.recordSize) B of field data each (3 strings, 2 integers), type \(RecordWorkload.recordType), "
-            + "round-robin over \(workload.zoneCount) zones; saved in modifyRecords requests of \(RecordWorkload.requestSize) new records, "
-            + "each with a request ID, through InProcessDatabase")
-        emit("  databases: small \(grouped(smallRecords)) records, big \(grouped(bigRecords)) records "
-            + "(separate users of one server, durability .fast: commits not flushed, MDB_NOSYNC); "
-            + "durable throughput: \(grouped(durableRecords)) records on a server with .durable")
+        emit(
+            "  records: \(workload.recordSize) B of field data each (3 strings, 2 integers), type \(RecordWorkload.recordType), "
+                + "round-robin over \(workload.zoneCount) zones; saved in modifyRecords requests of \(RecordWorkload.requestSize) new records, "
+                + "each with a request ID, through InProcessDatabase")
+        emit(
+            "  databases: small \(grouped(smallRecords)) records, big \(grouped(bigRecords)) records "
+                + "(separate users of one server, durability .fast: commits not flushed, MDB_NOSYNC); "
+                + "durable throughput: \(grouped(durableRecords)) records on a server with .durable")
         emit("")
 
         // 1. Durable commit throughput, on a server of its own (durability is per server).
         emit("durable load (.durable: every commit flushed to disk)")
         let durable = try await durableLoad(scratch)
-        emit("  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: "
-            + "\(grouped(Int(durable.recordsPerSecond))) records/s, \(String(format: "%.1f", durable.requestsPerSecond)) requests/s")
+        emit(
+            "  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: "
+                + "\(grouped(Int(durable.recordsPerSecond))) records/s, \(String(format: "%.1f", durable.requestsPerSecond)) requests/s"
+        )
         let durableFloor = try floor(scratch, "durable-floor", count: durableRecords, durability: .durable)
-        emit("  floor (.durable): \(grouped(Int(durableFloor.recordsPerSecond))) records/s; "
-            + "server / floor \(ratio(durable.recordsPerSecond / durableFloor.recordsPerSecond))")
+        emit(
+            "  floor (.durable): \(grouped(Int(durableFloor.recordsPerSecond))) records/s; "
+                + "server / floor \(ratio(durable.recordsPerSecond / durableFloor.recordsPerSecond))")
         emit("")
 
         // 2. The two databases, loaded with .fast.
@@ -39,26 +44,35 @@ extension ServerBench {
         let plainDatabase = server.database(for: "no-request-ids", device: "bench")
         emit("load without request IDs (.fast): \(grouped(smallRecords)) records into a fresh database")
         try await workload.createZones(in: plainDatabase)
-        let plainLoad = try await load(plainDatabase, count: smallRecords, series: "plain", requestIDs: false, progress: false)
-        emit("  \(grouped(Int(plainLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", plainLoad.requestsPerSecond)) requests/s")
+        let plainLoad = try await load(
+            plainDatabase, count: smallRecords, series: "plain", requestIDs: false, progress: false)
+        emit(
+            "  \(grouped(Int(plainLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", plainLoad.requestsPerSecond)) requests/s"
+        )
         emit("")
         emit("small database load (.fast): \(grouped(smallRecords)) records")
         try await workload.createZones(in: smallDatabase)
         let smallLoad = try await load(smallDatabase, count: smallRecords, series: "small", progress: false)
-        emit("  \(grouped(Int(smallLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", smallLoad.requestsPerSecond)) requests/s; \(Memory.read().description)")
+        emit(
+            "  \(grouped(Int(smallLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", smallLoad.requestsPerSecond)) requests/s; \(Memory.read().description)"
+        )
         emit("")
         emit("big database load (.fast): \(grouped(bigRecords)) records")
         try await workload.createZones(in: bigDatabase)
         let bigLoad = try await load(bigDatabase, count: bigRecords, series: "big", progress: true)
-        emit("  \(grouped(Int(bigLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", bigLoad.requestsPerSecond)) requests/s "
-            + "(wall \(String(format: "%.1f", bigLoad.wallSeconds)) s with record generation); \(Memory.read().description)")
+        emit(
+            "  \(grouped(Int(bigLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", bigLoad.requestsPerSecond)) requests/s "
+                + "(wall \(String(format: "%.1f", bigLoad.wallSeconds)) s with record generation); \(Memory.read().description)"
+        )
         emit("")
         // The floor of the same work: the same requests' bytes decoded and appended by LogStore alone.
-        emit("floor (.fast): \(grouped(bigRecords)) records' request bytes decoded and appended with LogStore alone, "
-            + "one entry per record, one commit per request, no server")
+        emit(
+            "floor (.fast): \(grouped(bigRecords)) records' request bytes decoded and appended with LogStore alone, "
+                + "one entry per record, one commit per request, no server")
         let fastFloor = try floor(scratch, "fast-floor", count: bigRecords, durability: .fast)
-        emit("  \(grouped(Int(fastFloor.recordsPerSecond))) records/s; server / floor: small \(ratio(smallLoad.recordsPerSecond / fastFloor.recordsPerSecond)), "
-            + "big \(ratio(bigLoad.recordsPerSecond / fastFloor.recordsPerSecond))")
+        emit(
+            "  \(grouped(Int(fastFloor.recordsPerSecond))) records/s; server / floor: small \(ratio(smallLoad.recordsPerSecond / fastFloor.recordsPerSecond)), "
+                + "big \(ratio(bigLoad.recordsPerSecond / fastFloor.recordsPerSecond))")
         emit("")
 
         // 3. Recent tokens, then 100 new records in zone 0 of each database.
@@ -81,20 +95,23 @@ extension ServerBench {
                 for _ in 0..<perPass {
                     let started = ContinuousClock.now
                     try await fetchZoneSinceRecent(prepared)
-                    zoneSamples[prepared.name, default: Samples()].values.append((ContinuousClock.now - started).seconds)
+                    zoneSamples[prepared.name, default: Samples()].values.append(
+                        (ContinuousClock.now - started).seconds)
                 }
                 for _ in 0..<perPass {
                     let started = ContinuousClock.now
                     try await fetchDatabaseSinceRecent(prepared)
-                    databaseSamples[prepared.name, default: Samples()].values.append((ContinuousClock.now - started).seconds)
+                    databaseSamples[prepared.name, default: Samples()].values.append(
+                        (ContinuousClock.now - started).seconds)
                 }
                 let after = Memory.read()
                 if pass == 1 {
                     memoryBefore[prepared.name] = before
                     memoryAfter[prepared.name] = after
                 }
-                emit("fetch pass \(pass), \(prepared.name): zone median \(ms(zoneSamples[prepared.name]!.median)), "
-                    + "database median \(ms(databaseSamples[prepared.name]!.median)); \(after.description)")
+                emit(
+                    "fetch pass \(pass), \(prepared.name): zone median \(ms(zoneSamples[prepared.name]!.median)), "
+                        + "database median \(ms(databaseSamples[prepared.name]!.median)); \(after.description)")
             }
         }
         emit("")
@@ -135,20 +152,27 @@ extension ServerBench {
         memoryRow("VmHWM after fetches", \.hwm, memoryAfter)
         rows.append([
             "data.mdb size (MiB)", String(format: "%.1f", Double(small.dataFileBytes) / 1_048_576),
-            String(format: "%.1f", Double(big.dataFileBytes) / 1_048_576), ratio(Double(big.dataFileBytes) / Double(small.dataFileBytes)), "",
+            String(format: "%.1f", Double(big.dataFileBytes) / 1_048_576),
+            ratio(Double(big.dataFileBytes) / Double(small.dataFileBytes)), "",
         ])
-        emit("fetches since a recent token (\(Self.repetitions) timed repetitions each, in 2 passes of \(perPass) after \(Self.warmup) warm-up fetches; .fast server)")
+        emit(
+            "fetches since a recent token (\(Self.repetitions) timed repetitions each, in 2 passes of \(perPass) after \(Self.warmup) warm-up fetches; .fast server)"
+        )
         emit(table(rows))
         emit("")
 
-        var loads: [[String]] = [[
-            "400-record modify requests", "durability", "records", "requests", "records/s", "requests/s", "request median",
-            "request p99", "server / floor",
-        ]]
+        var loads: [[String]] = [
+            [
+                "400-record modify requests", "durability", "records", "requests", "records/s", "requests/s",
+                "request median",
+                "request p99", "server / floor",
+            ]
+        ]
         func loadRow(_ label: String, _ durability: String, _ result: LoadResult, floor: LoadResult?) {
             let latencies = Samples(values: result.latencies)
             loads.append([
-                label, durability, grouped(result.records), grouped(result.requests), grouped(Int(result.recordsPerSecond)),
+                label, durability, grouped(result.records), grouped(result.requests),
+                grouped(Int(result.recordsPerSecond)),
                 String(format: "%.1f", result.requestsPerSecond), ms(latencies.median), ms(latencies.p99),
                 floor.map { ratio(result.recordsPerSecond / $0.recordsPerSecond) } ?? "",
             ])
@@ -166,9 +190,10 @@ extension ServerBench {
         let zoneRatio = zoneSamples["big"]!.median / zoneSamples["small"]!.median
         let databaseRatio = databaseSamples["big"]!.median / databaseSamples["small"]!.median
         printLoadAtEnd()
-        emit("target: fetch since a recent token, \(bigName) / \(smallName), median ≤ \(ratio(Self.maximumRatio)): "
-            + "zone \(ratio(zoneRatio)) \(zoneRatio <= Self.maximumRatio ? "PASS" : "FAIL"), "
-            + "database \(ratio(databaseRatio)) \(databaseRatio <= Self.maximumRatio ? "PASS" : "FAIL")")
+        emit(
+            "target: fetch since a recent token, \(bigName) / \(smallName), median ≤ \(ratio(Self.maximumRatio)): "
+                + "zone \(ratio(zoneRatio)) \(zoneRatio <= Self.maximumRatio ? "PASS" : "FAIL"), "
+                + "database \(ratio(databaseRatio)) \(databaseRatio <= Self.maximumRatio ? "PASS" : "FAIL")")
     }
 
     /// The floor of a load of `count` records (`floorLoad`), in a log of its own that is removed afterwards.

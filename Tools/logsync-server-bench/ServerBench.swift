@@ -13,14 +13,17 @@ import BenchSupport
 struct ServerBench: BenchCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync-server-bench",
-        abstract: "A LogSync server's commit throughput, and its fetches since a recent token against the database's size.",
-        discussion: "Docs/Performance.md (\"Server\") says what is measured and has the figures of the reference machine.")
+        abstract:
+            "A LogSync server's commit throughput, and its fetches since a recent token against the database's size.",
+        discussion:
+            "Docs/Performance.md (\"Server\") says what is measured and has the figures of the reference machine.")
 
     @OptionGroup var common: CommonOptions
 
     @Option(
         help: ArgumentHelp(
-            "Records in the big database (default 1,000,000, 100,000 with --quick; the small one has 10,000).", valueName: "N"),
+            "Records in the big database (default 1,000,000, 100,000 with --quick; the small one has 10,000).",
+            valueName: "N"),
         transform: count(atLeast: workload.zoneCount))
     var records: Int?
 

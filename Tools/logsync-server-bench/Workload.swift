@@ -16,8 +16,9 @@ func load(
 ) async throws -> LoadResult {
     try await workload.save(count, series: series, to: database, requestIDs: requestIDs, reports: progress ? 10 : 0) {
         sofar, records, seconds in
-        emit("    \(pad(grouped(sofar.records), 11, left: true)) records: \(pad(grouped(Int(Double(records) / seconds)), 7, left: true)) "
-            + "records/s over the last \(grouped(records)); RSS \(Memory.read().rssMiB) MiB")
+        emit(
+            "    \(pad(grouped(sofar.records), 11, left: true)) records: \(pad(grouped(Int(Double(records) / seconds)), 7, left: true)) "
+                + "records/s over the last \(grouped(records)); RSS \(Memory.read().rssMiB) MiB")
     }
 }
 
@@ -77,7 +78,9 @@ func prepare(_ name: String, _ database: InProcessDatabase, records: Int, server
 func fetchZoneSinceRecent(_ prepared: Prepared) async throws {
     let page = try await prepared.database.fetchZoneChanges(zoneID: prepared.zoneID, since: prepared.zoneToken)
     guard page.modifications.count == ServerBench.recentChanges, page.deletions.isEmpty, !page.moreComing else {
-        throw BenchError("\(prepared.name): the zone fetch since the recent token returned \(page.modifications.count) modifications")
+        throw BenchError(
+            "\(prepared.name): the zone fetch since the recent token returned \(page.modifications.count) modifications"
+        )
     }
 }
 
@@ -103,9 +106,12 @@ func floorLoad(_ directory: URL, count: Int, series: String, durability: Durabil
     let started = ContinuousClock.now
     while result.records < count {
         let first = result.records
-        let records = (first..<min(first + RecordWorkload.requestSize, count)).map { workload.record($0, series: series) }
+        let records = (first..<min(first + RecordWorkload.requestSize, count)).map {
+            workload.record($0, series: series)
+        }
         let bytes = Wire.encode(
-            ModifyRecordsRequest(recordsToSave: records, requestID: RequestID("\(series)-\(result.requests)")), as: .protobuf)
+            ModifyRecordsRequest(recordsToSave: records, requestID: RequestID("\(series)-\(result.requests)")),
+            as: .protobuf)
         let before = ContinuousClock.now
         let request = try Wire.decode(ModifyRecordsRequest.self, from: bytes, as: .protobuf)
         let slices = try recordBytes(ofModifyRequest: bytes)
@@ -126,6 +132,8 @@ func floorLoad(_ directory: URL, count: Int, series: String, durability: Durabil
 /// The bytes of each record to save (field 1, `records_to_save`) of a protobuf
 /// `logsync.wire.ModifyRecordsRequest`, as they are in the request.
 func recordBytes(ofModifyRequest bytes: [UInt8]) throws -> [ArraySlice<UInt8>] {
-    try ProtoFields.lengthDelimited(field: 1, in: bytes) { BenchError("a ModifyRecordsRequest that does not parse: \($0)") }
-        .map { bytes[$0] }
+    try ProtoFields.lengthDelimited(field: 1, in: bytes) {
+        BenchError("a ModifyRecordsRequest that does not parse: \($0)")
+    }
+    .map { bytes[$0] }
 }

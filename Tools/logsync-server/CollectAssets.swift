@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// `logsync-server collect-assets`: deletes the asset contents no record has referenced for
@@ -21,13 +21,17 @@ struct CollectAssets: AsyncParsableCommand {
 
     @OptionGroup var data: DataOptions
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How long an unreferenced content or a partial upload is kept, in seconds (0: remove them all now).",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long an unreferenced content or a partial upload is kept, in seconds (0: remove them all now).",
+            valueName: "seconds"))
     var horizon = 7 * 86_400.0
 
     func validate() throws {
-        guard horizon >= 0, horizon.isFinite else { throw ValidationError("--horizon must be a number of seconds, 0 or more") }
+        guard horizon >= 0, horizon.isFinite else {
+            throw ValidationError("--horizon must be a number of seconds, 0 or more")
+        }
     }
 
     func run() async throws {
@@ -68,10 +72,13 @@ struct CollectAssets: AsyncParsableCommand {
             do {
                 let collected = try await server.collectAssets(unreferencedBefore: Date().addingTimeInterval(-horizon))
                 for (user, collection) in collected {
-                    logger.info("assets collected", metadata: [
-                        "user": "\(user)", "deleted": "\(collection.deleted.count)",
-                        "unlogged": "\(collection.orphansRemoved.count)", "partial": "\(collection.partialsRemoved.count)",
-                    ])
+                    logger.info(
+                        "assets collected",
+                        metadata: [
+                            "user": "\(user)", "deleted": "\(collection.deleted.count)",
+                            "unlogged": "\(collection.orphansRemoved.count)",
+                            "partial": "\(collection.partialsRemoved.count)",
+                        ])
                 }
             } catch {
                 logger.error("collecting assets failed", metadata: ["error": "\(error)"])

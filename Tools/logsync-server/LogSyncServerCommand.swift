@@ -1,10 +1,10 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogStore
 import LogSyncHTTPServer
 import LogSyncPostgres
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// `logsync-server`: a LogSync server over HTTP. One subcommand per file in this directory.
@@ -32,23 +32,32 @@ struct LogSyncServerCommand: AsyncParsableCommand {
 
 /// The options every subcommand that touches the server's data shares: where it is stored.
 struct DataOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp(
-        "The server's data directory: one LMDB environment per user, plus the token file. Created if missing. The same as --store lmdb:DIR.",
-        valueName: "dir"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The server's data directory: one LMDB environment per user, plus the token file. Created if missing. The same as --store lmdb:DIR.",
+            valueName: "dir"))
     var data: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Where the data is kept: lmdb:DIR (the default store, on this machine's disk) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, which several nodes can share; tokens are then kept in the database too. Default: the LOGSYNC_STORE environment variable.",
-        valueName: "store"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where the data is kept: lmdb:DIR (the default store, on this machine's disk) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, which several nodes can share; tokens are then kept in the database too. Default: the LOGSYNC_STORE environment variable.",
+            valueName: "store"))
     var store: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "With a PostgreSQL store: how many requests run against the database at once (the node opens up to twice as many connections, plus one).",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "With a PostgreSQL store: how many requests run against the database at once (the node opens up to twice as many connections, plus one).",
+            valueName: "n"))
     var connections = 16
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The token file (\"sha256:<digest of the token> <user ID>\" per line) of an LMDB store. Default: <dir>/tokens.", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The token file (\"sha256:<digest of the token> <user ID>\" per line) of an LMDB store. Default: <dir>/tokens.",
+            valueName: "file"))
     var tokens: String?
 
     /// Where the data is kept.
@@ -84,10 +93,13 @@ struct DataOptions: ParsableArguments {
         }
         if text.hasPrefix("lmdb:") || (plainDirectory && !text.isEmpty) {
             let path = text.hasPrefix("lmdb:") ? String(text.dropFirst("lmdb:".count)) : text
-            guard !path.isEmpty else { throw ValidationError("\(option) lmdb: needs a directory, as in lmdb:/var/lib/logsync") }
+            guard !path.isEmpty else {
+                throw ValidationError("\(option) lmdb: needs a directory, as in lmdb:/var/lib/logsync")
+            }
             return .lmdb(URL(fileURLWithPath: path, isDirectory: true))
         }
-        throw ValidationError("\(option) must be \(plainDirectory ? "DIR, " : "")lmdb:DIR or postgres://…, not \"\(text)\"")
+        throw ValidationError(
+            "\(option) must be \(plainDirectory ? "DIR, " : "")lmdb:DIR or postgres://…, not \"\(text)\"")
     }
 
     /// The storage at `location`: an LMDB directory (created if missing) or a PostgreSQL store
@@ -135,7 +147,10 @@ struct DataOptions: ParsableArguments {
             tokens = TokenStore(stored: postgres.tokens!, logger: logger)
             directory = URL(fileURLWithPath: NSTemporaryDirectory())
         }
-        return (try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage), tokens)
+        return (
+            try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage),
+            tokens
+        )
     }
 }
 

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogSyncHTTPServer
 import LogSyncPostgres
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// `logsync-server migrate --from lmdb:DIR --to postgres://…`: moves a server's data from its
@@ -36,9 +36,11 @@ struct Migrate: ParsableCommand {
     var from: String
 
     /// The PostgreSQL URL of the empty target.
-    @Option(name: .long, help: ArgumentHelp(
-        "The empty PostgreSQL store to fill: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE. Its schema is created if missing.",
-        valueName: "url"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The empty PostgreSQL store to fill: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE. Its schema is created if missing.",
+            valueName: "url"))
     var to: String
 
     /// The token file, when it is not `DIR/tokens`.
@@ -69,7 +71,9 @@ struct Migrate: ParsableCommand {
         try exitingOnError {
             let directory = try sourceDirectory
             let tokenFile = tokens.map { URL(fileURLWithPath: $0) } ?? directory.appendingPathComponent("tokens")
-            try StoreMigration(source: directory, tokenDigests: try tokenDigests(in: tokenFile), target: to).run { print($0) }
+            try StoreMigration(source: directory, tokenDigests: try tokenDigests(in: tokenFile), target: to).run {
+                print($0)
+            }
         }
     }
 

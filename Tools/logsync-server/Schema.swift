@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogStore
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// `logsync-server schema`: the record types and fields a server accepts (F137, Docs/Deployment.md,
@@ -72,12 +72,17 @@ struct Schema: ParsableCommand {
                     logsync-server schema deploy --from ./dev-data --to /var/lib/logsync
                 """)
 
-        @Option(name: .long, help: ArgumentHelp(
-            "The development server's data: DIR, lmdb:DIR or postgres://… It must exist; it is only read.", valueName: "store"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The development server's data: DIR, lmdb:DIR or postgres://… It must exist; it is only read.",
+                valueName: "store"))
         var from: String
 
-        @Option(name: .long, help: ArgumentHelp(
-            "The production server's data: DIR, lmdb:DIR (created if missing) or postgres://…", valueName: "store"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The production server's data: DIR, lmdb:DIR (created if missing) or postgres://…", valueName: "store"))
         var to: String
 
         func validate() throws {
@@ -118,7 +123,8 @@ enum SchemaCommandError: Error, CustomStringConvertible {
     var description: String {
         switch self {
         case .noServerData(let path): "\(path) holds no logsync-server data (there is no \(path)/registry)"
-        case .emptySchema(let store): "\(store) has no record type in its development schema: no record was ever saved there"
+        case .emptySchema(let store):
+            "\(store) has no record type in its development schema: no record was ever saved there"
         }
     }
 }
@@ -137,7 +143,8 @@ enum SchemaCommands {
     static func server(_ location: DataOptions.Location, connections: Int) throws -> SyncServer {
         let logger = Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() })
         let storage = try DataOptions.storage(location, connections: connections, logger: logger)
-        return try SyncServer(SyncServer.Configuration(directory: URL(fileURLWithPath: NSTemporaryDirectory())), storage: storage)
+        return try SyncServer(
+            SyncServer.Configuration(directory: URL(fileURLWithPath: NSTemporaryDirectory())), storage: storage)
     }
 
     /// The mode line, then the schema's lines (or `(no record types)`).
@@ -161,7 +168,9 @@ enum SchemaCommands {
     /// added.
     static func summary(from before: RecordSchema, to deployment: SchemaDeployment) -> [String] {
         guard deployment.appended else {
-            return ["nothing to deploy: every record type and field is deployed already (registry offset \(deployment.offset))"]
+            return [
+                "nothing to deploy: every record type and field is deployed already (registry offset \(deployment.offset))"
+            ]
         }
         var lines: [String] = []
         let schema = deployment.schema
@@ -175,7 +184,8 @@ enum SchemaCommands {
         }
         let fieldCount = schema.recordTypes.values.reduce(0) { $0 + $1.count }
         lines.append(
-            "deployed \(schema.recordTypes.count) record type\(schema.recordTypes.count == 1 ? "" : "s"), \(fieldCount) field\(fieldCount == 1 ? "" : "s") at registry offset \(deployment.offset)")
+            "deployed \(schema.recordTypes.count) record type\(schema.recordTypes.count == 1 ? "" : "s"), \(fieldCount) field\(fieldCount == 1 ? "" : "s") at registry offset \(deployment.offset)"
+        )
         return lines
     }
 }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogSyncHTTPServer
 import LogSyncServer
+import Logging
 
 /// `logsync-server serve`: runs the server until SIGINT or SIGTERM.
 struct Serve: AsyncParsableCommand {
@@ -29,118 +29,168 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var data: DataOptions
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The address to listen on. The default serves this machine only; 0.0.0.0 serves every interface.",
-        valueName: "address"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The address to listen on. The default serves this machine only; 0.0.0.0 serves every interface.",
+            valueName: "address"))
     var host = "127.0.0.1"
 
     @Option(name: .long, help: ArgumentHelp("The TCP port; 0 picks a free one (logged).", valueName: "n"))
     var port = 8080
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The largest request body accepted, in bytes; larger ones get 413 before they are read.", valueName: "bytes"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The largest request body accepted, in bytes; larger ones get 413 before they are read.", valueName: "bytes"
+        ))
     var maxBodyBytes = 8 << 20
 
-    @Option(name: .long, help: ArgumentHelp(
-        "On SIGINT or SIGTERM, how long requests in flight may take before their connections are closed; idle connections close at once.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "On SIGINT or SIGTERM, how long requests in flight may take before their connections are closed; idle connections close at once.",
+            valueName: "seconds"))
     var shutdownGracePeriod = 10.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How long a connection with no request in progress (new, or between requests) stays open.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a connection with no request in progress (new, or between requests) stays open.",
+            valueName: "seconds"))
     var idleTimeout = 75.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How long a request's head (request line and headers) may take to arrive, from its first byte.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a request's head (request line and headers) may take to arrive, from its first byte.",
+            valueName: "seconds"))
     var requestHeadTimeout = 10.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The longest pause in a request body while the server waits for it; the connection is closed after it.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The longest pause in a request body while the server waits for it; the connection is closed after it.",
+            valueName: "seconds"))
     var requestBodyTimeout = 30.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The slowest a request body may come: at least this many bytes per second within each --request-body-timeout, or the connection is closed; 0: any byte will do.",
-        valueName: "bytes"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The slowest a request body may come: at least this many bytes per second within each --request-body-timeout, or the connection is closed; 0: any byte will do.",
+            valueName: "bytes"))
     var requestBodyMinRate = 1024
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The longest the server waits for a client to take more of an answer (a download it stopped reading); the connection is closed after it.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The longest the server waits for a client to take more of an answer (a download it stopped reading); the connection is closed after it.",
+            valueName: "seconds"))
     var responseWriteTimeout = 60.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How many connections are open at most; more wait in the listen backlog. Default: half of `ulimit -n`, at most 10000.",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many connections are open at most; more wait in the listen backlog. Default: half of `ulimit -n`, at most 10000.",
+            valueName: "n"))
     var maxConnections: Int?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How many connections the system queues for the server to accept (capped by net.core.somaxconn).",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many connections the system queues for the server to accept (capped by net.core.somaxconn).",
+            valueName: "n"))
     var listenBacklog = 256
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How often push channels are pinged; one whose client missed the last ping is closed.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How often push channels are pinged; one whose client missed the last ping is closed.",
+            valueName: "seconds"))
     var pushPingInterval = 30.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "About how much memory the requests being decoded and handled may take together, estimated from their bodies; more wait.",
-        valueName: "bytes"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "About how much memory the requests being decoded and handled may take together, estimated from their bodies; more wait.",
+            valueName: "bytes"))
     var requestMemoryBudget = 64 << 20
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How many requests may wait for --request-memory-budget; more get 503 with a retry-after.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many requests may wait for --request-memory-budget; more get 503 with a retry-after.", valueName: "n"))
     var maxRequestsWaiting = 1_024
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The requests per second each user may send in the long run; more get 429 with a retry-after. 0: no limit.",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The requests per second each user may send in the long run; more get 429 with a retry-after. 0: no limit.",
+            valueName: "n"))
     var userRequestRate = HTTPSyncServer.ClientLimits.perUser.requestsPerSecond
 
-    @Option(name: .long, help: ArgumentHelp("How many requests each user may send at once above --user-request-rate.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("How many requests each user may send at once above --user-request-rate.", valueName: "n"))
     var userRequestBurst = HTTPSyncServer.ClientLimits.perUser.burst
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How many requests each user may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many requests each user may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
     var userConcurrentRequests = HTTPSyncServer.ClientLimits.perUser.concurrentRequests
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The requests per second each address (IPv4, or an IPv6 /64) may send in the long run, whatever its users; 0: no limit (behind a proxy, which should limit addresses itself).",
-        valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The requests per second each address (IPv4, or an IPv6 /64) may send in the long run, whatever its users; 0: no limit (behind a proxy, which should limit addresses itself).",
+            valueName: "n"))
     var addressRequestRate = HTTPSyncServer.ClientLimits.perAddress.requestsPerSecond
 
-    @Option(name: .long, help: ArgumentHelp("How many requests each address may send at once above --address-request-rate.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many requests each address may send at once above --address-request-rate.", valueName: "n"))
     var addressRequestBurst = HTTPSyncServer.ClientLimits.perAddress.burst
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How many requests each address may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How many requests each address may have in progress at once; more get 429. 0: no limit.", valueName: "n"))
     var addressConcurrentRequests = HTTPSyncServer.ClientLimits.perAddress.concurrentRequests
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
-        valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Serve HTTPS with this PEM certificate: the server's certificate first, then any intermediates. Requires --tls-key.",
+            valueName: "file"))
     var tlsCertificate: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The unencrypted PEM private key of --tls-certificate. Requires --tls-certificate.", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The unencrypted PEM private key of --tls-certificate. Requires --tls-certificate.", valueName: "file"))
     var tlsKey: String?
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How long an asset content no record references (and a cut upload's partial copy) is kept before it is deleted.",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long an asset content no record references (and a cut upload's partial copy) is kept before it is deleted.",
+            valueName: "seconds"))
     var assetHorizon = 7 * 86_400.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "How often unreferenced asset contents older than --asset-horizon are deleted; 0: never (run `logsync-server collect-assets` instead).",
-        valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How often unreferenced asset contents older than --asset-horizon are deleted; 0: never (run `logsync-server collect-assets` instead).",
+            valueName: "seconds"))
     var assetCollectionInterval = 3600.0
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
-        valueName: "level"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
+            valueName: "level"))
     var logLevel = "info"
 
     func validate() throws {
@@ -168,29 +218,44 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--max-connections must be at least 1, not \(maxConnections)")
         }
         guard requestBodyMinRate >= 0 else {
-            throw ValidationError("--request-body-min-rate must be 0 or more bytes per second, not \(requestBodyMinRate)")
+            throw ValidationError(
+                "--request-body-min-rate must be 0 or more bytes per second, not \(requestBodyMinRate)")
         }
-        guard listenBacklog >= 1 else { throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)") }
+        guard listenBacklog >= 1 else {
+            throw ValidationError("--listen-backlog must be at least 1, not \(listenBacklog)")
+        }
         guard requestMemoryBudget >= 1 << 20 else {
             throw ValidationError("--request-memory-budget must be at least 1048576 bytes, not \(requestMemoryBudget)")
         }
-        guard maxRequestsWaiting >= 0 else { throw ValidationError("--max-requests-waiting must be 0 or more, not \(maxRequestsWaiting)") }
-        for (flag, rate) in [("--user-request-rate", userRequestRate), ("--address-request-rate", addressRequestRate)] {
-            guard rate >= 0, rate.isFinite else { throw ValidationError("\(flag) must be a number of requests per second, 0 or more, not \(rate)") }
+        guard maxRequestsWaiting >= 0 else {
+            throw ValidationError("--max-requests-waiting must be 0 or more, not \(maxRequestsWaiting)")
         }
-        for (flag, burst) in [("--user-request-burst", userRequestBurst), ("--address-request-burst", addressRequestBurst)] {
+        for (flag, rate) in [("--user-request-rate", userRequestRate), ("--address-request-rate", addressRequestRate)] {
+            guard rate >= 0, rate.isFinite else {
+                throw ValidationError("\(flag) must be a number of requests per second, 0 or more, not \(rate)")
+            }
+        }
+        for (flag, burst) in [
+            ("--user-request-burst", userRequestBurst), ("--address-request-burst", addressRequestBurst),
+        ] {
             guard burst >= 1 else { throw ValidationError("\(flag) must be at least 1, not \(burst)") }
         }
         for (flag, count) in [
-            ("--user-concurrent-requests", userConcurrentRequests), ("--address-concurrent-requests", addressConcurrentRequests),
+            ("--user-concurrent-requests", userConcurrentRequests),
+            ("--address-concurrent-requests", addressConcurrentRequests),
         ] {
             guard count >= 0 else { throw ValidationError("\(flag) must be 0 or more, not \(count)") }
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ValidationError(
+                "--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        if tlsCertificate != nil, tlsKey == nil { throw ValidationError("--tls-certificate needs --tls-key (the certificate's private key)") }
-        if tlsKey != nil, tlsCertificate == nil { throw ValidationError("--tls-key needs --tls-certificate (the key's certificate chain)") }
+        if tlsCertificate != nil, tlsKey == nil {
+            throw ValidationError("--tls-certificate needs --tls-key (the certificate's private key)")
+        }
+        if tlsKey != nil, tlsCertificate == nil {
+            throw ValidationError("--tls-key needs --tls-certificate (the key's certificate chain)")
+        }
     }
 
     func run() async throws {
@@ -218,11 +283,13 @@ struct Serve: AsyncParsableCommand {
         httpConfiguration.userLimits = HTTPSyncServer.ClientLimits(
             requestsPerSecond: userRequestRate, burst: userRequestBurst, concurrentRequests: userConcurrentRequests)
         httpConfiguration.addressLimits = HTTPSyncServer.ClientLimits(
-            requestsPerSecond: addressRequestRate, burst: addressRequestBurst, concurrentRequests: addressConcurrentRequests)
+            requestsPerSecond: addressRequestRate, burst: addressRequestBurst,
+            concurrentRequests: addressConcurrentRequests)
         do {
             if let tlsCertificate, let tlsKey {
                 httpConfiguration.tlsConfiguration = try HTTPSyncServer.tlsConfiguration(
-                    certificateChainFile: URL(fileURLWithPath: tlsCertificate), privateKeyFile: URL(fileURLWithPath: tlsKey))
+                    certificateChainFile: URL(fileURLWithPath: tlsCertificate),
+                    privateKeyFile: URL(fileURLWithPath: tlsKey))
             }
             (server, tokens) = try data.server(logger: logger)
         } catch {
@@ -230,18 +297,24 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode.failure
         }
         if tokens.count == 0 {
-            logger.warning("no users yet: every request will get 401; add one with `logsync-server user add USER`",
-                           metadata: ["tokens": "\(tokens.file?.path ?? "in the store")"])
+            logger.warning(
+                "no users yet: every request will get 401; add one with `logsync-server user add USER`",
+                metadata: ["tokens": "\(tokens.file?.path ?? "in the store")"])
         }
-        logger.info("starting", metadata: [
-            "store": "\((try? data.location)?.description ?? "")", "tokens": "\(tokens.file?.path ?? "in the store")",
-            "users": "\(tokens.count)",
-            "max-connections": "\(httpConfiguration.maxConnections)",
-        ])
+        logger.info(
+            "starting",
+            metadata: [
+                "store": "\((try? data.location)?.description ?? "")",
+                "tokens": "\(tokens.file?.path ?? "in the store")",
+                "users": "\(tokens.count)",
+                "max-connections": "\(httpConfiguration.maxConnections)",
+            ])
         let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
-        let collection = assetCollectionInterval > 0
+        let collection =
+            assetCollectionInterval > 0
             ? Task { [assetHorizon, assetCollectionInterval] in
-                await CollectAssets.periodically(server, every: assetCollectionInterval, horizon: assetHorizon, logger: logger)
+                await CollectAssets.periodically(
+                    server, every: assetCollectionInterval, horizon: assetHorizon, logger: logger)
             }
             : nil
         defer { collection?.cancel() }

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
-import Logging
 import LogSyncHTTPServer
 import LogSyncServer
+import Logging
 import SyncModel
 
 /// `logsync-server user`: the users of the token file.
@@ -31,14 +31,17 @@ struct User: ParsableCommand {
                 is created readable by its owner only; keep it private.
                 """)
 
-        @Argument(help: ArgumentHelp(
-            "The user ID, such as an e-mail address: 1 to 511 bytes of UTF-8 without control characters or surrounding spaces.",
-            valueName: "user"))
+        @Argument(
+            help: ArgumentHelp(
+                "The user ID, such as an e-mail address: 1 to 511 bytes of UTF-8 without control characters or surrounding spaces.",
+                valueName: "user"))
         var user: String
 
-        @Option(name: .long, help: ArgumentHelp(
-            "The user's e-mail address, by which share owners invite them (registered in the data directory).",
-            valueName: "address"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The user's e-mail address, by which share owners invite them (registered in the data directory).",
+                valueName: "address"))
         var email: String?
 
         @OptionGroup var data: DataOptions
@@ -59,7 +62,8 @@ struct User: ParsableCommand {
                     }
                     try TokenStore.append(token: token, user: UserID(user), to: data.tokensURL(in: directory))
                 case .postgres:
-                    let (server, tokens) = try data.server(logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+                    let (server, tokens) = try data.server(
+                        logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
                     defer { server.shutdown() }
                     if let email { try server.registerUser(UserID(user), emailAddress: email) }
                     try tokens.add(token: token, for: UserID(user))
@@ -90,9 +94,11 @@ struct User: ParsableCommand {
         @Argument(help: ArgumentHelp("The user whose every token is revoked.", valueName: "user"))
         var user: String?
 
-        @Option(name: .long, help: ArgumentHelp(
-            "One token to revoke instead: the token itself, or its digest as the token file shows it (sha256:<64 hex digits>).",
-            valueName: "token"))
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "One token to revoke instead: the token itself, or its digest as the token file shows it (sha256:<64 hex digits>).",
+                valueName: "token"))
         var token: String?
 
         @OptionGroup var data: DataOptions
@@ -111,7 +117,8 @@ struct User: ParsableCommand {
             }
             guard let digest = TokenStore.digest(ofTokenOrDigest: token ?? "") else {
                 throw ValidationError(
-                    "--token must be a token (16 to 512 printable ASCII characters) or its digest, sha256:<64 hex digits>")
+                    "--token must be a token (16 to 512 printable ASCII characters) or its digest, sha256:<64 hex digits>"
+                )
             }
             return .credential(digest)
         }
@@ -125,7 +132,8 @@ struct User: ParsableCommand {
                     count = try TokenStore.revoke(revocation, inFile: data.tokensURL(in: directory))
                 case .postgres:
                     let storage = try DataOptions.storage(
-                        data.location, connections: 1, logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
+                        data.location, connections: 1,
+                        logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
                     defer { storage.shutdown() }
                     count = try storage.tokens!.revoke(revocation)
                 }

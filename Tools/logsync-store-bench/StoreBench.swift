@@ -24,15 +24,15 @@
 import ArgumentParser
 import BenchSupport
 import Foundation
-import Logging
 import LogStore
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncPostgres
 import LogSyncServer
+import Logging
 import PostgresProcess
-import Synchronization
 import SyncModel
+import Synchronization
 
 @main
 struct StoreBench: BenchCommand {
@@ -43,16 +43,22 @@ struct StoreBench: BenchCommand {
 
     @OptionGroup var common: CommonOptions
 
-    @Option(help: ArgumentHelp("Records committed and fetched per store (default 40,000; 4,000 with --quick).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp(
+            "Records committed and fetched per store (default 40,000; 4,000 with --quick).", valueName: "N"),
+        transform: count())
     var records: Int?
 
-    @Option(help: ArgumentHelp("Concurrent devices in the nodes phase (default 100).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Concurrent devices in the nodes phase (default 100).", valueName: "N"), transform: count())
     var devices: Int?
 
     @Option(help: ArgumentHelp("Users the devices belong to (default 20).", valueName: "N"), transform: count())
     var users: Int?
 
-    @Option(help: ArgumentHelp("Save requests per device in the nodes phase (default 20; 5 with --quick).", valueName: "N"), transform: count())
+    @Option(
+        help: ArgumentHelp("Save requests per device in the nodes phase (default 20; 5 with --quick).", valueName: "N"),
+        transform: count())
     var rounds: Int?
 
     var recordCount: Int { records ?? common.size(40_000, quick: 4_000) }
@@ -74,21 +80,30 @@ struct StoreBench: BenchCommand {
             handler.logLevel = .critical
             return handler
         }
-        printHeader("logsync-store-bench — the PostgreSQL store against LMDB, and one node against two", scratch: scratch)
-        emit("  \(grouped(recordCount)) records per store; \(deviceCount) devices of \(userCount) users, \(roundCount) saves of 10 records each")
+        printHeader(
+            "logsync-store-bench — the PostgreSQL store against LMDB, and one node against two", scratch: scratch)
+        emit(
+            "  \(grouped(recordCount)) records per store; \(deviceCount) devices of \(userCount) users, \(roundCount) saves of 10 records each"
+        )
         let durablePostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-durable"), durable: true)
         let fastPostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-fast"), durable: false)
         defer {
             Task { await durablePostgres.destroy() }
             Task { await fastPostgres.destroy() }
         }
-        emit("  PostgreSQL: \(durablePostgres.directory.path) (fsync on) and \(fastPostgres.directory.path) (fsync off)")
+        emit(
+            "  PostgreSQL: \(durablePostgres.directory.path) (fsync on) and \(fastPostgres.directory.path) (fsync off)")
         emit()
 
         // 1 and 2: commit and fetch, per store.
-        var rows: [[String]] = [["store", "commit s", "commit records/s", "fetch s", "fetch records/s", "vs LMDB (commit, fetch)"]]
+        var rows: [[String]] = [
+            ["store", "commit s", "commit records/s", "fetch s", "fetch records/s", "vs LMDB (commit, fetch)"]
+        ]
         let stores: [(String, () async throws -> any ServerStorage)] = [
-            ("LMDB .durable", { try LMDBStorage(directory: scratch.subdirectory("lmdb-durable"), durability: .durable) }),
+            (
+                "LMDB .durable",
+                { try LMDBStorage(directory: scratch.subdirectory("lmdb-durable"), durability: .durable) }
+            ),
             ("PostgreSQL, fsync on", { try await self.postgresStorage(on: durablePostgres) }),
             ("LMDB .fast", { try LMDBStorage(directory: scratch.subdirectory("lmdb-fast"), durability: .fast) }),
             ("PostgreSQL, fsync off", { try await self.postgresStorage(on: fastPostgres) }),
@@ -97,14 +112,17 @@ struct StoreBench: BenchCommand {
         for (index, (name, make)) in stores.enumerated() {
             emit("  \(name): commit and fetch…")
             let storage = try await make()
-            let server = try SyncServer(SyncServer.Configuration(directory: scratch.subdirectory("unused")), storage: storage)
+            let server = try SyncServer(
+                SyncServer.Configuration(directory: scratch.subdirectory("unused")), storage: storage)
             let (commit, fetch) = try await commitAndFetch(server)
             server.shutdown()
             let perSecond = (Double(recordCount) / commit, Double(recordCount) / fetch)
             if index.isMultiple(of: 2) { lmdb = perSecond }
             rows.append([
-                name, String(format: "%.2f", commit), grouped(Int(perSecond.0)), String(format: "%.2f", fetch), grouped(Int(perSecond.1)),
-                index.isMultiple(of: 2) ? "" : "\(ratio(perSecond.0 / lmdb.commit)), \(ratio(perSecond.1 / lmdb.fetch))",
+                name, String(format: "%.2f", commit), grouped(Int(perSecond.0)), String(format: "%.2f", fetch),
+                grouped(Int(perSecond.1)),
+                index.isMultiple(of: 2)
+                    ? "" : "\(ratio(perSecond.0 / lmdb.commit)), \(ratio(perSecond.1 / lmdb.fetch))",
             ])
         }
         emit()
@@ -112,7 +130,9 @@ struct StoreBench: BenchCommand {
         emit()
 
         // 3: one node against two, PostgreSQL with fsync on.
-        var nodeRows: [[String]] = [["nodes", "seconds", "records/s", "save p50", "save p99", "fetch p99", "2 nodes / 1"]]
+        var nodeRows: [[String]] = [
+            ["nodes", "seconds", "records/s", "save p50", "save p99", "fetch p99", "2 nodes / 1"]
+        ]
         var one = 0.0
         for nodes in [1, 2] {
             emit("  \(nodes) node\(nodes == 1 ? "" : "s"), \(deviceCount) devices…")
@@ -120,7 +140,8 @@ struct StoreBench: BenchCommand {
             let perSecond = Double(deviceCount * roundCount * 10) / result.seconds
             if nodes == 1 { one = perSecond }
             nodeRows.append([
-                "\(nodes)", String(format: "%.2f", result.seconds), grouped(Int(perSecond)), ms(result.saves.median), ms(result.saves.p99),
+                "\(nodes)", String(format: "%.2f", result.seconds), grouped(Int(perSecond)), ms(result.saves.median),
+                ms(result.saves.p99),
                 ms(result.fetches.p99), nodes == 1 ? "" : ratio(perSecond / one),
             ])
         }
@@ -144,7 +165,9 @@ struct StoreBench: BenchCommand {
         while saved < recordCount {
             let batch = (saved..<min(saved + 400, recordCount)).map { Self.record("r\($0)", size: 300) }
             let response = try await database.modifyRecords(saving: batch, deleting: [])
-            guard response.saveResults.values.allSatisfy({ (try? $0.get()) != nil }) else { throw BenchError("a save failed") }
+            guard response.saveResults.values.allSatisfy({ (try? $0.get()) != nil }) else {
+                throw BenchError("a save failed")
+            }
             saved += batch.count
         }
         let commit = seconds(since: started)
@@ -152,7 +175,8 @@ struct StoreBench: BenchCommand {
         var fetched = 0
         var token: ZoneChangeToken? = nil
         while true {
-            let page = try await server.database(for: "bench", device: "reader").fetchZoneChanges(zoneID: Self.zone, since: token)
+            let page = try await server.database(for: "bench", device: "reader").fetchZoneChanges(
+                zoneID: Self.zone, since: token)
             fetched += page.modifications.count
             token = page.changeToken
             if !page.moreComing { break }
@@ -189,9 +213,11 @@ struct StoreBench: BenchCommand {
         var servers: [(SyncServer, RunningHTTPSyncServer)] = []
         for index in 0..<nodes {
             let storage = try PostgresStorage(url: url, connections: 16, logger: Self.quiet)
-            let server = try SyncServer(SyncServer.Configuration(directory: scratch.subdirectory("node\(index)")), storage: storage)
+            let server = try SyncServer(
+                SyncServer.Configuration(directory: scratch.subdirectory("node\(index)")), storage: storage)
             let http = HTTPSyncServer(
-                server: server, tokens: TokenStore(stored: storage.tokens!), configuration: .init(port: 0), logger: Self.quiet)
+                server: server, tokens: TokenStore(stored: storage.tokens!), configuration: .init(port: 0),
+                logger: Self.quiet)
             servers.append((server, try await RunningHTTPSyncServer.start(http)))
         }
         defer {
@@ -207,13 +233,16 @@ struct StoreBench: BenchCommand {
         var clients: [HTTPSyncClient] = []
         for device in 0..<deviceCount {
             let node = servers[device % nodes].1
-            clients.append(HTTPSyncClient(.init(
-                serverURL: URL(string: "http://127.0.0.1:\(node.port)")!, token: tokens[device % userCount],
-                device: DeviceID(rawValue: "device\(device)"))))
+            clients.append(
+                HTTPSyncClient(
+                    .init(
+                        serverURL: URL(string: "http://127.0.0.1:\(node.port)")!, token: tokens[device % userCount],
+                        device: DeviceID(rawValue: "device\(device)"))))
         }
         defer { for client in clients { client.close() } }
         for user in 0..<userCount {
-            _ = try await clients[user].database(.private).modifyZones(saving: [RecordZone(zoneID: Self.zone)], deleting: [])
+            _ = try await clients[user].database(.private).modifyZones(
+                saving: [RecordZone(zoneID: Self.zone)], deleting: [])
         }
         let saves = Collected()
         let fetches = Collected()
@@ -248,6 +277,7 @@ struct StoreBench: BenchCommand {
         }
         let total = seconds(since: started)
         for (_, running) in servers { try await running.stop() }
-        return NodesResult(seconds: total, saves: Samples(values: saves.values), fetches: Samples(values: fetches.values))
+        return NodesResult(
+            seconds: total, saves: Samples(values: saves.values), fetches: Samples(values: fetches.values))
     }
 }

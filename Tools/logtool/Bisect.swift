@@ -50,7 +50,8 @@ struct Bisect: AsyncParsableCommand {
             defer { progress.finish() }
             let log = try DeviceReplay.openDeviceLogEntries(at: path)
             let result = try DeviceLogBisect(log: log).run(
-                DeviceInvariant.named(invariant)!, through: to.map { LogOffset($0) }) { progress.report($0) }
+                DeviceInvariant.named(invariant)!, through: to.map { LogOffset($0) }
+            ) { progress.report($0) }
             progress.finish()
             if json.json {
                 output.write(result.json + "\n")
@@ -65,14 +66,16 @@ struct Bisect: AsyncParsableCommand {
     /// state checked, then the verdict.
     func text(of result: DeviceBisectResult, log: Log) -> String {
         let summary = DeviceInvariant.named(result.invariant)?.summary ?? ""
-        var text = "bisect of log \"\(log.name)\" in \(log.environment.path), entries 1...\(result.through), "
+        var text =
+            "bisect of log \"\(log.name)\" in \(log.environment.path), entries 1...\(result.through), "
             + "invariant \(result.invariant): \(summary)\n"
         for check in result.checks {
             text += "  state after offset \(check.offset): \(check.holds ? "holds" : "fails")\n"
         }
         text += "\(result)\n"
         if let bad = result.firstBadOffset {
-            text += "holds after offset \(bad.rawValue - 1), fails after offset \(bad): read the entry with "
+            text +=
+                "holds after offset \(bad.rawValue - 1), fails after offset \(bad): read the entry with "
                 + "logtool dump \(shellQuoted(log.environment.path)) --from \(bad) --to \(bad)\n"
         }
         return text

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import LogStore
 import KeyValueLog
+import LogStore
 import LogSyncDiagnostics
 import LogToolCore
 
@@ -68,7 +68,10 @@ struct Demo: AsyncParsableCommand {
 enum DemoStory {
     /// Each inner array is appended in one write transaction.
     static let transactions: [[KeyValueEntry]] = [
-        [.note(Array("demo: a shopping list kept as a key-value log".utf8)), .set(key: "title", value: Array("Weekend".utf8))],
+        [
+            .note(Array("demo: a shopping list kept as a key-value log".utf8)),
+            .set(key: "title", value: Array("Weekend".utf8)),
+        ],
         [.set(key: "milk", value: Array("2 litres".utf8)), .set(key: "bread", value: Array("1 loaf".utf8))],
         [.set(key: "milk", value: Array("1 litre".utf8))],
         [.remove(key: "bread")],

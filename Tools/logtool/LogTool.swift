@@ -17,7 +17,10 @@ struct LogTool: AsyncParsableCommand {
 
             Long passes show their progress on standard error when it is a terminal.
             """,
-        subcommands: [Dump.self, Stats.self, Replay.self, Diff.self, Timeline.self, Blame.self, Bisect.self, Verify.self, Demo.self])
+        subcommands: [
+            Dump.self, Stats.self, Replay.self, Diff.self, Timeline.self, Blame.self, Bisect.self, Verify.self,
+            Demo.self,
+        ])
 }
 
 /// Runs `body` with buffered standard output. On an error, writes what was buffered, then one

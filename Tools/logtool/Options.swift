@@ -66,10 +66,16 @@ struct EntryFilterOptions: ParsableArguments {
             valueName: "kind"))
     var kinds: [String] = []
 
-    @Option(help: ArgumentHelp("Print only entries about this record: server entries with it as their record, device entries naming it.", valueName: "name"))
+    @Option(
+        help: ArgumentHelp(
+            "Print only entries about this record: server entries with it as their record, device entries naming it.",
+            valueName: "name"))
     var record: String?
 
-    @Option(help: ArgumentHelp("Print only entries about this zone (any owner): server entries with it as their zone, device entries naming it.", valueName: "name"))
+    @Option(
+        help: ArgumentHelp(
+            "Print only entries about this zone (any owner): server entries with it as their zone, device entries naming it.",
+            valueName: "name"))
     var zone: String?
 
     func validate() throws {

@@ -51,7 +51,9 @@ struct Replay: AsyncParsableCommand {
     var againstFreshServer = false
 
     enum Policy: String, ExpressibleByArgument, CaseIterable {
-        case recorded = "recorded", serverWins = "server-wins", localWins = "local-wins"
+        case recorded = "recorded"
+        case serverWins = "server-wins"
+        case localWins = "local-wins"
 
         var policy: ServerReplayPolicy {
             switch self {
@@ -62,14 +64,19 @@ struct Replay: AsyncParsableCommand {
         }
     }
 
-    @Option(help: "With --against-fresh-server: how the device resolves the conflicts the replay meets (recorded, server-wins, local-wins).")
+    @Option(
+        help:
+            "With --against-fresh-server: how the device resolves the conflicts the replay meets (recorded, server-wins, local-wins)."
+    )
     var policy: Policy = .recorded
 
     @OptionGroup var format: JSONObjectOptions
 
     func validate() throws {
         if let to, to == 0 { throw ValidationError("offsets start at 1; --to 0 names no entry") }
-        if againstFreshServer && verify { throw ValidationError("--verify and --against-fresh-server do not go together") }
+        if againstFreshServer && verify {
+            throw ValidationError("--verify and --against-fresh-server do not go together")
+        }
         if !againstFreshServer && policy != .recorded { throw ValidationError("--policy needs --against-fresh-server") }
     }
 
@@ -80,7 +87,8 @@ struct Replay: AsyncParsableCommand {
             let report: ServerReplayReport
             do {
                 log = try DeviceReplay.openDeviceLogEntries(at: path)
-                report = try await ServerReplay(log: log).runAgainstFreshServer(through: to.map { LogOffset($0) }, policy: policy.policy)
+                report = try await ServerReplay(log: log).runAgainstFreshServer(
+                    through: to.map { LogOffset($0) }, policy: policy.policy)
             } catch {
                 try reportingErrors { _ in throw error }
                 return

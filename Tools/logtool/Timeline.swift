@@ -50,7 +50,8 @@ struct Timeline: AsyncParsableCommand {
     @Option(help: "What to write: html (a page with the picture and hover details), svg or text.")
     var format: Format = .html
 
-    @Option(help: ArgumentHelp("The file to write the page or picture to (default: standard output).", valueName: "path"))
+    @Option(
+        help: ArgumentHelp("The file to write the page or picture to (default: standard output).", valueName: "path"))
     var output: String?
 
     @OptionGroup var json: JSONObjectOptions
@@ -60,7 +61,9 @@ struct Timeline: AsyncParsableCommand {
         if let from, from == 0 { throw ValidationError("offsets start at 1; --from 0 names no entry") }
         if let to, to == 0 { throw ValidationError("offsets start at 1; --to 0 names no entry") }
         if let from, let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
-        if (from != nil || to != nil) && server.server == nil { throw ValidationError("--from and --to are server offsets: give --server") }
+        if (from != nil || to != nil) && server.server == nil {
+            throw ValidationError("--from and --to are server offsets: give --server")
+        }
     }
 
     func run() async throws {
@@ -78,18 +81,20 @@ struct Timeline: AsyncParsableCommand {
                 output.write(timeline.json + "\n")
                 return
             }
-            let text = switch format {
-            case .html: timeline.html
-            case .svg: timeline.svg
-            case .text: timeline.text
-            }
+            let text =
+                switch format {
+                case .html: timeline.html
+                case .svg: timeline.svg
+                case .text: timeline.text
+                }
             if let path = self.output {
                 do {
                     try text.write(to: URL(fileURLWithPath: path), atomically: true, encoding: .utf8)
                 } catch {
                     throw LogToolError("cannot write \(path): \(error.localizedDescription)")
                 }
-                output.write("wrote the timeline (\(timeline.lanes.count) lanes, \(timeline.steps.count) steps) to \(path)\n")
+                output.write(
+                    "wrote the timeline (\(timeline.lanes.count) lanes, \(timeline.steps.count) steps) to \(path)\n")
             } else {
                 output.write(text)
             }
@@ -112,7 +117,8 @@ struct ServerLogOptions: ParsableArguments {
     func source() throws -> LogSyncDiagnostics.Timeline.Source? {
         guard let server else { return nil }
         let environment = try LogEnvironment.open(at: URL(fileURLWithPath: server), options: .init(readOnly: true))
-        let name = try LogSelection.choose(requested: serverLog, available: try environment.logNames(), path: environment.path)
+        let name = try LogSelection.choose(
+            requested: serverLog, available: try environment.logNames(), path: environment.path)
         return .init(name: "server", log: try environment.openLog(named: name))
     }
 }

@@ -38,7 +38,9 @@ public enum KeyValueEntry: Sendable, Hashable {
         case Self.setKind, Self.removeKind:
             guard let length = payload.first, length > 0, payload.count >= 1 + Int(length) else { return nil }
             let key = String(decoding: payload[1..<(1 + Int(length))], as: UTF8.self)
-            self = entry.kind == Self.setKind ? .set(key: key, value: Array(payload[(1 + Int(length))...])) : .remove(key: key)
+            self =
+                entry.kind == Self.setKind
+                ? .set(key: key, value: Array(payload[(1 + Int(length))...])) : .remove(key: key)
         default:
             return nil
         }

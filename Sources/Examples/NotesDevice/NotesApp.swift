@@ -61,13 +61,20 @@ final class NotesApp: SyncEngineDelegate {
             for deletion in changes.deletions where keeps(deletion.zoneID) {
                 if scope == .private {
                     // The zone is gone on the server, and every note in it with it, and its share.
-                    try store.update { $0.notes = [:]; $0.unsaved = [:]; $0.share = nil; $0.zoneCreated = false }
+                    try store.update {
+                        $0.notes = [:]
+                        $0.unsaved = [:]
+                        $0.share = nil
+                        $0.zoneCreated = false
+                    }
                     say("the Notes zone was deleted (\(deletion.reason)): no notes left")
                 } else {
                     // Removed from the share, the share deleted, or the owner's zone deleted (F124).
                     let owner = store.ownerLabel(deletion.zoneID.ownerName)
                     try store.update { $0.shared?[deletion.zoneID.ownerName] = nil }
-                    say("\(owner) no longer shares Notes with this user (zone \(deletion.reason)): its notes are gone from this device")
+                    say(
+                        "\(owner) no longer shares Notes with this user (zone \(deletion.reason)): its notes are gone from this device"
+                    )
                 }
             }
         case .fetchedRecordZoneChanges(let changes):
@@ -85,7 +92,10 @@ final class NotesApp: SyncEngineDelegate {
                     try store.update { $0.share = nil }
                     say("the share of Notes was deleted: no other user sees these notes now")
                 } else {
-                    try store.update(zone: id.zoneID) { $0.notes[id.recordName] = nil; $0.unsaved[id.recordName] = nil }
+                    try store.update(zone: id.zoneID) {
+                        $0.notes[id.recordName] = nil
+                        $0.unsaved[id.recordName] = nil
+                    }
                     say("fetched the deletion of \(store.label(id))")
                 }
             }
@@ -134,7 +144,9 @@ final class NotesApp: SyncEngineDelegate {
     /// A save the server refused: a conflict is merged and sent again (F53); a missing zone is
     /// created and the save sent again; an edit the user may not make (a read-only share, F121)
     /// is undone; anything else is reported.
-    private func failed(_ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine) async throws {
+    private func failed(
+        _ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine
+    ) async throws {
         let id = failure.record.recordID
         if id == NotesStore.shareID { return try failed(share: failure, syncEngine: syncEngine) }
         let name = id.recordName
@@ -144,7 +156,9 @@ final class NotesApp: SyncEngineDelegate {
             // Another device (or user) saved the note first. Keep its fields, put this device's
             // unsaved edits on top, and send that on the server's change tag.
             guard let server = failure.error.serverRecord, let merged = try store.merge(server) else { fallthrough }
-            say("conflict on \(label): another device saved it first; merged into the server's copy: \(describe(label, merged))")
+            say(
+                "conflict on \(label): another device saved it first; merged into the server's copy: \(describe(label, merged))"
+            )
             try syncEngine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
         case .zoneNotFound, .userDeletedZone:
             if scope == .private {
@@ -154,13 +168,19 @@ final class NotesApp: SyncEngineDelegate {
             } else {
                 // The zone is no longer shared with this user (F124): the next fetch removes it.
                 try store.update(zone: id.zoneID) { $0.unsaved[name] = nil }
-                refuse(label, "\(store.ownerLabel(id.zoneID.ownerName)) no longer shares Notes with this user (\(failure.error.code))")
+                refuse(
+                    label,
+                    "\(store.ownerLabel(id.zoneID.ownerName)) no longer shares Notes with this user (\(failure.error.code))"
+                )
             }
         case .permissionFailure:
             try undoReadOnly(id, syncEngine: syncEngine)
         case .unknownItem:
             // Deleted on the server since this device last saw it: the deletion wins.
-            try store.update(zone: id.zoneID) { $0.notes[name] = nil; $0.unsaved[name] = nil }
+            try store.update(zone: id.zoneID) {
+                $0.notes[name] = nil
+                $0.unsaved[name] = nil
+            }
             say("\(label) was deleted by another device; dropping this device's edit")
         case _ where failure.error.isTransient:
             break  // still pending: the engine sends it again (the command says so)
@@ -188,7 +208,9 @@ final class NotesApp: SyncEngineDelegate {
             notebook.notes[id.recordName] = known?.noteFields
         }
         let label = store.label(id)
-        refuse(label, "\(store.ownerLabel(id.zoneID.ownerName)) shares Notes with this user read-only (permissionFailure)", deletion: deletion)
+        refuse(
+            label, "\(store.ownerLabel(id.zoneID.ownerName)) shares Notes with this user read-only (permissionFailure)",
+            deletion: deletion)
         say("\(describe(label, store.note(id) ?? [:])) is back to the server's copy")
     }
 
@@ -207,7 +229,9 @@ final class NotesApp: SyncEngineDelegate {
     }
 
     private func phrase(_ participants: [String: String]) -> String {
-        participants.isEmpty ? "nobody yet" : participants.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        participants.isEmpty
+            ? "nobody yet"
+            : participants.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
 
     /// The share as another device of the user saved it, or as the server changed it (a
@@ -253,7 +277,9 @@ final class NotesApp: SyncEngineDelegate {
 
     /// A save of the share the server refused: on a conflict the changes made here go again on
     /// the server's copy; otherwise (an unknown address, say) they are dropped, and reported.
-    private func failed(share failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine) throws {
+    private func failed(
+        share failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, syncEngine: SyncEngine
+    ) throws {
         switch failure.error.code {
         case .serverRecordChanged where failure.error.serverRecord != nil:
             try fetched(share: failure.error.serverRecord!)
@@ -264,7 +290,9 @@ final class NotesApp: SyncEngineDelegate {
         default:
             try store.update { $0.share?.unsaved = [:] }
             refusals.withLock { $0.append("the share of Notes: \(failure.error.code.name) (\(failure.error.message))") }
-            say("could not save the share of Notes: \(failure.error.code.name) (\(failure.error.message)); its changes are dropped")
+            say(
+                "could not save the share of Notes: \(failure.error.code.name) (\(failure.error.message)); its changes are dropped"
+            )
         }
     }
 
@@ -291,7 +319,9 @@ final class NotesApp: SyncEngineDelegate {
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+            context.options.scope.contains($0)
+        }
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
             // The last record the server is known to hold (its change tag).
             let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id)
@@ -302,7 +332,9 @@ final class NotesApp: SyncEngineDelegate {
             var record = known?.systemFieldsCopy() ?? Record(recordType: "Note", recordID: id)
             for (key, text) in fields {
                 if key == Record.attachmentKey {
-                    if known?.noteFields[key] != text { record[key] = .asset(Asset(fileURL: URL(fileURLWithPath: text))) }
+                    if known?.noteFields[key] != text {
+                        record[key] = .asset(Asset(fileURL: URL(fileURLWithPath: text)))
+                    }
                 } else if known?[key] != .string(text) {
                     record[key] = .string(text)
                 }
@@ -315,13 +347,14 @@ final class NotesApp: SyncEngineDelegate {
 /// `groceries {body: "milk", title: "Groceries"}`; an attachment as its size and file,
 /// `{attachment: 48213 bytes at /…/assets/1f2e…, title: "Trip"}`, or `not fetched`.
 func describe(_ name: String, _ fields: [String: String]) -> String {
-    name + " {" + fields.sorted { $0.key < $1.key }.map { key, value in
-        guard key == Record.attachmentKey else { return "\(key): \"\(value)\"" }
-        guard value != Record.notFetched,
-            let size = (try? FileManager.default.attributesOfItem(atPath: value))?[.size] as? NSNumber
-        else { return "\(key): \(value == Record.notFetched ? value : "missing file \(value)")" }
-        return "\(key): \(size) bytes at \(value)"
-    }.joined(separator: ", ") + "}"
+    name + " {"
+        + fields.sorted { $0.key < $1.key }.map { key, value in
+            guard key == Record.attachmentKey else { return "\(key): \"\(value)\"" }
+            guard value != Record.notFetched,
+                let size = (try? FileManager.default.attributesOfItem(atPath: value))?[.size] as? NSNumber
+            else { return "\(key): \(value == Record.notFetched ? value : "missing file \(value)")" }
+            return "\(key): \(size) bytes at \(value)"
+        }.joined(separator: ", ") + "}"
 }
 
 extension Record {

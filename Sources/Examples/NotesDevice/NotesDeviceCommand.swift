@@ -38,7 +38,8 @@ struct NotesDeviceCommand: AsyncParsableCommand {
               notes-device unshare --device alice-phone --remove bob@example.com
             """,
         subcommands: [
-            Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self, Unshare.self,
+            Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self,
+            Unshare.self,
             Accept.self,
         ])
 }
@@ -53,15 +54,19 @@ struct DeviceOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The server's URL.", valueName: "url"))
     var server = "http://127.0.0.1:8080"
 
-    @Option(name: .long, help: ArgumentHelp(
-        "The user's bearer token from `logsync-server user add` (default: $LOGSYNC_TOKEN).", valueName: "token"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The user's bearer token from `logsync-server user add` (default: $LOGSYNC_TOKEN).", valueName: "token"))
     var token: String?
 
     @Option(name: .long, help: ArgumentHelp("This device's name, such as phone or laptop.", valueName: "name"))
     var device: String
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Where the device keeps its notes and device logs (default: ./notes-NAME).", valueName: "directory"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where the device keeps its notes and device logs (default: ./notes-NAME).", valueName: "directory"))
     var data: String?
 
     func validate() throws {
@@ -69,9 +74,12 @@ struct DeviceOptions: ParsableArguments {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
         }
         guard bearerToken != nil else {
-            throw ValidationError("give the user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)")
+            throw ValidationError(
+                "give the user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)")
         }
-        guard !device.isEmpty, !device.contains("/") else { throw ValidationError("--device must be a name without '/'") }
+        guard !device.isEmpty, !device.contains("/") else {
+            throw ValidationError("--device must be a name without '/'")
+        }
     }
 
     var bearerToken: String? {
@@ -111,7 +119,8 @@ struct NotesDevice {
         configuration.automaticallySync = automatic
         engine = try SyncEngine(configuration)
         var shared = SyncEngine.Configuration(
-            database: client.database(.shared), logDirectory: directory.appending(path: "sync-shared"), delegate: sharedApp)
+            database: client.database(.shared), logDirectory: directory.appending(path: "sync-shared"),
+            delegate: sharedApp)
         shared.automaticallySync = automatic
         sharedEngine = try SyncEngine(shared)
         // The zone the notes live in, until the server has confirmed it (saving a zone that
@@ -134,7 +143,8 @@ struct NotesDevice {
         guard let owner else { return NotesStore.zoneID }
         guard let zoneID = store.sharedZone(owner: owner) else {
             throw NotesDeviceError(
-                "\(app.device) holds no Notes zone shared by \(owner); accept its share first (`notes-device accept URL`), or `sync`")
+                "\(app.device) holds no Notes zone shared by \(owner); accept its share first (`notes-device accept URL`), or `sync`"
+            )
         }
         return zoneID
     }
@@ -150,9 +160,12 @@ struct NotesDevice {
                 } catch let error as SyncError where error.code == .partialFailure {
                     // Per-record failures: the delegate has handled (and reported) each one.
                 } catch let error as SyncError {
-                    throw NotesDeviceError("\(app.device): could not send: \(explain(error)). The edits stay pending; run `sync` again.")
+                    throw NotesDeviceError(
+                        "\(app.device): could not send: \(explain(error)). The edits stay pending; run `sync` again.")
                 }
-                if try engine.state.pendingRecordZoneChanges.isEmpty && engine.state.pendingDatabaseChanges.isEmpty { break }
+                if try engine.state.pendingRecordZoneChanges.isEmpty && engine.state.pendingDatabaseChanges.isEmpty {
+                    break
+                }
             }
         }
     }
@@ -287,8 +300,13 @@ extension NotesDeviceCommand {
         func run() async throws {
             let device = try options.open()
             let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
-            guard device.store.note(id) != nil else { throw NotesDeviceError("\(options.device) has no note \(device.store.label(id))") }
-            try device.store.update(zone: id.zoneID) { $0.notes[note] = nil; $0.unsaved[note] = nil }
+            guard device.store.note(id) != nil else {
+                throw NotesDeviceError("\(options.device) has no note \(device.store.label(id))")
+            }
+            try device.store.update(zone: id.zoneID) {
+                $0.notes[note] = nil
+                $0.unsaved[note] = nil
+            }
             try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
             device.app.say("deletes \(device.store.label(id))")
             try await device.send([device.engine(for: id.zoneID)])
@@ -363,17 +381,23 @@ extension NotesDeviceCommand {
                 """)
 
         @OptionGroup var options: DeviceOptions
-        @Option(name: .customLong("with"), help: ArgumentHelp(
-            "A user to share with: an e-mail address or a user record name. Repeat for several.", valueName: "user"))
+        @Option(
+            name: .customLong("with"),
+            help: ArgumentHelp(
+                "A user to share with: an e-mail address or a user record name. Repeat for several.", valueName: "user")
+        )
         var users: [String] = []
         @Option(help: "What they may do with the notes: read-write or read-only.")
         var permission: SharePermission = .readOnly
-        @Flag(name: .customLong("url"), help: "Print the share's URL alone, as this device last saw it, without syncing.")
+        @Flag(
+            name: .customLong("url"), help: "Print the share's URL alone, as this device last saw it, without syncing.")
         var urlOnly = false
 
         func validate() throws {
             if urlOnly && !users.isEmpty { throw ValidationError("--url prints the URL alone: give it without --with") }
-            if !urlOnly && users.isEmpty { throw ValidationError("name a user to share with (--with ADDRESS), or print the URL (--url)") }
+            if !urlOnly && users.isEmpty {
+                throw ValidationError("name a user to share with (--with ADDRESS), or print the URL (--url)")
+            }
             for user in users where user.contains("@") {
                 do { try UserIdentity.validate(emailAddress: user) } catch { throw ValidationError(error.message) }
             }
@@ -383,7 +407,9 @@ extension NotesDeviceCommand {
             if urlOnly {
                 let store = try NotesStore(file: options.directory.appending(path: "notes.json"))
                 guard let url = store.read({ $0.share?.url }) else {
-                    throw NotesDeviceError("\(options.device) knows no share of Notes: share it first (`notes-device share --with ADDRESS`), or `sync`")
+                    throw NotesDeviceError(
+                        "\(options.device) knows no share of Notes: share it first (`notes-device share --with ADDRESS`), or `sync`"
+                    )
                 }
                 print(url)
                 return
@@ -411,14 +437,19 @@ extension NotesDeviceCommand {
                 """)
 
         @OptionGroup var options: DeviceOptions
-        @Option(name: .customLong("remove"), help: ArgumentHelp(
-            "A participant to remove: an e-mail address or a user record name. Repeat for several.", valueName: "user"))
+        @Option(
+            name: .customLong("remove"),
+            help: ArgumentHelp(
+                "A participant to remove: an e-mail address or a user record name. Repeat for several.",
+                valueName: "user"))
         var users: [String] = []
 
         func run() async throws {
             let device = try options.open()
             guard let share = device.store.read({ $0.share }) else {
-                throw NotesDeviceError("\(options.device) knows no share of Notes: nothing to remove (run `sync` if another device shared it)")
+                throw NotesDeviceError(
+                    "\(options.device) knows no share of Notes: nothing to remove (run `sync` if another device shared it)"
+                )
             }
             if users.isEmpty {
                 try device.store.update { $0.share = nil }
@@ -428,7 +459,8 @@ extension NotesDeviceCommand {
                 let known = Swift.Set(share.participants.keys.map { $0.lowercased() })
                 for user in users where !known.contains(user.lowercased()) {
                     throw NotesDeviceError(
-                        "\(user) is not a participant of the share of Notes as \(options.device) knows it (\(known.sorted().joined(separator: ", "))); run `sync` first if another device changed it")
+                        "\(user) is not a participant of the share of Notes as \(options.device) knows it (\(known.sorted().joined(separator: ", "))); run `sync` first if another device changed it"
+                    )
                 }
                 try device.store.update { contents in
                     for user in users { contents.share?.unsaved[user] = "remove" }
@@ -452,7 +484,8 @@ extension NotesDeviceCommand {
                 """)
 
         @OptionGroup var options: DeviceOptions
-        @Argument(help: ArgumentHelp("The share's URL, as its owner's `notes-device share` printed it.", valueName: "url"))
+        @Argument(
+            help: ArgumentHelp("The share's URL, as its owner's `notes-device share` printed it.", valueName: "url"))
         var url: String
 
         func validate() throws {
@@ -474,7 +507,8 @@ extension NotesDeviceCommand {
             }
             let zoneID = metadata.share.zoneID
             guard NotesStore.isNotesZone(zoneID), metadata.share.isZoneWide else {
-                throw NotesDeviceError("\(options.device): \(url) shares \(metadata.share), not a Notes zone; nothing accepted")
+                throw NotesDeviceError(
+                    "\(options.device): \(url) shares \(metadata.share), not a Notes zone; nothing accepted")
             }
             let result: Result<Share, SyncError>?
             do {
@@ -486,7 +520,8 @@ extension NotesDeviceCommand {
             switch result {
             case .success?: break
             case .failure(let error)?: throw refused(error)
-            case nil: throw NotesDeviceError("\(options.device): cannot accept \(url): the server did not answer for it")
+            case nil:
+                throw NotesDeviceError("\(options.device): cannot accept \(url): the server did not answer for it")
             }
             let owner = metadata.ownerIdentity.emailAddress
             try device.store.update { contents in
@@ -496,7 +531,8 @@ extension NotesDeviceCommand {
                 contents.shared = (contents.shared ?? [:]).merging([zoneID.ownerName: zone]) { $1 }
             }
             device.app.say(
-                "accepted the share of Notes of \(owner ?? zoneID.ownerName): \(metadata.participantPermission.spelled)")
+                "accepted the share of Notes of \(owner ?? zoneID.ownerName): \(metadata.participantPermission.spelled)"
+            )
             try await device.fetch([device.sharedEngine])
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import LogSync
-import LogSyncServer
 import LogSyncDiagnostics
+import LogSyncServer
 
 // The example's output: a timeline, one line per step.
 
@@ -30,8 +30,9 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     let conflict = try firstConflict(in: devices)
     let device = conflict?.device ?? devices[devices.count - 1]
     let log = device.engine.deviceLog.log
-    heading("The \(device.app.device)'s log, as logtool dump prints it"
-        + (conflict.map { "; the conflict is at offset \($0.offset)" } ?? "; this time no save was refused"))
+    heading(
+        "The \(device.app.device)'s log, as logtool dump prints it"
+            + (conflict.map { "; the conflict is at offset \($0.offset)" } ?? "; this time no save was refused"))
     var dump = ""
     try EntryDumper(formatter: EntryFormatter(decoder: .forLog(named: log.name))).dump(log, to: &dump)
     print(dump, terminator: "")
@@ -66,9 +67,14 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     let others = devices.filter { $0.app.device != device.app.device }.map(path).joined(separator: " ")
     for (comment, command) in [
         ("the picture, as text", "timeline \(all) --server \(serverPath) --format text"),
-        ("where the \(device.app.device)'s note came from, field by field",
-         "blame \(path(device)) \(others) --record groceries --server \(serverPath)"),
-        ("the \(device.app.device)'s index checked against a replay of its entries", "bisect \(path(device)) --invariant projections"),
+        (
+            "where the \(device.app.device)'s note came from, field by field",
+            "blame \(path(device)) \(others) --record groceries --server \(serverPath)"
+        ),
+        (
+            "the \(device.app.device)'s index checked against a replay of its entries",
+            "bisect \(path(device)) --invariant projections"
+        ),
     ] {
         print("  # \(comment)\n  swift run logtool \(command)")
     }

@@ -430,7 +430,9 @@ extension SyncEngine.Event {
     private static func describeSent<ID: CustomStringConvertible, FailedSave>(
         saved: [ID], failedSaves: [FailedSave], deleted: [ID], failedDeletes: [ID: SyncError]
     ) -> String {
-        let failedDeletes = failedDeletes.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value.code)" }
+        let failedDeletes = failedDeletes.sorted { $0.key.description < $1.key.description }.map {
+            "\($0.key): \($0.value.code)"
+        }
         return "saved \(describeItems(saved)), failed saves \(describeItems(failedSaves)), "
             + "deleted \(describeItems(deleted)), failed deletes \(describeItems(failedDeletes))"
     }

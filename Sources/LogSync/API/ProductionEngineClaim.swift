@@ -1,8 +1,7 @@
 import Foundation
-import Synchronization
-import SyncModel
-
 import LogSyncPlatform
+import SyncModel
+import Synchronization
 
 /// What a production engine holds for its life so that no other production engine uses its
 /// database or its device log (F118): its claims in this process's table, and an exclusive
@@ -30,7 +29,9 @@ final class ProductionEngineClaim: Sendable {
         wanted.append(("log \(logDirectory)", "the device log \(logDirectory)"))
         keys = try Self.claims.withLock { claims in
             for (key, conflict) in wanted {
-                if let other = claims[key] { throw SyncEngine.DuplicateEngineError(conflict: conflict, otherEngine: other) }
+                if let other = claims[key] {
+                    throw SyncEngine.DuplicateEngineError(conflict: conflict, otherEngine: other)
+                }
             }
             for (key, _) in wanted { claims[key] = engine }
             return wanted.map(\.key)

@@ -132,7 +132,9 @@ extension SyncEngine {
 
             /// Takes `change` if it fits (a save whose provider returns `nil` is skipped);
             /// returns `false` once the batch is full, without taking it.
-            mutating func take(_ change: PendingRecordZoneChange, _ recordProvider: (Record.ID) async -> Record?) async -> Bool {
+            mutating func take(
+                _ change: PendingRecordZoneChange, _ recordProvider: (Record.ID) async -> Record?
+            ) async -> Bool {
                 let count = recordsToSave.count + recordIDsToDelete.count
                 guard count < Limits.maxItemsPerRequest else { return false }
                 switch change {

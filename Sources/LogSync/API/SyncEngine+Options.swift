@@ -225,7 +225,9 @@ extension SyncEngine {
             if !prioritizedZoneIDs.isEmpty { parts.append("prioritized \(describeItems(prioritizedZoneIDs))") }
             if defaultZoneConfiguration != ZoneConfiguration() { parts.append("default \(defaultZoneConfiguration)") }
             if !zoneConfigurations.isEmpty {
-                let zones = zoneConfigurations.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" }
+                let zones = zoneConfigurations.sorted { $0.key.description < $1.key.description }.map {
+                    "\($0.key): \($0.value)"
+                }
                 parts.append("zones \(describeItems(zones))")
             }
             if let operationGroup { parts.append(operationGroup.description) }

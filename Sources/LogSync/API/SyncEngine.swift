@@ -1,8 +1,8 @@
 import Foundation
 import LogStore
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Syncs an app's records and zones with a server database, on a device log.
 ///
@@ -90,10 +90,13 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         case .deviceLog(let log): deviceLog = log
         }
         self.environment = configuration.environment
-        self.productionClaim = configuration.environment == .production
+        self.productionClaim =
+            configuration.environment == .production
             ? try ProductionEngineClaim(
                 database: configuration.database.databaseIdentity, logDirectory: deviceLog.log.environment.path,
-                engine: "SyncEngine(\(configuration.database.databaseScope) database, log \(deviceLog.log.environment.path))")
+                engine:
+                    "SyncEngine(\(configuration.database.databaseScope) database, log \(deviceLog.log.environment.path))"
+            )
             : nil
         self.database = configuration.database
         self.deviceLog = deviceLog
@@ -105,7 +108,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
             deviceLog: deviceLog, database: configuration.database, delegate: delegate,
             keyring: ZoneKeyring(
                 keyFile: configuration.deviceKeyFile
-                    ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent("DeviceKey")),
+                    ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true).appendingPathComponent(
+                        "DeviceKey")),
             assetCache: AssetCache(
                 directory: configuration.assetCacheDirectory
                     ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true)
@@ -114,7 +118,8 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
             fetchResultsLimit: configuration.fetchResultsLimit)
         self.subscription = SubscriptionCheck(engineContext, subscriptionID: configuration.subscriptionID)
         self.state = State(deviceLog: deviceLog)
-        self.scheduler = configuration.automaticallySync
+        self.scheduler =
+            configuration.automaticallySync
             ? SyncScheduler(
                 deviceLog: deviceLog, clock: configuration.clock, policy: configuration.schedulePolicy,
                 seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger)
@@ -307,7 +312,9 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     /// offset after the edit's commit), so `queued` spares the edit a task and a hop to the
     /// operations' actor that would only join the queued one (at many edits a second, those
     /// were a tenth of the profile).
-    private static func queueStateUpdate(_ engine: WeakEngine, _ operations: SyncOperations, _ queued: StateUpdateQueued) {
+    private static func queueStateUpdate(
+        _ engine: WeakEngine, _ operations: SyncOperations, _ queued: StateUpdateQueued
+    ) {
         guard !queued.value.exchange(true, ordering: .acquiringAndReleasing) else { return }
         Task {
             do {

@@ -1,8 +1,8 @@
 import Foundation
 import LogStore
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Who is signed in, as the engine last saw it, and the check that asks the database (F78, F86,
 /// F104–F110).

@@ -1,7 +1,7 @@
 import LogStore
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The engine's database subscription, which makes push hints come (F6, F85, F111): made sure
 /// of once per launch, after the first fetch that completes, and again after an account change.

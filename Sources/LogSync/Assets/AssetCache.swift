@@ -1,8 +1,7 @@
 import Foundation
-import Synchronization
-import SyncModel
-
 import LogSyncPlatform
+import SyncModel
+import Synchronization
 
 /// The engine's store of fetched asset contents: one file per content, named by the 64 hex
 /// digits of its SHA-256 (`<directory>/<hex>`), shared by every record that references it
@@ -68,7 +67,8 @@ final class AssetCache: Sendable {
         do {
             _ = try await database.downloadAsset(
                 AssetDownloadRequest(
-                    zoneID: zoneID, digest: digest, size: size, destination: destination, operationGroup: operationGroup))
+                    zoneID: zoneID, digest: digest, size: size, destination: destination, operationGroup: operationGroup
+                ))
         } catch {
             throw SyncError.from(error, during: "downloadAsset")
         }

@@ -25,7 +25,8 @@ struct AssetDownloads: Sendable {
     func contents(of asset: Asset, in zoneID: RecordZone.ID) async throws(SyncError) -> Asset {
         guard let digest = asset.digest, let size = asset.size else {
             throw SyncError(
-                .invalidArguments, "\(asset) has no digest and size: only a fetched or sent asset has content on the server",
+                .invalidArguments,
+                "\(asset) has no digest and size: only a fetched or sent asset has content on the server",
                 item: .zone(zoneID))
         }
         let url = try await assetCache.file(for: digest, size: size, zoneID: zoneID, database: database)
@@ -62,23 +63,29 @@ struct AssetDownloads: Sendable {
                 }
             }
             for (key, asset) in modification.record.assets {
-                guard let digest = asset.digest, let size = asset.size, files[digest] == nil, !unavailable.contains(digest) else {
+                guard let digest = asset.digest, let size = asset.size, files[digest] == nil,
+                    !unavailable.contains(digest)
+                else {
                     continue
                 }
                 if Task.isCancelled { throw .cancelled("fetchChanges") }
-                if let source = local[digest], let copied = await assetCache.copy(from: source, digest: digest, size: size) {
+                if let source = local[digest],
+                    let copied = await assetCache.copy(from: source, digest: digest, size: size)
+                {
                     files[digest] = copied
                     continue
                 }
                 do throws(SyncError) {
                     files[digest] = try await assetCache.file(
                         for: digest, size: size, zoneID: zoneID, database: database, operationGroup: group)
-                } catch where error.code == .assetNotAvailable {
-                    logger.warning("\(modification.record.recordID) field \(quoted(key)): \(error); delivered without its file")
+                } catch  where error.code == .assetNotAvailable {
+                    logger.warning(
+                        "\(modification.record.recordID) field \(quoted(key)): \(error); delivered without its file")
                     unavailable.insert(digest)
                 } catch {
                     var error = error
-                    error.message = "\(modification.record.recordID) field \(quoted(key)), asset \(digest.short): \(error.message)"
+                    error.message =
+                        "\(modification.record.recordID) field \(quoted(key)), asset \(digest.short): \(error.message)"
                     throw error
                 }
             }

@@ -45,7 +45,8 @@ struct AssetUploads: Sendable {
         }
         var uploads = Uploads(group: group)
         var prepared = PreparedBatch(
-            batch: SyncEngine.RecordZoneChangeBatch(recordIDsToDelete: batch.recordIDsToDelete, atomicByZone: batch.atomicByZone),
+            batch: SyncEngine.RecordZoneChangeBatch(
+                recordIDsToDelete: batch.recordIDsToDelete, atomicByZone: batch.atomicByZone),
             recordsToReport: [])
         for record in batch.recordsToSave {
             do throws(SyncError) {
@@ -80,9 +81,10 @@ struct AssetUploads: Sendable {
                 return error
             }
             if let halted = uploads.halted {
-                throw failure(SyncError(
-                    halted.code, "not uploaded after an earlier upload of the batch failed: \(halted.message)",
-                    retryAfter: halted.retryAfter))
+                throw failure(
+                    SyncError(
+                        halted.code, "not uploaded after an earlier upload of the batch failed: \(halted.message)",
+                        retryAfter: halted.retryAfter))
             }
             if Task.isCancelled { throw failure(.cancelled("sendChanges")) }
             let content: (digest: AssetDigest, size: Int64)
@@ -90,7 +92,8 @@ struct AssetUploads: Sendable {
                 content = known
             } else {
                 if let size = Self.fileSize(path), size > Limits.maxAssetBytes {
-                    throw failure(SyncError(.limitExceeded, "the file holds \(size) bytes, more than \(Limits.maxAssetBytes)"))
+                    throw failure(
+                        SyncError(.limitExceeded, "the file holds \(size) bytes, more than \(Limits.maxAssetBytes)"))
                 }
                 do throws(SyncError) {
                     content = try AssetDigest.ofFile(at: url)
@@ -98,7 +101,9 @@ struct AssetUploads: Sendable {
                     throw failure(error)
                 }
                 if content.size > Limits.maxAssetBytes {
-                    throw failure(SyncError(.limitExceeded, "the file holds \(content.size) bytes, more than \(Limits.maxAssetBytes)"))
+                    throw failure(
+                        SyncError(
+                            .limitExceeded, "the file holds \(content.size) bytes, more than \(Limits.maxAssetBytes)"))
                 }
                 uploads.hashed[path] = content
             }
@@ -109,7 +114,8 @@ struct AssetUploads: Sendable {
                         AssetUploadRequest(
                             zoneID: record.recordID.zoneID, digest: content.digest, size: content.size, fileURL: url,
                             operationGroup: uploads.group))
-                    logger.debug("uploaded \(content.digest.short) for \(record.recordID): \(response.bytesSent) bytes sent")
+                    logger.debug(
+                        "uploaded \(content.digest.short) for \(record.recordID): \(response.bytesSent) bytes sent")
                 } catch {
                     let error = SyncError.from(error, during: "uploadAsset")
                     if error.keepsChangePending { uploads.halted = error }

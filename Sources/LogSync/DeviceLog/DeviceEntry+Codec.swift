@@ -39,13 +39,15 @@ extension DeviceEntry {
             message.recordIdsToDelete = deletions.map(\.proto)
             message.atomicByZone = atomic
             message.requestID = requestID?.rawValue ?? ""
-            return NewEntry(kind: Kind.batchPrepared, payload: Self.records(records, field: 1) + ProtoWire.serialize(message))
+            return NewEntry(
+                kind: Kind.batchPrepared, payload: Self.records(records, field: 1) + ProtoWire.serialize(message))
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             var message = Logsync_Device_BatchResult()
             message.deleted = deleted.map(\.proto)
             message.failedSaves = Self.failures(failedSaves)
             message.failedDeletes = Self.failures(failedDeletes)
-            return NewEntry(kind: Kind.batchResult, payload: Self.records(saved, field: 1) + ProtoWire.serialize(message))
+            return NewEntry(
+                kind: Kind.batchResult, payload: Self.records(saved, field: 1) + ProtoWire.serialize(message))
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             var message = Logsync_Device_DatabaseChangesSent()
             message.savedZones = savedZones.map(\.proto)
@@ -87,14 +89,16 @@ extension DeviceEntry {
             }
             self = added ? .pendingDatabaseChangesAdded(changes) : .pendingDatabaseChangesRemoved(changes)
         case Kind.untrackedChangesFlagged:
-            let message = try ProtoWire.decode(Logsync_Device_UntrackedChangesFlagged.self, payloadOf: entry, "untrackedChangesFlagged")
+            let message = try ProtoWire.decode(
+                Logsync_Device_UntrackedChangesFlagged.self, payloadOf: entry, "untrackedChangesFlagged")
             self = .untrackedChangesFlagged(message.value)
         case Kind.batchPrepared:
             let message = try ProtoWire.decode(Logsync_Device_BatchPrepared.self, payloadOf: entry, "batchPrepared")
             self = try ProtoWire.converting(entry, "batchPrepared") { () throws(SyncError) in
                 .batchPrepared(
                     recordsToSave: try Self.records(message.recordsToSave, "BatchPrepared.records_to_save"),
-                    recordIDsToDelete: try Self.recordIDs(message.recordIdsToDelete, "BatchPrepared.record_ids_to_delete"),
+                    recordIDsToDelete: try Self.recordIDs(
+                        message.recordIdsToDelete, "BatchPrepared.record_ids_to_delete"),
                     atomicByZone: message.atomicByZone,
                     // proto3's default, the empty string, is how a log without the field reads.
                     requestID: message.requestID.isEmpty ? nil : RequestID(message.requestID))
@@ -109,7 +113,8 @@ extension DeviceEntry {
                     failedDeletes: try Self.failures(message.failedDeletes, "BatchResult.failed_deletes"))
             }
         case Kind.databaseChangesSent:
-            let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
+            let message = try ProtoWire.decode(
+                Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
             self = try ProtoWire.converting(entry, "databaseChangesSent") { () throws(SyncError) in
                 .databaseChangesSent(
                     savedZones: try message.savedZones.enumerated().map { (index, zone) throws(SyncError) in
@@ -118,7 +123,8 @@ extension DeviceEntry {
                         }
                     },
                     deletedZoneIDs: message.deletedZoneIds.map { RecordZone.ID(proto: $0) },
-                    failedZoneSaves: try Self.failures(message.failedZoneSaves, "DatabaseChangesSent.failed_zone_saves"),
+                    failedZoneSaves: try Self.failures(
+                        message.failedZoneSaves, "DatabaseChangesSent.failed_zone_saves"),
                     failedZoneDeletes: try Self.failures(
                         message.failedZoneDeletes, "DatabaseChangesSent.failed_zone_deletes"))
             }
@@ -153,13 +159,16 @@ extension DeviceEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))
     }
 
-    private static func message(_ changes: [SyncEngine.PendingRecordZoneChange]) -> Logsync_Device_PendingRecordZoneChanges {
+    private static func message(
+        _ changes: [SyncEngine.PendingRecordZoneChange]
+    ) -> Logsync_Device_PendingRecordZoneChanges {
         var message = Logsync_Device_PendingRecordZoneChanges()
         message.changes = changes.map(\.proto)
         return message
     }
 
-    private static func message(_ changes: [SyncEngine.PendingDatabaseChange]) -> Logsync_Device_PendingDatabaseChanges {
+    private static func message(_ changes: [SyncEngine.PendingDatabaseChange]) -> Logsync_Device_PendingDatabaseChanges
+    {
         var message = Logsync_Device_PendingDatabaseChanges()
         message.changes = changes.map(\.proto)
         return message
@@ -176,7 +185,6 @@ extension DeviceEntry {
     }
 
     // MARK: Decoding helpers
-
 
     /// Runs `body`, prefixing its error's message with the field being decoded.
     static func within<T>(_ field: String, _ body: () throws(SyncError) -> T) throws(SyncError) -> T {
@@ -238,7 +246,9 @@ extension DeviceEntry {
             let context = "\(field)[\(index)]"
             guard message.hasItemID else { throw missing("\(context).\(Message.itemIDField)") }
             guard message.hasError else { throw missing("\(context).error") }
-            let id = try within("\(context).\(Message.itemIDField)") { () throws(SyncError) in try message.decodedItemID() }
+            let id = try within("\(context).\(Message.itemIDField)") { () throws(SyncError) in
+                try message.decodedItemID()
+            }
             let error = try within("\(context).error") { () throws(SyncError) in try SyncError(proto: message.error) }
             guard failures.updateValue(error, forKey: id) == nil else {
                 throw SyncError(.invalidArguments, "\(context) names \(id) a second time")

@@ -64,7 +64,8 @@ extension DeviceEntry {
             message.moreComing = moreComing
             return NewEntry(
                 kind: Kind.zoneChangesFetched,
-                payload: ProtoWire.serialize(head) + Self.records(modifications, field: 2) + ProtoWire.serialize(message))
+                payload: ProtoWire.serialize(head) + Self.records(modifications, field: 2)
+                    + ProtoWire.serialize(message))
         case .zoneFetchFinished(let zoneID, let error):
             var message = Logsync_Device_ZoneFetchFinished()
             message.zoneID = zoneID.proto
@@ -134,7 +135,10 @@ extension DeviceEntry {
         case Kind.sendFinished:
             let message = try ProtoWire.decode(Logsync_Device_SendFinished.self, payloadOf: entry, "sendFinished")
             return try ProtoWire.converting(entry, "sendFinished") { () throws(SyncError) in
-                .sendFinished(error: message.hasError ? try within("SendFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
+                .sendFinished(
+                    error: message.hasError
+                        ? try within("SendFinished.error") { () throws(SyncError) in try SyncError(proto: message.error)
+                        } : nil)
             }
         case Kind.fetchStarted:
             let message = try ProtoWire.decode(Logsync_Device_FetchStarted.self, payloadOf: entry, "fetchStarted")
@@ -149,17 +153,23 @@ extension DeviceEntry {
                 }
                 for (index, entry) in message.zoneConfigurations.enumerated() {
                     guard entry.hasZoneID else { throw missing("FetchStarted.zone_configurations[\(index)].zone_id") }
-                    guard entry.hasConfiguration else { throw missing("FetchStarted.zone_configurations[\(index)].configuration") }
+                    guard entry.hasConfiguration else {
+                        throw missing("FetchStarted.zone_configurations[\(index)].configuration")
+                    }
                     options.zoneConfigurations[RecordZone.ID(proto: entry.zoneID)] = .init(proto: entry.configuration)
                 }
                 return .fetchStarted(SyncEngine.FetchChangesContext(reason: reason, options: options))
             }
         case Kind.databaseChangesFetched:
-            let message = try ProtoWire.decode(Logsync_Device_DatabaseChangesFetched.self, payloadOf: entry, "databaseChangesFetched")
+            let message = try ProtoWire.decode(
+                Logsync_Device_DatabaseChangesFetched.self, payloadOf: entry, "databaseChangesFetched")
             return try ProtoWire.converting(entry, "databaseChangesFetched") { () throws(SyncError) in
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
-                    guard deletion.hasZoneID else { throw missing("DatabaseChangesFetched.deletions[\(index)].zone_id") }
-                    let reason = try within("DatabaseChangesFetched.deletions[\(index)].reason") { () throws(SyncError) in
+                    guard deletion.hasZoneID else {
+                        throw missing("DatabaseChangesFetched.deletions[\(index)].zone_id")
+                    }
+                    let reason = try within("DatabaseChangesFetched.deletions[\(index)].reason") {
+                        () throws(SyncError) in
                         try ZoneDeletionReason(proto: deletion.reason)
                     }
                     return DatabaseChange.Deletion(zoneID: RecordZone.ID(proto: deletion.zoneID), reason: reason)
@@ -172,11 +182,14 @@ extension DeviceEntry {
                     changeToken: token, moreComing: message.moreComing)
             }
         case Kind.zoneChangesFetched:
-            let message = try ProtoWire.decode(Logsync_Device_ZoneChangesFetched.self, payloadOf: entry, "zoneChangesFetched")
+            let message = try ProtoWire.decode(
+                Logsync_Device_ZoneChangesFetched.self, payloadOf: entry, "zoneChangesFetched")
             return try ProtoWire.converting(entry, "zoneChangesFetched") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneChangesFetched.zone_id") }
                 let deletions = try message.deletions.enumerated().map { (index, deletion) throws(SyncError) in
-                    guard deletion.hasRecordID else { throw missing("ZoneChangesFetched.deletions[\(index)].record_id") }
+                    guard deletion.hasRecordID else {
+                        throw missing("ZoneChangesFetched.deletions[\(index)].record_id")
+                    }
                     let id = try within("ZoneChangesFetched.deletions[\(index)].record_id") { () throws(SyncError) in
                         try Record.ID(proto: deletion.recordID)
                     }
@@ -191,20 +204,29 @@ extension DeviceEntry {
                     deletions: deletions, changeToken: token, moreComing: message.moreComing)
             }
         case Kind.zoneFetchFinished:
-            let message = try ProtoWire.decode(Logsync_Device_ZoneFetchFinished.self, payloadOf: entry, "zoneFetchFinished")
+            let message = try ProtoWire.decode(
+                Logsync_Device_ZoneFetchFinished.self, payloadOf: entry, "zoneFetchFinished")
             return try ProtoWire.converting(entry, "zoneFetchFinished") { () throws(SyncError) in
                 guard message.hasZoneID else { throw missing("ZoneFetchFinished.zone_id") }
-                let error = message.hasError
-                    ? try within("ZoneFetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil
+                let error =
+                    message.hasError
+                    ? try within("ZoneFetchFinished.error") { () throws(SyncError) in
+                        try SyncError(proto: message.error)
+                    } : nil
                 return .zoneFetchFinished(zoneID: RecordZone.ID(proto: message.zoneID), error: error)
             }
         case Kind.fetchFinished:
             let message = try ProtoWire.decode(Logsync_Device_FetchFinished.self, payloadOf: entry, "fetchFinished")
             return try ProtoWire.converting(entry, "fetchFinished") { () throws(SyncError) in
-                .fetchFinished(error: message.hasError ? try within("FetchFinished.error") { () throws(SyncError) in try SyncError(proto: message.error) } : nil)
+                .fetchFinished(
+                    error: message.hasError
+                        ? try within("FetchFinished.error") { () throws(SyncError) in
+                            try SyncError(proto: message.error)
+                        } : nil)
             }
         case Kind.changeTokenReset:
-            let message = try ProtoWire.decode(Logsync_Device_ChangeTokenReset.self, payloadOf: entry, "changeTokenReset")
+            let message = try ProtoWire.decode(
+                Logsync_Device_ChangeTokenReset.self, payloadOf: entry, "changeTokenReset")
             return .changeTokenReset(zoneID: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
         case Kind.eventsDelivered:
             let message = try ProtoWire.decode(Logsync_Device_EventsDelivered.self, payloadOf: entry, "eventsDelivered")
@@ -219,15 +241,21 @@ extension DeviceEntry {
             return try ProtoWire.converting(entry, "accountChanged") { () throws(SyncError) in
                 .accountChanged(
                     previous: message.hasPreviousUser
-                        ? try within("AccountChanged.previous_user") { () throws(SyncError) in try Record.ID(proto: message.previousUser) } : nil,
+                        ? try within("AccountChanged.previous_user") { () throws(SyncError) in
+                            try Record.ID(proto: message.previousUser)
+                        } : nil,
                     current: message.hasCurrentUser
-                        ? try within("AccountChanged.current_user") { () throws(SyncError) in try Record.ID(proto: message.currentUser) } : nil)
+                        ? try within("AccountChanged.current_user") { () throws(SyncError) in
+                            try Record.ID(proto: message.currentUser)
+                        } : nil)
             }
         case Kind.subscriptionEnsured:
-            let message = try ProtoWire.decode(Logsync_Device_SubscriptionEnsured.self, payloadOf: entry, "subscriptionEnsured")
+            let message = try ProtoWire.decode(
+                Logsync_Device_SubscriptionEnsured.self, payloadOf: entry, "subscriptionEnsured")
             guard !message.subscriptionID.isEmpty else {
                 throw LogStoreError(
-                    .corruptEntry, "subscriptionEnsured (kind \(entry.kind)) payload: SubscriptionEnsured.subscription_id is missing",
+                    .corruptEntry,
+                    "subscriptionEnsured (kind \(entry.kind)) payload: SubscriptionEnsured.subscription_id is missing",
                     offset: entry.offset)
             }
             return .subscriptionEnsured(Subscription.ID(message.subscriptionID))
@@ -242,7 +270,8 @@ extension DeviceEntry {
                 case .send: work = .send
                 case .fetch: work = .fetch
                 case .unspecified: throw missing("SyncScheduled.work")
-                case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "SyncScheduled.work has unknown value \(value)")
+                case .UNRECOGNIZED(let value):
+                    throw SyncError(.invalidArguments, "SyncScheduled.work has unknown value \(value)")
                 }
                 guard message.afterMicroseconds >= 0 else {
                     throw SyncError(.invalidArguments, "SyncScheduled.after_microseconds is negative")
@@ -254,9 +283,11 @@ extension DeviceEntry {
                 case .pushHint: cause = .pushHint
                 case .catchUp: cause = .catchUp
                 case .retry:
-                    cause = .retry(failures: Int(message.failures), after: after, serverRetryAfter: message.serverRetryAfter)
+                    cause = .retry(
+                        failures: Int(message.failures), after: after, serverRetryAfter: message.serverRetryAfter)
                 case .unspecified: throw missing("SyncScheduled.cause")
-                case .UNRECOGNIZED(let value): throw SyncError(.invalidArguments, "SyncScheduled.cause has unknown value \(value)")
+                case .UNRECOGNIZED(let value):
+                    throw SyncError(.invalidArguments, "SyncScheduled.cause has unknown value \(value)")
                 }
                 return .syncScheduled(work: work, reason: cause, after: after)
             }

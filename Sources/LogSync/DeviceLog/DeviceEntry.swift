@@ -30,7 +30,8 @@ package enum DeviceEntry: Sendable, Equatable {
     /// `requestID` is the request ID the batch is sent under (F103), so that after a relaunch a
     /// batch whose outcome is unknown can be sent again under it; `nil` in logs written before
     /// it was recorded.
-    case batchPrepared(recordsToSave: [Record], recordIDsToDelete: [Record.ID], atomicByZone: Bool, requestID: RequestID? = nil)
+    case batchPrepared(
+        recordsToSave: [Record], recordIDsToDelete: [Record.ID], atomicByZone: Bool, requestID: RequestID? = nil)
     /// The outcome of the batch last prepared: the records as the server now holds them, the
     /// deleted IDs and the per-item errors (F21, F44). Ends the batch.
     case batchResult(

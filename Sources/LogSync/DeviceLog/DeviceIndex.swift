@@ -146,7 +146,8 @@ struct DeviceIndex: Projection {
                 try index.settle(.deleteRecord(id), succeeded: false, error: error)
             }
             try index.clearInFlight()
-            if sent, !UnansweredBatch.outcomeUnknown(saved: saved.count, deleted: deleted.count, failures: sentFailures) {
+            if sent, !UnansweredBatch.outcomeUnknown(saved: saved.count, deleted: deleted.count, failures: sentFailures)
+            {
                 try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
             }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):

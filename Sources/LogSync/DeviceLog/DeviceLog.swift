@@ -1,8 +1,8 @@
 import Foundation
 import LogStore
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// A device's sync log: every edit of the engine's state and every step of a sync, appended to
 /// an LMDB log named `device`, with the engine's state kept as projections of it.
@@ -59,7 +59,8 @@ public final class DeviceLog: Sendable {
         directory: URL, options: LogEnvironment.Options = .init(),
         clock: @escaping @Sendable () -> EntryTime = { .now() }
     ) throws {
-        log = try Log.open(at: directory, named: Self.logName, options: options, projections: [DeviceIndex()], clock: clock)
+        log = try Log.open(
+            at: directory, named: Self.logName, options: options, projections: [DeviceIndex()], clock: clock)
         committer = GroupCommitter(log: log)
     }
 
@@ -168,7 +169,9 @@ public final class DeviceLog: Sendable {
     ///
     /// - Throws: as `append(_:by:)`; nothing was appended (or announced) then.
     @discardableResult
-    package func appendSuspending(_ entries: [DeviceEntry], by author: Appended.Author = .engine) async throws -> Range<LogOffset> {
+    package func appendSuspending(
+        _ entries: [DeviceEntry], by author: Appended.Author = .engine
+    ) async throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end

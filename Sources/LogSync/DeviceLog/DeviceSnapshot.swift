@@ -1,8 +1,8 @@
 import Foundation
 import LogStore
-import Synchronization
 import SwiftProtobuf
 import SyncModel
+import Synchronization
 
 /// A consistent view of a device log's index at one offset, inside `DeviceLog.read`.
 ///
@@ -55,7 +55,9 @@ struct DeviceSnapshot {
     /// is, and any other walks the table and the cached list side by side (both in position
     /// order), decoding only the changes the cache lacks. So the list is always the
     /// projection's, and a read costs a walk of the table without a decode or a hash.
-    func pendingRecordZoneChanges(cache: borrowing Mutex<PendingListCache>) throws -> [SyncEngine.PendingRecordZoneChange] {
+    func pendingRecordZoneChanges(
+        cache: borrowing Mutex<PendingListCache>
+    ) throws -> [SyncEngine.PendingRecordZoneChange] {
         let at = try offset
         let cached = cache.withLock { $0 }
         if cached.offset == at { return cached.changes }
@@ -76,7 +78,9 @@ struct DeviceSnapshot {
             return true
         }
         cache.withLock { cache in
-            if cache.offset == nil || cache.offset! < at { cache = PendingListCache(offset: at, positions: positions, changes: changes) }
+            if cache.offset == nil || cache.offset! < at {
+                cache = PendingListCache(offset: at, positions: positions, changes: changes)
+            }
         }
         return changes
     }
@@ -241,11 +245,14 @@ struct DeviceSnapshot {
         guard let entry = try reader.entry(at: offset) else {
             throw malformed("an unanswered batch at offset \(offset.rawValue), which the log does not hold")
         }
-        guard case .batchPrepared(let records, let deletions, let atomic, let requestID?) = try DeviceEntry(entry) else {
-            throw malformed("an unanswered batch at offset \(offset.rawValue), which is not a batchPrepared with a request ID")
+        guard case .batchPrepared(let records, let deletions, let atomic, let requestID?) = try DeviceEntry(entry)
+        else {
+            throw malformed(
+                "an unanswered batch at offset \(offset.rawValue), which is not a batchPrepared with a request ID")
         }
         return UnansweredBatch(
-            offset: offset, requestID: requestID, recordsToSave: records, recordIDsToDelete: deletions, atomicByZone: atomic)
+            offset: offset, requestID: requestID, recordsToSave: records, recordIDsToDelete: deletions,
+            atomicByZone: atomic)
     }
 
     // MARK: Server records
@@ -278,7 +285,9 @@ struct DeviceSnapshot {
     func lastKnownServerRecords(in zoneID: RecordZone.ID, except listed: Set<Record.ID> = []) throws -> [Record] {
         guard let number = try zoneNumber(zoneID) else { return [] }
         let prefix = DeviceKey.recordPrefix(zoneNumber: number)
-        let skipped = Set(listed.lazy.filter { $0.zoneID == zoneID }.map { DeviceKey.record(zoneNumber: number, name: $0.recordName) })
+        let skipped = Set(
+            listed.lazy.filter { $0.zoneID == zoneID }.map { DeviceKey.record(zoneNumber: number, name: $0.recordName) }
+        )
         var records = ServerRecordReader(reader: reader)
         var result: [Record] = []
         try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in

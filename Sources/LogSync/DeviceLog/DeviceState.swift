@@ -52,7 +52,8 @@ public struct DeviceState: Sendable, Hashable {
         pendingDatabaseChanges: [SyncEngine.PendingDatabaseChange],
         inFlightRecordZoneChanges: [SyncEngine.PendingRecordZoneChange], hasPendingUntrackedChanges: Bool,
         zoneIDsWithUnfetchedServerChanges: [RecordZone.ID], knownZoneIDs: [RecordZone.ID],
-        databaseChangeToken: DatabaseChangeToken?, zoneChangeTokens: [ZoneChangeToken], lastKnownServerRecords: [Record],
+        databaseChangeToken: DatabaseChangeToken?, zoneChangeTokens: [ZoneChangeToken],
+        lastKnownServerRecords: [Record],
         deliveredOffset: LogOffset?, account: Account, subscriptionID: Subscription.ID?
     ) {
         self.offset = offset

@@ -23,7 +23,8 @@ enum ServerRecordSlot: Equatable {
     var bytes: [UInt8] {
         switch self {
         case .inline(let record): return [0] + record
-        case .entry(let offset, let ordinal): return [1] + bigEndian(offset) + withUnsafeBytes(of: ordinal.bigEndian) { Array($0) }
+        case .entry(let offset, let ordinal):
+            return [1] + bigEndian(offset) + withUnsafeBytes(of: ordinal.bigEndian) { Array($0) }
         }
     }
 
@@ -32,9 +33,12 @@ enum ServerRecordSlot: Equatable {
         case 0?:
             self = .inline(Array(bytes.dropFirst()))
         case 1? where bytes.count == 13:
-            self = .entry(offset: readBigEndian(bytes[1..<9]), ordinal: UInt32(truncatingIfNeeded: readBigEndian(bytes[9..<13])))
+            self = .entry(
+                offset: readBigEndian(bytes[1..<9]), ordinal: UInt32(truncatingIfNeeded: readBigEndian(bytes[9..<13])))
         default:
-            throw malformed("a server record slot for \(what()) of \(bytes.count) bytes starting with \(bytes.first.map(String.init) ?? "nothing")")
+            throw malformed(
+                "a server record slot for \(what()) of \(bytes.count) bytes starting with \(bytes.first.map(String.init) ?? "nothing")"
+            )
         }
     }
 
@@ -48,7 +52,6 @@ enum ServerRecordSlot: Equatable {
         }
     }
 }
-
 
 /// Reads records out of the entries that `ServerRecordSlot.entry` points at, keeping the last
 /// entry read with the places of its records, so that reading many records of one entry (a
@@ -71,16 +74,21 @@ struct ServerRecordReader {
                     throw malformed("a server record of \(what()) at offset \(offset), which the log does not hold")
                 }
                 guard let field = ServerRecordSlot.recordField(of: entry.kind) else {
-                    throw malformed("a server record of \(what()) at offset \(offset), an entry of kind \(entry.kind) that holds none")
+                    throw malformed(
+                        "a server record of \(what()) at offset \(offset), an entry of kind \(entry.kind) that holds none"
+                    )
                 }
                 let records = try ProtoFields.lengthDelimited(field: field, in: entry.payload) {
-                    malformed("a server record of \(what()) in the entry at offset \(offset), which does not decode: \($0)")
+                    malformed(
+                        "a server record of \(what()) in the entry at offset \(offset), which does not decode: \($0)")
                 }
                 cached = (offset, entry.payload, records)
             }
             let (_, payload, records) = cached!
             guard Int(ordinal) < records.count else {
-                throw malformed("server record \(ordinal) of \(what()) in the entry at offset \(offset), which holds \(records.count)")
+                throw malformed(
+                    "server record \(ordinal) of \(what()) in the entry at offset \(offset), which holds \(records.count)"
+                )
             }
             bytes = payload[records[Int(ordinal)]]
         }

@@ -66,7 +66,8 @@ struct ZoneKeyUpkeep: Sendable {
         for (zoneID, result) in response.results.sorted(by: { $0.key.description < $1.key.description }) {
             guard case .success(let keys) = result else { continue }
             zones[zoneID] = keys
-            for wrap in keys.wrappedKeys where wrap.recipientKeyID == myID && keyring.key(zoneID, version: wrap.version) == nil {
+            for wrap in keys.wrappedKeys
+            where wrap.recipientKeyID == myID && keyring.key(zoneID, version: wrap.version) == nil {
                 do throws(SyncError) {
                     keyring.insert(try pair.unwrap(wrap))
                 } catch {
@@ -80,18 +81,22 @@ struct ZoneKeyUpkeep: Sendable {
                 let wrappedFor = Set(keys.wrappedKeys.filter { $0.version == latest }.map(\.recipientKeyID))
                 if !wrappedFor.isSubset(of: Set(recipients.keys)) && latest >= WrappedZoneKey.maxVersion {
                     // The server's number leaves no next version (servers refuse one this high).
-                    logger.error("cannot rotate the key of \(zoneID): its latest version, \(latest), leaves no next version")
+                    logger.error(
+                        "cannot rotate the key of \(zoneID): its latest version, \(latest), leaves no next version")
                 } else if !wrappedFor.isSubset(of: Set(recipients.keys)) {
                     // A recipient went: the versions it had stay readable to it, the next not.
                     let next = ZoneKey.generate(zoneID: zoneID, version: latest + 1)
-                    logger.info("rotating the key of \(zoneID) to version \(next.version): a recipient is no longer one of the zone's")
+                    logger.info(
+                        "rotating the key of \(zoneID) to version \(next.version): a recipient is no longer one of the zone's"
+                    )
                     toSave += recipients.values.sorted { $0.keyID < $1.keyID }.map { next.wrapped(for: $0) }
                     rotated.append(next)
                 }
             }
             for (version, key) in keyring.keys(zoneID).sorted(by: { $0.key < $1.key }) where version <= latest {
                 let wrappedFor = Set(keys.wrappedKeys.filter { $0.version == version }.map(\.recipientKeyID))
-                for recipient in recipients.values.sorted(by: { $0.keyID < $1.keyID }) where !wrappedFor.contains(recipient.keyID) {
+                for recipient in recipients.values.sorted(by: { $0.keyID < $1.keyID })
+                where !wrappedFor.contains(recipient.keyID) {
                     toSave.append(key.wrapped(for: recipient))
                 }
             }
@@ -101,7 +106,11 @@ struct ZoneKeyUpkeep: Sendable {
             for wrap in saved { zones[wrap.zoneID, default: ZoneKeys()].wrappedKeys.append(wrap) }
             // A rotation counts once the server kept its wrap for this device: if another device
             // rotated first, the server kept that key, and the next refresh brings it.
-            for key in rotated where saved.contains(where: { $0.id.zoneID == key.zoneID && $0.version == key.version && $0.recipientKeyID == myID && Array($0.check) == key.check }) {
+            for key in rotated
+            where saved.contains(where: {
+                $0.id.zoneID == key.zoneID && $0.version == key.version && $0.recipientKeyID == myID
+                    && Array($0.check) == key.check
+            }) {
                 keyring.insert(key)
             }
         }
@@ -109,7 +118,9 @@ struct ZoneKeyUpkeep: Sendable {
     }
 
     /// Saves wraps, 400 a request; wraps the server refuses are logged and left out.
-    private func save(_ wraps: [WrappedZoneKey], _ directory: any ZoneKeyDirectory) async throws(SyncError) -> [WrappedZoneKey] {
+    private func save(
+        _ wraps: [WrappedZoneKey], _ directory: any ZoneKeyDirectory
+    ) async throws(SyncError) -> [WrappedZoneKey] {
         var saved: [WrappedZoneKey] = []
         var start = 0
         while start < wraps.count {
@@ -218,7 +229,11 @@ struct ZoneKeyUpkeep: Sendable {
         guard record.hasEncryptedValues else { return record }
         let zoneID = record.recordID.zoneID
         let missesAKey = record.allKeys().contains { key in
-            if case .encrypted(.sealed(let sealed))? = record[key] { keyring.key(zoneID, version: sealed.keyVersion) == nil } else { false }
+            if case .encrypted(.sealed(let sealed))? = record[key] {
+                keyring.key(zoneID, version: sealed.keyVersion) == nil
+            } else {
+                false
+            }
         }
         if missesAKey { try await refreshZoneKeys([zoneID]) }
         return try record.mappingEncryptedValues { field, value throws(SyncError) in
@@ -249,8 +264,9 @@ struct ZoneKeyUpkeep: Sendable {
         var failures: [SyncError] = []
         for modification in modifications {
             do throws(SyncError) {
-                opened.append(RecordZoneChange.Modification(record: try await openingEncryptedValues(modification.record)))
-            } catch where error.code == .decryptionFailed {
+                opened.append(
+                    RecordZoneChange.Modification(record: try await openingEncryptedValues(modification.record)))
+            } catch  where error.code == .decryptionFailed {
                 logger.error("\(error)")
                 failures.append(error)
             }
@@ -264,7 +280,9 @@ struct ZoneKeyUpkeep: Sendable {
         guard saved.hasEncryptedValues else { return saved }
         var copy = saved
         for key in saved.allKeys() {
-            guard case .encrypted(.sealed)? = saved[key], case .encrypted(.opened(let plaintext))? = sent[key] else { continue }
+            guard case .encrypted(.sealed)? = saved[key], case .encrypted(.opened(let plaintext))? = sent[key] else {
+                continue
+            }
             copy.setValueKeepingChangeState(.encrypted(.opened(plaintext)), forKey: key)
         }
         return copy

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The keys an engine holds for encrypted fields (F129): its device key pair, kept in a file
 /// beside the device log and made the first time a field is sealed or opened, and the zone keys

@@ -47,7 +47,7 @@ final class EngineDelegate: DelegateGateway {
 
     /// Dropped if the delegate is gone (F4).
     func deliver(_ event: SyncEngine.Event) async {
-        guard case let (delegate, engine)? = parties else { return }
+        guard case (let delegate, let engine)? = parties else { return }
         logger.trace("delivering \(event.kind)")
         await SyncEngine.$callbackEngine.withValue(ObjectIdentifier(engine)) {
             await delegate.handleEvent(event, syncEngine: engine)
@@ -55,8 +55,9 @@ final class EngineDelegate: DelegateGateway {
     }
 
     /// `nil` if the delegate is gone (F4).
-    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext) async -> SyncEngine.RecordZoneChangeBatch? {
-        guard case let (delegate, engine)? = parties else { return nil }
+    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext) async -> SyncEngine.RecordZoneChangeBatch?
+    {
+        guard case (let delegate, let engine)? = parties else { return nil }
         return await SyncEngine.$callbackEngine.withValue(ObjectIdentifier(engine)) {
             await delegate.nextRecordZoneChangeBatch(context, syncEngine: engine)
         }
@@ -64,7 +65,7 @@ final class EngineDelegate: DelegateGateway {
 
     /// `context.options` if the delegate is gone (F4).
     func nextFetchChangesOptions(_ context: SyncEngine.FetchChangesContext) async -> SyncEngine.FetchChangesOptions {
-        guard case let (delegate, engine)? = parties else { return context.options }
+        guard case (let delegate, let engine)? = parties else { return context.options }
         return await SyncEngine.$callbackEngine.withValue(ObjectIdentifier(engine)) {
             await delegate.nextFetchChangesOptions(context, syncEngine: engine)
         }

@@ -73,7 +73,9 @@ struct FetchFlow: Sendable {
 
         try await step.finish(.fetchFinished(error: stop), .didFetchChanges(.init(context: context)))
         if stop == nil { await subscription.ensureSubscriptionOnce() }
-        logger.debug("fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
+        logger.debug(
+            "fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")"
+        )
 
         try SyncError.throwEnding(stop: stop, failures: zoneFailures) {
             "\($0) zones could not be fetched; see partialErrors and didFetchRecordZoneChanges"
@@ -108,10 +110,13 @@ struct FetchFlow: Sendable {
             let response: FetchDatabaseChangesResponse
             do {
                 response = try await database.fetchDatabaseChanges(
-                    FetchDatabaseChangesRequest(since: token, resultsLimit: fetchResultsLimit, operationGroup: step.operationGroup))
+                    FetchDatabaseChangesRequest(
+                        since: token, resultsLimit: fetchResultsLimit, operationGroup: step.operationGroup))
             } catch {
                 let failure = SyncError.from(error, during: "fetchDatabaseChanges")
-                if try Self.resetExpiredToken(after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step) {
+                if try Self.resetExpiredToken(
+                    after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step)
+                {
                     continue
                 }
                 throw failure
@@ -193,7 +198,9 @@ struct FetchFlow: Sendable {
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
                 // F100: start the zone over; the delegate receives its live records again.
-                if try Self.resetExpiredToken(after: error, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: zoneID, step) {
+                if try Self.resetExpiredToken(
+                    after: error, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: zoneID, step)
+                {
                     continue
                 }
                 failure = error
@@ -204,9 +211,12 @@ struct FetchFlow: Sendable {
                 let opened = try await keys.openingEncryptedValues(modifications)
                 modifications = opened.modifications
                 if sealedFailure == nil, let first = opened.failures.first {
-                    sealedFailure = opened.failures.count == 1
+                    sealedFailure =
+                        opened.failures.count == 1
                         ? first
-                        : SyncError(first.code, "\(first.message) (and \(opened.failures.count - 1) more records of the zone)", item: first.item)
+                        : SyncError(
+                            first.code, "\(first.message) (and \(opened.failures.count - 1) more records of the zone)",
+                            item: first.item)
                 }
             } catch {
                 failure = error
@@ -214,7 +224,8 @@ struct FetchFlow: Sendable {
             }
             if configuration.shouldFetchAssetContents {
                 do throws(SyncError) {
-                    modifications = try await downloads.withAssetContents(modifications, in: zoneID, group: step.operationGroup)
+                    modifications = try await downloads.withAssetContents(
+                        modifications, in: zoneID, group: step.operationGroup)
                 } catch {
                     failure = error
                     break

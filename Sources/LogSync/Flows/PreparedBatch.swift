@@ -29,7 +29,8 @@ struct PreparedBatch {
         guard !causes.isEmpty else { return }
         func mate(_ id: Record.ID) -> SyncError? {
             guard let cause = causes[id.zoneID] else { return nil }
-            let message = "not sent: \(cause.id) of the same atomic zone failed before the request (\(cause.error.code))"
+            let message =
+                "not sent: \(cause.id) of the same atomic zone failed before the request (\(cause.error.code))"
             if cause.error.keepsChangePending {
                 return SyncError(cause.error.code, message, item: .record(id), retryAfter: cause.error.retryAfter)
             }

@@ -43,7 +43,9 @@ struct Redelivery: Sendable {
         }
         var cursor = try deviceLog.log.entries(from: (delivered ?? .zero).next, through: fetched)
         while let entry = try cursor.next() {
-            guard entry.kind == DeviceEntry.Kind.databaseChangesFetched || entry.kind == DeviceEntry.Kind.zoneChangesFetched
+            guard
+                entry.kind == DeviceEntry.Kind.databaseChangesFetched
+                    || entry.kind == DeviceEntry.Kind.zoneChangesFetched
             else { continue }
             switch try DeviceEntry(entry) {
             case .databaseChangesFetched(let modifications, let deletions, _, _):

@@ -80,7 +80,8 @@ struct SendFlow: Sendable {
                 break sending
             }
             lastAsked = try deviceLog.log.lastOffset
-            guard let batch = await delegate.nextRecordZoneChangeBatch(context), !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
+            guard let batch = await delegate.nextRecordZoneChangeBatch(context),
+                !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty
             else {
                 // Zone changes added while the delegate was asked: send them too (F47 step 4).
                 if try !zoneChangesToSend().isEmpty { continue sending }
@@ -89,7 +90,9 @@ struct SendFlow: Sendable {
             // A batch of nothing but items that already failed in this send (a delegate that
             // re-queues its failures, F91) would fail the same way again, forever: the send ends
             // here, and they stay pending for the next one.
-            let items = batch.recordsToSave.map { SyncError.ItemID.record($0.recordID) } + batch.recordIDsToDelete.map { .record($0) }
+            let items =
+                batch.recordsToSave.map { SyncError.ItemID.record($0.recordID) }
+                + batch.recordIDsToDelete.map { .record($0) }
             if items.allSatisfy({ failures[$0] != nil }) { break sending }
             let outcome = try await sendRecordBatch(batch, step)
             failures.merge(outcome.failures) { first, _ in first }
@@ -108,7 +111,9 @@ struct SendFlow: Sendable {
             try step.append(.untrackedChangesFlagged(false))
         }
         try await step.finish(.sendFinished(error: stop), .didSendChanges(.init(context: context)))
-        logger.debug("send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")")
+        logger.debug(
+            "send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")"
+        )
 
         try SyncError.throwEnding(stop: stop, failures: failures) {
             "\($0) of the changes sent failed; see partialErrors and the sent events"
@@ -137,7 +142,9 @@ struct SendFlow: Sendable {
     }
 
     /// Sends one batch of zone changes and reports it (F23, F43).
-    private func sendZoneChanges(_ changes: [SyncEngine.PendingDatabaseChange], _ step: SyncStep) async throws -> SendOutcome {
+    private func sendZoneChanges(
+        _ changes: [SyncEngine.PendingDatabaseChange], _ step: SyncStep
+    ) async throws -> SendOutcome {
         var zonesToSave: [RecordZone] = []
         var zoneIDsToDelete: [RecordZone.ID] = []
         for change in changes {
@@ -148,15 +155,18 @@ struct SendFlow: Sendable {
         }
         let response: ModifyZonesResponse
         do {
-            response = try await database.modifyZones(ModifyZonesRequest(
-                zonesToSave: zonesToSave, zoneIDsToDelete: zoneIDsToDelete, operationGroup: step.operationGroup))
+            response = try await database.modifyZones(
+                ModifyZonesRequest(
+                    zonesToSave: zonesToSave, zoneIDsToDelete: zoneIDsToDelete, operationGroup: step.operationGroup))
         } catch {
             let failure = SyncError.from(error, during: "modifyZones")
             response = ModifyZonesResponse(
                 saveResults: Dictionary(uniqueKeysWithValues: zonesToSave.map { ($0.zoneID, .failure(failure)) }),
                 deleteResults: Dictionary(uniqueKeysWithValues: zoneIDsToDelete.map { ($0, .failure(failure)) }))
         }
-        return try await report(response, saving: zonesToSave, id: \.zoneID, deleting: zoneIDsToDelete, as: SyncError.ItemID.zone, step) {
+        return try await report(
+            response, saving: zonesToSave, id: \.zoneID, deleting: zoneIDsToDelete, as: SyncError.ItemID.zone, step
+        ) {
             .databaseChangesSent(
                 savedZones: $0.saved, deletedZoneIDs: $0.deleted, failedZoneSaves: $0.failedSaveErrors,
                 failedZoneDeletes: $0.failedDeletes)
@@ -173,12 +183,15 @@ struct SendFlow: Sendable {
     /// sizes, go into the log (`batchPrepared`, marking them in flight, F32, with the request
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
-    private func sendRecordBatch(_ appBatch: SyncEngine.RecordZoneChangeBatch, _ step: SyncStep) async throws -> SendOutcome {
+    private func sendRecordBatch(
+        _ appBatch: SyncEngine.RecordZoneChangeBatch, _ step: SyncStep
+    ) async throws -> SendOutcome {
         var prepared = await uploads.prepareAssets(appBatch, group: step.operationGroup)
         await keys.sealEncryptedValues(&prepared)
         let batch = prepared.batch
         let failedBeforeRequest = ModifyRecordsResponse(
-            saveResults: prepared.failedSaves.mapValues { .failure($0) }, deleteResults: prepared.failedDeletes.mapValues { .failure($0) })
+            saveResults: prepared.failedSaves.mapValues { .failure($0) },
+            deleteResults: prepared.failedDeletes.mapValues { .failure($0) })
         guard !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
             // Every item failed before the request: nothing was sent or put in flight, and the
             // result reports the failures alone (an unanswered earlier batch stays unanswered).
@@ -200,10 +213,13 @@ struct SendFlow: Sendable {
                 atomicByZone: batch.atomicByZone, requestID: requestID)
         }
         if let unanswered, reused != nil {
-            logger.debug("sending batch \(preparedOffset.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)")
+            logger.debug(
+                "sending batch \(preparedOffset.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)"
+            )
         }
         let request = ModifyRecordsRequest(
-            recordsToSave: batch.recordsToSave.map { (prepared.sealed[$0.recordID] ?? $0).withoutAssetFiles }, recordIDsToDelete: batch.recordIDsToDelete,
+            recordsToSave: batch.recordsToSave.map { (prepared.sealed[$0.recordID] ?? $0).withoutAssetFiles },
+            recordIDsToDelete: batch.recordIDsToDelete,
             savePolicy: .ifServerRecordUnchanged, atomically: batch.atomicByZone,
             requestID: requestID, operationGroup: step.operationGroup)
         let response: ModifyRecordsResponse
@@ -214,7 +230,8 @@ struct SendFlow: Sendable {
                 // The server may have applied the batch and the answer been lost (F103): the same
                 // request, with the same ID, is sent once more, and the server replays its answer
                 // instead of reporting a false conflict.
-                logger.debug("resending \(request.requestID.map(String.init(describing:)) ?? "a batch") after \(error.code)")
+                logger.debug(
+                    "resending \(request.requestID.map(String.init(describing:)) ?? "a batch") after \(error.code)")
                 response = try await database.modifyRecords(request)
             }
         } catch {
@@ -235,7 +252,8 @@ struct SendFlow: Sendable {
         for record in batch.recordsToSave {
             switch response.saveResults[record.recordID] {
             case .success(let saved)?:
-                answer.saveResults[record.recordID] = .success(ZoneKeyUpkeep.restoringOpenedValues(saved.restoringAssetFiles(from: record), from: record))
+                answer.saveResults[record.recordID] = .success(
+                    ZoneKeyUpkeep.restoringOpenedValues(saved.restoringAssetFiles(from: record), from: record))
             case .failure(var error)?:
                 if let serverRecord = error.serverRecord, serverRecord.hasEncryptedValues {
                     do throws(SyncError) {
@@ -258,17 +276,20 @@ struct SendFlow: Sendable {
     /// Reports the answer to a record batch: each save as prepared (or as the app gave it, when
     /// it failed before the request), in the app's order.
     private func report(
-        _ answer: ModifyRecordsResponse, _ appBatch: SyncEngine.RecordZoneChangeBatch, _ prepared: PreparedBatch, _ step: SyncStep
+        _ answer: ModifyRecordsResponse, _ appBatch: SyncEngine.RecordZoneChangeBatch, _ prepared: PreparedBatch,
+        _ step: SyncStep
     ) async throws -> SendOutcome {
         try await report(
             answer, saving: prepared.recordsToReport, id: \.recordID, deleting: appBatch.recordIDsToDelete,
             as: SyncError.ItemID.record, step
         ) {
-            .batchResult(saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
+            .batchResult(
+                saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
         } event: {
             .sentRecordZoneChanges(
                 .init(
-                    savedRecords: $0.saved, failedRecordSaves: $0.failedSaves.map { .init(record: $0.item, error: $0.error) },
+                    savedRecords: $0.saved,
+                    failedRecordSaves: $0.failedSaves.map { .init(record: $0.item, error: $0.error) },
                     deletedRecordIDs: $0.deleted, failedRecordDeletes: $0.failedDeletes))
         }
     }
@@ -282,7 +303,8 @@ struct SendFlow: Sendable {
     private func report<ID, Saved, Item>(
         _ response: ModifyResponse<ID, Saved>, saving items: [Item], id: (Item) -> ID, deleting ids: [ID],
         as itemID: (ID) -> SyncError.ItemID, _ step: SyncStep,
-        entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry, event: (SortedAnswer<ID, Saved, Item>) -> SyncEngine.Event
+        entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry,
+        event: (SortedAnswer<ID, Saved, Item>) -> SyncEngine.Event
     ) async throws -> SendOutcome {
         var outcome = SendOutcome()
         var answer = SortedAnswer<ID, Saved, Item>()

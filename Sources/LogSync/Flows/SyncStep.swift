@@ -38,10 +38,12 @@ final class SyncStep {
         switch sync {
         case .send(let context):
             (entry, event) = (.sendStarted(context), .willSendChanges(.init(context: context)))
-            group = context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
+            group =
+                context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "sendChanges", context.reason)
         case .fetch(let context):
             (entry, event) = (.fetchStarted(context), .willFetchChanges(.init(context: context)))
-            group = context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
+            group =
+                context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
         }
         let step = SyncStep(deviceLog: deviceLog, delegate: delegate, operationGroup: group)
         try step.append(entry)
@@ -57,7 +59,8 @@ final class SyncStep {
     private static func defaultOperationGroup(
         _ requestIDPrefix: String, _ operation: String, _ reason: SyncEngine.SyncReason
     ) -> OperationGroup {
-        OperationGroup(operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
+        OperationGroup(
+            operationGroupID: "\(requestIDPrefix)-\(operation)-\(reason)", name: "SyncEngine \(operation) \(reason)")
     }
 
     /// Ends the operation: appends its last entry (with the pending delivery mark), then delivers

@@ -31,7 +31,9 @@ extension SyncEngine {
         } catch let error as SyncError {
             guard error.code == .partialFailure else { return error }
             // Item failures are the app's (F91); a transient one is retried (F89).
-            return error.partialErrors.values.sorted { $0.code.rawValue < $1.code.rawValue }.first { $0.keepsChangePending }
+            return error.partialErrors.values.sorted { $0.code.rawValue < $1.code.rawValue }.first {
+                $0.keepsChangePending
+            }
         } catch {
             return SyncError.from(error, during: "a scheduled \(work)")
         }

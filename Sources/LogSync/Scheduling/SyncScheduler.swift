@@ -1,7 +1,7 @@
 import LogStore
 import Logging
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The automatic sync planner of one engine (F5, F81–F90): it listens to the device log (the
 /// app's changes, push hints) and to the conditions, keeps the ``SyncSchedule``, and tells the
@@ -123,7 +123,9 @@ final class SyncScheduler: Sendable {
     /// The app added changes: one send is scheduled, after the debounce (F17, F82).
     func localChangesAdded() {
         let now = timer.now()
-        let debounce = state.withLock { state in state.schedule.localChangesAdded(at: now) ? state.schedule.policy.debounce : nil }
+        let debounce = state.withLock { state in
+            state.schedule.localChangesAdded(at: now) ? state.schedule.policy.debounce : nil
+        }
         guard let debounce else { return }
         deviceLog.note(.syncScheduled(work: .send, reason: .localChanges, after: debounce), logger: logger)
         wake()

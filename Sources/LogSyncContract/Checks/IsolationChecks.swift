@@ -46,7 +46,8 @@ enum IsolationChecks {
         probe.expect(!bobsZones.contains(alicesZone), "bob's zones include alice's: \(bobsZones)")
         probe.expect(try await bob.changedZones(), equals: [RecordZone.ID(zoneName: "BobOnly")], "bob's database feed")
         probe.expectFailure(
-            try await bob.database.fetchZones([alicesZone]).results[alicesZone], .zoneNotFound, "bob fetching alice's zone")
+            try await bob.database.fetchZones([alicesZone]).results[alicesZone], .zoneNotFound,
+            "bob fetching alice's zone")
         await probe.expectThrows(.zoneNotFound, "bob reading alice's zone feed") {
             _ = try await bob.database.fetchZoneChanges(zoneID: alicesZone, since: nil)
         }

@@ -2,7 +2,9 @@ import SyncModel
 
 /// Zone existence rules (F128, F147) and zone operations (F156).
 enum ZoneChecks {
-    static let all = [newZoneCapabilities, recordIntoMissingZone, zoneInSharedDatabase, savingZoneAgain, fetchMissingZone]
+    static let all = [
+        newZoneCapabilities, recordIntoMissingZone, zoneInSharedDatabase, savingZoneAgain, fetchMissingZone,
+    ]
 
     /// F128, F156: a new custom zone reports atomic, fetchChanges and zoneWideSharing, on save and
     /// on fetch.
@@ -14,10 +16,12 @@ enum ZoneChecks {
         let saved = try await phone.createZone("Notes")
         probe.expect(saved.zoneID, equals: notes, "the saved zone's ID")
         probe.expect(saved.capabilities, equals: .customZoneDefault, "the saved zone's capabilities")
-        let fetched = try probe.require(try await phone.database.fetchZones([notes]).results[notes], "fetching \(notes)")
+        let fetched = try probe.require(
+            try await phone.database.fetchZones([notes]).results[notes], "fetching \(notes)")
         probe.expect(fetched.capabilities, equals: .customZoneDefault, "the fetched zone's capabilities")
         probe.expect(fetched.share == nil, "a new zone has a share")
-        probe.expect(try await phone.database.fetchAllZones().contains { $0.zoneID == notes }, "all zones lack \(notes)")
+        probe.expect(
+            try await phone.database.fetchAllZones().contains { $0.zoneID == notes }, "all zones lack \(notes)")
     }
 
     /// F147, F128: a record saved into (or deleted from) a zone that does not exist gets
@@ -27,7 +31,8 @@ enum ZoneChecks {
     ) { probe in
         let phone = try await probe.device("alice", "phone")
         let record = note("n1", in: "Nowhere")
-        let error = probe.expectFailure(try await phone.attemptSave(record), .zoneNotFound, "saving into a missing zone")
+        let error = probe.expectFailure(
+            try await phone.attemptSave(record), .zoneNotFound, "saving into a missing zone")
         probe.expect(error?.item, equals: .record(record.recordID), "the failure's item")
         probe.expectFailure(
             try await phone.attemptDelete(record.recordID), .zoneNotFound, "deleting from a missing zone")
@@ -41,7 +46,8 @@ enum ZoneChecks {
     ) { probe in
         let shared = try await probe.device("alice", "phone", scope: .shared)
         probe.expectFailure(
-            try await shared.attemptCreateZone(RecordZone.ID(zoneName: "Notes")), .badDatabase, "a zone in the shared database")
+            try await shared.attemptCreateZone(RecordZone.ID(zoneName: "Notes")), .badDatabase,
+            "a zone in the shared database")
         probe.expect(try await shared.database.fetchAllZones().isEmpty, "the shared database lists a zone")
     }
 
@@ -57,7 +63,9 @@ enum ZoneChecks {
 
         let again = try await laptop.createZone("Notes")
         probe.expect(again.capabilities, equals: .customZoneDefault, "the zone saved again")
-        probe.expect(try await laptop.database.fetchAllZones().filter { $0.zoneID == notes }.count, equals: 1, "zones named Notes")
+        probe.expect(
+            try await laptop.database.fetchAllZones().filter { $0.zoneID == notes }.count, equals: 1,
+            "zones named Notes")
         let since = try await laptop.zoneFeed(notes, since: before.token)
         probe.expect(since.changedIDs, equals: [], "the zone's changes since before it was saved again")
         let record = try await laptop.zoneRecords(notes)[saved.recordID]

@@ -99,18 +99,25 @@ public struct DeviceInvariant: Sendable {
             a == b ? nil : "\(label): index \(text(a)), replay \(text(b))"
         }
         func changes(_ list: [SyncEngine.PendingRecordZoneChange]) -> String {
-            list.isEmpty ? "none" : list.prefix(4).map(DeviceStateReport.change).joined(separator: ", ")
-                + (list.count > 4 ? " …+\(list.count - 4)" : "")
+            list.isEmpty
+                ? "none"
+                : list.prefix(4).map(DeviceStateReport.change).joined(separator: ", ")
+                    + (list.count > 4 ? " …+\(list.count - 4)" : "")
         }
         func zones(_ set: Set<RecordZone.ID>) -> String {
-            set.isEmpty ? "none" : set.sorted(by: DeviceStateReplay.precedes).map(DeviceStateReport.zone).joined(separator: ", ")
+            set.isEmpty
+                ? "none"
+                : set.sorted(by: DeviceStateReplay.precedes).map(DeviceStateReport.zone).joined(separator: ", ")
         }
-        if let line = differs("pending record changes", index.pendingRecordZoneChanges, replay.pendingRecordZoneChanges, changes) {
+        if let line = differs(
+            "pending record changes", index.pendingRecordZoneChanges, replay.pendingRecordZoneChanges, changes)
+        {
             return line
         }
         if let line = differs(
             "pending database changes", index.pendingDatabaseChanges.map(DeviceStateReport.change),
-            replay.pendingDatabaseChanges.map(DeviceStateReport.change), { $0.isEmpty ? "none" : $0.joined(separator: ", ") })
+            replay.pendingDatabaseChanges.map(DeviceStateReport.change),
+            { $0.isEmpty ? "none" : $0.joined(separator: ", ") })
         {
             return line
         }
@@ -120,16 +127,21 @@ public struct DeviceInvariant: Sendable {
         {
             return line
         }
-        if let line = differs("untracked changes", index.hasPendingUntrackedChanges, replay.hasPendingUntrackedChanges, { "\($0)" }) {
+        if let line = differs(
+            "untracked changes", index.hasPendingUntrackedChanges, replay.hasPendingUntrackedChanges, { "\($0)" })
+        {
             return line
         }
         if let line = differs(
-            "unfetched zones", Set(index.zoneIDsWithUnfetchedServerChanges), Set(replay.zoneIDsWithUnfetchedServerChanges), zones)
+            "unfetched zones", Set(index.zoneIDsWithUnfetchedServerChanges),
+            Set(replay.zoneIDsWithUnfetchedServerChanges), zones)
         {
             return line
         }
         if let line = differs("known zones", Set(index.knownZoneIDs), Set(replay.knownZoneIDs), zones) { return line }
-        if let line = differs("database token", index.databaseChangeToken, replay.databaseChangeToken, { token($0?.offset) }) {
+        if let line = differs(
+            "database token", index.databaseChangeToken, replay.databaseChangeToken, { token($0?.offset) })
+        {
             return line
         }
         let indexTokens = Dictionary(index.zoneChangeTokens.map { ($0.zoneID, $0) }, uniquingKeysWith: { a, _ in a })
@@ -139,24 +151,32 @@ public struct DeviceInvariant: Sendable {
             return "zone token of \(DeviceStateReport.zone(zoneID)): index \(token(indexTokens[zoneID]?.offset)), "
                 + "replay \(token(replayTokens[zoneID]?.offset))"
         }
-        let indexRecords = Dictionary(index.lastKnownServerRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { a, _ in a })
-        let replayRecords = Dictionary(replay.lastKnownServerRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { a, _ in a })
+        let indexRecords = Dictionary(
+            index.lastKnownServerRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { a, _ in a })
+        let replayRecords = Dictionary(
+            replay.lastKnownServerRecords.map { ($0.recordID, $0) }, uniquingKeysWith: { a, _ in a })
         for id in Set(indexRecords.keys).union(replayRecords.keys).sorted(by: DeviceStateReplay.precedes) {
             let a = indexRecords[id]
             let b = replayRecords[id]
-            let same = a?.recordChangeTag == b?.recordChangeTag && a?.recordType == b?.recordType
+            let same =
+                a?.recordChangeTag == b?.recordChangeTag && a?.recordType == b?.recordType
                 && a.map { r in r.allKeys().map { r[$0] } } == b.map { r in r.allKeys().map { r[$0] } }
                 && a?.allKeys() == b?.allKeys()
             if !same {
-                return "server record \(DeviceStateReport.record(id)): index \(a.map(DeviceStateReport.recordSummary) ?? "none"), "
+                return
+                    "server record \(DeviceStateReport.record(id)): index \(a.map(DeviceStateReport.recordSummary) ?? "none"), "
                     + "replay \(b.map(DeviceStateReport.recordSummary) ?? "none")"
             }
         }
-        if let line = differs("delivered through", index.deliveredOffset, replay.deliveredOffset, { $0.map { "\($0)" } ?? "none" }) {
+        if let line = differs(
+            "delivered through", index.deliveredOffset, replay.deliveredOffset, { $0.map { "\($0)" } ?? "none" })
+        {
             return line
         }
         if let line = differs("account", index.account, replay.account, DeviceStateReport.account) { return line }
-        if let line = differs("subscription", index.subscriptionID, replay.subscriptionID, { $0.map(\.rawValue) ?? "none" }) {
+        if let line = differs(
+            "subscription", index.subscriptionID, replay.subscriptionID, { $0.map(\.rawValue) ?? "none" })
+        {
             return line
         }
         return nil

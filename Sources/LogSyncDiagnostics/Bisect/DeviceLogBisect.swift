@@ -29,8 +29,11 @@ public struct DeviceBisectResult: Sendable, Hashable, CustomStringConvertible {
     /// "projections" first fails after offset 61234 (18 reconstructions): …`.
     public var description: String {
         let count = "\(reconstructions) reconstruction\(reconstructions == 1 ? "" : "s")"
-        guard let bad = firstBadOffset else { return "invariant \"\(invariant)\" holds through offset \(through) (\(count))" }
-        return "invariant \"\(invariant)\" first fails after offset \(bad) (\(count))" + (violation.map { ": \($0)" } ?? "")
+        guard let bad = firstBadOffset else {
+            return "invariant \"\(invariant)\" holds through offset \(through) (\(count))"
+        }
+        return "invariant \"\(invariant)\" first fails after offset \(bad) (\(count))"
+            + (violation.map { ": \($0)" } ?? "")
     }
 
     /// The object `logtool bisect --json` writes, keys in this order: `invariant`, `through`,
@@ -46,9 +49,15 @@ public struct DeviceBisectResult: Sendable, Hashable, CustomStringConvertible {
             ("lastGoodOffset", JSONText.optional(firstBadOffset.map { JSONText.number($0.rawValue - 1) })),
             ("violation", JSONText.optional(violation.map(JSONText.string))),
             ("reconstructions", JSONText.number(reconstructions)),
-            ("checks", JSONText.array(checks.map {
-                JSONText.object([("offset", JSONText.number($0.offset.rawValue)), ("holds", JSONText.bool($0.holds))])
-            })),
+            (
+                "checks",
+                JSONText.array(
+                    checks.map {
+                        JSONText.object([
+                            ("offset", JSONText.number($0.offset.rawValue)), ("holds", JSONText.bool($0.holds)),
+                        ])
+                    })
+            ),
         ])
     }
 }
@@ -118,11 +127,14 @@ public struct DeviceLogBisect {
             throw Self.failure(error, at: nil, of: log)
         }
         var result = DeviceBisectResult(
-            invariant: invariant.name, through: end, firstBadOffset: nil, violation: nil, reconstructions: 0, checks: [])
+            invariant: invariant.name, through: end, firstBadOffset: nil, violation: nil, reconstructions: 0, checks: []
+        )
         guard end > .zero else { return result }
 
         let scratch: ScratchDirectory
-        do { scratch = try ScratchDirectory(prefix: "logsync-bisect") } catch let error as DiagnosticsError { throw error } catch {
+        do { scratch = try ScratchDirectory(prefix: "logsync-bisect") } catch let error as DiagnosticsError {
+            throw error
+        } catch {
             throw DiagnosticsError(.scratchDirectory, "\(error)")
         }
         defer { scratch.remove() }
@@ -163,7 +175,9 @@ public struct DeviceLogBisect {
         if let error = error as? LogStoreError {
             let located = error.located(at: offset, in: log)
             let entryFault = error.code == .corruptEntry || error.code == .unknownFormatVersion
-            return DiagnosticsError(entryFault ? .corruptEntry : .unreadableLog, located.description, offset: located.offset, logError: located)
+            return DiagnosticsError(
+                entryFault ? .corruptEntry : .unreadableLog, located.description, offset: located.offset,
+                logError: located)
         }
         return DiagnosticsError(.replayFailed, "\(error)", offset: offset)
     }
@@ -200,7 +214,8 @@ public struct DeviceLogBisect {
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 if let good {
                     try FileManager.default.copyItem(
-                        at: good.directory.appendingPathComponent("data.mdb"), to: directory.appendingPathComponent("data.mdb"))
+                        at: good.directory.appendingPathComponent("data.mdb"),
+                        to: directory.appendingPathComponent("data.mdb"))
                 }
             } catch {
                 throw DiagnosticsError(.scratchDirectory, "cannot make the scratch log \(directory.path): \(error)")
@@ -208,7 +223,8 @@ public struct DeviceLogBisect {
             let copy: DeviceLog
             do {
                 let options = LogEnvironment.Options(durability: .fast, initialMapSize: 1 << 20)
-                copy = try index.map { try DeviceLog(directory: directory, options: options, index: $0) }
+                copy =
+                    try index.map { try DeviceLog(directory: directory, options: options, index: $0) }
                     ?? DeviceLog(directory: directory, options: options)
             } catch {
                 throw DiagnosticsError(.replayFailed, "cannot open the scratch log \(directory.path): \(error)")
@@ -221,7 +237,9 @@ public struct DeviceLogBisect {
                     var expected = start.next
                     while true {
                         let entry: LogEntry?
-                        do throws(LogStoreError) { entry = try cursor.next() } catch { throw DeviceLogBisect.failure(error, at: expected, of: source) }
+                        do throws(LogStoreError) { entry = try cursor.next() } catch {
+                            throw DeviceLogBisect.failure(error, at: expected, of: source)
+                        }
                         guard let entry else { break }
                         let decoded: DeviceEntry
                         do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
@@ -239,7 +257,8 @@ public struct DeviceLogBisect {
             }
             let state: DeviceState
             do { state = try copy.snapshotState() } catch {
-                throw DiagnosticsError(.replayFailed, "reading the state at offset \(offset) failed: \(error)", offset: offset)
+                throw DiagnosticsError(
+                    .replayFailed, "reading the state at offset \(offset) failed: \(error)", offset: offset)
             }
             trial = (directory, copy)
             trialReplay = replay

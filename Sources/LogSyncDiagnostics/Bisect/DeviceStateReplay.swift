@@ -67,7 +67,9 @@ public struct DeviceStateReplay: Sendable {
                 pendingZones[change.zoneID] = (change, position)
             }
         case .pendingDatabaseChangesRemoved(let changes):
-            for change in changes where pendingZones[change.zoneID]?.change == change { pendingZones[change.zoneID] = nil }
+            for change in changes where pendingZones[change.zoneID]?.change == change {
+                pendingZones[change.zoneID] = nil
+            }
         case .untrackedChangesFlagged(let flag):
             untracked = flag
         case .batchPrepared(let records, let deletions, _, let requestID):
@@ -79,7 +81,8 @@ public struct DeviceStateReplay: Sendable {
             // Items that failed before the request (an asset upload) were never in flight, and
             // say nothing of the request's outcome.
             let sent = !inFlight.isEmpty
-            let failures = failedSaves.filter { inFlight[.saveRecord($0.key)] != nil }.map(\.value)
+            let failures =
+                failedSaves.filter { inFlight[.saveRecord($0.key)] != nil }.map(\.value)
                 + failedDeletes.filter { inFlight[.deleteRecord($0.key)] != nil }.map(\.value)
             for record in saved {
                 settle(.saveRecord(record.recordID), error: nil)
@@ -92,7 +95,8 @@ public struct DeviceStateReplay: Sendable {
             for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
             inFlight = [:]
-            let lostOnTheWay = saved.isEmpty && deleted.isEmpty && !failures.isEmpty
+            let lostOnTheWay =
+                saved.isEmpty && deleted.isEmpty && !failures.isEmpty
                 && failures.allSatisfy { $0.code == .networkFailure || $0.code == .serverResponseLost }
             if sent, !lostOnTheWay { unanswered = nil }
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
@@ -117,10 +121,13 @@ public struct DeviceStateReplay: Sendable {
                 unfetched.insert(zoneID)
             }
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
-            if let previous = zoneTokens[zoneID], previous.incarnation == token.incarnation, token.offset < previous.offset {
+            if let previous = zoneTokens[zoneID], previous.incarnation == token.incarnation,
+                token.offset < previous.offset
+            {
                 noteBackwards(
                     at: offset,
-                    "the token of zone \(DeviceStateReport.zone(zoneID)) went from offset \(previous.offset) to \(token.offset)")
+                    "the token of zone \(DeviceStateReport.zone(zoneID)) went from offset \(previous.offset) to \(token.offset)"
+                )
             }
             zoneTokens[zoneID] = token
             known.insert(zoneID)
@@ -165,7 +172,8 @@ public struct DeviceStateReplay: Sendable {
 
     private mutating func add(_ change: RecordChange, at position: Position) {
         if let existing = pendingRecords[change.recordID] {
-            if existing.change != change { pendingRecords[change.recordID] = (change, position) }  // the last wins (F19)
+            // the last wins (F19)
+            if existing.change != change { pendingRecords[change.recordID] = (change, position) }
         } else {
             pendingRecords[change.recordID] = (change, position)
         }
@@ -236,7 +244,9 @@ public struct DeviceStateReplay: Sendable {
     var owedRecordChanges: [RecordChange] { pendingRecords.values.sorted { $0.position < $1.position }.map(\.change) }
 
     static func precedes(_ a: RecordZone.ID, _ b: RecordZone.ID) -> Bool {
-        [a.ownerName, a.zoneName].lexicographicallyPrecedes([b.ownerName, b.zoneName]) { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        [a.ownerName, a.zoneName].lexicographicallyPrecedes([b.ownerName, b.zoneName]) {
+            $0.utf8.lexicographicallyPrecedes($1.utf8)
+        }
     }
 
     static func precedes(_ a: Record.ID, _ b: Record.ID) -> Bool {

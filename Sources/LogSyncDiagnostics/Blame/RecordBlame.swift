@@ -120,7 +120,9 @@ public struct RecordBlame: Sendable {
         var walk = BlameWalk(name: record, zone: zone)
         var requests: [String: (device: String, offset: LogOffset)] = [:]
         let total: UInt64
-        do { total = try device.log.lastOffset.rawValue } catch { throw DeviceLogBisect.failure(error, at: nil, of: device.log) }
+        do { total = try device.log.lastOffset.rawValue } catch {
+            throw DeviceLogBisect.failure(error, at: nil, of: device.log)
+        }
         try readDevice(device.log) { offset, time, entry in
             walk.apply(entry, at: offset, time: time)
             if case .batchPrepared(_, _, _, let id?) = entry { requests[id.rawValue] = (device.name, offset) }
@@ -151,12 +153,14 @@ public struct RecordBlame: Sendable {
             return blame
         }
         guard let tag = current.recordChangeTag, let tagOffset = UInt64(tag), tagOffset > 0 else {
-            blame.originNote = "its change tag \(current.recordChangeTag ?? "none") is not an offset of the server's log"
+            blame.originNote =
+                "its change tag \(current.recordChangeTag ?? "none") is not an offset of the server's log"
             return blame
         }
         let history = try ServerHistoryOfRecord.read(server.log, id: id, through: LogOffset(tagOffset))
         guard let version = history.versions.last, version.offset == LogOffset(tagOffset) else {
-            blame.originNote = "the server's log \(server.log.environment.path) holds no save of it at offset \(tagOffset)"
+            blame.originNote =
+                "the server's log \(server.log.environment.path) holds no save of it at offset \(tagOffset)"
             return blame
         }
         func who(_ request: String?) -> String? { request.flatMap { requests[$0]?.device } }
@@ -170,9 +174,11 @@ public struct RecordBlame: Sendable {
                 if previous == nil || previous! != value { changedAt = each }
                 previous = .some(value)
             }
-            fields.append(FieldOrigin(
-                key: key, value: current[key].map(DeviceStateReport.shortValue) ?? "none", serverOffset: changedAt.offset,
-                request: changedAt.request, device: who(changedAt.request)))
+            fields.append(
+                FieldOrigin(
+                    key: key, value: current[key].map(DeviceStateReport.shortValue) ?? "none",
+                    serverOffset: changedAt.offset,
+                    request: changedAt.request, device: who(changedAt.request)))
         }
         blame.origin = Origin(
             serverOffset: version.offset, request: version.request, device: who(version.request),
@@ -189,7 +195,9 @@ public struct RecordBlame: Sendable {
         var expected = LogOffset.first
         while true {
             let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch { throw DeviceLogBisect.failure(error, at: expected, of: log) }
+            do throws(LogStoreError) { entry = try cursor.next() } catch {
+                throw DeviceLogBisect.failure(error, at: expected, of: log)
+            }
             guard let entry else { return }
             expected = entry.offset.next
             let decoded: DeviceEntry
@@ -211,7 +219,9 @@ struct ServerHistoryOfRecord {
     var versions: [Version] = []
 
     /// Reads `log` through `end` (and the rest of the commit at `end`, for its request).
-    static func read(_ log: Log, id: Record.ID, through end: LogOffset) throws(DiagnosticsError) -> ServerHistoryOfRecord {
+    static func read(
+        _ log: Log, id: Record.ID, through end: LogOffset
+    ) throws(DiagnosticsError) -> ServerHistoryOfRecord {
         var history = ServerHistoryOfRecord()
         var cursor: EntryCursor
         do { cursor = try log.entries() } catch { throw DeviceLogBisect.failure(error, at: nil, of: log) }
@@ -219,15 +229,18 @@ struct ServerHistoryOfRecord {
         var commit: (time: EntryTime, versions: [Int])?
         while true {
             let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch { throw DeviceLogBisect.failure(error, at: expected, of: log) }
+            do throws(LogStoreError) { entry = try cursor.next() } catch {
+                throw DeviceLogBisect.failure(error, at: expected, of: log)
+            }
             guard let entry else { break }
             expected = entry.offset.next
             if commit?.time != entry.time {
                 if entry.offset > end { break }  // the commit holding `end` is over
                 commit = (entry.time, [])
             }
-            guard entry.kind == ServerEntry.Kind.recordSaved || entry.kind == ServerEntry.Kind.recordDeleted
-                || ServerEntry.Kind.completesRequest(entry.kind)
+            guard
+                entry.kind == ServerEntry.Kind.recordSaved || entry.kind == ServerEntry.Kind.recordDeleted
+                    || ServerEntry.Kind.completesRequest(entry.kind)
             else { continue }
             let decoded: ServerEntry
             do throws(LogStoreError) { decoded = try ServerEntry(entry) } catch {
@@ -273,10 +286,13 @@ struct BlameWalk {
         id.recordName == name && (zone == nil || id.zoneID.zoneName == zone)
     }
 
-    mutating func add(_ offset: LogOffset, _ time: EntryTime, _ kind: RecordBlame.Event.Kind, _ summary: String,
-                      server: LogOffset? = nil, request: String? = nil) {
-        events.append(RecordBlame.Event(
-            offset: offset, time: time, kind: kind, summary: summary, serverOffset: server, request: request))
+    mutating func add(
+        _ offset: LogOffset, _ time: EntryTime, _ kind: RecordBlame.Event.Kind, _ summary: String,
+        server: LogOffset? = nil, request: String? = nil
+    ) {
+        events.append(
+            RecordBlame.Event(
+                offset: offset, time: time, kind: kind, summary: summary, serverOffset: server, request: request))
     }
 
     /// A conflict not resolved by queuing the record again is resolved in the server's favour
@@ -284,11 +300,14 @@ struct BlameWalk {
     mutating func settleConflict(requeuedAt offset: LogOffset?) {
         guard let index = unresolved else { return }
         unresolved = nil
-        events[index].resolution = offset.map { "the delegate queued the record again at offset \($0) (its merge)" }
+        events[index].resolution =
+            offset.map { "the delegate queued the record again at offset \($0) (its merge)" }
             ?? "not queued again: the server's version was kept"
     }
 
-    static func tag(_ record: Record) -> LogOffset? { record.recordChangeTag.flatMap(UInt64.init).map { LogOffset($0) } }
+    static func tag(_ record: Record) -> LogOffset? {
+        record.recordChangeTag.flatMap(UInt64.init).map { LogOffset($0) }
+    }
 
     mutating func apply(_ entry: DeviceEntry, at offset: LogOffset, time: EntryTime) {
         switch entry {
@@ -316,20 +335,26 @@ struct BlameWalk {
                 settleConflict(requeuedAt: nil)
                 matchedIDs.insert(record.recordID)
                 request = requestID?.rawValue
-                add(offset, time, .sent, "sent\(requestID.map { " as request \($0.rawValue)" } ?? ""): \(Self.content(record))",
+                add(
+                    offset, time, .sent,
+                    "sent\(requestID.map { " as request \($0.rawValue)" } ?? ""): \(Self.content(record))",
                     request: request)
             }
             for id in deletions where matches(id) {
                 settleConflict(requeuedAt: nil)
                 matchedIDs.insert(id)
                 request = requestID?.rawValue
-                add(offset, time, .sent, "sent its deletion\(requestID.map { " as request \($0.rawValue)" } ?? "")", request: request)
+                add(
+                    offset, time, .sent, "sent its deletion\(requestID.map { " as request \($0.rawValue)" } ?? "")",
+                    request: request)
             }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             for record in saved where matches(record.recordID) {
                 current = record
                 if pending == "save" { pending = nil }
-                add(offset, time, .saved, "the server saved it: \(Self.content(record))", server: Self.tag(record), request: request)
+                add(
+                    offset, time, .saved, "the server saved it: \(Self.content(record))", server: Self.tag(record),
+                    request: request)
             }
             for id in deleted where matches(id) {
                 current = nil
@@ -341,7 +366,8 @@ struct BlameWalk {
                     let server = error.serverRecord
                     if let server { current = server }
                     if pending == "save" { pending = nil }
-                    add(offset, time, .conflict,
+                    add(
+                        offset, time, .conflict,
                         "conflict (serverRecordChanged): the server holds \(server.map(Self.content) ?? "a version it did not send")",
                         server: server.flatMap(Self.tag), request: request)
                     unresolved = events.count - 1
@@ -357,7 +383,8 @@ struct BlameWalk {
                 settleConflict(requeuedAt: nil)
                 matchedIDs.insert(record.recordID)
                 current = record
-                add(offset, time, .fetched,
+                add(
+                    offset, time, .fetched,
                     "fetched the version saved at server offset \(record.recordChangeTag ?? "?"): \(Self.content(record))",
                     server: Self.tag(record))
             }

@@ -19,11 +19,14 @@ extension RecordBlame {
         var text = "blame of \(name) on \(device) (\(path))\n"
         if events.isEmpty { text += "  no entry of the log names it\n" }
         for event in events {
-            text += leftPadded(event.offset.description, width: 6) + "  " + event.time.iso8601 + "  "
+            text +=
+                leftPadded(event.offset.description, width: 6) + "  " + event.time.iso8601 + "  "
                 + rightPadded(event.kind.rawValue, width: 15) + "  " + event.summary
             if let server = event.serverOffset { text += "  (server offset \(server))" }
             text += "\n"
-            if let resolution = event.resolution { text += String(repeating: " ", count: 44) + "resolved: \(resolution)\n" }
+            if let resolution = event.resolution {
+                text += String(repeating: " ", count: 44) + "resolved: \(resolution)\n"
+            }
         }
         text += "holds now: " + (current.map(DeviceStateReport.recordSummary) ?? "no server version") + "\n"
         if let pending { text += "pending: a \(pending) not acknowledged yet\n" }
@@ -36,7 +39,9 @@ extension RecordBlame {
             let valueWidth = min(origin.fields.map(\.value.count).max() ?? 0, 26)
             let deviceWidth = origin.fields.map { ($0.device ?? "?").count }.max() ?? 0
             for field in origin.fields {
-                text += "  " + rightPadded(field.key, width: keyWidth) + "  " + rightPadded(field.value, width: valueWidth) + "  "
+                text +=
+                    "  " + rightPadded(field.key, width: keyWidth) + "  " + rightPadded(field.value, width: valueWidth)
+                    + "  "
                     + rightPadded(field.device ?? "?", width: deviceWidth) + "  server offset \(field.serverOffset)"
                     + (field.request.map { " (request \($0))" } ?? "") + "\n"
             }
@@ -61,30 +66,45 @@ extension RecordBlame {
             ("device", JSONText.string(device)),
             ("path", JSONText.string(path)),
             ("record", string(recordID.map(DeviceStateReport.record))),
-            ("events", JSONText.array(events.map { event in
-                JSONText.object([
-                    ("offset", JSONText.number(event.offset.rawValue)), ("time", JSONText.string(event.time.iso8601)),
-                    ("kind", JSONText.string(event.kind.rawValue)), ("summary", JSONText.string(event.summary)),
-                    ("serverOffset", number(event.serverOffset)), ("request", string(event.request)),
-                    ("resolution", string(event.resolution)),
-                ])
-            })),
+            (
+                "events",
+                JSONText.array(
+                    events.map { event in
+                        JSONText.object([
+                            ("offset", JSONText.number(event.offset.rawValue)),
+                            ("time", JSONText.string(event.time.iso8601)),
+                            ("kind", JSONText.string(event.kind.rawValue)), ("summary", JSONText.string(event.summary)),
+                            ("serverOffset", number(event.serverOffset)), ("request", string(event.request)),
+                            ("resolution", string(event.resolution)),
+                        ])
+                    })
+            ),
             ("current", JSONText.optional(current.map(DeviceStateReport.recordJSON))),
             ("pending", string(pending)),
-            ("origin", JSONText.optional(origin.map { origin in
-                JSONText.object([
-                    ("serverOffset", JSONText.number(origin.serverOffset.rawValue)), ("request", string(origin.request)),
-                    ("device", string(origin.device)), ("batchOffset", number(origin.batchOffset)),
-                    ("fields", JSONText.array(origin.fields.map { field in
+            (
+                "origin",
+                JSONText.optional(
+                    origin.map { origin in
                         JSONText.object([
-                            ("key", JSONText.string(field.key)),
-                            ("value", current?[field.key].map(DeviceStateReport.valueJSON) ?? "null"),
-                            ("serverOffset", JSONText.number(field.serverOffset.rawValue)), ("request", string(field.request)),
-                            ("device", string(field.device)),
+                            ("serverOffset", JSONText.number(origin.serverOffset.rawValue)),
+                            ("request", string(origin.request)),
+                            ("device", string(origin.device)), ("batchOffset", number(origin.batchOffset)),
+                            (
+                                "fields",
+                                JSONText.array(
+                                    origin.fields.map { field in
+                                        JSONText.object([
+                                            ("key", JSONText.string(field.key)),
+                                            ("value", current?[field.key].map(DeviceStateReport.valueJSON) ?? "null"),
+                                            ("serverOffset", JSONText.number(field.serverOffset.rawValue)),
+                                            ("request", string(field.request)),
+                                            ("device", string(field.device)),
+                                        ])
+                                    })
+                            ),
                         ])
-                    })),
-                ])
-            })),
+                    })
+            ),
             ("originNote", string(originNote)),
         ])
     }

@@ -78,7 +78,9 @@ enum DeviceEntryDescription: EntryKindCatalog {
         mutating func add(_ name: String, _ value: Value) { fields.append(Field(name, value)) }
         mutating func add(_ name: String, _ flag: Bool) { add(name, .text(flag ? "true" : "false")) }
         mutating func add(_ name: String, count: Int) { add(name, .integer(UInt64(count))) }
-        mutating func addList(_ name: String, _ items: [String]) { add(name, .list(DeviceEntryDescription.shortened(items))) }
+        mutating func addList(_ name: String, _ items: [String]) {
+            add(name, .list(DeviceEntryDescription.shortened(items)))
+        }
 
         /// `zone` and, when not the current user, `owner`.
         mutating func addZone(_ zoneID: RecordZone.ID) {
@@ -133,20 +135,24 @@ enum DeviceEntryDescription: EntryKindCatalog {
             switch entry {
             case .pendingRecordZoneChangesAdded(let changes), .pendingRecordZoneChangesRemoved(let changes):
                 add("count", count: changes.count)
-                addList("changes", changes.map { change in
-                    switch change {
-                    case .saveRecord(let id): "save:" + note(id)
-                    case .deleteRecord(let id): "delete:" + note(id)
-                    }
-                })
+                addList(
+                    "changes",
+                    changes.map { change in
+                        switch change {
+                        case .saveRecord(let id): "save:" + note(id)
+                        case .deleteRecord(let id): "delete:" + note(id)
+                        }
+                    })
             case .pendingDatabaseChangesAdded(let changes), .pendingDatabaseChangesRemoved(let changes):
                 add("count", count: changes.count)
-                addList("changes", changes.map { change in
-                    switch change {
-                    case .saveZone(let zone): "save:" + note(zone.zoneID)
-                    case .deleteZone(let id): "delete:" + note(id)
-                    }
-                })
+                addList(
+                    "changes",
+                    changes.map { change in
+                        switch change {
+                        case .saveZone(let zone): "save:" + note(zone.zoneID)
+                        case .deleteZone(let id): "delete:" + note(id)
+                        }
+                    })
             case .untrackedChangesFlagged(let flag):
                 add("pending", flag)
             case .batchPrepared(let recordsToSave, let recordIDsToDelete, let atomicByZone, let requestID):
@@ -194,7 +200,9 @@ enum DeviceEntryDescription: EntryKindCatalog {
                     add("zoneDefault", .text(DeviceEntryDescription.compact(defaultConfiguration)))
                 }
                 let zones = context.options.zoneConfigurations.sorted { $0.key.description < $1.key.description }
-                if !zones.isEmpty { addList("zoneConfigs", zones.map { note($0.key) + ":" + DeviceEntryDescription.compact($0.value) }) }
+                if !zones.isEmpty {
+                    addList("zoneConfigs", zones.map { note($0.key) + ":" + DeviceEntryDescription.compact($0.value) })
+                }
             case .databaseChangesFetched(let modifications, let deletions, let changeToken, let moreComing):
                 add("modified", count: modifications.count)
                 add("deleted", count: deletions.count)
@@ -209,16 +217,20 @@ enum DeviceEntryDescription: EntryKindCatalog {
                 add("modified", count: modifications.count)
                 add("deleted", count: deletions.count)
                 if !modifications.isEmpty {
-                    addList("records", modifications.map { record in
-                        note(record.recordID)
-                        return record.recordID.recordName
-                    })
+                    addList(
+                        "records",
+                        modifications.map { record in
+                            note(record.recordID)
+                            return record.recordID.recordName
+                        })
                 }
                 if !deletions.isEmpty {
-                    addList("deletions", deletions.map { deletion in
-                        note(deletion.recordID)
-                        return deletion.recordID.recordName
-                    })
+                    addList(
+                        "deletions",
+                        deletions.map { deletion in
+                            note(deletion.recordID)
+                            return deletion.recordID.recordName
+                        })
                 }
                 add("token", .integer(changeToken.offset.rawValue))
                 add("moreComing", moreComing)

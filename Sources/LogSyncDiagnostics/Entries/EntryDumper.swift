@@ -16,7 +16,9 @@ public struct EntryDumper: Sendable {
     /// Which entries to write; the formatter's decoder describes them for `--record`/`--zone`.
     public var filter: EntryFilter
 
-    public init(format: Format = .text, formatter: EntryFormatter = EntryFormatter(), filter: EntryFilter = EntryFilter()) {
+    public init(
+        format: Format = .text, formatter: EntryFormatter = EntryFormatter(), filter: EntryFilter = EntryFilter()
+    ) {
         self.format = format
         self.formatter = formatter
         self.filter = filter

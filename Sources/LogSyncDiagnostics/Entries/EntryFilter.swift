@@ -40,7 +40,8 @@ public struct EntryFilter: Sendable, Hashable {
         if let known = kinds.first(where: { $0.name.lowercased() == text.lowercased() }) { return known.kind }
         let names = kinds.map { "\($0.name) (\($0.kind))" }.joined(separator: ", ")
         throw DiagnosticsError(
-            .unknownKind, "unknown kind \"\(text)\": give a number from 0 to 65535"
+            .unknownKind,
+            "unknown kind \"\(text)\": give a number from 0 to 65535"
                 + (names.isEmpty ? "" : " or one of \(names)"))
     }
 }

@@ -120,9 +120,11 @@ public struct EntryFormatter: Sendable {
     /// and `\u{…}` escapes. So `name=value` pairs and lists split back unambiguously.
     public static func word(_ text: String) -> String {
         let special: Set<Unicode.Scalar> = ["\"", "\\", "=", "[", "]", ","]
-        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
-            !special.contains(scalar) && !scalar.properties.isWhitespace && !isControl(scalar)
-        }
+        let plain =
+            !text.isEmpty
+            && text.unicodeScalars.allSatisfy { scalar in
+                !special.contains(scalar) && !scalar.properties.isWhitespace && !isControl(scalar)
+            }
         if plain { return text }
         return doubleQuoted(text) { scalar in
             isControl(scalar) ? "\\u{" + String(scalar.value, radix: 16) + "}" : nil

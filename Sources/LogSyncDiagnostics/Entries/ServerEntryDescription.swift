@@ -43,7 +43,9 @@ enum ServerEntryDescription: EntryKindCatalog {
     /// Every kind a server log holds, with its name, in kind order: a database log's, then the
     /// user registry's.
     static let kinds: [(kind: EntryKind, name: String)] =
-        ServerEntry.Kind.named + [(UserRegistry.userRegisteredKind, "userRegistered"), (UserRegistry.userEmailSetKind, "userEmailSet")]
+        ServerEntry.Kind.named + [
+            (UserRegistry.userRegisteredKind, "userRegistered"), (UserRegistry.userEmailSetKind, "userEmailSet"),
+        ]
 
     /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
     /// belongs to some other layer, and a tool shows its bytes instead).
@@ -126,10 +128,15 @@ enum ServerEntryDescription: EntryKindCatalog {
             if record.recordType == Share.recordType, let share = try? Share(record: record) {
                 if let root = share.rootRecordID { add("root", .text(root.recordName)) }
                 add("publicPermission", .text("\(share.publicPermission)"))
-                add("participants", .list(share.participants.map { participant in
-                    let who = participant.userIdentity.userRecordName ?? participant.userIdentity.emailAddress ?? "?"
-                    return "\(who):\(participant.role):\(participant.permission):\(participant.acceptanceStatus)"
-                }))
+                add(
+                    "participants",
+                    .list(
+                        share.participants.map { participant in
+                            let who =
+                                participant.userIdentity.userRecordName ?? participant.userIdentity.emailAddress ?? "?"
+                            return
+                                "\(who):\(participant.role):\(participant.permission):\(participant.acceptanceStatus)"
+                        }))
             }
         case .recordDeleted(let recordID, let recordType):
             addZone(recordID.zoneID)
@@ -157,7 +164,9 @@ enum ServerEntryDescription: EntryKindCatalog {
             if let name = group.name { add("name", .text(name)) }
             if group.quantity != 0 { add("quantity", .integer(UInt64(group.quantity))) }
             if group.expectedSendSize != .unknown { add("sendSize", .text(group.expectedSendSize.description)) }
-            if group.expectedReceiveSize != .unknown { add("receiveSize", .text(group.expectedReceiveSize.description)) }
+            if group.expectedReceiveSize != .unknown {
+                add("receiveSize", .text(group.expectedReceiveSize.description))
+            }
             add("firstRequest", .text(firstRequest))
             if let device { add("device", .text(device.rawValue)) }
         case .tombstonesCompacted(let horizon):
@@ -186,19 +195,26 @@ enum ServerEntryDescription: EntryKindCatalog {
         case .schemaDeployed(let schema):
             let types = schema.recordTypes.keys.sorted()
             add("types", .list(types))
-            add("fields", .list(types.flatMap { type in
-                schema.recordTypes[type]!.sorted { $0.key < $1.key }.map { "\(type).\($0.key):\($0.value)" }
-            }))
+            add(
+                "fields",
+                .list(
+                    types.flatMap { type in
+                        schema.recordTypes[type]!.sorted { $0.key < $1.key }.map { "\(type).\($0.key):\($0.value)" }
+                    }))
         case .deviceKeyRegistered(let key):
             add("key", .text(key.keyID))
             if let user = key.userRecordName { add("user", .text(user)) }
             add("keySize", .integer(UInt64(key.rawRepresentation.count)))
         case .zoneKeysSaved(let keys):
-            add("wraps", .list(keys.map { wrap in
-                let zone = wrap.zoneID.ownerName == RecordZone.ID.defaultOwnerName
-                    ? wrap.zoneID.zoneName : "\(wrap.zoneID.zoneName)@\(wrap.zoneID.ownerName)"
-                return "\(zone):v\(wrap.version):\(wrap.recipientKeyID)"
-            }))
+            add(
+                "wraps",
+                .list(
+                    keys.map { wrap in
+                        let zone =
+                            wrap.zoneID.ownerName == RecordZone.ID.defaultOwnerName
+                            ? wrap.zoneID.zoneName : "\(wrap.zoneID.zoneName)@\(wrap.zoneID.ownerName)"
+                        return "\(zone):v\(wrap.version):\(wrap.recipientKeyID)"
+                    }))
             add("wrapCount", .integer(UInt64(keys.count)))
             add("wrapBytes", .integer(UInt64(keys.reduce(0) { $0 + $1.check.count + $1.wrapped.count })))
         }
@@ -213,10 +229,12 @@ enum ServerEntryDescription: EntryKindCatalog {
                 "userRegistered (kind \(entry.kind)) payload: \(entry.payload.isEmpty ? "an empty user ID" : "a user ID that is not UTF-8")",
                 offset: entry.offset)
         }
-        return EntryDescription(kindName: "userRegistered", fields: [
-            Field("user", .text(user)),
-            Field("directory", .text("users/u\(entry.offset.rawValue)")),
-        ])
+        return EntryDescription(
+            kindName: "userRegistered",
+            fields: [
+                Field("user", .text(user)),
+                Field("directory", .text("users/u\(entry.offset.rawValue)")),
+            ])
     }
 
     /// A registry entry giving a user an e-mail address: the user's number (8 bytes,
@@ -228,10 +246,12 @@ enum ServerEntryDescription: EntryKindCatalog {
                 offset: entry.offset)
         }
         let number = entry.payload[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        return EntryDescription(kindName: "userEmailSet", fields: [
-            Field("userNumber", .integer(number)),
-            Field("email", .text(email)),
-        ])
+        return EntryDescription(
+            kindName: "userEmailSet",
+            fields: [
+                Field("userNumber", .integer(number)),
+                Field("email", .text(email)),
+            ])
     }
 
     private static func capabilityNames(_ capabilities: RecordZone.Capabilities) -> [String] {

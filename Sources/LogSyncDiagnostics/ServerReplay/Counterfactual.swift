@@ -49,7 +49,9 @@ public struct ServerReplayPolicy: Sendable {
     public static let localRecordWins = ServerReplayPolicy { mine, _ in .send(mine) }
 
     /// A merge of the two records' fields (`nil`: keep the server's record).
-    public static func merging(_ merge: @escaping @Sendable (_ mine: Record, _ server: Record) -> Record?) -> ServerReplayPolicy {
+    public static func merging(
+        _ merge: @escaping @Sendable (_ mine: Record, _ server: Record) -> Record?
+    ) -> ServerReplayPolicy {
         ServerReplayPolicy { mine, server in merge(mine, server).map { .send($0) } ?? .keepServerRecord }
     }
 }
@@ -94,9 +96,13 @@ public enum CounterfactualReplay {
         /// `converged: every device holds the server's 1 record` or `not converged: laptop differs on Notes/n1`,
         /// then each device's report.
         public var description: String {
-            var text = converged
+            var text =
+                converged
                 ? "converged: every device holds the server's \(serverRecords.count) record\(serverRecords.count == 1 ? "" : "s")"
-                : "not converged: " + divergent.map { "\($0.name) differs on " + $0.records.map(DeviceStateReport.record).joined(separator: ", ") }
+                : "not converged: "
+                    + divergent.map {
+                        "\($0.name) differs on " + $0.records.map(DeviceStateReport.record).joined(separator: ", ")
+                    }
                     .joined(separator: "; ")
             for (name, report) in devices { text += "\n\(name): \(report)" }
             return text
@@ -122,7 +128,8 @@ public enum CounterfactualReplay {
             let decoded: DeviceEntry
             do {
                 guard let entry = try log.entry(at: step.offset) else {
-                    throw DiagnosticsError(.unreadableLog, "the entry at offset \(step.offset) of \(log.environment.path) is gone")
+                    throw DiagnosticsError(
+                        .unreadableLog, "the entry at offset \(step.offset) of \(log.environment.path) is gone")
                 }
                 decoded = try DeviceEntry(entry)
             } catch {
@@ -135,9 +142,15 @@ public enum CounterfactualReplay {
             walks[index].finish()
             let last = timeline.lanes[index + firstDeviceLane].lastOffset
             try await walks[index].sendRemainingMerges(at: last)
-            reports.append((devices[index].name, ServerReplayReport(
-                through: last, requests: walks[index].requests, mismatches: walks[index].mismatches,
-                heldRecords: walks[index].held.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) })))
+            reports.append(
+                (
+                    devices[index].name,
+                    ServerReplayReport(
+                        through: last, requests: walks[index].requests, mismatches: walks[index].mismatches,
+                        heldRecords: walks[index].held.values.sorted {
+                            DeviceStateReplay.precedes($0.recordID, $1.recordID)
+                        })
+                ))
         }
 
         // The server's records in every zone a device holds.
@@ -148,12 +161,17 @@ public enum CounterfactualReplay {
             var token: ZoneChangeToken?
             while true {
                 let page: FetchZoneChangesResponse
-                do { page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token)) } catch {
+                do {
+                    page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
+                } catch {
                     throw DiagnosticsError(
-                        .requestFailed, "reading the zone \(DeviceStateReport.zone(zoneID)) of the replayed server failed: \(error)",
+                        .requestFailed,
+                        "reading the zone \(DeviceStateReport.zone(zoneID)) of the replayed server failed: \(error)",
                         requestError: error as? SyncError, operation: DiagnosticsError.serverReplayOperation)
                 }
-                for modification in page.modifications { serverRecords[modification.record.recordID] = modification.record }
+                for modification in page.modifications {
+                    serverRecords[modification.record.recordID] = modification.record
+                }
                 for deletion in page.deletions { serverRecords[deletion.recordID] = nil }
                 token = page.changeToken
                 if !page.moreComing { break }
@@ -170,7 +188,8 @@ public enum CounterfactualReplay {
             if !differing.isEmpty { divergent.append((name, differing)) }
         }
         return Report(
-            devices: reports, serverRecords: serverRecords.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) },
+            devices: reports,
+            serverRecords: serverRecords.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) },
             divergent: divergent)
     }
 }
@@ -214,29 +233,44 @@ extension ServerReplayReport {
         JSONText.object([
             ("through", JSONText.number(through.rawValue)),
             ("matches", JSONText.bool(matches)),
-            ("requests", JSONText.array(requests.map { request in
-                let (verdict, reason): (String, String?) = switch request.verdict {
-                case .matched: ("matched", nil)
-                case .mismatched: ("mismatched", nil)
-                case .notComparable(let reason): ("notComparable", reason)
-                }
-                return JSONText.object([
-                    ("offset", JSONText.number(request.offset.rawValue)), ("entry", JSONText.string(request.entry)),
-                    ("preparedOffset", JSONText.optional(request.preparedOffset.map { JSONText.number($0.rawValue) })),
-                    ("kind", JSONText.string(request.kind.rawValue)),
-                    ("items", JSONText.strings(request.items.map(\.description))),
-                    ("reissued", JSONText.bool(request.reissued)), ("verdict", JSONText.string(verdict)),
-                    ("reason", JSONText.optional(reason.map(JSONText.string))), ("notes", JSONText.strings(request.notes)),
-                ])
-            })),
-            ("mismatches", JSONText.array(mismatches.map { mismatch in
-                JSONText.object([
-                    ("offset", JSONText.number(mismatch.offset.rawValue)), ("entry", JSONText.string(mismatch.entry)),
-                    ("item", JSONText.optional(mismatch.item.map { JSONText.string($0.description) })),
-                    ("recorded", JSONText.string(mismatch.recorded.description)),
-                    ("replayed", JSONText.string(mismatch.replayed.description)),
-                ])
-            })),
+            (
+                "requests",
+                JSONText.array(
+                    requests.map { request in
+                        let (verdict, reason): (String, String?) =
+                            switch request.verdict {
+                            case .matched: ("matched", nil)
+                            case .mismatched: ("mismatched", nil)
+                            case .notComparable(let reason): ("notComparable", reason)
+                            }
+                        return JSONText.object([
+                            ("offset", JSONText.number(request.offset.rawValue)),
+                            ("entry", JSONText.string(request.entry)),
+                            (
+                                "preparedOffset",
+                                JSONText.optional(request.preparedOffset.map { JSONText.number($0.rawValue) })
+                            ),
+                            ("kind", JSONText.string(request.kind.rawValue)),
+                            ("items", JSONText.strings(request.items.map(\.description))),
+                            ("reissued", JSONText.bool(request.reissued)), ("verdict", JSONText.string(verdict)),
+                            ("reason", JSONText.optional(reason.map(JSONText.string))),
+                            ("notes", JSONText.strings(request.notes)),
+                        ])
+                    })
+            ),
+            (
+                "mismatches",
+                JSONText.array(
+                    mismatches.map { mismatch in
+                        JSONText.object([
+                            ("offset", JSONText.number(mismatch.offset.rawValue)),
+                            ("entry", JSONText.string(mismatch.entry)),
+                            ("item", JSONText.optional(mismatch.item.map { JSONText.string($0.description) })),
+                            ("recorded", JSONText.string(mismatch.recorded.description)),
+                            ("replayed", JSONText.string(mismatch.replayed.description)),
+                        ])
+                    })
+            ),
             ("heldRecords", JSONText.array(heldRecords.map(DeviceStateReport.recordJSON))),
         ])
     }

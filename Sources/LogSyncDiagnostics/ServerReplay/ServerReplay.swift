@@ -109,7 +109,8 @@ public struct ServerReplay: Sendable {
     ) async throws(ServerReplayError) -> ServerReplayReport {
         var cursor: EntryCursor
         do {
-            let (end, _) = try log.range(through: through, operation: DiagnosticsError.serverReplayOperation) { asked, logEnd in
+            let (end, _) = try log.range(through: through, operation: DiagnosticsError.serverReplayOperation) {
+                asked, logEnd in
                 "the log \"\(log.name)\" in \(log.environment.path) ends at offset \(logEnd), before \(asked)"
             }
             cursor = try log.entries(from: .first, through: end)
@@ -118,7 +119,8 @@ public struct ServerReplay: Sendable {
         } catch let error as LogStoreError {
             throw ServerReplayError.reading(error, at: nil, of: log)
         } catch {
-            throw ServerReplayError.serverReplay(.unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
+            throw ServerReplayError.serverReplay(
+                .unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
         }
 
         var walk = ServerReplayWalk(database: database, policy: policy)

@@ -21,7 +21,8 @@ extension DiagnosticsError {
         requestError: SyncError? = nil
     ) -> DiagnosticsError {
         DiagnosticsError(
-            code, message, offset: offset, logError: logError, requestError: requestError, operation: serverReplayOperation)
+            code, message, offset: offset, logError: logError, requestError: requestError,
+            operation: serverReplayOperation)
     }
 
     /// The error for a log failure met while reading or decoding the entry at `offset` of `log`

@@ -33,7 +33,8 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
 
     /// Creates a report; only a replay does.
     init(
-        through: LogOffset, requests: [ServerReplayRequest], mismatches: [ServerReplayMismatch], heldRecords: [Record] = []
+        through: LogOffset, requests: [ServerReplayRequest], mismatches: [ServerReplayMismatch],
+        heldRecords: [Record] = []
     ) {
         self.through = through
         self.requests = requests
@@ -254,7 +255,8 @@ public enum ServerReplayOutcome: Sendable, Hashable, CustomStringConvertible {
         case .deleted: "deleted"
         case .zoneSaved(let zone): "saved zone (capabilities 0x\(String(zone.capabilities.rawValue, radix: 16)))"
         case .failed(let error):
-            "failed \(error.code)" + (error.serverRecord.map { " (server has \(ServerReplayOutcome.content($0)))" } ?? "")
+            "failed \(error.code)"
+                + (error.serverRecord.map { " (server has \(ServerReplayOutcome.content($0)))" } ?? "")
         case .modified(let record): "modified \(ServerReplayOutcome.content(record))"
         case .recordDeleted(let type): "deleted \(type)"
         case .zoneModified: "zone modified"

@@ -93,7 +93,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             unanswered("no answer was recorded before the next fetch")
             fetch = FetchProgress()
         case .databaseChangesFetched(let modifications, let deletions, _, let moreComing):
-            try await replayDatabasePage(at: offset, modifications: modifications, deletions: deletions, moreComing: moreComing)
+            try await replayDatabasePage(
+                at: offset, modifications: modifications, deletions: deletions, moreComing: moreComing)
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, let moreComing):
             try await replayZonePage(
                 at: offset, zoneID: zoneID, modifications: modifications, deletions: deletions, moreComing: moreComing)
@@ -131,10 +132,12 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         failedDeletes: [Record.ID: SyncError]
     ) async throws(ServerReplayError) {
         guard let batch else {
-            let items = (saved.map(\.recordID) + Self.sorted(Array(failedSaves.keys)) + deleted
+            let items =
+                (saved.map(\.recordID) + Self.sorted(Array(failedSaves.keys)) + deleted
                 + Self.sorted(Array(failedDeletes.keys))).map { ItemID.record($0) }
             var comparison = Comparison(offset: offset, entry: "batchResult", kind: .modifyRecords, items: items)
-            comparison.request.verdict = .notComparable(reason: "no batchPrepared precedes it, so the request is unknown")
+            comparison.request.verdict = .notComparable(
+                reason: "no batchPrepared precedes it, so the request is unknown")
             record(comparison)
             return
         }
@@ -143,7 +146,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         comparison.request.preparedOffset = batch.offset
 
         let recordedAll = Self.recordedOutcomes(
-            saves: batch.records.map(\.recordID), deletes: batch.deletions, saved: saved.map { ($0.recordID, .saved($0)) },
+            saves: batch.records.map(\.recordID), deletes: batch.deletions,
+            saved: saved.map { ($0.recordID, .saved($0)) },
             deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
 
         if let reason = notIssuable(recordedAll) ?? accountReason {
@@ -161,21 +165,25 @@ struct ServerReplayWalk<Database: CloudDatabase> {
                 if let merge = merges.removeValue(forKey: original.recordID) {
                     records.append(merge)
                     sent.append(merge)
-                    comparison.request.notes.append("\(ItemID.record(original.recordID)): sent the policy's merge instead of the recorded record")
+                    comparison.request.notes.append(
+                        "\(ItemID.record(original.recordID)): sent the policy's merge instead of the recorded record")
                 } else {
-                    comparison.request.notes.append("\(ItemID.record(original.recordID)): not sent, the policy kept the server's record")
+                    comparison.request.notes.append(
+                        "\(ItemID.record(original.recordID)): not sent, the policy kept the server's record")
                 }
                 continue
             }
             records.append(translated(original, notes: &comparison.request.notes))
             sent.append(original)
         }
-        for id in merges.keys.sorted(by: { $0.description < $1.description }) where !records.contains(where: { $0.recordID == id }) {
+        for id in merges.keys.sorted(by: { $0.description < $1.description })
+        where !records.contains(where: { $0.recordID == id }) {
             let merge = merges.removeValue(forKey: id)!
             overridden.remove(id)
             records.append(merge)
             sent.append(merge)
-            comparison.request.notes.append("\(ItemID.record(id)): sent the policy's merge, which the recorded log does not hold")
+            comparison.request.notes.append(
+                "\(ItemID.record(id)): sent the policy's merge, which the recorded log does not hold")
         }
         let saveIDs = records.map(\.recordID)
         let items = saveIDs.map { ItemID.record($0) } + batch.deletions.map { ItemID.record($0) }
@@ -250,7 +258,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         merges = [:]
         overridden = []
         let ids = records.map(\.recordID)
-        var comparison = Comparison(offset: offset, entry: "policy", kind: .modifyRecords, items: ids.map { ItemID.record($0) })
+        var comparison = Comparison(
+            offset: offset, entry: "policy", kind: .modifyRecords, items: ids.map { ItemID.record($0) })
         comparison.request.notes.append("the policy's merges, sent after the recorded log ends")
         let request = ModifyRecordsRequest(
             recordsToSave: records, recordIDsToDelete: [], savePolicy: .ifServerRecordUnchanged, atomically: false,
@@ -283,7 +292,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             record(comparison)
             return
         }
-        let request = ModifyZonesRequest(zonesToSave: zonesToSave.map { RecordZone(zoneID: $0) }, zoneIDsToDelete: zonesToDelete)
+        let request = ModifyZonesRequest(
+            zonesToSave: zonesToSave.map { RecordZone(zoneID: $0) }, zoneIDsToDelete: zonesToDelete)
         let database = self.database
         comparison.request.reissued = true
         let answer = try await ask("modifyZones", at: offset) { try await database.modifyZones(request) }
@@ -344,7 +354,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     private mutating func unanswered(_ why: String) {
         guard let batch else { return }
         self.batch = nil
-        var comparison = Comparison(offset: batch.offset, entry: "batchPrepared", kind: .modifyRecords, items: batch.items)
+        var comparison = Comparison(
+            offset: batch.offset, entry: "batchPrepared", kind: .modifyRecords, items: batch.items)
         comparison.request.preparedOffset = batch.offset
         comparison.request.verdict = .notComparable(
             reason: "\(why); not re-issued, since the original server may or may not have applied it")
@@ -360,7 +371,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             if !moreComing { fetch.databaseDone = true }
             for deletion in deletions { zoneTokens[deletion.zoneID] = nil }
         }
-        let comparison = Comparison(offset: offset, entry: "databaseChangesFetched", kind: .fetchDatabaseChanges, items: [])
+        let comparison = Comparison(
+            offset: offset, entry: "databaseChangesFetched", kind: .fetchDatabaseChanges, items: [])
         let count = modifications.count + deletions.count
         let request = FetchDatabaseChangesRequest(since: databaseToken, resultsLimit: moreComing ? max(1, count) : nil)
         let database = self.database
@@ -368,7 +380,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         for id in modifications { recorded.add(id, .zoneModified) }
         for deletion in deletions { recorded.add(deletion.zoneID, .zoneDeleted(deletion.reason)) }
         let page = try await replayPage(
-            comparison, operation: "fetchDatabaseChanges", recorded: recorded, moreComing: moreComing, item: ItemID.zone,
+            comparison, operation: "fetchDatabaseChanges", recorded: recorded, moreComing: moreComing,
+            item: ItemID.zone,
             fetch: { try await database.fetchDatabaseChanges(request) }
         ) { page in
             var replayed = Keyed<RecordZone.ID>()
@@ -388,7 +401,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         // that the listing left out, deleted meanwhile (F100). It follows the zone's last page.
         if let last = fetch.lastZonePage, last.zoneID == zoneID, !last.moreComing { return }
         fetch.lastZonePage = (zoneID, moreComing)
-        let comparison = Comparison(offset: offset, entry: "zoneChangesFetched", kind: .fetchZoneChanges, items: [.zone(zoneID)])
+        let comparison = Comparison(
+            offset: offset, entry: "zoneChangesFetched", kind: .fetchZoneChanges, items: [.zone(zoneID)])
         let count = modifications.count + deletions.count
         let request = FetchZoneChangesRequest(
             zoneID: zoneID, since: zoneTokens[zoneID], resultsLimit: moreComing ? max(1, count) : nil)
@@ -401,7 +415,9 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             fetch: { try await database.fetchZoneChanges(request) }
         ) { page in
             var replayed = Keyed<Record.ID>()
-            for modification in page.modifications { replayed.add(modification.record.recordID, .modified(modification.record)) }
+            for modification in page.modifications {
+                replayed.add(modification.record.recordID, .modified(modification.record))
+            }
             for deletion in page.deletions { replayed.add(deletion.recordID, .recordDeleted(deletion.recordType)) }
             return (replayed, page.moreComing)
         }
@@ -475,7 +491,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
 
     /// A fetch was refused with `changeTokenExpired` (F100): it is re-issued from the same token,
     /// then the token is dropped.
-    private mutating func replayTokenReset(at offset: LogOffset, zoneID: RecordZone.ID?) async throws(ServerReplayError) {
+    private mutating func replayTokenReset(at offset: LogOffset, zoneID: RecordZone.ID?) async throws(ServerReplayError)
+    {
         defer {
             if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
         }
@@ -512,13 +529,15 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             return
         }
         comparison.request.reissued = true
-        let replayed: Outcome = switch try await ask(operation, at: offset, body) {
-        case .success: .answered
-        case .failure(let replayedError): .failed(replayedError)
-        }
+        let replayed: Outcome =
+            switch try await ask(operation, at: offset, body) {
+            case .success: .answered
+            case .failure(let replayedError): .failed(replayedError)
+            }
         if case .answered = replayed, !answeredIsComparable {
             comparison.request.verdict = .notComparable(
-                reason: "the original server had dropped the tombstones behind this token (F144); the replayed one answers")
+                reason:
+                    "the original server had dropped the tombstones behind this token (F144); the replayed one answers")
         } else {
             compare(item, .failed(error), replayed, in: &comparison)
         }
@@ -541,17 +560,21 @@ struct ServerReplayWalk<Database: CloudDatabase> {
 
     /// Compares one item's outcomes, notes a recorded outcome that cannot be compared, and maps
     /// the change tags of the record versions both sides hold.
-    private mutating func compare(_ item: ItemID?, _ recorded: Outcome, _ replayed: Outcome, in comparison: inout Comparison) {
+    private mutating func compare(
+        _ item: ItemID?, _ recorded: Outcome, _ replayed: Outcome, in comparison: inout Comparison
+    ) {
         if case .failed(let error) = recorded, !Self.reproducible(error) {
             comparison.request.notes.append(
-                "\(item.map { "\($0)" } ?? "the answer"): recorded \(error.code), not compared (a transport failure or cancellation)")
+                "\(item.map { "\($0)" } ?? "the answer"): recorded \(error.code), not compared (a transport failure or cancellation)"
+            )
             return
         }
         mapTags(recorded, replayed)
         guard !Self.same(recorded, replayed) else { return }
-        comparison.mismatches.append(ServerReplayMismatch(
-            offset: comparison.request.offset, entry: comparison.request.entry, kind: comparison.request.kind,
-            requestItems: comparison.request.items, item: item, recorded: recorded, replayed: replayed))
+        comparison.mismatches.append(
+            ServerReplayMismatch(
+                offset: comparison.request.offset, entry: comparison.request.entry, kind: comparison.request.kind,
+                requestItems: comparison.request.items, item: item, recorded: recorded, replayed: replayed))
     }
 
     /// Files a compared request (its verdict from its mismatches, unless it is not comparable).
@@ -608,7 +631,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     /// replayed one was signed in. `nil` when they are.
     private var accountReason: String? {
         guard let current = account.current, let replayed = account.replayed, current != replayed else { return nil }
-        return "recorded while the account \(current.recordName) was signed in; the replay stands for \(replayed.recordName), the first account the log records"
+        return
+            "recorded while the account \(current.recordName) was signed in; the replay stands for \(replayed.recordName), the first account the log records"
     }
 
     // MARK: Translating
@@ -632,13 +656,15 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     /// Maps the recorded change tag to the replayed one where both outcomes hold a version of
     /// the same record of the same kind.
     private mutating func mapTags(_ recorded: Outcome, _ replayed: Outcome) {
-        let pair: (Record, Record)? = switch (recorded, replayed) {
-        case (.saved(let a), .saved(let b)), (.modified(let a), .modified(let b)): (a, b)
-        case (.failed(let a), .failed(let b)):
-            if let a = a.serverRecord, let b = b.serverRecord { (a, b) } else { nil }
-        default: nil
-        }
-        guard let (a, b) = pair, a.recordID == b.recordID, let from = a.recordChangeTag, let to = b.recordChangeTag else {
+        let pair: (Record, Record)? =
+            switch (recorded, replayed) {
+            case (.saved(let a), .saved(let b)), (.modified(let a), .modified(let b)): (a, b)
+            case (.failed(let a), .failed(let b)):
+                if let a = a.serverRecord, let b = b.serverRecord { (a, b) } else { nil }
+            default: nil
+            }
+        guard let (a, b) = pair, a.recordID == b.recordID, let from = a.recordChangeTag, let to = b.recordChangeTag
+        else {
             return
         }
         tags[a.recordID, default: [:]][from] = to
@@ -654,11 +680,12 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         do {
             return .success(try await body())
         } catch {
-            let failure: SyncError = switch error {
-            case let error as SyncError: error
-            case is CancellationError: SyncError(.operationCancelled, "\(operation) was cancelled")
-            default: SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
-            }
+            let failure: SyncError =
+                switch error {
+                case let error as SyncError: error
+                case is CancellationError: SyncError(.operationCancelled, "\(operation) was cancelled")
+                default: SyncError(.networkFailure, "\(operation) failed", cause: String(describing: error))
+                }
             guard Self.reproducible(failure) else {
                 throw ServerReplayError.serverReplay(
                     .requestFailed, "the replayed \(operation) for this entry failed: \(failure)", offset: offset,

@@ -2,7 +2,6 @@ import Foundation
 import LogStore
 import LogSync
 
-
 /// `logtool diff`: where two device logs part, as entries and as engine states — a forked
 /// timeline (`rewind(to:into:)`) that went on differently, two runs of one scenario, a log and
 /// its copy.
@@ -88,7 +87,8 @@ public struct DeviceDiff: Sendable, Hashable {
         let logB = try DeviceReplay.openDeviceLogEntries(at: pathB)
         let (lastA, lastB) = (try logA.lastOffset, try logB.lastOffset)
         var diff = DeviceDiff(
-            a: Side(path: logA.environment.path, lastOffset: lastA), b: Side(path: logB.environment.path, lastOffset: lastB))
+            a: Side(path: logA.environment.path, lastOffset: lastA),
+            b: Side(path: logB.environment.path, lastOffset: lastB))
 
         let scratch = try ScratchDirectory(prefix: "logtool-diff")
         defer { scratch.remove() }
@@ -128,7 +128,8 @@ public struct DeviceDiff: Sendable, Hashable {
             guard changedA || changedB, let stateA = sideA.state, let stateB = sideB.state else { continue }
             let fields = DeviceStateReport.fields.compactMap { $0.difference(stateA, stateB) }
             if !fields.isEmpty {
-                diff.states = StateDifference(offset: offset, aOffset: stateA.offset, bOffset: stateB.offset, fields: fields)
+                diff.states = StateDifference(
+                    offset: offset, aOffset: stateA.offset, bOffset: stateB.offset, fields: fields)
                 break
             }
         }
@@ -191,7 +192,8 @@ public struct DeviceDiff: Sendable, Hashable {
         var text = "A: \(Self.describe(a))\nB: \(Self.describe(b))\n"
         guard let entries else {
             let count = a.lastOffset.rawValue
-            return text + "no difference: the same \(count) entr\(count == 1 ? "y" : "ies") (kinds and payloads), so the same engine state after each\n"
+            return text
+                + "no difference: the same \(count) entr\(count == 1 ? "y" : "ies") (kinds and payloads), so the same engine state after each\n"
         }
         text += "entries first differ at offset \(entries.offset): "
         text += "A " + Self.describe(entries.a, side: a) + ", B " + Self.describe(entries.b, side: b) + "\n"
@@ -229,7 +231,8 @@ public struct DeviceDiff: Sendable, Hashable {
 
     static func describe(_ side: Side) -> String {
         let count = side.lastOffset.rawValue
-        return "\(side.path), log \"\(DeviceLog.logName)\", " + (count == 0 ? "empty" : "\(count) entr\(count == 1 ? "y" : "ies")")
+        return "\(side.path), log \"\(DeviceLog.logName)\", "
+            + (count == 0 ? "empty" : "\(count) entr\(count == 1 ? "y" : "ies")")
     }
 
     static func describe(_ kind: Kind?, side: Side) -> String {
@@ -249,31 +252,45 @@ public struct DeviceDiff: Sendable, Hashable {
     ///   or records that differ) and `a`, `b` holding only those items.
     public var json: String {
         func side(_ side: Side) -> String {
-            JSONText.object([("path", JSONText.string(side.path)), ("lastOffset", JSONText.number(side.lastOffset.rawValue))])
+            JSONText.object([
+                ("path", JSONText.string(side.path)), ("lastOffset", JSONText.number(side.lastOffset.rawValue)),
+            ])
         }
         func kind(_ kind: Kind?) -> String {
-            JSONText.optional(kind.map {
+            JSONText.optional(
+                kind.map {
+                    JSONText.object([
+                        ("kind", JSONText.number($0.kind.rawValue)),
+                        ("kindName", JSONText.optional($0.name.map(JSONText.string))),
+                    ])
+                })
+        }
+        let entriesJSON = JSONText.optional(
+            entries.map {
+                JSONText.object([("offset", JSONText.number($0.offset.rawValue)), ("a", kind($0.a)), ("b", kind($0.b))])
+            })
+        let statesJSON = JSONText.optional(
+            states.map { states in
                 JSONText.object([
-                    ("kind", JSONText.number($0.kind.rawValue)), ("kindName", JSONText.optional($0.name.map(JSONText.string))),
+                    ("offset", JSONText.number(states.offset.rawValue)),
+                    ("aOffset", JSONText.number(states.aOffset.rawValue)),
+                    ("bOffset", JSONText.number(states.bOffset.rawValue)),
+                    (
+                        "fields",
+                        JSONText.array(
+                            states.fields.map { field in
+                                var members = [
+                                    ("field", JSONText.string(field.key)), ("label", JSONText.string(field.label)),
+                                ]
+                                if !field.items.isEmpty {
+                                    members.append(("ids", JSONText.strings(field.items.map(\.id))))
+                                }
+                                members += [("a", field.a.json), ("b", field.b.json)]
+                                return JSONText.object(members)
+                            })
+                    ),
                 ])
             })
-        }
-        let entriesJSON = JSONText.optional(entries.map {
-            JSONText.object([("offset", JSONText.number($0.offset.rawValue)), ("a", kind($0.a)), ("b", kind($0.b))])
-        })
-        let statesJSON = JSONText.optional(states.map { states in
-            JSONText.object([
-                ("offset", JSONText.number(states.offset.rawValue)),
-                ("aOffset", JSONText.number(states.aOffset.rawValue)),
-                ("bOffset", JSONText.number(states.bOffset.rawValue)),
-                ("fields", JSONText.array(states.fields.map { field in
-                    var members = [("field", JSONText.string(field.key)), ("label", JSONText.string(field.label))]
-                    if !field.items.isEmpty { members.append(("ids", JSONText.strings(field.items.map(\.id)))) }
-                    members += [("a", field.a.json), ("b", field.b.json)]
-                    return JSONText.object(members)
-                })),
-            ])
-        })
         return JSONText.object([
             ("a", side(a)), ("b", side(b)), ("identical", JSONText.bool(isIdentical)), ("entries", entriesJSON),
             ("states", statesJSON),

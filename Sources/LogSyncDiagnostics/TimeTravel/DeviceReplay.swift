@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-import LogSyncPlatform
 import LogSync
+import LogSyncPlatform
 
 /// `logtool replay`: a device log's engine state at an offset, and optionally a check of its
 /// projections.
@@ -25,7 +25,9 @@ public enum DeviceReplay {
         public var text: String {
             var text = "replayed entries 1...\(state.offset) of \(lastOffset) of log \"\(logName)\" in \(path)\n"
             text += DeviceStateReport.text(state)
-            if case .verified(let through)? = verification { text += "projections verified through offset \(through)\n" }
+            if case .verified(let through)? = verification {
+                text += "projections verified through offset \(through)\n"
+            }
             return text
         }
 
@@ -137,9 +139,12 @@ public enum DeviceReplay {
         let environment = try LogEnvironment.open(at: URL(fileURLWithPath: path), options: .init(readOnly: true))
         let names = try environment.logNames()
         guard names.contains(DeviceLog.logName) else {
-            let held = names.isEmpty ? "no logs" : (names.count == 1 ? "the log " : "the logs ") + names.sorted().joined(separator: ", ")
+            let held =
+                names.isEmpty
+                ? "no logs" : (names.count == 1 ? "the log " : "the logs ") + names.sorted().joined(separator: ", ")
             throw DiagnosticsError(
-                .notADeviceLog, "\(environment.path) is not a device log: it holds \(held), not a log named \(DeviceLog.logName)")
+                .notADeviceLog,
+                "\(environment.path) is not a device log: it holds \(held), not a log named \(DeviceLog.logName)")
         }
         return environment
     }
@@ -173,7 +178,9 @@ struct ScratchDirectory {
         var bytes = Array(template.utf8CString)
         guard let created = mkdtemp(&bytes) else {
             throw DiagnosticsError(
-                .scratchDirectory, "cannot create a scratch directory in \(FileManager.default.temporaryDirectory.path): \(String(cString: strerror(errno)))")
+                .scratchDirectory,
+                "cannot create a scratch directory in \(FileManager.default.temporaryDirectory.path): \(String(cString: strerror(errno)))"
+            )
         }
         url = URL(fileURLWithPath: String(cString: created), isDirectory: true)
     }
@@ -227,7 +234,9 @@ struct DeviceLogReplayer {
             try copy.log.append(batch)
         } catch {
             throw DiagnosticsError(
-                .replayFailed, "replaying entries \(first)...\(last) of log \"\(source.name)\" in \(source.environment.path) failed: \(error)")
+                .replayFailed,
+                "replaying entries \(first)...\(last) of log \"\(source.name)\" in \(source.environment.path) failed: \(error)"
+            )
         }
         batch.removeAll(keepingCapacity: true)
         self.first = nil

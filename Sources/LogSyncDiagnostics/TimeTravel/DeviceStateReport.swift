@@ -2,7 +2,6 @@ import Foundation
 import LogStore
 import LogSync
 
-
 /// What `logtool replay` prints: a device log's engine state after one offset
 /// (`DeviceLog.state(at:)`), in plain aligned text or as one JSON object; and the parts of a
 /// state (`fields`) that `logtool diff` compares and shows.
@@ -191,7 +190,9 @@ public enum DeviceStateReport {
         .whole(
             "databaseChangeToken", "database token", { $0.databaseChangeToken },
             text: { .value($0.map { "present, offset \($0.offset)" } ?? "none") },
-            json: { token in JSONText.optional(token.map { JSONText.object([("offset", JSONText.number($0.offset.rawValue))]) }) }),
+            json: { token in
+                JSONText.optional(token.map { JSONText.object([("offset", JSONText.number($0.offset.rawValue))]) })
+            }),
         .items(
             "zoneChangeTokens", "zone tokens", { $0.zoneChangeTokens }, id: \.zoneID, idText: zone, separator: " → ",
             text: { "offset \($0.offset)" },
@@ -211,7 +212,8 @@ public enum DeviceStateReport {
         .whole("account", "account", { $0.account }, text: { .value(account($0)) }, json: accountJSON),
         .whole(
             "subscriptionID", "subscription", { $0.subscriptionID },
-            text: { .value($0?.rawValue ?? "none") }, json: { JSONText.optional($0.map { JSONText.string($0.rawValue) }) }),
+            text: { .value($0?.rawValue ?? "none") },
+            json: { JSONText.optional($0.map { JSONText.string($0.rawValue) }) }),
     ]
 
     // MARK: IDs and changes
@@ -255,13 +257,15 @@ public enum DeviceStateReport {
     static func changeJSON(_ change: SyncEngine.PendingRecordZoneChange) -> String {
         switch change {
         case .saveRecord(let id): JSONText.object([("change", "\"save\""), ("record", JSONText.string(record(id)))])
-        case .deleteRecord(let id): JSONText.object([("change", "\"delete\""), ("record", JSONText.string(record(id)))])
+        case .deleteRecord(let id):
+            JSONText.object([("change", "\"delete\""), ("record", JSONText.string(record(id)))])
         }
     }
 
     static func changeJSON(_ change: SyncEngine.PendingDatabaseChange) -> String {
         switch change {
-        case .saveZone(let zone): JSONText.object([("change", "\"save\""), ("zone", JSONText.string(self.zone(zone.zoneID)))])
+        case .saveZone(let zone):
+            JSONText.object([("change", "\"save\""), ("zone", JSONText.string(self.zone(zone.zoneID)))])
         case .deleteZone(let id): JSONText.object([("change", "\"delete\""), ("zone", JSONText.string(zone(id)))])
         }
     }
@@ -286,7 +290,9 @@ public enum DeviceStateReport {
     /// words; other values as `bytes(N)`, `date(…)`, `ref(zone/name)`, `asset(name)`,
     /// `list(N)`.
     public static func recordSummary(_ record: Record) -> String {
-        var text = EntryFormatter.word(record.recordType) + "  tag " + (record.recordChangeTag.map(EntryFormatter.word) ?? "none")
+        var text =
+            EntryFormatter.word(record.recordType) + "  tag "
+            + (record.recordChangeTag.map(EntryFormatter.word) ?? "none")
         let keys = record.allKeys()
         guard !keys.isEmpty else { return text }
         var shown = keys.prefix(summaryFieldCount).map { key in
@@ -300,7 +306,8 @@ public enum DeviceStateReport {
     static func shortValue(_ value: RecordValue) -> String {
         switch value {
         case .string(let text):
-            return EntryFormatter.word(text.count > summaryTextLength ? String(text.prefix(summaryTextLength)) + "…" : text)
+            return EntryFormatter.word(
+                text.count > summaryTextLength ? String(text.prefix(summaryTextLength)) + "…" : text)
         case .int64(let number): return String(number)
         case .double(let number): return String(number)
         case .bool(let flag): return flag ? "true" : "false"
@@ -344,7 +351,8 @@ public enum DeviceStateReport {
                 ("latitude", JSONText.double(location.latitude)), ("longitude", JSONText.double(location.longitude)),
                 ("altitude", JSONText.double(location.altitude)),
                 ("horizontalAccuracy", JSONText.double(location.horizontalAccuracy)),
-                ("verticalAccuracy", JSONText.double(location.verticalAccuracy)), ("course", JSONText.double(location.course)),
+                ("verticalAccuracy", JSONText.double(location.verticalAccuracy)),
+                ("course", JSONText.double(location.course)),
                 ("speed", JSONText.double(location.speed)), ("timestamp", JSONText.string(iso8601(location.timestamp))),
             ])
         case .asset(let asset):
@@ -357,7 +365,12 @@ public enum DeviceStateReport {
         case .list(let items): JSONText.array(items.map(valueJSON))
         case .encrypted(.opened(let plaintext)): JSONText.object([("encrypted", valueJSON(plaintext))])
         case .encrypted(.sealed(let sealed)):
-            JSONText.object([("sealed", JSONText.object([("keyVersion", String(sealed.keyVersion)), ("bytes", String(sealed.box.count))]))])
+            JSONText.object([
+                (
+                    "sealed",
+                    JSONText.object([("keyVersion", String(sealed.keyVersion)), ("bytes", String(sealed.box.count))])
+                )
+            ])
         }
     }
 

@@ -174,7 +174,9 @@ public struct Timeline: Sendable {
         sources += devices.map { ($0, .device) }
         var total: UInt64 = 0
         for (source, _) in sources {
-            do { total += try source.log.lastOffset.rawValue } catch { throw DeviceLogBisect.failure(error, at: nil, of: source.log) }
+            do { total += try source.log.lastOffset.rawValue } catch {
+                throw DeviceLogBisect.failure(error, at: nil, of: source.log)
+            }
         }
         var done: UInt64 = 0
         for (source, role) in sources {
@@ -211,13 +213,17 @@ struct TimelineBuilder {
     /// The server offsets that saved or deleted a record, by record name.
     var serverRecordOffsets: [String: Set<UInt64>] = [:]
 
-    mutating func read(_ source: Timeline.Source, role: Timeline.Lane.Role, entryRead: () -> Void) throws(DiagnosticsError) {
+    mutating func read(
+        _ source: Timeline.Source, role: Timeline.Lane.Role, entryRead: () -> Void
+    ) throws(DiagnosticsError) {
         let log = source.log
         let lane = lanes.count
         var steps: [Raw] = []
         do {
-            lanes.append(Timeline.Lane(
-                name: source.name, role: role, path: log.environment.path, logName: log.name, lastOffset: try log.lastOffset))
+            lanes.append(
+                Timeline.Lane(
+                    name: source.name, role: role, path: log.environment.path, logName: log.name,
+                    lastOffset: try log.lastOffset))
         } catch {
             throw DeviceLogBisect.failure(error, at: nil, of: log)
         }
@@ -230,7 +236,9 @@ struct TimelineBuilder {
         var commitStart: (time: EntryTime, offset: LogOffset)?
         while true {
             let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch { throw DeviceLogBisect.failure(error, at: expected, of: log) }
+            do throws(LogStoreError) { entry = try cursor.next() } catch {
+                throw DeviceLogBisect.failure(error, at: expected, of: log)
+            }
             guard let entry else { break }
             expected = entry.offset.next
             entryRead()
@@ -256,7 +264,9 @@ struct TimelineBuilder {
                         raw.request = request
                         let first = commitStart?.offset ?? entry.offset
                         requestOffsets[request] = first...entry.offset
-                        if case .list(let errors)? = description["errors"], errors.contains(where: { $0.hasSuffix(":serverRecordChanged") }) {
+                        if case .list(let errors)? = description["errors"],
+                            errors.contains(where: { $0.hasSuffix(":serverRecordChanged") })
+                        {
                             raw.marks.append(.conflict)
                         }
                         if case .list(let errors)? = description["errors"] {
@@ -284,9 +294,12 @@ struct TimelineBuilder {
         var request: String?
         var accountSeen = false
 
-        mutating func step(_ entry: DeviceEntry, _ logEntry: LogEntry, _ description: EntryDescription, lane: Int) -> Raw {
+        mutating func step(
+            _ entry: DeviceEntry, _ logEntry: LogEntry, _ description: EntryDescription, lane: Int
+        ) -> Raw {
             var raw = Raw(
-                lane: lane, offset: logEntry.offset, time: logEntry.time, description: description, category: .other, marks: [])
+                lane: lane, offset: logEntry.offset, time: logEntry.time, description: description, category: .other,
+                marks: [])
             switch entry {
             case .pendingRecordZoneChangesAdded, .pendingRecordZoneChangesRemoved, .pendingDatabaseChangesAdded,
                 .pendingDatabaseChangesRemoved, .untrackedChangesFlagged:
@@ -305,7 +318,9 @@ struct TimelineBuilder {
                 raw.category = .send
                 raw.request = request
                 raw.relation = .answered
-                if failedSaves.values.contains(where: { $0.code == .serverRecordChanged }) { raw.marks.append(.conflict) }
+                if failedSaves.values.contains(where: { $0.code == .serverRecordChanged }) {
+                    raw.marks.append(.conflict)
+                }
                 if (Array(failedSaves.values) + Array(failedDeletes.values)).contains(where: \.isTransient) {
                     raw.marks.append(.retry)
                 }
@@ -401,7 +416,9 @@ struct TimelineBuilder {
             {
                 return false
             }
-            if lanes[lane].role == .server, let need = serverNeeds[raw.offset.rawValue], !isPlaced(need.lane, need.offset) {
+            if lanes[lane].role == .server, let need = serverNeeds[raw.offset.rawValue],
+                !isPlaced(need.lane, need.offset)
+            {
                 return false
             }
             return true
@@ -432,7 +449,9 @@ struct TimelineBuilder {
                 if server {
                     guard range.contains(raw.offset) else { continue }
                 } else {
-                    guard position.rawValue + 1 >= range.lowerBound.rawValue, position <= range.upperBound else { continue }
+                    guard position.rawValue + 1 >= range.lowerBound.rawValue, position <= range.upperBound else {
+                        continue
+                    }
                 }
             }
             if let record = options.record {
@@ -440,7 +459,9 @@ struct TimelineBuilder {
                 if server {
                     if let offsets = recordOffsets, offsets.contains(raw.offset.rawValue) {
                         about = true
-                    } else if let request = raw.request, let range = requestOffsets[request], let offsets = recordOffsets {
+                    } else if let request = raw.request, let range = requestOffsets[request],
+                        let offsets = recordOffsets
+                    {
                         about = offsets.contains { range.contains(LogOffset($0)) }
                     } else {
                         about = false
@@ -450,11 +471,13 @@ struct TimelineBuilder {
                 }
                 guard about else { continue }
             }
-            steps.append(Timeline.Step(
-                column: steps.count, lane: lane, offset: raw.offset, time: raw.time, kindName: raw.description.kindName,
-                fields: raw.description.fields, category: raw.category, marks: raw.marks, request: raw.request,
-                serverOffsets: raw.serverOffsets, serverRelation: raw.serverOffsets == nil ? nil : raw.relation,
-                serverPosition: position, recordNames: raw.description.recordNames))
+            steps.append(
+                Timeline.Step(
+                    column: steps.count, lane: lane, offset: raw.offset, time: raw.time,
+                    kindName: raw.description.kindName,
+                    fields: raw.description.fields, category: raw.category, marks: raw.marks, request: raw.request,
+                    serverOffsets: raw.serverOffsets, serverRelation: raw.serverOffsets == nil ? nil : raw.relation,
+                    serverPosition: position, recordNames: raw.description.recordNames))
         }
         return Timeline(lanes: lanes, steps: steps, serverRange: options.serverOffsets, record: options.record)
     }

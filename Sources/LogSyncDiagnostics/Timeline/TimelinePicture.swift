@@ -63,10 +63,10 @@ extension Timeline {
     /// Pure text; element ids: `lane-N` for the bands (N from 0), `step-C` for the steps
     /// (C = column), classes `lane`, `step`, `link`, `mark-conflict`.
     public var svg: String {
-        let P = Picture.self
-        let width = P.labelWidth + max(steps.count, 1) * P.columnWidth + 30
-        let lanesHeight = lanes.count * P.laneHeight
-        let height = P.top + lanesHeight + P.legendHeight
+        let picture = Picture.self
+        let width = picture.labelWidth + max(steps.count, 1) * picture.columnWidth + 30
+        let lanesHeight = lanes.count * picture.laneHeight
+        let height = picture.top + lanesHeight + picture.legendHeight
         var svg = """
             <svg xmlns="http://www.w3.org/2000/svg" width="\(width)" height="\(height)" viewBox="0 0 \(width) \(height)" \
             font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">
@@ -75,19 +75,25 @@ extension Timeline {
         svg += "<rect x=\"0\" y=\"0\" width=\"\(width)\" height=\"\(height)\" fill=\"#ffffff\"/>\n"
         svg += "<text x=\"10\" y=\"24\" font-size=\"15\" font-weight=\"bold\">\(xml(title))</text>\n"
 
-        func laneY(_ lane: Int) -> Int { P.top + lane * P.laneHeight }
-        func centerY(_ lane: Int) -> Int { laneY(lane) + P.laneHeight / 2 }
-        func columnX(_ column: Int) -> Int { P.labelWidth + column * P.columnWidth + P.columnWidth / 2 }
+        func laneY(_ lane: Int) -> Int { picture.top + lane * picture.laneHeight }
+        func centerY(_ lane: Int) -> Int { laneY(lane) + picture.laneHeight / 2 }
+        func columnX(_ column: Int) -> Int {
+            picture.labelWidth + column * picture.columnWidth + picture.columnWidth / 2
+        }
 
         var deviceIndex = 0
         for (index, lane) in lanes.enumerated() {
-            let fill = P.fill(of: lane, deviceIndex: deviceIndex)
+            let fill = picture.fill(of: lane, deviceIndex: deviceIndex)
             if lane.role == .device { deviceIndex += 1 }
-            svg += "<g class=\"lane\" id=\"lane-\(index)\" data-lane=\"\(xml(lane.name))\" data-role=\"\(lane.role.rawValue)\">"
+            svg +=
+                "<g class=\"lane\" id=\"lane-\(index)\" data-lane=\"\(xml(lane.name))\" data-role=\"\(lane.role.rawValue)\">"
             svg += "<title>\(xml("\(lane.name): \(lane.path) (log \(lane.logName))"))</title>"
-            svg += "<rect x=\"0\" y=\"\(laneY(index))\" width=\"\(width)\" height=\"\(P.laneHeight)\" fill=\"\(fill)\" shape-rendering=\"crispEdges\"/>"
-            svg += "<text x=\"10\" y=\"\(centerY(index) - 4)\" font-size=\"13\" font-weight=\"bold\">\(xml(lane.name))</text>"
-            svg += "<text x=\"10\" y=\"\(centerY(index) + 12)\" fill=\"#555555\">\(xml(lane.role == .server ? "server log \(lane.logName)" : "device log"))</text>"
+            svg +=
+                "<rect x=\"0\" y=\"\(laneY(index))\" width=\"\(width)\" height=\"\(picture.laneHeight)\" fill=\"\(fill)\" shape-rendering=\"crispEdges\"/>"
+            svg +=
+                "<text x=\"10\" y=\"\(centerY(index) - 4)\" font-size=\"13\" font-weight=\"bold\">\(xml(lane.name))</text>"
+            svg +=
+                "<text x=\"10\" y=\"\(centerY(index) + 12)\" fill=\"#555555\">\(xml(lane.role == .server ? "server log \(lane.logName)" : "device log"))</text>"
             svg += "</g>\n"
         }
 
@@ -102,10 +108,11 @@ extension Timeline {
                 let x = columnX(step.column)
                 let y = centerY(step.lane)
                 let sy = centerY(server)
-                let color = P.linkColor(relation)
+                let color = picture.linkColor(relation)
                 // Reads span many offsets: lighter, so the sends stand out.
                 let opacity = relation == .read ? "0.08" : "0.18"
-                svg += "<polygon class=\"link\" data-relation=\"\(relation.rawValue)\" points=\"\(x),\(y) \(columnX(first) - 6),\(sy) \(columnX(last) + 6),\(sy)\" "
+                svg +=
+                    "<polygon class=\"link\" data-relation=\"\(relation.rawValue)\" points=\"\(x),\(y) \(columnX(first) - 6),\(sy) \(columnX(last) + 6),\(sy)\" "
                     + "fill=\"\(color)\" fill-opacity=\"\(opacity)\" stroke=\"\(color)\" stroke-opacity=\"0.55\" stroke-width=\"1\"/>\n"
             }
         }
@@ -117,41 +124,49 @@ extension Timeline {
             let detail = detailText(step)
             var classes = "step"
             for mark in step.marks { classes += " mark-\(mark.rawValue)" }
-            svg += "<g class=\"\(classes)\" id=\"step-\(step.column)\" data-lane=\"\(xml(lane.name))\" data-offset=\"\(step.offset)\" data-detail=\"\(xml(detail))\">"
+            svg +=
+                "<g class=\"\(classes)\" id=\"step-\(step.column)\" data-lane=\"\(xml(lane.name))\" data-offset=\"\(step.offset)\" data-detail=\"\(xml(detail))\">"
             svg += "<title>\(xml(detail))</title>"
-            let color = P.color(step.category)
+            let color = picture.color(step.category)
             if step.marks.contains(.conflict) {
-                svg += "<polygon points=\"\(x),\(y - 10) \(x + 10),\(y) \(x),\(y + 10) \(x - 10),\(y)\" fill=\"\(P.conflictColor)\" stroke=\"#7f0000\"/>"
+                svg +=
+                    "<polygon points=\"\(x),\(y - 10) \(x + 10),\(y) \(x),\(y + 10) \(x - 10),\(y)\" fill=\"\(picture.conflictColor)\" stroke=\"#7f0000\"/>"
             } else {
                 let radius = step.category == .delivery || step.category == .schedule ? 4 : 6
                 svg += "<circle cx=\"\(x)\" cy=\"\(y)\" r=\"\(radius)\" fill=\"\(color)\"/>"
             }
             if step.marks.contains(.retry) {
-                svg += "<circle cx=\"\(x)\" cy=\"\(y)\" r=\"10\" fill=\"none\" stroke=\"\(P.retryColor)\" stroke-width=\"2\"/>"
+                svg +=
+                    "<circle cx=\"\(x)\" cy=\"\(y)\" r=\"10\" fill=\"none\" stroke=\"\(picture.retryColor)\" stroke-width=\"2\"/>"
             }
-            svg += "<text x=\"\(x)\" y=\"\(y + 22)\" font-size=\"9\" fill=\"#444444\" text-anchor=\"middle\">\(step.offset)</text>"
+            svg +=
+                "<text x=\"\(x)\" y=\"\(y + 22)\" font-size=\"9\" fill=\"#444444\" text-anchor=\"middle\">\(step.offset)</text>"
             if let label = label(step) {
-                let labelColor = step.marks.contains(.conflict) ? P.conflictColor : "#222222"
-                svg += "<text x=\"\(x + 2)\" y=\"\(y - 13)\" font-size=\"10\" fill=\"\(labelColor)\" transform=\"rotate(-35 \(x + 2) \(y - 13))\">\(xml(label))</text>"
+                let labelColor = step.marks.contains(.conflict) ? picture.conflictColor : "#222222"
+                svg +=
+                    "<text x=\"\(x + 2)\" y=\"\(y - 13)\" font-size=\"10\" fill=\"\(labelColor)\" transform=\"rotate(-35 \(x + 2) \(y - 13))\">\(xml(label))</text>"
             }
             svg += "</g>\n"
         }
 
         // The legend.
         var x = 10
-        let y = P.top + lanesHeight + 22
+        let y = picture.top + lanesHeight + 22
         svg += "<g class=\"legend\">"
         for category in Category.allCases where steps.contains(where: { $0.category == category }) {
-            svg += "<circle cx=\"\(x + 5)\" cy=\"\(y)\" r=\"5\" fill=\"\(P.color(category))\"/>"
+            svg += "<circle cx=\"\(x + 5)\" cy=\"\(y)\" r=\"5\" fill=\"\(picture.color(category))\"/>"
             svg += "<text x=\"\(x + 14)\" y=\"\(y + 4)\">\(category.rawValue)</text>"
             x += 24 + category.rawValue.count * 7
         }
-        svg += "<polygon points=\"\(x + 5),\(y - 7) \(x + 12),\(y) \(x + 5),\(y + 7) \(x - 2),\(y)\" fill=\"\(P.conflictColor)\"/>"
+        svg +=
+            "<polygon points=\"\(x + 5),\(y - 7) \(x + 12),\(y) \(x + 5),\(y + 7) \(x - 2),\(y)\" fill=\"\(picture.conflictColor)\"/>"
         svg += "<text x=\"\(x + 16)\" y=\"\(y + 4)\">conflict</text>"
         x += 80
-        svg += "<circle cx=\"\(x + 5)\" cy=\"\(y)\" r=\"7\" fill=\"none\" stroke=\"\(P.retryColor)\" stroke-width=\"2\"/>"
+        svg +=
+            "<circle cx=\"\(x + 5)\" cy=\"\(y)\" r=\"7\" fill=\"none\" stroke=\"\(picture.retryColor)\" stroke-width=\"2\"/>"
         svg += "<text x=\"\(x + 16)\" y=\"\(y + 4)\">retry</text>"
-        svg += "<text x=\"10\" y=\"\(y + 24)\" fill=\"#555555\">Bands join a device step to the server entries it sent (blue), whose answer it holds (indigo) or that it read (teal). Numbers are offsets in each lane's own log.</text>"
+        svg +=
+            "<text x=\"10\" y=\"\(y + 24)\" fill=\"#555555\">Bands join a device step to the server entries it sent (blue), whose answer it holds (indigo) or that it read (teal). Numbers are offsets in each lane's own log.</text>"
         svg += "</g>\n</svg>\n"
         return svg
     }
@@ -225,7 +240,8 @@ extension Timeline {
         page += svg
         page += "</div>\n<div id=\"lanes\">"
         for lane in lanes {
-            page += "<div>\(xml(lane.name)): \(xml(lane.path)) (log \(xml(lane.logName)), \(lane.lastOffset) entries)</div>"
+            page +=
+                "<div>\(xml(lane.name)): \(xml(lane.path)) (log \(xml(lane.logName)), \(lane.lastOffset) entries)</div>"
         }
         page += """
             </div>

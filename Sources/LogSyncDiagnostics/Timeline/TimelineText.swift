@@ -17,7 +17,8 @@ extension Timeline {
     /// Marks follow the fields as `!conflict`, `!retry`, `!push`, `!account`; a device step's link
     /// to the server ends the line as `→ server FIRST...LAST (sent|answered|read)`.
     public var text: String {
-        var text = "timeline: \(lanes.count) lane\(lanes.count == 1 ? "" : "s"), \(steps.count) step\(steps.count == 1 ? "" : "s")"
+        var text =
+            "timeline: \(lanes.count) lane\(lanes.count == 1 ? "" : "s"), \(steps.count) step\(steps.count == 1 ? "" : "s")"
         var narrowed: [String] = []
         if let record { narrowed.append("record \(EntryFormatter.word(record))") }
         if let serverRange { narrowed.append("server offsets \(serverRange.lowerBound)...\(serverRange.upperBound)") }
@@ -25,13 +26,15 @@ extension Timeline {
         text += "\n"
         let nameWidth = max(lanes.map(\.name.count).max() ?? 0, 4)
         for lane in lanes {
-            text += "  " + rightPadded(lane.name, width: nameWidth) + "  " + rightPadded(lane.role.rawValue, width: 6)
+            text +=
+                "  " + rightPadded(lane.name, width: nameWidth) + "  " + rightPadded(lane.role.rawValue, width: 6)
                 + "  \(lane.path) (log \(lane.logName)), "
                 + (lane.lastOffset == .zero ? "no entries" : "entries 1...\(lane.lastOffset)") + "\n"
         }
         text += "column  " + rightPadded("lane", width: nameWidth) + "  offset  step\n"
         for step in steps {
-            text += leftPadded(String(step.column), width: 6) + "  " + rightPadded(lanes[step.lane].name, width: nameWidth)
+            text +=
+                leftPadded(String(step.column), width: 6) + "  " + rightPadded(lanes[step.lane].name, width: nameWidth)
                 + "  " + leftPadded(step.offset.description, width: 6) + "  " + step.summary
             for mark in step.marks { text += "  !" + mark.rawValue }
             if let range = step.serverOffsets, let relation = step.serverRelation {
@@ -57,17 +60,28 @@ extension Timeline {
     /// the step, 0 if none).
     public var json: String {
         JSONText.object([
-            ("lanes", JSONText.array(lanes.map { lane in
-                JSONText.object([
-                    ("name", JSONText.string(lane.name)), ("role", JSONText.string(lane.role.rawValue)),
-                    ("path", JSONText.string(lane.path)), ("log", JSONText.string(lane.logName)),
-                    ("lastOffset", JSONText.number(lane.lastOffset.rawValue)),
-                ])
-            })),
+            (
+                "lanes",
+                JSONText.array(
+                    lanes.map { lane in
+                        JSONText.object([
+                            ("name", JSONText.string(lane.name)), ("role", JSONText.string(lane.role.rawValue)),
+                            ("path", JSONText.string(lane.path)), ("log", JSONText.string(lane.logName)),
+                            ("lastOffset", JSONText.number(lane.lastOffset.rawValue)),
+                        ])
+                    })
+            ),
             ("record", JSONText.optional(record.map(JSONText.string))),
-            ("serverRange", JSONText.optional(serverRange.map {
-                JSONText.object([("from", JSONText.number($0.lowerBound.rawValue)), ("to", JSONText.number($0.upperBound.rawValue))])
-            })),
+            (
+                "serverRange",
+                JSONText.optional(
+                    serverRange.map {
+                        JSONText.object([
+                            ("from", JSONText.number($0.lowerBound.rawValue)),
+                            ("to", JSONText.number($0.upperBound.rawValue)),
+                        ])
+                    })
+            ),
             ("steps", JSONText.array(steps.map(stepJSON))),
         ])
     }
@@ -84,12 +98,17 @@ extension Timeline {
             ("category", JSONText.string(step.category.rawValue)),
             ("marks", JSONText.strings(step.marks.map(\.rawValue))),
             ("request", JSONText.optional(step.request.map(JSONText.string))),
-            ("server", JSONText.optional(step.serverOffsets.map { range in
-                JSONText.object([
-                    ("from", JSONText.number(range.lowerBound.rawValue)), ("through", JSONText.number(range.upperBound.rawValue)),
-                    ("relation", JSONText.string((step.serverRelation ?? .read).rawValue)),
-                ])
-            })),
+            (
+                "server",
+                JSONText.optional(
+                    step.serverOffsets.map { range in
+                        JSONText.object([
+                            ("from", JSONText.number(range.lowerBound.rawValue)),
+                            ("through", JSONText.number(range.upperBound.rawValue)),
+                            ("relation", JSONText.string((step.serverRelation ?? .read).rawValue)),
+                        ])
+                    })
+            ),
             ("serverPosition", JSONText.number(step.serverPosition.rawValue)),
         ])
     }

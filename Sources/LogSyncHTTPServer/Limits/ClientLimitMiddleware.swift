@@ -26,14 +26,18 @@ struct ClientLimitMiddleware: RouterMiddleware {
     /// otherwise left unread and the connection closed after the answer.
     static let drainedBodyBytes = 64 * 1024
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let refusal: SyncError
         if let marked = request.headers[HTTPField.Name(Self.refusedHeader)!] {
             refusal = SyncError(
-                .requestRateLimited, "the push channel was refused: its user or address sent more requests than this server takes",
+                .requestRateLimited,
+                "the push channel was refused: its user or address sent more requests than this server takes",
                 retryAfter: .milliseconds(min(3_600_000, max(0, Int64(marked) ?? 1000))))
         } else {
-            let user = try? OperationRoutes.authenticate(authorization: request.headers[.authorization], tokens: http.tokens)
+            let user = try? OperationRoutes.authenticate(
+                authorization: request.headers[.authorization], tokens: http.tokens)
             switch http.clientLimiter.admit(user: user, address: Client(remoteAddress: context.channel.remoteAddress)) {
             case .success(let pass):
                 var response = try await next(request, context)

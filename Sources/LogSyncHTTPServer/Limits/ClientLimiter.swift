@@ -1,7 +1,7 @@
 import LogSyncServer
 import NIOCore
-import Synchronization
 import SyncModel
+import Synchronization
 
 extension HTTPSyncServer {
     /// The limits on one client of the server, a user or an address (Docs/Protocol.md, "HTTP",
@@ -59,7 +59,9 @@ package enum Client: Hashable, Sendable, CustomStringConvertible {
                 // An IPv4 address mapped into IPv6, by a server listening on both.
                 self = .address(bytes[12..<16].map(String.init).joined(separator: "."))
             } else {
-                let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+                let groups = stride(from: 0, to: 8, by: 2).map {
+                    String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16)
+                }
                 self = .address(groups.joined(separator: ":") + "::/64")
             }
         default:
@@ -99,7 +101,10 @@ package final class ClientLimiter: Sendable {
     /// likely to have finished by then.
     static let concurrencyRetryAfter = Duration.seconds(1)
 
-    init(userLimits: HTTPSyncServer.ClientLimits, addressLimits: HTTPSyncServer.ClientLimits, now: @escaping @Sendable () -> Duration) {
+    init(
+        userLimits: HTTPSyncServer.ClientLimits, addressLimits: HTTPSyncServer.ClientLimits,
+        now: @escaping @Sendable () -> Duration
+    ) {
         self.userLimits = userLimits
         self.addressLimits = addressLimits
         self.now = now
@@ -146,7 +151,8 @@ package final class ClientLimiter: Sendable {
                         retryAfter: Self.concurrencyRetryAfter)
                 }
                 if limits.requestsPerSecond > 0 {
-                    var bucket = entry.bucket ?? TokenBucket(rate: limits.requestsPerSecond, burst: limits.burst, now: now)
+                    var bucket =
+                        entry.bucket ?? TokenBucket(rate: limits.requestsPerSecond, burst: limits.burst, now: now)
                     if let wait = bucket.take(at: now) {
                         return SyncError(
                             .requestRateLimited,
@@ -161,7 +167,9 @@ package final class ClientLimiter: Sendable {
             // Every client may: the tokens and counts are taken together.
             for (client, entry) in entries { state.clients[client] = entry }
             if state.clients.count >= state.pruneAt {
-                state.clients = state.clients.filter { _, entry in entry.inProgress > 0 || entry.bucket.map { !$0.isFull(at: now) } ?? false }
+                state.clients = state.clients.filter { _, entry in
+                    entry.inProgress > 0 || entry.bucket.map { !$0.isFull(at: now) } ?? false
+                }
                 state.pruneAt = max(4_096, state.clients.count * 2)
             }
             return nil

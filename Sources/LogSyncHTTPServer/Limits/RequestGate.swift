@@ -1,6 +1,6 @@
 import LogSyncWire
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The requests a server decodes and handles at once, held to a budget of memory
 /// (``HTTPSyncServer/Configuration/requestMemoryBudget``). Each request is estimated, from its
@@ -96,7 +96,8 @@ package final class RequestGate: Sendable {
         } catch let refusal as SyncError {
             throw refusal
         } catch {
-            throw SyncError(.serviceUnavailable, "the request was cancelled while it waited to be handled", retryAfter: .seconds(1))
+            throw SyncError(
+                .serviceUnavailable, "the request was cancelled while it waited to be handled", retryAfter: .seconds(1))
         }
         return Ticket(weight: weight)
     }

@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// One upload of an asset's content on the server, begun by
 /// ``SyncServer/beginAssetUpload(user:scope:zoneID:digest:size:device:operationGroup:)``: pieces
@@ -33,7 +33,8 @@ public final class AssetUpload: Sendable {
     private let progress: Mutex<Progress>
 
     init(
-        context: ServerContext, zone: AssetZone, hold: UploadHold, key: Key, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
+        context: ServerContext, zone: AssetZone, hold: UploadHold, key: Key, zoneID: RecordZone.ID, digest: AssetDigest,
+        size: Int64,
         device: DeviceID?, stored: Bool, received: Int64, hasher: AssetHasher
     ) {
         self.context = context
@@ -70,11 +71,13 @@ public final class AssetUpload: Sendable {
             guard offset == received else {
                 throw SyncError(
                     .invalidArguments,
-                    "asset \(digest): a piece starts at byte \(offset), but the server holds \(received) bytes; pieces come in order from there")
+                    "asset \(digest): a piece starts at byte \(offset), but the server holds \(received) bytes; pieces come in order from there"
+                )
             }
             guard offset + Int64(bytes.count) <= size else {
                 throw SyncError(
-                    .invalidArguments, "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
+                    .invalidArguments,
+                    "asset \(digest): \(offset + Int64(bytes.count)) bytes sent, more than its announced \(size)")
             }
             if isStored || bytes.isEmpty { return }
             let (storage, partial) = (context.storage, partial)
@@ -110,9 +113,13 @@ public final class AssetUpload: Sendable {
         let asset = Asset(digest: digest, size: size)
         if stored { return asset }
         guard received == size else {
-            throw SyncError(.invalidArguments, "asset \(digest): \(received) of its \(size) bytes arrived; the upload continues from byte \(received)")
+            throw SyncError(
+                .invalidArguments,
+                "asset \(digest): \(received) of its \(size) bytes arrived; the upload continues from byte \(received)")
         }
-        let (storage, owner, zone, partial, digest, size, zoneID) = (context.storage, zone.database, zone, partial, digest, size, zoneID)
+        let (storage, owner, zone, partial, digest, size, zoneID) = (
+            context.storage, zone.database, zone, partial, digest, size, zoneID
+        )
         let quota = context.limits.quota(of: owner.user)
         guard hash == digest else {
             try await storage.perform { try storage.assets.removePartial(partial) }
@@ -121,7 +128,9 @@ public final class AssetUpload: Sendable {
                 $0.hasher = AssetHasher()
             }
             throw SyncError(
-                .assetFileModified, "the \(size) bytes uploaded as asset \(digest) hash to \(hash): the content changed or was damaged, and nothing is stored")
+                .assetFileModified,
+                "the \(size) bytes uploaded as asset \(digest) hash to \(hash): the content changed or was damaged, and nothing is stored"
+            )
         }
         try await storage.perform {
             try storage.withExclusiveLock(AssetUpload.lockName(owner: owner.userNumber)) {
@@ -129,8 +138,11 @@ public final class AssetUpload: Sendable {
                 let kept = try owner.read { try $0.asset(digest) } != nil
                 if !kept { try storage.assets.storePartial(partial) }
                 _ = try owner.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
-                    guard let current = try snapshot.zone(zone.zoneID), current.isLive, current.incarnation == zone.incarnation else {
-                        throw SyncError(.zoneNotFound, "\(zoneID) was deleted while asset \(digest) was uploaded for it")
+                    guard let current = try snapshot.zone(zone.zoneID), current.isLive,
+                        current.incarnation == zone.incarnation
+                    else {
+                        throw SyncError(
+                            .zoneNotFound, "\(zoneID) was deleted while asset \(digest) was uploaded for it")
                     }
                     if try snapshot.asset(digest, inZone: zone.incarnation) != nil { return ([], ()) }
                     try snapshot.checkQuota(quota, storing: digest, size: size)
@@ -177,7 +189,9 @@ final class UploadHold: Sendable {
     /// Whether a new upload from `user`'s `device` may take this one over: it comes from the same
     /// user and the same named device. Requests that name no device cannot be told apart, and
     /// never take over.
-    func mayBeTakenOver(by user: UserID, device: DeviceID?) -> Bool { device != nil && self.user == user && self.device == device }
+    func mayBeTakenOver(by user: UserID, device: DeviceID?) -> Bool {
+        device != nil && self.user == user && self.device == device
+    }
 
     /// Throws the error of a step after the hold ended: `zoneBusy` after a takeover, else
     /// `invalidArguments`.
@@ -200,7 +214,8 @@ final class UploadHold: Sendable {
     private func refusal(_ state: State) -> SyncError? {
         guard state.ended else { return nil }
         if state.takenOver {
-            return SyncError(.zoneBusy, "\(what): a newer upload from the same device took this one over", retryAfter: .seconds(1))
+            return SyncError(
+                .zoneBusy, "\(what): a newer upload from the same device took this one over", retryAfter: .seconds(1))
         }
         return SyncError(.invalidArguments, "the upload of \(what) has ended")
     }

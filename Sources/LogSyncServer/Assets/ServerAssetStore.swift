@@ -1,7 +1,6 @@
 import Foundation
-import SyncModel
-
 import LogSyncPlatform
+import SyncModel
 
 /// Where a server keeps asset contents: per owner (a user's registry number; the user whose
 /// zones hold the records referencing them) and by digest, so one content is kept once per
@@ -43,7 +42,8 @@ public protocol ServerAssetStore: Sendable {
     /// - Throws: `SyncError(.assetNotAvailable)` when the content is not stored.
     @discardableResult
     func read(
-        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int, _ body: (UnsafeRawBufferPointer) throws -> Void
+        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int
 
     /// Removes the stored content of `digest`, if any.
@@ -106,7 +106,8 @@ public final class LMDBAssetStore: ServerAssetStore {
     }
 
     func partialPath(_ partial: AssetPartial) -> String {
-        partialDirectory(partial.owner).appendingPathComponent(Self.partialName(partial.digest, zone: partial.zone)).path
+        partialDirectory(partial.owner).appendingPathComponent(Self.partialName(partial.digest, zone: partial.zone))
+            .path
     }
 
     /// The file name of a partial upload: the digest's hex, and after a dot the zone's
@@ -135,7 +136,8 @@ public final class LMDBAssetStore: ServerAssetStore {
     public func appendPartial(_ partial: AssetPartial, at offset: Int64, _ bytes: UnsafeRawBufferPointer) throws {
         let path = partialPath(partial)
         if offset == 0 {
-            try FileManager.default.createDirectory(at: partialDirectory(partial.owner), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: partialDirectory(partial.owner), withIntermediateDirectories: true)
         }
         let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Self.failure("open", path) }
@@ -150,7 +152,8 @@ public final class LMDBAssetStore: ServerAssetStore {
         }
         var written = 0
         while written < bytes.count {
-            let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
+            let count = pwrite(
+                descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
             guard count > 0 else { throw Self.failure("write", path) }
             written += count
         }
@@ -181,7 +184,8 @@ public final class LMDBAssetStore: ServerAssetStore {
 
     @discardableResult
     public func read(
-        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int, _ body: (UnsafeRawBufferPointer) throws -> Void
+        owner: UInt64, digest: AssetDigest, from offset: Int64, maxLength: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int {
         try Self.readFile(storedPath(owner, digest), from: offset, maxLength: maxLength, missing: digest, body)
     }
@@ -201,7 +205,10 @@ public final class LMDBAssetStore: ServerAssetStore {
         return names.compactMap { name -> (AssetPartial, Date)? in
             guard let (digest, zone) = Self.partial(named: name) else { return nil }
             guard let status = FileStatus(path: directory.appendingPathComponent(name).path) else { return nil }
-            return (AssetPartial(owner: owner, digest: digest, zone: zone), Date(timeIntervalSince1970: TimeInterval(status.modified.seconds)))
+            return (
+                AssetPartial(owner: owner, digest: digest, zone: zone),
+                Date(timeIntervalSince1970: TimeInterval(status.modified.seconds))
+            )
         }.sorted { ($0.0.digest, $0.0.zone) < ($1.0.digest, $1.0.zone) }
     }
 
@@ -217,7 +224,8 @@ public final class LMDBAssetStore: ServerAssetStore {
     }
 
     static func readFile(
-        _ path: String, from offset: Int64, maxLength: Int, missing digest: AssetDigest?, _ body: (UnsafeRawBufferPointer) throws -> Void
+        _ path: String, from offset: Int64, maxLength: Int, missing digest: AssetDigest?,
+        _ body: (UnsafeRawBufferPointer) throws -> Void
     ) throws -> Int {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {

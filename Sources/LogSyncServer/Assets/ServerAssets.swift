@@ -18,7 +18,8 @@ struct ServerAssets: Sendable {
 
     /// Begins or resumes an upload (``SyncServer/beginAssetUpload(user:scope:zoneID:digest:size:device:operationGroup:)``).
     func beginUpload(
-        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64, device: DeviceID? = nil,
+        user: UserID, scope: DatabaseScope, zoneID: RecordZone.ID, digest: AssetDigest, size: Int64,
+        device: DeviceID? = nil,
         operationGroup: OperationGroup? = nil
     ) async throws -> AssetUpload {
         try user.validate()
@@ -28,24 +29,30 @@ struct ServerAssets: Sendable {
             throw SyncError(.invalidArguments, "asset \(digest) for \(zoneID) has a negative size, \(size)")
         }
         guard size <= Limits.maxAssetBytes else {
-            throw SyncError(.limitExceeded, "asset \(digest) for \(zoneID) holds \(size) bytes, more than \(Limits.maxAssetBytes)")
+            throw SyncError(
+                .limitExceeded, "asset \(digest) for \(zoneID) holds \(size) bytes, more than \(Limits.maxAssetBytes)")
         }
         try context.requestHooks.beforeRequest(of: user)
         try await noteOperationGroup(operationGroup, request: "uploadAsset", user: user, scope: scope, device: device)
-        let zone = try await context.storage.perform { try self.zone(user: user, scope: scope, zoneID: zoneID, writing: true) }
+        let zone = try await context.storage.perform {
+            try self.zone(user: user, scope: scope, zoneID: zoneID, writing: true)
+        }
         let owner = zone.database
         let key = AssetUpload.Key(owner: owner.userNumber, digest: digest, zone: zone.incarnation)
-        let hold = try await context.uploads.hold(key, user: user, device: device, naming: "asset \(digest) for \(zoneID)")
+        let hold = try await context.uploads.hold(
+            key, user: user, device: device, naming: "asset \(digest) for \(zoneID)")
         defer { hold.endStep() }
         do {
             try hold.checkHeld()
             let quota = context.limits.quota(of: owner.user)
-            let state = try await context.storage.perform { () throws -> (stored: Bool, received: Int64, hasher: AssetHasher) in
+            let state = try await context.storage.perform {
+                () throws -> (stored: Bool, received: Int64, hasher: AssetHasher) in
                 if let kept = try owner.read({ try $0.asset(digest, inZone: zone.incarnation) }) {
                     guard kept.size == UInt64(size) else {
                         throw SyncError(
                             .invalidArguments,
-                            "asset \(digest) is kept for \(zoneID) with \(kept.size) bytes, not \(size): a digest names one content")
+                            "asset \(digest) is kept for \(zoneID) with \(kept.size) bytes, not \(size): a digest names one content"
+                        )
                     }
                     return (true, size, AssetHasher())
                 }
@@ -53,7 +60,9 @@ struct ServerAssets: Sendable {
                 // another: it takes every byte, and room under the quota.
                 if quota != nil { try owner.read { try $0.checkQuota(quota, storing: digest, size: size) } }
                 // Resume a cut upload for this zone: hash what it left (nothing past the size).
-                let (assets, partial) = (context.assets, AssetPartial(owner: owner.userNumber, digest: digest, zone: zone.incarnation))
+                let (assets, partial) = (
+                    context.assets, AssetPartial(owner: owner.userNumber, digest: digest, zone: zone.incarnation)
+                )
                 var length = try assets.partialLength(partial)
                 if length > size {
                     try assets.removePartial(partial)
@@ -70,7 +79,8 @@ struct ServerAssets: Sendable {
                 return (false, hasher.count, hasher)
             }
             return AssetUpload(
-                context: context, zone: zone, hold: hold, key: key, zoneID: zoneID, digest: digest, size: size, device: device,
+                context: context, zone: zone, hold: hold, key: key, zoneID: zoneID, digest: digest, size: size,
+                device: device,
                 stored: state.stored, received: state.received, hasher: state.hasher)
         } catch {
             context.uploads.release(key, hold)
@@ -92,10 +102,12 @@ struct ServerAssets: Sendable {
             let zone = try self.zone(user: user, scope: scope, zoneID: zoneID, writing: false)
             let owner = zone.database
             let state = try owner.read { try $0.asset(digest, inZone: zone.incarnation) }
-            guard let state, try context.assets.storedSize(owner: owner.userNumber, digest: digest) == Int64(state.size) else {
+            guard let state, try context.assets.storedSize(owner: owner.userNumber, digest: digest) == Int64(state.size)
+            else {
                 throw SyncError(.assetNotAvailable, "asset \(digest) is not stored for the records of \(zoneID)")
             }
-            return AssetDownload(storage: context.storage, owner: owner.userNumber, digest: digest, size: Int64(state.size))
+            return AssetDownload(
+                storage: context.storage, owner: owner.userNumber, digest: digest, size: Int64(state.size))
         }
     }
 
@@ -135,7 +147,9 @@ struct ServerAssets: Sendable {
                 }
                 let active = context.uploads.keys(owner: owner)
                 for (partial, written) in try assets.partials(owner: owner)
-                where written < cutoff && !active.contains(AssetUpload.Key(owner: owner, digest: partial.digest, zone: partial.zone)) {
+                where written < cutoff
+                    && !active.contains(AssetUpload.Key(owner: owner, digest: partial.digest, zone: partial.zone))
+                {
                     try assets.removePartial(partial)
                     collection.partialsRemoved.append(partial.digest)
                 }
@@ -161,7 +175,9 @@ struct ServerAssets: Sendable {
         switch scope {
         case .private:
             let database = try context.database(user, .private)
-            guard let kept = database.ownership.ownZoneID(zoneID) else { throw database.ownership.foreignZoneReadError(zoneID) }
+            guard let kept = database.ownership.ownZoneID(zoneID) else {
+                throw database.ownership.foreignZoneReadError(zoneID)
+            }
             return try database.read { snapshot in
                 guard let zone = try snapshot.zone(kept), zone.isLive else { throw try snapshot.zoneError(kept) }
                 return AssetZone(database: database, zoneID: kept, incarnation: zone.incarnation)
@@ -236,7 +252,8 @@ public struct AssetDownload: Sendable {
     ///   `assetNotAvailable` when it was deleted meanwhile.
     public func read(from offset: Int64, maxLength: Int = AssetTransfer.chunkSize) async throws -> [UInt8] {
         guard offset >= 0, offset <= size else {
-            throw SyncError(.invalidArguments, "asset \(digest) has \(size) bytes; it cannot be read from byte \(offset)")
+            throw SyncError(
+                .invalidArguments, "asset \(digest) has \(size) bytes; it cannot be read from byte \(offset)")
         }
         let (storage, owner, digest) = (storage, owner, digest)
         let wanted = Int(min(Int64(maxLength), size - offset))
@@ -244,7 +261,9 @@ public struct AssetDownload: Sendable {
         return try await storage.perform {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(wanted)
-            try storage.assets.read(owner: owner, digest: digest, from: offset, maxLength: wanted) { bytes.append(contentsOf: $0) }
+            try storage.assets.read(owner: owner, digest: digest, from: offset, maxLength: wanted) {
+                bytes.append(contentsOf: $0)
+            }
             return bytes
         }
     }

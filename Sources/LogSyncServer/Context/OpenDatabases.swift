@@ -1,5 +1,5 @@
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// How the rules of one database reach the other databases of its server: the small interface
 /// that sharing (acceptance, propagation to participants' shared databases, a participant's

@@ -1,5 +1,5 @@
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Delivers "database changed" hints to the devices listening to a database (F113, F154).
 ///

@@ -1,5 +1,5 @@
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Runs before each request a server answers for a user, and may fail it: how tests and operators
 /// make requests fail (F152). A production server runs none; ``ServerAdmin`` installs one for

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// What the rules of a database need beyond the database's own log: built once by
 /// ``SyncServer`` and handed to every database it opens (`ServerDatabase`), from which each rule
@@ -98,7 +98,9 @@ final class DeployedSchema: Sendable {
     ///   giving a deployed field another kind; nothing is written.
     func deploy(_ schema: RecordSchema, in users: UserRegistry) throws -> SchemaDeployment {
         if schema.isEmpty, self.schema == nil {
-            throw SyncError(.invalidArguments, "the schema to deploy has no record type; a production server would refuse every record")
+            throw SyncError(
+                .invalidArguments,
+                "the schema to deploy has no record type; a production server would refuse every record")
         }
         let (deployed, offset, appended) = try users.deploy(schema)
         current.withLock { $0 = deployed }

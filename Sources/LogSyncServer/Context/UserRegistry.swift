@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The server's users: each user ID gets a number, the offset of its registration in the
 /// registry's log. The number names the user's data directory and user record, so user IDs of
@@ -26,18 +26,21 @@ package final class UserRegistry: Sendable {
         func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
             switch entry.kind {
             case ServerEntry.Kind.schemaDeployed:
-                _ = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)  // a corrupt schema fails here, naming its offset
+                // a corrupt schema fails here, naming its offset
+                _ = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)
                 try tables.put(bigEndian(entry.offset.rawValue), forKey: UserRegistry.deployedSchemaKey, in: "schema")
             case UserRegistry.userRegisteredKind:
                 try tables.put(bigEndian(entry.offset.rawValue), forKey: entry.payload, in: "byID")
             case UserRegistry.userEmailSetKind:
                 guard entry.payload.count > 8 else {
-                    throw LogStoreError(.corruptEntry, "an e-mail entry of \(entry.payload.count) bytes", offset: entry.offset)
+                    throw LogStoreError(
+                        .corruptEntry, "an e-mail entry of \(entry.payload.count) bytes", offset: entry.offset)
                 }
                 let number = Array(entry.payload[0..<8])
                 let email = String(decoding: entry.payload[8...], as: UTF8.self)
                 if let old = try tables.value(forKey: number, in: "emailOf") {
-                    _ = try tables.removeValue(forKey: UserRegistry.emailKey(String(decoding: old, as: UTF8.self)), in: "byEmail")
+                    _ = try tables.removeValue(
+                        forKey: UserRegistry.emailKey(String(decoding: old, as: UTF8.self)), in: "byEmail")
                 }
                 try tables.put(number, forKey: UserRegistry.emailKey(email), in: "byEmail")
                 try tables.put(Array(email.utf8), forKey: number, in: "emailOf")
@@ -117,7 +120,9 @@ package final class UserRegistry: Sendable {
     /// The user with this e-mail address (compared without case), or `nil`.
     func number(ofEmail email: String) throws -> UInt64? {
         try log.read { index in
-            try index.value(forKey: Self.emailKey(email), in: "byEmail").map { $0.withUnsafeBytes { readBigEndian($0) } }
+            try index.value(forKey: Self.emailKey(email), in: "byEmail").map {
+                $0.withUnsafeBytes { readBigEndian($0) }
+            }
         }
     }
 
@@ -138,7 +143,8 @@ package final class UserRegistry: Sendable {
             if let holder = try index.value(forKey: Self.emailKey(email), in: "byEmail"),
                 holder.withUnsafeBytes({ readBigEndian($0) }) != number
             {
-                throw SyncError(.invalidArguments, "the e-mail address \(quotedEmail(email)) already belongs to another user")
+                throw SyncError(
+                    .invalidArguments, "the e-mail address \(quotedEmail(email)) already belongs to another user")
             }
             let current = try index.value(forKey: bigEndian(number), in: "emailOf")
             if current == Array(email.utf8) { return ([], ()) }
@@ -159,7 +165,9 @@ package final class UserRegistry: Sendable {
         guard let bytes = try index.value(forKey: deployedSchemaKey, in: "schema") else { return nil }
         let offset = LogOffset(bytes.withUnsafeBytes { readBigEndian($0) })
         guard let entry = try index.entry(at: offset), case .schemaDeployed(let schema) = try ServerEntry(entry) else {
-            throw LogStoreError(.projectionInconsistent, "the registry's schema index points at offset \(offset.rawValue), which deploys no schema")
+            throw LogStoreError(
+                .projectionInconsistent,
+                "the registry's schema index points at offset \(offset.rawValue), which deploys no schema")
         }
         return (schema, offset)
     }
@@ -171,7 +179,8 @@ package final class UserRegistry: Sendable {
     /// - Throws: `SyncError(.invalidArguments)` naming the type and field when a field would hold
     ///   another kind of value than the deployed schema gives it; nothing is written.
     func deploy(_ schema: RecordSchema) throws -> (schema: RecordSchema, offset: LogOffset, appended: Bool) {
-        let ((deployed, previous), offsets) = try log.write { index -> (entries: [NewEntry], result: (RecordSchema, LogOffset?)) in
+        let ((deployed, previous), offsets) = try log.write {
+            index -> (entries: [NewEntry], result: (RecordSchema, LogOffset?)) in
             let current = try Self.deployedSchema(index)
             let merged = try (current?.schema ?? RecordSchema()).adding(schema)
             if let current, merged == current.schema { return ([], (merged, current.offset)) }

@@ -13,13 +13,16 @@ extension DatabaseSnapshot {
         if usage + UInt64(size) > UInt64(max(0, quota)) {
             throw SyncError(
                 .quotaExceeded,
-                "storing asset \(digest) (\(size) bytes) would use \(usage + UInt64(size)) bytes, over \(user)'s quota of \(quota)")
+                "storing asset \(digest) (\(size) bytes) would use \(usage + UInt64(size)) bytes, over \(user)'s quota of \(quota)"
+            )
         }
     }
 
     /// The state of the asset content `digest`, if this database keeps it (for any zone).
     func asset(_ digest: AssetDigest) throws -> AssetState? {
-        try index.value(forKey: digest.bytes, in: "assets").map { (bytes) throws(LogStoreError) in try AssetState(decoding: bytes) }
+        try index.value(forKey: digest.bytes, in: "assets").map { (bytes) throws(LogStoreError) in
+            try AssetState(decoding: bytes)
+        }
     }
 
     /// The state of the asset content `digest` if the zone incarnation `incarnation` has it:
@@ -27,7 +30,8 @@ extension DatabaseSnapshot {
     /// or not the database keeps it for other zones: nothing tells those apart.
     func asset(_ digest: AssetDigest, inZone incarnation: UInt64) throws -> AssetState? {
         guard let state = try asset(digest) else { return nil }
-        if try index.value(forKey: IndexKey.assetGrant(incarnation: incarnation, digest.bytes), in: "assetGrants") != nil
+        if try index.value(forKey: IndexKey.assetGrant(incarnation: incarnation, digest.bytes), in: "assetGrants")
+            != nil
             || index.value(forKey: IndexKey.assetZone(digest.bytes, incarnation: incarnation), in: "assetZones") != nil
         {
             return state

@@ -26,7 +26,8 @@ extension DatabaseSnapshot {
             return true
         }
         return try names.compactMap { name in
-            guard let state = try record(Record.ID(recordName: name, zoneID: .default), incarnation: incarnation), !state.isTombstone
+            guard let state = try record(Record.ID(recordName: name, zoneID: .default), incarnation: incarnation),
+                !state.isTombstone
             else { return nil }
             return (name, Share(validated: try savedRecord(at: state.offset)))
         }
@@ -69,7 +70,8 @@ extension DatabaseSnapshot {
         var seen = Set<String>()
         while !current.isEmpty, seen.insert(current).inserted, seen.count <= 10_000 {
             if let permission = access.roots[current] { return permission }
-            guard let state = try record(Record.ID(recordName: current, zoneID: .default), incarnation: incarnation) else {
+            guard let state = try record(Record.ID(recordName: current, zoneID: .default), incarnation: incarnation)
+            else {
                 return nil
             }
             current = state.parent
@@ -94,7 +96,8 @@ extension DatabaseSnapshot {
                 .map { try SharedZoneState(decoding: $0).share }
         } else if let zone = try zone(kept), zone.isLive, zone.incarnation != 0 {
             let key = IndexKey.record(incarnation: zone.incarnation, name: Share.zoneWideShareRecordName)
-            name = try index.value(forKey: key, in: "shares") == nil
+            name =
+                try index.value(forKey: key, in: "shares") == nil
                 ? nil : Share.zoneWideShareRecordName
         } else {
             name = nil

@@ -20,13 +20,15 @@ struct DatabaseSnapshot {
     }
 
     func record(_ recordID: Record.ID, incarnation: UInt64) throws -> RecordState? {
-        try index.value(forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: "records"
+        try index.value(
+            forKey: IndexKey.record(incarnation: incarnation, name: recordID.recordName), in: "records"
         ).map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
     }
 
     /// The records of the zone incarnation that reference `name` with deleteSelf (F135).
     func referrers(of name: String, incarnation: UInt64) throws -> [String] {
-        try Referrers.decode(try index.value(forKey: IndexKey.record(incarnation: incarnation, name: name), in: "referrers"))
+        try Referrers.decode(
+            try index.value(forKey: IndexKey.record(incarnation: incarnation, name: name), in: "referrers"))
     }
 
     /// The record saved by the entry at `offset`.
@@ -45,7 +47,8 @@ struct DatabaseSnapshot {
     /// The record a `recordSaved` entry saves.
     func savedRecord(in entry: LogEntry) throws -> Record {
         guard case .recordSaved(let record) = try ServerEntry(entry) else {
-            throw LogStoreError(.projectionInconsistent, "the index points at offset \(entry.offset), which saves no record")
+            throw LogStoreError(
+                .projectionInconsistent, "the index points at offset \(entry.offset), which saves no record")
         }
         return record
     }
@@ -91,8 +94,11 @@ struct DatabaseSnapshot {
     func allSubscriptions() throws -> [Subscription.ID: Subscription] {
         var subscriptions: [Subscription.ID: Subscription] = [:]
         for offset in try subscriptionOffsets() {
-            guard let entry = try index.entry(at: LogOffset(offset)), case .subscriptionSaved(let subscription) = try ServerEntry(entry) else {
-                throw LogStoreError(.projectionInconsistent, "the subscription index points at offset \(offset), which saves none")
+            guard let entry = try index.entry(at: LogOffset(offset)),
+                case .subscriptionSaved(let subscription) = try ServerEntry(entry)
+            else {
+                throw LogStoreError(
+                    .projectionInconsistent, "the subscription index points at offset \(offset), which saves none")
             }
             subscriptions[subscription.subscriptionID] = subscription
         }
@@ -128,7 +134,9 @@ struct DatabaseSnapshot {
         try index.prefetch(keys: keys, in: "records")
         var offsets: [LogOffset] = []
         for key in keys {
-            if let bytes = try index.value(forKey: key, in: "records"), let state = try? RecordState(decoding: bytes), !state.isTombstone {
+            if let bytes = try index.value(forKey: key, in: "records"), let state = try? RecordState(decoding: bytes),
+                !state.isTombstone
+            {
                 offsets.append(LogOffset(state.offset))
             }
         }

@@ -1,6 +1,6 @@
 import LogStore
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// The operation groups of one database (F69): each request may name the group it belongs to;
 /// the database it is sent to writes one `operationGroupStarted` entry per group, the first time
@@ -29,7 +29,8 @@ final class OperationGroups: Sendable {
     /// - Throws: ``SyncError`` `invalidArguments` naming the field for a malformed group (an empty
     ///   or over-long ID, an over-long name, a negative quantity); storage errors.
     func note(
-        _ group: OperationGroup?, request: String, device: DeviceID?, requestID: RequestID? = nil, in database: ServerDatabase
+        _ group: OperationGroup?, request: String, device: DeviceID?, requestID: RequestID? = nil,
+        in database: ServerDatabase
     ) throws {
         guard let group else { return }
         try group.validate(requestID: requestID)

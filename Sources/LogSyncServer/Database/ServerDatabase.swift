@@ -47,7 +47,9 @@ struct ServerDatabase: Sendable {
     /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
     /// entries it returns are appended in the same transaction. Returns the body's result and
     /// the offsets appended.
-    func write<R>(_ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)) throws -> (R, Range<LogOffset>) {
+    func write<R>(
+        _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)
+    ) throws -> (R, Range<LogOffset>) {
         try log.write { index in
             let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
             let next = try snapshot.lastOffset + 1
@@ -67,10 +69,13 @@ struct ServerDatabase: Sendable {
         if let database = sorted.first(where: { $0.kind == .database }) {
             matching = (database, changedZones.count == 1 ? changedZones.first : nil)
         } else {
-            matching = sorted.lazy.compactMap { subscription -> (Subscription, RecordZone.ID?)? in
-                guard case .recordZone(let zoneID) = subscription.kind, changedZones.contains(zoneID) else { return nil }
-                return (subscription, zoneID)
-            }.first
+            matching =
+                sorted.lazy.compactMap { subscription -> (Subscription, RecordZone.ID?)? in
+                    guard case .recordZone(let zoneID) = subscription.kind, changedZones.contains(zoneID) else {
+                        return nil
+                    }
+                    return (subscription, zoneID)
+                }.first
         }
         guard let (subscription, zoneID) = matching else { return }
         let hint = PushHint(
@@ -132,7 +137,10 @@ struct ServerDatabase: Sendable {
             // Zones live in the private database only: every item fails with badDatabase (F147).
             var response = ModifyZonesResponse()
             func error(_ zoneID: RecordZone.ID) -> SyncError {
-                SyncError(.badDatabase, "zones can only be saved or deleted in the private database, not the \(scope) database", item: .zone(zoneID))
+                SyncError(
+                    .badDatabase,
+                    "zones can only be saved or deleted in the private database, not the \(scope) database",
+                    item: .zone(zoneID))
             }
             for zone in request.zonesToSave { response.saveResults[zone.zoneID] = .failure(error(zone.zoneID)) }
             for zoneID in request.zoneIDsToDelete { response.deleteResults[zoneID] = .failure(error(zoneID)) }
@@ -145,7 +153,8 @@ struct ServerDatabase: Sendable {
         var owned = ModifyZonesRequest()
         for zone in request.zonesToSave {
             guard let kept = ownership.ownZoneID(zone.zoneID) else {
-                refused.saveResults[zone.zoneID] = .failure(ownership.foreignZoneWriteError(zone.zoneID, item: .zone(zone.zoneID)))
+                refused.saveResults[zone.zoneID] = .failure(
+                    ownership.foreignZoneWriteError(zone.zoneID, item: .zone(zone.zoneID)))
                 continue
             }
             spelling.note(kept: kept, asked: zone.zoneID)
@@ -165,16 +174,21 @@ struct ServerDatabase: Sendable {
         guard !owned.zonesToSave.isEmpty || !owned.zoneIDsToDelete.isEmpty else { return refused }
         var response = try modifyOwnZones(owned, from: device)
         if !spelling.isEmpty {
-            response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
-                (spelling.asked(id), result.map { zone in
-                    var zone = zone
-                    zone.zoneID = spelling.asked(id)
-                    return zone
-                }.mapError { $0.respelt(records: .init(), zones: spelling) })
-            })
-            response.deleteResults = Dictionary(uniqueKeysWithValues: response.deleteResults.map { id, result in
-                (spelling.asked(id), result.mapError { $0.respelt(records: .init(), zones: spelling) })
-            })
+            response.saveResults = Dictionary(
+                uniqueKeysWithValues: response.saveResults.map { id, result in
+                    (
+                        spelling.asked(id),
+                        result.map { zone in
+                            var zone = zone
+                            zone.zoneID = spelling.asked(id)
+                            return zone
+                        }.mapError { $0.respelt(records: .init(), zones: spelling) }
+                    )
+                })
+            response.deleteResults = Dictionary(
+                uniqueKeysWithValues: response.deleteResults.map { id, result in
+                    (spelling.asked(id), result.mapError { $0.respelt(records: .init(), zones: spelling) })
+                })
         }
         response.saveResults.merge(refused.saveResults) { own, _ in own }
         response.deleteResults.merge(refused.deleteResults) { own, _ in own }
@@ -195,7 +209,8 @@ struct ServerDatabase: Sendable {
                 }
                 if let state = try snapshot.zone(zoneID), state.isLive {
                     // Saving an existing zone again is idempotent (F147).
-                    response.saveResults[zoneID] = .success(RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                    response.saveResults[zoneID] = .success(
+                        RecordZone(zoneID: zoneID, capabilities: state.capabilities))
                     continue
                 }
                 let saved = RecordZone(zoneID: zoneID, capabilities: .customZoneDefault)
@@ -222,7 +237,9 @@ struct ServerDatabase: Sendable {
         }
         let changed = Set(request.zonesToSave.map(\.zoneID)).union(request.zoneIDsToDelete)
             .filter { (try? response.saveResults[$0]?.get()) != nil || (try? response.deleteResults[$0]?.get()) != nil }
-        if !offsets.isEmpty { committed(changedZones: changed, through: offsets.last!, from: device, affected: affected) }
+        if !offsets.isEmpty {
+            committed(changedZones: changed, through: offsets.last!, from: device, affected: affected)
+        }
         return response
     }
 
@@ -242,22 +259,26 @@ struct ServerDatabase: Sendable {
                         continue
                     }
                     if let state = try snapshot.zone(kept), state.isLive {
-                        response.results[zoneID] = .success(RecordZone(
-                            zoneID: zoneID, capabilities: state.capabilities,
-                            share: try snapshot.zoneShareReference(zoneID, kept: kept)))
+                        response.results[zoneID] = .success(
+                            RecordZone(
+                                zoneID: zoneID, capabilities: state.capabilities,
+                                share: try snapshot.zoneShareReference(zoneID, kept: kept)))
                     } else {
                         response.results[zoneID] = .failure(try snapshot.zoneError(kept, item: .zone(zoneID)))
                     }
                 }
             } else {
-                if scope == .private { response.results[.default] = .success(RecordZone(zoneID: .default, capabilities: [])) }
+                if scope == .private {
+                    response.results[.default] = .success(RecordZone(zoneID: .default, capabilities: []))
+                }
                 try snapshot.index.forEach(in: "zones") { key, value in
                     let state = try ZoneState(decoding: Array(value))
                     if state.isLive {
                         let zoneID = IndexKey.zoneID(from: Array(key))
-                        response.results[zoneID] = .success(RecordZone(
-                            zoneID: zoneID, capabilities: state.capabilities,
-                            share: try snapshot.zoneShareReference(zoneID, kept: zoneID)))
+                        response.results[zoneID] = .success(
+                            RecordZone(
+                                zoneID: zoneID, capabilities: state.capabilities,
+                                share: try snapshot.zoneShareReference(zoneID, kept: zoneID)))
                     }
                     return true
                 }
@@ -292,7 +313,9 @@ struct ServerDatabase: Sendable {
             }
             return (entries, ())
         }
-        if !offsets.isEmpty { committed(changedZones: Set(zoneIDs), through: offsets.last!, from: nil, affected: affected) }
+        if !offsets.isEmpty {
+            committed(changedZones: Set(zoneIDs), through: offsets.last!, from: nil, affected: affected)
+        }
     }
 
     func compactTombstones(through offset: UInt64) throws {
@@ -320,9 +343,10 @@ struct ServerDatabase: Sendable {
                     continue
                 }
                 guard subscription.isAllowed(in: scope) else {
-                    response.saveResults[id] = .failure(SyncError(
-                        .invalidArguments, "\(subscription) is not allowed in the \(scope) database (F116)",
-                        item: .subscription(id)))
+                    response.saveResults[id] = .failure(
+                        SyncError(
+                            .invalidArguments, "\(subscription) is not allowed in the \(scope) database (F116)",
+                            item: .subscription(id)))
                     continue
                 }
                 // A zone subscription is kept under the zone's own ID; one of another user's zone
@@ -330,7 +354,8 @@ struct ServerDatabase: Sendable {
                 var kept = subscription
                 if case .recordZone(let zoneID) = subscription.kind {
                     guard let ownZone = ownership.ownZoneID(zoneID) else {
-                        response.saveResults[id] = .failure(ownership.foreignZoneWriteError(zoneID, item: .subscription(id)))
+                        response.saveResults[id] = .failure(
+                            ownership.foreignZoneWriteError(zoneID, item: .subscription(id)))
                         continue
                     }
                     guard try snapshot.zone(ownZone)?.isLive == true else {
@@ -350,7 +375,8 @@ struct ServerDatabase: Sendable {
                     entries.append(.subscriptionDeleted(id))
                     response.deleteResults[id] = .success(())
                 } else {
-                    response.deleteResults[id] = .failure(SyncError(.unknownItem, "there is no subscription \"\(id)\"", item: .subscription(id)))
+                    response.deleteResults[id] = .failure(
+                        SyncError(.unknownItem, "there is no subscription \"\(id)\"", item: .subscription(id)))
                 }
             }
             return (entries, response)
@@ -359,7 +385,9 @@ struct ServerDatabase: Sendable {
     }
 
     func allSubscriptions() throws -> [Subscription] {
-        try read { snapshot in try snapshot.allSubscriptions().values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue } }
+        try read { snapshot in
+            try snapshot.allSubscriptions().values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue }
+        }
     }
 
     // MARK: The rules built from the database
@@ -369,7 +397,9 @@ struct ServerDatabase: Sendable {
 
     /// Saves and deletes records (see `RecordModification`); `actor` is a share participant
     /// writing to this (the owner's) database.
-    func modifyRecords(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
+    func modifyRecords(
+        _ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil
+    ) throws -> ModifyRecordsResponse {
         try RecordModification(self).modify(request, from: device, actor: actor)
     }
 
@@ -408,7 +438,9 @@ struct ServerDatabase: Sendable {
 
     /// Notes the operation group a request sent to this database came with (see
     /// `OperationGroups`).
-    func noteOperationGroup(_ group: OperationGroup?, request: String, device: DeviceID?, requestID: RequestID? = nil) throws {
+    func noteOperationGroup(
+        _ group: OperationGroup?, request: String, device: DeviceID?, requestID: RequestID? = nil
+    ) throws {
         try opened.operationGroups.note(group, request: request, device: device, requestID: requestID, in: self)
     }
 }

@@ -42,7 +42,9 @@ struct ZoneOwnership {
     }
 
     /// The per-item error of a write naming another user's zone in this private database.
-    func foreignZoneWriteError(_ zoneID: RecordZone.ID, item: SyncError.ItemID, requestID: RequestID? = nil) -> SyncError {
+    func foreignZoneWriteError(
+        _ zoneID: RecordZone.ID, item: SyncError.ItemID, requestID: RequestID? = nil
+    ) -> SyncError {
         SyncError(
             .invalidArguments,
             "\(zoneID) belongs to another user: \(user)'s private database holds only \(user)'s zones, whose owner is \(quoted(RecordZone.ID.defaultOwnerName)) or \(quoted(userRecordID.recordName)); another user's zones are reached through the shared database",

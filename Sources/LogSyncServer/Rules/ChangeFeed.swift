@@ -30,7 +30,9 @@ struct ChangeFeed {
     /// older than the tombstone horizon (F144). A page token of a zone listing (`listingStart`
     /// non-zero) needs only the tombstones after the listing's start, so it expires only when
     /// both its offset and its listing start are older than the horizon.
-    func checkToken(offset: UInt64, listingStart: UInt64 = 0, database: UInt64, kind: String, _ snapshot: DatabaseSnapshot) throws {
+    func checkToken(
+        offset: UInt64, listingStart: UInt64 = 0, database: UInt64, kind: String, _ snapshot: DatabaseSnapshot
+    ) throws {
         guard database == databaseID else {
             throw SyncError(
                 .invalidArguments, "the \(kind) token was issued by another database, not \(user)'s \(scope) database")
@@ -38,25 +40,31 @@ struct ChangeFeed {
         let last = try snapshot.lastOffset
         guard offset <= last else {
             throw SyncError(
-                .invalidArguments, "the \(kind) token is at offset \(offset), past the end of \(user)'s \(scope) database (\(last)); it is not from this database")
+                .invalidArguments,
+                "the \(kind) token is at offset \(offset), past the end of \(user)'s \(scope) database (\(last)); it is not from this database"
+            )
         }
         guard listingStart <= last else {
             throw SyncError(
-                .invalidArguments, "the \(kind) token continues a listing begun at offset \(listingStart), past the end of \(user)'s \(scope) database (\(last)); it is not from this database")
+                .invalidArguments,
+                "the \(kind) token continues a listing begun at offset \(listingStart), past the end of \(user)'s \(scope) database (\(last)); it is not from this database"
+            )
         }
         let horizon = try snapshot.state(IndexKey.horizon)
         if listingStart > offset {
             guard listingStart >= horizon else {
                 throw SyncError(
                     .changeTokenExpired,
-                    "the \(kind) token continues a listing begun at offset \(listingStart), older than the oldest change kept (\(horizon)); fetch again without a token")
+                    "the \(kind) token continues a listing begun at offset \(listingStart), older than the oldest change kept (\(horizon)); fetch again without a token"
+                )
             }
             return
         }
         guard offset >= horizon else {
             throw SyncError(
                 .changeTokenExpired,
-                "the \(kind) token is at offset \(offset), older than the oldest change kept (\(horizon)); fetch again without a token")
+                "the \(kind) token is at offset \(offset), older than the oldest change kept (\(horizon)); fetch again without a token"
+            )
         }
     }
 
@@ -67,10 +75,14 @@ struct ChangeFeed {
         if scope == .shared { try propagation.propagateShares(to: user) }
         return try database.read { snapshot in
             let since = request.since?.offset.rawValue ?? 0
-            if let token = request.since { try checkToken(offset: since, database: token.database, kind: "database", snapshot) }
+            if let token = request.since {
+                try checkToken(offset: since, database: token.database, kind: "database", snapshot)
+            }
             let limit = min(request.resultsLimit ?? Int.max, limits.maxChangesPerPage)
             var response = FetchDatabaseChangesResponse(
-                modifications: [], deletions: [], changeToken: DatabaseChangeToken(offset: ChangeOffset(try snapshot.lastOffset), database: databaseID), moreComing: false)
+                modifications: [], deletions: [],
+                changeToken: DatabaseChangeToken(offset: ChangeOffset(try snapshot.lastOffset), database: databaseID),
+                moreComing: false)
             var count = 0
             var lastReturned: UInt64 = 0
             try snapshot.index.forEach(in: "dbChanges", from: bigEndian(since + 1)) { key, value in
@@ -93,7 +105,9 @@ struct ChangeFeed {
                 lastReturned = offset
                 return true
             }
-            if response.moreComing { response.changeToken = DatabaseChangeToken(offset: ChangeOffset(lastReturned), database: databaseID) }
+            if response.moreComing {
+                response.changeToken = DatabaseChangeToken(offset: ChangeOffset(lastReturned), database: databaseID)
+            }
             return response
         }
     }
@@ -116,13 +130,16 @@ struct ChangeFeed {
         try request.validate()
         // Another user's zone is never in a private database; the user's own zone, named with
         // the user's record name as owner, is answered in that spelling (F127, F138).
-        guard let kept = database.ownership.ownZoneID(request.zoneID) else { throw database.ownership.foreignZoneReadError(request.zoneID) }
+        guard let kept = database.ownership.ownZoneID(request.zoneID) else {
+            throw database.ownership.foreignZoneReadError(request.zoneID)
+        }
         guard kept != request.zoneID else { return try ownZoneChanges(request, for: device, viewer: viewer) }
         var owned = request
         owned.zoneID = kept
         owned.since = request.since.map {
             ZoneChangeToken(
-                zoneID: kept, incarnation: $0.incarnation, offset: $0.offset, database: $0.database, listingStart: $0.listingStart)
+                zoneID: kept, incarnation: $0.incarnation, offset: $0.offset, database: $0.database,
+                listingStart: $0.listingStart)
         }
         let asked = request.zoneID
         var spelling = RequestSpelling<RecordZone.ID>()
@@ -155,7 +172,9 @@ struct ChangeFeed {
     /// record and encoding it again. Otherwise (a participant's fetch, a zone named in another
     /// spelling, `desiredKeys`) the records are decoded as `fetchZoneChanges` returns them.
     func zoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
-        guard scope != .shared, request.desiredKeys == nil, database.ownership.ownZoneID(request.zoneID) == request.zoneID else {
+        guard scope != .shared, request.desiredKeys == nil,
+            database.ownership.ownZoneID(request.zoneID) == request.zoneID
+        else {
             return ZoneChangesPage(response: try zoneChanges(request, for: device), storedRecords: nil)
         }
         try request.validate()
@@ -184,7 +203,9 @@ struct ChangeFeed {
             // A participant learns nothing of a zone not shared with them, not even that it exists.
             let access = try viewer.map { viewer in
                 let access = try snapshot.access(of: viewer.recordName, to: zoneID)
-                if access.isEmpty { throw ShareRules.notShared(database.ownership.ownerSpelling(zoneID), with: viewer.user) }
+                if access.isEmpty {
+                    throw ShareRules.notShared(database.ownership.ownerSpelling(zoneID), with: viewer.user)
+                }
                 return access
             }
             guard let zone = try snapshot.zone(zoneID), zone.isLive else {
@@ -199,7 +220,8 @@ struct ChangeFeed {
                         item: .zone(zoneID))
                 }
                 try checkToken(
-                    offset: since, listingStart: token.listingStart.rawValue, database: token.database, kind: "zone", snapshot)
+                    offset: since, listingStart: token.listingStart.rawValue, database: token.database, kind: "zone",
+                    snapshot)
             }
             let limit = min(request.resultsLimit ?? Int.max, limits.maxChangesPerPage)
             let byteBudget = limits.maxBytesPerPage
@@ -208,9 +230,12 @@ struct ChangeFeed {
             let listingStart = request.since.map(\.listingStart.rawValue) ?? end
             var response = FetchZoneChangesResponse(
                 zoneID: zoneID, modifications: [], deletions: [],
-                changeToken: ZoneChangeToken(zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(end), database: databaseID),
+                changeToken: ZoneChangeToken(
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(end), database: databaseID),
                 moreComing: false,
-                clientChangeToken: try snapshot.index.value(forKey: IndexKey.clientToken(incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
+                clientChangeToken: try snapshot.index.value(
+                    forKey: IndexKey.clientToken(
+                        incarnation: zone.incarnation, device: viewer?.deviceKey(device) ?? device),
                     in: "clientTokens"
                 ).map { Data($0) })
             var count = 0
@@ -239,9 +264,12 @@ struct ChangeFeed {
                 if row.isDeletion, offset <= listingStart { return true }
                 if row.isDeletion {
                     guard let state = try snapshot.record(recordID, incarnation: zone.incarnation) else {
-                        throw LogStoreError(.projectionInconsistent, "a deletion of \(recordID) at offset \(offset) without its record state")
+                        throw LogStoreError(
+                            .projectionInconsistent,
+                            "a deletion of \(recordID) at offset \(offset) without its record state")
                     }
-                    response.deletions.append(RecordZoneChange.Deletion(recordID: recordID, recordType: state.recordType))
+                    response.deletions.append(
+                        RecordZoneChange.Deletion(recordID: recordID, recordType: state.recordType))
                 } else {
                     // The budget counts the record's stored (encoded) size, the same either way.
                     let entry = try snapshot.savedEntry(at: offset)
@@ -250,10 +278,12 @@ struct ChangeFeed {
                         // An entry not in the form RecordSaved writes is decoded and the record
                         // encoded again: the same bytes, the slow way.
                         storedRecords!.append(
-                            try ServerEntry.storedRecordBytes(of: entry) ?? snapshot.savedRecord(in: entry).serializedProto()[...])
+                            try ServerEntry.storedRecordBytes(of: entry)
+                                ?? snapshot.savedRecord(in: entry).serializedProto()[...])
                     } else {
                         let record = try snapshot.savedRecord(in: entry)
-                        response.modifications.append(RecordZoneChange.Modification(record: Self.only(request.desiredKeys, of: record)))
+                        response.modifications.append(
+                            RecordZoneChange.Modification(record: Self.only(request.desiredKeys, of: record)))
                     }
                 }
                 count += 1
@@ -267,17 +297,21 @@ struct ChangeFeed {
                 if snapshot.index.readsAhead {
                     try snapshot.index.prefetch(entries: run.filter { !$0.isDeletion }.map { LogOffset($0.offset) })
                     try snapshot.index.prefetch(
-                        keys: run.filter(\.isDeletion).map { IndexKey.record(incarnation: zone.incarnation, name: $0.name) },
+                        keys: run.filter(\.isDeletion).map {
+                            IndexKey.record(incarnation: zone.incarnation, name: $0.name)
+                        },
                         in: "records")
                 }
                 for row in run where !stopped {
                     if try !judge(row) { stopped = true }
                 }
             }
-            try snapshot.index.forEach(in: "zoneChanges", from: IndexKey.zoneChange(incarnation: zone.incarnation, offset: since + 1)
+            try snapshot.index.forEach(
+                in: "zoneChanges", from: IndexKey.zoneChange(incarnation: zone.incarnation, offset: since + 1)
             ) { key, value in
                 guard key.starts(with: prefix) else { return false }
-                run.append((readBigEndian(key, at: 8), value.first == 1, String(decoding: value.dropFirst(), as: UTF8.self)))
+                run.append(
+                    (readBigEndian(key, at: 8), value.first == 1, String(decoding: value.dropFirst(), as: UTF8.self)))
                 if run.count == 64 { try judgeRun() }
                 return !stopped
             }
@@ -285,7 +319,8 @@ struct ChangeFeed {
             if response.moreComing {
                 // Past the listing's start, the page token is an ordinary one.
                 response.changeToken = ZoneChangeToken(
-                    zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(lastReturned), database: databaseID,
+                    zoneID: zoneID, incarnation: zone.incarnation, offset: ChangeOffset(lastReturned),
+                    database: databaseID,
                     listingStart: listingStart > lastReturned ? ChangeOffset(listingStart) : .zero)
             }
             return response

@@ -40,10 +40,13 @@ struct RecordModification {
     /// `actor` is a share participant writing to this (the owner's) database: each item is then
     /// first checked against the shares of its zone (`ShareRules.participantCheck`), and the
     /// participant is the records' last modifier (F121).
-    func modify(_ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil) throws -> ModifyRecordsResponse {
+    func modify(
+        _ request: ModifyRecordsRequest, from device: DeviceID?, actor: ShareActor? = nil
+    ) throws -> ModifyRecordsResponse {
         try request.validate()  // 400 items, 2 MB, no item twice: limitExceeded for the whole request
         if scope == .public {
-            throw SyncError(.badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
+            throw SyncError(
+                .badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
         if scope == .shared { return try SharedDatabase(database).modifyRecords(request, from: device) }
         try request.validate()  // limits and duplicates, over the request as sent
@@ -61,7 +64,8 @@ struct RecordModification {
                 // An owner name that breaks the rules is named as such, not as another user's.
                 refused.saveResults[record.recordID] = .failure(
                     ServerDatabase.violation(record.recordID.validate).map { $0.with(requestID: request.requestID) }
-                        ?? database.ownership.foreignZoneWriteError(zoneID, item: .record(record.recordID), requestID: request.requestID))
+                        ?? database.ownership.foreignZoneWriteError(
+                            zoneID, item: .record(record.recordID), requestID: request.requestID))
                 continue
             }
             let ownRecord = kept == zoneID ? record : record.renamingZone(zoneID, to: kept)
@@ -72,7 +76,8 @@ struct RecordModification {
             guard let kept = database.ownership.ownZoneID(recordID.zoneID) else {
                 refused.deleteResults[recordID] = .failure(
                     ServerDatabase.violation(recordID.validate).map { $0.with(requestID: request.requestID) }
-                        ?? database.ownership.foreignZoneWriteError(recordID.zoneID, item: .record(recordID), requestID: request.requestID))
+                        ?? database.ownership.foreignZoneWriteError(
+                            recordID.zoneID, item: .record(recordID), requestID: request.requestID))
                 continue
             }
             let ownID = Record.ID(recordName: recordID.recordName, zoneID: kept)
@@ -83,13 +88,17 @@ struct RecordModification {
         if !spelling.isEmpty { try owned.validate() }  // two spellings of one record name it twice
         var response = try modifyOwnRecords(owned, from: device, actor: actor)
         if !spelling.isEmpty {
-            response.saveResults = Dictionary(uniqueKeysWithValues: response.saveResults.map { id, result in
-                (spelling.asked(id),
-                 result.map { $0.respelt(spelling) }.mapError { $0.respelt(records: spelling, zones: .init()) })
-            })
-            response.deleteResults = Dictionary(uniqueKeysWithValues: response.deleteResults.map { id, result in
-                (spelling.asked(id), result.mapError { $0.respelt(records: spelling, zones: .init()) })
-            })
+            response.saveResults = Dictionary(
+                uniqueKeysWithValues: response.saveResults.map { id, result in
+                    (
+                        spelling.asked(id),
+                        result.map { $0.respelt(spelling) }.mapError { $0.respelt(records: spelling, zones: .init()) }
+                    )
+                })
+            response.deleteResults = Dictionary(
+                uniqueKeysWithValues: response.deleteResults.map { id, result in
+                    (spelling.asked(id), result.mapError { $0.respelt(records: spelling, zones: .init()) })
+                })
         }
         response.saveResults.merge(refused.saveResults) { own, _ in own }
         response.deleteResults.merge(refused.deleteResults) { own, _ in own }
@@ -112,17 +121,22 @@ struct RecordModification {
         var affected = Set<UInt64>()
         var actorLeft = false
         let modifier = actor?.recordID ?? database.userRecordID
-        let (response, offsets) = try database.write { snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
+        let (response, offsets) = try database.write {
+            snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
             // A replayed request gets its first outcome and changes nothing (F160).
             if let requestID = request.requestID,
-                let stored = try snapshot.index.value(forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: "requests")
+                let stored = try snapshot.index.value(
+                    forKey: IndexKey.request(requestID, actor: actor?.number ?? 0), in: "requests")
             {
                 let offset = stored.withUnsafeBytes { readBigEndian($0) }
-                let completion = try snapshot.index.entry(at: LogOffset(offset)).map { entry throws in try ServerEntry(entry) }
+                let completion = try snapshot.index.entry(at: LogOffset(offset)).map { entry throws in
+                    try ServerEntry(entry)
+                }
                 func checkFingerprint(_ stored: UInt32) throws {
                     guard stored == fingerprint else {
                         throw SyncError(
-                            .invalidArguments, "\(requestID) was already used for a different request (at offset \(offset))",
+                            .invalidArguments,
+                            "\(requestID) was already used for a different request (at offset \(offset))",
                             requestID: requestID)
                     }
                 }
@@ -130,11 +144,14 @@ struct RecordModification {
                 case .requestOutcome(_, let storedFingerprint, let outcome, _)?:
                     try checkFingerprint(storedFingerprint)
                     return ([], try Self.response(replaying: outcome, at: LogOffset(offset), snapshot))
-                case .requestCompleted(_, let storedFingerprint, let response, _)?:  // logs written before requestOutcome
+                case .requestCompleted(_, let storedFingerprint, let response, _)?:
+                    // logs written before requestOutcome
                     try checkFingerprint(storedFingerprint)
                     return ([], response)
                 default:
-                    throw LogStoreError(.projectionInconsistent, "the request index points at offset \(offset), which completes no request")
+                    throw LogStoreError(
+                        .projectionInconsistent,
+                        "the request index points at offset \(offset), which completes no request")
                 }
             }
 
@@ -161,11 +178,14 @@ struct RecordModification {
                     }
                     admitted = admitted || ServerDatabase.violation(record.validate) == nil
                 }
-                outcomes[record.recordID] = try decideSave(record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
+                outcomes[record.recordID] = try decideSave(
+                    record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
             }
             for recordID in request.recordIDsToDelete {
                 if let actor {
-                    if let outcome = try shareRules.participantCheck(deleting: recordID, actor, snapshot, &access, now: now) {
+                    if let outcome = try shareRules.participantCheck(
+                        deleting: recordID, actor, snapshot, &access, now: now)
+                    {
                         outcomes[recordID] = outcome
                         if case .leave = outcome { admitted = true }  // leaving a share is theirs to do (F124)
                         continue
@@ -188,9 +208,11 @@ struct RecordModification {
                 }
                 for (recordID, outcome) in outcomes where failedZones.contains(recordID.zoneID) {
                     if case .failure = outcome { continue }
-                    outcomes[recordID] = .failure(SyncError(
-                        .batchRequestFailed, "another change in atomic \(recordID.zoneID) failed", item: .record(recordID),
-                        requestID: request.requestID))
+                    outcomes[recordID] = .failure(
+                        SyncError(
+                            .batchRequestFailed, "another change in atomic \(recordID.zoneID) failed",
+                            item: .record(recordID),
+                            requestID: request.requestID))
                 }
             }
             // Append the successful items in request order; tags are their entries' offsets.
@@ -254,19 +276,24 @@ struct RecordModification {
                 offset += 1
             }
             // Deleting the root of a hierarchy share deletes the share (F124).
-            for (share, numbers) in try shareRules.sharesRooted(at: deleted + cascaded.map(\.0), sparing: untouched, snapshot) {
+            for (share, numbers) in try shareRules.sharesRooted(
+                at: deleted + cascaded.map(\.0), sparing: untouched, snapshot)
+            {
                 entries.append(.recordDeleted(share, recordType: Share.recordType))
                 offset += 1
                 affected.formUnion(numbers)
             }
             if let token = request.clientChangeToken {
                 for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
-                    entries.append(.clientChangeTokenUpdated(zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)))
+                    entries.append(
+                        .clientChangeTokenUpdated(
+                            zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)))
                 }
             }
             if let requestID = request.requestID, admitted {
                 outcome.others.deleteResults = response.deleteResults
-                entries.append(.requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
+                entries.append(
+                    .requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
             }
             return (entries, response)
         }
@@ -274,7 +301,8 @@ struct RecordModification {
         if !offsets.isEmpty {
             let left: [UInt64: ShareEndReason] = actor.map { actorLeft ? [$0.number: .left] : [:] } ?? [:]
             database.committed(
-                changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected, reasons: left)
+                changedZones: changedZones, through: offsets.last!, from: device, actor: actor, affected: affected,
+                reasons: left)
         }
         return response
     }
@@ -285,10 +313,13 @@ struct RecordModification {
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming `offset` when a saved record's entry does
     ///   not save that record.
-    static func response(replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: DatabaseSnapshot) throws -> ModifyRecordsResponse {
+    static func response(
+        replaying outcome: RequestOutcome, at offset: LogOffset, _ snapshot: DatabaseSnapshot
+    ) throws -> ModifyRecordsResponse {
         var response = outcome.others
         for saved in outcome.saved {
-            guard let entry = try snapshot.index.entry(at: saved.offset), case .recordSaved(let record) = try ServerEntry(entry),
+            guard let entry = try snapshot.index.entry(at: saved.offset),
+                case .recordSaved(let record) = try ServerEntry(entry),
                 record.recordID == saved.recordID
             else {
                 throw LogStoreError(
@@ -352,7 +383,8 @@ struct RecordModification {
     /// The live zone of an item after its own checks, or the item's error: the check's, or the
     /// zone's when it is missing or deleted.
     private func liveZone(
-        of recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, validating check: () throws(SyncError) -> Void
+        of recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan,
+        validating check: () throws(SyncError) -> Void
     ) throws -> Result<ZoneState, SyncError> {
         do throws(SyncError) {
             try check()
@@ -373,14 +405,18 @@ struct RecordModification {
     }
 
     private func decideSave(
-        _ client: Record, _ policy: SavePolicy, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, now: Date, modifier: Record.ID
+        _ client: Record, _ policy: SavePolicy, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, now: Date,
+        modifier: Record.ID
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
-        switch try liveZone(of: recordID, snapshot, &plan, validating: { () throws(SyncError) in
-            try client.validate()
-            try Self.checkSealed(client)
-        }) {
+        switch try liveZone(
+            of: recordID, snapshot, &plan,
+            validating: { () throws(SyncError) in
+                try client.validate()
+                try Self.checkSealed(client)
+            })
+        {
         case .success(let live): zone = live
         case .failure(let error): return .failure(error)
         }
@@ -389,9 +425,10 @@ struct RecordModification {
         if let schema = plan.schema, let violation = schema.violation(saving: client) { return .failure(violation) }
         let size = client.estimatedSize
         if size > Limits.maxRecordBytes {
-            return .failure(SyncError(
-                .limitExceeded, "\(recordID) holds \(size) bytes of field data, more than \(Limits.maxRecordBytes)",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .limitExceeded, "\(recordID) holds \(size) bytes of field data, more than \(Limits.maxRecordBytes)",
+                    item: .record(recordID)))
         }
         // Assets: each one's content was uploaded before (F134); a device's local files stay on
         // the device.
@@ -401,31 +438,38 @@ struct RecordModification {
             client = client.withoutAssetFiles
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
-        let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset) }
+        let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset)
+        }
 
         // The change-tag truth table (F145); changedKeys and allKeys skip it (F146).
         if policy == .ifServerRecordUnchanged {
             if let server {
                 guard let tag = client.recordChangeTag else {
-                    return .failure(.serverRecordChanged(
-                        serverRecord: server, clientRecord: client,
-                        "\(recordID) already exists on the server; save it with its change tag"))
+                    return .failure(
+                        .serverRecordChanged(
+                            serverRecord: server, clientRecord: client,
+                            "\(recordID) already exists on the server; save it with its change tag"))
                 }
                 if tag != server.recordChangeTag {
-                    return .failure(.serverRecordChanged(
-                        serverRecord: server, clientRecord: client,
-                        "\(recordID) changed on the server (tag \(server.recordChangeTag ?? "?"), the request has \(tag))"))
+                    return .failure(
+                        .serverRecordChanged(
+                            serverRecord: server, clientRecord: client,
+                            "\(recordID) changed on the server (tag \(server.recordChangeTag ?? "?"), the request has \(tag))"
+                        ))
                 }
             } else if let tag = client.recordChangeTag {
-                return .failure(SyncError(
-                    .unknownItem, "\(recordID) does not exist on the server, but the request has its tag \(tag)",
-                    item: .record(recordID)))
+                return .failure(
+                    SyncError(
+                        .unknownItem, "\(recordID) does not exist on the server, but the request has its tag \(tag)",
+                        item: .record(recordID)))
             }
         }
         if let server, server.recordType != client.recordType {
-            return .failure(SyncError(
-                .invalidArguments, "\(recordID) is a \(server.recordType) on the server, not a \(client.recordType)",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .invalidArguments,
+                    "\(recordID) is a \(server.recordType) on the server, not a \(client.recordType)",
+                    item: .record(recordID)))
         }
 
         // Partial field updates: keys absent from the request keep the server's values, a key
@@ -457,36 +501,42 @@ struct RecordModification {
         }
         let newSize = UInt64(savedIsClient ? size : saved.estimatedSize)
         if newSize > UInt64(Limits.maxRecordBytes) {
-            return .failure(SyncError(
-                .limitExceeded, "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .limitExceeded,
+                    "\(recordID) would hold \(newSize) bytes of field data, more than \(Limits.maxRecordBytes)",
+                    item: .record(recordID)))
         }
         // A parent must exist or be saved in the same request (F135).
         if let parent = saved.parent, parent.recordID != server?.parent?.recordID,
             !plan.savedInRequest.contains(parent.recordID),
             try snapshot.record(parent.recordID, incarnation: zone.incarnation).map({ !$0.isTombstone }) != true
         {
-            return .failure(SyncError(
-                .referenceViolation, "the parent of \(recordID), \(parent.recordID), does not exist", item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .referenceViolation, "the parent of \(recordID), \(parent.recordID), does not exist",
+                    item: .record(recordID)))
         }
         // At most 750 deleteSelf references may point at one record (F135).
         let newTargets = Set(saved.deleteSelfTargets).subtracting(current?.deleteSelfTargets ?? [])
         for target in newTargets.sorted() {
             let existing = try snapshot.referrers(of: target, incarnation: zone.incarnation).count
             if existing + plan.addedReferences[target, default: 0] >= Limits.maxDeleteSelfReferencesPerTarget {
-                return .failure(SyncError(
-                    .limitExceeded,
-                    "\(Record.ID(recordName: target, zoneID: recordID.zoneID)) already has \(Limits.maxDeleteSelfReferencesPerTarget) deleteSelf references; \(recordID) cannot add another",
-                    item: .record(recordID)))
+                return .failure(
+                    SyncError(
+                        .limitExceeded,
+                        "\(Record.ID(recordName: target, zoneID: recordID.zoneID)) already has \(Limits.maxDeleteSelfReferencesPerTarget) deleteSelf references; \(recordID) cannot add another",
+                        item: .record(recordID)))
             }
         }
         for target in newTargets { plan.addedReferences[target, default: 0] += 1 }
         let oldSize = current.map { $0.isTombstone ? 0 : $0.size } ?? 0
         let usage = plan.usage - min(plan.usage, oldSize) + newSize
         if let quota = plan.quota, newSize > oldSize, usage > UInt64(max(quota, 0)) {
-            return .failure(SyncError(
-                .quotaExceeded, "saving \(recordID) would use \(usage) bytes, over \(user)'s quota of \(quota)",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .quotaExceeded, "saving \(recordID) would use \(usage) bytes, over \(user)'s quota of \(quota)",
+                    item: .record(recordID)))
         }
         plan.usage = usage
 
@@ -520,7 +570,8 @@ struct RecordModification {
             lastModifiedUserRecordID: modifier)
     }
 
-    private func decideDelete(_ recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan) throws -> Outcome {
+    private func decideDelete(_ recordID: Record.ID, _ snapshot: DatabaseSnapshot, _ plan: inout Plan) throws -> Outcome
+    {
         let zone: ZoneState
         switch try liveZone(of: recordID, snapshot, &plan, validating: recordID.validate) {
         case .success(let live): zone = live
@@ -542,7 +593,8 @@ struct RecordModification {
             crc = bigEndian(UInt64(bytes.count)).withUnsafeBytes { CRC32C.update(crc, $0) }
             crc = bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
         }
-        for record in request.recordsToSave { add(record.serializedProto()) }  // the bytes of protoBytes(), written directly
+        // the bytes of protoBytes(), written directly
+        for record in request.recordsToSave { add(record.serializedProto()) }
         for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
         add(request.clientChangeToken.map { Array($0) } ?? [])
         return crc

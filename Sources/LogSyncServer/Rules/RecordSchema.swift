@@ -66,7 +66,9 @@ public struct RecordSchema: Sendable, Hashable, CustomStringConvertible {
         public init?(_ text: String) {
             if text == "list" {
                 self = .list(nil)
-            } else if text.hasPrefix("list<"), text.hasSuffix(">"), let kind = ValueKind(rawValue: String(text.dropFirst(5).dropLast())) {
+            } else if text.hasPrefix("list<"), text.hasSuffix(">"),
+                let kind = ValueKind(rawValue: String(text.dropFirst(5).dropLast()))
+            {
                 self = .list(kind)
             } else if let kind = ValueKind(rawValue: text) {
                 self = .value(kind)
@@ -125,7 +127,8 @@ public struct RecordSchema: Sendable, Hashable, CustomStringConvertible {
                 else {
                     throw SyncError(
                         .invalidArguments,
-                        "field \"\(field)\" of record type \"\(recordType)\" holds \(existing) in one schema and \(kind) in the other")
+                        "field \"\(field)\" of record type \"\(recordType)\" holds \(existing) in one schema and \(kind) in the other"
+                    )
                 }
                 kept[field] = existing.refined(by: kind)
             }
@@ -237,13 +240,16 @@ extension RecordSchema {
     static func decode(fields bytes: [UInt8]) throws(LogStoreError) -> [String: FieldKind] {
         var reader = ByteReader(bytes, what: "schema fields")
         let count = try reader.u64()
-        guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed schema fields") }
+        guard count <= UInt64(bytes.count) else {
+            throw LogStoreError(.projectionInconsistent, "malformed schema fields")
+        }
         var fields: [String: FieldKind] = [:]
         for _ in 0..<count {
             let name = try reader.string()
             let text = try reader.string()
             guard let kind = FieldKind(text) else {
-                throw LogStoreError(.projectionInconsistent, "schema field \"\(name)\" has the unknown kind \"\(text)\"")
+                throw LogStoreError(
+                    .projectionInconsistent, "schema field \"\(name)\" has the unknown kind \"\(text)\"")
             }
             fields[name] = kind
         }
@@ -281,7 +287,9 @@ extension RecordSchema {
         for (index, type) in message.recordTypes.enumerated() {
             let path = "SchemaDeployed.record_types[\(index)]"
             guard !type.name.isEmpty else { throw ProtoDecoding.missing("\(path).name") }
-            guard recordTypes[type.name] == nil else { throw ProtoDecoding.invalid("\(path).name", "repeats \"\(type.name)\"") }
+            guard recordTypes[type.name] == nil else {
+                throw ProtoDecoding.invalid("\(path).name", "repeats \"\(type.name)\"")
+            }
             var fields: [String: FieldKind] = [:]
             for (fieldIndex, field) in type.fields.enumerated() {
                 let fieldPath = "\(path).fields[\(fieldIndex)]"

@@ -34,30 +34,39 @@ struct ShareRules {
     /// the owner's: `zoneNotFound` where nothing is shared with them (the same whether or not the
     /// zone exists), `permissionFailure` where they may only read, or may not save a share.
     func participantCheck(
-        saving record: Record, _ actor: ShareActor, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
+        saving record: Record, _ actor: ShareActor, _ snapshot: DatabaseSnapshot,
+        _ cache: inout [RecordZone.ID: ParticipantAccess]
     ) throws -> RecordModification.Outcome? {
         let recordID = record.recordID
         guard ServerDatabase.violation(record.validate) == nil else { return nil }  // decided (refused) as usual
         let access = try participantAccess(actor, recordID.zoneID, snapshot, &cache)
         guard !access.isEmpty, let zone = try snapshot.zone(recordID.zoneID) else {
-            return .failure(Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
+            return .failure(
+                Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
         }
         let current = try snapshot.record(recordID, incarnation: zone.incarnation)
         if record.recordType == Share.recordType || current?.recordType == Share.recordType
             || recordID.recordName == Share.zoneWideShareRecordName
         {
-            return .failure(SyncError(
-                .permissionFailure, "only the owner of \(owner.ownerSpelling(recordID.zoneID)) saves its shares; \(actor.user) may delete a share to leave it",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .permissionFailure,
+                    "only the owner of \(owner.ownerSpelling(recordID.zoneID)) saves its shares; \(actor.user) may delete a share to leave it",
+                    item: .record(recordID)))
         }
         // The record where it is (if it exists and is shared), and where the save puts it.
         let existing = current.flatMap { $0.isTombstone ? nil : $0 }
         var permissions: [Share.Participant.Permission?] = []
-        if existing != nil { permissions.append(try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation)) }
+        if existing != nil {
+            permissions.append(
+                try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation))
+        }
         if existing == nil || record.isParentChanged {
             if let parent = record.parent {
-                permissions.append(try snapshot.permission(
-                    access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName, incarnation: zone.incarnation))
+                permissions.append(
+                    try snapshot.permission(
+                        access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName,
+                        incarnation: zone.incarnation))
             } else {
                 // Without a parent, only a zone-wide share covers it (or it is a hierarchy's root).
                 permissions.append(access.zoneWide ?? access.roots[recordID.recordName])
@@ -69,13 +78,15 @@ struct ShareRules {
     /// The outcome of a participant's deletion decided by the shares alone, or `nil` to decide it
     /// as the owner's: deleting a share they take part in is leaving it (F124).
     func participantCheck(
-        deleting recordID: Record.ID, _ actor: ShareActor, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess],
+        deleting recordID: Record.ID, _ actor: ShareActor, _ snapshot: DatabaseSnapshot,
+        _ cache: inout [RecordZone.ID: ParticipantAccess],
         now: Date
     ) throws -> RecordModification.Outcome? {
         guard ServerDatabase.violation(recordID.validate) == nil else { return nil }
         let access = try participantAccess(actor, recordID.zoneID, snapshot, &cache)
         guard !access.isEmpty, let zone = try snapshot.zone(recordID.zoneID) else {
-            return .failure(Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
+            return .failure(
+                Self.notShared(owner.ownerSpelling(recordID.zoneID), with: actor.user, item: .record(recordID)))
         }
         if access.shares.contains(recordID.recordName),
             let state = try snapshot.record(recordID, incarnation: zone.incarnation), !state.isTombstone
@@ -89,7 +100,8 @@ struct ShareRules {
                     acceptanceStatus: .removed)
             }
             var left = share.record
-            left.applySystemFields(RecordModification.systemFields(previous: current, modifier: actor.recordID, now: now))
+            left.applySystemFields(
+                RecordModification.systemFields(previous: current, modifier: actor.recordID, now: now))
             return .leave(left)
         }
         if access.zoneWide == nil,
@@ -99,11 +111,14 @@ struct ShareRules {
             // elsewhere: the answer tells nothing of the records outside the hierarchy.
             return denial([nil], recordID, actor)
         }
-        return denial([try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation)], recordID, actor)
+        return denial(
+            [try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation)], recordID,
+            actor)
     }
 
     private func participantAccess(
-        _ actor: ShareActor, _ zoneID: RecordZone.ID, _ snapshot: DatabaseSnapshot, _ cache: inout [RecordZone.ID: ParticipantAccess]
+        _ actor: ShareActor, _ zoneID: RecordZone.ID, _ snapshot: DatabaseSnapshot,
+        _ cache: inout [RecordZone.ID: ParticipantAccess]
     ) throws -> ParticipantAccess {
         if let known = cache[zoneID] { return known }
         let access = try snapshot.access(of: actor.recordName, to: zoneID)
@@ -112,16 +127,22 @@ struct ShareRules {
     }
 
     /// `nil` when every permission is read-write; else the failure of the weakest.
-    private func denial(_ permissions: [Share.Participant.Permission?], _ recordID: Record.ID, _ actor: ShareActor) -> RecordModification.Outcome? {
+    private func denial(
+        _ permissions: [Share.Participant.Permission?], _ recordID: Record.ID, _ actor: ShareActor
+    ) -> RecordModification.Outcome? {
         if permissions.contains(where: { $0 == nil || $0 == Share.Participant.Permission.none }) {
-            return .failure(SyncError(
-                .permissionFailure, "\(Record.ID(recordName: recordID.recordName, zoneID: owner.ownerSpelling(recordID.zoneID))) is not in a record hierarchy shared with \(actor.user)",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .permissionFailure,
+                    "\(Record.ID(recordName: recordID.recordName, zoneID: owner.ownerSpelling(recordID.zoneID))) is not in a record hierarchy shared with \(actor.user)",
+                    item: .record(recordID)))
         }
         if permissions.contains(.readOnly) {
-            return .failure(SyncError(
-                .permissionFailure, "\(owner.ownerSpelling(recordID.zoneID)) is shared with \(actor.user) read-only",
-                item: .record(recordID)))
+            return .failure(
+                SyncError(
+                    .permissionFailure,
+                    "\(owner.ownerSpelling(recordID.zoneID)) is shared with \(actor.user) read-only",
+                    item: .record(recordID)))
         }
         return nil
     }
@@ -130,7 +151,9 @@ struct ShareRules {
 
     /// The users named by the shares the decided outcomes save, delete or leave, before and after
     /// (their shared databases are brought up to date after the commit).
-    func sharesAffected(by outcomes: [Record.ID: RecordModification.Outcome], _ snapshot: DatabaseSnapshot) throws -> Set<UInt64> {
+    func sharesAffected(
+        by outcomes: [Record.ID: RecordModification.Outcome], _ snapshot: DatabaseSnapshot
+    ) throws -> Set<UInt64> {
         var numbers = Set<UInt64>()
         for (recordID, outcome) in outcomes {
             let after: Record?
@@ -141,10 +164,12 @@ struct ShareRules {
             default: continue
             }
             if let after { numbers.formUnion(try participantNumbers(of: Share(validated: after))) }
-            if let zone = try snapshot.zone(recordID.zoneID), let state = try snapshot.record(recordID, incarnation: zone.incarnation),
+            if let zone = try snapshot.zone(recordID.zoneID),
+                let state = try snapshot.record(recordID, incarnation: zone.incarnation),
                 !state.isTombstone, state.recordType == Share.recordType
             {
-                numbers.formUnion(try participantNumbers(of: Share(validated: try snapshot.savedRecord(at: state.offset))))
+                numbers.formUnion(
+                    try participantNumbers(of: Share(validated: try snapshot.savedRecord(at: state.offset))))
             }
         }
         return numbers
@@ -165,7 +190,8 @@ struct ShareRules {
             guard !spared.contains(shareID), seen.insert(shareID).inserted,
                 let state = try snapshot.record(shareID, incarnation: zone.incarnation), !state.isTombstone
             else { continue }
-            shares.append((shareID, try participantNumbers(of: Share(validated: try snapshot.savedRecord(at: state.offset)))))
+            shares.append(
+                (shareID, try participantNumbers(of: Share(validated: try snapshot.savedRecord(at: state.offset)))))
         }
         return shares
     }
@@ -178,7 +204,8 @@ struct ShareRules {
     /// (kept from the first save), the owner, and each participant's identity and status: a new
     /// participant is pending, an accepted one stays accepted, one the owner leaves out is gone.
     func normalizedShare(
-        _ saved: Record, previous: Record?, zone: ZoneState, _ snapshot: DatabaseSnapshot, _ plan: inout RecordModification.Plan
+        _ saved: Record, previous: Record?, zone: ZoneState, _ snapshot: DatabaseSnapshot,
+        _ plan: inout RecordModification.Plan
     ) throws -> Result<Record, SyncError> {
         let recordID = saved.recordID
         let zoneID = recordID.zoneID
@@ -186,13 +213,20 @@ struct ShareRules {
             .failure(SyncError(code, message, item: .record(recordID)))
         }
         guard owner.scope == .private else {
-            return failure(.permissionFailure, "shares are saved by their owner in the private database, not the \(owner.scope) database")
+            return failure(
+                .permissionFailure,
+                "shares are saved by their owner in the private database, not the \(owner.scope) database")
         }
         guard zoneID != .default else {
-            return failure(.invalidArguments, "records of the default zone cannot be shared; share a custom zone or a hierarchy in one")
+            return failure(
+                .invalidArguments,
+                "records of the default zone cannot be shared; share a custom zone or a hierarchy in one")
         }
         guard saved.recordType == Share.recordType else {
-            return failure(.invalidArguments, "the record name \(quoted(Share.zoneWideShareRecordName)) is reserved for zone-wide shares (\(Share.recordType))")
+            return failure(
+                .invalidArguments,
+                "the record name \(quoted(Share.zoneWideShareRecordName)) is reserved for zone-wide shares (\(Share.recordType))"
+            )
         }
         let share: Share
         do {
@@ -203,10 +237,15 @@ struct ShareRules {
         let others = try snapshot.shares(incarnation: zone.incarnation).filter { $0.name != recordID.recordName }
         if let root = share.rootRecordID {
             if let previous, Share(validated: previous).rootRecordID != root {
-                return failure(.invalidArguments, "the root of share \(recordID) is \(Share(validated: previous).rootRecordID.map { "\($0)" } ?? "none") and cannot change")
+                return failure(
+                    .invalidArguments,
+                    "the root of share \(recordID) is \(Share(validated: previous).rootRecordID.map { "\($0)" } ?? "none") and cannot change"
+                )
             }
             if others.contains(where: { $0.share.rootRecordID == nil }) {
-                return failure(.alreadyShared, "\(zoneID) is shared whole (\(Share.zoneWideShareRecordName)); its records cannot be shared again")
+                return failure(
+                    .alreadyShared,
+                    "\(zoneID) is shared whole (\(Share.zoneWideShareRecordName)); its records cannot be shared again")
             }
             let rootState = try snapshot.record(root, incarnation: zone.incarnation)
             if rootState?.recordType == Share.recordType {
@@ -216,7 +255,8 @@ struct ShareRules {
                 return failure(.referenceViolation, "the root of share \(recordID), \(root), does not exist")
             }
             if previous == nil {
-                if let other = try snapshot.shareRooted(at: root.recordName, incarnation: zone.incarnation) ?? plan.newShareRoots[root],
+                if let other = try snapshot.shareRooted(at: root.recordName, incarnation: zone.incarnation)
+                    ?? plan.newShareRoots[root],
                     other != recordID.recordName
                 {
                     return failure(.alreadyShared, "\(root) already belongs to share \(quoted(other))")
@@ -226,52 +266,74 @@ struct ShareRules {
                 var seen = Set<String>()
                 while !current.isEmpty, seen.insert(current).inserted, seen.count <= 10_000 {
                     if let other = try snapshot.shareRooted(at: current, incarnation: zone.incarnation) {
-                        return failure(.alreadyShared, "\(root) already belongs to share \(quoted(other)) through its ancestor \(quoted(current))")
+                        return failure(
+                            .alreadyShared,
+                            "\(root) already belongs to share \(quoted(other)) through its ancestor \(quoted(current))")
                     }
-                    current = try snapshot.record(Record.ID(recordName: current, zoneID: zoneID), incarnation: zone.incarnation)?.parent ?? ""
+                    current =
+                        try snapshot.record(
+                            Record.ID(recordName: current, zoneID: zoneID), incarnation: zone.incarnation)?.parent ?? ""
                 }
                 plan.newShareRoots[root] = recordID.recordName
             }
         } else {
             guard recordID.recordName == Share.zoneWideShareRecordName else {
-                return failure(.invalidArguments, "a share without a root record shares its zone and must be named \(quoted(Share.zoneWideShareRecordName))")
+                return failure(
+                    .invalidArguments,
+                    "a share without a root record shares its zone and must be named \(quoted(Share.zoneWideShareRecordName))"
+                )
             }
             guard zone.capabilities.contains(.zoneWideSharing) else {
-                return failure(.invalidArguments, "\(zoneID) cannot be shared whole: it lacks the zoneWideSharing capability")
+                return failure(
+                    .invalidArguments, "\(zoneID) cannot be shared whole: it lacks the zoneWideSharing capability")
             }
             if let other = others.first {
-                return failure(.alreadyShared, "\(zoneID) already shares the record hierarchy of share \(quoted(other.name)); a zone is shared whole or by hierarchies")
+                return failure(
+                    .alreadyShared,
+                    "\(zoneID) already shares the record hierarchy of share \(quoted(other.name)); a zone is shared whole or by hierarchies"
+                )
             }
         }
 
         // Participants: the owner first, then each other user once, as the registry knows them.
         let before = previous.map { Share(validated: $0) }
-        var participants = [Share.Participant(
-            userIdentity: UserIdentity(userRecordName: owner.userRecordID.recordName, emailAddress: try users.email(ofNumber: ownerNumber)),
-            role: .owner, permission: .readWrite, acceptanceStatus: .accepted)]
+        var participants = [
+            Share.Participant(
+                userIdentity: UserIdentity(
+                    userRecordName: owner.userRecordID.recordName, emailAddress: try users.email(ofNumber: ownerNumber)),
+                role: .owner, permission: .readWrite, acceptanceStatus: .accepted)
+        ]
         for invited in share.participants where invited.role != .owner {
             let identity = invited.userIdentity
             let name: String
             if let given = identity.userRecordName {
                 guard try users.owner(named: given) != nil else {
-                    return failure(.invalidArguments, "share \(recordID) invites \(identity), but no user has the record name \(quoted(given))")
+                    return failure(
+                        .invalidArguments,
+                        "share \(recordID) invites \(identity), but no user has the record name \(quoted(given))")
                 }
                 name = given
             } else if let email = identity.emailAddress {
                 do {
                     try UserIdentity.validate(emailAddress: email)
                 } catch {
-                    return .failure(SyncError(.invalidArguments, "share \(recordID) invites \(error.message)", item: .record(recordID)))
+                    return .failure(
+                        SyncError(
+                            .invalidArguments, "share \(recordID) invites \(error.message)", item: .record(recordID)))
                 }
                 guard let number = try users.number(ofEmail: email) else {
-                    return failure(.invalidArguments, "share \(recordID) invites \(identity), but no user has this e-mail address")
+                    return failure(
+                        .invalidArguments, "share \(recordID) invites \(identity), but no user has this e-mail address")
                 }
                 name = "_user\(number)"
             } else {
-                return failure(.invalidArguments, "share \(recordID) invites a participant with neither a user record name nor an e-mail address")
+                return failure(
+                    .invalidArguments,
+                    "share \(recordID) invites a participant with neither a user record name nor an e-mail address")
             }
             guard name != owner.userRecordID.recordName else {
-                return failure(.invalidArguments, "share \(recordID) invites its owner, \(owner.user), as a participant")
+                return failure(
+                    .invalidArguments, "share \(recordID) invites its owner, \(owner.user), as a participant")
             }
             guard let number = try users.owner(named: name)?.number else { continue }
             let earlier = before?.participant(userRecordName: name)
@@ -292,7 +354,9 @@ struct ShareRules {
             }
         }
         guard participants.count <= Self.maxShareParticipants else {
-            return failure(.tooManyParticipants, "share \(recordID) has \(participants.count) participants, more than \(Self.maxShareParticipants)")
+            return failure(
+                .tooManyParticipants,
+                "share \(recordID) has \(participants.count) participants, more than \(Self.maxShareParticipants)")
         }
         var normalized = share
         normalized.participants = participants
@@ -306,17 +370,20 @@ struct ShareRules {
 
     /// The numbers of the users a share names (any status), but the owner.
     func participantNumbers(of share: Share) throws -> Set<UInt64> {
-        Set(try share.participants.compactMap { participant in
-            guard participant.role != .owner, let name = participant.userIdentity.userRecordName else { return nil }
-            return try users.owner(named: name)?.number
-        })
+        Set(
+            try share.participants.compactMap { participant in
+                guard participant.role != .owner, let name = participant.userIdentity.userRecordName else { return nil }
+                return try users.owner(named: name)?.number
+            })
     }
 
     /// The numbers of the users any share of the zone kept as `zoneID` names.
     func participantNumbers(ofZone zoneID: RecordZone.ID, _ snapshot: DatabaseSnapshot) throws -> Set<UInt64> {
         guard zoneID != .default, let zone = try snapshot.zone(zoneID), zone.isLive else { return [] }
         var numbers = Set<UInt64>()
-        for (_, share) in try snapshot.shares(incarnation: zone.incarnation) { numbers.formUnion(try participantNumbers(of: share)) }
+        for (_, share) in try snapshot.shares(incarnation: zone.incarnation) {
+            numbers.formUnion(try participantNumbers(of: share))
+        }
         return numbers
     }
 

@@ -60,7 +60,9 @@ struct ZoneKeyRules {
     func registerDeviceKey(_ key: DevicePublicKey) throws {
         let store = scope == .private ? database : try context.database(user, .private)
         _ = try store.write { snapshot, _ -> (entries: [ServerEntry], result: Void) in
-            if try snapshot.index.value(forKey: IndexKey.deviceKey(key.keyID), in: "deviceKeys") != nil { return ([], ()) }
+            if try snapshot.index.value(forKey: IndexKey.deviceKey(key.keyID), in: "deviceKeys") != nil {
+                return ([], ())
+            }
             var count = 0
             try snapshot.index.forEach(in: "deviceKeys") { _, _ in
                 count += 1
@@ -69,9 +71,11 @@ struct ZoneKeyRules {
             guard count < Limits.maxDeviceKeysPerUser else {
                 throw SyncError(
                     .limitExceeded,
-                    "\(user) has registered \(count) device keys, the most a user may have (\(Limits.maxDeviceKeysPerUser)); \(key.description) is not registered")
+                    "\(user) has registered \(count) device keys, the most a user may have (\(Limits.maxDeviceKeysPerUser)); \(key.description) is not registered"
+                )
             }
-            let kept = try DevicePublicKey(rawRepresentation: key.rawRepresentation, userRecordName: store.userRecordID.recordName)
+            let kept = try DevicePublicKey(
+                rawRepresentation: key.rawRepresentation, userRecordName: store.userRecordID.recordName)
             return ([.deviceKeyRegistered(kept)], ())
         }
     }
@@ -107,7 +111,9 @@ struct ZoneKeyRules {
     /// In this (owner's private) database: the keys of the zone kept as `zoneID` as `participant`
     /// (or the owner, for `nil`) sees them, or `nil` when the zone is not live or not shared with
     /// them.
-    func zoneKeyView(_ zoneID: RecordZone.ID, for participant: ShareActor?, _ snapshot: DatabaseSnapshot) throws -> ZoneKeyView? {
+    func zoneKeyView(
+        _ zoneID: RecordZone.ID, for participant: ShareActor?, _ snapshot: DatabaseSnapshot
+    ) throws -> ZoneKeyView? {
         guard let zone = try snapshot.zone(zoneID), zone.isLive else { return nil }
         var canWrite = true
         if let participant {
@@ -120,10 +126,11 @@ struct ZoneKeyRules {
         try snapshot.index.forEach(in: "zoneKeys", from: prefix) { key, value in
             guard key.starts(with: prefix), key.count >= 16 else { return false }
             let stored = try ZoneKeyWrap(decoding: Array(value))
-            wraps.append(WrappedZoneKey(
-                zoneID: zoneID, version: UInt32(truncatingIfNeeded: readBigEndian(key, at: 8)),
-                recipientKeyID: String(decoding: key[16...], as: UTF8.self), check: Data(stored.check),
-                wrapped: Data(stored.wrapped)))
+            wraps.append(
+                WrappedZoneKey(
+                    zoneID: zoneID, version: UInt32(truncatingIfNeeded: readBigEndian(key, at: 8)),
+                    recipientKeyID: String(decoding: key[16...], as: UTF8.self), check: Data(stored.check),
+                    wrapped: Data(stored.wrapped)))
             return true
         }
         return ZoneKeyView(wraps: wraps, recipientUsers: try recipientUsers(of: zone, snapshot), canWrite: canWrite)
@@ -137,7 +144,9 @@ struct ZoneKeyRules {
             for (_, share) in try snapshot.shares(incarnation: zone.incarnation) {
                 for member in share.participants
                 where member.role != .owner && member.acceptanceStatus == .accepted && member.permission != .none {
-                    if let name = member.userIdentity.userRecordName, name != userRecordID.recordName { participants.insert(name) }
+                    if let name = member.userIdentity.userRecordName, name != userRecordID.recordName {
+                        participants.insert(name)
+                    }
                 }
             }
         }
@@ -173,7 +182,8 @@ struct ZoneKeyRules {
     /// - Throws: `SyncError` `badDatabase` in the public database.
     private func requireZoneKeyScope() throws {
         guard scope != .public else {
-            throw SyncError(.badDatabase, "zone keys are kept in the private and shared databases, not the public database")
+            throw SyncError(
+                .badDatabase, "zone keys are kept in the private and shared databases, not the public database")
         }
     }
 
@@ -231,13 +241,15 @@ struct ZoneKeyRules {
                 let read = try owner.deviceKeys(ofUsers: unread)
                 for name in unread { keys[name] = read[name] ?? [] }
             }
-            response.results[zoneID] = .success(ZoneKeys(
-                wrappedKeys: view.wraps.map { wrap in
-                    var wrap = wrap
-                    wrap.zoneID = zoneID
-                    return wrap
-                },
-                recipients: view.recipientUsers.flatMap { name in (keys[name] ?? []).sorted { $0.keyID < $1.keyID } }))
+            response.results[zoneID] = .success(
+                ZoneKeys(
+                    wrappedKeys: view.wraps.map { wrap in
+                        var wrap = wrap
+                        wrap.zoneID = zoneID
+                        return wrap
+                    },
+                    recipients: view.recipientUsers.flatMap { name in (keys[name] ?? []).sorted { $0.keyID < $1.keyID }
+                    }))
         }
         return response
     }
@@ -250,7 +262,10 @@ struct ZoneKeyRules {
         try requireZoneKeyScope()
         var response = SaveZoneKeysResponse()
         var owners: [UserID] = []
-        var byOwner: [UserID: (owner: ServerDatabase, participant: ShareActor?, items: [(asked: WrappedZoneKey, kept: WrappedZoneKey)])] = [:]
+        var byOwner:
+            [UserID: (
+                owner: ServerDatabase, participant: ShareActor?, items: [(asked: WrappedZoneKey, kept: WrappedZoneKey)]
+            )] = [:]
         for wrap in request.keys {
             if let error = ServerDatabase.violation(wrap.validate) {
                 response.results[wrap.id] = .failure(error)
@@ -270,7 +285,8 @@ struct ZoneKeyRules {
         }
         for user in owners {
             let group = byOwner[user]!
-            let results = try ZoneKeyRules(group.owner).saveOwnZoneKeys(group.items, by: group.participant, notFound: zoneKeysNotFound)
+            let results = try ZoneKeyRules(group.owner).saveOwnZoneKeys(
+                group.items, by: group.participant, notFound: zoneKeysNotFound)
             response.results.merge(results) { _, new in new }
         }
         return response
@@ -291,12 +307,16 @@ struct ZoneKeyRules {
         for _ in 0..<3 {
             let users = try database.read { snapshot in
                 try zones.reduce(into: [RecordZone.ID: [String]]()) { users, zoneID in
-                    if let zone = try snapshot.zone(zoneID), zone.isLive { users[zoneID] = try recipientUsers(of: zone, snapshot) }
+                    if let zone = try snapshot.zone(zoneID), zone.isLive {
+                        users[zoneID] = try recipientUsers(of: zone, snapshot)
+                    }
                 }
             }
             let keys = try deviceKeys(ofUsers: users.values.flatMap { $0 })
             let recipients = users.mapValues { names in Set(names.flatMap { (keys[$0] ?? []).map(\.keyID) }) }
-            let (decided, _) = try database.write { snapshot, _ -> (entries: [ServerEntry], result: [WrappedZoneKey.ID: Result<WrappedZoneKey, SyncError>]?) in
+            let (decided, _) = try database.write {
+                snapshot, _ -> (entries: [ServerEntry], result: [WrappedZoneKey.ID: Result<WrappedZoneKey, SyncError>]?)
+                in
                 var views: [RecordZone.ID: ZoneKeyView?] = [:]
                 for zoneID in zones {
                     let live = try snapshot.zone(zoneID).flatMap { $0.isLive ? $0 : nil }
@@ -322,25 +342,39 @@ struct ZoneKeyRules {
                         continue
                     }
                     guard view.canWrite else {
-                        fail(.permissionFailure, "\(asked.zoneID) is shared with \(participant.map { "\($0.user)" } ?? "the caller") read-only; only its owner and read-write participants save its keys")
+                        fail(
+                            .permissionFailure,
+                            "\(asked.zoneID) is shared with \(participant.map { "\($0.user)" } ?? "the caller") read-only; only its owner and read-write participants save its keys"
+                        )
                         continue
                     }
                     guard recipients[kept.zoneID]?.contains(kept.recipientKeyID) == true else {
-                        fail(.invalidArguments, "\(asked): device key \(kept.recipientKeyID) is not a recipient of \(asked.zoneID); its recipients are the registered devices of its owner and of its accepted share participants")
+                        fail(
+                            .invalidArguments,
+                            "\(asked): device key \(kept.recipientKeyID) is not a recipient of \(asked.zoneID); its recipients are the registered devices of its owner and of its accepted share participants"
+                        )
                         continue
                     }
-                    if let existing = view.wraps.first(where: { $0.version == kept.version && $0.recipientKeyID == kept.recipientKeyID }) {
+                    if let existing = view.wraps.first(where: {
+                        $0.version == kept.version && $0.recipientKeyID == kept.recipientKeyID
+                    }) {
                         if existing.check == kept.check {
                             var kept = existing
                             kept.zoneID = asked.zoneID
                             results[asked.id] = .success(kept)
                         } else {
-                            fail(.serverRecordChanged, "\(asked) is kept already with another key: another device made version \(kept.version) of \(asked.zoneID)'s key first; fetch the zone's keys")
+                            fail(
+                                .serverRecordChanged,
+                                "\(asked) is kept already with another key: another device made version \(kept.version) of \(asked.zoneID)'s key first; fetch the zone's keys"
+                            )
                         }
                         continue
                     }
                     if let check = checks[kept.zoneID]?[kept.version], check != kept.check {
-                        fail(.serverRecordChanged, "version \(kept.version) of \(asked.zoneID)'s key is another key: another device made it first; fetch the zone's keys")
+                        fail(
+                            .serverRecordChanged,
+                            "version \(kept.version) of \(asked.zoneID)'s key is another key: another device made it first; fetch the zone's keys"
+                        )
                         continue
                     }
                     // A new version follows the zone's latest: versions count rotations, and one
@@ -348,7 +382,10 @@ struct ZoneKeyRules {
                     if checks[kept.zoneID]?[kept.version] == nil {
                         let latest = checks[kept.zoneID]?.keys.max() ?? 0
                         guard latest < WrappedZoneKey.maxVersion, kept.version == latest + 1 else {
-                            fail(.invalidArguments, "\(asked): version \(kept.version) is not the next version of \(asked.zoneID)'s key; its latest is \(latest), so a new key is version \(UInt64(latest) + 1) (at most \(WrappedZoneKey.maxVersion))")
+                            fail(
+                                .invalidArguments,
+                                "\(asked): version \(kept.version) is not the next version of \(asked.zoneID)'s key; its latest is \(latest), so a new key is version \(UInt64(latest) + 1) (at most \(WrappedZoneKey.maxVersion))"
+                            )
                             continue
                         }
                     }
@@ -361,7 +398,8 @@ struct ZoneKeyRules {
             if let decided { return decided }
         }
         throw SyncError(
-            .zoneBusy, "the shares of \(zones.sorted { $0.zoneName < $1.zoneName }.map { "\($0)" }.joined(separator: ", ")) kept changing while their keys were saved; try again",
+            .zoneBusy,
+            "the shares of \(zones.sorted { $0.zoneName < $1.zoneName }.map { "\($0)" }.joined(separator: ", ")) kept changing while their keys were saved; try again",
             retryAfter: .seconds(1))
     }
 }

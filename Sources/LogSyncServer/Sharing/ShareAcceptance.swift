@@ -22,11 +22,14 @@ struct ShareAcceptance {
         let participant: Share.Participant
     }
 
-    private func locate(_ url: URL, _ read: (ServerDatabase, (DatabaseSnapshot) throws -> Located) throws -> Located) throws -> Located {
+    private func locate(
+        _ url: URL, _ read: (ServerDatabase, (DatabaseSnapshot) throws -> Located) throws -> Located
+    ) throws -> Located {
         guard let parts = ShareURL(url) else {
             throw SyncError(
                 .invalidArguments,
-                "\(quoted(url.absoluteString)) is not a share URL: share URLs are \(ShareURL.scheme)://share/<owner>/<32 hexadecimal digits>")
+                "\(quoted(url.absoluteString)) is not a share URL: share URLs are \(ShareURL.scheme)://share/<owner>/<32 hexadecimal digits>"
+            )
         }
         let unknown = SyncError(.unknownItem, "there is no share at \(quoted(url.absoluteString)) open to \(user)")
         guard let ownerUser = try context.users.user(number: parts.owner) else { throw unknown }
@@ -38,32 +41,41 @@ struct ShareAcceptance {
             let location = try ShareLocation(decoding: bytes)
             let zoneID = IndexKey.zoneID(from: location.zone)
             guard let zone = try snapshot.zone(zoneID), zone.isLive,
-                let state = try snapshot.record(Record.ID(recordName: location.share, zoneID: zoneID), incarnation: zone.incarnation),
+                let state = try snapshot.record(
+                    Record.ID(recordName: location.share, zoneID: zoneID), incarnation: zone.incarnation),
                 !state.isTombstone
             else { throw unknown }
             let share = Share(validated: try snapshot.savedRecord(at: state.offset))
             guard share.url == parts.url else { throw unknown }
             let participant: Share.Participant
             if me == owner.userRecordID.recordName {
-                participant = share.owner ?? Share.Participant(
-                    userIdentity: UserIdentity(userRecordName: me), role: .owner, permission: .readWrite, acceptanceStatus: .accepted)
+                participant =
+                    share.owner
+                    ?? Share.Participant(
+                        userIdentity: UserIdentity(userRecordName: me), role: .owner, permission: .readWrite,
+                        acceptanceStatus: .accepted)
             } else if let listed = share.participant(userRecordName: me) {
                 guard listed.acceptanceStatus != .removed, listed.permission != .none else { throw unknown }
                 participant = listed
             } else if share.publicPermission != .none {
                 participant = Share.Participant(
-                    userIdentity: UserIdentity(userRecordName: me, emailAddress: try context.users.email(ofNumber: try context.users.number(of: user))),
+                    userIdentity: UserIdentity(
+                        userRecordName: me,
+                        emailAddress: try context.users.email(ofNumber: try context.users.number(of: user))),
                     role: .publicUser, permission: share.publicPermission, acceptanceStatus: .pending)
             } else {
                 throw unknown
             }
-            return Located(owner: owner, zoneID: zoneID, lastChange: zone.lastChange, share: share, participant: participant)
+            return Located(
+                owner: owner, zoneID: zoneID, lastChange: zone.lastChange, share: share, participant: participant)
         }
     }
 
     /// The share as a participant sees it: its zone named with the owner's record name (F120).
     private func participantsView(_ located: Located) -> Share {
-        Share(validated: located.share.record.renamingZone(located.zoneID, to: located.owner.ownership.ownerSpelling(located.zoneID)))
+        Share(
+            validated: located.share.record.renamingZone(
+                located.zoneID, to: located.owner.ownership.ownerSpelling(located.zoneID)))
     }
 
     /// The metadata of the share at `url`, as `user` would join it.
@@ -75,7 +87,8 @@ struct ShareAcceptance {
         let share = participantsView(located)
         return Share.Metadata(
             share: share, hierarchicalRootRecordID: share.rootRecordID,
-            ownerIdentity: share.owner?.userIdentity ?? UserIdentity(userRecordName: located.owner.userRecordID.recordName),
+            ownerIdentity: share.owner?.userIdentity
+                ?? UserIdentity(userRecordName: located.owner.userRecordID.recordName),
             participantRole: located.participant.role, participantPermission: located.participant.permission,
             participantStatus: located.participant.acceptanceStatus)
     }
@@ -110,9 +123,13 @@ struct ShareAcceptance {
             }
             if !joined {
                 let (_, offsets) = try shared.write { _, _ in
-                    ([ServerEntry.sharedZoneJoined(
-                        zoneID, share: Record.ID(recordName: located.share.recordID.recordName, zoneID: zoneID),
-                        ownerOffset: located.lastChange)], ())
+                    (
+                        [
+                            ServerEntry.sharedZoneJoined(
+                                zoneID, share: Record.ID(recordName: located.share.recordID.recordName, zoneID: zoneID),
+                                ownerOffset: located.lastChange)
+                        ], ()
+                    )
                 }
                 shared.notify(changedZones: [zoneID], through: offsets.last!, from: device)
             }
@@ -130,10 +147,15 @@ struct ShareAcceptance {
                 participant.acceptanceStatus = .accepted
                 share.addParticipant(participant)
                 var record = share.record
-                record.applySystemFields(RecordModification.systemFields(previous: current.share.record, modifier: actor.recordID, now: now)
-                    .with(tag: String(next)))
-                return ([.recordSaved(record)], Located(
-                    owner: owner, zoneID: current.zoneID, lastChange: next, share: Share(validated: record), participant: participant))
+                record.applySystemFields(
+                    RecordModification.systemFields(previous: current.share.record, modifier: actor.recordID, now: now)
+                        .with(tag: String(next)))
+                return (
+                    [.recordSaved(record)],
+                    Located(
+                        owner: owner, zoneID: current.zoneID, lastChange: next, share: Share(validated: record),
+                        participant: participant)
+                )
             }
         } catch {
             try? SharePropagation(context: context).propagateShares(to: user, from: device)

@@ -19,7 +19,9 @@ struct SharePropagation {
     /// shared zone that changed since its last one, and a zone deletion for each zone no longer
     /// shared with them (with `reasons`' reason when given). Hints the participant's devices but
     /// `device`. Idempotent; serialised with every other propagation and acceptance.
-    func propagateShares(to participant: UserID, reasons: [RecordZone.ID: ShareEndReason] = [:], from device: DeviceID? = nil) throws {
+    func propagateShares(
+        to participant: UserID, reasons: [RecordZone.ID: ShareEndReason] = [:], from device: DeviceID? = nil
+    ) throws {
         let shared = try context.database(participant, .shared)
         let recordName = try context.users.actor(participant).recordName
         try context.databases.withSharingLock {
@@ -30,7 +32,8 @@ struct SharePropagation {
                 if let owner = try context.users.owner(named: zoneID.ownerName) {
                     let ownerStore = try context.database(owner.user, .private)
                     verdict = try ownerStore.read { snapshot in
-                        try snapshot.verdict(on: RecordZone.ID(zoneName: zoneID.zoneName), for: recordName, share: state.share)
+                        try snapshot.verdict(
+                            on: RecordZone.ID(zoneName: zoneID.zoneName), for: recordName, share: state.share)
                     }
                 } else {
                     verdict = .gone(.zoneDeleted)
@@ -63,15 +66,18 @@ struct SharePropagation {
         var numbers = affected
         let rules = owner.shareRules
         if let live = try? owner.read({ snapshot in
-            try changedZones.reduce(into: Set<UInt64>()) { $0.formUnion(try rules.participantNumbers(ofZone: $1, snapshot)) }
+            try changedZones.reduce(into: Set<UInt64>()) {
+                $0.formUnion(try rules.participantNumbers(ofZone: $1, snapshot))
+            }
         }) {
             numbers.formUnion(live)
         }
         for number in numbers.sorted() {
             guard let participant = try? context.users.user(number: number), participant != owner.user else { continue }
-            let reasonByZone = reasons[number].map { reason in
-                Dictionary(uniqueKeysWithValues: changedZones.map { (owner.ownership.ownerSpelling($0), reason) })
-            } ?? [:]
+            let reasonByZone =
+                reasons[number].map { reason in
+                    Dictionary(uniqueKeysWithValues: changedZones.map { (owner.ownership.ownerSpelling($0), reason) })
+                } ?? [:]
             try? propagateShares(to: participant, reasons: reasonByZone, from: actor?.number == number ? device : nil)
         }
     }
@@ -81,7 +87,8 @@ extension ServerEntry {
     /// The zone of a shared-database entry.
     var sharedZoneID: RecordZone.ID? {
         switch self {
-        case .sharedZoneJoined(let zoneID, _, _), .sharedZoneChanged(let zoneID, _), .sharedZoneLeft(let zoneID, _): zoneID
+        case .sharedZoneJoined(let zoneID, _, _), .sharedZoneChanged(let zoneID, _), .sharedZoneLeft(let zoneID, _):
+            zoneID
         default: nil
         }
     }

@@ -28,14 +28,18 @@ struct SharedDatabase {
         var owners: [UserID] = []
         var requests: [UserID: ModifyRecordsRequest] = [:]
         func route(_ recordID: Record.ID) throws -> UserID? {
-            if let error = ServerDatabase.violation(recordID.validate) { throw error.with(requestID: request.requestID) }
+            if let error = ServerDatabase.violation(recordID.validate) {
+                throw error.with(requestID: request.requestID)
+            }
             guard let owner = try context.users.owner(named: recordID.zoneID.ownerName), owner.user != user else {
-                throw ShareRules.notShared(recordID.zoneID, with: user, item: .record(recordID)).with(requestID: request.requestID)
+                throw ShareRules.notShared(recordID.zoneID, with: user, item: .record(recordID)).with(
+                    requestID: request.requestID)
             }
             if requests[owner.user] == nil {
                 owners.append(owner.user)
                 requests[owner.user] = ModifyRecordsRequest(
-                    recordsToSave: [], recordIDsToDelete: [], savePolicy: request.savePolicy, atomically: request.atomically,
+                    recordsToSave: [], recordIDsToDelete: [], savePolicy: request.savePolicy,
+                    atomically: request.atomically,
                     requestID: request.requestID, clientChangeToken: request.clientChangeToken,
                     operationGroup: request.operationGroup)
             }
@@ -56,7 +60,8 @@ struct SharedDatabase {
             }
         }
         for owner in owners {
-            let answer = try context.database(owner, .private).modifyRecords(requests[owner]!, from: device, actor: actor)
+            let answer = try context.database(owner, .private).modifyRecords(
+                requests[owner]!, from: device, actor: actor)
             response.saveResults.merge(answer.saveResults) { _, new in new }
             response.deleteResults.merge(answer.deleteResults) { _, new in new }
         }
@@ -65,12 +70,14 @@ struct SharedDatabase {
 
     /// `fetchZoneChanges` in the shared database: the owner's zone feed, as far as the shares let
     /// the user see it (F119).
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse {
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> FetchZoneChangesResponse
+    {
         try request.validate()
         let user = database.user
         guard let owner = try context.users.owner(named: request.zoneID.ownerName), owner.user != user else {
             throw ShareRules.notShared(request.zoneID, with: user)
         }
-        return try context.database(owner.user, .private).fetchZoneChanges(request, for: device, viewer: try context.users.actor(user))
+        return try context.database(owner.user, .private).fetchZoneChanges(
+            request, for: device, viewer: try context.users.actor(user))
     }
 }

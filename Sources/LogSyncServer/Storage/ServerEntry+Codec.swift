@@ -14,14 +14,18 @@ extension ServerEntry {
     var newEntry: NewEntry {
         switch self {
         case .zoneSaved(let zone):
-            return Self.entry(Kind.zoneSaved, Logsync_Server_ZoneSaved.with {
-                $0.zone = zone.proto
-            })
+            return Self.entry(
+                Kind.zoneSaved,
+                Logsync_Server_ZoneSaved.with {
+                    $0.zone = zone.proto
+                })
         case .zoneDeleted(let zoneID, let reason):
-            return Self.entry(Kind.zoneDeleted, Logsync_Server_ZoneDeleted.with {
-                $0.zoneID = zoneID.proto
-                $0.reason = reason.proto
-            })
+            return Self.entry(
+                Kind.zoneDeleted,
+                Logsync_Server_ZoneDeleted.with {
+                    $0.zoneID = zoneID.proto
+                    $0.reason = reason.proto
+                })
         case .recordSaved(let record):
             // The bytes of RecordSaved { record = record.proto }, written directly: the entry most
             // written, and SwiftProtobuf's encoder is slow on nested messages.
@@ -29,91 +33,121 @@ extension ServerEntry {
             writer.message(1) { record.write(to: &$0) }
             return NewEntry(kind: Kind.recordSaved, payload: writer.bytes)
         case .recordDeleted(let recordID, let recordType):
-            return Self.entry(Kind.recordDeleted, Logsync_Server_RecordDeleted.with {
-                $0.recordID = recordID.proto
-                $0.recordType = recordType
-            })
+            return Self.entry(
+                Kind.recordDeleted,
+                Logsync_Server_RecordDeleted.with {
+                    $0.recordID = recordID.proto
+                    $0.recordType = recordType
+                })
         case .subscriptionSaved(let subscription):
-            return Self.entry(Kind.subscriptionSaved, Logsync_Server_SubscriptionSaved.with {
-                $0.subscription = subscription.proto
-            })
+            return Self.entry(
+                Kind.subscriptionSaved,
+                Logsync_Server_SubscriptionSaved.with {
+                    $0.subscription = subscription.proto
+                })
         case .subscriptionDeleted(let subscriptionID):
-            return Self.entry(Kind.subscriptionDeleted, Logsync_Server_SubscriptionDeleted.with {
-                $0.subscriptionID = subscriptionID.rawValue
-            })
+            return Self.entry(
+                Kind.subscriptionDeleted,
+                Logsync_Server_SubscriptionDeleted.with {
+                    $0.subscriptionID = subscriptionID.rawValue
+                })
         case .requestCompleted(let requestID, let fingerprint, let response, let actor):
-            return Self.entry(Kind.requestCompleted, Logsync_Server_RequestCompleted.with {
-                $0.requestID = requestID.rawValue
-                $0.fingerprint = fingerprint
-                $0.response = response.proto
-                $0.actor = actor
-            })
+            return Self.entry(
+                Kind.requestCompleted,
+                Logsync_Server_RequestCompleted.with {
+                    $0.requestID = requestID.rawValue
+                    $0.fingerprint = fingerprint
+                    $0.response = response.proto
+                    $0.actor = actor
+                })
         case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
-            return Self.entry(Kind.requestOutcome, Logsync_Server_RequestOutcome.with {
-                $0.requestID = requestID.rawValue
-                $0.fingerprint = fingerprint
-                $0.actor = actor
-                $0.saved = outcome.saved.map { saved in
-                    Logsync_Server_SavedRecordRef.with {
-                        $0.recordID = saved.recordID.proto
-                        $0.offset = saved.offset.rawValue
+            return Self.entry(
+                Kind.requestOutcome,
+                Logsync_Server_RequestOutcome.with {
+                    $0.requestID = requestID.rawValue
+                    $0.fingerprint = fingerprint
+                    $0.actor = actor
+                    $0.saved = outcome.saved.map { saved in
+                        Logsync_Server_SavedRecordRef.with {
+                            $0.recordID = saved.recordID.proto
+                            $0.offset = saved.offset.rawValue
+                        }
                     }
-                }
-                $0.others = outcome.others.proto
-                $0.operationGroupID = outcome.operationGroupID ?? ""
-            })
+                    $0.others = outcome.others.proto
+                    $0.operationGroupID = outcome.operationGroupID ?? ""
+                })
         case .assetStored(let digest, let size, let zone):
-            return Self.entry(Kind.assetStored, Logsync_Server_AssetStored.with {
-                $0.sha256 = Data(digest.bytes)
-                $0.size = size
-                if let zone { $0.zoneID = zone.proto }
-            })
+            return Self.entry(
+                Kind.assetStored,
+                Logsync_Server_AssetStored.with {
+                    $0.sha256 = Data(digest.bytes)
+                    $0.size = size
+                    if let zone { $0.zoneID = zone.proto }
+                })
         case .assetsDeleted(let digests):
-            return Self.entry(Kind.assetsDeleted, Logsync_Server_AssetsDeleted.with {
-                $0.sha256 = digests.map { Data($0.bytes) }
-            })
+            return Self.entry(
+                Kind.assetsDeleted,
+                Logsync_Server_AssetsDeleted.with {
+                    $0.sha256 = digests.map { Data($0.bytes) }
+                })
         case .operationGroupStarted(let group, let firstRequest, let device):
-            return Self.entry(Kind.operationGroupStarted, Logsync_Server_OperationGroupStarted.with {
-                $0.group = group.proto
-                $0.firstRequest = firstRequest
-                $0.device = device?.rawValue ?? ""
-            })
+            return Self.entry(
+                Kind.operationGroupStarted,
+                Logsync_Server_OperationGroupStarted.with {
+                    $0.group = group.proto
+                    $0.firstRequest = firstRequest
+                    $0.device = device?.rawValue ?? ""
+                })
         case .schemaDeployed(let schema):
             return Self.entry(Kind.schemaDeployed, schema.proto)
         case .deviceKeyRegistered(let key):
-            return Self.entry(Kind.deviceKeyRegistered, Logsync_Server_DeviceKeyRegistered.with {
-                $0.key = key.proto
-            })
+            return Self.entry(
+                Kind.deviceKeyRegistered,
+                Logsync_Server_DeviceKeyRegistered.with {
+                    $0.key = key.proto
+                })
         case .zoneKeysSaved(let keys):
-            return Self.entry(Kind.zoneKeysSaved, Logsync_Server_ZoneKeysSaved.with {
-                $0.keys = keys.map(\.proto)
-            })
+            return Self.entry(
+                Kind.zoneKeysSaved,
+                Logsync_Server_ZoneKeysSaved.with {
+                    $0.keys = keys.map(\.proto)
+                })
         case .tombstonesCompacted(let horizon):
-            return Self.entry(Kind.tombstonesCompacted, Logsync_Server_TombstonesCompacted.with {
-                $0.horizon = horizon.rawValue
-            })
+            return Self.entry(
+                Kind.tombstonesCompacted,
+                Logsync_Server_TombstonesCompacted.with {
+                    $0.horizon = horizon.rawValue
+                })
         case .clientChangeTokenUpdated(let zoneID, let device, let token):
-            return Self.entry(Kind.clientChangeTokenUpdated, Logsync_Server_ClientChangeTokenUpdated.with {
-                $0.zoneID = zoneID.proto
-                $0.token = Data(token)
-                $0.device = device?.rawValue ?? ""
-            })
+            return Self.entry(
+                Kind.clientChangeTokenUpdated,
+                Logsync_Server_ClientChangeTokenUpdated.with {
+                    $0.zoneID = zoneID.proto
+                    $0.token = Data(token)
+                    $0.device = device?.rawValue ?? ""
+                })
         case .sharedZoneJoined(let zoneID, let share, let ownerOffset):
-            return Self.entry(Kind.sharedZoneJoined, Logsync_Server_SharedZoneJoined.with {
-                $0.zoneID = zoneID.proto
-                $0.shareID = share.proto
-                $0.ownerOffset = ownerOffset
-            })
+            return Self.entry(
+                Kind.sharedZoneJoined,
+                Logsync_Server_SharedZoneJoined.with {
+                    $0.zoneID = zoneID.proto
+                    $0.shareID = share.proto
+                    $0.ownerOffset = ownerOffset
+                })
         case .sharedZoneChanged(let zoneID, let ownerOffset):
-            return Self.entry(Kind.sharedZoneChanged, Logsync_Server_SharedZoneChanged.with {
-                $0.zoneID = zoneID.proto
-                $0.ownerOffset = ownerOffset
-            })
+            return Self.entry(
+                Kind.sharedZoneChanged,
+                Logsync_Server_SharedZoneChanged.with {
+                    $0.zoneID = zoneID.proto
+                    $0.ownerOffset = ownerOffset
+                })
         case .sharedZoneLeft(let zoneID, let reason):
-            return Self.entry(Kind.sharedZoneLeft, Logsync_Server_SharedZoneLeft.with {
-                $0.zoneID = zoneID.proto
-                $0.reason = Logsync_Server_ShareEndReason(rawValue: reason.rawValue) ?? .unspecified
-            })
+            return Self.entry(
+                Kind.sharedZoneLeft,
+                Logsync_Server_SharedZoneLeft.with {
+                    $0.zoneID = zoneID.proto
+                    $0.reason = Logsync_Server_ShareEndReason(rawValue: reason.rawValue) ?? .unspecified
+                })
         }
     }
 
@@ -125,12 +159,14 @@ extension ServerEntry {
     package init(_ entry: LogEntry) throws(LogStoreError) {
         switch entry.kind {
         case Kind.zoneSaved:
-            self = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_ZoneSaved.self, payloadOf: entry, "zoneSaved") {
+                message throws(SyncError) in
                 guard message.hasZone else { throw ProtoDecoding.missing("ZoneSaved.zone") }
                 return .zoneSaved(try RecordZone(proto: message.zone))
             }
         case Kind.zoneDeleted:
-            self = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_ZoneDeleted.self, payloadOf: entry, "zoneDeleted") {
+                message throws(SyncError) in
                 guard message.hasZoneID else { throw ProtoDecoding.missing("ZoneDeleted.zone_id") }
                 let reason: ZoneDeletionReason
                 do throws(SyncError) {
@@ -141,32 +177,38 @@ extension ServerEntry {
                 return .zoneDeleted(RecordZone.ID(proto: message.zoneID), reason: reason)
             }
         case Kind.recordSaved:
-            self = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved") {
+                message throws(SyncError) in
                 guard message.hasRecord else { throw ProtoDecoding.missing("RecordSaved.record") }
                 return .recordSaved(try Record(proto: message.record))
             }
         case Kind.recordDeleted:
-            self = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_RecordDeleted.self, payloadOf: entry, "recordDeleted") {
+                message throws(SyncError) in
                 guard message.hasRecordID else { throw ProtoDecoding.missing("RecordDeleted.record_id") }
                 return .recordDeleted(try Record.ID(proto: message.recordID), recordType: message.recordType)
             }
         case Kind.subscriptionSaved:
-            self = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_SubscriptionSaved.self, payloadOf: entry, "subscriptionSaved") {
+                message throws(SyncError) in
                 guard message.hasSubscription else { throw ProtoDecoding.missing("SubscriptionSaved.subscription") }
                 return .subscriptionSaved(try Subscription(proto: message.subscription))
             }
         case Kind.subscriptionDeleted:
-            let message = try ProtoWire.decode(Logsync_Server_SubscriptionDeleted.self, payloadOf: entry, "subscriptionDeleted")
+            let message = try ProtoWire.decode(
+                Logsync_Server_SubscriptionDeleted.self, payloadOf: entry, "subscriptionDeleted")
             self = .subscriptionDeleted(Subscription.ID(rawValue: message.subscriptionID))
         case Kind.requestCompleted:
-            self = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_RequestCompleted.self, payloadOf: entry, "requestCompleted") {
+                message throws(SyncError) in
                 guard message.hasResponse else { throw ProtoDecoding.missing("RequestCompleted.response") }
                 return .requestCompleted(
                     RequestID(rawValue: message.requestID), fingerprint: message.fingerprint,
                     response: try ModifyRecordsResponse(proto: message.response), actor: message.actor)
             }
         case Kind.requestOutcome:
-            self = try ProtoWire.decode(Logsync_Server_RequestOutcome.self, payloadOf: entry, "requestOutcome") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_RequestOutcome.self, payloadOf: entry, "requestOutcome") {
+                message throws(SyncError) in
                 guard message.hasOthers else { throw ProtoDecoding.missing("RequestOutcome.others") }
                 let others = try ProtoDecoding.within("RequestOutcome.others") { () throws(SyncError) in
                     try ModifyRecordsResponse(proto: message.others)
@@ -174,15 +216,19 @@ extension ServerEntry {
                 for (recordID, result) in others.saveResults {
                     if case .success = result {
                         throw ProtoDecoding.invalid(
-                            "RequestOutcome.others", "holds the successful save of \(recordID); saved records belong in RequestOutcome.saved")
+                            "RequestOutcome.others",
+                            "holds the successful save of \(recordID); saved records belong in RequestOutcome.saved")
                     }
                 }
                 var seen = Set(others.saveResults.keys)
                 var saved: [RequestOutcome.Saved] = []
                 saved.reserveCapacity(message.saved.count)
                 for (index, reference) in message.saved.enumerated() {
-                    guard reference.hasRecordID else { throw ProtoDecoding.missing("RequestOutcome.saved[\(index)].record_id") }
-                    let recordID = try ProtoDecoding.within("RequestOutcome.saved[\(index)].record_id") { () throws(SyncError) in
+                    guard reference.hasRecordID else {
+                        throw ProtoDecoding.missing("RequestOutcome.saved[\(index)].record_id")
+                    }
+                    let recordID = try ProtoDecoding.within("RequestOutcome.saved[\(index)].record_id") {
+                        () throws(SyncError) in
                         try Record.ID(proto: reference.recordID)
                     }
                     // The record's entry was committed with this one, so it comes before it.
@@ -192,7 +238,8 @@ extension ServerEntry {
                             "is \(reference.offset), not an entry before this one (\(entry.offset.rawValue))")
                     }
                     guard seen.insert(recordID).inserted else {
-                        throw ProtoDecoding.invalid("RequestOutcome.saved[\(index)]", "names \(recordID), which has another result")
+                        throw ProtoDecoding.invalid(
+                            "RequestOutcome.saved[\(index)]", "names \(recordID), which has another result")
                     }
                     saved.append(RequestOutcome.Saved(recordID, at: LogOffset(reference.offset)))
                 }
@@ -204,61 +251,82 @@ extension ServerEntry {
                     actor: message.actor)
             }
         case Kind.operationGroupStarted:
-            self = try ProtoWire.decode(Logsync_Server_OperationGroupStarted.self, payloadOf: entry, "operationGroupStarted") { message throws(SyncError) in
+            self = try ProtoWire.decode(
+                Logsync_Server_OperationGroupStarted.self, payloadOf: entry, "operationGroupStarted"
+            ) { message throws(SyncError) in
                 guard message.hasGroup else { throw ProtoDecoding.missing("OperationGroupStarted.group") }
                 let group = try ProtoDecoding.within("OperationGroupStarted.group") { () throws(SyncError) in
                     try OperationGroup(proto: message.group)
                 }
                 return .operationGroupStarted(
-                    group, firstRequest: message.firstRequest, device: message.device.isEmpty ? nil : DeviceID(message.device))
+                    group, firstRequest: message.firstRequest,
+                    device: message.device.isEmpty ? nil : DeviceID(message.device))
             }
         case Kind.assetStored:
-            self = try ProtoWire.decode(Logsync_Server_AssetStored.self, payloadOf: entry, "assetStored") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_AssetStored.self, payloadOf: entry, "assetStored") {
+                message throws(SyncError) in
                 guard message.size >= 0 else { throw ProtoDecoding.invalid("AssetStored.size", "is negative") }
                 return .assetStored(
-                    try ProtoDecoding.within("AssetStored.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(message.sha256)) },
+                    try ProtoDecoding.within("AssetStored.sha256") { () throws(SyncError) in
+                        try AssetDigest(bytes: Array(message.sha256))
+                    },
                     size: message.size, zone: message.hasZoneID ? RecordZone.ID(proto: message.zoneID) : nil)
             }
         case Kind.assetsDeleted:
-            self = try ProtoWire.decode(Logsync_Server_AssetsDeleted.self, payloadOf: entry, "assetsDeleted") { message throws(SyncError) in
-                .assetsDeleted(try message.sha256.map { (bytes) throws(SyncError) in
-                    try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in try AssetDigest(bytes: Array(bytes)) }
-                })
+            self = try ProtoWire.decode(Logsync_Server_AssetsDeleted.self, payloadOf: entry, "assetsDeleted") {
+                message throws(SyncError) in
+                .assetsDeleted(
+                    try message.sha256.map { (bytes) throws(SyncError) in
+                        try ProtoDecoding.within("AssetsDeleted.sha256") { () throws(SyncError) in
+                            try AssetDigest(bytes: Array(bytes))
+                        }
+                    })
             }
         case Kind.schemaDeployed:
-            self = try ProtoWire.decode(Logsync_Server_SchemaDeployed.self, payloadOf: entry, "schemaDeployed") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_SchemaDeployed.self, payloadOf: entry, "schemaDeployed") {
+                message throws(SyncError) in
                 .schemaDeployed(try RecordSchema(proto: message))
             }
         case Kind.deviceKeyRegistered:
-            self = try ProtoWire.decode(Logsync_Server_DeviceKeyRegistered.self, payloadOf: entry, "deviceKeyRegistered") { message throws(SyncError) in
+            self = try ProtoWire.decode(
+                Logsync_Server_DeviceKeyRegistered.self, payloadOf: entry, "deviceKeyRegistered"
+            ) { message throws(SyncError) in
                 guard message.hasKey else { throw ProtoDecoding.missing("DeviceKeyRegistered.key") }
-                return .deviceKeyRegistered(try ProtoDecoding.within("DeviceKeyRegistered.key") { () throws(SyncError) in
-                    try DevicePublicKey(proto: message.key)
-                })
+                return .deviceKeyRegistered(
+                    try ProtoDecoding.within("DeviceKeyRegistered.key") { () throws(SyncError) in
+                        try DevicePublicKey(proto: message.key)
+                    })
             }
         case Kind.zoneKeysSaved:
-            self = try ProtoWire.decode(Logsync_Server_ZoneKeysSaved.self, payloadOf: entry, "zoneKeysSaved") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_ZoneKeysSaved.self, payloadOf: entry, "zoneKeysSaved") {
+                message throws(SyncError) in
                 guard !message.keys.isEmpty else { throw ProtoDecoding.invalid("ZoneKeysSaved.keys", "is empty") }
-                return .zoneKeysSaved(try message.keys.enumerated().map { (item) throws(SyncError) in
-                    try ProtoDecoding.within("ZoneKeysSaved.keys[\(item.offset)]") { () throws(SyncError) in
-                        let wrap = try WrappedZoneKey(proto: item.element)
-                        try wrap.validate()
-                        return wrap
-                    }
-                })
+                return .zoneKeysSaved(
+                    try message.keys.enumerated().map { (item) throws(SyncError) in
+                        try ProtoDecoding.within("ZoneKeysSaved.keys[\(item.offset)]") { () throws(SyncError) in
+                            let wrap = try WrappedZoneKey(proto: item.element)
+                            try wrap.validate()
+                            return wrap
+                        }
+                    })
             }
         case Kind.tombstonesCompacted:
-            let message = try ProtoWire.decode(Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
+            let message = try ProtoWire.decode(
+                Logsync_Server_TombstonesCompacted.self, payloadOf: entry, "tombstonesCompacted")
             self = .tombstonesCompacted(horizon: LogOffset(message.horizon))
         case Kind.clientChangeTokenUpdated:
-            self = try ProtoWire.decode(Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated") { message throws(SyncError) in
+            self = try ProtoWire.decode(
+                Logsync_Server_ClientChangeTokenUpdated.self, payloadOf: entry, "clientChangeTokenUpdated"
+            ) { message throws(SyncError) in
                 guard message.hasZoneID else { throw ProtoDecoding.missing("ClientChangeTokenUpdated.zone_id") }
                 return .clientChangeTokenUpdated(
-                    RecordZone.ID(proto: message.zoneID), device: message.device.isEmpty ? nil : DeviceID(message.device),
+                    RecordZone.ID(proto: message.zoneID),
+                    device: message.device.isEmpty ? nil : DeviceID(message.device),
                     token: [UInt8](message.token))
             }
         case Kind.sharedZoneJoined:
-            self = try ProtoWire.decode(Logsync_Server_SharedZoneJoined.self, payloadOf: entry, "sharedZoneJoined") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneJoined.self, payloadOf: entry, "sharedZoneJoined") {
+                message throws(SyncError) in
                 guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneJoined.zone_id") }
                 guard message.hasShareID else { throw ProtoDecoding.missing("SharedZoneJoined.share_id") }
                 return .sharedZoneJoined(
@@ -266,15 +334,18 @@ extension ServerEntry {
                     ownerOffset: message.ownerOffset)
             }
         case Kind.sharedZoneChanged:
-            self = try ProtoWire.decode(Logsync_Server_SharedZoneChanged.self, payloadOf: entry, "sharedZoneChanged") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneChanged.self, payloadOf: entry, "sharedZoneChanged") {
+                message throws(SyncError) in
                 guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneChanged.zone_id") }
                 return .sharedZoneChanged(RecordZone.ID(proto: message.zoneID), ownerOffset: message.ownerOffset)
             }
         case Kind.sharedZoneLeft:
-            self = try ProtoWire.decode(Logsync_Server_SharedZoneLeft.self, payloadOf: entry, "sharedZoneLeft") { message throws(SyncError) in
+            self = try ProtoWire.decode(Logsync_Server_SharedZoneLeft.self, payloadOf: entry, "sharedZoneLeft") {
+                message throws(SyncError) in
                 guard message.hasZoneID else { throw ProtoDecoding.missing("SharedZoneLeft.zone_id") }
                 guard let reason = ShareEndReason(rawValue: message.reason.rawValue) else {
-                    throw SyncError(.invalidArguments, "SharedZoneLeft.reason: \(message.reason.rawValue) is not a reason (1–4)")
+                    throw SyncError(
+                        .invalidArguments, "SharedZoneLeft.reason: \(message.reason.rawValue) is not a reason (1–4)")
                 }
                 return .sharedZoneLeft(RecordZone.ID(proto: message.zoneID), reason: reason)
             }
@@ -308,7 +379,8 @@ extension ServerEntry {
     static func storedRecordBytes(of entry: LogEntry) -> ArraySlice<UInt8>? {
         let payload = entry.payload
         guard payload.first == 0x0A,  // field 1, length-delimited, first
-            let fields = try? ProtoFields.lengthDelimited(field: 1, in: payload, error: { StoredRecordBytesError(text: $0) }),
+            let fields = try? ProtoFields.lengthDelimited(
+                field: 1, in: payload, error: { StoredRecordBytesError(text: $0) }),
             fields.count == 1, fields[0].upperBound == payload.count  // and nothing after it
         else { return nil }
         return payload[fields[0]]

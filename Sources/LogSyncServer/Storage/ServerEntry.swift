@@ -103,7 +103,8 @@ package enum ServerEntry: Sendable, Equatable {
             (tombstonesCompacted, "tombstonesCompacted"), (clientChangeTokenUpdated, "clientChangeTokenUpdated"),
             (sharedZoneJoined, "sharedZoneJoined"), (sharedZoneChanged, "sharedZoneChanged"),
             (sharedZoneLeft, "sharedZoneLeft"), (requestOutcome, "requestOutcome"), (assetStored, "assetStored"),
-            (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"), (schemaDeployed, "schemaDeployed"),
+            (assetsDeleted, "assetsDeleted"), (operationGroupStarted, "operationGroupStarted"),
+            (schemaDeployed, "schemaDeployed"),
             (deviceKeyRegistered, "deviceKeyRegistered"), (zoneKeysSaved, "zoneKeysSaved"),
         ]
 
@@ -122,7 +123,9 @@ package enum ServerEntry: Sendable, Equatable {
 
         /// The kinds that complete a modify request: `requestCompleted` (older logs) and
         /// `requestOutcome`.
-        package static func completesRequest(_ kind: EntryKind) -> Bool { kind == requestCompleted || kind == requestOutcome }
+        package static func completesRequest(_ kind: EntryKind) -> Bool {
+            kind == requestCompleted || kind == requestOutcome
+        }
     }
 }
 
@@ -148,7 +151,9 @@ package struct RequestOutcome: Sendable, Equatable {
     /// The ID of the operation group the request came with (F69), or `nil`.
     package var operationGroupID: String?
 
-    package init(saved: [Saved] = [], others: ModifyRecordsResponse = ModifyRecordsResponse(), operationGroupID: String? = nil) {
+    package init(
+        saved: [Saved] = [], others: ModifyRecordsResponse = ModifyRecordsResponse(), operationGroupID: String? = nil
+    ) {
         self.saved = saved
         self.others = others
         self.operationGroupID = operationGroupID

@@ -85,12 +85,16 @@ extension RecordState {
         size = try reader.u64()
         recordType = try reader.string()
         let count = try reader.u64()
-        guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
+        guard count <= UInt64(bytes.count) else {
+            throw LogStoreError(.projectionInconsistent, "malformed record state")
+        }
         deleteSelfTargets = try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
         parent = try reader.string()
         if reader.position < bytes.count {
             let count = try reader.u64()
-            guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed record state") }
+            guard count <= UInt64(bytes.count) else {
+                throw LogStoreError(.projectionInconsistent, "malformed record state")
+            }
             assets = try (0..<count).map { _ throws(LogStoreError) in try reader.data() }
         }
     }
@@ -189,7 +193,9 @@ enum Referrers {
         guard let bytes else { return [] }
         var reader = ByteReader(bytes, what: "referrer list")
         let count = try reader.u64()
-        guard count <= UInt64(bytes.count) else { throw LogStoreError(.projectionInconsistent, "malformed referrer list") }
+        guard count <= UInt64(bytes.count) else {
+            throw LogStoreError(.projectionInconsistent, "malformed referrer list")
+        }
         return try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
     }
 
@@ -212,7 +218,8 @@ enum IndexKey {
         let separator = key.firstIndex(of: 0) ?? key.endIndex
         let owner = separator < key.endIndex ? key[(separator + 1)...] : []
         return RecordZone.ID(
-            zoneName: String(decoding: key[..<separator], as: UTF8.self), ownerName: String(decoding: owner, as: UTF8.self))
+            zoneName: String(decoding: key[..<separator], as: UTF8.self),
+            ownerName: String(decoding: owner, as: UTF8.self))
     }
 
     /// A record: its zone's incarnation, then its name.
@@ -321,7 +328,8 @@ package struct ServerIndex: Projection {
     /// wrapped zone keys (F129). 7: asset contents granted per zone (`assetGrants`, F134).
     package let version: UInt32 = 7
     package let tableNames = [
-        "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers", "state",
+        "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers",
+        "state",
         "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema", "deviceKeys", "zoneKeys",
         "assetGrants",
     ]
@@ -329,7 +337,8 @@ package struct ServerIndex: Projection {
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         // The appender's own value when there is one (the same entry, not decoded again).
         try apply(
-            try (entry.decoded as? ServerEntry) ?? ServerEntry(entry), at: entry.offset.rawValue, time: Self.time(entry), to: tables)
+            try (entry.decoded as? ServerEntry) ?? ServerEntry(entry), at: entry.offset.rawValue,
+            time: Self.time(entry), to: tables)
     }
 
     /// An entry's time in microseconds since 1970 (0 for times before it).
@@ -353,7 +362,8 @@ package struct ServerIndex: Projection {
                 try run.grow(schemaWith: record, tables)
             case .recordDeleted(let recordID, let recordType) where recordType != Share.recordType:
                 try recordChanged(
-                    recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), tables, &run)
+                    recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType),
+                    tables, &run)
             default:
                 try run.end(tables)  // which empties the run, its time too
                 try apply(decoded, at: offset, time: time, to: tables)
@@ -389,11 +399,13 @@ package struct ServerIndex: Projection {
 
         case .recordDeleted(let recordID, let recordType):
             try recordChanged(
-                recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType), time: time, tables)
+                recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType),
+                time: time, tables)
             if recordType == Share.recordType { try shareDeleted(recordID, tables) }
 
         case .subscriptionSaved(let subscription):
-            try tables.put(bigEndian(offset), forKey: Array(subscription.subscriptionID.rawValue.utf8), in: "subscriptions")
+            try tables.put(
+                bigEndian(offset), forKey: Array(subscription.subscriptionID.rawValue.utf8), in: "subscriptions")
 
         case .subscriptionDeleted(let id):
             try tables.removeValue(forKey: Array(id.rawValue.utf8), in: "subscriptions")
@@ -406,12 +418,15 @@ package struct ServerIndex: Projection {
 
         case .clientChangeTokenUpdated(let zoneID, let device, let token):
             guard let state = try zoneState(IndexKey.zone(zoneID), tables), state.isLive else { return }
-            try tables.put(token, forKey: IndexKey.clientToken(incarnation: state.incarnation, device: device), in: "clientTokens")
+            try tables.put(
+                token, forKey: IndexKey.clientToken(incarnation: state.incarnation, device: device), in: "clientTokens")
 
         case .sharedZoneJoined(let zoneID, let share, let ownerOffset):
             let key = IndexKey.zone(zoneID)
             try zoneSaved(key, capabilities: SharedZoneState.capabilities, offset, tables)
-            try tables.put(SharedZoneState(share: share.recordName, ownerOffset: ownerOffset).encoded, forKey: key, in: "sharedZones")
+            try tables.put(
+                SharedZoneState(share: share.recordName, ownerOffset: ownerOffset).encoded, forKey: key,
+                in: "sharedZones")
 
         case .sharedZoneChanged(let zoneID, let ownerOffset):
             let key = IndexKey.zone(zoneID)
@@ -434,7 +449,9 @@ package struct ServerIndex: Projection {
 
         case .operationGroupStarted(let group, _, _):
             let key = IndexKey.operationGroup(group.operationGroupID)
-            if try tables.value(forKey: key, in: "state") == nil { try tables.put(bigEndian(offset), forKey: key, in: "state") }
+            if try tables.value(forKey: key, in: "state") == nil {
+                try tables.put(bigEndian(offset), forKey: key, in: "state")
+            }
 
         case .assetsDeleted(let digests):
             var freed: UInt64 = 0
@@ -462,12 +479,16 @@ package struct ServerIndex: Projection {
 
         case .zoneKeysSaved(let keys):
             for wrap in keys {
-                let zone = wrap.zoneID == .default ? ZoneState.defaultZone : try zoneState(IndexKey.zone(wrap.zoneID), tables)
+                let zone =
+                    wrap.zoneID == .default ? ZoneState.defaultZone : try zoneState(IndexKey.zone(wrap.zoneID), tables)
                 guard let zone, zone.isLive else { continue }  // the server never keeps wraps of a missing zone
-                let key = IndexKey.zoneKey(incarnation: zone.incarnation, version: wrap.version, recipient: wrap.recipientKeyID)
+                let key = IndexKey.zoneKey(
+                    incarnation: zone.incarnation, version: wrap.version, recipient: wrap.recipientKeyID)
                 // The first wrap kept for a recipient stays: the server refuses a different one.
                 guard try tables.value(forKey: key, in: "zoneKeys") == nil else { continue }
-                try tables.put(ZoneKeyWrap(check: Array(wrap.check), wrapped: Array(wrap.wrapped)).encoded, forKey: key, in: "zoneKeys")
+                try tables.put(
+                    ZoneKeyWrap(check: Array(wrap.check), wrapped: Array(wrap.wrapped)).encoded, forKey: key,
+                    in: "zoneKeys")
             }
         }
     }
@@ -477,7 +498,8 @@ package struct ServerIndex: Projection {
     /// references is unreferenced from its latest grant on, so that the zone's records have
     /// until the horizon to reference it.
     func assetStored(
-        _ digest: AssetDigest, size: Int64, for zoneID: RecordZone.ID?, _ offset: UInt64, time: UInt64, _ tables: ProjectionTables
+        _ digest: AssetDigest, size: Int64, for zoneID: RecordZone.ID?, _ offset: UInt64, time: UInt64,
+        _ tables: ProjectionTables
     ) throws {
         var state: AssetState
         if let bytes = try tables.value(forKey: digest.bytes, in: "assets") {
@@ -489,7 +511,9 @@ package struct ServerIndex: Projection {
         if let zoneID {
             let zone = zoneID == .default ? ZoneState.defaultZone : try zoneState(IndexKey.zone(zoneID), tables)
             if let zone, zone.isLive {
-                try tables.put(bigEndian(offset), forKey: IndexKey.assetGrant(incarnation: zone.incarnation, digest.bytes), in: "assetGrants")
+                try tables.put(
+                    bigEndian(offset), forKey: IndexKey.assetGrant(incarnation: zone.incarnation, digest.bytes),
+                    in: "assetGrants")
                 if state.references == 0 { state.unreferencedSince = max(time, 1) }
             }
         }
@@ -507,7 +531,9 @@ package struct ServerIndex: Projection {
         let added = Set(new).subtracting(old)
         for digest in removed.union(added) {
             let zoneKey = IndexKey.assetZone(digest, incarnation: incarnation)
-            var inZone = try tables.value(forKey: zoneKey, in: "assetZones").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+            var inZone =
+                try tables.value(forKey: zoneKey, in: "assetZones").map { $0.withUnsafeBytes { readBigEndian($0) } }
+                ?? 0
             if added.contains(digest) { inZone += 1 } else { inZone -= min(inZone, 1) }
             if inZone == 0 {
                 try tables.removeValue(forKey: zoneKey, in: "assetZones")
@@ -529,7 +555,9 @@ package struct ServerIndex: Projection {
 
     /// A zone saved at `offset`: a new incarnation if it was missing or deleted (F149), and a
     /// change in the database feed.
-    func zoneSaved(_ key: [UInt8], capabilities: RecordZone.Capabilities, _ offset: UInt64, _ tables: ProjectionTables) throws {
+    func zoneSaved(
+        _ key: [UInt8], capabilities: RecordZone.Capabilities, _ offset: UInt64, _ tables: ProjectionTables
+    ) throws {
         var state = try zoneState(key, tables)
         if state == nil || state?.isLive == false {
             // A new incarnation: empty, numbered by this entry's offset (F149).
@@ -542,7 +570,9 @@ package struct ServerIndex: Projection {
     }
 
     /// A zone deleted at `offset`, with its records.
-    func zoneDeleted(_ key: [UInt8], reason: ZoneDeletionReason, _ offset: UInt64, time: UInt64, _ tables: ProjectionTables) throws {
+    func zoneDeleted(
+        _ key: [UInt8], reason: ZoneDeletionReason, _ offset: UInt64, time: UInt64, _ tables: ProjectionTables
+    ) throws {
         guard var state = try zoneState(key, tables), state.isLive else { return }
         try removeRecords(ofIncarnation: state.incarnation, time: time, tables)
         // This deletion supersedes the marker of the previous one: a token older than either
@@ -558,11 +588,14 @@ package struct ServerIndex: Projection {
     func shareSaved(_ record: Record, _ tables: ProjectionTables) throws {
         guard let zone = try zoneState(IndexKey.zone(record.recordID.zoneID), tables), zone.isLive else { return }
         let share = Share(validated: record)
-        let keys = ShareKeys(secret: share.url.flatMap(ShareURL.init)?.secret ?? "", root: share.rootRecordID?.recordName ?? "")
+        let keys = ShareKeys(
+            secret: share.url.flatMap(ShareURL.init)?.secret ?? "", root: share.rootRecordID?.recordName ?? "")
         let name = record.recordID.recordName
         try tables.put(keys.encoded, forKey: IndexKey.record(incarnation: zone.incarnation, name: name), in: "shares")
         if !keys.root.isEmpty {
-            try tables.put(Array(name.utf8), forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
+            try tables.put(
+                Array(name.utf8), forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root),
+                in: "shareRoots")
         }
         if !keys.secret.isEmpty {
             try tables.put(
@@ -579,13 +612,17 @@ package struct ServerIndex: Projection {
         let keys = try ShareKeys(decoding: bytes)
         _ = try tables.removeValue(forKey: key, in: "shares")
         if !keys.root.isEmpty {
-            _ = try tables.removeValue(forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
+            _ = try tables.removeValue(
+                forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
         }
-        if !keys.secret.isEmpty { _ = try tables.removeValue(forKey: IndexKey.shareSecret(keys.secret), in: "shareURLs") }
+        if !keys.secret.isEmpty {
+            _ = try tables.removeValue(forKey: IndexKey.shareSecret(keys.secret), in: "shareURLs")
+        }
     }
 
     func zoneState(_ key: [UInt8], _ tables: ProjectionTables) throws -> ZoneState? {
-        try tables.value(forKey: key, in: "zones").map { (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes) }
+        try tables.value(forKey: key, in: "zones").map { (bytes) throws(LogStoreError) in try ZoneState(decoding: bytes)
+        }
     }
 
     /// Records a change of a custom zone at `offset`: moves its database-feed key there. The key
@@ -657,7 +694,8 @@ package struct ServerIndex: Projection {
             }
             if usageChanged, let usage { try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state") }
             for recordType in schemaChanged {
-                try tables.put(RecordSchema.encode(fields: schema[recordType]!), forKey: Array(recordType.utf8), in: "schema")
+                try tables.put(
+                    RecordSchema.encode(fields: schema[recordType]!), forKey: Array(recordType.utf8), in: "schema")
             }
             self = RecordRun()
         }
@@ -665,7 +703,9 @@ package struct ServerIndex: Projection {
 
     /// `recordChanged` within a run: the zone's state, its feed key and the usage are written
     /// when the run ends.
-    func recordChanged(_ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables, _ run: inout RecordRun) throws {
+    func recordChanged(
+        _ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables, _ run: inout RecordRun
+    ) throws {
         let isDefaultZone = recordID.zoneID == .default
         let zoneKey = RecordRun.ZoneKey(bytes: isDefaultZone ? [] : IndexKey.zone(recordID.zoneID))
         var zone: ZoneState?
@@ -680,17 +720,21 @@ package struct ServerIndex: Projection {
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
         var usage = try run.usage ?? self.usage(tables)
-        let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in try RecordState(decoding: bytes) }
+        let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in
+            try RecordState(decoding: bytes)
+        }
         var new = new
         if new.isTombstone { new.parent = old?.parent ?? "" }
         if let old {
-            try tables.removeValue(forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
+            try tables.removeValue(
+                forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
             usage -= min(usage, old.size)
         }
         try updateReferrers(
             of: recordID.recordName, incarnation: zone!.incarnation, from: old?.deleteSelfTargets ?? [],
             to: new.deleteSelfTargets, tables)
-        try updateAssetReferences(from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
+        try updateAssetReferences(
+            from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
         try tables.put(
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
@@ -742,9 +786,13 @@ package struct ServerIndex: Projection {
             freed += state.size
             assets += state.assets
         }
-        for digest in assets { try updateAssetReferences(from: [digest], to: [], incarnation: incarnation, time: time, tables) }
+        for digest in assets {
+            try updateAssetReferences(from: [digest], to: [], incarnation: incarnation, time: time, tables)
+        }
         var secrets: [String] = []
-        try removeAll(withPrefix: prefix, in: "shares", tables) { value in secrets.append(try ShareKeys(decoding: value).secret) }
+        try removeAll(withPrefix: prefix, in: "shares", tables) { value in
+            secrets.append(try ShareKeys(decoding: value).secret)
+        }
         for secret in secrets where !secret.isEmpty {
             _ = try tables.removeValue(forKey: IndexKey.shareSecret(secret), in: "shareURLs")
         }
@@ -804,7 +852,9 @@ package struct ServerIndex: Projection {
                 try tables.put(state.encoded, forKey: zone, in: "zones")
             }
         }
-        let current = try tables.value(forKey: IndexKey.horizon, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } } ?? 0
+        let current =
+            try tables.value(forKey: IndexKey.horizon, in: "state").map { $0.withUnsafeBytes { readBigEndian($0) } }
+            ?? 0
         try tables.put(bigEndian(max(current, horizon)), forKey: IndexKey.horizon, in: "state")
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import LogStore
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// Where a server keeps its logs and their indexes: LMDB environments on the server's own disk
 /// (``LMDBStorage``, the default), or a database several server nodes share (the PostgreSQL
@@ -270,15 +270,17 @@ public final class LMDBStorage: ServerStorage {
         self.directory = directory
         self.durability = durability
         assets = LMDBAssetStore(directory: directory, syncs: durability == .durable)
-        try FileManager.default.createDirectory(at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
     }
 
     public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
         switch name {
         case .registry:
-            return LMDBServerLog(log: try Log.open(
-                at: Self.registryDirectory(in: directory), named: Self.registryLogName,
-                options: .init(durability: durability), projections: [projection]))
+            return LMDBServerLog(
+                log: try Log.open(
+                    at: Self.registryDirectory(in: directory), named: Self.registryLogName,
+                    options: .init(durability: durability), projections: [projection]))
         case .database(let user, let scope):
             let environment = try LogEnvironment.open(
                 at: Self.userDirectory(in: directory, number: user), options: .init(durability: durability))
@@ -323,7 +325,9 @@ public final class LMDBStorage: ServerStorage {
     }
 
     /// Notices never leave this process, so none is missed.
-    public func startNotifications(_ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void) {
+    public func startNotifications(
+        _ deliver: @escaping @Sendable (PushNotice) -> Void, missed: @escaping @Sendable () -> Void
+    ) {
         self.deliver.withLock { $0 = deliver }
     }
 
@@ -347,9 +351,12 @@ public final class LMDBServerLog: ServerLog {
         try log.read { reader in try body(Reader(reader: reader, projection: projection)) }
     }
 
-    public func write<R>(_ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)) throws -> (R, Range<LogOffset>) {
+    public func write<R>(
+        _ body: (any IndexReader) throws -> (entries: [NewEntry], result: R)
+    ) throws -> (R, Range<LogOffset>) {
         try log.environment.write { transaction in
-            let (entries, result) = try body(Reader(reader: LogReader(log: log, transaction: transaction), projection: projection))
+            let (entries, result) = try body(
+                Reader(reader: LogReader(log: log, transaction: transaction), projection: projection))
             return (result, try log.append(entries, in: transaction))
         }
     }
@@ -369,7 +376,8 @@ public final class LMDBServerLog: ServerLog {
         }
 
         func forEach(
-            in table: String, from start: [UInt8]?, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
+            in table: String, from start: [UInt8]?,
+            _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool
         ) throws {
             try reader.transaction.forEach(in: reader.table(table, of: projection), from: start, body)
         }

@@ -40,7 +40,9 @@ struct ServerHistory: Sendable {
     ///
     /// - Parameter owners: For a participant's request to their shared database, the owner of
     ///   each zone by the owner name in its ID; empty for a request to the author's own database.
-    mutating func record(_ response: ModifyRecordsResponse, to requestID: RequestID?, by author: UserID, owners: [String: UserID] = [:]) {
+    mutating func record(
+        _ response: ModifyRecordsResponse, to requestID: RequestID?, by author: UserID, owners: [String: UserID] = [:]
+    ) {
         if let requestID, !answered[author, default: []].insert(requestID.rawValue).inserted { return }
         /// The owner of a record and its ID as the owner names it.
         func owned(_ id: Record.ID) -> (UserID, Record.ID)? {
@@ -49,12 +51,14 @@ struct ServerHistory: Sendable {
             return (owner, Record.ID(recordName: id.recordName, zoneID: RecordZone.ID(zoneName: id.zoneID.zoneName)))
         }
         for (id, result) in response.saveResults.sorted(by: { $0.key.description < $1.key.description }) {
-            guard case .success(let record) = result, record.recordType != Share.recordType, let (owner, id) = owned(id) else { continue }
+            guard case .success(let record) = result, record.recordType != Share.recordType, let (owner, id) = owned(id)
+            else { continue }
             changes[owner, default: []].append(.saved(id, Simulation.title(of: record)))
             acknowledged[author, default: 0] += 1
         }
         for (id, result) in response.deleteResults.sorted(by: { $0.key.description < $1.key.description }) {
-            guard case .success = result, id.recordName != Share.zoneWideShareRecordName, let (owner, id) = owned(id) else { continue }
+            guard case .success = result, id.recordName != Share.zoneWideShareRecordName, let (owner, id) = owned(id)
+            else { continue }
             changes[owner, default: []].append(.deleted(id))
             acknowledged[author, default: 0] += 1
         }

@@ -1,8 +1,8 @@
 import Foundation
 import LogStore
 import LogSyncServer
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// What the simulated network did with one request.
 public enum NetworkFate: String, Sendable, CaseIterable, Comparable, CustomStringConvertible {
@@ -183,7 +183,9 @@ final class SimulatedNetwork: Sendable {
         let fate = decide(kind, hasToken: hasToken)
         fates.withLock { $0[fate, default: 0] += 1 }
         if fate != .delivered { trace.add("  network: \(device)'s \(kind) \(fate)") }
-        func database() -> InProcessDatabase { currentServer.database(for: user, scope: scope, device: DeviceID(device)) }
+        func database() -> InProcessDatabase {
+            currentServer.database(for: user, scope: scope, device: DeviceID(device))
+        }
         switch fate {
         case .delivered:
             return try await call(database())
@@ -252,7 +254,9 @@ struct SimulatedLink: CloudDatabase, ShareOperations, ZoneKeyDirectory {
     }
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await forward(.fetchDatabaseChanges, hasToken: request.since != nil) { try await $0.fetchDatabaseChanges(request) }
+        try await forward(.fetchDatabaseChanges, hasToken: request.since != nil) {
+            try await $0.fetchDatabaseChanges(request)
+        }
     }
 
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
@@ -289,7 +293,8 @@ struct SimulatedLink: CloudDatabase, ShareOperations, ZoneKeyDirectory {
 
     /// An account question, not a database request: never faulted.
     func currentUserRecordID() async throws -> Record.ID {
-        try await network.currentServer.database(for: user, scope: scope, device: DeviceID(device)).currentUserRecordID()
+        try await network.currentServer.database(for: user, scope: scope, device: DeviceID(device))
+            .currentUserRecordID()
     }
 
     /// No push channel: the simulation drives every fetch itself, so that a seed replays exactly.

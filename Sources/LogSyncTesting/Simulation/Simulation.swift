@@ -2,8 +2,8 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncServer
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// A seeded simulation of several devices syncing through one server over a network that
 /// misbehaves: the test of the whole engine that no hand-written scenario can be.
@@ -160,16 +160,20 @@ public final class Simulation {
         public var sharing = SharingReport()
 
         public var description: String {
-            let faults = fates.filter { $0.key != .delivered }.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            let faults = fates.filter { $0.key != .delivered }.sorted { $0.key < $1.key }.map {
+                "\($0.key) \($0.value)"
+            }
             return "seed \(seed): \(operations) operations, \(sends) sends, \(fetches) fetches, "
                 + "\(fates[.delivered] ?? 0) requests delivered, faults [\(faults.joined(separator: ", "))], "
                 + "\(engineRestarts) engine restarts, \(serverRestarts) server restarts, \(accountSwitches) account switches, "
                 + "\(savesAcknowledged) saves acknowledged, conflicts \(edits.conflictsWon) won + \(edits.conflictsLost) lost, "
                 + "\(editsDropped) edits dropped with zones or accounts, settled in \(settleRounds) rounds"
-                + (sharing == SharingReport() ? "" : "; sharing: \(sharing.sharesSaved) shares saved, "
-                    + "\(sharing.participantsRemoved) participants removed, \(sharing.sharesDeleted) shares deleted, "
-                    + "\(sharing.accepted) of \(sharing.acceptsTried) acceptances succeeded, \(sharing.left) shares left, "
-                    + "\(sharing.participantChangesAcknowledged) participants' changes acknowledged, \(edits.refused) edits refused")
+                + (sharing == SharingReport()
+                    ? ""
+                    : "; sharing: \(sharing.sharesSaved) shares saved, "
+                        + "\(sharing.participantsRemoved) participants removed, \(sharing.sharesDeleted) shares deleted, "
+                        + "\(sharing.accepted) of \(sharing.acceptsTried) acceptances succeeded, \(sharing.left) shares left, "
+                        + "\(sharing.participantChangesAcknowledged) participants' changes acknowledged, \(edits.refused) edits refused")
         }
     }
 
@@ -201,13 +205,15 @@ public final class Simulation {
     ///
     /// - Throws: `LogStoreError` if a log cannot be created.
     public init(seed: UInt64, directory: URL, configuration: Configuration = Configuration()) throws {
-        precondition(configuration.devices >= 1 && !configuration.users.isEmpty, "a simulation needs a device and a user")
+        precondition(
+            configuration.devices >= 1 && !configuration.users.isEmpty, "a simulation needs a device and a user")
         self.seed = seed
         self.configuration = configuration
         var random = SeededRandom(seed: seed)
         let pageSize = configuration.maxChangesPerPage ?? [2, 3, 5, 400][Int.random(in: 0..<4, using: &random)]
         let names = (0..<configuration.deviceCount).map { Self.deviceName($0) }
-        let participantOf = Array(repeating: nil, count: configuration.devices)
+        let participantOf =
+            Array(repeating: nil, count: configuration.devices)
             + configuration.participants.flatMap { Array(repeating: Optional($0), count: $0.devices) }
         let trace = SimulationTrace()
         self.trace = trace
@@ -239,13 +245,14 @@ public final class Simulation {
                 SimulatedLink(network: network, device: name, user: user, scope: scope)
             }
             let seed = random.next()
-            devices.append(try TestDevice(
-                name, database: account, directory: directory.appendingPathComponent(name, isDirectory: true),
-                policy: Self.devicePolicy
-            ) { engine in
-                engine.randomSeed = seed
-                engine.fetchResultsLimit = limit
-            })
+            devices.append(
+                try TestDevice(
+                    name, database: account, directory: directory.appendingPathComponent(name, isDirectory: true),
+                    policy: Self.devicePolicy
+                ) { engine in
+                    engine.randomSeed = seed
+                    engine.fetchResultsLimit = limit
+                })
             accounts.append(account)
             let role = participant.map { "\($0.user.rawValue)'s shared database (\($0.permission)), " } ?? ""
             setup.append("\(name): \(role)fetch limit \(limit.map(String.init) ?? "none")")
@@ -297,7 +304,9 @@ public final class Simulation {
         for device in devices { report.edits += device.tally }
         report.sharing.accepted = acceptances.count
         let acknowledged = network.history.withLock { $0.acknowledged }
-        report.sharing.participantChangesAcknowledged = configuration.participants.reduce(0) { $0 + (acknowledged[$1.user] ?? 0) }
+        report.sharing.participantChangesAcknowledged = configuration.participants.reduce(0) {
+            $0 + (acknowledged[$1.user] ?? 0)
+        }
         report.trace = trace.all
         report.finalNotes = devices.map { Self.describe($0.notes) }
         return report
@@ -343,7 +352,11 @@ public final class Simulation {
         case 42..<62: await sync(index, sending: true)
         case 62..<82: await sync(index, sending: false)
         case 82..<88:
-            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await sync(index, sending: false) }
+            if let held = busy.indices.first(where: { busy[$0] != nil }) {
+                await release(held)
+            } else {
+                await sync(index, sending: false)
+            }
         case 88..<91: try restartEngine(index)
         case 91..<93: try restartServer()
         case 93..<95: switchAccount(index)
@@ -370,7 +383,8 @@ public final class Simulation {
     private func ensureZone(_ device: TestDevice, _ zoneID: RecordZone.ID) throws -> String? {
         let state = try device.engine.deviceLog.snapshotState()
         if state.pendingDatabaseChanges.contains(.deleteZone(zoneID)) { return nil }
-        if state.knownZoneIDs.contains(zoneID) || state.pendingDatabaseChanges.contains(where: { $0.zoneID == zoneID }) {
+        if state.knownZoneIDs.contains(zoneID) || state.pendingDatabaseChanges.contains(where: { $0.zoneID == zoneID })
+        {
             return ""
         }
         try device.createZone(zoneID)
@@ -433,7 +447,8 @@ public final class Simulation {
     private func switchAccount(_ index: Int) {
         let device = devices[index]
         let users = configuration.users
-        guard users.count > 1, let current = accounts[index].currentUser, let position = users.firstIndex(of: current) else {
+        guard users.count > 1, let current = accounts[index].currentUser, let position = users.firstIndex(of: current)
+        else {
             return log("\(device.name) keeps its account")
         }
         let user = users[(position + 1) % users.count]
@@ -468,10 +483,13 @@ public final class Simulation {
                 return log("\(device.name) does not share \(zoneID.zoneName): its deletion is pending")
             }
             var share = device.shares[Share(recordZoneID: zoneID).recordID] ?? Share(recordZoneID: zoneID)
-            share.addParticipant(Share.Participant(emailAddress: participant.emailAddress, permission: participant.permission))
+            share.addParticipant(
+                Share.Participant(emailAddress: participant.emailAddress, permission: participant.permission))
             try device.saveShare(share)
             report.sharing.sharesSaved += 1
-            log("\(device.name) shares \(zoneID.zoneName) with \(participant.user.rawValue) (\(participant.permission))\(zone)")
+            log(
+                "\(device.name) shares \(zoneID.zoneName) with \(participant.user.rawValue) (\(participant.permission))\(zone)"
+            )
         case 3:
             let candidates = shares.filter { $0.participants.contains { $0.role != .owner } }
             guard !candidates.isEmpty else { return log("\(device.name) has no participant to remove") }
@@ -480,7 +498,9 @@ public final class Simulation {
             share.removeParticipant(removed.userIdentity)
             try device.saveShare(share)
             report.sharing.participantsRemoved += 1
-            log("\(device.name) removes \(participantName(removed.userIdentity)) from the share of \(share.zoneID.zoneName)")
+            log(
+                "\(device.name) removes \(participantName(removed.userIdentity)) from the share of \(share.zoneID.zoneName)"
+            )
         default:
             guard !shares.isEmpty else { return log("\(device.name) has no share to delete") }
             let share = pick(shares)
@@ -511,7 +531,11 @@ public final class Simulation {
         case 43..<63: await sync(index, sending: true)
         case 63..<83: await sync(index, sending: false)
         case 83..<88:
-            if let held = busy.indices.first(where: { busy[$0] != nil }) { await release(held) } else { await sync(index, sending: false) }
+            if let held = busy.indices.first(where: { busy[$0] != nil }) {
+                await release(held)
+            } else {
+                await sync(index, sending: false)
+            }
         case 88..<91: try restartEngine(index)
         case 91..<93: try restartServer()
         default:
@@ -595,7 +619,9 @@ public final class Simulation {
     /// Starts one engine operation of device `index` and waits until it finishes or the
     /// network holds one of its requests.
     @discardableResult
-    private func perform(_ index: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void) async -> String? {
+    private func perform(
+        _ index: Int, _ what: String, _ body: @escaping @Sendable () async throws -> Void
+    ) async -> String? {
         let device = devices[index]
         guard let channel = network.channels[device.name] else { return nil }
         log("\(device.name) \(what)")
@@ -697,20 +723,26 @@ public final class Simulation {
             let expected = participantOf[index] == nil ? serverNotes[user] : sharedNotes[user]
             if let expected, notes != expected {
                 findings.append(
-                    "device \(device.name) (\(user)) did not converge: " + Self.difference(notes, expected, "device", "server"))
+                    "device \(device.name) (\(user)) did not converge: "
+                        + Self.difference(notes, expected, "device", "server"))
             }
             if participantOf[index] == nil, !configuration.participants.isEmpty {
                 func lines(_ shares: [Record.ID: Share]) -> Set<String> {
-                    Set(shares.values.map { share in
-                        "\(share.zoneID.zoneName): " + share.participants.map { "\($0.userIdentity) \($0.permission) \($0.acceptanceStatus)" }
-                            .joined(separator: ", ")
-                    })
+                    Set(
+                        shares.values.map { share in
+                            "\(share.zoneID.zoneName): "
+                                + share.participants.map {
+                                    "\($0.userIdentity) \($0.permission) \($0.acceptanceStatus)"
+                                }
+                                .joined(separator: ", ")
+                        })
                 }
                 let (local, remote) = (lines(device.shares), lines(ownerShares))
                 if local != remote {
                     findings.append(
                         "device \(device.name) (\(user))'s shares differ from the server's: only on the device: "
-                            + "\(local.subtracting(remote).sorted()); only on the server: \(remote.subtracting(local).sorted())")
+                            + "\(local.subtracting(remote).sorted()); only on the server: \(remote.subtracting(local).sorted())"
+                    )
                 }
             }
             let state = try device.engine.deviceLog.snapshotState()
@@ -736,7 +768,8 @@ public final class Simulation {
         }
         for participant in configuration.participants {
             if let mismatch = try server.admin.log(of: participant.user, scope: .shared).verifyProjections() {
-                findings.append("the server's index of \(participant.user)'s shared database differs from its rebuild: \(mismatch)")
+                findings.append(
+                    "the server's index of \(participant.user)'s shared database differs from its rebuild: \(mismatch)")
             }
         }
         return findings
@@ -756,13 +789,16 @@ public final class Simulation {
         let acknowledged = network.history.withLock { $0.acknowledged }
         var sharedNotes: [UserID: [Record.ID: String]] = [:]
         for participant in configuration.participants {
-            let actual = try await Self.notes(in: server.database(for: participant.user, scope: .shared, device: "observer"))
+            let actual = try await Self.notes(
+                in: server.database(for: participant.user, scope: .shared, device: "observer"))
             sharedNotes[participant.user] = actual
-            let zones = Set(shares.values.filter { share in
-                share.participants.contains {
-                    $0.userIdentity.userRecordName == recordNames[participant.user] && $0.acceptanceStatus == .accepted
-                }
-            }.map(\.zoneID))
+            let zones = Set(
+                shares.values.filter { share in
+                    share.participants.contains {
+                        $0.userIdentity.userRecordName == recordNames[participant.user]
+                            && $0.acceptanceStatus == .accepted
+                    }
+                }.map(\.zoneID))
             var expected: [Record.ID: String] = [:]
             for (id, title) in ownerNotes where zones.contains(id.zoneID) {
                 expected[Record.ID(recordName: id.recordName, zoneID: participantsSpelling(id.zoneID))] = title
@@ -770,11 +806,13 @@ public final class Simulation {
             if actual != expected {
                 findings.append(
                     "\(participant.user)'s shared database is not the owner's zones shared with them "
-                        + "(\(zones.map(\.zoneName).sorted())): " + Self.difference(actual, expected, "shared database", "owner's"))
+                        + "(\(zones.map(\.zoneName).sorted())): "
+                        + Self.difference(actual, expected, "shared database", "owner's"))
             }
             guard participant.permission == .readOnly else { continue }
             if let count = acknowledged[participant.user], count > 0 {
-                findings.append("the server acknowledged \(count) changes of \(participant.user), a read-only participant")
+                findings.append(
+                    "the server acknowledged \(count) changes of \(participant.user), a read-only participant")
             }
             let names = Set(zip(devices, participantOf).filter { $0.1 == participant }.map { $0.0.name + "." })
             let written = ownerNotes.filter { note in names.contains { note.value.hasPrefix($0) } }
@@ -859,7 +897,8 @@ public final class Simulation {
     ) -> String {
         let aLines = Set(describe(a))
         let bLines = Set(describe(b))
-        return "only on the \(aName): \(aLines.subtracting(bLines).sorted()); only \(bName): \(bLines.subtracting(aLines).sorted())"
+        return
+            "only on the \(aName): \(aLines.subtracting(bLines).sorted()); only \(bName): \(bLines.subtracting(aLines).sorted())"
     }
 }
 

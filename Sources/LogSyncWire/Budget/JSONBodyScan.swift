@@ -72,7 +72,9 @@ enum JSONBodyScan {
                 skipWhitespace()
                 guard try consume(UInt8(ascii: ":")) else { throw .malformed }
                 skipWhitespace()
-                if depth == 1, position < bytes.count, bytes[position] == UInt8(ascii: "["), itemNames.contains(try name(key)) {
+                if depth == 1, position < bytes.count, bytes[position] == UInt8(ascii: "["),
+                    itemNames.contains(try name(key))
+                {
                     // An item list: each of its elements is an item.
                     try meter.enter(depth: depth + 1)
                     position += 1
@@ -122,7 +124,10 @@ enum JSONBodyScan {
         private func name(_ range: Range<Int>) throws(BodyScanStop) -> [UInt8] {
             let raw = Array(bytes[range])
             guard raw.contains(UInt8(ascii: "\\")) else { return raw }
-            guard let name = try? JSONDecoder().decode(String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")])) else {
+            guard
+                let name = try? JSONDecoder().decode(
+                    String.self, from: Data([UInt8(ascii: "\"")] + raw + [UInt8(ascii: "\"")]))
+            else {
                 throw .malformed
             }
             return Array(name.utf8)

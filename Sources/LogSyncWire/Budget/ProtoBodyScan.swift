@@ -58,7 +58,9 @@ enum ProtoBodyScan {
                         try meter.element()
                         if depth == 1, itemFields.contains(Int(number)) { try meter.item() }
                         try meter.enter(depth: depth + 1)
-                        try self.message(bytes, from: contents.lowerBound, to: contents.upperBound, schema: nested, depth: depth + 1, meter: &meter)
+                        try self.message(
+                            bytes, from: contents.lowerBound, to: contents.upperBound, schema: nested, depth: depth + 1,
+                            meter: &meter)
                     case .lengthDelimited:
                         if field.isRepeated {
                             try meter.element()
@@ -117,7 +119,9 @@ enum ProtoBodyScan {
             position += count
         }
 
-        private func varint(_ bytes: UnsafeRawBufferPointer, _ position: inout Int, _ end: Int) throws(BodyScanStop) -> UInt64 {
+        private func varint(
+            _ bytes: UnsafeRawBufferPointer, _ position: inout Int, _ end: Int
+        ) throws(BodyScanStop) -> UInt64 {
             var value: UInt64 = 0
             var shift: UInt64 = 0
             while position < end, shift < 64 {

@@ -39,7 +39,9 @@ public enum RequestBudget {
     /// - Returns: The body's shape (up to its first fault, if it is not well formed).
     /// - Throws: `SyncError` `limitExceeded` naming the operation and the limit passed.
     /// - Complexity: O(n) in the body's size; it allocates nothing in proportion to it.
-    public static func check(_ body: [UInt8], as format: WireFormat, for operation: WireOperation) throws(SyncError) -> BodyShape {
+    public static func check(
+        _ body: [UInt8], as format: WireFormat, for operation: WireOperation
+    ) throws(SyncError) -> BodyShape {
         guard let messageName = operation.requestMessageName else { return BodyShape() }
         var meter = BodyMeter(operation: operation)
         do {
@@ -70,7 +72,9 @@ enum BodyScanStop: Error {
 extension BodyScanStop {
     /// Runs `scan` over the bytes of `body`. (`withUnsafeBytes` rethrows untyped errors: the
     /// scan's error comes out of it as a result, and is thrown again typed.)
-    static func scanning(_ body: [UInt8], _ scan: (UnsafeRawBufferPointer) throws(BodyScanStop) -> Void) throws(BodyScanStop) {
+    static func scanning(
+        _ body: [UInt8], _ scan: (UnsafeRawBufferPointer) throws(BodyScanStop) -> Void
+    ) throws(BodyScanStop) {
         let result = body.withUnsafeBytes { bytes -> Result<Void, BodyScanStop> in
             do throws(BodyScanStop) {
                 try scan(bytes)
@@ -95,19 +99,23 @@ struct BodyMeter {
     mutating func item() throws(BodyScanStop) {
         shape.items += 1
         if shape.items > Limits.maxItemsPerRequest {
-            let fields = operation.itemFields.map { $0.replacingOccurrences(of: "_", with: " ") }.joined(separator: " and ")
-            throw .limit(SyncError(
-                .limitExceeded,
-                "\(operation) carries more than \(Limits.maxItemsPerRequest) items (\(fields)); split it"))
+            let fields = operation.itemFields.map { $0.replacingOccurrences(of: "_", with: " ") }.joined(
+                separator: " and ")
+            throw .limit(
+                SyncError(
+                    .limitExceeded,
+                    "\(operation) carries more than \(Limits.maxItemsPerRequest) items (\(fields)); split it"))
         }
     }
 
     mutating func element() throws(BodyScanStop) {
         shape.elements += 1
         if shape.elements > Limits.maxElementsPerRequest {
-            throw .limit(SyncError(
-                .limitExceeded,
-                "the \(operation) request holds more than \(Limits.maxElementsPerRequest) elements (messages, map entries, list elements, strings); split it"))
+            throw .limit(
+                SyncError(
+                    .limitExceeded,
+                    "the \(operation) request holds more than \(Limits.maxElementsPerRequest) elements (messages, map entries, list elements, strings); split it"
+                ))
         }
     }
 
@@ -115,9 +123,10 @@ struct BodyMeter {
     mutating func enter(depth: Int) throws(BodyScanStop) {
         shape.depth = max(shape.depth, depth)
         if depth > Limits.maxNestingDepth {
-            throw .limit(SyncError(
-                .limitExceeded,
-                "the \(operation) request nests more than \(Limits.maxNestingDepth) levels deep"))
+            throw .limit(
+                SyncError(
+                    .limitExceeded,
+                    "the \(operation) request nests more than \(Limits.maxNestingDepth) levels deep"))
         }
     }
 }

@@ -68,7 +68,9 @@ package struct WireSchema: Sendable {
         do {
             return try WireSchema(Google_Protobuf_FileDescriptorSet(serializedBytes: bytes))
         } catch {
-            preconditionFailure("Generated/wire.descriptors.swift does not hold a FileDescriptorSet (\(error)); run Tools/generate-protos.sh")
+            preconditionFailure(
+                "Generated/wire.descriptors.swift does not hold a FileDescriptorSet (\(error)); run Tools/generate-protos.sh"
+            )
         }
     }()
 

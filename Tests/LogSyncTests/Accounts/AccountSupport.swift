@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -86,7 +86,8 @@ struct AccountWorld {
 
     /// Writes notes straight to `user`'s server database (as another device would), creating
     /// the zone.
-    func seedServer(_ user: UserID, _ notes: [(Record.ID, String)], zoneID: RecordZone.ID = Fixtures.notes) async throws {
+    func seedServer(_ user: UserID, _ notes: [(Record.ID, String)], zoneID: RecordZone.ID = Fixtures.notes) async throws
+    {
         let database = server.database(for: user, device: "seeder")
         _ = try await database.modifyZones(saving: [RecordZone(zoneID: zoneID)], deleting: [])
         let response = try await database.modifyRecords(

@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -21,7 +21,8 @@ struct AccountTests {
 
     // MARK: F86, F104: created signed out
 
-    @Test("F86, F104: an engine created signed out makes no request; after sign-in, accountChange(signIn), then it syncs")
+    @Test(
+        "F86, F104: an engine created signed out makes no request; after sign-in, accountChange(signIn), then it syncs")
     func dormantUntilSignIn() async throws {
         try await withAccountWorld(signedIn: nil) { world in
             let clock = TestClock()
@@ -55,7 +56,9 @@ struct AccountTests {
         }
     }
 
-    @Test("F86, F105, F106: automatic: a switch while running gives switchAccounts, then the new account is fetched and its pushes come")
+    @Test(
+        "F86, F105, F106: automatic: a switch while running gives switchAccounts, then the new account is fetched and its pushes come"
+    )
     func automaticSwitchFetchesNewAccount() async throws {
         try await withAccountWorld(signedIn: "alice") { world in
             try await world.seedServer("alice", [(a, "alice's")])
@@ -67,7 +70,9 @@ struct AccountTests {
 
             // The switch, with no manual call: the event, then bob's data.
             world.account.switch(to: "bob")
-            #expect(await eventually(advancing: clock) { app.notes == [b: "bob's"] }, "bob's notes are fetched: \(app.notes)")
+            #expect(
+                await eventually(advancing: clock) { app.notes == [b: "bob's"] },
+                "bob's notes are fetched: \(app.notes)")
             let (alice, bob) = (try world.userRecordID("alice"), try world.userRecordID("bob"))
             #expect(app.accountChanges == [.switchAccounts(previousUser: alice, currentUser: bob)])
 
@@ -125,13 +130,17 @@ struct AccountTests {
 
     // MARK: F105, F106
 
-    @Test("F105, F106: signOut, signIn and switchAccounts each give their case; pending is empty until the app re-adds, which goes to the new account")
+    @Test(
+        "F105, F106: signOut, signIn and switchAccounts each give their case; pending is empty until the app re-adds, which goes to the new account"
+    )
     func eachTransition() async throws {
         try await withAccountWorld(signedIn: "alice") { world in
             let app = try world.device("phone")
             let engine = app.engine
             let pending = PendingAtAccountChange(app)
-            let (alice, bob, carol) = (try world.userRecordID("alice"), try world.userRecordID("bob"), try world.userRecordID("carol"))
+            let (alice, bob, carol) = (
+                try world.userRecordID("alice"), try world.userRecordID("bob"), try world.userRecordID("carol")
+            )
 
             // Alice: the first account the log sees is recorded without an event (spec choice).
             try app.writeNote(a, "alice's")
@@ -227,7 +236,11 @@ struct AccountTests {
 
             let app = try await world.fetchedDevice()
             let engine = app.engine
-            #expect(app.accountChanges == [.switchAccounts(previousUser: try world.userRecordID("u1"), currentUser: try world.userRecordID("u3"))])
+            #expect(
+                app.accountChanges == [
+                    .switchAccounts(
+                        previousUser: try world.userRecordID("u1"), currentUser: try world.userRecordID("u3"))
+                ])
             #expect(app.events.count(of: .accountChange) == 1)
             // Nothing more on the next calls.
             try await engine.fetchChanges()
@@ -348,7 +361,8 @@ struct AccountTests {
             let clock = TestClock()
             let app1 = try world.device("engine1", clock: clock)
             var engine1: SyncEngine? = app1.engine
-            #expect(await eventually(advancing: clock) { app1.notes.count == 2 && app1.events.didFetchContexts.count >= 1 })
+            #expect(
+                await eventually(advancing: clock) { app1.notes.count == 2 && app1.events.didFetchContexts.count >= 1 })
             try app1.writeNote(c, "queued in engine 1")
 
             // Dispose of engine 1: cancel it and let it go, the device too; from now on the
@@ -392,7 +406,10 @@ struct AccountTests {
             #expect(sharedEngine.database.databaseScope == .shared)
 
             try privateApp.writeNote(a, "private note")
-            async let privateSync: Void = { try await privateEngine.sendChanges(); try await privateEngine.fetchChanges() }()
+            async let privateSync: Void = {
+                try await privateEngine.sendChanges()
+                try await privateEngine.fetchChanges()
+            }()
             async let sharedSync: Void = sharedEngine.fetchChanges()
             _ = try await (privateSync, sharedSync)
 

@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -216,7 +216,11 @@ extension SyncEngine {
     /// The `syncScheduled` entries, in order.
     func scheduled(from start: LogOffset = .first) throws -> [Scheduled] {
         try logEntries(from: start).compactMap {
-            if case .syncScheduled(let work, let reason, let after) = $0 { Scheduled(work: work, reason: reason, after: after) } else { nil }
+            if case .syncScheduled(let work, let reason, let after) = $0 {
+                Scheduled(work: work, reason: reason, after: after)
+            } else {
+                nil
+            }
         }
     }
 
@@ -272,7 +276,8 @@ struct OtherDevice {
     }
 
     func write(_ ids: [Record.ID], title: String = "from the laptop") async throws {
-        let response = try await database.modifyRecords(saving: ids.map { newNote($0, title) }, deleting: [], atomically: false)
+        let response = try await database.modifyRecords(
+            saving: ids.map { newNote($0, title) }, deleting: [], atomically: false)
         for result in response.saveResults.values { _ = try result.get() }
     }
 
@@ -281,7 +286,8 @@ struct OtherDevice {
     }
 
     func saveSubscription(_ id: Subscription.ID) async throws {
-        let response = try await database.modifySubscriptions(saving: [Subscription(subscriptionID: id, kind: .database)], deleting: [])
+        let response = try await database.modifySubscriptions(
+            saving: [Subscription(subscriptionID: id, kind: .database)], deleting: [])
         for result in response.saveResults.values { _ = try result.get() }
     }
 
@@ -294,7 +300,8 @@ struct OtherDevice {
 /// released: an app killed between a fetched page and the end of its handling (F29).
 final class StallingDelegate: SyncEngineDelegate {
     let sink = EventSink()
-    private let stall = Mutex<(waiting: CheckedContinuation<Void, Never>?, stalled: Bool, released: Bool)>((nil, false, false))
+    private let stall = Mutex<(waiting: CheckedContinuation<Void, Never>?, stalled: Bool, released: Bool)>(
+        (nil, false, false))
 
     /// Whether a `fetchedRecordZoneChanges` is being held.
     var isStalled: Bool { stall.withLock { $0.stalled } }

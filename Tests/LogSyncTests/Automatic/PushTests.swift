@@ -36,7 +36,9 @@ struct PushTests {
             try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.b)])
 
             try await laptop.write([F.a])
-            await waitUntil("the push arrived") { try phone.engine.state.zoneIDsWithUnfetchedServerChanges == [F.notes] }
+            await waitUntil("the push arrived") {
+                try phone.engine.state.zoneIDsWithUnfetchedServerChanges == [F.notes]
+            }
             await phone.clock.advance(by: .seconds(3600))
             await letOthersRun()
             #expect(try phone.engine.pushesReceived() == [F.notes])
@@ -61,7 +63,9 @@ struct PushTests {
             try await laptop.write([F.a])
             await waitUntil("the pushed change was fetched") { phone.events.fetchedRecordIDs == [F.a] }
             #expect(try phone.engine.pushesReceived() == [F.notes])
-            #expect(try phone.engine.scheduled(.fetch, from: before.next).first == Scheduled(work: .fetch, reason: .pushHint, after: .zero))
+            #expect(
+                try phone.engine.scheduled(.fetch, from: before.next).first
+                    == Scheduled(work: .fetch, reason: .pushHint, after: .zero))
             #expect(phone.events.willFetchContexts.map(\.reason) == [.scheduled, .scheduled])
             #expect(phone.events.willFetchContexts.allSatisfy { $0.options.scope == .all })
             await phone.engine.operations.drain()
@@ -85,7 +89,9 @@ struct PushTests {
         }
     }
 
-    @Test("F84 F89 a pushed fetch that fails transiently is retried after the server's retry-after; the zone stays unfetched meanwhile")
+    @Test(
+        "F84 F89 a pushed fetch that fails transiently is retried after the server's retry-after; the zone stays unfetched meanwhile"
+    )
     func failedFetchIsRetried() async throws {
         try await withServer { directory, server in
             let conditions = ManualConditions()
@@ -97,7 +103,8 @@ struct PushTests {
             try await laptop.write([F.a])
             await waitUntil("the push arrived") { try phone.engine.pushesReceived() == [F.notes] }
             server.admin.failNextRequests(
-                of: "alice", count: 1, with: SyncError(.serviceUnavailable, "down for a moment", retryAfter: .seconds(5)))
+                of: "alice", count: 1,
+                with: SyncError(.serviceUnavailable, "down for a moment", retryAfter: .seconds(5)))
             conditions.conditions = SyncEngine.Conditions(networkAvailable: true)
             let retried = await waitUntil("a fetch retry is scheduled") { try !phone.engine.retries(.fetch).isEmpty }
             guard retried else { return }
@@ -125,7 +132,9 @@ struct PushTests {
 
             let ids = (0..<100).map { F.id("W\($0)") }
             for id in ids { try await laptop.write([id]) }
-            await waitUntil("all 100 changes were fetched", seconds: 60) { Set(phone.events.fetchedRecordIDs) == Set(ids) }
+            await waitUntil("all 100 changes were fetched", seconds: 60) {
+                Set(phone.events.fetchedRecordIDs) == Set(ids)
+            }
             await phone.engine.operations.drain()
             let pushes = try phone.engine.pushesReceived().count
             let fetches = phone.events.count(of: .willFetchChanges)
@@ -152,7 +161,8 @@ struct PushTests {
             created += tablet.database.count("modifySubscriptions")
             #expect(created == 1)
             #expect(try await laptop.subscriptions() == [SyncEngine.defaultSubscriptionID])
-            #expect(try tablet.engine.ensuredSubscriptions() == [SyncEngine.defaultSubscriptionID], "the tablet found it")
+            #expect(
+                try tablet.engine.ensuredSubscriptions() == [SyncEngine.defaultSubscriptionID], "the tablet found it")
         }
     }
 
@@ -169,7 +179,9 @@ struct PushTests {
             #expect(try phone.engine.ensuredSubscriptions() == ["legacy-sub"])
 
             try await laptop.write([F.a])
-            await waitUntil("the legacy subscription's hint triggered a fetch") { phone.events.fetchedRecordIDs == [F.a] }
+            await waitUntil("the legacy subscription's hint triggered a fetch") {
+                phone.events.fetchedRecordIDs == [F.a]
+            }
             #expect(try phone.engine.pushesReceived() == [F.notes])
             #expect(phone.events.willFetchContexts.map(\.reason) == [.scheduled, .scheduled])
         }
@@ -195,7 +207,9 @@ struct PushTests {
 
             // And pushes come again.
             try await laptop.write([F.a])
-            await waitUntil("the re-created subscription's hint triggered a fetch") { second.events.fetchedRecordIDs == [F.a] }
+            await waitUntil("the re-created subscription's hint triggered a fetch") {
+                second.events.fetchedRecordIDs == [F.a]
+            }
         }
     }
 }

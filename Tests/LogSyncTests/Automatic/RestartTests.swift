@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -41,16 +41,24 @@ struct RestartTests {
             delegate.setTitle(F.a, "A")
             delegate.setTitle(F.b, "B")
             let second = try launch(server: server, directory: directory, delegate: delegate)
-            #expect(second.appliedAtOpen == [DeviceIndex.projectionName: second.lastOffsetAtOpen], "the projection is current: no replay")
+            #expect(
+                second.appliedAtOpen == [DeviceIndex.projectionName: second.lastOffsetAtOpen],
+                "the projection is current: no replay")
             let start = second.lastOffsetAtOpen.next
-            #expect(try second.engine.scheduled(.send, from: start) == [Scheduled(work: .send, reason: .localChanges, after: .seconds(1))])
-            #expect(!(try second.engine.logEntries(from: start).contains {
-                if case .pendingRecordZoneChangesAdded = $0 { true } else { false }
-            }))
+            #expect(
+                try second.engine.scheduled(.send, from: start) == [
+                    Scheduled(work: .send, reason: .localChanges, after: .seconds(1))
+                ])
+            #expect(
+                !(try second.engine.logEntries(from: start).contains {
+                    if case .pendingRecordZoneChangesAdded = $0 { true } else { false }
+                }))
             await second.waitForCatchUp()
             await second.waitForScheduler()
             await second.clock.advance(by: .seconds(1))
-            await waitUntil("the pending changes were sent") { try second.engine.state.pendingRecordZoneChanges.isEmpty }
+            await waitUntil("the pending changes were sent") {
+                try second.engine.state.pendingRecordZoneChanges.isEmpty
+            }
             #expect(Set(second.events.savedRecordIDs) == [F.a, F.b])
             #expect(second.events.willSendContexts.map(\.reason) == [.scheduled])
             #expect(second.database.count("modifyRecords") == 1)
@@ -71,7 +79,9 @@ struct RestartTests {
         }
     }
 
-    @Test("F29 stopped between a fetched page and its handling: the next launch delivers it again, framed by will/did; nothing lost")
+    @Test(
+        "F29 stopped between a fetched page and its handling: the next launch delivers it again, framed by will/did; nothing lost"
+    )
     func undeliveredChangesAreRedelivered() async throws {
         try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
@@ -101,7 +111,9 @@ struct RestartTests {
 
             // Launch 2 on the same log, with a new delegate: the page comes again.
             let phone = try launch(server: server, directory: directory, automatic: false)
-            await waitUntil("the undelivered changes were delivered again") { phone.events.count(of: .didFetchChanges) == 1 }
+            await waitUntil("the undelivered changes were delivered again") {
+                phone.events.count(of: .didFetchChanges) == 1
+            }
             let events = phone.events
             #expect(Set(events.fetchedRecordIDs) == [F.a, F.b, F.c])
             #expect(events.fetchedRecordIDs.count == 3)
@@ -132,7 +144,9 @@ struct RestartTests {
             await letOthersRun()
             await second.engine.operations.drain()
             #expect(second.events.isEmpty, "a manual engine delivered \(second.events.kinds) at open")
-            let (delivered, fetched) = try second.engine.deviceLog.read { (try $0.deliveredOffset(), try $0.fetchedThrough()) }
+            let (delivered, fetched) = try second.engine.deviceLog.read {
+                (try $0.deliveredOffset(), try $0.fetchedThrough())
+            }
             #expect(delivered == fetched, "the mark caught up, so the next open costs nothing")
         }
     }

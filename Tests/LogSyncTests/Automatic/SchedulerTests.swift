@@ -73,7 +73,9 @@ struct SchedulerTests {
                 phone.delegate.setTitle(id, "note \(id.recordName)")
                 try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
             }
-            #expect(try phone.engine.scheduled(.send) == [Scheduled(work: .send, reason: .localChanges, after: .seconds(1))])
+            #expect(
+                try phone.engine.scheduled(.send) == [Scheduled(work: .send, reason: .localChanges, after: .seconds(1))]
+            )
             await phone.waitForScheduler()
             #expect(phone.clock.sleepingDeadlines == [TestClock.Instant(offset: .seconds(1))])
             await phone.clock.advance(by: .milliseconds(999))
@@ -131,11 +133,15 @@ struct SchedulerTests {
                 of: "alice", count: 1, with: SyncError(.requestRateLimited, "slow down", retryAfter: .seconds(13)))
             await phone.clock.advance(by: .seconds(1))
             await waitUntil("a retry is scheduled") { try !phone.engine.retries(.send).isEmpty }
-            #expect(try phone.engine.retries(.send) == [
-                Scheduled(work: .send, reason: .retry(failures: 1, after: .seconds(13), serverRetryAfter: true), after: .seconds(13))
-            ])
+            #expect(
+                try phone.engine.retries(.send) == [
+                    Scheduled(
+                        work: .send, reason: .retry(failures: 1, after: .seconds(13), serverRetryAfter: true),
+                        after: .seconds(13))
+                ])
             #expect(phone.database.count("modifyRecords") == 1)
-            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(F.a)], "F89: the change stays pending")
+            #expect(
+                try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(F.a)], "F89: the change stays pending")
             await phone.waitForScheduler()
             #expect(phone.clock.sleepingDeadlines == [TestClock.Instant(offset: .seconds(14))])
 
@@ -165,7 +171,9 @@ struct SchedulerTests {
             var sleptFrom: [Duration] = []
             var deadlines: [Duration] = []
             for attempt in 1...failures {
-                let ok = await waitUntil("retry \(attempt) is scheduled") { try phone.engine.retries(.send).count == attempt }
+                let ok = await waitUntil("retry \(attempt) is scheduled") {
+                    try phone.engine.retries(.send).count == attempt
+                }
                 guard ok else { return }
                 await phone.waitForScheduler()
                 guard let deadline = phone.clock.sleepingDeadlines.first else { return }
@@ -182,10 +190,14 @@ struct SchedulerTests {
             for (index, retry) in retries.enumerated() {
                 #expect(retry.reason == .retry(failures: index + 1, after: retry.after, serverRetryAfter: false))
                 let base = Duration.seconds(2) * (1 << index)
-                #expect(retry.after >= base * 0.8 && retry.after <= base * 1.2, "wait \(index + 1) is 2 s · 2^\(index) ± 20 %")
+                #expect(
+                    retry.after >= base * 0.8 && retry.after <= base * 1.2,
+                    "wait \(index + 1) is 2 s · 2^\(index) ± 20 %")
                 // The log keeps the wait in microseconds.
                 let slept = deadlines[index] - sleptFrom[index]
-                #expect(slept - retry.after < .microseconds(1) && retry.after - slept < .microseconds(1), "the scheduler sleeps the logged wait")
+                #expect(
+                    slept - retry.after < .microseconds(1) && retry.after - slept < .microseconds(1),
+                    "the scheduler sleeps the logged wait")
             }
             #expect(zip(waits, waits.dropFirst()).allSatisfy { $0 < $1 }, "growing waits: \(waits)")
         }
@@ -196,7 +208,9 @@ struct SchedulerTests {
         .serviceUnavailable, .zoneBusy,
     ]
 
-    @Test("F89 each transient code keeps the change pending and schedules a retry that sends it", arguments: transientCodes)
+    @Test(
+        "F89 each transient code keeps the change pending and schedules a retry that sends it",
+        arguments: transientCodes)
     func transientCodesAreRetried(_ code: SyncError.Code) async throws {
         try await withTemporaryDirectory { directory in
             let (server, phone) = try await Self.phoneWithPendingNote(directory)
@@ -255,7 +269,8 @@ struct SchedulerTests {
         }
     }
 
-    @Test("F86 no account: dormant, only the account is asked; after sign-in an accountChange(signIn) and a sync follow")
+    @Test(
+        "F86 no account: dormant, only the account is asked; after sign-in an accountChange(signIn) and a sync follow")
     func dormantWithoutAccount() async throws {
         try await withTemporaryDirectory { directory in
             let server = try await Self.serverWithNotes(directory)
@@ -280,7 +295,9 @@ struct SchedulerTests {
         }
     }
 
-    @Test("F85 F87 first launch against a server with data: a full catch-up fetch and exactly one subscription; a second launch creates none")
+    @Test(
+        "F85 F87 first launch against a server with data: a full catch-up fetch and exactly one subscription; a second launch creates none"
+    )
     func bootstrapAndSecondLaunch() async throws {
         try await withServer { directory, server in
             let laptop = OtherDevice(server: server)
@@ -305,7 +322,8 @@ struct SchedulerTests {
             await second.waitForCatchUp()
             #expect(second.database.count("modifySubscriptions") == 0, "the subscription exists: none created")
             #expect(try await laptop.subscriptions() == [SyncEngine.defaultSubscriptionID])
-            #expect(second.database.databaseTokens.first != .some(nil), "the catch-up fetch resumes from the stored token")
+            #expect(
+                second.database.databaseTokens.first != .some(nil), "the catch-up fetch resumes from the stored token")
             #expect(second.events.fetchedRecordIDs.isEmpty, "nothing new, nothing delivered again")
             #expect(second.events.willFetchContexts.map(\.reason) == [.scheduled])
         }

@@ -20,7 +20,8 @@ struct FetchFlowTests {
 
     // F37, F39, F46: the database's feed in two pages, then a zone's in two pages and another's
     // in one; each page is logged with its token and delivered when it holds changes.
-    @Test("F37 F39 F46 a fetch across pages with moreComing: every page logged, delivered in order, the last tokens kept")
+    @Test(
+        "F37 F39 F46 a fetch across pages with moreComing: every page logged, delivered in order, the last tokens kept")
     func pagesWithMoreComing() async throws {
         try await withFlowHarness { flow in
             let (notes, photos) = (Fixtures.notes, Fixtures.photos)
@@ -62,17 +63,26 @@ struct FetchFlowTests {
             #expect(zoneRequests.map(\.since) == [nil, firstNotesPage, nil])
             #expect(flow.database.requestNames.last == "AllSubscriptions")
 
-            #expect(try flow.entryNames(after: before) == [
-                "fetchStarted", "databaseChangesFetched", "databaseChangesFetched",
-                "zoneChangesFetched", "zoneChangesFetched", "zoneFetchFinished",
-                "zoneChangesFetched", "zoneFetchFinished", "fetchFinished",
-            ])
+            #expect(
+                try flow.entryNames(after: before) == [
+                    "fetchStarted", "databaseChangesFetched", "databaseChangesFetched",
+                    "zoneChangesFetched", "zoneChangesFetched", "zoneFetchFinished",
+                    "zoneChangesFetched", "zoneFetchFinished", "fetchFinished",
+                ])
             let entries = try flow.entries(after: before)
-            #expect(entries.map(\.entry).contains(.zoneChangesFetched(
-                zoneID: notes, modifications: [c], deletions: [gone], changeToken: notesToken, moreComing: false)))
-            let lastPageWithChanges = try #require(entries.last {
-                if case .zoneChangesFetched(_, let modifications, _, _, _) = $0.entry { !modifications.isEmpty } else { false }
-            })
+            #expect(
+                entries.map(\.entry).contains(
+                    .zoneChangesFetched(
+                        zoneID: notes, modifications: [c], deletions: [gone], changeToken: notesToken, moreComing: false
+                    )))
+            let lastPageWithChanges = try #require(
+                entries.last {
+                    if case .zoneChangesFetched(_, let modifications, _, _, _) = $0.entry {
+                        !modifications.isEmpty
+                    } else {
+                        false
+                    }
+                })
 
             try flow.read { snapshot throws in
                 #expect(try snapshot.databaseChangeToken() == databaseToken)
@@ -80,16 +90,20 @@ struct FetchFlowTests {
                 #expect(try snapshot.zoneChangeToken(for: photos) == photosToken)
                 #expect(try snapshot.zoneIDsWithUnfetchedServerChanges().isEmpty)
                 #expect(try snapshot.lastKnownServerRecord(for: Fixtures.c) == c)
-                #expect(try snapshot.deliveredOffset() == lastPageWithChanges.offset, "F29: delivery rides with the next entry")
+                #expect(
+                    try snapshot.deliveredOffset() == lastPageWithChanges.offset,
+                    "F29: delivery rides with the next entry")
             }
 
             let events = flow.delegate.events
             #expect(events.isFetchSequence)
-            #expect(events.withoutStateUpdates.kinds == [
-                .willFetchChanges, .fetchedDatabaseChanges, .fetchedDatabaseChanges,
-                .willFetchRecordZoneChanges, .fetchedRecordZoneChanges, .fetchedRecordZoneChanges, .didFetchRecordZoneChanges,
-                .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .didFetchChanges,
-            ])
+            #expect(
+                events.withoutStateUpdates.kinds == [
+                    .willFetchChanges, .fetchedDatabaseChanges, .fetchedDatabaseChanges,
+                    .willFetchRecordZoneChanges, .fetchedRecordZoneChanges, .fetchedRecordZoneChanges,
+                    .didFetchRecordZoneChanges,
+                    .willFetchRecordZoneChanges, .didFetchRecordZoneChanges, .didFetchChanges,
+                ])
             #expect(events.fetchedRecordZoneChanges.map { $0.modifications.map(\.record) } == [[a, b], [c]])
             #expect(events.fetchedRecordZoneChanges.last?.deletions == [gone])
             #expect(events.zoneFetchResults.allSatisfy { $0.error == nil })
@@ -105,7 +119,8 @@ struct FetchFlowTests {
             let (a, b) = (Fixtures.serverRecord(Fixtures.a, tag: "1"), Fixtures.serverRecord(Fixtures.b, tag: "2"))
             let oldToken = Self.zoneToken(notes, 5)
             flow.database.answer(FetchDatabaseChangesRequest.self) { _ in
-                FetchDatabaseChangesResponse(modifications: [.init(zoneID: notes)], changeToken: DatabaseChangeToken(offset: 5))
+                FetchDatabaseChangesResponse(
+                    modifications: [.init(zoneID: notes)], changeToken: DatabaseChangeToken(offset: 5))
             }
             flow.database.answer(FetchZoneChangesRequest.self) { _ in
                 FetchZoneChangesResponse(zoneID: notes, modifications: Self.modified(a, b), changeToken: oldToken)
@@ -116,9 +131,11 @@ struct FetchFlowTests {
             let a2 = Fixtures.serverRecord(Fixtures.a, tag: "3", title: "Groceries and more")
             let newToken = Self.zoneToken(notes, 30)
             flow.database.answer(FetchDatabaseChangesRequest.self) { _ in
-                FetchDatabaseChangesResponse(modifications: [.init(zoneID: notes)], changeToken: DatabaseChangeToken(offset: 30))
+                FetchDatabaseChangesResponse(
+                    modifications: [.init(zoneID: notes)], changeToken: DatabaseChangeToken(offset: 30))
             }
-            flow.database.fail(FetchZoneChangesRequest.self, SyncError(.changeTokenExpired, "compacted", item: .zone(notes)))
+            flow.database.fail(
+                FetchZoneChangesRequest.self, SyncError(.changeTokenExpired, "compacted", item: .zone(notes)))
             flow.database.answer(FetchZoneChangesRequest.self) { _ in
                 FetchZoneChangesResponse(zoneID: notes, modifications: Self.modified(a2), changeToken: newToken)
             }
@@ -128,15 +145,19 @@ struct FetchFlowTests {
             try await flow.fetch()
 
             #expect(flow.database.requests(FetchZoneChangesRequest.self).map(\.since) == [nil, oldToken, nil])
-            #expect(try flow.entryNames(after: before) == [
-                "fetchStarted", "databaseChangesFetched", "changeTokenReset", "zoneChangesFetched", "zoneChangesFetched",
-                "zoneFetchFinished", "fetchFinished",
-            ])
+            #expect(
+                try flow.entryNames(after: before) == [
+                    "fetchStarted", "databaseChangesFetched", "changeTokenReset", "zoneChangesFetched",
+                    "zoneChangesFetched",
+                    "zoneFetchFinished", "fetchFinished",
+                ])
             let entries = try flow.entries(after: before).map(\.entry)
             let gone = RecordZoneChange.Deletion(recordID: Fixtures.b, recordType: "Note")
             #expect(entries.contains(.changeTokenReset(zoneID: notes)))
-            #expect(entries.contains(.zoneChangesFetched(
-                zoneID: notes, modifications: [], deletions: [gone], changeToken: newToken, moreComing: false)))
+            #expect(
+                entries.contains(
+                    .zoneChangesFetched(
+                        zoneID: notes, modifications: [], deletions: [gone], changeToken: newToken, moreComing: false)))
             #expect(entries.contains(.zoneFetchFinished(zoneID: notes, error: nil)))
 
             try flow.read { snapshot throws in

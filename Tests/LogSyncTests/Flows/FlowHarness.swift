@@ -1,8 +1,8 @@
 import Foundation
-import Logging
 import LogStore
-import Synchronization
+import Logging
 import SyncModel
+import Synchronization
 import TemporaryDirectory
 
 @testable import LogSync
@@ -33,7 +33,8 @@ final class RecordingGateway: DelegateGateway {
 
     func deliver(_ event: SyncEngine.Event) async { state.withLock { $0.events.append(event) } }
 
-    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext) async -> SyncEngine.RecordZoneChangeBatch? {
+    func nextRecordZoneChangeBatch(_ context: SyncEngine.SendChangesContext) async -> SyncEngine.RecordZoneChangeBatch?
+    {
         state.withLock { state in
             state.batchesAskedFor += 1
             return state.batches.isEmpty ? nil : state.batches.removeFirst()

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import SyncModel
+import Synchronization
 
 /// A `CloudDatabase` in memory, with no server behind it: each request is recorded and answered
 /// with the next answer the test scripted for its kind, as NIO's `EmbeddedChannel` lets a test
@@ -86,7 +86,9 @@ final class ScriptedDatabase: CloudDatabase {
 
     func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try respond(to: request) }
     func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try respond(to: request) }
-    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse { try respond(to: request) }
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try respond(to: request)
+    }
 
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         try respond(to: request)
@@ -103,7 +105,9 @@ final class ScriptedDatabase: CloudDatabase {
     func allSubscriptions() async throws -> [Subscription] { try respond(to: AllSubscriptions()) }
     func currentUserRecordID() async throws -> Record.ID { try respond(to: CurrentUser()) }
     func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { try respond(to: request) }
-    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { try respond(to: request) }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try respond(to: request)
+    }
 
     /// No push hints: the stream ends at once.
     func pushHints() -> AsyncStream<PushHint> { AsyncStream { $0.finish() } }

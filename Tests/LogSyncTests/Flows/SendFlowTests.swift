@@ -26,10 +26,14 @@ struct SendFlowTests {
     }
 
     // F21, F44, F57, F91, F92: one batch, three outcomes.
-    @Test("F44 F91 a batch whose items fail apart: a conflict carries the server's record, a zone not found ends its change")
+    @Test(
+        "F44 F91 a batch whose items fail apart: a conflict carries the server's record, a zone not found ends its change"
+    )
     func batchWithItemFailures() async throws {
         try await withFlowHarness { flow in
-            let changes: [RecordChange] = [.saveRecord(Fixtures.a), .saveRecord(Fixtures.b), .saveRecord(Fixtures.photoC)]
+            let changes: [RecordChange] = [
+                .saveRecord(Fixtures.a), .saveRecord(Fixtures.b), .saveRecord(Fixtures.photoC),
+            ]
             try flow.state.add(pendingRecordZoneChanges: changes)
             let sentRecords = [Fixtures.a, Fixtures.b, Fixtures.photoC].map { Fixtures.clientRecord($0) }
             flow.delegate.queue(SyncEngine.RecordZoneChangeBatch(recordsToSave: sentRecords))
@@ -54,11 +58,16 @@ struct SendFlowTests {
             #expect(flow.database.requestNames == ["ModifyRecordsRequest"])
 
             // The log: the batch with its records, the answer item by item, the end.
-            #expect(try flow.entryNames(after: before) == ["sendStarted", "batchPrepared", "batchResult", "sendFinished"])
+            #expect(
+                try flow.entryNames(after: before) == ["sendStarted", "batchPrepared", "batchResult", "sendFinished"])
             let entries = try flow.entries(after: before).map(\.entry)
-            #expect(entries[1] == .batchPrepared(
-                recordsToSave: sentRecords, recordIDsToDelete: [], atomicByZone: false, requestID: requests[0].requestID))
-            guard case .batchResult(let savedRecords, let deleted, let failedSaves, let failedDeletes) = entries[2] else {
+            #expect(
+                entries[1]
+                    == .batchPrepared(
+                        recordsToSave: sentRecords, recordIDsToDelete: [], atomicByZone: false,
+                        requestID: requests[0].requestID))
+            guard case .batchResult(let savedRecords, let deleted, let failedSaves, let failedDeletes) = entries[2]
+            else {
                 Issue.record("not a batchResult: \(entries[2])")
                 return
             }
@@ -106,7 +115,8 @@ struct SendFlowTests {
             try #require(requests.count == 2)
             #expect(requests[0] == requests[1], "the same request, its ID included")
             #expect(requests[0].requestID != nil)
-            #expect(try flow.entryNames(after: before) == ["sendStarted", "batchPrepared", "batchResult", "sendFinished"])
+            #expect(
+                try flow.entryNames(after: before) == ["sendStarted", "batchPrepared", "batchResult", "sendFinished"])
             try flow.read { snapshot throws in
                 #expect(try snapshot.pendingRecordZoneChanges().isEmpty)
                 #expect(try snapshot.lastKnownServerRecord(for: Fixtures.a) == saved)
@@ -154,10 +164,13 @@ struct SendFlowTests {
     @Test("F23 F43 pending zone changes are sent before the delegate is asked for records")
     func zoneChangesFirst() async throws {
         try await withFlowHarness { flow in
-            try flow.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Fixtures.notes)), .deleteZone(Fixtures.photos)])
+            try flow.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: Fixtures.notes)), .deleteZone(Fixtures.photos),
+            ])
             flow.database.answer(ModifyZonesRequest.self) { request in
                 ModifyZonesResponse(
-                    saveResults: Dictionary(uniqueKeysWithValues: request.zonesToSave.map { ($0.zoneID, .success($0)) }),
+                    saveResults: Dictionary(
+                        uniqueKeysWithValues: request.zonesToSave.map { ($0.zoneID, .success($0)) }),
                     deleteResults: [Fixtures.photos: .failure(SyncError(.zoneNotFound, item: .zone(Fixtures.photos)))])
             }
             let before = try flow.deviceLog.log.lastOffset

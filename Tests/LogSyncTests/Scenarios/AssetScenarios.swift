@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -85,7 +85,8 @@ struct AssetScenarios: NoteIDs {
     /// The note `name` on `device`, in the zone Notes (created first), with a photo of `size`
     /// seeded bytes in the file `file`, and a title when one is given: the user takes a photo.
     static func photoNote(
-        _ name: String, title: String? = nil, on device: TestDevice, file: String, size: Int, seed: UInt64, in directory: URL
+        _ name: String, title: String? = nil, on device: TestDevice, file: String, size: Int, seed: UInt64,
+        in directory: URL
     ) throws -> (id: Record.ID, bytes: [UInt8], photo: URL) {
         let bytes = content(size, seed: seed)
         let photo = try Self.file(file, bytes, in: directory)
@@ -97,7 +98,9 @@ struct AssetScenarios: NoteIDs {
     }
 
     /// A device of alice's whose asset transfers are tracked.
-    static func device(_ name: String, _ server: SyncServer, _ directory: URL) throws -> (TestDevice, AssetTrackingDatabase) {
+    static func device(
+        _ name: String, _ server: SyncServer, _ directory: URL
+    ) throws -> (TestDevice, AssetTrackingDatabase) {
         let database = AssetTrackingDatabase(server.database(for: "alice", device: DeviceID(name)))
         return (try TestDevice(name, database: database, directory: directory.appendingPathComponent(name)), database)
     }
@@ -122,21 +125,26 @@ struct AssetScenarios: NoteIDs {
         do {
             try await device.engine.sendChanges()
         } catch let error as SyncError {
-            Issue.record("\(device.name)'s send failed: \(error); items: \(error.partialErrors.values.map(String.init(describing:)))")
+            Issue.record(
+                "\(device.name)'s send failed: \(error); items: \(error.partialErrors.values.map(String.init(describing:)))"
+            )
             throw error
         }
     }
 
     /// The bytes of the file an asset points at.
     static func bytes(of asset: Asset?) throws -> [UInt8] {
-        let url = try #require(asset?.fileURL, "the asset has no file: \(asset.map(String.init(describing:)) ?? "none")")
+        let url = try #require(
+            asset?.fileURL, "the asset has no file: \(asset.map(String.init(describing:)) ?? "none")")
         return Array(try Data(contentsOf: url))
     }
 
     // MARK: Send and fetch
 
     // F129 (asset values), F134 (the content stored apart, beyond one 1 MiB piece)
-    @Test("F129 F134 the phone saves a note with a photo; the laptop fetches it and reads the same bytes from its asset cache")
+    @Test(
+        "F129 F134 the phone saves a note with a photo; the laptop fetches it and reads the same bytes from its asset cache"
+    )
     func photoTravelsToTheLaptop() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let (id, bytes, photo) = try Self.photoNote(
@@ -145,8 +153,12 @@ struct AssetScenarios: NoteIDs {
 
             // The phone's saved note has the photo's digest and size, and still its own file.
             let digest = AssetHasher.digest(of: bytes)
-            let saved = try #require(phone.events.sentRecordZoneChanges.flatMap(\.savedRecords).first { $0.recordID == id })
-            guard case .asset(let sent)? = saved["photo"] else { Issue.record("no photo in \(saved)"); return }
+            let saved = try #require(
+                phone.events.sentRecordZoneChanges.flatMap(\.savedRecords).first { $0.recordID == id })
+            guard case .asset(let sent)? = saved["photo"] else {
+                Issue.record("no photo in \(saved)")
+                return
+            }
             #expect(sent.digest == digest)
             #expect(sent.size == Int64(bytes.count))
             #expect(sent.fileURL?.path == photo.path)
@@ -167,7 +179,9 @@ struct AssetScenarios: NoteIDs {
     }
 
     // F134: a device's own save comes back in its fetch; its content is on the device already.
-    @Test("F134 the phone's fetch of its own note copies the photo from the user's file into its cache instead of downloading it")
+    @Test(
+        "F134 the phone's fetch of its own note copies the photo from the user's file into its cache instead of downloading it"
+    )
     func ownSaveCopiedNotDownloaded() async throws {
         try await withServer { directory, server in
             let (phone, phoneDatabase) = try Self.device("phone", server, directory)
@@ -175,9 +189,15 @@ struct AssetScenarios: NoteIDs {
                 "mine", on: phone, file: "mine.jpg", size: 120_000, seed: 14, in: directory)
             try await phone.sync()  // sends, then fetches the note back
 
-            let fetched = try #require(phone.events.fetchedRecordZoneChanges.flatMap(\.modifications).first { $0.record.recordID == id })
-            guard case .asset(let asset)? = fetched.record["photo"] else { Issue.record("no photo in \(fetched)"); return }
-            #expect(asset.fileURL?.path == phone.engine.assetCacheDirectory.appendingPathComponent(AssetHasher.digest(of: bytes).hex).path)
+            let fetched = try #require(
+                phone.events.fetchedRecordZoneChanges.flatMap(\.modifications).first { $0.record.recordID == id })
+            guard case .asset(let asset)? = fetched.record["photo"] else {
+                Issue.record("no photo in \(fetched)")
+                return
+            }
+            #expect(
+                asset.fileURL?.path
+                    == phone.engine.assetCacheDirectory.appendingPathComponent(AssetHasher.digest(of: bytes).hex).path)
             #expect(try Self.bytes(of: asset) == bytes)
             #expect(phoneDatabase.downloads.isEmpty, "copied from the user's file")
 
@@ -200,7 +220,9 @@ struct AssetScenarios: NoteIDs {
     func listOfAssets() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             let contents = (0..<3).map { Self.content(10_000 + $0, seed: UInt64(20 + $0)) }
-            let files = try contents.enumerated().map { try Self.file("page\($0.offset).png", $0.element, in: directory) }
+            let files = try contents.enumerated().map {
+                try Self.file("page\($0.offset).png", $0.element, in: directory)
+            }
             let id = Self.note("scan")
 
             try phone.createZone(Self.notes)
@@ -217,18 +239,23 @@ struct AssetScenarios: NoteIDs {
             #expect(assets.map(\.digest) == contents.map { AssetHasher.digest(of: $0) })
             #expect(try assets.map { try Self.bytes(of: $0) } == contents)
             // The phone's saved note: each page still points at its own file.
-            let record = try #require(phone.events.sentRecordZoneChanges.flatMap(\.savedRecords).first { $0.recordID == id })
+            let record = try #require(
+                phone.events.sentRecordZoneChanges.flatMap(\.savedRecords).first { $0.recordID == id })
             guard case .list(let saved)? = record["pages"] else {
                 Issue.record("no list of pages in \(record)")
                 return
             }
-            #expect(saved.compactMap { if case .asset(let asset) = $0 { asset.fileURL?.path } else { nil } } == files.map(\.path))
+            #expect(
+                saved.compactMap { if case .asset(let asset) = $0 { asset.fileURL?.path } else { nil } }
+                    == files.map(\.path))
             #expect(saved.allSatisfy { if case .asset(let asset) = $0 { asset.digest != nil } else { false } })
         }
     }
 
     // F134: the server keeps one copy per content; so does the laptop's cache.
-    @Test("F134 the same photo in two notes is stored once: the second upload sends no bytes, the laptop downloads it once")
+    @Test(
+        "F134 the same photo in two notes is stored once: the second upload sends no bytes, the laptop downloads it once"
+    )
     func samePhotoStoredOnce() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, laptopDatabase in
             let bytes = Self.content(300_000, seed: 2)
@@ -278,7 +305,9 @@ struct AssetScenarios: NoteIDs {
     // MARK: Failures before the request
 
     // F134, F91: a per-item failure, the rest of the batch still goes.
-    @Test("F134 a photo deleted before the send fails its note alone with assetFileNotFound, naming the record, field and file")
+    @Test(
+        "F134 a photo deleted before the send fails its note alone with assetFileNotFound, naming the record, field and file"
+    )
     func fileGoneBeforeSend() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, _ in
             let gone = try Self.file("gone.jpg", Self.content(1000, seed: 4), in: directory)
@@ -297,13 +326,17 @@ struct AssetScenarios: NoteIDs {
             #expect(error?.partialErrors.count == 1)
             #expect(failure.code == .assetFileNotFound)
             #expect(failure.item == .record(lost))
-            #expect(failure.message.contains("\"photo\"") && failure.message.contains(gone.path) && failure.message.contains("lost"))
+            #expect(
+                failure.message.contains("\"photo\"") && failure.message.contains(gone.path)
+                    && failure.message.contains("lost"))
             let sent = phone.events.sentRecordZoneChanges
             #expect(sent.count == 1, "one batch: the failure is reported with the server's answer")
             #expect(sent.flatMap(\.failedRecordSaves).map(\.record.recordID) == [lost])
             #expect(Set(sent.flatMap(\.savedRecords).map(\.recordID)) == [withPhoto, plain])
             #expect(phoneDatabase.uploads.count == 1)
-            #expect(try phone.engine.state.pendingRecordZoneChanges == [], "a failure that is not transient takes the change off the list (F21)")
+            #expect(
+                try phone.engine.state.pendingRecordZoneChanges == [],
+                "a failure that is not transient takes the change off the list (F21)")
 
             try await laptop.sync()
             #expect(Set(laptop.notes.keys) == [withPhoto, plain])
@@ -312,7 +345,8 @@ struct AssetScenarios: NoteIDs {
     }
 
     // F134: the file changes between its hashing and its upload.
-    @Test("F134 a photo modified while it is uploaded fails its note with assetFileModified; the batch's other notes go")
+    @Test(
+        "F134 a photo modified while it is uploaded fails its note with assetFileModified; the batch's other notes go")
     func fileModifiedDuringUpload() async throws {
         try await withServer { directory, server in
             let (phone, phoneDatabase) = try Self.device("phone", server, directory)
@@ -372,7 +406,8 @@ struct AssetScenarios: NoteIDs {
             let error = await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
             let failure = try #require(error?.partialErrors[.record(id)])
             #expect(failure.code == .limitExceeded)
-            #expect(failure.message.contains("\"movie\"") && failure.message.contains("\(Limits.maxAssetBytes + 1) bytes"))
+            #expect(
+                failure.message.contains("\"movie\"") && failure.message.contains("\(Limits.maxAssetBytes + 1) bytes"))
             #expect(phoneDatabase.uploads.isEmpty)
             #expect(phone.events.sentRecordZoneChanges.flatMap(\.failedRecordSaves).map(\.record.recordID) == [id])
             try phone.expectProjectionsHold()
@@ -380,7 +415,9 @@ struct AssetScenarios: NoteIDs {
     }
 
     // F89, F90: a transient upload failure is a transient send failure.
-    @Test("F89 an upload refused with serviceUnavailable keeps its note pending, skips the batch's other uploads and ends the send; the next send uploads them")
+    @Test(
+        "F89 an upload refused with serviceUnavailable keeps its note pending, skips the batch's other uploads and ends the send; the next send uploads them"
+    )
     func transientUploadFailure() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, phoneDatabase, laptop, _ in
             let bytes = Self.content(4000, seed: 9)
@@ -393,7 +430,9 @@ struct AssetScenarios: NoteIDs {
             try phone.attach(dog, "photo", .asset(Asset(fileURL: photo)))
             try phone.attach(puppy, "photo", .asset(Asset(fileURL: other)))
             try phone.write(plain, "No photo")
-            phoneDatabase.failNextUploads([SyncError(.serviceUnavailable, "down for maintenance", retryAfter: .seconds(30))])
+            phoneDatabase.failNextUploads([
+                SyncError(.serviceUnavailable, "down for maintenance", retryAfter: .seconds(30))
+            ])
             let error = await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
 
             #expect(error?.code == .serviceUnavailable, "the transient failure ends the send")
@@ -403,7 +442,10 @@ struct AssetScenarios: NoteIDs {
             #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(dog), .saveRecord(puppy)])
             let sent = phone.events.sentRecordZoneChanges
             #expect(sent.flatMap(\.failedRecordSaves).map(\.record.recordID) == [dog, puppy])
-            #expect(sent.flatMap(\.failedRecordSaves).allSatisfy { $0.error.code == .serviceUnavailable && $0.error.retryAfter == .seconds(30) })
+            #expect(
+                sent.flatMap(\.failedRecordSaves).allSatisfy {
+                    $0.error.code == .serviceUnavailable && $0.error.retryAfter == .seconds(30)
+                })
             #expect(sent.flatMap(\.savedRecords).map(\.recordID) == [plain], "a note without an upload still goes")
 
             try await phone.engine.sendChanges()
@@ -417,7 +459,8 @@ struct AssetScenarios: NoteIDs {
     }
 
     // F55: atomicByZone holds back the zone of an item that failed before the request.
-    @Test("F55 F134 in an atomic batch, a note whose photo is gone holds back its zone's other notes, not another zone's")
+    @Test(
+        "F55 F134 in an atomic batch, a note whose photo is gone holds back its zone's other notes, not another zone's")
     func atomicZoneWithMissingFile() async throws {
         try await withScriptedEngine("phone") { engine, delegate, server, directory in
             let gone = directory.appendingPathComponent("never-there.jpg")
@@ -425,25 +468,34 @@ struct AssetScenarios: NoteIDs {
             withPhoto["photo"] = .asset(Asset(fileURL: gone))
             let mate = newNote(Self.note("b"), "B")
             let elsewhere = newNote(Self.note("c", Self.albums), "C")
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes)), .saveZone(RecordZone(zoneID: Self.albums))])
-            try engine.state.add(pendingRecordZoneChanges: [withPhoto, mate, elsewhere].map { .saveRecord($0.recordID) })
-            delegate.queue([SyncEngine.RecordZoneChangeBatch(recordsToSave: [withPhoto, mate, elsewhere], atomicByZone: true)])
+            try engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: Self.notes)), .saveZone(RecordZone(zoneID: Self.albums)),
+            ])
+            try engine.state.add(
+                pendingRecordZoneChanges: [withPhoto, mate, elsewhere].map { .saveRecord($0.recordID) })
+            delegate.queue([
+                SyncEngine.RecordZoneChangeBatch(recordsToSave: [withPhoto, mate, elsewhere], atomicByZone: true)
+            ])
 
             let error = await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             #expect(error?.partialErrors[.record(withPhoto.recordID)]?.code == .assetFileNotFound)
             #expect(error?.partialErrors[.record(mate.recordID)]?.code == .batchRequestFailed)
             #expect(error?.partialErrors.count == 2)
-            #expect(delegate.events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID) == [elsewhere.recordID])
+            #expect(
+                delegate.events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID) == [elsewhere.recordID])
             try expectProjectionsHold(engine)
         }
     }
 
     // F103: the items that failed before the request say nothing of a lost answer.
-    @Test("F103 F134 a batch whose every note failed before the request leaves a lost answer's batch unanswered; the next send reuses its ID")
+    @Test(
+        "F103 F134 a batch whose every note failed before the request leaves a lost answer's batch unanswered; the next send reuses its ID"
+    )
     func localFailuresKeepTheUnansweredBatch() async throws {
         try await withServer { directory, server in
             let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-            let phone = try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone"))
+            let phone = try TestDevice(
+                "phone", database: database, directory: directory.appendingPathComponent("phone"))
             let (note, broken) = (Self.note("n"), Self.note("broken"))
             try phone.createZone(Self.notes)
             try phone.write(note, "first")
@@ -465,7 +517,9 @@ struct AssetScenarios: NoteIDs {
             #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == unanswered)
 
             try await Self.send(phone)
-            #expect(database.modifyRequestIDs.last == unanswered.requestID, "the equal batch goes out under the dropped one's ID")
+            #expect(
+                database.modifyRequestIDs.last == unanswered.requestID,
+                "the equal batch goes out under the dropped one's ID")
             #expect(try phone.engine.deviceLog.read { try $0.unansweredBatch() } == nil)
             #expect(phone.unacknowledgedEdits.keys.sorted { $0.recordName < $1.recordName } == [broken])
             try phone.expectProjectionsHold()
@@ -475,7 +529,9 @@ struct AssetScenarios: NoteIDs {
     // MARK: Fetch configuration (F72)
 
     // F72: shouldFetchAssetContents false, then the content on demand.
-    @Test("F72 with shouldFetchAssetContents false the laptop gets the photo's digest and size only; fetchAssetContents brings its bytes")
+    @Test(
+        "F72 with shouldFetchAssetContents false the laptop gets the photo's digest and size only; fetchAssetContents brings its bytes"
+    )
     func assetContentsOnDemand() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let (id, bytes, photo) = try Self.photoNote(
@@ -493,7 +549,9 @@ struct AssetScenarios: NoteIDs {
             #expect(remote.digest == AssetHasher.digest(of: bytes))
             #expect(remote.size == Int64(bytes.count))
             #expect(laptopDatabase.downloads.isEmpty)
-            #expect(!FileManager.default.fileExists(atPath: laptop.engine.assetCacheDirectory.appendingPathComponent(remote.digest!.hex).path))
+            #expect(
+                !FileManager.default.fileExists(
+                    atPath: laptop.engine.assetCacheDirectory.appendingPathComponent(remote.digest!.hex).path))
 
             let local = try await laptop.engine.fetchAssetContents(remote, in: Self.notes)
             #expect(local.digest == remote.digest && local.size == remote.size)
@@ -503,17 +561,23 @@ struct AssetScenarios: NoteIDs {
             #expect(try await laptop.engine.fetchAssetContents(remote, in: Self.notes) == local)
             #expect(laptopDatabase.downloads.count == 1)
             // An asset never sent has no content to fetch.
-            await #expect(throws: SyncError.self) { _ = try await laptop.engine.fetchAssetContents(Asset(fileURL: photo), in: Self.notes) }
+            await #expect(throws: SyncError.self) {
+                _ = try await laptop.engine.fetchAssetContents(Asset(fileURL: photo), in: Self.notes)
+            }
         }
     }
 
     // F72: resultsLimit per zone.
-    @Test("F72 a zone configuration's resultsLimit pages that zone alone; the default configuration's holds for the others")
+    @Test(
+        "F72 a zone configuration's resultsLimit pages that zone alone; the default configuration's holds for the others"
+    )
     func resultsLimitPerZone() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, _, laptop, _ in
             try phone.createZone(Self.notes)
             try phone.createZone(Self.albums)
-            try phone.write((0..<5).map { (Self.note("n\($0)"), "Note \($0)") } + (0..<5).map { (Self.note("a\($0)", Self.albums), "Album \($0)") })
+            try phone.write(
+                (0..<5).map { (Self.note("n\($0)"), "Note \($0)") }
+                    + (0..<5).map { (Self.note("a\($0)", Self.albums), "Album \($0)") })
             try await phone.sync()
 
             laptop.provideFetchOptions { context, _ in
@@ -528,7 +592,8 @@ struct AssetScenarios: NoteIDs {
             for event in laptop.events {
                 switch event {
                 case .willFetchRecordZoneChanges(let will): zone = will.zoneID
-                case .fetchedRecordZoneChanges(let fetched): pages[zone!, default: []].append(fetched.modifications.count)
+                case .fetchedRecordZoneChanges(let fetched):
+                    pages[zone!, default: []].append(fetched.modifications.count)
                 default: break
                 }
             }
@@ -553,12 +618,15 @@ struct AssetScenarios: NoteIDs {
     }
 
     // F134, F72: a download that fails is a failed zone fetch; the token does not pass the page.
-    @Test("F72 F89 a photo whose download fails leaves its zone unfetched and its page undelivered; the next fetch delivers it with the file")
+    @Test(
+        "F72 F89 a photo whose download fails leaves its zone unfetched and its page undelivered; the next fetch delivers it with the file"
+    )
     func downloadFailureFailsTheZone() async throws {
         try await withServer { directory, server in
             let (phone, _) = try Self.device("phone", server, directory)
             let database = LosingDownloads(server.database(for: "alice", device: "laptop"))
-            let laptop = try TestDevice("laptop", database: database, directory: directory.appendingPathComponent("laptop"))
+            let laptop = try TestDevice(
+                "laptop", database: database, directory: directory.appendingPathComponent("laptop"))
             let bytes = Self.content(9000, seed: 11)
             let id = Self.note("sunset")
             try phone.createZone(Self.notes)
@@ -572,7 +640,9 @@ struct AssetScenarios: NoteIDs {
             #expect(laptop.notes[id] == nil, "nothing delivered before its photo")
             #expect(laptop.events.fetchedRecordZoneChanges.isEmpty)
             #expect(try laptop.engine.state.zoneIDsWithUnfetchedServerChanges == [Self.notes])
-            #expect(try laptop.engine.deviceLog.read { try $0.zoneChangeToken(for: Self.notes) } == nil, "the token did not move")
+            #expect(
+                try laptop.engine.deviceLog.read { try $0.zoneChangeToken(for: Self.notes) } == nil,
+                "the token did not move")
 
             try await laptop.engine.fetchChanges()
             #expect(laptop.title(id) == "Sunset")
@@ -610,13 +680,23 @@ struct AssetScenarios: NoteIDs {
                 }
                 let cached = device.engine.assetCacheDirectory.appendingPathComponent(digest.hex).path
                 #expect(sent.count == (device === phone ? 2 : 0), "device \(device.name): \(sent)")
-                #expect(sent.allSatisfy { $0 == Asset(digest: digest, size: Int64(bytes.count), fileURL: URL(fileURLWithPath: photo.path)) }, "\(sent)")
+                #expect(
+                    sent.allSatisfy {
+                        $0 == Asset(digest: digest, size: Int64(bytes.count), fileURL: URL(fileURLWithPath: photo.path))
+                    }, "\(sent)")
                 #expect(fetched.count == 1, "device \(device.name): \(fetched)")
-                #expect(fetched.allSatisfy { $0 == Asset(digest: digest, size: Int64(bytes.count), fileURL: URL(fileURLWithPath: cached)) }, "\(fetched)")
+                #expect(
+                    fetched.allSatisfy {
+                        $0 == Asset(digest: digest, size: Int64(bytes.count), fileURL: URL(fileURLWithPath: cached))
+                    }, "\(fetched)")
                 // What the log's file holds: no piece of the content, anywhere.
-                let file = try Data(contentsOf: URL(fileURLWithPath: device.engine.deviceLog.log.environment.path).appendingPathComponent("data.mdb"))
+                let file = try Data(
+                    contentsOf: URL(fileURLWithPath: device.engine.deviceLog.log.environment.path)
+                        .appendingPathComponent("data.mdb"))
                 for start in stride(from: 0, to: bytes.count - 64, by: 20_000) {
-                    #expect(file.range(of: Data(bytes[start..<(start + 64)])) == nil, "device \(device.name): bytes from \(start) are in the log")
+                    #expect(
+                        file.range(of: Data(bytes[start..<(start + 64)])) == nil,
+                        "device \(device.name): bytes from \(start) are in the log")
                 }
                 #expect(file.range(of: Data(digest.bytes)) != nil, "device \(device.name): the digest is in the log")
             }
@@ -624,7 +704,9 @@ struct AssetScenarios: NoteIDs {
     }
 
     // The cache outlives the engine: a relaunched laptop finds its files.
-    @Test("F134 after a relaunch the laptop's asset cache still serves fetched photos; a deleted cache file is downloaded again")
+    @Test(
+        "F134 after a relaunch the laptop's asset cache still serves fetched photos; a deleted cache file is downloaded again"
+    )
     func cacheSurvivesRelaunch() async throws {
         try await Self.withPhoneAndLaptop { directory, phone, _, laptop, laptopDatabase in
             let bytes = Self.content(50_000, seed: 13)
@@ -672,7 +754,9 @@ final class LosingDownloads: ForwardingDatabase {
 
     func failNextDownloads(_ count: Int) { failing.withLock { $0 = count } }
 
-    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse { try await base.modifyRecords(request) }
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try await base.modifyRecords(request)
+    }
 
     func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
         let fail = failing.withLock { count -> Bool in

@@ -1,9 +1,9 @@
 import Foundation
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -16,7 +16,9 @@ struct CancelScenarios {
     static func note(_ number: Int) -> Record.ID { Record.ID(recordName: "note-\(number)", zoneID: notes) }
 
     // F79, F80, F45, F57
-    @Test("Cancelled from inside the delegate after the first batch: that batch is reported, the rest stays pending; a later send sends it")
+    @Test(
+        "Cancelled from inside the delegate after the first batch: that batch is reported, the rest stays pending; a later send sends it"
+    )
     func cancelSendFromDelegate() async throws {
         try await withDevices("A", "B") { _, phoneA, phoneB in
             let cancelled = Atomic<Bool>(false)
@@ -31,7 +33,10 @@ struct CancelScenarios {
             let error = await #expect(throws: SyncError.self) { try await phoneA.engine.sendChanges() }
             #expect(error?.code == .operationCancelled)
             // The batch already sent is reported, and the send's will/did still pair.
-            #expect(phoneA.syncEvents.kinds == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
+            #expect(
+                phoneA.syncEvents.kinds == [
+                    .willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges,
+                ])
             let sent = phoneA.events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID)
             #expect(sent == Array(ids.prefix(400)))
             // The unsent changes are still pending, in order.
@@ -79,7 +84,9 @@ struct CancelScenarios {
     }
 
     // F79, F80, F29 (a cut-off fetch may cause redelivery, never loss), F100
-    @Test("A fetch cancelled after the first page of a zone's listing: the page is kept, the pairs balance, the next fetch lists the zone again")
+    @Test(
+        "A fetch cancelled after the first page of a zone's listing: the page is kept, the pairs balance, the next fetch lists the zone again"
+    )
     func cancelFetch() async throws {
         try await withDevices("W", "R", secondFetchResultsLimit: 100) { _, writer, reader in
             try writer.createZone(Self.notes)
@@ -87,7 +94,9 @@ struct CancelScenarios {
             try await writer.engine.sendChanges()
             let cancelled = Atomic<Bool>(false)
             reader.onEvent { event, engine in
-                guard case .fetchedRecordZoneChanges = event, !cancelled.exchange(true, ordering: .relaxed) else { return }
+                guard case .fetchedRecordZoneChanges = event, !cancelled.exchange(true, ordering: .relaxed) else {
+                    return
+                }
                 await engine.cancelOperations()
             }
 

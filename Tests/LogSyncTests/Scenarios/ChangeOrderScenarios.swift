@@ -2,8 +2,8 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -62,7 +62,9 @@ struct ChangeOrderScenarios {
     // back shuffled, and the tablet, which gets the server's order, fetch in small pages. Both
     // hold the server's notes after every round, and their engines agree on what is pending
     // (nothing) and on the zones they know.
-    @Test("F157 a device whose fetched pages come back shuffled ends with the same notes as one that gets the server's order", arguments: [1 as UInt64, 2, 3])
+    @Test(
+        "F157 a device whose fetched pages come back shuffled ends with the same notes as one that gets the server's order",
+        arguments: [1 as UInt64, 2, 3])
     func shuffledPagesSameFinalState(seed: UInt64) async throws {
         try await withServer { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)

@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -93,7 +93,10 @@ func files(under directory: URL, containing needle: [UInt8]) throws -> [String] 
     while let url = enumerator?.nextObject() as? URL {
         guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true else { continue }
         let bytes = [UInt8](try Data(contentsOf: url))
-        if bytes.count >= needle.count, (0...(bytes.count - needle.count)).contains(where: { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }) {
+        if bytes.count >= needle.count,
+            (0...(bytes.count - needle.count)).contains(where: { bytes[$0..<($0 + needle.count)].elementsEqual(needle) }
+            )
+        {
             found.append(url.path)
         }
     }
@@ -114,7 +117,9 @@ struct EncryptionScenarios: NoteIDs {
         }.last
     }
 
-    @Test("F129 the phone's encrypted field reaches the server as ciphertext only; the laptop reads it once the phone has wrapped the key for it")
+    @Test(
+        "F129 the phone's encrypted field reaches the server as ciphertext only; the laptop reads it once the phone has wrapped the key for it"
+    )
     func secondDeviceOfTheSameUser() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let serverDirectory = directory.appendingPathComponent("server")  // where the server stores everything
@@ -132,8 +137,10 @@ struct EncryptionScenarios: NoteIDs {
 
             // The server's record holds the field sealed; no file of the server holds the plaintext.
             let stored = try #require(
-                try await server.database(for: "alice", device: "admin").fetchZoneChanges(zoneID: Self.notes, since: nil)
-                    .modifications.first { $0.record.recordID == n1 }?.record)
+                try await server.database(for: "alice", device: "admin").fetchZoneChanges(
+                    zoneID: Self.notes, since: nil
+                )
+                .modifications.first { $0.record.recordID == n1 }?.record)
             guard case .encrypted(.sealed(let sealed))? = stored["diagnosis"] else {
                 Issue.record("the server's diagnosis is \(String(describing: stored["diagnosis"]))")
                 return
@@ -151,7 +158,9 @@ struct EncryptionScenarios: NoteIDs {
             await #expect(throws: SyncError.self) { try await laptop.sync() }
             let unavailable = try #require(Self.zoneError(laptop, Self.notes))
             #expect(unavailable.code == .zoneKeyUnavailable)
-            #expect(unavailable.item == .record(n1) && unavailable.message.contains("\"diagnosis\""), "\(unavailable.message)")
+            #expect(
+                unavailable.item == .record(n1) && unavailable.message.contains("\"diagnosis\""),
+                "\(unavailable.message)")
             #expect(laptop.title(n1) == nil)
 
             // 10:05 the phone syncs: it wraps the zone's key for the laptop, which registered.
@@ -179,7 +188,9 @@ struct EncryptionScenarios: NoteIDs {
         }
     }
 
-    @Test("F129 a share participant reads the owner's encrypted field once the owner's device has wrapped the key for them")
+    @Test(
+        "F129 a share participant reads the owner's encrypted field once the owner's device has wrapped the key for them"
+    )
     func shareParticipant() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let serverDirectory = directory.appendingPathComponent("server")  // where the server stores everything
@@ -210,7 +221,9 @@ struct EncryptionScenarios: NoteIDs {
         }
     }
 
-    @Test("F129 removing a participant rotates the zone's key: new values are sealed under a version never wrapped for them")
+    @Test(
+        "F129 removing a participant rotates the zone's key: new values are sealed under a version never wrapped for them"
+    )
     func rotationWhenAParticipantIsRemoved() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let (alice, notes) = try await SharedEngineTests.aliceSharesNotesWithBob(server, directory)
@@ -236,13 +249,16 @@ struct EncryptionScenarios: NoteIDs {
             try await alice.sync()
             try alice.encrypt(Self.note("n2", notes), "diagnosis", .string("after"))
             try await alice.sync()
-            let keys = try #require(try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes])).results[notes]?.get())
+            let keys = try #require(
+                try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [notes])).results[notes]?.get())
             #expect(keys.latestVersion == 2)
             let aliceDevices = Set(keys.recipients.map(\.keyID))
             #expect(Set(keys.wrappedKeys.filter { $0.version == 2 }.map(\.recipientKeyID)) == aliceDevices)
-            #expect(Set(keys.wrappedKeys.filter { $0.version == 1 }.map(\.recipientKeyID)).count == aliceDevices.count + 1)
-            let stored = try #require(try await owner.fetchZoneChanges(zoneID: notes, since: nil).modifications
-                .first { $0.record.recordID == Self.note("n2", notes) }?.record)
+            #expect(
+                Set(keys.wrappedKeys.filter { $0.version == 1 }.map(\.recipientKeyID)).count == aliceDevices.count + 1)
+            let stored = try #require(
+                try await owner.fetchZoneChanges(zoneID: notes, since: nil).modifications
+                    .first { $0.record.recordID == Self.note("n2", notes) }?.record)
             guard case .encrypted(.sealed(let sealed))? = stored["diagnosis"] else {
                 Issue.record("n2's diagnosis is \(String(describing: stored["diagnosis"]))")
                 return
@@ -253,7 +269,9 @@ struct EncryptionScenarios: NoteIDs {
         }
     }
 
-    @Test("F129 a key version of 4294967295 from the server leaves no next version: the engine does not rotate, and does not trap")
+    @Test(
+        "F129 a key version of 4294967295 from the server leaves no next version: the engine does not rotate, and does not trap"
+    )
     func exhaustedKeyVersion() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let hostile = ExhaustedVersionDirectory(server.database(for: "alice", device: "phone"))
@@ -264,19 +282,23 @@ struct EncryptionScenarios: NoteIDs {
             try await phone.sync()
             // The note went out sealed under the version the server reported; no rotation was tried.
             let owner = server.database(for: "alice", device: "admin")
-            let stored = try #require(try await owner.fetchZoneChanges(zoneID: Self.notes, since: nil).modifications
-                .first { $0.record.recordID == Self.note("n1") }?.record)
+            let stored = try #require(
+                try await owner.fetchZoneChanges(zoneID: Self.notes, since: nil).modifications
+                    .first { $0.record.recordID == Self.note("n1") }?.record)
             guard case .encrypted(.sealed(let sealed))? = stored["diagnosis"] else {
                 Issue.record("n1's diagnosis is \(String(describing: stored["diagnosis"]))")
                 return
             }
             #expect(sealed.keyVersion == .max)
-            let kept = try #require(try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [Self.notes])).results[Self.notes]?.get())
+            let kept = try #require(
+                try await owner.fetchZoneKeys(FetchZoneKeysRequest(zoneIDs: [Self.notes])).results[Self.notes]?.get())
             #expect(kept.latestVersion == 0)  // the server kept no wrap past the highest valid version
         }
     }
 
-    @Test("F129 changed ciphertext is a decryptionFailed naming the record and field; the zone's other notes still arrive")
+    @Test(
+        "F129 changed ciphertext is a decryptionFailed naming the record and field; the zone's other notes still arrive"
+    )
     func tamperedCiphertext() async throws {
         try await withServer(shutsDown: true) { directory, server in
             let phone = try TestDevice("phone", server: server, directory: directory)
@@ -287,7 +309,8 @@ struct EncryptionScenarios: NoteIDs {
 
             let tampering = TamperingDatabase(server.database(for: "alice", device: "laptop"))
             tampering.tamper(with: ["n1"])
-            let laptop = try TestDevice("laptop", database: tampering, directory: directory.appendingPathComponent("laptop"))
+            let laptop = try TestDevice(
+                "laptop", database: tampering, directory: directory.appendingPathComponent("laptop"))
             await #expect(throws: SyncError.self) { try await laptop.sync() }  // registers its key
             try await phone.sync()  // wraps the zone key for it
             laptop.clearEvents()
@@ -295,7 +318,9 @@ struct EncryptionScenarios: NoteIDs {
             let error = try #require(Self.zoneError(laptop, Self.notes))
             #expect(error.code == .decryptionFailed)
             #expect(error.item == .record(Self.note("n1")))
-            #expect(error.message.contains("\"diagnosis\"") && error.message.contains("authentication failed"), "\(error.message)")
+            #expect(
+                error.message.contains("\"diagnosis\"") && error.message.contains("authentication failed"),
+                "\(error.message)")
             #expect(laptop.decrypted(Self.note("n1"), "diagnosis") == nil)
             #expect(laptop.decrypted(Self.note("n2"), "diagnosis") == .string("two"))
         }
@@ -315,8 +340,11 @@ struct EncryptionScenarios: NoteIDs {
             let failure = try #require(failures.first { $0.record.recordID == Self.note("n2") })
             #expect(failure.error.code == .invalidArguments)
             #expect(failure.error.item == .record(Self.note("n2")))
-            #expect(failure.error.message.contains("\"link\"") && failure.error.message.contains("cannot hold a reference"), "\(failure.error.message)")
-            let stored = try await server.database(for: "alice", device: "admin").fetchZoneChanges(zoneID: Self.notes, since: nil)
+            #expect(
+                failure.error.message.contains("\"link\"") && failure.error.message.contains("cannot hold a reference"),
+                "\(failure.error.message)")
+            let stored = try await server.database(for: "alice", device: "admin").fetchZoneChanges(
+                zoneID: Self.notes, since: nil)
             #expect(stored.modifications.map(\.record.recordID.recordName) == ["n1"])
         }
     }

@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import TemporaryDirectory
 import Testing
 
@@ -122,7 +122,8 @@ extension EventGrammarTests {
             let database = server.database(for: "alice")
             let z1 = RecordZone.ID(zoneName: "Z1")
             let z2 = RecordZone.ID(zoneName: "Z2")
-            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: z1), RecordZone(zoneID: z2)]))
+            _ = try await database.modifyZones(
+                ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: z1), RecordZone(zoneID: z2)]))
             let token = try server.admin.currentToken(of: "alice")
             // Z2 deleted, then Z1 changed, then Z2 re-created: the feed holds Z1, then Z2.
             _ = try await database.modifyZones(ModifyZonesRequest(zoneIDsToDelete: [z2]))
@@ -206,7 +207,8 @@ extension EventGrammarTests {
             // The next send creates the zone, then saves the note.
             try await device.engine.sendChanges()
             #expect(try device.engine.state.pendingRecordZoneChanges == [])
-            #expect(try device.engine.deviceLog.lastKnownServerRecord(for: Record.ID(recordName: "n", zoneID: zone)) != nil)
+            #expect(
+                try device.engine.deviceLog.lastKnownServerRecord(for: Record.ID(recordName: "n", zoneID: zone)) != nil)
         }
     }
 }
@@ -240,9 +242,12 @@ struct EventRecorderTests {
     func accepts() {
         var recorder = EventRecorder(name: "good")
         recorder.record([
-            Self.state, Self.willSend, Self.state, .sentDatabaseChanges(.init()), .sentRecordZoneChanges(.init()), Self.state,
-            Self.didSend, Self.willFetch, Self.dbChanges, Self.state, Self.dbChanges, Self.willZone(Self.z1), Self.state,
-            Self.fetched(Self.record("a", Self.z1)), Self.didZone(Self.z1), Self.willZone(Self.z2), Self.didZone(Self.z2),
+            Self.state, Self.willSend, Self.state, .sentDatabaseChanges(.init()), .sentRecordZoneChanges(.init()),
+            Self.state,
+            Self.didSend, Self.willFetch, Self.dbChanges, Self.state, Self.dbChanges, Self.willZone(Self.z1),
+            Self.state,
+            Self.fetched(Self.record("a", Self.z1)), Self.didZone(Self.z1), Self.willZone(Self.z2),
+            Self.didZone(Self.z2),
             Self.state, Self.didFetch, Self.state,
         ])
         recorder.finish()
@@ -257,29 +262,44 @@ struct EventRecorderTests {
     }
 
     static let bad: [Bad] = [
-        Bad(description: "fetch nested in a send", events: [willSend, willFetch, didFetch, didSend], position: 1, rule: "nested"),
-        Bad(description: "send nested in a fetch", events: [willFetch, willSend, didSend, didFetch], position: 1, rule: "nested"),
+        Bad(
+            description: "fetch nested in a send", events: [willSend, willFetch, didFetch, didSend], position: 1,
+            rule: "nested"),
+        Bad(
+            description: "send nested in a fetch", events: [willFetch, willSend, didSend, didFetch], position: 1,
+            rule: "nested"),
         Bad(description: "did without will", events: [state, didSend], position: 1, rule: "without a willSendChanges"),
         Bad(
             description: "did with another context",
-            events: [willSend, .didSendChanges(.init(context: .init(reason: .scheduled, options: .init())))], position: 1,
+            events: [willSend, .didSendChanges(.init(context: .init(reason: .scheduled, options: .init())))],
+            position: 1,
             rule: "context"),
-        Bad(description: "unterminated fetch", events: [willFetch, willZone(z1), didZone(z1)], position: 3, rule: "ends inside"),
         Bad(
-            description: "database changes after zones", events: [willFetch, willZone(z1), didZone(z1), dbChanges, didFetch],
+            description: "unterminated fetch", events: [willFetch, willZone(z1), didZone(z1)], position: 3,
+            rule: "ends inside"),
+        Bad(
+            description: "database changes after zones",
+            events: [willFetch, willZone(z1), didZone(z1), dbChanges, didFetch],
             position: 3, rule: "after the fetch began"),
         Bad(
-            description: "a zone twice", events: [willFetch, willZone(z1), didZone(z1), willZone(z1), didZone(z1), didFetch],
+            description: "a zone twice",
+            events: [willFetch, willZone(z1), didZone(z1), willZone(z1), didZone(z1), didFetch],
             position: 3, rule: "second time"),
         Bad(
-            description: "zones overlap", events: [willFetch, willZone(z1), willZone(z2), didZone(z2), didZone(z1), didFetch],
+            description: "zones overlap",
+            events: [willFetch, willZone(z1), willZone(z2), didZone(z2), didZone(z1), didFetch],
             position: 2, rule: "still being fetched"),
         Bad(
             description: "records of another zone",
-            events: [willFetch, willZone(z1), fetched(record("a", z1), record("b", z2)), didZone(z1), didFetch], position: 2,
+            events: [willFetch, willZone(z1), fetched(record("a", z1), record("b", z2)), didZone(z1), didFetch],
+            position: 2,
             rule: "other zones"),
-        Bad(description: "records outside a zone", events: [willFetch, fetched(record("a", z1)), didFetch], position: 1, rule: "outside"),
-        Bad(description: "sent outside a send", events: [willFetch, .sentRecordZoneChanges(.init()), didFetch], position: 1, rule: "outside a send"),
+        Bad(
+            description: "records outside a zone", events: [willFetch, fetched(record("a", z1)), didFetch], position: 1,
+            rule: "outside"),
+        Bad(
+            description: "sent outside a send", events: [willFetch, .sentRecordZoneChanges(.init()), didFetch],
+            position: 1, rule: "outside a send"),
         Bad(
             description: "did of another zone", events: [willFetch, willZone(z1), didZone(z2), didFetch], position: 2,
             rule: "does not pair"),
@@ -295,7 +315,9 @@ struct EventRecorderTests {
         #expect(first?.rule.contains(bad.rule) == true, "\(first?.rule ?? "no violation")")
         let report = recorder.report() ?? ""
         #expect(report.contains("at #\(bad.position)"))
-        if bad.position < bad.events.count { #expect(report.contains("→ #\(bad.position) \(bad.events[bad.position])")) }
+        if bad.position < bad.events.count {
+            #expect(report.contains("→ #\(bad.position) \(bad.events[bad.position])"))
+        }
     }
 }
 
@@ -327,7 +349,9 @@ final class GeneratedHistory {
     static let zones = (0..<3).map { RecordZone.ID(zoneName: "Z\($0)") }
     static let names = (0..<4).map { "n\($0)" }
     static let recordIDs: [Record.ID] = zones.flatMap { zone in names.map { Record.ID(recordName: $0, zoneID: zone) } }
-    static let transientCodes: [SyncError.Code] = [.networkFailure, .serviceUnavailable, .zoneBusy, .requestRateLimited]
+    static let transientCodes: [SyncError.Code] = [
+        .networkFailure, .serviceUnavailable, .zoneBusy, .requestRateLimited,
+    ]
     static let permanentCodes: [SyncError.Code] = [.internalError, .serverRejectedRequest]
     static let steps = 40
     static let maxQuiescenceRounds = 12
@@ -340,11 +364,18 @@ final class GeneratedHistory {
         var compactions = 0, skippedCompactions = 0, tokenResets = 0, quiescenceRounds = 0
 
         mutating func add(_ other: Stats) {
-            sends += other.sends; fetches += other.fetches; zoneFetches += other.zoneFetches
-            failedZoneFetches += other.failedZoneFetches; conflicts += other.conflicts
-            transientFaults += other.transientFaults; permanentFaults += other.permanentFaults
-            purges += other.purges; resets += other.resets; compactions += other.compactions
-            skippedCompactions += other.skippedCompactions; tokenResets += other.tokenResets
+            sends += other.sends
+            fetches += other.fetches
+            zoneFetches += other.zoneFetches
+            failedZoneFetches += other.failedZoneFetches
+            conflicts += other.conflicts
+            transientFaults += other.transientFaults
+            permanentFaults += other.permanentFaults
+            purges += other.purges
+            resets += other.resets
+            compactions += other.compactions
+            skippedCompactions += other.skippedCompactions
+            tokenResets += other.tokenResets
             quiescenceRounds = max(quiescenceRounds, other.quiescenceRounds)
         }
 
@@ -412,7 +443,8 @@ final class GeneratedHistory {
         var setup = ["server page size \(pageSize)"]
         for index in 0..<count {
             let name = ["A", "B", "C"][index]
-            let limit: Int? = Bool.random(using: &random) ? nil : Int.random(in: 1...3, using: &random) + (smallPages ? 0 : 2)
+            let limit: Int? =
+                Bool.random(using: &random) ? nil : Int.random(in: 1...3, using: &random) + (smallPages ? 0 : 2)
             let device = try TestDevice(name, server: server, directory: directory, fetchResultsLimit: limit)
             let mergesByMax = Bool.random(using: &random)
             if mergesByMax { device.resolveConflicts { local, server in max(local, server) } }
@@ -420,7 +452,9 @@ final class GeneratedHistory {
             Self.setAsideInjectedFailures(device, budget, aside, midFetch, server)
             setAside.append(aside)
             devices.append(device)
-            setup.append("\(name): fetch limit \(limit.map(String.init) ?? "none"), conflicts \(mergesByMax ? "max" : "server wins")")
+            setup.append(
+                "\(name): fetch limit \(limit.map(String.init) ?? "none"), conflicts \(mergesByMax ? "max" : "server wins")"
+            )
         }
         self.devices = devices
         self.setAside = setAside
@@ -474,12 +508,20 @@ final class GeneratedHistory {
     /// Adds back what device `index` set aside during its last send.
     private func addBackSetAside(_ index: Int) throws {
         let aside = setAside[index]
-        let zones = aside.zones.withLock { zones in defer { zones = [] }; return zones }
-        let records = aside.records.withLock { records in defer { records = [] }; return records }
+        let zones = aside.zones.withLock { zones in
+            defer { zones = [] }
+            return zones
+        }
+        let records = aside.records.withLock { records in
+            defer { records = [] }
+            return records
+        }
         if !zones.isEmpty { try devices[index].engine.state.add(pendingDatabaseChanges: zones) }
         if !records.isEmpty { try devices[index].engine.state.add(pendingRecordZoneChanges: records) }
         if !zones.isEmpty || !records.isEmpty {
-            trace.append("#\(step) \(devices[index].name) adds back \(zones.count + records.count) changes after injected failures")
+            trace.append(
+                "#\(step) \(devices[index].name) adds back \(zones.count + records.count) changes after injected failures"
+            )
         }
     }
 
@@ -610,10 +652,11 @@ final class GeneratedHistory {
     /// Sends, noting when the send may have deleted something on the server.
     private func send(_ index: Int, _ options: SyncEngine.SendChangesOptions) async {
         let device = devices[index]
-        let deletes = (try? read(device) { snapshot in
-            try snapshot.pendingRecordZoneChanges().contains { if case .deleteRecord = $0 { true } else { false } }
-                || snapshot.pendingDatabaseChanges().contains { if case .deleteZone = $0 { true } else { false } }
-        }) ?? true
+        let deletes =
+            (try? read(device) { snapshot in
+                try snapshot.pendingRecordZoneChanges().contains { if case .deleteRecord = $0 { true } else { false } }
+                    || snapshot.pendingDatabaseChanges().contains { if case .deleteZone = $0 { true } else { false } }
+            }) ?? true
         let outcome = await Self.outcome { try await device.engine.sendChanges(options) }
         if outcome.contains("serverRecordChanged") { stats.conflicts += 1 }
         if deletes { noteDeletion() }
@@ -624,9 +667,10 @@ final class GeneratedHistory {
         // that first fetch would stay on this device for ever (`deletionBeforeFirstZoneFetch`).
         // So the device fetches at once, until a fetch succeeds (the faults injected are finite).
         for _ in 0..<8 {
-            let tokenless = (try? read(device) { snapshot in
-                try snapshot.knownZoneIDs().contains { try snapshot.zoneChangeToken(for: $0) == nil }
-            }) ?? true
+            let tokenless =
+                (try? read(device) { snapshot in
+                    try snapshot.knownZoneIDs().contains { try snapshot.zoneChangeToken(for: $0) == nil }
+                }) ?? true
             guard tokenless else { break }
             if await fetch(index, .init()) == "ok" { break }
         }
@@ -672,7 +716,9 @@ final class GeneratedHistory {
         }
         server.admin.failNextRequests(
             of: Self.user, count: count, with: SyncError(code, "injected by seed \(seed)", retryAfter: retryAfter))
-        if transient { stats.transientFaults += count } else {
+        if transient {
+            stats.transientFaults += count
+        } else {
             stats.permanentFaults += count
             budget.add(count)
         }
@@ -780,7 +826,8 @@ final class GeneratedHistory {
             consumed[index] = events.count
             if final { recorders[index].finish() }
             if let report = recorders[index].report() {
-                Issue.record(Comment(rawValue: header("device \(device.name)'s events break the grammar") + "\n" + report))
+                Issue.record(
+                    Comment(rawValue: header("device \(device.name)'s events break the grammar") + "\n" + report))
                 return false
             }
         }
@@ -802,7 +849,9 @@ final class GeneratedHistory {
                 let sent = await Self.outcome { try await device.engine.sendChanges() }
                 try addBackSetAside(index)
                 let fetched = await Self.outcome { try await device.engine.fetchChanges() }
-                if sent != "ok" || fetched != "ok" || device.events[before...].contains(where: { busy.contains($0.kind) }) {
+                if sent != "ok" || fetched != "ok"
+                    || device.events[before...].contains(where: { busy.contains($0.kind) })
+                {
                     quiet = false
                 }
                 outcomes.append("\(device.name) send \(sent), fetch \(fetched)")
@@ -833,8 +882,11 @@ final class GeneratedHistory {
             if notes != server {
                 let missing = Set(server).subtracting(notes).sorted()
                 let extra = Set(notes).subtracting(server).sorted()
-                Issue.record(Comment(rawValue: header(
-                    "device \(device.name) did not converge: lacks \(missing), has besides the server's \(extra); server \(server)")))
+                Issue.record(
+                    Comment(
+                        rawValue: header(
+                            "device \(device.name) did not converge: lacks \(missing), has besides the server's \(extra); server \(server)"
+                        )))
             }
         }
     }
@@ -844,13 +896,17 @@ final class GeneratedHistory {
         for device in devices {
             let log = device.engine.deviceLog
             if let mismatch = try log.log.verifyProjections() {
-                Issue.record(Comment(rawValue: header("device \(device.name): incremental index != rebuilt: \(mismatch)")))
+                Issue.record(
+                    Comment(rawValue: header("device \(device.name): incremental index != rebuilt: \(mismatch)")))
             }
             let replayed = try ReferenceState.replaying(log)
             let indexed = try log.read { try $0.referenceState(recordIDs: Self.recordIDs) }
             if replayed != indexed {
-                Issue.record(Comment(rawValue: header(
-                    "device \(device.name): index != ReferenceState replay: \(Self.difference(indexed, replayed))")))
+                Issue.record(
+                    Comment(
+                        rawValue: header(
+                            "device \(device.name): index != ReferenceState replay: \(Self.difference(indexed, replayed))"
+                        )))
             }
         }
     }
@@ -864,21 +920,26 @@ final class GeneratedHistory {
         compare("zones", indexed.zones, replayed.zones)
         compare("untracked", indexed.untracked, replayed.untracked)
         compare("inFlight", indexed.inFlight, replayed.inFlight)
-        compare("serverRecords", indexed.serverRecords.keys.sorted { $0.description < $1.description },
-                replayed.serverRecords.keys.sorted { $0.description < $1.description })
+        compare(
+            "serverRecords", indexed.serverRecords.keys.sorted { $0.description < $1.description },
+            replayed.serverRecords.keys.sorted { $0.description < $1.description })
         if indexed.serverRecords.keys.sorted(by: { $0.description < $1.description })
             == replayed.serverRecords.keys.sorted(by: { $0.description < $1.description }),
             indexed.serverRecords != replayed.serverRecords
         {
             parts.append("serverRecords: same IDs, different records")
         }
-        compare("knownZones", indexed.knownZones.sorted { $0.description < $1.description },
-                replayed.knownZones.sorted { $0.description < $1.description })
-        compare("unfetchedZones", indexed.unfetchedZones.sorted { $0.description < $1.description },
-                replayed.unfetchedZones.sorted { $0.description < $1.description })
+        compare(
+            "knownZones", indexed.knownZones.sorted { $0.description < $1.description },
+            replayed.knownZones.sorted { $0.description < $1.description })
+        compare(
+            "unfetchedZones", indexed.unfetchedZones.sorted { $0.description < $1.description },
+            replayed.unfetchedZones.sorted { $0.description < $1.description })
         compare("databaseToken", indexed.databaseToken, replayed.databaseToken)
-        compare("zoneTokens", indexed.zoneTokens.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" },
-                replayed.zoneTokens.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" })
+        compare(
+            "zoneTokens",
+            indexed.zoneTokens.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" },
+            replayed.zoneTokens.sorted { $0.key.description < $1.key.description }.map { "\($0.key): \($0.value)" })
         compare("delivered", indexed.delivered, replayed.delivered)
         return parts.joined(separator: "; ")
     }

@@ -67,7 +67,10 @@ struct EventRecorder {
             if case .idle = phase {} else { violate("accountChange inside \(phaseName)") }
 
         case .willSendChanges(let will):
-            if case .idle = phase {} else { violate("willSendChanges nested inside \(phaseName) (sends and fetches do not nest)") }
+            if case .idle = phase {
+            } else {
+                violate("willSendChanges nested inside \(phaseName) (sends and fetches do not nest)")
+            }
             phase = .sending(will.context, since: position)
             sends += 1
 
@@ -80,7 +83,8 @@ struct EventRecorder {
         case .didSendChanges(let did):
             if case .sending(let context, _) = phase {
                 if context != did.context {
-                    violate("didSendChanges context \(did.context) differs from its willSendChanges' \(context) (F45, F60)")
+                    violate(
+                        "didSendChanges context \(did.context) differs from its willSendChanges' \(context) (F45, F60)")
                 }
             } else {
                 violate("didSendChanges without a willSendChanges (F45), in \(phaseName)")
@@ -88,7 +92,10 @@ struct EventRecorder {
             phase = .idle
 
         case .willFetchChanges(let will):
-            if case .idle = phase {} else { violate("willFetchChanges nested inside \(phaseName) (sends and fetches do not nest)") }
+            if case .idle = phase {
+            } else {
+                violate("willFetchChanges nested inside \(phaseName) (sends and fetches do not nest)")
+            }
             phase = .fetching(FetchState(context: will.context, since: position))
             fetches += 1
 
@@ -149,7 +156,9 @@ struct EventRecorder {
                     violate("didFetchChanges while \(open) is still being fetched (F40, F46)")
                 }
                 if fetch.context != did.context {
-                    violate("didFetchChanges context \(did.context) differs from its willFetchChanges' \(fetch.context) (F41, F61)")
+                    violate(
+                        "didFetchChanges context \(did.context) differs from its willFetchChanges' \(fetch.context) (F41, F61)"
+                    )
                 }
             } else {
                 violate("didFetchChanges without a willFetchChanges (F41), in \(phaseName)")
@@ -168,10 +177,12 @@ struct EventRecorder {
         switch phase {
         case .idle: break
         case .sending(_, let since):
-            violations.append(Violation(position: events.count, rule: "the stream ends inside the send begun at #\(since) (F45)"))
+            violations.append(
+                Violation(position: events.count, rule: "the stream ends inside the send begun at #\(since) (F45)"))
         case .fetching(let fetch):
             violations.append(
-                Violation(position: events.count, rule: "the stream ends inside the fetch begun at #\(fetch.since) (F41)"))
+                Violation(
+                    position: events.count, rule: "the stream ends inside the fetch begun at #\(fetch.since) (F41)"))
         }
     }
 

@@ -2,9 +2,9 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -26,9 +26,10 @@ struct FetchScenarios {
     /// The writer creates `zones` and writes `perZone` notes in each, then sends.
     static func seed(_ writer: TestDevice, zones: [RecordZone.ID], perZone: Int = 1) async throws {
         for zone in zones { try writer.createZone(zone) }
-        try writer.write(zones.flatMap { zone in
-            (0..<perZone).map { (note("\(zone.zoneName)-\($0)", zone), "\(zone.zoneName) \($0)") }
-        })
+        try writer.write(
+            zones.flatMap { zone in
+                (0..<perZone).map { (note("\(zone.zoneName)-\($0)", zone), "\(zone.zoneName) \($0)") }
+            })
         try await writer.engine.sendChanges()
     }
 
@@ -69,11 +70,14 @@ struct FetchScenarios {
         try await withServer { directory, server in
             let delegate = ScriptedDelegate()
             let error = #expect(throws: SyncEngine.UnsupportedDatabaseError.self) {
-                try makeScriptedEngine("public", server: server, scope: .public, directory: directory, delegate: delegate)
+                try makeScriptedEngine(
+                    "public", server: server, scope: .public, directory: directory, delegate: delegate)
             }
             #expect(error?.scope == .public)
-            let privateEngine = try makeScriptedEngine("private", server: server, directory: directory, delegate: delegate)
-            let sharedEngine = try makeScriptedEngine("shared", server: server, scope: .shared, directory: directory, delegate: delegate)
+            let privateEngine = try makeScriptedEngine(
+                "private", server: server, directory: directory, delegate: delegate)
+            let sharedEngine = try makeScriptedEngine(
+                "shared", server: server, scope: .shared, directory: directory, delegate: delegate)
             #expect(privateEngine.database.databaseScope == .private)
             #expect(sharedEngine.database.databaseScope == .shared)
         }
@@ -82,7 +86,9 @@ struct FetchScenarios {
     // MARK: Options (F14, F66, F67, F71)
 
     // F14, F61, F66
-    @Test("nextFetchChangesOptions: the default returns the context's options; prioritizing a zone midway fetches it next")
+    @Test(
+        "nextFetchChangesOptions: the default returns the context's options; prioritizing a zone midway fetches it next"
+    )
     func nextFetchOptions() async throws {
         try await withServer { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
@@ -90,11 +96,17 @@ struct FetchScenarios {
 
             let delegate = ScriptedDelegate()
             let engine = try makeScriptedEngine("R", server: server, directory: directory, delegate: delegate)
-            struct Midway { var calls = 0; var remaining: [RecordZone.ID] = []; var target: RecordZone.ID? }
+            struct Midway {
+                var calls = 0
+                var remaining: [RecordZone.ID] = []
+                var target: RecordZone.ID?
+            }
             let midway = Mutex(Midway())
             delegate.provideFetchOptions { context, syncEngine in
                 let fetched = delegate.events.zonesFetched
-                let unfetched = ((try? syncEngine.state.zoneIDsWithUnfetchedServerChanges) ?? []).filter { !fetched.contains($0) }
+                let unfetched = ((try? syncEngine.state.zoneIDsWithUnfetchedServerChanges) ?? []).filter {
+                    !fetched.contains($0)
+                }
                 return midway.withLock { midway in
                     midway.calls += 1
                     var options = context.options
@@ -196,7 +208,8 @@ struct FetchScenarios {
                 let unfetched = (try? engine.state.zoneIDsWithUnfetchedServerChanges) ?? []
                 switch event {
                 case .fetchedDatabaseChanges: seen.withLock { $0["database"] = unfetched }
-                case .didFetchRecordZoneChanges(let did): seen.withLock { $0["after \(did.zoneID.zoneName)"] = unfetched }
+                case .didFetchRecordZoneChanges(let did):
+                    seen.withLock { $0["after \(did.zoneID.zoneName)"] = unfetched }
                 default: break
                 }
             }
@@ -262,7 +275,8 @@ struct FetchScenarios {
     }
 
     // F39, F139
-    @Test("250 writes with a page size of 100: three fetchedRecordZoneChanges events; deletions carry their record type")
+    @Test(
+        "250 writes with a page size of 100: three fetchedRecordZoneChanges events; deletions carry their record type")
     func recordChangesPaged() async throws {
         try await Self.withSeeded([Self.zoneA], perZone: 250, readerFetchResultsLimit: 100) { _, writer, reader in
             try await reader.engine.fetchChanges()
@@ -283,7 +297,9 @@ struct FetchScenarios {
     }
 
     // F40, F102
-    @Test("A zone deleted between the database fetch and its zone fetch fails alone; the others are fetched, pairs balance")
+    @Test(
+        "A zone deleted between the database fetch and its zone fetch fails alone; the others are fetched, pairs balance"
+    )
     func oneZoneFails() async throws {
         try await Self.withSeeded([Self.zoneA, Self.zoneB, Self.zoneC]) { _, writer, reader in
             let deleted = Atomic<Bool>(false)
@@ -334,7 +350,8 @@ struct FetchScenarios {
             for round in 0..<12 {
                 // The writer changes a few notes in random zones.
                 for index in 0..<Int.random(in: 1...6, using: &random) {
-                    let id = Self.note("n\(Int.random(in: 0..<8, using: &random))", zones.randomElement(using: &random)!)
+                    let id = Self.note(
+                        "n\(Int.random(in: 0..<8, using: &random))", zones.randomElement(using: &random)!)
                     if Bool.random(using: &random), writer.title(id) != nil {
                         try writer.delete(id)
                     } else {
@@ -356,7 +373,8 @@ struct FetchScenarios {
                     try await reader.engine.fetchChanges()
                 } catch let error as SyncError {
                     failedFetches += 1
-                    #expect(error.code == .serviceUnavailable || error.code == .partialFailure, "round \(round): \(error)")
+                    #expect(
+                        error.code == .serviceUnavailable || error.code == .partialFailure, "round \(round): \(error)")
                 }
                 let events = reader.events
                 #expect(events.count(of: .willFetchChanges) == 1, "round \(round)")
@@ -372,7 +390,9 @@ struct FetchScenarios {
     }
 
     // F46, F102: a failure inside a zone fetch, not at the start
-    @Test("A transient failure in one zone's fetch ends that zone; the others are fetched and the fetch is retried cleanly")
+    @Test(
+        "A transient failure in one zone's fetch ends that zone; the others are fetched and the fetch is retried cleanly"
+    )
     func zoneFetchFailsTransiently() async throws {
         try await Self.withSeeded([Self.zoneA, Self.zoneB]) { server, writer, reader in
             let injected = Atomic<Bool>(false)
@@ -399,8 +419,9 @@ struct FetchScenarios {
     }
 
     // F49, F98, F99, F150
-    @Test("Zones deleted by the server report their reason: purged, encryptedDataReset",
-          arguments: [ZoneDeletionReason.purged, .encryptedDataReset])
+    @Test(
+        "Zones deleted by the server report their reason: purged, encryptedDataReset",
+        arguments: [ZoneDeletionReason.purged, .encryptedDataReset])
     func zoneDeletionReasons(reason: ZoneDeletionReason) async throws {
         try await Self.withSeeded([Self.zoneA]) { server, writer, reader in
             try await reader.engine.fetchChanges()
@@ -496,12 +517,14 @@ struct FetchScenarios {
         "An expired token: the engine refetches from the start, page by page; every live record again, and only real deletions",
         arguments: expiredTokenSetUps)
     func expiredTokenRefetches(zones: [RecordZone.ID], fetchResultsLimit: Int?) async throws {
-        try await Self.withSeeded(zones, perZone: 5, readerFetchResultsLimit: fetchResultsLimit) { server, writer, reader in
+        try await Self.withSeeded(zones, perZone: 5, readerFetchResultsLimit: fetchResultsLimit) {
+            server, writer, reader in
             try await reader.engine.fetchChanges()
 
             // After the reader's fetch: one more note and one deletion, then the server drops
             // its tombstones up to now, past the reader's tokens.
-            try await Self.expireTokens(server, writer, writing: (Self.note("A-new"), "new"), deleting: Self.note("A-0"))
+            try await Self.expireTokens(
+                server, writer, writing: (Self.note("A-new"), "new"), deleting: Self.note("A-0"))
 
             reader.clearEvents()
             try await reader.engine.fetchChanges()
@@ -549,7 +572,10 @@ struct FetchScenarios {
             try await writer.engine.sendChanges()
             reader.clearEvents()
             try await reader.engine.fetchChanges()
-            #expect(reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [Self.note("later")])
+            #expect(
+                reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [
+                    Self.note("later")
+                ])
             try await reader.engine.sendChanges()
             #expect(try reader.engine.state.pendingRecordZoneChanges == [])
             try reader.expectProjectionsHold()
@@ -571,7 +597,8 @@ struct FetchScenarios {
     /// The writer writes `written` (if any) and deletes `deleted`, sends, and the server drops
     /// its tombstones up to now: past every token of alice's devices until then.
     static func expireTokens(
-        _ server: SyncServer, _ writer: TestDevice, writing written: (Record.ID, String)? = nil, deleting deleted: Record.ID
+        _ server: SyncServer, _ writer: TestDevice, writing written: (Record.ID, String)? = nil,
+        deleting deleted: Record.ID
     ) async throws {
         if let (id, title) = written { try writer.write(id, title) }
         try writer.delete(deleted)
@@ -580,7 +607,9 @@ struct FetchScenarios {
     }
 
     // F100, F102, F144: found by the seeded simulation (seed 227 of an earlier generator).
-    @Test("A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile")
+    @Test(
+        "A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile"
+    )
     func interruptedListingStartsOver() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
             try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
@@ -594,7 +623,8 @@ struct FetchScenarios {
                     return first
                 }
                 guard first else { return }
-                server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(.zoneBusy, "injected after the first page"))
+                server.admin.failNextRequests(
+                    of: "alice", count: 1, with: SyncError(.zoneBusy, "injected after the first page"))
             }
             let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }
             #expect(error?.partialErrors[.zone(Self.zoneA)]?.code == .zoneBusy)
@@ -614,7 +644,9 @@ struct FetchScenarios {
     // F100, F102, F144: found by the sharing simulation's soak (seed 10505): past its start, a
     // listing's page token is an ordinary one, so a listing cut there was continued, never
     // reporting the known records it had left out.
-    @Test("A listing from no token cut after a page past its start starts over, and reports the records deleted before it")
+    @Test(
+        "A listing from no token cut after a page past its start starts over, and reports the records deleted before it"
+    )
     func listingCutPastItsStartStartsOver() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
             try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
@@ -634,10 +666,12 @@ struct FetchScenarios {
                         record["title"] = .string(name)
                         return record
                     }
-                    _ = try? await server.database(for: "alice", device: "other").modifyRecords(saving: later, deleting: [])
+                    _ = try? await server.database(for: "alice", device: "other").modifyRecords(
+                        saving: later, deleting: [])
                 }
                 if page == 3 {
-                    server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(.zoneBusy, "injected past the listing's start"))
+                    server.admin.failNextRequests(
+                        of: "alice", count: 1, with: SyncError(.zoneBusy, "injected past the listing's start"))
                 }
             }
             let error = await #expect(throws: SyncError.self) { try await reader.engine.fetchChanges() }

@@ -2,8 +2,8 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -16,8 +16,12 @@ protocol ForwardingDatabase: CloudDatabase {
 
 extension ForwardingDatabase {
     var databaseScope: DatabaseScope { base.databaseScope }
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse { try await base.modifyZones(request) }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse { try await base.fetchZones(request) }
+    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
+        try await base.modifyZones(request)
+    }
+    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
+        try await base.fetchZones(request)
+    }
     func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
         try await base.fetchDatabaseChanges(request)
     }
@@ -29,8 +33,12 @@ extension ForwardingDatabase {
     }
     func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
     func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
-    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse { try await base.uploadAsset(request) }
-    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse { try await base.downloadAsset(request) }
+    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
+        try await base.uploadAsset(request)
+    }
+    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
+        try await base.downloadAsset(request)
+    }
     func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 
@@ -46,7 +54,9 @@ final class LosingDatabase: ForwardingDatabase {
 
     /// The titles of the records in `zoneID` on the server, read past the losses.
     func titlesOnServer(_ zoneID: RecordZone.ID) async throws -> [RecordValue?] {
-        try await base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID)).modifications.map { $0.record["title"] }
+        try await base.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID)).modifications.map {
+            $0.record["title"]
+        }
     }
 
     /// Loses the answers of the next `count` record modifications.
@@ -57,7 +67,6 @@ final class LosingDatabase: ForwardingDatabase {
 
     /// The request ID of each `modifyRecords` call, in order.
     var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
-
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
         requestIDs.withLock { $0.append(request.requestID) }
@@ -83,7 +92,8 @@ final class LosingDatabase: ForwardingDatabase {
 /// ``release()``: the request of an app killed before the answer came.
 final class HangingDatabase: ForwardingDatabase {
     let base: InProcessDatabase
-    private let state = Mutex<(hangNext: Bool, hanging: CheckedContinuation<Void, Never>?, released: Bool)>((false, nil, false))
+    private let state = Mutex<(hangNext: Bool, hanging: CheckedContinuation<Void, Never>?, released: Bool)>(
+        (false, nil, false))
     /// Whether a request hangs now, and who waits for one to.
     private let hangingNow = Mutex<(yes: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     private let requestIDs = Mutex<[RequestID?]>([])
@@ -116,7 +126,6 @@ final class HangingDatabase: ForwardingDatabase {
 
     /// The request ID of each `modifyRecords` call, in order.
     var modifyRequestIDs: [RequestID?] { requestIDs.withLock { $0 } }
-
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
         requestIDs.withLock { $0.append(request.requestID) }
@@ -171,14 +180,17 @@ struct ResponseLostScenarios {
         _ server: SyncServer, _ directory: URL, seed: UInt64? = nil
     ) throws -> (database: LosingDatabase, phone: TestDevice) {
         let database = LosingDatabase(server.database(for: "alice", device: "phone"))
-        let phone = try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone")) { configuration in
+        let phone = try TestDevice("phone", database: database, directory: directory.appendingPathComponent("phone")) {
+            configuration in
             if let seed { configuration.randomSeed = seed }
         }
         return (database, phone)
     }
 
     // F103, F56
-    @Test("F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict")
+    @Test(
+        "F103 a save applied by the server whose answer is lost is resent with the same request ID: a success, not a conflict"
+    )
     func lostAnswerReplayed() async throws {
         try await withServer { directory, server in
             let (database, phone) = try Self.phone(server, directory, seed: 7)
@@ -226,7 +238,8 @@ struct ResponseLostScenarios {
             database.loseNextAnswers(2)
             await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
             #expect(phone.failedSaves == [.serverResponseLost])
-            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(note)], "the app queued the save again")
+            #expect(
+                try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(note)], "the app queued the save again")
             // The resend conflicts (the server replays its answer, or the save meets the laptop's
             // note); the merge goes out and is acknowledged.
             for _ in 0..<2 {
@@ -242,7 +255,9 @@ struct ResponseLostScenarios {
     }
 
     // F89, F103: a dropped connection leaves the change pending; the retry is the same request.
-    @Test("F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict")
+    @Test(
+        "F103 a batch whose connection dropped after the server applied it is retried under the same request ID: no false conflict"
+    )
     func droppedConnectionRetriedUnderSameID() async throws {
         try await withServer { directory, server in
             let (database, phone) = try Self.phone(server, directory)
@@ -295,7 +310,9 @@ struct ResponseLostScenarios {
 
     // F89, F103: the batch whose outcome is unknown is in the device log, not in the engine's
     // memory: an app relaunched after a dropped connection still retries under the same ID.
-    @Test("F103 after a dropped connection and a relaunch, the equal batch goes out under the recorded request ID: no false conflict")
+    @Test(
+        "F103 after a dropped connection and a relaunch, the equal batch goes out under the recorded request ID: no false conflict"
+    )
     func droppedConnectionRetriedAfterRelaunch() async throws {
         try await withServer { directory, server in
             let (database, phone) = try Self.phone(server, directory)
@@ -396,7 +413,8 @@ struct ResponseLostScenarios {
         for run in 0..<2 {
             try await withServer { directory, server in
                 let engine = try Self.manualEngine(
-                    server.database(for: "alice"), IdleDelegate.shared, log: directory.appendingPathComponent("d\(run)"), seed: 42)
+                    server.database(for: "alice"), IdleDelegate.shared,
+                    log: directory.appendingPathComponent("d\(run)"), seed: 42)
                 prefixes.append(engine.requestIDPrefix)
             }
         }

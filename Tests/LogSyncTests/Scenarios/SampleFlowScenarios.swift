@@ -78,7 +78,8 @@ struct SampleFlowScenarios {
             try phoneA.createZone(Self.notes)
             try phoneA.write(Self.note, "Groceries")
             try await phoneA.sync()
-            let firstCreation = try #require(phoneA.events.sentRecordZoneChanges.first?.savedRecords.first?.creationDate)
+            let firstCreation = try #require(
+                phoneA.events.sentRecordZoneChanges.first?.savedRecords.first?.creationDate)
             try await phoneB.sync()
 
             // B deletes the zone; the server no longer has it.
@@ -141,8 +142,9 @@ struct SampleFlowScenarios {
     }
 
     // F21, F56, F75, F76, F91, F92
-    @Test("Conflict: both edit, the first to send wins, the other merges the server record; both converge",
-          arguments: [true, false])
+    @Test(
+        "Conflict: both edit, the first to send wins, the other merges the server record; both converge",
+        arguments: [true, false])
     func conflict(aSendsFirst: Bool) async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
             try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
@@ -157,8 +159,9 @@ struct SampleFlowScenarios {
             try await winner.engine.sendChanges()
             let error = await #expect(throws: SyncError.self) { try await loser.engine.sendChanges() }
             #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
-            #expect(loser.events.sentRecordZoneChanges.last?.failedRecordSaves.first?.error.serverRecord?["title"]
-                == .string(winning))
+            #expect(
+                loser.events.sentRecordZoneChanges.last?.failedRecordSaves.first?.error.serverRecord?["title"]
+                    == .string(winning))
 
             // The loser took the server's value (server wins); nothing left to send.
             #expect(loser.title(Self.note) == winning)
@@ -172,8 +175,9 @@ struct SampleFlowScenarios {
     }
 
     // F21, F92: a merge that keeps both edits is sent again, built on the server record
-    @Test("Conflict with a merging resolver: the loser re-sends the merge, and both converge on it",
-          arguments: [true, false])
+    @Test(
+        "Conflict with a merging resolver: the loser re-sends the merge, and both converge on it",
+        arguments: [true, false])
     func conflictMerged(aSendsFirst: Bool) async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
             for phone in [phoneA, phoneB] {

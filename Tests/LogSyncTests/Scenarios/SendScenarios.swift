@@ -1,9 +1,9 @@
 import Foundation
 import LogSyncServer
 import LogSyncTesting
-import Synchronization
 import SyncModel
 import SyncTestKit
+import Synchronization
 import Testing
 
 @testable import LogSync
@@ -31,26 +31,30 @@ struct SendScenarios: NoteIDs {
             try await engineA.sendChanges()
             let sent = delegate.sink.entries
             #expect(sent.allSatisfy { $0.engine === engineA })
-            #expect(sent.map(\.event).withoutStateUpdates.kinds
-                == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
+            #expect(
+                sent.map(\.event).withoutStateUpdates.kinds
+                    == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
             delegate.sink.clear()
 
             try await engineB.fetchChanges()
             let fetched = delegate.sink.entries
             #expect(fetched.allSatisfy { $0.engine === engineB })
-            #expect(fetched.map(\.event).withoutStateUpdates.kinds == [
-                .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .fetchedRecordZoneChanges,
-                .didFetchRecordZoneChanges, .didFetchChanges,
-            ])
+            #expect(
+                fetched.map(\.event).withoutStateUpdates.kinds == [
+                    .willFetchChanges, .fetchedDatabaseChanges, .willFetchRecordZoneChanges, .fetchedRecordZoneChanges,
+                    .didFetchRecordZoneChanges, .didFetchChanges,
+                ])
             // Each payload once: one modification of n1 in all.
-            #expect(fetched.map(\.event).fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID)
-                == [Self.note("n1")])
+            #expect(
+                fetched.map(\.event).fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID)
+                    == [Self.note("n1")])
             try expectProjectionsHold(engineA, engineB)
         }
     }
 
     // F10, F47, F46
-    @Test("A handler that suspends never overlaps the next event, across a send, a fetch and app edits running together")
+    @Test(
+        "A handler that suspends never overlaps the next event, across a send, a fetch and app edits running together")
     func serialDelivery() async throws {
         try await withServer(maxChangesPerPage: 5) { directory, server in
             let writer = try TestDevice("W", server: server, directory: directory)
@@ -105,7 +109,8 @@ struct SendScenarios: NoteIDs {
     }
 
     // F11
-    @Test("sendChanges and fetchChanges from inside handleEvent throw ReentrantCallError at once; a detached call works")
+    @Test(
+        "sendChanges and fetchChanges from inside handleEvent throw ReentrantCallError at once; a detached call works")
     func reentrantCallsThrow() async throws {
         try await withScriptedEngine("A") { engine, delegate, server, directory in
             let refused = Mutex<[String]>([])
@@ -136,7 +141,10 @@ struct SendScenarios: NoteIDs {
 
             #expect(refused.withLock { $0 } == ["sendChanges", "fetchChanges", "sendChanges"])
             // The send went on normally, and the detached fetch ran after it.
-            #expect(delegate.events.withoutStateUpdates.kinds.prefix(3) == [.willSendChanges, .sentDatabaseChanges, .didSendChanges])
+            #expect(
+                delegate.events.withoutStateUpdates.kinds.prefix(3) == [
+                    .willSendChanges, .sentDatabaseChanges, .didSendChanges,
+                ])
             #expect(delegate.events.count(of: .didFetchChanges) == 1)
             #expect(delegate.events.isSequenceOfSyncs)
             try expectProjectionsHold(engine)
@@ -226,7 +234,10 @@ struct SendScenarios: NoteIDs {
             try phone.createZone(Self.notes)
 
             try await phone.engine.sendChanges()
-            #expect(phone.syncEvents.kinds == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
+            #expect(
+                phone.syncEvents.kinds == [
+                    .willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges,
+                ])
             #expect(phone.events.sentRecordZoneChanges.first?.savedRecords.map(\.recordID) == [Self.note("n1")])
             try phone.expectProjectionsHold()
         }
@@ -250,10 +261,11 @@ struct SendScenarios: NoteIDs {
 
             try await engine.sendChanges()
             let events = delegate.events.withoutStateUpdates
-            #expect(events.kinds == [
-                .willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .sentDatabaseChanges,
-                .sentRecordZoneChanges, .didSendChanges,
-            ])
+            #expect(
+                events.kinds == [
+                    .willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .sentDatabaseChanges,
+                    .sentRecordZoneChanges, .didSendChanges,
+                ])
             #expect(events.sentDatabaseChanges.map { $0.savedZones.map(\.zoneID) } == [[Self.notes], [Self.photos]])
             #expect(events.sentRecordZoneChanges.last?.savedRecords.map(\.recordID) == [photo])
             try expectProjectionsHold(engine)
@@ -263,7 +275,9 @@ struct SendScenarios: NoteIDs {
     // MARK: Untracked changes (F24)
 
     /// ``withScriptedEngine(_:_:)`` for the engine `A`, once it has sent the zone Notes.
-    static func withNotesZoneSent(_ body: (_ engine: SyncEngine, _ delegate: ScriptedDelegate) async throws -> Void) async throws {
+    static func withNotesZoneSent(
+        _ body: (_ engine: SyncEngine, _ delegate: ScriptedDelegate) async throws -> Void
+    ) async throws {
         try await withScriptedEngine("A") { engine, delegate, _, _ in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: notes))])
             try await engine.sendChanges()
@@ -272,14 +286,17 @@ struct SendScenarios: NoteIDs {
     }
 
     // F24
-    @Test("hasPendingUntrackedChanges: the delegate is asked with an empty list; the flag clears after a clean pass only")
+    @Test(
+        "hasPendingUntrackedChanges: the delegate is asked with an empty list; the flag clears after a clean pass only")
     func untrackedChanges() async throws {
         try await Self.withNotesZoneSent { engine, delegate in
             // The app's own outbox: one note into a zone the server does not have, so it fails.
             let outbox = Outbox([newNote(Self.note("x", RecordZone.ID(zoneName: "Missing")), "Lost")])
             let pendingWhenAsked = Mutex<[[SyncEngine.PendingRecordZoneChange]]>([])
             delegate.provideBatches { _, syncEngine in
-                pendingWhenAsked.withLock { $0.append((try? syncEngine.state.pendingRecordZoneChanges) ?? [.saveRecord(Self.note("?"))]) }
+                pendingWhenAsked.withLock {
+                    $0.append((try? syncEngine.state.pendingRecordZoneChanges) ?? [.saveRecord(Self.note("?"))])
+                }
                 return outbox.nextBatch()
             }
             try engine.state.setHasPendingUntrackedChanges(true)
@@ -301,7 +318,8 @@ struct SendScenarios: NoteIDs {
     }
 
     // F24, F32 (the flag's analogue of an edit made during an upload)
-    @Test("The untracked flag set again while a send runs, after the delegate's last answer, is not cleared by that send")
+    @Test(
+        "The untracked flag set again while a send runs, after the delegate's last answer, is not cleared by that send")
     func untrackedFlagSetDuringSend() async throws {
         try await Self.withNotesZoneSent { engine, delegate in
             let outbox = Outbox([newNote(Self.note("n1"), "First")])
@@ -326,8 +344,9 @@ struct SendScenarios: NoteIDs {
     // MARK: Contexts (F42, F45, F59, F60, F71)
 
     // F42, F45, F59, F60
-    @Test("One context per send: willSendChanges, every nextRecordZoneChangeBatch and didSendChanges get the same one",
-          arguments: [false, true])
+    @Test(
+        "One context per send: willSendChanges, every nextRecordZoneChangeBatch and didSendChanges get the same one",
+        arguments: [false, true])
     func sendContextEquality(everyItemFails: Bool) async throws {
         try await withScriptedEngine("A") { engine, delegate, server, directory in
             let zone = everyItemFails ? RecordZone.ID(zoneName: "Missing") : Self.notes
@@ -364,7 +383,9 @@ struct SendScenarios: NoteIDs {
             let inPhotos = Self.note("p1", Self.photos)
             delegate.setTitle(inNotes, "Note")
             delegate.setTitle(inPhotos, "Photo")
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes)), .saveZone(RecordZone(zoneID: Self.photos))])
+            try engine.state.add(pendingDatabaseChanges: [
+                .saveZone(RecordZone(zoneID: Self.notes)), .saveZone(RecordZone(zoneID: Self.photos)),
+            ])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(inNotes), .saveRecord(inPhotos)])
             let gate = Gate()
             delegate.onEvent(gate.holding(.willSendChanges))
@@ -422,13 +443,16 @@ struct SendScenarios: NoteIDs {
             // A brand-new record under an existing ID conflicts too (F56).
             delegate.queue([.init(recordsToSave: [newNote(id, "v4")])])
             await #expect(throws: SyncError.self) { try await engine.sendChanges() }
-            #expect(delegate.events.sentRecordZoneChanges.last?.failedRecordSaves.first?.error.code == .serverRecordChanged)
+            #expect(
+                delegate.events.sentRecordZoneChanges.last?.failedRecordSaves.first?.error.code == .serverRecordChanged)
             try expectProjectionsHold(engine)
         }
     }
 
     // F52, F96 (spec choice: the request's limitExceeded is given to every item; the engine does not split)
-    @Test("A manual batch of 401 records: every item fails with limitExceeded, reported, none lost; re-added they are sent")
+    @Test(
+        "A manual batch of 401 records: every item fails with limitExceeded, reported, none lost; re-added they are sent"
+    )
     func oversizedManualBatch() async throws {
         try await withScriptedEngine("A") { engine, delegate, server, directory in
             let ids = (0..<401).map { Self.note("n\($0)") }
@@ -455,7 +479,9 @@ struct SendScenarios: NoteIDs {
             try engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) })
             delegate.sink.clear()
             delegate.provideBatches { context, syncEngine in
-                let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
+                let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+                    context.options.scope.contains($0)
+                }
                 return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { newNote($0, $0.recordName) }
             }
             try await engine.sendChanges()
@@ -465,8 +491,9 @@ struct SendScenarios: NoteIDs {
     }
 
     // F55, F58, F95, F148
-    @Test("atomicByZone: a stale record fails its zone-mates with batchRequestFailed, other zones save; off: only it fails",
-          arguments: [true, false])
+    @Test(
+        "atomicByZone: a stale record fails its zone-mates with batchRequestFailed, other zones save; off: only it fails",
+        arguments: [true, false])
     func atomicByZone(atomic: Bool) async throws {
         try await withScriptedEngine("A") { engine, delegate, server, directory in
             let a = Self.note("A")
@@ -487,7 +514,8 @@ struct SendScenarios: NoteIDs {
             ])
             let error = await #expect(throws: SyncError.self) { try await engine.sendChanges() }
             let sent = try #require(delegate.events.sentRecordZoneChanges.last)
-            let failures = Dictionary(uniqueKeysWithValues: sent.failedRecordSaves.map { ($0.record.recordID, $0.error.code) })
+            let failures = Dictionary(
+                uniqueKeysWithValues: sent.failedRecordSaves.map { ($0.record.recordID, $0.error.code) })
             #expect(failures[a] == .serverRecordChanged)
             #expect(error?.partialErrors[.record(a)]?.code == .serverRecordChanged)
             if atomic {
@@ -524,8 +552,9 @@ struct SendScenarios: NoteIDs {
             #expect(Set(sent.first?.savedRecords.map(\.recordID) ?? []) == [a, p])
             for (batch, event) in zip(batches, sent) {
                 let reported = event.savedRecords.map(\.recordID) + event.failedRecordSaves.map(\.record.recordID)
-                #expect(reported.sorted { $0.recordName < $1.recordName }
-                    == batch.recordsToSave.map(\.recordID).sorted { $0.recordName < $1.recordName })
+                #expect(
+                    reported.sorted { $0.recordName < $1.recordName }
+                        == batch.recordsToSave.map(\.recordID).sorted { $0.recordName < $1.recordName })
                 let deletions = event.deletedRecordIDs + Array(event.failedRecordDeletes.keys)
                 #expect(Set(deletions) == Set(batch.recordIDsToDelete))
                 #expect(deletions.count == batch.recordIDsToDelete.count)
@@ -564,7 +593,9 @@ struct SendScenarios: NoteIDs {
     }
 
     // F21, F89, F101
-    @Test("A transient failure of a record batch ends the send after reporting it; the changes stay pending and go next time")
+    @Test(
+        "A transient failure of a record batch ends the send after reporting it; the changes stay pending and go next time"
+    )
     func transientRecordFailure() async throws {
         try await withDevices("A", "B") { server, phoneA, phoneB in
             try phoneA.createZone(Self.notes)
@@ -572,7 +603,8 @@ struct SendScenarios: NoteIDs {
             let ids = (0..<450).map { Self.note("n\($0)") }
             try phoneA.write(ids.map { ($0, $0.recordName) })
 
-            server.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, "injected", retryAfter: .seconds(3)))
+            server.admin.failNextRequests(
+                of: "alice", with: SyncError(.serviceUnavailable, "injected", retryAfter: .seconds(3)))
             phoneA.clearEvents()
             let error = await #expect(throws: SyncError.self) { try await phoneA.engine.sendChanges() }
             #expect(error?.code == .serviceUnavailable)
@@ -607,7 +639,10 @@ struct SendScenarios: NoteIDs {
 
             phone.clearEvents()
             try await phone.engine.sendChanges()
-            #expect(phone.syncEvents.kinds == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
+            #expect(
+                phone.syncEvents.kinds == [
+                    .willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges,
+                ])
             #expect(try phone.engine.state.pendingDatabaseChanges == [])
             #expect(try phone.engine.state.pendingRecordZoneChanges == [])
             try phone.expectProjectionsHold()
@@ -624,15 +659,19 @@ struct SendScenarios: NoteIDs {
             delegate.onEvent { event, syncEngine in
                 guard case .sentRecordZoneChanges(let sent) = event else { return }
                 // Like Apple's sample: re-queue what failed, to try again.
-                try? syncEngine.state.add(pendingRecordZoneChanges: sent.failedRecordSaves.map { .saveRecord($0.record.recordID) })
+                try? syncEngine.state.add(
+                    pendingRecordZoneChanges: sent.failedRecordSaves.map { .saveRecord($0.record.recordID) })
             }
-            let pendingProvider: @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch? = {
-                context, syncEngine in
-                // A safety net so the test fails instead of hanging.
-                guard asks.add(1, ordering: .relaxed).newValue <= 20 else { return nil }
-                let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter { context.options.scope.contains($0) }
-                return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { newNote($0, "Lost") }
-            }
+            let pendingProvider:
+                @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch? = {
+                    context, syncEngine in
+                    // A safety net so the test fails instead of hanging.
+                    guard asks.add(1, ordering: .relaxed).newValue <= 20 else { return nil }
+                    let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
+                        context.options.scope.contains($0)
+                    }
+                    return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { newNote($0, "Lost") }
+                }
             delegate.provideBatches(pendingProvider)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(lost)])
 

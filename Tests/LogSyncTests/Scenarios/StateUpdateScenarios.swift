@@ -22,9 +22,10 @@ struct StateUpdateScenarios {
             var update: SyncEngine.Event.StateUpdate?
             for _ in 0..<100_000 where update == nil {
                 await Task.yield()
-                update = phone.events.compactMap { event -> SyncEngine.Event.StateUpdate? in
-                    if case .stateUpdate(let update) = event { update } else { nil }
-                }.last
+                update =
+                    phone.events.compactMap { event -> SyncEngine.Event.StateUpdate? in
+                        if case .stateUpdate(let update) = event { update } else { nil }
+                    }.last
             }
             let offset = try #require(update?.offset)
             #expect(offset >= added)
@@ -39,7 +40,9 @@ struct StateUpdateScenarios {
     func burstCoalesced() async throws {
         try await withDevice("A") { _, phone in
             for i in 0..<50 {
-                try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(Record.ID(recordName: "n\(i)", zoneID: Self.notes))])
+                try phone.engine.state.add(pendingRecordZoneChanges: [
+                    .saveRecord(Record.ID(recordName: "n\(i)", zoneID: Self.notes))
+                ])
             }
             let last = try phone.engine.deviceLog.log.lastOffset
             var offsets: [LogOffset] = []
