@@ -137,7 +137,7 @@ struct AssetTransferCall: Sendable {
         var request = makeRequest(WireProtocol.assetPath(digest, scope: scope), query: query, method: .PUT)
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         let (client, operation) = (client, operation)
-        let progress = TransferProgress()
+        let progress = TransferProgress(clock: configuration.clock)
         request.body = .stream(
             AssetFileBody(url: upload.fileURL, size: upload.size, offset: offset, file: file, progress: progress),
             length: .known(upload.size - offset))
@@ -165,7 +165,7 @@ struct AssetTransferCall: Sendable {
         var request = makeRequest(WireProtocol.assetPath(digest, scope: scope), query: query, method: .GET)
         if offset > 0 { request.headers.add(name: "Range", value: "bytes=\(offset)-") }
         let (client, operation, digest, size) = (client, operation, digest, download.size)
-        try await withStallLimit(TransferProgress()) { [request] progress in
+        try await withStallLimit(TransferProgress(clock: configuration.clock)) { [request] progress in
             let response = try await HTTPSyncClient.httpClient.execute(request, deadline: .distantFuture)
             progress.advance()
             let status = Int(response.status.code)
@@ -338,11 +338,12 @@ struct AssetTransferCall: Sendable {
     private struct Stalled: Error {}
 
     /// Runs `body`, failing it with `networkFailure` when it calls ``TransferProgress/advance()``
-    /// no more for ``HTTPSyncClient/Configuration/assetStallTimeout``; any error is mapped.
+    /// no more for ``HTTPSyncClient/Configuration/assetStallTimeout`` on the configured clock
+    /// (the one of ``TransferProgress``); any error is mapped.
     private func withStallLimit<R: Sendable>(
         _ progress: TransferProgress, _ body: @escaping @Sendable (TransferProgress) async throws -> R
     ) async throws(SyncError) -> R {
-        let limit = configuration.assetStallTimeout
+        let (limit, clock) = (configuration.assetStallTimeout, configuration.clock)
         progress.advance()
         do {
             return try await withThrowingTaskGroup(of: R?.self) { group in
@@ -351,7 +352,7 @@ struct AssetTransferCall: Sendable {
                     while true {
                         let idle = progress.idle
                         if idle >= limit { throw Stalled() }
-                        try await Task.sleep(for: limit - idle)
+                        try await clock.sleep(for: limit - idle)
                     }
                 }
                 defer { group.cancelAll() }
@@ -377,15 +378,27 @@ struct AssetTransferCall: Sendable {
     }
 }
 
-/// When a transfer last moved a byte, for ``AssetTransferCall``'s stall limit.
+/// When a transfer last moved a byte, for ``AssetTransferCall``'s stall limit: a time on the
+/// client's configured clock (``HTTPSyncClient/Configuration/clock``), so that a test clock
+/// decides when a transfer has stood still long enough, not how busy the machine is.
 final class TransferProgress: Sendable {
-    private let last = Mutex(ContinuousClock.now)
+    /// The time on the clock since the progress was made.
+    private let elapsed: @Sendable () -> Duration
+    private let last = Mutex(Duration.zero)
+
+    init<C: Clock>(clock: C) where C.Duration == Duration {
+        let start = clock.now
+        elapsed = { start.duration(to: clock.now) }
+    }
 
     /// A byte moved (or an answer came).
-    func advance() { last.withLock { $0 = .now } }
+    func advance() {
+        let now = elapsed()
+        last.withLock { $0 = now }
+    }
 
     /// How long since the last ``advance()``.
-    var idle: Duration { ContinuousClock.now - last.withLock { $0 } }
+    var idle: Duration { elapsed() - last.withLock { $0 } }
 }
 
 /// The reader an upload opened first, for checking, at the last piece of every attempt, that

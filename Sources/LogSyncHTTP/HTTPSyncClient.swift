@@ -51,7 +51,7 @@ public final class HTTPSyncClient: Sendable {
         public var reconnect: ReconnectPolicy
         /// Whether push streams also hint this device's own commits.
         public var receivesOwnChanges: Bool
-        /// The clock of reconnection waits.
+        /// The clock of reconnection waits and of ``assetStallTimeout``.
         public var clock: any Clock<Duration>
         /// Where requests (`.trace`) and push channel events (`.debug`) are logged; silent by default.
         public var logger: Logger
@@ -72,8 +72,8 @@ public final class HTTPSyncClient: Sendable {
         /// How long an asset upload or download may go without a byte moving (none sent, none
         /// received, no answer) before its connection is given up as stalled. Asset transfers
         /// have no overall deadline (``requestTimeout`` does not apply to them: 250 MB takes its
-        /// time on a slow network); this catches a server or a network that stopped. The
-        /// default is 60 seconds.
+        /// time on a slow network); this catches a server or a network that stopped. It is
+        /// measured on ``clock``. The default is 60 seconds.
         public var assetStallTimeout: Duration
         /// How many times one `uploadAsset` or `downloadAsset` call resumes after its connection
         /// drops or stalls, each time from where the server's (or the partial file's) bytes end,

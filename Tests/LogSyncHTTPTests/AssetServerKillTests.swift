@@ -59,21 +59,29 @@ struct AssetServerKillTests {
             let data = directory.appendingPathComponent("server")
             let added = try await ChildProcess.run(["user", "add", "alice", "--data", data.path])
             let token = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            func serve() async throws -> (ChildProcess, HTTPSyncClient) {
-                let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
-                let port = try await server.waitForPort()
-                let client = HTTPSyncClient(
+            func makeClient(port: Int) -> HTTPSyncClient {
+                // No stall gives an upload up while the test holds it (only the kill ends it).
+                HTTPSyncClient(
                     .init(
                         serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: DeviceID("phone"),
-                        reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(100))))
-                return (server, client)
+                        reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(100)),
+                        assetStallTimeout: .seconds(3600)))
+            }
+            func serve() async throws -> (ChildProcess, HTTPSyncClient, port: Int) {
+                // Nor does the server cut a body held back: the upload stays open until the kill.
+                let server = try ChildProcess.start([
+                    "--data", data.path, "--port", "0", "--request-body-timeout", "3600", "--request-body-min-rate",
+                    "0",
+                ])
+                let port = try await server.waitForPort()
+                return (server, makeClient(port: port), port)
             }
             let zone = RecordZone.ID(zoneName: "Photos")
             let files = directory.appendingPathComponent("files")
             try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
 
             // The phone uploads a photo and saves a record with it: both acknowledged.
-            let (server, client) = try await serve()
+            let (server, client, port) = try await serve()
             let database = client.database(.private)
             _ = try await database.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
             let photo = Self.bytes(2_000_000, seed: 1)
@@ -88,33 +96,48 @@ struct AssetServerKillTests {
             let saved = try await database.modifyRecords(saving: [note], deleting: [])
             _ = try #require(saved.saveResults[note.recordID]).get()
 
-            // A 60 MB video is on its way when the server is killed.
+            // A 60 MB video is on its way when the server is killed: it goes through a proxy
+            // that lets its first 30 MB through and holds back the rest, so that the server is
+            // killed with the upload cut midway, however fast or slow the machine.
             let video = Self.bytes(60_000_000, seed: 2)
             let videoFile = files.appendingPathComponent("video")
             try Data(video).write(to: videoFile)
             let videoDigest = AssetHasher.digest(of: video)
+            let proxy = try CuttingProxy(upstreamPort: port, direction: .toServer, after: 30_000_000, cut: .stall)
+            defer { proxy.close() }
+            let uploader = makeClient(port: proxy.port)
             let upload = Task {
-                try await database.uploadAsset(
+                try await uploader.database(.private).uploadAsset(
                     AssetUploadRequest(
                         zoneID: zone, digest: videoDigest, size: Int64(video.count), fileURL: videoFile))
             }
-            let deadline = ContinuousClock.now + .seconds(60)
-            var partial: String?
-            while ContinuousClock.now < deadline {
-                // The partial of the content for the zone: `<digest>.<zone incarnation>`.
-                partial = Self.assetFiles(in: data).first { $0.contains("partial/\(videoDigest.hex).") }
-                if let partial, Self.size(of: Self.path(of: partial, in: data)) > 5_000_000 { break }
-                try await Task.sleep(for: .milliseconds(5))
+            // The partial of the content for the zone (`<digest>.<zone incarnation>`), once the
+            // server has written most of what came through.
+            func partialSize() -> Int64? {
+                Self.assetFiles(in: data).first { $0.contains("partial/\(videoDigest.hex).") }
+                    .map { Self.size(of: Self.path(of: $0, in: data)) }
             }
-            #expect(partial != nil, "the upload began: \(Self.assetFiles(in: data))")
+            let deadline = ContinuousClock.now + .seconds(120)  // a bound for a broken test only
+            var held = false
+            while !held, ContinuousClock.now < deadline {
+                held = proxy.cuts == 1 && (partialSize() ?? 0) >= 20_000_000
+                if !held { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            #expect(
+                held,
+                "30 MB of the video reached the server, the rest held back: \(proxy.cuts) cuts, \(Self.assetFiles(in: data))"
+            )
             server.send(SIGKILL)
             let killed = await server.finish()
             #expect(killed.status == 128 + SIGKILL, "\(killed)")
+            let cutAt = try #require(partialSize())
+            #expect(cutAt < Int64(video.count), "the server was killed with \(cutAt) bytes of the video")
             await #expect(throws: (any Error).self) { _ = try await upload.value }
+            uploader.close()
             client.close()
 
             // Restarted on the same data: the record and its photo are there, the video is not.
-            let (again, relaunched) = try await serve()
+            let (again, relaunched, _) = try await serve()
             let after = relaunched.database(.private)
             let fetched = try await after.fetchZoneChanges(zoneID: zone, since: nil)
             let record = try #require(fetched.modifications.first { $0.record.recordID == note.recordID }?.record)

@@ -4,6 +4,7 @@ import Foundation
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncServer
+import LogSyncTesting
 import LogSyncWire
 import NIOCore
 import NIOHTTP1
@@ -55,12 +56,15 @@ struct AssetFixture {
     var database: HTTPCloudDatabase { client.database(.private) }
 
     /// A client of alice's that reaches the server through `port` (a proxy's).
-    func client(port: Int, stallTimeout: Duration = .seconds(60)) -> HTTPSyncClient {
+    func client(
+        port: Int, stallTimeout: Duration = .seconds(60),
+        reconnect: ReconnectPolicy = ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
+        clock: any Clock<Duration> = ContinuousClock()
+    ) -> HTTPSyncClient {
         HTTPSyncClient(
             .init(
                 serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken, device: "phone",
-                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
-                assetStallTimeout: stallTimeout))
+                reconnect: reconnect, clock: clock, assetStallTimeout: stallTimeout))
     }
 
     /// A new file holding `content`.
@@ -583,11 +587,43 @@ struct AssetTransferTests {
                 upstreamPort: fixture.live.port, direction: .toClient, after: 3 << 20, cut: .stall)
             defer { proxy.close() }
             let request = fixture.downloadRequest(content)
-            let client = fixture.client(port: proxy.port, stallTimeout: .milliseconds(500))
-            let downloaded = try await client.database().downloadAsset(request)
+            // The client's time passes only when the test moves its clock, and never before the
+            // network has stalled: however busy the machine, only that stall is one.
+            let clock = TestClock()
+            let stallTimeout = Duration.milliseconds(500)
+            let client = fixture.client(
+                port: proxy.port, stallTimeout: stallTimeout,
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(100), maxDelay: .milliseconds(100), jitter: 0),
+                clock: clock)
+            defer { client.close() }
+            let download = Task { try await client.database().downloadAsset(request) }
+            try await Self.waitUntil("the network stalls") { proxy.cuts == 1 }
+
+            // The stalled attempt's watch sleeps a stall timeout past its last byte (the clock
+            // stands still, so exactly that far from now); once it has given up, the wait before
+            // resuming is shorter. Each attempt after it waits for a stall the clock never reaches.
+            while true {
+                try await Self.waitUntil("the client waits on its clock") { !clock.sleepingDeadlines.isEmpty }
+                let earliest = try #require(clock.sleepingDeadlines.first)
+                let resuming = earliest < clock.now.advanced(by: stallTimeout)
+                await clock.advance(to: earliest)
+                if resuming { break }
+            }
+            let downloaded = try await download.value
             #expect(proxy.cuts == 1)
+            #expect(proxy.connections == 2, "given up once, resumed once over a new connection")
             #expect(downloaded.bytesReceived == Int64(content.count))
             #expect(try fileHolds(request.destination, content))
+        }
+    }
+
+    /// Waits until `condition` holds, polling; fails after 120 seconds (a bound for a test that
+    /// is broken, not a guess at how long a busy machine takes).
+    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw TestFailure("timed out waiting until \(what)") }
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 
