@@ -106,7 +106,9 @@ func rawRequest(
     request.method = method
     for (name, value) in headers { request.headers.add(name: name, value: value) }
     if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+    // A guard against a hung server, not a measure: a full suite on two busy cores has kept a
+    // request waiting for the cooperative pool past 30 s.
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
     var buffer = try await response.body.collect(upTo: 16 << 20)
     return RawResponse(
         status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
