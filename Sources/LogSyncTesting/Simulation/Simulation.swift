@@ -352,17 +352,11 @@ public final class Simulation {
         case 42..<62: await sync(index, sending: true)
         case 62..<82: await sync(index, sending: false)
         case 82..<88:
-            if let held = busy.indices.first(where: { busy[$0] != nil }) {
-                await release(held)
-            } else {
-                await sync(index, sending: false)
-            }
+            await releaseHeldOrFetch(index)
         case 88..<91: try restartEngine(index)
         case 91..<93: try restartServer()
         case 93..<95: switchAccount(index)
-        default:
-            await sync(index, sending: true)
-            if busy[index] == nil { await sync(index, sending: false) }
+        default: await sendThenFetch(index)
         }
     }
 
@@ -389,6 +383,21 @@ public final class Simulation {
         }
         try device.createZone(zoneID)
         return " (+ save zone)"
+    }
+
+    /// Lets the first held request go on, or fetches on `index` when none is held.
+    private func releaseHeldOrFetch(_ index: Int) async {
+        if let held = busy.indices.first(where: { busy[$0] != nil }) {
+            await release(held)
+        } else {
+            await sync(index, sending: false)
+        }
+    }
+
+    /// Sends on `index`, then fetches unless the send is held.
+    private func sendThenFetch(_ index: Int) async {
+        await sync(index, sending: true)
+        if busy[index] == nil { await sync(index, sending: false) }
     }
 
     private func deleteNote(_ index: Int) throws {
@@ -531,16 +540,10 @@ public final class Simulation {
         case 43..<63: await sync(index, sending: true)
         case 63..<83: await sync(index, sending: false)
         case 83..<88:
-            if let held = busy.indices.first(where: { busy[$0] != nil }) {
-                await release(held)
-            } else {
-                await sync(index, sending: false)
-            }
+            await releaseHeldOrFetch(index)
         case 88..<91: try restartEngine(index)
         case 91..<93: try restartServer()
-        default:
-            await sync(index, sending: true)
-            if busy[index] == nil { await sync(index, sending: false) }
+        default: await sendThenFetch(index)
         }
     }
 
