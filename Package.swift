@@ -383,8 +383,6 @@ let package = Package(
             name: "logsync-engine-bench",
             dependencies: [
                 "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport", "LogSyncPlatform",
-                // IdleDelegate, for the phase that opens an engine and never syncs.
-                "LogSyncTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logsync-engine-bench"

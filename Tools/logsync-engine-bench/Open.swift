@@ -3,7 +3,6 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncPlatform
-import LogSyncTesting
 import SyncModel
 
 /// The open phase: how long a device's engine takes to open on a long device log, from
@@ -223,6 +222,15 @@ final class OfflineDatabase: CloudDatabase {
     func pushHints() -> AsyncStream<PushHint> { AsyncStream { _ in } }
 }
 
+/// The open phase's app: handles nothing (no sync runs). Its own, not LogSyncTesting's
+/// `IdleDelegate`: a shipped tool depends on no test kit.
+final class OpenPhaseDelegate: SyncEngineDelegate {
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {}
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? { nil }
+}
+
 extension Child {
     /// Builds the device log of `options.recordCount` entries in `<phase-dir>/device`, `.fast`.
     static func buildPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
@@ -252,7 +260,7 @@ extension Child {
     /// default) and reads the pending list once; times both.
     static func openPhase(_ options: EngineBench, _ directory: URL) throws -> PhaseResult {
         let logDirectory = directory.appendingPathComponent("device")
-        let delegate = IdleDelegate.shared
+        let delegate = OpenPhaseDelegate()
         var configuration = SyncEngine.Configuration(
             database: OfflineDatabase(), logDirectory: logDirectory, delegate: delegate)
         configuration.automaticallySync = false
