@@ -233,7 +233,7 @@ extension TokenStore {
     public func reload() throws {
         guard let file else { return }
         let clearTokenLines = try reads.withLock { _ in
-            let identity = FileIdentity(of: file)
+            let identity = FileStatus(path: file.path)
             let wasRead = state.withLock { state in
                 state.file = identity  // looked at, whatever comes of it: not read again unchanged
                 return state.fileRead
@@ -268,7 +268,7 @@ extension TokenStore {
     /// error and the tokens last read are kept. Returns whether the tokens were read.
     @discardableResult
     func refreshIfChanged() -> Bool {
-        guard let file, FileIdentity(of: file) != state.withLock({ $0.file }) else { return false }
+        guard let file, FileStatus(path: file.path) != state.withLock({ $0.file }) else { return false }
         do {
             try reload()
             logger.info("the token file changed", metadata: ["tokens": "\(file.path)", "users": "\(count)"])
@@ -294,18 +294,5 @@ extension TokenStore {
                 return
             }
         }
-    }
-}
-
-/// What tells one version of a file from another without reading it: the file itself (device
-/// and inode: a file renamed into place is another), its size, and its modification and status
-/// change times to the nanosecond.
-struct FileIdentity: Hashable, Sendable {
-    let status: FileStatus
-
-    /// The identity of the file at `file` now, or `nil` when there is none (or it cannot be looked at).
-    init?(of file: URL) {
-        guard let status = FileStatus(path: file.path) else { return nil }
-        self.status = status
     }
 }

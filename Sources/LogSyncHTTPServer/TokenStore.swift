@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LogSyncPlatform
 import LogSyncServer
 import LogSyncWire
 import Logging
@@ -64,8 +65,10 @@ public final class TokenStore: Sendable {
         /// a storage, those this node looked up, trusted only while `hearsRevocations`.
         var users: [TokenDigest: UserID] = [:]
         var clearTokenLines: [Int] = []
-        /// The token file as last looked at (read or refused; `nil` when it was missing).
-        var file: FileIdentity?
+        /// The token file as last looked at (read or refused; `nil` when it was missing): its
+        /// device and inode (a file renamed into place is another), size, and modification and
+        /// status change times to the nanosecond tell one version from the next unread.
+        var file: FileStatus?
         /// Whether a good read of the file has happened, so a missing file is an error from then on.
         var fileRead = false
         /// Whether the storage's revocations are heard now.
