@@ -56,8 +56,11 @@ let package = Package(
         // spelling differs between them (file status, allocator tuning, resource limits). The
         // one module with platform conditionals; everything else imports it for POSIX.
         .target(name: "LogSyncPlatform"),
+        // `TypedRawValue`: one raw value with a type of its own (offsets, kinds, IDs), shared by
+        // the log and the model, which must not depend on each other.
+        .target(name: "TypedValues"),
 
-        .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C", "LogSyncPlatform"]),
+        .target(name: "LogStore", dependencies: ["CLMDB", "CCRC32C", "LogSyncPlatform", "TypedValues"]),
 
         // Records, zones, IDs, values, SyncError, change tokens, requests and responses, and the
         // CloudDatabase protocol: what a device and a server say to each other. No storage: a
@@ -67,7 +70,7 @@ let package = Package(
             name: "SyncModel",
             dependencies: [
                 // CRC-32C, the checksum that seals change tokens.
-                "CCRC32C", "LogSyncPlatform",
+                "CCRC32C", "LogSyncPlatform", "TypedValues",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 // SHA-256 of asset contents, by which servers keep them.
                 .product(name: "Crypto", package: "swift-crypto"),

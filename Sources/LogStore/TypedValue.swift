@@ -1,37 +1,5 @@
-/// A value that gives one raw value a type of its own — an offset, an entry kind, an identifier —
-/// so that two meanings of the same raw type cannot be mixed up.
-///
-/// Conforming types declare their stored `rawValue`, a non-failable `init(rawValue:)` and, where
-/// they print, a `description`; the unlabelled initializer, the string-literal initializer and the
-/// single-value `Codable` form (the raw value alone) come from here.
-public protocol TypedValue: RawRepresentable, Hashable, Sendable, Codable
-where RawValue: Hashable & Sendable & Codable {
-    init(rawValue: RawValue)
-}
+@_exported import TypedValues
 
-extension TypedValue {
-    /// Wraps a raw value.
-    public init(_ rawValue: RawValue) { self.init(rawValue: rawValue) }
-
-    /// Decodes the raw value alone.
-    public init(from decoder: any Decoder) throws {
-        self.init(rawValue: try decoder.singleValueContainer().decode(RawValue.self))
-    }
-
-    /// Encodes the raw value alone.
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-}
-
-extension TypedValue where Self: CustomStringConvertible, RawValue: CustomStringConvertible {
-    /// The raw value's text; a type with a richer rendering (an ID's kind and quotes) declares
-    /// its own.
-    public var description: String { rawValue.description }
-}
-
-extension TypedValue where Self: ExpressibleByStringLiteral, RawValue == String {
-    /// Wraps a string literal.
-    public init(stringLiteral value: String) { self.init(rawValue: value) }
-}
+/// The log's name for ``TypedRawValue``: a raw value with a type of its own, such as
+/// ``LogOffset`` and ``EntryKind``.
+public typealias TypedValue = TypedRawValue

@@ -1,11 +1,12 @@
-/// A value that gives one raw value a type of its own — a device, request or subscription ID, a
-/// change offset — so that two meanings of the same raw type cannot be mixed up.
+/// A value that gives one raw value a type of its own — a log offset, an entry kind, a device,
+/// request or subscription ID, a change offset — so that two meanings of the same raw type cannot
+/// be mixed up.
 ///
 /// Conforming types declare their stored `rawValue`, a non-failable `init(rawValue:)` and, where
 /// they print, a `description`; the unlabelled initializer, the string-literal initializer and the
-/// single-value `Codable` form (the raw value alone) come from here. The model's own protocol,
-/// so that it needs no storage module: LogStore's `TypedValue` is the same idea for the log's
-/// offsets and kinds.
+/// single-value `Codable` form (the raw value alone) come from here. A module of its own, below
+/// both the log (LogStore) and the model (SyncModel), so that the model needs no storage module
+/// to have it.
 public protocol TypedRawValue: RawRepresentable, Hashable, Sendable, Codable
 where RawValue: Hashable & Sendable & Codable {
     init(rawValue: RawValue)
