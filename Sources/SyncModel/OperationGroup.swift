@@ -28,7 +28,7 @@ public struct OperationGroup: Sendable, Hashable, Codable, CustomStringConvertib
 
     /// About how much data a group's requests move (`CKOperationGroup.TransferSize`; the raw
     /// values are CloudKit's).
-    public enum TransferSize: Int, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    public enum TransferSize: Int, Sendable, Hashable, Codable, CaseIterable {
         case unknown = 0
         case kilobytes = 1
         case megabytes = 2
@@ -37,20 +37,6 @@ public struct OperationGroup: Sendable, Hashable, Codable, CustomStringConvertib
         case gigabytes = 5
         case tensOfGigabytes = 6
         case hundredsOfGigabytes = 7
-
-        /// The case name, such as `megabytes`.
-        public var description: String {
-            switch self {
-            case .unknown: "unknown"
-            case .kilobytes: "kilobytes"
-            case .megabytes: "megabytes"
-            case .tensOfMegabytes: "tensOfMegabytes"
-            case .hundredsOfMegabytes: "hundredsOfMegabytes"
-            case .gigabytes: "gigabytes"
-            case .tensOfGigabytes: "tensOfGigabytes"
-            case .hundredsOfGigabytes: "hundredsOfGigabytes"
-            }
-        }
     }
 
     /// The most UTF-8 bytes of a group's name: 1,024.

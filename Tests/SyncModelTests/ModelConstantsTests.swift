@@ -33,6 +33,17 @@ struct ModelConstantsTests {
         #expect(DatabaseScope.allCases.map(\.description) == ["public", "private", "shared"])
     }
 
+    // The enums without payloads print as their case names, which is what `logtool dump` shows.
+    @Test func enumsPrintTheirCaseNames() {
+        #expect(SavePolicy.allCases.map { "\($0)" } == ["ifServerRecordUnchanged", "changedKeys", "allKeys"])
+        #expect(ZoneDeletionReason.allCases.map { "\($0)" } == ["deleted", "purged", "encryptedDataReset"])
+        #expect(
+            OperationGroup.TransferSize.allCases.map { "\($0)" } == [
+                "unknown", "kilobytes", "megabytes", "tensOfMegabytes", "hundredsOfMegabytes", "gigabytes",
+                "tensOfGigabytes", "hundredsOfGigabytes",
+            ])
+    }
+
     // F116: database subscriptions in private and shared databases, zone subscriptions in private only.
     @Test(
         "F116 subscription placement",

@@ -4,19 +4,11 @@ extension SyncEngine {
     /// Why the engine syncs: on its own schedule or because the app asked (F59).
     ///
     /// Mirrors `CKSyncEngine.SyncReason`; raw values match `CKSyncEngineSyncReason`.
-    public enum SyncReason: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    public enum SyncReason: Int, Sendable, Hashable, CaseIterable {
         /// The engine's scheduler started the sync (automatic sync, a push, a retry).
         case scheduled = 0
         /// The app called `sendChanges()` or `fetchChanges()`.
         case manual = 1
-
-        /// The case name, such as `manual`.
-        public var description: String {
-            switch self {
-            case .scheduled: "scheduled"
-            case .manual: "manual"
-            }
-        }
     }
 
     // MARK: Sending

@@ -176,7 +176,7 @@ enum DeviceEntryDescription: EntryKindCatalog {
                     saved: savedZones.map { note($0.zoneID) }, as: "zones", deleted: deletedZoneIDs.map { note($0) },
                     errors: failures.map { (name: note($0.key), code: $0.value.code) })
             case .sendStarted(let context):
-                add("reason", .text(context.reason.description))
+                add("reason", .text("\(context.reason)"))
                 switch context.options.scope {
                 case .all: add("scope", .text("all"))
                 case .zoneIDs(let ids): addScope("zoneIDs", ids.map { note($0) })
@@ -186,7 +186,7 @@ enum DeviceEntryDescription: EntryKindCatalog {
             case .sendFinished(let error), .fetchFinished(let error):
                 if let error { add("error", .text(error.code.name)) }
             case .fetchStarted(let context):
-                add("reason", .text(context.reason.description))
+                add("reason", .text("\(context.reason)"))
                 switch context.options.scope {
                 case .all: add("scope", .text("all"))
                 case .zoneIDs(let ids): addScope("zoneIDs", ids.map { note($0) })
@@ -208,7 +208,7 @@ enum DeviceEntryDescription: EntryKindCatalog {
                 add("deleted", count: deletions.count)
                 if !modifications.isEmpty { addList("zones", modifications.map { note($0) }) }
                 if !deletions.isEmpty {
-                    addList("deletions", deletions.map { note($0.zoneID) + ":" + $0.reason.description })
+                    addList("deletions", deletions.map { "\(note($0.zoneID)):\($0.reason)" })
                 }
                 add("token", .integer(changeToken.offset.rawValue))
                 add("moreComing", moreComing)

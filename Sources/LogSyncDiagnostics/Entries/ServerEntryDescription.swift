@@ -114,7 +114,7 @@ enum ServerEntryDescription: EntryKindCatalog {
             if let share = zone.share { add("share", .text(share.recordID.recordName)) }
         case .zoneDeleted(let zoneID, let reason):
             addZone(zoneID)
-            add("reason", .text(reason.description))
+            add("reason", .text("\(reason)"))
         case .recordSaved(let record):
             addZone(record.recordID.zoneID)
             add("record", .text(record.recordID.recordName))
@@ -163,9 +163,9 @@ enum ServerEntryDescription: EntryKindCatalog {
             add("group", .text(group.operationGroupID))
             if let name = group.name { add("name", .text(name)) }
             if group.quantity != 0 { add("quantity", .integer(UInt64(group.quantity))) }
-            if group.expectedSendSize != .unknown { add("sendSize", .text(group.expectedSendSize.description)) }
+            if group.expectedSendSize != .unknown { add("sendSize", .text("\(group.expectedSendSize)")) }
             if group.expectedReceiveSize != .unknown {
-                add("receiveSize", .text(group.expectedReceiveSize.description))
+                add("receiveSize", .text("\(group.expectedReceiveSize)"))
             }
             add("firstRequest", .text(firstRequest))
             if let device { add("device", .text(device.rawValue)) }
@@ -185,7 +185,7 @@ enum ServerEntryDescription: EntryKindCatalog {
             add("ownerOffset", .integer(ownerOffset))
         case .sharedZoneLeft(let zoneID, let reason):
             addZone(zoneID)
-            add("reason", .text(reason.description))
+            add("reason", .text("\(reason)"))
         case .assetStored(let digest, let size, let zoneID):
             if let zoneID { addZone(zoneID) }
             add("asset", .text(digest.description))

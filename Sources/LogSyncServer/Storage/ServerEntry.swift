@@ -161,7 +161,7 @@ package struct RequestOutcome: Sendable, Equatable {
 }
 
 /// Why a shared zone left a participant's shared database (F124).
-package enum ShareEndReason: Int, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+package enum ShareEndReason: Int, Sendable, Hashable, CaseIterable {
     /// The participant left: they deleted the share from their shared database.
     case left = 1
     /// The owner removed the participant from the share.
@@ -170,13 +170,4 @@ package enum ShareEndReason: Int, Sendable, Hashable, CaseIterable, CustomString
     case shareDeleted = 3
     /// The owner's zone was deleted, purged or reset.
     case zoneDeleted = 4
-
-    package var description: String {
-        switch self {
-        case .left: "left"
-        case .removed: "removed"
-        case .shareDeleted: "shareDeleted"
-        case .zoneDeleted: "zoneDeleted"
-        }
-    }
 }
