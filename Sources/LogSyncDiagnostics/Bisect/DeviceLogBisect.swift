@@ -232,28 +232,15 @@ public struct DeviceLogBisect {
             var replay = goodReplay
             if offset > start {
                 var replayer = DeviceLogReplayer(source: source, into: copy)
-                do {
-                    var cursor = try source.entries(from: start.next, through: offset)
-                    var expected = start.next
-                    while true {
-                        let entry: LogEntry?
-                        do throws(LogStoreError) { entry = try cursor.next() } catch {
-                            throw DeviceLogBisect.failure(error, at: expected, of: source)
-                        }
-                        guard let entry else { break }
-                        let decoded: DeviceEntry
-                        do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
-                            throw DeviceLogBisect.failure(error, at: entry.offset, of: source)
-                        }
-                        replay.apply(decoded, at: entry.offset)
-                        try replayer.add(entry)
-                        progress(.entries(done: entry.offset.rawValue, total: offset.rawValue))
-                        expected = entry.offset.next
+                try source.walkDeviceEntries(from: start.next, through: offset) {
+                    (entry, decoded) throws(DiagnosticsError) in
+                    replay.apply(decoded, at: entry.offset)
+                    do { try replayer.add(entry) } catch {
+                        throw DeviceLogBisect.failure(error, at: entry.offset, of: source)
                     }
-                    try replayer.flush()
-                } catch {
-                    throw DeviceLogBisect.failure(error, at: nil, of: source)
+                    progress(.entries(done: entry.offset.rawValue, total: offset.rawValue))
                 }
+                do { try replayer.flush() } catch { throw DeviceLogBisect.failure(error, at: nil, of: source) }
             }
             let state: DeviceState
             do { state = try copy.snapshotState() } catch {

@@ -123,10 +123,10 @@ public struct RecordBlame: Sendable {
         do { total = try device.log.lastOffset.rawValue } catch {
             throw DeviceLogBisect.failure(error, at: nil, of: device.log)
         }
-        try readDevice(device.log) { offset, time, entry in
-            walk.apply(entry, at: offset, time: time)
-            if case .batchPrepared(_, _, _, let id?) = entry { requests[id.rawValue] = (device.name, offset) }
-            progress(.entries(done: offset.rawValue, total: total))
+        try device.log.walkDeviceEntries { logEntry, entry in
+            walk.apply(entry, at: logEntry.offset, time: logEntry.time)
+            if case .batchPrepared(_, _, _, let id?) = entry { requests[id.rawValue] = (device.name, logEntry.offset) }
+            progress(.entries(done: logEntry.offset.rawValue, total: total))
         }
         walk.finish()
         let ids = walk.matchedIDs
@@ -138,9 +138,9 @@ public struct RecordBlame: Sendable {
                     + "; name one with --zone")
         }
         for other in otherDevices {
-            try readDevice(other.log) { offset, _, entry in
+            try other.log.walkDeviceEntries { logEntry, entry in
                 if case .batchPrepared(_, _, _, let id?) = entry, requests[id.rawValue] == nil {
-                    requests[id.rawValue] = (other.name, offset)
+                    requests[id.rawValue] = (other.name, logEntry.offset)
                 }
             }
         }
@@ -185,28 +185,6 @@ public struct RecordBlame: Sendable {
             batchOffset: version.request.flatMap { requests[$0]?.offset }, fields: fields)
         return blame
     }
-
-    /// Calls `body` with each entry of a device log, decoded.
-    static func readDevice(
-        _ log: Log, _ body: (LogOffset, EntryTime, DeviceEntry) throws(DiagnosticsError) -> Void
-    ) throws(DiagnosticsError) {
-        var cursor: EntryCursor
-        do { cursor = try log.entries() } catch { throw DeviceLogBisect.failure(error, at: nil, of: log) }
-        var expected = LogOffset.first
-        while true {
-            let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch {
-                throw DeviceLogBisect.failure(error, at: expected, of: log)
-            }
-            guard let entry else { return }
-            expected = entry.offset.next
-            let decoded: DeviceEntry
-            do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
-                throw DeviceLogBisect.failure(error, at: entry.offset, of: log)
-            }
-            try body(entry.offset, entry.time, decoded)
-        }
-    }
 }
 
 /// The versions of one record in a server database's log, each with the request that saved it.
@@ -223,25 +201,16 @@ struct ServerHistoryOfRecord {
         _ log: Log, id: Record.ID, through end: LogOffset
     ) throws(DiagnosticsError) -> ServerHistoryOfRecord {
         var history = ServerHistoryOfRecord()
-        var cursor: EntryCursor
-        do { cursor = try log.entries() } catch { throw DeviceLogBisect.failure(error, at: nil, of: log) }
-        var expected = LogOffset.first
         var commit: (time: EntryTime, versions: [Int])?
-        while true {
-            let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch {
-                throw DeviceLogBisect.failure(error, at: expected, of: log)
-            }
-            guard let entry else { break }
-            expected = entry.offset.next
+        try log.walkEntries { (entry) throws(DiagnosticsError) in
             if commit?.time != entry.time {
-                if entry.offset > end { break }  // the commit holding `end` is over
+                if entry.offset > end { return false }  // the commit holding `end` is over
                 commit = (entry.time, [])
             }
             guard
                 entry.kind == ServerEntry.Kind.recordSaved || entry.kind == ServerEntry.Kind.recordDeleted
                     || ServerEntry.Kind.completesRequest(entry.kind)
-            else { continue }
+            else { return true }
             let decoded: ServerEntry
             do throws(LogStoreError) { decoded = try ServerEntry(entry) } catch {
                 throw DeviceLogBisect.failure(error, at: entry.offset, of: log)
@@ -258,6 +227,7 @@ struct ServerHistoryOfRecord {
             default:
                 break
             }
+            return true
         }
         return history
     }

@@ -227,20 +227,11 @@ struct TimelineBuilder {
         } catch {
             throw DeviceLogBisect.failure(error, at: nil, of: log)
         }
-        var cursor: EntryCursor
-        do { cursor = try log.entries() } catch { throw DeviceLogBisect.failure(error, at: nil, of: log) }
-        var expected = LogOffset.first
         var device = DeviceSide()
         // Entries of one server commit share a time: the records a request saved precede its
         // requestOutcome (requestCompleted in older logs).
         var commitStart: (time: EntryTime, offset: LogOffset)?
-        while true {
-            let entry: LogEntry?
-            do throws(LogStoreError) { entry = try cursor.next() } catch {
-                throw DeviceLogBisect.failure(error, at: expected, of: log)
-            }
-            guard let entry else { break }
-            expected = entry.offset.next
+        try log.walkEntries { (entry) throws(DiagnosticsError) in
             entryRead()
             do throws(LogStoreError) {
                 switch role {
@@ -281,6 +272,7 @@ struct TimelineBuilder {
             } catch {
                 throw DeviceLogBisect.failure(error, at: entry.offset, of: log)
             }
+            return true
         }
         if role == .server { serverLane = lane }
         raws.append(steps)
