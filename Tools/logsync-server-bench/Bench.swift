@@ -23,10 +23,7 @@ extension ServerBench {
         // 1. Durable commit throughput, on a server of its own (durability is per server).
         emit("durable load (.durable: every commit flushed to disk)")
         let durable = try await durableLoad(scratch)
-        emit(
-            "  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: "
-                + "\(grouped(Int(durable.recordsPerSecond))) records/s, \(String(format: "%.1f", durable.requestsPerSecond)) requests/s"
-        )
+        emit("  \(grouped(durable.records)) records in \(grouped(durable.requests)) requests: \(durable.rates)")
         let durableFloor = try floor(scratch, "durable-floor", count: durableRecords, durability: .durable)
         emit(
             "  floor (.durable): \(grouped(Int(durableFloor.recordsPerSecond))) records/s; "
@@ -42,28 +39,32 @@ extension ServerBench {
 
         // What the idempotency bookkeeping of request IDs costs (F160): the same load without them.
         let plainDatabase = server.database(for: "no-request-ids", device: "bench")
-        emit("load without request IDs (.fast): \(grouped(smallRecords)) records into a fresh database")
-        try await workload.createZones(in: plainDatabase)
-        let plainLoad = try await load(
-            plainDatabase, count: smallRecords, series: "plain", requestIDs: false, progress: false)
-        emit(
-            "  \(grouped(Int(plainLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", plainLoad.requestsPerSecond)) requests/s"
-        )
+        /// Loads `count` records into `database` under `title`, printing the rates (and `more`).
+        func report(
+            _ title: String, _ database: InProcessDatabase, count: Int, series: String, requestIDs: Bool = true,
+            progress: Bool = false, more: (LoadResult) -> String = { _ in "" }
+        ) async throws -> LoadResult {
+            emit(title)
+            try await workload.createZones(in: database)
+            let result = try await load(
+                database, count: count, series: series, requestIDs: requestIDs, progress: progress)
+            emit("  \(result.rates)\(more(result))")
+            return result
+        }
+        let plainLoad = try await report(
+            "load without request IDs (.fast): \(grouped(smallRecords)) records into a fresh database",
+            plainDatabase, count: smallRecords, series: "plain", requestIDs: false)
         emit("")
-        emit("small database load (.fast): \(grouped(smallRecords)) records")
-        try await workload.createZones(in: smallDatabase)
-        let smallLoad = try await load(smallDatabase, count: smallRecords, series: "small", progress: false)
-        emit(
-            "  \(grouped(Int(smallLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", smallLoad.requestsPerSecond)) requests/s; \(Memory.read().description)"
-        )
+        let smallLoad = try await report(
+            "small database load (.fast): \(grouped(smallRecords)) records", smallDatabase, count: smallRecords,
+            series: "small", more: { _ in "; \(Memory.read().description)" })
         emit("")
-        emit("big database load (.fast): \(grouped(bigRecords)) records")
-        try await workload.createZones(in: bigDatabase)
-        let bigLoad = try await load(bigDatabase, count: bigRecords, series: "big", progress: true)
-        emit(
-            "  \(grouped(Int(bigLoad.recordsPerSecond))) records/s, \(String(format: "%.1f", bigLoad.requestsPerSecond)) requests/s "
-                + "(wall \(String(format: "%.1f", bigLoad.wallSeconds)) s with record generation); \(Memory.read().description)"
-        )
+        let bigLoad = try await report(
+            "big database load (.fast): \(grouped(bigRecords)) records", bigDatabase, count: bigRecords,
+            series: "big", progress: true,
+            more: { load in
+                " (wall \(String(format: "%.1f", load.wallSeconds)) s with record generation); \(Memory.read().description)"
+            })
         emit("")
         // The floor of the same work: the same requests' bytes decoded and appended by LogStore alone.
         emit(
