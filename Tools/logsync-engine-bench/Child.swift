@@ -135,9 +135,7 @@ enum Child {
     // MARK: Initial sync
 
     static func fetchPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
-        let serverDirectory = directory.appendingPathComponent("server")
-        let device = try PhaseDevice(
-            serverDirectory, directory.appendingPathComponent("device-fetch-\(durability(options))"), options)
+        let (device, serverDirectory) = try PhaseDevice.named("fetch", server: "server", in: directory, options)
         return try await initialSync(device, "fetch", options, serverDirectory: serverDirectory)
     }
 
@@ -270,9 +268,8 @@ enum Child {
     // MARK: Sending
 
     static func sendPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
-        let serverDirectory = directory.appendingPathComponent("server-send-\(durability(options))")
-        let device = try PhaseDevice(
-            serverDirectory, directory.appendingPathComponent("device-send-\(durability(options))"), options)
+        let (device, serverDirectory) = try PhaseDevice.named(
+            "send", server: "server-send-\(durability(options))", in: directory, options)
         defer { device.server.shutdown() }
         let engine = device.engine
 
@@ -327,9 +324,7 @@ enum Child {
     /// `options.editTasks` tasks at once, each acknowledged when its commit is on disk (for
     /// `.durable`); the device log's group commit shares commits between the waiting calls.
     static func editsPhase(_ options: EngineBench, _ directory: URL) async throws -> PhaseResult {
-        let serverDirectory = directory.appendingPathComponent("server-edits")
-        let device = try PhaseDevice(
-            serverDirectory, directory.appendingPathComponent("device-edits-\(durability(options))"), options)
+        let (device, serverDirectory) = try PhaseDevice.named("edits", server: "server-edits", in: directory, options)
         defer { device.server.shutdown() }
         let engine = device.engine
         let ids = (0..<options.recordCount).map { workload.record($0, series: "edit").recordID }
@@ -499,6 +494,16 @@ struct PhaseDevice {
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
         configuration.automaticallySync = false
         engine = try SyncEngine(configuration)
+    }
+
+    /// The device of the phase `phase` (its log in `device-PHASE-DURABILITY`) on the server in
+    /// `server`, both under `directory`, and the server's directory.
+    static func named(
+        _ phase: String, server: String, in directory: URL, _ options: EngineBench
+    ) throws -> (PhaseDevice, URL) {
+        let serverDirectory = directory.appendingPathComponent(server)
+        let logDirectory = directory.appendingPathComponent("device-\(phase)-\(Child.durability(options))")
+        return (try PhaseDevice(serverDirectory, logDirectory, options), serverDirectory)
     }
 
     /// The figures of every phase: memory at the end, time in the delegate and in the server,
