@@ -264,13 +264,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A throwaway PostgreSQL server for tests: initdb in a temporary directory, a free
-        // loopback port, restarts for fault tests.
-        .target(name: "PostgresProcess", dependencies: ["ChildProcesses"], path: "Tests/PostgresProcess"),
-
-        // Child processes for the tests that start executables (posix_spawn, never Foundation's
-        // Process, which crashes when tests launch processes at the same time).
-        .target(name: "ChildProcesses", path: "Tests/ChildProcesses"),
         // A directory of its own for each test, removed when the test ends.
         .target(name: "TemporaryDirectory", path: "Tests/TemporaryDirectory"),
         // LogStore on its own: a key–value history and its latest-value projection, which
@@ -282,6 +275,13 @@ let package = Package(
         ),
 
         // Tools.
+        // Child processes for the tests and tools that start executables (posix_spawn, never
+        // Foundation's Process, which crashes when tests launch processes at the same time).
+        .target(name: "ChildProcesses", path: "Tools/ChildProcesses"),
+        // A throwaway PostgreSQL server: initdb in a temporary directory, a free loopback port,
+        // restarts for fault tests. The PostgreSQL tests and logsync-store-bench start theirs
+        // with it, so it lives with the tools: a tool never depends on test code.
+        .target(name: "PostgresProcess", dependencies: ["ChildProcesses"], path: "Tools/PostgresProcess"),
         // logtool's terminal plumbing: standard output, progress lines, its own errors.
         .target(
             name: "LogToolCore", dependencies: ["LogStore", "LogSyncDiagnostics", "LogSyncPlatform"],
@@ -370,7 +370,7 @@ let package = Package(
             path: "Tools/logsync-asset-bench"
         ),
         // The PostgreSQL store against LMDB, and one node against two; starts its own
-        // PostgreSQL with the tests' PostgresProcess.
+        // PostgreSQL with PostgresProcess, as the tests do.
         .executableTarget(
             name: "logsync-store-bench",
             dependencies: [

@@ -7,8 +7,8 @@ import SyncModel
 import Synchronization
 
 /// One device of a notes app in a test: the app's notes, a `SyncEngine` on the device's own
-/// log, and a delegate that behaves like Apple's CKSyncEngine sample app, with the policies the
-/// test chooses.
+/// log, and a delegate (``Delegate``) that behaves like Apple's CKSyncEngine sample app, with the
+/// policies the test chooses.
 ///
 /// ```swift
 /// let phone = try TestDevice("phone", server: server, directory: directory)
@@ -50,7 +50,7 @@ import Synchronization
 /// conflict's server record or a fetched record carrying it) or the app gives it up (a lost
 /// conflict, a deleted zone, an account change): ``unacknowledgedEdits`` left at the end of a
 /// test were lost.
-public final class TestDevice: SyncEngineDelegate, Sendable {
+public final class TestDevice: Sendable {
     /// A note's fields: name to text.
     public typealias Fields = [String: String]
 
@@ -70,6 +70,14 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         public var accountChanges: AccountChanges
         /// The record type of the notes.
         public var recordType: String
+        /// Whether the delegate reacts to the engine on its own, as the sample app does: it
+        /// updates the notes from events, queues changes again after failures and removes the save
+        /// of a note it no longer has. `true` by default. `false` (``scripted``): the test scripts
+        /// every reaction (``TestDevice/onEvent(_:)``, ``TestDevice/queue(_:)``,
+        /// ``TestDevice/provideBatches(_:)``); the delegate records events and contexts, changes
+        /// nothing on an event, and sends the pending saves of the notes it has, skipping the
+        /// others without removing them.
+        public var reactsOnItsOwn: Bool
 
         /// What the app does on an account change (F105, F106).
         public enum AccountChanges: Sendable, Hashable {
@@ -83,18 +91,24 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         }
 
         /// A policy: the server's record wins conflicts, fetched records replace notes, deleted
-        /// zones stay deleted, account changes keep the notes, notes are of type `Note`.
+        /// zones stay deleted, account changes keep the notes, notes are of type `Note`, and the
+        /// delegate reacts on its own.
         public init(
             merge: @escaping @Sendable (_ local: Fields, _ server: Fields) -> Fields = { _, server in server },
             keepsUnacknowledgedEdits: Bool = false, recreatesDeletedZones: Bool = false,
-            accountChanges: AccountChanges = .keepNotes, recordType: String = "Note"
+            accountChanges: AccountChanges = .keepNotes, recordType: String = "Note", reactsOnItsOwn: Bool = true
         ) {
             self.merge = merge
             self.keepsUnacknowledgedEdits = keepsUnacknowledgedEdits
             self.recreatesDeletedZones = recreatesDeletedZones
             self.accountChanges = accountChanges
             self.recordType = recordType
+            self.reactsOnItsOwn = reactsOnItsOwn
         }
+
+        /// A delegate whose every reaction the test scripts (``reactsOnItsOwn`` off): for a test
+        /// that drives an engine step by step and checks exactly what it delivers and asks.
+        public static var scripted: Policy { Policy(reactsOnItsOwn: false) }
 
         /// A merge of the titles alone by `resolve`, other fields taken from the server.
         public static func mergingTitles(
@@ -147,12 +161,11 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     public let database: any CloudDatabase
     private let configure: @Sendable (inout SyncEngine.Configuration) -> Void
     private let engineBox = Mutex<SyncEngine?>(nil)
-    private let store: Mutex<Store>
+    /// The engine's delegate: the app's notes and its answers to the engine.
+    public let delegate: Delegate
 
     struct Store {
         var policy: Policy
-        /// Whether the engine syncs with a shared database, where the app creates no zones.
-        var onSharedDatabase = false
         var notes: [Record.ID: Fields] = [:]
         /// The asset fields of each note (an asset, or a list of them), by key.
         var attachments: [Record.ID: [String: RecordValue]] = [:]
@@ -171,6 +184,10 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         var batches: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
         var fetchOptions:
             (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
+        /// The batches ``Delegate/queue(_:)`` set, handed out one by one; `nil`: none queued.
+        var queued: [SyncEngine.RecordZoneChangeBatch]?
+        var batchContexts: [SyncEngine.SendChangesContext] = []
+        var fetchContexts: [SyncEngine.FetchChangesContext] = []
         var waiters:
             [(id: UUID, check: @Sendable ([SyncEngine.Event]) -> Bool, continuation: CheckedContinuation<Void, Never>)] =
                 []
@@ -195,7 +212,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         self.directory = directory
         self.database = database
         self.configure = configure
-        self.store = Mutex(Store(policy: policy, onSharedDatabase: database.databaseScope == .shared))
+        self.delegate = Delegate(policy: policy)
         try startEngine()
     }
 
@@ -228,7 +245,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         engineBox.withLock { $0 = nil }
         let log = try DeviceLog(
             directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 16 << 20))
-        var configuration = SyncEngine.Configuration(database: database, deviceLog: log, delegate: self)
+        var configuration = SyncEngine.Configuration(database: database, deviceLog: log, delegate: delegate)
         configuration.automaticallySync = false
         configuration.logger = Logger(label: "LogSyncTesting.TestDevice.\(name)") { _ in SwiftLogNoOpLogHandler() }
         configure(&configuration)
@@ -251,7 +268,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// Deletes a zone and the notes in it.
     public func deleteZone(_ zoneID: RecordZone.ID) throws {
-        store.withLock { store in
+        delegate.store.withLock { store in
             store.notes = store.notes.filter { $0.key.zoneID != zoneID }
             store.attachments = store.attachments.filter { $0.key.zoneID != zoneID }
             store.unacknowledged = store.unacknowledged.filter { $0.key.zoneID != zoneID }
@@ -267,20 +284,20 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// Sets several notes' titles and queues their saves, in this order, with one append.
     public func write(_ notes: [(Record.ID, String)]) throws {
-        store.withLock { store in for (id, title) in notes { store.edit(id, ["title": title]) } }
+        delegate.store.withLock { store in for (id, title) in notes { store.edit(id, ["title": title]) } }
         try engine.state.add(pendingRecordZoneChanges: notes.map { .saveRecord($0.0) })
     }
 
     /// Sets some of a note's fields (creating the note) and queues its save.
     public func edit(_ id: Record.ID, _ fields: Fields) throws {
-        store.withLock { $0.edit(id, fields) }
+        delegate.store.withLock { $0.edit(id, fields) }
         try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
     }
 
     /// Puts an asset, or a list of assets (`.asset` or `.list` of `.asset`), in a note's field
     /// (creating the note) and queues its save: the user attaches files.
     public func attach(_ id: Record.ID, _ key: String, _ value: RecordValue) throws {
-        store.withLock { store in
+        delegate.store.withLock { store in
             store.edit(id, [:])
             store.attachments[id, default: [:]][key] = value
         }
@@ -301,7 +318,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// Deletes a note and queues its deletion.
     public func delete(_ id: Record.ID) throws {
-        store.withLock { store in
+        delegate.store.withLock { store in
             store.notes[id] = nil
             store.attachments[id] = nil
             store.unacknowledged[id] = nil
@@ -312,7 +329,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     /// Saves a share (new, or edited from ``shares``) and queues its save: the owner shares a
     /// zone, invites or removes participants.
     public func saveShare(_ share: Share) throws {
-        store.withLock { store in
+        delegate.store.withLock { store in
             store.shares[share.recordID] = share
             store.unsentShares.insert(share.recordID)
         }
@@ -321,7 +338,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
 
     /// Forgets a share and queues its deletion: the owner stops sharing, or a participant leaves.
     public func deleteShare(_ id: Record.ID) throws {
-        store.withLock { store in store.dropShares { $0 == id } }
+        delegate.store.withLock { store in store.dropShares { $0 == id } }
         try engine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
     }
 
@@ -352,7 +369,7 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     // MARK: What the test chooses
 
     /// Changes the policy from now on.
-    public func setPolicy(_ change: (inout Policy) -> Void) { store.withLock { change(&$0.policy) } }
+    public func setPolicy(_ change: (inout Policy) -> Void) { delegate.setPolicy(change) }
 
     /// Merges conflicts by title: `(local, server) -> merged`; other fields come from the server.
     public func resolveConflicts(with resolve: @escaping @Sendable (_ local: String, _ server: String) -> String) {
@@ -360,41 +377,43 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     }
 
     /// Runs `body` inside `handleEvent`, after the device's own handling.
-    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
-        store.withLock { $0.onEvent = body }
-    }
+    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) { delegate.onEvent(body) }
 
     /// Runs `body` inside `handleEvent`, before the device's own handling.
     public func beforeEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
-        store.withLock { $0.beforeEvent = body }
+        delegate.beforeEvent(body)
     }
 
     /// Replaces the device's answers to `nextRecordZoneChangeBatch` (`nil`: its own again).
     public func provideBatches(
         _ body: (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
     ) {
-        store.withLock { $0.batches = body }
+        delegate.provideBatches(body)
     }
+
+    /// Hands out exactly these batches, one per `nextRecordZoneChangeBatch`, then `nil`
+    /// (``Delegate/queue(_:)``).
+    public func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { delegate.queue(batches) }
 
     /// Replaces the device's answers to `nextFetchChangesOptions` (`nil`: the context's options).
     public func provideFetchOptions(
         _ body: (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
     ) {
-        store.withLock { $0.fetchOptions = body }
+        delegate.provideFetchOptions(body)
     }
 
     // MARK: What the test reads
 
     /// A note's title, or `nil` when there is no such note.
-    public func title(_ id: Record.ID) -> String? { store.withLock { $0.notes[id].map { $0["title"] ?? "" } } }
+    public func title(_ id: Record.ID) -> String? { delegate.store.withLock { $0.notes[id].map { $0["title"] ?? "" } } }
 
     /// A note's fields, or `nil` when there is no such note.
-    public func fields(_ id: Record.ID) -> Fields? { store.withLock { $0.notes[id] } }
+    public func fields(_ id: Record.ID) -> Fields? { delegate.store.withLock { $0.notes[id] } }
 
     /// A note's asset fields by key (`[:]` for a note without any), or `nil` when there is no
     /// such note.
     public func attachments(_ id: Record.ID) -> [String: RecordValue]? {
-        store.withLock { store in store.notes[id] == nil ? nil : store.attachments[id] ?? [:] }
+        delegate.store.withLock { store in store.notes[id] == nil ? nil : store.attachments[id] ?? [:] }
     }
 
     /// The asset in a note's field `key`, if it holds one.
@@ -403,25 +422,31 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
     }
 
     /// Every note's title.
-    public var notes: [Record.ID: String] { store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
+    public var notes: [Record.ID: String] { delegate.store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
 
     /// The shares the app knows: fetched, saved, or edited here and not sent yet.
-    public var shares: [Record.ID: Share] { store.withLock { $0.shares } }
+    public var shares: [Record.ID: Share] { delegate.store.withLock { $0.shares } }
 
     /// Edits the server has not acknowledged and the app has not given up, by record.
-    public var unacknowledgedEdits: [Record.ID: Fields] { store.withLock { $0.unacknowledged } }
+    public var unacknowledgedEdits: [Record.ID: Fields] { delegate.store.withLock { $0.unacknowledged } }
 
     /// How the edits so far ended.
-    public var tally: Tally { store.withLock { $0.tally } }
+    public var tally: Tally { delegate.store.withLock { $0.tally } }
 
     /// Every event delivered so far, in order.
-    public var events: [SyncEngine.Event] { store.withLock { $0.events } }
+    public var events: [SyncEngine.Event] { delegate.events }
 
     /// The events delivered so far without `stateUpdate`s.
     public var syncEvents: [SyncEngine.Event] { events.filter { $0.kind != .stateUpdate } }
 
     /// Forgets the events recorded so far.
-    public func clearEvents() { store.withLock { $0.events.removeAll() } }
+    public func clearEvents() { delegate.clearEvents() }
+
+    /// The contexts `nextRecordZoneChangeBatch` was called with, in order.
+    public var batchContexts: [SyncEngine.SendChangesContext] { delegate.batchContexts }
+
+    /// The contexts `nextFetchChangesOptions` was called with, in order.
+    public var fetchContexts: [SyncEngine.FetchChangesContext] { delegate.fetchContexts }
 
     /// Waits until the events delivered so far satisfy `condition` (checked now and after each
     /// event), or `limit` of wall-clock time has passed.
@@ -434,11 +459,11 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
         let satisfied = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await withCheckedContinuation { continuation in
-                    let events = self.store.withLock { store in
+                    let events = self.delegate.store.withLock { store in
                         store.waiters.append((id, condition, continuation))
                         return store.events
                     }
-                    self.resumeWaiters(events)
+                    self.delegate.resumeWaiters(events)
                 }
                 return true
             }
@@ -448,119 +473,10 @@ public final class TestDevice: SyncEngineDelegate, Sendable {
             }
             let first = await group.next() ?? false
             group.cancelAll()
-            self.resumeWaiter(id)
+            self.delegate.resumeWaiter(id)
             return first
         }
         guard satisfied else { throw TestDeviceTimeout(device: name, what: what, limit: limit) }
-    }
-
-    /// Resumes the waiters whose condition `events` satisfies. The conditions run outside the
-    /// device's lock, so that one may read the device (its notes, its tally).
-    private func resumeWaiters(_ events: [SyncEngine.Event]) {
-        let waiting = store.withLock { $0.waiters.map { (id: $0.id, check: $0.check) } }
-        let satisfied = Set(waiting.filter { $0.check(events) }.map(\.id))
-        guard !satisfied.isEmpty else { return }
-        let ready = store.withLock { store in
-            let ready = store.waiters.filter { satisfied.contains($0.id) }
-            store.waiters.removeAll { satisfied.contains($0.id) }
-            return ready
-        }
-        for waiter in ready { waiter.continuation.resume() }
-    }
-
-    /// Resumes the waiter `id` if it still waits (its time is up).
-    private func resumeWaiter(_ id: UUID) {
-        let waiter = store.withLock { store -> CheckedContinuation<Void, Never>? in
-            guard let index = store.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return store.waiters.remove(at: index).continuation
-        }
-        waiter?.resume()
-    }
-
-    // MARK: SyncEngineDelegate
-
-    public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        if let before = store.withLock({ $0.beforeEvent }) { await before(event, syncEngine) }
-        var deleting: Set<Record.ID> = []
-        if case .fetchedRecordZoneChanges = event {
-            for case .deleteRecord(let id) in (try? syncEngine.state.pendingRecordZoneChanges) ?? [] {
-                deleting.insert(id)
-            }
-        }
-        // What the server holds of each change it refused for want of permission: shown again.
-        var refused: [Record.ID: TestDevice.Fields] = [:]
-        if case .sentRecordZoneChanges(let sent) = event {
-            let ids =
-                sent.failedRecordSaves.filter { $0.error.code == .permissionFailure }.map(\.record.recordID)
-                + sent.failedRecordDeletes.filter { $0.value.code == .permissionFailure }.map(\.key)
-            for id in ids {
-                if let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
-                    refused[id] = Store.fields(of: known)
-                }
-            }
-        }
-        let (zones, requeue, onEvent, events) = store.withLock { store in
-            store.events.append(event)
-            let (zones, requeue) = store.handle(event, pendingDeletions: deleting, serverFields: refused)
-            return (zones, requeue, store.onEvent, store.events)
-        }
-        if !zones.isEmpty { try? syncEngine.state.add(pendingDatabaseChanges: zones) }
-        if !requeue.isEmpty { try? syncEngine.state.add(pendingRecordZoneChanges: requeue) }
-        await onEvent?(event, syncEngine)
-        resumeWaiters(events)
-    }
-
-    public func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        if let batches = store.withLock({ $0.batches }) { return await batches(context, syncEngine) }
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-            context.options.scope.contains($0)
-        }
-        return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id, syncEngine)
-        }
-    }
-
-    public func nextFetchChangesOptions(
-        _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.FetchChangesOptions {
-        guard let fetchOptions = store.withLock({ $0.fetchOptions }) else { return context.options }
-        return await fetchOptions(context, syncEngine)
-    }
-
-    /// The record to send for a note: its fields on the last known server record's system
-    /// fields (none after `unknownItem`), or `nil` if the note is gone (its save is then removed
-    /// from the pending list, as in Apple's sample).
-    private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
-        let (fields, attachments, share, fresh, recordType) = store.withLock { store in
-            (
-                store.notes[id], store.attachments[id] ?? [:], store.shares[id],
-                store.forgetSystemFields.remove(id) != nil,
-                store.policy.recordType
-            )
-        }
-        if let share {
-            // A share: its fields on the last known server record's system fields.
-            var record = Record(recordType: Share.recordType, recordID: id)
-            if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
-                record = known.systemFieldsCopy()
-            }
-            for key in share.record.allKeys() { record[key] = share.record[key] }
-            return record
-        }
-        guard let fields else {
-            try? syncEngine.state.remove(pendingRecordZoneChanges: [.saveRecord(id)])
-            return nil
-        }
-        var record: Record
-        if !fresh, let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id) {
-            record = known.systemFieldsCopy()
-        } else {
-            record = Record(recordType: recordType, recordID: id)
-        }
-        for (key, text) in fields { record[key] = .string(text) }
-        for (key, value) in attachments { record[key] = value }
-        return record
     }
 }
 
@@ -582,11 +498,14 @@ extension TestDevice.Store {
 
     /// Applies an event to the notes; returns the zone and record changes to queue again.
     ///
-    /// - Parameter serverFields: The last known server record's fields of each change the
-    ///   server refused with `permissionFailure` (none for a record it never had).
+    /// - Parameters:
+    ///   - serverFields: The last known server record's fields of each change the server refused
+    ///     with `permissionFailure` (none for a record it never had).
+    ///   - onSharedDatabase: Whether the engine syncs with a shared database, where the app
+    ///     creates no zones.
     mutating func handle(
         _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>,
-        serverFields: [Record.ID: TestDevice.Fields] = [:]
+        serverFields: [Record.ID: TestDevice.Fields] = [:], onSharedDatabase: Bool = false
     ) -> ([SyncEngine.PendingDatabaseChange], [SyncEngine.PendingRecordZoneChange]) {
         var zones: [SyncEngine.PendingDatabaseChange] = []
         var requeue: [SyncEngine.PendingRecordZoneChange] = []

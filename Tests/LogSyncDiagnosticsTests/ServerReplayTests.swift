@@ -20,13 +20,18 @@ struct ServerReplayTests: NoteIDs {
         try makeServer(directory.appendingPathComponent(name, isDirectory: true))
     }
 
-    /// Alice's phone, in `directory/phone`, after it sent the zone Notes with note n1, "one", in it.
-    static func phoneThatSentN1(_ server: SyncServer, _ directory: URL) async throws -> TestDevice {
-        let phone = try TestDevice("phone", server: server, directory: directory)
-        try phone.createZone(notes)
-        try phone.write(note("n1"), "one")
-        try await phone.engine.sendChanges()
-        return phone
+    /// Alice's phone, on a server of its own, after it sent the zone Notes with note n1, "one",
+    /// in it; and a fresh server (``freshServer(_:_:)``) to replay its log against.
+    static func withPhoneThatSentN1(
+        _ body: (_ phone: TestDevice, _ fresh: SyncServer) async throws -> Void
+    ) async throws {
+        try await withServer { directory, server in
+            let phone = try TestDevice("phone", server: server, directory: directory)
+            try phone.createZone(notes)
+            try phone.write(note("n1"), "one")
+            try await phone.engine.sendChanges()
+            try await body(phone, try freshServer(directory))
+        }
     }
 
     /// Every entry of a device's log with its offset, decoded.
@@ -279,11 +284,9 @@ struct ServerReplayTests: NoteIDs {
 
     @Test("A replayed request that fails in transport stops the replay with requestFailed naming the offset")
     func replayedTransportFailureThrows() async throws {
-        try await withServer { directory, server in
-            let phone = try await Self.phoneThatSentN1(server, directory)
+        try await Self.withPhoneThatSentN1 { phone, fresh in
             let zonesSent = try #require(try Self.offsets(phone, of: "databaseChangesSent").first)
 
-            let fresh = try Self.freshServer(directory)
             fresh.admin.failNextRequests(of: "alice", with: SyncError(.serviceUnavailable, "injected"))
             let error = await #expect(throws: ServerReplayError.self) {
                 try await phone.engine.deviceLog.replay(against: fresh.database(for: "alice"))
@@ -337,8 +340,7 @@ struct ServerReplayTests: NoteIDs {
 
     @Test("Replay through an offset stops there: later requests are not re-issued")
     func replayThroughStops() async throws {
-        try await withServer { directory, server in
-            let phone = try await Self.phoneThatSentN1(server, directory)
+        try await Self.withPhoneThatSentN1 { phone, fresh in
             try phone.write(Self.note("n2"), "two")
             try await phone.engine.sendChanges()
 
@@ -346,7 +348,6 @@ struct ServerReplayTests: NoteIDs {
             #expect(results.count == 2)
             let firstResult = try #require(results.first)
 
-            let fresh = try Self.freshServer(directory)
             let report = try await phone.engine.deviceLog.replay(
                 against: fresh.database(for: "alice"), through: firstResult)
 
@@ -363,11 +364,9 @@ struct ServerReplayTests: NoteIDs {
 
     @Test("A batch whose answer lies past `through` is not comparable and not sent")
     func batchCutByThroughIsNotSent() async throws {
-        try await withServer { directory, server in
-            let phone = try await Self.phoneThatSentN1(server, directory)
+        try await Self.withPhoneThatSentN1 { phone, fresh in
             let prepared = try #require(try Self.offsets(phone, of: "batchPrepared").first)
 
-            let fresh = try Self.freshServer(directory)
             let report = try await phone.engine.deviceLog.replay(
                 against: fresh.database(for: "alice"), through: prepared)
 

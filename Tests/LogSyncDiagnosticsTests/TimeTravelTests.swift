@@ -174,7 +174,7 @@ struct TimeTravelTests {
                 to: beforeSend, into: directory.appendingPathComponent("A-fork", isDirectory: true))
             #expect(try forkLog.log.lastOffset == beforeSend)
             #expect(try forkLog.log.verifyProjections() == nil)
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
             delegate.setTitle(Self.note("n1"), "Groceries")
             delegate.setTitle(Self.note("n2"), "Books")
             var configuration = SyncEngine.Configuration(

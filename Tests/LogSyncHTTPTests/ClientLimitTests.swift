@@ -24,15 +24,18 @@ struct ClientLimitTests {
 
     static let notes = RecordZone.ID(zoneName: "Notes")
 
-    static func configuration(
+    /// A live server with these limits per user and per address, counted on a clock of their
+    /// own, which `body` moves.
+    static func withLimitedServer(
         user: HTTPSyncServer.ClientLimits = .unlimited, address: HTTPSyncServer.ClientLimits = .unlimited,
-        clock: ManualClock
-    ) -> HTTPSyncServer.Configuration {
+        _ body: (_ live: LiveServer, _ clock: ManualClock) async throws -> Void
+    ) async throws {
+        let clock = ManualClock()
         var configuration = HTTPSyncServer.Configuration()
         configuration.userLimits = user
         configuration.addressLimits = address
         configuration.clientLimitClock = { clock.read() }
-        return configuration
+        try await withLiveServer(configuration: configuration) { live, _ in try await body(live, clock) }
     }
 
     /// A `modifyRecords` of one note, as raw bytes of HTTP/1.1 asking for a JSON answer, from
@@ -62,9 +65,8 @@ struct ClientLimitTests {
         "a user past the rate limit gets 429 with a retry-after and nothing is written; another user is served; time moves, it is served again"
     )
     func userRate() async throws {
-        let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 1, burst: 3, concurrentRequests: 0)
-        try await withLiveServer(configuration: Self.configuration(user: limits, clock: clock)) { live, _ in
+        try await Self.withLimitedServer(user: limits) { live, clock in
             let alice = live.client(LiveServer.aliceToken).database()
             let bob = live.client(LiveServer.bobToken).database()
             _ = try await alice.modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
@@ -110,9 +112,8 @@ struct ClientLimitTests {
 
     @Test("an address past its rate gets 429 whoever its users are; another address is served")
     func addressRate() async throws {
-        let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 2, burst: 2, concurrentRequests: 0)
-        try await withLiveServer(configuration: Self.configuration(address: limits, clock: clock)) { live, _ in
+        try await Self.withLimitedServer(address: limits) { live, clock in
             for token in [LiveServer.aliceToken, LiveServer.bobToken] {
                 let served = try Self.parse(
                     try await exchange(port: live.port, from: "127.0.0.1", send: Self.saveNote(token, title: "a")))
@@ -146,9 +147,8 @@ struct ClientLimitTests {
         "a user with as many requests in progress as allowed gets 429 for one more; another user is served; one ends, the next is served"
     )
     func userConcurrency() async throws {
-        let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 0, burst: 1, concurrentRequests: 2)
-        try await withLiveServer(configuration: Self.configuration(user: limits, clock: clock)) { live, _ in
+        try await Self.withLimitedServer(user: limits) { live, clock in
             let limiter = live.running.http.clientLimiter
             // Two requests of alice's whose bodies have not all arrived: in progress until they do.
             let held = try await [RawConnection.open(to: live), RawConnection.open(to: live)]
@@ -190,9 +190,8 @@ struct ClientLimitTests {
 
     @Test("push upgrades and asset requests count against the rates: refused with 429 past them")
     func pushAndAssets() async throws {
-        let clock = ManualClock()
         let limits = HTTPSyncServer.ClientLimits(requestsPerSecond: 1, burst: 2, concurrentRequests: 0)
-        try await withLiveServer(configuration: Self.configuration(user: limits, clock: clock)) { live, _ in
+        try await Self.withLimitedServer(user: limits) { live, clock in
             func upgrade(_ token: String) -> [UInt8] {
                 Array(
                     ("GET /v1/databases/private/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"

@@ -75,23 +75,12 @@ struct RequestOutcomeTests {
     @Test func anOlderLogsRequestCompletedIsAnsweredTheSame() async throws {
         try await withServer { server, _ in
             let first = try await Self.writeHistory(server)
-            let entries = try Self.entries(of: try server.admin.log(of: "alice"))
             try await withServer { older, _ in
+                try Self.copyLog(of: server, into: older) { entry in
+                    guard case .requestOutcome(let requestID, let fingerprint, _, let actor) = entry else { return nil }
+                    return .requestCompleted(requestID, fingerprint: fingerprint, response: first, actor: actor)
+                }
                 let log = try older.admin.log(of: "alice")
-                try #require(try log.lastOffset == .zero)
-                _ = try log.append(
-                    entries.map { entry in
-                        guard
-                            case .requestOutcome(let requestID, let fingerprint, _, let actor)? = try? ServerEntry(
-                                entry)
-                        else {
-                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
-                        }
-                        let completed = ServerEntry.requestCompleted(
-                            requestID, fingerprint: fingerprint, response: first, actor: actor)
-                        return NewEntry(
-                            kind: completed.newEntry.kind, payload: completed.newEntry.payload, time: entry.time)
-                    })
                 #expect(try log.entry(at: try log.lastOffset)?.kind == ServerEntry.Kind.requestCompleted)
                 let replay = try await older.database(for: "alice", device: "phone").modifyRecords(Self.request)
                 #expect(replay == first)
@@ -115,28 +104,15 @@ struct RequestOutcomeTests {
     @Test func anOutcomeNamingTheWrongEntryIsACorruptEntry() async throws {
         try await withServer { server, _ in
             _ = try await Self.writeHistory(server)
-            let entries = try Self.entries(of: try server.admin.log(of: "alice"))
             try await withServer { damaged, _ in
-                let log = try damaged.admin.log(of: "alice")
-                try #require(try log.lastOffset == .zero)
-                _ = try log.append(
-                    entries.map { entry in
-                        guard
-                            case .requestOutcome(let requestID, let fingerprint, var outcome, let actor)? =
-                                try? ServerEntry(entry)
-                        else {
-                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
-                        }
-                        // n1 named at the entry of n2.
-                        guard outcome.saved.count == 2 else {
-                            return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
-                        }
-                        outcome.saved[0].offset = outcome.saved[1].offset
-                        let new = ServerEntry.requestOutcome(
-                            requestID, fingerprint: fingerprint, outcome: outcome, actor: actor
-                        ).newEntry
-                        return NewEntry(kind: new.kind, payload: new.payload, time: entry.time)
-                    })
+                let entries = try Self.copyLog(of: server, into: damaged) { entry in
+                    guard case .requestOutcome(let requestID, let fingerprint, var outcome, let actor) = entry,
+                        outcome.saved.count == 2
+                    else { return nil }
+                    // n1 named at the entry of n2.
+                    outcome.saved[0].offset = outcome.saved[1].offset
+                    return .requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor)
+                }
                 // The database itself, whose errors InProcessDatabase would wrap as internalError.
                 let error = #expect(throws: LogStoreError.self) {
                     try damaged.store("alice", .private).modifyRecords(Self.request, from: "phone")
@@ -148,6 +124,28 @@ struct RequestOutcomeTests {
                         == true, "\(String(describing: error))")
             }
         }
+    }
+
+    /// Copies alice's log on `server` into her empty log on `other`, entry by entry with their
+    /// times, each `requestOutcome` replaced by what `rewrite` makes of it (`nil`: kept as it
+    /// is). Returns the entries of `server`'s log.
+    @discardableResult
+    static func copyLog(
+        of server: SyncServer, into other: SyncServer, rewritingOutcomes rewrite: (ServerEntry) -> ServerEntry?
+    ) throws -> [LogEntry] {
+        let entries = try entries(of: try server.admin.log(of: "alice"))
+        let log = try other.admin.log(of: "alice")
+        try #require(try log.lastOffset == .zero)
+        _ = try log.append(
+            entries.map { entry in
+                guard let decoded = try? ServerEntry(entry), case .requestOutcome = decoded,
+                    let new = rewrite(decoded)?.newEntry
+                else {
+                    return NewEntry(kind: entry.kind, payload: entry.payload, time: entry.time)
+                }
+                return NewEntry(kind: new.kind, payload: new.payload, time: entry.time)
+            })
+        return entries
     }
 
     /// Every entry of `log`, in order.

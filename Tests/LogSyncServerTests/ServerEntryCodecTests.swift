@@ -407,6 +407,27 @@ struct ServerEntryCodecTests {
         #expect(wrong.isEmpty, "\(wrong.prefix(3))")
     }
 
+    /// A schema of the one record type `Note`, with these fields and kinds.
+    static func noteSchema(
+        _ fields: [(name: String, kind: Logsync_Server_SchemaValueKind)]
+    )
+        -> Logsync_Server_SchemaDeployed
+    {
+        .with {
+            $0.recordTypes = [
+                .with { type in
+                    type.name = "Note"
+                    type.fields = fields.map { field in
+                        .with {
+                            $0.name = field.name
+                            $0.kind = field.kind
+                        }
+                    }
+                }
+            ]
+        }
+    }
+
     /// F137: a `schemaDeployed` payload that names no schema is a corrupt entry naming its offset and
     /// the element at fault.
     @Test(
@@ -426,50 +447,18 @@ struct ServerEntryCodecTests {
             ),
             (
                 "a field without a kind",
-                Logsync_Server_SchemaDeployed.with {
-                    $0.recordTypes = [
-                        .with {
-                            $0.name = "Note"
-                            $0.fields = [.with { $0.name = "title" }]
-                        }
-                    ]
-                }, "SchemaDeployed.record_types[0].fields[0].kind is missing"
+                noteSchema([("title", .unspecified)]),
+                "SchemaDeployed.record_types[0].fields[0].kind is missing"
             ),
             (
                 "an unknown kind",
-                Logsync_Server_SchemaDeployed.with {
-                    $0.recordTypes = [
-                        .with {
-                            $0.name = "Note"
-                            $0.fields = [
-                                .with {
-                                    $0.name = "title"
-                                    $0.kind = .UNRECOGNIZED(42)
-                                }
-                            ]
-                        }
-                    ]
-                }, "SchemaDeployed.record_types[0].fields[0].kind is 42, not a kind (1–9)"
+                noteSchema([("title", .UNRECOGNIZED(42))]),
+                "SchemaDeployed.record_types[0].fields[0].kind is 42, not a kind (1–9)"
             ),
             (
                 "a field twice",
-                Logsync_Server_SchemaDeployed.with {
-                    $0.recordTypes = [
-                        .with {
-                            $0.name = "Note"
-                            $0.fields = [
-                                .with {
-                                    $0.name = "a"
-                                    $0.kind = .string
-                                },
-                                .with {
-                                    $0.name = "a"
-                                    $0.kind = .int64
-                                },
-                            ]
-                        }
-                    ]
-                }, #"SchemaDeployed.record_types[0].fields[1].name repeats "a""#
+                noteSchema([("a", .string), ("a", .int64)]),
+                #"SchemaDeployed.record_types[0].fields[1].name repeats "a""#
             ),
         ])
     func corruptSchema(problem: String, message: Logsync_Server_SchemaDeployed, expected: String) throws {

@@ -97,6 +97,46 @@ struct TestDeviceTests: NoteIDs {
             #expect(zones.allSatisfy { $0.zoneID != Self.notes })
         }
     }
+
+    // F12, F21, F42, F61
+    @Test(
+        "A scripted device reacts to nothing: a failed save is not queued again, a save of a note it lacks stays pending, fetched notes are not taken; queued batches go one per call, then nil; every call's context is kept"
+    )
+    func scriptedPolicyReactsToNothing() async throws {
+        try await withServer { directory, server in
+            let phone = try TestDevice("phone", server: server, directory: directory, policy: .scripted)
+            let lost = Self.note("lost", RecordZone.ID(zoneName: "Missing"))  // a zone never created
+            let unknown = Self.note("unknown")
+            try phone.write(lost, "Lost")
+            try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(unknown)])
+            let error = await #expect(throws: SyncError.self) { try await phone.engine.sendChanges() }
+            #expect(error?.partialErrors[.record(lost)]?.code == .zoneNotFound)
+            // A reacting device would queue the zone and the save again, and drop the unknown save.
+            #expect(try phone.engine.state.pendingDatabaseChanges == [])
+            #expect(try phone.engine.state.pendingRecordZoneChanges == [.saveRecord(unknown)])
+
+            try phone.createZone(Self.notes)
+            phone.queue([SyncEngine.RecordZoneChangeBatch(recordsToSave: [newNote(Self.groceries, "Milk")])])
+            phone.clearEvents()
+            let asked = phone.batchContexts.count
+            try await phone.engine.sendChanges()
+            #expect(phone.batchContexts.count == asked + 2, "the queued batch, then nil")
+            let send = try #require(phone.events.willSendContexts.first)
+            #expect(phone.batchContexts.dropFirst(asked).allSatisfy { $0 == send })
+            #expect(phone.events.sentRecordZoneChanges.flatMap(\.savedRecords).map(\.recordID) == [Self.groceries])
+
+            try await phone.engine.fetchChanges()
+            let fetch = try #require(phone.events.willFetchContexts.first)
+            #expect(!phone.fetchContexts.isEmpty)
+            #expect(phone.fetchContexts.allSatisfy { $0 == fetch })
+            #expect(
+                phone.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [
+                    Self.groceries
+                ])
+            #expect(phone.notes == [lost: "Lost"])
+            try phone.expectProjectionsHold()
+        }
+    }
 }
 
 /// TestClock: time that moves only when the test moves it.

@@ -35,18 +35,25 @@ struct ServerRecordTests {
         }
     }
 
+    /// Appends a send's result in which the save of `F.a` conflicted with the server's record
+    /// (tag 7, titled "Theirs"), and returns that record.
+    static func appendConflict(_ log: DeviceLog) throws -> Record {
+        let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
+        try log.append(
+            .batchResult(
+                saved: [], deleted: [],
+                failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
+                failedDeletes: [:]))
+        return theirs
+    }
+
     @Test("A conflict's serverRecord becomes the last known server record (F92)")
     func conflictServerRecord() async throws {
         try withTemporaryDirectory { directory in
             let log = try makeEngine(directory).deviceLog
             try log.append(
                 .batchResult(saved: [F.serverRecord(F.a, tag: "1")], deleted: [], failedSaves: [:], failedDeletes: [:]))
-            let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
-            try log.append(
-                .batchResult(
-                    saved: [], deleted: [],
-                    failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
-                    failedDeletes: [:]))
+            let theirs = try Self.appendConflict(log)
             #expect(try log.lastKnownServerRecord(for: F.a) == theirs)
             // A transient failure changes nothing.
             try log.append(
@@ -147,12 +154,7 @@ struct ServerRecordTests {
             #expect(try Self.slotBytes(log, F.a) == ServerRecordSlot.entry(offset: saved.rawValue, ordinal: 0).bytes)
             #expect(try log.lastKnownServerRecord(for: F.a) == a2)
 
-            let theirs = F.serverRecord(F.a, tag: "7", title: "Theirs")
-            try log.append(
-                .batchResult(
-                    saved: [], deleted: [],
-                    failedSaves: [F.a: .serverRecordChanged(serverRecord: theirs, clientRecord: F.clientRecord(F.a))],
-                    failedDeletes: [:]))
+            let theirs = try Self.appendConflict(log)
             #expect(try Self.slotBytes(log, F.a) == [0] + theirs.protoBytes())
             #expect(try log.lastKnownServerRecord(for: F.a) == theirs)
             // Reading them all reads each entry once and gives them in key order.

@@ -10,8 +10,8 @@ import Testing
 @testable import LogSync
 
 // What the engine's test targets share: servers and devices of their own in a temporary
-// directory, a delegate whose every answer a test can script, a one-shot signal for making
-// callbacks wait (no sleeps), a server with a ticking clock, and readers of event lists.
+// directory, engines of a delegate whose every answer a test scripts, a one-shot signal for
+// making callbacks wait (no sleeps), a server with a ticking clock, and readers of event lists.
 
 /// A server whose clock advances one second per reading, so dates differ deterministically.
 public func makeTickingServer(_ directory: URL, maxChangesPerPage: Int = 400) throws -> SyncServer {
@@ -66,7 +66,8 @@ public struct Gate: Sendable {
     }
 }
 
-/// Where a ``ScriptedDelegate`` records what it saw; it outlives the delegate (F4).
+/// Where a test records the events a delegate saw, each with the engine that delivered it; it
+/// may outlive the delegate (F4).
 public final class EventSink: Sendable {
     private let recorded = Mutex<[(event: SyncEngine.Event, engine: SyncEngine)]>([])
 
@@ -85,117 +86,6 @@ public final class EventSink: Sendable {
     public func clear() { recorded.withLock { $0.removeAll() } }
 }
 
-/// A delegate whose batches, fetch options and event reactions a test scripts.
-///
-/// By default it sends what is pending (in the send's scope) with titles from ``titles``, on
-/// the last known server record's system fields, like ``TestDevice``. A test may instead queue
-/// exact batches (``queue(_:)``, handed out one per call, then `nil`) or replace the answer
-/// entirely with ``batchProvider``.
-public final class ScriptedDelegate: SyncEngineDelegate {
-    public let sink: EventSink
-    private let script = Mutex(Script())
-
-    struct Script {
-        var titles: [Record.ID: String] = [:]
-        var queued: [SyncEngine.RecordZoneChangeBatch]?
-        var batchProvider:
-            (@Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)?
-        var fetchOptions:
-            (@Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions)?
-        var onEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
-        var batchContexts: [SyncEngine.SendChangesContext] = []
-        var fetchContexts: [SyncEngine.FetchChangesContext] = []
-    }
-
-    public init(sink: EventSink = EventSink()) { self.sink = sink }
-
-    /// Sets a note's title, used when the default batches save it.
-    public func setTitle(_ id: Record.ID, _ title: String) { script.withLock { $0.titles[id] = title } }
-
-    /// Hands out exactly these batches, one per `nextRecordZoneChangeBatch`, then `nil`.
-    public func queue(_ batches: [SyncEngine.RecordZoneChangeBatch]) { script.withLock { $0.queued = batches } }
-
-    /// Replaces every answer to `nextRecordZoneChangeBatch`.
-    public func provideBatches(
-        _ body:
-            @escaping @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?
-    ) {
-        script.withLock { $0.batchProvider = body }
-    }
-
-    /// Replaces every answer to `nextFetchChangesOptions`.
-    public func provideFetchOptions(
-        _ body: @escaping @Sendable (SyncEngine.FetchChangesContext, SyncEngine) async -> SyncEngine.FetchChangesOptions
-    ) {
-        script.withLock { $0.fetchOptions = body }
-    }
-
-    /// Runs `body` inside `handleEvent`, after recording the event.
-    public func onEvent(_ body: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?) {
-        script.withLock { $0.onEvent = body }
-    }
-
-    /// The contexts `nextRecordZoneChangeBatch` was called with, in order.
-    public var batchContexts: [SyncEngine.SendChangesContext] { script.withLock { $0.batchContexts } }
-
-    /// The contexts `nextFetchChangesOptions` was called with, in order.
-    public var fetchContexts: [SyncEngine.FetchChangesContext] { script.withLock { $0.fetchContexts } }
-
-    public var events: [SyncEngine.Event] { sink.events }
-
-    public func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
-        sink.append(event, syncEngine)
-        let onEvent = script.withLock { $0.onEvent }
-        await onEvent?(event, syncEngine)
-    }
-
-    public func nextRecordZoneChangeBatch(
-        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.RecordZoneChangeBatch? {
-        enum Answer {
-            case provider(
-                @Sendable (SyncEngine.SendChangesContext, SyncEngine) async -> SyncEngine.RecordZoneChangeBatch?)
-            case fixed(SyncEngine.RecordZoneChangeBatch?)
-            case pending([Record.ID: String])
-        }
-        let answer: Answer = script.withLock { script in
-            script.batchContexts.append(context)
-            if let provider = script.batchProvider { return .provider(provider) }
-            if script.queued != nil {
-                return .fixed(script.queued!.isEmpty ? nil : script.queued!.removeFirst())
-            }
-            return .pending(script.titles)
-        }
-        switch answer {
-        case .provider(let provider): return await provider(context, syncEngine)
-        case .fixed(let batch): return batch
-        case .pending(let titles):
-            let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-                context.options.scope.contains($0)
-            }
-            return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
-                guard let title = titles[id] else { return nil }
-                var record =
-                    (try? syncEngine.deviceLog.lastKnownServerRecord(for: id))?.systemFieldsCopy()
-                    ?? Record(recordType: "Note", recordID: id)
-                record["title"] = .string(title)
-                return record
-            }
-        }
-    }
-
-    public func nextFetchChangesOptions(
-        _ context: SyncEngine.FetchChangesContext, syncEngine: SyncEngine
-    ) async -> SyncEngine.FetchChangesOptions {
-        let provider = script.withLock { script in
-            script.fetchContexts.append(context)
-            return script.fetchOptions
-        }
-        guard let provider else { return context.options }
-        return await provider(context, syncEngine)
-    }
-}
-
 /// An engine for `delegate` on a log of its own in `directory/name`, syncing manually with
 /// `user`'s database of `scope`.
 public func makeScriptedEngine(
@@ -212,17 +102,18 @@ public func makeScriptedEngine(
     return try SyncEngine(configuration)
 }
 
-/// The engine `name` of alice's with a ``ScriptedDelegate``, on a server of its own (see
-/// ``withServer(maxChangesPerPage:shutsDown:_:)``): the set-up of a scenario that drives one
-/// engine step by step and scripts its delegate's answers.
+/// The engine `name` of alice's with a scripted delegate (`TestDevice.Delegate` of policy
+/// `.scripted`), on a server of its own (see ``withServer(maxChangesPerPage:shutsDown:_:)``):
+/// the set-up of a scenario that drives one engine step by step and scripts its delegate's
+/// answers.
 public func withScriptedEngine(
     _ name: String,
     _ body: (
-        _ engine: SyncEngine, _ delegate: ScriptedDelegate, _ server: SyncServer, _ directory: URL
+        _ engine: SyncEngine, _ delegate: TestDevice.Delegate, _ server: SyncServer, _ directory: URL
     ) async throws -> Void
 ) async throws {
     try await withServer { directory, server in
-        let delegate = ScriptedDelegate()
+        let delegate = TestDevice.Delegate(policy: .scripted)
         let engine = try makeScriptedEngine(name, server: server, directory: directory, delegate: delegate)
         try await body(engine, delegate, server, directory)
     }

@@ -107,7 +107,7 @@ final class CountingDatabase: CloudDatabase {
 struct Launch {
     let engine: SyncEngine
     let database: CountingDatabase
-    let delegate: ScriptedDelegate
+    let delegate: TestDevice.Delegate
     let clock: TestClock
     let conditions: ManualConditions
     /// The log's last offset when it was opened, before the engine appended anything.
@@ -123,7 +123,8 @@ struct Launch {
 func launch(
     _ name: String = "phone", server: SyncServer, directory: URL, automatic: Bool = true, user: UserID = "alice",
     subscriptionID: Subscription.ID? = nil, conditions: ManualConditions = ManualConditions(),
-    policy: SyncEngine.SchedulePolicy = SyncEngine.SchedulePolicy(), delegate: ScriptedDelegate = ScriptedDelegate(),
+    policy: SyncEngine.SchedulePolicy = SyncEngine.SchedulePolicy(),
+    delegate: TestDevice.Delegate = TestDevice.Delegate(policy: .scripted),
     signedIn: Bool = true, seed: UInt64 = 42
 ) throws -> Launch {
     let log = try DeviceLog(

@@ -37,7 +37,7 @@ struct RestartTests {
                 #expect(first.database.total == 0)
             }
 
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
             delegate.setTitle(F.a, "A")
             delegate.setTitle(F.b, "B")
             let second = try launch(server: server, directory: directory, delegate: delegate)

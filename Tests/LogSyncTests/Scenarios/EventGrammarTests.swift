@@ -363,19 +363,16 @@ final class GeneratedHistory {
         var conflicts = 0, transientFaults = 0, permanentFaults = 0, purges = 0, resets = 0
         var compactions = 0, skippedCompactions = 0, tokenResets = 0, quiescenceRounds = 0
 
+        /// The counts that add up over runs; the quiescence rounds take the largest instead.
+        static var summed: [WritableKeyPath<Stats, Int>] {
+            [
+                \.sends, \.fetches, \.zoneFetches, \.failedZoneFetches, \.conflicts, \.transientFaults,
+                \.permanentFaults, \.purges, \.resets, \.compactions, \.skippedCompactions, \.tokenResets,
+            ]
+        }
+
         mutating func add(_ other: Stats) {
-            sends += other.sends
-            fetches += other.fetches
-            zoneFetches += other.zoneFetches
-            failedZoneFetches += other.failedZoneFetches
-            conflicts += other.conflicts
-            transientFaults += other.transientFaults
-            permanentFaults += other.permanentFaults
-            purges += other.purges
-            resets += other.resets
-            compactions += other.compactions
-            skippedCompactions += other.skippedCompactions
-            tokenResets += other.tokenResets
+            for count in Self.summed { self[keyPath: count] += other[keyPath: count] }
             quiescenceRounds = max(quiescenceRounds, other.quiescenceRounds)
         }
 

@@ -68,7 +68,7 @@ struct FetchScenarios {
     @Test("A public database is refused with UnsupportedDatabaseError; private and shared are accepted")
     func databaseScopes() async throws {
         try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
             let error = #expect(throws: SyncEngine.UnsupportedDatabaseError.self) {
                 try makeScriptedEngine(
                     "public", server: server, scope: .public, directory: directory, delegate: delegate)
@@ -94,7 +94,7 @@ struct FetchScenarios {
             let writer = try TestDevice("W", server: server, directory: directory)
             try await Self.seed(writer, zones: [Self.zoneA, Self.zoneB, Self.zoneC, Self.zoneD])
 
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
             let engine = try makeScriptedEngine("R", server: server, directory: directory, delegate: delegate)
             struct Midway {
                 var calls = 0

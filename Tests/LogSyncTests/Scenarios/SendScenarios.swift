@@ -18,7 +18,9 @@ struct SendScenarios: NoteIDs {
     @Test("One delegate for two engines: every event arrives once, from the engine that emitted it")
     func eachEventOnceFromItsEngine() async throws {
         try await withServer { directory, server in
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
+            let sink = EventSink()
+            delegate.onEvent { event, engine in sink.append(event, engine) }
             let engineA = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate)
             let engineB = try makeScriptedEngine("B", server: server, directory: directory, delegate: delegate)
             delegate.setTitle(Self.note("n1"), "Groceries")
@@ -26,18 +28,18 @@ struct SendScenarios: NoteIDs {
             try engineA.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])
             try engineA.state.add(pendingRecordZoneChanges: [.saveRecord(Self.note("n1"))])
             await engineA.operations.drain()  // the stateUpdates of the adds
-            delegate.sink.clear()
+            sink.clear()
 
             try await engineA.sendChanges()
-            let sent = delegate.sink.entries
+            let sent = sink.entries
             #expect(sent.allSatisfy { $0.engine === engineA })
             #expect(
                 sent.map(\.event).withoutStateUpdates.kinds
                     == [.willSendChanges, .sentDatabaseChanges, .sentRecordZoneChanges, .didSendChanges])
-            delegate.sink.clear()
+            sink.clear()
 
             try await engineB.fetchChanges()
-            let fetched = delegate.sink.entries
+            let fetched = sink.entries
             #expect(fetched.allSatisfy { $0.engine === engineB })
             #expect(
                 fetched.map(\.event).withoutStateUpdates.kinds == [
@@ -62,7 +64,7 @@ struct SendScenarios: NoteIDs {
             try writer.write((0..<12).map { (Self.note("p\($0)", Self.photos), "Photo \($0)") })
             try await writer.engine.sendChanges()
 
-            let delegate = ScriptedDelegate()
+            let delegate = TestDevice.Delegate(policy: .scripted)
             let engine = try makeScriptedEngine("R", server: server, directory: directory, delegate: delegate)
             let inside = Atomic<Int>(0)
             let overlaps = Atomic<Int>(0)
@@ -276,7 +278,7 @@ struct SendScenarios: NoteIDs {
 
     /// ``withScriptedEngine(_:_:)`` for the engine `A`, once it has sent the zone Notes.
     static func withNotesZoneSent(
-        _ body: (_ engine: SyncEngine, _ delegate: ScriptedDelegate) async throws -> Void
+        _ body: (_ engine: SyncEngine, _ delegate: TestDevice.Delegate) async throws -> Void
     ) async throws {
         try await withScriptedEngine("A") { engine, delegate, _, _ in
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: notes))])
@@ -477,7 +479,7 @@ struct SendScenarios: NoteIDs {
 
             // Re-added and sent with automatic batches: all 401 arrive, in two requests.
             try engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) })
-            delegate.sink.clear()
+            delegate.clearEvents()
             delegate.provideBatches { context, syncEngine in
                 let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
                     context.options.scope.contains($0)
@@ -690,7 +692,8 @@ struct SendScenarios: NoteIDs {
     func releasedDelegate() async throws {
         try await withServer { directory, server in
             let sink = EventSink()
-            var delegate: ScriptedDelegate? = ScriptedDelegate(sink: sink)
+            var delegate: TestDevice.Delegate? = TestDevice.Delegate(policy: .scripted)
+            delegate?.onEvent { event, engine in sink.append(event, engine) }
             weak let probe = delegate
             let engine = try makeScriptedEngine("A", server: server, directory: directory, delegate: delegate!)
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: Self.notes))])

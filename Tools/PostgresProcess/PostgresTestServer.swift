@@ -6,9 +6,9 @@ import Synchronization
     import Glibc
 #endif
 
-/// A throwaway PostgreSQL server for tests: `initdb` into a temporary directory, started on a
-/// free loopback port with durability off (tests never survive a power cut), stopped when the
-/// test process exits.
+/// A throwaway PostgreSQL server for tests and benchmarks: `initdb` into a temporary directory,
+/// started on a free loopback port with durability off (tests never survive a power cut),
+/// stopped when the process exits.
 ///
 /// Most tests share one server (``shared()``) and take a fresh database each
 /// (``createDatabase()``); fault tests that restart or stop PostgreSQL start their own with
