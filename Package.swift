@@ -161,7 +161,7 @@ let package = Package(
             name: "ContractTests",
             dependencies: [
                 "LogSyncContract", "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres",
-                "PostgresProcess", "LogSyncWire", "TemporaryDirectory",
+                "PostgresProcess", "LogSyncWire", "TemporaryDirectory", "LogSyncTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]),
 
@@ -250,7 +250,7 @@ let package = Package(
             name: "StoreMigrationTests",
             dependencies: [
                 "LogSyncServer", "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogStore", "ChildProcesses",
-                "logsync-server", "LogSyncHTTPServer",
+                "logsync-server", "LogSyncHTTPServer", "LogSyncTesting",
             ]
         ),
         // Several logsync-server processes on one PostgreSQL database, end to end: records,

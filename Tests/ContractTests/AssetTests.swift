@@ -3,29 +3,20 @@ import LogSyncServer
 import SyncModel
 import Testing
 
+import func LogSyncTesting.patternedBytes
+
 /// Assets (F129, F134): contents uploaded apart from records, kept once per content, fetched by
 /// digest; records that reference a content the server does not keep fail alone; bad uploads
 /// store nothing; unreferenced contents go after the horizon.
 @Suite("Assets", .timeLimit(.minutes(10)))
 struct AssetTests {
-    /// Bytes of `count` that differ from any other call's with another `seed`.
-    static func content(_ count: Int, seed: UInt8 = 1) -> [UInt8] {
-        var state = UInt32(seed) &* 2_654_435_761 | 1
-        return (0..<count).map { _ in
-            state ^= state << 13
-            state ^= state >> 17
-            state ^= state << 5
-            return UInt8(truncatingIfNeeded: state)
-        }
-    }
-
     // F134: a 3 MB content (several pieces) travels apart from its record: the phone uploads
     // it and saves a note; the laptop fetches the note with the asset's digest and size only,
     // then downloads identical bytes. The same content uploaded again is not sent again.
     @Test("F134 an asset's content round-trips apart from its record", arguments: Harnesses.all)
     func assetRoundTrip(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
-            let bytes = Self.content(3_000_000 + 17)
+            let bytes = patternedBytes(3_000_000 + 17)
             let photo = try await phone.uploadAsset(bytes)
             let saved = try await phone.save(newRecord("n1", ["title": "Beach", "photo": .asset(photo)]))
             guard case .asset(let kept)? = saved["photo"] else {
@@ -68,7 +59,7 @@ struct AssetTests {
     @Test("F134 asset contents do not count against the record's 1 MB", arguments: Harnesses.all)
     func contentsDoNotCount(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, _ in
-            let big = try await phone.uploadAsset(Self.content(2_500_000, seed: 2))
+            let big = try await phone.uploadAsset(patternedBytes(2_500_000, seed: 2))
             var record = sizedRecord("n1", size: Limits.maxRecordBytes - 60)
             record["scan"] = .asset(big.withoutFile)
             #expect(record.estimatedSize <= Limits.maxRecordBytes)
@@ -81,7 +72,7 @@ struct AssetTests {
     @Test("F134 a record whose asset was never uploaded fails alone", arguments: Harnesses.all)
     func neverUploaded(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
-            let missing = Asset(digest: AssetHasher.digest(of: Self.content(100, seed: 3)), size: 100)
+            let missing = Asset(digest: AssetHasher.digest(of: patternedBytes(100, seed: 3)), size: 100)
             let orphan = newRecord("n1", ["photo": .asset(missing)])
             let sibling = newRecord("n2", ["title": "fine"])
             let response = try await phone.database.modifyRecords(
@@ -102,7 +93,7 @@ struct AssetTests {
     @Test("F134 bad uploads store nothing", arguments: Harnesses.all)
     func badUploads(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { _, phone, laptop in
-            let announced = Self.content(1_500_000, seed: 4)
+            let announced = patternedBytes(1_500_000, seed: 4)
             let digest = AssetHasher.digest(of: announced)
             var other = announced
             other[1_234_567] ^= 0x40
@@ -135,9 +126,9 @@ struct AssetTests {
     func quota(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, _ in
             server.admin.setQuota(1_000_000, for: "alice")
-            _ = try await phone.uploadAsset(Self.content(600_000, seed: 5))
+            _ = try await phone.uploadAsset(patternedBytes(600_000, seed: 5))
             let error = await #expect(throws: SyncError.self) {
-                _ = try await phone.uploadAsset(Self.content(600_000, seed: 6))
+                _ = try await phone.uploadAsset(patternedBytes(600_000, seed: 6))
             }
             #expect(error?.code == .quotaExceeded)
         }
@@ -148,9 +139,9 @@ struct AssetTests {
     @Test("F134 unreferenced contents are deleted after the horizon", arguments: Harnesses.all)
     func collection(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
-            let bytes = Self.content(200_000, seed: 7)
+            let bytes = patternedBytes(200_000, seed: 7)
             let photo = try await phone.uploadAsset(bytes)
-            let kept = try await phone.uploadAsset(Self.content(1000, seed: 8))
+            let kept = try await phone.uploadAsset(patternedBytes(1000, seed: 8))
             try await phone.save(newRecord("n1", ["photo": .asset(photo.withoutFile)]))
             try await phone.save(newRecord("n2", ["photo": .asset(kept.withoutFile)]))
 
@@ -176,7 +167,7 @@ struct AssetTests {
             #expect(
                 try await phone.attemptSave(newRecord("n3", ["photo": .asset(photo.withoutFile)]))?.failure?.code
                     == .assetNotAvailable)
-            #expect(try await laptop.downloadAsset(kept.withoutFile) == Self.content(1000, seed: 8))
+            #expect(try await laptop.downloadAsset(kept.withoutFile) == patternedBytes(1000, seed: 8))
 
             // Uploaded again, it is kept again.
             _ = try await phone.uploadAsset(bytes)
@@ -188,7 +179,7 @@ struct AssetTests {
     @Test("F134 a deleted zone's assets are collected", arguments: Harnesses.all)
     func zoneDeletion(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, _ in
-            let photo = try await phone.uploadAsset(Self.content(5000, seed: 9))
+            let photo = try await phone.uploadAsset(patternedBytes(5000, seed: 9))
             try await phone.save(
                 newRecord("n1", ["photos": .list([.asset(photo.withoutFile), .asset(photo.withoutFile)])]))
             try await phone.save(newRecord("n2", ["photo": .asset(photo.withoutFile)]))
@@ -207,7 +198,7 @@ struct AssetTests {
         try await withSharedNotes(harness, [("bob", .readWrite), ("carol", .readOnly)]) { shared in
             let bob = try #require(shared.participants["bob"])
             let carol = try #require(shared.participants["carol"])
-            let bytes = Self.content(70_000, seed: 10)
+            let bytes = patternedBytes(70_000, seed: 10)
             let drawing = try await bob.uploadAsset(bytes, zone: shared.zoneID)
             try await bob.save(newRecord(shared.recordID("d1"), ["drawing": .asset(drawing.withoutFile)]))
 
@@ -220,13 +211,13 @@ struct AssetTests {
             #expect(try await carol.downloadAsset(asset, zone: shared.zoneID) == bytes)
 
             let readOnly = await #expect(throws: SyncError.self) {
-                _ = try await carol.uploadAsset(Self.content(10, seed: 11), zone: shared.zoneID)
+                _ = try await carol.uploadAsset(patternedBytes(10, seed: 11), zone: shared.zoneID)
             }
             #expect(readOnly?.code == .permissionFailure)
             // A content alice keeps for a zone she does not share stays hers: carol, who knows
             // its digest, cannot read it through the zone shared with her.
             try await shared.alice.createZone("Diary")
-            let secretBytes = Self.content(900, seed: 12)
+            let secretBytes = patternedBytes(900, seed: 12)
             let secret = try await shared.alice.uploadAsset(secretBytes, zone: zoneID("Diary"))
             try await shared.alice.save(newRecord(recordID("d1", in: "Diary"), ["page": .asset(secret.withoutFile)]))
             #expect(try await shared.alice.downloadAsset(secret.withoutFile, zone: zoneID("Diary")) == secretBytes)

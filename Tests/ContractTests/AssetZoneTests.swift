@@ -3,6 +3,8 @@ import LogSyncServer
 import SyncModel
 import Testing
 
+import func LogSyncTesting.patternedBytes
+
 /// Asset contents do not cross zone boundaries (F134, Docs/Protocol.md "Assets"): a zone's
 /// records reference, and its readers download, only the contents uploaded for that zone (or
 /// referenced by its live records); for a digest the owner keeps for other zones only, every
@@ -14,8 +16,8 @@ struct AssetZoneTests {
     static let privateZone = zoneID("Private")
 
     /// A digest nobody uploaded, of a content of `size` bytes.
-    static func unknownDigest(_ size: Int, seed: UInt8) -> AssetDigest {
-        AssetHasher.digest(of: AssetTests.content(size, seed: seed) + [0xA5])
+    static func unknownDigest(_ size: Int, seed: UInt32) -> AssetDigest {
+        AssetHasher.digest(of: patternedBytes(size, seed: seed) + [0xA5])
     }
 
     /// Expects `probe` to get the same answer for `hidden` as for `missing` (each digest masked),
@@ -55,17 +57,17 @@ struct AssetZoneTests {
             try await alice.createZone("Private")
 
             // Stored for Private.
-            let secret = AssetTests.content(50_000, seed: 40)
+            let secret = patternedBytes(50_000, seed: 40)
             let stored = try #require(try await alice.uploadAsset(secret, zone: Self.privateZone).digest)
             // Left partial by an upload for Private cut after 10,000 bytes.
-            let halfBytes = AssetTests.content(30_000, seed: 41)
+            let halfBytes = patternedBytes(30_000, seed: 41)
             let half = AssetHasher.digest(of: halfBytes)
             let cut = try await server.server.syncServer.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: Self.privateZone, digest: half, size: 30_000, device: "phone")
             try await cut.write(Array(halfBytes[..<10_000]), at: 0)
             cut.close()
             // Being uploaded for Private while bob asks.
-            let busyBytes = AssetTests.content(20_000, seed: 42)
+            let busyBytes = patternedBytes(20_000, seed: 42)
             let busy = AssetHasher.digest(of: busyBytes)
             let held = try await server.server.syncServer.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: Self.privateZone, digest: busy, size: 20_000, device: "phone")
@@ -158,7 +160,7 @@ struct AssetZoneTests {
                 ).bytesSent == 0)
             // Counted once: 40,000 bytes more fit under 99,000, which a second count would fill.
             server.admin.setQuota(99_000, for: "alice")
-            _ = try await bob.uploadAsset(AssetTests.content(40_000, seed: 45), zone: shared.zoneID)
+            _ = try await bob.uploadAsset(patternedBytes(40_000, seed: 45), zone: shared.zoneID)
             server.admin.setQuota(nil, for: "alice")
 
             try await bob.save(hiddenRecord)
@@ -181,7 +183,7 @@ struct AssetZoneTests {
     func ownerRecordsPerZone(harness: any ContractHarness) async throws {
         try await withPhoneAndLaptop(harness, zone: "Notes") { server, phone, laptop in
             try await phone.createZone("Private")
-            let bytes = AssetTests.content(4000, seed: 44)
+            let bytes = patternedBytes(4000, seed: 44)
             let photo = try await phone.uploadAsset(bytes, zone: Self.privateZone)
             let before = try server.currentToken(of: "alice")
             let refused = try await phone.attemptSave(newRecord("n1", ["photo": .asset(photo.withoutFile)]))

@@ -5,6 +5,8 @@ import PostgresProcess
 import SyncModel
 import Testing
 
+import func LogSyncTesting.patternedBytes
+
 /// Assets through the server's rules on PostgreSQL, across two nodes of one database.
 @Suite("Assets on a PostgreSQL server")
 struct PostgresAssetServerTests {
@@ -20,7 +22,7 @@ struct PostgresAssetServerTests {
             _ = try await phone.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
 
             let piece = AssetTransfer.chunkSize
-            let bytes = PostgresAssetStoreTests.content(2 * piece + 12_345, seed: 7)
+            let bytes = patternedBytes(2 * piece + 12_345, seed: 7)
             let digest = AssetHasher.digest(of: bytes)
             let size = Int64(bytes.count)
             let file = directory.appendingPathComponent("photo")
@@ -51,7 +53,7 @@ struct PostgresAssetServerTests {
             }
 
             // Another content's upload abandoned half-way leaves a partial behind.
-            let other = PostgresAssetStoreTests.content(5000, seed: 8)
+            let other = patternedBytes(5000, seed: 8)
             let abandoned = try await node2.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: notes, digest: AssetHasher.digest(of: other), size: 5000)
             try await abandoned.write(Array(other[0..<1000]), at: 0)
@@ -91,7 +93,7 @@ struct PostgresAssetServerTests {
             let laptop = node2.database(for: "alice", device: "laptop")
             _ = try await phone.modifyZones(
                 saving: [RecordZone(zoneID: notes), RecordZone(zoneID: diary)], deleting: [])
-            let bytes = PostgresAssetStoreTests.content(2 * AssetTransfer.chunkSize + 7, seed: 10)
+            let bytes = patternedBytes(2 * AssetTransfer.chunkSize + 7, seed: 10)
             let digest = AssetHasher.digest(of: bytes)
             let size = Int64(bytes.count)
             let file = directory.appendingPathComponent("photo")

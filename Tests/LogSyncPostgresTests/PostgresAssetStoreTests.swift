@@ -5,6 +5,8 @@ import PostgresProcess
 import SyncModel
 import Testing
 
+import func LogSyncTesting.patternedBytes
+
 /// The PostgreSQL asset store's contract (`ServerAssetStore`), each test on a database of its
 /// own: appends in order and resumed by another node, out-of-order appends refused, storing
 /// atomic, range reads across the rows' boundaries, a large content, removal and lists.
@@ -19,18 +21,6 @@ struct PostgresAssetStoreTests {
     static func freshStorage() async throws -> (url: String, storage: PostgresStorage) {
         let url = try await PostgresTestServer.shared().createDatabase()
         return (url, try await onOwnThread { try storage(url) })
-    }
-
-    /// `count` bytes that differ from one position to the next, so that a piece read from the
-    /// wrong place shows.
-    static func content(_ count: Int, seed: UInt32 = 1) -> [UInt8] {
-        var state = seed &* 2_654_435_761 | 1
-        return (0..<count).map { _ in
-            state ^= state << 13
-            state ^= state >> 17
-            state ^= state << 5
-            return UInt8(truncatingIfNeeded: state)
-        }
     }
 
     /// Appends `bytes` at `offset` of the partial upload of `digest` for `zone`, on the pool's threads.
@@ -124,7 +114,7 @@ struct PostgresAssetStoreTests {
             node1.shutdown()
             node2.shutdown()
         }
-        let bytes = Self.content(3 * AssetTransfer.chunkSize + 1000)
+        let bytes = patternedBytes(3 * AssetTransfer.chunkSize + 1000)
         let digest = AssetHasher.digest(of: bytes)
         #expect(
             try await Self.state(node1, digest)
@@ -164,7 +154,7 @@ struct PostgresAssetStoreTests {
             node1.shutdown()
             node2.shutdown()
         }
-        let bytes = Self.content(100)
+        let bytes = patternedBytes(100)
         let digest = AssetHasher.digest(of: bytes)
 
         for (offset, holds) in [(Int64(10), "it has no partial upload"), (-1, "cannot start at byte -1")] {
@@ -215,7 +205,7 @@ struct PostgresAssetStoreTests {
     func storeIsAtomic() async throws {
         let (url, storage) = try await Self.freshStorage()
         defer { storage.shutdown() }
-        let bytes = Self.content(AssetTransfer.chunkSize + 5000)
+        let bytes = patternedBytes(AssetTransfer.chunkSize + 5000)
         let digest = AssetHasher.digest(of: bytes)
         try await Self.append(storage, digest, at: 0, Array(bytes[0..<AssetTransfer.chunkSize]))
         try await Self.append(
@@ -256,7 +246,7 @@ struct PostgresAssetStoreTests {
         #expect(try await sqlValue(url, "SELECT count(*) FROM logsync_asset_chunks WHERE NOT stored") == 0)
 
         // A partial with a row missing is not stored, and says so.
-        let other = Self.content(3000, seed: 2)
+        let other = patternedBytes(3000, seed: 2)
         let otherDigest = AssetHasher.digest(of: other)
         for start in stride(from: 0, to: 3000, by: 1000) {
             try await Self.append(storage, otherDigest, at: Int64(start), Array(other[start..<(start + 1000)]))
@@ -298,7 +288,7 @@ struct PostgresAssetStoreTests {
         defer { storage.shutdown() }
         // Rows of uneven sizes: boundaries at 1 MiB, 1 MiB + 300 000, 2 MiB + 300 000, …
         let mebibyte = AssetTransfer.chunkSize
-        let bytes = Self.content(3 * mebibyte + 300_017)
+        let bytes = patternedBytes(3 * mebibyte + 300_017)
         let digest = try await Self.store(storage, bytes, pieces: [mebibyte, 300_000, mebibyte, 7, mebibyte])
         let boundaries = [mebibyte, mebibyte + 300_000, 2 * mebibyte + 300_000, 2 * mebibyte + 300_007]
         var ranges: [(Int, Int)] = [
@@ -334,7 +324,7 @@ struct PostgresAssetStoreTests {
     func largeContent() async throws {
         let (url, storage) = try await Self.freshStorage()
         defer { storage.shutdown() }
-        let bytes = Self.content(30_000_000, seed: 30)
+        let bytes = patternedBytes(30_000_000, seed: 30)
         let digest = AssetHasher.digest(of: bytes)
         var offset = 0
         while offset < bytes.count {
@@ -373,7 +363,7 @@ struct PostgresAssetStoreTests {
     func partialsPerZone() async throws {
         let (url, storage) = try await Self.freshStorage()
         defer { storage.shutdown() }
-        let bytes = Self.content(3000, seed: 9)
+        let bytes = patternedBytes(3000, seed: 9)
         let digest = AssetHasher.digest(of: bytes)
         try await Self.append(storage, digest, zone: 5, at: 0, Array(bytes[0..<1000]))
         try await Self.append(storage, digest, zone: 9, at: 0, Array(bytes[0..<2500]))
@@ -403,7 +393,7 @@ struct PostgresAssetStoreTests {
     func removeAndLists() async throws {
         let (url, storage) = try await Self.freshStorage()
         defer { storage.shutdown() }
-        let contents = (1...3).map { Self.content(5000 * $0, seed: UInt32($0)) }
+        let contents = (1...3).map { patternedBytes(5000 * $0, seed: UInt32($0)) }
         var digests: [AssetDigest] = []
         for content in contents.prefix(2) { digests.append(try await Self.store(storage, content, pieces: [2000])) }
         let stored = digests

@@ -8,6 +8,8 @@ import PostgresProcess
 import SyncModel
 import Testing
 
+import func LogSyncTesting.patternedBytes
+
 /// `logsync-server migrate`: an LMDB store moved into PostgreSQL serves the same devices on.
 @Suite("Moving a server from LMDB to PostgreSQL", .timeLimit(.minutes(5)))
 struct StoreMigrationTests {
@@ -115,9 +117,9 @@ struct StoreMigrationTests {
             let notes = RecordZone.ID(zoneName: "Notes")
             let lmdb = try SyncServer(SyncServer.Configuration(directory: source))
             // Alice keeps a content of three pieces and a small one; Bob one of his own.
-            let photo = assetContent(2 * AssetTransfer.chunkSize + 4321, seed: 1)
-            let page = assetContent(100, seed: 2)
-            let scan = assetContent(70_000, seed: 3)
+            let photo = patternedBytes(2 * AssetTransfer.chunkSize + 4321, seed: 1)
+            let page = patternedBytes(100, seed: 2)
+            let scan = patternedBytes(70_000, seed: 3)
             var kept: [(user: UserID, content: [UInt8], record: Record.ID)] = []
             for (user, content) in [(UserID("alice"), photo), ("alice", page), ("bob", scan)] {
                 let database = lmdb.database(for: user)
@@ -135,7 +137,7 @@ struct StoreMigrationTests {
                 kept.append((user, content, record.recordID))
             }
             // An upload cut half-way leaves a partial behind.
-            let cut = assetContent(5000, seed: 4)
+            let cut = patternedBytes(5000, seed: 4)
             let upload = try await lmdb.beginAssetUpload(
                 user: "alice", scope: .private, zoneID: notes, digest: AssetHasher.digest(of: cut), size: 5000)
             try await upload.write(Array(cut[0..<1000]), at: 0)
@@ -188,7 +190,7 @@ struct StoreMigrationTests {
             let lmdb = try SyncServer(SyncServer.Configuration(directory: source))
             let alice = lmdb.database(for: "alice")
             _ = try await alice.modifyZones(saving: [RecordZone(zoneID: notes)], deleting: [])
-            let content = assetContent(10_000, seed: 5)
+            let content = patternedBytes(10_000, seed: 5)
             let digest = AssetHasher.digest(of: content)
             let file = directory.appendingPathComponent("photo")
             try Data(content).write(to: file)
@@ -359,18 +361,6 @@ func registryEntries(_ users: [String]) -> [LogEntry] {
         LogEntry(
             offset: LogOffset(UInt64(index + 1)), kind: UserRegistry.userRegisteredKind, time: EntryTime(Date()),
             payload: Array(user.utf8))
-    }
-}
-
-/// `count` bytes that differ from one position to the next (a piece copied to the wrong place
-/// shows).
-func assetContent(_ count: Int, seed: UInt32) -> [UInt8] {
-    var state = seed &* 2_654_435_761 | 1
-    return (0..<count).map { _ in
-        state ^= state << 13
-        state ^= state >> 17
-        state ^= state << 5
-        return UInt8(truncatingIfNeeded: state)
     }
 }
 
