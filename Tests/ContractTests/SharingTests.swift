@@ -483,6 +483,12 @@ struct SharingTests {
             let moved = try await bob.fetchZone(notes.zoneID, since: before.token)
             #expect(Set(moved.deletedIDs) == [notes.recordID("a"), notes.recordID("a2")])
             #expect(moved.modifiedIDs.isEmpty)
+            // The move is one change: pages of one record do not split it.
+            let paged = try await bob.fetchZone(notes.zoneID, since: before.token, resultsLimit: 1)
+            #expect(
+                paged.deletedIDs.sorted { $0.recordName < $1.recordName } == [
+                    notes.recordID("a"), notes.recordID("a2"),
+                ])
 
             // Their later changes reach alice only; bob can no longer write them.
             try await alice.save(try #require(try await alice.fetchRecord(recordID("a2"))).setting(["title": "later"]))
