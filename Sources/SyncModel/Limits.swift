@@ -20,6 +20,10 @@ public enum Limits {
     public static let maxNameLength = 255
     /// The most `deleteSelf` references that may point at one target record (F135).
     public static let maxDeleteSelfReferencesPerTarget = 750
+    /// The most ancestors a record may have through its parent references (F123, F135): a
+    /// save that would give a record, or one of its descendants, more fails with
+    /// `limitExceeded` naming the record and this limit.
+    public static let maxHierarchyDepth = 1_000
     /// The most device keys one user may register for encrypted fields (F129).
     public static let maxDeviceKeysPerUser = 100
     /// The most elements one request body may hold, counted before it is decoded: in Protocol

@@ -100,3 +100,61 @@ func withSharedNotes(
                 ownerName: try await alice.userRecordName()))
     }
 }
+
+/// Alice's zone "Notes" holding record hierarchies (each record named with its parent), and
+/// hierarchy shares of some of them, each with participants who accepted it.
+struct SharedFolders {
+    let server: TestServer
+    /// Alice's phone, on her private database.
+    let alice: Device
+    /// Each participant's device on their shared database, by user.
+    let participants: [UserID: Device]
+    /// Alice's user record name, the owner name of the zone as participants see it.
+    let ownerName: String
+
+    /// The shared zone as participants name it (F120).
+    var zoneID: RecordZone.ID { RecordZone.ID(zoneName: "Notes", ownerName: ownerName) }
+
+    /// A record of the shared zone, as participants name it.
+    func recordID(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: zoneID) }
+}
+
+/// A new record `name` of alice's "Notes" (or of `zone`, as a participant names it) under `parent`.
+func child(_ name: String, of parent: String?, in zone: RecordZone.ID = zoneID("Notes")) -> Record {
+    var record = newRecord(Record.ID(recordName: name, zoneID: zone), ["title": .string(name)])
+    if let parent { record.parent = Record.Reference(recordID: Record.ID(recordName: parent, zoneID: zone)) }
+    return record
+}
+
+/// Starts a server where alice saves `records` (`(name, parent)`, in order) in her zone "Notes",
+/// then shares the hierarchy rooted at each of `shares`' roots (share record `<root>-share`) with
+/// its participants (registered as `<user>@example.com`), each of whom accepts; runs `body`.
+func withSharedFolders(
+    _ harness: any ContractHarness, records: [(String, String?)],
+    shares: [(root: String, participants: [(UserID, Share.Participant.Permission)])],
+    sourceLocation: SourceLocation = #_sourceLocation, _ body: (SharedFolders) async throws -> Void
+) async throws {
+    try await withServer(harness) { server in
+        let alice = try await server.device("alice", "phone")
+        try await alice.createZone("Notes", sourceLocation: sourceLocation)
+        try await alice.save(records.map { child($0.0, of: $0.1) }, sourceLocation: sourceLocation)
+        var devices: [UserID: Device] = [:]
+        for (root, participants) in shares {
+            var share = Share(rootRecordID: recordID(root), shareID: recordID("\(root)-share"))
+            for (user, permission) in participants {
+                if devices[user] == nil {
+                    try server.admin.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
+                    devices[user] = try await server.device(user, DeviceID("\(user.rawValue)-phone"), scope: .shared)
+                }
+                share.addParticipant(
+                    Share.Participant(emailAddress: "\(user.rawValue)@example.com", permission: permission))
+            }
+            let url = try #require(
+                try await alice.saveShare(share, sourceLocation: sourceLocation).url, sourceLocation: sourceLocation)
+            for (user, _) in participants { try await devices[user]!.accept(url, sourceLocation: sourceLocation) }
+        }
+        try await body(
+            SharedFolders(
+                server: server, alice: alice, participants: devices, ownerName: try await alice.userRecordName()))
+    }
+}

@@ -230,6 +230,59 @@ struct SharingSecurityTests {
         }
     }
 
+    // F123, F135: a parent chain is at most `Limits.maxHierarchyDepth` ancestors long, for the
+    // owner and participants alike; every record of a shared chain is shared, the deepest too,
+    // and no share can be rooted anywhere in it, nor above it (alreadyShared).
+    @Test(
+        "F123 a parent chain is at most 1,000 ancestors deep; no second share anywhere in a shared one",
+        arguments: Harnesses.all)
+    func deepHierarchy(harness: any ContractHarness) async throws {
+        let limit = Limits.maxHierarchyDepth
+        try await withSharedFolders(
+            harness, records: [("top", nil), ("r0", "top")], shares: [("r0", [("bob", .readWrite)])]
+        ) { notes in
+            let alice = notes.alice
+            let bob = notes.participants["bob"]!
+            // r0 has 1 ancestor (top); r<i> has i + 1. Alice saves r1…r<limit - 2>, bob the last.
+            let chain = (1...(limit - 2)).map { child("r\($0)", of: "r\($0 - 1)") }
+            for start in stride(from: 0, to: chain.count, by: Limits.maxItemsPerRequest) {
+                try await alice.save(Array(chain[start..<min(start + Limits.maxItemsPerRequest, chain.count)]))
+            }
+            let last = "r\(limit - 1)"  // limit ancestors
+            try await bob.save(child(last, of: "r\(limit - 2)", in: notes.zoneID))
+            let visible = try await bob.fetchZone(notes.zoneID).records
+            #expect(visible.count == limit + 1)  // r0…r<limit - 1> and the share
+            #expect(visible[notes.recordID(last)] != nil)
+
+            // One more ancestor is refused, whoever saves, naming the record and the limit.
+            for (device, zone) in [(alice, zoneID("Notes")), (bob, notes.zoneID)] {
+                let deeper = Record.ID(recordName: "too-deep", zoneID: zone)
+                let error = expectFailure(
+                    try await device.attemptSave(child("too-deep", of: last, in: zone)), .limitExceeded)
+                #expect(error?.item == .record(deeper), "\(String(describing: error))")
+                #expect(error?.message.contains("\"too-deep\"") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("1000") == true, "\(String(describing: error))")
+            }
+            // So is a move that would put a record's descendant past it; and a parent cycle.
+            try await alice.save([child("s0", of: nil), child("s1", of: "s0")])
+            var s0 = try #require(try await alice.fetchRecord(recordID("s0")))
+            s0.parent = Record.Reference(recordID: recordID("r\(limit - 2)"))
+            let moved = expectFailure(try await alice.attemptSave(s0), .limitExceeded)
+            #expect(moved?.item == .record(recordID("s0")))
+            var top = try #require(try await alice.fetchRecord(recordID("top")))
+            top.parent = Record.Reference(recordID: recordID("r5"))
+            expectFailure(try await alice.attemptSave(top), .invalidArguments)
+
+            // No share rooted in the shared chain, at any depth, nor above it.
+            for root in ["r1", "r500", last, "top"] {
+                let share = Share(rootRecordID: recordID(root), shareID: recordID("\(root)-share"))
+                let error = expectFailure(try await alice.attemptSave(share.record), .alreadyShared)
+                #expect(error?.message.contains("r0-share") == true, "\(root): \(String(describing: error))")
+            }
+            #expect(try await alice.fetchRecord(recordID("\(last)-share")) == nil)
+        }
+    }
+
     /// Alice's `Notes` shared with bob (read-write), carol (read-only), dan (removed) and frank
     /// (who left), alice's unshared `Private`, and eve, a stranger: the context the attempts use.
     private func withAttackedNotes(

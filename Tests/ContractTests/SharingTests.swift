@@ -458,6 +458,137 @@ struct SharingTests {
             expectFailure(try await bob.attemptAccept(url), .unknownItem)
         }
     }
+
+    // F123: a record moved out of a shared hierarchy leaves it with its descendants: its
+    // participants are told they were deleted, and their later changes never reach them.
+    @Test(
+        "F123 a record moved out of a shared hierarchy is a deletion for its participants, then out of their reach",
+        arguments: Harnesses.all)
+    func movedOutOfHierarchy(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("folder", nil), ("a", "folder"), ("a2", "a"), ("b", "folder"), ("x", nil)],
+            shares: [("folder", [("bob", .readWrite)])]
+        ) { notes in
+            let alice = notes.alice
+            let bob = notes.participants["bob"]!
+            let before = try await bob.fetchZone(notes.zoneID)
+            #expect(
+                Set(before.records.keys)
+                    == Set(["folder-share", "folder", "a", "a2", "b"].map(notes.recordID)))
+
+            // Alice moves a (and a2 under it) out, under x.
+            var a = try #require(try await alice.fetchRecord(recordID("a")))
+            a.parent = Record.Reference(recordID: recordID("x"))
+            try await alice.save(a)
+            let moved = try await bob.fetchZone(notes.zoneID, since: before.token)
+            #expect(Set(moved.deletedIDs) == [notes.recordID("a"), notes.recordID("a2")])
+            #expect(moved.modifiedIDs.isEmpty)
+            // The move is one change: pages of one record do not split it.
+            let paged = try await bob.fetchZone(notes.zoneID, since: before.token, resultsLimit: 1)
+            #expect(
+                paged.deletedIDs.sorted { $0.recordName < $1.recordName } == [
+                    notes.recordID("a"), notes.recordID("a2"),
+                ])
+
+            // Their later changes reach alice only; bob can no longer write them.
+            try await alice.save(try #require(try await alice.fetchRecord(recordID("a2"))).setting(["title": "later"]))
+            try await alice.save(child("a3", of: "a"))
+            let later = try await bob.fetchZone(notes.zoneID, since: moved.token)
+            #expect(later.modifiedIDs.isEmpty && later.deletedIDs.isEmpty)
+            #expect(
+                Set(try await bob.fetchZone(notes.zoneID).records.keys)
+                    == Set(["folder-share", "folder", "b"].map(notes.recordID)))
+            expectFailure(
+                try await bob.attemptSave(child("a4", of: "a", in: notes.zoneID)), .permissionFailure)
+            expectFailure(
+                try await bob.attemptSave(
+                    newRecord(notes.recordID("a2"), ["title": "bob's"]), savePolicy: .changedKeys),
+                .permissionFailure)
+
+            // Moved back, a and its descendants are bob's again: new records in his feed.
+            a = try #require(try await alice.fetchRecord(recordID("a")))
+            a.parent = Record.Reference(recordID: recordID("b"))
+            try await alice.save(a)
+            let back = try await bob.fetchZone(notes.zoneID, since: later.token)
+            #expect(Set(back.modifiedIDs) == Set(["a", "a2", "a3"].map(notes.recordID)))
+            #expect(back.records[notes.recordID("a2")]?["title"] == "later")
+            #expect(back.deletedIDs.isEmpty)
+        }
+    }
+
+    // F123: a record moved from one shared hierarchy into another leaves the first one's
+    // participants as a deletion and reaches the second one's as a new record, descendants too.
+    @Test("F123 a record moved into another shared hierarchy appears to its participants", arguments: Harnesses.all)
+    func movedIntoAnotherHierarchy(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("work", nil), ("home", nil), ("plan", "work"), ("step", "plan"), ("loose", nil)],
+            shares: [("work", [("bob", .readWrite)]), ("home", [("carol", .readOnly)])]
+        ) { notes in
+            let bob = notes.participants["bob"]!
+            let carol = notes.participants["carol"]!
+            let bobBefore = try await bob.fetchZone(notes.zoneID)
+            let carolBefore = try await carol.fetchZone(notes.zoneID)
+            #expect(Set(carolBefore.records.keys) == Set(["home-share", "home"].map(notes.recordID)))
+
+            var plan = try #require(try await notes.alice.fetchRecord(recordID("plan")))
+            plan.parent = Record.Reference(recordID: recordID("home"))
+            try await notes.alice.save(plan)
+            let bobAfter = try await bob.fetchZone(notes.zoneID, since: bobBefore.token)
+            #expect(Set(bobAfter.deletedIDs) == [notes.recordID("plan"), notes.recordID("step")])
+            let carolAfter = try await carol.fetchZone(notes.zoneID, since: carolBefore.token)
+            #expect(Set(carolAfter.modifiedIDs) == [notes.recordID("plan"), notes.recordID("step")])
+            #expect(carolAfter.records[notes.recordID("step")]?["title"] == "step")
+            #expect(carolAfter.deletedIDs.isEmpty)
+
+            // A record never shared with bob that joins no hierarchy of his stays unknown to him.
+            var loose = try #require(try await notes.alice.fetchRecord(recordID("loose")))
+            loose.parent = Record.Reference(recordID: recordID("home"))
+            try await notes.alice.save(loose)
+            let unrelated = try await bob.fetchZone(notes.zoneID, since: bobAfter.token)
+            #expect(unrelated.modifiedIDs.isEmpty && unrelated.deletedIDs.isEmpty)
+
+            // The owner's feed holds each record once, however it moved.
+            let owner = try await notes.alice.fetchZone("Notes")
+            #expect(owner.records.count == 7)
+            #expect(owner.modifiedIDs.count == 7)
+        }
+    }
+
+    // F123, F121: a read-write participant saves a new record and its new child in one request,
+    // in either order: the child is judged where the request puts its parent.
+    @Test(
+        "F123 a read-write participant saves a new parent and its new child in one request, in either order",
+        arguments: Harnesses.all)
+    func parentAndChildInOneRequest(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("folder", nil), ("x", nil)], shares: [("folder", [("bob", .readWrite)])]
+        ) { notes in
+            let bob = notes.participants["bob"]!
+            let zone = notes.zoneID
+            try await bob.save([child("p1", of: "folder", in: zone), child("c1", of: "p1", in: zone)])
+            try await bob.save([child("c2", of: "p2", in: zone), child("p2", of: "folder", in: zone)])
+            try await bob.save([
+                child("c3", of: "m3", in: zone), child("m3", of: "p3", in: zone), child("p3", of: "p1", in: zone),
+            ])
+            let records = try await notes.alice.fetchZone("Notes").records
+            for (name, parent) in [("p1", "folder"), ("c1", "p1"), ("c2", "p2"), ("p2", "folder"), ("c3", "m3")] {
+                #expect(records[recordID(name)]?.parent?.recordID == recordID(parent), "\(name)'s parent")
+            }
+            #expect(
+                Set(try await bob.fetchZone(zone).records.keys).isSuperset(of: ["c1", "c2", "c3"].map(notes.recordID)))
+
+            // Outside the hierarchy, or under a record outside it, neither is saved.
+            let outside = try await bob.modify(saving: [
+                child("c4", of: "p4", in: zone), child("p4", of: "x", in: zone),
+            ])
+            expectFailure(outside.saveResults[notes.recordID("c4")], .permissionFailure)
+            expectFailure(outside.saveResults[notes.recordID("p4")], .permissionFailure)
+            let loose = try await bob.modify(saving: [child("p5", of: nil, in: zone), child("c5", of: "p5", in: zone)])
+            expectFailure(loose.saveResults[notes.recordID("c5")], .permissionFailure)
+            #expect(try await notes.alice.fetchRecord(recordID("c4")) == nil)
+            #expect(try await notes.alice.fetchRecord(recordID("c5")) == nil)
+        }
+    }
 }
 
 extension Record.ID {

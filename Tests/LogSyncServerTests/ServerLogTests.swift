@@ -78,6 +78,94 @@ struct ServerLogTests {
         }
     }
 
+    /// F123: after a random history of records moved between parents, deleted and saved again,
+    /// of hierarchy shares created and deleted, and of compactions, each live record's place in
+    /// the index (its shared hierarchy's root, its depth) is the one its parent chain gives, and
+    /// the index equals its rebuild from the log.
+    @Test(arguments: [1 as UInt64, 2, 3])
+    func hierarchiesEqualTheirParentChainsAfterRandomHistories(seed: UInt64) async throws {
+        try await withServer { server, _ in
+            var random = SeededRandom(seed: seed)
+            let database = server.database(for: "alice", device: "phone")
+            let zoneID = RecordZone.ID(zoneName: "Tree")
+            _ = try await database.modifyZones(ModifyZonesRequest(zonesToSave: [RecordZone(zoneID: zoneID)]))
+            func id(_ index: Int) -> Record.ID { Record.ID(recordName: "r\(index)", zoneID: zoneID) }
+            var sharesSaved = 0
+            for step in 0..<300 {
+                switch Int.random(in: 0..<20, using: &random) {
+                case 0:
+                    try server.admin.compactTombstones(of: "alice", before: try server.admin.currentToken(of: "alice"))
+                case 1...3:
+                    let victims = (0..<2).map { _ in id(Int.random(in: 0..<24, using: &random)) }
+                    _ = try await database.modifyRecords(ModifyRecordsRequest(recordIDsToDelete: Array(Set(victims))))
+                case 4...5:
+                    let root = id(Int.random(in: 0..<24, using: &random))
+                    let shareID = Record.ID(recordName: "share-\(root.recordName)", zoneID: zoneID)
+                    if Bool.random(using: &random) {
+                        _ = try await database.modifyRecords(ModifyRecordsRequest(recordIDsToDelete: [shareID]))
+                    } else {
+                        let share = Share(rootRecordID: root, shareID: shareID)
+                        let response = try await database.modifyRecords(
+                            ModifyRecordsRequest(recordsToSave: [share.record]))
+                        if case .success? = response.saveResults[shareID] { sharesSaved += 1 }
+                    }
+                default:
+                    var batch: [Record] = []
+                    for _ in 0..<Int.random(in: 1...4, using: &random) {
+                        let recordID = id(Int.random(in: 0..<24, using: &random))
+                        guard !batch.contains(where: { $0.recordID == recordID }) else { continue }
+                        var record = Record(recordType: "Note", recordID: recordID)
+                        record["step"] = .int64(Int64(step))
+                        let parent = Int.random(in: -8..<24, using: &random)
+                        record.parent = parent < 0 ? nil : Record.Reference(recordID: id(parent))
+                        batch.append(record)
+                    }
+                    _ = try await database.modifyRecords(
+                        ModifyRecordsRequest(recordsToSave: batch, savePolicy: .changedKeys, atomically: false))
+                }
+            }
+            let log = try server.admin.log(of: "alice")
+            let (states, roots) = try log.read { reader in
+                var states: [String: RecordState] = [:]
+                var roots: Set<String> = []
+                try reader.transaction.forEach(in: try reader.table("records", of: "index")) { key, value in
+                    states[String(decoding: key.dropFirst(8), as: UTF8.self)] = try RecordState(decoding: Array(value))
+                    return true
+                }
+                try reader.transaction.forEach(in: try reader.table("shareRoots", of: "index")) { key, _ in
+                    roots.insert(String(decoding: key.dropFirst(8), as: UTF8.self))
+                    return true
+                }
+                return (states, roots)
+            }
+            func expected(_ name: String, _ seen: Set<String> = []) -> (root: String, depth: UInt64) {
+                let state = states[name]!
+                let above: (root: String, depth: UInt64)
+                if state.parent.isEmpty {
+                    above = ("", 0)
+                } else if let parent = states[state.parent], !parent.isTombstone, !seen.contains(state.parent) {
+                    let chain = expected(state.parent, seen.union([name]))
+                    above = (chain.root, chain.depth + 1)
+                } else {
+                    above = ("", 1)
+                }
+                return (roots.contains(name) ? name : above.root, above.depth)
+            }
+            var live = 0
+            for (name, state) in states where !state.isTombstone && state.recordType == "Note" {
+                live += 1
+                let place = expected(name)
+                #expect(state.hierarchyRoot == place.root, "seed \(seed): \(name)'s root")
+                #expect(state.depth == place.depth, "seed \(seed): \(name)'s depth")
+            }
+            #expect(live > 5)
+            #expect(sharesSaved > 3, "seed \(seed): \(sharesSaved) shares saved")
+            let mismatch = try log.verifyProjections()
+            #expect(mismatch == nil, "seed \(seed): \(String(describing: mismatch))")
+            try Self.expectIndexEqualsEntryByEntry(log)
+        }
+    }
+
     /// The projection rule on `log`, and its index equal to one applied entry by entry (see
     /// ``expectIndexEqualsEntryByEntry(_:sourceLocation:)``).
     static func expectProjectionsHold(_ log: Log, sourceLocation: SourceLocation = #_sourceLocation) throws {

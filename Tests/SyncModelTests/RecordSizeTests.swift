@@ -73,5 +73,6 @@ struct RecordSizeTests {
         #expect(Limits.maxRecordBytes == 1_000_000)
         #expect(Limits.maxNameLength == 255)
         #expect(Limits.maxDeleteSelfReferencesPerTarget == 750)
+        #expect(Limits.maxHierarchyDepth == 1_000)  // F123, F135
     }
 }

@@ -10,6 +10,8 @@ extension ServerBench {
         printHeader(
             "logsync-server-bench — LogSync server: commit throughput, and fetches since a recent token against database size",
             scratch: scratch)
+        try await measureDeepHierarchy(in: scratch)
+        if hierarchyOnly { return }
         emit(
             "  records: \(workload.recordSize) B of field data each (3 strings, 2 integers), type \(RecordWorkload.recordType), "
                 + "round-robin over \(workload.zoneCount) zones; saved in modifyRecords requests of \(RecordWorkload.requestSize) new records, "

@@ -3,7 +3,11 @@
 // changes (and the database feed) since a recent token, on a small and a big database in the
 // same run: that fetch must not grow with the database's size.
 //
+// It also lists a zone holding a parent chain as deep as the limit, shared with a participant,
+// as the owner and as the participant (F123; `--hierarchy-only` measures that alone).
+//
 //   swift run -c release --scratch-path .build-bench2 logsync-server-bench [--records N] [--quick] [--dir PATH]
+//       [--hierarchy-only]
 //
 // See Docs/Performance.md ("Server") for what is measured and the figures on the reference machine.
 import ArgumentParser
@@ -26,6 +30,9 @@ struct ServerBench: BenchCommand {
             valueName: "N"),
         transform: count(atLeast: workload.zoneCount))
     var records: Int?
+
+    @Flag(help: "Measure only the listing of a deep shared hierarchy (F123), not the loads and fetches.")
+    var hierarchyOnly = false
 
     /// Records in the big database.
     var bigRecords: Int { records ?? common.size(1_000_000, quick: 100_000) }

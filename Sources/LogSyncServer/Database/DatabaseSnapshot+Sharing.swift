@@ -59,24 +59,29 @@ extension DatabaseSnapshot {
 
     /// The permission `access` gives on the record named `name` of a zone incarnation, or `nil`
     /// when the record is not shared: a share record is read-only, a zone-wide share covers
-    /// everything, a hierarchy share its root and the records whose parents lead to it (a
-    /// deleted record by the parent it had).
+    /// everything, a hierarchy share the records of its hierarchy (a deleted record by the
+    /// place it had), as the index keeps each record's place (F123).
     func permission(
-        _ access: ParticipantAccess, onRecord name: String, startingAt parent: String? = nil, incarnation: UInt64
+        _ access: ParticipantAccess, onRecord name: String, incarnation: UInt64
     ) throws -> Share.Participant.Permission? {
         if access.shares.contains(name) { return .readOnly }
         if let zoneWide = access.zoneWide { return zoneWide }
-        var current = parent ?? name
-        var seen = Set<String>()
-        while !current.isEmpty, seen.insert(current).inserted, seen.count <= 10_000 {
-            if let permission = access.roots[current] { return permission }
-            guard let state = try record(Record.ID(recordName: current, zoneID: .default), incarnation: incarnation)
-            else {
-                return nil
-            }
-            current = state.parent
+        guard let state = try record(Record.ID(recordName: name, zoneID: .default), incarnation: incarnation) else {
+            return nil
         }
-        return nil
+        return access.roots[state.hierarchyRoot]
+    }
+
+    /// The live records whose parent is the record named `name` of a zone incarnation.
+    func children(of name: String, incarnation: UInt64) throws -> [String] {
+        var names: [String] = []
+        let prefix = IndexKey.children(incarnation: incarnation, parent: name)
+        try index.forEach(in: "children", from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            names.append(String(decoding: key[prefix.count...], as: UTF8.self))
+            return true
+        }
+        return names
     }
 
     /// Whether the zone kept as `zoneID` is still shared with `participant` through any share,
@@ -104,6 +109,26 @@ extension DatabaseSnapshot {
         }
         guard let name, name == Share.zoneWideShareRecordName else { return nil }
         return Record.Reference(recordID: Record.ID(recordName: name, zoneID: zoneID))
+    }
+}
+
+/// How a record's latest change shows in the zone feed of a participant of hierarchy shares
+/// (F123): as it is, not at all, or as a deletion (it left one of their hierarchies).
+enum HierarchyVisibility {
+    case shown
+    case hidden
+    case left
+}
+
+extension ParticipantAccess {
+    /// How the record named `name`, in state `state`, shows to a participant with this access
+    /// (no zone-wide share) whose token is at `since`.
+    func visibility(ofRecord name: String, _ state: RecordState?, since: UInt64) -> HierarchyVisibility {
+        if shares.contains(name) { return .shown }
+        guard let state else { return .hidden }
+        if roots[state.hierarchyRoot] != nil { return .shown }
+        if state.exits.contains(where: { $0.offset > since && roots[$0.root] != nil }) { return .left }
+        return .hidden
     }
 }
 

@@ -244,26 +244,49 @@ struct ChangeFeed {
             let prefix = bigEndian(zone.incarnation)
             // Rows are taken in runs, so that a store across a network reads each run's records
             // in one round trip; each row is then judged in order as it comes.
-            // A row of `zoneChanges`: its offset, whether it is a deletion, and the record's name.
-            typealias Row = (offset: UInt64, isDeletion: Bool, name: String)
+            // A row of `zoneChanges`: its offset, its flag (0 saved, 1 deleted, 2 moved in the
+            // shared hierarchies, the record saved at its state's offset), and the record's name.
+            typealias Row = (offset: UInt64, flag: UInt8, name: String)
+            // Where a participant of hierarchy shares sees only their hierarchies (F123).
+            let hierarchyAccess = access.flatMap { $0.zoneWide == nil ? $0 : nil }
             func judge(_ row: Row) throws -> Bool {
                 let offset = row.offset
-                if count == limit || (count > 0 && bytes >= byteBudget) {
+                // The rows of one change (a move of a subtree in the shared hierarchies) are
+                // never split between pages: the next page starts after the token's offset.
+                if count == limit || (count > 0 && bytes >= byteBudget), offset != lastReturned {
                     response.moreComing = true
                     return false
                 }
                 let recordID = Record.ID(recordName: row.name, zoneID: zoneID)
-                // A hierarchy share shows its records only (a deleted one by its last parent).
-                if let access, access.zoneWide == nil,
-                    try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation) == nil
-                {
-                    return true
+                var isDeletion = row.flag == 1
+                var savedAt = offset
+                var state: RecordState?
+                if row.flag == 2 || isDeletion || hierarchyAccess != nil {
+                    state = try snapshot.record(recordID, incarnation: zone.incarnation)
+                }
+                if row.flag == 2 {
+                    guard let state, !state.isTombstone else {
+                        throw LogStoreError(
+                            .projectionInconsistent, "a move of \(recordID) at offset \(offset) without its record")
+                    }
+                    savedAt = state.offset
+                }
+                if let hierarchyAccess {
+                    // A hierarchy share shows its records only (a deleted one by the place it
+                    // had), and a record that left it as a deletion.
+                    switch hierarchyAccess.visibility(ofRecord: row.name, state, since: since) {
+                    case .hidden: return true
+                    case .left: isDeletion = true
+                    case .shown: break
+                    }
+                } else if row.flag == 2, savedAt <= since {
+                    return true  // moved in the hierarchies only: unchanged for whoever sees the whole zone
                 }
                 // When a listing began the client held nothing of the zone: deletions up to then
                 // would be phantoms (F100), so only live records are returned.
-                if row.isDeletion, offset <= listingStart { return true }
-                if row.isDeletion {
-                    guard let state = try snapshot.record(recordID, incarnation: zone.incarnation) else {
+                if isDeletion, offset <= listingStart { return true }
+                if isDeletion {
+                    guard let state else {
                         throw LogStoreError(
                             .projectionInconsistent,
                             "a deletion of \(recordID) at offset \(offset) without its record state")
@@ -272,7 +295,7 @@ struct ChangeFeed {
                         RecordZoneChange.Deletion(recordID: recordID, recordType: state.recordType))
                 } else {
                     // The budget counts the record's stored (encoded) size, the same either way.
-                    let entry = try snapshot.savedEntry(at: offset)
+                    let entry = try snapshot.savedEntry(at: savedAt)
                     bytes += entry.payload.count
                     if storedRecords != nil {
                         // An entry not in the form RecordSaved writes is decoded and the record
@@ -295,9 +318,9 @@ struct ChangeFeed {
             func judgeRun() throws {
                 defer { run.removeAll(keepingCapacity: true) }
                 if snapshot.index.readsAhead {
-                    try snapshot.index.prefetch(entries: run.filter { !$0.isDeletion }.map { LogOffset($0.offset) })
+                    try snapshot.index.prefetch(entries: run.filter { $0.flag == 0 }.map { LogOffset($0.offset) })
                     try snapshot.index.prefetch(
-                        keys: run.filter(\.isDeletion).map {
+                        keys: run.filter { $0.flag != 0 || hierarchyAccess != nil }.map {
                             IndexKey.record(incarnation: zone.incarnation, name: $0.name)
                         },
                         in: "records")
@@ -311,7 +334,7 @@ struct ChangeFeed {
             ) { key, value in
                 guard key.starts(with: prefix) else { return false }
                 run.append(
-                    (readBigEndian(key, at: 8), value.first == 1, String(decoding: value.dropFirst(), as: UTF8.self)))
+                    (readBigEndian(key, at: 8), value.first ?? 0, String(decoding: value.dropFirst(), as: UTF8.self)))
                 if run.count == 64 { try judgeRun() }
                 return !stopped
             }

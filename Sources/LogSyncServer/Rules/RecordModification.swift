@@ -164,6 +164,7 @@ struct RecordModification {
             try snapshot.readAhead(
                 records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete,
                 types: request.recordsToSave.map(\.recordType))
+            plan.hierarchy = try RequestHierarchy(request.recordsToSave, snapshot)
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121). A participant none of whose items the shares let
             // through (a stranger, a removed participant, a read-only one writing) writes nothing
@@ -172,7 +173,9 @@ struct RecordModification {
             var admitted = actor == nil
             for record in request.recordsToSave {
                 if let actor {
-                    if let outcome = try shareRules.participantCheck(saving: record, actor, snapshot, &access) {
+                    if let outcome = try shareRules.participantCheck(
+                        saving: record, actor, snapshot, &access, plan.hierarchy)
+                    {
                         outcomes[record.recordID] = outcome
                         continue
                     }
@@ -350,6 +353,8 @@ struct RecordModification {
         let schema: RecordSchema?
         var addedReferences: [String: Int] = [:]
         let savedInRequest: Set<Record.ID>
+        /// The parents the request gives the records it creates or moves (F123).
+        var hierarchy = RequestHierarchy()
         /// Roots of the hierarchy shares the request creates, so two cannot share one root.
         var newShareRoots: [Record.ID: String] = [:]
         /// The zones looked up so far (the state before the request, which deciding does not
@@ -516,6 +521,33 @@ struct RecordModification {
                 SyncError(
                     .referenceViolation, "the parent of \(recordID), \(parent.recordID), does not exist",
                     item: .record(recordID)))
+        }
+        // A record has at most `Limits.maxHierarchyDepth` ancestors, nor its descendants, and
+        // none is itself (F123, F135), as the request leaves the hierarchies.
+        if let parent = saved.parent?.recordID.recordName, parent != server?.parent?.recordID.recordName {
+            let cycle = SyncError(
+                .invalidArguments,
+                "\(recordID) cannot have \(Record.ID(recordName: parent, zoneID: recordID.zoneID)) as its parent: that record is \(recordID) or descends from it",
+                item: .record(recordID))
+            guard
+                let place = try plan.hierarchy.place(
+                    of: recordID.recordName, under: parent, in: recordID.zoneID, incarnation: zone.incarnation,
+                    snapshot, isShareRoot: { _ in false })
+            else { return .failure(cycle) }
+            var depth = place.depth
+            if let current, !current.isTombstone, current.children > 0 {
+                let subtree = try RequestHierarchy.subtree(
+                    of: recordID.recordName, incarnation: zone.incarnation, containing: parent, snapshot)
+                if subtree.contains { return .failure(cycle) }
+                depth += subtree.height
+            }
+            if depth > Limits.maxHierarchyDepth {
+                return .failure(
+                    SyncError(
+                        .limitExceeded,
+                        "saving \(recordID) under \(Record.ID(recordName: parent, zoneID: recordID.zoneID)) would make a parent chain of \(depth) ancestors, more than the limit of \(Limits.maxHierarchyDepth)",
+                        item: .record(recordID)))
+            }
         }
         // At most 750 deleteSelf references may point at one record (F135).
         let newTargets = Set(saved.deleteSelfTargets).subtracting(current?.deleteSelfTargets ?? [])

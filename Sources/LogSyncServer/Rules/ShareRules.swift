@@ -33,9 +33,12 @@ struct ShareRules {
     /// The outcome of a participant's save decided by the shares alone, or `nil` to decide it as
     /// the owner's: `zoneNotFound` where nothing is shared with them (the same whether or not the
     /// zone exists), `permissionFailure` where they may only read, or may not save a share.
+    ///
+    /// Where a save puts the record is judged as the request leaves the hierarchies
+    /// (`hierarchy`): a new parent saved in the same request counts where the request puts it.
     func participantCheck(
         saving record: Record, _ actor: ShareActor, _ snapshot: DatabaseSnapshot,
-        _ cache: inout [RecordZone.ID: ParticipantAccess]
+        _ cache: inout [RecordZone.ID: ParticipantAccess], _ hierarchy: RequestHierarchy
     ) throws -> RecordModification.Outcome? {
         let recordID = record.recordID
         guard ServerDatabase.violation(record.validate) == nil else { return nil }  // decided (refused) as usual
@@ -62,14 +65,16 @@ struct ShareRules {
                 try snapshot.permission(access, onRecord: recordID.recordName, incarnation: zone.incarnation))
         }
         if existing == nil || record.isParentChanged {
-            if let parent = record.parent {
-                permissions.append(
-                    try snapshot.permission(
-                        access, onRecord: recordID.recordName, startingAt: parent.recordID.recordName,
-                        incarnation: zone.incarnation))
+            if let zoneWide = access.zoneWide {
+                permissions.append(zoneWide)
+            } else if let root = access.roots[recordID.recordName] {
+                permissions.append(root)  // a hierarchy's root stays its root wherever it goes
             } else {
-                // Without a parent, only a zone-wide share covers it (or it is a hierarchy's root).
-                permissions.append(access.zoneWide ?? access.roots[recordID.recordName])
+                let place = try hierarchy.place(
+                    of: recordID.recordName, under: record.parent?.recordID.recordName ?? "", in: recordID.zoneID,
+                    incarnation: zone.incarnation, snapshot,
+                    isShareRoot: { try snapshot.shareRooted(at: $0, incarnation: zone.incarnation) != nil })
+                permissions.append(place.flatMap { access.roots[$0.root] })
             }
         }
         return denial(permissions, recordID, actor)
@@ -261,18 +266,38 @@ struct ShareRules {
                 {
                     return failure(.alreadyShared, "\(root) already belongs to share \(quoted(other))")
                 }
-                // An ancestor's share covers the root already.
-                var current = rootState?.parent ?? ""
-                var seen = Set<String>()
-                while !current.isEmpty, seen.insert(current).inserted, seen.count <= 10_000 {
-                    if let other = try snapshot.shareRooted(at: current, incarnation: zone.incarnation) {
-                        return failure(
-                            .alreadyShared,
-                            "\(root) already belongs to share \(quoted(other)) through its ancestor \(quoted(current))")
-                    }
-                    current =
-                        try snapshot.record(
-                            Record.ID(recordName: current, zoneID: zoneID), incarnation: zone.incarnation)?.parent ?? ""
+                // A share of an ancestor covers the root already, at any depth; a share of a
+                // descendant would be covered by this one (F123). The index keeps each record's
+                // hierarchy; the request's own saves are judged where they put their records.
+                let enclosing: String
+                if plan.hierarchy.moves(root) {
+                    let newRoots = plan.newShareRoots
+                    enclosing =
+                        try plan.hierarchy.place(
+                            of: root.recordName, under: plan.hierarchy.parent(of: root) ?? "", in: zoneID,
+                            incarnation: zone.incarnation, snapshot,
+                            isShareRoot: {
+                                try snapshot.shareRooted(at: $0, incarnation: zone.incarnation) != nil
+                                    || newRoots[Record.ID(recordName: $0, zoneID: zoneID)] != nil
+                            })?.root ?? ""
+                } else {
+                    enclosing = rootState.map { $0.isTombstone ? "" : $0.hierarchyRoot } ?? ""
+                }
+                if !enclosing.isEmpty, enclosing != root.recordName {
+                    let other =
+                        try snapshot.shareRooted(at: enclosing, incarnation: zone.incarnation)
+                        ?? plan.newShareRoots[Record.ID(recordName: enclosing, zoneID: zoneID)] ?? enclosing
+                    return failure(
+                        .alreadyShared,
+                        "\(root) already belongs to share \(quoted(other)) through its ancestor \(quoted(enclosing))")
+                }
+                if let state = rootState, !state.isTombstone, state.children > 0,
+                    let inner = try Self.sharedDescendant(of: root.recordName, incarnation: zone.incarnation, snapshot)
+                {
+                    return failure(
+                        .alreadyShared,
+                        "\(root) has a descendant, \(quoted(inner.record)), that belongs to share \(quoted(inner.share)); a record belongs to at most one share"
+                    )
                 }
                 plan.newShareRoots[root] = recordID.recordName
             }
@@ -364,6 +389,31 @@ struct ShareRules {
         record[Share.FieldKey.url] = .string(
             (before?.url ?? ShareURL(owner: ownerNumber, secret: ShareURL.newSecret()).url).absoluteString)
         return .success(record)
+    }
+
+    /// A descendant of the record `name` that belongs to a shared hierarchy, with its share:
+    /// a walk of the subtree in the index, when a share is created there.
+    static func sharedDescendant(
+        of name: String, incarnation: UInt64, _ snapshot: DatabaseSnapshot
+    ) throws -> (record: String, share: String)? {
+        var queue = [name]
+        var seen: Set<String> = [name]
+        while let parent = queue.popLast() {
+            for child in try snapshot.children(of: parent, incarnation: incarnation) where seen.insert(child).inserted {
+                guard
+                    let state = try snapshot.record(
+                        Record.ID(recordName: child, zoneID: .default), incarnation: incarnation)
+                else { continue }
+                if !state.hierarchyRoot.isEmpty {
+                    let share =
+                        try snapshot.shareRooted(at: state.hierarchyRoot, incarnation: incarnation)
+                        ?? state.hierarchyRoot
+                    return (child, share)
+                }
+                if state.children > 0 { queue.append(child) }
+            }
+        }
+        return nil
     }
 
     // MARK: The users a share names

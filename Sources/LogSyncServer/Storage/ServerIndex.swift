@@ -59,6 +59,32 @@ struct RecordState: Hashable {
     var parent: String = ""
     /// The digests (32 bytes each) of the assets its fields reference, sorted, each once.
     var assets: [[UInt8]] = []
+    /// The root of the shared hierarchy the record belongs to (F123), "" for none: itself when a
+    /// hierarchy share is rooted at it, else its parent's, when its parent is a live record. A
+    /// tombstone keeps the one it had when deleted, so a hierarchy share can tell whose deletion
+    /// it shares.
+    var hierarchyRoot: String = ""
+    /// How many ancestors its parent references reach (F123): 0 without a parent, its parent's
+    /// depth plus one under a live parent, 1 under one that is not live.
+    var depth: UInt64 = 0
+    /// How many live records have it as their parent (each is in the `children` table).
+    var children: UInt64 = 0
+    /// The shared hierarchies it left (moved out of, or its ancestor did) and has not joined
+    /// again, with the offset of the change that took it out: their participants are told it
+    /// was deleted (F123).
+    var exits: [HierarchyExit] = []
+    /// The offset where its `zoneChanges` row is when a change of its place in the hierarchies
+    /// (not a save of its own) moved it there; 0 when the row is at `offset`.
+    var movedAt: UInt64 = 0
+
+    var hasHierarchy: Bool { !hierarchyRoot.isEmpty || depth != 0 || children != 0 || !exits.isEmpty || movedAt != 0 }
+
+    /// The key of its `zoneChanges` row in a zone incarnation.
+    func changeKey(incarnation: UInt64, name: String) -> [UInt8] {
+        movedAt == 0
+            ? IndexKey.zoneChange(incarnation: incarnation, offset: offset)
+            : IndexKey.zoneChange(incarnation: incarnation, offset: movedAt) + Array(name.utf8)
+    }
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -69,12 +95,30 @@ struct RecordState: Hashable {
         writer.u64(UInt64(deleteSelfTargets.count))
         for target in deleteSelfTargets { writer.string(target) }
         writer.string(parent)
-        if !assets.isEmpty {
+        let hierarchy = hasHierarchy
+        if !assets.isEmpty || hierarchy {
             writer.u64(UInt64(assets.count))
             for digest in assets { writer.data(digest) }
         }
+        if hierarchy {
+            writer.string(hierarchyRoot)
+            writer.u64(depth)
+            writer.u64(children)
+            writer.u64(movedAt)
+            writer.u64(UInt64(exits.count))
+            for exit in exits {
+                writer.string(exit.root)
+                writer.u64(exit.offset)
+            }
+        }
         return writer.bytes
     }
+}
+
+/// A shared hierarchy a record left (`RecordState.exits`): its root, and the offset of the change.
+struct HierarchyExit: Hashable {
+    var root: String
+    var offset: UInt64
 }
 
 extension RecordState {
@@ -96,6 +140,19 @@ extension RecordState {
                 throw LogStoreError(.projectionInconsistent, "malformed record state")
             }
             assets = try (0..<count).map { _ throws(LogStoreError) in try reader.data() }
+        }
+        if reader.position < bytes.count {
+            hierarchyRoot = try reader.string()
+            depth = try reader.u64()
+            children = try reader.u64()
+            movedAt = try reader.u64()
+            let count = try reader.u64()
+            guard count <= UInt64(bytes.count) else {
+                throw LogStoreError(.projectionInconsistent, "malformed record state")
+            }
+            exits = try (0..<count).map { _ throws(LogStoreError) in
+                HierarchyExit(root: try reader.string(), offset: try reader.u64())
+            }
         }
     }
 }
@@ -227,6 +284,18 @@ enum IndexKey {
         bigEndian(incarnation) + Array(name.utf8)
     }
 
+    /// A live record's link to its parent (`children` table): the zone's incarnation, the
+    /// parent's name after its length (4 bytes), then the child's name. The prefix
+    /// `children(incarnation:parent:)` lists a record's children.
+    static func child(incarnation: UInt64, parent: String, child: String) -> [UInt8] {
+        children(incarnation: incarnation, parent: parent) + Array(child.utf8)
+    }
+
+    static func children(incarnation: UInt64, parent: String) -> [UInt8] {
+        let name = Array(parent.utf8)
+        return bigEndian(incarnation) + Array(bigEndian(UInt64(name.count)).suffix(4)) + name
+    }
+
     /// An asset referenced in a zone incarnation: the digest's 32 bytes, then the incarnation.
     static func assetZone(_ digest: [UInt8], incarnation: UInt64) -> [UInt8] {
         digest + bigEndian(incarnation)
@@ -283,9 +352,16 @@ enum IndexKey {
 ///
 /// Tables:
 /// - `zones`: zone key → `ZoneState`;
-/// - `records`: incarnation + record name → `RecordState` (current version or tombstone);
+/// - `records`: incarnation + record name → `RecordState` (current version or tombstone), with
+///   its place in the record hierarchies: the root of the shared hierarchy it belongs to, its
+///   depth, the hierarchies it left (F123);
 /// - `zoneChanges`: incarnation + offset → flag (1 tombstone) + record name; only the latest
-///   change of each record, so a zone fetch costs O(changes since the token) and coalesces (F143);
+///   change of each record, so a zone fetch costs O(changes since the token) and coalesces (F143).
+///   A change of a live record's place in the shared hierarchies that is not its own save (a
+///   share created or deleted above it, an ancestor moved or deleted) moves its row to that
+///   change's offset, keyed incarnation + offset + record name, flag 2: several rows share it;
+/// - `children`: incarnation + parent name (after its length) + child name → nothing, for every
+///   live record with a parent, so that a change of a record's place reaches its descendants;
 /// - `dbChanges`: offset → zone key; only the latest change of each custom zone (F140, F112),
 ///   and, for a zone re-created after a deletion, its latest deletion as well (at `deletedAt`):
 ///   a token older than it is told the deletion, whatever the paging (F149);
@@ -325,13 +401,14 @@ package struct ServerIndex: Projection {
     /// 2: `dbChanges` keeps a re-created zone's latest deletion. 3: shares and shared zones,
     /// request IDs per user, the parent of each record. 4: assets and the records' references
     /// to them; the usage counts asset contents. 6: the development schema (F137), device keys and
-    /// wrapped zone keys (F129). 7: asset contents granted per zone (`assetGrants`, F134).
-    package let version: UInt32 = 7
+    /// wrapped zone keys (F129). 7: asset contents granted per zone (`assetGrants`, F134). 8: each
+    /// record's place in the shared hierarchies, the `children` table (F123).
+    package let version: UInt32 = 8
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers",
         "state",
         "shares", "shareRoots", "shareURLs", "sharedZones", "assets", "assetZones", "schema", "deviceKeys", "zoneKeys",
-        "assetGrants",
+        "assetGrants", "children",
     ]
 
     package func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -390,7 +467,7 @@ package struct ServerIndex: Projection {
         case .recordSaved(let record):
             try recordChanged(record.recordID, to: Self.savedState(record, offset), time: time, tables)
             if record.recordType == Share.recordType {
-                try shareSaved(record, tables)
+                try shareSaved(record, offset, tables)
             } else {
                 var run = RecordRun()
                 try run.grow(schemaWith: record, tables)
@@ -401,7 +478,7 @@ package struct ServerIndex: Projection {
             try recordChanged(
                 recordID, to: RecordState(offset: offset, isTombstone: true, size: 0, recordType: recordType),
                 time: time, tables)
-            if recordType == Share.recordType { try shareDeleted(recordID, tables) }
+            if recordType == Share.recordType { try shareDeleted(recordID, offset, tables) }
 
         case .subscriptionSaved(let subscription):
             try tables.put(
@@ -584,8 +661,9 @@ package struct ServerIndex: Projection {
         try touch(key, &state, offset, tables)
     }
 
-    /// A share record saved in a live zone: its secret and root, found by either (F123).
-    func shareSaved(_ record: Record, _ tables: ProjectionTables) throws {
+    /// A share record saved in a live zone: its secret and root, found by either (F123); the root
+    /// and its descendants belong to its hierarchy from `offset` on.
+    func shareSaved(_ record: Record, _ offset: UInt64, _ tables: ProjectionTables) throws {
         guard let zone = try zoneState(IndexKey.zone(record.recordID.zoneID), tables), zone.isLive else { return }
         let share = Share(validated: record)
         let keys = ShareKeys(
@@ -596,6 +674,7 @@ package struct ServerIndex: Projection {
             try tables.put(
                 Array(name.utf8), forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root),
                 in: "shareRoots")
+            try rootShared(keys.root, incarnation: zone.incarnation, offset, tables)
         }
         if !keys.secret.isEmpty {
             try tables.put(
@@ -604,8 +683,9 @@ package struct ServerIndex: Projection {
         }
     }
 
-    /// A share record deleted: its secret and root are forgotten.
-    func shareDeleted(_ recordID: Record.ID, _ tables: ProjectionTables) throws {
+    /// A share record deleted: its secret and root are forgotten; its hierarchy joins the one
+    /// above it, if any, from `offset` on.
+    func shareDeleted(_ recordID: Record.ID, _ offset: UInt64, _ tables: ProjectionTables) throws {
         guard let zone = try zoneState(IndexKey.zone(recordID.zoneID), tables), zone.isLive else { return }
         let key = IndexKey.record(incarnation: zone.incarnation, name: recordID.recordName)
         guard let bytes = try tables.value(forKey: key, in: "shares") else { return }
@@ -614,6 +694,21 @@ package struct ServerIndex: Projection {
         if !keys.root.isEmpty {
             _ = try tables.removeValue(
                 forKey: IndexKey.record(incarnation: zone.incarnation, name: keys.root), in: "shareRoots")
+            let root = keys.root
+            let key = IndexKey.record(incarnation: zone.incarnation, name: root)
+            if let bytes = try tables.value(forKey: key, in: "records") {
+                var state = try RecordState(decoding: bytes)
+                if state.isTombstone {
+                    // A root deleted with its share, or never saved: nothing is rooted there now.
+                    if state.hierarchyRoot == root {
+                        state.hierarchyRoot = ""
+                        try tables.put(state.encoded, forKey: key, in: "records")
+                    }
+                } else if state.hierarchyRoot == root {
+                    let above = try place(under: state.parent, incarnation: zone.incarnation, tables).root
+                    try replace(root: root, by: above, incarnation: zone.incarnation, offset, tables)
+                }
+            }
         }
         if !keys.secret.isEmpty {
             _ = try tables.removeValue(forKey: IndexKey.shareSecret(keys.secret), in: "shareURLs")
@@ -727,9 +822,10 @@ package struct ServerIndex: Projection {
         if new.isTombstone { new.parent = old?.parent ?? "" }
         if let old {
             try tables.removeValue(
-                forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: old.offset), in: "zoneChanges")
+                forKey: old.changeKey(incarnation: zone!.incarnation, name: recordID.recordName), in: "zoneChanges")
             usage -= min(usage, old.size)
         }
+        let spread = try place(recordID.recordName, &new, old: old, incarnation: zone!.incarnation, tables)
         try updateReferrers(
             of: recordID.recordName, incarnation: zone!.incarnation, from: old?.deleteSelfTargets ?? [],
             to: new.deleteSelfTargets, tables)
@@ -739,6 +835,10 @@ package struct ServerIndex: Projection {
         try tables.put(
             [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
             forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
+        if spread {
+            try self.spread(
+                from: recordID.recordName, new, incarnation: zone!.incarnation, new.offset, tables)
+        }
         usage += new.size
         run.usage = usage
         run.usageChanged = true
@@ -796,7 +896,7 @@ package struct ServerIndex: Projection {
         for secret in secrets where !secret.isEmpty {
             _ = try tables.removeValue(forKey: IndexKey.shareSecret(secret), in: "shareURLs")
         }
-        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots", "zoneKeys", "assetGrants"] {
+        for table in ["zoneChanges", "clientTokens", "referrers", "shareRoots", "zoneKeys", "assetGrants", "children"] {
             try removeAll(withPrefix: prefix, in: table, tables)
         }
         let usage = try self.usage(tables)
@@ -832,7 +932,14 @@ package struct ServerIndex: Projection {
             return true
         }
         for key in changeKeys { try tables.removeValue(forKey: key, in: "zoneChanges") }
-        for key in recordKeys { try tables.removeValue(forKey: key, in: "records") }
+        for key in recordKeys {
+            // A tombstone that live records still name as their parent stays (out of the feed),
+            // so that the record, saved again, finds its children (F123).
+            if let bytes = try tables.value(forKey: key, in: "records"), try RecordState(decoding: bytes).children > 0 {
+                continue
+            }
+            try tables.removeValue(forKey: key, in: "records")
+        }
         var deletedZones: [(change: [UInt8], zone: [UInt8])] = []
         try tables.forEach(in: "dbChanges") { key, value in
             guard readBigEndian(key) <= horizon else { return false }
