@@ -232,6 +232,134 @@ struct DeviceProcessTests {
         }
     }
 
+    // F100, F144, F29: the laptop lists the Notes zone again (its tokens expired), one note a
+    // page, and is killed between two pages once the listing has passed its start, so that its
+    // page token is an ordinary one. Relaunched, it continues the listing where it stopped and
+    // still reports the note deleted before the listing began: it ends with the server's notes.
+    @Test(
+        "F100 a device killed between two pages of a zone listing, past its start, ends after a relaunch with exactly the server's notes"
+    )
+    func killedBetweenTwoPagesOfAListing() async throws {
+        try await Self.withAlice { directory, data, token in
+            var (server, url) = try await Self.serve(data)
+            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: token)
+            for name in ["a", "b", "c", "d"] {
+                try await phone.run("set", name, "title", name.uppercased(), server: url)
+            }
+            try await laptop.run("sync", server: url)
+
+            // The phone deletes b; the server drops its tombstones, and with them every token the
+            // laptop holds: the laptop's next sync lists the zone, which leaves b out.
+            try await phone.run("delete", "b", server: url)
+            #expect(try await server.terminate().status == 0)
+            try Self.compactTombstones(of: "alice", data: data)
+            (server, url) = try await Self.serve(data)
+
+            // Through a proxy that holds the laptop after the listing's first page (a) while the
+            // phone deletes c and writes e and f, past the listing's start; then lets the pages of
+            // d and of c's deletion through (the listing is past its start), and kills the laptop
+            // instead of forwarding the next one.
+            let laptopProcess = Mutex<ChildProcess?>(nil)
+            let firstPage = OneAnswer<Void>()
+            let phoneDone = DispatchSemaphore(value: 0)
+            let killed = OneAnswer<Void>()
+            let pages = Mutex(0)
+            let proxy = try InterceptingProxy(upstreamPort: url.port!) { path, head in
+                guard path.hasSuffix("/private/fetchZoneChanges"), head.hasPrefix("HTTP/1.1 200") else {
+                    return .forward
+                }
+                let page = pages.withLock {
+                    $0 += 1
+                    return $0
+                }
+                switch page {
+                case 1:
+                    firstPage.give(())
+                    phoneDone.wait()
+                    return .forward
+                case 4:
+                    laptopProcess.withLock { $0?.send(SIGKILL) }
+                    killed.give(())
+                    return .withhold
+                default:
+                    return .forward
+                }
+            }
+            defer { proxy.close() }
+            let proxied = URL(string: "http://127.0.0.1:\(proxy.port)")!
+            let listing = try laptop.start("sync", "--fetch-page-size", "1", server: proxied)
+            laptopProcess.withLock { $0 = listing }
+            await firstPage.value()
+            try await phone.run("delete", "c", server: url)
+            try await phone.run("set", "e", "title", "E", server: url)
+            try await phone.run("set", "f", "title", "F", server: url)
+            phoneDone.signal()
+            await killed.value()
+            let stopped = await listing.finish()
+            #expect(stopped.status == 128 + SIGKILL, "\(stopped)")
+
+            // The laptop's log: three pages in, past the listing's start (an ordinary token), b
+            // still known.
+            let sync = laptop.directory.appendingPathComponent("sync")
+            try Self.inspect(sync) { log throws in
+                let zoneToken = try #require(try log.snapshotState().zoneChangeTokens.first { $0.zoneID == Self.notes })
+                #expect(zoneToken.listingStart == .zero, "\(zoneToken)")
+                #expect(try log.lastKnownServerRecord(for: Self.note("b")) != nil)
+                #expect(try log.lastKnownServerRecord(for: Self.note("c")) == nil)
+            }
+
+            // Relaunched, straight to the server: the listing goes on from its page token, and
+            // its end reports b deleted.
+            try await laptop.run("sync", server: url)
+            let shown = try await laptop.run("show", server: url)
+            #expect(try await server.terminate().status == 0)
+            let serverNotes = try await Self.liveNotes(of: "alice", data: data)
+            #expect(serverNotes == ["a": "A", "d": "D", "e": "E", "f": "F"], "\(serverNotes)")
+            let expected = serverNotes.sorted { $0.key < $1.key }.map { "laptop: \($0.key) {title: \"\($0.value)\"}\n" }
+            #expect(shown == expected.joined(), "\(shown)")
+            try Self.inspect(sync) { log throws in
+                #expect(try log.lastKnownServerRecord(for: Self.note("b")) == nil)
+                #expect(try log.log.verifyProjections() == nil)
+            }
+        }
+    }
+
+    /// The zone `notes-device` keeps its notes in, and a note of it.
+    static let notes = RecordZone.ID(zoneName: "Notes")
+    static func note(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
+
+    /// Runs `body` on the device log at `directory`, opened read-only.
+    static func inspect(_ directory: URL, _ body: (DeviceLog) throws -> Void) throws {
+        try body(try DeviceLog(directory: directory, options: LogEnvironment.Options(readOnly: true)))
+    }
+
+    /// Drops every tombstone of `user`'s private database, in the server data `data` (no server
+    /// running on it): every change token issued until now expires.
+    static func compactTombstones(of user: UserID, data: String) throws {
+        let server = try SyncServer(.init(directory: URL(fileURLWithPath: data)))
+        defer { server.shutdown() }
+        try server.admin.compactTombstones(of: user, before: try server.admin.currentToken(of: user))
+    }
+
+    /// The title of each live note of `user`'s Notes zone, by name, in the server data `data` (no
+    /// server running on it).
+    static func liveNotes(of user: UserID, data: String) async throws -> [String: String] {
+        let server = try SyncServer(.init(directory: URL(fileURLWithPath: data)))
+        defer { server.shutdown() }
+        let database = server.database(for: user, device: "inspector")
+        var titles: [String: String] = [:]
+        var token: ZoneChangeToken?
+        while true {
+            let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: notes, since: token))
+            for modification in page.modifications {
+                guard case .string(let title)? = modification.record["title"] else { continue }
+                titles[modification.record.recordID.recordName] = title
+            }
+            token = page.changeToken
+            if !page.moreComing { return titles }
+        }
+    }
+
     /// The request ID of each `batchPrepared` in the device log at `directory`, in order.
     static func batchRequestIDs(in directory: URL) throws -> [RequestID?] {
         let log = try DeviceLog(directory: directory, options: LogEnvironment.Options(readOnly: true))

@@ -13,27 +13,52 @@ import Synchronization
 /// connection then stays open, silent, until the client closes it (or dies): it never learns
 /// that the answer is not coming, so it cannot send the request again.
 ///
+/// ``init(upstreamPort:decide:)`` decides for every answer instead: forward it, or withhold it
+/// as above. The decision may take its time (the answer waits, its client with it), which holds a
+/// client between two requests for as long as a test needs.
+///
 /// Blocking sockets, a thread per direction of each connection; every thread ends when either
 /// side closes. Nothing here waits on a clock.
 final class InterceptingProxy: Sendable {
     /// The port the proxy listens on.
     var port: Int { sockets.port }
     private let sockets: ProxySockets
-    private let interceptedPath: String
-    private let intercepted: @Sendable (_ answerHead: String) -> Void
-    private let state = Mutex<Bool>(false)  // whether the answer was intercepted
+    private let decide: @Sendable (_ path: String, _ answerHead: String) -> Decision
+    private let withheld: Flag
 
-    init(
+    /// What becomes of an answer the server gave.
+    enum Decision: Sendable {
+        /// The client gets it.
+        case forward
+        /// The client never gets it; its connection stays open, silent, until the client closes it.
+        case withhold
+    }
+
+    convenience init(
         upstreamPort: Int, interceptedPath: String, intercepted: @escaping @Sendable (_ answerHead: String) -> Void
     ) throws {
+        let withheld = Flag()
+        try self.init(upstreamPort: upstreamPort, withheld: withheld) { path, head in
+            guard path.hasSuffix(interceptedPath), withheld.raise() else { return .forward }
+            intercepted(head)
+            return .withhold
+        }
+    }
+
+    /// A proxy that asks `decide`, with the request's path and the answer's head, what becomes of
+    /// each answer. `decide` runs on the connection's thread and may block it.
+    init(
+        upstreamPort: Int, withheld: Flag = Flag(),
+        decide: @escaping @Sendable (_ path: String, _ answerHead: String) -> Decision
+    ) throws {
         sockets = try ProxySockets(upstreamPort: upstreamPort)
-        self.interceptedPath = interceptedPath
-        self.intercepted = intercepted
+        self.withheld = withheld
+        self.decide = decide
         sockets.start { [self] client in serve(client) }
     }
 
     /// Whether the intercepted answer has been withheld.
-    var hasIntercepted: Bool { state.withLock { $0 } }
+    var hasIntercepted: Bool { withheld.isRaised }
 
     /// Stops accepting and closes every connection still open.
     func close() { sockets.close() }
@@ -68,14 +93,8 @@ final class InterceptingProxy: Sendable {
             }
             guard let answer = fromServer.message(isRequest: false) else { break }
             let path = request.head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
-            let intercept =
-                path.hasSuffix(interceptedPath)
-                && state.withLock { done in
-                    defer { done = true }
-                    return !done
-                }
-            if intercept {
-                intercepted(answer.head)
+            if decide(path, answer.head) == .withhold {
+                withheld.raise()
                 while fromClient.some() != nil {}  // until the client is gone
                 break
             }
@@ -100,6 +119,22 @@ final class InterceptingProxy: Sendable {
             sent += count
         }
         return true
+    }
+
+    /// Whether an answer was withheld: raised once, before the answer's handler runs.
+    final class Flag: Sendable {
+        private let raised = Mutex(false)
+
+        /// Raises the flag; whether it was down.
+        @discardableResult
+        func raise() -> Bool {
+            raised.withLock { raised in
+                defer { raised = true }
+                return !raised
+            }
+        }
+
+        var isRaised: Bool { raised.withLock { $0 } }
     }
 
     /// A count of threads still running, down to the last.

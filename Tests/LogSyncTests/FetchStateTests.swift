@@ -365,6 +365,62 @@ struct FetchStateTests {
         }
     }
 
+    // MARK: Listings
+
+    // F100: the device index keeps a listing's progress, so that its end knows, whichever launch
+    // reaches it, which known records none of its pages returned.
+    @Test(
+        "F100: a zone page without a token marks the zone's known records unlisted; its pages, a reset and the zone's deletion clear them"
+    )
+    func listingMarksKnownRecords() async throws {
+        try withTemporaryDirectory { directory in
+            let log = try openDeviceLog(directory)
+            let c = F.id("C")
+            let (a, b, cRecord) = (
+                F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2"), F.serverRecord(c, tag: "3")
+            )
+            let token = ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 5)
+            let listingToken = ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 6, listingStart: 9)
+            func unlisted() throws -> [Record.ID] {
+                try log.read { try $0.unlistedServerRecords(in: F.notes) }.map(\.recordID)
+            }
+            func page(_ records: [Record], deleting deleted: [Record.ID] = [], _ token: ZoneChangeToken) throws {
+                try log.append(
+                    .zoneChangesFetched(
+                        zoneID: F.notes, modifications: records,
+                        deletions: deleted.map { .init(recordID: $0, recordType: "Note") }, changeToken: token,
+                        moreComing: true))
+            }
+
+            // The zone's first fetch knows nothing before it: nothing to mark.
+            try page([a, b, cRecord], token)
+            #expect(try unlisted() == [])
+
+            // The token expired: the listing's first page returns A; B and C are not returned yet.
+            try log.append(.changeTokenReset(zoneID: F.notes))
+            try page([a], listingToken)
+            #expect(try unlisted() == [F.b, c])
+            // A later page deletes C; a rebuild of the index from the log gives the same.
+            try page([], deleting: [c], token)
+            #expect(try unlisted() == [F.b])
+            try log.log.rebuildProjections()
+            #expect(try unlisted() == [F.b])
+            #expect(try log.read { try $0.isUnlisted(F.b) })
+
+            // A reset ends the listing; a new one marks again, and the zone's deletion ends it.
+            try log.append(.changeTokenReset(zoneID: F.notes))
+            #expect(try unlisted() == [])
+            try page([a], listingToken)
+            #expect(try unlisted() == [F.b])
+            try log.append(
+                .databaseChangesFetched(
+                    modifications: [], deletions: [.init(zoneID: F.notes)],
+                    changeToken: DatabaseChangeToken(offset: 12), moreComing: false))
+            #expect(try unlisted() == [])
+            #expect(try log.log.verifyProjections() == nil)
+        }
+    }
+
     // MARK: Expired tokens
 
     @Test("F100, F144: changeTokenReset of a zone drops its token only; the zone is then fetched from the start")

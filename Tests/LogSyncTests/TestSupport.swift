@@ -98,6 +98,8 @@ struct ReferenceState: Equatable {
     /// In-flight changes → re-added since.
     var inFlight: [RecordChange: Bool] = [:]
     var serverRecords: [Record.ID: Record] = [:]
+    /// The last known server records their zone's listing has not returned yet (F100).
+    var unlisted: Set<Record.ID> = []
     var knownZones: Set<RecordZone.ID> = []
     var unfetchedZones: Set<RecordZone.ID> = []
     var databaseToken: DatabaseChangeToken?
@@ -115,7 +117,7 @@ struct ReferenceState: Equatable {
 
     static func == (a: ReferenceState, b: ReferenceState) -> Bool {
         a.records == b.records && a.zones == b.zones && a.untracked == b.untracked && a.inFlight == b.inFlight
-            && a.serverRecords == b.serverRecords && a.knownZones == b.knownZones
+            && a.serverRecords == b.serverRecords && a.unlisted == b.unlisted && a.knownZones == b.knownZones
             && a.unfetchedZones == b.unfetchedZones
             && a.databaseToken == b.databaseToken && a.zoneTokens == b.zoneTokens && a.delivered == b.delivered
             && a.account == b.account && a.subscription == b.subscription && a.unanswered == b.unanswered
@@ -130,6 +132,7 @@ struct ReferenceState: Equatable {
         untracked = state.hasPendingUntrackedChanges
         inFlight = replay.inFlightChanges
         serverRecords = replay.serverRecordsByID
+        unlisted = replay.unlistedRecordIDs
         knownZones = Set(state.knownZoneIDs)
         unfetchedZones = Set(state.zoneIDsWithUnfetchedServerChanges)
         databaseToken = state.databaseChangeToken
@@ -162,6 +165,7 @@ extension DeviceSnapshot {
         for (change, readded) in try inFlightRecordChanges() { state.inFlight[change] = readded }
         for id in recordIDs {
             if let record = try lastKnownServerRecord(for: id) { state.serverRecords[id] = record }
+            if try isUnlisted(id) { state.unlisted.insert(id) }
         }
         state.knownZones = Set(try knownZoneIDs())
         state.unfetchedZones = Set(try zoneIDsWithUnfetchedServerChanges())

@@ -69,6 +69,12 @@ struct DeviceOptions: ParsableArguments {
             "Where the device keeps its notes and device logs (default: ./notes-NAME).", valueName: "directory"))
     var data: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The most changes each fetch request asks for (default: the server's page size).", valueName: "n"))
+    var fetchPageSize: Int?
+
     func validate() throws {
         guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
@@ -79,6 +85,9 @@ struct DeviceOptions: ParsableArguments {
         }
         guard !device.isEmpty, !device.contains("/") else {
             throw ValidationError("--device must be a name without '/'")
+        }
+        if let fetchPageSize, fetchPageSize < 1 {
+            throw ValidationError("--fetch-page-size must be 1 or more, not \(fetchPageSize)")
         }
     }
 
@@ -93,7 +102,7 @@ struct DeviceOptions: ParsableArguments {
     func open(automatic: Bool = false) throws -> NotesDevice {
         try NotesDevice(
             server: URL(string: server)!, token: bearerToken ?? "", device: device, directory: directory,
-            automatic: automatic)
+            automatic: automatic, fetchPageSize: fetchPageSize)
     }
 }
 
@@ -108,7 +117,7 @@ struct NotesDevice {
     let engine: SyncEngine
     let sharedEngine: SyncEngine
 
-    init(server: URL, token: String, device: String, directory: URL, automatic: Bool) throws {
+    init(server: URL, token: String, device: String, directory: URL, automatic: Bool, fetchPageSize: Int?) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try NotesStore(file: directory.appending(path: "notes.json"))
         app = NotesApp(device: device, store: store, scope: .private)
@@ -117,11 +126,13 @@ struct NotesDevice {
         var configuration = SyncEngine.Configuration(
             database: client.database(.private), logDirectory: directory.appending(path: "sync"), delegate: app)
         configuration.automaticallySync = automatic
+        configuration.fetchResultsLimit = fetchPageSize
         engine = try SyncEngine(configuration)
         var shared = SyncEngine.Configuration(
             database: client.database(.shared), logDirectory: directory.appending(path: "sync-shared"),
             delegate: sharedApp)
         shared.automaticallySync = automatic
+        shared.fetchResultsLimit = fetchPageSize
         sharedEngine = try SyncEngine(shared)
         // The zone the notes live in, until the server has confirmed it (saving a zone that
         // exists changes nothing on the server).

@@ -15,6 +15,7 @@ import SyncModel
 /// | `zonePending` | zone → case + position | the pending database change of each zone (F22) |
 /// | `zoneOrder` | position → change | the pending database changes in order |
 /// | `serverRecords` | record → `ServerRecordSlot` | the last known server record of each record ID: where it is in the entry that brought it, or the record itself |
+/// | `unlisted` | record → 1 | the last known server records of each zone being listed (fetched without a token, F100) that its pages have not returned yet |
 /// | `unfetchedZones` | zone → zone ID | zones with server changes not fetched yet (F25) |
 /// | `knownZones` | zone → zone ID | zones the server is known to hold |
 /// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
@@ -57,11 +58,17 @@ import SyncModel
 ///   unfetched; a deleted zone is forgotten: not known, not unfetched, no token, no last known
 ///   server records.
 /// - **`zoneChangesFetched`**: stores the zone's token and makes the zone known; fetched records
-///   become the last known server records, deleted ones are forgotten.
+///   become the last known server records, deleted ones are forgotten. A page of a zone that had
+///   no token begins a *listing* (F100): every last known server record of the zone is first
+///   marked `unlisted`. Every page clears the mark of the records it returns or deletes, so at
+///   the listing's end the records still marked are the ones the server no longer holds, however
+///   many launches the listing took (the fetch reports them deleted, which clears them).
 /// - **`zoneFetchFinished`**: without an error the zone is no longer unfetched (F25). With
 ///   `zoneNotFound` or `userDeletedZone` the zone is forgotten as for a deletion; with another
 ///   error it stays unfetched, for the next fetch.
-/// - **`changeTokenReset`**: drops the zone's token (or the database's).
+/// - **`changeTokenReset`**: drops the zone's token (or the database's); a zone's reset ends its
+///   listing, if one was under way: no record of the zone stays `unlisted`.
+/// - A record whose last known server record is forgotten (by any rule) is no longer `unlisted`.
 /// - **`eventsDelivered`**: stores the delivery offset.
 /// - **`databaseChangesFetched`, `zoneChangesFetched`** also store their own offset as `fetched`,
 ///   so a restart knows in O(1) whether fetched changes wait for delivery.
@@ -82,10 +89,11 @@ struct DeviceIndex: Projection {
     static let projectionName = "index"
 
     let name = DeviceIndex.projectionName
-    let version: UInt32 = 4  // 4: serverRecords point into entries (ServerRecordSlot)
+    // 4: serverRecords point into entries (ServerRecordSlot); 5: unlisted (a listing's progress).
+    let version: UInt32 = 5
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
-        "unfetchedZones", "knownZones", "zoneTokens", "zones", "state",
+        "unfetchedZones", "knownZones", "zoneTokens", "zones", "state", "unlisted",
     ]
 
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
@@ -175,10 +183,14 @@ struct DeviceIndex: Projection {
             }
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, _):
             try tables.put(bigEndian(offset), forKey: DeviceKey.fetched, in: "state")
+            if try tables.value(forKey: DeviceKey.zone(zoneID), in: "zoneTokens") == nil {
+                try index.beginListing(of: zoneID)
+            }
             try tables.put(Array(token.data), forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
             try index.setZone(zoneID, in: "knownZones", true)
             for (ordinal, record) in modifications.enumerated() {
                 try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
+                try index.markListed(record.recordID)
             }
             for deletion in deletions { try index.setServerRecord(nil, for: deletion.recordID) }
         case .zoneFetchFinished(let zoneID, let error):
@@ -190,6 +202,7 @@ struct DeviceIndex: Projection {
         case .changeTokenReset(let zoneID):
             if let zoneID {
                 try tables.removeValue(forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
+                try index.clearUnlisted(in: zoneID)
             } else {
                 try tables.removeValue(forKey: DeviceKey.databaseToken, in: "state")
             }
@@ -389,7 +402,7 @@ struct DeviceIndexWriter {
     func wipeAccountState() throws {
         for table in [
             "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
-            "unfetchedZones", "knownZones", "zoneTokens",
+            "unfetchedZones", "knownZones", "zoneTokens", "unlisted",
         ] {
             try clear(table)
         }
@@ -409,16 +422,30 @@ struct DeviceIndexWriter {
 
     // MARK: Last known server records
 
-    /// Stores where the last known server record of `id` is, or (`nil`) forgets it.
+    /// Stores where the last known server record of `id` is, or (`nil`) forgets it (and then it
+    /// is no longer `unlisted`).
     func setServerRecord(_ slot: ServerRecordSlot?, for id: Record.ID) throws {
         if let slot {
             try tables.put(slot.bytes, forKey: try recordKey(id), in: "serverRecords")
         } else if let key = try existingRecordKey(id) {
             try tables.removeValue(forKey: key, in: "serverRecords")
+            try tables.removeValue(forKey: key, in: "unlisted")
         }
     }
 
     func forgetServerRecords(in zoneID: RecordZone.ID) throws {
+        try removeKeys(of: zoneID, in: "serverRecords")
+        try removeKeys(of: zoneID, in: "unlisted")
+    }
+
+    // MARK: Listings (F100)
+
+    /// A listing of `zoneID` begins (its first page, fetched without a token): every last known
+    /// server record of the zone is `unlisted` until a page returns it.
+    ///
+    /// - Complexity: O(the zone's last known server records), in the first page's transaction.
+    func beginListing(of zoneID: RecordZone.ID) throws {
+        try clearUnlisted(in: zoneID)
         guard let number = try existingZoneNumber(zoneID) else { return }
         let prefix = DeviceKey.recordPrefix(zoneNumber: number)
         var keys: [[UInt8]] = []
@@ -427,7 +454,30 @@ struct DeviceIndexWriter {
             keys.append(Array(key))
             return true
         }
-        for key in keys { try tables.removeValue(forKey: key, in: "serverRecords") }
+        for key in keys { try tables.put([1], forKey: key, in: "unlisted") }
+    }
+
+    /// A page returned `id`: it is not among the records a listing left out.
+    func markListed(_ id: Record.ID) throws {
+        try tables.removeValue(forKey: try recordKey(id), in: "unlisted")
+    }
+
+    /// Ends the listing of `zoneID`, if one was under way.
+    func clearUnlisted(in zoneID: RecordZone.ID) throws {
+        try removeKeys(of: zoneID, in: "unlisted")
+    }
+
+    /// Removes every row of `table` keyed by a record of `zoneID`.
+    private func removeKeys(of zoneID: RecordZone.ID, in table: String) throws {
+        guard let number = try existingZoneNumber(zoneID) else { return }
+        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: table, from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tables.removeValue(forKey: key, in: table) }
     }
 }
 

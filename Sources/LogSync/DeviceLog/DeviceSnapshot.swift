@@ -280,36 +280,34 @@ struct DeviceSnapshot {
         return result
     }
 
-    /// Every last known server record of `zoneID`, in key order, except the records of `listed`
-    /// (whose slots are not read at all).
-    func lastKnownServerRecords(in zoneID: RecordZone.ID, except listed: Set<Record.ID> = []) throws -> [Record] {
-        guard let number = try zoneNumber(zoneID) else { return [] }
-        let prefix = DeviceKey.recordPrefix(zoneNumber: number)
-        let skipped = Set(
-            listed.lazy.filter { $0.zoneID == zoneID }.map { DeviceKey.record(zoneNumber: number, name: $0.recordName) }
-        )
-        var records = ServerRecordReader(reader: reader)
-        var result: [Record] = []
-        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, value in
-            guard key.starts(with: prefix) else { return false }
-            if !skipped.isEmpty, skipped.contains(Array(key)) { return true }
-            let slot = try ServerRecordSlot(decoding: Array(value), for: "a record of \(zoneID)")
-            result.append(try records.record(slot, for: "a record of \(zoneID)"))
-            return true
-        }
-        return result
+    /// Whether the last known server record of `id` is one its zone's listing has not returned yet.
+    func isUnlisted(_ id: Record.ID) throws -> Bool {
+        guard let key = try recordKey(id) else { return false }
+        return try value(key, in: "unlisted") != nil
     }
 
-    /// Whether any last known server record of `zoneID` is held.
-    func hasLastKnownServerRecords(in zoneID: RecordZone.ID) throws -> Bool {
-        guard let number = try zoneNumber(zoneID) else { return false }
+    /// The last known server records of `zoneID` that the zone's listing has not returned (F100):
+    /// all of them while its pages run, and at its end the ones the server no longer holds. Empty
+    /// when no listing of the zone is under way. In key order.
+    ///
+    /// - Complexity: O(the records returned), each decoded.
+    func unlistedServerRecords(in zoneID: RecordZone.ID) throws -> [Record] {
+        guard let number = try zoneNumber(zoneID) else { return [] }
         let prefix = DeviceKey.recordPrefix(zoneNumber: number)
-        var found = false
-        try reader.transaction.forEach(in: table("serverRecords"), from: prefix) { key, _ in
-            found = key.starts(with: prefix)
-            return false
+        var keys: [[UInt8]] = []
+        try reader.transaction.forEach(in: table("unlisted"), from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
         }
-        return found
+        var records = ServerRecordReader(reader: reader)
+        return try keys.map { key in
+            guard let bytes = try value(key, in: "serverRecords") else {
+                throw malformed("an unlisted record of \(zoneID) without a last known server record")
+            }
+            let slot = try ServerRecordSlot(decoding: bytes, for: "a record of \(zoneID)")
+            return try records.record(slot, for: "a record of \(zoneID)")
+        }
     }
 
     // MARK: Decoding

@@ -159,36 +159,20 @@ struct FetchFlow: Sendable {
         await delegate.deliver(.willFetchRecordZoneChanges(.init(zoneID: zoneID)))
         var failure: SyncError?
         var tokenReset = false
-        // A listing from no token returns the live records only (F100): the records this device
-        // knows in the zone that it does not return were deleted meanwhile.
-        var fromScratch = false
-        var listed = Set<Record.ID>()
-        // Only a listing of a zone the device already knew records of can leave some out: a
-        // device that knew none (an initial sync) remembers nothing of what it lists, so its
-        // memory does not grow with the zone. Syncs run one at a time (SyncOperations), so no
-        // other step makes records of the zone known while the listing runs.
-        var tracksListing = false
         var lastToken: ZoneChangeToken?
         // The first record of the zone whose encrypted values did not open: left out, and the
         // zone's fetch reported as failed once its other records are in (F129).
         var sealedFailure: SyncError?
-        // A listing left unfinished (a failure, a cancellation or a quit stopped it between its
-        // pages) cannot tell any more which known records it left out: start it over, so that
-        // the whole listing is seen by this call and the records it leaves out are reported.
-        if let token = try step.read({ try $0.zoneChangeToken(for: zoneID) }), token.listingStart != 0 {
-            try step.append(.changeTokenReset(zoneID: zoneID))
-        }
+        // A page fetched without a token begins a listing (F100): the device index marks the
+        // zone's last known server records unlisted until a page returns them, so a listing that
+        // a failure, a cancellation or a quit stops between two pages is continued from its page
+        // token, in this launch or the next, and still knows what it left out (see below).
         while true {
             if Task.isCancelled {
                 failure = .cancelled("fetchChanges")
                 break
             }
             let token = try step.read { try $0.zoneChangeToken(for: zoneID) }
-            if token == nil {
-                fromScratch = true
-                listed = []
-                tracksListing = try step.read { try $0.hasLastKnownServerRecords(in: zoneID) }
-            }
             let response: FetchZoneChangesResponse
             do {
                 response = try await database.fetchZoneChanges(
@@ -231,9 +215,6 @@ struct FetchFlow: Sendable {
                     break
                 }
             }
-            if fromScratch, tracksListing {
-                for modification in modifications { listed.insert(modification.record.recordID) }
-            }
             lastToken = response.changeToken
             let changed = !modifications.isEmpty || !response.deletions.isEmpty
             try await step.append(
@@ -246,14 +227,13 @@ struct FetchFlow: Sendable {
                     : nil)
             if !response.moreComing { break }
         }
-        // A listing from no token that stopped before its end has not reported the records it
-        // left out, and past its start its page token is an ordinary one that the next fetch
-        // would continue: drop the token, so that the next fetch lists the zone from the start.
-        if failure != nil, fromScratch, lastToken != nil {
-            try step.append(.changeTokenReset(zoneID: zoneID))
-        }
-        if failure == nil, fromScratch, tracksListing, let lastToken {
-            let gone = try step.read { try $0.lastKnownServerRecords(in: zoneID, except: listed) }
+        // A listing returns the live records only (F100): at its end, the records this device
+        // knew in the zone that none of its pages returned were deleted before it began. They are
+        // reported deleted, which also ends the listing in the index. The listing may have begun
+        // in an earlier fetch or launch; a quit between its last page and this report leaves the
+        // zone unfetched, and the next fetch of the zone reports them.
+        if failure == nil, let lastToken {
+            let gone = try step.read { try $0.unlistedServerRecords(in: zoneID) }
                 .map { RecordZoneChange.Deletion(recordID: $0.recordID, recordType: $0.recordType) }
             if !gone.isEmpty {
                 try await step.append(

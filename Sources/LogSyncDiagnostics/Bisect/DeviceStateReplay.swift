@@ -37,6 +37,9 @@ public struct DeviceStateReplay: Sendable {
     private var databaseToken: DatabaseChangeToken?
     private var zoneTokens: [RecordZone.ID: ZoneChangeToken] = [:]
     private var serverRecords: [Record.ID: Record] = [:]
+    /// The last known server records of the zones being listed that no page returned yet (F100);
+    /// a record forgotten is no longer unlisted (``forgetServerRecord(_:)``).
+    private var unlisted: Set<Record.ID> = []
     private var delivered: LogOffset?
     private var account: DeviceState.Account = .never
     private var subscription: Subscription.ID?
@@ -90,7 +93,7 @@ public struct DeviceStateReplay: Sendable {
             }
             for id in deleted {
                 settle(.deleteRecord(id), error: nil)
-                serverRecords[id] = nil
+                forgetServerRecord(id)
             }
             for (id, error) in failedSaves { settle(.saveRecord(id), error: error) }
             for (id, error) in failedDeletes { settle(.deleteRecord(id), error: error) }
@@ -129,10 +132,18 @@ public struct DeviceStateReplay: Sendable {
                     "the token of zone \(DeviceStateReport.zone(zoneID)) went from offset \(previous.offset) to \(token.offset)"
                 )
             }
+            if zoneTokens[zoneID] == nil {
+                // A page without a token begins a listing.
+                unlisted = unlisted.filter { $0.zoneID != zoneID }.union(
+                    serverRecords.keys.filter { $0.zoneID == zoneID })
+            }
             zoneTokens[zoneID] = token
             known.insert(zoneID)
-            for record in modifications { serverRecords[record.recordID] = record }
-            for deletion in deletions { serverRecords[deletion.recordID] = nil }
+            for record in modifications {
+                serverRecords[record.recordID] = record
+                unlisted.remove(record.recordID)
+            }
+            for deletion in deletions { forgetServerRecord(deletion.recordID) }
         case .zoneFetchFinished(let zoneID, let error):
             switch error?.code {
             case nil: unfetched.remove(zoneID)
@@ -140,7 +151,12 @@ public struct DeviceStateReplay: Sendable {
             default: break
             }
         case .changeTokenReset(let zoneID):
-            if let zoneID { zoneTokens[zoneID] = nil } else { databaseToken = nil }
+            if let zoneID {
+                zoneTokens[zoneID] = nil
+                unlisted = unlisted.filter { $0.zoneID != zoneID }
+            } else {
+                databaseToken = nil
+            }
         case .eventsDelivered(let through):
             delivered = through
         case .accountChanged(_, let current):
@@ -149,6 +165,7 @@ public struct DeviceStateReplay: Sendable {
                 pendingZones = [:]
                 inFlight = [:]
                 serverRecords = [:]
+                unlisted = []
                 unfetched = []
                 known = []
                 zoneTokens = [:]
@@ -192,7 +209,7 @@ public struct DeviceStateReplay: Sendable {
         case .serverRecordChanged?:
             if let record = error?.serverRecord { serverRecords[change.recordID] = record }
         case .unknownItem?, .zoneNotFound?, .userDeletedZone?:
-            serverRecords[change.recordID] = nil
+            forgetServerRecord(change.recordID)
         default:
             break
         }
@@ -208,6 +225,12 @@ public struct DeviceStateReplay: Sendable {
         unfetched.remove(zoneID)
         zoneTokens[zoneID] = nil
         serverRecords = serverRecords.filter { $0.key.zoneID != zoneID }
+        unlisted = unlisted.filter { $0.zoneID != zoneID }
+    }
+
+    private mutating func forgetServerRecord(_ id: Record.ID) {
+        serverRecords[id] = nil
+        unlisted.remove(id)
     }
 
     // MARK: Reading
@@ -233,6 +256,10 @@ public struct DeviceStateReplay: Sendable {
     /// The last known server records by the ID they are kept under: the ID of the item whose
     /// answer brought them (a conflict's server record is kept under the failed item's ID).
     package var serverRecordsByID: [Record.ID: Record] { serverRecords }
+
+    /// The last known server records that the listing of their zone has not returned yet (F100),
+    /// by the ID they are kept under.
+    package var unlistedRecordIDs: Set<Record.ID> { unlisted }
 
     /// The in-flight record changes, each with whether the app added it again while it was in
     /// flight (F32).

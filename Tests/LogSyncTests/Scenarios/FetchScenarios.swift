@@ -608,9 +608,9 @@ struct FetchScenarios {
 
     // F100, F102, F144: found by the seeded simulation (seed 227 of an earlier generator).
     @Test(
-        "A listing from no token cut off after its first page starts over, and still reports the records deleted meanwhile"
+        "A listing from no token cut off after its first page is continued, and still reports the records deleted meanwhile"
     )
-    func interruptedListingStartsOver() async throws {
+    func interruptedListingContinues() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
             try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
 
@@ -630,10 +630,17 @@ struct FetchScenarios {
             #expect(error?.partialErrors[.zone(Self.zoneA)]?.code == .zoneBusy)
             #expect(reader.title(Self.note("A-2")) != nil)
 
-            // The app quits and launches again; the next fetch lists the zone from the start and
-            // reports A-2 as deleted (continuing the cut listing could not tell).
+            // The app quits and launches again; the next fetch continues the listing from its
+            // page token (A-0 is not fetched again), and at its end reports A-2 as deleted: the
+            // device index kept which known records the listing had not returned.
             try reader.startEngine()
+            reader.clearEvents()
             try await reader.engine.fetchChanges()
+            #expect(
+                reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [
+                    Self.note("A-1")
+                ])
+            #expect(reader.events.fetchedRecordZoneChanges.flatMap(\.deletions).map(\.recordID) == [Self.note("A-2")])
             #expect(reader.title(Self.note("A-2")) == nil)
             #expect(reader.notes == writer.notes)
             #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
@@ -645,9 +652,9 @@ struct FetchScenarios {
     // listing's page token is an ordinary one, so a listing cut there was continued, never
     // reporting the known records it had left out.
     @Test(
-        "A listing from no token cut after a page past its start starts over, and reports the records deleted before it"
+        "A listing from no token cut after a page past its start is continued, and reports the records deleted before it"
     )
-    func listingCutPastItsStartStartsOver() async throws {
+    func listingCutPastItsStartContinues() async throws {
         try await withDevices("W", "R", maxChangesPerPage: 1) { server, writer, reader in
             try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
 
@@ -679,7 +686,7 @@ struct FetchScenarios {
             #expect(pages.withLock { $0 } == 3)
             #expect(reader.title(Self.note("A-2")) != nil)
 
-            // The next fetch lists the zone from the start and reports A-2 as deleted.
+            // The next fetch continues the listing and reports A-2 as deleted.
             reader.onEvent(nil)
             try await reader.engine.fetchChanges()
             #expect(reader.title(Self.note("A-2")) == nil)
@@ -687,5 +694,148 @@ struct FetchScenarios {
             #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
             try reader.expectProjectionsHold()
         }
+    }
+
+    // F100, F144, F29: the app quits (its request for the next page never returns) between two
+    // pages of a listing, past the listing's start, while another device deletes notes. The
+    // relaunched engine continues the listing from its page token and still reports the note
+    // deleted before the listing began: it ends with exactly the server's notes.
+    @Test(
+        "A listing past its start stopped by a quit between two pages is continued after the relaunch: the reader ends with exactly the server's notes"
+    )
+    func listingStoppedByAQuitContinuesAfterTheRelaunch() async throws {
+        try await withServer(maxChangesPerPage: 1) { directory, server in
+            let writer = try TestDevice("W", server: server, directory: directory)
+            let held = HoldingZoneFetches(server.database(for: "alice", device: "R"))
+            let reader = try TestDevice("R", database: held, directory: directory.appendingPathComponent("R"))
+            try await Self.readerKnowsA2DeletedBehindCompactedTombstones(server, writer, reader)
+
+            // The listing's first page (A-0) comes; meanwhile another device deletes A-1 and
+            // writes B-0 and B-1, past the listing's start. The next page is A-1's deletion, whose
+            // token is an ordinary one; the request after it never returns: the app quits.
+            let firstPage = Atomic(true)
+            reader.onEvent { event, _ in
+                guard case .fetchedRecordZoneChanges = event, firstPage.exchange(false, ordering: .relaxed) else {
+                    return
+                }
+                let later = ["B-0", "B-1"].map { name in
+                    var record = Record(recordType: "Note", recordID: Self.note(name))
+                    record["title"] = .string(name)
+                    return record
+                }
+                let other = server.database(for: "alice", device: "other")
+                _ = try? await other.modifyRecords(saving: [], deleting: [Self.note("A-1")])
+                _ = try? await other.modifyRecords(saving: later, deleting: [])
+            }
+            // The requests: the expired token, then A-0, A-1's deletion, and the one held.
+            held.hold(request: 4)
+            let quitting = Task { [engine = reader.engine] in try await engine.fetchChanges() }
+            await held.waitUntilHolding()
+            #expect(reader.title(Self.note("A-1")) == nil)
+            #expect(reader.title(Self.note("A-2")) != nil)
+            let token = try #require(try reader.engine.deviceLog.read { try $0.zoneChangeToken(for: Self.zoneA) })
+            #expect(token.listingStart == .zero, "past the listing's start: \(token)")
+
+            // The app launches again, its engine opened on the same device log.
+            reader.onEvent(nil)
+            try reader.startEngine()
+            reader.clearEvents()
+            try await reader.engine.fetchChanges()
+            #expect(
+                reader.events.fetchedRecordZoneChanges.flatMap(\.modifications).map(\.record.recordID) == [
+                    Self.note("B-0"), Self.note("B-1"),
+                ])
+            #expect(reader.events.fetchedRecordZoneChanges.flatMap(\.deletions).map(\.recordID) == [Self.note("A-2")])
+            let serverNotes = try await Self.liveTitles(in: Self.zoneA, of: server)
+            #expect(serverNotes == [Self.note("A-0"): "A 0", Self.note("B-0"): "B-0", Self.note("B-1"): "B-1"])
+            #expect(reader.notes == serverNotes)
+            #expect(try reader.engine.deviceLog.read { try $0.unlistedServerRecords(in: Self.zoneA) } == [])
+            #expect(try reader.engine.state.zoneIDsWithUnfetchedServerChanges == [])
+            try reader.expectProjectionsHold()
+
+            // The old launch's request ends (as a quit app's never would), so the test ends.
+            held.release()
+            _ = try? await quitting.value
+        }
+    }
+
+    /// The title of each live note of alice's `zoneID`, as the server holds it.
+    static func liveTitles(in zoneID: RecordZone.ID, of server: SyncServer) async throws -> [Record.ID: String] {
+        let database = server.database(for: "alice", device: "inspector")
+        var titles: [Record.ID: String] = [:]
+        var token: ZoneChangeToken?
+        while true {
+            let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: zoneID, since: token))
+            for modification in page.modifications {
+                titles[modification.record.recordID] = modification.record["title"]?.stringValue ?? ""
+            }
+            token = page.changeToken
+            if !page.moreComing { return titles }
+        }
+    }
+}
+
+/// A database whose `fetchZoneChanges` number n (see ``hold(request:)``) never reaches the server
+/// and never returns until ``release()``: the request of an app that quit between two pages.
+final class HoldingZoneFetches: ForwardingDatabase {
+    let base: InProcessDatabase
+    private let state = Mutex<
+        (
+            calls: Int, holdAt: Int?, held: CheckedContinuation<Void, Never>?, released: Bool,
+            waiters: [CheckedContinuation<Void, Never>]
+        )
+    >((0, nil, nil, false, []))
+
+    init(_ base: InProcessDatabase) { self.base = base }
+
+    func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
+        try await base.modifyRecords(request)
+    }
+
+    /// Holds the `request`th `fetchZoneChanges` from now (1: the next).
+    func hold(request: Int) {
+        state.withLock { state in
+            state.holdAt = state.calls + request
+        }
+    }
+
+    /// Returns once a request is held.
+    func waitUntilHolding() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.held == nil { state.waiters.append(continuation) }
+                return state.held != nil
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Ends the held request with a network failure.
+    func release() {
+        let held = state.withLock { state in
+            state.released = true
+            defer { state.held = nil }
+            return state.held
+        }
+        held?.resume()
+    }
+
+    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
+        let holds = state.withLock { state in
+            state.calls += 1
+            return state.calls == state.holdAt
+        }
+        guard holds else { return try await base.fetchZoneChanges(request) }
+        await withCheckedContinuation { continuation in
+            let (resumeNow, waiters) = state.withLock { state in
+                if state.released { return (true, [CheckedContinuation<Void, Never>]()) }
+                state.held = continuation
+                defer { state.waiters = [] }
+                return (false, state.waiters)
+            }
+            for waiter in waiters { waiter.resume() }
+            if resumeNow { continuation.resume() }
+        }
+        throw SyncError(.networkFailure, "the app quit before the answer came")
     }
 }
