@@ -34,7 +34,9 @@ public enum ContractSuite {
         ) async throws -> any CloudDatabase
 
     /// Every check of the suite, in a fixed order.
-    public static var checks: [ContractCheck] { IsolationChecks.all + ZoneChecks.all + RecordChecks.all }
+    public static var checks: [ContractCheck] {
+        IsolationChecks.all + ZoneChecks.all + RecordChecks.all + SharingChecks.all
+    }
 
     /// Runs `checks` one after another against the databases `makeDatabase` gives.
     ///

@@ -67,6 +67,12 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         try await call(.acceptShares, Wire.encode(request, as: format), Wire.decode)
     }
 
+    public func fetchShareParticipants(
+        _ request: FetchShareParticipantsRequest
+    ) async throws -> FetchShareParticipantsResponse {
+        try await call(.fetchShareParticipants, Wire.encode(request, as: format), Wire.decode)
+    }
+
     public func registerDeviceKey(_ key: DevicePublicKey) async throws {
         try await call(.registerDeviceKey, Wire.encode(key, as: format)) {
             (_: Void.Type, answer, format) throws(SyncError) in

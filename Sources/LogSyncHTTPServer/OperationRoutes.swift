@@ -360,6 +360,8 @@ struct OperationRoutes: Sendable {
                 }
                 return Wire.encode(try await database.fetchShareMetadata(url: url), as: answerFormat)
             case .acceptShares: return try await answer(Wire.decode, database.acceptShares, Wire.encode)
+            case .fetchShareParticipants:
+                return try await answer(Wire.decode, database.fetchShareParticipants, Wire.encode)
             case .registerDeviceKey:
                 return try await answer(Wire.decode, database.registerDeviceKey) { _, format in
                     Wire.encodeRegisterDeviceKeyResponse(as: format)

@@ -117,6 +117,14 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         }
     }
 
+    public func fetchShareParticipants(
+        _ request: FetchShareParticipantsRequest
+    ) async throws -> FetchShareParticipantsResponse {
+        try await perform("fetchShareParticipants") { database in
+            try ShareParticipantLookup(users: database.context.users).participants(request)
+        }
+    }
+
     /// Registers the device's key for the user, whichever database this is: a user's keys are
     /// kept in their private database (F129).
     public func registerDeviceKey(_ key: DevicePublicKey) async throws {

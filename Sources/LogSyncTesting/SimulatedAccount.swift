@@ -1,3 +1,4 @@
+import Foundation
 import LogSync
 import SyncModel
 import Synchronization
@@ -184,6 +185,24 @@ public final class SimulatedAccount<User: Hashable & Sendable>: CloudDatabase, Z
 
     public func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
         try await core.target(databaseScope, "downloadAsset").downloadAsset(request)
+    }
+
+    // MARK: Sharing
+
+    /// Forwarded to the signed-in user's database of this scope (which refuses it with
+    /// `badDatabase` if it does not implement sharing).
+    public func fetchShareMetadata(url: URL) async throws -> Share.Metadata {
+        try await core.target(databaseScope, "fetchShareMetadata").fetchShareMetadata(url: url)
+    }
+
+    public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
+        try await core.target(databaseScope, "acceptShares").acceptShares(request)
+    }
+
+    public func fetchShareParticipants(
+        _ request: FetchShareParticipantsRequest
+    ) async throws -> FetchShareParticipantsResponse {
+        try await core.target(databaseScope, "fetchShareParticipants").fetchShareParticipants(request)
     }
 
     // MARK: ZoneKeyDirectory

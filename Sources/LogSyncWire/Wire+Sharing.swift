@@ -1,7 +1,8 @@
 import Foundation
 import SyncModel
 
-// The bodies of the sharing operations (`ShareOperations`): share metadata and acceptance.
+// The bodies of the sharing operations (`ShareOperations`): share metadata, acceptance and the
+// lookup of participants.
 extension Wire {
     /// Encodes the request of `fetchShareMetadata`: the URL.
     public static func encode(shareMetadataRequest url: URL, as format: WireFormat) -> [UInt8] {
@@ -143,6 +144,113 @@ extension Wire {
             }
             return response
         }
+    }
+
+    /// Encodes a `FetchShareParticipantsRequest`.
+    public static func encode(_ value: FetchShareParticipantsRequest, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchShareParticipantsRequest()
+        message.lookupInfos = value.lookupInfos.map(lookupInfo)
+        return format.encode(message)
+    }
+
+    /// Decodes a `FetchShareParticipantsRequest`. Each lookup info is checked by the server, per
+    /// item; a missing part decodes as absent.
+    ///
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: FetchShareParticipantsRequest.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchShareParticipantsRequest {
+        try decodeMessage(bytes, format) {
+            (message: Logsync_Wire_FetchShareParticipantsRequest) throws(SyncError) -> FetchShareParticipantsRequest in
+            FetchShareParticipantsRequest(lookupInfos: message.lookupInfos.map(lookupInfo))
+        }
+    }
+
+    /// Encodes a `FetchShareParticipantsResponse`, sorted by e-mail address, then user record name.
+    public static func encode(_ value: FetchShareParticipantsResponse, as format: WireFormat) -> [UInt8] {
+        var message = Logsync_Wire_FetchShareParticipantsResponse()
+        message.results = value.results.sorted {
+            ($0.key.emailAddress ?? "", $0.key.userRecordName ?? "") < (
+                $1.key.emailAddress ?? "", $1.key.userRecordName ?? ""
+            )
+        }.map { info, result in
+            var entry = Logsync_Wire_ParticipantResult()
+            entry.lookupInfo = lookupInfo(info)
+            switch result {
+            case .success(let participant):
+                var wire = Logsync_Wire_Participant()
+                wire.userIdentity = identity(participant.userIdentity)
+                wire.role = Int64(participant.role.rawValue)
+                wire.permission = Int64(participant.permission.rawValue)
+                wire.acceptanceStatus = Int64(participant.acceptanceStatus.rawValue)
+                entry.participant = wire
+            case .failure(let error): entry.error = error.proto
+            }
+            return entry
+        }
+        return format.encode(message)
+    }
+
+    /// Decodes a `FetchShareParticipantsResponse`.
+    ///
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
+    public static func decode(
+        _: FetchShareParticipantsResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchShareParticipantsResponse {
+        typealias Message = Logsync_Wire_FetchShareParticipantsResponse
+        return try decodeMessage(bytes, format) {
+            (message: Message) throws(SyncError) -> FetchShareParticipantsResponse in
+            var response = FetchShareParticipantsResponse()
+            for (index, entry) in message.results.enumerated() {
+                try within("results[\(index)]") { () throws(SyncError) in
+                    guard entry.hasLookupInfo else { throw SyncError(.invalidArguments, "lookup_info is missing") }
+                    let info = lookupInfo(entry.lookupInfo)
+                    guard response.results[info] == nil else {
+                        throw SyncError(.invalidArguments, "names \(info) twice")
+                    }
+                    switch entry.outcome {
+                    case .participant(let wire)?:
+                        response.results[info] = .success(
+                            try within("participant") { () throws(SyncError) in try participant(wire) })
+                    case .error(let error)?:
+                        response.results[info] = .failure(try resultError(error))
+                    case nil:
+                        throw SyncError(.invalidArguments, "has no outcome set")
+                    }
+                }
+            }
+            return response
+        }
+    }
+
+    private static func participant(_ wire: Logsync_Wire_Participant) throws(SyncError) -> Share.Participant {
+        guard wire.hasUserIdentity else { throw SyncError(.invalidArguments, "user_identity is missing") }
+        guard let role = Share.Participant.Role(rawValue: Int(truncatingIfNeeded: wire.role)) else {
+            throw SyncError(.invalidArguments, "role \(wire.role) is not a role")
+        }
+        guard let permission = Share.Participant.Permission(rawValue: Int(truncatingIfNeeded: wire.permission)) else {
+            throw SyncError(.invalidArguments, "permission \(wire.permission) is not a permission")
+        }
+        guard
+            let status = Share.Participant.AcceptanceStatus(rawValue: Int(truncatingIfNeeded: wire.acceptanceStatus))
+        else {
+            throw SyncError(.invalidArguments, "acceptance_status \(wire.acceptanceStatus) is not a status")
+        }
+        return Share.Participant(
+            userIdentity: identity(wire.userIdentity), role: role, permission: permission, acceptanceStatus: status)
+    }
+
+    private static func lookupInfo(_ value: UserIdentity.LookupInfo) -> Logsync_Wire_LookupInfo {
+        var message = Logsync_Wire_LookupInfo()
+        message.emailAddress = value.emailAddress ?? ""
+        message.userRecordName = value.userRecordName ?? ""
+        return message
+    }
+
+    private static func lookupInfo(_ message: Logsync_Wire_LookupInfo) -> UserIdentity.LookupInfo {
+        UserIdentity.LookupInfo(
+            unchecked: message.emailAddress.isEmpty ? nil : message.emailAddress,
+            userRecordName: message.userRecordName.isEmpty ? nil : message.userRecordName)
     }
 
     private static func url(_ text: String, _ field: String) throws(SyncError) -> URL {

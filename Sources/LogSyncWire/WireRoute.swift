@@ -58,7 +58,7 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
     case modifySubscriptions, allSubscriptions, currentUserRecordID
     /// The sharing operations (`ShareOperations`), CloudKit's container operations: the scope in
     /// their path does not matter.
-    case fetchShareMetadata, acceptShares
+    case fetchShareMetadata, acceptShares, fetchShareParticipants
     /// The key directory of encrypted fields (`ZoneKeyDirectory`, F129): a device's key is its
     /// user's (any scope registers it); zone keys are reached as zones are, through the private
     /// database for the user's own zones and the shared database for zones shared with them.
@@ -73,7 +73,7 @@ public enum WireOperation: String, Sendable, CaseIterable, CustomStringConvertib
         switch self {
         case .modifyZones, .modifyRecords, .modifySubscriptions, .acceptShares, .registerDeviceKey, .saveZoneKeys: true
         case .fetchZones, .fetchDatabaseChanges, .fetchZoneChanges, .allSubscriptions, .currentUserRecordID,
-            .fetchShareMetadata, .fetchZoneKeys:
+            .fetchShareMetadata, .fetchShareParticipants, .fetchZoneKeys:
             false
         }
     }

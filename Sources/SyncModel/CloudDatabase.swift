@@ -1,3 +1,5 @@
+import Foundation
+
 /// The device's view of one server database: what the sync engine needs from a server.
 ///
 /// One requirement per server operation, each taking a request value and returning a response
@@ -88,6 +90,33 @@ public protocol CloudDatabase: Sendable {
     /// - Throws: ``SyncError``: `assetNotAvailable` when the server keeps no such asset for the
     ///   zone; `zoneNotFound`; transport errors (then a later download resumes).
     func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse
+
+    /// The metadata of the share at `url`, as the signed-in user would join it (F119;
+    /// `CKFetchShareMetadataOperation`). A default implementation refuses it (``ShareOperations``).
+    ///
+    /// - Throws: ``SyncError``: `invalidArguments` for a URL that is not a share URL;
+    ///   `unknownItem` naming the URL for a share that does not exist, was deleted, or is not open
+    ///   to this user (the same answer for each, so a URL tells nothing to who may not use it);
+    ///   `badDatabase` from a database that does not implement sharing.
+    func fetchShareMetadata(url: URL) async throws -> Share.Metadata
+
+    /// Accepts shares, with a result per URL (F119, F120; `CKAcceptSharesOperation`). A default
+    /// implementation refuses it (``ShareOperations``).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request (`badDatabase` from a database
+    ///   that does not implement sharing); per-share failures (the errors of
+    ///   ``fetchShareMetadata(url:)``) are in the response, and change nothing.
+    func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse
+
+    /// Looks up users to invite to a share, with a result per lookup info (F119;
+    /// `CKFetchShareParticipantsOperation`). A default implementation refuses it
+    /// (``ShareOperations``).
+    ///
+    /// - Throws: ``SyncError`` for a failure of the whole request: `limitExceeded` past 400
+    ///   lookups, `invalidArguments` for one named twice, `badDatabase` from a database that does
+    ///   not implement sharing. Per-lookup failures are in the response: `invalidArguments` for a
+    ///   malformed lookup info, `unknownItem` for a user the server does not know.
+    func fetchShareParticipants(_ request: FetchShareParticipantsRequest) async throws -> FetchShareParticipantsResponse
 
     /// A new stream of push hints for this database (F113, F117, F154).
     ///

@@ -487,13 +487,19 @@ extension Record.SystemFields: ProtoConvertible {
                 try Record.ID(proto: proto.lastModifiedUserRecordID)
             }
             : nil
+        let share: Record.Reference? =
+            proto.hasShare
+            ? try ProtoDecoding.within("SystemFields.share") { () throws(SyncError) in
+                try Record.Reference(proto: proto.share)
+            }
+            : nil
         self.init(
             recordChangeTag: proto.hasRecordChangeTag ? proto.recordChangeTag : nil,
             creationDate: proto.hasCreationDateMicroseconds
                 ? ProtoTime.date(microseconds: proto.creationDateMicroseconds) : nil,
             modificationDate: proto.hasModificationDateMicroseconds
                 ? ProtoTime.date(microseconds: proto.modificationDateMicroseconds) : nil,
-            creatorUserRecordID: creator, lastModifiedUserRecordID: lastModifier)
+            creatorUserRecordID: creator, lastModifiedUserRecordID: lastModifier, share: share)
     }
 
     package var proto: Logsync_Model_SystemFields {
@@ -503,6 +509,7 @@ extension Record.SystemFields: ProtoConvertible {
         if let modificationDate { message.modificationDateMicroseconds = ProtoTime.microseconds(modificationDate) }
         if let creatorUserRecordID { message.creatorUserRecordID = creatorUserRecordID.proto }
         if let lastModifiedUserRecordID { message.lastModifiedUserRecordID = lastModifiedUserRecordID.proto }
+        if let share { message.share = share.proto }
         return message
     }
 }

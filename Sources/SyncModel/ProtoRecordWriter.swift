@@ -166,6 +166,7 @@ extension Record.SystemFields {
         if let modificationDate { writer.int64(3, ProtoTime.microseconds(modificationDate)) }
         if let creatorUserRecordID { writer.message(4) { creatorUserRecordID.write(to: &$0) } }
         if let lastModifiedUserRecordID { writer.message(5) { lastModifiedUserRecordID.write(to: &$0) } }
+        if let share { writer.message(6) { share.write(to: &$0) } }
     }
 }
 
@@ -214,7 +215,7 @@ extension RecordValue {
 extension Record {
     /// The elements the record counts in a request body (``Limits/maxElementsPerRequest``):
     /// its message, its ID's, each field's map entry and value, each changed key, its parent and
-    /// its system fields, as the measure of a Protocol Buffers body counts what
+    /// its system fields (their share too), as the measure of a Protocol Buffers body counts what
     /// ``write(to:)`` writes. A JSON body counts no more.
     package var requestElements: Int {
         var count = 3 + changedKeys().count
@@ -223,7 +224,7 @@ extension Record {
         if systemFields != SystemFields() {
             count +=
                 1 + (systemFields.creatorUserRecordID == nil ? 0 : 2)
-                + (systemFields.lastModifiedUserRecordID == nil ? 0 : 2)
+                + (systemFields.lastModifiedUserRecordID == nil ? 0 : 2) + (systemFields.share == nil ? 0 : 3)
         }
         return count
     }

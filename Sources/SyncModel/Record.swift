@@ -33,17 +33,28 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         public let creatorUserRecordID: ID?
         /// The user who last saved the record.
         public let lastModifiedUserRecordID: ID?
+        /// The share record of the hierarchy this record is the root of (`CKRecord.share`, F123).
+        public let share: Reference?
 
         /// Creates system fields; only the server assigns them.
         package init(
             recordChangeTag: String? = nil, creationDate: Date? = nil, modificationDate: Date? = nil,
-            creatorUserRecordID: ID? = nil, lastModifiedUserRecordID: ID? = nil
+            creatorUserRecordID: ID? = nil, lastModifiedUserRecordID: ID? = nil, share: Reference? = nil
         ) {
             self.recordChangeTag = recordChangeTag
             self.creationDate = creationDate
             self.modificationDate = modificationDate
             self.creatorUserRecordID = creatorUserRecordID
             self.lastModifiedUserRecordID = lastModifiedUserRecordID
+            self.share = share
+        }
+
+        /// The same fields with another change tag and share (the server, as it appends a save).
+        package func with(tag: String?, share: Reference?) -> SystemFields {
+            SystemFields(
+                recordChangeTag: tag, creationDate: creationDate, modificationDate: modificationDate,
+                creatorUserRecordID: creatorUserRecordID, lastModifiedUserRecordID: lastModifiedUserRecordID,
+                share: share)
         }
     }
 
@@ -149,6 +160,16 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
     public var creatorUserRecordID: ID? { systemFields.creatorUserRecordID }
     /// The user who last saved the record.
     public var lastModifiedUserRecordID: ID? { systemFields.lastModifiedUserRecordID }
+    /// The share that shares the hierarchy this record is the root of, as `CKRecord.share`
+    /// (F123); `nil` for every other record.
+    ///
+    /// The server sets it when it saves the root: save the root in the same request as a new
+    /// hierarchy share (as CloudKit asks), and again in the request that deletes the share to
+    /// clear it. It is set on the root only: the records that reach the root through `parent`
+    /// are shared with it but do not name the share, and the records of a zone shared whole do
+    /// not name the zone's share either (the zone's ``RecordZone/share`` does), as in CloudKit.
+    /// A participant sees it with the zone named as their shared database names it (F120).
+    public var share: Reference? { systemFields.share }
 
     /// A copy holding only the ID, type, system fields and parent: no fields and no changed keys.
     ///
@@ -181,8 +202,8 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
         applySystemFields(other.systemFields)
     }
 
-    /// The same record with every ID in zone `old` (its own ID, its parent, its references, in
-    /// lists too) moved to zone `new`; everything else, changed keys included, stays as it is.
+    /// The same record with every ID in zone `old` (its own ID, its parent, its share, its
+    /// references, in lists too) moved to zone `new`; everything else, changed keys included, stays as it is.
     ///
     /// A server uses it when two IDs name one zone, such as `__defaultOwner__` and the user's
     /// record name as owner of a private database's zone: it keeps one spelling and answers in
@@ -201,7 +222,9 @@ public struct Record: Sendable, Hashable, Codable, CustomStringConvertible {
             }
         }
         var copy = Record(recordType: recordType, recordID: moved(recordID))
-        copy.systemFields = systemFields
+        copy.systemFields = systemFields.with(
+            tag: systemFields.recordChangeTag,
+            share: systemFields.share.map { Reference(recordID: moved($0.recordID), action: $0.action) })
         copy.parent = parent.map { Reference(recordID: moved($0.recordID), action: $0.action) }
         copy.values = values.mapValues(moved)
         copy.changed = changed

@@ -21,14 +21,17 @@ public struct RecordZone: Sendable, Hashable, Codable, CustomStringConvertible {
         public static let fetchChanges = Capabilities(rawValue: 1)
         /// Changes to the zone in one request can be committed all-or-nothing (raw value 2).
         public static let atomic = Capabilities(rawValue: 2)
-        /// Record hierarchies in the zone can be shared (raw value 4).
+        /// Record hierarchies in the zone can be shared: a ``Share`` of a root record and the
+        /// records reaching it through `parent` (raw value 4, F123). Check it before sharing a
+        /// record, as CloudKit asks.
         public static let sharing = Capabilities(rawValue: 4)
-        /// The whole zone can be shared (raw value 8).
+        /// The whole zone can be shared with one zone-wide ``Share`` (raw value 8, F123).
         public static let zoneWideSharing = Capabilities(rawValue: 8)
 
-        /// What a new custom zone in the private database reports: fetchChanges, atomic and
-        /// zoneWideSharing (F128).
-        public static let customZoneDefault: Capabilities = [.fetchChanges, .atomic, .zoneWideSharing]
+        /// What a custom zone in the private database reports: fetchChanges, atomic, sharing and
+        /// zoneWideSharing (F128), as a new custom zone does in CloudKit. The default zone
+        /// reports none, and cannot be shared.
+        public static let customZoneDefault: Capabilities = [.fetchChanges, .atomic, .sharing, .zoneWideSharing]
     }
 
     /// The zone's identity.
@@ -61,7 +64,7 @@ public struct RecordZone: Sendable, Hashable, Codable, CustomStringConvertible {
         self.share = share
     }
 
-    /// A one-line rendering, for example `RecordZone(zone "Notes", capabilities: 0xb)`.
+    /// A one-line rendering, for example `RecordZone(zone "Notes", capabilities: 0xf)`.
     public var description: String {
         "RecordZone(\(zoneID), capabilities: 0x\(String(capabilities.rawValue, radix: 16)))"
     }

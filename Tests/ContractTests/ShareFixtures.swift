@@ -13,9 +13,15 @@ import Testing
 //     }
 
 extension Device {
-    /// The device's sharing operations (every harness's databases have them).
-    var sharing: any ShareOperations {
-        get throws { try operations((any ShareOperations).self, "sharing operations") }
+    /// The device's sharing operations: its database's, reached without a cast; every harness's
+    /// databases implement them (``ShareOperations``).
+    var sharing: any CloudDatabase {
+        get throws {
+            guard database is any ShareOperations else {
+                throw ContractFailure("\(database) does not implement sharing")
+            }
+            return database
+        }
     }
 
     /// The user record name of this device's user (`_user<N>`).

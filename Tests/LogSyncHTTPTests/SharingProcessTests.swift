@@ -240,6 +240,51 @@ struct SharingProcessTests {
     }
 
     @Test(
+        "F119 F124 F149 bob is removed and invited back before his laptop syncs: one fetch reports the zone deleted and modified, and the laptop keeps the notes fetched again"
+    )
+    func removedAndInvitedBack() async throws {
+        try await Self.withServedUsers(["alice", "bob"]) { server, url, device in
+            let alice = device("alice-phone", "alice")
+            let bob = device("bob-laptop", "bob")
+            try await alice.run("set", "groceries", "title", "Groceries", server: url)
+            try await alice.run("share", "--with", "bob@example.com", "--permission", "read-write", server: url)
+            let shareURL = try await alice.run("share", "--url", server: url).trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            let joined = try await bob.run("accept", shareURL, server: url)
+            #expect(
+                joined.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#),
+                "\(joined)")
+
+            // Alice removes bob, writes another note, and invites bob back; bob's laptop has not
+            // synced meanwhile. Bob accepts again: his shared database's feed lists the zone as
+            // deleted (his removal) and as modified (his new acceptance) in one event.
+            try await alice.run("unshare", "--remove", "bob@example.com", server: url)
+            try await alice.run("set", "milk", "title", "Milk", server: url)
+            try await alice.run("share", "--with", "bob@example.com", "--permission", "read-write", server: url)
+            let again = try await bob.run("accept", shareURL, server: url)
+            #expect(
+                again.contains(
+                    "bob-laptop: alice@example.com shares Notes with this user again (zone deleted meanwhile): fetching its notes anew\n"
+                ),
+                "\(again)")
+            #expect(!again.contains("no longer shares Notes"), "\(again)")
+            #expect(
+                again.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#), "\(again)")
+            #expect(again.contains(#"bob-laptop: fetched milk of alice@example.com {title: "Milk"}"#), "\(again)")
+            let ownerName = try #require((try Self.contents(of: bob)["shared"] as? [String: Any])?.keys.first)
+            #expect(
+                try Self.sharedNotes(of: bob, ownerName: ownerName) == [
+                    "groceries": ["title": "Groceries"], "milk": ["title": "Milk"],
+                ])
+            // The acceptance is kept: bob still edits as read-write.
+            let edited = try await bob.run(
+                "set", "--owner", "alice@example.com", "milk", "body", "2 litres", server: url)
+            #expect(edited.contains("bob-laptop: saved milk of alice@example.com"), "\(edited)")
+            #expect(try await server.terminate().status == 0)
+        }
+    }
+
+    @Test(
         "F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address"
     )
     func badShareURLs() async throws {

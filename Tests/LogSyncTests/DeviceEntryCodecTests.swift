@@ -25,6 +25,10 @@ struct DeviceEntryCodecTests {
         big["tags"] = .list([.string("home"), .int64(3)])
         big["removed"] = nil
         big.parent = Record.Reference(recordID: F.b, action: .deleteSelf)
+        // F123: a hierarchy's root, as the server returns it, names its share.
+        var sharedRoot = F.serverRecord(F.id("root"), tag: "2")
+        sharedRoot.applySystemFields(
+            sharedRoot.systemFields.with(tag: "2", share: Record.Reference(recordID: F.id("share-1"))))
         var conflict = SyncError.serverRecordChanged(serverRecord: F.serverRecord(F.a, tag: "9"), clientRecord: big)
         conflict.requestID = "dev-1"
         let changes: [RecordChange] = [.saveRecord(F.a), .deleteRecord(F.b), .saveRecord(F.id("s", F.shared))]
@@ -54,7 +58,7 @@ struct DeviceEntryCodecTests {
                 kind: kinds.batchPrepared),
             Sample(
                 entry: .batchResult(
-                    saved: [F.serverRecord(F.a, tag: "1")], deleted: [F.b],
+                    saved: [F.serverRecord(F.a, tag: "1"), sharedRoot], deleted: [F.b],
                     failedSaves: [F.c: conflict, F.x: SyncError(.zoneBusy, retryAfter: .seconds(3))],
                     failedDeletes: [F.id("d"): SyncError(.unknownItem, "gone")]),
                 kind: kinds.batchResult),

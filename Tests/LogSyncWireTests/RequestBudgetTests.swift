@@ -108,6 +108,16 @@ struct RequestBudgetTests {
                         ]), as: $0)
                 }
             ),
+            (
+                .fetchShareParticipants,
+                {
+                    Wire.encode(
+                        FetchShareParticipantsRequest(lookupInfos: [
+                            UserIdentity.LookupInfo(emailAddress: "bob@example.com"),
+                            UserIdentity.LookupInfo(userRecordName: "_user7"),
+                        ]), as: $0)
+                }
+            ),
             (.registerDeviceKey, { Wire.encode(DeviceKeyPair().publicKey, as: $0) }),
             (.fetchZoneKeys, { Wire.encode(FetchZoneKeysRequest(zoneIDs: [notes]), as: $0) }),
             (.saveZoneKeys, { Wire.encode(SaveZoneKeysRequest(keys: [wrap, wrap]), as: $0) }),
@@ -382,6 +392,7 @@ struct RequestBudgetTests {
         case .modifySubscriptions: return try count(Logsync_Wire_ModifySubscriptionsRequest.self)
         case .fetchShareMetadata: return try count(Logsync_Wire_FetchShareMetadataRequest.self)
         case .acceptShares: return try count(Logsync_Wire_AcceptSharesRequest.self)
+        case .fetchShareParticipants: return try count(Logsync_Wire_FetchShareParticipantsRequest.self)
         case .registerDeviceKey: return try count(Logsync_Wire_RegisterDeviceKeyRequest.self)
         case .fetchZoneKeys: return try count(Logsync_Wire_FetchZoneKeysRequest.self)
         case .saveZoneKeys: return try count(Logsync_Wire_SaveZoneKeysRequest.self)

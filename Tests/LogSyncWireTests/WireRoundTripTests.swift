@@ -191,6 +191,41 @@ struct WireRoundTripTests {
         #expect(try Wire.decode(SaveZoneKeysResponse.self, from: Wire.encode(saved, as: format), as: format) == saved)
     }
 
+    @Test("F119 F123 participant lookups, and a root's share in a modify response", arguments: WireFormat.allCases)
+    func sharing(format: WireFormat) throws {
+        let byEmail = UserIdentity.LookupInfo(emailAddress: "bob@example.com")
+        let byName = UserIdentity.LookupInfo(userRecordName: "_user7")
+        let unknown = UserIdentity.LookupInfo(emailAddress: "zoe@example.com")
+        let request = FetchShareParticipantsRequest(lookupInfos: [byEmail, byName, unknown])
+        #expect(
+            try Wire.decode(FetchShareParticipantsRequest.self, from: Wire.encode(request, as: format), as: format)
+                == request)
+        let response = FetchShareParticipantsResponse(results: [
+            byEmail: .success(
+                Share.Participant(
+                    userIdentity: UserIdentity(userRecordName: "_user7", emailAddress: "bob@example.com"),
+                    role: .privateUser, permission: .readOnly, acceptanceStatus: .pending)),
+            byName: .success(
+                Share.Participant(
+                    userIdentity: UserIdentity(userRecordName: "_user7"), role: .privateUser, permission: .readWrite,
+                    acceptanceStatus: .pending)),
+            unknown: .failure(SyncError(.unknownItem, "no user can be found as <zoe@example.com>")),
+        ])
+        #expect(
+            try Wire.decode(FetchShareParticipantsResponse.self, from: Wire.encode(response, as: format), as: format)
+                == response)
+
+        var root = Self.record("root")
+        root.applySystemFields(
+            Record.SystemFields(
+                recordChangeTag: "5",
+                share: Record.Reference(recordID: Record.ID(recordName: "share-1", zoneID: Self.notes))))
+        let saved = ModifyRecordsResponse(saveResults: [root.recordID: .success(root)])
+        let decoded = try Wire.decode(ModifyRecordsResponse.self, from: Wire.encode(saved, as: format), as: format)
+        #expect(decoded == saved)
+        #expect(try decoded.saveResults[root.recordID]?.get().share == root.share)
+    }
+
     @Test("push frames", arguments: WireFormat.allCases)
     func pushFrames(format: WireFormat) throws {
         let frames: [PushFrame] = [

@@ -13,8 +13,8 @@ struct ServerDumpCommandTests {
     /// What the story below writes to alice's private log, after the size column, offset by
     /// offset (`fingerprint=*` stands for the request's checksum).
     static let expectedPrivateLog = [
-        "zoneSaved  zone=Notes capabilities=[fetchChanges,atomic,zoneWideSharing]",
-        "zoneSaved  zone=Trash capabilities=[fetchChanges,atomic,zoneWideSharing]",
+        "zoneSaved  zone=Notes capabilities=[fetchChanges,atomic,sharing,zoneWideSharing]",
+        "zoneSaved  zone=Trash capabilities=[fetchChanges,atomic,sharing,zoneWideSharing]",
         "recordSaved  zone=Notes record=n1 type=Note tag=3 keys=[body,title]",
         "recordSaved  zone=Notes record=n2 type=Note tag=4 keys=[title]",
         "requestOutcome  request=phone-1 fingerprint=* saved=2 deleted=0 failed=0",

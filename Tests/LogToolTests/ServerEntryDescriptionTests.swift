@@ -78,7 +78,7 @@ struct ServerEntryDescriptionTests: EntryIDs {
         ),
         (
             .zoneSaved(RecordZone(zoneID: notes, capabilities: .customZoneDefault)),
-            "zoneSaved", "zone=Notes capabilities=[fetchChanges,atomic,zoneWideSharing]"
+            "zoneSaved", "zone=Notes capabilities=[fetchChanges,atomic,sharing,zoneWideSharing]"
         ),
         (
             .zoneSaved(

@@ -150,4 +150,48 @@ struct CloudDatabaseTests {
                 == #"PushHint(private, subscription "engine", zone "Notes", DatabaseChangeToken(offset 8))"#)
         #expect(try jsonRoundTrip(hint) == hint)
     }
+
+    // F119: the sharing operations are CloudDatabase's, so any database, an engine's included,
+    // reaches them without a cast; one that does not implement them refuses each, naming it.
+    @Test func sharingOperationsRefusedByDefault() async throws {
+        let plain: any CloudDatabase = database
+        let url = try #require(URL(string: "logsync://share/_user1/00000000000000000000000000000000"))
+        func expectRefused(_ operation: String, _ call: () async throws -> Void) async {
+            let error = await #expect(throws: SyncError.self) { try await call() }
+            #expect(error?.code == .badDatabase)
+            #expect(error?.message.hasPrefix("\(operation) is not supported by this private database") == true)
+        }
+        await expectRefused("fetchShareMetadata") { _ = try await plain.fetchShareMetadata(url: url) }
+        await expectRefused("acceptShares") { _ = try await plain.acceptShares(AcceptSharesRequest(shareURLs: [url])) }
+        await expectRefused("fetchShareParticipants") {
+            _ = try await plain.fetchShareParticipants([UserIdentity.LookupInfo(emailAddress: "bob@example.com")])
+        }
+        #expect(!(database is any ShareOperations))
+        #expect(database.requests.withLock { $0 } == [])
+    }
+
+    // F119: lookup infos name exactly one thing, well formed; a request names each once, at most 400.
+    @Test func lookupInfoRules() throws {
+        try UserIdentity.LookupInfo(emailAddress: "bob@example.com").validate()
+        try UserIdentity.LookupInfo(userRecordName: "_user2").validate()
+        for (info, words) in [
+            (UserIdentity.LookupInfo(emailAddress: "bob"), "invalid e-mail address"),
+            (UserIdentity.LookupInfo(userRecordName: ""), "invalid user record name"),
+            (UserIdentity.LookupInfo(unchecked: nil, userRecordName: nil), "names no e-mail address"),
+            (UserIdentity.LookupInfo(unchecked: "bob@example.com", userRecordName: "_user2"), "names both"),
+        ] {
+            let error = #expect(throws: SyncError.self) { try info.validate() }
+            #expect(error?.code == .invalidArguments)
+            #expect(error?.message.contains(words) == true, "\(String(describing: error))")
+        }
+        let bob = UserIdentity.LookupInfo(emailAddress: "bob@example.com")
+        #expect(throws: SyncError.self) { try FetchShareParticipantsRequest(lookupInfos: [bob, bob]).validate() }
+        let many = (0...Limits.maxItemsPerRequest).map { UserIdentity.LookupInfo(userRecordName: "_user\($0)") }
+        let tooMany = #expect(throws: SyncError.self) {
+            try FetchShareParticipantsRequest(lookupInfos: many).validate()
+        }
+        #expect(tooMany?.code == .limitExceeded)
+        #expect(bob.description == "<bob@example.com>")
+        #expect(UserIdentity.LookupInfo(userRecordName: "_user2").description == #"user "_user2""#)
+    }
 }

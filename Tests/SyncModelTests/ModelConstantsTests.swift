@@ -10,7 +10,7 @@ struct ModelConstantsTests {
         #expect(RecordZone.Capabilities.atomic.rawValue == 2)
         #expect(RecordZone.Capabilities.sharing.rawValue == 4)
         #expect(RecordZone.Capabilities.zoneWideSharing.rawValue == 8)
-        #expect(RecordZone.Capabilities.customZoneDefault == [.fetchChanges, .atomic, .zoneWideSharing])
+        #expect(RecordZone.Capabilities.customZoneDefault == [.fetchChanges, .atomic, .sharing, .zoneWideSharing])
     }
 
     // F128: a zone built on the device has no capabilities until the server returns it.
@@ -25,7 +25,7 @@ struct ModelConstantsTests {
                 .capabilities.contains(.atomic))
         #expect(
             RecordZone(zoneID: Fixture.notes, capabilities: .customZoneDefault).description
-                == #"RecordZone(zone "Notes", capabilities: 0xb)"#)
+                == #"RecordZone(zone "Notes", capabilities: 0xf)"#)
     }
 
     @Test func databaseScopeRawValues() {

@@ -84,6 +84,11 @@ struct ProtoRecordWriterTests {
                 creatorUserRecordID: Record.ID(recordName: "_alice"),
                 lastModifiedUserRecordID: Record.ID(recordName: "_bob", zoneID: owned)))
         try Self.expectSameBytes(record)
+        // F123: the share of a hierarchy's root, a system field.
+        record.applySystemFields(
+            record.systemFields.with(
+                tag: "124", share: Record.Reference(recordID: Record.ID(recordName: "share-1", zoneID: owned))))
+        try Self.expectSameBytes(record)
         record["title"] = "x"
         record["removed"] = nil  // changed, absent
         try Self.expectSameBytes(record)

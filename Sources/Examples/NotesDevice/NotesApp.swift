@@ -47,17 +47,9 @@ final class NotesApp: SyncEngineDelegate {
     private func handle(_ event: SyncEngine.Event, syncEngine: SyncEngine) async throws {
         switch event {
         case .fetchedDatabaseChanges(let changes):
-            for zoneID in changes.modifications.map(\.zoneID) where keeps(zoneID) {
-                if scope == .private {
-                    try store.update { $0.zoneCreated = true }
-                } else if try store.update({ contents in
-                    guard contents.shared?[zoneID.ownerName] == nil else { return false }
-                    contents.shared = (contents.shared ?? [:]).merging([zoneID.ownerName: .init()]) { $1 }
-                    return true
-                }) {
-                    say("\(store.ownerLabel(zoneID.ownerName)) shares Notes with this user")
-                }
-            }
+            // Deletions first: a zone both deleted and modified was deleted, then created again
+            // (a participant removed and invited back, the owner's zone deleted and re-created).
+            // Its old notes go, and the zone stays for the notes fetched next.
             for deletion in changes.deletions where keeps(deletion.zoneID) {
                 if scope == .private {
                     // The zone is gone on the server, and every note in it with it, and its share.
@@ -68,6 +60,17 @@ final class NotesApp: SyncEngineDelegate {
                         $0.zoneCreated = false
                     }
                     say("the Notes zone was deleted (\(deletion.reason)): no notes left")
+                } else if changes.modifications.contains(where: { $0.zoneID == deletion.zoneID }) {
+                    // Removed, then invited back and accepted again: the old notes go, the
+                    // acceptance (owner, permission) stays, and the notes come back with the fetch.
+                    let owner = store.ownerLabel(deletion.zoneID.ownerName)
+                    try store.update {
+                        $0.shared?[deletion.zoneID.ownerName]?.notes = [:]
+                        $0.shared?[deletion.zoneID.ownerName]?.unsaved = [:]
+                    }
+                    say(
+                        "\(owner) shares Notes with this user again (zone \(deletion.reason) meanwhile): fetching its notes anew"
+                    )
                 } else {
                     // Removed from the share, the share deleted, or the owner's zone deleted (F124).
                     let owner = store.ownerLabel(deletion.zoneID.ownerName)
@@ -75,6 +78,17 @@ final class NotesApp: SyncEngineDelegate {
                     say(
                         "\(owner) no longer shares Notes with this user (zone \(deletion.reason)): its notes are gone from this device"
                     )
+                }
+            }
+            for zoneID in changes.modifications.map(\.zoneID) where keeps(zoneID) {
+                if scope == .private {
+                    try store.update { $0.zoneCreated = true }
+                } else if try store.update({ contents in
+                    guard contents.shared?[zoneID.ownerName] == nil else { return false }
+                    contents.shared = (contents.shared ?? [:]).merging([zoneID.ownerName: .init()]) { $1 }
+                    return true
+                }) {
+                    say("\(store.ownerLabel(zoneID.ownerName)) shares Notes with this user")
                 }
             }
         case .fetchedRecordZoneChanges(let changes):

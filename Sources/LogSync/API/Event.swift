@@ -215,13 +215,28 @@ extension SyncEngine.Event {
     }
 
     /// Zones were created, changed or deleted on the server (F37). A fetch may bring several.
+    ///
+    /// One zone can be in both ``deletions`` and ``modifications``: it was deleted, then created
+    /// again, since the last fetch (F149) — the owner deleted and re-created it, or, in a shared
+    /// database, the owner removed this user and invited them back, or deleted the share and
+    /// shared the zone again. The deletion always came first. Apply the deletions first (drop the
+    /// zone's records), then the modifications: the engine then fetches the new incarnation's
+    /// records, which the app keeps. Applying them in the other order drops the zone the app has
+    /// just kept, and with it the records fetched next.
+    ///
+    /// ```swift
+    /// case .fetchedDatabaseChanges(let changes):
+    ///     for deletion in changes.deletions { store.dropZone(deletion.zoneID) }
+    ///     for modification in changes.modifications { store.keepZone(modification.zoneID) }
+    /// ```
     public struct FetchedDatabaseChanges: Sendable, Hashable, EventPayload {
         /// The type name and the fields, for logs.
         public var description: String { "FetchedDatabaseChanges(\(fields))" }
 
         /// Zones new, changed, or holding changed records.
         public let modifications: [DatabaseChange.Modification]
-        /// Zones deleted, with the reason (F49).
+        /// Zones deleted, with the reason (F49); a zone here and in ``modifications`` was deleted
+        /// first, then created again.
         public let deletions: [DatabaseChange.Deletion]
 
         /// Creates the payload; only the engine does.

@@ -12,7 +12,10 @@ import SyncModel
 /// A failure that keeps its change pending (transient, F89, or cancelled) ends the send after
 /// its batch is reported: asking again at once would fail the same way. So does a batch made
 /// only of items that already failed in this send: the app re-queued them, and they wait for
-/// the next send.
+/// the next send. One exception, as CKSyncEngine keeps sending while changes are pending: a save
+/// that failed with `serverRecordChanged` (F92) and that the app re-added while handling the
+/// conflict (merged onto the server's record) goes out once more in the same send; a second
+/// failure leaves it for the next send.
 ///
 /// Built from the engine's context for each send, with what a send uses: on the server's side
 /// the database, the asset uploads and the zone keys (for the batches' assets and encrypted
@@ -43,6 +46,8 @@ struct SendFlow: Sendable {
             .send(context), deviceLog: deviceLog, delegate: delegate, requestIDPrefix: requestIDPrefix)
 
         var failures: [SyncError.ItemID: SyncError] = [:]
+        // Saves sent again in this send after a conflict: once each.
+        var conflictRetries = Set<SyncError.ItemID>()
         var stop: SyncError?
         var attemptedZoneChanges = Set<SyncEngine.PendingDatabaseChange>()
         let untrackedAtStart = try step.read { try $0.hasPendingUntrackedChanges() }
@@ -93,7 +98,14 @@ struct SendFlow: Sendable {
             let items =
                 batch.recordsToSave.map { SyncError.ItemID.record($0.recordID) }
                 + batch.recordIDsToDelete.map { .record($0) }
-            if items.allSatisfy({ failures[$0] != nil }) { break sending }
+            // A save re-added after its conflict may go once more (F92): the app merged it onto the
+            // server's record, and it is expected to succeed.
+            func retriesConflict(_ item: SyncError.ItemID) -> Bool {
+                failures[item]?.code == .serverRecordChanged && !conflictRetries.contains(item)
+            }
+            if items.allSatisfy({ failures[$0] != nil && !retriesConflict($0) }) { break sending }
+            let retried = batch.recordsToSave.map { SyncError.ItemID.record($0.recordID) }.filter(retriesConflict)
+            conflictRetries.formUnion(retried)
             let outcome = try await sendRecordBatch(batch, step)
             failures.merge(outcome.failures) { first, _ in first }
             if let halt = outcome.halt {

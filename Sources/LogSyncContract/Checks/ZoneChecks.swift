@@ -6,8 +6,8 @@ enum ZoneChecks {
         newZoneCapabilities, recordIntoMissingZone, zoneInSharedDatabase, savingZoneAgain, fetchMissingZone,
     ]
 
-    /// F128, F156: a new custom zone reports atomic, fetchChanges and zoneWideSharing, on save and
-    /// on fetch.
+    /// F128, F156: a new custom zone reports fetchChanges, atomic, sharing (hierarchy shares) and
+    /// zoneWideSharing, on save and on fetch.
     static let newZoneCapabilities = ContractCheck(
         "zones.newZoneCapabilities", "F128 F156 a new zone reports the custom-zone capabilities"
     ) { probe in
@@ -16,6 +16,7 @@ enum ZoneChecks {
         let saved = try await phone.createZone("Notes")
         probe.expect(saved.zoneID, equals: notes, "the saved zone's ID")
         probe.expect(saved.capabilities, equals: .customZoneDefault, "the saved zone's capabilities")
+        probe.expect(saved.capabilities.contains(.sharing), "a custom zone cannot share a record hierarchy")
         let fetched = try probe.require(
             try await phone.database.fetchZones([notes]).results[notes], "fetching \(notes)")
         probe.expect(fetched.capabilities, equals: .customZoneDefault, "the fetched zone's capabilities")

@@ -646,10 +646,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
         }
         var copy = record
         let fields = record.systemFields
-        copy.systemFields = Record.SystemFields(
-            recordChangeTag: replayed ?? "unmapped-\(tag)", creationDate: fields.creationDate,
-            modificationDate: fields.modificationDate, creatorUserRecordID: fields.creatorUserRecordID,
-            lastModifiedUserRecordID: fields.lastModifiedUserRecordID)
+        copy.systemFields = fields.with(tag: replayed ?? "unmapped-\(tag)", share: fields.share)
         return copy
     }
 

@@ -210,7 +210,7 @@ struct ServerDatabase: Sendable {
                 if let state = try snapshot.zone(zoneID), state.isLive {
                     // Saving an existing zone again is idempotent (F147).
                     response.saveResults[zoneID] = .success(
-                        RecordZone(zoneID: zoneID, capabilities: state.capabilities))
+                        RecordZone(zoneID: zoneID, capabilities: state.capabilities.reported))
                     continue
                 }
                 let saved = RecordZone(zoneID: zoneID, capabilities: .customZoneDefault)
@@ -261,7 +261,7 @@ struct ServerDatabase: Sendable {
                     if let state = try snapshot.zone(kept), state.isLive {
                         response.results[zoneID] = .success(
                             RecordZone(
-                                zoneID: zoneID, capabilities: state.capabilities,
+                                zoneID: zoneID, capabilities: state.capabilities.reported,
                                 share: try snapshot.zoneShareReference(zoneID, kept: kept)))
                     } else {
                         response.results[zoneID] = .failure(try snapshot.zoneError(kept, item: .zone(zoneID)))
@@ -277,7 +277,7 @@ struct ServerDatabase: Sendable {
                         let zoneID = IndexKey.zoneID(from: Array(key))
                         response.results[zoneID] = .success(
                             RecordZone(
-                                zoneID: zoneID, capabilities: state.capabilities,
+                                zoneID: zoneID, capabilities: state.capabilities.reported,
                                 share: try snapshot.zoneShareReference(zoneID, kept: zoneID)))
                     }
                     return true

@@ -227,10 +227,13 @@ struct RecordModification {
             var outcome = RequestOutcome(operationGroupID: request.operationGroup?.operationGroupID)
             outcome.saved.reserveCapacity(request.recordsToSave.count)
             var offset = next
+            let shares = RecordShareReferences(
+                saving: request.recordsToSave, deleting: request.recordIDsToDelete, outcomes: outcomes)
             for record in request.recordsToSave {
                 switch outcomes[record.recordID]! {
                 case .save(var saved):
-                    saved.applySystemFields(saved.systemFields.with(tag: String(offset)))
+                    saved.applySystemFields(
+                        saved.systemFields.with(tag: String(offset), share: try shares.share(of: saved, snapshot)))
                     entries.append(.recordSaved(saved))
                     outcome.saved.append(RequestOutcome.Saved(record.recordID, at: LogOffset(offset)))
                     offset += 1
@@ -643,9 +646,5 @@ extension SyncError {
 }
 
 extension Record.SystemFields {
-    func with(tag: String) -> Record.SystemFields {
-        Record.SystemFields(
-            recordChangeTag: tag, creationDate: creationDate, modificationDate: modificationDate,
-            creatorUserRecordID: creatorUserRecordID, lastModifiedUserRecordID: lastModifiedUserRecordID)
-    }
+    func with(tag: String) -> Record.SystemFields { with(tag: tag, share: share) }
 }

@@ -145,6 +145,7 @@ extension WireOperation {
         case .allSubscriptions, .currentUserRecordID: nil
         case .fetchShareMetadata: Logsync_Wire_FetchShareMetadataRequest.protoMessageName
         case .acceptShares: Logsync_Wire_AcceptSharesRequest.protoMessageName
+        case .fetchShareParticipants: Logsync_Wire_FetchShareParticipantsRequest.protoMessageName
         case .registerDeviceKey: Logsync_Wire_RegisterDeviceKeyRequest.protoMessageName
         case .fetchZoneKeys: Logsync_Wire_FetchZoneKeysRequest.protoMessageName
         case .saveZoneKeys: Logsync_Wire_SaveZoneKeysRequest.protoMessageName
@@ -161,6 +162,7 @@ extension WireOperation {
         case .modifyRecords: ["records_to_save", "record_ids_to_delete"]
         case .modifySubscriptions: ["subscriptions_to_save", "subscription_ids_to_delete"]
         case .acceptShares: ["share_urls"]
+        case .fetchShareParticipants: ["lookup_infos"]
         case .saveZoneKeys: ["keys"]
         case .fetchDatabaseChanges, .fetchZoneChanges, .allSubscriptions, .currentUserRecordID, .fetchShareMetadata,
             .registerDeviceKey:

@@ -190,14 +190,49 @@ struct SampleFlowScenarios {
             try phoneB.write(Self.note, "B")
             let (winner, loser) = aSendsFirst ? (phoneA, phoneB) : (phoneB, phoneA)
             try await winner.engine.sendChanges()
-            // The loser's save fails and its merge is re-queued; the next send sends it.
+            // The loser's save fails and its merge is re-queued; the same send sends it (F92).
             await #expect(throws: SyncError.self) { try await loser.engine.sendChanges() }
+            #expect(try loser.engine.state.pendingRecordZoneChanges == [])
             try await loser.engine.sendChanges()
             #expect(try loser.engine.state.pendingRecordZoneChanges == [])
 
             try await winner.sync()
             try await loser.sync()
             #expect(phoneA.title(Self.note) == "A+B")
+            try phoneA.expectConverged(with: phoneB)
+        }
+    }
+
+    // F47, F91, F92: as CKSyncEngine keeps sending while changes are pending, the merge the app
+    // re-adds while handling the conflict is sent by the send that got the conflict.
+    @Test("F92 B's edit conflicts with A's; B merges while handling it, and the same send saves the merge")
+    func conflictMergeSentInSameSend() async throws {
+        try await withDevices("A", "B") { _, phoneA, phoneB in
+            for phone in [phoneA, phoneB] {
+                phone.resolveConflicts { local, server in [server, local].sorted().joined(separator: "+") }
+            }
+            try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
+            try phoneA.write(Self.note, "A")
+            try phoneB.write(Self.note, "B")
+            try await phoneA.engine.sendChanges()
+
+            // B's one send: the save fails with the conflict, B's delegate re-adds the merge, the
+            // merge is saved. The call still throws for the conflict, as the events report it.
+            phoneB.clearEvents()
+            let error = await #expect(throws: SyncError.self) { try await phoneB.engine.sendChanges() }
+            #expect(error?.code == .partialFailure)
+            #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
+            let sent = phoneB.events.sentRecordZoneChanges
+            #expect(sent.count == 2, "\(phoneB.syncEvents)")
+            #expect(sent.first?.failedRecordSaves.map(\.record.recordID) == [Self.note])
+            #expect(sent.last?.savedRecords.map(\.recordID) == [Self.note])
+            #expect(phoneB.syncEvents.kinds.filter { $0 == .didSendChanges }.count == 1)
+            #expect(try phoneB.engine.state.pendingRecordZoneChanges == [])
+
+            // A fetches the merge; nothing is left to send anywhere.
+            try await phoneA.sync()
+            #expect(phoneA.title(Self.note) == "A+B")
+            try await phoneB.sync()
             try phoneA.expectConverged(with: phoneB)
         }
     }

@@ -925,6 +925,125 @@ package nonisolated struct Logsync_Wire_AcceptSharesResponse: Sendable {
   package init() {}
 }
 
+/// UserIdentity.LookupInfo: exactly one of the two is set; an empty string is absent.
+package nonisolated struct Logsync_Wire_LookupInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var emailAddress: String = String()
+
+  package var userRecordName: String = String()
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// POST …/fetchShareParticipants (any scope, as the other operations of sharing).
+package nonisolated struct Logsync_Wire_FetchShareParticipantsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var lookupInfos: [Logsync_Wire_LookupInfo] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// Share.Participant. Role, permission and status are the raw values of its enums (CKShare's).
+package nonisolated struct Logsync_Wire_Participant: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var userIdentity: Logsync_Wire_UserIdentity {
+    get {_userIdentity ?? Logsync_Wire_UserIdentity()}
+    set {_userIdentity = newValue}
+  }
+  /// Returns true if `userIdentity` has been explicitly set.
+  package var hasUserIdentity: Bool {self._userIdentity != nil}
+  /// Clears the value of `userIdentity`. Subsequent reads from it will return its default value.
+  package mutating func clearUserIdentity() {self._userIdentity = nil}
+
+  package var role: Int64 = 0
+
+  package var permission: Int64 = 0
+
+  package var acceptanceStatus: Int64 = 0
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _userIdentity: Logsync_Wire_UserIdentity? = nil
+}
+
+/// The outcome of one lookup.
+package nonisolated struct Logsync_Wire_ParticipantResult: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// required
+  package var lookupInfo: Logsync_Wire_LookupInfo {
+    get {_lookupInfo ?? Logsync_Wire_LookupInfo()}
+    set {_lookupInfo = newValue}
+  }
+  /// Returns true if `lookupInfo` has been explicitly set.
+  package var hasLookupInfo: Bool {self._lookupInfo != nil}
+  /// Clears the value of `lookupInfo`. Subsequent reads from it will return its default value.
+  package mutating func clearLookupInfo() {self._lookupInfo = nil}
+
+  /// exactly one
+  package var outcome: Logsync_Wire_ParticipantResult.OneOf_Outcome? = nil
+
+  package var participant: Logsync_Wire_Participant {
+    get {
+      if case .participant(let v)? = outcome {return v}
+      return Logsync_Wire_Participant()
+    }
+    set {outcome = .participant(newValue)}
+  }
+
+  package var error: SyncModel.Logsync_Model_SyncError {
+    get {
+      if case .error(let v)? = outcome {return v}
+      return SyncModel.Logsync_Model_SyncError()
+    }
+    set {outcome = .error(newValue)}
+  }
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  /// exactly one
+  package nonisolated enum OneOf_Outcome: Equatable, Sendable {
+    case participant(Logsync_Wire_Participant)
+    case error(SyncModel.Logsync_Model_SyncError)
+
+  }
+
+  package init() {}
+
+  fileprivate var _lookupInfo: Logsync_Wire_LookupInfo? = nil
+}
+
+/// One result per lookup info of the request, sorted by e-mail address, then user record name.
+package nonisolated struct Logsync_Wire_FetchShareParticipantsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var results: [Logsync_Wire_ParticipantResult] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
 /// The answer of GET …/assets/{digest}/upload and of PUT …/assets/{digest} (Docs/Protocol.md,
 /// "Assets"): how much of an asset's content the server holds for the zone's owner.
 package nonisolated struct Logsync_Wire_AssetUploadStatus: Sendable {
@@ -2465,6 +2584,222 @@ nonisolated extension Logsync_Wire_AcceptSharesResponse: SwiftProtobuf.Message, 
   }
 
   package static func ==(lhs: Logsync_Wire_AcceptSharesResponse, rhs: Logsync_Wire_AcceptSharesResponse) -> Bool {
+    if lhs.results != rhs.results {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_LookupInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".LookupInfo"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}email_address\0\u{3}user_record_name\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.emailAddress) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.userRecordName) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.emailAddress.isEmpty {
+      try visitor.visitSingularStringField(value: self.emailAddress, fieldNumber: 1)
+    }
+    if !self.userRecordName.isEmpty {
+      try visitor.visitSingularStringField(value: self.userRecordName, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_LookupInfo, rhs: Logsync_Wire_LookupInfo) -> Bool {
+    if lhs.emailAddress != rhs.emailAddress {return false}
+    if lhs.userRecordName != rhs.userRecordName {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchShareParticipantsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchShareParticipantsRequest"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}lookup_infos\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.lookupInfos) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.lookupInfos.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.lookupInfos, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchShareParticipantsRequest, rhs: Logsync_Wire_FetchShareParticipantsRequest) -> Bool {
+    if lhs.lookupInfos != rhs.lookupInfos {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_Participant: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".Participant"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_identity\0\u{1}role\0\u{1}permission\0\u{3}acceptance_status\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._userIdentity) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.role) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.permission) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.acceptanceStatus) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._userIdentity {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.role != 0 {
+      try visitor.visitSingularInt64Field(value: self.role, fieldNumber: 2)
+    }
+    if self.permission != 0 {
+      try visitor.visitSingularInt64Field(value: self.permission, fieldNumber: 3)
+    }
+    if self.acceptanceStatus != 0 {
+      try visitor.visitSingularInt64Field(value: self.acceptanceStatus, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_Participant, rhs: Logsync_Wire_Participant) -> Bool {
+    if lhs._userIdentity != rhs._userIdentity {return false}
+    if lhs.role != rhs.role {return false}
+    if lhs.permission != rhs.permission {return false}
+    if lhs.acceptanceStatus != rhs.acceptanceStatus {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_ParticipantResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".ParticipantResult"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}lookup_info\0\u{1}participant\0\u{1}error\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._lookupInfo) }()
+      case 2: try {
+        var v: Logsync_Wire_Participant?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .participant(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .participant(v)
+        }
+      }()
+      case 3: try {
+        var v: SyncModel.Logsync_Model_SyncError?
+        var hadOneofValue = false
+        if let current = self.outcome {
+          hadOneofValue = true
+          if case .error(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.outcome = .error(v)
+        }
+      }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._lookupInfo {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    switch self.outcome {
+    case .participant?: try {
+      guard case .participant(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .error?: try {
+      guard case .error(let v)? = self.outcome else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    }()
+    case nil: break
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_ParticipantResult, rhs: Logsync_Wire_ParticipantResult) -> Bool {
+    if lhs._lookupInfo != rhs._lookupInfo {return false}
+    if lhs.outcome != rhs.outcome {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Wire_FetchShareParticipantsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".FetchShareParticipantsResponse"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}results\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.results) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.results.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.results, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Wire_FetchShareParticipantsResponse, rhs: Logsync_Wire_FetchShareParticipantsResponse) -> Bool {
     if lhs.results != rhs.results {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

@@ -577,6 +577,17 @@ package nonisolated struct Logsync_Model_SystemFields: Sendable {
   /// Clears the value of `lastModifiedUserRecordID`. Subsequent reads from it will return its default value.
   package mutating func clearLastModifiedUserRecordID() {self._lastModifiedUserRecordID = nil}
 
+  /// Record.share: the share of the hierarchy the record is the root of (CKRecord.share), set by
+  /// the server; absent for every other record, and in everything written before it existed.
+  package var share: Logsync_Model_Reference {
+    get {_share ?? Logsync_Model_Reference()}
+    set {_share = newValue}
+  }
+  /// Returns true if `share` has been explicitly set.
+  package var hasShare: Bool {self._share != nil}
+  /// Clears the value of `share`. Subsequent reads from it will return its default value.
+  package mutating func clearShare() {self._share = nil}
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -586,6 +597,7 @@ package nonisolated struct Logsync_Model_SystemFields: Sendable {
   fileprivate var _modificationDateMicroseconds: Int64? = nil
   fileprivate var _creatorUserRecordID: Logsync_Model_RecordID? = nil
   fileprivate var _lastModifiedUserRecordID: Logsync_Model_RecordID? = nil
+  fileprivate var _share: Logsync_Model_Reference? = nil
 }
 
 /// Record: a typed bag of fields with an identity and system fields.
@@ -1815,7 +1827,7 @@ nonisolated extension Logsync_Model_Asset: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Logsync_Model_SystemFields: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".SystemFields"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_change_tag\0\u{3}creation_date_microseconds\0\u{3}modification_date_microseconds\0\u{3}creator_user_record_id\0\u{3}last_modified_user_record_id\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}record_change_tag\0\u{3}creation_date_microseconds\0\u{3}modification_date_microseconds\0\u{3}creator_user_record_id\0\u{3}last_modified_user_record_id\0\u{1}share\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1828,6 +1840,7 @@ nonisolated extension Logsync_Model_SystemFields: SwiftProtobuf.Message, SwiftPr
       case 3: try { try decoder.decodeSingularInt64Field(value: &self._modificationDateMicroseconds) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._creatorUserRecordID) }()
       case 5: try { try decoder.decodeSingularMessageField(value: &self._lastModifiedUserRecordID) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._share) }()
       default: break
       }
     }
@@ -1853,6 +1866,9 @@ nonisolated extension Logsync_Model_SystemFields: SwiftProtobuf.Message, SwiftPr
     try { if let v = self._lastModifiedUserRecordID {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
     } }()
+    try { if let v = self._share {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1862,6 +1878,7 @@ nonisolated extension Logsync_Model_SystemFields: SwiftProtobuf.Message, SwiftPr
     if lhs._modificationDateMicroseconds != rhs._modificationDateMicroseconds {return false}
     if lhs._creatorUserRecordID != rhs._creatorUserRecordID {return false}
     if lhs._lastModifiedUserRecordID != rhs._lastModifiedUserRecordID {return false}
+    if lhs._share != rhs._share {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
