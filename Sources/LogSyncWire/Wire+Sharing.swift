@@ -125,24 +125,25 @@ extension Wire {
     ) throws(SyncError) -> AcceptSharesResponse {
         try decodeMessage(bytes, format) {
             (message: Logsync_Wire_AcceptSharesResponse) throws(SyncError) -> AcceptSharesResponse in
-            var response = AcceptSharesResponse()
-            for (index, entry) in message.results.enumerated() {
-                try within("results[\(index)]") { () throws(SyncError) in
+            AcceptSharesResponse(
+                results: try ProtoDecoding.keyed(message.results, "results") {
+                    entry throws(SyncError) -> (URL, Result<Share, SyncError>) in
                     let url = try url(entry.url, "url")
-                    guard response.results[url] == nil else { throw SyncError(.invalidArguments, "names \(url) twice") }
                     switch entry.outcome {
                     case .share(let record)?:
-                        response.results[url] = .success(
-                            try within("share") { () throws(SyncError) in try Share(record: try Record(proto: record)) }
+                        return (
+                            url,
+                            .success(
+                                try within("share") { () throws(SyncError) in
+                                    try Share(record: try Record(proto: record))
+                                })
                         )
                     case .error(let error)?:
-                        response.results[url] = .failure(try resultError(error))
+                        return (url, .failure(try resultError(error)))
                     case nil:
                         throw SyncError(.invalidArguments, "has no outcome set")
                     }
-                }
-            }
-            return response
+                })
         }
     }
 
@@ -200,26 +201,22 @@ extension Wire {
         typealias Message = Logsync_Wire_FetchShareParticipantsResponse
         return try decodeMessage(bytes, format) {
             (message: Message) throws(SyncError) -> FetchShareParticipantsResponse in
-            var response = FetchShareParticipantsResponse()
-            for (index, entry) in message.results.enumerated() {
-                try within("results[\(index)]") { () throws(SyncError) in
+            FetchShareParticipantsResponse(
+                results: try ProtoDecoding.keyed(message.results, "results") {
+                    entry throws(SyncError) -> (UserIdentity.LookupInfo, Result<Share.Participant, SyncError>) in
                     guard entry.hasLookupInfo else { throw SyncError(.invalidArguments, "lookup_info is missing") }
                     let info = lookupInfo(entry.lookupInfo)
-                    guard response.results[info] == nil else {
-                        throw SyncError(.invalidArguments, "names \(info) twice")
-                    }
                     switch entry.outcome {
                     case .participant(let wire)?:
-                        response.results[info] = .success(
-                            try within("participant") { () throws(SyncError) in try participant(wire) })
+                        return (
+                            info, .success(try within("participant") { () throws(SyncError) in try participant(wire) })
+                        )
                     case .error(let error)?:
-                        response.results[info] = .failure(try resultError(error))
+                        return (info, .failure(try resultError(error)))
                     case nil:
                         throw SyncError(.invalidArguments, "has no outcome set")
                     }
-                }
-            }
-            return response
+                })
         }
     }
 

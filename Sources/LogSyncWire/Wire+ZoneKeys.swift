@@ -98,19 +98,11 @@ extension Wire {
                     guard entry.hasZoneID else { throw SyncError(.invalidArguments, "zone_id is missing") }
                     switch entry.outcome {
                     case .keys(let keys)?:
-                        var wraps: [WrappedZoneKey] = []
-                        for (index, wrap) in keys.wrappedKeys.enumerated() {
-                            wraps.append(
-                                try within("wrapped_keys[\(index)]") { () throws(SyncError) in
-                                    try WrappedZoneKey(proto: wrap)
-                                })
+                        let wraps = try ProtoDecoding.each(keys.wrappedKeys, "wrapped_keys") {
+                            wrap throws(SyncError) in try WrappedZoneKey(proto: wrap)
                         }
-                        var recipients: [DevicePublicKey] = []
-                        for (index, key) in keys.recipients.enumerated() {
-                            recipients.append(
-                                try within("recipients[\(index)]") { () throws(SyncError) in
-                                    try DevicePublicKey(proto: key)
-                                })
+                        let recipients = try ProtoDecoding.each(keys.recipients, "recipients") {
+                            key throws(SyncError) in try DevicePublicKey(proto: key)
                         }
                         return (
                             RecordZone.ID(proto: entry.zoneID),
@@ -140,11 +132,10 @@ extension Wire {
     ) throws(SyncError) -> SaveZoneKeysRequest {
         try decodeMessage(bytes, format) {
             (message: Logsync_Wire_SaveZoneKeysRequest) throws(SyncError) -> SaveZoneKeysRequest in
-            var keys: [WrappedZoneKey] = []
-            for (index, wrap) in message.keys.enumerated() {
-                keys.append(try within("keys[\(index)]") { () throws(SyncError) in try WrappedZoneKey(proto: wrap) })
-            }
-            return SaveZoneKeysRequest(keys: keys)
+            SaveZoneKeysRequest(
+                keys: try ProtoDecoding.each(message.keys, "keys") { wrap throws(SyncError) in
+                    try WrappedZoneKey(proto: wrap)
+                })
         }
     }
 
