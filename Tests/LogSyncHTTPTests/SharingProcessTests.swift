@@ -35,15 +35,24 @@ struct SharingProcessTests {
     /// `user`'s keeping its notes in a folder of its own, `notes-NAME`.
     static func withServedUsers(
         _ names: [String],
-        _ body: (_ server: ChildProcess, _ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws
-            -> Void
+        _ body: (_ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
             let (data, tokens) = try await addUsers(names, in: directory)
             let (server, url) = try await DeviceProcessTests.serve(data)
-            try await body(server, url) { name, user in
+            try await body(url) { name, user in
                 Device(name: name, directory: directory.appendingPathComponent("notes-\(name)"), token: tokens[user]!)
             }
+            // Every story ends with the server stopping cleanly.
+        }
+    }
+
+    /// ``withServedUsers(_:_:)`` with alice's phone and bob's laptop.
+    static func withAlicePhoneAndBobLaptop(
+        _ body: (_ url: URL, _ alice: Device, _ bob: Device) async throws -> Void
+    ) async throws {
+        try await withServedUsers(["alice", "bob"]) { url, device in
+            try await body(url, device("alice-phone", "alice"), device("bob-laptop", "bob"))
         }
     }
 
@@ -63,7 +72,7 @@ struct SharingProcessTests {
         "F119 F121 F124 README: alice shares Notes with bob (read-write) and carol (read-only); bob edits, alice sees it, carol is refused, bob is removed and his copy goes"
     )
     func sharingWalkthrough() async throws {
-        try await Self.withServedUsers(["alice", "bob", "carol"]) { server, url, device in
+        try await Self.withServedUsers(["alice", "bob", "carol"]) { url, device in
             let alice = device("alice-phone", "alice")
             let bob = device("bob-laptop", "bob")
             let carol = device("carol-phone", "carol")
@@ -168,7 +177,6 @@ struct SharingProcessTests {
                 carolKeeps.contains(
                     #"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
                 "\(carolKeeps)")
-            #expect(try await server.terminate().status == 0)
 
             // The devices' own files: notes.json as shown, and a device log per engine.
             let ownerName = try #require((try Self.contents(of: carol)["shared"] as? [String: Any])?.keys.first)
@@ -199,7 +207,7 @@ struct SharingProcessTests {
         "F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant"
     )
     func readOnlyDeleteAndStopSharing() async throws {
-        try await Self.withServedUsers(["alice", "carol"]) { server, url, device in
+        try await Self.withServedUsers(["alice", "carol"]) { url, device in
             let alice = device("alice-phone", "alice")
             let carol = device("carol-phone", "carol")
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
@@ -235,7 +243,6 @@ struct SharingProcessTests {
                 gone.contains("carol-phone: alice@example.com no longer shares Notes with this user (zone deleted)"),
                 "\(gone)")
             #expect(gone.hasSuffix("carol-phone: no notes\n"), "\(gone)")
-            #expect(try await server.terminate().status == 0)
         }
     }
 
@@ -243,9 +250,7 @@ struct SharingProcessTests {
         "F119 F124 F149 bob is removed and invited back before his laptop syncs: one fetch reports the zone deleted and modified, and the laptop keeps the notes fetched again"
     )
     func removedAndInvitedBack() async throws {
-        try await Self.withServedUsers(["alice", "bob"]) { server, url, device in
-            let alice = device("alice-phone", "alice")
-            let bob = device("bob-laptop", "bob")
+        try await Self.withAlicePhoneAndBobLaptop { url, alice, bob in
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
             try await alice.run("share", "--with", "bob@example.com", "--permission", "read-write", server: url)
             let shareURL = try await alice.run("share", "--url", server: url).trimmingCharacters(
@@ -280,7 +285,6 @@ struct SharingProcessTests {
             let edited = try await bob.run(
                 "set", "--owner", "alice@example.com", "milk", "body", "2 litres", server: url)
             #expect(edited.contains("bob-laptop: saved milk of alice@example.com"), "\(edited)")
-            #expect(try await server.terminate().status == 0)
         }
     }
 
@@ -288,9 +292,7 @@ struct SharingProcessTests {
         "F119 accepting an unknown or malformed share URL is refused with the URL named, and changes nothing; so is sharing with an unknown address"
     )
     func badShareURLs() async throws {
-        try await Self.withServedUsers(["alice", "bob"]) { server, url, device in
-            let alice = device("alice-phone", "alice")
-            let bob = device("bob-laptop", "bob")
+        try await Self.withAlicePhoneAndBobLaptop { url, alice, bob in
             try await bob.run("set", "todo", "title", "Mine", server: url)
 
             let unknown = "logsync://share/1/0123456789abcdef0123456789abcdef"
@@ -310,7 +312,6 @@ struct SharingProcessTests {
             #expect(stranger.contains("dave@example.com"), "\(stranger)")
             let noURL = try await alice.run("share", "--url", server: url, expecting: 1)
             #expect(noURL.contains("alice-phone knows no share of Notes"), "\(noURL)")
-            #expect(try await server.terminate().status == 0)
         }
     }
 }
