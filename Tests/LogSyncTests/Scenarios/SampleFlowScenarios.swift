@@ -174,39 +174,13 @@ struct SampleFlowScenarios {
         }
     }
 
-    // F21, F92: a merge that keeps both edits is sent again, built on the server record
+    // F21, F47, F91, F92: a merge that keeps both edits is built on the server record; as
+    // CKSyncEngine keeps sending while changes are pending, the merge the loser's delegate re-adds
+    // while handling the conflict is saved by the very send that got the conflict.
     @Test(
-        "Conflict with a merging resolver: the loser re-sends the merge, and both converge on it",
+        "F92 conflict with a merging resolver: the send that gets the conflict also saves the merge, and both converge on it",
         arguments: [true, false])
     func conflictMerged(aSendsFirst: Bool) async throws {
-        try await withDevices("A", "B") { server, phoneA, phoneB in
-            for phone in [phoneA, phoneB] {
-                phone.resolveConflicts { local, server in [server, local].sorted().joined(separator: "+") }
-            }
-
-            try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
-
-            try phoneA.write(Self.note, "A")
-            try phoneB.write(Self.note, "B")
-            let (winner, loser) = aSendsFirst ? (phoneA, phoneB) : (phoneB, phoneA)
-            try await winner.engine.sendChanges()
-            // The loser's save fails and its merge is re-queued; the same send sends it (F92).
-            await #expect(throws: SyncError.self) { try await loser.engine.sendChanges() }
-            #expect(try loser.engine.state.pendingRecordZoneChanges == [])
-            try await loser.engine.sendChanges()
-            #expect(try loser.engine.state.pendingRecordZoneChanges == [])
-
-            try await winner.sync()
-            try await loser.sync()
-            #expect(phoneA.title(Self.note) == "A+B")
-            try phoneA.expectConverged(with: phoneB)
-        }
-    }
-
-    // F47, F91, F92: as CKSyncEngine keeps sending while changes are pending, the merge the app
-    // re-adds while handling the conflict is sent by the send that got the conflict.
-    @Test("F92 B's edit conflicts with A's; B merges while handling it, and the same send saves the merge")
-    func conflictMergeSentInSameSend() async throws {
         try await withDevices("A", "B") { _, phoneA, phoneB in
             for phone in [phoneA, phoneB] {
                 phone.resolveConflicts { local, server in [server, local].sorted().joined(separator: "+") }
@@ -214,25 +188,27 @@ struct SampleFlowScenarios {
             try await phoneA.seedNote(Self.note, "first", in: Self.notes, syncing: phoneB)
             try phoneA.write(Self.note, "A")
             try phoneB.write(Self.note, "B")
-            try await phoneA.engine.sendChanges()
+            let (winner, loser) = aSendsFirst ? (phoneA, phoneB) : (phoneB, phoneA)
+            try await winner.engine.sendChanges()
 
-            // B's one send: the save fails with the conflict, B's delegate re-adds the merge, the
-            // merge is saved. The call still throws for the conflict, as the events report it.
-            phoneB.clearEvents()
-            let error = await #expect(throws: SyncError.self) { try await phoneB.engine.sendChanges() }
+            // The loser's one send: the save fails with the conflict, its delegate re-adds the
+            // merge, the merge is saved. The call still throws for the conflict, as the events
+            // report it.
+            loser.clearEvents()
+            let error = await #expect(throws: SyncError.self) { try await loser.engine.sendChanges() }
             #expect(error?.code == .partialFailure)
             #expect(error?.partialErrors[.record(Self.note)]?.code == .serverRecordChanged)
-            let sent = phoneB.events.sentRecordZoneChanges
-            #expect(sent.count == 2, "\(phoneB.syncEvents)")
+            let sent = loser.events.sentRecordZoneChanges
+            #expect(sent.count == 2, "\(loser.syncEvents)")
             #expect(sent.first?.failedRecordSaves.map(\.record.recordID) == [Self.note])
             #expect(sent.last?.savedRecords.map(\.recordID) == [Self.note])
-            #expect(phoneB.syncEvents.kinds.filter { $0 == .didSendChanges }.count == 1)
-            #expect(try phoneB.engine.state.pendingRecordZoneChanges == [])
+            #expect(loser.syncEvents.kinds.filter { $0 == .didSendChanges }.count == 1)
+            #expect(try loser.engine.state.pendingRecordZoneChanges == [])
 
-            // A fetches the merge; nothing is left to send anywhere.
-            try await phoneA.sync()
+            // The winner fetches the merge; nothing is left to send anywhere.
+            try await winner.sync()
+            try await loser.sync()
             #expect(phoneA.title(Self.note) == "A+B")
-            try await phoneB.sync()
             try phoneA.expectConverged(with: phoneB)
         }
     }
