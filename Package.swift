@@ -391,6 +391,14 @@ let package = Package(
             path: "Tools/logsync-engine-bench"
         ),
 
+        // The soak of the seeded simulation: many seeds of one configuration in worker processes
+        // on every core, each failing seed named with the line that reruns it (Docs/Testing.md).
+        .executableTarget(
+            name: "logsync-soak",
+            dependencies: ["LogSyncTesting", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Tools/logsync-soak"
+        ),
+
         // Examples.
         .executableTarget(
             name: "two-devices",

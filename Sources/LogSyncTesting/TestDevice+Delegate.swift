@@ -99,7 +99,16 @@ extension TestDevice {
             }
             // What the server holds of each change it refused for want of permission: shown again.
             var refused: [Record.ID: TestDevice.Fields] = [:]
+            // The server's share of each share save it refused for good: shown again.
+            var refusedShares: [Record.ID: Share] = [:]
             if reacts, case .sentRecordZoneChanges(let sent) = event {
+                for failure in sent.failedRecordSaves where failure.record.recordType == Share.recordType {
+                    if let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: failure.record.recordID),
+                        let share = try? Share(record: known)
+                    {
+                        refusedShares[failure.record.recordID] = share
+                    }
+                }
                 let ids =
                     sent.failedRecordSaves.filter { $0.error.code == .permissionFailure }.map(\.record.recordID)
                     + sent.failedRecordDeletes.filter { $0.value.code == .permissionFailure }.map(\.key)
@@ -115,7 +124,8 @@ extension TestDevice {
                 let (zones, requeue) =
                     reacts
                     ? store.handle(
-                        event, pendingDeletions: deleting, serverFields: refused, onSharedDatabase: onSharedDatabase)
+                        event, pendingDeletions: deleting, serverFields: refused, serverShares: refusedShares,
+                        onSharedDatabase: onSharedDatabase)
                     : ([], [])
                 return (zones, requeue, store.onEvent, store.events)
             }
@@ -169,11 +179,12 @@ extension TestDevice {
         /// fields (none after `unknownItem`), or `nil` if the note is gone (reacting on its own,
         /// the delegate then removes its save from the pending list, as in Apple's sample).
         private func record(for id: Record.ID, _ syncEngine: SyncEngine) -> Record? {
-            let (fields, attachments, share, fresh, recordType, reacts) = store.withLock { store in
+            let (fields, attachments, share, fresh, recordType, reacts, parent) = store.withLock { store in
                 (
                     store.notes[id], store.attachments[id] ?? [:], store.shares[id],
                     store.forgetSystemFields.remove(id) != nil,
-                    store.policy.recordType, store.policy.reactsOnItsOwn
+                    store.policy.recordType, store.policy.reactsOnItsOwn,
+                    store.keepServerParent.contains(id) ? nil : store.policy.parent
                 )
             }
             if let share {
@@ -197,6 +208,12 @@ extension TestDevice {
             }
             for (key, text) in fields { record[key] = .string(text) }
             for (key, value) in attachments { record[key] = value }
+            if let parent {
+                let parentID = parent(id, fields)
+                if record.parent?.recordID != parentID {
+                    record.parent = parentID.map { Record.Reference(recordID: $0) }
+                }
+            }
             return record
         }
 

@@ -36,7 +36,8 @@ import Synchronization
 /// - `zoneNotFound` queues the zone and the save again (and `userDeletedZone`, with
 ///   ``Policy/recreatesDeletedZones``); `unknownItem` queues the save again without system fields;
 ///   `serverResponseLost` (the answer lost again after the engine's own resend) queues the change
-///   again;
+///   again; `quotaExceeded` (the account is full, F97) queues the edit again, to go with a later
+///   send once there is room;
 /// - an account change does what ``Policy/accountChanges`` says;
 /// - on the shared database, where an app cannot create zones, `zoneNotFound` gives the edit up
 ///   (the zone is no longer shared), and `permissionFailure` (a read-only participant) gives the
@@ -44,7 +45,12 @@ import Synchronization
 /// - shares (records of `Share.recordType`) are kept apart from the notes (``shares``): the
 ///   owner saves and deletes them with ``saveShare(_:)`` and ``deleteShare(_:)``, a participant
 ///   leaves with ``deleteShare(_:)``; a conflict on a share keeps the server's share with the
-///   participants and permissions of the local one (their acceptance as the server has it).
+///   participants and permissions of the local one (their acceptance as the server has it); a
+///   share save refused for good (`tooManyParticipants`, `alreadyShared`, …) shows the server's
+///   share again;
+/// - with ``Policy/parent``, each note is saved with the parent the app gives it (a record
+///   hierarchy that a share may share, F123); a save refused with `referenceViolation` (that
+///   parent does not exist) goes again with the parent the server has, until the next edit.
 ///
 /// It also follows each local edit until the server acknowledges it (in a send's results, a
 /// conflict's server record or a fetched record carrying it) or the app gives it up (a lost
@@ -78,6 +84,9 @@ public final class TestDevice: Sendable {
         /// nothing on an event, and sends the pending saves of the notes it has, skipping the
         /// others without removing them.
         public var reactsOnItsOwn: Bool
+        /// The parent each note is saved with (a record hierarchy, F123), from its ID and fields;
+        /// `nil` (the default): notes are saved with the parent the server last had.
+        public var parent: (@Sendable (_ id: Record.ID, _ fields: Fields) -> Record.ID?)?
 
         /// What the app does on an account change (F105, F106).
         public enum AccountChanges: Sendable, Hashable {
@@ -96,8 +105,10 @@ public final class TestDevice: Sendable {
         public init(
             merge: @escaping @Sendable (_ local: Fields, _ server: Fields) -> Fields = { _, server in server },
             keepsUnacknowledgedEdits: Bool = false, recreatesDeletedZones: Bool = false,
-            accountChanges: AccountChanges = .keepNotes, recordType: String = "Note", reactsOnItsOwn: Bool = true
+            accountChanges: AccountChanges = .keepNotes, recordType: String = "Note", reactsOnItsOwn: Bool = true,
+            parent: (@Sendable (_ id: Record.ID, _ fields: Fields) -> Record.ID?)? = nil
         ) {
+            self.parent = parent
             self.merge = merge
             self.keepsUnacknowledgedEdits = keepsUnacknowledgedEdits
             self.recreatesDeletedZones = recreatesDeletedZones
@@ -140,6 +151,8 @@ public final class TestDevice: Sendable {
         /// Edits the server refused with `permissionFailure` (a read-only participant's): given
         /// up, the server's record shown again.
         public var refused = 0
+        /// Saves the server refused with `quotaExceeded`, each queued again (F97).
+        public var overQuota = 0
 
         /// Adds another device's counts to these.
         public static func += (lhs: inout Tally, rhs: Tally) {
@@ -150,6 +163,7 @@ public final class TestDevice: Sendable {
             lhs.droppedByAccountChange += rhs.droppedByAccountChange
             lhs.overwrittenByFetch += rhs.overwrittenByFetch
             lhs.refused += rhs.refused
+            lhs.overQuota += rhs.overQuota
         }
     }
 
@@ -177,6 +191,9 @@ public final class TestDevice: Sendable {
         var unacknowledged: [Record.ID: Fields] = [:]
         /// Record IDs whose next save goes without system fields (after `unknownItem`).
         var forgetSystemFields: Set<Record.ID> = []
+        /// Notes saved with the parent the server has, not ``Policy/parent``'s, until edited
+        /// again: the parent the policy names did not exist (`referenceViolation`).
+        var keepServerParent: Set<Record.ID> = []
         var events: [SyncEngine.Event] = []
         var tally = Tally()
         var beforeEvent: (@Sendable (SyncEngine.Event, SyncEngine) async -> Void)?
@@ -494,6 +511,7 @@ extension TestDevice.Store {
     mutating func edit(_ id: Record.ID, _ fields: TestDevice.Fields) {
         notes[id, default: [:]].merge(fields) { $1 }
         unacknowledged[id] = notes[id]
+        keepServerParent.remove(id)
     }
 
     /// Applies an event to the notes; returns the zone and record changes to queue again.
@@ -501,11 +519,14 @@ extension TestDevice.Store {
     /// - Parameters:
     ///   - serverFields: The last known server record's fields of each change the server refused
     ///     with `permissionFailure` (none for a record it never had).
+    ///   - serverShares: The last known server share of each failed share save (none for a share
+    ///     the server never had).
     ///   - onSharedDatabase: Whether the engine syncs with a shared database, where the app
     ///     creates no zones.
     mutating func handle(
         _ event: SyncEngine.Event, pendingDeletions deleting: Set<Record.ID>,
-        serverFields: [Record.ID: TestDevice.Fields] = [:], onSharedDatabase: Bool = false
+        serverFields: [Record.ID: TestDevice.Fields] = [:], serverShares: [Record.ID: Share] = [:],
+        onSharedDatabase: Bool = false
     ) -> ([SyncEngine.PendingDatabaseChange], [SyncEngine.PendingRecordZoneChange]) {
         var zones: [SyncEngine.PendingDatabaseChange] = []
         var requeue: [SyncEngine.PendingRecordZoneChange] = []
@@ -577,7 +598,8 @@ extension TestDevice.Store {
             }
             for id in sent.deletedRecordIDs where !unsentShares.contains(id) { shares[id] = nil }
             for failure in sent.failedRecordSaves where failure.record.recordType == Share.recordType {
-                if let change = failedShareSave(failure.record.recordID, failure.error) { requeue.append(change) }
+                let id = failure.record.recordID
+                if let change = failedShareSave(id, failure.error, server: serverShares[id]) { requeue.append(change) }
             }
             for (id, error) in sent.failedRecordDeletes {
                 if error.code == .permissionFailure { refuse(id, server: serverFields[id]) }
@@ -623,6 +645,18 @@ extension TestDevice.Store {
                     guard notes[id] != nil else { break }
                     forgetSystemFields.insert(id)
                     requeue.append(.saveRecord(id))
+                case .quotaExceeded:
+                    // The account is full (F97): the engine does not retry, the app keeps the
+                    // edit pending, and it goes with the next send, once there is room.
+                    if unacknowledged[id] != nil {
+                        tally.overQuota += 1
+                        requeue.append(.saveRecord(id))
+                    }
+                case .referenceViolation where policy.parent != nil:
+                    // The parent the note names does not exist (deleted, or not saved yet): the
+                    // edit goes with the parent the server has, until the note is edited again.
+                    guard notes[id] != nil, keepServerParent.insert(id).inserted else { break }
+                    requeue.append(.saveRecord(id))
                 default:
                     break
                 }
@@ -660,9 +694,12 @@ extension TestDevice.Store {
 
     /// A save of a share failed: a conflict is merged and sent again, a share without its
     /// server record is sent as new; a transient failure leaves it pending (the engine sends it
-    /// again); otherwise (the zone gone, no permission) the share is given up. Returns the
-    /// change to queue again, if any.
-    private mutating func failedShareSave(_ id: Record.ID, _ error: SyncError) -> SyncEngine.PendingRecordZoneChange? {
+    /// again); otherwise (the zone gone, no permission, too many participants, already shared)
+    /// the edit is given up and the share is the server's again (`server`, or none if the
+    /// server never had it). Returns the change to queue again, if any.
+    private mutating func failedShareSave(
+        _ id: Record.ID, _ error: SyncError, server: Share?
+    ) -> SyncEngine.PendingRecordZoneChange? {
         guard let local = shares[id], unsentShares.contains(id), !error.isTransient, error.code != .operationCancelled
         else {
             return nil
@@ -679,6 +716,7 @@ extension TestDevice.Store {
             return .saveRecord(id)
         default:
             dropShares { $0 == id }
+            shares[id] = server
             return nil
         }
     }

@@ -209,6 +209,59 @@ struct SharingTests {
         }
     }
 
+    // F123: a share holds at most 100 participants, its owner included; a save that would hold
+    // more fails alone with tooManyParticipants, and the share stays as it was.
+    @Test(
+        "F123 a share holds at most 100 participants, its owner included (tooManyParticipants)",
+        arguments: Harnesses.all)
+    func participantLimit(harness: any ContractHarness) async throws {
+        try await withPhone(harness, zone: "Notes") { server, alice in
+            let addresses = (0..<100).map { "guest\($0)@example.com" }
+            for (number, address) in addresses.enumerated() {
+                try server.admin.registerUser(UserID("guest\(number)"), emailAddress: address)
+            }
+            func invited(_ share: Share, _ addresses: some Sequence<String>) -> Share {
+                var share = share
+                for address in addresses {
+                    share.addParticipant(Share.Participant(emailAddress: address, permission: .readOnly))
+                }
+                return share
+            }
+            // 99 guests and the owner: the limit exactly.
+            let saved = try await alice.saveShare(invited(Share(recordZoneID: zoneID("Notes")), addresses.prefix(99)))
+            #expect(saved.participants.count == 100)
+
+            // One more fails alone: the note saved in the same request is saved.
+            let note = newRecord("n1")
+            let response = try await alice.modify(
+                saving: [invited(saved, addresses.suffix(1)).record, note], atomically: false)
+            let failure = expectFailure(response.saveResults[saved.recordID], .tooManyParticipants)
+            #expect(failure?.message.contains("101 participants") == true)
+            guard case .success? = response.saveResults[note.recordID] else {
+                Issue.record(
+                    "the note beside the refused share was not saved: \(String(describing: response.saveResults[note.recordID]))"
+                )
+                return
+            }
+            let kept = try Share(record: try #require(try await alice.fetchRecord(saved.recordID)))
+            #expect(kept.participants.count == 100)
+            #expect(kept.record.recordChangeTag == saved.record.recordChangeTag)
+
+            // A new share over the limit is not saved at all.
+            try await alice.createZone("Crowd")
+            expectFailure(
+                try await alice.attemptSave(invited(Share(recordZoneID: zoneID("Crowd")), addresses).record),
+                .tooManyParticipants)
+            #expect(try await alice.fetchRecord(Share(recordZoneID: zoneID("Crowd")).recordID) == nil)
+
+            // Removing a guest makes room for another.
+            var swapped = kept
+            swapped.removeParticipant(UserIdentity(emailAddress: addresses[0]))
+            swapped = invited(swapped, [addresses[99]])
+            #expect(try await alice.saveShare(swapped).participants.count == 100)
+        }
+    }
+
     // F124: the participant leaves by deleting the share from their shared database: the zone
     // is a deletion in their feed, for every token issued before, and the owner's share says so.
     @Test("F124 F119 leaving: the zone is a deletion for every earlier token", arguments: Harnesses.all)

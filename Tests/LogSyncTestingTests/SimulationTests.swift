@@ -244,7 +244,9 @@ struct SimulationTests {
         #expect(dropped > 0)
     }
 
-    @Test("With sharing, a few seeds share, accept, refuse read-only edits, remove, leave and delete shares")
+    @Test(
+        "With sharing, a few seeds share zones and hierarchies, accept, refuse read-only edits, change permissions, open links, hit the participant limit, remove, leave and delete shares"
+    )
     func sharingCoverage() async throws {
         var sharing = Simulation.SharingReport()
         var refused = 0
@@ -260,6 +262,13 @@ struct SimulationTests {
                 sharing.accepted += report.sharing.accepted
                 sharing.left += report.sharing.left
                 sharing.participantChangesAcknowledged += report.sharing.participantChangesAcknowledged
+                sharing.hierarchySharesSaved += report.sharing.hierarchySharesSaved
+                sharing.permissionsChanged += report.sharing.permissionsChanged
+                sharing.linksOpened += report.sharing.linksOpened
+                sharing.linksClosed += report.sharing.linksClosed
+                sharing.crowdInvitations += report.sharing.crowdInvitations
+                sharing.participantLimitRefusals += report.sharing.participantLimitRefusals
+                sharing.notesMoved += report.sharing.notesMoved
                 refused += report.edits.refused
                 acknowledged += report.savesAcknowledged
                 fates.merge(report.fates, uniquingKeysWith: +)
@@ -269,6 +278,13 @@ struct SimulationTests {
         #expect(sharing.accepted > 0 && sharing.accepted < sharing.acceptsTried, "\(sharing)")
         #expect(sharing.left > 0 && sharing.participantChangesAcknowledged > 0, "\(sharing)")
         #expect(refused > 0, "no read-only participant's edit was refused")
+        // F123 hierarchies, F121 permission changes, links, the participant limit.
+        #expect(sharing.hierarchySharesSaved > 0 && sharing.permissionsChanged > 0, "\(sharing)")
+        #expect(sharing.linksOpened > 0 && sharing.linksClosed > 0, "\(sharing)")
+        #expect(sharing.crowdInvitations > 0 && sharing.participantLimitRefusals > 0, "\(sharing)")
+        // Off until the server reports a note moved out of a shared hierarchy deleted to its
+        // participants (Simulation.Configuration.movesRecordsBetweenHierarchies).
+        #expect(sharing.notesMoved == 0)
         #expect(acknowledged > 100)
         for fate in NetworkFate.allCases { #expect((fates[fate] ?? 0) > 0, "no request was \(fate): \(fates)") }
     }

@@ -12,7 +12,8 @@ import SyncModel
 ///
 /// A participant's change to a shared zone is the owner's: it counts in the owner's history,
 /// in the zone as the owner names it, and in ``acknowledged`` under the participant. Shares
-/// are not notes: saves and deletions of share records are left out.
+/// are not notes: saves and deletions of share records (``Simulation/isShareName(_:)``) are
+/// left out.
 struct ServerHistory: Sendable {
     enum Change: Sendable, Hashable {
         case saved(Record.ID, String)
@@ -57,7 +58,7 @@ struct ServerHistory: Sendable {
             acknowledged[author, default: 0] += 1
         }
         for (id, result) in response.deleteResults.sorted(by: { $0.key.description < $1.key.description }) {
-            guard case .success = result, id.recordName != Share.zoneWideShareRecordName, let (owner, id) = owned(id)
+            guard case .success = result, !Simulation.isShareName(id.recordName), let (owner, id) = owned(id)
             else { continue }
             changes[owner, default: []].append(.deleted(id))
             acknowledged[author, default: 0] += 1

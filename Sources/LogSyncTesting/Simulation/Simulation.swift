@@ -28,12 +28,16 @@ import Synchronization
 ///   rebuild from the entries.
 ///
 /// With ``Configuration/participants`` (``Configuration/sharing``) the first user owns every
-/// zone and shares them: the owner's devices save, edit and delete zone-wide shares through
-/// their engines (inviting and removing participants), each participant's devices run an engine
-/// on the participant's shared database, accept shares (`fetchShareMetadata` and
-/// `acceptShares` through the faulty network), edit the shared notes and leave shares. The
-/// checks then also require that each participant's shared database holds exactly the owner's
-/// zones shared with them and accepted (nothing of a zone no longer shared), that each
+/// zone and shares them: the owner's devices save, edit and delete shares through their engines
+/// (inviting and removing participants), each participant's devices run an engine on the
+/// participant's shared database, accept shares (`fetchShareMetadata` and `acceptShares`
+/// through the faulty network), edit the shared notes and leave shares. The configuration's
+/// switches add shares of record hierarchies (``Configuration/hierarchyShares``), permission
+/// changes while participants work (``Configuration/permissionChanges``), shares open to anyone
+/// with the link (``Configuration/linkSharing``) and invitations over the participant limit
+/// (``Configuration/participantLimit``). The checks then also require that each participant's
+/// shared database holds exactly the owner's notes shared with them and accepted (the zones of
+/// zone-wide shares, the hierarchies of the others; nothing no longer shared), that each
 /// participant's devices converge to it, that no read-only participant's change was ever
 /// acknowledged, and that participants' acknowledged changes are in the owner's database.
 ///
@@ -69,11 +73,37 @@ public final class Simulation {
         /// and every device is one of ``users``'. Not empty: ``devices`` are the owner's, and
         /// ``users`` should hold the owner alone (participants do not switch accounts).
         public var participants: [SharingParticipant] = []
+        /// With ``participants``: the owner also shares record hierarchies (F123). Every device
+        /// saves the notes `n1` and `n2` of each zone as children of `n0` (their `parent`); a
+        /// hierarchy share, rooted at `n0`, shares those three and nothing else of the zone. A
+        /// zone is shared whole or by its hierarchy, never both (`alreadyShared`).
+        public var hierarchyShares = false
+        /// With ``participants``: the owner changes the permission of read-write participants to
+        /// read-only and back while they work (F121). A read-only participant of the
+        /// configuration stays read-only, so that none of their changes may ever be acknowledged.
+        public var permissionChanges = false
+        /// With ``participants``: the owner opens shares to anyone holding their URL (read-only
+        /// `publicPermission`) and closes them again; participants accept open shares they were
+        /// not invited to.
+        public var linkSharing = false
+        /// With ``participants``: 100 more users are registered, and the owner now and then
+        /// invites all of them to a share, which the server refuses with `tooManyParticipants`
+        /// (a share holds at most 100 participants, its owner included); the owner's device then
+        /// shows the server's share again.
+        public var participantLimit = false
+        /// With ``hierarchyShares``: the owner moves notes into and out of the hierarchy (a
+        /// note's `folder` field names its parent). **Off**, even in ``sharing``: today's server
+        /// does not report a note moved out of a shared hierarchy deleted to the participants,
+        /// who keep their last copy, while the checks expect a participant to hold exactly the
+        /// hierarchy's notes. Turn it on in ``sharing`` once the server reports such moves.
+        public var movesRecordsBetweenHierarchies = false
 
         public init() {}
 
         /// Sharing between three users: alice owns the zones on 2 devices; bob (read-write) has 2
-        /// devices, carol (read-only) 1.
+        /// devices, carol (read-only) 1. Shares are zone-wide or of record hierarchies, bob's
+        /// permission changes while he works, shares open to anyone with the link and close
+        /// again, and the owner runs into the participant limit.
         public static var sharing: Configuration {
             var configuration = Configuration()
             configuration.devices = 2
@@ -82,6 +112,10 @@ public final class Simulation {
                 SharingParticipant("bob", permission: .readWrite, devices: 2),
                 SharingParticipant("carol", permission: .readOnly, devices: 1),
             ]
+            configuration.hierarchyShares = true
+            configuration.permissionChanges = true
+            configuration.linkSharing = true
+            configuration.participantLimit = true
             return configuration
         }
 
@@ -122,6 +156,19 @@ public final class Simulation {
         public var left = 0
         /// Record changes of participants the server acknowledged.
         public var participantChangesAcknowledged = 0
+        /// Shares of record hierarchies saved by the owner's devices (in ``sharesSaved`` too).
+        public var hierarchySharesSaved = 0
+        /// Participants' permissions changed by the owner's devices (read-write ↔ read-only).
+        public var permissionsChanged = 0
+        /// Shares opened to anyone with the link, and closed again, by the owner's devices.
+        public var linksOpened = 0
+        public var linksClosed = 0
+        /// Shares the owner's devices saved with more participants than a share may hold, and
+        /// the operations that met `tooManyParticipants`.
+        public var crowdInvitations = 0
+        public var participantLimitRefusals = 0
+        /// Notes the owner's devices moved into or out of a hierarchy.
+        public var notesMoved = 0
 
         public init() {}
     }
@@ -173,7 +220,11 @@ public final class Simulation {
                     : "; sharing: \(sharing.sharesSaved) shares saved, "
                         + "\(sharing.participantsRemoved) participants removed, \(sharing.sharesDeleted) shares deleted, "
                         + "\(sharing.accepted) of \(sharing.acceptsTried) acceptances succeeded, \(sharing.left) shares left, "
-                        + "\(sharing.participantChangesAcknowledged) participants' changes acknowledged, \(edits.refused) edits refused")
+                        + "\(sharing.participantChangesAcknowledged) participants' changes acknowledged, \(edits.refused) edits refused, "
+                        + "\(sharing.hierarchySharesSaved) hierarchy shares saved, \(sharing.permissionsChanged) permissions changed, "
+                        + "\(sharing.linksOpened) links opened, \(sharing.linksClosed) closed, "
+                        + "\(sharing.crowdInvitations) shares over the participant limit "
+                        + "(\(sharing.participantLimitRefusals) tooManyParticipants), \(sharing.notesMoved) notes moved")
         }
     }
 
@@ -200,6 +251,8 @@ public final class Simulation {
     private let acceptances = Tally()
     /// The invitations participants found refused (``invitation(_:_:)``).
     private var refusedInvitations: Set<String> = []
+    /// The e-mail addresses of the users registered to go over the participant limit.
+    private let crowd: [String]
 
     /// Sets up the server in `directory/server` and each device's log in `directory/<name>`.
     ///
@@ -230,6 +283,15 @@ public final class Simulation {
             recordNames[participant.user] = try network.currentServer.userRecordID(for: participant.user).recordName
         }
         ownerName = try network.currentServer.userRecordID(for: configuration.users[0]).recordName
+        var crowd: [String] = []
+        if configuration.participantLimit, !configuration.participants.isEmpty {
+            for number in 0..<Self.crowdSize {
+                let user = UserID("crowd\(number)")
+                try network.currentServer.registerUser(user, emailAddress: "\(user.rawValue)@example.com")
+                crowd.append("\(user.rawValue)@example.com")
+            }
+        }
+        self.crowd = crowd
         if !configuration.participants.isEmpty {
             network.owners.withLock { [ownerName] in $0[ownerName] = configuration.users[0] }
         }
@@ -248,7 +310,7 @@ public final class Simulation {
             devices.append(
                 try TestDevice(
                     name, database: account, directory: directory.appendingPathComponent(name, isDirectory: true),
-                    policy: Self.devicePolicy
+                    policy: Self.devicePolicy(configuration)
                 ) { engine in
                     engine.randomSeed = seed
                     engine.fetchResultsLimit = limit
@@ -479,27 +541,27 @@ public final class Simulation {
         RecordZone.ID(zoneName: zoneID.zoneName, ownerName: ownerName)
     }
 
-    /// What an owner's device does with shares: shares a zone with a participant (or invites one
-    /// more), removes a participant, or stops sharing a zone.
+    /// What an owner's device does with shares: shares a zone or its hierarchy with a
+    /// participant (or invites one more), removes a participant, stops sharing, and with the
+    /// configuration's switches changes a participant's permission, opens or closes a share's
+    /// link, invites more users than a share may hold, or moves a note.
     private func shareStep(_ index: Int) throws {
         let device = devices[index]
         let shares = device.shares.values.sorted { $0.recordID.description < $1.recordID.description }
-        switch next(5) {
-        case 0, 1, 2:
-            let zoneID = pick(zoneIDs)
-            let participant = pick(configuration.participants)
-            guard let zone = try ensureZone(device, zoneID) else {
-                return log("\(device.name) does not share \(zoneID.zoneName): its deletion is pending")
-            }
-            var share = device.shares[Share(recordZoneID: zoneID).recordID] ?? Share(recordZoneID: zoneID)
-            share.addParticipant(
-                Share.Participant(emailAddress: participant.emailAddress, permission: participant.permission))
-            try device.saveShare(share)
-            report.sharing.sharesSaved += 1
-            log(
-                "\(device.name) shares \(zoneID.zoneName) with \(participant.user.rawValue) (\(participant.permission))\(zone)"
-            )
-        case 3:
+        var steps: [(weight: Int, step: ShareStep)] = [(60, .share), (20, .removeParticipant), (20, .deleteShare)]
+        if configuration.permissionChanges { steps.append((15, .changePermission)) }
+        if configuration.linkSharing { steps.append((12, .toggleLink)) }
+        if configuration.participantLimit { steps.append((3, .inviteCrowd)) }
+        if configuration.hierarchyShares, configuration.movesRecordsBetweenHierarchies { steps.append((15, .move)) }
+        var roll = next(steps.reduce(0) { $0 + $1.weight })
+        let chosen = steps.first {
+            roll -= $0.weight
+            return roll < 0
+        }!.step
+        switch chosen {
+        case .share:
+            try share(index)
+        case .removeParticipant:
             let candidates = shares.filter { $0.participants.contains { $0.role != .owner } }
             guard !candidates.isEmpty else { return log("\(device.name) has no participant to remove") }
             var share = pick(candidates)
@@ -507,16 +569,119 @@ public final class Simulation {
             share.removeParticipant(removed.userIdentity)
             try device.saveShare(share)
             report.sharing.participantsRemoved += 1
-            log(
-                "\(device.name) removes \(participantName(removed.userIdentity)) from the share of \(share.zoneID.zoneName)"
-            )
-        default:
+            log("\(device.name) removes \(participantName(removed.userIdentity)) from \(Self.describe(share))")
+        case .deleteShare:
             guard !shares.isEmpty else { return log("\(device.name) has no share to delete") }
             let share = pick(shares)
             try device.deleteShare(share.recordID)
             report.sharing.sharesDeleted += 1
-            log("\(device.name) stops sharing \(share.zoneID.zoneName)")
+            log("\(device.name) stops sharing \(Self.describe(share))")
+        case .changePermission:
+            // Read-write participants of the configuration only: a read-only one stays so.
+            let changeable = Set(
+                configuration.participants.filter { $0.permission == .readWrite }.compactMap { recordNames[$0.user] })
+            let candidates = shares.filter { share in
+                share.participants.contains { $0.userIdentity.userRecordName.map(changeable.contains) ?? false }
+            }
+            guard !candidates.isEmpty else { return log("\(device.name) has no permission to change") }
+            var share = pick(candidates)
+            var participants = share.participants
+            let positions = participants.indices.filter {
+                participants[$0].userIdentity.userRecordName.map(changeable.contains) ?? false
+            }
+            let position = pick(positions)
+            let permission: Share.Participant.Permission =
+                participants[position].permission == .readWrite ? .readOnly : .readWrite
+            participants[position].permission = permission
+            share.participants = participants
+            try device.saveShare(share)
+            report.sharing.permissionsChanged += 1
+            log(
+                "\(device.name) makes \(participantName(participants[position].userIdentity)) \(permission) in \(Self.describe(share))"
+            )
+        case .toggleLink:
+            guard !shares.isEmpty else { return log("\(device.name) has no share to open or close") }
+            // One time in two an open share, if any: links close as often as they open.
+            let open = shares.filter { $0.publicPermission != .none }
+            var share = pick(!open.isEmpty && next(2) == 0 ? open : shares)
+            let opening = share.publicPermission == .none
+            // Read-only links only: a read-only participant who accepts one stays read-only.
+            share.publicPermission = opening ? .readOnly : .none
+            try device.saveShare(share)
+            if opening { report.sharing.linksOpened += 1 } else { report.sharing.linksClosed += 1 }
+            log("\(device.name) \(opening ? "opens" : "closes") the link of \(Self.describe(share))")
+        case .inviteCrowd:
+            guard !shares.isEmpty else { return log("\(device.name) has no share to invite everyone to") }
+            var share = pick(shares)
+            for address in crowd {
+                share.addParticipant(Share.Participant(emailAddress: address, permission: .readOnly))
+            }
+            try device.saveShare(share)
+            report.sharing.crowdInvitations += 1
+            log("\(device.name) invites \(crowd.count) more users to \(Self.describe(share)), over the limit")
+        case .move:
+            try move(index)
         }
+    }
+
+    /// What an owner's device does with shares, in ``shareStep(_:)``.
+    private enum ShareStep {
+        case share, removeParticipant, deleteShare, changePermission, toggleLink, inviteCrowd, move
+    }
+
+    /// The owner's device `index` shares a zone with a participant, or invites them to the share
+    /// it knows in that zone: a new share is zone-wide, or with ``Configuration/hierarchyShares``
+    /// one time in two the hierarchy of the zone's `n0` (once the server has `n0`).
+    private func share(_ index: Int) throws {
+        let device = devices[index]
+        let zoneID = pick(zoneIDs)
+        let participant = pick(configuration.participants)
+        guard let zone = try ensureZone(device, zoneID) else {
+            return log("\(device.name) does not share \(zoneID.zoneName): its deletion is pending")
+        }
+        let root = Record.ID(recordName: Self.rootName, zoneID: zoneID)
+        var share: Share
+        if let known = device.shares.values.sorted(by: { $0.recordID.description < $1.recordID.description })
+            .first(where: { $0.zoneID == zoneID })
+        {
+            share = known
+        } else if configuration.hierarchyShares, next(2) == 0, device.notes[root] != nil,
+            ((try? device.engine.deviceLog.lastKnownServerRecord(for: root)) ?? nil) != nil
+        {
+            share = Share(rootRecordID: root, shareID: Self.hierarchyShareID(root))
+            report.sharing.hierarchySharesSaved += 1
+        } else {
+            share = Share(recordZoneID: zoneID)
+        }
+        share.addParticipant(
+            Share.Participant(emailAddress: participant.emailAddress, permission: participant.permission))
+        try device.saveShare(share)
+        report.sharing.sharesSaved += 1
+        log(
+            "\(device.name) shares \(Self.describe(share)) with \(participant.user.rawValue) (\(participant.permission))\(zone)"
+        )
+    }
+
+    /// The owner's device `index` moves `n1`, `n2` or `n3` of a zone into `n0`'s hierarchy, or
+    /// out of it (``Configuration/movesRecordsBetweenHierarchies``).
+    private func move(_ index: Int) throws {
+        let device = devices[index]
+        let id = Record.ID(recordName: "n\(1 + next(max(1, configuration.notesPerZone - 1)))", zoneID: pick(zoneIDs))
+        guard let zone = try ensureZone(device, id.zoneID) else {
+            return log("\(device.name) does not move \(Self.name(id)): the deletion of its zone is pending")
+        }
+        let inside = Self.parent(of: id, device.fields(id) ?? [:]) != nil
+        let title = "\(device.name).\(step)"
+        try device.edit(id, ["title": title, Self.folderKey: inside ? "" : Self.rootName])
+        report.sharing.notesMoved += 1
+        log(
+            "\(device.name) moves \(Self.name(id)) = \(title) \(inside ? "out of" : "into") its zone's hierarchy\(zone)"
+        )
+    }
+
+    /// A share for the trace: `Z0` for a zone-wide share, `Z0/n0` for a hierarchy's.
+    static func describe(_ share: Share) -> String {
+        "\(share.zoneID.zoneName)\(share.rootRecordID.map { "/" + $0.recordName } ?? "")"
     }
 
     /// The participant an identity names, for the trace.
@@ -576,11 +741,14 @@ public final class Simulation {
             }
         }
         guard !invitations.isEmpty else { return log("\(device.name) knows no share to accept") }
+        // Invitations, and shares open to anyone with the link that the user has not joined.
         let invited = invitations.filter { invitation in
-            !refusedInvitations.contains(Self.invitation(invitation.share, participant))
-                && invitation.share.participants.contains {
-                    $0.userIdentity.userRecordName == recordNames[participant.user] && $0.acceptanceStatus == .pending
-                }
+            let listed = invitation.share.participants.first {
+                $0.userIdentity.userRecordName == recordNames[participant.user]
+            }
+            return !refusedInvitations.contains(Self.invitation(invitation.share, participant))
+                && (listed?.acceptanceStatus == .pending
+                    || (listed == nil && invitation.share.publicPermission != .none))
         }
         if invited.isEmpty, next(4) != 0 {
             log("\(device.name) has no invitation to accept")
@@ -652,6 +820,9 @@ public final class Simulation {
         case .finished(let outcome):
             busy[index] = nil
             trace.add("  \(device.name) \(what): \(outcome)")
+            if outcome.contains(SyncError.Code.tooManyParticipants.name) {
+                report.sharing.participantLimitRefusals += 1
+            }
             return outcome
         }
     }
@@ -733,7 +904,7 @@ public final class Simulation {
                 func lines(_ shares: [Record.ID: Share]) -> Set<String> {
                     Set(
                         shares.values.map { share in
-                            "\(share.zoneID.zoneName): "
+                            "\(Self.describe(share)) (link \(share.publicPermission)): "
                                 + share.participants.map {
                                     "\($0.userIdentity) \($0.permission) \($0.acceptanceStatus)"
                                 }
@@ -779,15 +950,22 @@ public final class Simulation {
     }
 
     /// The checks of sharing: each participant's shared database holds exactly the owner's
-    /// notes in the zones whose shares list them as accepted, and no read-only participant's
-    /// change reached the server. Returns each participant's shared notes, and the owner's shares.
+    /// notes that the shares listing them as accepted share (a zone-wide share, every note of
+    /// its zone; a hierarchy share, its root and the notes whose parents lead to it, as the
+    /// owner's database has them now), and no read-only participant's change reached the
+    /// server. Returns each participant's shared notes, and the owner's shares.
+    ///
+    /// With today's server a note moved out of a shared hierarchy stays in the participants'
+    /// databases as they last had it; this check expects it gone, which is why
+    /// ``Configuration/movesRecordsBetweenHierarchies`` is off.
     private func checkSharing(
         _ findings: inout [String], serverNotes: [UserID: [Record.ID: String]]
     ) async throws -> (notes: [UserID: [Record.ID: String]], shares: [Record.ID: Share]) {
         guard !configuration.participants.isEmpty else { return ([:], [:]) }
         let server = network.currentServer
         let owner = configuration.users[0]
-        let shares = try await Self.contents(of: server.database(for: owner, device: "observer")).shares
+        let contents = try await Self.contents(of: server.database(for: owner, device: "observer"))
+        let shares = contents.shares
         let ownerNotes = serverNotes[owner] ?? [:]
         let acknowledged = network.history.withLock { $0.acknowledged }
         var sharedNotes: [UserID: [Record.ID: String]] = [:]
@@ -795,21 +973,22 @@ public final class Simulation {
             let actual = try await Self.notes(
                 in: server.database(for: participant.user, scope: .shared, device: "observer"))
             sharedNotes[participant.user] = actual
-            let zones = Set(
-                shares.values.filter { share in
-                    share.participants.contains {
-                        $0.userIdentity.userRecordName == recordNames[participant.user]
-                            && $0.acceptanceStatus == .accepted
-                    }
-                }.map(\.zoneID))
+            let accepted = shares.values.filter { share in
+                share.participants.contains {
+                    $0.userIdentity.userRecordName == recordNames[participant.user] && $0.acceptanceStatus == .accepted
+                }
+            }
             var expected: [Record.ID: String] = [:]
-            for (id, title) in ownerNotes where zones.contains(id.zoneID) {
-                expected[Record.ID(recordName: id.recordName, zoneID: participantsSpelling(id.zoneID))] = title
+            for share in accepted {
+                for (id, title) in ownerNotes where id.zoneID == share.zoneID {
+                    guard share.rootRecordID.map({ Self.reaches(id, $0, contents.parents) }) ?? true else { continue }
+                    expected[Record.ID(recordName: id.recordName, zoneID: participantsSpelling(id.zoneID))] = title
+                }
             }
             if actual != expected {
                 findings.append(
-                    "\(participant.user)'s shared database is not the owner's zones shared with them "
-                        + "(\(zones.map(\.zoneName).sorted())): "
+                    "\(participant.user)'s shared database is not the owner's notes shared with them "
+                        + "(\(accepted.map(Self.describe).sorted())): "
                         + Self.difference(actual, expected, "shared database", "owner's"))
             }
             guard participant.permission == .readOnly else { continue }
@@ -828,19 +1007,31 @@ public final class Simulation {
         return (sharedNotes, shares)
     }
 
+    /// Whether `id` is `root`, or its parents lead to `root`.
+    static func reaches(_ id: Record.ID, _ root: Record.ID, _ parents: [Record.ID: Record.ID]) -> Bool {
+        var current = id
+        var seen: Set<Record.ID> = []
+        while current != root {
+            guard seen.insert(current).inserted, let parent = parents[current] else { return false }
+            current = parent
+        }
+        return true
+    }
+
     /// Every note of a database (each record's `title`), read from the start of each zone;
     /// shares are not notes.
     public static func notes(in database: some CloudDatabase) async throws -> [Record.ID: String] {
         try await contents(of: database).notes
     }
 
-    /// Every note (each record's `title`) and every share of a database, read from the start of
-    /// each zone.
+    /// Every note (each record's `title`), every share and each note's parent of a database,
+    /// read from the start of each zone.
     public static func contents(
         of database: some CloudDatabase
-    ) async throws -> (notes: [Record.ID: String], shares: [Record.ID: Share]) {
+    ) async throws -> (notes: [Record.ID: String], shares: [Record.ID: Share], parents: [Record.ID: Record.ID]) {
         var notes: [Record.ID: String] = [:]
         var shares: [Record.ID: Share] = [:]
+        var parents: [Record.ID: Record.ID] = [:]
         let zones = try await database.fetchZones(FetchZonesRequest()).results.keys
             .filter { $0 != .default }.sorted { $0.description < $1.description }
         for zoneID in zones {
@@ -853,17 +1044,19 @@ public final class Simulation {
                         shares[record.recordID] = try Share(record: record)
                     } else {
                         notes[record.recordID] = Self.title(of: record)
+                        parents[record.recordID] = record.parent?.recordID
                     }
                 }
                 for deletion in page.deletions {
                     notes[deletion.recordID] = nil
                     shares[deletion.recordID] = nil
+                    parents[deletion.recordID] = nil
                 }
                 token = page.changeToken
                 if !page.moreComing { break }
             }
         }
-        return (notes, shares)
+        return (notes, shares, parents)
     }
 
     static func name(_ id: Record.ID) -> String { "\(id.zoneID.zoneName)/\(id.recordName)" }
@@ -875,6 +1068,43 @@ public final class Simulation {
     static let devicePolicy = TestDevice.Policy(
         merge: TestDevice.Policy.mergingTitles { local, server in max(local, server) },
         keepsUnacknowledgedEdits: true, recreatesDeletedZones: true, accountChanges: .dropNotes)
+
+    /// ``devicePolicy``, with ``Configuration/hierarchyShares`` saving each note with its parent
+    /// (``parent(of:_:)``).
+    static func devicePolicy(_ configuration: Configuration) -> TestDevice.Policy {
+        var policy = devicePolicy
+        if configuration.hierarchyShares { policy.parent = { id, fields in parent(of: id, fields) } }
+        return policy
+    }
+
+    /// How many users ``Configuration/participantLimit`` registers: with the owner, one more
+    /// than a share may hold.
+    static let crowdSize = 100
+
+    /// The note that roots each zone's hierarchy.
+    static let rootName = "n0"
+
+    /// The parent a note is saved with: the note its `folder` field names (none when empty),
+    /// else `n0` for `n1` and `n2`, none for the others.
+    static func parent(of id: Record.ID, _ fields: TestDevice.Fields) -> Record.ID? {
+        if let folder = fields[folderKey] {
+            return folder.isEmpty ? nil : Record.ID(recordName: folder, zoneID: id.zoneID)
+        }
+        return ["n1", "n2"].contains(id.recordName) ? Record.ID(recordName: rootName, zoneID: id.zoneID) : nil
+    }
+
+    /// The note field naming a note's parent once it has been moved.
+    static let folderKey = "folder"
+
+    /// The ID of the hierarchy share rooted at `root`: one per root, the same on every device.
+    static func hierarchyShareID(_ root: Record.ID) -> Record.ID {
+        Record.ID(recordName: "share-\(root.recordName)", zoneID: root.zoneID)
+    }
+
+    /// Whether a record name is a share's: zone-wide or of a hierarchy.
+    static func isShareName(_ name: String) -> Bool {
+        name == Share.zoneWideShareRecordName || name.hasPrefix("share-")
+    }
 
     /// How many sent or fetched events a device has had, to tell a busy sync round from a quiet one.
     private static func activity(of device: TestDevice) -> Int {
