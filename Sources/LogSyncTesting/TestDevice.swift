@@ -441,6 +441,12 @@ public final class TestDevice: Sendable {
     /// Every note's title.
     public var notes: [Record.ID: String] { delegate.store.withLock { $0.notes.mapValues { $0["title"] ?? "" } } }
 
+    /// The IDs of the notes the app has, in one order for every run (by their descriptions), so
+    /// that a seeded test picks the same note each time.
+    public var noteIDs: [Record.ID] {
+        delegate.store.withLock { $0.notes.keys.sorted { $0.description < $1.description } }
+    }
+
     /// The shares the app knows: fetched, saved, or edited here and not sent yet.
     public var shares: [Record.ID: Share] { delegate.store.withLock { $0.shares } }
 

@@ -92,10 +92,10 @@ public final class Simulation {
         /// shows the server's share again.
         public var participantLimit = false
         /// With ``hierarchyShares``: the owner moves notes into and out of the hierarchy (a
-        /// note's `folder` field names its parent). **Off**, even in ``sharing``: today's server
-        /// does not report a note moved out of a shared hierarchy deleted to the participants,
-        /// who keep their last copy, while the checks expect a participant to hold exactly the
-        /// hierarchy's notes. Turn it on in ``sharing`` once the server reports such moves.
+        /// note's `folder` field names its parent); the server reports a note moved out as
+        /// deleted to the hierarchy's participants and one moved in as new (F123), and the
+        /// checks expect each participant to hold exactly the hierarchy's notes. On in
+        /// ``sharing``.
         public var movesRecordsBetweenHierarchies = false
 
         public init() {}
@@ -116,6 +116,7 @@ public final class Simulation {
             configuration.permissionChanges = true
             configuration.linkSharing = true
             configuration.participantLimit = true
+            configuration.movesRecordsBetweenHierarchies = true
             return configuration
         }
 
@@ -464,7 +465,7 @@ public final class Simulation {
 
     private func deleteNote(_ index: Int) throws {
         let device = devices[index]
-        let ids = device.notes.keys.sorted { $0.description < $1.description }
+        let ids = device.noteIDs
         guard !ids.isEmpty else { return try write(index) }
         let id = pick(ids)
         try device.delete(id)
@@ -955,9 +956,8 @@ public final class Simulation {
     /// owner's database has them now), and no read-only participant's change reached the
     /// server. Returns each participant's shared notes, and the owner's shares.
     ///
-    /// With today's server a note moved out of a shared hierarchy stays in the participants'
-    /// databases as they last had it; this check expects it gone, which is why
-    /// ``Configuration/movesRecordsBetweenHierarchies`` is off.
+    /// A note moved out of a shared hierarchy is gone from the participants' databases, and one
+    /// moved in is there (``Configuration/movesRecordsBetweenHierarchies``).
     private func checkSharing(
         _ findings: inout [String], serverNotes: [UserID: [Record.ID: String]]
     ) async throws -> (notes: [UserID: [Record.ID: String]], shares: [Record.ID: Share]) {

@@ -622,7 +622,7 @@ final class GeneratedHistory {
 
     private func deleteNote(_ index: Int) throws {
         let device = devices[index]
-        let ids = device.notes.keys.sorted { $0.description < $1.description }
+        let ids = device.noteIDs
         guard !ids.isEmpty else { return try write(index) }
         let id = pick(ids)
         try device.delete(id)
