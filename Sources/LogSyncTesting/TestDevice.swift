@@ -447,6 +447,13 @@ public final class TestDevice: Sendable {
         delegate.store.withLock { $0.notes.keys.sorted { $0.description < $1.description } }
     }
 
+    /// A note `pick` chooses from ``noteIDs`` (never empty when `pick` runs), or `nil` if the
+    /// app has none: a seeded test's choice of a note to change.
+    public func noteID(pickedBy pick: ([Record.ID]) -> Record.ID) -> Record.ID? {
+        let ids = noteIDs
+        return ids.isEmpty ? nil : pick(ids)
+    }
+
     /// The shares the app knows: fetched, saved, or edited here and not sent yet.
     public var shares: [Record.ID: Share] { delegate.store.withLock { $0.shares } }
 

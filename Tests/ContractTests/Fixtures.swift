@@ -48,6 +48,18 @@ func withPhone(
     }
 }
 
+/// ``withPhone(_:clock:zone:sourceLocation:_:)`` with bob registered (bob@example.com) and his
+/// phone on his shared database: an owner and the user she shares with.
+func withAliceAndBob(
+    _ harness: any ContractHarness, zone: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (TestServer, _ alice: Device, _ bob: Device) async throws -> Void
+) async throws {
+    try await withPhone(harness, zone: zone, sourceLocation: sourceLocation) { server, alice in
+        try server.admin.registerUser("bob", emailAddress: "bob@example.com")
+        try await body(server, alice, try await server.device("bob", "phone", scope: .shared))
+    }
+}
+
 /// ``withServer(_:clock:_:)`` with alice's phone and laptop; with `zone`, the phone creates that
 /// zone before `body` runs.
 func withPhoneAndLaptop(

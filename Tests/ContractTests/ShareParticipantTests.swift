@@ -14,9 +14,7 @@ struct ShareParticipantTests {
         "F119 a lookup by e-mail address or user record name gives a participant to invite; the invited user accepts",
         arguments: Harnesses.all)
     func lookUpAndInvite(harness: any ContractHarness) async throws {
-        try await withPhone(harness, zone: "Notes") { server, alice in
-            try server.admin.registerUser("bob", emailAddress: "bob@example.com")
-            let bob = try await server.device("bob", "phone", scope: .shared)
+        try await withAliceAndBob(harness, zone: "Notes") { server, alice, bob in
             let bobName = try await bob.userRecordName()
             let byEmail = UserIdentity.LookupInfo(emailAddress: "Bob@Example.com")
             let byName = UserIdentity.LookupInfo(userRecordName: bobName)
@@ -108,10 +106,8 @@ struct ShareParticipantTests {
         "F123 a hierarchy's root names its share, for the owner and participants; other records name none",
         arguments: Harnesses.all)
     func rootNamesItsShare(harness: any ContractHarness) async throws {
-        try await withPhone(harness, zone: "Notes") { server, alice in
+        try await withAliceAndBob(harness, zone: "Notes") { server, alice, bob in
             try await alice.createZone("Trips")
-            try server.admin.registerUser("bob", emailAddress: "bob@example.com")
-            let bob = try await server.device("bob", "phone", scope: .shared)
 
             let folder = newRecord("folder", in: "Trips", type: "Folder", ["title": "Lisbon"])
             var child = newRecord("day1", in: "Trips", ["title": "Day 1"])

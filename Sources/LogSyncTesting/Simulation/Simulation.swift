@@ -465,9 +465,7 @@ public final class Simulation {
 
     private func deleteNote(_ index: Int) throws {
         let device = devices[index]
-        let ids = device.noteIDs
-        guard !ids.isEmpty else { return try write(index) }
-        let id = pick(ids)
+        guard let id = device.noteID(pickedBy: pick) else { return try write(index) }
         try device.delete(id)
         log("\(device.name) deletes \(Self.name(id))")
     }

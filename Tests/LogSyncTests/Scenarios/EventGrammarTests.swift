@@ -622,9 +622,7 @@ final class GeneratedHistory {
 
     private func deleteNote(_ index: Int) throws {
         let device = devices[index]
-        let ids = device.noteIDs
-        guard !ids.isEmpty else { return try write(index) }
-        let id = pick(ids)
+        guard let id = device.noteID(pickedBy: pick) else { return try write(index) }
         try device.delete(id)
         trace.append("#\(step) \(device.name) deletes \(Self.name(id))")
     }
