@@ -151,7 +151,8 @@ let package = Package(
             ],
             exclude: ["Proto/server_log.proto"]
         ),
-        .testTarget(name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore"]),
+        .testTarget(
+            name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore", "LogSyncTesting"]),
         // The CloudDatabase contract as checks anyone runs against their own database, with no
         // test framework: what an outside server must do for the engine to sync through it.
         .target(name: "LogSyncContract", dependencies: ["SyncModel"]),

@@ -3,6 +3,8 @@ import LogStore
 import SyncModel
 import Testing
 
+import struct LogSyncTesting.AlteredProjection
+
 @testable import LogSyncServer
 
 /// Schema modes (F137): a development server grows its schema from the records saved; a schema
@@ -240,7 +242,7 @@ struct SchemaTests {
             let userDirectory = LMDBStorage.userDirectory(in: directory, number: 1)
             do {
                 let environment = try LogEnvironment.open(at: userDirectory, options: .init(durability: .fast))
-                let old = try environment.openLog(named: "private", projections: [VersionFourIndex()])
+                let old = try environment.openLog(named: "private", projections: [Self.versionFourIndex])
                 let rows = try old.read { reader in
                     var count = 0
                     try reader.transaction.forEach(in: try reader.table("schema", of: "index")) { _, _ in
@@ -258,19 +260,13 @@ struct SchemaTests {
     }
 
     /// The server's index as version 4 kept it: the same tables, no schema rows.
-    struct VersionFourIndex: Projection {
-        let real = ServerIndex()
-        var name: String { real.name }
-        var version: UInt32 { 4 }
-        var tableNames: [String] { real.tableNames }
-        func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
-            try real.apply(entry, to: tables)
-            var keys: [[UInt8]] = []
-            try tables.forEach(in: "schema") { key, _ in
-                keys.append(Array(key))
-                return true
-            }
-            for key in keys { try tables.removeValue(forKey: key, in: "schema") }
+    static let versionFourIndex = AlteredProjection(ServerIndex(), version: 4) { index, entry, tables in
+        try index.apply(entry, to: tables)
+        var keys: [[UInt8]] = []
+        try tables.forEach(in: "schema") { key, _ in
+            keys.append(Array(key))
+            return true
         }
+        for key in keys { try tables.removeValue(forKey: key, in: "schema") }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import LogSyncTesting
 import SyncModel
 import TemporaryDirectory
 import Testing
@@ -233,7 +234,7 @@ struct ServerRecordTests {
             do {
                 let old = try DeviceLog(
                     directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 8 << 20),
-                    index: VersionThreeIndex())
+                    index: Self.versionThreeIndex)
                 try old.append(
                     .zoneChangesFetched(
                         zoneID: F.notes, modifications: [a1], deletions: [],
@@ -251,23 +252,17 @@ struct ServerRecordTests {
     }
 
     /// The device index as version 3 kept it: each last known server record stored whole.
-    struct VersionThreeIndex: Projection {
-        let real = DeviceIndex()
-        var name: String { real.name }
-        var version: UInt32 { 3 }
-        var tableNames: [String] { real.tableNames }
-        func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
-            try real.apply(entry, to: tables)
-            let records: [Record]
-            switch try DeviceEntry(entry) {
-            case .zoneChangesFetched(_, let modifications, _, _, _): records = modifications
-            case .batchResult(let saved, _, _, _): records = saved
-            default: records = []
-            }
-            let writer = DeviceIndexWriter(tables: tables)
-            for record in records {
-                try tables.put(record.protoBytes(), forKey: try writer.recordKey(record.recordID), in: "serverRecords")
-            }
+    static let versionThreeIndex = AlteredProjection(DeviceIndex(), version: 3) { index, entry, tables in
+        try index.apply(entry, to: tables)
+        let records: [Record]
+        switch try DeviceEntry(entry) {
+        case .zoneChangesFetched(_, let modifications, _, _, _): records = modifications
+        case .batchResult(let saved, _, _, _): records = saved
+        default: records = []
+        }
+        let writer = DeviceIndexWriter(tables: tables)
+        for record in records {
+            try tables.put(record.protoBytes(), forKey: try writer.recordKey(record.recordID), in: "serverRecords")
         }
     }
 }

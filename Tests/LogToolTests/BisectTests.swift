@@ -16,17 +16,12 @@ struct BisectTests {
 
     /// The device index with a bug from `brokenFrom` on: an app's removal of a pending change is
     /// ignored, so the change stays pending though the app withdrew it.
-    struct BrokenIndex: Projection {
-        let real = DeviceLog.standardIndex
-        let brokenFrom: UInt64
-        var name: String { real.name }
-        var version: UInt32 { real.version }
-        var tableNames: [String] { real.tableNames }
-        func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+    static func brokenIndex(from brokenFrom: UInt64) -> AlteredProjection {
+        AlteredProjection(DeviceLog.standardIndex) { index, entry, tables in
             if entry.offset.rawValue >= brokenFrom && entry.kind == DeviceEntry.Kind.pendingRecordZoneChangesRemoved {
                 return
             }
-            try real.apply(entry, to: tables)
+            try index.apply(entry, to: tables)
         }
     }
 
@@ -84,7 +79,7 @@ struct BisectTests {
             let log = try Self.writeLongLog(at: directory.appendingPathComponent("long"), cycles: 10_000)
             #expect(try log.log.lastOffset == LogOffset(100_000))
             // The bug starts at 61,235; the first removal it ignores is cycle 6124's, at 61,244.
-            let bisect = DeviceLogBisect(log: log.log, index: BrokenIndex(brokenFrom: 61_235))
+            let bisect = DeviceLogBisect(log: log.log, index: Self.brokenIndex(from: 61_235))
             let result = try bisect.run(.projectionsEqualReplay)
             #expect(result.firstBadOffset == LogOffset(61_244), "\(result)")
             #expect(result.reconstructions < 20, "\(result)")
