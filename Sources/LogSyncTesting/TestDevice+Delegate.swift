@@ -155,9 +155,7 @@ extension TestDevice {
             case .provided(let batches): return await batches(context, syncEngine)
             case .queued(let batch): return batch
             case .pending:
-                let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-                    context.options.scope.contains($0)
-                }
+                let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
                 return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
                     self.record(for: id, syncEngine)
                 }

@@ -19,6 +19,25 @@ struct PendingRecordChangesTests {
         }
     }
 
+    // F16, F58: a delegate builds its batch from the pending changes the send's scope covers.
+    @Test("F16: the pending changes a send's scope covers, in order")
+    func pendingChangesInScope() async throws {
+        try withEngine { engine, _ in
+            let photo = F.id("P", F.photos)
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(F.a), .deleteRecord(photo), .saveRecord(F.b)])
+            #expect(try engine.state.pendingRecordZoneChanges(in: .all).count == 3)
+            #expect(
+                try engine.state.pendingRecordZoneChanges(in: .zoneIDs([F.notes])) == [
+                    .saveRecord(F.a), .saveRecord(F.b),
+                ])
+            #expect(try engine.state.pendingRecordZoneChanges(in: .allExcluding([F.notes])) == [.deleteRecord(photo)])
+            #expect(
+                try engine.state.pendingRecordZoneChanges(in: .recordIDs([F.b, photo])) == [
+                    .deleteRecord(photo), .saveRecord(F.b),
+                ])
+        }
+    }
+
     @Test("F16: record contents are never in the pending state")
     func contentsNotInPending() async throws {
         try withEngine { engine, directory in

@@ -596,9 +596,7 @@ final class App: SyncEngineDelegate {
             }
             return batch
         }
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-            context.options.scope.contains($0)
-        }
+        let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
         let read = ContinuousClock.now
         let batch = await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in self.record(for: id) }
         let built = ContinuousClock.now

@@ -333,9 +333,7 @@ final class NotesApp: SyncEngineDelegate {
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-            context.options.scope.contains($0)
-        }
+        let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
             // The last record the server is known to hold (its change tag).
             let known = try? syncEngine.deviceLog.lastKnownServerRecord(for: id)

@@ -57,9 +57,7 @@ final class Notes: SyncEngineDelegate {
     func nextRecordZoneChangeBatch(
         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
     ) async -> SyncEngine.RecordZoneChangeBatch? {
-        let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-            context.options.scope.contains($0)
-        }
+        let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
             guard let fields = self.notes.withLock({ $0[id] }) else { return nil }
             // An edit of the last record the server is known to hold: its system fields, and the

@@ -9,7 +9,7 @@ extension SyncEngine {
     /// batch may mix records of several zones of one database (F58).
     ///
     /// ```swift
-    /// let pending = try engine.state.pendingRecordZoneChanges.filter { context.options.scope.contains($0) }
+    /// let pending = try engine.state.pendingRecordZoneChanges(in: context.options.scope)
     /// return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { id in
     ///     store.record(for: id)        // nil: the app has no such record any more; skipped
     /// }

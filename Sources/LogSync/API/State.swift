@@ -65,6 +65,21 @@ extension SyncEngine {
             get throws { try deviceLog.read { try $0.pendingRecordZoneChanges(cache: deviceLog.pendingChangeCache) } }
         }
 
+        /// The record changes waiting to be sent that `scope` covers, in order: what a send
+        /// with those options may send. A delegate builds its batch from them, as
+        /// `CKSyncEngine` apps filter the list by `context.options.scope` themselves.
+        ///
+        /// ```swift
+        /// let pending = try syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)
+        /// ```
+        ///
+        /// - Throws: `LogStoreError` if the log cannot be read.
+        public func pendingRecordZoneChanges(
+            in scope: SendChangesOptions.Scope
+        ) throws -> [PendingRecordZoneChange] {
+            try pendingRecordZoneChanges.filter { scope.contains($0) }
+        }
+
         /// Adds record changes to send, in order; returns once they are committed to the log.
         ///
         /// - Parameter pendingRecordZoneChanges: the changes; an empty list does nothing.

@@ -20,10 +20,10 @@ import SyncModel
 ///     func nextRecordZoneChangeBatch(
 ///         _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
 ///     ) async -> SyncEngine.RecordZoneChangeBatch? {
-///         let pending = (try? syncEngine.state.pendingRecordZoneChanges) ?? []
-///         return await SyncEngine.RecordZoneChangeBatch(
-///             pendingChanges: pending.filter { context.options.scope.contains($0) }
-///         ) { recordID in self.record(for: recordID) }
+///         let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
+///         return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { recordID in
+///             self.record(for: recordID)
+///         }
 ///     }
 /// }
 /// ```

@@ -481,9 +481,7 @@ struct SendScenarios: NoteIDs {
             try engine.state.add(pendingRecordZoneChanges: ids.map { .saveRecord($0) })
             delegate.clearEvents()
             delegate.provideBatches { context, syncEngine in
-                let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-                    context.options.scope.contains($0)
-                }
+                let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
                 return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { newNote($0, $0.recordName) }
             }
             try await engine.sendChanges()
@@ -669,9 +667,7 @@ struct SendScenarios: NoteIDs {
                     context, syncEngine in
                     // A safety net so the test fails instead of hanging.
                     guard asks.add(1, ordering: .relaxed).newValue <= 20 else { return nil }
-                    let pending = ((try? syncEngine.state.pendingRecordZoneChanges) ?? []).filter {
-                        context.options.scope.contains($0)
-                    }
+                    let pending = (try? syncEngine.state.pendingRecordZoneChanges(in: context.options.scope)) ?? []
                     return await SyncEngine.RecordZoneChangeBatch(pendingChanges: pending) { newNote($0, "Lost") }
                 }
             delegate.provideBatches(pendingProvider)
