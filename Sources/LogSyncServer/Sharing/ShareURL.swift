@@ -45,42 +45,40 @@ package struct ShareURL: Hashable, Sendable {
 
 /// What the `shares` table keeps of a share record: its URL secret and its root record's name
 /// ("" for a zone-wide share).
-struct ShareKeys: Hashable {
+struct ShareKeys: Hashable, IndexValue {
     var secret: String
     var root: String
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.string(secret)
         writer.string(root)
-        return writer.bytes
     }
 }
 
 extension ShareKeys {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "share keys")
+    static let what = "share keys"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         secret = try reader.string()
         root = try reader.string()
     }
 }
 
 /// Where the `shareURLs` table finds a share: its zone's key and its record name.
-struct ShareLocation: Hashable {
+struct ShareLocation: Hashable, IndexValue {
     var zone: [UInt8]
     var share: String
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.data(zone)
         writer.string(share)
-        return writer.bytes
     }
 }
 
 extension ShareLocation {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "share location")
+    static let what = "share location"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         zone = try reader.data()
         share = try reader.string()
     }
@@ -88,7 +86,7 @@ extension ShareLocation {
 
 /// A zone shared with the participant whose shared database this is: the share record's name,
 /// and the owner's log offset of the latest change of the zone this database has recorded.
-struct SharedZoneState: Hashable {
+struct SharedZoneState: Hashable, IndexValue {
     var share: String
     var ownerOffset: UInt64
 
@@ -96,17 +94,16 @@ struct SharedZoneState: Hashable {
     /// it again is the owner's.
     static let capabilities: RecordZone.Capabilities = [.fetchChanges, .atomic]
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.string(share)
         writer.u64(ownerOffset)
-        return writer.bytes
     }
 }
 
 extension SharedZoneState {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "shared zone state")
+    static let what = "shared zone state"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         share = try reader.string()
         ownerOffset = try reader.u64()
     }

@@ -2,7 +2,7 @@ import LogStore
 import SyncModel
 
 /// The state of a zone in a database, as the index keeps it.
-struct ZoneState: Hashable {
+struct ZoneState: Hashable, IndexValue {
     /// The offset of the entry that created the current (or last) incarnation; 0 for the default zone.
     var incarnation: UInt64
     var isLive: Bool
@@ -19,22 +19,21 @@ struct ZoneState: Hashable {
     static let defaultZone = ZoneState(
         incarnation: 0, isLive: true, capabilities: [], lastChange: 0, deletedAt: 0, deletionReason: .deleted)
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.u64(incarnation)
         writer.u8(isLive ? 1 : 0)
         writer.u64(capabilities.rawValue)
         writer.u64(lastChange)
         writer.u64(deletedAt)
         writer.u8(UInt8(deletionReason.rawValue))
-        return writer.bytes
     }
 }
 
 // The decoding initializers stand in extensions so that the structs keep their memberwise ones.
 extension ZoneState {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "zone state")
+    static let what = "zone state"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         incarnation = try reader.u64()
         isLive = try reader.u8() == 1
         capabilities = RecordZone.Capabilities(rawValue: try reader.u64())
@@ -45,7 +44,7 @@ extension ZoneState {
 }
 
 /// The state of a record: where its current version (or tombstone) is in the log.
-struct RecordState: Hashable {
+struct RecordState: Hashable, IndexValue {
     /// The offset of the entry that saved or deleted it last: its change tag when saved.
     var offset: UInt64
     var isTombstone: Bool
@@ -86,32 +85,27 @@ struct RecordState: Hashable {
             : IndexKey.zoneChange(incarnation: incarnation, offset: movedAt) + Array(name.utf8)
     }
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.u64(offset)
         writer.u8(isTombstone ? 1 : 0)
         writer.u64(size)
         writer.string(recordType)
-        writer.u64(UInt64(deleteSelfTargets.count))
-        for target in deleteSelfTargets { writer.string(target) }
+        writer.list(deleteSelfTargets) { $0.string($1) }
         writer.string(parent)
         let hierarchy = hasHierarchy
         if !assets.isEmpty || hierarchy {
-            writer.u64(UInt64(assets.count))
-            for digest in assets { writer.data(digest) }
+            writer.list(assets) { $0.data($1) }
         }
         if hierarchy {
             writer.string(hierarchyRoot)
             writer.u64(depth)
             writer.u64(children)
             writer.u64(movedAt)
-            writer.u64(UInt64(exits.count))
-            for exit in exits {
+            writer.list(exits) { writer, exit in
                 writer.string(exit.root)
                 writer.u64(exit.offset)
             }
         }
-        return writer.bytes
     }
 }
 
@@ -122,35 +116,24 @@ struct HierarchyExit: Hashable {
 }
 
 extension RecordState {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "record state")
+    static let what = "record state"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         offset = try reader.u64()
         isTombstone = try reader.u8() == 1
         size = try reader.u64()
         recordType = try reader.string()
-        let count = try reader.u64()
-        guard count <= UInt64(bytes.count) else {
-            throw LogStoreError(.projectionInconsistent, "malformed record state")
-        }
-        deleteSelfTargets = try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
+        deleteSelfTargets = try reader.list { (reader) throws(LogStoreError) in try reader.string() }
         parent = try reader.string()
-        if reader.position < bytes.count {
-            let count = try reader.u64()
-            guard count <= UInt64(bytes.count) else {
-                throw LogStoreError(.projectionInconsistent, "malformed record state")
-            }
-            assets = try (0..<count).map { _ throws(LogStoreError) in try reader.data() }
+        if reader.hasMore {
+            assets = try reader.list { (reader) throws(LogStoreError) in try reader.data() }
         }
-        if reader.position < bytes.count {
+        if reader.hasMore {
             hierarchyRoot = try reader.string()
             depth = try reader.u64()
             children = try reader.u64()
             movedAt = try reader.u64()
-            let count = try reader.u64()
-            guard count <= UInt64(bytes.count) else {
-                throw LogStoreError(.projectionInconsistent, "malformed record state")
-            }
-            exits = try (0..<count).map { _ throws(LogStoreError) in
+            exits = try reader.list { (reader) throws(LogStoreError) in
                 HierarchyExit(root: try reader.string(), offset: try reader.u64())
             }
         }
@@ -159,7 +142,7 @@ extension RecordState {
 
 /// An asset content kept for a database's records (`assets` table): its size, how many live
 /// records reference it, and since when none does.
-struct AssetState: Hashable {
+struct AssetState: Hashable, IndexValue {
     var size: UInt64
     /// How many live records' fields reference it (a record counts once however many fields).
     var references: UInt64
@@ -169,13 +152,11 @@ struct AssetState: Hashable {
     /// 1970; 0 while referenced.
     var unreferencedSince: UInt64
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.u64(size)
         writer.u64(references)
         writer.u64(storedAt)
         writer.u64(unreferencedSince)
-        return writer.bytes
     }
 
     init(size: UInt64, references: UInt64, storedAt: UInt64, unreferencedSince: UInt64) {
@@ -185,8 +166,9 @@ struct AssetState: Hashable {
         self.unreferencedSince = unreferencedSince
     }
 
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "asset state")
+    static let what = "asset state"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         size = try reader.u64()
         references = try reader.u64()
         storedAt = try reader.u64()
@@ -223,21 +205,20 @@ extension Record {
 
 /// A wrap of a zone's key as the `zoneKeys` table keeps it: its check and wrapped bytes (the
 /// zone, version and recipient are in the key).
-struct ZoneKeyWrap: Hashable {
+struct ZoneKeyWrap: Hashable, IndexValue {
     var check: [UInt8]
     var wrapped: [UInt8]
 
-    var encoded: [UInt8] {
-        var writer = ByteWriter()
+    func write(to writer: inout ByteWriter) {
         writer.data(check)
         writer.data(wrapped)
-        return writer.bytes
     }
 }
 
 extension ZoneKeyWrap {
-    init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        var reader = ByteReader(bytes, what: "zone key wrap")
+    static let what = "zone key wrap"
+
+    init(reading reader: inout ByteReader) throws(LogStoreError) {
         check = try reader.data()
         wrapped = try reader.data()
     }
@@ -249,17 +230,12 @@ enum Referrers {
     static func decode(_ bytes: [UInt8]?) throws(LogStoreError) -> [String] {
         guard let bytes else { return [] }
         var reader = ByteReader(bytes, what: "referrer list")
-        let count = try reader.u64()
-        guard count <= UInt64(bytes.count) else {
-            throw LogStoreError(.projectionInconsistent, "malformed referrer list")
-        }
-        return try (0..<count).map { _ throws(LogStoreError) in try reader.string() }
+        return try reader.list { (reader) throws(LogStoreError) in try reader.string() }
     }
 
     static func encode(_ names: [String]) -> [UInt8] {
         var writer = ByteWriter()
-        writer.u64(UInt64(names.count))
-        for name in names { writer.string(name) }
+        writer.list(names) { $0.string($1) }
         return writer.bytes
     }
 }
