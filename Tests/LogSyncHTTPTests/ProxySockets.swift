@@ -22,22 +22,13 @@ final class ProxySockets: Sendable {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: 0) { bind(descriptor, $0, $1) }
         guard bound == 0, listen(descriptor, 16) == 0 else {
             Glibc.close(descriptor)
             throw TestFailure("bind or listen failed: \(errno)")
         }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
         listener = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = boundPort(descriptor)
     }
 
     /// Starts accepting: each client connection goes to `serve` on a thread of its own.
@@ -96,24 +87,11 @@ final class ProxySockets: Sendable {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return nil }
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        var address = Self.loopback(port: upstreamPort)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let connected = withLoopbackAddress(port: upstreamPort) { connect(descriptor, $0, $1) }
         guard connected == 0 else {
             Glibc.close(descriptor)
             return nil
         }
         return descriptor
-    }
-
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
     }
 }

@@ -153,26 +153,14 @@ final class LoopbackSocket: Sendable {
             let descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
+        let bound = withLoopbackAddress(port: port) { bind(descriptor, $0, $1) }
         guard bound == 0 else {
             close(descriptor)
             if errno == EADDRINUSE { return nil }
             throw TestFailure("bind to port \(port) failed: \(errno)")
         }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
         self.descriptor = descriptor
-        self.port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = boundPort(descriptor)
     }
 
     deinit { close(descriptor) }
@@ -342,4 +330,25 @@ func withServerData<R>(_ body: (_ data: URL) async throws -> R) async throws -> 
 func tokenFile(in data: URL) throws -> URL {
     try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
     return data.appendingPathComponent("tokens")
+}
+
+/// Calls `body` (`bind`, `connect`) with the IPv4 loopback address on `port` and its length.
+func withLoopbackAddress(port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+}
+
+/// The port a socket is bound to (`getsockname`).
+func boundPort(_ descriptor: Int32) -> Int {
+    var address = sockaddr_in()
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
 }
