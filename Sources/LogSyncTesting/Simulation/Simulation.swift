@@ -94,8 +94,9 @@ public final class Simulation {
         /// With ``hierarchyShares``: the owner moves notes into and out of the hierarchy (a
         /// note's `folder` field names its parent); the server reports a note moved out as
         /// deleted to the hierarchy's participants and one moved in as new (F123), and the
-        /// checks expect each participant to hold exactly the hierarchy's notes. On in
-        /// ``sharing``.
+        /// checks expect each participant to hold exactly the hierarchy's notes. **Off** in
+        /// ``sharing``: the CI seeds pass with it, but 148 of 10,000 soak seeds fail
+        /// (`logsync-soak --configuration sharing-moves`, Docs/Testing.md).
         public var movesRecordsBetweenHierarchies = false
 
         public init() {}
@@ -116,7 +117,6 @@ public final class Simulation {
             configuration.permissionChanges = true
             configuration.linkSharing = true
             configuration.participantLimit = true
-            configuration.movesRecordsBetweenHierarchies = true
             return configuration
         }
 
