@@ -279,9 +279,10 @@ struct ChangeFeed {
                     case .left: isDeletion = true
                     case .shown: break
                     }
-                } else if row.flag == 2, savedAt <= since {
-                    return true  // moved in the hierarchies only: unchanged for whoever sees the whole zone
                 }
+                // Whoever sees the whole zone gets a record moved in the hierarchies again, though
+                // unchanged: its row left the offset of its save, so a page that ended between the
+                // two never held it, and a token past the save does not say the client has it.
                 // When a listing began the client held nothing of the zone: deletions up to then
                 // would be phantoms (F100), so only live records are returned.
                 if isDeletion, offset <= listingStart { return true }
