@@ -514,6 +514,23 @@ struct SharingTests {
 
     // F123: a record moved out of a shared hierarchy leaves it with its descendants: its
     // participants are told they were deleted, and their later changes never reach them.
+    // F123, F100: the share re-keys the rows of folder and a in the zone's feed to its own
+    // offset, after x's save; the owner's listing in pages of one record ends its first page at
+    // x, between their saves and the share, and still holds every record.
+    @Test(
+        "F123 F100 the owner's listing in pages of one record holds the records of a hierarchy shared after them",
+        arguments: Harnesses.all)
+    func ownerListingAfterHierarchyShared(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("folder", nil), ("a", "folder"), ("x", nil)],
+            shares: [("folder", [("bob", .readWrite)])]
+        ) { notes in
+            let listed = try await notes.alice.fetchZone("Notes", resultsLimit: 1)
+            #expect(Set(listed.records.keys) == Set(["folder", "a", "x", "folder-share"].map { recordID($0) }))
+            #expect(listed.deletedIDs.isEmpty)
+        }
+    }
+
     @Test(
         "F123 a record moved out of a shared hierarchy is a deletion for its participants, then out of their reach",
         arguments: Harnesses.all)
