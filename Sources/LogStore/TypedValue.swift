@@ -1,5 +1,5 @@
 @_exported import TypedValues
 
-/// The log's name for ``TypedRawValue``: a raw value with a type of its own, such as
-/// ``LogOffset`` and ``EntryKind``.
+/// The log's name for `TypedRawValue` (module TypedValues, re-exported): a raw value with a
+/// type of its own, such as ``LogOffset`` and ``EntryKind``.
 public typealias TypedValue = TypedRawValue
