@@ -95,7 +95,7 @@ public final class Simulation {
         /// note's `folder` field names its parent); the server reports a note moved out as
         /// deleted to the hierarchy's participants and one moved in as new (F123), and the
         /// checks expect each participant to hold exactly the hierarchy's notes. **Off** in
-        /// ``sharing``: the CI seeds pass with it, but 148 of 10,000 soak seeds fail
+        /// ``sharing``: the CI seeds pass with it, but 35 of 10,000 soak seeds fail
         /// (`logsync-soak --configuration sharing-moves`, Docs/Testing.md).
         public var movesRecordsBetweenHierarchies = false
 
