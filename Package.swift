@@ -394,10 +394,11 @@ let package = Package(
 
         // The soak of the seeded simulation: many seeds of one configuration in worker processes
         // on every core, each failing seed named with the line that reruns it (Docs/Testing.md).
+        // A test harness on the test kit, so it lives with the tests and is no product.
         .executableTarget(
             name: "logsync-soak",
             dependencies: ["LogSyncTesting", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Tools/logsync-soak"
+            path: "Tests/logsync-soak"
         ),
 
         // Examples.
