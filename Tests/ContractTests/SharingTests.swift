@@ -626,6 +626,36 @@ struct SharingTests {
 
     // F123, F121: a read-write participant saves a new record and its new child in one request,
     // in either order: the child is judged where the request puts its parent.
+    // F124: deleting a root deletes its share, so no request may leave a share rooted at a
+    // deleted record: an owner's request that saves a share and deletes its root refuses the
+    // share, and a read-write participant who leaves a share and deletes its root in one request
+    // deletes the share with the root.
+    @Test("F124 a share never outlives its root when one request names both", arguments: Harnesses.all)
+    func shareAndRootInOneRequest(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("folder", nil), ("a", "folder"), ("other", nil)],
+            shares: [("folder", [("bob", .readWrite)])]
+        ) { notes in
+            let share = Share(rootRecordID: recordID("other"), shareID: recordID("other-share"))
+            let owners = try await notes.alice.modify(
+                saving: [share.record], deleting: [recordID("other")], atomically: false)
+            expectFailure(owners.saveResults[recordID("other-share")], .referenceViolation)
+            _ = try requireSuccess(owners.deleteResults[recordID("other")], "deleting the root")
+            #expect(try await notes.alice.fetchRecord(recordID("other")) == nil)
+            #expect(try await notes.alice.fetchRecord(recordID("other-share")) == nil)
+
+            let bob = notes.participants["bob"]!
+            let token = try await bob.fetchDatabase().token
+            let leaving = try await bob.modify(deleting: [notes.recordID("folder-share"), notes.recordID("folder")])
+            _ = try requireSuccess(leaving.deleteResults[notes.recordID("folder")], "deleting the root")
+            let records = try await notes.alice.fetchZone("Notes").records
+            #expect(records[recordID("folder")] == nil)
+            #expect(records[recordID("folder-share")] == nil, "the share went with its root")
+            #expect(records[recordID("a")] != nil)
+            #expect(try await bob.fetchDatabase(since: token).netDeleted.keys.contains(notes.zoneID))
+        }
+    }
+
     @Test(
         "F123 a read-write participant saves a new parent and its new child in one request, in either order",
         arguments: Harnesses.all)

@@ -157,7 +157,8 @@ struct RecordModification {
 
             var plan = Plan(
                 usage: try snapshot.state(IndexKey.usage), quota: quota, schema: schema,
-                savedInRequest: Set(request.recordsToSave.map(\.recordID)))
+                savedInRequest: Set(request.recordsToSave.map(\.recordID)),
+                deletedInRequest: Set(request.recordIDsToDelete))
             var outcomes: [Record.ID: Outcome] = [:]
             outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
@@ -281,9 +282,12 @@ struct RecordModification {
                 entries.append(.recordDeleted(recordID, recordType: recordType))
                 offset += 1
             }
-            // Deleting the root of a hierarchy share deletes the share (F124).
+            // Deleting the root of a hierarchy share deletes the share (F124), even when the
+            // request names the share: a participant who leaves it while deleting its root, or
+            // an owner who saves it while a deleteSelf reference takes its root, would leave a
+            // share rooted at nothing.
             for (share, numbers) in try shareRules.sharesRooted(
-                at: deleted + cascaded.map(\.0), sparing: untouched, snapshot)
+                at: deleted + cascaded.map(\.0), sparing: Set(deleted), snapshot)
             {
                 entries.append(.recordDeleted(share, recordType: Share.recordType))
                 offset += 1
@@ -356,6 +360,8 @@ struct RecordModification {
         let schema: RecordSchema?
         var addedReferences: [String: Int] = [:]
         let savedInRequest: Set<Record.ID>
+        /// Records the request deletes: a share cannot be rooted at one (F123, F124).
+        let deletedInRequest: Set<Record.ID>
         /// The parents the request gives the records it creates or moves (F123).
         var hierarchy = RequestHierarchy()
         /// Roots of the hierarchy shares the request creates, so two cannot share one root.

@@ -259,6 +259,12 @@ struct ShareRules {
             guard rootState.map({ !$0.isTombstone }) == true || plan.savedInRequest.contains(root) else {
                 return failure(.referenceViolation, "the root of share \(recordID), \(root), does not exist")
             }
+            // Deleting a root deletes its share (F124): a share saved by the request that deletes
+            // its root would outlive it.
+            if plan.deletedInRequest.contains(root) {
+                return failure(
+                    .referenceViolation, "the root of share \(recordID), \(root), is deleted by the same request")
+            }
             if previous == nil {
                 if let other = try snapshot.shareRooted(at: root.recordName, incarnation: zone.incarnation)
                     ?? plan.newShareRoots[root],
