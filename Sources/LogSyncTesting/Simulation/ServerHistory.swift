@@ -25,9 +25,9 @@ struct ServerHistory: Sendable {
     /// How many record changes the server acknowledged, by the user who made them (the owner,
     /// or a participant).
     private(set) var acknowledged: [UserID: Int] = [:]
-    /// The request IDs answered so far, per user who sent them: a later answer to one of them
-    /// is the server replaying its first answer (a resend, a duplicate, a retry under the same
-    /// ID), which applied nothing new.
+    /// The request IDs answered with at least one change applied, per user who sent them: a
+    /// later answer to one of them is the server replaying its first answer (a resend, a
+    /// duplicate, a retry under the same ID), which applied nothing new.
     private var answered: [UserID: Set<String>] = [:]
 
     /// Saves acknowledged, over every user.
@@ -44,6 +44,13 @@ struct ServerHistory: Sendable {
     mutating func record(
         _ response: ModifyRecordsResponse, to requestID: RequestID?, by author: UserID, owners: [String: UserID] = [:]
     ) {
+        // Only an answer that applied something is one the server keeps and replays: a refusal
+        // of every item may write nothing (a participant whom no share lets through), and the
+        // same request sent again is then decided afresh, and may apply.
+        let applied =
+            response.saveResults.values.contains { if case .success = $0 { true } else { false } }
+            || response.deleteResults.values.contains { if case .success = $0 { true } else { false } }
+        guard applied else { return }
         if let requestID, !answered[author, default: []].insert(requestID.rawValue).inserted { return }
         /// The owner of a record and its ID as the owner names it.
         func owned(_ id: Record.ID) -> (UserID, Record.ID)? {
