@@ -263,9 +263,7 @@ struct SimulationTests {
                 && sharing.crowdInvitations > 0 && sharing.participantLimitRefusals > 0 && sharing.notesMoved > 0
                 && acknowledged > 100 && NetworkFate.allCases.allSatisfy { (fates[$0] ?? 0) > 0 }
         }
-        // With notes moving between hierarchies, which the soak's `sharing` leaves off (Docs/Testing.md).
-        var configuration = Simulation.Configuration.sharing
-        configuration.movesRecordsBetweenHierarchies = true
+        let configuration = Simulation.Configuration.sharing
         for seed in UInt64(1)...20 where !covered() {
             try await withTemporaryDirectory { directory in
                 let report = try await Simulation(seed: seed, directory: directory, configuration: configuration).run()

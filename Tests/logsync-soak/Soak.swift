@@ -25,9 +25,6 @@ struct Soak: AsyncParsableCommand {
     enum Setup: String, ExpressibleByArgument, CaseIterable {
         case singleUser = "single-user"
         case sharing
-        /// `sharing` with the owner moving notes into and out of shared hierarchies
-        /// (`movesRecordsBetweenHierarchies`), not yet clean: Docs/Testing.md.
-        case sharingMoves = "sharing-moves"
 
         /// The simulation's configuration, its rerun command naming this tool.
         func configuration(operations: Int?) -> Simulation.Configuration {
@@ -35,9 +32,6 @@ struct Soak: AsyncParsableCommand {
             switch self {
             case .singleUser: configuration = Simulation.Configuration()
             case .sharing: configuration = .sharing
-            case .sharingMoves:
-                configuration = .sharing
-                configuration.movesRecordsBetweenHierarchies = true
             }
             if let operations { configuration.operationsPerDevice = max(1, operations) }
             configuration.rerunCommand =
@@ -49,7 +43,7 @@ struct Soak: AsyncParsableCommand {
 
     @Option(
         help:
-            "The configuration: single-user (three devices, account switches), sharing (an owner and two participants) or sharing-moves (sharing, notes moving between hierarchies)."
+            "The configuration: single-user (three devices, account switches) or sharing (an owner and two participants, hierarchy shares, notes moving between hierarchies)."
     )
     var configuration: Setup = .singleUser
 
@@ -165,8 +159,10 @@ struct Soak: AsyncParsableCommand {
                 if Task.isCancelled { break }
                 let (done, failed) = tally.counts
                 let elapsed = Self.seconds(since: started)
+                // The failed seeds so far, so that a run cut short still names them.
+                let seeds = failed == 0 ? "" : " (\(tally.failures.map { String($0.seed) }.joined(separator: ", ")))"
                 emit(
-                    "soak: \(done) of \(total) seeds, \(failed) failed, \(Int(elapsed)) s, "
+                    "soak: \(done) of \(total) seeds, \(failed) failed\(seeds), \(Int(elapsed)) s, "
                         + "\(Self.rate(done, elapsed)) seeds/s")
             }
         }

@@ -94,9 +94,8 @@ public final class Simulation {
         /// With ``hierarchyShares``: the owner moves notes into and out of the hierarchy (a
         /// note's `folder` field names its parent); the server reports a note moved out as
         /// deleted to the hierarchy's participants and one moved in as new (F123), and the
-        /// checks expect each participant to hold exactly the hierarchy's notes. **Off** in
-        /// ``sharing``: the CI seeds pass with it, but 35 of 10,000 soak seeds fail
-        /// (`logsync-soak --configuration sharing-moves`, Docs/Testing.md).
+        /// checks expect each participant to hold exactly the hierarchy's notes. On in
+        /// ``sharing``.
         public var movesRecordsBetweenHierarchies = false
 
         public init() {}
@@ -104,7 +103,8 @@ public final class Simulation {
         /// Sharing between three users: alice owns the zones on 2 devices; bob (read-write) has 2
         /// devices, carol (read-only) 1. Shares are zone-wide or of record hierarchies, bob's
         /// permission changes while he works, shares open to anyone with the link and close
-        /// again, and the owner runs into the participant limit.
+        /// again, the owner runs into the participant limit, and moves notes into and out of
+        /// shared hierarchies.
         public static var sharing: Configuration {
             var configuration = Configuration()
             configuration.devices = 2
@@ -117,6 +117,7 @@ public final class Simulation {
             configuration.permissionChanges = true
             configuration.linkSharing = true
             configuration.participantLimit = true
+            configuration.movesRecordsBetweenHierarchies = true
             return configuration
         }
 
