@@ -560,11 +560,13 @@ struct SharingTests {
                     notes.recordID("a"), notes.recordID("a2"),
                 ])
 
-            // Their later changes reach alice only; bob can no longer write them.
+            // Their later changes reach alice only (a2's change is the same deletion again for
+            // bob, never its content); bob can no longer write them.
             try await alice.save(try #require(try await alice.fetchRecord(recordID("a2"))).setting(["title": "later"]))
             try await alice.save(child("a3", of: "a"))
             let later = try await bob.fetchZone(notes.zoneID, since: moved.token)
-            #expect(later.modifiedIDs.isEmpty && later.deletedIDs.isEmpty)
+            #expect(later.modifiedIDs.isEmpty)
+            #expect(Set(later.deletedIDs).isSubset(of: [notes.recordID("a2")]))
             #expect(
                 Set(try await bob.fetchZone(notes.zoneID).records.keys)
                     == Set(["folder-share", "folder", "b"].map(notes.recordID)))
@@ -583,6 +585,42 @@ struct SharingTests {
             #expect(Set(back.modifiedIDs) == Set(["a", "a2", "a3"].map(notes.recordID)))
             #expect(back.records[notes.recordID("a2")]?["title"] == "later")
             #expect(back.deletedIDs.isEmpty)
+        }
+    }
+
+    // F123: a participant whose token passes a move's offset only after the moved record
+    // changed again (its row re-keyed past the move) still gets the deletion, as does one whose
+    // record was deleted in the hierarchy and saved again outside it before they fetched.
+    @Test(
+        "F123 a record that left a hierarchy and changed again before a participant fetched is a deletion for them",
+        arguments: Harnesses.all)
+    func leftAndChangedBeforeTheFetch(harness: any ContractHarness) async throws {
+        try await withSharedFolders(
+            harness, records: [("folder", nil), ("a", "folder"), ("d", "folder"), ("x", nil)],
+            shares: [("folder", [("bob", .readWrite)])]
+        ) { notes in
+            let alice = notes.alice
+            let bob = notes.participants["bob"]!
+            let before = try await bob.fetchZone(notes.zoneID)
+            #expect(Set(before.records.keys) == Set(["folder-share", "folder", "a", "d"].map(notes.recordID)))
+
+            // Alice moves a out, saves b into the folder, then changes a again, outside; and
+            // deletes d, then saves a new d outside the folder.
+            var a = try #require(try await alice.fetchRecord(recordID("a")))
+            a.parent = Record.Reference(recordID: recordID("x"))
+            a = try await alice.save(a)
+            try await alice.save(child("b", of: "folder"))
+            try await alice.save(a.setting(["title": "changed outside"]))
+            try await alice.delete(recordID("d"))
+            try await alice.save(child("d", of: nil))
+
+            // Bob fetches in pages of one: the page holding b ends past a's move.
+            let paged = try await bob.fetchZone(notes.zoneID, since: before.token, resultsLimit: 1)
+            #expect(Set(paged.deletions.keys) == [notes.recordID("a"), notes.recordID("d")])
+            #expect(Set(paged.records.keys) == [notes.recordID("b")])
+            #expect(
+                Set(try await bob.fetchZone(notes.zoneID).records.keys)
+                    == Set(["folder-share", "folder", "b"].map(notes.recordID)))
         }
     }
 

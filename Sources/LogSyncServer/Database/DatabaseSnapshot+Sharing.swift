@@ -122,12 +122,17 @@ enum HierarchyVisibility {
 
 extension ParticipantAccess {
     /// How the record named `name`, in state `state`, shows to a participant with this access
-    /// (no zone-wide share) whose token is at `since`.
-    func visibility(ofRecord name: String, _ state: RecordState?, since: UInt64) -> HierarchyVisibility {
+    /// (no zone-wide share), whose token is before the record's row: a record that left one of
+    /// their hierarchies is a deletion every time its row is read, so a participant may be told
+    /// more than once, never less.
+    func visibility(ofRecord name: String, _ state: RecordState?) -> HierarchyVisibility {
         if shares.contains(name) { return .shown }
         guard let state else { return .hidden }
         if roots[state.hierarchyRoot] != nil { return .shown }
-        if state.exits.contains(where: { $0.offset > since && roots[$0.root] != nil }) { return .left }
+        // Whatever the token: a later change outside the hierarchy moves the record's row past
+        // the exit's offset, and a participant whose token passed that offset after the row left
+        // it never read the exit there (F123).
+        if state.exits.contains(where: { roots[$0.root] != nil }) { return .left }
         return .hidden
     }
 }

@@ -274,7 +274,7 @@ struct ChangeFeed {
                 if let hierarchyAccess {
                     // A hierarchy share shows its records only (a deleted one by the place it
                     // had), and a record that left it as a deletion.
-                    switch hierarchyAccess.visibility(ofRecord: row.name, state, since: since) {
+                    switch hierarchyAccess.visibility(ofRecord: row.name, state) {
                     case .hidden: return true
                     case .left: isDeletion = true
                     case .shown: break

@@ -56,7 +56,10 @@ extension ServerIndex {
         let place: (root: String, depth: UInt64) =
             new.parent == name ? ("", 1) : try place(under: new.parent, incarnation: incarnation, tables)
         new.depth = place.depth
-        Self.move(&new, from: wasLive ? old!.hierarchyRoot : "", to: isShareRoot ? name : place.root, at: new.offset)
+        // A tombstone keeps the place its record had: a record deleted in a hierarchy and saved
+        // again outside it left it, for participants who fetched it before the deletion and
+        // whose next fetch finds the new save's row instead of the deletion's.
+        Self.move(&new, from: old?.hierarchyRoot ?? "", to: isShareRoot ? name : place.root, at: new.offset)
         return new.children > 0
     }
 

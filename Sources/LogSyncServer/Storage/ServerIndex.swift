@@ -378,8 +378,9 @@ package struct ServerIndex: Projection {
     /// request IDs per user, the parent of each record. 4: assets and the records' references
     /// to them; the usage counts asset contents. 6: the development schema (F137), device keys and
     /// wrapped zone keys (F129). 7: asset contents granted per zone (`assetGrants`, F134). 8: each
-    /// record's place in the shared hierarchies, the `children` table (F123).
-    package let version: UInt32 = 8
+    /// record's place in the shared hierarchies, the `children` table (F123). 9: a record deleted
+    /// in a shared hierarchy and saved again outside it has left it.
+    package let version: UInt32 = 9
     package let tableNames = [
         "zones", "records", "zoneChanges", "dbChanges", "subscriptions", "requests", "clientTokens", "referrers",
         "state",
