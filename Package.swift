@@ -268,7 +268,8 @@ let package = Package(
         .testTarget(
             name: "LogSyncIdentityTests",
             dependencies: [
-                "LogSyncIdentity", "LogSyncServer", "SyncModel", "TemporaryDirectory",
+                "LogSyncIdentity", "LogSyncServer", "SyncModel", "TemporaryDirectory", "ChildProcesses",
+                "logsync-server",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -333,9 +334,12 @@ let package = Package(
         .executableTarget(
             name: "logsync-server",
             dependencies: [
-                "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogStore", "SyncModel",
+                "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogSyncIdentity", "LogStore", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                // dev-issuer: signing keys and tokens, and its JWKS served on loopback.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tools/logsync-server"
         ),
