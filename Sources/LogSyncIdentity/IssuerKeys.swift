@@ -61,7 +61,7 @@ final class IssuerKeys: Sendable {
     /// The key named `kid`: at once when it is known; otherwise after a fetch, the one under way
     /// or a new one if the floor allows.
     ///
-    /// - Throws: ``IdentityError``: the key is unknown (after a fetch, or with the floor not
+    /// - Throws: `IdentityError`: the key is unknown (after a fetch, or with the floor not
     ///   passed yet), or the keys failed to load (naming where from).
     func key(_ kid: String) async throws(IdentityError) -> Key {
         enum Step {

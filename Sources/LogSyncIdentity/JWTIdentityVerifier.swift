@@ -5,7 +5,7 @@ import LogSyncServer
 
 /// Verifies identity tokens (JWTs) from the issuers the server trusts, with jwt-kit.
 ///
-/// A token is refused, with an ``IdentityError`` naming why, when it is larger than
+/// A token is refused, with an `IdentityError` naming why, when it is larger than
 /// ``Options/maximumTokenBytes`` (before it is parsed); when its `alg` is not RS256, ES256 or
 /// EdDSA (so `none`, and HS256 signed with a public key as its secret, never pass); when its
 /// `iss` is not a trusted issuer's; when its `kid` names no key of that issuer (after one fetch

@@ -335,4 +335,29 @@ struct JWTIdentityVerifierTests {
             #expect(server.requests == 2)
         }
     }
+
+    @Test("a fetch that outlasts its timeout fails naming the URL; known keys stay usable", .timeLimit(.minutes(1)))
+    func fetchTimeout() async throws {
+        let keys = try await TestKeys.value
+        try await withKeyServer(jwks: try DevelopmentSigningKey.jwks([keys.p256]), issuer: Acme.iss) { server in
+            let clock = TestClock()
+            var options = JWTIdentityVerifier.Options()
+            options.fetchTimeout = .milliseconds(200)
+            let verifier = try JWTIdentityVerifier(
+                issuers: [
+                    TrustedIssuer(
+                        name: "acme", issuer: Acme.iss, audiences: [Acme.audience], keys: .jwksURL(server.jwksURL))
+                ], options: options, now: clock.reader)
+            #expect(await verifier.loadKeys().isEmpty)
+            server.set(.hold)
+            clock.advance(by: 31)
+            let error = await #expect(throws: IdentityError.self) {
+                try await verifier.verify(try await keys.ed25519.sign(goodClaims(now: clock.now)))
+            }
+            #expect(
+                error?.reason.contains("JWKS failed to load from \(server.jwksURL.absoluteString)") == true,
+                "\(String(describing: error))")
+            _ = try await verifier.verify(try await keys.p256.sign(goodClaims(now: clock.now)))
+        }
+    }
 }
