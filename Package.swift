@@ -402,6 +402,17 @@ let package = Package(
             ],
             path: "Tools/logsync-asset-bench"
         ),
+        // First verifications of identity tokens per second on one core, for RS256, ES256 and
+        // EdDSA.
+        .executableTarget(
+            name: "logsync-identity-bench",
+            dependencies: [
+                "LogSyncIdentity", "LogSyncServer",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logsync-identity-bench"
+        ),
         // The PostgreSQL store against LMDB, and one node against two; starts its own
         // PostgreSQL with PostgresProcess, as the tests do.
         .executableTarget(
