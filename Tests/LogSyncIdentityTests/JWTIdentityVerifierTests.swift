@@ -360,4 +360,32 @@ struct JWTIdentityVerifierTests {
             _ = try await verifier.verify(try await keys.p256.sign(goodClaims(now: clock.now)))
         }
     }
+
+    @Test("a key set with keys of other kinds keeps those that fit an accepted algorithm")
+    func mixedKeySet() async throws {
+        let keys = try await TestKeys.value
+        try await withTemporaryDirectory { directory in
+            // An HMAC secret, the RSA key marked for encryption (RSA-OAEP), and the P-256 key.
+            var encryption = keys.rsa.publicJWK
+            encryption.keyIdentifier = "acme-enc"
+            encryption.algorithm = .rsaOAEP
+            let signing = try JSONSerialization.jsonObject(with: JSONEncoder().encode(keys.p256.publicJWK))
+            let oaep = try JSONSerialization.jsonObject(with: JSONEncoder().encode(encryption))
+            let jwks = directory.appendingPathComponent("jwks.json")
+            try JSONSerialization.data(withJSONObject: [
+                "keys": [["kty": "oct", "kid": "acme-secret", "k": "c2VjcmV0"], oaep, signing]
+            ]).write(to: jwks)
+            let clock = TestClock()
+            let verifier = try acmeVerifier(jwks: jwks, clock: clock)
+            #expect(try await verifier.verify(try await keys.p256.sign(goodClaims(now: clock.now))).subject == "alice")
+
+            let forger = JWTKeyCollection()
+            await forger.add(
+                rsa: try Insecure.RSA.PrivateKey(pem: keys.rsa.privatePEM), digestAlgorithm: .sha256, kid: "acme-enc")
+            let error = await #expect(throws: IdentityError.self) {
+                try await verifier.verify(try await forger.sign(goodClaims(now: clock.now), kid: "acme-enc"))
+            }
+            #expect(error?.reason.contains("unknown kid \"acme-enc\"") == true, "\(String(describing: error))")
+        }
+    }
 }
