@@ -8,6 +8,7 @@ import LogSyncServer
 /// A token is refused, with an `IdentityError` naming why, when it is larger than
 /// ``Options/maximumTokenBytes`` (before it is parsed); when its `alg` is not RS256, ES256 or
 /// EdDSA (so `none`, and HS256 signed with a public key as its secret, never pass); when its
+/// header marks extensions critical (`crit`), which this verifier does not understand; when its
 /// `iss` is not a trusted issuer's; when its `kid` names no key of that issuer (after one fetch
 /// of the issuer's keys, at most once per ``Options/refetchFloor``); when the key's type does
 /// not fit the algorithm; when the signature does not verify; when no `aud` is one of the
@@ -116,6 +117,10 @@ public final class JWTIdentityVerifier: IdentityVerifier {
         guard Self.acceptedAlgorithms.contains(algorithm) else {
             throw IdentityError(
                 "algorithm not allowed: \(algorithm) (only \(Self.acceptedAlgorithms.joined(separator: ", ")))")
+        }
+        // RFC 7515 §4.1.11: extensions marked critical must be understood; none is.
+        if header.fields["crit"] != nil {
+            throw IdentityError("critical header parameters not understood: \(header.crit ?? [])")
         }
         guard let iss = unverified.string("iss") else { throw IdentityError("unknown issuer: the token has no iss") }
         guard let issuerKeys = keys[iss] else { throw IdentityError("unknown issuer \"\(iss)\"") }

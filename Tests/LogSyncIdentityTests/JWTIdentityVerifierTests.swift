@@ -60,6 +60,13 @@ struct BadToken: CustomTestStringConvertible, Sendable {
             await forger.add(ecdsa: try ES256PrivateKey(pem: keys.stranger.privatePEM), kid: "acme-rs")
             return try await forger.sign(goodClaims(now: now), kid: "acme-rs")
         },
+        BadToken(name: "a critical header extension", reason: "critical header parameters not understood") {
+            keys, now in
+            let forger = JWTKeyCollection()
+            await forger.add(ecdsa: try ES256PrivateKey(pem: keys.p256.privatePEM), kid: "acme-es")
+            let header: JWTHeader = ["crit": .array([.string("x-policy")]), "x-policy": .string("strict")]
+            return try await forger.sign(goodClaims(now: now), kid: "acme-es", header: header)
+        },
         BadToken(name: "unknown kid", reason: "unknown kid \"acme-stranger\"") { keys, now in
             try await keys.stranger.sign(goodClaims(now: now))
         },
