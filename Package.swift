@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
         .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
         .library(name: "LogSyncPostgres", targets: ["LogSyncPostgres"]),
+        .library(name: "LogSyncIdentity", targets: ["LogSyncIdentity"]),
         .executable(name: "logsync-server", targets: ["logsync-server"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
@@ -38,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // PostgreSQL's wire protocol, for LogSyncPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // JSON Web Tokens (RS256, ES256, EdDSA signatures, JWKS), for LogSyncIdentity only: the
+        // server core, the engine and the clients never build it (Tools/check-client-graph.sh).
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         // `swift package generate-documentation`: CI builds every DocC catalog and fails on a
         // warning (Tools/docs.sh). A command plugin: no target links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -246,6 +250,31 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // Identity tokens from the app's identity providers: JWTs checked against each trusted
+        // issuer's keys (a JWKS file, a JWKS URL, or OpenID Connect discovery), fetched and cached,
+        // behind LogSyncServer's IdentityVerifier. The one module that links jwt-kit.
+        .target(
+            name: "LogSyncIdentity",
+            dependencies: [
+                "LogSyncServer",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                // Keys of the development issuer (RSA from CryptoExtras).
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "LogSyncIdentityTests",
+            dependencies: [
+                "LogSyncIdentity", "LogSyncServer", "SyncModel", "TemporaryDirectory", "ChildProcesses",
+                "logsync-server",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // `logsync-server migrate`: an LMDB store copied into PostgreSQL serves the same devices on.
         .testTarget(
             name: "StoreMigrationTests",
@@ -305,9 +334,12 @@ let package = Package(
         .executableTarget(
             name: "logsync-server",
             dependencies: [
-                "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogStore", "SyncModel",
+                "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogSyncIdentity", "LogStore", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                // dev-issuer: signing keys and tokens, and its JWKS served on loopback.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             path: "Tools/logsync-server"
         ),
@@ -369,6 +401,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/logsync-asset-bench"
+        ),
+        // First verifications of identity tokens per second on one core, for RS256, ES256 and
+        // EdDSA.
+        .executableTarget(
+            name: "logsync-identity-bench",
+            dependencies: [
+                "LogSyncIdentity", "LogSyncServer",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logsync-identity-bench"
         ),
         // The PostgreSQL store against LMDB, and one node against two; starts its own
         // PostgreSQL with PostgresProcess, as the tests do.

@@ -8,6 +8,10 @@
 #   - the sources: a file of a target in that graph imports a storage module anyway, which a
 #     build can let through when another target has already built the module.
 #
+# It also fails when jwt-kit (identity tokens, LogSyncIdentity's alone) reaches the client, the
+# engine (LogSync), the server core (LogSyncServer) or the HTTP server (LogSyncHTTPServer), by
+# the manifest or by an import.
+#
 # Usage: Tools/check-client-graph.sh [--build] [package directory, by default this repository]
 # It reads a copy of the manifest, so it neither waits for nor disturbs a build under way, and
 # takes a few seconds. With --build it then also builds LogSyncHTTP in a copy of the package
@@ -41,6 +45,8 @@ struct Target {
     let name: String
     let directory: String
     let dependencies: [String]
+    /// Products of other packages it names.
+    let external: [String]
 }
 
 let productTargets = Dictionary(uniqueKeysWithValues: (manifest["products"] as! [[String: Any]]).map {
@@ -53,6 +59,7 @@ for target in manifest["targets"] as! [[String: Any]] {
     let isTest = (target["type"] as? String) == "test"
     let directory = target["path"] as? String ?? (isTest ? "Tests/\(name)" : "Sources/\(name)")
     var dependencies: [String] = []
+    var external: [String] = []
     for dependency in target["dependencies"] as? [[String: Any]] ?? [] {
         // byName: [name, condition]; target: [name, condition];
         // product: [name, package (nil: this package), aliases, condition].
@@ -64,9 +71,11 @@ for target in manifest["targets"] as! [[String: Any]] {
             product.count < 2 || product[1] is NSNull
         {
             dependencies += productTargets[name] ?? []
+        } else if let product = dependency["product"] as? [Any], let name = product.first as? String {
+            external.append(name)
         }
     }
-    targets[name] = Target(name: name, directory: directory, dependencies: dependencies)
+    targets[name] = Target(name: name, directory: directory, dependencies: dependencies, external: external)
 }
 
 // Every target the client reaches, with the chain that reaches it.
@@ -103,11 +112,43 @@ for name in chains.keys.sorted() where !storage.contains(name) {
     }
 }
 
+// jwt-kit stays in LogSyncIdentity: none of these modules may reach it.
+let jwtFree = ["LogSyncHTTP", "LogSync", "LogSyncServer", "LogSyncHTTPServer"]
+let importsJWT = try NSRegularExpression(
+    pattern: #"^\s*(@\w+(\([^)]*\))?\s+)*import\s+(\w+\s+)?(JWTKit)\b"#, options: [.anchorsMatchLines])
+for module in jwtFree {
+    var reached: [String: [String]] = [module: [module]]
+    var pending = [module]
+    while !pending.isEmpty {
+        let name = pending.removeFirst()
+        for dependency in targets[name]?.dependencies ?? [] where reached[dependency] == nil {
+            reached[dependency] = reached[name]! + [dependency]
+            pending.append(dependency)
+        }
+    }
+    for name in reached.keys.sorted() {
+        guard let target = targets[name] else { continue }
+        if target.external.contains("JWTKit") {
+            failures.append("the manifest: \(reached[name]!.joined(separator: " → ")) → JWTKit")
+        }
+        let directory = URL(fileURLWithPath: root).appendingPathComponent(target.directory)
+        guard let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { continue }
+        for case let file as URL in files where file.pathExtension == "swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            if importsJWT.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil {
+                let relative = file.path.replacingOccurrences(of: root + "/", with: "")
+                failures.append("the sources: \(relative) imports JWTKit (target \(name), reached from \(module))")
+            }
+        }
+    }
+}
+
 let graph = chains.keys.filter { targets[$0] != nil }.sorted().joined(separator: ", ")
 if failures.isEmpty {
     print("check-client-graph: \(client) builds on \(graph), and none of them needs storage")
+    print("check-client-graph: none of \(jwtFree.joined(separator: ", ")) reaches jwt-kit")
 } else {
-    print("check-client-graph: \(client) must not reach storage (\(storage.sorted().joined(separator: ", "))), but does:")
+    print("check-client-graph: \(client) must not reach storage (\(storage.sorted().joined(separator: ", "))), nor \(jwtFree.joined(separator: ", ")) jwt-kit, but:")
     for failure in failures { print("  \(failure)") }
     exit(1)
 }

@@ -26,7 +26,7 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \
             migrate` moves an LMDB directory there (Docs/Deployment.md).
             """,
-        subcommands: [Serve.self, User.self, Migrate.self, CollectAssets.self, Schema.self],
+        subcommands: [Serve.self, User.self, Migrate.self, CollectAssets.self, Schema.self, DevIssuer.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogSyncHTTPServer
+import LogSyncIdentity
 import LogSyncServer
 import Logging
 
@@ -189,6 +190,36 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "A JSON file of the identity providers whose tokens (JWTs) the server trusts: issuers, audiences, key sources (Docs/Deployment.md, \"Identity tokens\"). Checked at start; `logsync-server dev-issuer init` prints one for a local issuer.",
+            valueName: "file"))
+    var identityConfig: String?
+
+    /// The identity configuration of --identity-config, read and checked by `validate()`.
+    private var identity: IdentityConfiguration? {
+        get throws {
+            guard let identityConfig else { return nil }
+            do {
+                return try IdentityConfiguration.load(from: URL(fileURLWithPath: identityConfig))
+            } catch {
+                throw ValidationError("--identity-config \(identityConfig): \(error)")
+            }
+        }
+    }
+
+    /// The verifier of identity tokens that --identity-config describes, or nil without it.
+    private func identityVerifier() throws -> JWTIdentityVerifier? {
+        guard let identityConfig, let identity = try identity else { return nil }
+        let directory = URL(fileURLWithPath: identityConfig).deletingLastPathComponent()
+        do {
+            return try identity.verifier(relativeTo: directory)
+        } catch {
+            throw ValidationError("--identity-config \(identityConfig): \(error)")
+        }
+    }
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
             valueName: "level"))
     var logLevel = "info"
@@ -256,6 +287,7 @@ struct Serve: AsyncParsableCommand {
         if tlsKey != nil, tlsCertificate == nil {
             throw ValidationError("--tls-key needs --tls-certificate (the key's certificate chain)")
         }
+        _ = try identityVerifier()  // a wrong field fails here, named, before anything starts
     }
 
     func run() async throws {
@@ -268,6 +300,9 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "logsync-server")
         let tokens: TokenStore
         let server: SyncServer
+        // The identity providers' tokens (--identity-config), checked by LogSyncIdentity; sign-in
+        // takes it from here.
+        let identityVerifier: JWTIdentityVerifier?
         var httpConfiguration = HTTPSyncServer.Configuration(host: host, port: port, maxRequestBodyBytes: maxBodyBytes)
         httpConfiguration.shutdownGracePeriod = .milliseconds(Int64(shutdownGracePeriod * 1000))
         httpConfiguration.idleTimeout = .seconds(idleTimeout)
@@ -292,6 +327,7 @@ struct Serve: AsyncParsableCommand {
                     privateKeyFile: URL(fileURLWithPath: tlsKey))
             }
             (server, tokens) = try data.server(logger: logger)
+            identityVerifier = try self.identityVerifier()
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode.failure
@@ -309,6 +345,16 @@ struct Serve: AsyncParsableCommand {
                 "users": "\(tokens.count)",
                 "max-connections": "\(httpConfiguration.maxConnections)",
             ])
+        if let identityVerifier {
+            // Keys load now, so that a wrong URL shows at start; an issuer whose keys fail to
+            // load is retried on its first token (after the refetch floor).
+            for failure in await identityVerifier.loadKeys() {
+                logger.warning("identity keys not loaded", metadata: ["reason": "\(failure.reason)"])
+            }
+            logger.info(
+                "identity tokens",
+                metadata: ["issuers": "\(identityVerifier.issuers.map(\.name).joined(separator: ","))"])
+        }
         let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
         let collection =
             assetCollectionInterval > 0
