@@ -186,6 +186,10 @@ public struct HTTPSyncServer: Sendable {
     public let server: SyncServer
     /// The tokens accepted.
     public let tokens: TokenStore
+    /// What checks the identity tokens of devices signing in (`POST /v1/sessions`), which
+    /// become sessions of `tokens`' ``TokenStore/sessions``. Without one, or without sessions,
+    /// there is no sign-in route.
+    public let identityVerifier: (any IdentityVerifier)?
     public let configuration: Configuration
     public let logger: Logger
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
@@ -201,13 +205,16 @@ public struct HTTPSyncServer: Sendable {
     ///   - server: The server whose databases are served.
     ///   - tokens: The bearer tokens accepted, each standing for a user.
     ///   - configuration: Address, port and limits.
+    ///   - identityVerifier: What checks the identity tokens of devices signing in; sign-in
+    ///     needs it and `tokens` made with sessions.
     ///   - logger: Where requests and lifecycle events are logged (requests at `.debug`).
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
-        logger: Logger = Logger(label: "logsync.http")
+        identityVerifier: (any IdentityVerifier)? = nil, logger: Logger = Logger(label: "logsync.http")
     ) {
         self.server = server
         self.tokens = tokens
+        self.identityVerifier = identityVerifier
         self.configuration = configuration
         self.logger = logger
         requestGate = RequestGate(
@@ -247,6 +254,23 @@ public struct HTTPSyncServer: Sendable {
         }
         router.get("/:version/databases/:scope/assets/:digest") { request, context in
             await assets.download(request, context: context)
+        }
+        if let sessions = tokens.sessions {
+            let routes = SessionRoutes(http: self, sessions: sessions)
+            if identityVerifier != nil {
+                router.post(RouterPath(WireSessions.signInPath)) { request, context in
+                    await routes.signIn(request, context: context)
+                }
+            }
+            router.post(RouterPath(WireSessions.refreshPath)) { request, context in
+                await routes.refresh(request, context: context)
+            }
+            router.get(RouterPath(WireSessions.devicesPath)) { request, context in
+                await routes.devices(request, context: context)
+            }
+            router.delete(RouterPath(WireSessions.devicesPath + "/:device")) { request, context in
+                await routes.revoke(request, context: context)
+            }
         }
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()
