@@ -256,19 +256,21 @@ public struct HTTPSyncServer: Sendable {
             await assets.download(request, context: context)
         }
         if let sessions = tokens.sessions {
+            // Under `:version`, as the other routes: the router does not fall back from a
+            // literal segment to a parameter.
             let routes = SessionRoutes(http: self, sessions: sessions)
             if identityVerifier != nil {
-                router.post(RouterPath(WireSessions.signInPath)) { request, context in
+                router.post("/:version/sessions") { request, context in
                     await routes.signIn(request, context: context)
                 }
             }
-            router.post(RouterPath(WireSessions.refreshPath)) { request, context in
+            router.post("/:version/sessions/refresh") { request, context in
                 await routes.refresh(request, context: context)
             }
-            router.get(RouterPath(WireSessions.devicesPath)) { request, context in
+            router.get("/:version/devices") { request, context in
                 await routes.devices(request, context: context)
             }
-            router.delete(RouterPath(WireSessions.devicesPath + "/:device")) { request, context in
+            router.delete("/:version/devices/:device") { request, context in
                 await routes.revoke(request, context: context)
             }
         }

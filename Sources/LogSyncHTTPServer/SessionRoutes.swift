@@ -125,7 +125,15 @@ struct SessionRoutes: Sendable {
         let started = ContinuousClock.now
         var logger = context.logger
         logger[metadataKey: "route"] = "\(route)"
-        do {
+        do throws(HTTPFailure) {
+            let version = context.parameters.get("version") ?? ""
+            guard version == WireProtocol.versionPath else {
+                throw HTTPFailure(
+                    404,
+                    SyncError(
+                        .incompatibleVersion,
+                        "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
+            }
             switch try await body(logger) {
             case .json(let value):
                 var headers = HTTPFields()
