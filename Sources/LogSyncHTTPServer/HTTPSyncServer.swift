@@ -414,18 +414,24 @@ struct PushShutdownService: Service {
 
 /// Follows the token file while the server runs (``TokenStore/watchFile()``), so that a token
 /// removed from it stops working within the store's check interval, even if no request presents
-/// an unknown token; ends when the graceful shutdown begins. Nothing to do for tokens kept in
-/// memory or in the storage.
+/// an unknown token, and an LMDB store's sessions (``TokenStore/watchSessions()``), so that a
+/// session another process revoked loses its push channels as soon; ends when the graceful
+/// shutdown begins.
 struct TokenFileWatch: Service {
     let tokens: TokenStore
 
     func run() async throws {
-        // A service that returns early would end the server: one without a file waits too.
-        guard tokens.file != nil else {
+        // A service that returns early would end the server: one with nothing to follow waits too.
+        guard tokens.file != nil || tokens.sessions?.readsLocally == true else {
             try? await gracefulShutdown()
             return
         }
-        await cancelWhenGracefulShutdown { [tokens] in await tokens.watchFile() }
+        await cancelWhenGracefulShutdown { [tokens] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await tokens.watchFile() }
+                group.addTask { await tokens.watchSessions() }
+            }
+        }
     }
 }
 

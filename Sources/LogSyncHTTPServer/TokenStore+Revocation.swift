@@ -181,15 +181,40 @@ extension TokenStore {
                 state.sessions = [:]
                 return state.channels.filter(\.value.isSession).mapValues(\.session)
             }
-            guard let sessions, !open.isEmpty else { return }
-            // Revocations may have gone unheard: a channel whose session is gone (or cannot be
-            // checked) ends.
-            for (id, session) in open {
-                guard let session, (try? sessions.session(id: session)) != nil else {
-                    state.withLock { $0.channels.removeValue(forKey: id) }?.revoked.finish()
-                    continue
-                }
+            // Revocations may have gone unheard.
+            recheckSessions(open)
+        }
+    }
+
+    /// Ends the push channels among `open` whose session is gone, or cannot be checked.
+    private func recheckSessions(_ open: [Int: String?]) {
+        guard let sessions, !open.isEmpty else { return }
+        for (id, session) in open {
+            guard let session, (try? sessions.session(id: session)) != nil else {
+                state.withLock { $0.channels.removeValue(forKey: id) }?.revoked.finish()
+                continue
             }
+        }
+    }
+
+    /// On a store read from this machine's disk (LMDB), looks every ``checkInterval`` for a
+    /// change of the sessions made by another process (`logsync-server sessions revoke`), and
+    /// then ends the push channels whose session is gone; until the calling task is cancelled.
+    /// Returns at once otherwise: other stores' nodes hear revocations. `HTTPSyncServer` runs
+    /// it while it serves.
+    public func watchSessions() async {
+        guard let sessions, sessions.readsLocally else { return }
+        var seen = try? sessions.changeCount
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: checkInterval)
+            } catch {
+                return
+            }
+            let now = try? sessions.changeCount
+            guard now != seen else { continue }
+            seen = now
+            recheckSessions(state.withLock { $0.channels.filter(\.value.isSession).mapValues(\.session) })
         }
     }
 }

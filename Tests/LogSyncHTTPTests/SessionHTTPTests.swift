@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import ChildProcesses
 import Foundation
 import LogStore
 import LogSyncHTTP
@@ -245,6 +246,58 @@ struct SessionHTTPTests {
                 body: WireSessions.encode(WireSessions.SignIn(device: "phone")))
             #expect(answer.status == 404, "\(answer)")
             #expect(try served.written().1.isEmpty)
+        }
+    }
+}
+
+/// `logsync-server sessions` against a running `logsync-server` on an LMDB store: the sessions
+/// are made in the store beforehand (the server has no identity verifier configured here), and
+/// another process signs a device out while the server serves it.
+@Suite("Sessions of a logsync-server process", .timeLimit(.minutes(2)))
+struct SessionCommandTests {
+    @Test(
+        "sessions revoke in another process: the device's push channel closes and its token is refused, the other device goes on; sessions list shows what is left"
+    )
+    func revokeFromAnotherProcess() async throws {
+        try await withServerData { data in
+            let (phone, laptop): (SessionStore.Issued, SessionStore.Issued)
+            do {
+                let server = try SyncServer(.init(directory: data, durability: .durable))
+                let sessions = try SessionStore(server: server)
+                phone = try sessions.create(user: "test:alice", device: "phone", name: "Phone")
+                laptop = try sessions.create(user: "test:alice", device: "laptop", name: "Laptop")
+                server.shutdown()
+            }
+            let (process, port) = try await TokenRevocationTests.serve(data)
+            #expect(try await TokenRevocationTests.fetchZones(port: port, token: phone.accessToken).status == 200)
+            let channel = try await TokenRevocationTests.openPushChannel(
+                port: port, token: phone.accessToken, device: "phone")
+            defer { channel.close() }
+
+            let listed = try await ChildProcess.run(["sessions", "list", "--user", "test:alice", "--data", data.path])
+            #expect(listed.status == 0, "\(listed)")
+            #expect(
+                listed.output.split(separator: "\n").map { $0.split(separator: "\t").first } == ["phone", "laptop"])
+
+            let revoked = try await ChildProcess.run(
+                ["sessions", "revoke", "--user", "test:alice", "--device", "phone", "--data", data.path])
+            #expect(revoked.status == 0 && revoked.output == "1 session revoked\n", "\(revoked)")
+            let deadline = ContinuousClock.now + TokenRevocationTests.patience
+            try await TokenRevocationTests.waitUntil("the phone's push channel is closed", by: deadline) {
+                TokenRevocationTests.closedAsRevoked(channel)
+            }
+            #expect(try await TokenRevocationTests.fetchZones(port: port, token: phone.accessToken).status == 401)
+            #expect(try await TokenRevocationTests.fetchZones(port: port, token: laptop.accessToken).status == 200)
+
+            let left = try await ChildProcess.run(["sessions", "list", "--user", "test:alice", "--data", data.path])
+            #expect(left.output.hasPrefix("laptop\t") && left.output.hasSuffix("\tLaptop\n"), "\(left)")
+            let all = try await ChildProcess.run(["sessions", "revoke", "--user", "test:alice", "--data", data.path])
+            #expect(all.output == "1 session revoked\n", "\(all)")
+            try await TokenRevocationTests.waitUntil("the laptop's token is refused", by: deadline) {
+                try await TokenRevocationTests.fetchZones(port: port, token: laptop.accessToken).status == 401
+            }
+            let stopped = try await process.terminate()
+            #expect(stopped.status == 0, "\(stopped)")
         }
     }
 }

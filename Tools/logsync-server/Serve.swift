@@ -189,6 +189,20 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "How long a session's access token is accepted (a device then refreshes its session).",
+            valueName: "seconds"))
+    var accessTokenLifetime = 900.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a session's refresh token may be used, from the sign-in or the last refresh (a device then signs in again).",
+            valueName: "seconds"))
+    var refreshTokenLifetime = 60 * 86_400.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
             valueName: "level"))
     var logLevel = "info"
@@ -246,6 +260,16 @@ struct Serve: AsyncParsableCommand {
         ] {
             guard count >= 0 else { throw ValidationError("\(flag) must be 0 or more, not \(count)") }
         }
+        for (flag, seconds) in [
+            ("--access-token-lifetime", accessTokenLifetime), ("--refresh-token-lifetime", refreshTokenLifetime),
+        ] {
+            guard seconds >= 1, seconds.isFinite else {
+                throw ValidationError("\(flag) must be a number of seconds, 1 or more, not \(seconds)")
+            }
+        }
+        guard refreshTokenLifetime >= accessTokenLifetime else {
+            throw ValidationError("--refresh-token-lifetime must be at least --access-token-lifetime")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError(
                 "--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -291,7 +315,11 @@ struct Serve: AsyncParsableCommand {
                     certificateChainFile: URL(fileURLWithPath: tlsCertificate),
                     privateKeyFile: URL(fileURLWithPath: tlsKey))
             }
-            (server, tokens) = try data.server(logger: logger)
+            (server, tokens) = try data.server(
+                sessionLifetimes: SessionStore.Lifetimes(
+                    access: .milliseconds(Int64(accessTokenLifetime * 1000)),
+                    refresh: .milliseconds(Int64(refreshTokenLifetime * 1000))),
+                logger: logger)
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode.failure

@@ -145,6 +145,12 @@ public final class SessionStore: Sendable {
         log = try storage.openLog(.sessions, projection: Index())
     }
 
+    /// How far the sessions' log goes: it moves with every sign-in, refresh and revocation, on
+    /// any node or process, so a change means the sessions may have changed.
+    ///
+    /// - Throws: The storage's error.
+    public var changeCount: UInt64 { get throws { try log.lastOffset.rawValue } }
+
     /// Whether looking a token up reads this machine's disk only (no network round trip), so an
     /// event loop may do it.
     public var readsLocally: Bool { storage.tokens == nil }
