@@ -163,7 +163,7 @@ extension TokenStore {
         sessions?.observeRevocations { [weak self] event in self?.heardSession(event) }
     }
 
-    /// What the sessions say about revocations (``SessionStore/observeRevocations(_:)``).
+    /// What the sessions say about revocations (`SessionStore.observeRevocations(_:)`).
     func heardSession(_ event: RevocationEvent) {
         switch event {
         case .revoked(let revocation):

@@ -136,9 +136,9 @@ public final class TokenStore: Sendable {
     ///     token stops working within about this long. A quarter of a second by default.
     ///   - logger: Where a read that finds tokens in the clear logs its warning, and a read that
     ///     fails its error (silent by default).
+    ///   - sessions: The devices' sessions, whose access tokens are accepted too.
     /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice, or
     ///   saying why the file cannot be read.
-    ///   - sessions: The devices' sessions, whose access tokens are accepted too.
     public init(
         file: URL, checkInterval: Duration = .milliseconds(250),
         logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() }),

@@ -122,6 +122,8 @@ public final class SessionStore: Sendable {
     /// The sessions of `server`'s storage; signing in registers the user with `server`.
     ///
     /// - Parameters:
+    ///   - server: The server whose storage keeps the sessions and whose registry records the
+    ///     users signing in.
     ///   - lifetimes: How long tokens last.
     ///   - now: The clock expiries are measured on (the wall clock by default; tests move one).
     public convenience init(
