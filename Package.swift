@@ -152,6 +152,7 @@ let package = Package(
             dependencies: [
                 "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["Proto/server_log.proto"]
         ),

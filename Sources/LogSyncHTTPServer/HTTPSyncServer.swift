@@ -186,6 +186,10 @@ public struct HTTPSyncServer: Sendable {
     public let server: SyncServer
     /// The tokens accepted.
     public let tokens: TokenStore
+    /// What checks the identity tokens of devices signing in (`POST /v1/sessions`), which
+    /// become sessions of `tokens`' ``TokenStore/sessions``. Without one, or without sessions,
+    /// there is no sign-in route.
+    public let identityVerifier: (any IdentityVerifier)?
     public let configuration: Configuration
     public let logger: Logger
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
@@ -201,13 +205,16 @@ public struct HTTPSyncServer: Sendable {
     ///   - server: The server whose databases are served.
     ///   - tokens: The bearer tokens accepted, each standing for a user.
     ///   - configuration: Address, port and limits.
+    ///   - identityVerifier: What checks the identity tokens of devices signing in; sign-in
+    ///     needs it and `tokens` made with sessions.
     ///   - logger: Where requests and lifecycle events are logged (requests at `.debug`).
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
-        logger: Logger = Logger(label: "logsync.http")
+        identityVerifier: (any IdentityVerifier)? = nil, logger: Logger = Logger(label: "logsync.http")
     ) {
         self.server = server
         self.tokens = tokens
+        self.identityVerifier = identityVerifier
         self.configuration = configuration
         self.logger = logger
         requestGate = RequestGate(
@@ -247,6 +254,25 @@ public struct HTTPSyncServer: Sendable {
         }
         router.get("/:version/databases/:scope/assets/:digest") { request, context in
             await assets.download(request, context: context)
+        }
+        if let sessions = tokens.sessions {
+            // Under `:version`, as the other routes: the router does not fall back from a
+            // literal segment to a parameter.
+            let routes = SessionRoutes(http: self, sessions: sessions)
+            if identityVerifier != nil {
+                router.post("/:version/sessions") { request, context in
+                    await routes.signIn(request, context: context)
+                }
+            }
+            router.post("/:version/sessions/refresh") { request, context in
+                await routes.refresh(request, context: context)
+            }
+            router.get("/:version/devices") { request, context in
+                await routes.devices(request, context: context)
+            }
+            router.delete("/:version/devices/:device") { request, context in
+                await routes.revoke(request, context: context)
+            }
         }
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()
@@ -388,18 +414,24 @@ struct PushShutdownService: Service {
 
 /// Follows the token file while the server runs (``TokenStore/watchFile()``), so that a token
 /// removed from it stops working within the store's check interval, even if no request presents
-/// an unknown token; ends when the graceful shutdown begins. Nothing to do for tokens kept in
-/// memory or in the storage.
+/// an unknown token, and an LMDB store's sessions (``TokenStore/watchSessions()``), so that a
+/// session another process revoked loses its push channels as soon; ends when the graceful
+/// shutdown begins.
 struct TokenFileWatch: Service {
     let tokens: TokenStore
 
     func run() async throws {
-        // A service that returns early would end the server: one without a file waits too.
-        guard tokens.file != nil else {
+        // A service that returns early would end the server: one with nothing to follow waits too.
+        guard tokens.file != nil || tokens.sessions?.readsLocally == true else {
             try? await gracefulShutdown()
             return
         }
-        await cancelWhenGracefulShutdown { [tokens] in await tokens.watchFile() }
+        await cancelWhenGracefulShutdown { [tokens] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await tokens.watchFile() }
+                group.addTask { await tokens.watchSessions() }
+            }
+        }
     }
 }
 
@@ -419,7 +451,7 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, and GET /\(v)/databases/{scope}/assets/{sha256}/upload"
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}"
                 ),
                 status: 404, format: format)
         }

@@ -172,18 +172,39 @@ struct OperationRoutes: Sendable {
     }
 
     static func authenticate(authorization: String?, tokens: TokenStore) throws(HTTPFailure) -> UserID {
+        switch try authentication(authorization: authorization, tokens: tokens) {
+        case .bearer(let user): return user
+        case .session(let grant): return grant.user
+        case .expired, .unknown: preconditionFailure("refused by authentication(authorization:tokens:)")
+        }
+    }
+
+    /// What the request's bearer token stands for: a bearer token's user or a session's grant.
+    ///
+    /// - Throws: ``HTTPFailure`` 401 for no token, an unknown one, or a session's expired access
+    ///   token (its message says so, so that the device refreshes); 503 when the store cannot
+    ///   be asked.
+    static func authentication(
+        authorization: String?, tokens: TokenStore
+    ) throws(HTTPFailure) -> TokenStore.Authentication {
         let token = try bearerToken(authorization)
-        let found: UserID?
+        let found: TokenStore.Authentication
         do {
-            found = try tokens.lookUp(token)
+            found = try tokens.authenticate(token)
         } catch {
             throw HTTPFailure(error)
         }
-        guard let user = found else {
+        switch found {
+        case .bearer, .session: return found
+        case .expired:
+            throw HTTPFailure(401, SyncError(.notAuthenticated, Self.expiredMessage))
+        case .unknown:
             throw HTTPFailure(401, SyncError(.notAuthenticated, "the bearer token is not valid"))
         }
-        return user
     }
+
+    /// The message of the 401 for a session's expired access token.
+    static let expiredMessage = "the access token expired; refresh the session (POST /v1/sessions/refresh)"
 
     /// The token of an `Authorization: Bearer <token>` header.
     static func bearerToken(_ authorization: String?) throws(HTTPFailure) -> String {

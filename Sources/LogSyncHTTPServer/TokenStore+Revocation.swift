@@ -46,16 +46,40 @@ extension TokenStore {
     /// or gone from the file. A push channel serves until it ends. If the token may already be
     /// gone (this node does not know it from memory), it is checked at once, and the stream ends
     /// if it is gone or cannot be checked.
+    ///
+    /// A channel opened with a session's access token ends when the session is revoked (not
+    /// when a refresh replaces the token, nor when the token expires).
     package func untilRevoked(token: String, user: UserID) -> AsyncStream<Void> {
         let digest = TokenDigest(token: token)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
-        let (id, known) = state.withLock { state in
+        let isSession = isSessionToken(token)
+        let (id, known, epoch) = state.withLock { state in
             state.nextChannel += 1
-            state.channels[state.nextChannel] = Channel(digest: digest, user: user, revoked: continuation)
-            return (state.nextChannel, state.trustedUser(of: digest, stored: stored != nil) == user)
+            let grant = isSession ? state.trustedGrant(of: digest) : nil
+            state.channels[state.nextChannel] = Channel(
+                digest: digest, user: user, isSession: isSession, session: grant?.session, revoked: continuation)
+            let known = isSession ? grant?.user == user : state.trustedUser(of: digest, stored: stored != nil) == user
+            return (state.nextChannel, known, state.epoch)
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.channels.removeValue(forKey: id) }
+        }
+        if !known, isSession {
+            // Which session the channel belongs to, from the store; a revocation heard meanwhile
+            // might be the session's, so the channel ends then (the device opens it again).
+            Thread.detachNewThread { [self] in
+                guard case .session(let grant)? = try? authenticate(token), grant.user == user else {
+                    endChannel(id)
+                    return
+                }
+                let kept = state.withLock { state in
+                    guard state.epoch == epoch, state.channels[id] != nil else { return false }
+                    state.channels[id]?.session = grant.session
+                    return true
+                }
+                if !kept { endChannel(id) }
+            }
+            return stream
         }
         if !known {
             guard stored != nil else {
@@ -82,10 +106,11 @@ extension TokenStore {
             state.epoch += 1
             let revoked = state.users.filter { revocation.covers(credential: $0.key.description, of: $0.value) }.keys
             for digest in revoked { state.users[digest] = nil }
-            return (
-                revoked.count,
-                state.removeChannels { revocation.covers(credential: $0.digest.description, of: $0.user) }
-            )
+            let grants = state.sessions.filter { digest, grant in
+                revocation.covers(session: grant.session) || revocation == .credential(digest.description)
+            }.keys
+            for digest in grants { state.sessions[digest] = nil }
+            return (revoked.count, state.removeChannels { $0.isEnded(by: revocation) })
         }
         for channel in ended { channel.finish() }
         return count
@@ -109,7 +134,7 @@ extension TokenStore {
                 state.epoch += 1
                 state.hearsRevocations = true
                 state.users = [:]
-                return state.channels.mapValues { ($0.digest, $0.user) }
+                return state.channels.filter { !$0.value.isSession }.mapValues { ($0.digest, $0.user) }
             }
             recheck(open)
         }
@@ -129,6 +154,68 @@ extension TokenStore {
             current = [:]
         }
         for (id, channel) in open where current[channel.digest.description] != channel.user { endChannel(id) }
+    }
+}
+
+extension TokenStore {
+    /// Starts hearing the sessions' revocations, if the store accepts sessions.
+    func observeSessions() {
+        sessions?.observeRevocations { [weak self] event in self?.heardSession(event) }
+    }
+
+    /// What the sessions say about revocations (`SessionStore.observeRevocations(_:)`).
+    func heardSession(_ event: RevocationEvent) {
+        switch event {
+        case .revoked(let revocation):
+            forget(revocation)
+        case .interrupted:
+            state.withLock { state in
+                state.epoch += 1
+                state.hearsSessionRevocations = false
+                state.sessions = [:]
+            }
+        case .listening:
+            let open = state.withLock { state in
+                state.epoch += 1
+                state.hearsSessionRevocations = true
+                state.sessions = [:]
+                return state.channels.filter(\.value.isSession).mapValues(\.session)
+            }
+            // Revocations may have gone unheard.
+            recheckSessions(open)
+        }
+    }
+
+    /// Ends the push channels among `open` whose session is gone, or cannot be checked.
+    private func recheckSessions(_ open: [Int: String?]) {
+        guard let sessions, !open.isEmpty else { return }
+        for (id, session) in open {
+            guard let session, (try? sessions.session(id: session)) != nil else {
+                state.withLock { $0.channels.removeValue(forKey: id) }?.revoked.finish()
+                continue
+            }
+        }
+    }
+
+    /// On a store read from this machine's disk (LMDB), looks every ``checkInterval`` for a
+    /// change of the sessions made by another process (`logsync-server sessions revoke`), and
+    /// then ends the push channels whose session is gone; until the calling task is cancelled.
+    /// Returns at once otherwise: other stores' nodes hear revocations. `HTTPSyncServer` runs
+    /// it while it serves.
+    public func watchSessions() async {
+        guard let sessions, sessions.readsLocally else { return }
+        var seen = try? sessions.changeCount
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: checkInterval)
+            } catch {
+                return
+            }
+            let now = try? sessions.changeCount
+            guard now != seen else { continue }
+            seen = now
+            recheckSessions(state.withLock { $0.channels.filter(\.value.isSession).mapValues(\.session) })
+        }
     }
 }
 

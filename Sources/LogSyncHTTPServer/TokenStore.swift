@@ -78,20 +78,38 @@ public final class TokenStore: Sendable {
         var epoch = 0
         /// The open push channels, each ended when its token is revoked.
         var channels: [Int: Channel] = [:]
+        /// What the sessions' access tokens this node looked up grant, trusted only while
+        /// `hearsSessionRevocations`.
+        var sessions: [TokenDigest: SessionStore.Grant] = [:]
+        /// Whether the sessions' revocations are heard now.
+        var hearsSessionRevocations = false
         var nextChannel = 0
     }
 
-    /// An open push channel: its token's digest and user, and how to end it.
+    /// An open push channel: its token's digest and user, and how to end it. A channel opened
+    /// with a session's access token ends with its session (`session`, once known), not with
+    /// the token, which a refresh replaces.
     struct Channel {
         let digest: TokenDigest
         let user: UserID
+        var isSession = false
+        var session: String?
         let revoked: AsyncStream<Void>.Continuation
+
+        /// Whether `revocation` ends this channel.
+        func isEnded(by revocation: Revocation) -> Bool {
+            isSession
+                ? session.map(revocation.covers(session:)) ?? false
+                : revocation.covers(credential: digest.description, of: user)
+        }
     }
 
     /// The file the tokens come from, if any.
     public let file: URL?
     /// The storage's tokens, when the store keeps them (PostgreSQL: every node the same).
     public let stored: (any StoredTokens)?
+    /// The devices' sessions, whose access tokens are accepted beside the bearer tokens.
+    public let sessions: SessionStore?
     /// How often ``watchFile()`` looks at the token file (a `stat`; a read only when it changed).
     public let checkInterval: Duration
     let logger: Logger
@@ -99,12 +117,15 @@ public final class TokenStore: Sendable {
     /// Held while the file is read, so that two reads never interleave.
     let reads = Mutex(())
 
-    /// A store of tokens kept in memory only (tests, embedding).
-    public init() {
+    /// A store of tokens kept in memory only (tests, embedding), accepting the access tokens of
+    /// `sessions` too.
+    public init(sessions: SessionStore? = nil) {
         file = nil
         stored = nil
+        self.sessions = sessions
         checkInterval = .milliseconds(250)
         logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
+        observeSessions()
     }
 
     /// A store reading `file`; a missing file is an empty store until it appears.
@@ -115,32 +136,39 @@ public final class TokenStore: Sendable {
     ///     token stops working within about this long. A quarter of a second by default.
     ///   - logger: Where a read that finds tokens in the clear logs its warning, and a read that
     ///     fails its error (silent by default).
+    ///   - sessions: The devices' sessions, whose access tokens are accepted too.
     /// - Throws: ``FileError`` naming the line of a malformed entry or a token given twice, or
     ///   saying why the file cannot be read.
     public init(
         file: URL, checkInterval: Duration = .milliseconds(250),
-        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() }),
+        sessions: SessionStore? = nil
     ) throws {
         self.file = file
         self.stored = nil
+        self.sessions = sessions
         self.checkInterval = checkInterval
         self.logger = logger
         try reload()
+        observeSessions()
     }
 
     /// The tokens a server's storage keeps (`StoredTokens`): a token is looked up there the
     /// first time this node sees it, then kept in memory while the node hears the storage's
     /// revocations, so a token added on one node is accepted by every node, and one revoked on
-    /// any node is refused by every node.
+    /// any node is refused by every node. The access tokens of `sessions` are accepted too.
     public init(
         stored: any StoredTokens,
-        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "logsync.tokens", factory: { _ in SwiftLogNoOpLogHandler() }),
+        sessions: SessionStore? = nil
     ) {
         self.file = nil
         self.stored = stored
+        self.sessions = sessions
         self.checkInterval = .milliseconds(250)
         self.logger = logger
         stored.observeRevocations { [weak self] event in self?.heard(event) }
+        observeSessions()
     }
 
     /// The user a token stands for, or `nil` if the token is unknown.
@@ -156,6 +184,18 @@ public final class TokenStore: Sendable {
     /// about: an event loop must not wait for it, so the look-up is started on a thread of its
     /// own and the token is in memory for the next request (if revocations are heard meanwhile).
     package func lookUpWithoutWaiting(_ token: String) -> ImmediateLookup {
+        if let sessions, isSessionToken(token) {
+            let digest = TokenDigest(token: token)
+            if let grant = state.withLock({ $0.trustedGrant(of: digest) }) {
+                return sessions.now() < grant.expires ? .known(grant.user) : .unknown
+            }
+            guard sessions.readsLocally else {
+                Thread.detachNewThread { [self] in _ = try? self.authenticate(token) }
+                return .notYetKnown
+            }
+            if case .session(let grant)? = try? authenticate(token) { return .known(grant.user) }
+            return .unknown
+        }
         let digest = TokenDigest(token: token)
         if let user = state.withLock({ $0.trustedUser(of: digest, stored: stored != nil) }) { return .known(user) }
         guard stored != nil else { return user(for: token).map(ImmediateLookup.known) ?? .unknown }
@@ -177,6 +217,77 @@ public final class TokenStore: Sendable {
     ///   keeps the tokens cannot be reached and the token is not one this node may trust from
     ///   memory.
     public func lookUp(_ token: String) throws(SyncError) -> UserID? {
+        switch try authenticate(token) {
+        case .bearer(let user): user
+        case .session(let grant): grant.user
+        case .expired, .unknown: nil
+        }
+    }
+
+    /// What a request's token stands for (``authenticate(_:)``).
+    public enum Authentication: Sendable, Hashable {
+        /// A bearer token of this user.
+        case bearer(UserID)
+        /// A session's access token, not expired.
+        case session(SessionStore.Grant)
+        /// A session's access token past its expiry: the device refreshes the session.
+        case expired(SessionStore.Grant)
+        /// No token this store accepts.
+        case unknown
+    }
+
+    /// What `token` stands for: a bearer token's user, or a session's grant (access tokens
+    /// start with `lsa_`).
+    ///
+    /// - Throws: `SyncError(.serviceUnavailable)` (with a retry-after) when the storage cannot be
+    ///   asked.
+    public func authenticate(_ token: String) throws(SyncError) -> Authentication {
+        if let sessions, isSessionToken(token) { return try authenticateSession(token, sessions) }
+        return try bearerUser(token).map(Authentication.bearer) ?? .unknown
+    }
+
+    /// Whether `token` is a session's access token rather than a bearer token.
+    func isSessionToken(_ token: String) -> Bool {
+        sessions != nil && token.hasPrefix(SessionStore.accessTokenPrefix)
+    }
+
+    private func authenticateSession(_ token: String, _ sessions: SessionStore) throws(SyncError) -> Authentication {
+        let digest = TokenDigest(token: token)
+        let (cached, epoch) = state.withLock { ($0.trustedGrant(of: digest), $0.epoch) }
+        let grant: SessionStore.Grant
+        if let cached {
+            grant = cached
+        } else {
+            let found: SessionStore.AccessLookup
+            do {
+                found = try sessions.lookUp(accessToken: token)
+            } catch let error as SyncError {
+                throw error
+            } catch {
+                throw SyncError(.serviceUnavailable, "the session store failed: \(error)", retryAfter: .seconds(1))
+            }
+            switch found {
+            case .unknown: return .unknown
+            case .valid(let found), .expired(let found): grant = found
+            }
+            let now = sessions.now()
+            // An LMDB store is read on each request instead: another process (`logsync-server
+            // sessions revoke`) may revoke a session without this one hearing of it.
+            if !sessions.readsLocally {
+                state.withLock { state in
+                    guard state.hearsSessionRevocations, state.epoch == epoch else { return }
+                    if state.sessions.count >= 10_000 {
+                        state.sessions = state.sessions.filter { $0.value.expires > now }
+                    }
+                    state.sessions[digest] = grant
+                }
+            }
+        }
+        return sessions.now() < grant.expires ? .session(grant) : .expired(grant)
+    }
+
+    /// ``lookUp(_:)`` for bearer tokens.
+    private func bearerUser(_ token: String) throws(SyncError) -> UserID? {
         let digest = TokenDigest(token: token)
         let (known, epoch) = state.withLock { ($0.trustedUser(of: digest, stored: stored != nil), $0.epoch) }
         if let known { return known }
@@ -246,6 +357,12 @@ public final class TokenStore: Sendable {
 }
 
 extension TokenStore.State {
+    /// The grant of a session's access token if memory may answer: while the sessions'
+    /// revocations are heard.
+    func trustedGrant(of digest: TokenDigest) -> SessionStore.Grant? {
+        hearsSessionRevocations ? sessions[digest] : nil
+    }
+
     /// The user of `digest` if memory may answer: always for a file or memory store; for a
     /// storage's tokens, only while its revocations are heard.
     func trustedUser(of digest: TokenDigest, stored: Bool) -> UserID? {

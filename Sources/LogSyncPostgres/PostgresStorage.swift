@@ -602,6 +602,8 @@ struct PostgresTokens: StoredTokens {
                     deleted = try session.query(
                         "DELETE FROM logsync_tokens WHERE user_id = $1 RETURNING digest", [.string(user.rawValue)]
                     ).count
+                case .session:
+                    deleted = 0  // a session is a log's entries, revoked there: only the nodes need telling
                 }
                 try session.notify(channel: PostgresStorage.revocationChannel, payload: payload)
                 return deleted

@@ -97,13 +97,14 @@ struct PostgresRevocationTests {
         }
     }
 
-    @Test("a revocation travels as JSON naming the credential or the user")
+    @Test("a revocation travels as JSON naming the credential, the user or the session")
     func revocationPayload() throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         for (revocation, json) in [
             (Revocation.credential(Self.bob), "{\"credential\":\"\(Self.bob)\"}"),
             (Revocation.user("alice smith"), "{\"user\":\"alice smith\"}"),
+            (Revocation.session("0f1e2d3c"), "{\"session\":\"0f1e2d3c\"}"),
         ] {
             #expect(String(decoding: try encoder.encode(revocation), as: UTF8.self) == json)
             #expect(try JSONDecoder().decode(Revocation.self, from: Data(json.utf8)) == revocation)

@@ -26,7 +26,9 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \
             migrate` moves an LMDB directory there (Docs/Deployment.md).
             """,
-        subcommands: [Serve.self, User.self, Migrate.self, CollectAssets.self, Schema.self, DevIssuer.self],
+        subcommands: [
+            Serve.self, User.self, Sessions.self, Migrate.self, CollectAssets.self, Schema.self, DevIssuer.self,
+        ],
         defaultSubcommand: Serve.self)
 }
 
@@ -131,26 +133,31 @@ struct DataOptions: ParsableArguments {
 
     /// A server on the store, and the token store it implies: LMDB in its directory with a
     /// token file, or PostgreSQL with the tokens in its database (the directory is then unused).
-    func server(durability: Durability = .durable, logger: Logger) throws -> (server: SyncServer, tokens: TokenStore) {
+    /// Either accepts the access tokens of the store's sessions, which last `sessionLifetimes`.
+    func server(
+        durability: Durability = .durable, sessionLifetimes: SessionStore.Lifetimes = .init(), logger: Logger
+    ) throws -> (server: SyncServer, tokens: TokenStore) {
         let storage: any ServerStorage
-        let tokens: TokenStore
         let directory: URL
         switch try location {
         case .lmdb(let lmdbDirectory):
             try FileManager.default.createDirectory(at: lmdbDirectory, withIntermediateDirectories: true)
             storage = try LMDBStorage(directory: lmdbDirectory, durability: durability)
-            tokens = try TokenStore(file: tokensURL(in: lmdbDirectory), logger: logger)
             directory = lmdbDirectory
         case .postgres(let url):
-            let postgres = try PostgresStorage(url: url, connections: connections, logger: logger)
-            storage = postgres
-            tokens = TokenStore(stored: postgres.tokens!, logger: logger)
+            storage = try PostgresStorage(url: url, connections: connections, logger: logger)
             directory = URL(fileURLWithPath: NSTemporaryDirectory())
         }
-        return (
-            try SyncServer(SyncServer.Configuration(directory: directory, durability: durability), storage: storage),
-            tokens
-        )
+        let server = try SyncServer(
+            SyncServer.Configuration(directory: directory, durability: durability), storage: storage)
+        let sessions = try SessionStore(server: server, lifetimes: sessionLifetimes)
+        let tokens: TokenStore
+        if let stored = storage.tokens {
+            tokens = TokenStore(stored: stored, logger: logger, sessions: sessions)
+        } else {
+            tokens = try TokenStore(file: tokensURL(in: directory), logger: logger, sessions: sessions)
+        }
+        return (server, tokens)
     }
 }
 

@@ -220,6 +220,20 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "How long a session's access token is accepted (a device then refreshes its session).",
+            valueName: "seconds"))
+    var accessTokenLifetime = 900.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long a session's refresh token may be used, from the sign-in or the last refresh (a device then signs in again).",
+            valueName: "seconds"))
+    var refreshTokenLifetime = 60 * 86_400.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "The least severe log level written: trace, debug (one line per request), info, notice, warning, error, critical.",
             valueName: "level"))
     var logLevel = "info"
@@ -277,6 +291,16 @@ struct Serve: AsyncParsableCommand {
         ] {
             guard count >= 0 else { throw ValidationError("\(flag) must be 0 or more, not \(count)") }
         }
+        for (flag, seconds) in [
+            ("--access-token-lifetime", accessTokenLifetime), ("--refresh-token-lifetime", refreshTokenLifetime),
+        ] {
+            guard seconds >= 1, seconds.isFinite else {
+                throw ValidationError("\(flag) must be a number of seconds, 1 or more, not \(seconds)")
+            }
+        }
+        guard refreshTokenLifetime >= accessTokenLifetime else {
+            throw ValidationError("--refresh-token-lifetime must be at least --access-token-lifetime")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError(
                 "--log-level must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -326,7 +350,11 @@ struct Serve: AsyncParsableCommand {
                     certificateChainFile: URL(fileURLWithPath: tlsCertificate),
                     privateKeyFile: URL(fileURLWithPath: tlsKey))
             }
-            (server, tokens) = try data.server(logger: logger)
+            (server, tokens) = try data.server(
+                sessionLifetimes: SessionStore.Lifetimes(
+                    access: .milliseconds(Int64(accessTokenLifetime * 1000)),
+                    refresh: .milliseconds(Int64(refreshTokenLifetime * 1000))),
+                logger: logger)
             identityVerifier = try self.identityVerifier()
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
@@ -355,7 +383,9 @@ struct Serve: AsyncParsableCommand {
                 "identity tokens",
                 metadata: ["issuers": "\(identityVerifier.issuers.map(\.name).joined(separator: ","))"])
         }
-        let http = HTTPSyncServer(server: server, tokens: tokens, configuration: httpConfiguration, logger: logger)
+        let http = HTTPSyncServer(
+            server: server, tokens: tokens, configuration: httpConfiguration, identityVerifier: identityVerifier,
+            logger: logger)
         let collection =
             assetCollectionInterval > 0
             ? Task { [assetHorizon, assetCollectionInterval] in

@@ -140,7 +140,7 @@ struct User: ParsableCommand {
                 guard count > 0 else {
                     switch revocation {
                     case .user(let user): throw SyncError(.unknownItem, "user \"\(user.rawValue)\" has no token")
-                    case .credential: throw SyncError(.unknownItem, "no such token")
+                    case .credential, .session: throw SyncError(.unknownItem, "no such token")
                     }
                 }
                 return count

@@ -86,41 +86,58 @@ extension StoredTokens {
     }
 }
 
-/// What a revocation takes away: one credential, or every credential of a user.
+/// What a revocation takes away: one credential, every bearer token of a user, or a device's
+/// session.
 ///
 /// A credential is what a request authenticates with, named so that every node can tell it
-/// apart without holding it: a bearer token by its digest (`sha256:<64 hex digits>`). A user's
-/// data is untouched: only the way in goes.
+/// apart without holding it: a bearer token or a session's access token by its digest
+/// (`sha256:<64 hex digits>`). A user's data is untouched: only the way in goes.
 public enum Revocation: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// The credential with this name: a bearer token's digest.
+    /// The credential with this name: a bearer token's digest, or the digest of a session's
+    /// access token that a refresh replaced (the session itself goes on, and so do its push
+    /// channels).
     case credential(String)
-    /// Every credential of the user.
+    /// Every bearer token of the user (not their sessions: ``SessionStore/revokeAll(of:)``).
     case user(UserID)
+    /// The session with this ID (``SessionStore``): its access and refresh tokens, and its
+    /// push channels.
+    case session(String)
 
     /// Whether this revocation takes away `credential`, a credential of `user`.
     public func covers(credential: String, of user: UserID) -> Bool {
         switch self {
         case .credential(let revoked): revoked == credential
         case .user(let revoked): revoked == user
+        case .session: false
         }
+    }
+
+    /// Whether this revocation ends the session `session` (its channels and every token of it).
+    public func covers(session: String) -> Bool {
+        if case .session(let revoked) = self { return revoked == session }
+        return false
     }
 
     public var description: String {
         switch self {
         case .credential(let credential): "credential \(credential)"
         case .user(let user): "every credential of user \"\(user.rawValue)\""
+        case .session(let session): "session \(session)"
         }
     }
 
     private enum CodingKeys: String, CodingKey {
-        case credential, user
+        case credential, user, session
     }
 
-    /// `{"credential": "sha256:…"}` or `{"user": "alice"}`: what travels between nodes.
+    /// `{"credential": "sha256:…"}`, `{"user": "alice"}` or `{"session": "…"}`: what travels
+    /// between nodes.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if let credential = try container.decodeIfPresent(String.self, forKey: .credential) {
             self = .credential(credential)
+        } else if let session = try container.decodeIfPresent(String.self, forKey: .session) {
+            self = .session(session)
         } else {
             self = .user(UserID(rawValue: try container.decode(String.self, forKey: .user)))
         }
@@ -131,6 +148,7 @@ public enum Revocation: Sendable, Hashable, Codable, CustomStringConvertible {
         switch self {
         case .credential(let credential): try container.encode(credential, forKey: .credential)
         case .user(let user): try container.encode(user.rawValue, forKey: .user)
+        case .session(let session): try container.encode(session, forKey: .session)
         }
     }
 }
@@ -149,6 +167,8 @@ public enum RevocationEvent: Sendable, Hashable {
 public enum ServerLogName: Sendable, Hashable, CustomStringConvertible {
     /// The registry of users and their numbers.
     case registry
+    /// The devices' sessions (``SessionStore``).
+    case sessions
     /// The database of `scope` of the user with registry number `user`.
     case database(user: UInt64, scope: DatabaseScope)
 
@@ -156,6 +176,7 @@ public enum ServerLogName: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .registry: "registry"
+        case .sessions: "sessions"
         case .database(let user, let scope): "u\(user)/\(scope)"
         }
     }
@@ -167,6 +188,7 @@ extension ServerLogName {
     package var serverProjection: any Projection {
         switch self {
         case .registry: UserRegistry.Index()
+        case .sessions: SessionStore.Index()
         case .database: ServerIndex()
         }
     }
@@ -281,6 +303,12 @@ public final class LMDBStorage: ServerStorage {
                 log: try Log.open(
                     at: Self.registryDirectory(in: directory), named: Self.registryLogName,
                     options: .init(durability: durability), projections: [projection]))
+        case .sessions:
+            // In the registry's environment, beside the users it names.
+            return LMDBServerLog(
+                log: try Log.open(
+                    at: Self.registryDirectory(in: directory), named: Self.sessionsLogName,
+                    options: .init(durability: durability), projections: [projection]))
         case .database(let user, let scope):
             let environment = try LogEnvironment.open(
                 at: Self.userDirectory(in: directory, number: user), options: .init(durability: durability))
@@ -297,6 +325,9 @@ public final class LMDBStorage: ServerStorage {
 
     /// The name of the registry's log in its environment.
     package static let registryLogName = "users"
+
+    /// The name of the sessions' log in the registry's environment.
+    package static let sessionsLogName = "sessions"
 
     /// The directory holding one environment per user, `u<number>`.
     package static func usersDirectory(in directory: URL) -> URL {

@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import Foundation
+import LogSyncWire
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import SyncModel
+
+/// What a device calls to sign in, refresh its session, and list or sign out the user's devices
+/// (Docs/Protocol.md, "Authentication").
+///
+/// ```swift
+/// let sessions = SessionClient(serverURL: server)
+/// var tokens = try await sessions.signIn(identityToken: jwt, device: "phone-1", name: "Alice's phone")
+/// let client = HTTPSyncClient(.init(serverURL: server, token: tokens.accessToken, device: "phone-1"))
+/// // … 15 minutes later, or after a 401 saying the access token expired:
+/// tokens = try await sessions.refresh(tokens.refreshToken)
+/// ```
+///
+/// A refresh token works once: keep the pair each refresh answers, and never send an old
+/// refresh token again, or the server revokes the session (it takes a second use as theft).
+public struct SessionClient: Sendable {
+    /// The server's base URL, as `HTTPSyncClient.Configuration.serverURL`.
+    public var serverURL: URL
+    /// How long a request may take.
+    public var requestTimeout: Duration
+    /// The client side of TLS, for `https` servers with a private authority.
+    public var tlsConfiguration: TLSConfiguration?
+
+    public init(serverURL: URL, requestTimeout: Duration = .seconds(30), tlsConfiguration: TLSConfiguration? = nil) {
+        self.serverURL = serverURL
+        self.requestTimeout = requestTimeout
+        self.tlsConfiguration = tlsConfiguration
+    }
+
+    /// Signs `device` in with `identityToken` (from the app's identity provider): a new session,
+    /// replacing one the device had.
+    ///
+    /// - Throws: `SyncError(.notAuthenticated)` for an identity token the server refuses;
+    ///   `SyncError(.invalidArguments)` for a bad device ID or name; transport failures.
+    public func signIn(
+        identityToken: String, device: DeviceID, name: String? = nil
+    ) async throws(SyncError)
+        -> WireSessions.Tokens
+    {
+        let body = WireSessions.encode(WireSessions.SignIn(device: device.rawValue, name: name))
+        return try await decoded(
+            send(.POST, WireSessions.signInPath, token: identityToken, body: body, doing: "sign-in"))
+    }
+
+    /// The session's new tokens for its current `refreshToken`.
+    ///
+    /// - Throws: `SyncError(.notAuthenticated)` when the refresh token is not valid (unknown,
+    ///   expired, or replaced already: the session is then revoked); the device signs in again.
+    public func refresh(_ refreshToken: String) async throws(SyncError) -> WireSessions.Tokens {
+        let body = WireSessions.encode(WireSessions.Refresh(refreshToken: refreshToken))
+        return try await decoded(send(.POST, WireSessions.refreshPath, token: nil, body: body, doing: "refresh"))
+    }
+
+    /// The user's signed-in devices, oldest first; `accessToken` is a session's or a bearer token.
+    public func devices(accessToken: String) async throws(SyncError) -> [WireSessions.Device] {
+        let list: WireSessions.Devices = try await decoded(
+            send(.GET, WireSessions.devicesPath, token: accessToken, body: nil, doing: "list devices"))
+        return list.devices
+    }
+
+    /// Signs `device` of the user out: its session is revoked and its push channels end. The
+    /// same answer whether or not the device was signed in.
+    public func revoke(device: DeviceID, accessToken: String) async throws(SyncError) {
+        _ = try await send(
+            .DELETE, WireSessions.devicePath(device.rawValue), token: accessToken, body: nil, doing: "revoke device")
+    }
+
+    // MARK: Requests
+
+    private func decoded<T: Decodable>(_ body: [UInt8]) throws(SyncError) -> T {
+        do {
+            return try WireSessions.decode(T.self, from: body)
+        } catch {
+            throw SyncError(.internalError, "the server's answer is not the JSON expected", cause: "\(error)")
+        }
+    }
+
+    private func send(
+        _ method: HTTPMethod, _ path: String, token: String?, body: [UInt8]?, doing operation: String
+    ) async throws(SyncError) -> [UInt8] {
+        var base = serverURL.absoluteString
+        while base.hasSuffix("/") { base.removeLast() }
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let token { request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)") }
+        request.headers.add(name: "Accept", value: WireFormat.json.mediaType)
+        if let body {
+            request.headers.add(name: "Content-Type", value: WireFormat.json.mediaType)
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        request.tlsConfiguration = tlsConfiguration
+        let status: Int
+        let headers: HTTPHeaders
+        let answer: [UInt8]
+        do {
+            let response = try await HTTPSyncClient.httpClient.execute(
+                request, timeout: .nanoseconds(requestTimeout.nanoseconds))
+            status = Int(response.status.code)
+            headers = response.headers
+            var buffer = try await response.body.collect(upTo: 1 << 20)
+            answer = buffer.readBytes(length: buffer.readableBytes) ?? []
+        } catch {
+            throw TransportFailure.map(error, doing: operation, mayHaveApplied: method != .GET, server: serverURL)
+        }
+        guard (200..<300).contains(status) else {
+            throw HTTPSyncClient.error(status: status, headers: headers, body: answer, doing: operation)
+        }
+        return answer
+    }
+}
