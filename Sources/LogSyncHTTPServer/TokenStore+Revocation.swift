@@ -199,7 +199,8 @@ extension TokenStore {
 
     /// On a store read from this machine's disk (LMDB), looks every ``checkInterval`` for a
     /// change of the sessions made by another process (`logsync-server sessions revoke`), and
-    /// then ends the push channels whose session is gone; until the calling task is cancelled.
+    /// then forgets the access tokens kept in memory and ends the push channels whose session
+    /// is gone; until the calling task is cancelled.
     /// Returns at once otherwise: other stores' nodes hear revocations. `HTTPSyncServer` runs
     /// it while it serves.
     public func watchSessions() async {
@@ -214,6 +215,12 @@ extension TokenStore {
             let now = try? sessions.changeCount
             guard now != seen else { continue }
             seen = now
+            // The access tokens kept may be revoked: forget them first, so that a request after
+            // a channel closed below is judged by the log.
+            state.withLock { state in
+                state.epoch += 1
+                state.sessions = [:]
+            }
             recheckSessions(state.withLock { $0.channels.filter(\.value.isSession).mapValues(\.session) })
         }
     }

@@ -271,16 +271,15 @@ public final class TokenStore: Sendable {
             case .valid(let found), .expired(let found): grant = found
             }
             let now = sessions.now()
-            // An LMDB store is read on each request instead: another process (`logsync-server
-            // sessions revoke`) may revoke a session without this one hearing of it.
-            if !sessions.readsLocally {
-                state.withLock { state in
-                    guard state.hearsSessionRevocations, state.epoch == epoch else { return }
-                    if state.sessions.count >= 10_000 {
-                        state.sessions = state.sessions.filter { $0.value.expires > now }
-                    }
-                    state.sessions[digest] = grant
+            // Kept while revocations are heard. On LMDB, another process (`logsync-server
+            // sessions revoke`) may revoke a session unheard: `watchSessions()` forgets what is
+            // kept whenever the sessions' log moves, within a `checkInterval`.
+            state.withLock { state in
+                guard state.hearsSessionRevocations, state.epoch == epoch else { return }
+                if state.sessions.count >= 10_000 {
+                    state.sessions = state.sessions.filter { $0.value.expires > now }
                 }
+                state.sessions[digest] = grant
             }
         }
         return sessions.now() < grant.expires ? .session(grant) : .expired(grant)

@@ -53,7 +53,15 @@ struct HTTPBench: BenchCommand {
         transform: count())
     var commits: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Requests timed per credential in the authentication phase (default 4,000, 400 with --quick).",
+            valueName: "N"),
+        transform: count())
+    var requests: Int?
+
     var recordCount: Int { records.total(common) }
+    var requestCount: Int { requests ?? common.size(4_000, quick: 400) }
     var deviceCount: Int { devices ?? common.size(100, quick: 10) }
     var commitCount: Int { commits ?? common.size(100, quick: 20) }
 
@@ -91,6 +99,19 @@ struct HTTPBench: BenchCommand {
                 + "and its bytes appended to a LogStore log, one entry and commit per page (.fast); measured in the same run"
         )
         emit(table(rows))
+
+        emit("  authentication, \(grouped(requestCount)) requests each…")
+        let authentication = try await authenticatedRequests(requestCount, scratch: scratch)
+        emit()
+        emit(
+            table([
+                ["authentication: fetchDatabaseChanges, 8 at a time", "requests/s", "session / static"],
+                ["static bearer token (user add)", grouped(Int(authentication.bearer)), ""],
+                [
+                    "session access token (sign-in)", grouped(Int(authentication.session)),
+                    ratio(authentication.session / authentication.bearer),
+                ],
+            ]))
 
         emit("  push latency, \(deviceCount) devices…")
         let push = try await pushLatency(devices: deviceCount, commits: commitCount, scratch: scratch)
@@ -147,24 +168,25 @@ enum Transport: String, CaseIterable {
 struct Server {
     static let token = "lsk_bench-token-0123456789abcdef"
     let server: SyncServer
+    let sessions: SessionStore
     let running: RunningHTTPSyncServer
 
     static func start(_ directory: URL) async throws -> Server {
         let server = try SyncServer(SyncServer.Configuration(directory: directory, durability: .fast))
-        let tokens = TokenStore()
+        let sessions = try SessionStore(server: server)
+        let tokens = TokenStore(sessions: sessions)
         try tokens.add(token: token, for: "bench")
         let running = try await RunningHTTPSyncServer.start(
             HTTPSyncServer(
-                server: server, tokens: tokens, configuration: .init(port: 0),
+                server: server, tokens: tokens,
+                configuration: .init(port: 0, userLimits: .unlimited, addressLimits: .unlimited),
                 logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })))
-        return Server(server: server, running: running)
+        return Server(server: server, sessions: sessions, running: running)
     }
 
-    func client(device: String) -> HTTPSyncClient {
+    func client(device: String, token: String = Self.token) -> HTTPSyncClient {
         HTTPSyncClient(
-            .init(
-                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: Self.token, device: DeviceID(device)
-            ))
+            .init(serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: token, device: DeviceID(device)))
     }
 
     func database(_ transport: Transport, device: String) -> any CloudDatabase {
@@ -331,4 +353,40 @@ func pushLatency(
     try await server.stop()
     scratch.remove(directory)
     return (latency, commit)
+}
+
+/// Phase 3: the same small request (a database's changes, none new) sent `count` times, 8 at a
+/// time, with the static bearer token and with a session's access token, in one run: what a
+/// session costs a request. Returns requests per second of each.
+func authenticatedRequests(_ count: Int, scratch: ScratchDirectory) async throws -> (bearer: Double, session: Double) {
+    let directory = scratch.subdirectory("authentication")
+    let server = try await Server.start(directory.appendingPathComponent("server"))
+    let issued = try server.sessions.create(user: "bench", device: "session-device")
+    func rate(_ token: String, device: String) async throws -> Double {
+        let database = server.client(device: device, token: token).database()
+        _ = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: nil))  // warm the connection
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for _ in stride(from: worker, to: count, by: 8) {
+                        _ = try await database.fetchDatabaseChanges(FetchDatabaseChangesRequest(since: nil))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(count) / seconds(since: started)
+    }
+    // Alternated, three times each, the best of each kept: neither gains from going second, and
+    // a burst of other work on the machine costs one round, not the figure.
+    var bearer: [Double] = []
+    var session: [Double] = []
+    for _ in 0..<3 {
+        bearer.append(try await rate(Server.token, device: "bearer-device"))
+        session.append(try await rate(issued.accessToken, device: "session-device"))
+    }
+    try await server.stop()
+    scratch.remove(directory)
+    return (bearer.max()!, session.max()!)
 }
