@@ -271,6 +271,9 @@ let package = Package(
             dependencies: [
                 "LogSyncIdentity", "LogSyncServer", "SyncModel", "TemporaryDirectory", "ChildProcesses",
                 "logsync-server",
+                // Sign-in over HTTP against a logsync-server process, then a sync as the session.
+                "LogSyncHTTP", "LogSyncWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

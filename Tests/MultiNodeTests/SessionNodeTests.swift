@@ -1,40 +1,41 @@
 import ChildProcesses
 import Foundation
 import LogSyncHTTP
-import LogSyncPostgres
-import LogSyncServer
-import Logging
 import PostgresProcess
 import SyncModel
 import Testing
 
-/// Devices as sessions under two running nodes on one PostgreSQL database: a session made once
-/// is honoured by both, and a device signed out (`logsync-server sessions revoke`, a third
-/// process) is refused by both and loses its push channel, while the user's other device goes on.
-/// The sessions are made in the store beforehand: the nodes have no identity verifier here.
+/// Devices as sessions under two running nodes on one PostgreSQL database: a device signs in
+/// on either node with an identity token of a local issuer (`logsync-server dev-issuer`, trusted
+/// by both nodes' `--identity-config`), its session is honoured by both, and a device signed out
+/// (`logsync-server sessions revoke`, a third process) is refused by both and loses its push
+/// channel, while the user's other device goes on.
 @Suite("Sessions across nodes", .timeLimit(.minutes(3)))
 struct SessionNodeTests {
     @Test(
-        "sessions revoke under two nodes: both refuse the phone's access token, its push channel on node 2 gets no more hints, the laptop syncs on"
+        "signed in with JWTs on either node, sessions revoke under two nodes: both refuse the phone's access token, its push channel on node 2 gets no more hints, the laptop syncs on"
     )
     func deviceSignedOutEverywhere() async throws {
         let store = try await MultiNodeTests.freshDatabase()
-        var quiet = Logger(label: "SessionNodeTests")
-        quiet.logLevel = .critical
-        let (phone, laptop): (SessionStore.Issued, SessionStore.Issued)
-        do {
-            let storage = try await PostgresStorage.open(url: store, connections: 1, logger: quiet)
-            let server = try SyncServer(
-                .init(directory: FileManager.default.temporaryDirectory.appendingPathComponent("unused")),
-                storage: storage)
-            let sessions = try SessionStore(server: server)
-            phone = try sessions.create(user: "test:alice", device: "phone")
-            laptop = try sessions.create(user: "test:alice", device: "laptop")
-            server.shutdown()
-        }
         try await Cluster.with(store: store) { cluster in
-            let node1 = try await cluster.startNode("node1")
-            let node2 = try await cluster.startNode("node2")
+            let issuer = cluster.directory.appendingPathComponent("issuer").path
+            let made = try await ChildProcess.run(["dev-issuer", "init", "--directory", issuer])
+            try #require(made.status == 0, "\(made)")
+            let configuration = cluster.directory.appendingPathComponent("identity.json")
+            try Data(made.output.utf8).write(to: configuration)
+            let signed = try await ChildProcess.run(
+                ["dev-issuer", "sign", "--directory", issuer, "--subject", "alice", "--audience", "logsync-dev"])
+            try #require(signed.status == 0, "\(signed)")
+            let identityToken = signed.output.trimmingCharacters(in: .whitespacesAndNewlines)
+
+            let node1 = try await cluster.startNode("node1", options: ["--identity-config", configuration.path])
+            let node2 = try await cluster.startNode("node2", options: ["--identity-config", configuration.path])
+            // The phone signs in on node 1, the laptop on node 2: one user, dev:alice.
+            let phone = try await SessionClient(serverURL: node1.url).signIn(
+                identityToken: identityToken, device: "phone")
+            let laptop = try await SessionClient(serverURL: node2.url).signIn(
+                identityToken: identityToken, device: "laptop")
+            #expect(phone.user == "dev:alice" && laptop.user == "dev:alice")
             let phoneProbes = RevocationTests.probes(cluster, token: phone.accessToken, on: [node1, node2])
             let laptopProbes = RevocationTests.probes(cluster, token: laptop.accessToken, on: [node1, node2])
             #expect(try await RevocationTests.noneRefused(phoneProbes + laptopProbes))
@@ -48,7 +49,7 @@ struct SessionNodeTests {
                 cluster, on: node2, token: laptop.accessToken, device: "laptop-push")
 
             let revoked = try await ChildProcess.run(
-                ["sessions", "revoke", "--user", "test:alice", "--device", "phone", "--store", cluster.store],
+                ["sessions", "revoke", "--user", "dev:alice", "--device", "phone", "--store", cluster.store],
                 directory: cluster.directory)
             #expect(revoked.status == 0 && revoked.output == "1 session revoked\n", "\(revoked)")
             try await waitUntil("both nodes refuse the phone's access token", limit: .seconds(60)) {

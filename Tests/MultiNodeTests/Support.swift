@@ -67,13 +67,14 @@ final class Cluster: Sendable {
         return token
     }
 
-    /// Starts `logsync-server serve --store … --port 0 --connections N` in its own directory
-    /// and waits until it listens.
-    func startNode(_ name: String, connections: Int = 4) async throws -> Node {
+    /// Starts `logsync-server serve --store … --port 0 --connections N` (and `options`, such as
+    /// `--identity-config FILE`) in its own directory and waits until it listens.
+    func startNode(_ name: String, connections: Int = 4, options: [String] = []) async throws -> Node {
         let nodeDirectory = directory.appendingPathComponent(name, isDirectory: true)
         try FileManager.default.createDirectory(at: nodeDirectory, withIntermediateDirectories: true)
         let process = try ChildProcess.start(
-            ["serve", "--store", store, "--port", "0", "--connections", "\(connections)"], directory: nodeDirectory)
+            ["serve", "--store", store, "--port", "0", "--connections", "\(connections)"] + options,
+            directory: nodeDirectory)
         // Registered before the wait, so that a node which never listens is killed too.
         started.withLock { $0.processes.append(process) }
         let port = try await process.waitForPort()
