@@ -139,8 +139,8 @@ struct OperationRoutes: Sendable {
 
     // MARK: Steps
 
-    /// The scope a path names, after checking its protocol version.
-    func scope(_ context: ServerRequestContext) throws(HTTPFailure) -> DatabaseScope {
+    /// Checks the protocol version a path names: 404 (`incompatibleVersion`) for another one.
+    static func checkVersion(_ context: ServerRequestContext) throws(HTTPFailure) {
         let version = context.parameters.get("version") ?? ""
         guard version == WireProtocol.versionPath else {
             throw HTTPFailure(
@@ -149,6 +149,11 @@ struct OperationRoutes: Sendable {
                     .incompatibleVersion,
                     "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
         }
+    }
+
+    /// The scope a path names, after checking its protocol version.
+    func scope(_ context: ServerRequestContext) throws(HTTPFailure) -> DatabaseScope {
+        try Self.checkVersion(context)
         do {
             return try WireProtocol.scope(named: context.parameters.get("scope") ?? "")
         } catch {

@@ -126,14 +126,7 @@ struct SessionRoutes: Sendable {
         var logger = context.logger
         logger[metadataKey: "route"] = "\(route)"
         do throws(HTTPFailure) {
-            let version = context.parameters.get("version") ?? ""
-            guard version == WireProtocol.versionPath else {
-                throw HTTPFailure(
-                    404,
-                    SyncError(
-                        .incompatibleVersion,
-                        "this server speaks protocol \(WireProtocol.versionPath), not \"\(version)\""))
-            }
+            try OperationRoutes.checkVersion(context)
             switch try await body(logger) {
             case .json(let value):
                 var headers = HTTPFields()
