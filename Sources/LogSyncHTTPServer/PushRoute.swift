@@ -46,11 +46,12 @@ struct PushRoute: Sendable {
         var logger = http.logger
         logger[metadataKey: "scope"] = "\(scope)"
         logger[metadataKey: "device"] = "\(device.rawValue)"
-        let revoked = http.tokens.untilRevoked(token: token, user: user)
+        let end = ChannelEnd()
+        let revoked = http.tokens.untilRevoked(token: token, user: user, end: end)
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
             await Self.serve(
                 database: database, format: format, inbound: inbound, outbound: outbound, revoked: revoked,
-                logger: logger)
+                end: end, logger: logger)
         }
     }
 
@@ -95,7 +96,7 @@ struct PushRoute: Sendable {
     /// ends (its token was revoked: the channel is closed with code 1008, policy violation).
     static func serve(
         database: InProcessDatabase, format: WireFormat, inbound: WebSocketInboundStream,
-        outbound: WebSocketOutboundWriter, revoked: AsyncStream<Void>, logger: Logger
+        outbound: WebSocketOutboundWriter, revoked: AsyncStream<Void>, end: ChannelEnd? = nil, logger: Logger
     ) async {
         let hints = database.pushHints()  // registered before the subscribed frame
         do {
@@ -116,6 +117,8 @@ struct PushRoute: Sendable {
             }
             group.addTask {
                 for await hint in hints {
+                    // Revoked already, though the task below has not run yet: no hint goes out.
+                    if end?.isEnded == true { return }
                     do {
                         try await write(.hint(hint), format: format, to: outbound)
                     } catch {

@@ -1,6 +1,7 @@
 import Foundation
 import LogSyncServer
 import SyncModel
+import Synchronization
 
 /// Taking tokens away: from the file, the storage or memory, on every node, and from the push
 /// channels opened with them.
@@ -49,7 +50,11 @@ extension TokenStore {
     ///
     /// A channel opened with a session's access token ends when the session is revoked (not
     /// when a refresh replaces the token, nor when the token expires).
-    package func untilRevoked(token: String, user: UserID) -> AsyncStream<Void> {
+    ///
+    /// `end`, if given, says at once that the stream ended: its consumer learns it only when it
+    /// next runs, and a push channel must not send a hint meanwhile (a node that heard
+    /// revocations again ends the channels of revoked tokens before it tells devices to fetch).
+    package func untilRevoked(token: String, user: UserID, end: ChannelEnd? = nil) -> AsyncStream<Void> {
         let digest = TokenDigest(token: token)
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
         let isSession = isSessionToken(token)
@@ -62,6 +67,7 @@ extension TokenStore {
             return (state.nextChannel, known, state.epoch)
         }
         continuation.onTermination = { [weak self] _ in
+            end?.markEnded()
             _ = self?.state.withLock { $0.channels.removeValue(forKey: id) }
         }
         if !known, isSession {
@@ -233,4 +239,17 @@ extension TokenStore.State {
         for id in revoked.keys { channels[id] = nil }
         return revoked.values.map(\.revoked)
     }
+}
+
+/// Whether a push channel's revocation stream ended, readable at once from any thread
+/// (``TokenStore/untilRevoked(token:user:end:)``).
+package final class ChannelEnd: Sendable {
+    private let ended = Mutex(false)
+
+    package init() {}
+
+    /// Whether the stream ended: the token was revoked (or the channel closed).
+    package var isEnded: Bool { ended.withLock { $0 } }
+
+    func markEnded() { ended.withLock { $0 = true } }
 }
