@@ -219,7 +219,7 @@ public struct IdentityConfiguration: Codable, Sendable, Hashable {
     ///
     /// - Throws: ``IdentityConfigurationError`` naming the field that is wrong.
     public func verifier(
-        relativeTo directory: URL, httpClient: HTTPClient = .shared
+        relativeTo directory: URL, httpClient: HTTPClient = JWTIdentityVerifier.defaultHTTPClient
     ) throws(IdentityConfigurationError) -> JWTIdentityVerifier {
         try JWTIdentityVerifier(
             issuers: try trustedIssuers(relativeTo: directory), options: try options(), httpClient: httpClient)

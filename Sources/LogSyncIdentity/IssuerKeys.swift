@@ -224,18 +224,39 @@ struct KeyLoader: Sendable {
         }
     }
 
+    /// How many redirects a key fetch follows.
+    static let maximumRedirects = 5
+
     private func get(_ url: URL, what: String) async throws(IdentityError) -> Data {
+        var current = url
         do {
-            var request = HTTPClientRequest(url: url.absoluteString)
-            request.headers.add(name: "Accept", value: "application/json")
-            let response = try await client.execute(
-                request, timeout: .nanoseconds(Int64(timeout.seconds * 1e9)))
-            guard response.status == .ok else {
-                throw IdentityError(
-                    "JWKS failed to load from \(url.absoluteString)\(what): HTTP status \(response.status.code)")
+            for _ in 0...Self.maximumRedirects {
+                var request = HTTPClientRequest(url: current.absoluteString)
+                request.headers.add(name: "Accept", value: "application/json")
+                let response = try await client.execute(
+                    request, timeout: .nanoseconds(Int64(timeout.seconds * 1e9)))
+                if (300..<400).contains(response.status.code), let location = response.headers.first(name: "Location") {
+                    guard let next = URL(string: location, relativeTo: current)?.absoluteURL else {
+                        throw IdentityError(
+                            "JWKS failed to load from \(url.absoluteString)\(what): redirected to \"\(location)\", not a URL"
+                        )
+                    }
+                    if let problem = TrustedIssuer.problem(with: next) {
+                        throw IdentityError(
+                            "JWKS failed to load from \(url.absoluteString)\(what): redirected to \(problem)")
+                    }
+                    current = next
+                    continue
+                }
+                guard response.status == .ok else {
+                    throw IdentityError(
+                        "JWKS failed to load from \(url.absoluteString)\(what): HTTP status \(response.status.code)")
+                }
+                let body = try await response.body.collect(upTo: Self.maximumBytes)
+                return Data(body.readableBytesView)
             }
-            let body = try await response.body.collect(upTo: Self.maximumBytes)
-            return Data(body.readableBytesView)
+            throw IdentityError(
+                "JWKS failed to load from \(url.absoluteString)\(what): more than \(Self.maximumRedirects) redirects")
         } catch let error as IdentityError {
             throw error
         } catch {

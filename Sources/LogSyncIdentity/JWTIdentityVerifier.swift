@@ -44,6 +44,13 @@ public final class JWTIdentityVerifier: IdentityVerifier {
     private let keys: [String: IssuerKeys]  // by `iss`
     private let now: @Sendable () -> Date
 
+    /// The client keys are fetched with by default: it follows no redirect itself. The
+    /// verifier follows them, up to 5, each only to a URL that passes the rules of a key URL
+    /// (`https`, or plain `http` to a loopback address), so that a key URL cannot be redirected
+    /// to plain http elsewhere. A client given instead should not follow redirects either.
+    public static let defaultHTTPClient = HTTPClient(
+        eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
+
     /// A verifier of tokens from `issuers`; keys are fetched with `httpClient` (when a source is
     /// a URL), and `now` tells the time (a test clock in tests).
     ///
@@ -53,7 +60,8 @@ public final class JWTIdentityVerifier: IdentityVerifier {
     /// - Throws: ``IdentityConfigurationError`` when two issuers share a name or an `iss`, or
     ///   none is given.
     public init(
-        issuers: [TrustedIssuer], options: Options = Options(), httpClient: HTTPClient = .shared,
+        issuers: [TrustedIssuer], options: Options = Options(),
+        httpClient: HTTPClient = JWTIdentityVerifier.defaultHTTPClient,
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws(IdentityConfigurationError) {
         guard !issuers.isEmpty else {

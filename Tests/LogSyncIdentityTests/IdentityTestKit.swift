@@ -183,6 +183,14 @@ func withKeyServer<R: Sendable>(
     let router = Router()
     router.get("jwks.json") { _, _ in await server.answerJWKS() }
     router.get(".well-known/openid-configuration") { _, _ in try server.answerDiscovery() }
+    // A redirect to the key set on this loopback server, one to plain http elsewhere, one to itself.
+    router.get("moved") { _, _ in
+        Response(status: .movedPermanently, headers: [.location: server.jwksURL.absoluteString])
+    }
+    router.get("away") { _, _ in
+        Response(status: .found, headers: [.location: "http://keys.example.com/jwks.json"])
+    }
+    router.get("loop") { _, _ in Response(status: .found, headers: [.location: "/loop"]) }
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
     let app = Application(
         router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),

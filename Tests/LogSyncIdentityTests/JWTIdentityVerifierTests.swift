@@ -281,6 +281,37 @@ struct JWTIdentityVerifierTests {
         }
     }
 
+    // A key URL redirected elsewhere must still be https (or http to loopback) at every hop:
+    // a redirect to plain http elsewhere would let anyone on the path hand out keys.
+    @Test(
+        "a key URL's redirects are followed only to URLs a key URL may have",
+        arguments: [
+            ("moved", nil), ("away", "redirected to \"http://keys.example.com/jwks.json\" must be https"),
+            ("loop", "more than 5 redirects"),
+        ])
+    func redirects(_ path: String, _ refusal: String?) async throws {
+        let keys = try await TestKeys.value
+        try await withKeyServer(jwks: try DevelopmentSigningKey.jwks(keys.acme), issuer: Acme.iss) { server in
+            let clock = TestClock()
+            let url = URL(string: "http://127.0.0.1:\(server.port)/\(path)")!
+            let verifier = try JWTIdentityVerifier(
+                issuers: [
+                    TrustedIssuer(name: "acme", issuer: Acme.iss, audiences: [Acme.audience], keys: .jwksURL(url))
+                ],
+                now: clock.reader)
+            let token = try await keys.p256.sign(goodClaims(now: clock.now))
+            guard let refusal else {
+                #expect(try await verifier.verify(token).user.rawValue == "acme:alice")
+                #expect(server.requests == 1)
+                return
+            }
+            let error = await #expect(throws: IdentityError.self) { try await verifier.verify(token) }
+            #expect(error?.reason.contains("JWKS failed to load from \(url.absoluteString)") == true)
+            #expect(error?.reason.contains(refusal) == true, "\(String(describing: error))")
+            #expect(server.requests == 0)
+        }
+    }
+
     @Test("a discovery document of another issuer is refused")
     func discoveryOfAnotherIssuer() async throws {
         let keys = try await TestKeys.value
