@@ -276,13 +276,20 @@ struct OperationRoutes: Sendable {
     /// says so, otherwise when the bytes read pass it. The rest of the body is never read.
     func readBody(_ request: Request) async throws(HTTPFailure) -> [UInt8] {
         let limit = http.configuration.maxRequestBodyBytes
-        func tooLarge(_ size: String) -> HTTPFailure {
+        return try await Self.readBody(request, limit: limit) { size in
             HTTPFailure(
                 413,
                 SyncError(
                     .limitExceeded, "the request body of \(size) is larger than this server's limit of \(limit) bytes"),
                 closeConnection: true)
         }
+    }
+
+    /// The whole body of `request`, at most `limit` bytes: past it, `tooLarge` (given the size
+    /// as far as known) is thrown, at once when `Content-Length` says so.
+    static func readBody(
+        _ request: Request, limit: Int, tooLarge: (_ size: String) -> HTTPFailure
+    ) async throws(HTTPFailure) -> [UInt8] {
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
             throw tooLarge("\(declared) bytes")
         }

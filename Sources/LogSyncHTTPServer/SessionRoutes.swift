@@ -162,19 +162,7 @@ struct SessionRoutes: Sendable {
         let tooLarge = HTTPFailure(
             413, SyncError(.limitExceeded, "the request body is larger than this route's limit of \(limit) bytes"),
             closeConnection: true)
-        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit { throw tooLarge }
-        var body: [UInt8] = []
-        do {
-            for try await chunk in request.body {
-                guard body.count + chunk.readableBytes <= limit else { throw tooLarge }
-                body.append(contentsOf: chunk.readableBytesView)
-            }
-        } catch let failure as HTTPFailure {
-            throw failure
-        } catch {
-            throw HTTPFailure(
-                400, SyncError(.invalidArguments, "the request body could not be read", cause: "\(error)"))
-        }
+        let body = try await OperationRoutes.readBody(request, limit: limit) { _ in tooLarge }
         do {
             return try WireSessions.decode(T.self, from: body)
         } catch {
