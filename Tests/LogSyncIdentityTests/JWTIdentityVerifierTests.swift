@@ -15,18 +15,30 @@ struct BadToken: CustomTestStringConvertible, Sendable {
 
     var testDescription: String { name }
 
-    static let all: [BadToken] = [
-        BadToken(name: "expired", reason: "expired at") { keys, now in
-            var claims = goodClaims(now: now)
-            claims.expires = now.addingTimeInterval(-61)
-            claims.issuedAt = now.addingTimeInterval(-3600)
-            return try await keys.p256.sign(claims)
-        },
-        BadToken(name: "not yet valid (nbf)", reason: "not yet valid: nbf") { keys, now in
-            var claims = goodClaims(now: now)
-            claims.notBefore = now.addingTimeInterval(61)
-            return try await keys.ed25519.sign(claims)
-        },
+    /// Every bad token, the expired one and the one not yet valid a second past the leeway.
+    static let all = all(margin: 61)
+
+    /// Every bad token, the expired one and the one not yet valid `margin` seconds off (past the
+    /// 60 s leeway): a server that reads the wall clock a moment after the test signed needs
+    /// more than a second.
+    static func all(margin: TimeInterval) -> [BadToken] {
+        [
+            BadToken(name: "expired", reason: "expired at") { keys, now in
+                var claims = goodClaims(now: now)
+                claims.expires = now.addingTimeInterval(-margin)
+                claims.issuedAt = now.addingTimeInterval(-max(3600, 2 * margin))
+                return try await keys.p256.sign(claims)
+            },
+            BadToken(name: "not yet valid (nbf)", reason: "not yet valid: nbf") { keys, now in
+                var claims = goodClaims(now: now)
+                claims.notBefore = now.addingTimeInterval(margin)
+                return try await keys.ed25519.sign(claims)
+            },
+        ] + timeless
+    }
+
+    /// The bad tokens that stay bad whenever they are checked.
+    static let timeless: [BadToken] = [
         BadToken(name: "issued in the future (iat)", reason: "not yet valid: issued in the future") { keys, now in
             var claims = goodClaims(now: now)
             claims.issuedAt = now.addingTimeInterval(120)

@@ -21,25 +21,12 @@ struct SignInProcessTests {
     /// they say, since no key of it ever loads.
     static let brokenIssuer = "https://broken.example"
 
-    /// The bad tokens sent over HTTP: every time-insensitive one of the verifier's own table
-    /// (``BadToken/all``), the two time-sensitive ones with an hour's margin instead of a second's
-    /// (the server's clock is the wall clock, read a moment after the test signed), and a token
-    /// of the issuer whose keys fail to load.
+    /// The bad tokens sent over HTTP: the verifier's own table (``BadToken/all(margin:)``), the
+    /// two time-sensitive ones with an hour's margin instead of a second's (the server's clock is
+    /// the wall clock, read a moment after the test signed), and a token of the issuer whose keys
+    /// fail to load.
     static let badTokens: [BadToken] =
-        [
-            BadToken(name: "expired", reason: "expired at") { keys, now in
-                var claims = goodClaims(now: now)
-                claims.expires = now.addingTimeInterval(-3600)
-                claims.notBefore = now.addingTimeInterval(-7200)
-                claims.issuedAt = now.addingTimeInterval(-7200)
-                return try await keys.p256.sign(claims)
-            },
-            BadToken(name: "not yet valid (nbf)", reason: "not yet valid: nbf") { keys, now in
-                var claims = goodClaims(now: now)
-                claims.notBefore = now.addingTimeInterval(3600)
-                return try await keys.ed25519.sign(claims)
-            },
-        ] + BadToken.all.filter { !["expired", "not yet valid (nbf)"].contains($0.name) } + [
+        BadToken.all(margin: 3600) + [
             BadToken(name: "JWKS that fails to load", reason: "JWKS failed to load from ") { keys, now in
                 try await keys.p256.sign(goodClaims(now: now, issuer: brokenIssuer))
             }
