@@ -53,6 +53,20 @@ struct RevocationTests {
     }
 
     /// Saves a note through `database`, so that the database's listeners are hinted.
+    /// Saves note `name` through `database` after a revocation: `kept`'s channel is hinted of
+    /// it, and `revoked`'s is not.
+    static func expectHinted(
+        _ kept: PushRecorder, notRevoked revoked: PushRecorder, after name: String, savedBy database: HTTPCloudDatabase
+    ) async throws {
+        let revokedMark = revoked.hints.count
+        let keptMark = kept.hints.count
+        try await saveNote(name, database)
+        try await waitUntil("the kept device's channel is hinted of the note") {
+            kept.hints.dropFirst(keptMark).contains { $0.zoneID == notes }
+        }
+        #expect(revoked.hints.count == revokedMark, "\(revoked.hints)")
+    }
+
     static func saveNote(_ name: String, _ database: HTTPCloudDatabase) async throws {
         var record = Record(recordType: "Note", recordID: Record.ID(recordName: name, zoneID: notes))
         record["title"] = .string(name)
@@ -104,13 +118,7 @@ struct RevocationTests {
             }
 
             // A note saved after: the laptop's channel on node 2 is hinted, the phone's is gone.
-            let phoneMark = phoneHints.hints.count
-            let laptopMark = laptopHints.hints.count
-            try await Self.saveNote("after", laptopDatabase)
-            try await waitUntil("the laptop's channel is hinted of the note") {
-                laptopHints.hints.dropFirst(laptopMark).contains { $0.zoneID == Self.notes }
-            }
-            #expect(phoneHints.hints.count == phoneMark, "\(phoneHints.hints)")
+            try await Self.expectHinted(laptopHints, notRevoked: phoneHints, after: "after", savedBy: laptopDatabase)
             #expect(phoneClient.pushConnectionCount == 1, "the revoked phone's channel connected again")
             #expect(try await Self.noneRefused(laptopProbes + bobProbes))
         }

@@ -56,13 +56,8 @@ struct SessionNodeTests {
                 try await RevocationTests.allRefused(phoneProbes)
             }
 
-            let phoneMark = phoneHints.hints.count
-            let laptopMark = laptopHints.hints.count
-            try await RevocationTests.saveNote("after", laptopDatabase)
-            try await waitUntil("the laptop's channel is hinted of the note") {
-                laptopHints.hints.dropFirst(laptopMark).contains { $0.zoneID == RevocationTests.notes }
-            }
-            #expect(phoneHints.hints.count == phoneMark, "\(phoneHints.hints)")
+            try await RevocationTests.expectHinted(
+                laptopHints, notRevoked: phoneHints, after: "after", savedBy: laptopDatabase)
             #expect(try await RevocationTests.noneRefused(laptopProbes))
         }
     }
