@@ -122,27 +122,50 @@ extension TokenStore {
         return count
     }
 
-    /// What the storage says about revocations (``StoredTokens/observeRevocations(_:)``).
-    func heard(_ event: RevocationEvent) {
+    /// What the storage's tokens (`bearer`, ``StoredTokens/observeRevocations(_:)``) or the
+    /// sessions (`sessions`, `SessionStore.observeRevocations(_:)`) say about revocations.
+    /// While they cannot be heard, what memory keeps of their tokens is not trusted; once they
+    /// can again, the push channels opened with their tokens are checked anew, as revocations
+    /// may have gone unheard.
+    func heard(_ event: RevocationEvent, bearer: Bool, sessions: Bool) {
         switch event {
         case .revoked(let revocation):
             forget(revocation)
         case .interrupted:
             state.withLock { state in
                 state.epoch += 1
-                state.hearsRevocations = false
-                state.users = [:]
+                if bearer {
+                    state.hearsRevocations = false
+                    state.users = [:]
+                }
+                if sessions {
+                    state.hearsSessionRevocations = false
+                    state.sessions = [:]
+                }
             }
-            logger.warning(
-                "token revocations cannot be heard; every request's token is looked up in the store until they can")
+            if bearer {
+                logger.warning(
+                    "token revocations cannot be heard; every request's token is looked up in the store until they can"
+                )
+            }
         case .listening:
-            let open = state.withLock { state in
+            let (bearerChannels, sessionChannels) = state.withLock { state in
                 state.epoch += 1
-                state.hearsRevocations = true
-                state.users = [:]
-                return state.channels.filter { !$0.value.isSession }.mapValues { ($0.digest, $0.user) }
+                if bearer {
+                    state.hearsRevocations = true
+                    state.users = [:]
+                }
+                if sessions {
+                    state.hearsSessionRevocations = true
+                    state.sessions = [:]
+                }
+                return (
+                    bearer ? state.channels.filter { !$0.value.isSession }.mapValues { ($0.digest, $0.user) } : [:],
+                    sessions ? state.channels.filter(\.value.isSession).mapValues(\.session) : [:]
+                )
             }
-            recheck(open)
+            recheck(bearerChannels)
+            recheckSessions(sessionChannels)
         }
     }
 
@@ -166,30 +189,7 @@ extension TokenStore {
 extension TokenStore {
     /// Starts hearing the sessions' revocations, if the store accepts sessions.
     func observeSessions() {
-        sessions?.observeRevocations { [weak self] event in self?.heardSession(event) }
-    }
-
-    /// What the sessions say about revocations (`SessionStore.observeRevocations(_:)`).
-    func heardSession(_ event: RevocationEvent) {
-        switch event {
-        case .revoked(let revocation):
-            forget(revocation)
-        case .interrupted:
-            state.withLock { state in
-                state.epoch += 1
-                state.hearsSessionRevocations = false
-                state.sessions = [:]
-            }
-        case .listening:
-            let open = state.withLock { state in
-                state.epoch += 1
-                state.hearsSessionRevocations = true
-                state.sessions = [:]
-                return state.channels.filter(\.value.isSession).mapValues(\.session)
-            }
-            // Revocations may have gone unheard.
-            recheckSessions(open)
-        }
+        sessions?.observeRevocations { [weak self] event in self?.heard(event, bearer: false, sessions: true) }
     }
 
     /// Ends the push channels among `open` whose session is gone, or cannot be checked.

@@ -167,7 +167,7 @@ public final class TokenStore: Sendable {
         self.sessions = sessions
         self.checkInterval = .milliseconds(250)
         self.logger = logger
-        stored.observeRevocations { [weak self] event in self?.heard(event) }
+        stored.observeRevocations { [weak self] event in self?.heard(event, bearer: true, sessions: false) }
         observeSessions()
     }
 
