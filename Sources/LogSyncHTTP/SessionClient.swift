@@ -1,7 +1,5 @@
-import AsyncHTTPClient
 import Foundation
 import LogSyncWire
-import NIOCore
 import NIOHTTP1
 import NIOSSL
 import SyncModel
@@ -71,46 +69,17 @@ public struct SessionClient: Sendable {
             .DELETE, WireSessions.devicePath(device.rawValue), token: accessToken, body: nil, doing: "revoke device")
     }
 
-    // MARK: Requests
+    private var requests: JSONRequests {
+        JSONRequests(serverURL: serverURL, requestTimeout: requestTimeout, tlsConfiguration: tlsConfiguration)
+    }
 
     private func decoded<T: Decodable>(_ body: [UInt8]) throws(SyncError) -> T {
-        do {
-            return try WireSessions.decode(T.self, from: body)
-        } catch {
-            throw SyncError(.internalError, "the server's answer is not the JSON expected", cause: "\(error)")
-        }
+        try requests.decoded(body)
     }
 
     private func send(
         _ method: HTTPMethod, _ path: String, token: String?, body: [UInt8]?, doing operation: String
     ) async throws(SyncError) -> [UInt8] {
-        var base = serverURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        var request = HTTPClientRequest(url: base + path)
-        request.method = method
-        if let token { request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)") }
-        request.headers.add(name: "Accept", value: WireFormat.json.mediaType)
-        if let body {
-            request.headers.add(name: "Content-Type", value: WireFormat.json.mediaType)
-            request.body = .bytes(ByteBuffer(bytes: body))
-        }
-        request.tlsConfiguration = tlsConfiguration
-        let status: Int
-        let headers: HTTPHeaders
-        let answer: [UInt8]
-        do {
-            let response = try await HTTPSyncClient.httpClient.execute(
-                request, timeout: .nanoseconds(requestTimeout.nanoseconds))
-            status = Int(response.status.code)
-            headers = response.headers
-            var buffer = try await response.body.collect(upTo: 1 << 20)
-            answer = buffer.readBytes(length: buffer.readableBytes) ?? []
-        } catch {
-            throw TransportFailure.map(error, doing: operation, mayHaveApplied: method != .GET, server: serverURL)
-        }
-        guard (200..<300).contains(status) else {
-            throw HTTPSyncClient.error(status: status, headers: headers, body: answer, doing: operation)
-        }
-        return answer
+        try await requests.send(method, path, token: token, body: body, doing: operation)
     }
 }

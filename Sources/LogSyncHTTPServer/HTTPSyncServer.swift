@@ -190,6 +190,9 @@ public struct HTTPSyncServer: Sendable {
     /// become sessions of `tokens`' ``TokenStore/sessions``. Without one, or without sessions,
     /// there is no sign-in route.
     public let identityVerifier: (any IdentityVerifier)?
+    /// What the app's backend presents on the admin routes (Docs/Protocol.md, "Admin API").
+    /// Without one there are no admin routes.
+    public let adminCredential: AdminCredential?
     public let configuration: Configuration
     public let logger: Logger
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
@@ -207,14 +210,17 @@ public struct HTTPSyncServer: Sendable {
     ///   - configuration: Address, port and limits.
     ///   - identityVerifier: What checks the identity tokens of devices signing in; sign-in
     ///     needs it and `tokens` made with sessions.
+    ///   - adminCredential: The admin tokens of the admin routes; without one, there are none.
     ///   - logger: Where requests and lifecycle events are logged (requests at `.debug`).
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
-        identityVerifier: (any IdentityVerifier)? = nil, logger: Logger = Logger(label: "logsync.http")
+        identityVerifier: (any IdentityVerifier)? = nil, adminCredential: AdminCredential? = nil,
+        logger: Logger = Logger(label: "logsync.http")
     ) {
         self.server = server
         self.tokens = tokens
         self.identityVerifier = identityVerifier
+        self.adminCredential = adminCredential
         self.configuration = configuration
         self.logger = logger
         requestGate = RequestGate(
@@ -273,6 +279,9 @@ public struct HTTPSyncServer: Sendable {
             router.delete("/:version/devices/:device") { request, context in
                 await routes.revoke(request, context: context)
             }
+        }
+        if let adminCredential {
+            AdminRoutes.register(on: router, http: self, credential: adminCredential)
         }
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()

@@ -19,13 +19,14 @@ import SyncModel
 struct SessionRoutes: Sendable {
     let http: HTTPSyncServer
     let sessions: SessionStore
+    private var json: JSONRoutes { JSONRoutes(http: http) }
 
     func signIn(_ request: Request, context: ServerRequestContext) async -> Response {
-        await answer(request, context: context, route: "sign-in") { logger throws(HTTPFailure) in
+        await json.answer(request, context: context, route: "sign-in") { logger throws(HTTPFailure) in
             guard let verifier = http.identityVerifier else {
                 throw HTTPFailure(404, SyncError(.serverRejectedRequest, "no route POST \(WireSessions.signInPath)"))
             }
-            let body: WireSessions.SignIn = try await decodedBody(request)
+            let body: WireSessions.SignIn = try await json.decodedBody(request)
             let device = try Self.device(body.device)
             let token = try OperationRoutes.bearerToken(request.headers[.authorization])
             let identity: VerifiedIdentity
@@ -35,7 +36,7 @@ struct SessionRoutes: Sendable {
                 logger.info("sign-in refused", metadata: ["reason": "\(error.reason)"])
                 throw HTTPFailure(401, SyncError(.notAuthenticated, "invalid token"))
             }
-            let issued = try await run {
+            let issued = try await json.run("session store") {
                 try sessions.create(user: identity.user, device: device, name: body.name ?? "")
             }
             logger.info(
@@ -49,11 +50,11 @@ struct SessionRoutes: Sendable {
     }
 
     func refresh(_ request: Request, context: ServerRequestContext) async -> Response {
-        await answer(request, context: context, route: "refresh") { logger throws(HTTPFailure) in
-            let body: WireSessions.Refresh = try await decodedBody(request)
+        await json.answer(request, context: context, route: "refresh") { logger throws(HTTPFailure) in
+            let body: WireSessions.Refresh = try await json.decodedBody(request)
             let refused = HTTPFailure(
                 401, SyncError(.notAuthenticated, "the refresh token is not valid; sign in again"))
-            switch try await run({ try sessions.refresh(body.refreshToken) }) {
+            switch try await json.run("session store", { try sessions.refresh(body.refreshToken) }) {
             case .refreshed(let issued):
                 return .json(Self.tokens(issued))
             case .reused(let session, let user):
@@ -72,9 +73,9 @@ struct SessionRoutes: Sendable {
     }
 
     func devices(_ request: Request, context: ServerRequestContext) async -> Response {
-        await answer(request, context: context, route: "devices") { _ throws(HTTPFailure) in
+        await json.answer(request, context: context, route: "devices") { _ throws(HTTPFailure) in
             let (user, current) = try authenticated(request)
-            let list = try await run { try sessions.sessions(of: user) }
+            let list = try await json.run("session store") { try sessions.sessions(of: user) }
             return .json(
                 WireSessions.Devices(
                     devices: list.map { session in
@@ -86,10 +87,10 @@ struct SessionRoutes: Sendable {
     }
 
     func revoke(_ request: Request, context: ServerRequestContext) async -> Response {
-        await answer(request, context: context, route: "revoke device") { logger throws(HTTPFailure) in
+        await json.answer(request, context: context, route: "revoke device") { logger throws(HTTPFailure) in
             let (user, _) = try authenticated(request)
             let device = try Self.device(context.parameters.get("device") ?? "")
-            let count = try await run { try sessions.revoke(user: user, device: device) }
+            let count = try await json.run("session store") { try sessions.revoke(user: user, device: device) }
             if count > 0 {
                 logger.info(
                     "device signed out", metadata: ["user": "\(user.rawValue)", "device": "\(device.rawValue)"])
@@ -111,39 +112,6 @@ struct SessionRoutes: Sendable {
         return device
     }
 
-    /// What a route answers: JSON, or nothing (204).
-    enum Answer {
-        case json(any Encodable)
-        case noContent
-    }
-
-    /// Runs a route's `body`, answering its result or the failure it threw.
-    private func answer(
-        _ request: Request, context: ServerRequestContext, route: String,
-        _ body: (Logger) async throws(HTTPFailure) -> Answer
-    ) async -> Response {
-        let started = ContinuousClock.now
-        var logger = context.logger
-        logger[metadataKey: "route"] = "\(route)"
-        do throws(HTTPFailure) {
-            try OperationRoutes.checkVersion(context)
-            switch try await body(logger) {
-            case .json(let value):
-                var headers = HTTPFields()
-                headers[.contentType] = WireFormat.json.mediaType
-                headers[.cacheControl] = "no-store"
-                return Response(
-                    status: .ok, headers: headers,
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireSessions.encode(value))))
-            case .noContent:
-                return Response(status: .noContent)
-            }
-        } catch {
-            return OperationRoutes.refusal(
-                error, closing: error.closeConnection, logger: logger, since: started, context: context, format: .json)
-        }
-    }
-
     /// The user of the request's bearer token (a bearer token's or a session's) and its
     /// session, if it is a session's access token.
     private func authenticated(_ request: Request) throws(HTTPFailure) -> (UserID, String?) {
@@ -151,35 +119,6 @@ struct SessionRoutes: Sendable {
         case .bearer(let user): (user, nil)
         case .session(let grant): (grant.user, grant.session)
         case .expired, .unknown: preconditionFailure("refused by authentication(authorization:tokens:)")
-        }
-    }
-
-    /// The request's JSON body, read up to `WireSessions.maxBodyBytes`.
-    ///
-    /// - Throws: ``HTTPFailure`` 413 for a larger body, 400 naming what does not decode.
-    private func decodedBody<T: Decodable>(_ request: Request) async throws(HTTPFailure) -> T {
-        let limit = WireSessions.maxBodyBytes
-        let tooLarge = HTTPFailure(
-            413, SyncError(.limitExceeded, "the request body is larger than this route's limit of \(limit) bytes"),
-            closeConnection: true)
-        let body = try await OperationRoutes.readBody(request, limit: limit) { _ in tooLarge }
-        do {
-            return try WireSessions.decode(T.self, from: body)
-        } catch {
-            throw HTTPFailure(
-                400, SyncError(.invalidArguments, "the request body is not the JSON this route takes: \(error)"))
-        }
-    }
-
-    /// Runs the blocking `body` where the storage allows blocking.
-    private func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws(HTTPFailure) -> R {
-        do {
-            return try await http.server.storage.perform(body)
-        } catch let error as SyncError {
-            throw HTTPFailure(error)
-        } catch {
-            throw HTTPFailure(
-                503, SyncError(.serviceUnavailable, "the session store failed: \(error)", retryAfter: .seconds(1)))
         }
     }
 

@@ -27,7 +27,8 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             migrate` moves an LMDB directory there (Docs/Deployment.md).
             """,
         subcommands: [
-            Serve.self, User.self, Sessions.self, Migrate.self, CollectAssets.self, Schema.self, DevIssuer.self,
+            Serve.self, User.self, Sessions.self, AdminToken.self, Migrate.self, CollectAssets.self, Schema.self,
+            DevIssuer.self,
         ],
         defaultSubcommand: Serve.self)
 }

@@ -220,6 +220,23 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "The admin token file (`logsync-server admin-token add`): its tokens open the admin routes under /v1/admin. Without it there are none.",
+            valueName: "path"))
+    var adminTokenFile: String?
+
+    /// The admin credential of --admin-token-file, or nil without it.
+    private func adminCredential() throws -> AdminCredential? {
+        guard let adminTokenFile else { return nil }
+        do {
+            return try AdminCredential(contentsOf: URL(fileURLWithPath: adminTokenFile))
+        } catch {
+            throw ValidationError("--admin-token-file: \(error)")
+        }
+    }
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "How long a session's access token is accepted (a device then refreshes its session).",
             valueName: "seconds"))
     var accessTokenLifetime = 900.0
@@ -312,6 +329,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--tls-key needs --tls-certificate (the key's certificate chain)")
         }
         _ = try identityVerifier()  // a wrong field fails here, named, before anything starts
+        _ = try adminCredential()
     }
 
     func run() async throws {
@@ -327,6 +345,7 @@ struct Serve: AsyncParsableCommand {
         // The identity providers' tokens (--identity-config), checked by LogSyncIdentity; sign-in
         // takes it from here.
         let identityVerifier: JWTIdentityVerifier?
+        let adminCredential: AdminCredential?
         var httpConfiguration = HTTPSyncServer.Configuration(host: host, port: port, maxRequestBodyBytes: maxBodyBytes)
         httpConfiguration.shutdownGracePeriod = .milliseconds(Int64(shutdownGracePeriod * 1000))
         httpConfiguration.idleTimeout = .seconds(idleTimeout)
@@ -356,6 +375,7 @@ struct Serve: AsyncParsableCommand {
                     refresh: .milliseconds(Int64(refreshTokenLifetime * 1000))),
                 logger: logger)
             identityVerifier = try self.identityVerifier()
+            adminCredential = try self.adminCredential()
         } catch {
             logger.critical("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode.failure
@@ -385,7 +405,7 @@ struct Serve: AsyncParsableCommand {
         }
         let http = HTTPSyncServer(
             server: server, tokens: tokens, configuration: httpConfiguration, identityVerifier: identityVerifier,
-            logger: logger)
+            adminCredential: adminCredential, logger: logger)
         let collection =
             assetCollectionInterval > 0
             ? Task { [assetHorizon, assetCollectionInterval] in
