@@ -147,13 +147,9 @@ struct PushChannel: Sendable {
         var logger = configuration.logger
         logger[metadataKey: "scope"] = "\(scope)"
         var headers = HTTPFields()
-        headers[.authorization] = "Bearer \(configuration.token)"
         headers[.accept] = format.mediaType
         headers[HTTPField.Name(WireProtocol.deviceHeader)!] = client.device.rawValue
         if configuration.receivesOwnChanges { headers[HTTPField.Name(WireProtocol.receivesOwnChangesHeader)!] = "true" }
-        let wsConfiguration = WebSocketClientConfiguration(
-            maxFrameSize: 1 << 20, additionalHeaders: headers, closeTimeout: .seconds(1),
-            autoPing: .enabled(timePeriod: .seconds(30)))
         var url = client.url(WireProtocol.pushPath(scope: scope))
         if url.hasPrefix("https://") { url = "wss://" + url.dropFirst("https://".count) }
         if url.hasPrefix("http://") { url = "ws://" + url.dropFirst("http://".count) }
@@ -162,6 +158,13 @@ struct PushChannel: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
+                // The credentials' token of the moment: a session's access token changes with
+                // each refresh. Signed out, this throws, and the channel waits and asks again.
+                var connectionHeaders = headers
+                connectionHeaders[.authorization] = "Bearer \(try await client.currentToken.token())"
+                let wsConfiguration = WebSocketClientConfiguration(
+                    maxFrameSize: 1 << 20, additionalHeaders: connectionHeaders, closeTimeout: .seconds(1),
+                    autoPing: .enabled(timePeriod: .seconds(30)))
                 try await WebSocketClient.connect(
                     url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
                     logger: logger

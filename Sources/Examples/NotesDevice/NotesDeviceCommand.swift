@@ -122,7 +122,7 @@ struct NotesDevice {
         let store = try NotesStore(file: directory.appending(path: "notes.json"))
         app = NotesApp(device: device, store: store, scope: .private)
         sharedApp = NotesApp(device: device, store: store, scope: .shared)
-        client = HTTPSyncClient(.init(serverURL: server, token: token, device: DeviceID(device)))
+        client = HTTPSyncClient(.init(serverURL: server, credentials: .token(token), device: DeviceID(device)))
         var configuration = SyncEngine.Configuration(
             database: client.database(.private), logDirectory: directory.appending(path: "sync"), delegate: app)
         configuration.automaticallySync = automatic
