@@ -238,6 +238,25 @@ struct SessionHTTPTests {
         }
     }
 
+    @Test(
+        "F119 a sign-in registers the e-mail address the issuer vouches for, so owners can invite the user; another user's address stays theirs"
+    )
+    func signInRegistersEmail() async throws {
+        let verifier = TableVerifier(identities: [
+            "bob": VerifiedIdentity(issuer: "test", subject: "bob", expires: nil, emailAddress: "bob@example.com"),
+            "mallory": VerifiedIdentity(
+                issuer: "test", subject: "mallory", expires: nil, emailAddress: "BOB@example.com"),
+        ])
+        try await withSessionServer(verifier: verifier) { served in
+            _ = try await served.client.signIn(identityToken: "bob", device: "laptop")
+            let bob = try #require(try served.server.userIdentity(forEmailAddress: "bob@example.com"))
+            // Mallory's issuer vouches for bob's address too: she signs in, the address stays bob's.
+            _ = try await served.client.signIn(identityToken: "mallory", device: "phone")
+            #expect(try served.server.userIdentity(forEmailAddress: "bob@example.com") == bob)
+            #expect(try served.sessions.sessions(of: "test:mallory").count == 1)
+        }
+    }
+
     @Test("without an identity verifier there is no sign-in route: 404, as for any unknown route")
     func noVerifierNoSignIn() async throws {
         try await withSessionServer(verifier: nil) { served in

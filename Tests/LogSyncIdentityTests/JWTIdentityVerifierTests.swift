@@ -7,6 +7,54 @@ import Synchronization
 import TemporaryDirectory
 import Testing
 
+/// A payload of JSON written by hand, for claims the test claims cannot hold.
+struct RawClaims: JWTPayload {
+    let json: String
+
+    init(json: String) { self.json = json }
+
+    init(from decoder: any Decoder) throws { json = "" }
+
+    func encode(to encoder: any Encoder) throws {
+        let object = try JSONDecoder().decode([String: TokenValue].self, from: Data(json.utf8))
+        var container = encoder.singleValueContainer()
+        try container.encode(object)
+    }
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+
+    /// A claim's value: what the payloads here hold.
+    enum TokenValue: Codable {
+        case string(String)
+        case number(Double)
+        case bool(Bool)
+        case strings([String])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let value = try? container.decode(Bool.self) {
+                self = .bool(value)
+            } else if let value = try? container.decode(Double.self) {
+                self = .number(value)
+            } else if let value = try? container.decode(String.self) {
+                self = .string(value)
+            } else {
+                self = .strings(try container.decode([String].self))
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .string(let value): try container.encode(value)
+            case .number(let value): try container.encode(value)
+            case .bool(let value): try container.encode(value)
+            case .strings(let value): try container.encode(value)
+            }
+        }
+    }
+}
+
 /// A token the verifier must refuse, and what its reason must say.
 struct BadToken: CustomTestStringConvertible, Sendable {
     let name: String
@@ -188,6 +236,33 @@ struct JWTIdentityVerifierTests {
                 try await verifier.verify(try await keys.p256.sign(goodClaims(now: clock.now)))
             }
             #expect(error?.reason.contains("uid claim is missing") == true)
+        }
+    }
+
+    @Test(
+        "an e-mail address counts only when the issuer marks it verified (true, or \"true\" as Apple writes it)",
+        arguments: [("true", "alice@example.com"), ("\"true\"", "alice@example.com"), ("false", nil), (nil, nil)]
+            as [(String?, String?)])
+    func verifiedEmail(_ verified: String?, _ expected: String?) async throws {
+        let keys = try await TestKeys.value
+        try await withTemporaryDirectory { directory in
+            let jwks = directory.appendingPathComponent("jwks.json")
+            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
+            let clock = TestClock()
+            let verifier = try JWTIdentityVerifier(
+                issuers: [
+                    TrustedIssuer(name: "acme", issuer: Acme.iss, audiences: [Acme.audience], keys: .jwksFile(jwks))
+                ], now: clock.reader)
+            // The test claims hold strings only: a boolean is written into the payload's JSON.
+            var claims = goodClaims(now: clock.now)
+            claims.other["email"] = "alice@example.com"
+            var json = String(decoding: try JSONEncoder().encode(claims), as: UTF8.self)
+            if let verified { json = String(json.dropLast()) + ",\"email_verified\":\(verified)}" }
+            let signer = JWTKeyCollection()
+            await signer.add(
+                ecdsa: try ES256PrivateKey(pem: keys.p256.privatePEM), kid: JWKIdentifier(string: keys.p256.kid))
+            let token = try await signer.sign(RawClaims(json: json), kid: JWKIdentifier(string: keys.p256.kid))
+            #expect(try await verifier.verify(token).emailAddress == expected)
         }
     }
 
