@@ -150,6 +150,17 @@ final class NotesApp: SyncEngineDelegate {
             for (id, error) in sent.failedRecordDeletes {
                 try failedDelete(id, error, syncEngine: syncEngine)
             }
+        case .accountChange(let change) where scope == .private:
+            // One engine says it for both. The notes stay on the device; they sync again once
+            // the same user signs in.
+            switch change.changeType {
+            case .signOut:
+                say("signed out: the server no longer accepts this device's session; `notes-device sign-in` again")
+            case .signIn(let user):
+                say("signed in as \(user.recordName)")
+            case .switchAccounts(_, let user):
+                say("another user signed in (\(user.recordName))")
+            }
         default:
             break
         }
