@@ -160,12 +160,13 @@ struct PushChannel: Sendable {
             do {
                 // The credentials' token of the moment: a session's access token changes with
                 // each refresh. Signed out, this throws, and the channel waits and asks again.
+                let token = try await client.currentToken.token()
                 var connectionHeaders = headers
-                connectionHeaders[.authorization] = "Bearer \(try await client.currentToken.token())"
+                connectionHeaders[.authorization] = "Bearer \(token)"
                 let wsConfiguration = WebSocketClientConfiguration(
                     maxFrameSize: 1 << 20, additionalHeaders: connectionHeaders, closeTimeout: .seconds(1),
                     autoPing: .enabled(timePeriod: .seconds(30)))
-                try await WebSocketClient.connect(
+                let closed = try await WebSocketClient.connect(
                     url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
                     logger: logger
                 ) {
@@ -189,6 +190,15 @@ struct PushChannel: Sendable {
                             continuation.yield(hint)
                         }
                     }
+                }
+                if closed?.closeCode == .policyViolation {
+                    // The server revoked the token (a session signed out, a token taken away):
+                    // the credentials are asked for another, which for a session finds out
+                    // whether the device is still signed in, and the consumer fetches, so that
+                    // an engine learns of a sign-out now rather than at its next request.
+                    logger.debug("push channel closed: the server revoked its token")
+                    _ = try? await client.currentToken.replacement(forRejected: token)
+                    continuation.yield(PushHint(databaseScope: scope))
                 }
             } catch {
                 if !Task.isCancelled { logger.debug("push channel failed", metadata: ["error": "\(error)"]) }

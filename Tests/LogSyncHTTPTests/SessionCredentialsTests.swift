@@ -123,6 +123,45 @@ struct SessionCredentialsTests {
     }
 
     @Test(
+        "F104 an automatic engine learns at once that its device was signed out elsewhere: its push channel's close asks the session again, and the engine fetches and finds nobody signed in"
+    )
+    func automaticEngineSignedOutByPush() async throws {
+        try await SessionHTTPTests().withSessionServer { served in
+            try await withTemporaryDirectory { directory in
+                let session = Self.session(served, device: "phone")
+                try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity)
+                let phoneClient = Self.client(served, session, device: "phone")
+                defer { phoneClient.close() }
+                let phone = try TestDevice(
+                    "phone", database: phoneClient.database(),
+                    directory: directory.appendingPathComponent("phone", isDirectory: true)
+                ) { configuration in
+                    configuration.automaticallySync = true
+                    configuration.clock = TestClock()
+                }
+                try await phone.waitForEvents("the phone's catch-up fetch") {
+                    $0.contains { $0.kind == .didFetchChanges }
+                }
+                await phoneClient.waitForPushChannels()
+
+                let laptop = try await served.client.signIn(
+                    identityToken: SessionHTTPTests.aliceIdentity, device: "laptop")
+                try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
+                try await phone.waitForEvents("the phone's engine saw the sign-out") { events in
+                    events.contains { event in
+                        if case .accountChange(let change) = event, case .signOut = change.changeType {
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                }
+                #expect(try await session.isSignedIn == false)
+            }
+        }
+    }
+
+    @Test(
         "a provider without a token: requests fail with notAuthenticated unsent; a provider that replaces a refused token gets the request sent again"
     )
     func providers() async throws {
