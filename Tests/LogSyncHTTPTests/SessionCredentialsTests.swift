@@ -34,40 +34,66 @@ struct SessionCredentialsTests {
         HTTPSyncClient(.init(serverURL: served.url, credentials: session.credentials, device: device))
     }
 
+    /// Alice's phone signed in on a session server, its session kept in `directory/session.json`,
+    /// and a client presenting it (closed after `body`).
+    static func withSignedInPhone(
+        _ body: (
+            _ served: SessionHTTPTests.Served, _ session: SessionCredentials, _ client: HTTPSyncClient,
+            _ directory: URL
+        ) async throws -> Void
+    ) async throws {
+        try await SessionHTTPTests().withSessionServer { served in
+            try await withTemporaryDirectory { directory in
+                let session = Self.session(
+                    served, device: "phone", file: directory.appendingPathComponent("session.json"))
+                try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity, name: "phone")
+                let client = Self.client(served, session, device: "phone")
+                defer { client.close() }
+                try await body(served, session, client, directory)
+            }
+        }
+    }
+
+    /// The phone's engine and app on `client`, syncing by hand unless `automatic` (on a test clock).
+    static func phone(_ client: HTTPSyncClient, in directory: URL, automatic: Bool = false) throws -> TestDevice {
+        try TestDevice(
+            "phone", database: client.database(),
+            directory: directory.appendingPathComponent("phone", isDirectory: true)
+        ) { configuration in
+            configuration.automaticallySync = automatic
+            configuration.clock = TestClock()
+        }
+    }
+
     @Test(
         "a client refreshes its session by itself once the access token expires, once for requests racing, and keeps the new pair"
     )
     func refreshesByItself() async throws {
-        try await SessionHTTPTests().withSessionServer { served in
-            try await withTemporaryDirectory { directory in
-                let file = directory.appendingPathComponent("session.json")
-                let session = Self.session(served, device: "phone", file: file)
-                let first = try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity, name: "phone")
-                let phone = Self.client(served, session, device: "phone")
-                defer { phone.close() }
-                _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
+        try await Self.withSignedInPhone { served, session, phone, directory in
+            let file = directory.appendingPathComponent("session.json")
+            let first = try #require(try await session.currentTokens)
+            _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
 
-                // The access token expires; eight requests at once each meet a 401, and one
-                // refresh serves them all (a second would reuse the refresh token and end the
-                // session).
-                served.clock.advance(by: 900)
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for _ in 0..<8 {
-                        group.addTask { _ = try await phone.database().currentUserRecordID() }
-                    }
-                    try await group.waitForAll()
+            // The access token expires; eight requests at once each meet a 401, and one
+            // refresh serves them all (a second would reuse the refresh token and end the
+            // session).
+            served.clock.advance(by: 900)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { _ = try await phone.database().currentUserRecordID() }
                 }
-                let kept = try #require(try await session.currentTokens)
-                #expect(kept.accessToken != first.accessToken && kept.refreshToken != first.refreshToken)
-                #expect(try served.sessions.sessions(of: SessionHTTPTests.alice).map(\.device) == ["phone"])
-
-                // After a relaunch the session comes from the file, and works.
-                let relaunched = Self.session(served, device: "phone", file: file)
-                #expect(try await relaunched.currentTokens == kept)
-                let again = Self.client(served, relaunched, device: "phone")
-                defer { again.close() }
-                #expect(try await again.database().fetchZones(FetchZonesRequest()).results.keys.contains(Self.notes))
+                try await group.waitForAll()
             }
+            let kept = try #require(try await session.currentTokens)
+            #expect(kept.accessToken != first.accessToken && kept.refreshToken != first.refreshToken)
+            #expect(try served.sessions.sessions(of: SessionHTTPTests.alice).map(\.device) == ["phone"])
+
+            // After a relaunch the session comes from the file, and works.
+            let relaunched = Self.session(served, device: "phone", file: file)
+            #expect(try await relaunched.currentTokens == kept)
+            let again = Self.client(served, relaunched, device: "phone")
+            defer { again.close() }
+            #expect(try await again.database().fetchZones(FetchZonesRequest()).results.keys.contains(Self.notes))
         }
     }
 
@@ -75,50 +101,41 @@ struct SessionCredentialsTests {
         "F86 F104 a phone signed out by the laptop sees accountChange (signed out) through its engine, its stored session removed"
     )
     func signedOutElsewhere() async throws {
-        try await SessionHTTPTests().withSessionServer { served in
-            try await withTemporaryDirectory { directory in
-                let file = directory.appendingPathComponent("phone-session.json")
-                let session = Self.session(served, device: "phone", file: file)
-                try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity)
-                let phoneClient = Self.client(served, session, device: "phone")
-                defer { phoneClient.close() }
-                let phone = try TestDevice(
-                    "phone", database: phoneClient.database(),
-                    directory: directory.appendingPathComponent("phone", isDirectory: true)
-                ) { $0.automaticallySync = false }
-                try phone.createZone(Self.notes)
-                try phone.write(Record.ID(recordName: "n", zoneID: Self.notes), "from the phone")
-                try await phone.sync()
-                let alice = try await phoneClient.database().currentUserRecordID()
+        try await Self.withSignedInPhone { served, session, phoneClient, directory in
+            let file = directory.appendingPathComponent("session.json")
+            let phone = try Self.phone(phoneClient, in: directory)
+            try phone.createZone(Self.notes)
+            try phone.write(Record.ID(recordName: "n", zoneID: Self.notes), "from the phone")
+            try await phone.sync()
+            let alice = try await phoneClient.database().currentUserRecordID()
 
-                let laptop = try await served.client.signIn(
-                    identityToken: SessionHTTPTests.aliceIdentity, device: "laptop")
-                try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
+            let laptop = try await served.client.signIn(
+                identityToken: SessionHTTPTests.aliceIdentity, device: "laptop")
+            try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
 
-                // The phone's next sync: its access token is refused, so is its refresh token,
-                // and the engine learns that nobody is signed in.
-                phone.delegate.clearEvents()
-                await #expect(throws: SyncError.self) { try await phone.sync() }
-                let changes = phone.events.compactMap { event -> SyncEngine.Event.AccountChange? in
-                    if case .accountChange(let change) = event { change } else { nil }
-                }
-                #expect(changes.map(\.changeType) == [.signOut(previousUser: alice)])
-                #expect(try await session.isSignedIn == false)
-                #expect(!FileManager.default.fileExists(atPath: file.path))
-
-                // Signed in again, the same device syncs: a sign-in, as CloudKit reports one.
-                phone.delegate.clearEvents()
-                try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity)
-                try await phone.sync()
-                #expect(
-                    phone.events.contains { event in
-                        if case .accountChange(let change) = event {
-                            change.changeType == .signIn(currentUser: alice)
-                        } else {
-                            false
-                        }
-                    })
+            // The phone's next sync: its access token is refused, so is its refresh token,
+            // and the engine learns that nobody is signed in.
+            phone.delegate.clearEvents()
+            await #expect(throws: SyncError.self) { try await phone.sync() }
+            let changes = phone.events.compactMap { event -> SyncEngine.Event.AccountChange? in
+                if case .accountChange(let change) = event { change } else { nil }
             }
+            #expect(changes.map(\.changeType) == [.signOut(previousUser: alice)])
+            #expect(try await session.isSignedIn == false)
+            #expect(!FileManager.default.fileExists(atPath: file.path))
+
+            // Signed in again, the same device syncs: a sign-in, as CloudKit reports one.
+            phone.delegate.clearEvents()
+            try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity)
+            try await phone.sync()
+            #expect(
+                phone.events.contains { event in
+                    if case .accountChange(let change) = event {
+                        change.changeType == .signIn(currentUser: alice)
+                    } else {
+                        false
+                    }
+                })
         }
     }
 
@@ -126,38 +143,26 @@ struct SessionCredentialsTests {
         "F104 an automatic engine learns at once that its device was signed out elsewhere: its push channel's close asks the session again, and the engine fetches and finds nobody signed in"
     )
     func automaticEngineSignedOutByPush() async throws {
-        try await SessionHTTPTests().withSessionServer { served in
-            try await withTemporaryDirectory { directory in
-                let session = Self.session(served, device: "phone")
-                try await session.signIn(identityToken: SessionHTTPTests.aliceIdentity)
-                let phoneClient = Self.client(served, session, device: "phone")
-                defer { phoneClient.close() }
-                let phone = try TestDevice(
-                    "phone", database: phoneClient.database(),
-                    directory: directory.appendingPathComponent("phone", isDirectory: true)
-                ) { configuration in
-                    configuration.automaticallySync = true
-                    configuration.clock = TestClock()
-                }
-                try await phone.waitForEvents("the phone's catch-up fetch") {
-                    $0.contains { $0.kind == .didFetchChanges }
-                }
-                await phoneClient.waitForPushChannels()
+        try await Self.withSignedInPhone { served, session, phoneClient, directory in
+            let phone = try Self.phone(phoneClient, in: directory, automatic: true)
+            try await phone.waitForEvents("the phone's catch-up fetch") {
+                $0.contains { $0.kind == .didFetchChanges }
+            }
+            await phoneClient.waitForPushChannels()
 
-                let laptop = try await served.client.signIn(
-                    identityToken: SessionHTTPTests.aliceIdentity, device: "laptop")
-                try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
-                try await phone.waitForEvents("the phone's engine saw the sign-out") { events in
-                    events.contains { event in
-                        if case .accountChange(let change) = event, case .signOut = change.changeType {
-                            true
-                        } else {
-                            false
-                        }
+            let laptop = try await served.client.signIn(
+                identityToken: SessionHTTPTests.aliceIdentity, device: "laptop")
+            try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
+            try await phone.waitForEvents("the phone's engine saw the sign-out") { events in
+                events.contains { event in
+                    if case .accountChange(let change) = event, case .signOut = change.changeType {
+                        true
+                    } else {
+                        false
                     }
                 }
-                #expect(try await session.isSignedIn == false)
             }
+            #expect(try await session.isSignedIn == false)
         }
     }
 

@@ -1,59 +1,12 @@
 import Foundation
 import JWTKit
-import LogSyncIdentity
 import LogSyncServer
 import SyncModel
 import Synchronization
 import TemporaryDirectory
 import Testing
 
-/// A payload of JSON written by hand, for claims the test claims cannot hold.
-struct RawClaims: JWTPayload {
-    let json: String
-
-    init(json: String) { self.json = json }
-
-    init(from decoder: any Decoder) throws { json = "" }
-
-    func encode(to encoder: any Encoder) throws {
-        let object = try JSONDecoder().decode([String: TokenValue].self, from: Data(json.utf8))
-        var container = encoder.singleValueContainer()
-        try container.encode(object)
-    }
-
-    func verify(using algorithm: some JWTAlgorithm) async throws {}
-
-    /// A claim's value: what the payloads here hold.
-    enum TokenValue: Codable {
-        case string(String)
-        case number(Double)
-        case bool(Bool)
-        case strings([String])
-
-        init(from decoder: any Decoder) throws {
-            let container = try decoder.singleValueContainer()
-            if let value = try? container.decode(Bool.self) {
-                self = .bool(value)
-            } else if let value = try? container.decode(Double.self) {
-                self = .number(value)
-            } else if let value = try? container.decode(String.self) {
-                self = .string(value)
-            } else {
-                self = .strings(try container.decode([String].self))
-            }
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
-            switch self {
-            case .string(let value): try container.encode(value)
-            case .number(let value): try container.encode(value)
-            case .bool(let value): try container.encode(value)
-            case .strings(let value): try container.encode(value)
-            }
-        }
-    }
-}
+@testable import LogSyncIdentity
 
 /// A token the verifier must refuse, and what its reason must say.
 struct BadToken: CustomTestStringConvertible, Sendable {
@@ -161,10 +114,8 @@ struct JWTIdentityVerifierTests {
     func badToken(_ bad: BadToken) async throws {
         let keys = try await TestKeys.value
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try acmeVerifier(jwks: jwks, clock: clock)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
             let token = try await bad.make(keys, clock.now)
             let error = await #expect(throws: IdentityError.self) { try await verifier.verify(token) }
             #expect(error?.reason.contains(bad.reason) == true, "\(bad.name): \(error?.reason ?? "accepted")")
@@ -192,10 +143,8 @@ struct JWTIdentityVerifierTests {
         let keys = try await TestKeys.value
         let key = ["rs": keys.rsa, "es": keys.p256, "ed": keys.ed25519][which]!
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try acmeVerifier(jwks: jwks, clock: clock)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
             let identity = try await verifier.verify(try await key.sign(goodClaims(now: clock.now)))
             #expect(identity.user == UserID(rawValue: "acme:alice"))
             #expect(identity.expires == clock.now.addingTimeInterval(3600))
@@ -220,15 +169,8 @@ struct JWTIdentityVerifierTests {
     func userClaim() async throws {
         let keys = try await TestKeys.value
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try JWTIdentityVerifier(
-                issuers: [
-                    TrustedIssuer(
-                        name: "acme", issuer: Acme.iss, audiences: [Acme.audience], userClaim: "uid",
-                        keys: .jwksFile(jwks))
-                ], now: clock.reader)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock, userClaim: "uid")
             var claims = goodClaims(now: clock.now)
             claims.other["uid"] = "u-42"
             #expect(try await verifier.verify(try await keys.p256.sign(claims)).user == UserID(rawValue: "acme:u-42"))
@@ -246,13 +188,8 @@ struct JWTIdentityVerifierTests {
     func verifiedEmail(_ verified: String?, _ expected: String?) async throws {
         let keys = try await TestKeys.value
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try JWTIdentityVerifier(
-                issuers: [
-                    TrustedIssuer(name: "acme", issuer: Acme.iss, audiences: [Acme.audience], keys: .jwksFile(jwks))
-                ], now: clock.reader)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
             // The test claims hold strings only: a boolean is written into the payload's JSON.
             var claims = goodClaims(now: clock.now)
             claims.other["email"] = "alice@example.com"
@@ -261,7 +198,9 @@ struct JWTIdentityVerifierTests {
             let signer = JWTKeyCollection()
             await signer.add(
                 ecdsa: try ES256PrivateKey(pem: keys.p256.privatePEM), kid: JWKIdentifier(string: keys.p256.kid))
-            let token = try await signer.sign(RawClaims(json: json), kid: JWKIdentifier(string: keys.p256.kid))
+            let token = try await signer.sign(
+                JSONDecoder().decode(TokenClaims.self, from: Data(json.utf8)), kid: JWKIdentifier(string: keys.p256.kid)
+            )
             #expect(try await verifier.verify(token).emailAddress == expected)
         }
     }

@@ -88,11 +88,6 @@ struct DeviceOptions: ParsableArguments {
         guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
         }
-        guard bearerToken != nil || FileManager.default.fileExists(atPath: sessionFile.path) else {
-            throw ValidationError(
-                "sign the device in first (`notes-device sign-in --device \(device) --identity-token JWT`), or give a user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)"
-            )
-        }
         guard !device.isEmpty, !device.contains("/") else {
             throw ValidationError("--device must be a name without '/'")
         }
@@ -122,8 +117,15 @@ struct DeviceOptions: ParsableArguments {
     var credentials: Credentials { bearerToken.map { .token($0) } ?? session.credentials }
 
     /// Opens the device: its store, its engine over HTTP, its delegate.
+    ///
+    /// - Throws: ``NotesDeviceError`` when the device has neither a token nor a session.
     func open(automatic: Bool = false) throws -> NotesDevice {
-        try NotesDevice(
+        guard bearerToken != nil || FileManager.default.fileExists(atPath: sessionFile.path) else {
+            throw NotesDeviceError(
+                "\(device): sign the device in first (`notes-device sign-in --device \(device) --identity-token JWT`), or give a user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)"
+            )
+        }
+        return try NotesDevice(
             server: URL(string: server)!, credentials: credentials, device: device, directory: directory,
             automatic: automatic, fetchPageSize: fetchPageSize)
     }

@@ -16,18 +16,7 @@ extension NotesDeviceCommand {
                 when given, is used instead. Signing in again replaces the session.
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The server's URL.", valueName: "url"))
-        var server = "http://127.0.0.1:8080"
-
-        @Option(name: .long, help: ArgumentHelp("This device's name, such as phone or laptop.", valueName: "name"))
-        var device: String
-
-        @Option(
-            name: .long,
-            help: ArgumentHelp(
-                "Where the device keeps its notes, device logs and session (default: ./notes-NAME).",
-                valueName: "directory"))
-        var data: String?
+        @OptionGroup var options: DeviceOptions
 
         @Option(
             name: .long,
@@ -46,28 +35,18 @@ extension NotesDeviceCommand {
         }
 
         func validate() throws {
-            guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-                throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
-            }
-            guard !device.isEmpty, !device.contains("/") else {
-                throw ValidationError("--device must be a name without '/'")
-            }
             guard token?.isEmpty == false else {
                 throw ValidationError("give the identity token with --identity-token or in LOGSYNC_IDENTITY_TOKEN")
             }
         }
 
         func run() async throws {
-            let directory = URL(fileURLWithPath: data ?? "notes-\(device)", isDirectory: true)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let session = SessionCredentials(
-                sessions: SessionClient(serverURL: URL(string: server)!), device: DeviceID(device),
-                storage: .file(directory.appending(path: "session.json")))
+            try FileManager.default.createDirectory(at: options.directory, withIntermediateDirectories: true)
             do {
-                let tokens = try await session.signIn(identityToken: token ?? "", name: name)
-                print("\(device): signed in as \(tokens.user)")
+                let tokens = try await options.session.signIn(identityToken: token ?? "", name: name)
+                print("\(options.device): signed in as \(tokens.user)")
             } catch let error as SyncError {
-                throw NotesDeviceError("\(device): could not sign in: \(explain(error))")
+                throw NotesDeviceError("\(options.device): could not sign in: \(explain(error))")
             }
         }
     }
