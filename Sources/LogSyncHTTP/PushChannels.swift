@@ -193,12 +193,18 @@ struct PushChannel: Sendable {
                 }
                 if closed?.closeCode == .policyViolation {
                     // The server revoked the token (a session signed out, a token taken away):
-                    // the credentials are asked for another, which for a session finds out
-                    // whether the device is still signed in, and the consumer fetches, so that
-                    // an engine learns of a sign-out now rather than at its next request.
+                    // the credentials are asked for another. A provider that has none (the
+                    // session is over) means the device is signed out: the consumer is told to
+                    // fetch, so that an engine learns of it now rather than at its next request.
+                    // A fixed token has no other; the channel just stops being hinted.
                     logger.debug("push channel closed: the server revoked its token")
-                    _ = try? await client.currentToken.replacement(forRejected: token)
-                    continuation.yield(PushHint(databaseScope: scope))
+                    do {
+                        _ = try await client.currentToken.replacement(forRejected: token)
+                    } catch  where error.code == .notAuthenticated {
+                        continuation.yield(PushHint(databaseScope: scope))
+                    } catch {
+                        logger.debug("the credentials failed", metadata: ["error": "\(error)"])
+                    }
                 }
             } catch {
                 if !Task.isCancelled { logger.debug("push channel failed", metadata: ["error": "\(error)"]) }
