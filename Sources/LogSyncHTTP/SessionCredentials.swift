@@ -95,6 +95,9 @@ public actor SessionCredentials {
     /// A session of `device`, kept in `storage`.
     ///
     /// - Parameters:
+    ///   - sessions: The server's session routes.
+    ///   - device: The device the session is for.
+    ///   - storage: Where the tokens are kept between launches.
     ///   - refreshMargin: How long before its expiry an access token is refreshed first.
     ///   - now: The clock of the expiries (the wall clock; tests move their own).
     public init(

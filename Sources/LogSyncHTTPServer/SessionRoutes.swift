@@ -102,7 +102,10 @@ struct SessionRoutes: Sendable {
     func revoke(_ request: Request, context: ServerRequestContext) async -> Response {
         await json.answer(request, context: context, route: "revoke device") { logger throws(HTTPFailure) in
             let (user, _) = try authenticated(request)
-            let device = try Self.device(context.parameters.get("device") ?? "")
+            // The path segment is percent-encoded (`WireSessions.devicePath`): a device ID may
+            // hold any character but a control one.
+            let segment = context.parameters.get("device") ?? ""
+            let device = try Self.device(segment.removingPercentEncoding ?? segment)
             let count = try await json.run("session store") { try sessions.revoke(user: user, device: device) }
             if count > 0 {
                 logger.info(

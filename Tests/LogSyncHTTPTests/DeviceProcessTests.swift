@@ -2,7 +2,9 @@ import ChildProcesses
 import Foundation
 import LogStore
 import LogSync
+import LogSyncHTTP
 import LogSyncServer
+import LogSyncWire
 import SyncModel
 import Synchronization
 import TemporaryDirectory
@@ -135,6 +137,21 @@ struct DeviceProcessTests {
                 "sessions", "revoke", "--user", "dev:alice", "--device", "phone", "--data", data,
             ])
             #expect(revoked.status == 0, "\(revoked)")
+            // The server notices another process's revocation within about 250 ms.
+            let kept = try WireSessions.decode(
+                WireSessions.Tokens.self,
+                from: Array(try Data(contentsOf: phone.directory.appendingPathComponent("session.json"))))
+            let probe = HTTPSyncClient(.init(serverURL: url, credentials: .token(kept.accessToken), device: "phone"))
+            try await TokenRevocationTests.waitUntil(
+                "the server refuses the phone's session", by: .now + TokenRevocationTests.patience
+            ) {
+                do {
+                    _ = try await probe.database().currentUserRecordID()
+                    return false
+                } catch let error as SyncError where error.code == .notAuthenticated {
+                    return true
+                }
+            }
             let refused = try await phone.run("sync", server: url, expecting: 1)
             #expect(
                 refused.contains("phone: signed out: the server no longer accepts this device's session"), "\(refused)")

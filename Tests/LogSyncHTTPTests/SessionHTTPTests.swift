@@ -232,6 +232,15 @@ struct SessionHTTPTests {
             #expect(try served.written() == before)
             #expect(try served.sessions.sessions(of: Self.alice).count == 2)
 
+            // A device ID that needs percent-encoding in the path is the device it names.
+            let spaced = try await served.client.signIn(identityToken: Self.aliceIdentity, device: "Alice's old/phone")
+            try await served.client.revoke(device: "Alice's old/phone", accessToken: laptop.accessToken)
+            #expect(
+                try await served.client.devices(accessToken: laptop.accessToken).map(\.device).sorted() == [
+                    "laptop", "phone",
+                ])
+            #expect(try served.sessions.lookUp(accessToken: spaced.accessToken) == .unknown)
+
             try await served.client.revoke(device: "phone", accessToken: laptop.accessToken)
             try await TokenRevocationTests.waitUntil(
                 "the phone's push channel is closed", by: .now + TokenRevocationTests.patience
