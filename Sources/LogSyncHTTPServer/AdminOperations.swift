@@ -58,8 +58,8 @@ public struct AdminOperations: Sendable {
         }
     }
 
-    /// Registers `user`, with `email` if given (an address already theirs, or none, changes
-    /// nothing): the same call again is harmless.
+    /// Registers `user`, with `email` if given (replacing the address they had; without one,
+    /// their address stays): the same call again changes nothing.
     ///
     /// - Throws: `SyncError(.invalidArguments)` naming an invalid user ID or address, or an
     ///   address another user has (nothing is written then); storage errors.
@@ -112,7 +112,7 @@ public struct AdminOperations: Sendable {
         return try tokens.revoke(.user(user))
     }
 
-    /// Deletes `user` and all their data (``SyncServer/deleteUser(_:)``: their shares end for
+    /// Deletes `user` and all their data (`SyncServer.deleteUser(_:)`: their shares end for
     /// participants, they leave others' shares, their databases and asset contents go, and their
     /// registration), after revoking their sessions and tokens, so that no request of theirs
     /// runs meanwhile. Returns whether they were registered; a user who was not still loses any
