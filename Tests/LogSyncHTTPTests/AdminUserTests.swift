@@ -127,6 +127,8 @@ struct AdminUserTests {
             let asDatabase = try await served.request(
                 WireProtocol.path(.fetchZones, scope: .private), token: Self.adminToken, body: Self.allZones)
             #expect(asDatabase.status == 401, "\(asDatabase)")
+            let asDevice = try await served.request(WireSessions.devicesPath, method: .GET, token: Self.adminToken)
+            #expect(asDevice.status == 401, "\(asDevice)")
             // And carol's own token still opens hers.
             let asCarol = try await served.request(
                 WireProtocol.path(.fetchZones, scope: .private), token: carol.accessToken, body: Self.allZones)
