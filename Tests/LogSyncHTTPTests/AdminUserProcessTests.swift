@@ -37,7 +37,7 @@ struct AdminUserProcessTests {
             let url = URL(string: "http://127.0.0.1:\(port)")!
             let admin = AdminClient(serverURL: url, adminToken: adminToken)
             for (user, token) in [("alice", aliceToken), ("bob", bobToken)] {
-                let client = HTTPSyncClient(.init(serverURL: url, token: token, device: "phone"))
+                let client = HTTPSyncClient(.init(serverURL: url, credentials: .token(token), device: "phone"))
                 defer { client.close() }
                 _ = try await client.database().modifyZones(
                     saving: [RecordZone(zoneName: "Notes-\(user)")], deleting: [])
@@ -83,14 +83,17 @@ struct AdminUserProcessTests {
             (server, port) = try await Self.serve(data, adminFile: adminFile)
             #expect(try await TokenRevocationTests.fetchZones(port: port, token: aliceToken).status == 401)
             let carolClient = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: carol.accessToken, device: "phone"))
+                .init(
+                    serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(carol.accessToken),
+                    device: "phone"))
             defer { carolClient.close() }
             _ = try await carolClient.database().currentUserRecordID()
             let bobAgain = try await ChildProcess.run(["user", "add", "bob", "--data", data.path])
             let bobClient = HTTPSyncClient(
                 .init(
                     serverURL: URL(string: "http://127.0.0.1:\(port)")!,
-                    token: bobAgain.output.trimmingCharacters(in: .whitespacesAndNewlines), device: "phone"))
+                    credentials: .token(bobAgain.output.trimmingCharacters(in: .whitespacesAndNewlines)),
+                    device: "phone"))
             defer { bobClient.close() }
             #expect(try await bobClient.database().fetchAllZones().map(\.zoneID.zoneName).contains("Notes-bob"))
             #expect(try await server.terminate().status == 0)

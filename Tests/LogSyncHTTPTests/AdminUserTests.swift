@@ -34,7 +34,7 @@ struct AdminUserTests {
         func syncClient(_ token: String, device: DeviceID) -> HTTPSyncClient {
             HTTPSyncClient(
                 .init(
-                    serverURL: url, token: token, device: device,
+                    serverURL: url, credentials: .token(token), device: device,
                     reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
         }
 
