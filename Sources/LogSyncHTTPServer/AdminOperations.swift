@@ -44,17 +44,18 @@ public struct AdminOperations: Sendable {
 
     /// Up to `limit` registered users after `after`, in the order of their IDs' UTF-8 bytes,
     /// each with their e-mail address and signed-in sessions: a read of the registry's index and
-    /// one of the sessions' index per user listed, never of their records.
+    /// one of the sessions' index (a look-up per user listed), never of their records.
     ///
     /// - Throws: `SyncError(.invalidArguments)` for a `limit` outside 1…1000; storage errors.
     public func users(after: UserID? = nil, limit: Int = 100) throws -> [UserSummary] {
         guard (1...Self.maxUsersPerPage).contains(limit) else {
             throw SyncError(.invalidArguments, "limit must be from 1 to \(Self.maxUsersPerPage), not \(limit)")
         }
-        return try server.users(after: after, limit: limit).map { registered in
+        let users = try server.users(after: after, limit: limit)
+        let counts = try tokens.sessions?.sessionCounts(of: users.map(\.user)) ?? [:]
+        return users.map { registered in
             UserSummary(
-                user: registered.user, emailAddress: registered.emailAddress,
-                sessions: try tokens.sessions?.sessions(of: registered.user).count ?? 0)
+                user: registered.user, emailAddress: registered.emailAddress, sessions: counts[registered.user] ?? 0)
         }
     }
 
