@@ -163,7 +163,8 @@ struct User: ParsableCommand {
     /// `logsync-server user revoke`: takes a user's tokens, or one token, away.
     struct Revoke: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Take away every token of USER, or one token (--token), on every running node within a second.",
+            abstract:
+                "Take away every token and session of USER, or one token (--token), on every running node within a second.",
             discussion: """
                 Requests with a revoked token get 401, exactly as with a token never given, and \
                 push channels opened with it close. Naming a user also ends every session of \
