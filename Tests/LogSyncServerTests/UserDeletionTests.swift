@@ -59,6 +59,20 @@ struct UserDeletionTests {
         }
     }
 
+    @Test("a user whose ID is as long as allowed (511 bytes) is listed, deleted, and counted as having no session")
+    func longestUserID() async throws {
+        try await withServer { server, _ in
+            let user = UserID(String(repeating: "u", count: 511))
+            try server.registerUser(user)
+            let sessions = try SessionStore(server: server)
+            #expect(try sessions.sessions(of: user).isEmpty)
+            #expect(try sessions.sessionCounts(of: [user]) == [user: 0])
+            #expect(try server.users(limit: 1).map(\.user) == [user])
+            #expect(try server.deleteUser(user))
+            #expect(try server.users(limit: 1).isEmpty)
+        }
+    }
+
     @Test("users are listed in the order of their IDs' bytes from after a given ID, a page at a time")
     func pages() async throws {
         try await withServer { server, _ in
