@@ -228,6 +228,12 @@ public struct HTTPSyncServer: Sendable {
         clientLimiter = ClientLimiter(
             userLimits: configuration.userLimits, addressLimits: configuration.addressLimits,
             now: configuration.clientLimitClock)
+        // A user deleted on another node sharing the store (`AdminOperations.deleteUser(_:)`,
+        // which revokes their tokens before and after): this node forgets their number and open
+        // databases when it hears it.
+        tokens.stored?.observeRevocations { [server] event in
+            if case .revoked(.user(let user)) = event { server.forgetUser(user) }
+        }
     }
 
     /// The Hummingbird application serving the routes; `onListening` is called with the bound

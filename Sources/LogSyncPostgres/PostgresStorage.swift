@@ -127,6 +127,25 @@ public final class PostgresStorage: ServerStorage {
             [.int64(logID), .string(projection.name), .int32(Int32(projection.version))])
     }
 
+    /// Deletes the user's logs (`u<number>/…`: their rows of `logsync_entries`,
+    /// `logsync_index` and `logsync_logs`) and asset contents (their rows of `logsync_assets`,
+    /// `logsync_asset_partials` and `logsync_asset_chunks`) in one transaction.
+    public func deleteLogs(ofUser number: UInt64) throws {
+        let pattern = "u\(number)/%"
+        let owner = PostgresValue.int64(Int64(bitPattern: number))
+        try pool.withSession { session in
+            try session.transaction { session in
+                let logs = "SELECT log_id FROM logsync_logs WHERE name LIKE $1"
+                try session.query("DELETE FROM logsync_index WHERE log_id IN (\(logs))", [.string(pattern)])
+                try session.query("DELETE FROM logsync_entries WHERE log_id IN (\(logs))", [.string(pattern)])
+                try session.query("DELETE FROM logsync_logs WHERE name LIKE $1", [.string(pattern)])
+                try session.query("DELETE FROM logsync_asset_chunks WHERE owner = $1", [owner])
+                try session.query("DELETE FROM logsync_asset_partials WHERE owner = $1", [owner])
+                try session.query("DELETE FROM logsync_assets WHERE owner = $1", [owner])
+            }
+        }
+    }
+
     /// Runs `body` on one of the pool's threads: it blocks on PostgreSQL round trips.
     public func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
         try await pool.run(body)

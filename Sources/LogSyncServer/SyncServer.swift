@@ -96,8 +96,16 @@ public final class SyncServer: Sendable {
     /// Gives `user` (registered if new) an e-mail address, by which owners invite them to shares.
     ///
     /// - Throws: `SyncError(.invalidArguments)` for an invalid user ID or address, or an address
-    ///   another user has.
+    ///   another user has; nothing is written then.
     public func registerUser(_ user: UserID, emailAddress: String? = nil) throws {
+        if let emailAddress {
+            // Refused before the user is registered, so that a refusal writes nothing.
+            try UserIdentity.validate(emailAddress: emailAddress)
+            if let holder = try users.number(ofEmail: emailAddress), try users.user(number: holder) != user {
+                throw SyncError(
+                    .invalidArguments, "the e-mail address \"\(emailAddress)\" already belongs to another user")
+            }
+        }
         _ = try users.number(of: user)
         if let emailAddress { try users.setEmail(emailAddress, of: user) }
     }

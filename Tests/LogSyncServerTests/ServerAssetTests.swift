@@ -436,6 +436,10 @@ final class HeldStorage: ServerStorage {
         return try await inner.perform(body)
     }
 
+    func deleteLogs(ofUser number: UInt64) throws {
+        try inner.deleteLogs(ofUser: number)
+    }
+
     func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
         try inner.openLog(name, projection: projection)
     }

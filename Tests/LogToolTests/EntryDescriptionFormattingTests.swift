@@ -193,7 +193,7 @@ struct EntryDescriptionFormattingTests {
         #expect(
             throws: DiagnosticsError(
                 .unknownKind,
-                "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), sharedZoneJoined (110), sharedZoneChanged (111), sharedZoneLeft (112), requestOutcome (113), assetStored (114), assetsDeleted (115), operationGroupStarted (116), schemaDeployed (117), deviceKeyRegistered (118), zoneKeysSaved (119), userRegistered (120), userEmailSet (121)"
+                "unknown kind \"\(text)\": give a number from 0 to 65535 or one of zoneSaved (101), zoneDeleted (102), recordSaved (103), recordDeleted (104), subscriptionSaved (105), subscriptionDeleted (106), requestCompleted (107), tombstonesCompacted (108), clientChangeTokenUpdated (109), sharedZoneJoined (110), sharedZoneChanged (111), sharedZoneLeft (112), requestOutcome (113), assetStored (114), assetsDeleted (115), operationGroupStarted (116), schemaDeployed (117), deviceKeyRegistered (118), zoneKeysSaved (119), userRegistered (120), userEmailSet (121), userDeleted (122)"
             )
         ) {
             try EntryFilter.kind(named: text, decoder: .server)

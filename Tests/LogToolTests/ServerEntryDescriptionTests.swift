@@ -282,7 +282,18 @@ struct ServerEntryDescriptionTests: EntryIDs {
         #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
     }
 
-    @Test(arguments: [0, 1, 2, 3, 99, 100, 150, 122, 199, 65535] as [UInt16])
+    @Test func userDeletedNamesTheNumberAndTheUser() throws {
+        let entry = LogEntry(
+            offset: 9, kind: 122, time: .init(microsecondsSince1970: 0),
+            payload: [0, 0, 0, 0, 0, 0, 0, 2] + Array("bob".utf8))
+        let description = try #require(try ServerEntryDescription.describe(entry))
+        #expect(description.kindName == "userDeleted")
+        #expect(description.fields == [.init("userNumber", .integer(2)), .init("user", .text("bob"))])
+        let short = LogEntry(offset: 10, kind: 122, time: .init(microsecondsSince1970: 0), payload: [0, 1])
+        #expect(throws: LogStoreError.self) { try ServerEntryDescription.describe(short) }
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 99, 100, 150, 123, 199, 65535] as [UInt16])
     func otherKindsAreNotDescribed(kind: UInt16) throws {
         let entry = LogEntry(
             offset: 1, kind: EntryKind(kind), time: .init(microsecondsSince1970: 0), payload: [0xFF, 0x00])
@@ -319,7 +330,7 @@ struct ServerEntryDescriptionTests: EntryIDs {
     @Test func kindNamesAreUniqueAndCoverTheServersKinds() {
         let kinds = ServerEntryDescription.kinds
         #expect(Set(kinds.map(\.name)).count == kinds.count)
-        #expect(kinds.map(\.kind.rawValue) == Array(101...119) + [120, 121])
+        #expect(kinds.map(\.kind.rawValue) == Array(101...119) + [120, 121, 122])
         #expect(
             kinds.map(\.name) == [
                 "zoneSaved", "zoneDeleted", "recordSaved", "recordDeleted", "subscriptionSaved", "subscriptionDeleted",
@@ -328,7 +339,7 @@ struct ServerEntryDescriptionTests: EntryIDs {
                 "sharedZoneLeft", "requestOutcome", "assetStored", "assetsDeleted", "operationGroupStarted",
                 "schemaDeployed",
                 "deviceKeyRegistered", "zoneKeysSaved",
-                "userRegistered", "userEmailSet",
+                "userRegistered", "userEmailSet", "userDeleted",
             ])
     }
 }

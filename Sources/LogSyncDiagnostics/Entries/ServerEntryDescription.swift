@@ -39,12 +39,14 @@ import SyncModel
 /// | `wraps`, `wrapCount`, `wrapBytes` | zoneKeysSaved | `zone[@owner]:v<version>:<recipient key ID>` per wrap (never its bytes); how many; their check and wrapped bytes together |
 /// | `user`, `directory` | userRegistered | the user ID; the user's environment under the data directory (`users/u<offset>`) |
 /// | `userNumber`, `email` | userEmailSet | the user's number (their record name is `_user<N>`); the e-mail address |
+/// | `userNumber`, `user` | userDeleted | the deleted user's number; their user ID |
 enum ServerEntryDescription: EntryKindCatalog {
     /// Every kind a server log holds, with its name, in kind order: a database log's, then the
     /// user registry's.
     static let kinds: [(kind: EntryKind, name: String)] =
         ServerEntry.Kind.named + [
             (UserRegistry.userRegisteredKind, "userRegistered"), (UserRegistry.userEmailSetKind, "userEmailSet"),
+            (UserRegistry.userDeletedKind, "userDeleted"),
         ]
 
     /// Describes `entry`, or returns `nil` when its kind is not a server kind (the entry then
@@ -57,6 +59,7 @@ enum ServerEntryDescription: EntryKindCatalog {
     static func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
         if entry.kind == UserRegistry.userRegisteredKind { return try Self.userRegistered(entry) }
         if entry.kind == UserRegistry.userEmailSetKind { return try Self.userEmailSet(entry) }
+        if entry.kind == UserRegistry.userDeletedKind { return try Self.userDeleted(entry) }
         guard let name = Self.kindName(of: entry.kind) else { return nil }
         return EntryDescription(kindName: name, fields: Self.fields(of: try ServerEntry(entry)))
     }
@@ -251,6 +254,21 @@ enum ServerEntryDescription: EntryKindCatalog {
             fields: [
                 Field("userNumber", .integer(number)),
                 Field("email", .text(email)),
+            ])
+    }
+
+    private static func userDeleted(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription {
+        guard entry.payload.count > 8, let user = String(validating: entry.payload[8...], as: UTF8.self) else {
+            throw LogStoreError(
+                .corruptEntry, "userDeleted (kind \(entry.kind)) payload: not a user number and a user ID",
+                offset: entry.offset)
+        }
+        let number = entry.payload[0..<8].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return EntryDescription(
+            kindName: "userDeleted",
+            fields: [
+                Field("userNumber", .integer(number)),
+                Field("user", .text(user)),
             ])
     }
 

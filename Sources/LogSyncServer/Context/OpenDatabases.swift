@@ -69,6 +69,13 @@ final class OpenDatabases: DatabaseDirectory {
         try storage.withExclusiveLock("sharing", body)
     }
 
+    /// Forgets `user`'s open databases: the user was deleted, and their logs with them.
+    func forget(_ user: UserID) {
+        open.withLock { open in
+            for scope in DatabaseScope.allCases { open[PushHub.Key(user: user, scope: scope)] = nil }
+        }
+    }
+
     /// Runs `body` on the table of open databases: what a test uses to forget them all, as a
     /// restarted process would.
     func withLock<R: Sendable>(_ body: (inout [PushHub.Key: OpenDatabase]) -> R) -> R {

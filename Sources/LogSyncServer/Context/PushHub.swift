@@ -54,6 +54,15 @@ final class PushHub: Sendable {
     }
 
     /// Ends every stream (server shutdown).
+    /// Ends the streams of `user`'s devices, of every scope: the user was deleted.
+    func finish(user: UserID) {
+        let ended = listeners.withLock { state in
+            let keys = state.byKey.keys.filter { $0.user == user }
+            return keys.flatMap { key in (state.byKey.removeValue(forKey: key) ?? [:]).values.map(\.continuation) }
+        }
+        for continuation in ended { continuation.finish() }
+    }
+
     func finishAll() {
         let all = listeners.withLock { state in
             defer { state.byKey = [:] }

@@ -14,9 +14,13 @@ package final class UserRegistry: Sendable {
     package static let userRegisteredKind: EntryKind = 120
     /// Payload: the user's number (8 bytes, big-endian), then the e-mail address in UTF-8.
     package static let userEmailSetKind: EntryKind = 121
+    /// Payload: the user's number (8 bytes, big-endian), then the user ID in UTF-8. The user is
+    /// no longer registered: their ID and e-mail address leave the index, and registering the ID
+    /// again gives it a new number (and so empty databases).
+    package static let userDeletedKind: EntryKind = 122
 
     /// user ID (UTF-8) → its number; e-mail address (lowercased) → number; number → address (as
-    /// given); in `schema`, `deployed` → the offset of the latest `schemaDeployed` entry (F137);
+    /// given), for the users registered and not deleted since; in `schema`, `deployed` → the offset of the latest `schemaDeployed` entry (F137);
     /// as a projection of the registry log.
     struct Index: Projection {
         let name = "users"
@@ -44,6 +48,21 @@ package final class UserRegistry: Sendable {
                 }
                 try tables.put(number, forKey: UserRegistry.emailKey(email), in: "byEmail")
                 try tables.put(Array(email.utf8), forKey: number, in: "emailOf")
+            case UserRegistry.userDeletedKind:
+                guard entry.payload.count > 8 else {
+                    throw LogStoreError(
+                        .corruptEntry, "a user deletion of \(entry.payload.count) bytes", offset: entry.offset)
+                }
+                let number = Array(entry.payload[0..<8])
+                let id = Array(entry.payload[8...])
+                if try tables.value(forKey: id, in: "byID") == number {
+                    _ = try tables.removeValue(forKey: id, in: "byID")
+                }
+                if let old = try tables.value(forKey: number, in: "emailOf") {
+                    _ = try tables.removeValue(
+                        forKey: UserRegistry.emailKey(String(decoding: old, as: UTF8.self)), in: "byEmail")
+                    _ = try tables.removeValue(forKey: number, in: "emailOf")
+                }
             default:
                 throw LogStoreError(.corruptEntry, "kind \(entry.kind) is not a registry entry", offset: entry.offset)
             }
@@ -88,12 +107,69 @@ package final class UserRegistry: Sendable {
         }
     }
 
-    /// The user whose number is `number`, or `nil` if no user has it. Registers nobody.
+    /// The user whose number is `number`, or `nil` if no user has it (never had it, or was
+    /// deleted). Registers nobody.
     func user(number: UInt64) throws -> UserID? {
-        guard number > 0, let entry = try log.read({ index in try index.entry(at: LogOffset(number)) }),
-            entry.kind == Self.userRegisteredKind
-        else { return nil }
-        return UserID(rawValue: String(decoding: entry.payload, as: UTF8.self))
+        guard number > 0 else { return nil }
+        return try log.read { index -> UserID? in
+            guard let entry = try index.entry(at: LogOffset(number)), entry.kind == Self.userRegisteredKind,
+                try index.value(forKey: entry.payload, in: "byID") == bigEndian(number)
+            else { return nil }
+            return UserID(rawValue: String(decoding: entry.payload, as: UTF8.self))
+        }
+    }
+
+    /// The number of `user` if they are registered, without registering them.
+    func registeredNumber(of user: UserID) throws -> UInt64? {
+        try log.read { index in
+            try index.value(forKey: Array(user.rawValue.utf8), in: "byID").map {
+                $0.withUnsafeBytes { readBigEndian($0) }
+            }
+        }
+    }
+
+    /// Up to `limit` registered users whose IDs come after `after` (from the first without it),
+    /// in the order of their IDs' bytes, with their numbers and e-mail addresses: one read of
+    /// the index, however many users there are.
+    func users(after: UserID?, limit: Int) throws -> [(user: UserID, number: UInt64, email: String?)] {
+        guard limit > 0 else { return [] }
+        return try log.read { index in
+            var found: [(UserID, UInt64)] = []
+            let start = after.map { Array($0.rawValue.utf8) }
+            try index.forEach(in: "byID", from: start) { key, value in
+                if let start, key.elementsEqual(start) { return true }
+                found.append((UserID(rawValue: String(decoding: key, as: UTF8.self)), readBigEndian(value)))
+                return found.count < limit
+            }
+            return try found.map { user, number in
+                (
+                    user, number,
+                    try index.value(forKey: bigEndian(number), in: "emailOf").map {
+                        String(decoding: $0, as: UTF8.self)
+                    }
+                )
+            }
+        }
+    }
+
+    /// Deletes `user`'s registration (their ID and e-mail address) and returns the number they
+    /// had, or `nil` if they were not registered. Their number is never given again.
+    func delete(_ user: UserID) throws -> UInt64? {
+        let key = Array(user.rawValue.utf8)
+        let (number, _) = try log.write { index -> (entries: [NewEntry], result: UInt64?) in
+            guard let stored = try index.value(forKey: key, in: "byID") else { return ([], nil) }
+            return (
+                [NewEntry(kind: Self.userDeletedKind, payload: stored + key)],
+                stored.withUnsafeBytes { readBigEndian($0) }
+            )
+        }
+        forget(user)
+        return number
+    }
+
+    /// Forgets the number this process remembers for `user`: the next use reads the registry.
+    func forget(_ user: UserID) {
+        _ = known.withLock { $0.removeValue(forKey: user) }
     }
 
     /// The record ID that stands for user `number` (`_user<number>`, what

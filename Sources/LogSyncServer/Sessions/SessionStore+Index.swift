@@ -55,6 +55,8 @@ extension SessionStore {
     /// The records of `user`'s sessions, in the order of their IDs.
     static func sessions(of user: UserID, in index: any IndexReader) throws -> [Record] {
         let prefix = userKey(user)
+        // A key is at most 511 bytes: a user whose ID leaves no room for a session's ID has none.
+        guard prefix.count + 32 <= 511 else { return [] }
         var ids: [String] = []
         try index.forEach(in: "byUser", from: prefix) { key, _ in
             guard key.starts(with: prefix) else { return false }

@@ -283,6 +283,21 @@ public final class SessionStore: Sendable {
             .sorted { ($0.created, $0.id) < ($1.created, $1.id) }
     }
 
+    /// How many sessions each of `users` has (as ``sessions(of:)`` lists them), read in one
+    /// snapshot of the index: what a list of users shows.
+    ///
+    /// - Throws: The storage's error.
+    public func sessionCounts(of users: [UserID]) throws -> [UserID: Int] {
+        let time = now()
+        return try log.read { index in
+            var counts: [UserID: Int] = [:]
+            for user in users {
+                counts[user] = try Self.sessions(of: user, in: index).filter { $0.session.refreshExpires > time }.count
+            }
+            return counts
+        }
+    }
+
     /// Revokes the sessions of `user` on `device` (one at most, unless signed in twice at once);
     /// returns how many. The same whether or not there was one.
     ///

@@ -16,6 +16,13 @@ public protocol ServerStorage: Sendable {
     /// index (rebuilt from the entries when the stored index is of another version).
     func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog
 
+    /// Deletes every log of the user with registry number `number` (their databases of every
+    /// scope, with their indexes) and every asset content and partial upload kept for them:
+    /// what deleting a user leaves behind (`SyncServer.deleteUser(_:)`). Nothing of another
+    /// user is touched. Deleting what is not there does nothing. A log of theirs still open is
+    /// not to be used again.
+    func deleteLogs(ofUser number: UInt64) throws
+
     /// Runs `body`, which may block on the storage (a disk sync, a database round trip), where
     /// blocking is harmless, and returns its result to the calling task.
     func perform<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R
@@ -314,6 +321,20 @@ public final class LMDBStorage: ServerStorage {
                 at: Self.userDirectory(in: directory, number: user), options: .init(durability: durability))
             return LMDBServerLog(log: try environment.openLog(named: scope.description, projections: [projection]))
         }
+    }
+
+    /// Removes the user's environment directory, `users/u<number>`, which holds their logs and
+    /// asset contents, then syncs the directory that held it.
+    public func deleteLogs(ofUser number: UInt64) throws {
+        let userDirectory = Self.userDirectory(in: directory, number: number)
+        guard FileManager.default.fileExists(atPath: userDirectory.path) else { return }
+        // Renamed first, so that a crash leaves either the whole environment or a directory no
+        // user is named by; then removed.
+        let doomed = Self.usersDirectory(in: directory).appendingPathComponent(
+            "deleted-u\(number)-\(UInt64.random(in: 0...UInt64.max))", isDirectory: true)
+        try FileManager.default.moveItem(at: userDirectory, to: doomed)
+        try FileManager.default.removeItem(at: doomed)
+        if durability == .durable { try LMDBAssetStore.syncDirectory(Self.usersDirectory(in: directory).path) }
     }
 
     // The layout of a store's directory, which `logsync-server migrate` reads too.
