@@ -72,20 +72,12 @@ struct AdminUserTests {
             let sessions = try SessionStore(server: server)
             let tokens = TokenStore(sessions: withSessions ? sessions : nil)
             try tokens.add(token: aliceToken, for: "alice")
-            let running = try await RunningHTTPSyncServer.start(
-                HTTPSyncServer(
-                    server: server, tokens: tokens, configuration: .init(port: 0),
-                    adminCredential: try AdminCredential(tokens: [adminToken])))
-            let served = Served(server: server, tokens: tokens, sessions: sessions, running: running)
-            do {
-                try await body(served)
-            } catch {
-                try? await running.stop()
-                server.shutdown()
-                throw error
+            let http = HTTPSyncServer(
+                server: server, tokens: tokens, configuration: .init(port: 0),
+                adminCredential: try AdminCredential(tokens: [adminToken]))
+            try await serving(http) { running in
+                try await body(Served(server: server, tokens: tokens, sessions: sessions, running: running))
             }
-            try await running.stop()
-            server.shutdown()
         }
     }
 

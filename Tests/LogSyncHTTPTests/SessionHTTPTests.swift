@@ -98,19 +98,11 @@ struct SessionHTTPTests {
                 server: server, lifetimes: .init(access: .seconds(900), refresh: .seconds(86_400)),
                 now: { clock.now })
             let tokens = TokenStore(sessions: sessions)
-            let running = try await RunningHTTPSyncServer.start(
-                HTTPSyncServer(
-                    server: server, tokens: tokens, configuration: .init(port: 0), identityVerifier: verifier))
-            let served = Served(server: server, sessions: sessions, running: running, clock: clock)
-            do {
-                try await body(served)
-            } catch {
-                try? await running.stop()
-                server.shutdown()
-                throw error
+            let http = HTTPSyncServer(
+                server: server, tokens: tokens, configuration: .init(port: 0), identityVerifier: verifier)
+            try await serving(http) { running in
+                try await body(Served(server: server, sessions: sessions, running: running, clock: clock))
             }
-            try await running.stop()
-            server.shutdown()
         }
     }
 

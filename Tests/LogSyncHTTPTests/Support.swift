@@ -352,3 +352,18 @@ func boundPort(_ descriptor: Int32) -> Int {
     }
     return Int(UInt16(bigEndian: address.sin_port))
 }
+
+/// Serves `http` on a loopback port for `body`, then stops it and shuts its server down, whether
+/// `body` threw or not.
+func serving(_ http: HTTPSyncServer, _ body: (RunningHTTPSyncServer) async throws -> Void) async throws {
+    let running = try await RunningHTTPSyncServer.start(http)
+    do {
+        try await body(running)
+    } catch {
+        try? await running.stop()
+        http.server.shutdown()
+        throw error
+    }
+    try await running.stop()
+    http.server.shutdown()
+}
