@@ -23,37 +23,12 @@ struct AdminUserTests {
 
     /// A server with bearer tokens (alice's), sessions and an admin credential, on a loopback
     /// port.
-    struct Served: Sendable {
+    struct Served: ServedOnLoopback {
         let server: SyncServer
         let tokens: TokenStore
         let sessions: SessionStore
         let running: RunningHTTPSyncServer
-        var url: URL { URL(string: "http://127.0.0.1:\(running.port)")! }
         var admin: AdminClient { AdminClient(serverURL: url, adminToken: AdminUserTests.adminToken) }
-
-        func syncClient(_ token: String, device: DeviceID) -> HTTPSyncClient {
-            HTTPSyncClient(
-                .init(
-                    serverURL: url, credentials: .token(token), device: device,
-                    reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
-        }
-
-        /// The status and body of a request sent as given.
-        func request(
-            _ path: String, method: HTTPMethod = .POST, token: String? = nil, body: [UInt8]? = nil
-        ) async throws -> (status: Int, body: String) {
-            var request = HTTPClientRequest(url: url.absoluteString + path)
-            request.method = method
-            if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-            request.headers.add(name: "Accept", value: "application/json")
-            if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: body))
-            }
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
-            var buffer = try await response.body.collect(upTo: 1 << 20)
-            return (Int(response.status.code), String(decoding: buffer.readableBytesView, as: UTF8.self))
-        }
 
         /// Everything a refused admin request could have written: the registry's and the
         /// sessions' logs, the bearer tokens.

@@ -43,39 +43,12 @@ struct SessionHTTPTests {
     }
 
     /// A server with sessions on a loopback port, and `verifier` (the table's by default).
-    struct Served: Sendable {
+    struct Served: ServedOnLoopback {
         let server: SyncServer
         let sessions: SessionStore
         let running: RunningHTTPSyncServer
         let clock: MovableDate
-        var url: URL { URL(string: "http://127.0.0.1:\(running.port)")! }
         var client: SessionClient { SessionClient(serverURL: url) }
-
-        func syncClient(_ token: String, device: DeviceID) -> HTTPSyncClient {
-            HTTPSyncClient(
-                .init(
-                    serverURL: url, credentials: .token(token), device: device,
-                    reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
-        }
-
-        /// The status and JSON body of a request sent as given.
-        func request(
-            _ path: String, method: HTTPMethod = .POST, token: String? = nil, device: String? = nil,
-            body: [UInt8]? = nil
-        ) async throws -> (status: Int, body: String) {
-            var request = HTTPClientRequest(url: url.absoluteString + path)
-            request.method = method
-            if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-            if let device { request.headers.add(name: WireProtocol.deviceHeader, value: device) }
-            request.headers.add(name: "Accept", value: "application/json")
-            if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: body))
-            }
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
-            var buffer = try await response.body.collect(upTo: 1 << 20)
-            return (Int(response.status.code), String(decoding: buffer.readableBytesView, as: UTF8.self))
-        }
 
         /// The end of the sessions' log and the registered users: equal before and after means
         /// a request wrote nothing.

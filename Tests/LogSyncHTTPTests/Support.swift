@@ -367,3 +367,39 @@ func serving(_ http: HTTPSyncServer, _ body: (RunningHTTPSyncServer) async throw
     try await running.stop()
     http.server.shutdown()
 }
+
+/// A server a test serves on a loopback port, and the requests the test sends it.
+protocol ServedOnLoopback: Sendable {
+    var running: RunningHTTPSyncServer { get }
+}
+
+extension ServedOnLoopback {
+    var url: URL { URL(string: "http://127.0.0.1:\(running.port)")! }
+
+    /// A client presenting `token` as `device`, reconnecting its push channels quickly.
+    func syncClient(_ token: String, device: DeviceID) -> HTTPSyncClient {
+        HTTPSyncClient(
+            .init(
+                serverURL: url, credentials: .token(token), device: device,
+                reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
+    }
+
+    /// The status and body of a request sent as given, asking for JSON.
+    func request(
+        _ path: String, method: HTTPMethod = .POST, token: String? = nil, device: String? = nil,
+        body: [UInt8]? = nil
+    ) async throws -> (status: Int, body: String) {
+        var request = HTTPClientRequest(url: url.absoluteString + path)
+        request.method = method
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let device { request.headers.add(name: WireProtocol.deviceHeader, value: device) }
+        request.headers.add(name: "Accept", value: "application/json")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
+        var buffer = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), String(decoding: buffer.readableBytesView, as: UTF8.self))
+    }
+}
