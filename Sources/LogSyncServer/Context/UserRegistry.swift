@@ -76,6 +76,13 @@ package final class UserRegistry: Sendable {
         return number
     }
 
+    /// Whether `user` is registered; registers nobody.
+    func isRegistered(_ user: UserID) throws -> Bool {
+        if known.withLock({ $0[user] }) != nil { return true }
+        let key = Array(user.rawValue.utf8)
+        return try log.read { index in try index.value(forKey: key, in: "byID") } != nil
+    }
+
     /// Every registered user, in the order of their IDs' bytes.
     func allUsers() throws -> [UserID] {
         try log.read { index in

@@ -61,9 +61,14 @@ struct ServerDatabase: Sendable {
 
     /// Sends a push hint for a commit that changed custom zones of this database, if a
     /// subscription covers one of them: a database subscription, or a zone subscription of a
-    /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions skips it.
+    /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions sends the
+    /// devices none. Every such commit, covered or not, is told to the admin change stream
+    /// (``SyncServer/databaseChanges()``) on every node, with the database's token after it: a
+    /// notice marked for no device when no subscription covers it.
     func notify(changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?) {
-        guard !changedZones.isEmpty, let subscriptions = try? read({ try $0.allSubscriptions() }) else { return }
+        guard !changedZones.isEmpty else { return }
+        let token = DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID)
+        let subscriptions = (try? read({ try $0.allSubscriptions() })) ?? [:]
         let sorted = subscriptions.values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue }
         let matching: (Subscription, RecordZone.ID?)?
         if let database = sorted.first(where: { $0.kind == .database }) {
@@ -77,10 +82,15 @@ struct ServerDatabase: Sendable {
                     return (subscription, zoneID)
                 }.first
         }
-        guard let (subscription, zoneID) = matching else { return }
+        guard let (subscription, zoneID) = matching else {
+            context.storage.publish(
+                PushNotice(
+                    hint: PushHint(databaseScope: scope, changeToken: token), user: user, origin: device,
+                    devices: false))
+            return
+        }
         let hint = PushHint(
-            databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID))
+            databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID, changeToken: token)
         context.storage.publish(PushNotice(hint: hint, user: user, origin: device))
     }
 

@@ -264,11 +264,16 @@ public struct PushNotice: Sendable, Hashable, Codable {
     /// The device whose commit caused the hint: it gets none unless it asked (F114).
     public var origin: String?
     public var hint: PushHint
+    /// Whether the devices listening to the database get the hint: `false` for a commit no
+    /// subscription covers, which only the admin change stream hears of (`nil`, from a node
+    /// that predates the field, is `true`).
+    public var devices: Bool?
 
-    init(hint: PushHint, user: UserID, origin: DeviceID?) {
+    init(hint: PushHint, user: UserID, origin: DeviceID?, devices: Bool = true) {
         self.user = user.rawValue
         self.origin = origin?.rawValue
         self.hint = hint
+        self.devices = devices ? nil : false
     }
 
     var key: PushHub.Key { PushHub.Key(user: UserID(rawValue: user), scope: hint.databaseScope) }
