@@ -17,7 +17,7 @@ struct AdminRoutes: Sendable {
     /// Adds the admin routes to `router`.
     static func register(on router: Router<ServerRequestContext>, http: HTTPSyncServer, credential: AdminCredential) {
         let routes = AdminRoutes(http: http, credential: credential)
-        _ = routes
+        AdminChangeRoutes.register(on: router, admin: routes)
     }
 
     /// Runs an admin route's `body` once the request's admin token is accepted.
