@@ -4,6 +4,7 @@ import LogSyncWire
 import NIOCore
 import NIOHTTP1
 import SyncModel
+import Synchronization
 
 /// A database the admin change stream names (``AdminClient/changeHints()``).
 public struct AdminChangeHint: Sendable, Hashable, CustomStringConvertible {
@@ -68,14 +69,20 @@ extension AdminClient {
     /// connection.
     ///
     /// The stream finishes when the server ends it (it shuts down, or changes may have been
-    /// lost between its nodes) and throws when the connection fails: reconnecting is the
+    /// lost between its nodes) and throws when the connection fails or falls silent: reconnecting is the
     /// caller's, who then compares the catalogue with its saved tokens again. Stop iterating, or
     /// cancel, to close the connection.
-    public func changeHints() -> AsyncThrowingStream<AdminChangeEvent, any Error> {
+    ///
+    /// - Parameter silenceLimit: How long the stream may send nothing before it fails with
+    ///   `networkFailure` (a connection gone without a word); the server sends an empty line every
+    ///   15 seconds when it has nothing else.
+    public func changeHints(
+        silenceLimit: Duration = .seconds(45)
+    ) -> AsyncThrowingStream<AdminChangeEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: AdminChangeEvent.self)
         let task = Task {
             do throws(SyncError) {
-                try await follow { event in continuation.yield(event) }
+                try await follow(silenceLimit: silenceLimit) { event in continuation.yield(event) }
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)
@@ -86,14 +93,15 @@ extension AdminClient {
     }
 
     /// Reads the change stream, giving each event to `yield`, until the server ends it.
-    private func follow(_ yield: (AdminChangeEvent) -> Void) async throws(SyncError) {
+    private func follow(
+        silenceLimit limit: Duration, _ yield: @escaping @Sendable (AdminChangeEvent) -> Void
+    ) async throws(SyncError) {
         let operation = "admin changes"
         var request = HTTPClientRequest(url: url(WireAdminChanges.changesPath))
         request.method = .GET
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(adminToken)")
         request.headers.add(name: "Accept", value: WireAdminChanges.mediaType)
         request.tlsConfiguration = tlsConfiguration
-        var pending: [UInt8] = []
         do {
             // The timeout bounds the wait for the answer's head; the body streams for as long as
             // the server sends it.
@@ -105,16 +113,36 @@ extension AdminClient {
                     status: Int(response.status.code), headers: response.headers,
                     body: buffer.readBytes(length: buffer.readableBytes) ?? [], doing: operation)
             }
-            for try await chunk in response.body {
-                pending.append(contentsOf: chunk.readableBytesView)
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    let line = Array(pending[..<newline])
-                    pending.removeSubrange(...newline)
-                    if let event = try Self.event(line) { yield(event) }
+            // The server sends at least an empty line every 15 seconds: a stream silent for
+            // longer than the limit is a connection gone without a word (a peer that vanished).
+            let lastRead = LastRead()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var pending: [UInt8] = []
+                    for try await chunk in response.body {
+                        lastRead.instant.withLock { $0 = .now }
+                        pending.append(contentsOf: chunk.readableBytesView)
+                        while let newline = pending.firstIndex(of: 0x0A) {
+                            let line = Array(pending[..<newline])
+                            pending.removeSubrange(...newline)
+                            if let event = try Self.event(line) { yield(event) }
+                        }
+                        guard pending.count <= 1 << 20 else {
+                            throw SyncError(.internalError, "the admin change stream sent a line longer than 1 MiB")
+                        }
+                    }
                 }
-                guard pending.count <= 1 << 20 else {
-                    throw SyncError(.internalError, "the admin change stream sent a line longer than 1 MiB")
+                group.addTask {
+                    while true {
+                        try await Task.sleep(for: limit / 4)
+                        if ContinuousClock.now - lastRead.instant.withLock({ $0 }) > limit {
+                            throw SyncError(
+                                .networkFailure, "the admin change stream sent nothing for \(limit); it is gone")
+                        }
+                    }
                 }
+                defer { group.cancelAll() }
+                try await group.next()
             }
         } catch let error as SyncError {
             throw error
@@ -187,4 +215,9 @@ extension AdminClient {
                 .internalError, "the server's answer to \(doing) could not be decoded", cause: error.message)
         }
     }
+}
+
+/// When the change stream last sent a byte.
+private final class LastRead: Sendable {
+    let instant = Mutex(ContinuousClock.now)
 }

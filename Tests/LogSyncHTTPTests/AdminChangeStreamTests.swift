@@ -123,6 +123,17 @@ struct AdminChangeStreamTests {
         }
     }
 
+    @Test("a stream silent for longer than its limit fails with networkFailure, as a connection gone without a word")
+    func silentStreamFails() async throws {
+        try await Self.withAdminServer { _, admin in
+            var events = admin.changeHints(silenceLimit: .milliseconds(300)).makeAsyncIterator()
+            let failure = await #expect(throws: SyncError.self) {
+                while try await events.next() != nil {}
+            }
+            #expect(failure?.code == .networkFailure, "\(String(describing: failure))")
+        }
+    }
+
     @Test("a user's token opens no admin route, and the admin token opens no database route")
     func credentialsApart() async throws {
         try await Self.withAdminServer { live, admin in
