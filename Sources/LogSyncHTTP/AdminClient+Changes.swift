@@ -6,7 +6,7 @@ import NIOHTTP1
 import SyncModel
 import Synchronization
 
-/// A database the admin change stream names (``AdminClient/changeHints()``).
+/// A database the admin change stream names (``AdminClient/changeHints(silenceLimit:)``).
 public struct AdminChangeHint: Sendable, Hashable, CustomStringConvertible {
     /// The user whose database it is.
     public var user: String
@@ -24,7 +24,7 @@ public struct AdminChangeHint: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(user)'s \(scope) database at \(token)" }
 }
 
-/// One event of ``AdminClient/changeHints()``.
+/// One event of ``AdminClient/changeHints(silenceLimit:)``.
 public enum AdminChangeEvent: Sendable, Hashable {
     /// A database holds changes up to the hint's token.
     case changed(AdminChangeHint)
