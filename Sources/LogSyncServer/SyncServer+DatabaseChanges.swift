@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 import SyncModel
 import Synchronization
 
@@ -51,18 +52,33 @@ extension SyncServer {
     /// token, in the order of the users' IDs: what a consumer of ``databaseChanges()`` compares
     /// with the tokens it saved, to find what changed while it was away.
     ///
-    /// It opens each database, as a request would: its cost grows with the number of users.
+    /// A storage that lists its logs' ends at once (``ServerStorage/databaseLogEnds()``:
+    /// PostgreSQL, in one query) answers without opening any database; otherwise (LMDB) each
+    /// registered user's databases are opened, as a request would, and the cost grows with the
+    /// number of users.
     public func databaseCatalogue() throws -> [ChangedDatabase] {
+        let users = try self.users.allUsersAndNumbers()
+        func token(_ number: UInt64, _ scope: DatabaseScope, _ last: LogOffset) -> DatabaseChangeToken {
+            DatabaseChangeToken(
+                offset: ChangeOffset(last), database: ServerDatabase.databaseID(userNumber: number, scope: scope))
+        }
+        if let ends = try storage.databaseLogEnds() {
+            var byUser: [UInt64: [DatabaseScope: LogOffset]] = [:]
+            for end in ends { byUser[end.user, default: [:]][end.scope] = end.lastOffset }
+            return users.flatMap { user, number in
+                DatabaseScope.allCases.compactMap { scope in
+                    byUser[number]?[scope].map { last in
+                        ChangedDatabase(user: user, scope: scope, token: token(number, scope, last))
+                    }
+                }
+            }
+        }
         var catalogue: [ChangedDatabase] = []
-        for user in try users.allUsers() {
+        for (user, number) in users {
             for scope in DatabaseScope.allCases {
-                let store = try store(user, scope)
-                let last = try store.log.lastOffset
+                let last = try store(user, scope).log.lastOffset
                 guard last.rawValue > 0 else { continue }
-                catalogue.append(
-                    ChangedDatabase(
-                        user: user, scope: scope,
-                        token: DatabaseChangeToken(offset: ChangeOffset(last), database: store.databaseID)))
+                catalogue.append(ChangedDatabase(user: user, scope: scope, token: token(number, scope, last)))
             }
         }
         return catalogue

@@ -31,7 +31,12 @@ struct ServerDatabase: Sendable {
     var log: any ServerLog { opened.log }
     /// The identity written into this database's change tokens: the user's number and the
     /// scope, so a token presented to another database is refused (F142).
-    var databaseID: UInt64 { opened.userNumber << 2 | UInt64(opened.scope.rawValue) }
+    var databaseID: UInt64 { Self.databaseID(userNumber: opened.userNumber, scope: opened.scope) }
+
+    /// The identity of user `userNumber`'s database of `scope` in its change tokens.
+    static func databaseID(userNumber: UInt64, scope: DatabaseScope) -> UInt64 {
+        userNumber << 2 | UInt64(scope.rawValue)
+    }
 
     var key: PushHub.Key { PushHub.Key(user: user, scope: scope) }
 

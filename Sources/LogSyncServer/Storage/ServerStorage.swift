@@ -40,12 +40,48 @@ public protocol ServerStorage: Sendable {
     /// ones; `nil` when tokens live in a file beside the data (the LMDB store).
     var tokens: (any StoredTokens)? { get }
 
+    /// Every users' database log that holds entries, with its last offset, read at once without
+    /// opening the logs (the admin change stream's catalogue); `nil` when the storage cannot list
+    /// them so, and the server opens each registered user's databases instead (the LMDB store).
+    func databaseLogEnds() throws -> [DatabaseLogEnd]?
+
     /// Where asset contents are kept: files beside the LMDB environments, or the database.
     var assets: any ServerAssetStore { get }
 }
 
 extension ServerStorage {
     public var tokens: (any StoredTokens)? { nil }
+    public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
+}
+
+/// Where one user's database log ends (``ServerStorage/databaseLogEnds()``).
+public struct DatabaseLogEnd: Sendable, Hashable {
+    /// The user's registry number.
+    public var user: UInt64
+    public var scope: DatabaseScope
+    public var lastOffset: LogOffset
+
+    public init(user: UInt64, scope: DatabaseScope, lastOffset: LogOffset) {
+        self.user = user
+        self.scope = scope
+        self.lastOffset = lastOffset
+    }
+}
+
+extension ServerLogName {
+    /// The log a name such as `u12/private` names (``description``), or `nil`.
+    public init?(_ description: String) {
+        switch description {
+        case "registry": self = .registry
+        case "sessions": self = .sessions
+        default:
+            let parts = description.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].hasPrefix("u"), let user = UInt64(parts[0].dropFirst()),
+                "u\(user)" == parts[0], let scope = DatabaseScope.allCases.first(where: { "\($0)" == parts[1] })
+            else { return nil }
+            self = .database(user: user, scope: scope)
+        }
+    }
 }
 
 /// Bearer tokens kept by a storage: only each token's digest (`sha256:<64 hex digits>`) and its
