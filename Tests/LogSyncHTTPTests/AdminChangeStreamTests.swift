@@ -123,6 +123,30 @@ struct AdminChangeStreamTests {
         }
     }
 
+    @Test("a server shutting down ends the stream as a finished answer, not a cut connection")
+    func shutdownEndsTheStream() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try SyncServer(
+                SyncServer.Configuration(directory: directory.appendingPathComponent("server"), durability: .fast))
+            defer { server.shutdown() }
+            var configuration = HTTPSyncServer.Configuration()
+            configuration.port = 0
+            // A grace period no test waits for: the stream must end before it.
+            configuration.shutdownGracePeriod = .seconds(600)
+            let running = try await RunningHTTPSyncServer.start(
+                HTTPSyncServer(
+                    server: server, tokens: TokenStore(), configuration: configuration,
+                    adminCredential: try AdminCredential(tokens: [Self.adminToken])))
+            let admin = AdminClient(
+                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, adminToken: Self.adminToken)
+            var events = admin.changeHints().makeAsyncIterator()
+            #expect(try await events.next() == .caughtUp)
+            async let stopped: Void = running.stop()
+            #expect(try await events.next() == nil)
+            try await stopped
+        }
+    }
+
     @Test("a stream silent for longer than its limit fails with networkFailure, as a connection gone without a word")
     func silentStreamFails() async throws {
         try await Self.withAdminServer { _, admin in

@@ -15,7 +15,9 @@ import SyncModel
 /// fields) and `tokens.json` (the change tokens of each database and zone read so far). After
 /// each database is read, the index is written first, then the tokens, each to a temporary file
 /// renamed over the old one: killed at any moment, the indexer resumes from tokens no newer than
-/// its index, reads some changes again, and applies them again to the same result.
+/// its index, reads some changes again, and applies them again to the same result. (It rewrites
+/// the whole index after each database it reads: an example's simplicity; a real backend keeps
+/// its index and tokens in one database and commits them together.)
 @main
 struct BackendIndexerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
