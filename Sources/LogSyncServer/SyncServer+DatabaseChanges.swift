@@ -52,10 +52,9 @@ extension SyncServer {
     /// token, in the order of the users' IDs: what a consumer of ``databaseChanges()`` compares
     /// with the tokens it saved, to find what changed while it was away.
     ///
-    /// A storage that lists its logs' ends at once (``ServerStorage/databaseLogEnds()``:
-    /// PostgreSQL, in one query) answers without opening any database; otherwise (LMDB) each
-    /// registered user's databases are opened, as a request would, and the cost grows with the
-    /// number of users.
+    /// Read from the storage's list of its logs' ends (``ServerStorage/databaseLogEnds()``:
+    /// PostgreSQL in one query, LMDB environment by environment), creating no database; a
+    /// storage without one has each registered user's databases opened, as a request would.
     public func databaseCatalogue() throws -> [ChangedDatabase] {
         let users = try self.users.allUsersAndNumbers()
         func token(_ number: UInt64, _ scope: DatabaseScope, _ last: LogOffset) -> DatabaseChangeToken {

@@ -49,7 +49,9 @@ struct DatabaseChangesTests {
         }
     }
 
-    @Test("the catalogue names every registered user's databases that hold anything, with their current tokens")
+    @Test(
+        "the catalogue names every registered user's databases that hold anything, with their current tokens, and creates none"
+    )
     func catalogue() async throws {
         try await withServer { server, _ in
             let aliceToken = try await Self.save(["a1"], in: server.database(for: "alice"))
@@ -60,6 +62,11 @@ struct DatabaseChangesTests {
                     ChangedDatabase(user: "alice", scope: .private, token: aliceToken),
                     ChangedDatabase(user: "bob", scope: .private, token: bobToken),
                 ])
+            // Read without creating a database: alice's environment still holds her private log only.
+            let alice = LMDBStorage.userDirectory(
+                in: try #require(server.storage as? LMDBStorage).directory, number: try server.users.number(of: "alice")
+            )
+            #expect(try LogEnvironment.open(at: alice, options: .init(durability: .fast)).logNames() == ["private"])
             #expect(try server.isRegistered("carol"))
             #expect(try !server.isRegistered("dave"))
             #expect(try !server.isRegistered("dave"), "asking registers nobody")

@@ -40,9 +40,10 @@ public protocol ServerStorage: Sendable {
     /// ones; `nil` when tokens live in a file beside the data (the LMDB store).
     var tokens: (any StoredTokens)? { get }
 
-    /// Every users' database log that holds entries, with its last offset, read at once without
-    /// opening the logs (the admin change stream's catalogue); `nil` when the storage cannot list
-    /// them so, and the server opens each registered user's databases instead (the LMDB store).
+    /// Every user's database log that holds entries, with its last offset, read at once without
+    /// creating or keeping open any database (the admin change stream's catalogue); `nil` when
+    /// the storage cannot list them so, and the server opens each registered user's databases
+    /// instead.
     func databaseLogEnds() throws -> [DatabaseLogEnd]?
 
     /// Where asset contents are kept: files beside the LMDB environments, or the database.
@@ -378,6 +379,28 @@ public final class LMDBStorage: ServerStorage {
     /// The environment of user `number`, whose logs are named by their database scope.
     package static func userDirectory(in directory: URL, number: UInt64) -> URL {
         usersDirectory(in: directory).appendingPathComponent("u\(number)", isDirectory: true)
+    }
+
+    /// The end of every database log under `users/`, without creating any: each user's
+    /// environment is opened (or the open one taken) for the time of the reading, and only its
+    /// logs that exist are read.
+    public func databaseLogEnds() throws -> [DatabaseLogEnd]? {
+        var ends: [DatabaseLogEnd] = []
+        let users = Self.usersDirectory(in: directory)
+        for name in try FileManager.default.contentsOfDirectory(atPath: users.path).sorted() {
+            guard name.hasPrefix("u"), let number = UInt64(name.dropFirst()), "u\(number)" == name else { continue }
+            let environment = try LogEnvironment.open(
+                at: Self.userDirectory(in: directory, number: number), options: .init(durability: durability))
+            for logName in try environment.logNames() {
+                guard let scope = DatabaseScope.allCases.first(where: { $0.description == logName }) else { continue }
+                let log = try environment.openLog(
+                    named: logName,
+                    projections: [ServerLogName.database(user: number, scope: scope).serverProjection])
+                let last = try log.lastOffset
+                if last.rawValue > 0 { ends.append(DatabaseLogEnd(user: number, scope: scope, lastOffset: last)) }
+            }
+        }
+        return ends
     }
 
     /// Runs `body` on the calling thread: an LMDB transaction blocks only for its disk sync.
