@@ -119,12 +119,17 @@ struct AssetTransferCall: Sendable {
     // MARK: Requests
 
     /// `GET …/assets/{digest}/upload`: how much of the content the server holds.
+    /// Sent again with a new token if the credentials replace one the server refused, as
+    /// operations are (``HTTPSyncClient``).
     func uploadStatus(_ upload: AssetUploadRequest) async throws(SyncError) -> AssetUploadStatus {
         try checkCancellation()
         let query = WireProtocol.assetQuery(zoneID: upload.zoneID, size: upload.size)
-        let request = makeRequest(WireProtocol.assetUploadPath(digest, scope: scope), query: query, method: .GET)
-        let (status, headers, body) = try await exchange(request, timeout: configuration.requestTimeout)
-        return try decodeStatus(status, headers, body)
+        return try await client.authorized { token throws(SyncError) in
+            let request = makeRequest(
+                WireProtocol.assetUploadPath(digest, scope: scope), query: query, method: .GET, token: token)
+            let (status, headers, body) = try await exchange(request, timeout: configuration.requestTimeout)
+            return try decodeStatus(status, headers, body)
+        }
     }
 
     /// `PUT …/assets/{digest}`: the file from `offset` to its end as one streamed body; the
@@ -134,7 +139,9 @@ struct AssetTransferCall: Sendable {
     ) async throws(SyncError) -> AssetUploadStatus {
         try checkCancellation()
         let query = WireProtocol.assetQuery(zoneID: upload.zoneID, size: upload.size, offset: offset)
-        var request = makeRequest(WireProtocol.assetPath(digest, scope: scope), query: query, method: .PUT)
+        var request = makeRequest(
+            WireProtocol.assetPath(digest, scope: scope), query: query, method: .PUT,
+            token: try await client.currentToken.token())
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         let (client, operation) = (client, operation)
         let progress = TransferProgress(clock: configuration.clock)
@@ -158,11 +165,22 @@ struct AssetTransferCall: Sendable {
     /// `GET …/assets/{digest}` from the end of `file` (`Range: bytes=N-`), each piece of the
     /// answer's body appended to it as it arrives. Returns once the file holds the whole
     /// content; throws with the file holding whatever arrived.
+    /// Sent again with a new token if the credentials replace one the server refused (before
+    /// any byte arrives), as operations are (``HTTPSyncClient``).
     func downloadPiece(_ download: AssetDownloadRequest, into file: DownloadFile) async throws(SyncError) {
+        try await client.authorized { token throws(SyncError) in
+            try await downloadPiece(download, into: file, token: token)
+        }
+    }
+
+    private func downloadPiece(
+        _ download: AssetDownloadRequest, into file: DownloadFile, token: String
+    ) async throws(SyncError) {
         try checkCancellation()
         let offset = file.offset
         let query = WireProtocol.assetQuery(zoneID: download.zoneID, size: download.size)
-        var request = makeRequest(WireProtocol.assetPath(digest, scope: scope), query: query, method: .GET)
+        var request = makeRequest(
+            WireProtocol.assetPath(digest, scope: scope), query: query, method: .GET, token: token)
         if offset > 0 { request.headers.add(name: "Range", value: "bytes=\(offset)-") }
         let (client, operation, digest, size) = (client, operation, digest, download.size)
         try await withStallLimit(TransferProgress(clock: configuration.clock)) { [request] progress in
@@ -277,10 +295,10 @@ struct AssetTransferCall: Sendable {
 
     // MARK: Helpers
 
-    private func makeRequest(_ path: String, query: String, method: HTTPMethod) -> HTTPClientRequest {
+    private func makeRequest(_ path: String, query: String, method: HTTPMethod, token: String) -> HTTPClientRequest {
         var request = HTTPClientRequest(url: client.url(path) + "?" + query)
         request.method = method
-        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
+        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)")
         request.headers.add(name: "Accept", value: configuration.format.mediaType)
         request.headers.add(name: WireProtocol.deviceHeader, value: client.device.rawValue)
         if let operationGroup {

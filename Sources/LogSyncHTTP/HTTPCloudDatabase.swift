@@ -15,13 +15,19 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     public let client: HTTPSyncClient
     public let databaseScope: DatabaseScope
 
-    /// The server's URL, the bearer token (which names the user) and the scope (F118).
+    /// The server's URL, who signs in (the bearer token, which names the user, or the
+    /// provider's account) and the scope (F118).
     public var databaseIdentity: DatabaseIdentity? {
-        DatabaseIdentity(
+        let credentials = client.configuration.credentials
+        let who: String
+        switch credentials.source {
+        case .token: who = "one bearer token"
+        case .provider(let account, _): who = "account \(account)"
+        }
+        return DatabaseIdentity(
             key:
-                "http \(client.configuration.serverURL.absoluteString) \(client.configuration.token) \(databaseScope.rawValue)",
-            description:
-                "the \(databaseScope) database at \(client.configuration.serverURL.absoluteString), for one bearer token"
+                "http \(client.configuration.serverURL.absoluteString) \(credentials.identity) \(databaseScope.rawValue)",
+            description: "the \(databaseScope) database at \(client.configuration.serverURL.absoluteString), for \(who)"
         )
     }
 

@@ -7,11 +7,12 @@ import NIOHTTP1
 import NIOSSL
 import SyncModel
 
-/// A connection to a LogSync server over HTTP, for one user (a bearer token) on one device.
+/// A connection to a LogSync server over HTTP, for one user (a bearer token, or a session) on one
+/// device.
 ///
 /// ```swift
 /// let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:8080")!,
-///                                   token: token, device: "laptop"))
+///                                   credentials: .token(token), device: "laptop"))
 /// let engine = try SyncEngine(.init(database: client.database(.private), logDirectory: dir, delegate: app))
 /// ```
 ///
@@ -34,8 +35,9 @@ public final class HTTPSyncClient: Sendable {
     public struct Configuration: Sendable {
         /// The server's base URL, such as `http://127.0.0.1:8080` or `https://sync.example.com`.
         public var serverURL: URL
-        /// The bearer token standing for the user (see `logsync-server user add`).
-        public var token: String
+        /// Who is asking: a bearer token standing for the user (`logsync-server user add`), a
+        /// session that refreshes itself (``SessionCredentials``), or the app's own provider.
+        public var credentials: Credentials
         /// This device, so its own commits are not pushed back to it (F114). Without one, the
         /// client makes one up (``HTTPSyncClient/device``); give one that outlives the client
         /// (kept with the app's data) so that the server knows the device again after a relaunch.
@@ -62,7 +64,7 @@ public final class HTTPSyncClient: Sendable {
         /// ```swift
         /// var tls = TLSConfiguration.makeClientConfiguration()
         /// tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile("ca.pem"))
-        /// let client = HTTPSyncClient(.init(serverURL: url, token: token, tlsConfiguration: tls))
+        /// let client = HTTPSyncClient(.init(serverURL: url, credentials: .token(token), tlsConfiguration: tls))
         /// ```
         ///
         /// Ignored for `http://` URLs. Push channels (swift-websocket) send the URL's host as
@@ -82,7 +84,7 @@ public final class HTTPSyncClient: Sendable {
         public var assetResumeAttempts: Int
 
         public init(
-            serverURL: URL, token: String, device: DeviceID? = nil, format: WireFormat = .protobuf,
+            serverURL: URL, credentials: Credentials, device: DeviceID? = nil, format: WireFormat = .protobuf,
             requestTimeout: Duration = .seconds(60), maxResponseBytes: Int = 64 << 20,
             reconnect: ReconnectPolicy = ReconnectPolicy(), receivesOwnChanges: Bool = false,
             clock: any Clock<Duration> = ContinuousClock(),
@@ -91,7 +93,7 @@ public final class HTTPSyncClient: Sendable {
             assetResumeAttempts: Int = 3
         ) {
             self.serverURL = serverURL
-            self.token = token
+            self.credentials = credentials
             self.device = device
             self.format = format
             self.requestTimeout = requestTimeout
@@ -113,11 +115,14 @@ public final class HTTPSyncClient: Sendable {
     /// server skips the commits this client makes (F114); one made up lasts as long as the client.
     public let device: DeviceID
     let pushChannels = PushChannels()
+    /// The token presented now (``Configuration/credentials``).
+    let currentToken: CurrentToken
 
     /// Creates a client; nothing connects until a request or a push stream needs it.
     public init(_ configuration: Configuration) {
         self.configuration = configuration
         device = configuration.device ?? Self.randomDevice()
+        currentToken = CurrentToken(configuration.credentials)
     }
 
     /// `client-` and 128 random bits in base64url.
@@ -161,18 +166,41 @@ public final class HTTPSyncClient: Sendable {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
-    /// Sends one operation and returns the answer's body.
+    /// Sends one operation and returns the answer's body. A request the server refuses with 401
+    /// is sent once more if the credentials have a new token (a session refreshed, say): a
+    /// refused request was not applied.
     ///
     /// - Throws: ``SyncError`` only: the server's error, or a transport failure mapped as the
-    ///   type's documentation says.
+    ///   type's documentation says; `notAuthenticated` when nobody is signed in.
     func send(_ operation: WireOperation, scope: DatabaseScope, body: [UInt8]) async throws(SyncError) -> [UInt8] {
+        try await authorized { token throws(SyncError) in
+            try await send(operation, scope: scope, body: body, token: token)
+        }
+    }
+
+    /// Runs `attempt` with the current token, and once more with a new one if the server
+    /// refused the first (`notAuthenticated`) and the credentials replace it.
+    func authorized<T>(_ attempt: (String) async throws(SyncError) -> T) async throws(SyncError) -> T {
+        let token = try await currentToken.token()
+        do {
+            return try await attempt(token)
+        } catch  where error.code == .notAuthenticated {
+            guard let replacement = try await currentToken.replacement(forRejected: token) else { throw error }
+            configuration.logger.debug("the server refused the token; sending again with a new one")
+            return try await attempt(replacement)
+        }
+    }
+
+    private func send(
+        _ operation: WireOperation, scope: DatabaseScope, body: [UInt8], token: String
+    ) async throws(SyncError) -> [UInt8] {
         if Task.isCancelled {
             throw SyncError(.operationCancelled, "\(operation) was cancelled before it was sent")
         }
         let format = configuration.format
         var request = HTTPClientRequest(url: url(WireProtocol.path(operation, scope: scope)))
         request.method = .POST
-        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(configuration.token)")
+        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)")
         request.headers.add(name: "Content-Type", value: format.mediaType)
         request.headers.add(name: "Accept", value: format.mediaType)
         request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue)

@@ -147,13 +147,9 @@ struct PushChannel: Sendable {
         var logger = configuration.logger
         logger[metadataKey: "scope"] = "\(scope)"
         var headers = HTTPFields()
-        headers[.authorization] = "Bearer \(configuration.token)"
         headers[.accept] = format.mediaType
         headers[HTTPField.Name(WireProtocol.deviceHeader)!] = client.device.rawValue
         if configuration.receivesOwnChanges { headers[HTTPField.Name(WireProtocol.receivesOwnChangesHeader)!] = "true" }
-        let wsConfiguration = WebSocketClientConfiguration(
-            maxFrameSize: 1 << 20, additionalHeaders: headers, closeTimeout: .seconds(1),
-            autoPing: .enabled(timePeriod: .seconds(30)))
         var url = client.url(WireProtocol.pushPath(scope: scope))
         if url.hasPrefix("https://") { url = "wss://" + url.dropFirst("https://".count) }
         if url.hasPrefix("http://") { url = "ws://" + url.dropFirst("http://".count) }
@@ -162,7 +158,15 @@ struct PushChannel: Sendable {
         var failures = 0
         while !Task.isCancelled {
             do {
-                try await WebSocketClient.connect(
+                // The credentials' token of the moment: a session's access token changes with
+                // each refresh. Signed out, this throws, and the channel waits and asks again.
+                let token = try await client.currentToken.token()
+                var connectionHeaders = headers
+                connectionHeaders[.authorization] = "Bearer \(token)"
+                let wsConfiguration = WebSocketClientConfiguration(
+                    maxFrameSize: 1 << 20, additionalHeaders: connectionHeaders, closeTimeout: .seconds(1),
+                    autoPing: .enabled(timePeriod: .seconds(30)))
+                let closed = try await WebSocketClient.connect(
                     url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
                     logger: logger
                 ) {
@@ -185,6 +189,21 @@ struct PushChannel: Sendable {
                         case .hint(let hint):
                             continuation.yield(hint)
                         }
+                    }
+                }
+                if closed?.closeCode == .policyViolation {
+                    // The server revoked the token (a session signed out, a token taken away):
+                    // the credentials are asked for another. A provider that has none (the
+                    // session is over) means the device is signed out: the consumer is told to
+                    // fetch, so that an engine learns of it now rather than at its next request.
+                    // A fixed token has no other; the channel just stops being hinted.
+                    logger.debug("push channel closed: the server revoked its token")
+                    do {
+                        _ = try await client.currentToken.replacement(forRejected: token)
+                    } catch  where error.code == .notAuthenticated {
+                        continuation.yield(PushHint(databaseScope: scope))
+                    } catch {
+                        logger.debug("the credentials failed", metadata: ["error": "\(error)"])
                     }
                 }
             } catch {

@@ -10,7 +10,7 @@ import SyncModel
 /// ```swift
 /// let sessions = SessionClient(serverURL: server)
 /// var tokens = try await sessions.signIn(identityToken: jwt, device: "phone-1", name: "Alice's phone")
-/// let client = HTTPSyncClient(.init(serverURL: server, token: tokens.accessToken, device: "phone-1"))
+/// let client = HTTPSyncClient(.init(serverURL: server, credentials: .token(tokens.accessToken), device: "phone-1"))
 /// // … 15 minutes later, or after a 401 saying the access token expired:
 /// tokens = try await sessions.refresh(tokens.refreshToken)
 /// ```

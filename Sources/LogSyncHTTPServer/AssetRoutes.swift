@@ -210,8 +210,7 @@ struct AssetRoutes: Sendable {
     /// scope, 401 without a valid token, 400 for a bad device, digest or zone.
     private func target(_ request: Request, context: ServerRequestContext) throws(HTTPFailure) -> Target {
         let scope = try operations.scope(context)
-        let user = try operations.authenticate(request)
-        let device = try operations.device(of: request)
+        let (user, device) = try operations.authenticatedDevice(request)
         let digest: AssetDigest
         do {
             digest = try AssetDigest(parsing: context.parameters.get("digest") ?? "")

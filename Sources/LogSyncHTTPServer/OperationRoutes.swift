@@ -57,8 +57,7 @@ struct OperationRoutes: Sendable {
             let (scope, operation) = try route(context)
             logger[metadataKey: "operation"] = "\(operation)"
             logger[metadataKey: "scope"] = "\(scope)"
-            let user = try authenticate(request)
-            let device = try device(of: request)
+            let (user, device) = try authenticatedDevice(request)
             return try await run(
                 operation, on: http.server.database(for: user, scope: scope, device: device), request: request,
                 answerFormat: format, logger: logger, since: started, footprint: &footprint)
@@ -128,8 +127,12 @@ struct OperationRoutes: Sendable {
         let format = WireFormat.forResponse(accept: request.headers[.accept])
         do {
             _ = try scope(context)
-            _ = try authenticate(request)
-            _ = try Self.pushDevice(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
+            let authentication = try Self.authentication(
+                authorization: request.headers[.authorization], tokens: http.tokens)
+            _ = try Self.device(
+                header: try Self.pushDevice(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
+                    .rawValue,
+                of: authentication)
             if request.headers[HTTPField.Name(PushRoute.deferredHeader)!] != nil {
                 // The gate had to look the token up in the storage; it is known now.
                 throw HTTPFailure(
@@ -235,9 +238,39 @@ struct OperationRoutes: Sendable {
         return parts[1].trimmingCharacters(in: .whitespaces)
     }
 
-    /// The device named by the request, if any.
-    func device(of request: Request) throws(HTTPFailure) -> DeviceID? {
-        try Self.device(header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!])
+    /// The user of the request's bearer token, and its device: the one its `LogSync-Device`
+    /// header names, or for a session, the session's.
+    func authenticatedDevice(_ request: Request) throws(HTTPFailure) -> (UserID, DeviceID?) {
+        let authentication = try Self.authentication(
+            authorization: request.headers[.authorization], tokens: http.tokens)
+        let device = try Self.device(
+            header: request.headers[HTTPField.Name(WireProtocol.deviceHeader)!], of: authentication)
+        switch authentication {
+        case .bearer(let user): return (user, device)
+        case .session(let grant): return (grant.user, device)
+        case .expired, .unknown: preconditionFailure("refused by authentication(authorization:tokens:)")
+        }
+    }
+
+    /// The device of a request whose `LogSync-Device` header is `header` and whose token is
+    /// `authentication`'s. A session is bound to its device: a header naming another is
+    /// refused (400), and without one the request is the session's device's.
+    static func device(header: String?, of authentication: TokenStore.Authentication) throws(HTTPFailure) -> DeviceID? {
+        let named = try device(header: header)
+        guard case .session(let grant) = authentication else { return named }
+        guard let named else { return grant.device }
+        guard named == grant.device else { throw sessionDeviceMismatch(named: named, session: grant.device) }
+        return named
+    }
+
+    /// The refusal of a request whose device header names another device than its session's.
+    static func sessionDeviceMismatch(named: DeviceID, session: DeviceID) -> HTTPFailure {
+        HTTPFailure(
+            400,
+            SyncError(
+                .invalidArguments,
+                "the \(WireProtocol.deviceHeader) header names device \"\(named.rawValue)\", but the access token is the session of device \"\(session.rawValue)\""
+            ))
     }
 
     /// The device a `LogSync-Device` header names, checked by `DeviceID.validate()` (bytes that

@@ -86,7 +86,10 @@ struct PushRoute: Sendable {
             return .refused
         }
         switch http.tokens.lookUpWithoutWaiting(token) {
-        case .known(let user): return .accepted(scope, user, device, token: token)
+        case .known(let user, let sessionDevice):
+            // A session is bound to its device: another device's header is for the router to refuse.
+            if let sessionDevice, sessionDevice != device { return .refused }
+            return .accepted(scope, user, device, token: token)
         case .unknown: return .refused
         case .notYetKnown: return .tokenNotYetKnown
         }

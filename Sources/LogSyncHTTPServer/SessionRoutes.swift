@@ -39,6 +39,19 @@ struct SessionRoutes: Sendable {
             let issued = try await json.run("session store") {
                 try sessions.create(user: identity.user, device: device, name: body.name ?? "")
             }
+            if let email = identity.emailAddress {
+                // The issuer vouches for the address: share owners may invite the user by it. An
+                // address another user has already stays theirs; the sign-in still succeeds.
+                do {
+                    try await json.run("user registry") {
+                        try http.server.registerUser(identity.user, emailAddress: email)
+                    }
+                } catch {
+                    logger.warning(
+                        "the identity token's e-mail address was not registered",
+                        metadata: ["user": "\(identity.user.rawValue)", "error": "\(error)"])
+                }
+            }
             logger.info(
                 "signed in",
                 metadata: [

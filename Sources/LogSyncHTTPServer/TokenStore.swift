@@ -187,25 +187,28 @@ public final class TokenStore: Sendable {
         if let sessions, isSessionToken(token) {
             let digest = TokenDigest(token: token)
             if let grant = state.withLock({ $0.trustedGrant(of: digest) }) {
-                return sessions.now() < grant.expires ? .known(grant.user) : .unknown
+                return sessions.now() < grant.expires ? .known(grant.user, device: grant.device) : .unknown
             }
             guard sessions.readsLocally else {
                 Thread.detachNewThread { [self] in _ = try? self.authenticate(token) }
                 return .notYetKnown
             }
-            if case .session(let grant)? = try? authenticate(token) { return .known(grant.user) }
+            if case .session(let grant)? = try? authenticate(token) { return .known(grant.user, device: grant.device) }
             return .unknown
         }
         let digest = TokenDigest(token: token)
-        if let user = state.withLock({ $0.trustedUser(of: digest, stored: stored != nil) }) { return .known(user) }
-        guard stored != nil else { return user(for: token).map(ImmediateLookup.known) ?? .unknown }
+        if let user = state.withLock({ $0.trustedUser(of: digest, stored: stored != nil) }) {
+            return .known(user, device: nil)
+        }
+        guard stored != nil else { return user(for: token).map { .known($0, device: nil) } ?? .unknown }
         Thread.detachNewThread { [self] in _ = try? self.lookUp(token) }
         return .notYetKnown
     }
 
     /// What ``lookUpWithoutWaiting(_:)`` can say at once.
     package enum ImmediateLookup: Sendable {
-        case known(UserID)
+        /// The token's user, and for a session's access token, the session's device.
+        case known(UserID, device: DeviceID?)
         case unknown
         case notYetKnown
     }

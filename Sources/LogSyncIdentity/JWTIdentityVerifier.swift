@@ -178,7 +178,8 @@ public final class JWTIdentityVerifier: IdentityVerifier {
         guard let subject = claims.string(issuer.userClaim), !subject.isEmpty else {
             throw IdentityError("no user: the token's \(issuer.userClaim) claim is missing or not a string")
         }
-        return VerifiedIdentity(issuer: issuer.name, subject: subject, expires: expires)
+        return VerifiedIdentity(
+            issuer: issuer.name, subject: subject, expires: expires, emailAddress: claims.verifiedEmailAddress)
     }
 
     /// The accepted algorithm `jwk` verifies, or nil: RS256 for RSA, ES256 for EC P-256, EdDSA
@@ -256,6 +257,16 @@ struct TokenClaims: JWTPayload {
 
     func string(_ claim: String) -> String? {
         if case .string(let value) = values[claim] { value } else { nil }
+    }
+
+    /// `email` when `email_verified` is true (a boolean, or the string `"true"` as Sign in with
+    /// Apple writes it); `nil` otherwise.
+    var verifiedEmailAddress: String? {
+        guard let email = string("email"), !email.isEmpty else { return nil }
+        switch values["email_verified"] {
+        case .bool(true)?, .string("true")?: return email
+        default: return nil
+        }
     }
 
     /// A claim that is a string or a list of strings (`aud`).

@@ -159,7 +159,7 @@ package struct StoreMigration {
         }.sorted()
     }
 
-    /// The registry and every user's logs, in order (registry, then users by number), opened
+    /// The registry, the sessions and every user's logs, in order (registry, sessions, then users by number), opened
     /// read-only so the source is never written.
     func sourceLogs() throws -> [SourceLog] {
         let fileManager = FileManager.default
@@ -172,11 +172,13 @@ package struct StoreMigration {
             throw MigrationError.notAServerDirectory(path: source.path)
         }
         let readOnly = LogEnvironment.Options(readOnly: true)
-        var logs = [
-            SourceLog(
-                name: .registry,
-                log: try Log.open(at: registryDirectory, named: LMDBStorage.registryLogName, options: readOnly))
-        ]
+        let registry = try LogEnvironment.open(at: registryDirectory, options: readOnly)
+        var logs = [SourceLog(name: .registry, log: try registry.openLog(named: LMDBStorage.registryLogName))]
+        // The devices' sessions, beside the registry, once any device signed in: they move with
+        // the users, so that every device stays signed in.
+        if try registry.logNames().contains(LMDBStorage.sessionsLogName) {
+            logs.append(SourceLog(name: .sessions, log: try registry.openLog(named: LMDBStorage.sessionsLogName)))
+        }
         for number in try userNumbers() {
             let directory = LMDBStorage.userDirectory(in: source, number: number)
             let environment = try LogEnvironment.open(at: directory, options: readOnly)

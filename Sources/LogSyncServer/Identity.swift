@@ -16,11 +16,16 @@ public struct VerifiedIdentity: Sendable, Hashable {
     public let subject: String
     /// When the identity token stops being valid (its `exp`), if it says.
     public let expires: Date?
+    /// The user's e-mail address, when the issuer vouches for it (OpenID Connect's `email`
+    /// with `email_verified` true): registered at sign-in, so that share owners can invite the
+    /// user by it (F119).
+    public let emailAddress: String?
 
-    public init(issuer: String, subject: String, expires: Date?) {
+    public init(issuer: String, subject: String, expires: Date?, emailAddress: String? = nil) {
         self.issuer = issuer
         self.subject = subject
         self.expires = expires
+        self.emailAddress = emailAddress
     }
 
     /// The LogSync user this identity stands for: the issuer's name, `:`, then the subject.

@@ -57,7 +57,8 @@ final class HTTPContractServer: ContractServer {
     func database(user: UserID, scope: DatabaseScope, device: DeviceID) async throws -> any CloudDatabase {
         let client = HTTPSyncClient(
             .init(
-                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: try token(of: user), device: device)
+                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, credentials: .token(try token(of: user)),
+                device: device)
         )
         state.withLock { $0.clients.append(client) }
         return client.database(scope)

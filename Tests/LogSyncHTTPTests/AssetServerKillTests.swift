@@ -63,7 +63,8 @@ struct AssetServerKillTests {
                 // No stall gives an upload up while the test holds it (only the kill ends it).
                 HTTPSyncClient(
                     .init(
-                        serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: DeviceID("phone"),
+                        serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token),
+                        device: DeviceID("phone"),
                         reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(100)),
                         assetStallTimeout: .seconds(3600)))
             }

@@ -63,7 +63,8 @@ struct AssetFixture {
     ) -> HTTPSyncClient {
         HTTPSyncClient(
             .init(
-                serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken, device: "phone",
+                serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(LiveServer.aliceToken),
+                device: "phone",
                 reconnect: reconnect, clock: clock, assetStallTimeout: stallTimeout))
     }
 
@@ -259,7 +260,7 @@ struct AssetTransferTests {
             let client = HTTPSyncClient(
                 .init(
                     serverURL: URL(string: "http://127.0.0.1:\(port)")!,
-                    token: added.output.trimmingCharacters(in: .whitespacesAndNewlines), device: "phone"))
+                    credentials: .token(added.output.trimmingCharacters(in: .whitespacesAndNewlines)), device: "phone"))
             defer { client.close() }
             let database = client.database(.private)
             _ = try await database.modifyZones(saving: [RecordZone(zoneID: AssetFixture.zone)], deleting: [])

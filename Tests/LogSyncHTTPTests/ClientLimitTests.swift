@@ -259,8 +259,10 @@ struct ClientLimitTests {
                 "--address-request-rate", "0",
             ])
             let port = try await server.waitForPort()
-            let database = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token))
-                .database()
+            let database = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token))
+            )
+            .database()
             _ = try await database.fetchAllZones()
             _ = try await database.fetchAllZones()
             let answer = try Self.parse(try await exchange(port: port, send: Self.saveNote(token, title: "third")))

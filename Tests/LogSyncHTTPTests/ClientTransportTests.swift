@@ -21,7 +21,7 @@ struct ClientTransportTests {
         let port = socket.port
         defer { withExtendedLifetime(socket) {} }
         let client = HTTPSyncClient(
-            .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: LiveServer.aliceToken))
+            .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(LiveServer.aliceToken)))
         for operation in [WireOperation.fetchDatabaseChanges, .modifyRecords] {
             let error = await #expect(throws: SyncError.self) {
                 switch operation {

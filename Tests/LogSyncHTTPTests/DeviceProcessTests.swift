@@ -21,14 +21,17 @@ struct DeviceProcessTests {
     struct Device {
         let name: String
         let directory: URL
-        let token: String
+        /// The user's bearer token, or `nil` for a device that signed in (``signIn(_:server:)``).
+        let token: String?
 
         func arguments(_ command: [String], server: URL) -> [String] {
-            [
-                command[0], "--server", server.absoluteString, "--token", token, "--device", name, "--data",
-                directory.path,
-            ]
-                + command.dropFirst()
+            [command[0], "--server", server.absoluteString] + (token.map { ["--token", $0] } ?? [])
+                + ["--device", name, "--data", directory.path] + command.dropFirst()
+        }
+
+        /// `notes-device sign-in` with `identityToken`: the device's session, kept in its folder.
+        func signIn(_ identityToken: String, server: URL) async throws -> String {
+            try await run("sign-in", "--identity-token", identityToken, server: server)
         }
 
         /// Runs `notes-device COMMAND …` to its end; `expecting` is its exit status.
@@ -62,7 +65,7 @@ struct DeviceProcessTests {
     }
 
     /// alice's phone and laptop, each in a folder of its own in `directory`.
-    static func phoneAndLaptop(in directory: URL, token: String) -> (phone: Device, laptop: Device) {
+    static func phoneAndLaptop(in directory: URL, token: String?) -> (phone: Device, laptop: Device) {
         (
             Device(name: "phone", directory: directory.appendingPathComponent("phone"), token: token),
             Device(name: "laptop", directory: directory.appendingPathComponent("laptop"), token: token)
@@ -70,8 +73,9 @@ struct DeviceProcessTests {
     }
 
     /// `logsync-server --data data --port 0` started, and its URL once it listens.
-    static func serve(_ data: String) async throws -> (ChildProcess, URL) {
-        let server = try ChildProcess.start(["--data", data, "--port", "0"])
+    static func serve(_ data: String, identityConfig: URL? = nil) async throws -> (ChildProcess, URL) {
+        let server = try ChildProcess.start(
+            ["--data", data, "--port", "0"] + (identityConfig.map { ["--identity-config", $0.path] } ?? []))
         return (server, URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!)
     }
 
@@ -79,10 +83,19 @@ struct DeviceProcessTests {
         "F53 F83 F113 phone and laptop processes sync a note, conflict and converge; a watching tablet gets each change pushed"
     )
     func twoDeviceProcesses() async throws {
-        try await Self.withAlice { directory, data, token in
-            let (server, url) = try await Self.serve(data)
-            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: token)
-            let tablet = Device(name: "tablet", directory: directory.appendingPathComponent("tablet"), token: token)
+        try await withTemporaryDirectory { directory in
+            // A local identity issuer, a server trusting it, and three devices of alice's signing
+            // in with its tokens (Docs/Protocol.md, "Sessions").
+            let issuer = try await LocalIssuer.make(in: directory)
+            let data = directory.appendingPathComponent("server").path
+            let (server, url) = try await Self.serve(data, identityConfig: issuer.configurationFile)
+            let (phone, laptop) = Self.phoneAndLaptop(in: directory, token: nil)
+            let tablet = Device(name: "tablet", directory: directory.appendingPathComponent("tablet"), token: nil)
+            let identityToken = try await issuer.token(subject: "alice")
+            for device in [phone, laptop, tablet] {
+                let signedIn = try await device.signIn(identityToken, server: url)
+                #expect(signedIn == "\(device.name): signed in as dev:alice\n", "\(signedIn)")
+            }
 
             // The phone creates the note (and its zone); the laptop fetches it.
             let created = try await phone.run("set", "groceries", "title", "Groceries", server: url)
@@ -115,6 +128,19 @@ struct DeviceProcessTests {
             #expect(watched.status == 0 && watched.output.hasSuffix("tablet: stopped\n"), "\(watched)")
             let shown = try await laptop.run("show", server: url)
             #expect(shown == "laptop: groceries {body: \"milk, eggs\", title: \"Weekend groceries\"}\n")
+
+            // The phone is signed out from elsewhere: its next sync learns that nobody is signed
+            // in (its engine's accountChange), and fails; the laptop goes on (F104).
+            let revoked = try await ChildProcess.run([
+                "sessions", "revoke", "--user", "dev:alice", "--device", "phone", "--data", data,
+            ])
+            #expect(revoked.status == 0, "\(revoked)")
+            let refused = try await phone.run("sync", server: url, expecting: 1)
+            #expect(
+                refused.contains("phone: signed out: the server no longer accepts this device's session"), "\(refused)")
+            #expect(
+                !FileManager.default.fileExists(atPath: phone.directory.appendingPathComponent("session.json").path))
+            try await laptop.run("set", "groceries", "title", "Groceries for Sunday", server: url)
             #expect(try await server.terminate().status == 0)
         }
     }
@@ -392,7 +418,8 @@ struct DeviceProcessTests {
                 name: "phone", directory: directory.appendingPathComponent("phone"),
                 token: "lsk_not-a-real-token-0123456789")
             let refused = try await stranger.run("set", "n", "title", "x", server: url, expecting: 1)
-            #expect(refused.contains("the server did not accept the token (notAuthenticated)"), "\(refused)")
+            #expect(
+                refused.contains("the server did not accept the device's credentials (notAuthenticated)"), "\(refused)")
             let none = try await ChildProcess.run(
                 ["sync", "--server", url.absoluteString, "--device", "phone"], program: "notes-device")
             #expect(none.status != 0 && none.errorOutput.contains("--token"), "\(none)")

@@ -296,7 +296,7 @@ struct HostileConnectionTests {
                 descriptorLimit: 256)
             let port = try await server.waitForPort()
             let client = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token), device: "phone"))
             defer { client.close() }
             let database = client.database()
             _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
@@ -365,7 +365,7 @@ struct HostileConnectionTests {
             }
             #expect(now <= baseline, "\(now) descriptors open after the storm, \(baseline) before")
             let again = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token, device: "phone"))
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token), device: "phone"))
             defer { again.close() }
             _ = try await again.database().fetchAllZones()
             let stopped = try await server.terminate()

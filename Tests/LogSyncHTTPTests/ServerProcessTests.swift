@@ -27,8 +27,8 @@ struct ServerProcessTests {
             let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let port = try await server.waitForPort()
             let url = URL(string: "http://127.0.0.1:\(port)")!
-            let phone = HTTPSyncClient(.init(serverURL: url, token: token, device: "phone")).database()
-            let laptop = HTTPSyncClient(.init(serverURL: url, token: token, device: "laptop")).database()
+            let phone = HTTPSyncClient(.init(serverURL: url, credentials: .token(token), device: "phone")).database()
+            let laptop = HTTPSyncClient(.init(serverURL: url, credentials: .token(token), device: "laptop")).database()
             let zone = RecordZone.ID(zoneName: "Notes")
             _ = try await phone.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
             var note = Record(recordType: "Note", recordID: Record.ID(recordName: "n1", zoneID: zone))
@@ -45,11 +45,15 @@ struct ServerProcessTests {
             let again = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let newPort = try await again.waitForPort()
             let laptopAgain = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: token, device: "laptop"))
+                .init(
+                    serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, credentials: .token(token), device: "laptop"
+                ))
             let refetched = try await laptopAgain.database().fetchZoneChanges(zoneID: zone, since: nil)
             #expect(refetched.modifications.map { $0.record["title"] } == [.string("from the phone")])
             let unauthorized = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(newPort)")!, token: "lsk_wrong-0123456789abcdef"))
+                .init(
+                    serverURL: URL(string: "http://127.0.0.1:\(newPort)")!,
+                    credentials: .token("lsk_wrong-0123456789abcdef")))
             await #expect(throws: SyncError.self) { _ = try await unauthorized.database().fetchAllZones() }
             let end = try await again.terminate()
             #expect(end.status == 0, "\(end)")

@@ -54,17 +54,19 @@ struct SessionHTTPTests {
         func syncClient(_ token: String, device: DeviceID) -> HTTPSyncClient {
             HTTPSyncClient(
                 .init(
-                    serverURL: url, token: token, device: device,
+                    serverURL: url, credentials: .token(token), device: device,
                     reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
         }
 
         /// The status and JSON body of a request sent as given.
         func request(
-            _ path: String, method: HTTPMethod = .POST, token: String? = nil, body: [UInt8]? = nil
+            _ path: String, method: HTTPMethod = .POST, token: String? = nil, device: String? = nil,
+            body: [UInt8]? = nil
         ) async throws -> (status: Int, body: String) {
             var request = HTTPClientRequest(url: url.absoluteString + path)
             request.method = method
             if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let device { request.headers.add(name: WireProtocol.deviceHeader, value: device) }
             request.headers.add(name: "Accept", value: "application/json")
             if let body {
                 request.headers.add(name: "Content-Type", value: "application/json")
@@ -145,6 +147,46 @@ struct SessionHTTPTests {
             #expect(afterReuse.status == 401, "\(afterReuse)")
             await #expect(throws: SyncError.self) { try await served.client.refresh(next.refreshToken) }
             #expect(try served.sessions.sessions(of: Self.alice).isEmpty)
+        }
+    }
+
+    @Test(
+        "a session is bound to its device: a request naming another device is refused (400), on operations, assets and push; one naming none is the session's device's"
+    )
+    func sessionBoundToItsDevice() async throws {
+        try await withSessionServer { served in
+            let tokens = try await served.client.signIn(identityToken: Self.aliceIdentity, device: "phone")
+            let fetch = WireProtocol.path(.fetchZones, scope: .private)
+            let other = try await served.request(
+                fetch, token: tokens.accessToken, device: "laptop", body: Self.allZones)
+            #expect(other.status == 400, "\(other)")
+            #expect(
+                other.body.contains(
+                    "names device \\\"laptop\\\", but the access token is the session of device \\\"phone\\\""),
+                "\(other)")
+            let asset = try await served.request(
+                WireProtocol.assetUploadPath(
+                    try AssetDigest(parsing: String(repeating: "ab", count: 32)), scope: .private)
+                    + "?zone=Notes&size=3",
+                method: .GET, token: tokens.accessToken, device: "laptop")
+            #expect(asset.status == 400, "\(asset)")
+            #expect(
+                try await served.request(fetch, token: tokens.accessToken, device: "phone", body: Self.allZones).status
+                    == 200)
+            #expect(try await served.request(fetch, token: tokens.accessToken, body: Self.allZones).status == 200)
+
+            // The push channel of another device is not opened; the session's own is.
+            let refused = try await RawConnection.open(port: served.running.port)
+            defer { refused.close() }
+            try await refused.send(
+                IdentifierHTTPTests.upgrade(
+                    "/v1/databases/private/push",
+                    ["Authorization: Bearer \(tokens.accessToken)", "LogSync-Device: laptop"]))
+            try await refused.waitUntil("the upgrade is answered") { $0.text.contains("\r\n\r\n") }
+            #expect(refused.text.hasPrefix("HTTP/1.1 400"), "\(refused.text)")
+            let own = try await TokenRevocationTests.openPushChannel(
+                port: served.running.port, token: tokens.accessToken, device: "phone")
+            own.close()
         }
     }
 
@@ -235,6 +277,25 @@ struct SessionHTTPTests {
             let noAuthList = try await served.request(WireSessions.devicesPath, method: .GET)
             #expect(noAuthList.status == 401, "\(noAuthList)")
             #expect(try served.written() == before)
+        }
+    }
+
+    @Test(
+        "F119 a sign-in registers the e-mail address the issuer vouches for, so owners can invite the user; another user's address stays theirs"
+    )
+    func signInRegistersEmail() async throws {
+        let verifier = TableVerifier(identities: [
+            "bob": VerifiedIdentity(issuer: "test", subject: "bob", expires: nil, emailAddress: "bob@example.com"),
+            "mallory": VerifiedIdentity(
+                issuer: "test", subject: "mallory", expires: nil, emailAddress: "BOB@example.com"),
+        ])
+        try await withSessionServer(verifier: verifier) { served in
+            _ = try await served.client.signIn(identityToken: "bob", device: "laptop")
+            let bob = try #require(try served.server.userIdentity(forEmailAddress: "bob@example.com"))
+            // Mallory's issuer vouches for bob's address too: she signs in, the address stays bob's.
+            _ = try await served.client.signIn(identityToken: "mallory", device: "phone")
+            #expect(try served.server.userIdentity(forEmailAddress: "bob@example.com") == bob)
+            #expect(try served.sessions.sessions(of: "test:mallory").count == 1)
         }
     }
 

@@ -14,36 +14,27 @@ import Testing
 struct SharingProcessTests {
     typealias Device = DeviceProcessTests.Device
 
-    /// `logsync-server user add NAME --email NAME@example.com` for each name, in `directory/server`:
-    /// the data directory and each user's token.
-    static func addUsers(_ names: [String], in directory: URL) async throws -> (data: String, tokens: [String: String])
-    {
-        let data = directory.appendingPathComponent("server").path
-        var tokens: [String: String] = [:]
-        for name in names {
-            let added = try await ChildProcess.run([
-                "user", "add", name, "--email", "\(name)@example.com", "--data", data,
-            ])
-            #expect(added.status == 0, "\(added)")
-            tokens[name] = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        return (data, tokens)
-    }
-
-    /// A `logsync-server` serving the users `names` (see ``addUsers(_:in:)``) from a fresh
-    /// temporary directory, its URL, and a maker of devices: `device(name, user)` is a device of
-    /// `user`'s keeping its notes in a folder of its own, `notes-NAME`.
+    /// A `logsync-server` trusting a local issuer (`dev-issuer`), serving a fresh temporary
+    /// directory, its URL, and a maker of devices: `device(name, user)` signs a device of `user`'s
+    /// in, with an identity token vouching for `user@example.com` (by which owners invite them),
+    /// and keeps its notes in a folder of its own, `notes-NAME`. Users are `dev:<user>`.
     static func withServedUsers(
-        _ names: [String],
-        _ body: (_ url: URL, _ device: (_ name: String, _ user: String) -> Device) async throws -> Void
+        _ body: (_ url: URL, _ device: (_ name: String, _ user: String) async throws -> Device) async throws -> Void
     ) async throws {
         try await withTemporaryDirectory { directory in
-            let (data, tokens) = try await addUsers(names, in: directory)
-            let (server, url) = try await DeviceProcessTests.serve(data)
+            let issuer = try await LocalIssuer.make(in: directory)
+            let (server, url) = try await DeviceProcessTests.serve(
+                directory.appendingPathComponent("server").path, identityConfig: issuer.configurationFile)
             try await body(url) { name, user in
-                Device(name: name, directory: directory.appendingPathComponent("notes-\(name)"), token: tokens[user]!)
+                let device = Device(
+                    name: name, directory: directory.appendingPathComponent("notes-\(name)"), token: nil)
+                let signedIn = try await device.signIn(
+                    issuer.token(subject: user, email: "\(user)@example.com"), server: url)
+                #expect(signedIn.contains("\(name): signed in as dev:\(user)"), "\(signedIn)")
+                return device
             }
             // Every story ends with the server stopping cleanly.
+            _ = server
         }
     }
 
@@ -51,8 +42,8 @@ struct SharingProcessTests {
     static func withAlicePhoneAndBobLaptop(
         _ body: (_ url: URL, _ alice: Device, _ bob: Device) async throws -> Void
     ) async throws {
-        try await withServedUsers(["alice", "bob"]) { url, device in
-            try await body(url, device("alice-phone", "alice"), device("bob-laptop", "bob"))
+        try await withServedUsers { url, device in
+            try await body(url, try await device("alice-phone", "alice"), try await device("bob-laptop", "bob"))
         }
     }
 
@@ -72,10 +63,10 @@ struct SharingProcessTests {
         "F119 F121 F124 README: alice shares Notes with bob (read-write) and carol (read-only); bob edits, alice sees it, carol is refused, bob is removed and his copy goes"
     )
     func sharingWalkthrough() async throws {
-        try await Self.withServedUsers(["alice", "bob", "carol"]) { url, device in
-            let alice = device("alice-phone", "alice")
-            let bob = device("bob-laptop", "bob")
-            let carol = device("carol-phone", "carol")
+        try await Self.withServedUsers { url, device in
+            let alice = try await device("alice-phone", "alice")
+            let bob = try await device("bob-laptop", "bob")
+            let carol = try await device("carol-phone", "carol")
 
             // 1. Alice writes a note, and shares her Notes zone: bob may edit, carol may read.
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
@@ -207,9 +198,9 @@ struct SharingProcessTests {
         "F121 F124 a read-only participant's deletion is refused and the note stays; unshare alone deletes the share and the zone leaves the participant"
     )
     func readOnlyDeleteAndStopSharing() async throws {
-        try await Self.withServedUsers(["alice", "carol"]) { url, device in
-            let alice = device("alice-phone", "alice")
-            let carol = device("carol-phone", "carol")
+        try await Self.withServedUsers { url, device in
+            let alice = try await device("alice-phone", "alice")
+            let carol = try await device("carol-phone", "carol")
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
             try await alice.run("share", "--with", "carol@example.com", server: url)  // read-only by default
             try await carol.run(

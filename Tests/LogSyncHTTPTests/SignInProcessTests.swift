@@ -71,9 +71,11 @@ struct SignInProcessTests {
             let laptopChannel = try await TokenRevocationTests.openPushChannel(
                 port: port, token: laptop.accessToken, device: "laptop")
             defer { laptopChannel.close() }
-            let phoneClient = HTTPSyncClient(.init(serverURL: url, token: phone.accessToken, device: "phone"))
+            let phoneClient = HTTPSyncClient(
+                .init(serverURL: url, credentials: .token(phone.accessToken), device: "phone"))
             defer { phoneClient.close() }
-            let laptopClient = HTTPSyncClient(.init(serverURL: url, token: laptop.accessToken, device: "laptop"))
+            let laptopClient = HTTPSyncClient(
+                .init(serverURL: url, credentials: .token(laptop.accessToken), device: "laptop"))
             defer { laptopClient.close() }
 
             // The phone saves a note: the laptop is told on its push channel (F113; the phone's own

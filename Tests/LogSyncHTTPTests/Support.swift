@@ -46,7 +46,7 @@ struct LiveServer: Sendable {
     func client(_ token: String, device: DeviceID? = nil, format: WireFormat = .protobuf) -> HTTPSyncClient {
         HTTPSyncClient(
             .init(
-                serverURL: baseURL, token: token, device: device, format: format,
+                serverURL: baseURL, credentials: .token(token), device: device, format: format,
                 reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
     }
 

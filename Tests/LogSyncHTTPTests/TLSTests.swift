@@ -39,7 +39,7 @@ struct TLSTests {
     static func client(_ url: String, device: DeviceID, tls: TLSConfiguration?) -> HTTPSyncClient {
         HTTPSyncClient(
             .init(
-                serverURL: URL(string: url)!, token: LiveServer.aliceToken, device: device,
+                serverURL: URL(string: url)!, credentials: .token(LiveServer.aliceToken), device: device,
                 reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200)),
                 tlsConfiguration: tls))
     }
@@ -185,9 +185,13 @@ struct TLSTests {
             let port = try await server.waitForPort()
             let url = URL(string: "https://localhost:\(port)")!
             let laptop = HTTPSyncClient(
-                .init(serverURL: url, token: token, device: "laptop", tlsConfiguration: try Self.trustingTLS()))
+                .init(
+                    serverURL: url, credentials: .token(token), device: "laptop",
+                    tlsConfiguration: try Self.trustingTLS()))
             let phone = HTTPSyncClient(
-                .init(serverURL: url, token: token, device: "phone", tlsConfiguration: try Self.trustingTLS()))
+                .init(
+                    serverURL: url, credentials: .token(token), device: "phone",
+                    tlsConfiguration: try Self.trustingTLS()))
             _ = try await phone.database().modifyZones(saving: [RecordZone(zoneID: Self.notes)], deleting: [])
             _ = try await phone.database().modifySubscriptions(
                 saving: [Subscription(subscriptionID: "engine")], deleting: [])
@@ -199,7 +203,8 @@ struct TLSTests {
             let hint = await hints.next()
             let fetched = try await laptop.database().fetchZoneChanges(zoneID: Self.notes, since: nil)
             laptop.close()
-            let plain = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token))
+            let plain = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token)))
             await #expect(throws: SyncError.self) { _ = try await plain.database().fetchAllZones() }
 
             let stopped = try await server.terminate()

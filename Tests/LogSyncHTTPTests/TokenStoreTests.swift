@@ -40,7 +40,8 @@ struct TokenStoreTests {
             // The server accepts it over HTTP too.
             let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let port = try await server.waitForPort()
-            let client = HTTPSyncClient(.init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: token))
+            let client = HTTPSyncClient(
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(token)))
             let user = try await client.database().currentUserRecordID()
             let stopped = try await server.terminate()
             #expect(stopped.status == 0, "\(stopped)")
@@ -97,7 +98,7 @@ struct TokenStoreTests {
             let server = try ChildProcess.start(["--data", data.path, "--port", "0"])
             let port = try await server.waitForPort()
             let client = HTTPSyncClient(
-                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, token: Self.aliceToken))
+                .init(serverURL: URL(string: "http://127.0.0.1:\(port)")!, credentials: .token(Self.aliceToken)))
             _ = try await client.database().fetchAllZones()
             let stopped = try await server.terminate()
             #expect(stopped.status == 0, "\(stopped)")

@@ -62,13 +62,24 @@ func goodClaims(
         notBefore: now.addingTimeInterval(-10), issuedAt: now.addingTimeInterval(-10))
 }
 
-/// `acme` with its keys in `file`, verified at `clock`'s time.
+/// `acme` with `keys.acme` in a JWKS file of `directory`, its users named by `userClaim`,
+/// verified at `clock`'s time.
 func acmeVerifier(
-    jwks file: URL, clock: TestClock, options: JWTIdentityVerifier.Options = .init()
+    in directory: URL, keys: TestKeys, clock: TestClock, userClaim: String = "sub"
+) throws -> JWTIdentityVerifier {
+    let jwks = directory.appendingPathComponent("jwks.json")
+    try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
+    return try acmeVerifier(jwks: jwks, clock: clock, userClaim: userClaim)
+}
+
+/// `acme` with its keys in `file`, its users named by `userClaim`, verified at `clock`'s time.
+func acmeVerifier(
+    jwks file: URL, clock: TestClock, userClaim: String = "sub", options: JWTIdentityVerifier.Options = .init()
 ) throws -> JWTIdentityVerifier {
     try JWTIdentityVerifier(
         issuers: [
-            TrustedIssuer(name: "acme", issuer: Acme.iss, audiences: [Acme.audience], keys: .jwksFile(file))
+            TrustedIssuer(
+                name: "acme", issuer: Acme.iss, audiences: [Acme.audience], userClaim: userClaim, keys: .jwksFile(file))
         ], options: options, now: clock.reader)
 }
 

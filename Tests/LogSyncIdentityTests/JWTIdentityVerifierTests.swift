@@ -1,11 +1,12 @@
 import Foundation
 import JWTKit
-import LogSyncIdentity
 import LogSyncServer
 import SyncModel
 import Synchronization
 import TemporaryDirectory
 import Testing
+
+@testable import LogSyncIdentity
 
 /// A token the verifier must refuse, and what its reason must say.
 struct BadToken: CustomTestStringConvertible, Sendable {
@@ -113,10 +114,8 @@ struct JWTIdentityVerifierTests {
     func badToken(_ bad: BadToken) async throws {
         let keys = try await TestKeys.value
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try acmeVerifier(jwks: jwks, clock: clock)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
             let token = try await bad.make(keys, clock.now)
             let error = await #expect(throws: IdentityError.self) { try await verifier.verify(token) }
             #expect(error?.reason.contains(bad.reason) == true, "\(bad.name): \(error?.reason ?? "accepted")")
@@ -144,10 +143,8 @@ struct JWTIdentityVerifierTests {
         let keys = try await TestKeys.value
         let key = ["rs": keys.rsa, "es": keys.p256, "ed": keys.ed25519][which]!
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try acmeVerifier(jwks: jwks, clock: clock)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
             let identity = try await verifier.verify(try await key.sign(goodClaims(now: clock.now)))
             #expect(identity.user == UserID(rawValue: "acme:alice"))
             #expect(identity.expires == clock.now.addingTimeInterval(3600))
@@ -172,15 +169,8 @@ struct JWTIdentityVerifierTests {
     func userClaim() async throws {
         let keys = try await TestKeys.value
         try await withTemporaryDirectory { directory in
-            let jwks = directory.appendingPathComponent("jwks.json")
-            try DevelopmentSigningKey.jwks(keys.acme).write(to: jwks)
             let clock = TestClock()
-            let verifier = try JWTIdentityVerifier(
-                issuers: [
-                    TrustedIssuer(
-                        name: "acme", issuer: Acme.iss, audiences: [Acme.audience], userClaim: "uid",
-                        keys: .jwksFile(jwks))
-                ], now: clock.reader)
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock, userClaim: "uid")
             var claims = goodClaims(now: clock.now)
             claims.other["uid"] = "u-42"
             #expect(try await verifier.verify(try await keys.p256.sign(claims)).user == UserID(rawValue: "acme:u-42"))
@@ -188,6 +178,30 @@ struct JWTIdentityVerifierTests {
                 try await verifier.verify(try await keys.p256.sign(goodClaims(now: clock.now)))
             }
             #expect(error?.reason.contains("uid claim is missing") == true)
+        }
+    }
+
+    @Test(
+        "an e-mail address counts only when the issuer marks it verified (true, or \"true\" as Apple writes it)",
+        arguments: [("true", "alice@example.com"), ("\"true\"", "alice@example.com"), ("false", nil), (nil, nil)]
+            as [(String?, String?)])
+    func verifiedEmail(_ verified: String?, _ expected: String?) async throws {
+        let keys = try await TestKeys.value
+        try await withTemporaryDirectory { directory in
+            let clock = TestClock()
+            let verifier = try acmeVerifier(in: directory, keys: keys, clock: clock)
+            // The test claims hold strings only: a boolean is written into the payload's JSON.
+            var claims = goodClaims(now: clock.now)
+            claims.other["email"] = "alice@example.com"
+            var json = String(decoding: try JSONEncoder().encode(claims), as: UTF8.self)
+            if let verified { json = String(json.dropLast()) + ",\"email_verified\":\(verified)}" }
+            let signer = JWTKeyCollection()
+            await signer.add(
+                ecdsa: try ES256PrivateKey(pem: keys.p256.privatePEM), kid: JWKIdentifier(string: keys.p256.kid))
+            let token = try await signer.sign(
+                JSONDecoder().decode(TokenClaims.self, from: Data(json.utf8)), kid: JWKIdentifier(string: keys.p256.kid)
+            )
+            #expect(try await verifier.verify(token).emailAddress == expected)
         }
     }
 

@@ -86,7 +86,8 @@ struct SignInProcessTests {
                 let token = try await key.sign(goodClaims(now: Date(), subject: subject))
                 let tokens = try await SessionClient(serverURL: url).signIn(identityToken: token, device: "phone")
                 #expect(tokens.user == "acme:\(subject)" && tokens.device == "phone")
-                let client = HTTPSyncClient(.init(serverURL: url, token: tokens.accessToken, device: "phone"))
+                let client = HTTPSyncClient(
+                    .init(serverURL: url, credentials: .token(tokens.accessToken), device: "phone"))
                 defer { client.close() }
                 let database = client.database()
                 _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])

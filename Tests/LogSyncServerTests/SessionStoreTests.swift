@@ -45,10 +45,8 @@ struct SessionStoreTests {
             #expect(phone.session.refreshExpires == clock.now + 86_400)
             #expect(try server.users.allUsers() == ["apple:alice"])
 
-            guard case .valid(let grant) = try sessions.lookUp(accessToken: phone.accessToken) else {
-                Issue.record("the new access token is not valid")
-                return
-            }
+            let grant = try #require(
+                try sessions.lookUp(accessToken: phone.accessToken).validGrant, "the new access token is not valid")
             #expect(grant.user == "apple:alice" && grant.device == "phone" && grant.session == phone.session.id)
             #expect(try sessions.lookUp(accessToken: phone.refreshToken) == .unknown)
             #expect(try sessions.lookUp(accessToken: "lsa_" + String(repeating: "x", count: 43)) == .unknown)
@@ -83,19 +81,15 @@ struct SessionStoreTests {
             sessions.observeRevocations { heard.append($0) }
             let first = try sessions.create(user: "alice", device: "phone")
             clock.advance(by: 1000)  // the access token expired; the refresh token did not
-            guard case .refreshed(let second) = try sessions.refresh(first.refreshToken) else {
-                Issue.record("the refresh was refused")
-                return
-            }
+            let second = try #require(try sessions.refresh(first.refreshToken).issued, "the refresh was refused")
             #expect(second.accessToken != first.accessToken && second.refreshToken != first.refreshToken)
             #expect(second.session.id == first.session.id)
             #expect(second.session.refreshed == clock.now && second.session.created == first.session.created)
             #expect(second.session.accessExpires == clock.now + 900)
             #expect(try sessions.lookUp(accessToken: first.accessToken) == .unknown)
-            guard case .valid = try sessions.lookUp(accessToken: second.accessToken) else {
-                Issue.record("the new access token is not valid")
-                return
-            }
+            #expect(
+                try sessions.lookUp(accessToken: second.accessToken).validGrant != nil,
+                "the new access token is not valid")
             #expect(heard.all == [.listening, .revoked(.credential(SessionStore.digest(first.accessToken)))])
         }
     }
@@ -107,10 +101,7 @@ struct SessionStoreTests {
             sessions.observeRevocations { heard.append($0) }
             let stolen = try sessions.create(user: "alice", device: "phone")
             let laptop = try sessions.create(user: "alice", device: "laptop")
-            guard case .refreshed(let thief) = try sessions.refresh(stolen.refreshToken) else {
-                Issue.record("the first refresh was refused")
-                return
-            }
+            let thief = try #require(try sessions.refresh(stolen.refreshToken).issued, "the first refresh was refused")
             // The device refreshes with the token it still holds: the thief used it first.
             #expect(try sessions.refresh(stolen.refreshToken) == .reused(session: stolen.session.id, user: "alice"))
             #expect(heard.all.last == .revoked(.session(stolen.session.id)))
@@ -118,10 +109,9 @@ struct SessionStoreTests {
             #expect(try sessions.refresh(thief.refreshToken) == .unknown)
             #expect(try sessions.refresh(stolen.refreshToken) == .unknown)
             #expect(try sessions.sessions(of: "alice").map(\.device) == ["laptop"])
-            guard case .valid = try sessions.lookUp(accessToken: laptop.accessToken) else {
-                Issue.record("the other device's session went too")
-                return
-            }
+            #expect(
+                try sessions.lookUp(accessToken: laptop.accessToken).validGrant != nil,
+                "the other device's session went too")
         }
     }
 
@@ -167,10 +157,7 @@ struct SessionStoreTests {
             // Another user's device of the same name, and a device never signed in: nothing.
             #expect(try sessions.revoke(user: "alice", device: "laptop") == 0)
             #expect(try sessions.revoke(user: "carol", device: "phone") == 0)
-            guard case .valid = try sessions.lookUp(accessToken: bob.accessToken) else {
-                Issue.record("bob's session went")
-                return
-            }
+            #expect(try sessions.lookUp(accessToken: bob.accessToken).validGrant != nil, "bob's session went")
 
             #expect(try sessions.revokeAll(of: "alice") == 2)
             #expect(
@@ -208,20 +195,14 @@ struct SessionStoreTests {
             let sessions = try SessionStore(server: server, now: { clock.now })
             kept = try sessions.create(user: "alice", device: "phone")
             let laptop = try sessions.create(user: "alice", device: "laptop")
-            guard case .refreshed(let next) = try sessions.refresh(laptop.refreshToken) else {
-                Issue.record("the refresh was refused")
-                return
-            }
+            let next = try #require(try sessions.refresh(laptop.refreshToken).issued, "the refresh was refused")
             refreshed = next
             _ = try sessions.refresh(laptop.refreshToken)  // reused: the laptop's session goes
             server.shutdown()
         }
         let server = try SyncServer(.init(directory: directory, durability: .fast))
         let sessions = try SessionStore(server: server, now: { clock.now })
-        guard case .valid = try sessions.lookUp(accessToken: kept.accessToken) else {
-            Issue.record("the phone's session was lost")
-            return
-        }
+        #expect(try sessions.lookUp(accessToken: kept.accessToken).validGrant != nil, "the phone's session was lost")
         #expect(try sessions.lookUp(accessToken: refreshed.accessToken) == .unknown)
         #expect(try sessions.sessions(of: "alice").map(\.device) == ["phone"])
         let log = try #require(sessions.log.inspectableLog)

@@ -24,9 +24,12 @@ struct RevocationTests {
         }
     }
 
-    /// A database of the user of `token` on each of `nodes`, for probing whether they refuse it.
-    static func probes(_ cluster: Cluster, token: String, on nodes: [Node]) -> [HTTPCloudDatabase] {
-        nodes.map { cluster.client(on: $0, token: token, device: "probe").database() }
+    /// A database of the user of `token` on each of `nodes`, for probing whether they refuse it,
+    /// as `device` (a session's own device: sessions are bound to theirs).
+    static func probes(
+        _ cluster: Cluster, token: String, on nodes: [Node], device: DeviceID = "probe"
+    ) -> [HTTPCloudDatabase] {
+        nodes.map { cluster.client(on: $0, token: token, device: device).database() }
     }
 
     /// Whether every one of `databases` refuses its token.

@@ -35,18 +35,23 @@ struct SessionNodeTests {
                 identityToken: identityToken, device: "phone")
             let laptop = try await SessionClient(serverURL: node2.url).signIn(
                 identityToken: identityToken, device: "laptop")
+            let tablet = try await SessionClient(serverURL: node2.url).signIn(
+                identityToken: identityToken, device: "tablet")
             #expect(phone.user == "dev:alice" && laptop.user == "dev:alice")
-            let phoneProbes = RevocationTests.probes(cluster, token: phone.accessToken, on: [node1, node2])
-            let laptopProbes = RevocationTests.probes(cluster, token: laptop.accessToken, on: [node1, node2])
+            let phoneProbes = RevocationTests.probes(
+                cluster, token: phone.accessToken, on: [node1, node2], device: "phone")
+            let laptopProbes = RevocationTests.probes(
+                cluster, token: laptop.accessToken, on: [node1, node2], device: "laptop")
             #expect(try await RevocationTests.noneRefused(phoneProbes + laptopProbes))
             let laptopDatabase = cluster.client(on: node1, token: laptop.accessToken, device: "laptop").database()
             _ = try await laptopDatabase.modifyZones(saving: [RecordZone(zoneID: RevocationTests.notes)], deleting: [])
             try await MultiNodeTests.subscribe(laptopDatabase)
             let (_, phoneHints) = await RevocationTests.listening(
                 cluster, on: node2, token: phone.accessToken, device: "phone")
-            // Another device name: a device's own commits are not pushed back to it (F114).
-            let (_, laptopHints) = await RevocationTests.listening(
-                cluster, on: node2, token: laptop.accessToken, device: "laptop-push")
+            // Another device of alice's hears the laptop's commits: a device's own commits are
+            // not pushed back to it (F114).
+            let (_, tabletHints) = await RevocationTests.listening(
+                cluster, on: node2, token: tablet.accessToken, device: "tablet")
 
             let revoked = try await ChildProcess.run(
                 ["sessions", "revoke", "--user", "dev:alice", "--device", "phone", "--store", cluster.store],
@@ -57,7 +62,7 @@ struct SessionNodeTests {
             }
 
             try await RevocationTests.expectHinted(
-                laptopHints, notRevoked: phoneHints, after: "after", savedBy: laptopDatabase)
+                tabletHints, notRevoked: phoneHints, after: "after", savedBy: laptopDatabase)
             #expect(try await RevocationTests.noneRefused(laptopProbes))
         }
     }

@@ -86,7 +86,7 @@ final class Cluster: Sendable {
     func client(on node: Node, token: String, device: DeviceID) -> HTTPSyncClient {
         let client = HTTPSyncClient(
             .init(
-                serverURL: node.url, token: token, device: device, requestTimeout: .seconds(30),
+                serverURL: node.url, credentials: .token(token), device: device, requestTimeout: .seconds(30),
                 reconnect: ReconnectPolicy(initialDelay: .milliseconds(20), maxDelay: .milliseconds(200))))
         started.withLock { $0.clients.append(client) }
         return client

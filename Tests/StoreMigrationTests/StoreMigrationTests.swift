@@ -58,6 +58,8 @@ struct StoreMigrationTests {
             #expect(expected.zoneChangesAfterToken.modifications.map(\.record.recordID.recordName) == ["n3"])
             #expect(expected.zoneChangesAfterToken.deletions.map(\.recordID.recordName) == ["n2"])
             let lastOffset = try lmdb.admin.currentToken(of: "alice")
+            // Alice's phone signed in: its session moves too, and it stays signed in.
+            let signedIn = try SessionStore(server: lmdb).create(user: "alice", device: "phone", name: "Alice's phone")
             lmdb.shutdown()
 
             let aliceToken = TokenStore.generateToken()
@@ -78,6 +80,7 @@ struct StoreMigrationTests {
             // alice, bob and his address
             #expect(lines.contains { $0.hasPrefix("registry: 3 entries") }, "\(migrated)")
             #expect(lines.contains { $0.hasPrefix("u1/private: ") }, "\(migrated)")
+            #expect(lines.contains { $0.hasPrefix("sessions: 1 entry") }, "\(migrated)")
             #expect(lines.contains { $0.hasPrefix("u2/shared: ") }, "\(migrated)")
             #expect(lines.last?.hasPrefix("total: ") == true, "\(migrated)")
             #expect(lines.last?.contains("2 tokens") == true, "\(migrated)")
@@ -105,6 +108,14 @@ struct StoreMigrationTests {
             #expect(tokens.user(for: aliceToken) == "alice")
             #expect(tokens.user(for: bobToken) == "bob")
             #expect(tokens.user(for: TokenStore.generateToken()) == nil)
+            let sessions = try SessionStore(server: postgres)
+            let grant = try #require(
+                try sessions.lookUp(accessToken: signedIn.accessToken).validGrant,
+                "the phone's access token does not work after the move")
+            #expect(grant.user == "alice" && grant.device == "phone")
+            #expect(
+                try sessions.refresh(signedIn.refreshToken).issued != nil,
+                "the phone's refresh token does not work after the move")
         }
     }
 

@@ -74,7 +74,8 @@ struct Measure: BenchCommand {
         defer { server.stop() }
         let client = HTTPSyncClient(
             .init(
-                serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, token: benchToken, device: DeviceID("bench")
+                serverURL: URL(string: "http://127.0.0.1:\(server.port)")!, credentials: .token(benchToken),
+                device: DeviceID("bench")
             ))
         defer { client.close() }
         let database = client.database(.private)

@@ -186,7 +186,9 @@ struct Server {
 
     func client(device: String, token: String = Self.token) -> HTTPSyncClient {
         HTTPSyncClient(
-            .init(serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, token: token, device: DeviceID(device)))
+            .init(
+                serverURL: URL(string: "http://127.0.0.1:\(running.port)")!, credentials: .token(token),
+                device: DeviceID(device)))
     }
 
     func database(_ transport: Transport, device: String) -> any CloudDatabase {

@@ -128,6 +128,13 @@ struct DevIssuer: AsyncParsableCommand {
         @Option(name: .long, help: ArgumentHelp("How long the token is valid.", valueName: "seconds"))
         var expiresIn = 3600
 
+        @Option(
+            name: .long,
+            help: ArgumentHelp(
+                "The email claim, marked verified: the server registers it at sign-in, for share invitations.",
+                valueName: "address"))
+        var email: String?
+
         func validate() throws {
             guard expiresIn > 0 else { throw ValidationError("--expires-in must be above 0, not \(expiresIn)") }
             guard !subject.isEmpty else { throw ValidationError("--subject must not be empty") }
@@ -139,7 +146,8 @@ struct DevIssuer: AsyncParsableCommand {
             let token = try await key.sign(
                 IdentityTokenClaims(
                     issuer: settings.issuer, subject: subject, audiences: [audience],
-                    expires: now.addingTimeInterval(Double(expiresIn)), issuedAt: now))
+                    expires: now.addingTimeInterval(Double(expiresIn)), issuedAt: now,
+                    other: email.map { ["email": $0, "email_verified": "true"] } ?? [:]))
             print(token)
         }
     }

@@ -13,7 +13,8 @@ struct Migrate: ParsableCommand {
         abstract: "Copy a server's data from an LMDB store into an empty PostgreSQL store.",
         discussion: """
             Stop the node first. Every log is copied with the same offsets, kinds, times and \
-            payloads: the registry (so users keep their numbers) and each user's private and \
+            payloads: the registry (so users keep their numbers), the devices' sessions (so \
+            signed-in devices stay signed in) and each user's private and \
             shared databases (so change tokens and request IDs keep their meaning); the token \
             file's digests go into the database (tokens kept in the clear are hashed); every \
             stored asset content (users/u<N>/assets/<digest>) is copied piece by piece, and \

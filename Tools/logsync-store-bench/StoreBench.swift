@@ -236,7 +236,8 @@ struct StoreBench: BenchCommand {
             clients.append(
                 HTTPSyncClient(
                     .init(
-                        serverURL: URL(string: "http://127.0.0.1:\(node.port)")!, token: tokens[device % userCount],
+                        serverURL: URL(string: "http://127.0.0.1:\(node.port)")!,
+                        credentials: .token(tokens[device % userCount]),
                         device: DeviceID(rawValue: "device\(device)"))))
         }
         defer { for client in clients { client.close() } }

@@ -25,6 +25,14 @@ final class NotesApp: SyncEngineDelegate {
         self.scope = scope
     }
 
+    /// What the device's engines both report (an account change) and is said once.
+    private static let saidOnce = Mutex<Set<String>>([])
+
+    /// ``say(_:)``, unless either of the device's apps said `text` already.
+    func sayOnce(_ text: String) {
+        if Self.saidOnce.withLock({ $0.insert(text).inserted }) { say(text) }
+    }
+
     /// Writes `device: text` as one line to standard output, unbuffered.
     func say(_ text: String) {
         FileHandle.standardOutput.write(Data("\(device): \(text)\n".utf8))
@@ -149,6 +157,17 @@ final class NotesApp: SyncEngineDelegate {
             }
             for (id, error) in sent.failedRecordDeletes {
                 try failedDelete(id, error, syncEngine: syncEngine)
+            }
+        case .accountChange(let change):
+            // Whichever engine notices first says it. The notes stay on the device; they sync
+            // again once the same user signs in.
+            switch change.changeType {
+            case .signOut:
+                sayOnce("signed out: the server no longer accepts this device's session; `notes-device sign-in` again")
+            case .signIn(let user):
+                sayOnce("signed in as \(user.recordName)")
+            case .switchAccounts(_, let user):
+                sayOnce("another user signed in (\(user.recordName))")
             }
         default:
             break

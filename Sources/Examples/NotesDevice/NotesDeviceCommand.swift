@@ -18,17 +18,26 @@ struct NotesDeviceCommand: AsyncParsableCommand {
             and one on the shared database, with its device log in DATA/sync-shared (read them \
             with `logtool dump DATA/sync`).
 
-            Start a server, add a user, then run two devices against it:
+            Start a server that trusts an identity issuer, sign two devices in, and they sync:
 
-              logsync-server user add alice --data ./server    # prints the token
-              logsync-server --data ./server --port 8080 &
-              notes-device set --token TOKEN --device phone groceries title "Groceries"
-              notes-device sync --token TOKEN --device laptop
+              logsync-server dev-issuer init --directory issuer > identity.json
+              logsync-server --data ./server --identity-config identity.json &
+              JWT=$(logsync-server dev-issuer sign --directory issuer --subject alice \\
+                  --audience logsync-dev)
+              notes-device sign-in --device phone --identity-token "$JWT"
+              notes-device sign-in --device laptop --identity-token "$JWT"
+              notes-device set --device phone groceries title "Groceries"
+              notes-device sync --device laptop
 
-            Sharing with other users of the server (added with `user add NAME --email \
-            ADDRESS`): the owner shares the zone and sends each participant the URL it \
-            prints; they accept it, then see and (if read-write) edit the owner's notes \
-            with --owner. With each user's token in LOGSYNC_TOKEN:
+            A device keeps its session in DATA/session.json and refreshes it by itself. Scripts \
+            may use a bearer token instead (`logsync-server user add alice`, then --token or \
+            LOGSYNC_TOKEN).
+
+            Sharing with other users of the server (signed in with an identity token that \
+            carries their e-mail address, `dev-issuer sign --email ADDRESS`, or added with \
+            `user add NAME --email ADDRESS`): the owner shares the zone and sends each \
+            participant the URL it prints; they accept it, then see and (if read-write) edit \
+            the owner's notes with --owner:
 
               notes-device share --device alice-phone \\
                   --with bob@example.com --permission read-write
@@ -38,9 +47,8 @@ struct NotesDeviceCommand: AsyncParsableCommand {
               notes-device unshare --device alice-phone --remove bob@example.com
             """,
         subcommands: [
-            Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self, Watch.self, ShareNotes.self,
-            Unshare.self,
-            Accept.self,
+            SignIn.self, SignOut.self, Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self,
+            Watch.self, ShareNotes.self, Unshare.self, Accept.self,
         ])
 }
 
@@ -57,7 +65,8 @@ struct DeviceOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The user's bearer token from `logsync-server user add` (default: $LOGSYNC_TOKEN).", valueName: "token"))
+            "The user's bearer token from `logsync-server user add` (default: $LOGSYNC_TOKEN; without one, the session of `sign-in`).",
+            valueName: "token"))
     var token: String?
 
     @Option(name: .long, help: ArgumentHelp("This device's name, such as phone or laptop.", valueName: "name"))
@@ -79,10 +88,6 @@ struct DeviceOptions: ParsableArguments {
         guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
         }
-        guard bearerToken != nil else {
-            throw ValidationError(
-                "give the user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)")
-        }
         guard !device.isEmpty, !device.contains("/") else {
             throw ValidationError("--device must be a name without '/'")
         }
@@ -98,10 +103,30 @@ struct DeviceOptions: ParsableArguments {
 
     var directory: URL { URL(fileURLWithPath: data ?? "notes-\(device)", isDirectory: true) }
 
+    /// Where the device's session is kept once it signed in (`sign-in`).
+    var sessionFile: URL { directory.appending(path: "session.json") }
+
+    /// The device's session, kept in ``sessionFile``.
+    var session: SessionCredentials {
+        SessionCredentials(
+            sessions: SessionClient(serverURL: URL(string: server)!), device: DeviceID(device),
+            storage: .file(sessionFile))
+    }
+
+    /// A bearer token when one is given, the device's session otherwise.
+    var credentials: Credentials { bearerToken.map { .token($0) } ?? session.credentials }
+
     /// Opens the device: its store, its engine over HTTP, its delegate.
+    ///
+    /// - Throws: ``NotesDeviceError`` when the device has neither a token nor a session.
     func open(automatic: Bool = false) throws -> NotesDevice {
-        try NotesDevice(
-            server: URL(string: server)!, token: bearerToken ?? "", device: device, directory: directory,
+        guard bearerToken != nil || FileManager.default.fileExists(atPath: sessionFile.path) else {
+            throw NotesDeviceError(
+                "\(device): sign the device in first (`notes-device sign-in --device \(device) --identity-token JWT`), or give a user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)"
+            )
+        }
+        return try NotesDevice(
+            server: URL(string: server)!, credentials: credentials, device: device, directory: directory,
             automatic: automatic, fetchPageSize: fetchPageSize)
     }
 }
@@ -117,12 +142,14 @@ struct NotesDevice {
     let engine: SyncEngine
     let sharedEngine: SyncEngine
 
-    init(server: URL, token: String, device: String, directory: URL, automatic: Bool, fetchPageSize: Int?) throws {
+    init(
+        server: URL, credentials: Credentials, device: String, directory: URL, automatic: Bool, fetchPageSize: Int?
+    ) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store = try NotesStore(file: directory.appending(path: "notes.json"))
         app = NotesApp(device: device, store: store, scope: .private)
         sharedApp = NotesApp(device: device, store: store, scope: .shared)
-        client = HTTPSyncClient(.init(serverURL: server, token: token, device: DeviceID(device)))
+        client = HTTPSyncClient(.init(serverURL: server, credentials: credentials, device: DeviceID(device)))
         var configuration = SyncEngine.Configuration(
             database: client.database(.private), logDirectory: directory.appending(path: "sync"), delegate: app)
         configuration.automaticallySync = automatic
@@ -201,20 +228,20 @@ struct NotesDevice {
         throw NotesDeviceError("\(app.device): the server refused \(refused.joined(separator: "; "))")
     }
 
-    /// What went wrong, for a person: the code's name and what to do.
-    func explain(_ error: SyncError) -> String {
-        switch error.code {
-        case .notAuthenticated:
-            "the server did not accept the token (notAuthenticated); check --token or LOGSYNC_TOKEN (see `logsync-server user add`)"
-        case .networkFailure, .networkUnavailable:
-            "the server did not answer (networkFailure): \(error.message)"
-        default:
-            "\(error.code.name): \(error.message)"
-        }
-    }
-
     /// Prints every note the device holds.
     func showAll() { show(app) }
+}
+
+/// What went wrong, for a person: the code's name and what to do.
+func explain(_ error: SyncError) -> String {
+    switch error.code {
+    case .notAuthenticated:
+        "the server did not accept the device's credentials (notAuthenticated): sign in again (`notes-device sign-in`), or check --token or LOGSYNC_TOKEN"
+    case .networkFailure, .networkUnavailable:
+        "the server did not answer (networkFailure): \(error.message)"
+    default:
+        "\(error.code.name): \(error.message)"
+    }
 }
 
 /// Prints every note the store holds, own notes first, then those of each shared zone.
@@ -508,7 +535,7 @@ extension NotesDeviceCommand {
             let shareURL = URL(string: url)!
             let database = device.client.database(.shared)
             func refused(_ error: SyncError) -> NotesDeviceError {
-                NotesDeviceError("\(options.device): cannot accept \(url): \(device.explain(error)); nothing accepted")
+                NotesDeviceError("\(options.device): cannot accept \(url): \(explain(error)); nothing accepted")
             }
             let metadata: Share.Metadata
             do {

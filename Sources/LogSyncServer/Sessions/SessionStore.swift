@@ -89,6 +89,11 @@ public final class SessionStore: Sendable {
         case expired(Grant)
         /// Not an access token of any session (never one, replaced, or its session revoked).
         case unknown
+
+        /// The grant of a valid access token; `nil` for an expired or unknown one.
+        public var validGrant: Grant? {
+            if case .valid(let grant) = self { grant } else { nil }
+        }
     }
 
     /// What ``refresh(_:)`` did.
@@ -101,6 +106,11 @@ public final class SessionStore: Sendable {
         case expired
         /// Not a refresh token of any session.
         case unknown
+
+        /// The new tokens of a refresh that succeeded; `nil` for a refused one.
+        public var issued: Issued? {
+            if case .refreshed(let issued) = self { issued } else { nil }
+        }
     }
 
     /// What access tokens start with.
