@@ -89,7 +89,17 @@ struct AdminChangeStreamProcessTests {
     func indexerKilledAndResumed() async throws {
         try await withTemporaryDirectory { directory in
             let names = ["alice", "bob", "carol"]
-            let (data, tokens) = try await SharingProcessTests.addUsers(names, in: directory)
+            // Bearer tokens of `user add` (as scripts use them), each user with the e-mail
+            // address by which alice invites bob.
+            let data = directory.appendingPathComponent("server").path
+            var tokens: [String: String] = [:]
+            for name in names {
+                let added = try await ChildProcess.run([
+                    "user", "add", name, "--email", "\(name)@example.com", "--data", data,
+                ])
+                try #require(added.status == 0, "\(added)")
+                tokens[name] = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
             let adminFile = directory.appendingPathComponent("admin-tokens")
             let minted = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
             try #require(minted.status == 0, "\(minted)")
@@ -100,7 +110,7 @@ struct AdminChangeStreamProcessTests {
             var clients: [String: HTTPSyncClient] = [:]
             for name in names {
                 clients[name] = HTTPSyncClient(
-                    .init(serverURL: url, token: tokens[name]!, device: DeviceID("\(name)-writer")))
+                    .init(serverURL: url, credentials: .token(tokens[name]!), device: DeviceID("\(name)-writer")))
             }
             defer { for client in clients.values { client.close() } }
             let alice = clients["alice"]!

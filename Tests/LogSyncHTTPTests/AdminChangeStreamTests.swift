@@ -181,7 +181,7 @@ struct AdminChangeStreamTests {
                 body: body)
             #expect(own.status == 401, "\(own)")
             #expect(try own.error().code == .notAuthenticated)
-            let userOfAdmin = HTTPSyncClient(.init(serverURL: live.baseURL, token: Self.adminToken))
+            let userOfAdmin = HTTPSyncClient(.init(serverURL: live.baseURL, credentials: .token(Self.adminToken)))
             defer { userOfAdmin.close() }
             await #expect(throws: SyncError.self) { _ = try await userOfAdmin.database().fetchAllZones() }
             // The admin reads with its own token only.
