@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
         .executable(name: "notes-device", targets: ["notes-device"]),
+        .executable(name: "backend-indexer", targets: ["backend-indexer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -216,7 +217,7 @@ let package = Package(
             dependencies: [
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
                 "SyncModel",
-                "LogStore", "logsync-server", "notes-device", "ChildProcesses", "TemporaryDirectory",
+                "LogStore", "logsync-server", "notes-device", "backend-indexer", "ChildProcesses", "TemporaryDirectory",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -462,6 +463,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/Examples/NotesDevice"
+        ),
+        // An app's backend indexing every user's records through the admin change stream, with
+        // an admin token, resuming from the tokens it saved after its index.
+        .executableTarget(
+            name: "backend-indexer",
+            dependencies: [
+                "LogSyncHTTP", "SyncModel", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/Examples/BackendIndexer"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -18,6 +18,7 @@ struct AdminRoutes: Sendable {
     static func register(on router: Router<ServerRequestContext>, http: HTTPSyncServer, credential: AdminCredential) {
         let routes = AdminRoutes(http: http, credential: credential)
         routes.registerUserRoutes(on: router)
+        AdminChangeRoutes.register(on: router, admin: routes)
     }
 
     /// Runs an admin route's `body` once the request's admin token is accepted.

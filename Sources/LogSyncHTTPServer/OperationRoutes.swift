@@ -58,38 +58,49 @@ struct OperationRoutes: Sendable {
             logger[metadataKey: "operation"] = "\(operation)"
             logger[metadataKey: "scope"] = "\(scope)"
             let (user, device) = try authenticatedDevice(request)
-            let bodyFormat = try bodyFormat(of: request)
-            let body = try await readBody(request)
-            func large() {
-                guard !footprint.large else { return }
-                http.memoryReturn.began()
-                footprint.large = true
-            }
-            if body.count >= MemoryReturn.largeBytes { large() }
-            // Measured before anything is decoded: a body past a limit is refused here (413).
-            let shape = try measure(body, bodyFormat, operation)
-            if shape.elements >= MemoryReturn.largeElements { large() }
-            let ticket = try await admitted(weight: RequestGate.weight(bodyBytes: body.count, elements: shape.elements))
-            defer { http.requestGate.leave(ticket) }
-            let database = http.server.database(for: user, scope: scope, device: device)
-            let answer = try await perform(
-                operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
-            footprint.largeAnswer = answer.count >= MemoryReturn.largeBytes
-            logger.debug(
-                "answered",
-                metadata: [
-                    "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)",
-                    "elements": "\(shape.elements)",
-                    "ms": "\((ContinuousClock.now - started).milliseconds)",
-                ])
-            var headers = HTTPFields()
-            headers[.contentType] = format.mediaType
-            headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
-            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
+            return try await run(
+                operation, on: http.server.database(for: user, scope: scope, device: device), request: request,
+                answerFormat: format, logger: logger, since: started, footprint: &footprint)
         } catch {
             return Self.refusal(
                 error, closing: error.closeConnection, logger: logger, since: started, context: context, format: format)
         }
+    }
+
+    /// Reads the body of an authenticated request within the limits, runs `operation` on
+    /// `database` and answers in `answerFormat`: the device routes' work, and the admin
+    /// routes' reads of a user's database (``AdminChangeRoutes``).
+    func run(
+        _ operation: WireOperation, on database: InProcessDatabase, request: Request, answerFormat format: WireFormat,
+        logger: Logger, since started: ContinuousClock.Instant, footprint: inout Footprint
+    ) async throws(HTTPFailure) -> Response {
+        let bodyFormat = try bodyFormat(of: request)
+        let body = try await readBody(request)
+        func large() {
+            guard !footprint.large else { return }
+            http.memoryReturn.began()
+            footprint.large = true
+        }
+        if body.count >= MemoryReturn.largeBytes { large() }
+        // Measured before anything is decoded: a body past a limit is refused here (413).
+        let shape = try measure(body, bodyFormat, operation)
+        if shape.elements >= MemoryReturn.largeElements { large() }
+        let ticket = try await admitted(weight: RequestGate.weight(bodyBytes: body.count, elements: shape.elements))
+        defer { http.requestGate.leave(ticket) }
+        let answer = try await perform(
+            operation, body: body, bodyFormat: bodyFormat, answerFormat: format, on: database)
+        footprint.largeAnswer = answer.count >= MemoryReturn.largeBytes
+        logger.debug(
+            "answered",
+            metadata: [
+                "status": "200", "bytes.in": "\(body.count)", "bytes.out": "\(answer.count)",
+                "elements": "\(shape.elements)",
+                "ms": "\((ContinuousClock.now - started).milliseconds)",
+            ])
+        var headers = HTTPFields()
+        headers[.contentType] = format.mediaType
+        headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer)))
     }
 
     /// The answer to a refused request, logged (`refused`, at error level for a 5xx). With

@@ -176,6 +176,18 @@ public final class PostgresStorage: ServerStorage {
         return hash
     }
 
+    /// Every database log with entries and its last offset, in one query of `logsync_logs`.
+    public func databaseLogEnds() throws -> [DatabaseLogEnd]? {
+        let rows = try pool.withSession { session in
+            try session.query("SELECT name, last_offset FROM logsync_logs WHERE last_offset > 0 AND name LIKE 'u%'")
+        }
+        return try rows.compactMap { row -> DatabaseLogEnd? in
+            let (name, last) = try row.decode((String, Int64).self)
+            guard case .database(let user, let scope)? = ServerLogName(name) else { return nil }
+            return DatabaseLogEnd(user: user, scope: scope, lastOffset: LogOffset(UInt64(last)))
+        }
+    }
+
     /// Sends `notice` to every node (this one too) with `pg_notify`. A hint is a hint: a failure
     /// to send it is logged, and devices catch up at their next fetch.
     public func publish(_ notice: PushNotice) {

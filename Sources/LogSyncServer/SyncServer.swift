@@ -73,7 +73,9 @@ public final class SyncServer: Sendable {
             schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub())
         let hub = context.pushHub
         storage.startNotifications(
-            { notice in hub.publish(notice.hint, to: notice.key, from: notice.originDevice) },
+            { notice in
+                hub.publish(notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true)
+            },
             missed: { hub.publishToEveryone() })
     }
 

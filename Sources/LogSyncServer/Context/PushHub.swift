@@ -18,6 +18,8 @@ final class PushHub: Sendable {
     }
 
     private let listeners = Mutex<(next: Int, byKey: [Key: [Int: Listener]])>((0, [:]))
+    /// The admin change streams' listeners, which hear of every database's commits.
+    private let everyDatabase = Mutex<(next: Int, listeners: [Int: DatabaseChangeListener])>((0, [:]))
 
     /// A new stream of hints for `key`, ending when the consumer stops listening.
     func subscribe(_ key: Key, device: DeviceID?, receivesOwnChanges: Bool) -> AsyncStream<PushHint> {
@@ -34,8 +36,32 @@ final class PushHub: Sendable {
         return stream
     }
 
-    /// Sends `hint` to every listener of `key`, except the originating device unless it asked (F114).
-    func publish(_ hint: PushHint, to key: Key, from origin: DeviceID?) {
+    /// A new listener to every database's commits (the admin change stream), until it is
+    /// cancelled or the hub finishes.
+    func subscribeToEveryDatabase() -> DatabaseChangeListener {
+        let listener = DatabaseChangeListener()
+        let id = everyDatabase.withLock { state in
+            state.next += 1
+            state.listeners[state.next] = listener
+            return state.next
+        }
+        listener.onFinish = { [weak self] in
+            self?.everyDatabase.withLock { state in _ = state.listeners.removeValue(forKey: id) }
+        }
+        return listener
+    }
+
+    /// How many listeners ``subscribeToEveryDatabase()`` has that have not finished.
+    var everyDatabaseListenerCount: Int { everyDatabase.withLock { $0.listeners.count } }
+
+    /// Sends `hint` to every listener of `key`, except the originating device unless it asked
+    /// (F114), when `devices`; and to the admin change streams' listeners in any case.
+    func publish(_ hint: PushHint, to key: Key, from origin: DeviceID?, devices: Bool = true) {
+        if let token = hint.changeToken {
+            let admins = everyDatabase.withLock { Array($0.listeners.values) }
+            for listener in admins { listener.changed(key, token: token) }
+        }
+        guard devices else { return }
         let targets = listeners.withLock { state in
             (state.byKey[key] ?? [:]).values.filter { listener in
                 listener.receivesOwnChanges || origin == nil || listener.device != origin
@@ -51,6 +77,7 @@ final class PushHub: Sendable {
             state.byKey.flatMap { key, listeners in listeners.values.map { (key, $0.continuation) } }
         }
         for (key, continuation) in targets { continuation.yield(PushHint(databaseScope: key.scope)) }
+        for listener in everyDatabase.withLock({ Array($0.listeners.values) }) { listener.missed() }
     }
 
     /// Ends every stream (server shutdown).
@@ -69,5 +96,6 @@ final class PushHub: Sendable {
             return state.byKey.values.flatMap { $0.values.map(\.continuation) }
         }
         for continuation in all { continuation.finish() }
+        for listener in everyDatabase.withLock({ Array($0.listeners.values) }) { listener.finish() }
     }
 }

@@ -95,6 +95,18 @@ package final class UserRegistry: Sendable {
         return number
     }
 
+    /// Every registered user and their number, in the order of their IDs' bytes.
+    func allUsersAndNumbers() throws -> [(user: UserID, number: UInt64)] {
+        try log.read { index in
+            var users: [(UserID, UInt64)] = []
+            try index.forEach(in: "byID", from: nil) { key, value in
+                users.append((UserID(rawValue: String(decoding: key, as: UTF8.self)), readBigEndian(value)))
+                return true
+            }
+            return users
+        }
+    }
+
     /// Every registered user, in the order of their IDs' bytes.
     func allUsers() throws -> [UserID] {
         try log.read { index in

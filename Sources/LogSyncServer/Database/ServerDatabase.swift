@@ -31,7 +31,12 @@ struct ServerDatabase: Sendable {
     var log: any ServerLog { opened.log }
     /// The identity written into this database's change tokens: the user's number and the
     /// scope, so a token presented to another database is refused (F142).
-    var databaseID: UInt64 { opened.userNumber << 2 | UInt64(opened.scope.rawValue) }
+    var databaseID: UInt64 { Self.databaseID(userNumber: opened.userNumber, scope: opened.scope) }
+
+    /// The identity of user `userNumber`'s database of `scope` in its change tokens.
+    static func databaseID(userNumber: UInt64, scope: DatabaseScope) -> UInt64 {
+        userNumber << 2 | UInt64(scope.rawValue)
+    }
 
     var key: PushHub.Key { PushHub.Key(user: user, scope: scope) }
 
@@ -61,9 +66,14 @@ struct ServerDatabase: Sendable {
 
     /// Sends a push hint for a commit that changed custom zones of this database, if a
     /// subscription covers one of them: a database subscription, or a zone subscription of a
-    /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions skips it.
+    /// changed zone (F112, F154). Hints are hints: a failure to read subscriptions sends the
+    /// devices none. Every such commit, covered or not, is told to the admin change stream
+    /// (``SyncServer/databaseChanges()``) on every node, with the database's token after it: a
+    /// notice marked for no device when no subscription covers it.
     func notify(changedZones: Set<RecordZone.ID>, through offset: LogOffset, from device: DeviceID?) {
-        guard !changedZones.isEmpty, let subscriptions = try? read({ try $0.allSubscriptions() }) else { return }
+        guard !changedZones.isEmpty else { return }
+        let token = DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID)
+        let subscriptions = (try? read({ try $0.allSubscriptions() })) ?? [:]
         let sorted = subscriptions.values.sorted { $0.subscriptionID.rawValue < $1.subscriptionID.rawValue }
         let matching: (Subscription, RecordZone.ID?)?
         if let database = sorted.first(where: { $0.kind == .database }) {
@@ -77,10 +87,15 @@ struct ServerDatabase: Sendable {
                     return (subscription, zoneID)
                 }.first
         }
-        guard let (subscription, zoneID) = matching else { return }
+        guard let (subscription, zoneID) = matching else {
+            context.storage.publish(
+                PushNotice(
+                    hint: PushHint(databaseScope: scope, changeToken: token), user: user, origin: device,
+                    devices: false))
+            return
+        }
         let hint = PushHint(
-            databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID,
-            changeToken: DatabaseChangeToken(offset: ChangeOffset(offset), database: databaseID))
+            databaseScope: scope, subscriptionID: subscription.subscriptionID, zoneID: zoneID, changeToken: token)
         context.storage.publish(PushNotice(hint: hint, user: user, origin: device))
     }
 

@@ -47,12 +47,49 @@ public protocol ServerStorage: Sendable {
     /// ones; `nil` when tokens live in a file beside the data (the LMDB store).
     var tokens: (any StoredTokens)? { get }
 
+    /// Every user's database log that holds entries, with its last offset, read at once without
+    /// creating or keeping open any database (the admin change stream's catalogue); `nil` when
+    /// the storage cannot list them so, and the server opens each registered user's databases
+    /// instead.
+    func databaseLogEnds() throws -> [DatabaseLogEnd]?
+
     /// Where asset contents are kept: files beside the LMDB environments, or the database.
     var assets: any ServerAssetStore { get }
 }
 
 extension ServerStorage {
     public var tokens: (any StoredTokens)? { nil }
+    public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
+}
+
+/// Where one user's database log ends (``ServerStorage/databaseLogEnds()``).
+public struct DatabaseLogEnd: Sendable, Hashable {
+    /// The user's registry number.
+    public var user: UInt64
+    public var scope: DatabaseScope
+    public var lastOffset: LogOffset
+
+    public init(user: UInt64, scope: DatabaseScope, lastOffset: LogOffset) {
+        self.user = user
+        self.scope = scope
+        self.lastOffset = lastOffset
+    }
+}
+
+extension ServerLogName {
+    /// The log a name such as `u12/private` names (``description``), or `nil`.
+    public init?(_ description: String) {
+        switch description {
+        case "registry": self = .registry
+        case "sessions": self = .sessions
+        default:
+            let parts = description.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0].hasPrefix("u"), let user = UInt64(parts[0].dropFirst()),
+                "u\(user)" == parts[0], let scope = DatabaseScope.allCases.first(where: { "\($0)" == parts[1] })
+            else { return nil }
+            self = .database(user: user, scope: scope)
+        }
+    }
 }
 
 /// Bearer tokens kept by a storage: only each token's digest (`sha256:<64 hex digits>`) and its
@@ -271,11 +308,16 @@ public struct PushNotice: Sendable, Hashable, Codable {
     /// The device whose commit caused the hint: it gets none unless it asked (F114).
     public var origin: String?
     public var hint: PushHint
+    /// Whether the devices listening to the database get the hint: `false` for a commit no
+    /// subscription covers, which only the admin change stream hears of (`nil`, from a node
+    /// that predates the field, is `true`).
+    public var devices: Bool?
 
-    init(hint: PushHint, user: UserID, origin: DeviceID?) {
+    init(hint: PushHint, user: UserID, origin: DeviceID?, devices: Bool = true) {
         self.user = user.rawValue
         self.origin = origin?.rawValue
         self.hint = hint
+        self.devices = devices ? nil : false
     }
 
     var key: PushHub.Key { PushHub.Key(user: UserID(rawValue: user), scope: hint.databaseScope) }
@@ -358,6 +400,28 @@ public final class LMDBStorage: ServerStorage {
     /// The environment of user `number`, whose logs are named by their database scope.
     package static func userDirectory(in directory: URL, number: UInt64) -> URL {
         usersDirectory(in: directory).appendingPathComponent("u\(number)", isDirectory: true)
+    }
+
+    /// The end of every database log under `users/`, without creating any: each user's
+    /// environment is opened (or the open one taken) for the time of the reading, and only its
+    /// logs that exist are read.
+    public func databaseLogEnds() throws -> [DatabaseLogEnd]? {
+        var ends: [DatabaseLogEnd] = []
+        let users = Self.usersDirectory(in: directory)
+        for name in try FileManager.default.contentsOfDirectory(atPath: users.path).sorted() {
+            guard name.hasPrefix("u"), let number = UInt64(name.dropFirst()), "u\(number)" == name else { continue }
+            let environment = try LogEnvironment.open(
+                at: Self.userDirectory(in: directory, number: number), options: .init(durability: durability))
+            for logName in try environment.logNames() {
+                guard let scope = DatabaseScope.allCases.first(where: { $0.description == logName }) else { continue }
+                let log = try environment.openLog(
+                    named: logName,
+                    projections: [ServerLogName.database(user: number, scope: scope).serverProjection])
+                let last = try log.lastOffset
+                if last.rawValue > 0 { ends.append(DatabaseLogEnd(user: number, scope: scope, lastOffset: last)) }
+            }
+        }
+        return ends
     }
 
     /// Runs `body` on the calling thread: an LMDB transaction blocks only for its disk sync.
