@@ -184,30 +184,9 @@ extension AdminClient {
         _ decode: (Answer.Type, [UInt8], WireFormat) throws(SyncError) -> Answer
     ) async throws(SyncError) -> Answer {
         let doing = "admin \(operation)"
-        var request = HTTPClientRequest(
-            url: url(WireAdminChanges.databasePath(user: user, scope: scope, operation: operation)))
-        request.method = .POST
-        request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(adminToken)")
-        request.headers.add(name: "Accept", value: WireFormat.protobuf.mediaType)
-        request.headers.add(name: "Content-Type", value: WireFormat.protobuf.mediaType)
-        request.body = .bytes(ByteBuffer(bytes: body))
-        request.tlsConfiguration = tlsConfiguration
-        let status: Int
-        let headers: HTTPHeaders
-        let answer: [UInt8]
-        do {
-            let response = try await HTTPSyncClient.httpClient.execute(
-                request, timeout: .nanoseconds(requestTimeout.nanoseconds))
-            status = Int(response.status.code)
-            headers = response.headers
-            var buffer = try await response.body.collect(upTo: 64 << 20)
-            answer = buffer.readBytes(length: buffer.readableBytes) ?? []
-        } catch {
-            throw TransportFailure.map(error, doing: doing, mayHaveApplied: false, server: serverURL)
-        }
-        guard status == 200 else {
-            throw HTTPSyncClient.error(status: status, headers: headers, body: answer, doing: doing)
-        }
+        let answer = try await requests.send(
+            .POST, WireAdminChanges.databasePath(user: user, scope: scope, operation: operation), token: adminToken,
+            body: body, doing: doing, format: .protobuf, mayHaveApplied: false)
         do {
             return try decode(Answer.self, answer, .protobuf)
         } catch {

@@ -27,17 +27,24 @@ struct JSONRequests: Sendable {
     /// Sends one request and returns the body of its 2xx answer.
     ///
     /// - Throws: `SyncError`: the server's, or a transport failure (`TransportFailure`).
+    ///
+    /// - Parameters:
+    ///   - format: The body's and the answer's format: JSON, or for the database operations'
+    ///     bodies, Protocol Buffers.
+    ///   - mayHaveApplied: Whether a request whose answer is lost may have changed something
+    ///   (`serverResponseLost`); by default, any but a GET.
     func send(
-        _ method: HTTPMethod, _ path: String, token: String?, body: [UInt8]?, doing operation: String
+        _ method: HTTPMethod, _ path: String, token: String?, body: [UInt8]?, doing operation: String,
+        format: WireFormat = .json, mayHaveApplied: Bool? = nil
     ) async throws(SyncError) -> [UInt8] {
         var base = serverURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         if let token { request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)") }
-        request.headers.add(name: "Accept", value: WireFormat.json.mediaType)
+        request.headers.add(name: "Accept", value: format.mediaType)
         if let body {
-            request.headers.add(name: "Content-Type", value: WireFormat.json.mediaType)
+            request.headers.add(name: "Content-Type", value: format.mediaType)
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         request.tlsConfiguration = tlsConfiguration
@@ -52,7 +59,8 @@ struct JSONRequests: Sendable {
             var buffer = try await response.body.collect(upTo: maxResponseBytes)
             answer = buffer.readBytes(length: buffer.readableBytes) ?? []
         } catch {
-            throw TransportFailure.map(error, doing: operation, mayHaveApplied: method != .GET, server: serverURL)
+            throw TransportFailure.map(
+                error, doing: operation, mayHaveApplied: mayHaveApplied ?? (method != .GET), server: serverURL)
         }
         guard (200..<300).contains(status) else {
             throw HTTPSyncClient.error(status: status, headers: headers, body: answer, doing: operation)

@@ -15,59 +15,49 @@ import Testing
 struct EncryptedStorageTests {
     @Test("F129 no table of the PostgreSQL store holds the plaintext of an encrypted field; a second device reads it")
     func noPlaintextInTables() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "logsync-pg-enc-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let storage = try await PostgresStorage.open(url: url, connections: 1)
-        let server = try await onOwnThread {
-            try SyncServer(
-                SyncServer.Configuration(directory: directory.appendingPathComponent("server"), durability: .fast),
-                storage: storage)
-        }
-        defer { server.shutdown() }
+        try await withServerOnPostgres("enc") { server, storage, directory, url in
 
-        let secret = "PG-PLAINTEXT-SENTINEL-91c2"
-        let notes = RecordZone.ID(zoneName: "Notes")
-        let n1 = Record.ID(recordName: "n1", zoneID: notes)
-        let phone = try TestDevice("phone", server: server, directory: directory)
-        try phone.createZone(notes)
-        try phone.write(n1, "Visible title")
-        try phone.encrypt(n1, "diagnosis", .string(secret))
-        try await phone.sync()
-        #expect(phone.unacknowledgedEdits.isEmpty)
+            let secret = "PG-PLAINTEXT-SENTINEL-91c2"
+            let notes = RecordZone.ID(zoneName: "Notes")
+            let n1 = Record.ID(recordName: "n1", zoneID: notes)
+            let phone = try TestDevice("phone", server: server, directory: directory)
+            try phone.createZone(notes)
+            try phone.write(n1, "Visible title")
+            try phone.encrypt(n1, "diagnosis", .string(secret))
+            try await phone.sync()
+            #expect(phone.unacknowledgedEdits.isEmpty)
 
-        let pool = PostgresPool(url: try PostgresURL(url), size: 1, logger: quietLogger)
-        let tables = try await pool.run {
-            try pool.withSession { session in
-                try session.query(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1"
-                )
-                .map { try $0.decode(String.self) }
-            }
-        }
-        #expect(tables.contains("logsync_entries") && tables.contains("logsync_index"), "\(tables)")
-        var dump = ""
-        for table in tables {
-            let rows = try await pool.run {
+            let pool = PostgresPool(url: try PostgresURL(url), size: 1, logger: quietLogger)
+            let tables = try await pool.run {
                 try pool.withSession { session in
-                    try session.query("SELECT t::text FROM \"\(table)\" t").map { try $0.decode(String.self) }
+                    try session.query(
+                        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1"
+                    )
+                    .map { try $0.decode(String.self) }
                 }
             }
-            dump += rows.joined(separator: "\n")
-        }
-        let hex = Array(secret.utf8).map { String(format: "%02x", $0) }.joined()
-        #expect(!dump.contains(secret))
-        #expect(!dump.contains(hex))
-        // The plain title is there, in the same rows: the check reads what the store holds.
-        let titleHex = Array("Visible title".utf8).map { String(format: "%02x", $0) }.joined()
-        #expect(dump.contains("Visible title") || dump.contains(titleHex))
+            #expect(tables.contains("logsync_entries") && tables.contains("logsync_index"), "\(tables)")
+            var dump = ""
+            for table in tables {
+                let rows = try await pool.run {
+                    try pool.withSession { session in
+                        try session.query("SELECT t::text FROM \"\(table)\" t").map { try $0.decode(String.self) }
+                    }
+                }
+                dump += rows.joined(separator: "\n")
+            }
+            let hex = Array(secret.utf8).map { String(format: "%02x", $0) }.joined()
+            #expect(!dump.contains(secret))
+            #expect(!dump.contains(hex))
+            // The plain title is there, in the same rows: the check reads what the store holds.
+            let titleHex = Array("Visible title".utf8).map { String(format: "%02x", $0) }.joined()
+            #expect(dump.contains("Visible title") || dump.contains(titleHex))
 
-        let laptop = try TestDevice("laptop", server: server, directory: directory)
-        await #expect(throws: SyncError.self) { try await laptop.sync() }  // registers its key; the zone waits for it
-        try await phone.sync()  // wraps the zone's key for it
-        try await laptop.sync()
-        #expect(laptop.decrypted(n1, "diagnosis") == .string(secret))
+            let laptop = try TestDevice("laptop", server: server, directory: directory)
+            await #expect(throws: SyncError.self) { try await laptop.sync() }  // registers its key; the zone waits for it
+            try await phone.sync()  // wraps the zone's key for it
+            try await laptop.sync()
+            #expect(laptop.decrypted(n1, "diagnosis") == .string(secret))
+        }
     }
 }

@@ -13,35 +13,27 @@ struct PostgresCatalogueTests {
     @Test(
         "the catalogue read from logsync_logs names the databases holding anything, with the tokens their feeds end at")
     func catalogueFromTheLogsTable() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "logsync-pg-catalogue-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let url = try await PostgresTestServer.shared().createDatabase()
-        let storage = try await PostgresStorage.open(url: url, connections: 1)
-        let server = try await onOwnThread {
-            try SyncServer(
-                SyncServer.Configuration(directory: directory.appendingPathComponent("server"), durability: .fast),
-                storage: storage)
+        try await withServerOnPostgres("catalogue") { server, storage, _, _ in
+            let zone = RecordZone.ID(zoneName: "Notes")
+            for user in ["carol", "alice"] as [UserID] {
+                let database = server.database(for: user)
+                _ = try await database.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
+                _ = try await database.modifyRecords(
+                    saving: [Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: zone))],
+                    deleting: [])
+            }
+            try await onOwnThread { try server.registerUser("bob") }
+            let expected = [
+                ChangedDatabase(
+                    user: "alice", scope: .private,
+                    token: try await server.database(for: "alice").fetchDatabaseChanges(since: nil).changeToken),
+                ChangedDatabase(
+                    user: "carol", scope: .private,
+                    token: try await server.database(for: "carol").fetchDatabaseChanges(since: nil).changeToken),
+            ]
+            let ends = try await onOwnThread { try storage.databaseLogEnds() }
+            #expect(ends?.count == 2, "\(String(describing: ends))")
+            #expect(try await onOwnThread { try server.databaseCatalogue() } == expected)
         }
-        defer { server.shutdown() }
-        let zone = RecordZone.ID(zoneName: "Notes")
-        for user in ["carol", "alice"] as [UserID] {
-            let database = server.database(for: user)
-            _ = try await database.modifyZones(saving: [RecordZone(zoneID: zone)], deleting: [])
-            _ = try await database.modifyRecords(
-                saving: [Record(recordType: "Note", recordID: Record.ID(recordName: "n", zoneID: zone))], deleting: [])
-        }
-        try await onOwnThread { try server.registerUser("bob") }
-        let expected = [
-            ChangedDatabase(
-                user: "alice", scope: .private,
-                token: try await server.database(for: "alice").fetchDatabaseChanges(since: nil).changeToken),
-            ChangedDatabase(
-                user: "carol", scope: .private,
-                token: try await server.database(for: "carol").fetchDatabaseChanges(since: nil).changeToken),
-        ]
-        let ends = try await onOwnThread { try storage.databaseLogEnds() }
-        #expect(ends?.count == 2, "\(String(describing: ends))")
-        #expect(try await onOwnThread { try server.databaseCatalogue() } == expected)
     }
 }
