@@ -54,7 +54,8 @@ struct EncryptedStorageTests {
             #expect(dump.contains("Visible title") || dump.contains(titleHex))
 
             let laptop = try TestDevice("laptop", server: server, directory: directory)
-            await #expect(throws: SyncError.self) { try await laptop.sync() }  // registers its key; the zone waits for it
+            // The laptop registers its key; the zone waits for it.
+            await #expect(throws: SyncError.self) { try await laptop.sync() }
             try await phone.sync()  // wraps the zone's key for it
             try await laptop.sync()
             #expect(laptop.decrypted(n1, "diagnosis") == .string(secret))
