@@ -6,28 +6,10 @@ import NIOHTTP1
 import SyncModel
 import Synchronization
 
-/// A database the admin change stream names (``AdminClient/changeHints(silenceLimit:)``).
-public struct AdminChangeHint: Sendable, Hashable, CustomStringConvertible {
-    /// The user whose database it is.
-    public var user: String
-    public var scope: DatabaseScope
-    /// The database's change token as of the change: a reader whose saved token for the
-    /// database equals it has nothing to fetch.
-    public var token: DatabaseChangeToken
-
-    public init(user: String, scope: DatabaseScope, token: DatabaseChangeToken) {
-        self.user = user
-        self.scope = scope
-        self.token = token
-    }
-
-    public var description: String { "\(user)'s \(scope) database at \(token)" }
-}
-
 /// One event of ``AdminClient/changeHints(silenceLimit:)``.
 public enum AdminChangeEvent: Sendable, Hashable {
     /// A database holds changes up to the hint's token.
-    case changed(AdminChangeHint)
+    case changed(ChangedDatabase)
     /// Every database that held anything when the stream began has been named.
     case caughtUp
 }
@@ -168,7 +150,7 @@ extension AdminClient {
             throw SyncError(.internalError, problem, cause: String(decoding: line, as: UTF8.self))
         }
         let scope = try WireProtocol.scope(named: scopeName)
-        return .changed(AdminChangeHint(user: user, scope: scope, token: try DatabaseChangeToken(data: tokenData)))
+        return .changed(ChangedDatabase(user: user, scope: scope, token: try DatabaseChangeToken(data: tokenData)))
     }
 
     /// The absolute URL of `path` on the server.

@@ -202,6 +202,6 @@ struct AdminChangeRoutes: Sendable {
     }
 
     static func line(_ database: ChangedDatabase) -> WireAdminChanges.Line {
-        WireAdminChanges.Line(user: database.user.rawValue, scope: database.scope, token: database.token)
+        WireAdminChanges.Line(user: database.user, scope: database.scope, token: database.token)
     }
 }

@@ -3,23 +3,6 @@ import LogStore
 import SyncModel
 import Synchronization
 
-/// One database that changed, as the admin change stream tells it: whose, which, and its change
-/// token after the change (the token a device's `fetchDatabaseChanges` would return then).
-public struct ChangedDatabase: Sendable, Hashable, CustomStringConvertible {
-    public var user: UserID
-    public var scope: DatabaseScope
-    /// The database's change token as of the change.
-    public var token: DatabaseChangeToken
-
-    public init(user: UserID, scope: DatabaseScope, token: DatabaseChangeToken) {
-        self.user = user
-        self.scope = scope
-        self.token = token
-    }
-
-    public var description: String { "\(user.rawValue)'s \(scope) database at \(token)" }
-}
-
 /// What ``SyncServer/databaseChanges()`` delivers.
 public enum DatabaseChangeEvent: Sendable, Hashable {
     /// Databases that changed since the previous event, each once with its newest token.
@@ -67,7 +50,7 @@ extension SyncServer {
             return users.flatMap { user, number in
                 DatabaseScope.allCases.compactMap { scope in
                     byUser[number]?[scope].map { last in
-                        ChangedDatabase(user: user, scope: scope, token: token(number, scope, last))
+                        ChangedDatabase(user: user.rawValue, scope: scope, token: token(number, scope, last))
                     }
                 }
             }
@@ -77,7 +60,7 @@ extension SyncServer {
             for scope in DatabaseScope.allCases {
                 let last = try store(user, scope).log.lastOffset
                 guard last.rawValue > 0 else { continue }
-                catalogue.append(ChangedDatabase(user: user, scope: scope, token: token(number, scope, last)))
+                catalogue.append(ChangedDatabase(user: user.rawValue, scope: scope, token: token(number, scope, last)))
             }
         }
         return catalogue
@@ -205,7 +188,7 @@ final class DatabaseChangeListener: Sendable {
                 }
                 if !state.order.isEmpty {
                     let changed = state.order.map { key in
-                        ChangedDatabase(user: key.user, scope: key.scope, token: state.tokens[key]!)
+                        ChangedDatabase(user: key.user.rawValue, scope: key.scope, token: state.tokens[key]!)
                     }
                     state.order = []
                     state.tokens = [:]

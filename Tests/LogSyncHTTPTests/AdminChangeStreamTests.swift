@@ -98,20 +98,20 @@ struct AdminChangeStreamTests {
             try await Self.save(["a1"], alice)
             try await Self.save(["b1"], bob)
             var events = admin.changeHints().makeAsyncIterator()
-            var catalogue: [AdminChangeHint] = []
+            var catalogue: [ChangedDatabase] = []
             while let event = try await events.next() {
                 guard case .changed(let hint) = event else { break }
                 catalogue.append(hint)
             }
             #expect(
                 catalogue == [
-                    AdminChangeHint(
+                    ChangedDatabase(
                         user: "alice", scope: .private, token: try live.server.admin.currentToken(of: "alice")),
-                    AdminChangeHint(user: "bob", scope: .private, token: try live.server.admin.currentToken(of: "bob")),
+                    ChangedDatabase(user: "bob", scope: .private, token: try live.server.admin.currentToken(of: "bob")),
                 ])
             // No subscription covers bob's notes: the stream hears of them all the same.
             try await Self.save(["b2"], bob, deleting: ["b1"])
-            var latest: AdminChangeHint?
+            var latest: ChangedDatabase?
             while latest?.token != (try live.server.admin.currentToken(of: "bob")) {
                 guard case .changed(let hint) = try await events.next() else {
                     Issue.record("the stream ended or caught up again")

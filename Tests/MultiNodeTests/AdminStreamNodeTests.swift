@@ -18,9 +18,9 @@ struct AdminStreamNodeTests {
     /// The catalogue of a new stream, up to its `caughtUp`, and the stream's iterator after it.
     static func catalogue(
         _ admin: AdminClient
-    ) async throws -> ([AdminChangeHint], AsyncThrowingStream<AdminChangeEvent, any Error>.Iterator) {
+    ) async throws -> ([ChangedDatabase], AsyncThrowingStream<AdminChangeEvent, any Error>.Iterator) {
         var events = admin.changeHints().makeAsyncIterator()
-        var hints: [AdminChangeHint] = []
+        var hints: [ChangedDatabase] = []
         while let event = try await events.next() {
             guard case .changed(let hint) = event else { return (hints, events) }
             hints.append(hint)
@@ -51,7 +51,7 @@ struct AdminStreamNodeTests {
             try await RevocationTests.saveNoteInNewZone("before", alice.database())
             let (catalogue, live) = try await Self.catalogue(admin)
             #expect(
-                catalogue == [AdminChangeHint(user: "alice", scope: .private, token: try await Self.token(of: alice))])
+                catalogue == [ChangedDatabase(user: "alice", scope: .private, token: try await Self.token(of: alice))])
 
             // bob's note, on node 2, which no subscription covers: node 1's stream names it.
             var events = live
@@ -79,8 +79,8 @@ struct AdminStreamNodeTests {
             let (again, _) = try await Self.catalogue(admin)
             #expect(
                 again == [
-                    AdminChangeHint(user: "alice", scope: .private, token: try await Self.token(of: alice)),
-                    AdminChangeHint(user: "bob", scope: .private, token: bobNow),
+                    ChangedDatabase(user: "alice", scope: .private, token: try await Self.token(of: alice)),
+                    ChangedDatabase(user: "bob", scope: .private, token: bobNow),
                 ])
         }
     }
