@@ -248,6 +248,9 @@ public struct HTTPSyncServer: Sendable {
         let router = Router(context: ServerRequestContext.self)
         router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())
+        let health = HealthRoutes(http: self)
+        router.get("/health/live") { request, context in health.live(request, context: context) }
+        router.get("/health/ready") { request, context in await health.ready(request, context: context) }
         let routes = OperationRoutes(http: self)
         router.post("/:version/databases/:scope/:operation") { request, context in
             await routes.respond(to: request, context: context)

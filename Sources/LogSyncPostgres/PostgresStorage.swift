@@ -211,6 +211,8 @@ public final class PostgresStorage: ServerStorage {
     /// Whether this node listens for other nodes' push notices and revocations now.
     public var isListening: Bool { notifications.isListening }
 
+    public var hearsOtherNodes: Bool? { isListening }
+
     /// The bearer tokens, in `logsync_tokens`: every node accepts the same ones, and a
     /// revocation on any node reaches every node by `NOTIFY` on ``revocationChannel``.
     public var tokens: (any StoredTokens)? { PostgresTokens(pool: pool, notifications: notifications) }

@@ -95,6 +95,14 @@ public final class SyncServer: Sendable {
         UserRegistry.recordID(ofNumber: try users.number(of: user))
     }
 
+    /// Reads the end of the registry's log through the storage (a query on PostgreSQL), so that a
+    /// store that cannot be reached throws: the store check of `/health/ready`.
+    ///
+    /// - Throws: The storage's error.
+    public func checkStore() throws {
+        _ = try users.log.lastOffset
+    }
+
     /// Gives `user` (registered if new) an e-mail address, by which owners invite them to shares.
     ///
     /// - Throws: `SyncError(.invalidArguments)` for an invalid user ID or address, or an address

@@ -55,9 +55,15 @@ public protocol ServerStorage: Sendable {
 
     /// Where asset contents are kept: files beside the LMDB environments, or the database.
     var assets: any ServerAssetStore { get }
+
+    /// Whether this node hears the notices of the other nodes sharing the storage (push hints,
+    /// revocations) now; `nil` for a storage no other node shares (the LMDB store), which needs
+    /// none. A node that does not hear them serves, but is not ready (`/health/ready`).
+    var hearsOtherNodes: Bool? { get }
 }
 
 extension ServerStorage {
+    public var hearsOtherNodes: Bool? { nil }
     public var tokens: (any StoredTokens)? { nil }
     public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
 }
