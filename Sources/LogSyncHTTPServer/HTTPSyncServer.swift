@@ -469,7 +469,7 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}"
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}; GET /health/live and /health/ready"
                 ),
                 status: 404, format: format)
         }

@@ -11,7 +11,8 @@ import SyncModel
 /// been written, to its last byte for an asset download.
 ///
 /// The user is the one its bearer token stands for, when the token is known; a request without
-/// a valid token counts against its address only (its route answers 401). A push upgrade never
+/// a valid token, or with an admin token, counts against its address only (a route answers 401
+/// to the first). A push upgrade never
 /// reaches the router: ``PushUpgradeGate`` admits it, and sends one it refuses here marked with
 /// ``refusedHeader``.
 struct ClientLimitMiddleware: RouterMiddleware {
@@ -26,6 +27,16 @@ struct ClientLimitMiddleware: RouterMiddleware {
     /// otherwise left unread and the connection closed after the answer.
     static let drainedBodyBytes = 64 * 1024
 
+    /// Whether the request presents an admin token: it stands for no user, so it is not looked
+    /// up among the users' tokens (which on PostgreSQL would ask the database every time), and
+    /// counts against its address only.
+    func isAdmin(_ request: Request) -> Bool {
+        guard let credential = http.adminCredential,
+            let token = try? OperationRoutes.bearerToken(request.headers[.authorization])
+        else { return false }
+        return credential.accepts(token)
+    }
+
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
@@ -36,8 +47,10 @@ struct ClientLimitMiddleware: RouterMiddleware {
                 "the push channel was refused: its user or address sent more requests than this server takes",
                 retryAfter: .milliseconds(min(3_600_000, max(0, Int64(marked) ?? 1000))))
         } else {
-            let user = try? OperationRoutes.authenticate(
-                authorization: request.headers[.authorization], tokens: http.tokens)
+            let user =
+                isAdmin(request)
+                ? nil
+                : try? OperationRoutes.authenticate(authorization: request.headers[.authorization], tokens: http.tokens)
             switch http.clientLimiter.admit(user: user, address: Client(remoteAddress: context.channel.remoteAddress)) {
             case .success(let pass):
                 var response = try await next(request, context)
