@@ -58,7 +58,7 @@ struct AdminChangeRoutes: Sendable {
         do throws(HTTPFailure) {
             try OperationRoutes.checkVersion(context)
             try admin.authorize(request, logger: logger)
-            let user = try Self.user(context.parameters.get("user") ?? "")
+            let user = try AdminRoutes.user(parameter: context)
             let operations = OperationRoutes(http: http)
             let (scope, operation) = try operations.route(context)
             logger[metadataKey: "operation"] = "\(operation)"
@@ -82,53 +82,6 @@ struct AdminChangeRoutes: Sendable {
         } catch {
             return OperationRoutes.refusal(
                 error, closing: error.closeConnection, logger: logger, since: started, context: context, format: format)
-        }
-    }
-
-    /// The user a path's `{user}` names, percent-decoded and checked by `UserID.validate()`.
-    static func user(_ component: String) throws(HTTPFailure) -> UserID {
-        guard let decoded = percentDecoded(component) else {
-            throw HTTPFailure(
-                400,
-                SyncError(
-                    .invalidArguments,
-                    "the user ID in the path is not percent-encoded UTF-8 (each % followed by two hexadecimal digits)"))
-        }
-        let user = UserID(rawValue: decoded)
-        do {
-            try user.validate()
-        } catch {
-            var error = error
-            error.message = "the user ID in the path is invalid: \(error.message)"
-            throw HTTPFailure(400, error)
-        }
-        return user
-    }
-
-    /// `text` with each `%` and the two hexadecimal digits after it made the byte they name, or
-    /// `nil` for a `%` not followed by two, or bytes that are not UTF-8.
-    static func percentDecoded(_ text: String) -> String? {
-        var bytes: [UInt8] = []
-        var rest = text.utf8[...]
-        while let byte = rest.popFirst() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 

@@ -122,11 +122,7 @@ extension AdminRoutes {
 
     /// The `{user}` of the path, percent-decoded and checked by `UserID.validate()`.
     static func user(parameter context: ServerRequestContext) throws(HTTPFailure) -> UserID {
-        let raw = context.parameters.get("user") ?? ""
-        guard let decoded = raw.removingPercentEncoding else {
-            throw HTTPFailure(400, SyncError(.invalidArguments, "the user in the path is not percent-encoded UTF-8"))
-        }
-        return try user(decoded)
+        try user(OperationRoutes.pathParameter("user", of: context, naming: "the user ID"))
     }
 
     /// `text` as a user ID, checked by `UserID.validate()`.

@@ -238,6 +238,22 @@ struct OperationRoutes: Sendable {
         return parts[1].trimmingCharacters(in: .whitespaces)
     }
 
+    /// The path parameter `name`, percent-decoded (Hummingbird hands it over as it came).
+    ///
+    /// - Throws: ``HTTPFailure`` 400 naming `what` when it is not percent-encoded UTF-8.
+    static func pathParameter(
+        _ name: String, of context: ServerRequestContext, naming what: String
+    ) throws(HTTPFailure) -> String {
+        guard let decoded = (context.parameters.get(name) ?? "").removingPercentEncoding else {
+            throw HTTPFailure(
+                400,
+                SyncError(
+                    .invalidArguments,
+                    "\(what) in the path is not percent-encoded UTF-8 (each % followed by two hexadecimal digits)"))
+        }
+        return decoded
+    }
+
     /// The user of the request's bearer token, and its device: the one its `LogSync-Device`
     /// header names, or for a session, the session's.
     func authenticatedDevice(_ request: Request) throws(HTTPFailure) -> (UserID, DeviceID?) {

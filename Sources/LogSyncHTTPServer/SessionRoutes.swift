@@ -104,8 +104,7 @@ struct SessionRoutes: Sendable {
             let (user, _) = try authenticated(request)
             // The path segment is percent-encoded (`WireSessions.devicePath`): a device ID may
             // hold any character but a control one.
-            let segment = context.parameters.get("device") ?? ""
-            let device = try Self.device(segment.removingPercentEncoding ?? segment)
+            let device = try Self.device(OperationRoutes.pathParameter("device", of: context, naming: "the device ID"))
             let count = try await json.run("session store") { try sessions.revoke(user: user, device: device) }
             if count > 0 {
                 logger.info(
