@@ -79,7 +79,7 @@ extension AdminClient {
         silenceLimit limit: Duration, _ yield: @escaping @Sendable (AdminChangeEvent) -> Void
     ) async throws(SyncError) {
         let operation = "admin changes"
-        var request = HTTPClientRequest(url: url(WireAdminChanges.changesPath))
+        var request = HTTPClientRequest(url: serverURL.route(WireAdminChanges.changesPath))
         request.method = .GET
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(adminToken)")
         request.headers.add(name: "Accept", value: WireAdminChanges.mediaType)
@@ -151,13 +151,6 @@ extension AdminClient {
         }
         let scope = try WireProtocol.scope(named: scopeName)
         return .changed(ChangedDatabase(user: user, scope: scope, token: try DatabaseChangeToken(data: tokenData)))
-    }
-
-    /// The absolute URL of `path` on the server.
-    private func url(_ path: String) -> String {
-        var base = serverURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        return base + path
     }
 
     /// Sends a read of `user`'s database in Protocol Buffers and decodes its answer.

@@ -253,7 +253,15 @@ public final class HTTPSyncClient: Sendable {
     }
 
     func url(_ path: String) -> String {
-        var base = configuration.serverURL.absoluteString
+        configuration.serverURL.route(path)
+    }
+}
+
+extension URL {
+    /// The absolute URL of the server route `path` (`/v1/…`) under this base URL, whatever
+    /// slashes the base ends with.
+    func route(_ path: String) -> String {
+        var base = absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         return base + path
     }

@@ -37,9 +37,7 @@ struct JSONRequests: Sendable {
         _ method: HTTPMethod, _ path: String, token: String?, body: [UInt8]?, doing operation: String,
         format: WireFormat = .json, mayHaveApplied: Bool? = nil
     ) async throws(SyncError) -> [UInt8] {
-        var base = serverURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
-        var request = HTTPClientRequest(url: base + path)
+        var request = HTTPClientRequest(url: serverURL.route(path))
         request.method = method
         if let token { request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)") }
         request.headers.add(name: "Accept", value: format.mediaType)
