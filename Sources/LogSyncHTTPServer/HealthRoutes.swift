@@ -27,7 +27,7 @@ struct HealthRoutes: Sendable {
     }
 
     func live(_ request: Request, context: ServerRequestContext) -> Response {
-        Self.answer(.ok, Health(status: "live", checks: [:]))
+        JSONRoutes.response(.ok, Health(status: "live", checks: [:]))
     }
 
     func ready(_ request: Request, context: ServerRequestContext) async -> Response {
@@ -54,17 +54,8 @@ struct HealthRoutes: Sendable {
         if !ready {
             context.logger.warning("not ready", metadata: ["checks": "\(checks)"])
         }
-        return Self.answer(
+        return JSONRoutes.response(
             ready ? .ok : .serviceUnavailable, Health(status: ready ? "ready" : "not ready", checks: checks))
-    }
-
-    static func answer(_ status: HTTPResponse.Status, _ health: Health) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = WireFormat.json.mediaType
-        headers[.cacheControl] = "no-store"
-        return Response(
-            status: status, headers: headers,
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireSessions.encode(health))))
     }
 
     /// `body`'s outcome, or `nil` when it takes longer than `limit`: it then goes on, unwaited

@@ -31,12 +31,7 @@ struct JSONRoutes: Sendable {
             try OperationRoutes.checkVersion(context)
             switch try await body(logger) {
             case .json(let value):
-                var headers = HTTPFields()
-                headers[.contentType] = WireFormat.json.mediaType
-                headers[.cacheControl] = "no-store"
-                return Response(
-                    status: .ok, headers: headers,
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireSessions.encode(value))))
+                return Self.response(.ok, value)
             case .noContent:
                 return Response(status: .noContent)
             }
@@ -44,6 +39,16 @@ struct JSONRoutes: Sendable {
             return OperationRoutes.refusal(
                 error, closing: error.closeConnection, logger: logger, since: started, context: context, format: .json)
         }
+    }
+
+    /// `value` in JSON, with `status`, never cached.
+    static func response(_ status: HTTPResponse.Status, _ value: any Encodable) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = WireFormat.json.mediaType
+        headers[.cacheControl] = "no-store"
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireSessions.encode(value))))
     }
 
     /// The request's JSON body, read up to `limit` bytes.
