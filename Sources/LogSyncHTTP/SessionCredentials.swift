@@ -60,21 +60,7 @@ public actor SessionCredentials {
                         }
                         return
                     }
-                    let temporary = url.appendingPathExtension("new")
-                    guard
-                        FileManager.default.createFile(
-                            atPath: temporary.path, contents: nil, attributes: [.posixPermissions: 0o600])
-                    else {
-                        throw SyncError(.internalError, "cannot create \(temporary.path) for the session's tokens")
-                    }
-                    let handle = try FileHandle(forWritingTo: temporary)
-                    defer { try? handle.close() }
-                    try handle.write(contentsOf: Data(WireSessions.encode(tokens)))
-                    try handle.synchronize()
-                    guard rename(temporary.path, url.path) == 0 else {
-                        throw SyncError(
-                            .internalError, "cannot rename \(temporary.path) to \(url.path): errno \(errno)")
-                    }
+                    try writePrivateFile(Data(WireSessions.encode(tokens)), to: url, what: "the session's tokens")
                 })
         }
     }

@@ -86,20 +86,7 @@ public struct DeviceKeyPair: Sendable {
             }
         }
         let pair = DeviceKeyPair()
-        do {
-            try manager.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
-            let partial = file.appendingPathExtension("partial")
-            _ = manager.createFile(
-                atPath: partial.path, contents: pair.privateKeyBytes, attributes: [.posixPermissions: 0o600])
-            let handle = try FileHandle(forWritingTo: partial)
-            try handle.synchronize()
-            try handle.close()
-            guard rename(partial.path, file.path) == 0 else {
-                throw SyncError(.internalError, "rename failed with errno \(errno)")
-            }
-        } catch {
-            throw SyncError(.internalError, "cannot write the device key \(quoted(file.path)): \(error)")
-        }
+        try writePrivateFile(pair.privateKeyBytes, to: file, what: "the device key")
         return pair
     }
 

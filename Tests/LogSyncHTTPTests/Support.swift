@@ -399,7 +399,7 @@ extension ServedOnLoopback {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
-        var buffer = try await response.body.collect(upTo: 1 << 20)
+        let buffer = try await response.body.collect(upTo: 1 << 20)
         return (Int(response.status.code), String(decoding: buffer.readableBytesView, as: UTF8.self))
     }
 }
