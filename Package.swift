@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -23,10 +23,24 @@ let package = Package(
         .executable(name: "notes-device", targets: ["notes-device"]),
         .executable(name: "backend-indexer", targets: ["backend-indexer"]),
     ],
+    traits: [
+        // `swift build --traits OTLP`: logsync-server exports its traces over OTLP/HTTP with
+        // swift-otel, configured by the standard OTEL_* environment variables
+        // (Docs/Deployment.md, "Operating"). Off by default: swift-otel's build is heavy.
+        .trait(name: "OTLP", description: "logsync-server exports traces over OTLP (swift-otel)")
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Metrics and traces as APIs only (the engine, the server core, the clients): nothing is
+        // recorded until an app or the server bootstraps a backend. Hummingbird builds both anyway.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // The server's metrics as Prometheus text at /metrics (LogSyncHTTPServer only).
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // OTLP export of traces, for logsync-server with the OTLP trait only.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
         // The network transport only (LogSyncHTTP, LogSyncHTTPServer, logsync-server): the
         // engine, the server core and their tests never build these.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -95,6 +109,8 @@ let package = Package(
         .target(
             name: "LogSync",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Logging", package: "swift-log"),
@@ -104,6 +120,10 @@ let package = Package(
         .testTarget(
             name: "LogSyncTests",
             dependencies: [
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 "LogSync", "SyncModel", "LogStore", "LogSyncServer", "LogSyncDiagnostics", "LogSyncTesting",
                 "SyncTestKit",
                 "TemporaryDirectory",
@@ -151,6 +171,8 @@ let package = Package(
         .target(
             name: "LogSyncServer",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "SyncModel", "LogStore", "ModelEntries", "LogSyncPlatform",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -158,7 +180,12 @@ let package = Package(
             exclude: ["Proto/server_log.proto"]
         ),
         .testTarget(
-            name: "LogSyncServerTests", dependencies: ["LogSyncServer", "SyncModel", "LogStore", "LogSyncTesting"]),
+            name: "LogSyncServerTests",
+            dependencies: [
+                "LogSyncServer", "SyncModel", "LogStore", "LogSyncTesting",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]),
         // The CloudDatabase contract as checks anyone runs against their own database, with no
         // test framework: what an outside server must do for the engine to sync through it.
         .target(name: "LogSyncContract", dependencies: ["SyncModel"]),
@@ -167,6 +194,7 @@ let package = Package(
         .testTarget(
             name: "ContractTests",
             dependencies: [
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
                 "LogSyncContract", "LogSyncServer", "SyncModel", "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncPostgres",
                 "PostgresProcess", "LogSyncWire", "TemporaryDirectory", "LogSyncTesting",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -186,6 +214,8 @@ let package = Package(
         .target(
             name: "LogSyncHTTP",
             dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 "LogSyncWire", "SyncModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -200,6 +230,10 @@ let package = Package(
         .target(
             name: "LogSyncHTTPServer",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 "LogSyncWire", "LogSyncServer", "SyncModel", "LogSyncPlatform",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -215,6 +249,10 @@ let package = Package(
         .testTarget(
             name: "LogSyncHTTPTests",
             dependencies: [
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
                 "SyncModel",
                 "LogStore", "logsync-server", "notes-device", "backend-indexer", "ChildProcesses", "TemporaryDirectory",
@@ -235,6 +273,7 @@ let package = Package(
         .target(
             name: "LogSyncPostgres",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
                 "SyncModel", "LogStore", "LogSyncServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -339,6 +378,10 @@ let package = Package(
         .executableTarget(
             name: "logsync-server",
             dependencies: [
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogSyncIdentity", "LogStore", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
