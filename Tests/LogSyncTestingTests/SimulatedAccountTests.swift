@@ -1,12 +1,13 @@
 import Foundation
 import LogSyncServer
-import LogSyncTesting
 import SyncModel
 import SyncTestKit
 import Synchronization
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
+@testable import LogSyncTesting
 
 /// `SimulatedAccount` alone: forwarding, the errors of each status, the signal on each change,
 /// and push hints that follow the signed-in user.
@@ -125,6 +126,29 @@ struct SimulatedAccountTests {
             account.signIn("alice")
             try await write("alice", "A3")
             #expect(await hints.next()?.zoneID?.zoneName == "A3", "nothing arrives from the signed-out time")
+        }
+    }
+}
+
+/// The simulation's link to the server answers every sharing operation the server has, so an app's
+/// test that looks participants up through a simulated network reaches the server rather than the
+/// default refusal of databases without sharing.
+@Suite("Simulation: the simulated link's sharing operations")
+struct SimulatedLinkSharingTests {
+    @Test("fetchShareParticipants reaches the server through the simulated network")
+    func participantsAreLookedUp() async throws {
+        try await withTemporaryDirectory { directory in
+            let network = try SimulatedNetwork(
+                server: SyncServer.Configuration(directory: directory), seed: 1, rates: .none, devices: ["phone"],
+                trace: SimulationTrace())
+            try network.currentServer.registerUser("bob", emailAddress: "bob@example.com")
+            let link = SimulatedLink(network: network, device: "phone", user: "alice")
+            let known = UserIdentity.LookupInfo(emailAddress: "bob@example.com")
+            let unknown = UserIdentity.LookupInfo(emailAddress: "nobody@example.com")
+            let response = try await link.fetchShareParticipants([known, unknown])
+            let bob = try #require(try response.results[known]?.get())
+            #expect(bob.userIdentity.emailAddress == "bob@example.com" && bob.userIdentity.userRecordName != nil)
+            #expect(throws: SyncError.self) { try response.results[unknown]?.get() }
         }
     }
 }

@@ -80,7 +80,7 @@ public struct NetworkFaultRates: Sendable, Hashable {
 /// The requests of a `CloudDatabase`, as the simulated network names them.
 enum RequestKind: String, Sendable {
     case modifyZones, fetchZones, modifyRecords, fetchDatabaseChanges, fetchZoneChanges, modifySubscriptions
-    case allSubscriptions, fetchShareMetadata, acceptShares, uploadAsset, downloadAsset
+    case allSubscriptions, fetchShareMetadata, acceptShares, fetchShareParticipants, uploadAsset, downloadAsset
     case registerDeviceKey, fetchZoneKeys, saveZoneKeys
 }
 
@@ -277,6 +277,12 @@ struct SimulatedLink: CloudDatabase, ShareOperations, ZoneKeyDirectory {
 
     func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
         try await forward(.acceptShares) { try await $0.acceptShares(request) }
+    }
+
+    func fetchShareParticipants(
+        _ request: FetchShareParticipantsRequest
+    ) async throws -> FetchShareParticipantsResponse {
+        try await forward(.fetchShareParticipants) { try await $0.fetchShareParticipants(request) }
     }
 
     func registerDeviceKey(_ key: DevicePublicKey) async throws {
