@@ -11,7 +11,7 @@ import Testing
 
 /// Two `SyncEngine`s in one process, each with its own device log and its own `HTTPSyncClient`,
 /// syncing through a live server on loopback: the story of the README, over the network.
-@Suite("End to end: engines over HTTP", .timeLimit(.minutes(2)))
+@Suite("End to end: engines over HTTP", .timeLimit(.minutes(4)))
 struct EngineOverHTTPTests {
     static let notes = RecordZone.ID(zoneName: "Notes")
     static func note(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
