@@ -46,7 +46,7 @@ import SyncModel
 /// | `subscription` | subscriptionEnsured | subscription ID |
 /// | `pending` | untrackedChangesFlagged | the flag's new value |
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
-/// | `trace` | batchPrepared, databaseChangesFetched, zoneChangesFetched | the trace ID of the request's span (the trace-id of its W3C `traceparent`), only if the engine traced it (``SyncEngine/Configuration/tracer``) |
+/// | `trace` | batchPrepared, databaseChangesFetched, zoneChangesFetched | the trace ID of the request's span (the trace-id of its W3C `traceparent`), only if the engine traced it (`SyncEngine.Configuration.tracer`) |
 enum DeviceEntryDescription: EntryKindCatalog {
     /// Every kind a device log holds, with its name, in kind order.
     static var kinds: [(kind: EntryKind, name: String)] { DeviceEntry.Kind.named }
