@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import NIOSSL
 import SyncModel
+import Tracing
 
 /// A connection to a LogSync server over HTTP, for one user (a bearer token, or a session) on one
 /// device.
@@ -82,6 +83,13 @@ public final class HTTPSyncClient: Sendable {
         /// before it throws `networkFailure`; a later call resumes again. The waits between
         /// attempts follow ``reconnect``. The default is 3.
         public var assetResumeAttempts: Int
+        /// Where each operation's request is traced: an `http.client <operation>` client span,
+        /// a child of the caller's current span (the engine's `sync.send.batch`, say), whose
+        /// context the tracer injects into the request's headers (W3C `traceparent` and
+        /// `tracestate` with an OpenTelemetry tracer), so that the server's spans join the
+        /// trace (Docs/Protocol.md, "Tracing"). The tracer bootstrapped in
+        /// `InstrumentationSystem` by default: with none, nothing is recorded or sent.
+        public var tracer: any Tracer
 
         public init(
             serverURL: URL, credentials: Credentials, device: DeviceID? = nil, format: WireFormat = .protobuf,
@@ -90,7 +98,7 @@ public final class HTTPSyncClient: Sendable {
             clock: any Clock<Duration> = ContinuousClock(),
             logger: Logger = Logger(label: "logsync.http.client", factory: { _ in SwiftLogNoOpLogHandler() }),
             tlsConfiguration: TLSConfiguration? = nil, assetStallTimeout: Duration = .seconds(60),
-            assetResumeAttempts: Int = 3
+            assetResumeAttempts: Int = 3, tracer: any Tracer = InstrumentationSystem.tracer
         ) {
             self.serverURL = serverURL
             self.credentials = credentials
@@ -105,6 +113,7 @@ public final class HTTPSyncClient: Sendable {
             self.tlsConfiguration = tlsConfiguration
             self.assetStallTimeout = assetStallTimeout
             self.assetResumeAttempts = assetResumeAttempts
+            self.tracer = tracer
         }
     }
 
@@ -198,8 +207,18 @@ public final class HTTPSyncClient: Sendable {
             throw SyncError(.operationCancelled, "\(operation) was cancelled before it was sent")
         }
         let format = configuration.format
+        let tracer = configuration.tracer
+        let span = tracer.startSpan(
+            "http.client \(operation.rawValue)", context: InstrumentationContext.current ?? .topLevel, ofKind: .client)
+        defer { span.end() }
         var request = HTTPClientRequest(url: url(WireProtocol.path(operation, scope: scope)))
         request.method = .POST
+        tracer.inject(span.context, into: &request.headers, using: HTTPHeadersInjector())
+        span.updateAttributes { attributes in
+            attributes["http.request.method"] = "POST"
+            attributes["url.full"] = request.url
+            attributes["http.request.body.size"] = body.count
+        }
         request.headers.add(name: WireProtocol.authorizationHeader, value: "Bearer \(token)")
         request.headers.add(name: "Content-Type", value: format.mediaType)
         request.headers.add(name: "Accept", value: format.mediaType)
@@ -218,8 +237,12 @@ public final class HTTPSyncClient: Sendable {
             var buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
             answer = buffer.readBytes(length: buffer.readableBytes) ?? []
         } catch {
-            throw TransportFailure.map(error, operation: operation, server: configuration.serverURL)
+            let failure = TransportFailure.map(error, operation: operation, server: configuration.serverURL)
+            span.recordError(failure)
+            span.setStatus(SpanStatus(code: .error))
+            throw failure
         }
+        span.attributes["http.response.status_code"] = status
         configuration.logger.trace(
             "answered",
             metadata: [
@@ -227,7 +250,10 @@ public final class HTTPSyncClient: Sendable {
                 "bytes.in": "\(answer.count)",
             ])
         guard status == 200 else {
-            throw Self.error(status: status, headers: headers, body: answer, operation: operation)
+            let failure = Self.error(status: status, headers: headers, body: answer, operation: operation)
+            span.recordError(failure)
+            span.setStatus(SpanStatus(code: .error))
+            throw failure
         }
         return answer
     }
@@ -264,5 +290,12 @@ extension URL {
         var base = absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         return base + path
+    }
+}
+
+/// Puts a tracer's injected values into a request's headers (`traceparent`, `tracestate`).
+struct HTTPHeadersInjector: Injector {
+    func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
+        headers.replaceOrAdd(name: key, value: value)
     }
 }

@@ -13,6 +13,7 @@ import NIOSSL
 import ServiceLifecycle
 import SyncModel
 import Synchronization
+import Tracing
 
 /// A `SyncServer` over HTTP: every `CloudDatabase` operation as a route, bearer tokens, body
 /// limits, and push hints over WebSocket (Docs/Protocol.md, "HTTP").
@@ -195,6 +196,9 @@ public struct HTTPSyncServer: Sendable {
     public let adminCredential: AdminCredential?
     public let configuration: Configuration
     public let logger: Logger
+    /// Where each request is traced: a server span `<METHOD> <route>` joined to the trace the
+    /// request's headers carry (`traceparent`), above the server's commit spans.
+    public let tracer: any Tracer
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
     let requestGate: RequestGate
     /// Returns the memory of large requests once they are done.
@@ -212,10 +216,13 @@ public struct HTTPSyncServer: Sendable {
     ///     needs it and `tokens` made with sessions.
     ///   - adminCredential: The admin tokens of the admin routes; without one, there are none.
     ///   - logger: Where requests and lifecycle events are logged (requests at `.debug`).
+    ///   - tracer: Where requests are traced (the one bootstrapped in `InstrumentationSystem` by
+    ///     default; with none, nothing is recorded). Give `server`'s tracer too
+    ///     (`SyncServer.Configuration.tracer`), so that its commits join the requests' traces.
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
         identityVerifier: (any IdentityVerifier)? = nil, adminCredential: AdminCredential? = nil,
-        logger: Logger = Logger(label: "logsync.http")
+        logger: Logger = Logger(label: "logsync.http"), tracer: any Tracer = InstrumentationSystem.tracer
     ) {
         self.server = server
         self.tokens = tokens
@@ -223,6 +230,7 @@ public struct HTTPSyncServer: Sendable {
         self.adminCredential = adminCredential
         self.configuration = configuration
         self.logger = logger
+        self.tracer = tracer
         requestGate = RequestGate(
             capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
         clientLimiter = ClientLimiter(
@@ -246,6 +254,7 @@ public struct HTTPSyncServer: Sendable {
     ) throws -> some ApplicationProtocol {
         MemoryReturn.configureAllocator()
         let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: RequestTracingMiddleware(tracer: tracer))
         router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())
         let health = HealthRoutes(http: self)

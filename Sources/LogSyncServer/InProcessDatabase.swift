@@ -1,5 +1,6 @@
 import Foundation
 import SyncModel
+import Tracing
 
 /// `CloudDatabase` implemented directly on a `SyncServer` in the same process: what an app that
 /// embeds its server uses, and what the engine's tests use.
@@ -33,8 +34,12 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// failures; none in production), the request's operation group noted in the database's log
     /// the first time it is seen (F69), then the operation, with any unexpected error (storage,
     /// corrupt log) reported as `internalError` naming its cause.
+    ///
+    /// An operation that `commits` runs in a `server.commit` span (`CommitTrace`), tagged with
+    /// the offsets it wrote to this database; the span context of the caller (or of the commit)
+    /// is bound in the storage's `perform`, whichever thread that runs on.
     private func perform<R: Sendable>(
-        _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil,
+        _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil, commits: Bool = false,
         _ body: @escaping @Sendable (ServerDatabase) throws -> R
     ) async throws -> R {
         try checkCancellation(operation)
@@ -42,15 +47,33 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         try device?.validate()
         try server.context.requestHooks.beforeRequest(of: user)
         let (server, user, scope, device) = (server, user, databaseScope, device)
+        let tracer = server.context.tracer
+        let span =
+            commits
+            ? tracer.startSpan(CommitTrace.commitSpan, context: InstrumentationContext.current ?? .topLevel) : nil
+        defer { span?.end() }
+        let commit = span.map { _ in CommitTrace(user: user, scope: scope) }
+        let spanContext = span?.context ?? InstrumentationContext.current
         do {
-            return try await server.storage.perform {
-                let database = try server.store(user, scope)
-                try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
-                return try body(database)
+            let result = try await server.storage.perform {
+                try InstrumentationContext.$current.withValue(spanContext) {
+                    try CommitTrace.$current.withValue(commit) {
+                        let database = try server.store(user, scope)
+                        try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
+                        return try body(database)
+                    }
+                }
             }
+            if let span, let commit {
+                CommitTrace.tag(span, user: user, scope: scope, first: commit.range?.first, last: commit.range?.last)
+                if let requestID { span.attributes[CommitTrace.requestID] = requestID.rawValue }
+            }
+            return result
         } catch let error as SyncError {
+            span?.recordError(error)
             throw error
         } catch {
+            span?.recordError(error)
             throw SyncError(.internalError, "\(operation) failed on the server", cause: "\(error)")
         }
     }
@@ -62,7 +85,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await perform("modifyZones", group: request.operationGroup) { try $0.modifyZones(request, from: device) }
+        try await perform("modifyZones", group: request.operationGroup, commits: true) {
+            try $0.modifyZones(request, from: device)
+        }
     }
 
     public func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
@@ -70,7 +95,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID) {
+        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID, commits: true) {
             try $0.modifyRecords(request, from: device)
         }
     }
@@ -90,7 +115,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await perform("modifySubscriptions") { try $0.modifySubscriptions(request) }
+        try await perform("modifySubscriptions", commits: true) { try $0.modifySubscriptions(request) }
     }
 
     public func allSubscriptions() async throws -> [Subscription] {

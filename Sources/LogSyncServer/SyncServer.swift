@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import SyncModel
+import Tracing
 
 /// A LogSync server: users' databases as logs, change tokens as offsets, CloudKit's rules.
 ///
@@ -29,16 +30,27 @@ public final class SyncServer: Sendable {
         /// About the most record bytes one fetch returns, counted as the records are stored
         /// (encoded); at least one record is always returned.
         public var maxBytesPerPage: Int
+        /// Where each modification is traced: a `server.commit` span per request that writes
+        /// (`modifyRecords`, `modifyZones`, `modifySubscriptions`), and a `server.store.append`
+        /// span per write to a log below it, tagged with the user (`logsync.user`), the database
+        /// (`logsync.database`), the request ID (`logsync.request_id`) and the offsets written
+        /// (`logsync.server_log.offset`, the first; `logsync.server_log.end_offset`, the last).
+        /// They are children of the caller's current span: over HTTP, the request's
+        /// (`HTTPSyncServer`). The tracer bootstrapped in `InstrumentationSystem` by default: with
+        /// none, nothing is recorded.
+        public var tracer: any Tracer
 
         public init(
             directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
-            maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000
+            maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000,
+            tracer: any Tracer = InstrumentationSystem.tracer
         ) {
             self.directory = directory
             self.durability = durability
             self.now = now
             self.maxChangesPerPage = maxChangesPerPage
             self.maxBytesPerPage = maxBytesPerPage
+            self.tracer = tracer
         }
     }
 
@@ -70,7 +82,8 @@ public final class SyncServer: Sendable {
             storage: storage, users: users, databases: databases,
             limits: ServerLimits(
                 maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
-            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub())
+            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub(),
+            tracer: configuration.tracer)
         let hub = context.pushHub
         storage.startNotifications(
             { notice in

@@ -74,6 +74,9 @@ struct ServerProcessTests {
         ] {
             #expect(help.output.contains(flag), "serve --help does not mention \(flag)")
         }
+        // Whether this build exports traces over OTLP (the package trait), and how to get it.
+        #expect(help.output.contains("Traces: this build exports"), "\(help.output)")
+        #expect(help.output.contains("OTLP"))
         let bad = try await ChildProcess.run(["--data", "/tmp/unused", "--port", "70000"])
         #expect(bad.status != 0)
         #expect(bad.errorOutput.contains("--port must be 0 to 65535"), "\(bad)")

@@ -186,6 +186,42 @@ struct DeviceEntryDescriptionTests: EntryIDs {
         #expect(EntryFormatter.fieldsText(prepared.fields).contains("n1.photo:\(short)/20B/cached"))
     }
 
+    /// The trace context a traced request's entry records (`batchPrepared`, the fetched pages)
+    /// shows as `trace=<trace ID>`: a W3C `traceparent`'s trace-id, or a `…trace-id` header's
+    /// value (another propagator's, a test tracer's); an entry without one shows none, and the
+    /// entry reads as it did.
+    @Test func tracedRequestsShowTheirTraceID() throws {
+        let prepared = DeviceEntry.batchPrepared(
+            recordsToSave: [], recordIDsToDelete: [Self.id("n1")], atomicByZone: false, requestID: "r1")
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        let traced = prepared.newEntry.tracing(["traceparent": traceparent, "tracestate": "vendor=1"])
+        let entry = LogEntry(
+            offset: 7, kind: traced.kind, time: EntryTime(microsecondsSince1970: 0), payload: traced.payload)
+        #expect(try DeviceEntry(entry) == prepared)
+        #expect(try DeviceEntry.traceHeaders(of: entry) == ["traceparent": traceparent, "tracestate": "vendor=1"])
+        let description = try #require(try EntryDecoder.device.describe(entry))
+        #expect(
+            EntryFormatter.fieldsText(description.fields)
+                == "count=1 changes=[delete:Notes/n1] atomic=false request=r1 trace=4bf92f3577b34da6a3ce929d0e0e4736")
+        #expect(
+            !EntryFormatter.fieldsText(try #require(try EntryDecoder.device.describe(Self.logEntry(prepared))).fields)
+                .contains("trace"))
+
+        let page = DeviceEntry.databaseChangesFetched(
+            modifications: [Self.notes], deletions: [], changeToken: DatabaseChangeToken(offset: 3),
+            moreComing: false)
+        let tracedPage = page.newEntry.tracing(["in-memory-trace-id": "42", "in-memory-span-id": "43"])
+        let pageEntry = LogEntry(
+            offset: 8, kind: tracedPage.kind, time: EntryTime(microsecondsSince1970: 0), payload: tracedPage.payload)
+        #expect(try DeviceEntry(pageEntry) == page)
+        #expect(
+            EntryFormatter.fieldsText(try #require(try EntryDecoder.device.describe(pageEntry)).fields).hasSuffix(
+                " trace=42"))
+        // A kind that records no trace context takes none.
+        #expect(DeviceEntry.sendFinished(error: nil).newEntry.tracing(["traceparent": traceparent]).payload.isEmpty)
+        #expect(DeviceEntry.traceID(in: ["traceparent": "not-a-traceparent"]) == nil)
+    }
+
     /// Device kinds are decoded in a device log only: other logs use small kinds for their own
     /// entries (the demo's key–value entries are kinds 1–3).
     @Test func theStandardDecoderIsForDeviceLogs() throws {

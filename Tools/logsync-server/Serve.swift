@@ -26,6 +26,8 @@ struct Serve: AsyncParsableCommand {
 
             Logs go to standard error, one line per event with its fields \
             (`listening host=… port=… scheme=http|https` once the server accepts connections).
+
+            \(TraceExport.help)
             """)
 
     @OptionGroup var data: DataOptions
@@ -340,6 +342,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "logsync-server")
+        let traces = TraceExport.start(logger: logger)  // bootstraps the tracer before the server is made
         let tokens: TokenStore
         let server: SyncServer
         // The identity providers' tokens (--identity-config), checked by LogSyncIdentity; sign-in
@@ -419,10 +422,12 @@ struct Serve: AsyncParsableCommand {
         } catch {
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             server.shutdown()
+            await traces.stop()
             throw ExitCode.failure
         }
         collection?.cancel()
         server.shutdown()
+        await traces.stop()
         logger.info("stopped")
     }
 }

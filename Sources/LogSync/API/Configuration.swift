@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import Logging
 import SyncModel
+import Tracing
 
 extension SyncEngine {
     /// How to build a ``SyncEngine``: the database to sync with, where its device log lives, and
@@ -71,6 +72,15 @@ extension SyncEngine {
         /// ``DuplicateEngineError``. Development engines are never refused, so that one process
         /// can simulate several devices of one user.
         public var environment: Environment = .development
+        /// Where the engine's spans go: a `sync.send` or `sync.fetch` span per sync, and one per
+        /// request below it (`sync.send.batch`, `sync.send.zones`, `sync.fetch.page`), tagged
+        /// with the device-log offsets of the entries they wrote (`logsync.device_log.offset`)
+        /// and the request ID (`logsync.request_id`). A database over the network carries the
+        /// request's span to the server (`HTTPSyncClient`: W3C `traceparent`), and the entry of
+        /// each request records its trace context, which `logtool dump` shows as `trace <id>`
+        /// (Docs/Engine.md, "Traces"). The tracer bootstrapped in `InstrumentationSystem` by
+        /// default: with none, a no-op tracer that records nothing.
+        public var tracer: any Tracer = InstrumentationSystem.tracer
 
         /// Where a device log is.
         public enum Storage: Sendable {

@@ -115,7 +115,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                     ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true)
                     .appendingPathComponent("Assets", isDirectory: true)),
             logger: configuration.logger, requestIDPrefix: String(random.next(), radix: 16),
-            fetchResultsLimit: configuration.fetchResultsLimit)
+            fetchResultsLimit: configuration.fetchResultsLimit, tracer: configuration.tracer)
         self.subscription = SubscriptionCheck(engineContext, subscriptionID: configuration.subscriptionID)
         self.state = State(deviceLog: deviceLog)
         self.scheduler =

@@ -144,16 +144,21 @@ public final class DeviceLog: Sendable {
     /// Appends `entries` contiguously (sharing a commit with concurrent callers), announces them
     /// to the listeners, and returns their offsets once committed. An empty list appends nothing.
     ///
-    /// - Parameter author: who made the entries: `.app` for edits of `SyncEngine.State`.
+    /// - Parameters:
+    ///   - author: who made the entries: `.app` for edits of `SyncEngine.State`.
+    ///   - traceHeaders: the trace context of the request the last entry describes, recorded
+    ///     with it (`DeviceEntry.traceHeaders(of:)`); none by default.
     /// - Throws: `LogStoreError` (for example `.mapFull` when the disk is full) or what a
     ///   projection throws; nothing was appended (or announced) then.
     @discardableResult
-    package func append(_ entries: [DeviceEntry], by author: Appended.Author = .engine) throws -> Range<LogOffset> {
+    package func append(
+        _ entries: [DeviceEntry], by author: Appended.Author = .engine, traceHeaders: [String: String] = [:]
+    ) throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end
         }
-        let offsets = try committer.append(entries.map(\.decodedNewEntry))
+        let offsets = try committer.append(Self.encoded(entries, traceHeaders: traceHeaders))
         announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
     }
@@ -189,16 +194,27 @@ public final class DeviceLog: Sendable {
     /// only inside it); `make` may run more than once (when the map grows) and must not append.
     @discardableResult
     package func append(
-        by author: Appended.Author = .engine, making make: (LogOffset) throws -> [DeviceEntry]
+        by author: Appended.Author = .engine, traceHeaders: [String: String] = [:],
+        making make: (LogOffset) throws -> [DeviceEntry]
     ) throws -> Range<LogOffset> {
         var entries: [DeviceEntry] = []
         let offsets = try log.environment.write { transaction in
             entries = try make(try log.lastOffset(in: transaction).next)
-            return try log.append(entries.map(\.decodedNewEntry), in: transaction)
+            return try log.append(Self.encoded(entries, traceHeaders: traceHeaders), in: transaction)
         }
         guard !entries.isEmpty else { return offsets }
         announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
+    }
+
+    /// The entries to append, the last one with `traceHeaders` (the trace context of the request
+    /// it describes) when there are any.
+    private static func encoded(_ entries: [DeviceEntry], traceHeaders: [String: String]) -> [NewEntry] {
+        var encoded = entries.map(\.decodedNewEntry)
+        if !traceHeaders.isEmpty, let last = encoded.indices.last {
+            encoded[last] = encoded[last].tracing(traceHeaders)
+        }
+        return encoded
     }
 
     /// Calls every listener with `appended`, on this thread.

@@ -1,5 +1,6 @@
 import Logging
 import SyncModel
+import Tracing
 
 /// What the engine's flows work with: the device log, the database, the delegate, the keys, the
 /// asset cache and the logger, and the two settings a flow reads.
@@ -32,4 +33,6 @@ struct EngineContext: Sendable {
     let requestIDPrefix: String
     /// The most changes to ask for per fetch request, or `nil` for the server's page size.
     let fetchResultsLimit: Int?
+    /// Where the flows' spans go (``SyncTracing``): the configuration's tracer.
+    var tracer: any Tracer = InstrumentationSystem.tracer
 }

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import Logging
 import SyncModel
+import Tracing
 
 /// One fetch, as `fetchChanges()` and the scheduler run it, in the order of F46: `willFetchChanges`; the database's change feed from the
 /// stored token, one `fetchedDatabaseChanges` per page with changes; then, zone by zone,
@@ -37,16 +38,23 @@ struct FetchFlow: Sendable {
     let logger: Logger
     /// The most changes to ask for per request, or `nil` for the server's page size.
     let fetchResultsLimit: Int?
+    /// Where the fetch's spans go (``SyncTracing``).
+    let tracer: any Tracer
 
-    /// Runs one fetch with `context`.
+    /// Runs one fetch with `context`, in a `sync.fetch` span.
     ///
     /// - Throws: `SyncError`: the error that stopped the fetch (a failed database feed,
     ///   `operationCancelled`), else `partialFailure` with each failed zone's error (F102);
     ///   `LogStoreError` if the device log cannot be written.
     func run(_ context: SyncEngine.FetchChangesContext) async throws {
+        try await tracer.withSpan(SyncTracing.fetchSpan) { span in try await run(context, span: span) }
+    }
+
+    private func run(_ context: SyncEngine.FetchChangesContext, span: any Span) async throws {
         logger.debug("fetch started: \(context)")
         let step = try await SyncStep.start(
             .fetch(context), deviceLog: deviceLog, delegate: delegate, requestIDPrefix: requestIDPrefix)
+        if let start = step.startOffset { span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(start) }
 
         var stop: SyncError?
         var zoneFailures: [SyncError.ItemID: SyncError] = [:]
@@ -71,7 +79,8 @@ struct FetchFlow: Sendable {
             stop = error
         }
 
-        try await step.finish(.fetchFinished(error: stop), .didFetchChanges(.init(context: context)))
+        let end = try await step.finish(.fetchFinished(error: stop), .didFetchChanges(.init(context: context)))
+        span.attributes[SyncTracing.deviceLogEndOffset] = SyncTracing.attribute(end)
         if stop == nil { await subscription.ensureSubscriptionOnce() }
         logger.debug(
             "fetch finished: \(zoneFailures.count) zones failed, stopped by \(stop.map(String.init(describing:)) ?? "nothing")"
@@ -104,34 +113,48 @@ struct FetchFlow: Sendable {
     /// - Throws: `SyncError` that stops the fetch: the server's, or `operationCancelled`.
     private func fetchDatabaseChanges(_ step: SyncStep) async throws {
         var tokenReset = false
-        while true {
-            if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
-            let token = try step.read { try $0.databaseChangeToken() }
-            let response: FetchDatabaseChangesResponse
-            do {
-                response = try await database.fetchDatabaseChanges(
-                    FetchDatabaseChangesRequest(
-                        since: token, resultsLimit: fetchResultsLimit, operationGroup: step.operationGroup))
-            } catch {
-                let failure = SyncError.from(error, during: "fetchDatabaseChanges")
-                if try Self.resetExpiredToken(
-                    after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step)
-                {
-                    continue
-                }
-                throw failure
+        var moreComing = true
+        while moreComing {
+            moreComing = try await tracer.withSpan(SyncTracing.pageSpan) { span in
+                try await fetchDatabaseChangesPage(step, tokenReset: &tokenReset, span: span)
             }
-            let changed = !response.modifications.isEmpty || !response.deletions.isEmpty
-            try await step.append(
-                .databaseChangesFetched(
-                    modifications: response.modifications.map(\.zoneID), deletions: response.deletions,
-                    changeToken: response.changeToken, moreComing: response.moreComing),
-                delivering: changed
-                    ? .fetchedDatabaseChanges(
-                        .init(modifications: response.modifications, deletions: response.deletions))
-                    : nil)
-            if !response.moreComing { return }
         }
+    }
+
+    /// Fetches one page of the database's change feed, in a `sync.fetch.page` span tagged with
+    /// the offset of its `databaseChangesFetched` (which records the span's trace context).
+    /// Returns whether to fetch another (more coming, or the expired token was reset).
+    private func fetchDatabaseChangesPage(
+        _ step: SyncStep, tokenReset: inout Bool, span: any Span
+    ) async throws -> Bool {
+        if Task.isCancelled { throw SyncError.cancelled("fetchChanges") }
+        let token = try step.read { try $0.databaseChangeToken() }
+        let response: FetchDatabaseChangesResponse
+        do {
+            response = try await database.fetchDatabaseChanges(
+                FetchDatabaseChangesRequest(
+                    since: token, resultsLimit: fetchResultsLimit, operationGroup: step.operationGroup))
+        } catch {
+            let failure = SyncError.from(error, during: "fetchDatabaseChanges")
+            if try Self.resetExpiredToken(
+                after: failure, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: nil, step)
+            {
+                return true
+            }
+            throw failure
+        }
+        let changed = !response.modifications.isEmpty || !response.deletions.isEmpty
+        let offset = try await step.append(
+            .databaseChangesFetched(
+                modifications: response.modifications.map(\.zoneID), deletions: response.deletions,
+                changeToken: response.changeToken, moreComing: response.moreComing),
+            traceHeaders: SyncTracing.injectedHeaders(tracer),
+            delivering: changed
+                ? .fetchedDatabaseChanges(
+                    .init(modifications: response.modifications, deletions: response.deletions))
+                : nil)
+        span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(offset)
+        return response.moreComing
     }
 
     /// Whether a feed that failed with `failure` is fetched again from the start (F100): its token
@@ -172,15 +195,23 @@ struct FetchFlow: Sendable {
                 failure = .cancelled("fetchChanges")
                 break
             }
+            // Each page's request in a span of its own, tagged with the page's entry.
+            let span = tracer.startSpan(SyncTracing.pageSpan, context: InstrumentationContext.current ?? .topLevel)
+            defer { span.end() }
+            span.attributes[SyncTracing.zone] = zoneID.zoneName
             let token = try step.read { try $0.zoneChangeToken(for: zoneID) }
             let response: FetchZoneChangesResponse
             do {
-                response = try await database.fetchZoneChanges(
-                    FetchZoneChangesRequest(
-                        zoneID: zoneID, since: token, resultsLimit: configuration.resultsLimit ?? fetchResultsLimit,
-                        operationGroup: step.operationGroup))
+                response = try await InstrumentationContext.$current.withValue(span.context) {
+                    try await database.fetchZoneChanges(
+                        FetchZoneChangesRequest(
+                            zoneID: zoneID, since: token,
+                            resultsLimit: configuration.resultsLimit ?? fetchResultsLimit,
+                            operationGroup: step.operationGroup))
+                }
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
+                span.recordError(error)
                 // F100: start the zone over; the delegate receives its live records again.
                 if try Self.resetExpiredToken(
                     after: error, hadToken: token != nil, alreadyReset: &tokenReset, zoneID: zoneID, step)
@@ -217,14 +248,16 @@ struct FetchFlow: Sendable {
             }
             lastToken = response.changeToken
             let changed = !modifications.isEmpty || !response.deletions.isEmpty
-            try await step.append(
+            let offset = try await step.append(
                 .zoneChangesFetched(
                     zoneID: zoneID, modifications: modifications.map(\.record), deletions: response.deletions,
                     changeToken: response.changeToken, moreComing: response.moreComing),
+                traceHeaders: SyncTracing.injectedHeaders(tracer, context: span.context),
                 delivering: changed
                     ? .fetchedRecordZoneChanges(
                         .init(modifications: modifications, deletions: response.deletions))
                     : nil)
+            span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(offset)
             if !response.moreComing { break }
         }
         // A listing returns the live records only (F100): at its end, the records this device
@@ -256,6 +289,6 @@ extension FetchFlow {
             database: context.database, downloads: AssetDownloads(context), keys: ZoneKeyUpkeep(context),
             subscription: subscription, deviceLog: context.deviceLog, delegate: context.delegate,
             requestIDPrefix: context.requestIDPrefix, logger: context.logger,
-            fetchResultsLimit: context.fetchResultsLimit)
+            fetchResultsLimit: context.fetchResultsLimit, tracer: context.tracer)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import Logging
 import SyncModel
+import Tracing
 
 /// One send (F47), as `sendChanges()` and the scheduler run it: `willSendChanges`; the pending
 /// database changes in scope, in batches, each answered by `sentDatabaseChanges`; then the
@@ -35,15 +36,22 @@ struct SendFlow: Sendable {
     /// The first part of the request IDs the send makes (F103).
     let requestIDPrefix: String
     let logger: Logger
+    /// Where the send's spans go (``SyncTracing``).
+    let tracer: any Tracer
 
-    /// Runs one send with `context`.
+    /// Runs one send with `context`, in a `sync.send` span.
     ///
     /// - Throws: `SyncError`: the error that stopped the send, else `partialFailure` with each
     ///   failed item's error (F75); `LogStoreError` if the device log cannot be written.
     func run(_ context: SyncEngine.SendChangesContext) async throws {
+        try await tracer.withSpan(SyncTracing.sendSpan) { span in try await run(context, span: span) }
+    }
+
+    private func run(_ context: SyncEngine.SendChangesContext, span: any Span) async throws {
         logger.debug("send started: \(context)")
         let step = try await SyncStep.start(
             .send(context), deviceLog: deviceLog, delegate: delegate, requestIDPrefix: requestIDPrefix)
+        if let start = step.startOffset { span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(start) }
 
         var failures: [SyncError.ItemID: SyncError] = [:]
         // Saves sent again in this send after a conflict: once each.
@@ -122,7 +130,8 @@ struct SendFlow: Sendable {
         {
             try step.append(.untrackedChangesFlagged(false))
         }
-        try await step.finish(.sendFinished(error: stop), .didSendChanges(.init(context: context)))
+        let end = try await step.finish(.sendFinished(error: stop), .didSendChanges(.init(context: context)))
+        span.attributes[SyncTracing.deviceLogEndOffset] = SyncTracing.attribute(end)
         logger.debug(
             "send finished: \(failures.count) failed items, stopped by \(stop.map(String.init(describing:)) ?? "nothing")"
         )
@@ -146,6 +155,8 @@ struct SendFlow: Sendable {
     struct SendOutcome {
         var failures: [SyncError.ItemID: SyncError] = [:]
         var halt: SyncError?
+        /// The offset of the entry that reported the answer (`batchResult`, `databaseChangesSent`).
+        var reportOffset: LogOffset?
 
         mutating func failed(_ item: SyncError.ItemID, _ error: SyncError) {
             failures[item] = error
@@ -153,8 +164,20 @@ struct SendFlow: Sendable {
         }
     }
 
-    /// Sends one batch of zone changes and reports it (F23, F43).
+    /// Sends one batch of zone changes and reports it (F23, F43), in a `sync.send.zones` span.
     private func sendZoneChanges(
+        _ changes: [SyncEngine.PendingDatabaseChange], _ step: SyncStep
+    ) async throws -> SendOutcome {
+        try await tracer.withSpan(SyncTracing.zonesSpan) { span in
+            let outcome = try await sendZoneChangesTraced(changes, step)
+            if let offset = outcome.reportOffset {
+                span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(offset)
+            }
+            return outcome
+        }
+    }
+
+    private func sendZoneChangesTraced(
         _ changes: [SyncEngine.PendingDatabaseChange], _ step: SyncStep
     ) async throws -> SendOutcome {
         var zonesToSave: [RecordZone] = []
@@ -195,8 +218,24 @@ struct SendFlow: Sendable {
     /// sizes, go into the log (`batchPrepared`, marking them in flight, F32, with the request
     /// ID), the server's answer after. Items that failed before the request are not sent, and are
     /// reported in the same `batchResult` and `sentRecordZoneChanges` as the server's answer.
+    ///
+    /// The request runs in a `sync.send.batch` span, tagged with the offset of the
+    /// `batchPrepared` entry, the request ID and the offset of the `batchResult`; the
+    /// `batchPrepared` records the span's trace context.
     private func sendRecordBatch(
         _ appBatch: SyncEngine.RecordZoneChangeBatch, _ step: SyncStep
+    ) async throws -> SendOutcome {
+        try await tracer.withSpan(SyncTracing.batchSpan) { span in
+            let outcome = try await sendRecordBatch(appBatch, step, span: span)
+            if let offset = outcome.reportOffset {
+                span.attributes[SyncTracing.deviceLogEndOffset] = SyncTracing.attribute(offset)
+            }
+            return outcome
+        }
+    }
+
+    private func sendRecordBatch(
+        _ appBatch: SyncEngine.RecordZoneChangeBatch, _ step: SyncStep, span: any Span
     ) async throws -> SendOutcome {
         var prepared = await uploads.prepareAssets(appBatch, group: step.operationGroup)
         await keys.sealEncryptedValues(&prepared)
@@ -218,12 +257,15 @@ struct SendFlow: Sendable {
         let unanswered = try step.read { try $0.unansweredBatch() }
         let reused = unanswered.flatMap { $0.sameRequest(as: batch) ? $0.requestID : nil }
         var requestID = reused ?? RequestID("")
-        let preparedOffset = try step.append { [requestIDPrefix] offset in
+        let preparedOffset = try step.append(traceHeaders: SyncTracing.injectedHeaders(tracer)) {
+            [requestIDPrefix] offset in
             requestID = reused ?? RequestID("\(requestIDPrefix)-\(offset.rawValue)")
             return .batchPrepared(
                 recordsToSave: batch.recordsToSave, recordIDsToDelete: batch.recordIDsToDelete,
                 atomicByZone: batch.atomicByZone, requestID: requestID)
         }
+        span.attributes[SyncTracing.deviceLogOffset] = SyncTracing.attribute(preparedOffset)
+        span.attributes[SyncTracing.requestID] = requestID.rawValue
         if let unanswered, reused != nil {
             logger.debug(
                 "sending batch \(preparedOffset.rawValue) again under the request ID of batch \(unanswered.offset.rawValue)"
@@ -338,7 +380,7 @@ struct SendFlow: Sendable {
                 outcome.failed(itemID(id), error)
             }
         }
-        try step.append(entry(answer))
+        outcome.reportOffset = try step.append(entry(answer))
         await delegate.deliver(event(answer))
         return outcome
     }
@@ -366,6 +408,6 @@ extension SendFlow {
         self.init(
             database: context.database, uploads: AssetUploads(context), keys: ZoneKeyUpkeep(context),
             delegate: context.delegate, deviceLog: context.deviceLog, requestIDPrefix: context.requestIDPrefix,
-            logger: context.logger)
+            logger: context.logger, tracer: context.tracer)
     }
 }

@@ -15,6 +15,9 @@ final class SyncStep {
     /// The group every request of the operation carries (F69): its options' group, or the
     /// engine's default group for it (``defaultOperationGroup(_:_:_:)``).
     let operationGroup: OperationGroup
+    /// The offset of the operation's first entry (`sendStarted`, `fetchStarted`), which its span
+    /// names (`logsync.device_log.offset`).
+    private(set) var startOffset: LogOffset?
 
     private init(deviceLog: DeviceLog, delegate: any DelegateGateway, operationGroup: OperationGroup) {
         self.deviceLog = deviceLog
@@ -46,7 +49,7 @@ final class SyncStep {
                 context.options.operationGroup ?? defaultOperationGroup(requestIDPrefix, "fetchChanges", context.reason)
         }
         let step = SyncStep(deviceLog: deviceLog, delegate: delegate, operationGroup: group)
-        try step.append(entry)
+        step.startOffset = try step.append(entry)
         await delegate.deliver(event)
         return step
     }
@@ -64,20 +67,24 @@ final class SyncStep {
     }
 
     /// Ends the operation: appends its last entry (with the pending delivery mark), then delivers
-    /// a `stateUpdate` reflecting every entry so far (F26, F34) and its `did` event.
-    func finish(_ entry: DeviceEntry, _ event: SyncEngine.Event) async throws {
-        try append(entry)
+    /// a `stateUpdate` reflecting every entry so far (F26, F34) and its `did` event. Returns the
+    /// last entry's offset.
+    @discardableResult
+    func finish(_ entry: DeviceEntry, _ event: SyncEngine.Event) async throws -> LogOffset {
+        let offset = try append(entry)
         await delegate.deliver(.stateUpdate(SyncEngine.Event.StateUpdate(offset: try deviceLog.log.lastOffset)))
         await delegate.deliver(event)
+        return offset
     }
 
-    /// Appends `entry` (after a pending delivery mark) and returns its offset.
+    /// Appends `entry` (after a pending delivery mark) and returns its offset; `traceHeaders`,
+    /// the trace context of the request the entry describes, is recorded with it.
     @discardableResult
-    func append(_ entry: DeviceEntry) throws -> LogOffset {
+    func append(_ entry: DeviceEntry, traceHeaders: [String: String] = [:]) throws -> LogOffset {
         var entries: [DeviceEntry] = []
         if let mark = deliveredMark { entries.append(.eventsDelivered(through: mark)) }
         entries.append(entry)
-        let range = try deviceLog.append(entries)
+        let range = try deviceLog.append(entries, traceHeaders: traceHeaders)
         deliveredMark = nil
         return range.upperBound.advanced(by: -1)
     }
@@ -88,9 +95,9 @@ final class SyncStep {
     /// The append is a write transaction of its own, outside group commit: the offset is known
     /// only inside it.
     @discardableResult
-    func append(_ make: (LogOffset) throws -> DeviceEntry) throws -> LogOffset {
+    func append(traceHeaders: [String: String] = [:], _ make: (LogOffset) throws -> DeviceEntry) throws -> LogOffset {
         let mark = deliveredMark
-        let range = try deviceLog.append { first in
+        let range = try deviceLog.append(traceHeaders: traceHeaders) { first in
             guard let mark else { return [try make(first)] }
             return [.eventsDelivered(through: mark), try make(first.next)]
         }
@@ -99,12 +106,17 @@ final class SyncStep {
     }
 
     /// Appends the entry of a fetched page; if the page has changes to report (`event` is not
-    /// `nil`), delivers its event and notes that the entry's events have been handled.
-    func append(_ entry: DeviceEntry, delivering event: SyncEngine.Event?) async throws {
-        let offset = try append(entry)
-        guard let event else { return }
+    /// `nil`), delivers its event and notes that the entry's events have been handled. Returns
+    /// the entry's offset; `traceHeaders` is the trace context of the page's request.
+    @discardableResult
+    func append(
+        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], delivering event: SyncEngine.Event?
+    ) async throws -> LogOffset {
+        let offset = try append(entry, traceHeaders: traceHeaders)
+        guard let event else { return offset }
         await delegate.deliver(event)
         deliveredMark = offset
+        return offset
     }
 
     /// Reads from the device log's index.

@@ -46,6 +46,7 @@ import SyncModel
 /// | `subscription` | subscriptionEnsured | subscription ID |
 /// | `pending` | untrackedChangesFlagged | the flag's new value |
 /// | `work`, `after`, `cause`, `failures`, `serverRetryAfter` | syncScheduled | `send` or `fetch`; the wait (`500ms`, `2s`); `localChanges`, `pushHint`, `catchUp` or `retry`; for a retry: failures so far, and whether the server set the wait |
+/// | `trace` | batchPrepared, databaseChangesFetched, zoneChangesFetched | the trace ID of the request's span (the trace-id of its W3C `traceparent`), only if the engine traced it (`SyncEngine.Configuration.tracer`) |
 enum DeviceEntryDescription: EntryKindCatalog {
     /// Every kind a device log holds, with its name, in kind order.
     static var kinds: [(kind: EntryKind, name: String)] { DeviceEntry.Kind.named }
@@ -64,6 +65,9 @@ enum DeviceEntryDescription: EntryKindCatalog {
         guard let name = Self.kindName(of: entry.kind) else { return nil }
         var builder = Builder()
         builder.add(try DeviceEntry(entry))
+        if let traceID = DeviceEntry.traceID(in: try DeviceEntry.traceHeaders(of: entry)) {
+            builder.add("trace", .text(traceID))
+        }
         return EntryDescription(
             kindName: name, fields: builder.fields, recordNames: builder.recordNames, zoneNames: builder.zoneNames)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import SyncModel
 import Synchronization
+import Tracing
 
 /// What the rules of a database need beyond the database's own log: built once by
 /// ``SyncServer`` and handed to every database it opens (`ServerDatabase`), from which each rule
@@ -33,10 +34,13 @@ final class ServerContext: Sendable {
     let requestHooks: RequestHooks
     /// The asset uploads under way in this process.
     let uploads: ActiveUploads
+    /// Where commits and log writes are traced (``SyncServer/Configuration/tracer``).
+    let tracer: any Tracer
 
     init(
         storage: any ServerStorage, users: UserRegistry, databases: any DatabaseDirectory, limits: ServerLimits,
-        schema: DeployedSchema, now: @escaping @Sendable () -> Date, pushHub: PushHub
+        schema: DeployedSchema, now: @escaping @Sendable () -> Date, pushHub: PushHub,
+        tracer: any Tracer = InstrumentationSystem.tracer
     ) {
         self.storage = storage
         self.users = users
@@ -45,6 +49,7 @@ final class ServerContext: Sendable {
         self.schema = schema
         self.now = now
         self.pushHub = pushHub
+        self.tracer = tracer
         requestHooks = RequestHooks()
         uploads = ActiveUploads()
     }

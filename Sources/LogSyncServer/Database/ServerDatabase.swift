@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import ModelEntries
 import SyncModel
+import Tracing
 
 /// One (user, scope) database and the rules that run on it: its log, kept open by the server
 /// (`OpenDatabase`), and the server's context for what lies beyond it (`ServerContext`).
@@ -52,15 +53,25 @@ struct ServerDatabase: Sendable {
     /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
     /// entries it returns are appended in the same transaction. Returns the body's result and
     /// the offsets appended.
+    ///
+    /// Runs in a `server.store.append` span tagged with the user, the database and the offsets
+    /// written, and tells the commit under way (`CommitTrace`) what it wrote.
     func write<R>(
         _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)
     ) throws -> (R, Range<LogOffset>) {
-        try log.write { index in
-            let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
-            let next = try snapshot.lastOffset + 1
-            let (entries, result) = try body(snapshot, next)
-            // The index gets the entries as they are, not decoded again from their bytes.
-            return (entries.map(\.decodedNewEntry), result)
+        let (user, scope) = (user, scope)
+        return try context.tracer.withSpan(CommitTrace.appendSpan) { span in
+            let (result, offsets) = try log.write { index in
+                let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
+                let next = try snapshot.lastOffset + 1
+                let (entries, result) = try body(snapshot, next)
+                // The index gets the entries as they are, not decoded again from their bytes.
+                return (entries.map(\.decodedNewEntry), result)
+            }
+            let written = offsets.isEmpty ? nil : (offsets.lowerBound, offsets.upperBound.advanced(by: -1))
+            CommitTrace.tag(span, user: user, scope: scope, first: written?.0, last: written?.1)
+            CommitTrace.current?.note(offsets, user: user, scope: scope)
+            return (result, offsets)
         }
     }
 

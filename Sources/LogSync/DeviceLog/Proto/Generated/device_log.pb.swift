@@ -356,6 +356,26 @@ package nonisolated struct Logsync_Device_BatchPrepared: Sendable {
   /// the request ID the batch is sent under; empty: not recorded (older logs)
   package var requestID: String = String()
 
+  /// the request's trace context; none: not traced (older logs)
+  package var traceHeaders: [Logsync_Device_TraceHeader] = []
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+}
+
+/// One key-value of the trace context a request was sent under, as the tracer injected it into
+/// the request's headers (W3C: `traceparent`, `tracestate`). Sorted by name, no name twice; always
+/// the last field of its message, written after the others.
+package nonisolated struct Logsync_Device_TraceHeader: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  package var name: String = String()
+
+  package var value: String = String()
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -695,6 +715,9 @@ package nonisolated struct Logsync_Device_DatabaseChangesFetched: Sendable {
 
   package var moreComing: Bool = false
 
+  /// the request's trace context; none: not traced (older logs)
+  package var traceHeaders: [Logsync_Device_TraceHeader] = []
+
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
   package init() {}
@@ -749,6 +772,9 @@ package nonisolated struct Logsync_Device_ZoneChangesFetched: Sendable {
   package var changeToken: Data = Data()
 
   package var moreComing: Bool = false
+
+  /// the request's trace context; none: not traced (older logs)
+  package var traceHeaders: [Logsync_Device_TraceHeader] = []
 
   package var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1343,7 +1369,7 @@ nonisolated extension Logsync_Device_UntrackedChangesFlagged: SwiftProtobuf.Mess
 
 nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".BatchPrepared"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}atomic_by_zone\0\u{3}request_id\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}records_to_save\0\u{3}record_ids_to_delete\0\u{3}atomic_by_zone\0\u{3}request_id\0\u{3}trace_headers\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1355,6 +1381,7 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.recordIdsToDelete) }()
       case 3: try { try decoder.decodeSingularBoolField(value: &self.atomicByZone) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.requestID) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.traceHeaders) }()
       default: break
       }
     }
@@ -1373,6 +1400,9 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
     if !self.requestID.isEmpty {
       try visitor.visitSingularStringField(value: self.requestID, fieldNumber: 4)
     }
+    if !self.traceHeaders.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.traceHeaders, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1381,6 +1411,42 @@ nonisolated extension Logsync_Device_BatchPrepared: SwiftProtobuf.Message, Swift
     if lhs.recordIdsToDelete != rhs.recordIdsToDelete {return false}
     if lhs.atomicByZone != rhs.atomicByZone {return false}
     if lhs.requestID != rhs.requestID {return false}
+    if lhs.traceHeaders != rhs.traceHeaders {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_TraceHeader: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".TraceHeader"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{1}value\0")
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      default: break
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_TraceHeader, rhs: Logsync_Device_TraceHeader) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.value != rhs.value {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1918,7 +1984,7 @@ nonisolated extension Logsync_Device_ZoneFetchConfiguration: SwiftProtobuf.Messa
 
 nonisolated extension Logsync_Device_DatabaseChangesFetched: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".DatabaseChangesFetched"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0\u{3}trace_headers\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1930,6 +1996,7 @@ nonisolated extension Logsync_Device_DatabaseChangesFetched: SwiftProtobuf.Messa
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.deletions) }()
       case 3: try { try decoder.decodeSingularBytesField(value: &self.changeToken) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.moreComing) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.traceHeaders) }()
       default: break
       }
     }
@@ -1948,6 +2015,9 @@ nonisolated extension Logsync_Device_DatabaseChangesFetched: SwiftProtobuf.Messa
     if self.moreComing != false {
       try visitor.visitSingularBoolField(value: self.moreComing, fieldNumber: 4)
     }
+    if !self.traceHeaders.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.traceHeaders, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1956,6 +2026,7 @@ nonisolated extension Logsync_Device_DatabaseChangesFetched: SwiftProtobuf.Messa
     if lhs.deletions != rhs.deletions {return false}
     if lhs.changeToken != rhs.changeToken {return false}
     if lhs.moreComing != rhs.moreComing {return false}
+    if lhs.traceHeaders != rhs.traceHeaders {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2002,7 +2073,7 @@ nonisolated extension Logsync_Device_ZoneDeletion: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Logsync_Device_ZoneChangesFetched: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   package static let protoMessageName: String = _protobuf_package + ".ZoneChangesFetched"
-  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0")
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}zone_id\0\u{1}modifications\0\u{1}deletions\0\u{3}change_token\0\u{3}more_coming\0\u{3}trace_headers\0")
 
   package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2015,6 +2086,7 @@ nonisolated extension Logsync_Device_ZoneChangesFetched: SwiftProtobuf.Message, 
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.deletions) }()
       case 4: try { try decoder.decodeSingularBytesField(value: &self.changeToken) }()
       case 5: try { try decoder.decodeSingularBoolField(value: &self.moreComing) }()
+      case 6: try { try decoder.decodeRepeatedMessageField(value: &self.traceHeaders) }()
       default: break
       }
     }
@@ -2040,6 +2112,9 @@ nonisolated extension Logsync_Device_ZoneChangesFetched: SwiftProtobuf.Message, 
     if self.moreComing != false {
       try visitor.visitSingularBoolField(value: self.moreComing, fieldNumber: 5)
     }
+    if !self.traceHeaders.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.traceHeaders, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2049,6 +2124,7 @@ nonisolated extension Logsync_Device_ZoneChangesFetched: SwiftProtobuf.Message, 
     if lhs.deletions != rhs.deletions {return false}
     if lhs.changeToken != rhs.changeToken {return false}
     if lhs.moreComing != rhs.moreComing {return false}
+    if lhs.traceHeaders != rhs.traceHeaders {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
