@@ -28,7 +28,7 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Serve.self, User.self, Sessions.self, AdminToken.self, Migrate.self, CollectAssets.self, Schema.self,
-            DevIssuer.self,
+            DevIssuer.self, Status.self, ConsoleLink.self,
         ],
         defaultSubcommand: Serve.self)
 }
