@@ -12,8 +12,7 @@ import SyncModel
 ///
 /// ```swift
 /// var http = HTTPSyncServer(server: server, tokens: tokens, adminCredential: admin)
-/// let console = Console(http: http, history: history)
-/// http.routeExtensions.append(console.routes)
+/// if let console = Console(http: http, history: history) { http.routeExtensions.append(console.routes) }
 /// ```
 ///
 /// Pages: `/console` (users, totals, recent errors, charts), `/console/users/{user}` (their

@@ -40,8 +40,9 @@ extension Console {
             ("sessions", "signed-in devices", "\(totals.sessions)"),
             ("push-channels", "push channels open (this node)", "\(totals.pushChannels)"),
         ] {
+            let shown = id == "store-bytes" ? HTML.bytes(totals.storeBytes) : value
             body +=
-                "<dt>\(HTML.escape(label))</dt><dd id=\"total-\(id)\" data-value=\"\(HTML.escape(value))\">\(HTML.escape(value))</dd>"
+                "<dt>\(HTML.escape(label))</dt><dd id=\"total-\(id)\" data-value=\"\(HTML.escape(value))\">\(HTML.escape(shown))</dd>"
         }
         body += "</dl>"
         body += "<h2>Users</h2>"

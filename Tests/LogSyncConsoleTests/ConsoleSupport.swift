@@ -106,8 +106,20 @@ struct Secrets {
 /// accepts: what the console tests show. Returns what must never be shown.
 func populate(_ server: SyncServer) async throws -> Secrets {
     try server.registerUser("bob", emailAddress: "bob@example.com")
-    return try await populate(
+    var secrets = try await populate(
         alice: server.database(for: "alice", device: "phone"), bobShared: server.database(for: "bob", scope: .shared))
+    // A wrap of the zone's key for alice's device (F129): its bytes are never shown either.
+    let alice = server.database(for: "alice", device: "phone")
+    let pair = DeviceKeyPair()
+    try await alice.registerDeviceKey(pair.publicKey)
+    let zone = RecordZone.ID(zoneName: "Notes", ownerName: try server.userRecordID(for: "alice").recordName)
+    let wrap = ZoneKey.generate(zoneID: zone, version: 1).wrapped(for: pair.publicKey)
+    let saved = try await alice.saveZoneKeys(SaveZoneKeysRequest(keys: [wrap]))
+    #expect(saved.results.values.allSatisfy { (try? $0.get()) != nil })
+    for bytes in [wrap.wrapped, wrap.check] {
+        secrets.strings += [bytes.base64EncodedString(), bytes.map { String(format: "%02x", $0) }.joined()]
+    }
+    return secrets
 }
 
 /// The same through any database: alice's private one, and bob's shared one (bob registered
