@@ -138,8 +138,9 @@ extension Console {
         body += "<dt>e-mail</dt><dd>\(HTML.escape(figures.email ?? "—"))</dd>"
         body += "<dt>quota</dt><dd>\(server.quota(of: user).map { HTML.bytes(UInt64(max($0, 0))) } ?? "none")</dd>"
         body += "</dl>"
+        let sharedTimeline = HTML.href(userPath + "/timeline", [("scope", "shared")])
         body +=
-            "<p><a id=\"timeline\" href=\"\(HTML.href(userPath + "/timeline"))\">timeline of the private database</a></p>"
+            "<p>Timelines: <a id=\"timeline\" href=\"\(HTML.href(userPath + "/timeline"))\">private database</a> · <a href=\"\(sharedTimeline)\">shared database</a></p>"
         body += "<h2>Databases</h2>"
         let rows = figures.databases.map { database in
             let scope = WireProtocol.scopeName(database.scope)
@@ -268,6 +269,9 @@ extension Console {
             "<p><a href=\"\(HTML.href(userPath))\">\(HTML.escape(user.rawValue))</a> · \(WireProtocol.scopeName(scope)) · zone \(HTML.escape(zone.zoneName)) · record \(HTML.escape(name))</p>"
         body +=
             "<p class=\"muted\">The server-log entries among the last \(Self.historyWindow) that saved or deleted it, newest first.</p>"
+        let recordTimeline = HTML.href(
+            userPath + "/timeline", [("scope", WireProtocol.scopeName(scope)), ("record", name)])
+        body += "<p><a href=\"\(recordTimeline)\">its timeline</a></p>"
         let rows = changes.map { change in
             let fields = change.fields.map { "\(HTML.escape($0.key)): \(HTML.escape($0.value))" }.joined(
                 separator: "<br>")
@@ -283,30 +287,41 @@ extension Console {
     // MARK: Timeline
 
     func timelinePage(_ user: UserID, _ request: Request) async throws -> String {
-        let count = try number(
-            request.uri.queryParameters["entries"], default: Self.timelineEntries, max: Self.maxTimelineEntries)
+        let query = request.uri.queryParameters
+        let count = try number(query["entries"], default: Self.timelineEntries, max: Self.maxTimelineEntries)
+        let scope = try self.scope(query["scope"])
+        let record = query["record"].map(String.init)
         let server = http.server
         let picture = try await run { () throws -> (svg: String, first: UInt64, last: UInt64)? in
             guard try server.isRegistered(user) else { return nil }
-            let log = try server.admin.log(of: user, scope: .private)
+            let log = try server.admin.log(of: user, scope: scope)
             let last = try log.lastOffset.rawValue
             guard last > 0 else { return ("", 0, 0) }
             let first = last >= UInt64(count) ? last - UInt64(count) + 1 : 1
             let timeline = try Timeline.build(
-                devices: [], server: Timeline.Source(name: "private", log: log),
-                options: Timeline.Options(serverOffsets: LogOffset(first)...LogOffset(last)))
+                devices: [], server: Timeline.Source(name: WireProtocol.scopeName(scope), log: log),
+                options: Timeline.Options(record: record, serverOffsets: LogOffset(first)...LogOffset(last)))
             return (timeline.svg, first, last)
         }
         guard let picture else { throw PageError(404, "no user \(user.rawValue) is registered") }
         let userPath = "/console/users/" + HTML.component(user.rawValue)
-        var body = "<p><a href=\"\(HTML.href(userPath))\">\(HTML.escape(user.rawValue))</a> · private database</p>"
+        let scopeName = WireProtocol.scopeName(scope)
+        let about = record.map { " · record " + HTML.escape($0) } ?? ""
+        var body =
+            "<p><a href=\"\(HTML.href(userPath))\">\(HTML.escape(user.rawValue))</a> · \(scopeName) database\(about)</p>"
         if picture.last == 0 {
             body += "<p id=\"timeline\" data-first=\"0\" data-last=\"0\">The log is empty.</p>"
         } else {
             body +=
                 "<p class=\"muted\">Entries \(picture.first) to \(picture.last) of the server log (the last \(count)).</p>"
             body +=
-                "<div id=\"timeline\" data-first=\"\(picture.first)\" data-last=\"\(picture.last)\">\(picture.svg)</div>"
+                "<div id=\"timeline\" data-scope=\"\(scopeName)\" data-first=\"\(picture.first)\" data-last=\"\(picture.last)\">\(picture.svg)</div>"
+        }
+        let more = min(Self.maxTimelineEntries, count * 2)
+        if picture.first > 1, more > count {
+            let href = HTML.href(
+                userPath + "/timeline", [("scope", scopeName), ("record", record), ("entries", "\(more)")])
+            body += "<p class=\"pager\"><a href=\"\(href)\">the last \(more) entries</a></p>"
         }
         return HTML.page(title: "Timeline of \(user.rawValue)", body: body)
     }

@@ -131,13 +131,18 @@ struct ConsoleTests {
                 queue += consoleLinks(in: answer.body).filter { !seen.contains($0) }
             }
             let visited = pages.keys.sorted()
-            for wanted in ["/console/users/alice", "/console/users/bob", "/console/users/alice/timeline"] {
+            for wanted in [
+                "/console/users/alice", "/console/users/bob", "/console/users/alice/timeline",
+                "/console/users/bob/timeline?scope=shared", "/console/users/alice/timeline?scope=private&record=n0",
+            ] {
                 #expect(visited.contains(wanted), "\(visited)")
             }
             #expect(visited.contains { $0.hasPrefix("/console/users/alice/records/Notes/n0") }, "\(visited)")
             #expect(visited.contains { $0.hasPrefix("/console/users/bob/records?scope=shared") }, "\(visited)")
             let history = try #require(pages.first { $0.key.hasPrefix("/console/users/alice/records/Notes/n0") }?.value)
             #expect(history.contains("secret: sealed, 39 bytes"), "\(history)")
+            let recordTimeline = try #require(pages["/console/users/alice/timeline?scope=private&record=n0"])
+            #expect(recordTimeline.contains("class=\"lane\""), "\(recordTimeline.prefix(2000))")
             let overview = try #require(pages["/console"])
             #expect(overview.contains("&lt;b&gt;eve&amp;&quot;&#39;"), "\(overview)")
         }
