@@ -22,6 +22,8 @@ struct ConsoleServer: Sendable {
     let sessions: SessionStore
     let running: RunningHTTPSyncServer
     let clock: TestClock
+    /// The console's metrics history, which a test feeds as the server's metrics would.
+    let history: MetricsHistory
 
     var url: String { "http://127.0.0.1:\(running.port)" }
 
@@ -43,11 +45,13 @@ struct ConsoleServer: Sendable {
             var http = HTTPSyncServer(
                 server: server, tokens: tokens, configuration: .init(port: 0),
                 adminCredential: try AdminCredential(tokens: [adminToken]))
-            let console = try #require(Console(http: http, history: MetricsHistory(), now: clock.now))
+            let history = MetricsHistory()
+            let console = try #require(Console(http: http, history: history, now: clock.now))
             http.routeExtensions.append(console.routes)
             let running = try await RunningHTTPSyncServer.start(http)
             let served = ConsoleServer(
-                server: server, tokens: tokens, sessions: sessions, running: running, clock: clock)
+                server: server, tokens: tokens, sessions: sessions, running: running, clock: clock,
+                history: history)
             do {
                 try await body(served)
             } catch {

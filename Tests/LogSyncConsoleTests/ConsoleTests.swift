@@ -1,6 +1,8 @@
+import CoreMetrics
 import Foundation
 import LogStore
 import LogSyncConsole
+import LogSyncDiagnostics
 import LogSyncHTTP
 import LogSyncHTTPServer
 import LogSyncWire
@@ -228,6 +230,61 @@ struct ConsoleTests {
             #expect(bad.status == 400, "\(bad)")
             // The overview and the user's page do not read the records either.
             #expect(try await served.request("/console/users/alice", token: ConsoleServer.adminToken).status == 200)
+        }
+    }
+
+    @Test(
+        "recent errors by code and the charts come from the metrics history: what the server's requests and commits recorded"
+    )
+    func errorsAndCharts() async throws {
+        try await ConsoleServer.with { served in
+            let history = served.history
+            func requests(_ code: String, status: String, _ count: Int64) {
+                history.makeCounter(
+                    label: "logsync_http_requests_total",
+                    dimensions: [("route", "modifyRecords"), ("status", status), ("code", code)]
+                ).increment(by: count)
+            }
+            requests("ok", status: "200", 40)
+            requests("notAuthenticated", status: "401", 3)
+            requests("zoneNotFound", status: "200", 2)
+            history.makeCounter(label: "logsync_records_saved_total", dimensions: []).increment(by: 120)
+            history.makeTimer(label: "logsync_commit_duration_seconds", dimensions: [("store", "lmdb")])
+                .recordNanoseconds(5_000_000)
+            let html = try await served.request("/console", token: ConsoleServer.adminToken).body
+            #expect(attribute("data-count", after: "data-code=\"notAuthenticated\"", in: html) == "3", "\(html)")
+            #expect(attribute("data-count", after: "data-code=\"zoneNotFound\"", in: html) == "2")
+            #expect(!html.contains("data-code=\"ok\""))
+            #expect(attribute("data-total", after: "id=\"chart-requests\"", in: html) == "45")
+            #expect(attribute("data-total", after: "id=\"chart-saved\"", in: html) == "120")
+            #expect(attribute("data-max", after: "id=\"chart-commit\"", in: html) == "0.005")
+            #expect(html.contains("<polyline"))
+        }
+    }
+
+    @Test("the timeline of a long log's last entries reads only those entries")
+    func boundedTimeline() async throws {
+        try await ConsoleServer.with { served in
+            let alice = served.server.database(for: "alice", device: "phone")
+            for index in 0..<300 {
+                var record = Record(recordType: "Item", recordID: Record.ID(recordName: "r\(index)"))
+                record["n"] = .int64(Int64(index))
+                _ = try await alice.modifyRecords(saving: [record], deleting: [])
+            }
+            let log = try served.server.admin.log(of: "alice")
+            let last = try log.lastOffset
+            #expect(last.rawValue >= 300)
+            var read = 0
+            let timeline = try Timeline.build(
+                devices: [], server: Timeline.Source(name: "private", log: log),
+                options: Timeline.Options(serverOffsets: LogOffset(last.rawValue - 49)...last)
+            ) { _ in read += 1 }
+            #expect(read == 50)
+            #expect(timeline.steps.count == 50)
+            let page = try await served.request(
+                "/console/users/alice/timeline?entries=50", token: ConsoleServer.adminToken)
+            #expect(attribute("data-first", after: "id=\"timeline\"", in: page.body) == "\(last.rawValue - 49)")
+            #expect(page.body.contains("the last 100 entries"), "\(page.body.suffix(600))")
         }
     }
 }
