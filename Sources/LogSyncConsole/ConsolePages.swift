@@ -120,6 +120,7 @@ extension Console {
             var zones: [DatabaseScope: [RecordZone.ID]]
             var devices: [SessionStore.Session]
             var email: String?
+            var shares: [ShareSummary]
         }
         let figures = try await run { () throws -> Figures? in
             guard let registered = try server.registeredUser(user) else { return nil }
@@ -130,7 +131,9 @@ extension Console {
                 zones[scope] = try server.zones(of: user, scope: scope, limit: 200)
             }
             let devices = try tokens.sessions?.sessions(of: user) ?? []
-            return Figures(databases: databases, zones: zones, devices: devices, email: registered.emailAddress)
+            return Figures(
+                databases: databases, zones: zones, devices: devices, email: registered.emailAddress,
+                shares: try server.shares(of: user))
         }
         guard let figures else { throw PageError(404, "no user \(user.rawValue) is registered") }
         let userPath = "/console/users/" + HTML.component(user.rawValue)
@@ -175,6 +178,18 @@ extension Console {
             }
             body += "</ul>"
         }
+        body += "<h2>Shares they own</h2>"
+        let shareRows = figures.shares.map { share in
+            """
+            <tr data-share="\(HTML.escape(share.shareName))" data-accepted="\(share.accepted)" data-pending="\(share.pending)">\
+            <td>\(HTML.escape(share.zone.zoneName))</td><td>\(HTML.escape(share.rootRecordName ?? "whole zone"))</td>\
+            <td>\(HTML.escape("\(share.publicPermission)"))</td><td class="n">\(share.accepted)</td>\
+            <td class="n">\(share.pending)</td><td class="n">\(share.removed)</td></tr>
+            """
+        }
+        body += HTML.table(
+            ["zone", "root", "public", "#accepted", "#pending", "#removed"], rows: shareRows,
+            attributes: " id=\"shares\" data-count=\"\(figures.shares.count)\"")
         body += "<h2>Devices</h2>"
         if tokens.sessions == nil {
             body += "<p class=\"muted\">This server keeps no sessions.</p>"

@@ -246,3 +246,47 @@ extension SyncServer {
     /// How many push channels are open on this node, over every user.
     public var pushListenerCount: Int { pushHub.listenerCount }
 }
+
+/// A share a user owns, as the console lists it (``SyncServer/shares(of:limit:)``): never its
+/// URL, whose last component is the share's secret.
+public struct ShareSummary: Sendable, Hashable {
+    public var zone: RecordZone.ID
+    public var shareName: String
+    /// The root record of a hierarchy share; `nil` for a zone-wide share.
+    public var rootRecordName: String?
+    public var publicPermission: Share.Participant.Permission
+    /// The participants other than the owner, with their acceptance.
+    public var accepted: Int
+    public var pending: Int
+    public var removed: Int
+}
+
+extension SyncServer {
+    /// Up to `limit` live shares `user` owns in their private database, zone by zone (the zone
+    /// table, then each zone's share table): never the records. `[]` for a user not registered.
+    public func shares(of user: UserID, limit: Int = 200) throws -> [ShareSummary] {
+        guard try isRegistered(user) else { return [] }
+        return try store(user, .private).read { snapshot in
+            var zones: [(RecordZone.ID, UInt64)] = []
+            try snapshot.index.forEach(in: "zones") { key, value in
+                let state = try ZoneState(decoding: Array(value))
+                if state.isLive { zones.append((IndexKey.zoneID(from: Array(key)), state.incarnation)) }
+                return true
+            }
+            var summaries: [ShareSummary] = []
+            for (zone, incarnation) in zones where summaries.count < limit {
+                for (name, share) in try snapshot.shares(incarnation: incarnation) where summaries.count < limit {
+                    let others = share.participants.filter { $0.role != .owner }
+                    summaries.append(
+                        ShareSummary(
+                            zone: zone, shareName: name, rootRecordName: share.rootRecordID?.recordName,
+                            publicPermission: share.publicPermission,
+                            accepted: others.filter { $0.acceptanceStatus == .accepted }.count,
+                            pending: others.filter { $0.acceptanceStatus == .pending }.count,
+                            removed: others.filter { $0.acceptanceStatus == .removed }.count))
+                }
+            }
+            return summaries
+        }
+    }
+}

@@ -145,6 +145,9 @@ struct ConsoleTests {
             #expect(history.contains("secret: sealed, 39 bytes"), "\(history)")
             let recordTimeline = try #require(pages["/console/users/alice/timeline?scope=private&record=n0"])
             #expect(recordTimeline.contains("class=\"lane\""), "\(recordTimeline.prefix(2000))")
+            let alicePage = try #require(pages["/console/users/alice"])
+            #expect(alicePage.contains("id=\"shares\" data-count=\"1\""), "\(alicePage)")
+            #expect(attribute("data-accepted", after: "data-share=", in: alicePage) == "1")
             let overview = try #require(pages["/console"])
             #expect(overview.contains("&lt;b&gt;eve&amp;&quot;&#39;"), "\(overview)")
         }
