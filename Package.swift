@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "LogSyncWire", targets: ["LogSyncWire"]),
         .library(name: "LogSyncHTTP", targets: ["LogSyncHTTP"]),
         .library(name: "LogSyncHTTPServer", targets: ["LogSyncHTTPServer"]),
+        .library(name: "LogSyncConsole", targets: ["LogSyncConsole"]),
         .library(name: "LogSyncPostgres", targets: ["LogSyncPostgres"]),
         .library(name: "LogSyncIdentity", targets: ["LogSyncIdentity"]),
         .executable(name: "logsync-server", targets: ["logsync-server"]),
@@ -265,6 +266,35 @@ let package = Package(
             exclude: ["Fixtures"]  // TLS certificates, read by path
         ),
 
+        // The operations console: read-only HTML pages of the server's state behind the admin
+        // credential (users, databases, records and their history, the server log's timeline),
+        // and the last hour of metrics for its charts. Added to HTTPSyncServer's routes by
+        // logsync-server; no JavaScript build step.
+        .target(
+            name: "LogSyncConsole",
+            dependencies: [
+                "LogSyncHTTPServer", "LogSyncServer", "LogSyncDiagnostics", "LogSyncWire", "SyncModel", "LogStore",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "LogSyncConsoleTests",
+            dependencies: [
+                "LogSyncConsole", "LogSyncHTTPServer", "LogSyncHTTP", "LogSyncServer", "LogSyncWire", "SyncModel",
+                "LogStore", "LogSync", "LogSyncTesting", "LogSyncDiagnostics", "BrowserTestSupport", "ChildProcesses",
+                "TemporaryDirectory", "logsync-server",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        // What the browser tests share: Chromium found and run headless, and its screenshots read.
+        .target(name: "BrowserTestSupport", dependencies: ["ChildProcesses"], path: "Tests/BrowserTestSupport"),
+
         // The server's PostgreSQL store, for several server nodes on one database: each log an
         // entries table keyed by (log, offset), its index as rows updated in the same
         // transaction; a blocking connection pool (sessions, transactions retried on
@@ -364,7 +394,7 @@ let package = Package(
             name: "LogToolTests",
             dependencies: [
                 "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
-                "LogSyncTesting", "ChildProcesses", "TemporaryDirectory", "two-devices",
+                "LogSyncTesting", "ChildProcesses", "TemporaryDirectory", "two-devices", "BrowserTestSupport",
             ]
         ),
         .executableTarget(
@@ -385,6 +415,7 @@ let package = Package(
                 .product(
                     name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["OTLP"])),
                 "LogSyncHTTPServer", "LogSyncServer", "LogSyncPostgres", "LogSyncIdentity", "LogStore", "SyncModel",
+                "LogSyncConsole", "LogSyncHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // dev-issuer: signing keys and tokens, and its JWKS served on loopback.

@@ -18,6 +18,7 @@ struct AdminRoutes: Sendable {
     static func register(on router: Router<ServerRequestContext>, http: HTTPSyncServer, credential: AdminCredential) {
         let routes = AdminRoutes(http: http, credential: credential)
         routes.registerUserRoutes(on: router)
+        routes.registerOverviewRoute(on: router)
         AdminChangeRoutes.register(on: router, admin: routes)
     }
 

@@ -205,6 +205,9 @@ public struct HTTPSyncServer: Sendable {
     let memoryReturn = MemoryReturn()
     /// The per-client limits (``Configuration/userLimits``, ``Configuration/addressLimits``).
     package let clientLimiter: ClientLimiter
+    /// Routes added by other modules (the operations console of `LogSyncConsole`), each given
+    /// the router after the server's own routes: a route of the server's own is never replaced.
+    public var routeExtensions: [@Sendable (Router<ServerRequestContext>) -> Void] = []
 
     /// Creates the HTTP face of `server`.
     ///
@@ -301,6 +304,7 @@ public struct HTTPSyncServer: Sendable {
         if let adminCredential {
             AdminRoutes.register(on: router, http: self, credential: adminCredential)
         }
+        for extend in routeExtensions { extend(router) }
         let push = PushRoute(http: self)
         var wsConfiguration = WebSocketServerConfiguration()
         wsConfiguration.closeTimeout = configuration.pushCloseTimeout
@@ -487,11 +491,11 @@ struct UnknownRouteMiddleware: RouterMiddleware {
 
 /// The request context of the routes: Hummingbird's basics and the connection, which a route
 /// closes for reading when it refuses a body it will not read.
-struct ServerRequestContext: RequestContext {
-    var coreContext: CoreRequestContextStorage
-    let channel: any Channel
+public struct ServerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let channel: any Channel
 
-    init(source: ApplicationRequestContextSource) {
+    public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         channel = source.channel
     }

@@ -1,3 +1,4 @@
+import BrowserTestSupport
 import ChildProcesses
 import Foundation
 import LogSyncDiagnostics
@@ -13,22 +14,10 @@ import Testing
 /// reason in the test report. `CHROMIUM_PATH` names another binary.
 @Suite("the timeline picture in a browser")
 struct TimelineBrowserTests {
-    static let chromium: String? = {
-        if let path = ProcessInfo.processInfo.environment["CHROMIUM_PATH"] { return path }
-        return ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
-            FileManager.default.isExecutableFile(atPath: $0)
-        }
-    }()
-
-    static var required: Bool { ProcessInfo.processInfo.environment["LOGSYNC_BROWSER_TESTS"] == "1" }
-
-    @Test(
-        .enabled(
-            if: chromium != nil || required,
-            "Chromium is not installed (apt-get install chromium); CI sets LOGSYNC_BROWSER_TESTS=1"))
+    @Test(.enabled(if: Chromium.enabled, Comment(rawValue: Chromium.skipReason)))
     func theMainJobsPictureShowsItsLanes() async throws {
         let chromium = try #require(
-            Self.chromium, "LOGSYNC_BROWSER_TESTS=1 but no Chromium: apt-get install -y chromium")
+            Chromium.path, "LOGSYNC_BROWSER_TESTS=1 but no Chromium: apt-get install -y chromium")
         try await withTemporaryDirectory { directory in
             var environment = ProcessInfo.processInfo.environment
             environment["TMPDIR"] = directory.path
@@ -48,10 +37,7 @@ struct TimelineBrowserTests {
             #expect(svg.steps.contains { $0.lane == "laptop" && $0.classes.contains("mark-conflict") })
 
             // The page's script ran over every step.
-            let browser = [
-                "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-                "--user-data-dir=\(directory.appendingPathComponent("chromium").path)",
-            ]
+            let browser = Chromium.headless(profileIn: directory)
             let dom = try await ChildProcess.run(
                 browser + ["--dump-dom", "file://\(path)"], program: chromium, environment: environment,
                 directory: directory)

@@ -25,10 +25,14 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             Several nodes can serve one PostgreSQL database: `--store postgres://user@host/db` \
             (or LOGSYNC_STORE) on each; tokens then live in the database. `logsync-server \
             migrate` moves an LMDB directory there (Docs/Deployment.md).
+
+            With --admin-token-file the server also serves a read-only console at /console; \
+            `logsync-server console-link` prints a link into it for a browser, and \
+            `logsync-server status` prints the same overview in the terminal.
             """,
         subcommands: [
             Serve.self, User.self, Sessions.self, AdminToken.self, Migrate.self, CollectAssets.self, Schema.self,
-            DevIssuer.self,
+            DevIssuer.self, Status.self, ConsoleLink.self,
         ],
         defaultSubcommand: Serve.self)
 }

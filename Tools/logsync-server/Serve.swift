@@ -226,6 +226,11 @@ struct Serve: AsyncParsableCommand {
             valueName: "path"))
     var adminTokenFile: String?
 
+    @Flag(
+        name: .long, inversion: .prefixedNo,
+        help: "With --admin-token-file: serve the read-only console at /console behind the admin credential.")
+    var console = true
+
     /// The admin credential of --admin-token-file, or nil without it.
     private func adminCredential() throws -> AdminCredential? {
         guard let adminTokenFile else { return nil }
@@ -406,9 +411,10 @@ struct Serve: AsyncParsableCommand {
                 "identity tokens",
                 metadata: ["issuers": "\(identityVerifier.issuers.map(\.name).joined(separator: ","))"])
         }
-        let http = HTTPSyncServer(
+        var http = HTTPSyncServer(
             server: server, tokens: tokens, configuration: httpConfiguration, identityVerifier: identityVerifier,
             adminCredential: adminCredential, logger: logger)
+        if console, adminCredential != nil { ServeConsole.add(to: &http) }
         let collection =
             assetCollectionInterval > 0
             ? Task { [assetHorizon, assetCollectionInterval] in

@@ -179,8 +179,12 @@ public struct Timeline: Sendable {
             }
         }
         var done: UInt64 = 0
+        // A server log drawn alone within a range of offsets is read in that range only, so the
+        // picture of a long log's end costs what its end holds (the operations console's
+        // timeline); with devices, the whole log is read, for the links of their steps.
+        let range = devices.isEmpty ? options.serverOffsets : nil
         for (source, role) in sources {
-            try builder.read(source, role: role) {
+            try builder.read(source, role: role, range: role == .server ? range : nil) {
                 done += 1
                 progress(.entries(done: done, total: total))
             }
@@ -214,7 +218,8 @@ struct TimelineBuilder {
     var serverRecordOffsets: [String: Set<UInt64>] = [:]
 
     mutating func read(
-        _ source: Timeline.Source, role: Timeline.Lane.Role, entryRead: () -> Void
+        _ source: Timeline.Source, role: Timeline.Lane.Role, range: ClosedRange<LogOffset>? = nil,
+        entryRead: () -> Void
     ) throws(DiagnosticsError) {
         let log = source.log
         let lane = lanes.count
@@ -231,7 +236,8 @@ struct TimelineBuilder {
         // Entries of one server commit share a time: the records a request saved precede its
         // requestOutcome (requestCompleted in older logs).
         var commitStart: (time: EntryTime, offset: LogOffset)?
-        try log.walkEntries { (entry) throws(DiagnosticsError) in
+        try log.walkEntries(from: range?.lowerBound ?? .first, through: range?.upperBound) {
+            (entry) throws(DiagnosticsError) in
             entryRead()
             do throws(LogStoreError) {
                 switch role {

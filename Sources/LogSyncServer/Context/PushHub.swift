@@ -51,6 +51,19 @@ final class PushHub: Sendable {
         return listener
     }
 
+    /// The devices listening to `user`'s databases on this node, by scope (`nil` for a listener
+    /// without a device ID): what the operations console shows as connected.
+    func listeners(of user: UserID) -> [(scope: DatabaseScope, device: DeviceID?)] {
+        listeners.withLock { state in
+            DatabaseScope.allCases.flatMap { scope in
+                (state.byKey[Key(user: user, scope: scope)] ?? [:]).values.map { (scope, $0.device) }
+            }
+        }
+    }
+
+    /// How many push listeners this node has, over every user.
+    var listenerCount: Int { listeners.withLock { $0.byKey.values.reduce(0) { $0 + $1.count } } }
+
     /// How many listeners ``subscribeToEveryDatabase()`` has that have not finished.
     var everyDatabaseListenerCount: Int { everyDatabase.withLock { $0.listeners.count } }
 

@@ -5,17 +5,17 @@ import Foundation
 /// Enough of PNG for Chromium's screenshots: 8-bit RGB or RGBA, not interlaced; the IDAT
 /// stream inflated by ``Inflater`` (DEFLATE, RFC 1951: stored, fixed and dynamic Huffman
 /// blocks), the scanlines unfiltered (None, Sub, Up, Average, Paeth). Anything else throws.
-struct PNGImage {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+public struct PNGImage: Sendable {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
     }
 
-    let width: Int
-    let height: Int
+    public let width: Int
+    public let height: Int
     /// RGBA bytes, row by row.
-    let pixels: [UInt8]
+    public let pixels: [UInt8]
 
-    init(_ data: Data) throws {
+    public init(_ data: Data) throws {
         let bytes = [UInt8](data)
         guard bytes.count > 8, bytes.prefix(8).elementsEqual([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) else {
             throw Failure(description: "not a PNG file")
@@ -94,7 +94,7 @@ struct PNGImage {
     }
 
     /// How many pixels have exactly the colour `#rrggbb`.
-    func count(of hex: String) -> Int {
+    public func count(of hex: String) -> Int {
         let value = Int(hex.dropFirst(), radix: 16) ?? -1
         let (r, g, b) = (UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF))
         var count = 0
@@ -107,7 +107,7 @@ struct PNGImage {
     }
 
     /// The rows (y) in which the colour `#rrggbb` covers at least `share` of the width.
-    func rows(mostly hex: String, share: Double = 0.5) -> [Int] {
+    public func rows(mostly hex: String, share: Double = 0.5) -> [Int] {
         let value = Int(hex.dropFirst(), radix: 16) ?? -1
         let (r, g, b) = (UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF))
         return (0..<height).filter { y in
