@@ -195,6 +195,8 @@ public struct HTTPSyncServer: Sendable {
     public let adminCredential: AdminCredential?
     public let configuration: Configuration
     public let logger: Logger
+    /// The metrics of requests and push channels, and the registry of `GET /metrics`.
+    public let metrics: ServerMetrics
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
     let requestGate: RequestGate
     /// Returns the memory of large requests once they are done.
@@ -212,10 +214,11 @@ public struct HTTPSyncServer: Sendable {
     ///     needs it and `tokens` made with sessions.
     ///   - adminCredential: The admin tokens of the admin routes; without one, there are none.
     ///   - logger: Where requests and lifecycle events are logged (requests at `.debug`).
+    ///   - metrics: The requests' metrics, and the registry `GET /metrics` shows.
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
         identityVerifier: (any IdentityVerifier)? = nil, adminCredential: AdminCredential? = nil,
-        logger: Logger = Logger(label: "logsync.http")
+        logger: Logger = Logger(label: "logsync.http"), metrics: ServerMetrics = ServerMetrics()
     ) {
         self.server = server
         self.tokens = tokens
@@ -223,6 +226,7 @@ public struct HTTPSyncServer: Sendable {
         self.adminCredential = adminCredential
         self.configuration = configuration
         self.logger = logger
+        self.metrics = metrics
         requestGate = RequestGate(
             capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
         clientLimiter = ClientLimiter(
@@ -246,6 +250,7 @@ public struct HTTPSyncServer: Sendable {
     ) throws -> some ApplicationProtocol {
         MemoryReturn.configureAllocator()
         let router = Router(context: ServerRequestContext.self)
+        MetricsRoutes.register(on: router, http: self)
         router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())
         let health = HealthRoutes(http: self)

@@ -340,6 +340,7 @@ struct Serve: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "logsync-server")
+        let metricsRegistry = Self.bootstrapMetrics()
         let tokens: TokenStore
         let server: SyncServer
         // The identity providers' tokens (--identity-config), checked by LogSyncIdentity; sign-in
@@ -405,7 +406,7 @@ struct Serve: AsyncParsableCommand {
         }
         let http = HTTPSyncServer(
             server: server, tokens: tokens, configuration: httpConfiguration, identityVerifier: identityVerifier,
-            adminCredential: adminCredential, logger: logger)
+            adminCredential: adminCredential, logger: logger, metrics: ServerMetrics(registry: metricsRegistry))
         let collection =
             assetCollectionInterval > 0
             ? Task { [assetHorizon, assetCollectionInterval] in
