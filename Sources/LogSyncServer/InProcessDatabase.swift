@@ -34,7 +34,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// the first time it is seen (F69), then the operation, with any unexpected error (storage,
     /// corrupt log) reported as `internalError` naming its cause.
     private func perform<R: Sendable>(
-        _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil,
+        _ operation: String, group: OperationGroup? = nil, requestID: RequestID? = nil, commits: Bool = false,
         _ body: @escaping @Sendable (ServerDatabase) throws -> R
     ) async throws -> R {
         try checkCancellation(operation)
@@ -46,7 +46,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
             return try await server.storage.perform {
                 let database = try server.store(user, scope)
                 try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
-                return try body(database)
+                guard commits else { return try body(database) }
+                let metrics = server.context.metrics
+                return try metrics.time(metrics.commitDuration) { try body(database) }
             }
         } catch let error as SyncError {
             throw error
@@ -62,7 +64,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await perform("modifyZones", group: request.operationGroup) { try $0.modifyZones(request, from: device) }
+        try await perform("modifyZones", group: request.operationGroup, commits: true) {
+            try $0.modifyZones(request, from: device)
+        }
     }
 
     public func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
@@ -70,9 +74,15 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID) {
+        let response = try await perform(
+            "modifyRecords", group: request.operationGroup, requestID: request.requestID, commits: true
+        ) {
             try $0.modifyRecords(request, from: device)
         }
+        let metrics = server.context.metrics
+        metrics.recordsSaved.increment(by: response.saveResults.values.count { (try? $0.get()) != nil })
+        metrics.recordsDeleted.increment(by: response.deleteResults.values.count { (try? $0.get()) != nil })
+        return response
     }
 
     public func fetchDatabaseChanges(
@@ -84,13 +94,15 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await perform("fetchZoneChanges", group: request.operationGroup) {
+        let response = try await perform("fetchZoneChanges", group: request.operationGroup) {
             try $0.fetchZoneChanges(request, for: device)
         }
+        server.context.metrics.recordsFetched.increment(by: response.modifications.count)
+        return response
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await perform("modifySubscriptions") { try $0.modifySubscriptions(request) }
+        try await perform("modifySubscriptions", commits: true) { try $0.modifySubscriptions(request) }
     }
 
     public func allSubscriptions() async throws -> [Subscription] {
@@ -112,7 +124,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
-        try await perform("acceptShares") { database in
+        try await perform("acceptShares", commits: true) { database in
             try ShareAcceptance(context: database.context, user: database.user).accept(request, device: device)
         }
     }
@@ -128,7 +140,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// Registers the device's key for the user, whichever database this is: a user's keys are
     /// kept in their private database (F129).
     public func registerDeviceKey(_ key: DevicePublicKey) async throws {
-        try await perform("registerDeviceKey") { try $0.registerDeviceKey(key) }
+        try await perform("registerDeviceKey", commits: true) { try $0.registerDeviceKey(key) }
     }
 
     public func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
@@ -136,7 +148,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
-        try await perform("saveZoneKeys") { try $0.saveZoneKeys(request) }
+        try await perform("saveZoneKeys", commits: true) { try $0.saveZoneKeys(request) }
     }
 
     /// Streams the file into the server's asset store piece by piece (never whole in memory),
@@ -194,8 +206,11 @@ extension InProcessDatabase {
     /// stores them, their stored bytes instead of decoded records (`ZoneChangesPage`), so that
     /// the encoder copies them rather than decoding and encoding each record again.
     package func fetchZoneChangesPage(_ request: FetchZoneChangesRequest) async throws -> ZoneChangesPage {
-        try await perform("fetchZoneChanges", group: request.operationGroup) {
+        let page = try await perform("fetchZoneChanges", group: request.operationGroup) {
             try $0.fetchZoneChangesPage(request, for: device)
         }
+        server.context.metrics.recordsFetched.increment(
+            by: page.storedRecords?.count ?? page.response.modifications.count)
+        return page
     }
 }

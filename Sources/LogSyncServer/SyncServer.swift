@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Metrics
 import SyncModel
 
 /// A LogSync server: users' databases as logs, change tokens as offsets, CloudKit's rules.
@@ -29,16 +30,21 @@ public final class SyncServer: Sendable {
         /// About the most record bytes one fetch returns, counted as the records are stored
         /// (encoded); at least one record is always returned.
         public var maxBytesPerPage: Int
+        /// What makes the server's metrics (Docs/Deployment.md, "Operating"): the global factory
+        /// by default, which does nothing until an executable bootstraps a backend.
+        public var metricsFactory: any MetricsFactory
 
         public init(
             directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
-            maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000
+            maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000,
+            metricsFactory: any MetricsFactory = MetricsSystem.factory
         ) {
             self.directory = directory
             self.durability = durability
             self.now = now
             self.maxChangesPerPage = maxChangesPerPage
             self.maxBytesPerPage = maxBytesPerPage
+            self.metricsFactory = metricsFactory
         }
     }
 
@@ -70,11 +76,15 @@ public final class SyncServer: Sendable {
             storage: storage, users: users, databases: databases,
             limits: ServerLimits(
                 maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
-            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub())
-        let hub = context.pushHub
+            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub(),
+            metrics: ServerMetricHandles(factory: configuration.metricsFactory, store: storage.metricsStoreName))
+        let (hub, metrics) = (context.pushHub, context.metrics)
         storage.startNotifications(
             { notice in
                 hub.publish(notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true)
+                if let sent = notice.sentAt {
+                    metrics.pushFanout.recordNanoseconds(max(0, Int64(Date().timeIntervalSince(sent) * 1e9)))
+                }
             },
             missed: { hub.publishToEveryone() })
     }

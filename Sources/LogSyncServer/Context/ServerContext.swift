@@ -33,11 +33,15 @@ final class ServerContext: Sendable {
     let requestHooks: RequestHooks
     /// The asset uploads under way in this process.
     let uploads: ActiveUploads
+    /// The server's metrics.
+    let metrics: ServerMetricHandles
 
     init(
         storage: any ServerStorage, users: UserRegistry, databases: any DatabaseDirectory, limits: ServerLimits,
-        schema: DeployedSchema, now: @escaping @Sendable () -> Date, pushHub: PushHub
+        schema: DeployedSchema, now: @escaping @Sendable () -> Date, pushHub: PushHub,
+        metrics: ServerMetricHandles
     ) {
+        self.metrics = metrics
         self.storage = storage
         self.users = users
         self.databases = databases
