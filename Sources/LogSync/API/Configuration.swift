@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import Logging
+import Metrics
 import SyncModel
 
 extension SyncEngine {
@@ -71,6 +72,10 @@ extension SyncEngine {
         /// ``DuplicateEngineError``. Development engines are never refused, so that one process
         /// can simulate several devices of one user.
         public var environment: Environment = .development
+        /// What makes the engine's metrics (sync durations, pending changes, retries, conflicts;
+        /// Docs/Deployment.md, "Operating"): swift-metrics' global factory by default, which
+        /// records nothing and costs nothing until the app bootstraps a backend.
+        public var metricsFactory: any MetricsFactory = MetricsSystem.factory
 
         /// Where a device log is.
         public enum Storage: Sendable {

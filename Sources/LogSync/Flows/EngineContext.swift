@@ -32,4 +32,6 @@ struct EngineContext: Sendable {
     let requestIDPrefix: String
     /// The most changes to ask for per fetch request, or `nil` for the server's page size.
     let fetchResultsLimit: Int?
+    /// The engine's metrics; none in a flow's own tests.
+    var metrics: EngineMetrics = .none
 }
