@@ -285,7 +285,7 @@ let package = Package(
             name: "LogSyncPostgresTests",
             dependencies: [
                 "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync",
-                "LogSyncTesting",
+                "LogSyncTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
