@@ -46,4 +46,30 @@ struct ServerCoreMetricsTests {
         // Each commit that changed records of a zone published a notice, handed to the hub here.
         #expect(try metrics.expectTimer("logsync_push_fanout_seconds").values.count >= 2)
     }
+
+    @Test(
+        "asset bytes count in flight while an upload is under way, and as stored once its content is new to its owner")
+    func assetBytes() async throws {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("logsync-server-tests-\(UUID().uuidString)", isDirectory: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let metrics = TestMetrics()
+        let server = try SyncServer(.init(directory: directory, durability: .fast, metricsFactory: metrics))
+        defer { server.shutdown() }
+        let database = try await ServerAssetTests.prepare(server)
+        let bytes = ServerAssetTests.content(3 * AssetTransfer.chunkSize + 5, seed: 3)
+        let digest = AssetHasher.digest(of: bytes)
+        let file = try ServerAssetTests.file(bytes, in: directory)
+        let request = AssetUploadRequest(
+            zoneID: ServerAssetTests.notes, digest: digest, size: Int64(bytes.count), fileURL: file)
+        _ = try await database.uploadAsset(request)
+        let inFlight = try metrics.expectMeter("logsync_asset_bytes_in_flight")
+        #expect(inFlight.values.max() == Double(bytes.count))
+        #expect(inFlight.lastValue == 0)
+        let stored = try metrics.expectCounter("logsync_asset_bytes_stored_total")
+        #expect(stored.totalValue == Int64(bytes.count))
+        // The same content again: kept already, nothing more stored.
+        _ = try await database.uploadAsset(request)
+        #expect(stored.totalValue == Int64(bytes.count))
+    }
 }

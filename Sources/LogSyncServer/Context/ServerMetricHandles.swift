@@ -3,7 +3,7 @@ import Metrics
 
 /// The server core's metrics (Docs/Deployment.md, "Operating"), made once from the factory of
 /// ``SyncServer/Configuration/metricsFactory``: commits timed by store, records saved, deleted and
-/// fetched, push fan-out and sharing propagation timed. No-ops when no backend is bootstrapped.
+/// fetched, push fan-out and sharing propagation timed, asset bytes in flight and stored. No-ops when no backend is bootstrapped.
 final class ServerMetricHandles: Sendable {
     /// `logsync_commit_duration_seconds{store}`: a modifying request's work in its store
     /// transaction, rules and append.
@@ -19,6 +19,12 @@ final class ServerMetricHandles: Sendable {
     /// `logsync_sharing_propagation_seconds`: bringing participants' shared databases up to date
     /// after a commit to a shared zone.
     let sharingPropagation: Metrics.Timer
+    /// `logsync_asset_bytes_in_flight`: bytes of asset uploads under way (received, the upload
+    /// not ended yet).
+    let assetBytesInFlight: Meter
+    /// `logsync_asset_bytes_stored_total`: bytes of asset contents this node stored (new to their
+    /// owner) since it started.
+    let assetBytesStored: Counter
 
     init(factory: any MetricsFactory, store: String) {
         commitDuration = Metrics.Timer(
@@ -28,6 +34,8 @@ final class ServerMetricHandles: Sendable {
         recordsFetched = Counter(label: "logsync_records_fetched_total", factory: factory)
         pushFanout = Metrics.Timer(label: "logsync_push_fanout_seconds", factory: factory)
         sharingPropagation = Metrics.Timer(label: "logsync_sharing_propagation_seconds", factory: factory)
+        assetBytesInFlight = Meter(label: "logsync_asset_bytes_in_flight", factory: factory)
+        assetBytesStored = Counter(label: "logsync_asset_bytes_stored_total", factory: factory)
     }
 
     /// Times `body` with `timer`.
