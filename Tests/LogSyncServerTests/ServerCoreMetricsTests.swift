@@ -41,6 +41,8 @@ struct ServerCoreMetricsTests {
         #expect(
             try metrics.expectCounter("logsync_records_fetched_total").totalValue == Int64(page.modifications.count))
         #expect(page.modifications.count == 2)
+        let appended = try metrics.expectCounter("logsync_log_entries_appended_total", [("store", "lmdb")])
+        #expect(appended.totalValue == Int64(try server.admin.log(of: "alice", scope: .private).lastOffset.rawValue))
         let commits = try metrics.expectTimer("logsync_commit_duration_seconds", [("store", "lmdb")])
         #expect(commits.values.count == 3)
         // Each commit that changed records of a zone published a notice, handed to the hub here.

@@ -19,6 +19,8 @@ final class ServerMetricHandles: Sendable {
     /// `logsync_sharing_propagation_seconds`: bringing participants' shared databases up to date
     /// after a commit to a shared zone.
     let sharingPropagation: Metrics.Timer
+    /// `logsync_log_entries_appended_total{store}`: entries committed to users' database logs.
+    let logEntriesAppended: Counter
     /// `logsync_asset_bytes_in_flight`: bytes of asset uploads under way (received, the upload
     /// not ended yet).
     let assetBytesInFlight: Meter
@@ -34,6 +36,8 @@ final class ServerMetricHandles: Sendable {
         recordsFetched = Counter(label: "logsync_records_fetched_total", factory: factory)
         pushFanout = Metrics.Timer(label: "logsync_push_fanout_seconds", factory: factory)
         sharingPropagation = Metrics.Timer(label: "logsync_sharing_propagation_seconds", factory: factory)
+        logEntriesAppended = Counter(
+            label: "logsync_log_entries_appended_total", dimensions: [("store", store)], factory: factory)
         assetBytesInFlight = Meter(label: "logsync_asset_bytes_in_flight", factory: factory)
         assetBytesStored = Counter(label: "logsync_asset_bytes_stored_total", factory: factory)
     }

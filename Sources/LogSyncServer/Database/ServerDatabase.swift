@@ -55,13 +55,15 @@ struct ServerDatabase: Sendable {
     func write<R>(
         _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)
     ) throws -> (R, Range<LogOffset>) {
-        try log.write { index in
+        let written = try log.write { index in
             let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
             let next = try snapshot.lastOffset + 1
             let (entries, result) = try body(snapshot, next)
             // The index gets the entries as they are, not decoded again from their bytes.
             return (entries.map(\.decodedNewEntry), result)
         }
+        if !written.1.isEmpty { context.metrics.logEntriesAppended.increment(by: written.1.count) }
+        return written
     }
 
     /// Sends a push hint for a commit that changed custom zones of this database, if a
