@@ -70,7 +70,7 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// ``init(url:connections:logger:)`` on a thread of its own: connecting and migrating block,
+    /// ``init(url:connections:logger:metricsFactory:)`` on a thread of its own: connecting and migrating block,
     /// and an async caller's thread is one of Swift's few cooperative threads.
     public static func open(
         url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres"),

@@ -220,7 +220,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The admin token file (`logsync-server admin-token add`): its tokens open the admin routes under /v1/admin. Without it there are none.",
+            "The admin token file (`logsync-server admin-token add`): its tokens open the admin routes under /v1/admin and the metrics at /metrics. Without it there are none.",
             valueName: "path"))
     var adminTokenFile: String?
 
