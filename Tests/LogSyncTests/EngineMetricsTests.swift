@@ -6,6 +6,7 @@ import Metrics
 import MetricsTestKit
 import SyncModel
 import SyncTestKit
+import TemporaryDirectory
 import Testing
 
 /// The engine's metrics through the factory its configuration names (Docs/Deployment.md,
@@ -50,6 +51,23 @@ struct EngineMetricsTests {
             let conflicts = try laptopMetrics.expectCounter("logsync_engine_conflicts_total")
             #expect(conflicts.totalValue == 1)
             #expect((try? phoneMetrics.expectCounter("logsync_engine_conflicts_total").totalValue) ?? 0 == 0)
+        }
+    }
+
+    @Test("F90 a transient failure's scheduled retry is counted")
+    func retries() async throws {
+        try await withTemporaryDirectory { directory in
+            let server = try await SchedulerTests.serverWithNotes(directory)
+            let metrics = TestMetrics()
+            let phone = try launch(server: server, directory: directory, metricsFactory: metrics)
+            await phone.waitForCatchUp()
+            phone.delegate.setTitle(Fixtures.a, "A")
+            try phone.engine.state.add(pendingRecordZoneChanges: [.saveRecord(Fixtures.a)])
+            await phone.waitForScheduler()
+            server.admin.failNextRequests(of: "alice", count: 1, with: SyncError(.networkFailure, "transient"))
+            await phone.clock.advance(by: .seconds(1))
+            await waitUntil("a retry is scheduled") { try phone.engine.retries(.send).count == 1 }
+            #expect(try metrics.expectCounter("logsync_engine_retries_total").totalValue == 1)
         }
     }
 }
