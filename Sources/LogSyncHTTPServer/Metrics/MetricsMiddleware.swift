@@ -4,6 +4,7 @@ import Hummingbird
 import LogSyncWire
 import NIOCore
 import SyncModel
+import Synchronization
 
 /// Counts and times every request (``ServerMetrics``): by its route's name, never its path, so
 /// that user names, scopes and digests never become labels; by status; and by the `SyncError`
@@ -87,9 +88,14 @@ struct MetricsMiddleware: RouterMiddleware {
 
 /// What the routes tell ``MetricsMiddleware`` of the answer they made: the `SyncError` code of
 /// a refusal (set by `OperationRoutes.errorResponse`).
-final class RequestOutcome: @unchecked Sendable {
-    // One request's task writes it, then the same task reads it once the route has answered.
-    var code: SyncError.Code?
+final class RequestOutcome: Sendable {
+    private let state = Mutex<SyncError.Code?>(nil)
+
+    /// The code of the refusal the route answered, if it refused.
+    var code: SyncError.Code? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
 
     /// The outcome of the request the current task serves, if ``MetricsMiddleware`` counts it.
     @TaskLocal static var current: RequestOutcome?
