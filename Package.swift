@@ -255,7 +255,7 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
-                "SyncModel",
+                "SyncModel", "LogSyncContract",
                 "LogStore", "logsync-server", "notes-device", "backend-indexer", "ChildProcesses", "TemporaryDirectory",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -315,7 +315,7 @@ let package = Package(
             name: "LogSyncPostgresTests",
             dependencies: [
                 "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync",
-                "LogSyncTesting",
+                "LogSyncTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -199,6 +199,8 @@ public struct HTTPSyncServer: Sendable {
     /// Where each request is traced: a server span `<METHOD> <route>` joined to the trace the
     /// request's headers carry (`traceparent`), above the server's commit spans.
     public let tracer: any Tracer
+    /// The metrics of requests and push channels, and the registry of `GET /metrics`.
+    public let metrics: ServerMetrics
     /// The requests being decoded and handled (``Configuration/requestMemoryBudget``).
     let requestGate: RequestGate
     /// Returns the memory of large requests once they are done.
@@ -222,10 +224,12 @@ public struct HTTPSyncServer: Sendable {
     ///   - tracer: Where requests are traced (the one bootstrapped in `InstrumentationSystem` by
     ///     default; with none, nothing is recorded). Give `server`'s tracer too
     ///     (`SyncServer.Configuration.tracer`), so that its commits join the requests' traces.
+    ///   - metrics: The requests' metrics, and the registry `GET /metrics` shows.
     public init(
         server: SyncServer, tokens: TokenStore, configuration: Configuration = Configuration(),
         identityVerifier: (any IdentityVerifier)? = nil, adminCredential: AdminCredential? = nil,
-        logger: Logger = Logger(label: "logsync.http"), tracer: any Tracer = InstrumentationSystem.tracer
+        logger: Logger = Logger(label: "logsync.http"), tracer: any Tracer = InstrumentationSystem.tracer,
+        metrics: ServerMetrics = ServerMetrics()
     ) {
         self.server = server
         self.tokens = tokens
@@ -234,6 +238,7 @@ public struct HTTPSyncServer: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.tracer = tracer
+        self.metrics = metrics
         requestGate = RequestGate(
             capacity: configuration.requestMemoryBudget, maxWaiting: configuration.maxRequestsWaiting)
         clientLimiter = ClientLimiter(
@@ -257,6 +262,9 @@ public struct HTTPSyncServer: Sendable {
     ) throws -> some ApplicationProtocol {
         MemoryReturn.configureAllocator()
         let router = Router(context: ServerRequestContext.self)
+        // Metrics outermost, so that every request is counted (429s and unknown routes too), then
+        // its span.
+        MetricsRoutes.register(on: router, http: self)
         router.add(middleware: RequestTracingMiddleware(tracer: tracer))
         router.add(middleware: ClientLimitMiddleware(http: self))
         router.add(middleware: UnknownRouteMiddleware())

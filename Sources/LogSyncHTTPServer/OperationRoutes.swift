@@ -479,6 +479,7 @@ struct OperationRoutes: Sendable {
     static func errorResponse(
         _ error: SyncError, status: Int, format: WireFormat, closeConnection: Bool = false
     ) -> Response {
+        RequestOutcome.current?.code = error.code
         var headers = HTTPFields()
         headers[.contentType] = format.mediaType
         headers[HTTPField.Name(WireProtocol.versionHeader)!] = "\(WireProtocol.version)"

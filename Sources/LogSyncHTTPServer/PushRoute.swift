@@ -48,7 +48,10 @@ struct PushRoute: Sendable {
         logger[metadataKey: "device"] = "\(device.rawValue)"
         let end = ChannelEnd()
         let revoked = http.tokens.untilRevoked(token: token, user: user, end: end)
+        let open = http.metrics.pushChannelsOpen
         return .upgrade([:]) { [database, logger] inbound, outbound, _ in
+            open.increment()
+            defer { open.decrement() }
             await Self.serve(
                 database: database, format: format, inbound: inbound, outbound: outbound, revoked: revoked,
                 end: end, logger: logger)

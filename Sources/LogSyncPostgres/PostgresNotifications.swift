@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LogSyncServer
 import Logging
+import Metrics
 import Synchronization
 
 /// What one node hears from the others through PostgreSQL: push notices (``PostgresStorage/channel``)
@@ -30,9 +31,17 @@ final class PostgresNotifications: Sendable {
     /// Where revocation handlers run, and the push `missed` handler after them.
     private let queue = DispatchQueue(label: "logsync.postgres.revocations")
 
-    init(url: PostgresURL, logger: Logger) {
+    /// `logsync_postgres_notify_lag_seconds`: from a push notice's commit on its node (by that
+    /// node's clock) to its receipt here.
+    private let notifyLag: Metrics.Timer
+
+    init(
+        url: PostgresURL, logger: Logger,
+        notifyLag: Metrics.Timer = Metrics.Timer(label: "logsync_postgres_notify_lag_seconds")
+    ) {
         self.url = url
         self.logger = logger
+        self.notifyLag = notifyLag
     }
 
     /// Sends push notices to `deliver` (replacing an earlier handler), and calls `missed` after
@@ -103,6 +112,9 @@ final class PostgresNotifications: Sendable {
         guard let notice = try? JSONDecoder().decode(PushNotice.self, from: Data(payload.utf8)) else {
             logger.warning("an unreadable push notice", metadata: ["payload": "\(payload.prefix(200))"])
             return
+        }
+        if let sent = notice.sentAt {
+            notifyLag.recordNanoseconds(max(0, Int64(Date().timeIntervalSince(sent) * 1e9)))
         }
         handlers.withLock { $0.deliver }?(notice)
     }

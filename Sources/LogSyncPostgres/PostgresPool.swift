@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
 import PostgresNIO
@@ -29,6 +30,8 @@ package final class PostgresPool: Sendable {
     private let threads: NIOThreadPool
     /// Counts the connections not checked out (idle or not yet made).
     private let free: DispatchSemaphore
+    /// `logsync_postgres_pool_in_use`: the connections checked out.
+    private let inUse: Meter
     private let state = Mutex(State())
 
     /// The connections not in use and the pool's lifecycle.
@@ -44,8 +47,12 @@ package final class PostgresPool: Sendable {
     /// A thread whose work holds a connection while it checks out another (a lock held across
     /// transactions, a read of one log inside another's) needs more connections than threads:
     /// with `size` at least twice `threads` plus one, such nesting cannot exhaust the pool.
-    package init(url: PostgresURL, size: Int, threads: Int? = nil, logger: Logger) {
+    package init(
+        url: PostgresURL, size: Int, threads: Int? = nil, logger: Logger,
+        inUse: Meter = Meter(label: "logsync_postgres_pool_in_use")
+    ) {
         precondition(size >= 1, "a PostgresPool needs at least one connection")
+        self.inUse = inUse
         self.url = url
         self.size = size
         self.logger = logger
@@ -65,7 +72,11 @@ package final class PostgresPool: Sendable {
     ///   lost, ``PostgresStoreError`` when a statement fails, and whatever `body` throws.
     package func withSession<R>(_ body: (PostgresSession) throws -> R) throws -> R {
         free.wait()
-        defer { free.signal() }
+        inUse.increment()
+        defer {
+            inUse.decrement()
+            free.signal()
+        }
         let connection = try checkOut()
         let session = PostgresSession(connection: connection, endpoint: url.endpoint, logger: logger)
         defer { checkIn(connection, broken: session.health.isBroken) }

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSyncServer
 import Logging
+import Metrics
 import PostgresNIO
 import SyncModel
 import Synchronization
@@ -44,14 +45,23 @@ public final class PostgresStorage: ServerStorage {
     ///     to twice as many connections and one more, for the requests that hold a lock or read
     ///     one log inside another's transaction.
     ///   - logger: Where connection failures, migrations and notification reconnects are logged.
+    ///   - metricsFactory: What makes the pool's and the notices' metrics
+    ///     (`logsync_postgres_pool_in_use`, `logsync_postgres_notify_lag_seconds`); the global
+    ///     factory by default.
     /// - Throws: `PostgresURLError` for a malformed URL, `SyncError(.serviceUnavailable)` when
     ///   PostgreSQL cannot be reached, `PostgresStoreError` when the schema cannot be migrated.
-    public init(url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")) throws {
+    public init(
+        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) throws {
         self.url = try PostgresURL(url)
         self.logger = logger
-        notifications = PostgresNotifications(url: self.url, logger: logger)
+        notifications = PostgresNotifications(
+            url: self.url, logger: logger,
+            notifyLag: Metrics.Timer(label: "logsync_postgres_notify_lag_seconds", factory: metricsFactory))
         pool = PostgresPool(
-            url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger)
+            url: self.url, size: max(1, connections) * 2 + 1, threads: max(1, connections), logger: logger,
+            inUse: Meter(label: "logsync_postgres_pool_in_use", factory: metricsFactory))
         do {
             _ = try Self.schema.migrate(pool)
         } catch {
@@ -60,13 +70,19 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
-    /// ``init(url:connections:logger:)`` on a thread of its own: connecting and migrating block,
+    /// ``init(url:connections:logger:metricsFactory:)`` on a thread of its own: connecting and migrating block,
     /// and an async caller's thread is one of Swift's few cooperative threads.
     public static func open(
-        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres")
+        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) async throws -> PostgresStorage {
-        try await onOwnThread { try PostgresStorage(url: url, connections: connections, logger: logger) }
+        try await onOwnThread {
+            try PostgresStorage(url: url, connections: connections, logger: logger, metricsFactory: metricsFactory)
+        }
     }
+
+    /// `postgres`, the `store` label of the server's metrics.
+    public var metricsStoreName: String { "postgres" }
 
     /// The versioned migrations of the store's tables.
     package static var schema: PostgresMigrations { PostgresMigrations.logSync }

@@ -60,7 +60,9 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
                     try CommitTrace.$current.withValue(commit) {
                         let database = try server.store(user, scope)
                         try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
-                        return try body(database)
+                        guard commits else { return try body(database) }
+                        let metrics = server.context.metrics
+                        return try metrics.time(metrics.commitDuration) { try body(database) }
                     }
                 }
             }
@@ -95,9 +97,15 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
-        try await perform("modifyRecords", group: request.operationGroup, requestID: request.requestID, commits: true) {
+        let response = try await perform(
+            "modifyRecords", group: request.operationGroup, requestID: request.requestID, commits: true
+        ) {
             try $0.modifyRecords(request, from: device)
         }
+        let metrics = server.context.metrics
+        metrics.recordsSaved.increment(by: response.saveResults.values.count { (try? $0.get()) != nil })
+        metrics.recordsDeleted.increment(by: response.deleteResults.values.count { (try? $0.get()) != nil })
+        return response
     }
 
     public func fetchDatabaseChanges(
@@ -109,9 +117,11 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await perform("fetchZoneChanges", group: request.operationGroup) {
+        let response = try await perform("fetchZoneChanges", group: request.operationGroup) {
             try $0.fetchZoneChanges(request, for: device)
         }
+        server.context.metrics.recordsFetched.increment(by: response.modifications.count)
+        return response
     }
 
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
@@ -137,7 +147,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
-        try await perform("acceptShares") { database in
+        try await perform("acceptShares", commits: true) { database in
             try ShareAcceptance(context: database.context, user: database.user).accept(request, device: device)
         }
     }
@@ -153,7 +163,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     /// Registers the device's key for the user, whichever database this is: a user's keys are
     /// kept in their private database (F129).
     public func registerDeviceKey(_ key: DevicePublicKey) async throws {
-        try await perform("registerDeviceKey") { try $0.registerDeviceKey(key) }
+        try await perform("registerDeviceKey", commits: true) { try $0.registerDeviceKey(key) }
     }
 
     public func fetchZoneKeys(_ request: FetchZoneKeysRequest) async throws -> FetchZoneKeysResponse {
@@ -161,7 +171,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
     }
 
     public func saveZoneKeys(_ request: SaveZoneKeysRequest) async throws -> SaveZoneKeysResponse {
-        try await perform("saveZoneKeys") { try $0.saveZoneKeys(request) }
+        try await perform("saveZoneKeys", commits: true) { try $0.saveZoneKeys(request) }
     }
 
     /// Streams the file into the server's asset store piece by piece (never whole in memory),
@@ -219,8 +229,11 @@ extension InProcessDatabase {
     /// stores them, their stored bytes instead of decoded records (`ZoneChangesPage`), so that
     /// the encoder copies them rather than decoding and encoding each record again.
     package func fetchZoneChangesPage(_ request: FetchZoneChangesRequest) async throws -> ZoneChangesPage {
-        try await perform("fetchZoneChanges", group: request.operationGroup) {
+        let page = try await perform("fetchZoneChanges", group: request.operationGroup) {
             try $0.fetchZoneChangesPage(request, for: device)
         }
+        server.context.metrics.recordsFetched.increment(
+            by: page.storedRecords?.count ?? page.response.modifications.count)
+        return page
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import Metrics
 import SyncModel
 import Tracing
 
@@ -39,11 +40,15 @@ public final class SyncServer: Sendable {
         /// (`HTTPSyncServer`). The tracer bootstrapped in `InstrumentationSystem` by default: with
         /// none, nothing is recorded.
         public var tracer: any Tracer
+        /// What makes the server's metrics (Docs/Deployment.md, "Operating"): the global factory
+        /// by default, which does nothing until an executable bootstraps a backend.
+        public var metricsFactory: any MetricsFactory
 
         public init(
             directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
             maxChangesPerPage: Int = 400, maxBytesPerPage: Int = 4_000_000,
-            tracer: any Tracer = InstrumentationSystem.tracer
+            tracer: any Tracer = InstrumentationSystem.tracer,
+            metricsFactory: any MetricsFactory = MetricsSystem.factory
         ) {
             self.directory = directory
             self.durability = durability
@@ -51,6 +56,7 @@ public final class SyncServer: Sendable {
             self.maxChangesPerPage = maxChangesPerPage
             self.maxBytesPerPage = maxBytesPerPage
             self.tracer = tracer
+            self.metricsFactory = metricsFactory
         }
     }
 
@@ -83,11 +89,15 @@ public final class SyncServer: Sendable {
             limits: ServerLimits(
                 maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
             schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub(),
-            tracer: configuration.tracer)
-        let hub = context.pushHub
+            tracer: configuration.tracer,
+            metrics: ServerMetricHandles(factory: configuration.metricsFactory, store: storage.metricsStoreName))
+        let (hub, metrics) = (context.pushHub, context.metrics)
         storage.startNotifications(
             { notice in
                 hub.publish(notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true)
+                if let sent = notice.sentAt {
+                    metrics.pushFanout.recordNanoseconds(max(0, Int64(Date().timeIntervalSince(sent) * 1e9)))
+                }
             },
             missed: { hub.publishToEveryone() })
     }

@@ -222,7 +222,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The admin token file (`logsync-server admin-token add`): its tokens open the admin routes under /v1/admin. Without it there are none.",
+            "The admin token file (`logsync-server admin-token add`): its tokens open the admin routes under /v1/admin and the metrics at /metrics. Without it there are none.",
             valueName: "path"))
     var adminTokenFile: String?
 
@@ -348,6 +348,7 @@ struct Serve: AsyncParsableCommand {
         }
         let logger = Logger(label: "logsync-server")
         let traces = TraceExport.start(logger: logger)  // bootstraps the tracer before the server is made
+        let metricsRegistry = Self.bootstrapMetrics()  // and the metrics
         let tokens: TokenStore
         let server: SyncServer
         // The identity providers' tokens (--identity-config), checked by LogSyncIdentity; sign-in
@@ -413,7 +414,7 @@ struct Serve: AsyncParsableCommand {
         }
         var http = HTTPSyncServer(
             server: server, tokens: tokens, configuration: httpConfiguration, identityVerifier: identityVerifier,
-            adminCredential: adminCredential, logger: logger)
+            adminCredential: adminCredential, logger: logger, metrics: ServerMetrics(registry: metricsRegistry))
         if console, adminCredential != nil { ServeConsole.add(to: &http) }
         let collection =
             assetCollectionInterval > 0

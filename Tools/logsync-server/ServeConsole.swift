@@ -1,7 +1,6 @@
 import Foundation
 import LogSyncConsole
 import LogSyncHTTPServer
-import Metrics
 
 /// The console of `logsync-server serve` (Docs/Deployment.md, "Console").
 enum ServeConsole {
@@ -12,12 +11,7 @@ enum ServeConsole {
         http.routeExtensions.append(console.routes)
     }
 
-    /// The metrics history of the console's charts, bootstrapped as the process's metrics
-    /// backend on first use. Where the Prometheus backend is bootstrapped too, the two go
-    /// together through `MultiplexMetricsHandler(factories: [prometheus, history])`.
-    static let history: MetricsHistory = {
-        let history = MetricsHistory()
-        MetricsSystem.bootstrap(history)
-        return history
-    }()
+    /// The last hour of the process's metrics, for the console's charts: one of the metrics
+    /// backends `serve` bootstraps (``Serve/metricsFactories(prometheus:)``).
+    static let history = MetricsHistory()
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LogStore
 import Logging
+import Metrics
 import SyncModel
 import Tracing
 
@@ -81,6 +82,10 @@ extension SyncEngine {
         /// (Docs/Engine.md, "Traces"). The tracer bootstrapped in `InstrumentationSystem` by
         /// default: with none, a no-op tracer that records nothing.
         public var tracer: any Tracer = InstrumentationSystem.tracer
+        /// What makes the engine's metrics (sync durations, pending changes, retries, conflicts;
+        /// Docs/Deployment.md, "Operating"): swift-metrics' global factory by default, which
+        /// records nothing and costs nothing until the app bootstraps a backend.
+        public var metricsFactory: any MetricsFactory = MetricsSystem.factory
 
         /// Where a device log is.
         public enum Storage: Sendable {

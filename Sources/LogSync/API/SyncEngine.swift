@@ -115,14 +115,16 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
                     ?? URL(fileURLWithPath: deviceLog.log.environment.path, isDirectory: true)
                     .appendingPathComponent("Assets", isDirectory: true)),
             logger: configuration.logger, requestIDPrefix: String(random.next(), radix: 16),
-            fetchResultsLimit: configuration.fetchResultsLimit, tracer: configuration.tracer)
+            fetchResultsLimit: configuration.fetchResultsLimit, tracer: configuration.tracer,
+            metrics: EngineMetrics(factory: configuration.metricsFactory, scope: configuration.database.databaseScope))
         self.subscription = SubscriptionCheck(engineContext, subscriptionID: configuration.subscriptionID)
         self.state = State(deviceLog: deviceLog)
         self.scheduler =
             configuration.automaticallySync
             ? SyncScheduler(
                 deviceLog: deviceLog, clock: configuration.clock, policy: configuration.schedulePolicy,
-                seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger)
+                seed: configuration.randomSeed, conditions: configuration.conditions, logger: configuration.logger,
+                retries: engineContext.metrics.retries)
             : nil
         self.accounts = AccountCheck(engineContext, subscription: subscription, scheduler: scheduler)
         delegate.attach(self)
@@ -274,12 +276,32 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
 
     /// Runs one send (``SendFlow``).
     func runSend(_ context: SendChangesContext) async throws {
-        try await SendFlow(engineContext).run(context)
+        let metrics = engineContext.metrics
+        defer { notePendingChanges() }
+        do {
+            try await metrics.time(metrics.sendDuration) { try await SendFlow(engineContext).run(context) }
+        } catch {
+            metrics.countConflicts(in: error)
+            throw error
+        }
     }
 
     /// Runs one fetch (``FetchFlow``).
     func runFetch(_ context: FetchChangesContext) async throws {
-        try await FetchFlow(engineContext, subscription: subscription).run(context)
+        let metrics = engineContext.metrics
+        defer { notePendingChanges() }
+        try await metrics.time(metrics.fetchDuration) {
+            try await FetchFlow(engineContext, subscription: subscription).run(context)
+        }
+    }
+
+    /// Sets the pending changes gauge, when a metrics backend records it.
+    private func notePendingChanges() {
+        let metrics = engineContext.metrics
+        guard metrics.isRecording,
+            let count = try? state.pendingRecordZoneChanges.count + state.pendingDatabaseChanges.count
+        else { return }
+        metrics.pendingChanges.record(count)
     }
 
     /// Delivers again the fetched changes the delegate may not have handled (``Redelivery``).

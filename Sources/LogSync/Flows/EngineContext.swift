@@ -35,4 +35,6 @@ struct EngineContext: Sendable {
     let fetchResultsLimit: Int?
     /// Where the flows' spans go (``SyncTracing``): the configuration's tracer.
     var tracer: any Tracer = InstrumentationSystem.tracer
+    /// The engine's metrics; none in a flow's own tests.
+    var metrics: EngineMetrics = .none
 }

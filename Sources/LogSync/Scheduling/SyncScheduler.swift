@@ -1,5 +1,6 @@
 import LogStore
 import Logging
+import Metrics
 import SyncModel
 import Synchronization
 
@@ -52,11 +53,14 @@ final class SyncScheduler: Sendable {
     private let deviceLog: DeviceLog
     private let logger: Logger
     private let state: Mutex<State>
+    /// `logsync_engine_retries_total`: syncs scheduled again after a transient failure.
+    private let retries: Counter?
 
     init(
         deviceLog: DeviceLog, clock: any Clock<Duration>, policy: SyncSchedule.Policy, seed: UInt64,
-        conditions: any SyncConditionsProvider, logger: Logger
+        conditions: any SyncConditionsProvider, logger: Logger, retries: Counter? = nil
     ) {
+        self.retries = retries
         self.deviceLog = deviceLog
         self.timer = Timer(clock)
         self.conditions = conditions
@@ -161,6 +165,7 @@ final class SyncScheduler: Sendable {
             return state.schedule.finished(work, error: error, at: now, random: &state.random)
         }
         if let retry {
+            retries?.increment()
             deviceLog.note(.syncScheduled(work: work, reason: retry.cause, after: retry.after), logger: logger)
         } else if work == .send, error == nil, hasWorkToSend() {
             localChangesAdded()

@@ -29,6 +29,9 @@ public final class AssetUpload: Sendable {
         var stored: Bool
         var received: Int64
         var hasher: AssetHasher
+        /// The bytes this upload wrote that `logsync_asset_bytes_in_flight` counts, until it
+        /// ends.
+        var inFlight: Int64 = 0
     }
     private let progress: Mutex<Progress>
 
@@ -91,7 +94,9 @@ public final class AssetUpload: Sendable {
             progress.withLock {
                 $0.hasher = hasher
                 $0.received += Int64(bytes.count)
+                $0.inFlight += Int64(bytes.count)
             }
+            context.metrics.assetBytesInFlight.increment(by: Double(bytes.count))
         }
     }
 
@@ -132,7 +137,7 @@ public final class AssetUpload: Sendable {
                 "the \(size) bytes uploaded as asset \(digest) hash to \(hash): the content changed or was damaged, and nothing is stored"
             )
         }
-        try await storage.perform {
+        let newlyKept = try await storage.perform {
             try storage.withExclusiveLock(AssetUpload.lockName(owner: owner.userNumber)) {
                 // Kept already, for another zone: the bytes just checked are not kept twice.
                 let kept = try owner.read { try $0.asset(digest) } != nil
@@ -149,15 +154,22 @@ public final class AssetUpload: Sendable {
                     return ([.assetStored(digest, size: size, zone: zone.zoneID)], ())
                 }
                 if kept { try storage.assets.removePartial(partial) }
+                return !kept
             }
         }
         progress.withLock { $0.stored = true }
+        if newlyKept { context.metrics.assetBytesStored.increment(by: size) }
         return asset
     }
 
     /// Ends the upload; a partial content stays for the next upload of it to resume.
     public func close() {
         context.uploads.release(key, hold)
+        let inFlight = progress.withLock { progress in
+            defer { progress.inFlight = 0 }
+            return progress.inFlight
+        }
+        if inFlight > 0 { context.metrics.assetBytesInFlight.decrement(by: Double(inFlight)) }
     }
 }
 

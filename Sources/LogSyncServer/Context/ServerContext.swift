@@ -36,12 +36,15 @@ final class ServerContext: Sendable {
     let uploads: ActiveUploads
     /// Where commits and log writes are traced (``SyncServer/Configuration/tracer``).
     let tracer: any Tracer
+    /// The server's metrics.
+    let metrics: ServerMetricHandles
 
     init(
         storage: any ServerStorage, users: UserRegistry, databases: any DatabaseDirectory, limits: ServerLimits,
         schema: DeployedSchema, now: @escaping @Sendable () -> Date, pushHub: PushHub,
-        tracer: any Tracer = InstrumentationSystem.tracer
+        tracer: any Tracer, metrics: ServerMetricHandles
     ) {
+        self.metrics = metrics
         self.storage = storage
         self.users = users
         self.databases = databases

@@ -60,7 +60,7 @@ struct ServerDatabase: Sendable {
         _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)
     ) throws -> (R, Range<LogOffset>) {
         let (user, scope) = (user, scope)
-        return try context.tracer.withSpan(CommitTrace.appendSpan) { span in
+        let written = try context.tracer.withSpan(CommitTrace.appendSpan) { span in
             let (result, offsets) = try log.write { index in
                 let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
                 let next = try snapshot.lastOffset + 1
@@ -73,6 +73,8 @@ struct ServerDatabase: Sendable {
             CommitTrace.current?.note(offsets, user: user, scope: scope)
             return (result, offsets)
         }
+        if !written.1.isEmpty { context.metrics.logEntriesAppended.increment(by: written.1.count) }
+        return written
     }
 
     /// Sends a push hint for a commit that changed custom zones of this database, if a

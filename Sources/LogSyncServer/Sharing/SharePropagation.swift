@@ -72,6 +72,13 @@ struct SharePropagation {
         }) {
             numbers.formUnion(live)
         }
+        // Timed when there are participants to bring up to date.
+        let started = numbers.isEmpty ? nil : ContinuousClock.now
+        defer {
+            if let started {
+                context.metrics.sharingPropagation.recordNanoseconds((ContinuousClock.now - started).wholeNanoseconds)
+            }
+        }
         for number in numbers.sorted() {
             guard let participant = try? context.users.user(number: number), participant != owner.user else { continue }
             let reasonByZone =

@@ -60,10 +60,14 @@ public protocol ServerStorage: Sendable {
     /// revocations) now; `nil` for a storage no other node shares (the LMDB store), which needs
     /// none. A node that does not hear them serves, but is not ready (`/health/ready`).
     var hearsOtherNodes: Bool? { get }
+
+    /// The store's name in metrics (the `store` label): `lmdb` unless the storage says.
+    var metricsStoreName: String { get }
 }
 
 extension ServerStorage {
     public var hearsOtherNodes: Bool? { nil }
+    public var metricsStoreName: String { "lmdb" }
     public var tokens: (any StoredTokens)? { nil }
     public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
 }
@@ -318,12 +322,16 @@ public struct PushNotice: Sendable, Hashable, Codable {
     /// subscription covers, which only the admin change stream hears of (`nil`, from a node
     /// that predates the field, is `true`).
     public var devices: Bool?
+    /// When the commit behind it published it, by the publishing node's clock, for the push
+    /// fan-out and LISTEN/NOTIFY lag metrics (`nil` from a node that predates the field).
+    public var sentAt: Date?
 
-    init(hint: PushHint, user: UserID, origin: DeviceID?, devices: Bool = true) {
+    init(hint: PushHint, user: UserID, origin: DeviceID?, devices: Bool = true, sentAt: Date? = Date()) {
         self.user = user.rawValue
         self.origin = origin?.rawValue
         self.hint = hint
         self.devices = devices ? nil : false
+        self.sentAt = sentAt
     }
 
     var key: PushHub.Key { PushHub.Key(user: UserID(rawValue: user), scope: hint.databaseScope) }

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSyncServer
 import LogSyncTesting
+import Metrics
 import SyncModel
 import SyncTestKit
 import Synchronization
@@ -125,7 +126,7 @@ func launch(
     subscriptionID: Subscription.ID? = nil, conditions: ManualConditions = ManualConditions(),
     policy: SyncEngine.SchedulePolicy = SyncEngine.SchedulePolicy(),
     delegate: TestDevice.Delegate = TestDevice.Delegate(policy: .scripted),
-    signedIn: Bool = true, seed: UInt64 = 42
+    signedIn: Bool = true, seed: UInt64 = 42, metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance
 ) throws -> Launch {
     let log = try DeviceLog(
         directory: directory.appendingPathComponent(name, isDirectory: true),
@@ -142,6 +143,7 @@ func launch(
     configuration.schedulePolicy = policy
     configuration.randomSeed = seed
     configuration.subscriptionID = subscriptionID
+    configuration.metricsFactory = metricsFactory
     let engine = try SyncEngine(configuration)
     return Launch(
         engine: engine, database: database, delegate: delegate, clock: clock, conditions: conditions,
