@@ -512,6 +512,11 @@ let package = Package(
             dependencies: [
                 "LogSync", "LogSyncServer", "SyncModel", "LogStore", "LogSyncWire", "BenchSupport", "LogSyncPlatform",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // The cost of instrumentation: metrics into a Prometheus registry, spans in memory.
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             path: "Tools/logsync-engine-bench"
         ),

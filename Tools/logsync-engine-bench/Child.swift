@@ -82,6 +82,9 @@ struct PhaseResult: Codable {
     /// it minus before, kB), and the records' mean encoded size (Protocol Buffers bytes).
     var appDataKB = 0
     var encodedRecordBytes = 0.0
+    /// Instrumented phases: the spans finished, and the size of the metrics' Prometheus text.
+    var spans = 0
+    var metricsBytes = 0
 }
 
 enum Child {
@@ -102,6 +105,10 @@ enum Child {
             case .open: result = try openPhase(options, url)
             case .shareSeed: result = try await shareSeedPhase(options, url)
             case .ownerFetch, .participantFetch: result = try await sharedFetchPhase(phase, options, url)
+            case .commit: result = try await commitPhase(options, url)
+            case .instrumentation:
+                throw BenchError(
+                    "--phase instrumentation: the parent runs fetch and commit, with --instrumented and without")
             case .share:
                 throw BenchError("--phase share: the parent runs share-seed, owner-fetch and participant-fetch")
             }
@@ -115,8 +122,16 @@ enum Child {
     /// The device log's durability, and its name.
     static func durability(_ options: EngineBench) -> DurabilityName { options.durabilities[0] }
 
-    static func openServer(_ directory: URL, _ options: EngineBench) throws -> SyncServer {
-        try SyncServer(.init(directory: directory, durability: .fast, maxChangesPerPage: options.page))
+    static func openServer(
+        _ directory: URL, _ options: EngineBench, _ instrumentation: Instrumentation? = nil
+    ) throws -> SyncServer {
+        var configuration = SyncServer.Configuration(
+            directory: directory, durability: .fast, maxChangesPerPage: options.page)
+        if let instrumentation {
+            configuration.metricsFactory = instrumentation.factory
+            configuration.tracer = instrumentation.tracer
+        }
+        return try SyncServer(configuration)
     }
 
     // MARK: Seed
@@ -480,12 +495,15 @@ struct PhaseDevice {
     let logDirectory: URL
     let app: App
     let engine: SyncEngine
+    /// With `--instrumented`, what the server and the engine record into.
+    let instrumentation: Instrumentation?
 
     init(
         _ serverDirectory: URL, _ logDirectory: URL, _ options: EngineBench, user: UserID = "alice",
         scope: DatabaseScope = .private
     ) throws {
-        server = try Child.openServer(serverDirectory, options)
+        instrumentation = options.instrumented ? Instrumentation() : nil
+        server = try Child.openServer(serverDirectory, options, instrumentation)
         database = TimedDatabase(server.database(for: user, scope: scope, device: "phone"))
         self.logDirectory = logDirectory
         let deviceLog = try DeviceLog(
@@ -493,6 +511,10 @@ struct PhaseDevice {
         app = App(deviceLog: deviceLog, batches: options.batches)
         var configuration = SyncEngine.Configuration(database: database, deviceLog: deviceLog, delegate: app)
         configuration.automaticallySync = false
+        if let instrumentation {
+            configuration.metricsFactory = instrumentation.factory
+            configuration.tracer = instrumentation.tracer
+        }
         engine = try SyncEngine(configuration)
     }
 
@@ -517,6 +539,7 @@ struct PhaseDevice {
         result.serverCalls = database.figures.values.reduce(0) { $0 + $1.calls }
         result.deviceLogBytes = fileSize(logDirectory.appendingPathComponent("data.mdb"))
         result.serverBytes = directorySize(serverDirectory)
+        instrumentation?.finish(&result)
     }
 }
 

@@ -22,7 +22,7 @@
 //   swift build -c release --product logsync-engine-bench --scratch-path .build-e
 //   .build-e/release/logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send|open]
 //       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--share-runs N] [--quick] [--dir PATH]
-//       (--only share: the sharing comparison)
+//       (--only share: the sharing comparison; --only instrumentation: metrics and tracing against neither)
 //
 // See Docs/Performance.md ("Engine") for what is measured and the figures on the reference machine.
 import ArgumentParser
@@ -113,8 +113,17 @@ struct EngineBench: BenchCommand {
         transform: count())
     var openRuns: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Instrumentation: runs of each side, with metrics and tracing and with neither, alternately (default 3, 1 with --quick).",
+            valueName: "N"),
+        transform: count())
+    var instrumentationRuns: Int?
+
     // The child's options: the parent passes its own on, with these.
     @Option(help: .hidden) var phase: Phase?
+    /// The child's server and engine record metrics and spans (`Instrumentation`).
+    @Flag(help: .hidden) var instrumented = false
     @Option(name: .customLong("result"), help: .hidden) var resultPath: String?
     @Option(name: .customLong("phase-dir"), help: .hidden) var phaseDirectory: String?
 
@@ -126,20 +135,24 @@ struct EngineBench: BenchCommand {
         case shareSeed = "share-seed"
         case ownerFetch = "owner-fetch"
         case participantFetch = "participant-fetch"
+        /// The cost of instrumentation (a parent phase), and its child of server commits alone.
+        case instrumentation, commit
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).
     static let seedRequestSize = RecordWorkload.requestSize
 
     func validate() throws {
-        if let onlyPhase, ![.fetch, .send, .edits, .open, .share].contains(onlyPhase) {
-            throw ValidationError("--only: fetch, send, edits, open or share, not \"\(onlyPhase.rawValue)\"")
+        if let onlyPhase, ![.fetch, .send, .edits, .open, .share, .instrumentation].contains(onlyPhase) {
+            throw ValidationError(
+                "--only: fetch, send, edits, open, share or instrumentation, not \"\(onlyPhase.rawValue)\"")
         }
     }
 
     var recordCount: Int { records.total(common) }
-    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share] }
+    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share, .instrumentation] }
     var shareRunCount: Int { shareRuns ?? common.size(3, quick: 1) }
+    var instrumentationRunCount: Int { instrumentationRuns ?? common.size(3, quick: 1) }
     var durabilities: [DurabilityName] { durabilityList.values }
     var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }
     var openRunCount: Int { openRuns ?? common.size(7, quick: 3) }

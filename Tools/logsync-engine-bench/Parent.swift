@@ -45,6 +45,12 @@ enum Parent {
                     + "median of \(options.openRunCount) opens per log, each in a fresh process (the OS page cache stays warm)"
             )
         }
+        if options.phases.contains(.instrumentation) {
+            emit(
+                "  instrumentation: the initial sync of \(grouped(options.recordCount)) records and the same records committed "
+                    + "to a fresh .durable server in requests of 400, each with metrics and tracing and with neither, "
+                    + "\(options.instrumentationRunCount) run(s) each side, alternately")
+        }
         if options.phases.contains(.share) {
             emit(
                 "  share: \(grouped(options.recordCount)) records seeded in one zone of alice's, shared whole (zone-wide Share) with bob, "
@@ -177,8 +183,21 @@ enum Parent {
             }
             scratch.remove(directory)
         }
+        var instrumentationRows: [[String]] = []
+        if options.phases.contains(.instrumentation) {
+            emit("instrumentation: metrics and tracing against neither")
+            instrumentationRows = try instrumentationRuns(options, scratch)
+        }
         emit("")
 
+        if !instrumentationRows.isEmpty {
+            emit(
+                "instrumentation: the server and the engine with metrics (a Prometheus registry) and tracing (an in-memory "
+                    + "tracer keeping every span) against neither (nothing bootstrapped: the no-op handlers), alternately in "
+                    + "one run, each run in a fresh process; ratio: instrumented records/s over plain, target ≥ 0.95")
+            emit(table(instrumentationRows))
+            emit("")
+        }
         if !shared.isEmpty { shareReport(options, shared) }
         if !opens.isEmpty { openReport(options, builds, opens) }
         if !editRows.isEmpty {
@@ -447,10 +466,10 @@ enum Parent {
     static func child(
         _ phase: EngineBench.Phase, durability: DurabilityName, _ options: EngineBench, _ directory: URL,
         _ scratch: ScratchDirectory,
-        records: Int? = nil
+        records: Int? = nil, instrumented: Bool = false
     ) throws -> PhaseResult {
         try ChildProcess.run(
-            [
+            (instrumented ? ["--instrumented"] : []) + [
                 "--phase", phase.rawValue, "--durability", durability.rawValue, "--records",
                 String(records ?? options.recordCount),
                 "--chunk", String(options.chunk), "--page", String(options.page), "--edit-tasks",
