@@ -3,8 +3,8 @@ import Hummingbird
 import LogSyncWire
 import Tracing
 
-/// A server span per request (``HTTPSyncServer``'s `tracer`), named `<METHOD> <route>` (`POST
-/// modifyRecords`, `PUT asset upload`, `GET health`), a child of the trace context the request's
+/// A server span per request (``HTTPSyncServer``'s `tracer`), named `<METHOD> <route>` with the
+/// route's name as metrics label it (`POST modifyRecords`, `PUT asset upload`, `GET health live`), a child of the trace context the request's
 /// headers carry (W3C `traceparent` and `tracestate` with an OpenTelemetry tracer, as
 /// `HTTPSyncClient` sends them) as the tracer extracts it. The request is handled inside it, so
 /// the server's own spans (`server.commit`, `server.store.append`) are its children.
@@ -23,7 +23,7 @@ struct RequestTracingMiddleware: RouterMiddleware {
         var parent = InstrumentationContext.current ?? .topLevel
         tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
         let span = tracer.startSpan(
-            "\(request.method.rawValue) \(Self.route(of: request))", context: parent, ofKind: .server)
+            "\(request.method.rawValue) \(RouteName.of(request, context: context))", context: parent, ofKind: .server)
         defer { span.end() }
         span.updateAttributes { attributes in
             attributes["http.request.method"] = request.method.rawValue
@@ -40,33 +40,6 @@ struct RequestTracingMiddleware: RouterMiddleware {
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error))
             throw error
-        }
-    }
-
-    /// The route a request's path names, as a span names it: the operation of a device route
-    /// (`modifyRecords`), `push`, `asset upload` / `asset download` / `asset upload status`,
-    /// `health`, `sessions`, `devices`, `admin <what>`; else its first segments.
-    static func route(of request: Request) -> String {
-        let segments = request.uri.path.split(separator: "/").map(String.init)
-        guard let first = segments.first else { return "/" }
-        if first == "health" { return "health" }
-        let rest = segments.dropFirst()  // after the version
-        guard let area = rest.first else { return first }
-        switch area {
-        case "databases":
-            let tail = Array(rest.dropFirst(2))  // after the scope
-            if tail.count == 1, let operation = tail.first {
-                return WireOperation(rawValue: operation)?.rawValue ?? (operation == "push" ? "push" : "databases")
-            }
-            if tail.first == "assets" {
-                if tail.last == "upload" { return "asset upload status" }
-                return request.method == .put ? "asset upload" : "asset download"
-            }
-            return "databases"
-        case "admin":
-            return rest.dropFirst().first.map { "admin \($0)" } ?? "admin"
-        default:
-            return area
         }
     }
 }
