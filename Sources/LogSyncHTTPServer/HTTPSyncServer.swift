@@ -490,7 +490,7 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}; GET /health/live and /health/ready"
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}; GET /health/live and /health/ready; and, with an admin credential, the admin routes under /\(v)/admin/, GET /metrics and the console under /console"
                 ),
                 status: 404, format: format)
         }

@@ -204,6 +204,19 @@ public final class PostgresStorage: ServerStorage {
         }
     }
 
+    /// The database's size (`pg_database_size`) and the entries of every log, from the logs'
+    /// table of ends: one query, no entry read.
+    public func storedSize() throws -> StoredSize? {
+        let rows = try pool.withSession { session in
+            try session.query(
+                "SELECT pg_database_size(current_database())::bigint, coalesce(sum(last_offset), 0)::bigint FROM logsync_logs"
+            )
+        }
+        guard let row = rows.first else { return nil }
+        let (bytes, entries) = try row.decode((Int64, Int64).self)
+        return StoredSize(bytes: UInt64(max(0, bytes)), entries: UInt64(max(0, entries)))
+    }
+
     /// Sends `notice` to every node (this one too) with `pg_notify`. A hint is a hint: a failure
     /// to send it is logged, and devices catch up at their next fetch.
     public func publish(_ notice: PushNotice) {

@@ -134,6 +134,11 @@ struct ServerMetricsTests {
             #expect(
                 text.contains(#"logsync_http_requests_total{route="metrics",status="401",code="notAuthenticated"} 3"#))
             #expect(text.contains("# TYPE logsync_http_request_duration_seconds histogram"))
+            // The store's size, read at the scrape: the LMDB files under the server's directory.
+            let storeBytes = try #require(
+                text.split(separator: "\n").first { $0.hasPrefix(#"logsync_store_bytes{store="lmdb"} "#) },
+                "\(text)")
+            #expect((Double(storeBytes.split(separator: " ").last ?? "") ?? 0) > 0, "\(storeBytes)")
             for secret in ["alice", LiveServer.aliceToken, Self.adminToken, "lsadm_", "Notes"] {
                 #expect(!text.contains(secret), "\(secret)")
             }

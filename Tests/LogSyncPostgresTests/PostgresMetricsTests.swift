@@ -50,6 +50,11 @@ struct PostgresMetricsTests {
         #expect(lag.values.count > before)
         #expect(try metrics2.expectTimer("logsync_push_fanout_seconds").values.count > 0)
         #expect(try metrics1.expectTimer("logsync_commit_duration_seconds", [("store", "postgres")]).values.count == 3)
+        // The store's size in one query: the database's bytes, and every log's entries (the
+        // registry's and alice's private database's at least: a zone, a subscription, a record).
+        let size = try #require(try node1.storage.storedSize())
+        #expect(size.bytes > 0)
+        #expect((size.entries ?? 0) >= 3, "\(size)")
         let inUse = try metrics1.expectMeter("logsync_postgres_pool_in_use")
         #expect(inUse.lastValue == 0)
         #expect(inUse.values.contains { $0 > 0 })

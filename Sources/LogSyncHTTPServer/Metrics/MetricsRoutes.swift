@@ -15,6 +15,7 @@ struct MetricsRoutes: Sendable {
 
     let registry: PrometheusCollectorRegistry
     let admin: AdminRoutes
+    let http: HTTPSyncServer
 
     /// Counts every route added after it (``MetricsMiddleware``), and adds `GET /metrics`
     /// when `http` has a registry and an admin credential. Called first, so that every route
@@ -26,15 +27,27 @@ struct MetricsRoutes: Sendable {
             http.logger.warning("no GET /metrics: it needs an admin credential (--admin-token-file)")
             return
         }
-        let routes = MetricsRoutes(registry: registry, admin: AdminRoutes(http: http, credential: credential))
-        router.get("/metrics") { request, context in routes.scrape(request, context: context) }
+        let routes = MetricsRoutes(
+            registry: registry, admin: AdminRoutes(http: http, credential: credential), http: http)
+        router.get("/metrics") { request, context in await routes.scrape(request, context: context) }
     }
 
-    func scrape(_ request: Request, context: ServerRequestContext) -> Response {
+    func scrape(_ request: Request, context: ServerRequestContext) async -> Response {
         do throws(HTTPFailure) {
             try admin.authorize(request, logger: context.logger)
         } catch {
             return OperationRoutes.errorResponse(error.error, status: error.status, format: .json)
+        }
+        // The store's size, read now (a listing of files, or one query): a scrape shows it
+        // without a task sampling it in between. A store that cannot tell leaves the gauges as
+        // they were.
+        let storage = http.server.storage
+        do {
+            if let size = try await storage.perform({ try storage.storedSize() }) {
+                http.metrics.record(size, store: storage.metricsStoreName)
+            }
+        } catch {
+            context.logger.warning("the store's size was not read", metadata: ["error": "\(error)"])
         }
         var headers = HTTPFields()
         headers[.contentType] = Self.mediaType

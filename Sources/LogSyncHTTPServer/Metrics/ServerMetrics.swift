@@ -1,4 +1,5 @@
 import CoreMetrics
+import LogSyncServer
 import LogSyncWire
 import Metrics
 import Prometheus
@@ -55,6 +56,21 @@ public struct ServerMetrics: Sendable {
         public static let responseBytes = "logsync_http_response_bytes_total"
         /// Gauge (a meter) of the push channels open.
         public static let pushChannelsOpen = "logsync_push_channels_open"
+        /// Gauge of the store's bytes, by `store`, read at each scrape.
+        public static let storeBytes = "logsync_store_bytes"
+        /// Gauge of the entries of every log in the store, by `store`, read at each scrape when
+        /// the store can count them without opening each log (PostgreSQL).
+        public static let logEntries = "logsync_log_entries"
+    }
+
+    /// Sets the store's gauges (``Name/storeBytes``, ``Name/logEntries``) from what `storage`
+    /// tells of its size.
+    func record(_ size: StoredSize, store: String) {
+        let dimensions = [("store", store)]
+        Gauge(label: Name.storeBytes, dimensions: dimensions, factory: factory).record(Double(size.bytes))
+        if let entries = size.entries {
+            Gauge(label: Name.logEntries, dimensions: dimensions, factory: factory).record(Double(entries))
+        }
     }
 }
 

@@ -63,6 +63,31 @@ public protocol ServerStorage: Sendable {
 
     /// The store's name in metrics (the `store` label): `lmdb` unless the storage says.
     var metricsStoreName: String { get }
+
+    /// What the store holds, as cheaply as the storage can tell it (each scrape of `GET
+    /// /metrics` asks): never by reading entries. `nil` when the storage cannot tell.
+    func storedSize() throws -> StoredSize?
+}
+
+/// What a storage holds (``ServerStorage/storedSize()``): its bytes on disk and, when the storage
+/// keeps every log's end in one place, the entries of all its logs.
+public struct StoredSize: Sendable, Hashable {
+    /// The bytes the store takes: the files of the LMDB environments and assets, or the
+    /// PostgreSQL database.
+    public var bytes: UInt64
+    /// The entries of every log (the registry's, the sessions' and every database's), when the
+    /// storage can count them without opening each log; `nil` otherwise.
+    public var entries: UInt64?
+
+    /// Creates a size.
+    ///
+    /// - Parameters:
+    ///   - bytes: The bytes the store takes.
+    ///   - entries: The entries of every log, if known.
+    public init(bytes: UInt64, entries: UInt64?) {
+        self.bytes = bytes
+        self.entries = entries
+    }
 }
 
 extension ServerStorage {
@@ -70,6 +95,7 @@ extension ServerStorage {
     public var metricsStoreName: String { "lmdb" }
     public var tokens: (any StoredTokens)? { nil }
     public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
+    public func storedSize() throws -> StoredSize? { nil }
 }
 
 /// Where one user's database log ends (``ServerStorage/databaseLogEnds()``).
@@ -357,6 +383,20 @@ public final class LMDBStorage: ServerStorage {
         assets = LMDBAssetStore(directory: directory, syncs: durability == .durable)
         try FileManager.default.createDirectory(
             at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
+    }
+
+    /// The sizes of the files under ``directory`` (every environment's and every asset's), from
+    /// the directory's listing: no environment is opened. The entries are not counted, as that
+    /// would open every user's environment.
+    public func storedSize() throws -> StoredSize? {
+        var bytes: UInt64 = 0
+        let files = FileManager.default.enumerator(
+            at: directory, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey])
+        while let file = files?.nextObject() as? URL {
+            let values = try file.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey])
+            if values.isRegularFile == true { bytes += UInt64(values.fileSize ?? 0) }
+        }
+        return StoredSize(bytes: bytes, entries: nil)
     }
 
     public func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog {
