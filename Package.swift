@@ -257,6 +257,7 @@ let package = Package(
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
                 "SyncModel", "LogSyncContract",
                 "LogStore", "logsync-server", "notes-device", "backend-indexer", "ChildProcesses", "TemporaryDirectory",
+                "SyncTestKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

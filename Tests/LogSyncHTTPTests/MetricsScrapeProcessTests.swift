@@ -5,6 +5,7 @@ import LogSyncContract
 import LogSyncHTTP
 import LogSyncWire
 import SyncModel
+import SyncTestKit
 import Synchronization
 import TemporaryDirectory
 import Testing
@@ -206,11 +207,10 @@ final class ContractDevices: Sendable {
 }
 
 /// A database that counts the records its answers say were saved and fetched.
-struct CountingDatabase: CloudDatabase {
+struct CountingDatabase: ForwardingDatabase {
     let base: HTTPCloudDatabase
     let devices: ContractDevices
 
-    var databaseScope: DatabaseScope { base.databaseScope }
     var databaseIdentity: DatabaseIdentity? { base.databaseIdentity }
 
     func modifyRecords(_ request: ModifyRecordsRequest) async throws -> ModifyRecordsResponse {
@@ -224,36 +224,6 @@ struct CountingDatabase: CloudDatabase {
         devices.counted(fetched: response.modifications.count)
         return response
     }
-
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await base.modifyZones(request)
-    }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        try await base.fetchZones(request)
-    }
-    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await base.fetchDatabaseChanges(request)
-    }
-    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await base.modifySubscriptions(request)
-    }
-    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
-    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
-    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
-        try await base.uploadAsset(request)
-    }
-    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
-        try await base.downloadAsset(request)
-    }
-    func fetchShareMetadata(url: URL) async throws -> Share.Metadata { try await base.fetchShareMetadata(url: url) }
-    func acceptShares(_ request: AcceptSharesRequest) async throws -> AcceptSharesResponse {
-        try await base.acceptShares(request)
-    }
-    func fetchShareParticipants(_ request: FetchShareParticipantsRequest) async throws -> FetchShareParticipantsResponse
-    {
-        try await base.fetchShareParticipants(request)
-    }
-    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
 }
 
 /// Prometheus' text exposition format, read as the test needs it: one sample a line,

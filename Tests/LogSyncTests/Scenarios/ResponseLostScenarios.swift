@@ -8,40 +8,6 @@ import Testing
 
 @testable import LogSync
 
-/// A database that passes every request to the server's `base`; the wrappers below change what
-/// happens to `modifyRecords` alone.
-protocol ForwardingDatabase: CloudDatabase {
-    var base: InProcessDatabase { get }
-}
-
-extension ForwardingDatabase {
-    var databaseScope: DatabaseScope { base.databaseScope }
-    func modifyZones(_ request: ModifyZonesRequest) async throws -> ModifyZonesResponse {
-        try await base.modifyZones(request)
-    }
-    func fetchZones(_ request: FetchZonesRequest) async throws -> FetchZonesResponse {
-        try await base.fetchZones(request)
-    }
-    func fetchDatabaseChanges(_ request: FetchDatabaseChangesRequest) async throws -> FetchDatabaseChangesResponse {
-        try await base.fetchDatabaseChanges(request)
-    }
-    func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
-        try await base.fetchZoneChanges(request)
-    }
-    func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
-        try await base.modifySubscriptions(request)
-    }
-    func allSubscriptions() async throws -> [Subscription] { try await base.allSubscriptions() }
-    func currentUserRecordID() async throws -> Record.ID { try await base.currentUserRecordID() }
-    func uploadAsset(_ request: AssetUploadRequest) async throws -> AssetUploadResponse {
-        try await base.uploadAsset(request)
-    }
-    func downloadAsset(_ request: AssetDownloadRequest) async throws -> AssetDownloadResponse {
-        try await base.downloadAsset(request)
-    }
-    func pushHints() -> AsyncStream<PushHint> { base.pushHints() }
-}
-
 /// A database whose next `modifyRecords` answers are lost after the server applied them:
 /// reported by the server (`serverResponseLost`) or as a dropped connection (`networkFailure`).
 final class LosingDatabase: ForwardingDatabase {
