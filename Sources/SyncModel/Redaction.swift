@@ -60,10 +60,14 @@ package struct Redactor: Sendable {
 
     // MARK: Names
 
+    /// The names every database holds, kept in clear: `_defaultZone` and `__defaultOwner__`.
+    /// Other names starting with `_` (a user's record name, `_user12`) are hashed like any.
+    package static let systemNames: Set<String> = [RecordZone.ID.defaultZoneName, RecordZone.ID.defaultOwnerName]
+
     /// A record, zone or owner name as a bundle holds it: `h-<hash>`, or the name itself when
-    /// names are not hashed or it is a system name (starting with `_`, such as `_defaultZone`).
+    /// names are not hashed or it is one of the ``systemNames``.
     package func name(_ name: String) -> String {
-        guard settings.hashNames, !name.hasPrefix("_") else { return name }
+        guard settings.hashNames, !Self.systemNames.contains(name) else { return name }
         return "h-" + hash(name.utf8, domain: "n")
     }
 

@@ -81,12 +81,14 @@ import Testing
                 #expect(try !files(under: phone.directory, containing: Array(text.utf8)).isEmpty, "\(text)")
             }
             let digest = AssetHasher.digest(of: photo)
+            let user = try server.userRecordID(for: "alice").recordName  // in accountChanged, creators
+            #expect(try !files(under: phone.directory, containing: Array(user.utf8)).isEmpty)
 
             let bundle = directory.appendingPathComponent("report.lsb")
             let summary = try phone.engine.exportSupportBundle(to: bundle)
             #expect(summary.manifest.redactValues && summary.manifest.hashNames)
             #expect(summary.entryCount == (try phone.engine.deviceLog.log.lastOffset.rawValue))
-            for text in Self.titles + Self.others + Self.names + ["photo-Flamingo-3390", phone.directory.path] {
+            for text in Self.titles + Self.others + Self.names + ["photo-Flamingo-3390", phone.directory.path, user] {
                 #expect(try Self.found(text, in: bundle).isEmpty, "\(text) is in the bundle")
             }
             #expect(try files(under: bundle, containing: digest.bytes).isEmpty, "the photo's digest")
@@ -164,6 +166,7 @@ import Testing
         #expect(a.recordID(Self.n1).zoneID == a.zoneID(Self.zone))
         #expect(a.recordID(Self.n1) != b.recordID(Self.n1))
         #expect(a.zoneID(.default) == .default, "system names stay")
+        #expect(a.name("_user12") != "_user12", "a user's record name is hashed")
         // The key in the manifest gives the same hashes (the server's extract will use it).
         #expect(Redactor(settings: .init(), key: a.key).value(value, field: "title") == a.value(value, field: "title"))
         guard case .string(let text) = a.value(value, field: "title") else {
