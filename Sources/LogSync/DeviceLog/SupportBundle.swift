@@ -107,11 +107,15 @@ public enum SupportBundle {
         public var entryCount: UInt64
     }
 
-    /// The entries per write transaction of an export (and so per chunk held in memory).
+    /// The most entries per write transaction of an export (and so per chunk held in memory).
     static let chunkSize = 4096
+    /// The payload bytes after which a chunk is written, whatever its count: large records
+    /// keep memory flat too.
+    static let chunkBytes = 4 << 20
 
     /// Writes a bundle of `log` at `directory`, which must not exist yet: its entries decoded,
-    /// redacted and appended in chunks, so memory stays flat whatever the log's length.
+    /// redacted and appended in chunks (at most `chunkSize` entries or `chunkBytes` bytes,
+    /// read through the log's own chunked cursor), so memory stays flat whatever the log's length.
     ///
     /// - Throws: ``SupportBundleError``.
     package static func export(
@@ -178,6 +182,7 @@ public enum SupportBundle {
             throw SupportBundleError(source: error)
         }
         var batch: [NewEntry] = []
+        var batchBytes = 0
         batch.reserveCapacity(chunkSize)
         var expected = first
         while true {
@@ -192,14 +197,16 @@ public enum SupportBundle {
                 }
                 var redacted = decoded.redacted(with: redactor).newEntry
                 redacted.time = entry.time
+                batchBytes += redacted.payload.count
                 batch.append(redacted)
                 expected = entry.offset.rawValue + 1
             }
-            if batch.count == chunkSize || (entry == nil && !batch.isEmpty) {
+            if batch.count == chunkSize || batchBytes >= chunkBytes || (entry == nil && !batch.isEmpty) {
                 do { try bundle.append(batch) } catch {
                     throw SupportBundleError(.io, "cannot write the bundle at \(directory.path): \(error)")
                 }
                 batch.removeAll(keepingCapacity: true)
+                batchBytes = 0
             }
             if entry == nil { break }
         }

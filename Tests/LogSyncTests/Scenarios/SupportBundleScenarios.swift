@@ -250,7 +250,7 @@ import Testing
     }
 
     @Test(
-        "a truncated bundle is refused with a typed error naming the page; a directory without a manifest is not a bundle"
+        "a truncated bundle is refused naming the page, a tampered one naming the offset; a directory without a manifest is not a bundle"
     )
     func truncatedBundle() throws {
         try withTemporaryDirectory { directory in
@@ -272,6 +272,22 @@ import Testing
             let error = try #require(throws: SupportBundleError.self) { try SupportBundle.manifest(at: bundle) }
             #expect(error.code == .corrupt && error.page != nil, "\(error)")
             #expect(throws: LogStoreError.self) { try DeviceReplay.openDeviceLogEntries(at: bundle.path) }
+
+            // A tampered manifest: one byte of its payload changed, its checksum fails.
+            let tampered = directory.appendingPathComponent("tampered.lsb")
+            do {
+                let deviceLog = try DeviceLog(directory: source, options: .init(durability: .fast))
+                try SupportBundle.export(deviceLog.log, to: tampered, options: .init(), configuration: [:])
+            }
+            let tamperedData = tampered.appendingPathComponent("data.mdb")
+            var file = [UInt8](try Data(contentsOf: tamperedData))
+            let needle = Array(SupportBundle.libraryVersion.utf8)
+            let at = try #require(
+                (0...(file.count - needle.count)).first { file[$0..<($0 + needle.count)].elementsEqual(needle) })
+            file[at] ^= 0x20
+            try Data(file).write(to: tamperedData)
+            let damaged = try #require(throws: SupportBundleError.self) { try SupportBundle.manifest(at: tampered) }
+            #expect(damaged.code == .corrupt && damaged.offset == 1, "\(damaged)")
 
             let notABundle = try #require(throws: SupportBundleError.self) { try SupportBundle.manifest(at: source) }
             #expect(notABundle.code == .notABundle)
