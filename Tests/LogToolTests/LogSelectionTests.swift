@@ -11,6 +11,8 @@ struct LogSelectionTests {
             (nil, ["device"], "device"),
             ("b", ["a", "b"], "b"),
             ("absent", ["a"], "absent"),  // opening it fails with the log store's own error
+            (nil, ["bundle", "device"], "device"),  // a support bundle: its entries, not its manifest
+            ("bundle", ["bundle", "device"], "bundle"),
         ] as [(String?, [String], String)])
     func chooses(requested: String?, available: [String], expected: String) throws {
         #expect(try LogSelection.choose(requested: requested, available: available, path: "/x") == expected)
