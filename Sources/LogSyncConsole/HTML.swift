@@ -1,26 +1,13 @@
 import Foundation
+import LogSyncDiagnostics
 
 /// The console's HTML, built as text: every value that comes from data (a user ID, a record
 /// name, a zone, a device) goes through ``escape(_:)``, and every one in a URL through
 /// ``component(_:)`` first.
 enum HTML {
-    /// `text` with `&`, `<`, `>`, `"` and `'` replaced by entities: safe in an element's text and
-    /// in a quoted attribute.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.unicodeScalars.append(character)
-            }
-        }
-        return escaped
-    }
+    /// `text` safe in an element's text and in a quoted attribute (`Markup.escaped`, as the
+    /// timeline picture escapes its own).
+    static func escape(_ text: String) -> String { Markup.escaped(text) }
 
     /// `text` percent-encoded for a path segment or a query value: every byte but letters,
     /// digits and `-._~`.

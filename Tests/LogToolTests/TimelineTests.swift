@@ -134,7 +134,7 @@ struct TimelineTests {
     /// Text that XML must escape stays XML.
     @Test func escapesXML() {
         let timeline = Timeline(lanes: [], steps: [], serverRange: nil, record: nil)
-        #expect(timeline.xml("a<b & \"c\" 'd'>\u{1}") == "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;\\u{1}")
+        #expect(timeline.xml("a<b & \"c\" 'd'>\u{1}") == "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;\\u{1}")
     }
 
     /// `logtool timeline` writes text, JSON, and the page or the picture to a file.

@@ -267,26 +267,6 @@ extension Timeline {
         return page
     }
 
-    /// `text` escaped for XML text and attribute values.
-    func xml(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&apos;"
-            default:
-                // XML 1.0 allows no control characters but tab, line feed and carriage return.
-                if scalar.value < 0x20 && scalar != "\t" && scalar != "\n" && scalar != "\r" {
-                    escaped += "\\u{\(String(scalar.value, radix: 16))}"
-                } else {
-                    escaped.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return escaped
-    }
+    /// `text` escaped for XML text and attribute values (``Markup/escaped(_:)``).
+    func xml(_ text: String) -> String { Markup.escaped(text) }
 }
