@@ -12,13 +12,6 @@ import Testing
 /// `postgres`.
 @Suite("PostgreSQL metrics")
 struct PostgresMetricsTests {
-    /// A node on `url` whose store and server record into `metrics`.
-    static func node(_ url: String, in directory: URL, metrics: TestMetrics) throws -> SyncServer {
-        try SyncServer(
-            SyncServer.Configuration(directory: directory, durability: .fast, metricsFactory: metrics),
-            storage: PostgresStorage(url: url, connections: 2, logger: quietLogger, metricsFactory: metrics))
-    }
-
     @Test(
         "F113 a notice from another node is timed from its commit; the pool's connections are back after each request")
     func notifyLagAndPool() async throws {
@@ -26,8 +19,8 @@ struct PostgresMetricsTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let url = try await PostgresTestServer.shared().createDatabase()
         let (metrics1, metrics2) = (TestMetrics(), TestMetrics())
-        let node1 = try Self.node(url, in: directory.appendingPathComponent("1"), metrics: metrics1)
-        let node2 = try Self.node(url, in: directory.appendingPathComponent("2"), metrics: metrics2)
+        let node1 = try PostgresStorageTests.node(url, in: directory.appendingPathComponent("1"), metrics: metrics1)
+        let node2 = try PostgresStorageTests.node(url, in: directory.appendingPathComponent("2"), metrics: metrics2)
         defer {
             node1.shutdown()
             node2.shutdown()

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import LogStore
 import LogSyncPostgres
@@ -10,11 +11,14 @@ import Testing
 /// log's offsets, push between nodes, the index rebuilt, damaged rows, and an outage.
 @Suite("PostgreSQL store")
 struct PostgresStorageTests {
-    /// A server on `url`, as one node of several.
-    static func node(_ url: String, in directory: URL, connections: Int = 2) throws -> SyncServer {
+    /// A server on `url`, as one node of several, whose server and store record into `metrics`.
+    static func node(
+        _ url: String, in directory: URL, connections: Int = 2,
+        metrics: any MetricsFactory = MetricsSystem.factory
+    ) throws -> SyncServer {
         try SyncServer(
-            SyncServer.Configuration(directory: directory, durability: .fast),
-            storage: PostgresStorage(url: url, connections: connections, logger: quietLogger))
+            SyncServer.Configuration(directory: directory, durability: .fast, metricsFactory: metrics),
+            storage: PostgresStorage(url: url, connections: connections, logger: quietLogger, metricsFactory: metrics))
     }
 
     /// Two nodes on one new database, and its URL.

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import LogStore
 import SyncModel
@@ -6,12 +7,13 @@ import Testing
 @testable import LogSyncServer
 
 func withServer<R>(
-    durability: Durability = .fast, _ body: (SyncServer, URL) async throws -> R
+    durability: Durability = .fast, metricsFactory: any MetricsFactory = MetricsSystem.factory,
+    _ body: (SyncServer, URL) async throws -> R
 ) async throws -> R {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("logsync-server-tests-\(UUID().uuidString)", isDirectory: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    let server = try SyncServer(.init(directory: directory, durability: durability))
+    let server = try SyncServer(.init(directory: directory, durability: durability, metricsFactory: metricsFactory))
     return try await body(server, directory)
 }
 
