@@ -114,7 +114,7 @@ final class PostgresNotifications: Sendable {
             return
         }
         if let sent = notice.sentAt {
-            notifyLag.recordNanoseconds(max(0, Int64(Date().timeIntervalSince(sent) * 1e9)))
+            notifyLag.record(max(0, Date().timeIntervalSince(sent)))
         }
         handlers.withLock { $0.deliver }?(notice)
     }

@@ -62,7 +62,7 @@ public struct InProcessDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
                         try database.noteOperationGroup(group, request: operation, device: device, requestID: requestID)
                         guard commits else { return try body(database) }
                         let metrics = server.context.metrics
-                        return try metrics.time(metrics.commitDuration) { try body(database) }
+                        return try metrics.commitDuration.measure { try body(database) }
                     }
                 }
             }

@@ -96,7 +96,7 @@ public final class SyncServer: Sendable {
             { notice in
                 hub.publish(notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true)
                 if let sent = notice.sentAt {
-                    metrics.pushFanout.recordNanoseconds(max(0, Int64(Date().timeIntervalSince(sent) * 1e9)))
+                    metrics.pushFanout.record(max(0, Date().timeIntervalSince(sent)))
                 }
             },
             missed: { hub.publishToEveryone() })

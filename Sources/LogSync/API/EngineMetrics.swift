@@ -33,16 +33,6 @@ struct EngineMetrics: Sendable {
     /// Handles that record nothing.
     static let none = EngineMetrics(factory: NOOPMetricsHandler.instance, scope: .private)
 
-    /// Runs a sync `body`, timed with `timer`.
-    func time<R>(_ timer: Metrics.Timer, _ body: () async throws -> R) async rethrows -> R {
-        let started = ContinuousClock.now
-        defer {
-            let (seconds, attoseconds) = (ContinuousClock.now - started).components
-            timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        }
-        return try await body()
-    }
-
     /// Counts the conflicts a send's error reports (F92).
     func countConflicts(in error: any Error) {
         guard let error = error as? SyncError else { return }

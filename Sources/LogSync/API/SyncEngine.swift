@@ -279,7 +279,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
         let metrics = engineContext.metrics
         defer { notePendingChanges() }
         do {
-            try await metrics.time(metrics.sendDuration) { try await SendFlow(engineContext).run(context) }
+            try await metrics.sendDuration.measure { try await SendFlow(engineContext).run(context) }
         } catch {
             metrics.countConflicts(in: error)
             throw error
@@ -290,7 +290,7 @@ public final class SyncEngine: Sendable, CustomStringConvertible {
     func runFetch(_ context: FetchChangesContext) async throws {
         let metrics = engineContext.metrics
         defer { notePendingChanges() }
-        try await metrics.time(metrics.fetchDuration) {
+        try await metrics.fetchDuration.measure {
             try await FetchFlow(engineContext, subscription: subscription).run(context)
         }
     }

@@ -100,7 +100,7 @@ final class RequestMetrics: Sendable {
     func record(route: String, status: Int, code: String, duration: Duration, bytesIn: Int?, bytesOut: Int?) {
         counter(Outcome(route: route, status: status, code: code)).increment()
         let handles = handles(route)
-        handles.duration.recordNanoseconds(duration.nanoseconds)
+        handles.duration.record(duration: duration)
         if let bytesIn, bytesIn > 0 { handles.bytesIn.increment(by: bytesIn) }
         if let bytesOut, bytesOut > 0 { handles.bytesOut.increment(by: bytesOut) }
     }

@@ -41,19 +41,4 @@ final class ServerMetricHandles: Sendable {
         assetBytesInFlight = Meter(label: "logsync_asset_bytes_in_flight", factory: factory)
         assetBytesStored = Counter(label: "logsync_asset_bytes_stored_total", factory: factory)
     }
-
-    /// Times `body` with `timer`.
-    func time<R>(_ timer: Metrics.Timer, _ body: () throws -> R) rethrows -> R {
-        let started = ContinuousClock.now
-        defer { timer.recordNanoseconds((ContinuousClock.now - started).wholeNanoseconds) }
-        return try body()
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds, for timers.
-    var wholeNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
 }

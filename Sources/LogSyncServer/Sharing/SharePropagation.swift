@@ -76,7 +76,7 @@ struct SharePropagation {
         let started = numbers.isEmpty ? nil : ContinuousClock.now
         defer {
             if let started {
-                context.metrics.sharingPropagation.recordNanoseconds((ContinuousClock.now - started).wholeNanoseconds)
+                context.metrics.sharingPropagation.record(duration: ContinuousClock.now - started)
             }
         }
         for number in numbers.sorted() {
