@@ -1,5 +1,6 @@
-import Crypto
 import Foundation
+import LogSyncServer
+import LogSyncWire
 import Synchronization
 
 /// The console's browser sign-ins, kept in memory: one-time codes (`POST
@@ -60,14 +61,9 @@ final class ConsoleSessions: Sendable {
         }
     }
 
-    private static func random() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
+    /// 256 random bits in base64url (LogSyncWire's, as bearer tokens are made).
+    private static func random() -> String { randomBase64URL(bytes: 32) }
 
-    private static func digest(_ secret: String) -> String {
-        SHA256.hash(data: Data(secret.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
+    /// What is kept of a code or a session: its SHA-256, as bearer tokens' digests are written.
+    private static func digest(_ secret: String) -> String { SessionStore.digest(secret) }
 }
