@@ -26,6 +26,7 @@ extension SyncEngine {
         var configuration = [
             "automaticallySync": String(automaticallySync),
             "environment": environment.rawValue,
+            "database": database.databaseScope.description,
         ]
         if let subscriptionID { configuration["subscriptionID"] = subscriptionID.rawValue }
         try SupportBundle.export(deviceLog.log, to: directory, options: options, configuration: configuration)
