@@ -41,6 +41,10 @@ public struct DiagnosticsError: Error, Sendable, Hashable, CustomStringConvertib
         public static let requestFailed = Code(rawValue: "requestFailed")
         /// A record name given without a zone names records in several zones (`logtool blame`).
         public static let ambiguousRecord = Code(rawValue: "ambiguousRecord")
+        /// The directory is a support bundle of a range that starts past offset 1: its entries
+        /// cannot rebuild a device's state, which starts at offset 1 (`logtool dump` reads it,
+        /// showing the device's offsets).
+        public static let partialBundle = Code(rawValue: "partialBundle")
         /// An invariant named by `logtool bisect --invariant` is not a built-in one.
         public static let unknownInvariant = Code(rawValue: "unknownInvariant")
     }

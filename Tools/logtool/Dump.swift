@@ -44,9 +44,11 @@ struct Dump: AsyncParsableCommand {
             defer { progress.finish() }
             let log = try location.openLog()
             let formatter = EntryFormatter(decoder: .forLog(named: log.name))
-            try EntryDumper(format: output.entryFormat, formatter: formatter, filter: try filter.entryFilter()).dump(
-                log, from: range.start, through: range.end, to: &standardOutput
-            ) { progress.report($0) }
+            var dumper = EntryDumper(format: output.entryFormat, formatter: formatter, filter: try filter.entryFilter())
+            // A support bundle of a range export: its entries shown, and chosen, by the device's offsets.
+            dumper.offsetBase = try location.offsetBase(of: log)
+            let (start, end) = range.shifted(by: dumper.offsetBase)
+            try dumper.dump(log, from: start, through: end, to: &standardOutput) { progress.report($0) }
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogStore
+import LogSync
 import LogSyncDiagnostics
 import LogToolCore
 
@@ -23,6 +24,16 @@ struct LogLocationOptions: ParsableArguments {
             requested: logName, available: try environment.logNames(), path: environment.path)
         return try environment.openLog(named: name)
     }
+
+    /// What to add to an offset of `log` to get the device's: a support bundle's `baseOffset`
+    /// for its log `device` (0 unless the bundle is a range export starting past offset 1),
+    /// 0 for any other log.
+    func offsetBase(of log: Log) throws -> UInt64 {
+        guard log.name == DeviceLog.logName,
+            try log.environment.logNames().contains(SupportBundle.manifestLogName)
+        else { return 0 }
+        return try SupportBundle.manifest(at: URL(fileURLWithPath: log.environment.path)).baseOffset
+    }
 }
 
 /// A range of offsets.
@@ -41,6 +52,13 @@ struct OffsetRangeOptions: ParsableArguments {
 
     var start: LogOffset { LogOffset(from ?? 1) }
     var end: LogOffset? { to.map { LogOffset($0) } }
+
+    /// The range in the offsets of a log whose entries are another's from `base + 1` on (a
+    /// support bundle of a range export): the options name the other log's offsets.
+    func shifted(by base: UInt64) -> (start: LogOffset, end: LogOffset?) {
+        guard base > 0 else { return (start, end) }
+        return (LogOffset(max(from ?? 1, base + 1) - base), to.map { LogOffset($0 > base ? $0 - base : 0) })
+    }
 }
 
 /// Human or machine output.

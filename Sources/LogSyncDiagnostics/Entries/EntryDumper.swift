@@ -15,6 +15,10 @@ public struct EntryDumper: Sendable {
     public var formatter: EntryFormatter
     /// Which entries to write; the formatter's decoder describes them for `--record`/`--zone`.
     public var filter: EntryFilter
+    /// What to add to an offset of the log read to get the offset written: 0, or a support
+    /// bundle's `baseOffset` for a range export, whose entries are the device's from
+    /// `baseOffset + 1` on. `start` and `end` are the log's own offsets.
+    public var offsetBase: UInt64 = 0
 
     public init(
         format: Format = .text, formatter: EntryFormatter = EntryFormatter(), filter: EntryFilter = EntryFilter()
@@ -50,14 +54,15 @@ public struct EntryDumper: Sendable {
         let start = max(start, .first)
         guard start <= end else { return 0 }
         var formatter = self.formatter
-        formatter.offsetWidth = max(formatter.offsetWidth, end.description.count)
+        formatter.offsetWidth = max(formatter.offsetWidth, (end.rawValue + offsetBase).description.count)
 
         // The cursor hands out every good entry before a corrupt one, then throws naming it.
         var cursor = try log.entries(from: start, through: end)
         var written = 0
         let total = end.rawValue - start.rawValue + 1
-        while let entry = try cursor.next() {
+        while var entry = try nextEntry(&cursor) {
             progress(.entries(done: entry.offset.rawValue - start.rawValue + 1, total: total))
+            entry.offset = LogOffset(entry.offset.rawValue + offsetBase)
             let description: EntryDescription?
             do {
                 description = try formatter.describe(entry)
@@ -76,5 +81,15 @@ public struct EntryDumper: Sendable {
             written += 1
         }
         return written
+    }
+
+    /// The cursor's next entry; a corrupt entry's error names the offset as written (with
+    /// ``offsetBase``).
+    private func nextEntry(_ cursor: inout EntryCursor) throws(LogStoreError) -> LogEntry? {
+        do { return try cursor.next() } catch {
+            var shifted = error
+            if let offset = error.offset { shifted.offset = LogOffset(offset.rawValue + offsetBase) }
+            throw shifted
+        }
     }
 }

@@ -146,6 +146,16 @@ public enum DeviceReplay {
                 .notADeviceLog,
                 "\(environment.path) is not a device log: it holds \(held), not a log named \(DeviceLog.logName)")
         }
+        if names.contains(SupportBundle.manifestLogName) {
+            let manifest = try SupportBundle.manifest(at: URL(fileURLWithPath: environment.path))
+            guard manifest.baseOffset == 0 else {
+                throw DiagnosticsError(
+                    .partialBundle,
+                    "\(environment.path) is a support bundle of the device's entries \(manifest.firstOffset)..."
+                        + "\(manifest.lastOffset) only: a device's state is rebuilt from offset 1, so replay, diff, "
+                        + "timeline, blame and bisect need an export from offset 1 (logtool dump reads this one)")
+            }
+        }
         return environment
     }
 

@@ -211,7 +211,14 @@ import Testing
                     to: directory.appendingPathComponent("bad.lsb"), options: .init(range: .offsets(from: 9, to: 3)))
             }
             phone.releaseEngine()
-            let log = try DeviceReplay.openDeviceLogEntries(at: bundle.path)
+            // Its entries are the device's 5...12, written from offset 1: readers that rebuild a
+            // device's state refuse it, naming the range.
+            let refusal = #expect(throws: DiagnosticsError.self) {
+                try DeviceReplay.openDeviceLogEntries(at: bundle.path)
+            }
+            #expect(refusal?.code == .partialBundle && refusal?.message.contains("5...12") == true)
+            let log = try LogEnvironment.open(at: bundle, options: .init(readOnly: true)).openLog(
+                named: DeviceLog.logName)
             #expect(try Self.kinds(of: log).map { ($0.0 + 4, $0.1) }.elementsEqual(original[4..<12]) { $0 == $1 })
             let head = try DeviceReplay.openDeviceLogEntries(at: throughOnly.path)
             #expect(try Self.kinds(of: head).elementsEqual(original[0..<9]) { $0 == $1 })
