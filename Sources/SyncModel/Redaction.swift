@@ -34,6 +34,8 @@ package struct Redactor: Sendable {
     package let settings: Settings
     /// The per-bundle key, 32 bytes.
     package let key: [UInt8]
+    /// An HMAC already keyed with `key`: each hash copies it rather than deriving the key's pads again.
+    private let keyed: HMAC<SHA256>
 
     /// The key's identifier: the first 8 bytes of SHA-256 of the key, in hex. Names the key
     /// without revealing it.
@@ -48,11 +50,12 @@ package struct Redactor: Sendable {
             var generator = SystemRandomNumberGenerator()
             self.key = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         }
+        keyed = HMAC<SHA256>(key: SymmetricKey(data: self.key))
     }
 
     /// The keyed hash of `bytes` in a domain (`"v"` values, `"n"` names), truncated, in hex.
     package func hash(_ bytes: some Sequence<UInt8>, domain: String) -> String {
-        var hmac = HMAC<SHA256>(key: SymmetricKey(data: key))
+        var hmac = keyed
         hmac.update(data: Array(domain.utf8) + [0])
         hmac.update(data: Array(bytes))
         return Self.hex(Array(hmac.finalize()).prefix(Self.hashBytes))

@@ -106,6 +106,9 @@ enum Child {
             case .shareSeed: result = try await shareSeedPhase(options, url)
             case .ownerFetch, .participantFetch: result = try await sharedFetchPhase(phase, options, url)
             case .commit: result = try await commitPhase(options, url)
+            case .bundleExport: result = try bundleExportPhase(options, url)
+            case .bundleCopy: result = try bundleCopyPhase(options, url)
+            case .bundle: throw BenchError("--phase bundle: the parent runs build, bundle-export and bundle-copy")
             case .instrumentation:
                 throw BenchError(
                     "--phase instrumentation: the parent runs fetch and commit, with --instrumented and without")

@@ -14,6 +14,8 @@
 //    fresh engine on the private database and bob's fresh engine on the shared database each
 //    fetch the zone to the end, alternately, a few runs: the ratio of their speeds (the
 //    participant's records/s over the owner's) must be at least 0.8.
+// 5. Support bundle: a 1,000,000-entry device log (built as in 3) exported as a redacted support
+//    bundle, against copying its file, alternately: peak memory and the speed ratio.
 //
 // Each phase runs in a child process (this binary again, with `--phase`), so that each has its
 // own peak memory (VmHWM). Device logs `.durable` and `.fast`; the server `.fast` (its own cost is
@@ -22,7 +24,8 @@
 //   swift build -c release --product logsync-engine-bench --scratch-path .build-e
 //   .build-e/release/logsync-engine-bench [--records N] [--chunk N] [--page N] [--only fetch|send|open]
 //       [--durability durable,fast] [--open-sizes N,N] [--open-runs N] [--share-runs N] [--quick] [--dir PATH]
-//       (--only share: the sharing comparison; --only instrumentation: metrics and tracing against neither)
+//       (--only share: the sharing comparison; --only instrumentation: metrics and tracing against neither;
+//        --only bundle: a support bundle's export of a long device log against copying its file)
 //
 // See Docs/Performance.md ("Engine") for what is measured and the figures on the reference machine.
 import ArgumentParser
@@ -120,6 +123,19 @@ struct EngineBench: BenchCommand {
         transform: count())
     var instrumentationRuns: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Support bundle: the device log's length in entries (default 1000000, 100000 with --quick).",
+            valueName: "N"),
+        transform: count(atLeast: OpenWorkload.minimumEntries))
+    var bundleEntries: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "Support bundle: exports and copies, alternately (default 3, 1 with --quick).", valueName: "N"),
+        transform: count())
+    var bundleRuns: Int?
+
     // The child's options: the parent passes its own on, with these.
     @Option(help: .hidden) var phase: Phase?
     /// The child's server and engine record metrics and spans (`Instrumentation`).
@@ -137,25 +153,31 @@ struct EngineBench: BenchCommand {
         case participantFetch = "participant-fetch"
         /// The cost of instrumentation (a parent phase), and its child of server commits alone.
         case instrumentation, commit
+        /// The support-bundle export against copying the log's file (a parent phase), and its children.
+        case bundle
+        case bundleExport = "bundle-export"
+        case bundleCopy = "bundle-copy"
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).
     static let seedRequestSize = RecordWorkload.requestSize
 
     func validate() throws {
-        if let onlyPhase, ![.fetch, .send, .edits, .open, .share, .instrumentation].contains(onlyPhase) {
+        if let onlyPhase, ![.fetch, .send, .edits, .open, .share, .instrumentation, .bundle].contains(onlyPhase) {
             throw ValidationError(
-                "--only: fetch, send, edits, open, share or instrumentation, not \"\(onlyPhase.rawValue)\"")
+                "--only: fetch, send, edits, open, share, instrumentation or bundle, not \"\(onlyPhase.rawValue)\"")
         }
     }
 
     var recordCount: Int { records.total(common) }
-    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share, .instrumentation] }
+    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share, .instrumentation, .bundle] }
     var shareRunCount: Int { shareRuns ?? common.size(3, quick: 1) }
     var instrumentationRunCount: Int { instrumentationRuns ?? common.size(3, quick: 1) }
     var durabilities: [DurabilityName] { durabilityList.values }
     var openLengths: [Int] { openSizes?.values ?? (common.quick ? [10_000, 100_000] : [10_000, 1_000_000]) }
     var openRunCount: Int { openRuns ?? common.size(7, quick: 3) }
+    var bundleLength: Int { bundleEntries ?? (common.quick ? 100_000 : 1_000_000) }
+    var bundleRunCount: Int { bundleRuns ?? common.size(3, quick: 1) }
 
     /// A child measures its phase and reports to its parent; the parent runs the phases.
     func run() async throws {

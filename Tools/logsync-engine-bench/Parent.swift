@@ -51,6 +51,12 @@ enum Parent {
                     + "to a fresh .durable server in requests of 400, each with metrics and tracing and with neither, "
                     + "\(options.instrumentationRunCount) run(s) each side, alternately")
         }
+        if options.phases.contains(.bundle) {
+            emit(
+                "  bundle: a device log of \(grouped(options.bundleLength)) entries built as the open phase builds its logs, exported "
+                    + "as a support bundle (redacted, names hashed) and its data.mdb copied, \(options.bundleRunCount) run(s) each, alternately"
+            )
+        }
         if options.phases.contains(.share) {
             emit(
                 "  share: \(grouped(options.recordCount)) records seeded in one zone of alice's, shared whole (zone-wide Share) with bob, "
@@ -183,6 +189,11 @@ enum Parent {
             }
             scratch.remove(directory)
         }
+        var bundleRows: [[String]] = []
+        if options.phases.contains(.bundle) {
+            emit("support bundle: an export against copying the log's file")
+            bundleRows = try bundleRuns(options, scratch)
+        }
         var instrumentationRows: [[String]] = []
         if options.phases.contains(.instrumentation) {
             emit("instrumentation: metrics and tracing against neither")
@@ -190,6 +201,15 @@ enum Parent {
         }
         emit("")
 
+        if !bundleRows.isEmpty {
+            emit(
+                "support bundle: SupportBundle.export (redacted, names hashed: SyncEngine.exportSupportBundle's work) of a "
+                    + "device log built as the open phase builds its logs, against copying its data.mdb (1 MiB reads and "
+                    + "writes, then fsync), alternately, each in a fresh process; targets: peak RssAnon under 64 MiB, "
+                    + "export speed ≥ 0.5 of the copy's")
+            emit(table(bundleRows))
+            emit("")
+        }
         if !instrumentationRows.isEmpty {
             emit(
                 "instrumentation: the server and the engine with metrics (a Prometheus registry) and tracing (an in-memory "

@@ -195,7 +195,7 @@ public enum SupportBundle {
                 do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
                     throw SupportBundleError(source: error, offset: entry.offset.rawValue)
                 }
-                var redacted = decoded.redacted(with: redactor).newEntry
+                var redacted = decoded.redacted(with: redactor).decodedNewEntry
                 redacted.time = entry.time
                 batchBytes += redacted.payload.count
                 batch.append(redacted)
