@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// What a support bundle keeps of a user's data, and the key its hashes are made with
 /// (Docs/Privacy.md).
@@ -36,6 +37,8 @@ package struct Redactor: Sendable {
     package let key: [UInt8]
     /// An HMAC already keyed with `key`: each hash copies it rather than deriving the key's pads again.
     private let keyed: HMAC<SHA256>
+    /// Names already hashed: a log names the same records and zones again and again.
+    private let hashedNames = NameMemo()
 
     /// The key's identifier: the first 8 bytes of SHA-256 of the key, in hex. Names the key
     /// without revealing it.
@@ -71,7 +74,10 @@ package struct Redactor: Sendable {
     /// names are not hashed or it is one of the ``systemNames``.
     package func name(_ name: String) -> String {
         guard settings.hashNames, !Self.systemNames.contains(name) else { return name }
-        return "h-" + hash(name.utf8, domain: "n")
+        if let known = hashedNames.value(for: name) { return known }
+        let hashed = "h-" + hash(name.utf8, domain: "n")
+        hashedNames.store(hashed, for: name)
+        return hashed
     }
 
     package func zoneID(_ id: RecordZone.ID) -> RecordZone.ID {
@@ -219,5 +225,21 @@ package struct Redactor: Sendable {
             out.append(digits[Int(byte & 15)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// The names a ``Redactor`` has hashed, at most ``capacity`` of them (then it starts again), so
+/// that memory stays bounded whatever the log names.
+private final class NameMemo: Sendable {
+    static let capacity = 65_536
+    private let names = Mutex<[String: String]>([:])
+
+    func value(for name: String) -> String? { names.withLock { $0[name] } }
+
+    func store(_ hashed: String, for name: String) {
+        names.withLock { names in
+            if names.count >= Self.capacity { names.removeAll(keepingCapacity: true) }
+            names[name] = hashed
+        }
     }
 }
