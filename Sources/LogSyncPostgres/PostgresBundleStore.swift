@@ -165,6 +165,17 @@ struct PostgresBundleStore: ServerBundleStore {
         }
     }
 
+    func partials() throws -> [(owner: UInt64, id: String, lastWritten: Date)] {
+        try pool.withSession { session in
+            try session.query(
+                "SELECT owner, id, (extract(epoch FROM updated_at) * 1000000)::bigint FROM logsync_bundle_partials"
+            ).map { row in
+                let (owner, id, microseconds) = try row.decode((Int64, String, Int64).self)
+                return (UInt64(bitPattern: owner), id, Date(timeIntervalSince1970: Double(microseconds) / 1_000_000))
+            }
+        }
+    }
+
     /// Shows up to `maxLength` bytes from `offset` of the stored bundle or the partial upload, a
     /// row at a time; returns how many it showed.
     private func show(

@@ -113,7 +113,7 @@ struct SupportBundleUploadTests {
     /// A raw request to `url` + `path`.
     static func raw(
         _ url: URL, _ path: String, method: HTTPMethod = .GET, token: String?, body: [UInt8]? = nil
-    ) async throws -> (status: Int, body: String) {
+    ) async throws -> (status: Int, body: String, count: Int) {
         var request = HTTPClientRequest(url: url.absoluteString + path)
         request.method = method
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
@@ -122,8 +122,10 @@ struct SupportBundleUploadTests {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(300))
-        var buffer = try await response.body.collect(upTo: 1 << 20)
-        return (Int(response.status.code), buffer.readString(length: buffer.readableBytes) ?? "")
+        let buffer = try await response.body.collect(upTo: 16 << 20)
+        return (
+            Int(response.status.code), String(decoding: buffer.readableBytesView, as: UTF8.self), buffer.readableBytes
+        )
     }
 
     /// The upload, the listing and the download, over HTTP against a server process on
@@ -300,21 +302,39 @@ struct SupportBundleUploadTests {
             #expect(refused?.code == .notAuthenticated)
             #expect(Self.bundleFiles(data) == before)
             // The operator reads it; an ID not stored is 404 for the operator only.
-            #expect(try await served.admin.supportBundles().map(\.id) == [id])
+            let stored = try await served.admin.supportBundles()
+            #expect(stored.map(\.id) == [id])
             let unknown = await #expect(throws: SyncError.self) {
                 try await served.admin.downloadSupportBundle(missing, to: directory.appendingPathComponent("x.lsb"))
             }
             #expect(unknown?.code == .unknownItem)
+
+            // The console lists it on alice's page, with a download link for the operator's
+            // session; a user's token gets the console's 401.
+            let page = try await Self.raw(served.url, "/console/users/alice", token: served.adminToken)
+            #expect(page.status == 200 && page.body.contains("data-bundle=\"\(id)\""), "\(page)")
+            let console = try await Self.raw(served.url, "/console/bundles/\(id)", token: served.adminToken)
+            let size = try #require(stored.first).size
+            #expect(console.status == 200 && console.count == Int(size))
+            for token in [served.alice, nil] {
+                let refused = try await Self.raw(served.url, "/console/bundles/\(id)", token: token)
+                #expect(refused.status == 401, "\(refused)")
+            }
             #expect(try await served.process.terminate().status == 0)
         }
     }
 
-    @Test("bundles past the retention period are removed by the sweep, on the server's clock")
+    @Test(
+        "bundles past the retention period are removed by the sweep, on the server's clock, and an abandoned partial upload with them"
+    )
     func retentionSweep() async throws {
         try await withTemporaryDirectory { directory in
             let bundle = try await Self.phoneBundle(in: directory)
             let bytes = [UInt8](try Data(contentsOf: bundle.appendingPathComponent("data.mdb")))
-            let clock = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+            // The server's clock starts now (a partial upload's age is its file's), in whole
+            // seconds as the stored description keeps them.
+            let start = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+            let clock = Mutex(start)
             var configuration = SyncServer.Configuration(
                 directory: directory.appendingPathComponent("server"), durability: .fast,
                 now: { clock.withLock { $0 } })
@@ -322,19 +342,28 @@ struct SupportBundleUploadTests {
             let server = try SyncServer(configuration)
             defer { server.shutdown() }
 
-            // Day 0: alice uploads a bundle.
+            // Day 0: alice uploads a bundle; bob's upload stops half way and is never resumed.
             let upload = try await server.beginSupportBundleUpload(
                 user: "alice", id: AssetHasher.digest(of: bytes), size: Int64(bytes.count))
             try await upload.write(bytes, at: 0)
             let stored = try await upload.finish()
             upload.close()
-            #expect(stored.uploaded == Date(timeIntervalSince1970: 1_800_000_000))
+            #expect(stored.uploaded == start)
+            var flipped = bytes
+            flipped[0] ^= 1
+            let abandoned = try await server.beginSupportBundleUpload(
+                user: "bob", id: AssetHasher.digest(of: flipped), size: Int64(bytes.count))
+            try await abandoned.write(Array(flipped[..<(bytes.count / 2)]), at: 0)
+            abandoned.close()
+            let files = Self.bundleFiles(directory.appendingPathComponent("server"))
+            #expect(files.keys.filter { $0.contains("/partial/") }.count == 1, "\(files)")
 
-            // Day 29: kept.
+            // Day 29: both kept.
             clock.withLock { $0 = $0.addingTimeInterval(29 * 86_400) }
             #expect(try await server.removeExpiredSupportBundles().isEmpty)
             #expect(try await server.supportBundles().map(\.id) == [stored.id])
-            // Day 31: removed, its files with it.
+            #expect(Self.bundleFiles(directory.appendingPathComponent("server")) == files)
+            // Day 31: removed, their files with them.
             clock.withLock { $0 = $0.addingTimeInterval(2 * 86_400) }
             #expect(try await server.removeExpiredSupportBundles().map(\.id) == [stored.id])
             #expect(try await server.supportBundles().isEmpty)

@@ -103,6 +103,9 @@ public protocol ServerBundleStore: Sendable {
 
     /// Removes the stored bundle and its description.
     func remove(_ bundle: StoredBundle) throws
+
+    /// Every partial upload and when it was last written (for the retention sweep).
+    func partials() throws -> [(owner: UInt64, id: String, lastWritten: Date)]
 }
 
 /// Support bundles as files beside each user's LMDB environment:
@@ -220,6 +223,24 @@ public final class LMDBBundleStore: ServerBundleStore {
         // The description first: a bundle half removed is no longer listed.
         try LMDBAssetStore.unlinkIfPresent(stored.appendingPathComponent(Self.descriptionName).path)
         if FileManager.default.fileExists(atPath: stored.path) { try FileManager.default.removeItem(at: stored) }
+    }
+
+    public func partials() throws -> [(owner: UInt64, id: String, lastWritten: Date)] {
+        let users = LMDBStorage.usersDirectory(in: directory)
+        let fileManager = FileManager.default
+        var partials: [(owner: UInt64, id: String, lastWritten: Date)] = []
+        for user in (try? fileManager.contentsOfDirectory(atPath: users.path)) ?? [] {
+            guard user.hasPrefix("u"), let owner = UInt64(user.dropFirst()) else { continue }
+            let directory = bundlesDirectory(owner: owner).appendingPathComponent("partial")
+            for id in (try? fileManager.contentsOfDirectory(atPath: directory.path)) ?? [] {
+                let file = directory.appendingPathComponent(id).appendingPathComponent("data.mdb")
+                let written = FileStatus(path: file.path).map {
+                    Date(timeIntervalSince1970: TimeInterval($0.modified.seconds))
+                }
+                partials.append((owner, id, written ?? .distantPast))
+            }
+        }
+        return partials
     }
 
     static func removeAllBut(_ keep: String, in directory: URL) {

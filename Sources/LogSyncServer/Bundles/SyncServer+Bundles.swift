@@ -234,16 +234,22 @@ extension SyncServer {
     }
 
     /// Removes the support bundles uploaded before `now` minus
-    /// `Configuration.supportBundleRetention` (the server's clock by default) and returns them:
-    /// what `logsync-server serve` runs at its start and then hourly (Docs/Deployment.md,
-    /// "Support bundles").
+    /// `Configuration.supportBundleRetention` (the server's clock by default) and returns them,
+    /// and the partial uploads last written before then (an upload abandoned, on the disk's or
+    /// the database's clock) unless one is under way: what `logsync-server serve` runs at its
+    /// start and then hourly (Docs/Deployment.md, "Support bundles").
     @discardableResult
     public func removeExpiredSupportBundles(now: Date? = nil) async throws -> [StoredBundle] {
         guard let store = storage.bundles else { return [] }
         let cutoff = (now ?? context.now()).addingTimeInterval(-configuration.supportBundleRetention)
+        let underWay = Set(bundleUploads.withLock { $0 }.map { "\($0.owner) \($0.id.hex)" })
         return try await storage.perform {
             let expired = try store.storedBundles().filter { $0.uploaded < cutoff }
             for bundle in expired { try store.remove(bundle) }
+            for partial in try store.partials()
+            where partial.lastWritten < cutoff && !underWay.contains("\(partial.owner) \(partial.id)") {
+                try store.removePartial(owner: partial.owner, id: partial.id)
+            }
             return expired
         }
     }
