@@ -13,8 +13,10 @@ extension HTTPSyncClient {
     /// bundle's ID is its SHA-256, and the server keeps what arrived. The user cannot read the
     /// bundle back; the operator can.
     ///
-    /// - Parameter attempts: How many times a cut upload is resumed (a lost connection, a busy
-    ///   upload of the same bundle) before its error is thrown.
+    /// - Parameters:
+    ///   - directory: The bundle's directory, holding its `data.mdb`.
+    ///   - attempts: How many times a cut upload is resumed (a lost connection, a busy upload of
+    ///     the same bundle) before its error is thrown.
     /// - Throws: `SyncError`: `limitExceeded` over the server's size limit; `invalidArguments`
     ///   naming the part of a damaged bundle (nothing is stored); `assetFileModified` when the
     ///   file changed while it was sent; `assetFileNotFound` without a `data.mdb`;

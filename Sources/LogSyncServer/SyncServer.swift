@@ -48,7 +48,7 @@ public final class SyncServer: Sendable {
         /// default (Docs/Deployment.md, "Support bundles").
         public var maxSupportBundleBytes: Int64 = 64 << 20
         /// How long an uploaded support bundle is kept, from its upload: 30 days by default.
-        /// ``SyncServer/removeExpiredSupportBundles()`` removes the older ones.
+        /// ``SyncServer/removeExpiredSupportBundles(now:)`` removes the older ones.
         public var supportBundleRetention: TimeInterval = 30 * 86_400
 
         public init(
