@@ -80,6 +80,9 @@ public struct Console: Sendable {
         router.get("/console/users/:user/timeline") { request, context in
             await page(request) { try await timelinePage(try user(context), request) }
         }
+        router.get("/console/bundles/:id") { request, context in
+            await bundleDownload(request, context: context)
+        }
         router.get("/console/**") { request, context in
             await page(request) { throw PageError(404, "no console page at \(request.uri.path)") }
         }
@@ -218,6 +221,39 @@ public struct Console: Sendable {
         return Response(
             status: HTTPResponse.Status(code: status), headers: headers,
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    /// `GET /console/bundles/{id}`: an uploaded support bundle's `data.mdb`, for the operator's
+    /// console session (or admin token); the same 401 as every page otherwise, whether or not
+    /// the bundle exists.
+    func bundleDownload(_ request: Request, context: ServerRequestContext) async -> Response {
+        guard isAuthorized(request) else { return Self.unauthorized() }
+        let server = http.server
+        let id = context.parameters.get("id") ?? ""
+        let found: StoredBundle?
+        do {
+            found = try await server.supportBundle(id: id)
+        } catch {
+            return Self.html(503, HTML.page(title: "503", body: "<p>the store failed: \(HTML.escape("\(error)"))</p>"))
+        }
+        guard let bundle = found else {
+            return Self.html(
+                404, HTML.page(title: "404", body: "<p>no support bundle \(HTML.escape(id)) is stored</p>"))
+        }
+        var headers = Self.pageHeaders()
+        headers[.contentType] = "application/octet-stream"
+        headers[.contentDisposition] = "attachment; filename=\"\(bundle.id.prefix(16)).lsb-data.mdb\""
+        let body = ResponseBody(contentLength: Int(bundle.size)) { writer in
+            var offset: Int64 = 0
+            while offset < bundle.size {
+                let piece = try await server.readSupportBundle(bundle, from: offset, maxLength: 1 << 20)
+                guard !piece.isEmpty else { break }
+                try await writer.write(ByteBuffer(bytes: piece))
+                offset += Int64(piece.count)
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
     }
 
     // MARK: Reading

@@ -207,6 +207,15 @@ extension Console {
             rows: channels.map { channel in
                 "<tr><td>\(WireProtocol.scopeName(channel.scope))</td><td>\(HTML.escape(channel.device?.rawValue ?? "—"))</td></tr>"
             }, attributes: " id=\"channels\" data-count=\"\(channels.count)\"")
+        // Support bundles the user uploaded (Docs/Privacy.md, "Uploaded bundles"): the
+        // operator's to read, downloaded through the console session.
+        let bundles = try await server.supportBundles(of: user)
+        body += "<h2>Support bundles</h2>"
+        body += HTML.table(
+            ["uploaded", "bytes", "app", "library", "key ID", "offsets", ""],
+            rows: bundles.map { bundle in
+                "<tr data-bundle=\"\(bundle.id)\"><td>\(HTML.date(bundle.uploaded))</td><td>\(bundle.size)</td><td>\(HTML.escape(bundle.appVersion ?? "—"))</td><td>\(HTML.escape(bundle.libraryVersion))</td><td><code>\(HTML.escape(bundle.keyID))</code></td><td>\(bundle.firstOffset)–\(bundle.lastOffset)</td><td><a href=\"\(HTML.href("/console/bundles/\(bundle.id)"))\">data.mdb</a></td></tr>"
+            }, attributes: " id=\"bundles\" data-count=\"\(bundles.count)\"")
         return HTML.page(title: "User \(user.rawValue)", body: body)
     }
 

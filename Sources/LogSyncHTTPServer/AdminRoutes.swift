@@ -19,6 +19,7 @@ struct AdminRoutes: Sendable {
         let routes = AdminRoutes(http: http, credential: credential)
         routes.registerUserRoutes(on: router)
         routes.registerOverviewRoute(on: router)
+        routes.registerBundleRoutes(on: router)
         AdminChangeRoutes.register(on: router, admin: routes)
     }
 

@@ -290,6 +290,14 @@ public struct HTTPSyncServer: Sendable {
         router.get("/:version/databases/:scope/assets/:digest") { request, context in
             await assets.download(request, context: context)
         }
+        // Support bundles: uploaded by their user as assets are, read by the operator only.
+        let bundles = BundleRoutes(http: self)
+        router.get("/:version/bundles/:id/upload") { request, context in
+            await bundles.uploadStatus(request, context: context)
+        }
+        router.put("/:version/bundles/:id") { request, context in
+            await bundles.upload(request, context: context)
+        }
         if let sessions = tokens.sessions {
             // Under `:version`, as the other routes: the router does not fall back from a
             // literal segment to a parameter.
@@ -490,7 +498,7 @@ struct UnknownRouteMiddleware: RouterMiddleware {
             return OperationRoutes.errorResponse(
                 SyncError(
                     .serverRejectedRequest,
-                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}; GET /health/live and /health/ready; and, with an admin credential, the admin routes under /\(v)/admin/, GET /metrics and the console under /console"
+                    "no route \(request.method) \(request.uri.path); the routes are POST /\(v)/databases/{scope}/{operation}, GET /\(v)/databases/{scope}/push, PUT and GET /\(v)/databases/{scope}/assets/{sha256}, GET /\(v)/databases/{scope}/assets/{sha256}/upload, PUT /\(v)/bundles/{sha256} and GET /\(v)/bundles/{sha256}/upload, and, with sessions, POST /\(v)/sessions (with an identity verifier), POST /\(v)/sessions/refresh, GET /\(v)/devices and DELETE /\(v)/devices/{device}; GET /health/live and /health/ready; and, with an admin credential, the admin routes under /\(v)/admin/, GET /metrics and the console under /console"
                 ),
                 status: 404, format: format)
         }

@@ -33,6 +33,10 @@ enum RouteName {
         "GET /{version}/databases/{scope}/assets/{digest}/upload": "asset upload status",
         "PUT /{version}/databases/{scope}/assets/{digest}": "asset upload",
         "GET /{version}/databases/{scope}/assets/{digest}": "asset download",
+        "GET /{version}/bundles/{id}/upload": "bundle upload status",
+        "PUT /{version}/bundles/{id}": "bundle upload",
+        "GET /{version}/admin/bundles": "admin list bundles",
+        "GET /{version}/admin/bundles/{id}": "admin download bundle",
         "POST /{version}/sessions": "sign-in",
         "POST /{version}/sessions/refresh": "refresh",
         "GET /{version}/devices": "devices",
@@ -54,5 +58,6 @@ enum RouteName {
         "GET /console/users/{user}/records": "console records",
         "GET /console/users/{user}/records/{zone}/{record}": "console record",
         "GET /console/users/{user}/timeline": "console timeline",
+        "GET /console/bundles/{id}": "console bundle",
     ]
 }

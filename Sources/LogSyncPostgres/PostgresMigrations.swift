@@ -70,6 +70,16 @@ package struct PostgresMigrations: Sendable {
                 ALTER TABLE logsync_asset_chunks ADD COLUMN zone bigint NOT NULL DEFAULT 0;
                 ALTER TABLE logsync_asset_chunks DROP CONSTRAINT logsync_asset_chunks_pkey, ADD PRIMARY KEY (owner, digest, stored, zone, start);
                 """),
+        // Uploaded support bundles (`PostgresBundleStore`), kept as asset contents are.
+        Migration(
+            version: 4, name: "support bundles",
+            sql: """
+                CREATE TABLE logsync_bundles (owner bigint NOT NULL, id text NOT NULL, size bigint NOT NULL CHECK (size > 0), uploaded_at timestamptz NOT NULL, description text NOT NULL, PRIMARY KEY (owner, id));
+                CREATE INDEX logsync_bundles_uploaded ON logsync_bundles (uploaded_at);
+                CREATE TABLE logsync_bundle_partials (owner bigint NOT NULL, id text NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, id));
+                CREATE TABLE logsync_bundle_chunks (owner bigint NOT NULL, id text NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, id, stored, start));
+                ALTER TABLE logsync_bundle_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                """),
     ])
 
     /// The newest version these migrations know.

@@ -158,6 +158,9 @@ public final class PostgresStorage: ServerStorage {
                 try session.query("DELETE FROM logsync_asset_chunks WHERE owner = $1", [owner])
                 try session.query("DELETE FROM logsync_asset_partials WHERE owner = $1", [owner])
                 try session.query("DELETE FROM logsync_assets WHERE owner = $1", [owner])
+                try session.query("DELETE FROM logsync_bundle_chunks WHERE owner = $1", [owner])
+                try session.query("DELETE FROM logsync_bundle_partials WHERE owner = $1", [owner])
+                try session.query("DELETE FROM logsync_bundles WHERE owner = $1", [owner])
             }
         }
     }
@@ -248,6 +251,10 @@ public final class PostgresStorage: ServerStorage {
     /// Asset contents, in `logsync_assets`, `logsync_asset_partials` and `logsync_asset_chunks`:
     /// every node serves every content.
     public var assets: any ServerAssetStore { PostgresAssetStore(pool: pool) }
+
+    /// Uploaded support bundles, in `logsync_bundles`, `logsync_bundle_partials` and
+    /// `logsync_bundle_chunks`.
+    public var bundles: (any ServerBundleStore)? { PostgresBundleStore(pool: pool) }
 
     /// Stops listening and closes the connections. Returns at once: closing the pool's
     /// connections and joining its threads happen on a thread of their own, so a caller on a

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import Metrics
 import SyncModel
+import Synchronization
 import Tracing
 
 /// A LogSync server: users' databases as logs, change tokens as offsets, CloudKit's rules.
@@ -43,6 +44,12 @@ public final class SyncServer: Sendable {
         /// What makes the server's metrics (Docs/Deployment.md, "Operating"): the global factory
         /// by default, which does nothing until an executable bootstraps a backend.
         public var metricsFactory: any MetricsFactory
+        /// The largest support bundle (its `data.mdb`) a user may upload, in bytes; 64 MiB by
+        /// default (Docs/Deployment.md, "Support bundles").
+        public var maxSupportBundleBytes: Int64 = 64 << 20
+        /// How long an uploaded support bundle is kept, from its upload: 30 days by default.
+        /// ``SyncServer/removeExpiredSupportBundles(now:)`` removes the older ones.
+        public var supportBundleRetention: TimeInterval = 30 * 86_400
 
         public init(
             directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
@@ -67,6 +74,8 @@ public final class SyncServer: Sendable {
     let context: ServerContext
     /// The databases open in this process; forgetting them is what a restart does.
     let databases: OpenDatabases
+    /// The support bundle uploads under way in this process (``SupportBundleUpload``).
+    let bundleUploads = Mutex<Set<SupportBundleUpload.Key>>([])
 
     /// Opens (creating it if needed) the server's data directory, its logs in LMDB.
     ///

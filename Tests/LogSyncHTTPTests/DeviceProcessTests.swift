@@ -131,6 +131,15 @@ struct DeviceProcessTests {
             let shown = try await laptop.run("show", server: url)
             #expect(shown == "laptop: groceries {body: \"milk, eggs\", title: \"Weekend groceries\"}\n")
 
+            // The laptop reports a problem: its device log, redacted, goes to the server for the
+            // operator (Docs/Privacy.md, "Uploaded bundles").
+            let reported = try await laptop.run("report", server: url)
+            #expect(
+                reported.range(
+                    of: #"^support bundle [0-9a-f]{64} uploaded \(\d+ entries, key ID [0-9a-f]{16}\)\n$"#,
+                    options: .regularExpression)
+                    != nil, "\(reported)")
+
             // The phone is signed out from elsewhere: its next sync learns that nobody is signed
             // in (its engine's accountChange), and fails; the laptop goes on (F104).
             let revoked = try await ChildProcess.run([

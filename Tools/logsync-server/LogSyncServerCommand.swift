@@ -32,6 +32,7 @@ struct LogSyncServerCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Serve.self, User.self, Sessions.self, AdminToken.self, Migrate.self, CollectAssets.self, Schema.self,
+            Bundles.self,
             DevIssuer.self, Status.self, ConsoleLink.self,
         ],
         defaultSubcommand: Serve.self)
@@ -140,7 +141,8 @@ struct DataOptions: ParsableArguments {
     /// token file, or PostgreSQL with the tokens in its database (the directory is then unused).
     /// Either accepts the access tokens of the store's sessions, which last `sessionLifetimes`.
     func server(
-        durability: Durability = .durable, sessionLifetimes: SessionStore.Lifetimes = .init(), logger: Logger
+        durability: Durability = .durable, sessionLifetimes: SessionStore.Lifetimes = .init(), logger: Logger,
+        configure: (inout SyncServer.Configuration) -> Void = { _ in }
     ) throws -> (server: SyncServer, tokens: TokenStore) {
         let storage: any ServerStorage
         let directory: URL
@@ -153,8 +155,9 @@ struct DataOptions: ParsableArguments {
             storage = try PostgresStorage(url: url, connections: connections, logger: logger)
             directory = URL(fileURLWithPath: NSTemporaryDirectory())
         }
-        let server = try SyncServer(
-            SyncServer.Configuration(directory: directory, durability: durability), storage: storage)
+        var configuration = SyncServer.Configuration(directory: directory, durability: durability)
+        configure(&configuration)
+        let server = try SyncServer(configuration, storage: storage)
         let sessions = try SessionStore(server: server, lifetimes: sessionLifetimes)
         let tokens: TokenStore
         if let stored = storage.tokens {

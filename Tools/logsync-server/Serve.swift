@@ -192,6 +192,20 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "The largest support bundle (its data.mdb) a user may upload (PUT /v1/bundles/{id}); Docs/Deployment.md, \"Support bundles\".",
+            valueName: "bytes"))
+    var maxBundleBytes: Int64 = 64 << 20
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How long an uploaded support bundle is kept; older ones are removed at start and then hourly.",
+            valueName: "days"))
+    var bundleRetentionDays = 30.0
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "A JSON file of the identity providers whose tokens (JWTs) the server trusts: issuers, audiences, key sources (Docs/Deployment.md, \"Identity tokens\"). Checked at start; `logsync-server dev-issuer init` prints one for a local issuer.",
             valueName: "file"))
     var identityConfig: String?
@@ -279,6 +293,13 @@ struct Serve: AsyncParsableCommand {
         }
         guard assetHorizon >= 0, assetHorizon.isFinite else {
             throw ValidationError("--asset-horizon must be a number of seconds, 0 or more")
+        }
+        guard maxBundleBytes >= 1 else {
+            throw ValidationError("--max-bundle-bytes must be at least 1, not \(maxBundleBytes)")
+        }
+        guard bundleRetentionDays > 0, bundleRetentionDays.isFinite else {
+            throw ValidationError(
+                "--bundle-retention-days must be a number of days above 0, not \(bundleRetentionDays)")
         }
         guard assetCollectionInterval >= 0, assetCollectionInterval.isFinite else {
             throw ValidationError("--asset-collection-interval must be a number of seconds, 0 or more")
@@ -382,7 +403,11 @@ struct Serve: AsyncParsableCommand {
                 sessionLifetimes: SessionStore.Lifetimes(
                     access: .milliseconds(Int64(accessTokenLifetime * 1000)),
                     refresh: .milliseconds(Int64(refreshTokenLifetime * 1000))),
-                logger: logger)
+                logger: logger
+            ) { [maxBundleBytes, bundleRetentionDays] configuration in
+                configuration.maxSupportBundleBytes = maxBundleBytes
+                configuration.supportBundleRetention = bundleRetentionDays * 86_400
+            }
             identityVerifier = try self.identityVerifier()
             adminCredential = try self.adminCredential()
         } catch {
@@ -424,6 +449,8 @@ struct Serve: AsyncParsableCommand {
             }
             : nil
         defer { collection?.cancel() }
+        let bundleSweep = Task { await Bundles.sweepPeriodically(server, every: 3600, logger: logger) }
+        defer { bundleSweep.cancel() }
         do {
             try await http.runUntilSignalled()
         } catch {
@@ -433,6 +460,7 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode.failure
         }
         collection?.cancel()
+        bundleSweep.cancel()
         server.shutdown()
         await traces.stop()
         logger.info("stopped")

@@ -48,7 +48,7 @@ struct NotesDeviceCommand: AsyncParsableCommand {
             """,
         subcommands: [
             SignIn.self, SignOut.self, Set.self, Attach.self, Delete.self, Sync.self, Send.self, Show.self,
-            Watch.self, ShareNotes.self, Unshare.self, Accept.self,
+            Watch.self, ShareNotes.self, Unshare.self, Accept.self, Report.self,
         ])
 }
 
@@ -389,6 +389,36 @@ extension NotesDeviceCommand {
             try await device.send()
             device.showAll()
             try device.checkRefusals()
+        }
+    }
+
+    struct Report: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Export this device's support bundle and upload it for the user; print its ID.",
+            discussion: """
+                What a Report-a-problem button does: the private database's engine writes its \
+                device log as a support bundle (SyncEngine.exportSupportBundle, field values \
+                redacted; --keep-in-clear keeps the named fields readable), and the bundle is \
+                uploaded for the user signed in (HTTPSyncClient.uploadSupportBundle, resumed if \
+                cut). Only the server's operator can read it back (`logsync-server bundles get ID \
+                --output report.lsb`). Docs/Privacy.md says what a bundle holds.
+                """)
+
+        @OptionGroup var options: DeviceOptions
+
+        @Option(
+            name: .long, help: ArgumentHelp("A field kept in clear in the bundle (repeatable).", valueName: "field"))
+        var keepInClear: [String] = []
+
+        func run() async throws {
+            let device = try options.open()
+            let bundle = FileManager.default.temporaryDirectory.appending(
+                path: "notes-report-\(UUID().uuidString).lsb")
+            defer { try? FileManager.default.removeItem(at: bundle) }
+            let summary = try device.engine.exportSupportBundle(
+                to: bundle, options: .init(keepInClear: Swift.Set(keepInClear), appVersion: "notes-device"))
+            let id = try await device.client.uploadSupportBundle(at: bundle)
+            print("support bundle \(id) uploaded (\(summary.entryCount) entries, key ID \(summary.manifest.keyID))")
         }
     }
 

@@ -17,7 +17,8 @@ public protocol ServerStorage: Sendable {
     func openLog(_ name: ServerLogName, projection: any Projection) throws -> any ServerLog
 
     /// Deletes every log of the user with registry number `number` (their databases of every
-    /// scope, with their indexes) and every asset content and partial upload kept for them:
+    /// scope, with their indexes), every asset content and partial upload kept for them, and
+    /// the support bundles they uploaded (``bundles``):
     /// what deleting a user leaves behind (`SyncServer.deleteUser(_:)`). Nothing of another
     /// user is touched. Deleting what is not there does nothing. A log of theirs still open is
     /// not to be used again.
@@ -55,6 +56,10 @@ public protocol ServerStorage: Sendable {
 
     /// Where asset contents are kept: files beside the LMDB environments, or the database.
     var assets: any ServerAssetStore { get }
+
+    /// Where uploaded support bundles are kept (Docs/Privacy.md, "Uploaded bundles"); `nil` for
+    /// a storage that keeps none, whose server refuses uploads.
+    var bundles: (any ServerBundleStore)? { get }
 
     /// Whether this node hears the notices of the other nodes sharing the storage (push hints,
     /// revocations) now; `nil` for a storage no other node shares (the LMDB store), which needs
@@ -96,6 +101,7 @@ extension ServerStorage {
     public var tokens: (any StoredTokens)? { nil }
     public func databaseLogEnds() throws -> [DatabaseLogEnd]? { nil }
     public func storedSize() throws -> StoredSize? { nil }
+    public var bundles: (any ServerBundleStore)? { nil }
 }
 
 /// Where one user's database log ends (``ServerStorage/databaseLogEnds()``).
@@ -373,6 +379,8 @@ public final class LMDBStorage: ServerStorage {
     public let durability: Durability
     /// Asset contents, as files beside each user's environment.
     public let assets: any ServerAssetStore
+    /// Uploaded support bundles, as files beside each user's environment.
+    public let bundles: (any ServerBundleStore)?
     private let locks = NamedLocks()
     private let deliver = Mutex<(@Sendable (PushNotice) -> Void)?>(nil)
 
@@ -381,6 +389,7 @@ public final class LMDBStorage: ServerStorage {
         self.directory = directory
         self.durability = durability
         assets = LMDBAssetStore(directory: directory, syncs: durability == .durable)
+        bundles = LMDBBundleStore(directory: directory, syncs: durability == .durable)
         try FileManager.default.createDirectory(
             at: Self.usersDirectory(in: directory), withIntermediateDirectories: true)
     }
