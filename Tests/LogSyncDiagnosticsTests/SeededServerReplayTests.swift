@@ -196,7 +196,9 @@ struct SeededServerReplayTests: NoteIDs {
         }
     }
 
-    @Test("A server extract made with another key, or a device bundle given as the server's side, is refused")
+    @Test(
+        "A server extract made with another key, a device bundle as the server's side, or a redacted bundle against a log in clear is refused"
+    )
     func extractWithAnotherKeyIsRefused() throws {
         try withTemporaryDirectory { directory in
             let extract = directory.appending(path: "server.lsb")
@@ -228,6 +230,16 @@ struct SeededServerReplayTests: NoteIDs {
                 _ = try ServerSide.open(at: device.path, scope: .private)
             }
             #expect(notServer?.description.contains("a device's support bundle") == true)
+
+            // A server user's own log is in clear: a redacted bundle's records would never equal it.
+            let user = directory.appending(path: "u1")
+            do { _ = try LogEnvironment.open(at: user).openLog(named: "private") }
+            #expect(try ServerSide.open(at: user.path, scope: .private).baseOffset == 0)
+            let clear = #expect(throws: DiagnosticsError.self) {
+                _ = try ServerSide.open(at: user.path, scope: .private, redacted: true)
+            }
+            #expect(clear?.code == .serverSideMismatch)
+            #expect(clear?.description.contains("in clear") == true)
         }
     }
 }

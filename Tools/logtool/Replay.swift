@@ -100,6 +100,11 @@ struct Replay: AsyncParsableCommand {
         if !againstFreshServer && (server.server != nil || server.serverLog != nil) {
             throw ValidationError("--server needs --against-fresh-server")
         }
+        if server.server != nil && policy != .recorded {
+            // A policy departs from the server's side, whose later entries would then not line up.
+            throw ValidationError(
+                "--policy does not go with --server: a replay seeded from the server's side follows it")
+        }
     }
 
     /// The manifest of the bundle at `path`, or `nil` for a device log that is not a bundle.
@@ -138,7 +143,8 @@ struct Replay: AsyncParsableCommand {
                 if let serverPath = server.server {
                     let scope: DatabaseScope = manifest?.configuration["database"] == "shared" ? .shared : .private
                     let side = try ServerSide.open(
-                        at: serverPath, scope: scope, log: server.serverLog, keyID: manifest?.keyID)
+                        at: serverPath, scope: scope, log: server.serverLog, keyID: manifest?.keyID,
+                        redacted: manifest.map { $0.redactValues || $0.hashNames } ?? false)
                     report = try await ServerReplay(log: log).runAgainstFreshServer(
                         seededFrom: side, scope: scope, through: to.map { LogOffset($0) }, policy: policy.policy)
                 } else {

@@ -224,7 +224,9 @@ extension ServerReplay {
     /// Replays the log against a fresh server of its own seeded from `side`, the server's log of
     /// the database the device synced with (see ``ServerSide`` for the walk and what is compared):
     /// what `logtool replay --against-fresh-server --server` runs. The fresh server's database is
-    /// of `scope`, the device's (a support bundle's `configuration["database"]`).
+    /// of `scope`, the device's (a support bundle's `configuration["database"]`). With another
+    /// `policy` than ``ServerReplayPolicy/asRecorded`` the replay departs from the server's side
+    /// where the policy does; the device's later commits may then not line up (an error).
     ///
     /// - Throws: ``DiagnosticsError`` as ``run(against:through:policy:)`` throws, `scratchDirectory`
     ///   when the fresh server cannot be made, or `serverSideMismatch` naming the offset when the

@@ -214,7 +214,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
                     "sent \(DeviceStateReport.record(record.recordID))  \(DeviceStateReport.recordSummary(record))")
             }
         }
-        if seeder != nil, commit == nil {
+        if let seeder, commit == nil, batch.requestID.flatMap({ seeder.commits[$0] }) == nil {
             comparison.request.notes.append(
                 "the server's side holds no outcome of \(batch.requestID.map { "\($0)" } ?? "this request (no request ID)")"
             )

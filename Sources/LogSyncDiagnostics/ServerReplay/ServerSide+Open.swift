@@ -28,13 +28,19 @@ extension ServerSide {
     /// (`private`, `shared`).
     ///
     /// - Parameters:
+    ///   - path: The extract's or the server user's directory.
+    ///   - scope: The device's database scope, which names the log (unless `requested` is given).
+    ///   - requested: The log to read (`--server-log`), or `nil` for the one named after `scope`.
     ///   - keyID: The device bundle's key ID, if the device log is a bundle: an extract made with
     ///     another key (another user's, or another bundle's) is refused.
+    ///   - redacted: Whether the device bundle's values or names are redacted: a server user's
+    ///     own log, in clear, is then refused (its records would never equal the bundle's).
     /// - Throws: ``DiagnosticsError`` `serverSideMismatch` for a key that differs, a device
     ///   bundle given as the server's side, or a log that is not there; `unreadableLog` or
     ///   `corruptEntry` for a directory that does not open or a damaged file.
     public static func open(
-        at path: String, scope: DatabaseScope, log requested: String? = nil, keyID: String? = nil
+        at path: String, scope: DatabaseScope, log requested: String? = nil, keyID: String? = nil,
+        redacted: Bool = false
     ) throws(DiagnosticsError) -> ServerSide {
         let environment: LogEnvironment
         let names: [String]
@@ -57,6 +63,14 @@ extension ServerSide {
                 )
             }
             baseOffset = manifest.scopes[name]?.baseOffset ?? 0
+        } else if redacted {
+            // A server user's log is in clear. To replay a redacted bundle against it, its entries
+            // would be redacted on the fly with the bundle's key (`ServerEntry.redacted(with:)`,
+            // LogSyncServer, as `logsync-server export-log` does): switch here once it is on main.
+            throw DiagnosticsError(
+                .serverSideMismatch,
+                "the bundle is redacted but the server's side at \(path) is a server user's log in clear: give an extract made with the bundle's key (logsync-server export-log --bundle), or a bundle exported in clear"
+            )
         }
         guard names.contains(name) else {
             throw DiagnosticsError(

@@ -165,9 +165,7 @@ final class ServerSideSeeder: @unchecked Sendable {
         guard next <= stop else { return }
         var entries: [LogEntry] = []
         do {
-            let cursor = try side.log.entries(from: next, through: stop)
-            var cursorCopy = cursor
-            while let entry = try cursorCopy.next() { entries.append(entry) }
+            entries = try read(next...stop)
         } catch let error as LogStoreError {
             throw DiagnosticsError.reading(error, at: next, of: side.log)
         } catch {
@@ -199,6 +197,9 @@ final class ServerSideSeeder: @unchecked Sendable {
         LogOffset
     >? {
         guard let requestID, let commit = commits[requestID] else { return nil }
+        // A retry of a request whose commit is in already: the fresh server answers it from
+        // its outcome (F160), appending nothing.
+        if next > commit.upperBound { return nil }
         try seed(through: LogOffset(commit.lowerBound.rawValue - 1), at: deviceOffset)
         guard next == commit.lowerBound else {
             throw DiagnosticsError.serverReplay(
@@ -267,7 +268,10 @@ final class ServerSideSeeder: @unchecked Sendable {
 
     /// Seeds the rest of the server side: after the walk, so the fresh server ends as the
     /// original did.
+    /// Nothing is seeded when the fresh server's log no longer lines up (a policy sent what the
+    /// server's side does not hold).
     func finish(at deviceOffset: LogOffset) throws(DiagnosticsError) {
+        guard (try? server.lastOffset(of: user, scope: scope)) == LogOffset(next.rawValue - 1) else { return }
         while next <= end {
             let before = next
             try seed(through: end, at: deviceOffset)
