@@ -56,6 +56,10 @@ struct ReplayBundleTests {
             let object = try #require(
                 try JSONSerialization.jsonObject(with: Data(laptop.standardOutput.utf8)) as? [String: Any])
             #expect(object["matches"] as? Bool == true, "\(laptop)")
+            let bundle = try #require(object["bundle"] as? [String: Any], "\(laptop)")
+            #expect(bundle["formatVersion"] as? Int == 1)
+            #expect(bundle["database"] as? String == "private")
+            #expect(bundle["keyID"] is String && bundle["key"] == nil, "the key itself is never printed")
             #expect((object["seededEntries"] as? Int ?? 0) > 0, "\(laptop)")
             let requests = try #require(object["requests"] as? [[String: Any]])
             let sends = requests.filter { $0["kind"] as? String == "modifyRecords" && $0["reissued"] as? Bool == true }

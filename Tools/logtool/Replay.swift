@@ -15,7 +15,7 @@ struct Replay: AsyncParsableCommand {
             environment holding the log named device) or a support bundle (NAME.lsb, \
             SyncEngine.exportSupportBundle), whose manifest is named on the first line: \
             "support bundle: format 1, library 0.9.0, app 2.1, created …, device entries 1...N, \
-            values redacted, names hashed". The entries 1...N (--to N, default: the \
+            values redacted, names hashed" (with --json, the key bundle comes first). The entries 1...N (--to N, default: the \
             last) are replayed into a scratch directory in the system's temporary directory \
             (removed afterwards; the log is only read), and the engine state they give is \
             printed: pending record changes in order, pending database changes, the record \
@@ -114,6 +114,24 @@ struct Replay: AsyncParsableCommand {
         return try SupportBundle.manifest(at: URL(fileURLWithPath: path))
     }
 
+    /// `json` (an object) with the key `bundle` first, when `manifest` is given: the manifest's
+    /// versions, range and redaction settings, its key's ID but never the key.
+    static func json(_ json: String, bundle manifest: SupportBundle.Manifest?) throws -> String {
+        guard let manifest, json.hasPrefix("{") else { return json }
+        var object: [String: Any] = [
+            "formatVersion": manifest.formatVersion, "libraryVersion": manifest.libraryVersion,
+            "created": manifest.created.formatted(.iso8601), "firstOffset": manifest.firstOffset,
+            "lastOffset": manifest.lastOffset, "baseOffset": manifest.baseOffset,
+            "redactValues": manifest.redactValues, "hashNames": manifest.hashNames, "keyID": manifest.keyID,
+        ]
+        if let app = manifest.appVersion { object["appVersion"] = app }
+        if let database = manifest.configuration["database"] { object["database"] = database }
+        let bundle = try JSONSerialization.data(
+            withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        let rest = json.dropFirst()
+        return "{\"bundle\":" + String(decoding: bundle, as: UTF8.self) + (rest.hasPrefix("}") ? "" : ",") + rest
+    }
+
     /// The line naming a bundle and its manifest's versions.
     static func describe(_ manifest: SupportBundle.Manifest) -> String {
         var parts = ["format \(manifest.formatVersion)", "library \(manifest.libraryVersion)"]
@@ -157,20 +175,21 @@ struct Replay: AsyncParsableCommand {
             }
             try reportingErrors { output in
                 if !format.json, let manifest { output.write(Self.describe(manifest) + "\n") }
-                output.write(format.json ? report.json + "\n" : "\(report)\n")
+                output.write(format.json ? try Self.json(report.json, bundle: manifest) + "\n" : "\(report)\n")
                 if !report.matches { throw ExitCode.failure }
             }
             return
         }
         try reportingErrors { output in
-            if !format.json, let manifest = try bundleManifest() { output.write(Self.describe(manifest) + "\n") }
+            let manifest = try bundleManifest()
+            if !format.json, let manifest { output.write(Self.describe(manifest) + "\n") }
             var progress = ProgressIndicator.standardError(label: "replay", total: nil)
             defer { progress.finish() }
             let result = try DeviceReplay.run(path: path, through: to.map { LogOffset($0) }, verify: verify) {
                 progress.report($0)
             }
             progress.finish()
-            output.write(format.json ? result.json + "\n" : result.text)
+            output.write(format.json ? try Self.json(result.json, bundle: manifest) + "\n" : result.text)
             if case .differs(let mismatch)? = result.verification {
                 throw LogToolError("projections not verified: \(mismatch)")
             }
