@@ -120,6 +120,30 @@ struct SeededServerReplayTests: NoteIDs {
         }
     }
 
+    @Test("A fetched page reads the server's side as the original did: the others' later writes are seeded after it")
+    func pagesReadWhatTheOriginalRead() async throws {
+        try await withServer { directory, server in
+            let a = try TestDevice("A", server: server, directory: directory)
+            let b = try TestDevice("B", server: server, directory: directory)
+            try a.createZone(Self.notes)
+            try a.write(Self.note("n1"), "one")
+            try await a.engine.sendChanges()
+            try await b.engine.fetchChanges()  // B reads n1 only
+            try a.write(Self.note("n2"), "two")
+            try await a.engine.sendChanges()  // written after B's fetch, before B's send
+            try b.write(Self.note("n3"), "three")
+            try await b.engine.sendChanges()
+            try await b.engine.fetchChanges()  // now n2
+            let report = try await ServerReplay(b.engine.deviceLog).runAgainstFreshServer(
+                seededFrom: ServerSide(log: try server.admin.log(of: "alice")))
+            #expect(report.matches, "\(report)")
+            let fetches = report.requests.filter { $0.kind == .fetchZoneChanges }
+            #expect(fetches.count >= 2 && fetches.allSatisfy { $0.verdict == .matched && $0.reissued }, "\(report)")
+            #expect(
+                report.heldRecords.map(\.recordID) == [Self.note("n1"), Self.note("n2"), Self.note("n3")], "\(report)")
+        }
+    }
+
     @Test("A server's side whose other device's write was altered shows as a mismatch of the device's conflict")
     func alteredOthersWriteIsAMismatch() async throws {
         try await Self.withConflict { directory, _, a, b, side in
