@@ -47,6 +47,9 @@ public struct DiagnosticsError: Error, Sendable, Hashable, CustomStringConvertib
         public static let partialBundle = Code(rawValue: "partialBundle")
         /// An invariant named by `logtool bisect --invariant` is not a built-in one.
         public static let unknownInvariant = Code(rawValue: "unknownInvariant")
+        /// The server's side a replay is seeded from does not fit the device's log: another
+        /// user's or another key's, or offsets that do not line up (``ServerSide``).
+        public static let serverSideMismatch = Code(rawValue: "serverSideMismatch")
     }
 
     /// The kind of failure.

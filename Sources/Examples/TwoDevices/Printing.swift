@@ -78,6 +78,36 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     ] {
         print("  # \(comment)\n  swift run logtool \(command)")
     }
+    try exportSupportBundles(devices, server: server)
+}
+
+/// `--support-bundles` (redacted, as an app would send them) or `--support-bundles=clear`
+/// (values and names in clear, to replay against the server's own log, which is not redacted):
+/// each device exports its support bundle beside the logs (`phone.lsb`, `laptop.lsb`), and the
+/// commands that read them are printed (Docs/Debugging.md, "From a user's report: support
+/// bundles"). Without either flag, nothing.
+func exportSupportBundles(_ devices: [Device], server: SyncServer) throws {
+    let arguments = CommandLine.arguments
+    let clear = arguments.contains("--support-bundles=clear")
+    guard clear || arguments.contains("--support-bundles") else { return }
+    heading("Each device exports its support bundle" + (clear ? " (values and names in clear)" : " (redacted)"))
+    let directory = URL(fileURLWithPath: devices[0].engine.deviceLog.log.environment.path).deletingLastPathComponent()
+    let options =
+        clear ? SupportBundle.Options(redactValues: false, hashNames: false) : SupportBundle.Options()
+    var bundles: [(Device, String)] = []
+    for device in devices {
+        let bundle = directory.appending(path: "\(device.app.device).lsb")
+        try device.engine.exportSupportBundle(to: bundle, options: options)
+        say(device.app.device, "wrote \(bundle.path)")
+        bundles.append((device, shellQuoted(bundle.path)))
+    }
+    let serverPath = shellQuoted(try server.admin.log(of: "alice").environment.path)
+    say("server", "\(serverPath)  (alice's databases: the server's side)")
+    for (device, bundle) in bundles {
+        print(
+            "  # the \(device.app.device)'s requests rerun against a server seeded from the server's side\n"
+                + "  swift run logtool replay \(bundle) --against-fresh-server --server \(serverPath)")
+    }
 }
 
 /// The first device whose log holds a save refused with `serverRecordChanged`, and the offset of

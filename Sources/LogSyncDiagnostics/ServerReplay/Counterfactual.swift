@@ -139,7 +139,7 @@ public enum CounterfactualReplay {
         }
         var reports: [(String, ServerReplayReport)] = []
         for index in walks.indices {
-            walks[index].finish()
+            try walks[index].finish()
             let last = timeline.lanes[index + firstDeviceLane].lastOffset
             try await walks[index].sendRemainingMerges(at: last)
             reports.append(
@@ -220,6 +220,44 @@ extension ServerReplay {
         }
         return try await run(against: server.database(for: "replay"), through: through, policy: policy)
     }
+
+    /// Replays the log against a fresh server of its own seeded from `side`, the server's log of
+    /// the database the device synced with (see ``ServerSide`` for the walk and what is compared):
+    /// what `logtool replay --against-fresh-server --server` runs. The fresh server's database is
+    /// of `scope`, the device's (a support bundle's `configuration["database"]`). With another
+    /// `policy` than ``ServerReplayPolicy/asRecorded`` the replay departs from the server's side
+    /// where the policy does; the device's later commits may then not line up (an error).
+    ///
+    /// - Throws: ``DiagnosticsError`` as ``run(against:through:policy:)`` throws, `scratchDirectory`
+    ///   when the fresh server cannot be made, or `serverSideMismatch` naming the offset when the
+    ///   server's side does not fit the log.
+    public func runAgainstFreshServer(
+        seededFrom side: ServerSide, scope: DatabaseScope = .private, through: LogOffset? = nil,
+        policy: ServerReplayPolicy = .asRecorded
+    ) async throws(DiagnosticsError) -> ServerReplayReport {
+        let scratch: ScratchDirectory
+        let server: SyncServer
+        do {
+            scratch = try ScratchDirectory(prefix: "logtool-server-replay")
+            server = try SyncServer(.init(directory: scratch.url, durability: .fast))
+        } catch let error as DiagnosticsError {
+            throw error
+        } catch {
+            throw DiagnosticsError(.scratchDirectory, "cannot make a fresh server to replay against: \(error)")
+        }
+        defer {
+            server.shutdown()
+            scratch.remove()
+        }
+        let user: UserID = "replay"
+        let seeder = try ServerSideSeeder(
+            side: side, requestIDs: try requestIDs(through: through), server: server, user: user, scope: scope)
+        var report = try await run(
+            against: server.database(for: user, scope: scope), through: through, policy: policy, seeder: seeder)
+        try seeder.finish(at: report.through)
+        report.seededEntries = seeder.seeded
+        return report
+    }
 }
 
 extension ServerReplayReport {
@@ -272,6 +310,18 @@ extension ServerReplayReport {
                     })
             ),
             ("heldRecords", JSONText.array(heldRecords.map(DeviceStateReport.recordJSON))),
+            ("seededEntries", JSONText.optional(seededEntries.map { JSONText.number(UInt64($0)) })),
+            (
+                "entryMismatches",
+                JSONText.array(
+                    entryMismatches.map {
+                        JSONText.object([
+                            ("offset", JSONText.number($0.deviceOffset.rawValue)),
+                            ("serverOffset", JSONText.number($0.serverOffset.rawValue)),
+                            ("reason", JSONText.string($0.reason)),
+                        ])
+                    })
+            ),
         ])
     }
 }

@@ -107,6 +107,15 @@ public struct ServerReplay: Sendable {
     public func run(
         against database: some CloudDatabase, through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(ServerReplayError) -> ServerReplayReport {
+        try await run(against: database, through: through, policy: policy, seeder: nil)
+    }
+
+    /// ``run(against:through:policy:)``, seeding `database`'s server from a server's side as the
+    /// walk goes when `seeder` is given.
+    func run(
+        against database: some CloudDatabase, through: LogOffset?, policy: ServerReplayPolicy,
+        seeder: ServerSideSeeder?
+    ) async throws(ServerReplayError) -> ServerReplayReport {
         var cursor: EntryCursor
         do {
             let (end, _) = try log.range(through: through, operation: DiagnosticsError.serverReplayOperation) {
@@ -124,6 +133,7 @@ public struct ServerReplay: Sendable {
         }
 
         var walk = ServerReplayWalk(database: database, policy: policy)
+        walk.seeder = seeder
         var expected = LogOffset.first
         while true {
             let entry: LogEntry?
@@ -142,11 +152,37 @@ public struct ServerReplay: Sendable {
             try await walk.apply(decoded, at: entry.offset)
             expected = entry.offset.next
         }
-        walk.finish()
+        try walk.finish()
         try await walk.sendRemainingMerges(at: cursor.end)
-        return ServerReplayReport(
+        var report = ServerReplayReport(
             through: cursor.end, requests: walk.requests, mismatches: walk.mismatches,
             heldRecords: walk.held.values.sorted { DeviceStateReplay.precedes($0.recordID, $1.recordID) })
+        if let seeder {
+            report.seededEntries = seeder.seeded
+            report.entryMismatches = seeder.mismatches
+        }
+        return report
+    }
+}
+
+extension ServerReplay {
+    /// The request IDs of the log's record batches (its `batchPrepared` entries), through
+    /// `through`: the requests whose commits a server's side holds as the device's own.
+    func requestIDs(through: LogOffset?) throws(ServerReplayError) -> Set<RequestID> {
+        var ids: Set<RequestID> = []
+        do {
+            try log.forEachEntry { entry in
+                if let through, entry.offset > through { return }
+                guard entry.kind == DeviceEntry.Kind.batchPrepared else { return }
+                if case .batchPrepared(_, _, _, let id?) = try DeviceEntry(entry) { ids.insert(id) }
+            }
+        } catch let error as LogStoreError {
+            throw ServerReplayError.reading(error, at: nil, of: log)
+        } catch {
+            throw ServerReplayError.serverReplay(
+                .unreadableLog, "reading the log \"\(log.name)\" in \(log.environment.path) failed: \(error)")
+        }
+        return ids
     }
 }
 

@@ -31,6 +31,13 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
     /// page), deleted ones left out, in ID order.
     public var heldRecords: [Record]
 
+    /// In a replay seeded from a server's side (``ServerSide``): how many of its entries were
+    /// put into the fresh server (the others' writes, not re-issued); `nil` when not seeded.
+    public var seededEntries: Int?
+    /// In a replay seeded from a server's side: the entries a re-issued request appended that
+    /// differ from the server side's at the same offset, in log order.
+    public var entryMismatches: [ServerSideEntryMismatch] = []
+
     /// Creates a report; only a replay does.
     init(
         through: LogOffset, requests: [ServerReplayRequest], mismatches: [ServerReplayMismatch],
@@ -47,7 +54,7 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
     public var firstMismatch: ServerReplayMismatch? { mismatches.first }
 
     /// Whether every compared answer matched (requests that are not comparable aside).
-    public var matches: Bool { mismatches.isEmpty }
+    public var matches: Bool { mismatches.isEmpty && entryMismatches.isEmpty }
 
     /// The requests sent to the server during the replay.
     public var reissued: [ServerReplayRequest] { requests.filter(\.reissued) }
@@ -71,6 +78,23 @@ public struct ServerReplayReport: Sendable, Hashable, CustomStringConvertible {
             "replayed entries 1...\(through): \(requests.count) request\(requests.count == 1 ? "" : "s"), "
                 + "\(reissued.count) re-issued: \(matched) matched, \(mismatched) mismatched, \(notComparable.count) not comparable"
         ]
+        if let seededEntries {
+            lines.append(
+                "  seeded from the server's side: \(seededEntries) entr\(seededEntries == 1 ? "y" : "ies") of other writers; "
+                    + (entryMismatches.isEmpty
+                        ? "the re-issued requests' entries equal the server side's"
+                        : "\(entryMismatches.count) entr\(entryMismatches.count == 1 ? "y differs" : "ies differ") from the server side's")
+            )
+            for mismatch in entryMismatches { lines.append("  entry mismatch: \(mismatch)") }
+            for request in requests where request.kind == .modifyRecords && request.reissued {
+                lines.append("  re-issued at \(request)")
+            }
+            for record in heldRecords {
+                lines.append(
+                    "  the device holds at the end: \(DeviceStateReport.record(record.recordID))  \(DeviceStateReport.recordSummary(record))"
+                )
+            }
+        }
         var notComparableIndex = notComparable.makeIterator()
         var mismatchIndex = mismatches.makeIterator()
         var nextNotComparable = notComparableIndex.next()
@@ -150,7 +174,8 @@ public struct ServerReplayRequest: Sendable, Hashable, CustomStringConvertible {
     /// How the answers compared.
     public var verdict: Verdict
     /// Remarks on items left out of the comparison (a recorded transport failure) or on change
-    /// tags the replay could not translate; empty when there are none.
+    /// tags the replay could not translate, and in a replay seeded from a server's side each
+    /// record the request sent (`sent Notes/n1  Note  tag 12  title=…`); empty when there are none.
     public var notes: [String]
 
     /// `offset 14 (batchResult), modifyRecords [record "n1" in zone "Notes"]`: where and what.

@@ -38,12 +38,15 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     private var fetch = FetchProgress()
     /// The accounts the log records.
     private var account = AccountTrack()
+    /// The server's side the fresh server is seeded from, if any (``ServerSide``).
+    var seeder: ServerSideSeeder?
 
     struct PreparedBatch {
         var offset: LogOffset
         var records: [Record]
         var deletions: [Record.ID]
         var atomic: Bool
+        var requestID: RequestID?
 
         var items: [ItemID] { records.map { .record($0.recordID) } + deletions.map { .record($0) } }
     }
@@ -77,9 +80,10 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     ///   with a transport failure, a transient code or a cancellation.
     mutating func apply(_ entry: DeviceEntry, at offset: LogOffset) async throws(ServerReplayError) {
         switch entry {
-        case .batchPrepared(let records, let deletions, let atomic, _):
-            unanswered("no answer was recorded before the next batch")
-            batch = PreparedBatch(offset: offset, records: records, deletions: deletions, atomic: atomic)
+        case .batchPrepared(let records, let deletions, let atomic, let requestID):
+            try unanswered("no answer was recorded before the next batch")
+            batch = PreparedBatch(
+                offset: offset, records: records, deletions: deletions, atomic: atomic, requestID: requestID)
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
             try await replayBatch(
                 at: offset, saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
@@ -88,14 +92,16 @@ struct ServerReplayWalk<Database: CloudDatabase> {
                 at: offset, saved: savedZones, deleted: deletedZoneIDs, failedSaves: failedZoneSaves,
                 failedDeletes: failedZoneDeletes)
         case .sendStarted, .sendFinished:
-            unanswered("no answer was recorded before the send ended")
+            try unanswered("no answer was recorded before the send ended")
         case .fetchStarted:
-            unanswered("no answer was recorded before the next fetch")
+            try unanswered("no answer was recorded before the next fetch")
             fetch = FetchProgress()
-        case .databaseChangesFetched(let modifications, let deletions, _, let moreComing):
+        case .databaseChangesFetched(let modifications, let deletions, let token, let moreComing):
+            try seeder?.seed(through: LogOffset(token.offset.rawValue), at: offset)
             try await replayDatabasePage(
                 at: offset, modifications: modifications, deletions: deletions, moreComing: moreComing)
-        case .zoneChangesFetched(let zoneID, let modifications, let deletions, _, let moreComing):
+        case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, let moreComing):
+            try seeder?.seed(through: LogOffset(token.offset.rawValue), at: offset)
             try await replayZonePage(
                 at: offset, zoneID: zoneID, modifications: modifications, deletions: deletions, moreComing: moreComing)
         case .zoneFetchFinished(let zoneID, let error):
@@ -121,8 +127,8 @@ struct ServerReplayWalk<Database: CloudDatabase> {
     }
 
     /// Ends the walk: a batch still unanswered is reported as such.
-    mutating func finish() {
-        unanswered("its answer is not among the replayed entries")
+    mutating func finish() throws(ServerReplayError) {
+        try unanswered("its answer is not among the replayed entries")
     }
 
     // MARK: Sends
@@ -151,6 +157,7 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
 
         if let reason = notIssuable(recordedAll) ?? accountReason {
+            try seeder?.seedCommit(of: batch.requestID, at: offset)
             comparison.request.verdict = .notComparable(reason: reason)
             record(comparison)
             return
@@ -192,16 +199,36 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             saves: saveIDs, deletes: batch.deletions, saved: saved.map { ($0.recordID, .saved($0)) },
             deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
         guard !items.isEmpty else {
+            try seeder?.seedCommit(of: batch.requestID, at: offset)
             comparison.request.verdict = .notComparable(reason: "the policy left nothing of this batch to send")
             record(comparison)
             return
         }
+        // Seeded from a server's side, the request goes with its own ID, so that its commit
+        // lines up with the server side's (``ServerSide``).
+        let commit = try seeder?.prepare(batch.requestID, at: offset)
+        if seeder != nil {
+            // What went out, so a resend's stale field shows (Docs/Debugging.md).
+            for record in records {
+                comparison.request.notes.append(
+                    "sent \(DeviceStateReport.record(record.recordID))  \(DeviceStateReport.recordSummary(record))")
+            }
+        }
+        if let seeder, commit == nil, batch.requestID.flatMap({ seeder.commits[$0] }) == nil {
+            comparison.request.notes.append(
+                "the server's side holds no outcome of \(batch.requestID.map { "\($0)" } ?? "this request (no request ID)")"
+            )
+        }
+        let requestID =
+            seeder != nil
+            ? (batch.requestID ?? RequestID("replay-\(batch.offset)")) : RequestID("replay-\(batch.offset)")
         let request = ModifyRecordsRequest(
             recordsToSave: records, recordIDsToDelete: batch.deletions, savePolicy: .ifServerRecordUnchanged,
-            atomically: batch.atomic, requestID: RequestID("replay-\(batch.offset)"))
+            atomically: batch.atomic, requestID: requestID)
         let database = self.database
         comparison.request.reissued = true
         let answer = try await ask("modifyRecords", at: offset) { try await database.modifyRecords(request) }
+        if let commit { try seeder?.check(commit, at: offset) }
         let replayed = Self.outcomes(of: answer, saves: saveIDs, deletes: batch.deletions) {
             .saved($0)
         }
@@ -292,6 +319,13 @@ struct ServerReplayWalk<Database: CloudDatabase> {
             record(comparison)
             return
         }
+        if seeder != nil {
+            comparison.request.verdict = .notComparable(
+                reason:
+                    "zone changes carry no request ID: the server's side's entries stand for them; not re-issued")
+            record(comparison)
+            return
+        }
         let request = ModifyZonesRequest(
             zonesToSave: zonesToSave.map { RecordZone(zoneID: $0) }, zoneIDsToDelete: zonesToDelete)
         let database = self.database
@@ -351,9 +385,10 @@ struct ServerReplayWalk<Database: CloudDatabase> {
 
     /// Reports the batch prepared and never answered, if any, as not comparable: the original
     /// server may or may not have applied it, so it is not re-issued.
-    private mutating func unanswered(_ why: String) {
+    private mutating func unanswered(_ why: String) throws(ServerReplayError) {
         guard let batch else { return }
         self.batch = nil
+        try seeder?.seedCommit(of: batch.requestID, at: batch.offset)
         var comparison = Comparison(
             offset: batch.offset, entry: "batchPrepared", kind: .modifyRecords, items: batch.items)
         comparison.request.preparedOffset = batch.offset
