@@ -79,7 +79,14 @@ import Testing
             #expect(serverRecords.contains { $0.recordID == n1 && $0["body"] == body })
             #expect(deviceRecords.contains { $0.recordID == n1 && $0["body"] == body })
             // Each version the server saved (by its change tag) has the fields the device fetched.
-            for fetched in deviceRecords where fetched.systemFields.recordChangeTag != nil {
+            let fetchedRecords = try Self.records(in: DeviceReplay.openDeviceLogEntries(at: bundle.path)) { entry in
+                if case .zoneChangesFetched(_, let modifications, _, _, _) = try DeviceEntry(entry) {
+                    return modifications
+                }
+                return []
+            }
+            #expect(!fetchedRecords.isEmpty)
+            for fetched in fetchedRecords where fetched.systemFields.recordChangeTag != nil {
                 let saved = serverRecords.first {
                     $0.systemFields.recordChangeTag == fetched.systemFields.recordChangeTag
                 }
@@ -145,10 +152,19 @@ import Testing
             let blame = try RecordBlame.build(
                 record: n1.recordName, zone: n1.zoneID.zoneName, device: .init(name: "phone", log: device),
                 server: .init(name: "server", log: serverLog))
+            // The laptop's save won the conflict: the version held is its request's, which the
+            // server's lane holds; the body the phone wrote first is named by the phone's batch.
             let origin = try #require(blame.origin, "\(blame.text)")
             let request = try #require(origin.request)
-            #expect(timeline.steps.contains { $0.kindName == "batchPrepared" && $0.request == request })
-            #expect(origin.device == "phone", "\(blame.text)")
+            #expect(
+                timeline.steps.contains { timeline.lanes[$0.lane].role == .server && $0.request == request },
+                "\(blame.text)\n\(timeline.text)")
+            let body = try #require(origin.fields.first { $0.key == "body" })
+            #expect(body.device == "phone", "\(blame.text)")
+            #expect(
+                timeline.steps.contains { $0.kindName == "batchPrepared" && $0.request == body.request },
+                "\(blame.text)")
+            #expect(blame.events.contains { $0.kind == .conflict })
 
             let bisect = try DeviceLogBisect(log: device).run(DeviceInvariant.named("tokens")!)
             #expect(bisect.firstBadOffset == nil, "\(bisect)")
@@ -185,14 +201,17 @@ import Testing
             let manifest = try SupportBundle.manifest(at: bundle)
             var json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(manifest)) as! [String: Any]
             json["key"] = Data(repeating: 7, count: 32).base64EncodedString()
-            let log = try Log.open(at: forged, named: SupportBundle.manifestLogName)
-            try log.append(
-                NewEntry(
-                    kind: SupportBundle.manifestKind, payload: Array(try JSONSerialization.data(withJSONObject: json))))
+            do {  // closed before the bundle is read
+                let log = try Log.open(at: forged, named: SupportBundle.manifestLogName)
+                try log.append(
+                    NewEntry(
+                        kind: SupportBundle.manifestKind,
+                        payload: Array(try JSONSerialization.data(withJSONObject: json))))
+            }
             let mismatch = try #require(throws: ServerExtractError.self) {
                 try ServerExtract.redactor(forBundleAt: forged)
             }
-            #expect(mismatch.code == .badBundle && mismatch.message.contains("key"), "\(mismatch)")
+            #expect(mismatch.code == .badBundle && mismatch.description.contains("key"), "\(mismatch)")
             // A truncated bundle.
             let truncated = directory.appendingPathComponent("truncated.lsb")
             try FileManager.default.createDirectory(at: truncated, withIntermediateDirectories: true)
