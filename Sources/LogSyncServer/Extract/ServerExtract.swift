@@ -188,12 +188,14 @@ public enum ServerExtract {
             throw ServerExtractError(.invalidRange, "the range starts at \(start), past the end of every log (\(ends))")
         }
         var ranges: [String: ScopeRange] = [:]
-        for (scope, _, _, end) in logs {
+        for (scope, name, log, end) in logs {
             let stop = min(last ?? end, end)
-            ranges[scope.description] =
-                stop >= start
-                ? ScopeRange(firstOffset: start, lastOffset: stop, baseOffset: start - 1)
-                : ScopeRange(firstOffset: 0, lastOffset: 0, baseOffset: 0)
+            guard stop >= start else {
+                ranges[scope.description] = ScopeRange(firstOffset: 0, lastOffset: 0, baseOffset: 0)
+                continue
+            }
+            let from = try commitStart(of: log, named: name, at: start)
+            ranges[scope.description] = ScopeRange(firstOffset: from, lastOffset: stop, baseOffset: from - 1)
         }
         let manifest = Manifest(
             formatVersion: formatVersion, kind: kindName, user: user.rawValue, created: Date(), scopes: ranges,
@@ -223,8 +225,8 @@ public enum ServerExtract {
                 }
                 guard range.lastOffset > 0 else { continue }
                 count += try copy(
-                    log, named: name, from: range.firstOffset, through: range.lastOffset, into: target,
-                    redactor: redactor)
+                    log, named: name, from: range.firstOffset, through: range.lastOffset, base: range.baseOffset,
+                    into: target, redactor: redactor)
             }
         } catch {
             try? FileManager.default.removeItem(at: directory)
@@ -233,10 +235,56 @@ public enum ServerExtract {
         return Summary(directory: directory, manifest: manifest, entryCount: count)
     }
 
-    /// Copies the entries `first...end` of `log` into `target`, redacted, chunk by chunk.
+    /// The first offset of the commit that holds the entry at `offset`: the entries of one
+    /// commit share their time, and a range cut inside one would hold a request's outcome
+    /// without the records it names.
+    private static func commitStart(
+        of log: any ServerLog, named name: String, at offset: UInt64
+    ) throws(ServerExtractError) -> UInt64 {
+        do {
+            return try log.read { reader in
+                var start = offset
+                guard let time = try reader.entry(at: LogOffset(offset))?.time else { return start }
+                while start > 1, try reader.entry(at: LogOffset(start - 1))?.time == time { start -= 1 }
+                return start
+            }
+        } catch {
+            throw ServerExtractError(
+                .corruptSource, "the log \(name) cannot be read before offset \(offset): \(error)", log: name,
+                offset: (error as? LogStoreError)?.offset?.rawValue ?? offset)
+        }
+    }
+
+    /// The entry with its offsets into its own log moved down by `base`, as a range extract
+    /// writes it from offset 1: a request outcome's saved records, a compaction's horizon.
+    /// Offsets into other logs (a shared zone's owner offset) and change tags are kept.
+    static func rebased(
+        _ entry: ServerEntry, by base: UInt64, at offset: UInt64, log name: String
+    ) throws(ServerExtractError) -> ServerEntry {
+        guard base > 0 else { return entry }
+        switch entry {
+        case .requestOutcome(let requestID, let fingerprint, var outcome, let actor):
+            outcome.saved = try outcome.saved.map { saved throws(ServerExtractError) in
+                guard saved.offset.rawValue > base else {
+                    throw ServerExtractError(
+                        .corruptSource,
+                        "the outcome at offset \(offset) of the log \(name) names offset \(saved.offset), before the range",
+                        log: name, offset: offset)
+                }
+                return RequestOutcome.Saved(saved.recordID, at: LogOffset(saved.offset.rawValue - base))
+            }
+            return .requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor)
+        case .tombstonesCompacted(let horizon):
+            return .tombstonesCompacted(horizon: LogOffset(horizon.rawValue > base ? horizon.rawValue - base : 0))
+        default: return entry
+        }
+    }
+
+    /// Copies the entries `first...end` of `log` into `target`, redacted and rebased by `base`,
+    /// chunk by chunk.
     private static func copy(
-        _ log: any ServerLog, named name: String, from first: UInt64, through end: UInt64, into target: Log,
-        redactor: Redactor
+        _ log: any ServerLog, named name: String, from first: UInt64, through end: UInt64, base: UInt64,
+        into target: Log, redactor: Redactor
     ) throws(ServerExtractError) -> UInt64 {
         var next = first
         while next <= end {
@@ -267,7 +315,9 @@ public enum ServerExtract {
                                 "the entry at offset \(next) of the log \(name) does not decode: \(error)",
                                 log: name, offset: next)
                         }
-                        var redacted = decoded.redacted(with: redactor).newEntry
+                        var redacted = try rebased(
+                            decoded.redacted(with: redactor), by: base, at: next, log: name
+                        ).newEntry
                         redacted.time = entry.time
                         bytes += redacted.payload.count
                         batch.append(redacted)

@@ -223,6 +223,64 @@ import Testing
         }
     }
 
+    @Test("a range extract starts at offset 1 with its base offset; a key file hashes as the bundle's key does")
+    func rangeAndKeyFile() async throws {
+        try await withServer(shutsDown: true) { directory, server in
+            let (_, extract, redactor, _) = try await Self.bundleAndExtract(directory, server)
+            let whole = try Self.serverRecords(extract)
+            let range = directory.appendingPathComponent("range.lsb")
+            let summary = try ServerExtract.export(
+                server, user: "alice", from: 5, through: 12, redactor: redactor, to: range)
+            // The range is widened back to the start of the commit holding offset 5, and its
+            // outcomes name their records by the extract's offsets.
+            let scope = try #require(summary.manifest.scopes["private"])
+            #expect(scope.firstOffset <= 5 && scope.lastOffset == 12 && scope.baseOffset == scope.firstOffset - 1)
+            let base = scope.baseOffset
+            let environment = try LogEnvironment.open(at: range, options: .init(readOnly: true))
+            let log = try environment.openLog(named: "private", projections: [ServerIndex()])
+            #expect(try log.lastOffset == LogOffset(12 - base))
+            let original = try LogEnvironment.open(at: extract, options: .init(readOnly: true)).openLog(
+                named: "private")
+            var outcomes = 0
+            for offset in 1...(12 - base) {
+                let copied = try #require(try log.entry(at: LogOffset(offset)))
+                let source = try #require(try original.entry(at: LogOffset(offset + base)))
+                #expect(copied.kind == source.kind && copied.time == source.time)
+                if case .requestOutcome(_, _, let outcome, _) = try ServerEntry(copied),
+                    case .requestOutcome(_, _, let sourceOutcome, _) = try ServerEntry(source)
+                {
+                    outcomes += 1
+                    #expect(
+                        outcome.saved.map { $0.offset.rawValue + base } == sourceOutcome.saved.map(\.offset.rawValue))
+                    for saved in outcome.saved {
+                        let record = try #require(try log.entry(at: saved.offset))
+                        guard case .recordSaved(let saved) = try ServerEntry(record) else {
+                            Issue.record("offset \(saved.offset) is not a recordSaved")
+                            continue
+                        }
+                        #expect(outcome.saved.contains { $0.recordID == saved.recordID })
+                    }
+                } else {
+                    #expect(copied.payload == source.payload, "offset \(offset)")
+                }
+            }
+            #expect(outcomes > 0)
+            #expect(!whole.isEmpty)
+
+            // A key file with the bundle's key gives the same extract's hashes.
+            let keyFile = directory.appendingPathComponent("key.txt")
+            try (Data(redactor.key).base64EncodedString() + "\n").write(to: keyFile, atomically: true, encoding: .utf8)
+            let fromFile = try ServerExtract.redactor(keyFile: keyFile, settings: .init())
+            #expect(fromFile.keyID == redactor.keyID)
+            #expect(fromFile.recordID(Story.n1) == redactor.recordID(Story.n1))
+            try "not a key".write(to: keyFile, atomically: true, encoding: .utf8)
+            let bad = try #require(throws: ServerExtractError.self) {
+                try ServerExtract.redactor(keyFile: keyFile, settings: .init())
+            }
+            #expect(bad.code == .badKey)
+        }
+    }
+
     @Test("a server entry that does not decode stops the extract naming its log and offset; nothing is left behind")
     func corruptServerEntry() throws {
         try withTemporaryDirectory { directory in
