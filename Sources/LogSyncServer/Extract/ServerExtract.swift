@@ -68,6 +68,8 @@ public enum ServerExtract {
     static let chunkSize = 4096
     /// The payload bytes after which a chunk is written, whatever its count.
     static let chunkBytes = 4 << 20
+    /// The entries asked for at once from a store that reads ahead.
+    static let prefetchGroup = 64
 
     /// The redactor of the device bundle at `directory`: its manifest's key and settings, the
     /// key checked against the `keyID` it records; and the database scope its engine synced.
@@ -292,7 +294,14 @@ public enum ServerExtract {
             do {
                 try log.read { reader in
                     var bytes = 0
+                    var prefetched = next - 1
                     while next <= end, batch.count < chunkSize, bytes < chunkBytes {
+                        // A store across a network (PostgreSQL) answers a group of entries in one
+                        // round trip; small groups, so that large entries do not pile up.
+                        if reader.readsAhead, next > prefetched {
+                            prefetched = min(end, next + UInt64(prefetchGroup) - 1)
+                            try reader.prefetch(entries: (next...prefetched).map { LogOffset($0) })
+                        }
                         let entry: LogEntry
                         do {
                             guard let read = try reader.entry(at: LogOffset(next)) else {

@@ -96,8 +96,10 @@ import Testing
                     }
                 }
             }
-            // The extract opens as a server log: its index holds the hashed zone.
-            let log = try LogEnvironment.open(at: extract, options: .init(readOnly: true)).openLog(named: "private")
+            // The extract opens as a server log, its index as the server keeps it.
+            let log = try LogEnvironment.open(at: extract, options: .init(readOnly: true)).openLog(
+                named: "private", projections: [ServerIndex()])
+            #expect(log.projections.map(\.name) == ["index"])
             #expect(try log.lastOffset == (try server.admin.log(of: "alice").lastOffset))
         }
     }
