@@ -22,7 +22,8 @@ struct ExportLog: ParsableCommand {
             instead, with values and names redacted.
 
             --from and --to keep the offsets in that range of each database's log (every entry \
-            without them). Nothing is written when anything fails (an unknown user, a range past \
+            without them), moved back to the first entry of the commit holding --from; a range is \
+            written from offset 1 of the extract, its manifest giving the base offset. Nothing is written when anything fails (an unknown user, a range past \
             the end of every log, an entry that does not decode, a bad bundle or key).
 
                 logsync-server export-log --data ./data --user alice --bundle report.lsb --output server.lsb
