@@ -110,6 +110,70 @@ package struct Redactor: Sendable {
             database: token.database, listingStart: token.listingStart)
     }
 
+    /// An operation group as a bundle holds it: its name hashed (an app may name a group after
+    /// what the user did), its ID, quantity and sizes kept.
+    package func operationGroup(_ group: OperationGroup) -> OperationGroup {
+        var redacted = group
+        redacted.name = group.name.map(name)
+        return redacted
+    }
+
+    /// A subscription as a bundle holds it: the zone it watches named by its hash.
+    package func subscription(_ subscription: Subscription) -> Subscription {
+        switch subscription.kind {
+        case .database: subscription
+        case .recordZone(let id):
+            Subscription(subscriptionID: subscription.subscriptionID, kind: .recordZone(zoneID(id)))
+        }
+    }
+
+    /// Bytes only their sender reads (a client change token): the keyed hash of them, so that
+    /// equal tokens stay equal and none is revealed.
+    package func opaque(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+        var hmac = HMAC<SHA256>(key: SymmetricKey(data: key))
+        hmac.update(data: Array("o".utf8) + [0])
+        hmac.update(data: Array(bytes))
+        return Array(hmac.finalize())
+    }
+
+    /// An asset content's digest as a bundle holds it: the keyed hash of the digest, itself a
+    /// digest's 32 bytes, so that one content is named alike everywhere and never by its own
+    /// digest (which a guess of the content would confirm).
+    package func assetDigest(_ digest: AssetDigest) -> AssetDigest {
+        // 32 bytes always make a digest.
+        (try? AssetDigest(bytes: opaque(digest.bytes))) ?? digest
+    }
+
+    /// A device's public key as a bundle holds it: the key kept (it is public, and names the
+    /// device as its ID does), the user's record name hashed.
+    package func devicePublicKey(_ key: DevicePublicKey) -> DevicePublicKey {
+        var redacted = key
+        redacted.userRecordName = key.userRecordName.map(name)
+        return redacted
+    }
+
+    /// A zone key wrapped for a device as a bundle holds it: its zone hashed, its version and
+    /// recipient kept, its check and sealed bytes replaced by zeros of their size (encrypted
+    /// content is never included).
+    package func wrappedZoneKey(_ wrapped: WrappedZoneKey) -> WrappedZoneKey {
+        WrappedZoneKey(
+            zoneID: zoneID(wrapped.zoneID), version: wrapped.version, recipientKeyID: wrapped.recipientKeyID,
+            check: Data(count: wrapped.check.count), wrapped: Data(count: wrapped.wrapped.count))
+    }
+
+    /// A modify response as a bundle holds it: every saved record and error redacted, keyed by
+    /// hashed IDs.
+    package func modifyRecordsResponse(_ response: ModifyRecordsResponse) -> ModifyRecordsResponse {
+        ModifyRecordsResponse(
+            saveResults: Dictionary(
+                response.saveResults.map { id, result in
+                    (recordID(id), result.map(record).mapError(error))
+                }, uniquingKeysWith: { first, _ in first }),
+            deleteResults: Dictionary(
+                response.deleteResults.map { id, result in (recordID(id), result.mapError(error)) },
+                uniquingKeysWith: { first, _ in first }))
+    }
+
     // MARK: Values
 
     /// A field's value as a bundle holds it. Redacted, it is a string

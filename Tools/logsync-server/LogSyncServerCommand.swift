@@ -33,7 +33,7 @@ struct LogSyncServerCommand: AsyncParsableCommand {
         subcommands: [
             Serve.self, User.self, Sessions.self, AdminToken.self, Migrate.self, CollectAssets.self, Schema.self,
             Bundles.self,
-            DevIssuer.self, Status.self, ConsoleLink.self,
+            DevIssuer.self, Status.self, ConsoleLink.self, ExportLog.self,
         ],
         defaultSubcommand: Serve.self)
 }

@@ -14,7 +14,10 @@ struct Blame: AsyncParsableCommand {
             server's version), every fetched version with the server offset it came from, and \
             what the device holds now.
 
-            With --server (the server database's log), it names the request that saved the \
+            LOG may be a support bundle, and --server a server extract (`logsync-server \
+            export-log`) or a user's directory; a server extract given after LOG is taken as \
+            --server. With --record, give the name as the bundle holds it (h-… when names are \
+            hashed). With --server (the server database's log), it names the request that saved the \
             version held now and, for each field, the save that last changed it; the device \
             that sent it is named when its log is LOG or one of OTHER_LOG… (lanes are named \
             after their directories).
@@ -43,10 +46,10 @@ struct Blame: AsyncParsableCommand {
         try reportingErrors { output in
             var progress = ProgressIndicator.standardError(label: "blame", total: nil)
             defer { progress.finish() }
-            let sources = try deviceSources(devices)
+            let (sources, serverSource) = try pairedSources(devices, server: server)
             let blame = try RecordBlame.build(
                 record: record, zone: zone, device: sources[0], otherDevices: Array(sources.dropFirst()),
-                server: try server.source()
+                server: serverSource
             ) { progress.report($0) }
             progress.finish()
             output.write(json.json ? blame.json + "\n" : blame.text)

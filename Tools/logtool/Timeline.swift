@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogStore
+import LogSync
 import LogSyncDiagnostics
 import LogToolCore
 
@@ -9,10 +10,12 @@ struct Timeline: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Draw several device logs and their server's log on one timeline.",
         discussion: """
-            DEVICE_LOG… are engine device log directories; --server is the environment of the \
-            server database's log they synced with (a user's directory under the server's data \
-            directory; --server-log names the log in it when it holds several: private, \
-            shared). Each device step is placed against the server offsets it saw or caused: a \
+            DEVICE_LOG… are engine device log directories or support bundles; --server is the \
+            environment of the server database's log they synced with (a user's directory under \
+            the server's data directory, or a server extract made by `logsync-server export-log`; \
+            --server-log names the log in it: private, shared, by default the database a bundle \
+            given names, else the only one). A server extract or user directory given among \
+            DEVICE_LOG… is the server's lane too: `logtool timeline report.lsb server.lsb`. Each device step is placed against the server offsets it saw or caused: a \
             batch points to the server entries its request created (request IDs match), a \
             fetched page spans the offsets it read (tokens are offsets); conflicts, retries, \
             pushes and account changes are marked.
@@ -33,7 +36,10 @@ struct Timeline: AsyncParsableCommand {
         case html, svg, text
     }
 
-    @Argument(help: "The device logs' directories, one lane each (named after the directory).", completion: .directory)
+    @Argument(
+        help:
+            "The device logs' directories or support bundles, one lane each (named after the directory); a server extract or user directory among them is the server's lane.",
+        completion: .directory)
     var devices: [String]
 
     @OptionGroup var server: ServerLogOptions
@@ -61,7 +67,7 @@ struct Timeline: AsyncParsableCommand {
         if let from, from == 0 { throw ValidationError("offsets start at 1; --from 0 names no entry") }
         if let to, to == 0 { throw ValidationError("offsets start at 1; --to 0 names no entry") }
         if let from, let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
-        if (from != nil || to != nil) && server.server == nil {
+        if (from != nil || to != nil) && server.server == nil && devices.count < 2 {
             throw ValidationError("--from and --to are server offsets: give --server")
         }
     }
@@ -70,11 +76,14 @@ struct Timeline: AsyncParsableCommand {
         try reportingErrors { output in
             var progress = ProgressIndicator.standardError(label: "timeline", total: nil)
             defer { progress.finish() }
-            let sources = try deviceSources(devices)
+            let (sources, serverSource) = try pairedSources(devices, server: server)
+            if (from != nil || to != nil) && serverSource == nil {
+                throw LogToolError("--from and --to are server offsets: give a server log")
+            }
             var range: ClosedRange<LogOffset>?
             if from != nil || to != nil { range = LogOffset(from ?? 1)...LogOffset(to ?? UInt64.max) }
             let timeline = try LogSyncDiagnostics.Timeline.build(
-                devices: sources, server: try server.source(), options: .init(record: record, serverOffsets: range)
+                devices: sources, server: serverSource, options: .init(record: record, serverOffsets: range)
             ) { progress.report($0) }
             progress.finish()
             if json.json {
@@ -106,21 +115,66 @@ struct Timeline: AsyncParsableCommand {
 struct ServerLogOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The server database's log environment (a user's directory, such as DATA/users/u1).", valueName: "path"),
+            "The server database's log environment (a user's directory, such as DATA/users/u1, or a server extract).",
+            valueName: "path"),
         completion: .directory)
     var server: String?
 
     @Option(help: ArgumentHelp("The log in the server's environment (default: the only one there).", valueName: "name"))
     var serverLog: String?
+}
 
-    /// The server's log, opened read-only, as a lane named `server`.
-    func source() throws -> LogSyncDiagnostics.Timeline.Source? {
-        guard let server else { return nil }
-        let environment = try LogEnvironment.open(at: URL(fileURLWithPath: server), options: .init(readOnly: true))
-        let name = try LogSelection.choose(
-            requested: serverLog, available: try environment.logNames(), path: environment.path)
-        return .init(name: "server", log: try environment.openLog(named: name))
+/// The server log at `path` (a user's directory or a server extract), opened read-only, as a
+/// lane named `server`: `requested`, else the log of `scope`, else the only scope's.
+func serverSource(at path: String, requested: String?, scope: String?) throws -> LogSyncDiagnostics.Timeline.Source {
+    let environment = try LogEnvironment.open(at: URL(fileURLWithPath: path), options: .init(readOnly: true))
+    let available = try environment.logNames()
+    let name =
+        if LogSelection.side(available: available, manifestKind: try manifestKind(of: environment)) == .server {
+            try LogSelection.serverLog(requested: requested, scope: scope, available: available, path: environment.path)
+        } else {
+            try LogSelection.choose(requested: requested, available: available, path: environment.path)
+        }
+    return .init(name: "server", log: try environment.openLog(named: name))
+}
+
+/// The kind of entry 1 of the environment's log `bundle` (1 a device's bundle, 2 a server's
+/// extract), or `nil` when it has none.
+func manifestKind(of environment: LogEnvironment) throws -> UInt16? {
+    guard try environment.logNames().contains(SupportBundle.manifestLogName) else { return nil }
+    return try environment.openLog(named: SupportBundle.manifestLogName).entry(at: .first)?.kind.rawValue
+}
+
+/// The lanes of `paths`: device logs and bundles, and at most one server log (a user's
+/// directory or a server extract) among them or in `server`. The server's log is that of the
+/// database the first device bundle names, unless --server-log says.
+func pairedSources(
+    _ paths: [String], server: ServerLogOptions
+) throws -> (devices: [LogSyncDiagnostics.Timeline.Source], server: LogSyncDiagnostics.Timeline.Source?) {
+    var devicePaths: [String] = []
+    var serverPaths: [String] = server.server.map { [$0] } ?? []
+    var scope: String?
+    for path in paths {
+        let environment = try LogEnvironment.open(at: URL(fileURLWithPath: path), options: .init(readOnly: true))
+        let kind = try manifestKind(of: environment)
+        if LogSelection.side(available: try environment.logNames(), manifestKind: kind) == .server {
+            serverPaths.append(path)
+        } else {
+            devicePaths.append(path)
+            if kind == UInt16(SupportBundle.manifestKind.rawValue), scope == nil {
+                scope = try SupportBundle.manifest(at: URL(fileURLWithPath: path)).configuration["database"]
+            }
+        }
     }
+    guard serverPaths.count <= 1 else {
+        throw LogToolError(
+            "give one server log, not \(serverPaths.count) (\(serverPaths.joined(separator: ", ")))")
+    }
+    guard !devicePaths.isEmpty else { throw LogToolError("give at least one device log or bundle") }
+    return (
+        try deviceSources(devicePaths),
+        try serverPaths.first.map { try serverSource(at: $0, requested: server.serverLog, scope: scope) }
+    )
 }
 
 /// The device logs at `paths`, opened read-only for their entries, each named after its

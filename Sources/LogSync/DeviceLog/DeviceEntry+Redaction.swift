@@ -88,18 +88,10 @@ extension SyncEngine.PendingDatabaseChange {
     }
 }
 
-extension OperationGroup {
-    fileprivate func redacted(_ redactor: Redactor) -> OperationGroup {
-        var group = self
-        group.name = name.map(redactor.name)
-        return group
-    }
-}
-
 extension SyncEngine.SendChangesOptions {
     fileprivate func redacted(_ redactor: Redactor) -> Self {
         var options = self
-        options.operationGroup = operationGroup?.redacted(redactor)
+        options.operationGroup = operationGroup.map(redactor.operationGroup)
         switch scope {
         case .all: break
         case .zoneIDs(let ids): options.scope = .zoneIDs(ids.map(redactor.zoneID))
@@ -113,7 +105,7 @@ extension SyncEngine.SendChangesOptions {
 extension SyncEngine.FetchChangesOptions {
     fileprivate func redacted(_ redactor: Redactor) -> Self {
         var options = self
-        options.operationGroup = operationGroup?.redacted(redactor)
+        options.operationGroup = operationGroup.map(redactor.operationGroup)
         options.prioritizedZoneIDs = prioritizedZoneIDs.map(redactor.zoneID)
         options.zoneConfigurations = Dictionary(
             zoneConfigurations.map { (redactor.zoneID($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SyncModel
 
 /// A support bundle: a device log exported for a developer, with the user's data redacted
@@ -17,9 +18,9 @@ import SyncModel
 /// ```
 public enum SupportBundle {
     /// The name of the log that holds the manifest.
-    public static let manifestLogName = "bundle"
+    public static let manifestLogName = SupportBundleLayout.manifestLogName
     /// The kind of the manifest's entry in the log `bundle`.
-    public static let manifestKind: EntryKind = 1
+    public static let manifestKind: EntryKind = SupportBundleLayout.deviceManifestKind
     /// The bundle format this build writes and reads.
     public static let formatVersion = 1
     /// The library's version, as a bundle's manifest records it.

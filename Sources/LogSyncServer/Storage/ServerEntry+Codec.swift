@@ -11,7 +11,7 @@ import SyncModel
 extension ServerEntry {
     /// The entry to append: the case's kind, and its message's bytes (map entries in a
     /// deterministic order, so equal entries have equal payloads). The time is left to the log.
-    var newEntry: NewEntry {
+    package var newEntry: NewEntry {
         switch self {
         case .zoneSaved(let zone):
             return Self.entry(
