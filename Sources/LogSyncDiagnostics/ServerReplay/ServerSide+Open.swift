@@ -1,27 +1,10 @@
 import Foundation
 import LogStore
 import LogSync
+import LogSyncServer
 import SyncModel
 
 extension ServerSide {
-    /// What a server extract's manifest (entry 1, kind 2, of its log `bundle`) says that a replay
-    /// needs: its key's ID and, per scope, where its log starts in the server's.
-    ///
-    /// The fields of `ServerExtract.Manifest` (LogSyncServer) a replay reads, decoded from the
-    /// same JSON; other fields are ignored. (Read through this mirror until that type is on main;
-    /// then `ServerExtract.manifest(at:)` can replace it.)
-    struct ExtractManifest: Decodable {
-        struct ScopeRange: Decodable {
-            var baseOffset: UInt64
-        }
-        var kind: String
-        var keyID: String
-        var scopes: [String: ScopeRange]
-    }
-
-    /// The kind of a server extract's manifest entry in the log `bundle`.
-    static let extractManifestKind = EntryKind(rawValue: 2)
-
     /// Opens the server's side at `path` read-only: a server extract (`NAME.lsb`, with a log
     /// `bundle` whose entry 1 is its manifest) or a server user's own directory
     /// (`DATA/users/uN`), and chooses its log: `log` if given, else the one named after `scope`
@@ -55,7 +38,7 @@ extension ServerSide {
         let name = requested ?? scope.description
         var baseOffset: UInt64 = 0
         if names.contains("bundle") {
-            let manifest = try extractManifest(in: environment, path: path)
+            let manifest = try extractManifest(at: path)
             if let keyID, manifest.keyID != keyID {
                 throw DiagnosticsError(
                     .serverSideMismatch,
@@ -64,9 +47,8 @@ extension ServerSide {
             }
             baseOffset = manifest.scopes[name]?.baseOffset ?? 0
         } else if redacted {
-            // A server user's log is in clear. To replay a redacted bundle against it, its entries
-            // would be redacted on the fly with the bundle's key (`ServerEntry.redacted(with:)`,
-            // LogSyncServer, as `logsync-server export-log` does): switch here once it is on main.
+            // A server user's log is in clear, and its records would never equal the bundle's:
+            // the extract (`logsync-server export-log --bundle`) redacts it with the bundle's key.
             throw DiagnosticsError(
                 .serverSideMismatch,
                 "the bundle is redacted but the server's side at \(path) is a server user's log in clear: give an extract made with the bundle's key (logsync-server export-log --bundle), or a bundle exported in clear"
@@ -85,29 +67,21 @@ extension ServerSide {
         }
     }
 
-    private static func extractManifest(
-        in environment: LogEnvironment, path: String
-    ) throws(DiagnosticsError) -> ExtractManifest {
-        let entry: LogEntry?
-        do throws(LogStoreError) {
-            entry = try environment.openLog(named: "bundle").entry(at: .first)
-        } catch {
-            throw DiagnosticsError(
-                .corruptEntry, "the manifest of \(path) (log \"bundle\", offset 1) does not read: \(error)",
-                offset: .first, logError: error)
-        }
-        guard let entry, entry.kind == extractManifestKind else {
-            let what =
-                entry?.kind == SupportBundle.manifestKind
-                ? "a device's support bundle, not the server's side"
-                : "not a server extract: its log \"bundle\" has no kind-2 manifest at offset 1"
-            throw DiagnosticsError(.serverSideMismatch, "\(path) is \(what)")
-        }
+    /// The manifest of the server extract at `path` (`ServerExtract.manifest(at:)`).
+    private static func extractManifest(at path: String) throws(DiagnosticsError) -> ServerExtract.Manifest {
+        let url = URL(fileURLWithPath: path)
         do {
-            return try JSONDecoder().decode(ExtractManifest.self, from: Data(entry.payload))
+            return try ServerExtract.manifest(at: url)
         } catch {
+            if error.code == .corrupt {
+                throw DiagnosticsError(.corruptEntry, "the manifest of the server extract \(path) does not read: \(error)")
+            }
+            let isDeviceBundle = (try? SupportBundle.manifest(at: url)) != nil
             throw DiagnosticsError(
-                .corruptEntry, "the manifest of the server extract \(path) does not decode: \(error)", offset: .first)
+                .serverSideMismatch,
+                isDeviceBundle
+                    ? "\(path) is a device's support bundle, not the server's side"
+                    : "\(path) is not a server extract: \(error.message)")
         }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LogStore
+import ModelEntries
 import SyncModel
 
 /// The check an uploaded support bundle passes before it is stored (Docs/Protocol.md,
@@ -10,10 +11,10 @@ import SyncModel
 /// read here with LogStore directly, as `SupportBundle.manifest(at:)` reads it.
 enum BundleVerification {
     /// The name of the log holding the manifest, and of the device's.
-    static let manifestLog = "bundle"
+    static let manifestLog = SupportBundleLayout.manifestLogName
     static let deviceLog = "device"
-    /// The manifest's entry kind (`SupportBundle.manifestKind`) and the formats this server reads.
-    static let manifestKind: EntryKind = 1
+    /// The manifest's entry kind and the formats this server reads.
+    static let manifestKind = SupportBundleLayout.deviceManifestKind
     static let formatVersions = 1...1
 
     /// The parts of the manifest the server keeps.
