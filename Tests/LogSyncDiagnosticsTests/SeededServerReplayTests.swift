@@ -229,7 +229,9 @@ struct SeededServerReplayTests: NoteIDs {
             do {
                 let environment = try LogEnvironment.open(at: extract)
                 let manifest =
-                    #"{"kind":"serverExtract","keyID":"00112233","scopes":{"private":{"firstOffset":1,"lastOffset":0,"baseOffset":0}}}"#
+                    #"{"formatVersion":1,"kind":"serverExtract","user":"alice","created":"2026-11-28T12:00:00Z","#
+                    + #""scopes":{"private":{"firstOffset":1,"lastOffset":0,"baseOffset":0}},"#
+                    + #""redactValues":true,"keepInClear":[],"hashNames":true,"keyID":"00112233"}"#
                 _ = try environment.openLog(named: "bundle").append(NewEntry(kind: 2, payload: Array(manifest.utf8)))
                 _ = try environment.openLog(named: "private")
             }

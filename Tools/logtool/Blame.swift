@@ -48,7 +48,9 @@ struct Blame: AsyncParsableCommand {
             defer { progress.finish() }
             let (sources, serverSource) = try pairedSources(devices, server: server)
             let blame = try RecordBlame.build(
-                record: record, zone: zone, device: sources[0], otherDevices: Array(sources.dropFirst()),
+                record: try nameAsHeld(record, inLogsAt: devices) ?? record,
+                zone: try nameAsHeld(zone, inLogsAt: devices), device: sources[0],
+                otherDevices: Array(sources.dropFirst()),
                 server: serverSource
             ) { progress.report($0) }
             progress.finish()

@@ -83,7 +83,8 @@ struct Timeline: AsyncParsableCommand {
             var range: ClosedRange<LogOffset>?
             if from != nil || to != nil { range = LogOffset(from ?? 1)...LogOffset(to ?? UInt64.max) }
             let timeline = try LogSyncDiagnostics.Timeline.build(
-                devices: sources, server: serverSource, options: .init(record: record, serverOffsets: range)
+                devices: sources, server: serverSource,
+                options: .init(record: try nameAsHeld(record, inLogsAt: devices), serverOffsets: range)
             ) { progress.report($0) }
             progress.finish()
             if json.json {

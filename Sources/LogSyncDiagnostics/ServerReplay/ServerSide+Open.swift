@@ -74,9 +74,12 @@ extension ServerSide {
             return try ServerExtract.manifest(at: url)
         } catch {
             if error.code == .corrupt {
-                throw DiagnosticsError(.corruptEntry, "the manifest of the server extract \(path) does not read: \(error)")
+                throw DiagnosticsError(
+                    .corruptEntry, "the manifest of the server extract \(path) does not read: \(error)")
             }
-            let isDeviceBundle = (try? SupportBundle.manifest(at: url)) != nil
+            let manifestEntry = try? LogEnvironment.open(at: url, options: .init(readOnly: true))
+                .openLog(named: SupportBundle.manifestLogName).entry(at: .first)
+            let isDeviceBundle = manifestEntry?.kind == SupportBundle.manifestKind
             throw DiagnosticsError(
                 .serverSideMismatch,
                 isDeviceBundle
