@@ -11,15 +11,14 @@ struct ReplayBundleTests {
     /// Runs `two-devices --automatic --buggy-merge --support-bundles=clear` and returns the run's
     /// directory (holding `phone.lsb`, `laptop.lsb` and `server/users/u1`).
     ///
-    /// The bundles are exported with values and names in clear: the server's side here is the
-    /// server user's own directory, which is not redacted. (With a server extract made with the
-    /// bundle's key, `logsync-server export-log`, the redacted bundle replays the same way: switch
-    /// to `--support-bundles` and the extract's path here.)
-    static func runTheWalkthrough(in directory: URL) async throws -> URL {
+    /// With `--support-bundles=clear` the bundles hold values and names in clear, to be read
+    /// beside the server user's own directory, which is not redacted; with `--support-bundles`
+    /// they are redacted, as an app sends them, and read beside the server's extracts.
+    static func runTheWalkthrough(in directory: URL, bundles: String = "--support-bundles=clear") async throws -> URL {
         var environment = ProcessInfo.processInfo.environment
         environment["TMPDIR"] = directory.path
         let run = try await ChildProcess.run(
-            ["--automatic", "--buggy-merge", "--support-bundles=clear"], program: "two-devices",
+            ["--automatic", "--buggy-merge", bundles], program: "two-devices",
             environment: environment, directory: directory)
         #expect(run.status == 0, "\(run)")
         let line = try #require(
@@ -28,6 +27,69 @@ struct ReplayBundleTests {
         #expect(run.output.contains("laptop.lsb"), "\(run)")
         #expect(run.output.contains("replay "), "\(run)")
         return URL(fileURLWithPath: String(line.dropFirst("  phone  wrote ".count))).deletingLastPathComponent()
+    }
+
+    /// Docs/Debugging.md, "From a user's report": the same bug from what a user and an operator
+    /// send — each device's redacted bundle, and the server's extract made with its key — with
+    /// the record named in clear (logtool hashes it with the bundle's key).
+    @Test("The --buggy-merge bug found from redacted bundles and the server's extracts alone")
+    func theBugFromRedactedBundlesAndExtracts() async throws {
+        try await withTemporaryDirectory { directory in
+            let story = try await Self.runTheWalkthrough(in: directory, bundles: "--support-bundles")
+            for device in ["phone", "laptop"] {
+                var environment = ProcessInfo.processInfo.environment
+                environment["TMPDIR"] = directory.path
+                let export = try await ChildProcess.run(
+                    [
+                        "export-log", "--data", "server", "--user", "alice", "--bundle", "\(device).lsb", "--output",
+                        "server-\(device).lsb",
+                    ], program: "logsync-server", environment: environment, directory: story)
+                #expect(export.status == 0, "\(export)")
+            }
+            // Nothing in clear: the note's title is nowhere in the bundles or the extracts.
+            for file in ["phone.lsb", "laptop.lsb", "server-phone.lsb", "server-laptop.lsb"] {
+                let bytes = try Data(contentsOf: story.appending(path: "\(file)/data.mdb"))
+                #expect(bytes.range(of: Data("Weekend groceries".utf8)) == nil, "\(file)")
+                #expect(bytes.range(of: Data("milk, eggs".utf8)) == nil, "\(file)")
+            }
+
+            // The phone: its rename (17 bytes) was saved, then a request of another device saved
+            // both fields at server offset 12, the title back to 9 bytes.
+            let blame = try await runLogtool(
+                ["blame", "phone.lsb", "server-phone.lsb", "--record", "groceries", "--zone", "Notes"], in: story)
+            #expect(blame.status == 0, "\(blame)")
+            #expect(blame.standardOutput.contains("‹redacted string, 17 bytes"), "\(blame)")
+            let producer = try #require(blame.lines.first { $0.hasPrefix("produced by: ") }, "\(blame)")
+            #expect(producer.contains("a device whose log was not given"), "\(blame)")
+            // "produced by: a device whose log was not given (request 2926daf39f1c07c5-34), …"
+            let requestID = try #require(
+                producer.split(separator: "(request ").dropFirst().first?.split(separator: ")").first.map(String.init),
+                "\(blame)")
+
+            // Replayed against a fresh server seeded from the extract: every answer as recorded,
+            // and the phone ends holding the 9-byte title again — the bug, reproduced.
+            let phone = try await runLogtool(
+                ["replay", "phone.lsb", "--against-fresh-server", "--server", "server-phone.lsb"], in: story)
+            #expect(phone.status == 0, "\(phone)")
+            #expect(phone.standardOutput.contains(" 0 mismatched"), "\(phone)")
+            #expect(phone.standardOutput.contains("values redacted, names hashed"), "\(phone)")
+            let held = try #require(phone.lines.first { $0.contains("the device holds at the end: ") }, "\(phone)")
+            #expect(held.contains("title=\"‹redacted string, 9 byte"), "\(phone)")
+
+            // The laptop's bundle: that request is its resend after a conflict, carrying the
+            // title it never edited (its first send held the body only).
+            let laptop = try await runLogtool(
+                ["blame", "laptop.lsb", "server-laptop.lsb", "--record", "groceries", "--zone", "Notes"], in: story)
+            #expect(laptop.status == 0, "\(laptop)")
+            let sends = laptop.lines.filter { $0.contains(" sent ") }
+            #expect(sends.count == 2, "\(laptop)")
+            #expect(sends.first.map { $0.contains("body:") && !$0.contains("title:") } == true, "\(laptop)")
+            #expect(sends.last.map { $0.contains(requestID) && $0.contains("title:") } == true, "\(laptop)")
+            #expect(laptop.standardOutput.contains("conflict (serverRecordChanged)"), "\(laptop)")
+            let replay = try await runLogtool(
+                ["replay", "laptop.lsb", "--against-fresh-server", "--server", "server-laptop.lsb"], in: story)
+            #expect(replay.status == 0 && replay.standardOutput.contains(" 0 mismatched"), "\(replay)")
+        }
     }
 
     @Test("The --buggy-merge bug reproduced from the phone's and the laptop's bundles and the server's side")

@@ -101,12 +101,24 @@ func exportSupportBundles(_ devices: [Device], server: SyncServer) throws {
         say(device.app.device, "wrote \(bundle.path)")
         bundles.append((device, shellQuoted(bundle.path)))
     }
-    let serverPath = shellQuoted(try server.admin.log(of: "alice").environment.path)
-    say("server", "\(serverPath)  (alice's databases: the server's side)")
+    let userDirectory = URL(fileURLWithPath: try server.admin.log(of: "alice").environment.path)
+    say("server", "\(shellQuoted(userDirectory.path))  (alice's databases: the server's side)")
     for (device, bundle) in bundles {
+        let name = device.app.device
+        // A redacted bundle is read beside the server's extract made with its key; a bundle in
+        // clear beside the server user's own log, which is in clear too.
+        var serverSide = shellQuoted(userDirectory.path)
+        if !clear {
+            let data = userDirectory.deletingLastPathComponent().deletingLastPathComponent()
+            serverSide = shellQuoted(directory.appending(path: "server-\(name).lsb").path)
+            print(
+                "  # the operator's side of the \(name)'s report: alice's server log, redacted with its bundle's key\n"
+                    + "  swift run logsync-server export-log --data \(shellQuoted(data.path)) --user alice "
+                    + "--bundle \(bundle) --output \(serverSide)")
+        }
         print(
-            "  # the \(device.app.device)'s requests rerun against a server seeded from the server's side\n"
-                + "  swift run logtool replay \(bundle) --against-fresh-server --server \(serverPath)")
+            "  # the \(name)'s requests rerun against a server seeded from the server's side\n"
+                + "  swift run logtool replay \(bundle) --against-fresh-server --server \(serverSide)")
     }
 }
 
