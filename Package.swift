@@ -405,6 +405,7 @@ let package = Package(
             name: "logtool",
             dependencies: [
                 "LogStore", "LogSync", "LogSyncServer", "LogSyncDiagnostics", "LogToolCore", "KeyValueLog",
+                "ModelEntries",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/logtool"

@@ -87,6 +87,23 @@ struct ServerExtractCommandTests {
 
             let bisect = try await runLogtool(["bisect", bundle.path, "--invariant", "tokens"], in: directory)
             #expect(bisect.status == 0, "\(bisect)")
+
+            // The record's name in clear works too: logtool hashes it with the bundle's key.
+            let clear = try await runLogtool(
+                ["blame", bundle.path, extract.path, "--record", "rec-Narwhal-1"], in: directory)
+            #expect(clear.status == 0 && clear.standardOutput == blame.standardOutput, "\(clear)")
+
+            // A range extract from past offset 1 would link the device to the wrong entries: refused.
+            let range = try await Self.run(
+                "logsync-server",
+                [
+                    "export-log", "--data", data, "--user", "alice", "--from", "3", "--bundle", bundle.path, "--output",
+                    "range.lsb",
+                ], in: directory)
+            #expect(range.status == 0, "\(range)")
+            let refused = try await runLogtool(
+                ["timeline", bundle.path, "range.lsb", "--format", "text"], in: directory)
+            #expect(refused.status == 1 && refused.standardError.contains("a server extract of a range"), "\(refused)")
         }
     }
 

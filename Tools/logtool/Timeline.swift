@@ -3,7 +3,9 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncDiagnostics
+import LogSyncServer
 import LogToolCore
+import ModelEntries
 
 /// `logtool timeline DEVICE_LOG… [--server SERVER_LOG] [--record NAME] [--from N] [--to M] [--format F] [--output PATH] [--json]`
 struct Timeline: AsyncParsableCommand {
@@ -136,6 +138,15 @@ func serverSource(at path: String, requested: String?, scope: String?) throws ->
         } else {
             try LogSelection.choose(requested: requested, available: available, path: environment.path)
         }
+    // A range extract holds its entries from offset 1: the device's links (server offsets,
+    // tokens) would point at the wrong entries, so it is refused, as a range bundle is.
+    if try manifestKind(of: environment) == UInt16(SupportBundleLayout.serverExtractManifestKind.rawValue),
+        let base = try ServerExtract.manifest(at: URL(fileURLWithPath: path)).scopes[name]?.baseOffset, base > 0
+    {
+        throw LogToolError(
+            "\(path) is a server extract of a range from offset \(base + 1) of log \"\(name)\": timeline and blame "
+                + "link a device to the server's offsets from 1, so give an extract from offset 1 (without --from)")
+    }
     return .init(name: "server", log: try environment.openLog(named: name))
 }
 
