@@ -35,6 +35,18 @@ struct PostgresAssetStore: ServerAssetStore {
     /// the 1 MiB pieces a transfer moves.
     static let pieceSize = AssetTransfer.chunkSize
 
+    /// `bytes` cut into rows of at most ``pieceSize`` bytes, each with the byte it starts at
+    /// when the first starts at `offset`: how asset and bundle uploads keep their bytes.
+    static func pieces(of bytes: UnsafeRawBufferPointer, from offset: Int64) -> (starts: [Int64], pieces: [[UInt8]]) {
+        var starts: [Int64] = []
+        var pieces: [[UInt8]] = []
+        for from in stride(from: 0, to: bytes.count, by: pieceSize) {
+            starts.append(offset + Int64(from))
+            pieces.append(Array(UnsafeRawBufferPointer(rebasing: bytes[from..<min(from + pieceSize, bytes.count)])))
+        }
+        return (starts, pieces)
+    }
+
     func storedSize(owner: UInt64, digest: AssetDigest) throws -> Int64? {
         try pool.withSession { session in
             try session.query(
@@ -61,13 +73,7 @@ struct PostgresAssetStore: ServerAssetStore {
             throw SyncError(
                 .invalidArguments, "asset \(digest) of user \(owner): a piece cannot start at byte \(offset)")
         }
-        var starts: [Int64] = []
-        var pieces: [[UInt8]] = []
-        for from in stride(from: 0, to: bytes.count, by: Self.pieceSize) {
-            starts.append(offset + Int64(from))
-            pieces.append(
-                Array(UnsafeRawBufferPointer(rebasing: bytes[from..<min(from + Self.pieceSize, bytes.count)])))
-        }
+        let (starts, pieces) = PostgresAssetStore.pieces(of: bytes, from: offset)
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, digest, session)

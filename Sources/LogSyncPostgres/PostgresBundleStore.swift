@@ -19,8 +19,6 @@ import SyncModel
 struct PostgresBundleStore: ServerBundleStore {
     let pool: PostgresPool
 
-    static let pieceSize = AssetTransfer.chunkSize
-
     static func key(_ owner: UInt64, _ id: String) -> [PostgresValue] {
         [.int64(Int64(bitPattern: owner)), .string(id)]
     }
@@ -39,13 +37,7 @@ struct PostgresBundleStore: ServerBundleStore {
     }
 
     func appendPartial(owner: UInt64, id: String, at offset: Int64, _ bytes: UnsafeRawBufferPointer) throws {
-        var starts: [Int64] = []
-        var pieces: [[UInt8]] = []
-        for from in stride(from: 0, to: bytes.count, by: Self.pieceSize) {
-            starts.append(offset + Int64(from))
-            pieces.append(
-                Array(UnsafeRawBufferPointer(rebasing: bytes[from..<min(from + Self.pieceSize, bytes.count)])))
-        }
+        let (starts, pieces) = PostgresAssetStore.pieces(of: bytes, from: offset)
         try pool.withSession { session in
             try session.transaction { session in
                 try Self.lock(owner, id, session)

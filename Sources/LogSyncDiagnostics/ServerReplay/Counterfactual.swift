@@ -204,21 +204,25 @@ extension ServerReplay {
     public func runAgainstFreshServer(
         through: LogOffset? = nil, policy: ServerReplayPolicy = .asRecorded
     ) async throws(DiagnosticsError) -> ServerReplayReport {
-        let scratch: ScratchDirectory
-        let server: SyncServer
-        do {
-            scratch = try ScratchDirectory(prefix: "logtool-server-replay")
-            server = try SyncServer(.init(directory: scratch.url, durability: .fast))
-        } catch let error as DiagnosticsError {
-            throw error
-        } catch {
-            throw DiagnosticsError(.scratchDirectory, "cannot make a fresh server to replay against: \(error)")
-        }
+        let (scratch, server) = try Self.freshServer()
         defer {
             server.shutdown()
             scratch.remove()
         }
         return try await run(against: server.database(for: "replay"), through: through, policy: policy)
+    }
+
+    /// A fresh server in a scratch directory of its own (`.fast`: it holds nothing to keep); the
+    /// caller shuts it down and removes the directory.
+    private static func freshServer() throws(DiagnosticsError) -> (ScratchDirectory, SyncServer) {
+        do {
+            let scratch = try ScratchDirectory(prefix: "logtool-server-replay")
+            return (scratch, try SyncServer(.init(directory: scratch.url, durability: .fast)))
+        } catch let error as DiagnosticsError {
+            throw error
+        } catch {
+            throw DiagnosticsError(.scratchDirectory, "cannot make a fresh server to replay against: \(error)")
+        }
     }
 
     /// Replays the log against a fresh server of its own seeded from `side`, the server's log of
@@ -235,16 +239,7 @@ extension ServerReplay {
         seededFrom side: ServerSide, scope: DatabaseScope = .private, through: LogOffset? = nil,
         policy: ServerReplayPolicy = .asRecorded
     ) async throws(DiagnosticsError) -> ServerReplayReport {
-        let scratch: ScratchDirectory
-        let server: SyncServer
-        do {
-            scratch = try ScratchDirectory(prefix: "logtool-server-replay")
-            server = try SyncServer(.init(directory: scratch.url, durability: .fast))
-        } catch let error as DiagnosticsError {
-            throw error
-        } catch {
-            throw DiagnosticsError(.scratchDirectory, "cannot make a fresh server to replay against: \(error)")
-        }
+        let (scratch, server) = try Self.freshServer()
         defer {
             server.shutdown()
             scratch.remove()
