@@ -13,6 +13,14 @@ package enum SupportBundleLayout {
     /// The manifest's kind in a server's extract (`ServerExtract.Manifest`).
     package static let serverExtractManifestKind: EntryKind = 2
 
+    /// Entry 1 of the environment's log `bundle`: a device bundle's or a server extract's
+    /// manifest (its kind tells which), or `nil` when the environment holds no such log or the
+    /// log is empty. The one reading of a manifest entry for every side.
+    package static func manifestEntry(in environment: LogEnvironment) throws(LogStoreError) -> LogEntry? {
+        guard try environment.logNames().contains(manifestLogName) else { return nil }
+        return try environment.openLog(named: manifestLogName).entry(at: .first)
+    }
+
     /// How a bundle was redacted, as its manifest's JSON says it: the fields of
     /// `SupportBundle.Manifest` that make its `Redactor` (the key only in a device bundle's).
     package struct Redaction: Sendable, Hashable, Codable {

@@ -153,8 +153,7 @@ func serverSource(at path: String, requested: String?, scope: String?) throws ->
 /// The kind of entry 1 of the environment's log `bundle` (1 a device's bundle, 2 a server's
 /// extract), or `nil` when it has none.
 func manifestKind(of environment: LogEnvironment) throws -> UInt16? {
-    guard try environment.logNames().contains(SupportBundle.manifestLogName) else { return nil }
-    return try environment.openLog(named: SupportBundle.manifestLogName).entry(at: .first)?.kind.rawValue
+    try SupportBundleLayout.manifestEntry(in: environment)?.kind.rawValue
 }
 
 /// The lanes of `paths`: device logs and bundles, and at most one server log (a user's

@@ -221,12 +221,7 @@ public enum SupportBundle {
         let payload: [UInt8]
         do {
             let environment = try LogEnvironment.open(at: directory, options: .init(readOnly: true))
-            guard try environment.logNames().contains(manifestLogName) else {
-                throw SupportBundleError(
-                    .notABundle, "\(directory.path) holds no log \"\(manifestLogName)\": not a support bundle")
-            }
-            let log = try environment.openLog(named: manifestLogName)
-            guard let entry = try log.entry(at: .first), entry.kind == manifestKind else {
+            guard let entry = try SupportBundleLayout.manifestEntry(in: environment), entry.kind == manifestKind else {
                 throw SupportBundleError(
                     .notABundle, "\(directory.path) has no manifest at offset 1 of log \"\(manifestLogName)\"")
             }

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogSync
 import LogSyncServer
+import ModelEntries
 import SyncModel
 
 extension ServerSide {
@@ -77,8 +78,8 @@ extension ServerSide {
                 throw DiagnosticsError(
                     .corruptEntry, "the manifest of the server extract \(path) does not read: \(error)")
             }
-            let manifestEntry = try? LogEnvironment.open(at: url, options: .init(readOnly: true))
-                .openLog(named: SupportBundle.manifestLogName).entry(at: .first)
+            let manifestEntry = try? SupportBundleLayout.manifestEntry(
+                in: LogEnvironment.open(at: url, options: .init(readOnly: true)))
             let isDeviceBundle = manifestEntry?.kind == SupportBundle.manifestKind
             throw DiagnosticsError(
                 .serverSideMismatch,

@@ -39,15 +39,10 @@ enum BundleVerification {
         do {
             let environment = try LogEnvironment.open(
                 at: directory, options: .init(readOnly: true, structureCheck: .everyPage))
-            let names = try environment.logNames()
-            guard names.contains(manifestLog) else {
-                throw SyncError(.invalidArguments, "\(what) holds no log \"\(manifestLog)\": not a support bundle")
-            }
-            guard names.contains(deviceLog) else {
+            guard try environment.logNames().contains(deviceLog) else {
                 throw SyncError(.invalidArguments, "\(what) holds no log \"\(deviceLog)\": not a support bundle")
             }
-            let bundleLog = try environment.openLog(named: manifestLog)
-            guard let entry = try bundleLog.entry(at: .first), entry.kind == manifestKind else {
+            guard let entry = try SupportBundleLayout.manifestEntry(in: environment), entry.kind == manifestKind else {
                 throw SyncError(
                     .invalidArguments, "\(what) has no manifest (kind 1) at offset 1 of log \"\(manifestLog)\"")
             }

@@ -371,11 +371,7 @@ public enum ServerExtract {
     ) throws(ServerExtractError) -> [UInt8] {
         do {
             let environment = try LogEnvironment.open(at: directory, options: .init(readOnly: true))
-            guard try environment.logNames().contains(manifestLogName) else {
-                throw notOne("\(directory.path) holds no log \"\(manifestLogName)\"")
-            }
-            let log = try environment.openLog(named: manifestLogName)
-            guard let entry = try log.entry(at: .first) else {
+            guard let entry = try SupportBundleLayout.manifestEntry(in: environment) else {
                 throw notOne("\(directory.path) has no manifest at offset 1 of log \"\(manifestLogName)\"")
             }
             guard entry.kind == kind else {
