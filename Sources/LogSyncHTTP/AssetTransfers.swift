@@ -343,7 +343,7 @@ struct AssetTransferCall: Sendable {
     /// server's), a transport failure as ``TransportFailure`` maps it.
     private func mapped(_ error: any Error) -> SyncError {
         if let error = error as? SyncError { return error }
-        if error is Stalled {
+        if error is TransferProgress.Stalled {
             return SyncError(
                 .networkFailure,
                 "\(operation) of asset \(digest) stalled: no byte moved for \(configuration.assetStallTimeout)")
@@ -352,33 +352,13 @@ struct AssetTransferCall: Sendable {
             error, doing: "\(operation) of asset \(digest)", mayHaveApplied: false, server: configuration.serverURL)
     }
 
-    /// The stall of ``withStallLimit(_:)``.
-    private struct Stalled: Error {}
-
-    /// Runs `body`, failing it with `networkFailure` when it calls ``TransferProgress/advance()``
-    /// no more for ``HTTPSyncClient/Configuration/assetStallTimeout`` on the configured clock
-    /// (the one of ``TransferProgress``); any error is mapped.
+    /// Runs `body` under the stall limit (``TransferProgress/run(limit:clock:_:)``); any error
+    /// is mapped, a stall to `networkFailure`.
     private func withStallLimit<R: Sendable>(
         _ progress: TransferProgress, _ body: @escaping @Sendable (TransferProgress) async throws -> R
     ) async throws(SyncError) -> R {
-        let (limit, clock) = (configuration.assetStallTimeout, configuration.clock)
-        progress.advance()
         do {
-            return try await withThrowingTaskGroup(of: R?.self) { group in
-                group.addTask { try await body(progress) }
-                group.addTask {
-                    while true {
-                        let idle = progress.idle
-                        if idle >= limit { throw Stalled() }
-                        try await clock.sleep(for: limit - idle)
-                    }
-                }
-                defer { group.cancelAll() }
-                guard let result = try await group.next(), let value = result else {
-                    throw Stalled()
-                }
-                return value
-            }
+            return try await progress.run(limit: configuration.assetStallTimeout, clock: configuration.clock, body)
         } catch {
             throw mapped(error)
         }
@@ -417,6 +397,31 @@ final class TransferProgress: Sendable {
 
     /// How long since the last ``advance()``.
     var idle: Duration { elapsed() - last.withLock { $0 } }
+
+    /// What ``run(limit:clock:_:)`` throws when no byte moved for the limit.
+    struct Stalled: Error {}
+
+    /// Runs `body`, failing it with ``Stalled`` when it calls ``advance()`` no more for `limit`
+    /// on `clock` (the clock this progress was made with): the one stall limit of every streamed
+    /// transfer (assets, support bundles).
+    func run<R: Sendable>(
+        limit: Duration, clock: any Clock<Duration>, _ body: @escaping @Sendable (TransferProgress) async throws -> R
+    ) async throws -> R {
+        advance()
+        return try await withThrowingTaskGroup(of: R?.self) { group in
+            group.addTask { try await body(self) }
+            group.addTask {
+                while true {
+                    let idle = self.idle
+                    if idle >= limit { throw Stalled() }
+                    try await clock.sleep(for: limit - idle)
+                }
+            }
+            defer { group.cancelAll() }
+            guard let result = try await group.next(), let value = result else { throw Stalled() }
+            return value
+        }
+    }
 }
 
 /// The reader an upload opened first, for checking, at the last piece of every attempt, that

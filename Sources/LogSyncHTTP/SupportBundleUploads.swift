@@ -81,23 +81,33 @@ extension HTTPSyncClient {
         request.headers.add(name: WireProtocol.deviceHeader, value: device.rawValue)
         request.tlsConfiguration = configuration.tlsConfiguration
         let reader = try AssetFileReader(url: file, expectedSize: size)
+        let progress = TransferProgress(clock: configuration.clock)
         request.body = .stream(
-            AssetFileBody(
-                url: file, size: size, offset: offset, file: FileCheck(reader),
-                progress: TransferProgress(clock: configuration.clock)),
+            AssetFileBody(url: file, size: size, offset: offset, file: FileCheck(reader), progress: progress),
             length: .known(size - offset))
         let status: Int
         let headers: HTTPHeaders
         let answer: [UInt8]
         do {
-            let response = try await Self.httpClient.execute(
-                request, timeout: .nanoseconds(max(configuration.requestTimeout, .seconds(600)).nanoseconds))
-            status = Int(response.status.code)
-            headers = response.headers
-            var buffer = try await response.body.collect(upTo: configuration.maxResponseBytes)
-            answer = buffer.readBytes(length: buffer.readableBytes) ?? []
+            // As an asset's upload: no deadline, but no byte moving for assetStallTimeout fails it.
+            let maxResponseBytes = configuration.maxResponseBytes
+            (status, headers, answer) = try await progress.run(
+                limit: configuration.assetStallTimeout, clock: configuration.clock
+            ) { [request] progress in
+                let response = try await Self.httpClient.execute(request, deadline: .distantFuture)
+                progress.advance()
+                var buffer = try await response.body.collect(upTo: maxResponseBytes)
+                return (
+                    Int(response.status.code), response.headers, buffer.readBytes(length: buffer.readableBytes) ?? []
+                )
+            }
         } catch let error as SyncError {
             throw error
+        } catch is TransferProgress.Stalled {
+            throw SyncError(
+                .networkFailure,
+                "the upload of support bundle \(id.prefix(12)) stalled: no byte moved for \(configuration.assetStallTimeout)"
+            )
         } catch {
             throw TransportFailure.map(
                 error, doing: "support bundle upload", mayHaveApplied: false, server: configuration.serverURL)
