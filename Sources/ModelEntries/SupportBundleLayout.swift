@@ -13,6 +13,37 @@ package enum SupportBundleLayout {
     /// The manifest's kind in a server's extract (`ServerExtract.Manifest`).
     package static let serverExtractManifestKind: EntryKind = 2
 
+    /// The most entries an export (a device bundle, a server extract) holds in memory and writes
+    /// per transaction.
+    package static let chunkEntries = 4096
+    /// The payload bytes after which an export writes its chunk, whatever its count: large
+    /// entries keep memory flat too.
+    package static let chunkBytes = 4 << 20
+
+    /// Creates the log `bundle` in `directory` (a new environment, its map starting small) and
+    /// writes `manifest` as its entry 1, of `kind`: JSON with sorted keys and ISO 8601 dates.
+    /// Returns the log; the exported logs go into its environment.
+    package static func writeManifest(_ manifest: some Encodable, kind: EntryKind, in directory: URL) throws -> Log {
+        let log = try Log.open(
+            at: directory, named: manifestLogName, options: LogEnvironment.Options(initialMapSize: 1 << 20))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        try log.append(NewEntry(kind: kind, payload: Array(try encoder.encode(manifest))))
+        return log
+    }
+
+    /// Decodes a manifest's JSON as ``writeManifest(_:kind:in:)`` wrote it.
+    package static func decodeManifest<Manifest: Decodable>(
+        _ type: Manifest.Type, from payload: [UInt8]
+    ) throws
+        -> Manifest
+    {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(type, from: Data(payload))
+    }
+
     /// Entry 1 of the environment's log `bundle`: a device bundle's or a server extract's
     /// manifest (its kind tells which), or `nil` when the environment holds no such log or the
     /// log is empty. The one reading of a manifest entry for every side.

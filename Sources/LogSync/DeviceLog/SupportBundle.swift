@@ -108,14 +108,8 @@ public enum SupportBundle {
         public var entryCount: UInt64
     }
 
-    /// The most entries per write transaction of an export (and so per chunk held in memory).
-    static let chunkSize = 4096
-    /// The payload bytes after which a chunk is written, whatever its count: large records
-    /// keep memory flat too.
-    static let chunkBytes = 4 << 20
-
     /// Writes a bundle of `log` at `directory`, which must not exist yet: its entries decoded,
-    /// redacted and appended in chunks (at most `chunkSize` entries or `chunkBytes` bytes,
+    /// redacted and appended in chunks (`SupportBundleLayout.chunkEntries` and `chunkBytes`,
     /// read through the log's own chunked cursor), so memory stays flat whatever the log's length.
     ///
     /// - Throws: ``SupportBundleError``.
@@ -163,17 +157,10 @@ public enum SupportBundle {
     private static func write(
         _ log: Log, from first: UInt64, through end: UInt64, to directory: URL, redactor: Redactor, manifest: Manifest
     ) throws(SupportBundleError) {
-        let options = LogEnvironment.Options(initialMapSize: 1 << 20)
         let bundle: Log
-        let manifestLog: Log
         do {
-            bundle = try Log.open(
-                at: directory, named: DeviceLog.logName, options: options, projections: [DeviceIndex()])
-            manifestLog = try Log.open(at: directory, named: manifestLogName, options: options)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            encoder.dateEncodingStrategy = .iso8601
-            try manifestLog.append(NewEntry(kind: manifestKind, payload: Array(try encoder.encode(manifest))))
+            let manifestLog = try SupportBundleLayout.writeManifest(manifest, kind: manifestKind, in: directory)
+            bundle = try manifestLog.environment.openLog(named: DeviceLog.logName, projections: [DeviceIndex()])
         } catch {
             throw SupportBundleError(.io, "cannot write the bundle at \(directory.path): \(error)")
         }
@@ -184,7 +171,7 @@ public enum SupportBundle {
         }
         var batch: [NewEntry] = []
         var batchBytes = 0
-        batch.reserveCapacity(chunkSize)
+        batch.reserveCapacity(SupportBundleLayout.chunkEntries)
         var expected = first
         while true {
             let entry: LogEntry?
@@ -202,7 +189,9 @@ public enum SupportBundle {
                 batch.append(redacted)
                 expected = entry.offset.rawValue + 1
             }
-            if batch.count == chunkSize || batchBytes >= chunkBytes || (entry == nil && !batch.isEmpty) {
+            if batch.count == SupportBundleLayout.chunkEntries || batchBytes >= SupportBundleLayout.chunkBytes
+                || (entry == nil && !batch.isEmpty)
+            {
                 do { try bundle.append(batch) } catch {
                     throw SupportBundleError(.io, "cannot write the bundle at \(directory.path): \(error)")
                 }
@@ -233,9 +222,7 @@ public enum SupportBundle {
         } catch {
             throw SupportBundleError(.io, "cannot read \(directory.path): \(error)")
         }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        do { return try decoder.decode(Manifest.self, from: Data(payload)) } catch {
+        do { return try SupportBundleLayout.decodeManifest(Manifest.self, from: payload) } catch {
             throw SupportBundleError(.notABundle, "the manifest of \(directory.path) does not decode: \(error)")
         }
     }

@@ -46,11 +46,9 @@ enum BundleVerification {
                 throw SyncError(
                     .invalidArguments, "\(what) has no manifest (kind 1) at offset 1 of log \"\(manifestLog)\"")
             }
-            let decoder = JSONDecoder()
-            decoder.dateDecodingStrategy = .iso8601
             let manifest: Manifest
             do {
-                manifest = try decoder.decode(Manifest.self, from: Data(entry.payload))
+                manifest = try SupportBundleLayout.decodeManifest(Manifest.self, from: entry.payload)
             } catch {
                 throw SyncError(
                     .invalidArguments, "the manifest of \(what) (offset 1 of log \"\(manifestLog)\") does not decode",

@@ -64,10 +64,6 @@ public enum ServerExtract {
         public var entryCount: UInt64
     }
 
-    /// The most entries read per snapshot and written per transaction.
-    static let chunkSize = 4096
-    /// The payload bytes after which a chunk is written, whatever its count.
-    static let chunkBytes = 4 << 20
     /// The entries asked for at once from a store that reads ahead.
     static let prefetchGroup = 64
 
@@ -112,8 +108,8 @@ public enum ServerExtract {
     /// Writes an extract of `user`'s private and shared databases on `server` at `directory`,
     /// which must not exist yet, redacted with `redactor`: the entries `from...through` of each
     /// scope's log (every one without them; `through` past a log's end stops there), read through
-    /// the server's storage (LMDB or PostgreSQL) in chunks of at most `chunkSize` entries or
-    /// `chunkBytes` bytes, each chunk one snapshot, so memory stays flat. On any error nothing
+    /// the server's storage (LMDB or PostgreSQL) in chunks of at most
+    /// `SupportBundleLayout.chunkEntries` entries or `chunkBytes` bytes, each chunk one snapshot, so memory stays flat. On any error nothing
     /// is left at `directory`.
     ///
     /// - Throws: ``ServerExtractError``: `.unknownUser`, `.invalidRange` (a range that starts
@@ -205,14 +201,9 @@ public enum ServerExtract {
             hashNames: redactor.settings.hashNames, keyID: redactor.keyID)
         var count: UInt64 = 0
         do throws(ServerExtractError) {
-            let options = LogEnvironment.Options(initialMapSize: 1 << 20)
             let manifestLog: Log
             do {
-                manifestLog = try Log.open(at: directory, named: manifestLogName, options: options)
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                try manifestLog.append(NewEntry(kind: manifestKind, payload: Array(try encoder.encode(manifest))))
+                manifestLog = try SupportBundleLayout.writeManifest(manifest, kind: manifestKind, in: directory)
             } catch {
                 throw ServerExtractError(.io, "cannot write the extract at \(directory.path): \(error)")
             }
@@ -295,7 +286,9 @@ public enum ServerExtract {
                 try log.read { reader in
                     var bytes = 0
                     var prefetched = next - 1
-                    while next <= end, batch.count < chunkSize, bytes < chunkBytes {
+                    while next <= end, batch.count < SupportBundleLayout.chunkEntries,
+                        bytes < SupportBundleLayout.chunkBytes
+                    {
                         // A store across a network (PostgreSQL) answers a group of entries in one
                         // round trip; small groups, so that large entries do not pile up.
                         if reader.readsAhead, next > prefetched {
@@ -353,10 +346,8 @@ public enum ServerExtract {
     ///   kind 2 or one that does not decode, `.corrupt` for a damaged file.
     public static func manifest(at directory: URL) throws(ServerExtractError) -> Manifest {
         let payload = try manifestJSON(at: directory, kind: manifestKind) { ServerExtractError(.notAnExtract, $0) }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
         let manifest: Manifest
-        do { manifest = try decoder.decode(Manifest.self, from: Data(payload)) } catch {
+        do { manifest = try SupportBundleLayout.decodeManifest(Manifest.self, from: payload) } catch {
             throw ServerExtractError(.notAnExtract, "the manifest of \(directory.path) does not decode: \(error)")
         }
         guard manifest.kind == kindName else {
