@@ -295,19 +295,10 @@ public enum ServerExtract {
                             prefetched = min(end, next + UInt64(prefetchGroup) - 1)
                             try reader.prefetch(entries: (next...prefetched).map { LogOffset($0) })
                         }
-                        let entry: LogEntry
-                        do {
-                            guard let read = try reader.entry(at: LogOffset(next)) else {
-                                throw ServerExtractError(
-                                    .corruptSource, "the log \(name) has no entry at offset \(next)", log: name,
-                                    offset: next)
-                            }
-                            entry = read
-                        } catch let error as ServerExtractError {
-                            throw error
-                        } catch {
+                        // Another failure to read is the outer catch's, named alike.
+                        guard let entry = try reader.entry(at: LogOffset(next)) else {
                             throw ServerExtractError(
-                                .corruptSource, "the log \(name) cannot be read at offset \(next): \(error)", log: name,
+                                .corruptSource, "the log \(name) has no entry at offset \(next)", log: name,
                                 offset: next)
                         }
                         let decoded: ServerEntry
@@ -317,9 +308,10 @@ public enum ServerExtract {
                                 "the entry at offset \(next) of the log \(name) does not decode: \(error)",
                                 log: name, offset: next)
                         }
+                        // Decoded for the extract's index: it does not decode the bytes just encoded.
                         var redacted = try rebased(
                             decoded.redacted(with: redactor), by: base, at: next, log: name
-                        ).newEntry
+                        ).decodedNewEntry
                         redacted.time = entry.time
                         bytes += redacted.payload.count
                         batch.append(redacted)
