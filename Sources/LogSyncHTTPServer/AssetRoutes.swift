@@ -63,7 +63,7 @@ struct AssetRoutes: Sendable {
         // Whether the body was read to its end: an error answered before leaves it unread, and
         // the connection is then closed rather than drained.
         let declared = request.headers[.contentLength].flatMap { Int64($0) }
-        let body = BodyProgress(read: declared == 0)
+        let body = UploadBodyRead(read: declared == 0)
         return await answering(request, context: context, "uploadAsset", unreadBody: { !body.read }) { target, format in
             let size = try Self.integer(AssetParameter.size, of: request, for: target)
             let offset = try Self.integer(AssetParameter.offset, of: request, for: target)
@@ -90,7 +90,8 @@ struct AssetRoutes: Sendable {
             }
             // A piece out of order, refused with the server's own message before the body is read.
             try await upload.write([], at: offset)
-            let arrived = try await receive(request.body, into: upload, from: offset, size: size, target: target)
+            let arrived = try await receiveUpload(
+                request.body, into: upload, from: offset, size: size, naming: "asset \(target.digest)")
             body.read = true
             if upload.received == size {
                 _ = try await upload.finish()
@@ -169,12 +170,6 @@ struct AssetRoutes: Sendable {
     }
 
     // MARK: Steps
-
-    /// Whether an upload's body has been read to its end.
-    private final class BodyProgress {
-        var read: Bool
-        init(read: Bool) { self.read = read }
-    }
 
     /// Authenticates and parses the request, runs `body`, and turns whatever it throws into the
     /// error answer of the other routes (`WireStatus`, `ErrorResponse`); logs the outcome.
@@ -278,64 +273,6 @@ struct AssetRoutes: Sendable {
         } catch {
             throw Self.failure(error, target)
         }
-    }
-
-    /// Streams `body` into `upload` from byte `offset`, a piece of ``AssetTransfer/chunkSize``
-    /// at a time, and returns how many bytes arrived. A body that ends before the content does
-    /// (a client that went away) leaves what arrived, written; one that goes past the announced
-    /// size is refused, the bytes past the last piece written dropped.
-    private func receive(
-        _ body: RequestBody, into upload: AssetUpload, from offset: Int64, size: Int64, target: Target
-    ) async throws -> Int64 {
-        var pending: [UInt8] = []
-        pending.reserveCapacity(AssetTransfer.chunkSize)
-        var arrived: Int64 = 0
-        // One piece is hashed and written while the next arrives: the connection is read
-        // while the disk and the digest work, instead of one after the other.
-        var writing = PieceInFlight()
-        func settle() async throws { try await writing.finish() }
-        func flush() async throws {
-            guard !pending.isEmpty else { return }
-            let piece = pending
-            // Started once the piece before is written: the server's count is where it goes.
-            try await writing.start { try await upload.write(piece, at: upload.received) }
-            pending = []
-            pending.reserveCapacity(AssetTransfer.chunkSize)
-        }
-        defer { writing.cancel() }
-        do {
-            for try await chunk in body {
-                arrived += Int64(chunk.readableBytes)
-                guard offset + arrived <= size else {
-                    throw HTTPFailure(
-                        400,
-                        SyncError(
-                            .invalidArguments,
-                            "asset \(target.digest): \(offset + arrived) bytes sent, more than its announced \(size)"))
-                }
-                pending.append(contentsOf: chunk.readableBytesView)
-                if pending.count >= AssetTransfer.chunkSize { try await flush() }
-            }
-        } catch let failure as HTTPFailure {
-            try? await settle()
-            throw failure
-        } catch let error as SyncError {
-            try? await settle()
-            throw HTTPFailure(error)
-        } catch {
-            // The body broke off (a malformed chunk, the connection lost): keep what arrived.
-            try await flush()
-            try await settle()
-            throw HTTPFailure(
-                400,
-                SyncError(
-                    .invalidArguments,
-                    "the body of an upload of asset \(target.digest) could not be read after \(arrived) bytes",
-                    cause: "\(error)"))
-        }
-        try await flush()
-        try await settle()
-        return arrived
     }
 
     /// The failure of a `SyncError` (or of anything else, an `internalError` naming `target`).

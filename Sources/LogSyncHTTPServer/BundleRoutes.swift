@@ -40,7 +40,7 @@ struct BundleRoutes: Sendable {
     /// body cut short leaves what arrived for the next upload to resume.
     func upload(_ request: Request, context: ServerRequestContext) async -> Response {
         let declared = request.headers[.contentLength].flatMap { Int64($0) }
-        let body = BodyRead(declared == 0)
+        let body = UploadBodyRead(read: declared == 0)
         return await answering(request, context: context, "bundle upload", unreadBody: { !body.read }) { user, id in
             let size = try Self.integer("size", of: request, id: id)
             let offset = try Self.integer("offset", of: request, id: id)
@@ -63,41 +63,8 @@ struct BundleRoutes: Sendable {
             do {
                 // A piece out of order is refused before the body is read.
                 try await upload.write([], at: offset)
-                var pending: [UInt8] = []
-                pending.reserveCapacity(AssetTransfer.chunkSize)
-                var arrived: Int64 = 0
-                do {
-                    for try await chunk in request.body {
-                        arrived += Int64(chunk.readableBytes)
-                        guard offset + arrived <= size else {
-                            throw HTTPFailure(
-                                400,
-                                SyncError(
-                                    .invalidArguments,
-                                    "support bundle \(id.short): \(offset + arrived) bytes sent, more than its announced \(size)"
-                                ))
-                        }
-                        pending.append(contentsOf: chunk.readableBytesView)
-                        if pending.count >= AssetTransfer.chunkSize {
-                            try await upload.write(pending, at: upload.received)
-                            pending.removeAll(keepingCapacity: true)
-                        }
-                    }
-                } catch let failure as HTTPFailure {
-                    throw failure
-                } catch let error as SyncError {
-                    throw HTTPFailure(error)
-                } catch {
-                    // The body broke off (the connection lost): keep what arrived.
-                    try await upload.write(pending, at: upload.received)
-                    throw HTTPFailure(
-                        400,
-                        SyncError(
-                            .invalidArguments,
-                            "the body of an upload of support bundle \(id.short) could not be read after \(arrived) bytes",
-                            cause: "\(error)"))
-                }
-                try await upload.write(pending, at: upload.received)
+                _ = try await receiveUpload(
+                    request.body, into: upload, from: offset, size: size, naming: "support bundle \(id.short)")
                 body.read = true
                 if upload.received == size {
                     let stored = try await upload.finish()
@@ -113,12 +80,6 @@ struct BundleRoutes: Sendable {
     }
 
     // MARK: Steps
-
-    /// Whether an upload's body has been read to its end.
-    private final class BodyRead {
-        var read: Bool
-        init(_ read: Bool) { self.read = read }
-    }
 
     /// Authenticates the request and parses its bundle ID, runs `body`, and answers the failure
     /// it throws with the wire's error body.
