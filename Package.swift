@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "LogSyncConsole", targets: ["LogSyncConsole"]),
         .library(name: "LogSyncPostgres", targets: ["LogSyncPostgres"]),
         .library(name: "LogSyncIdentity", targets: ["LogSyncIdentity"]),
+        .library(name: "LogSyncSQLite", targets: ["LogSyncSQLite"]),
         .executable(name: "logsync-server", targets: ["logsync-server"]),
         .executable(name: "logtool", targets: ["logtool"]),
         .executable(name: "two-devices", targets: ["two-devices"]),
@@ -58,6 +59,9 @@ let package = Package(
         // JSON Web Tokens (RS256, ES256, EdDSA signatures, JWKS), for LogSyncIdentity only: the
         // server core, the engine and the clients never build it (Tools/check-client-graph.sh).
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // SQLite through GRDB (Debian: libsqlite3-dev), for LogSyncSQLite only: tables that sync
+        // themselves. About 20 s of a clean build; the engine and the server never build it.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // `swift package generate-documentation`: CI builds every DocC catalog and fails on a
         // warning (Tools/docs.sh). A command plugin: no target links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
@@ -118,6 +122,21 @@ let package = Package(
             ],
             exclude: ["DeviceLog/Proto/device_log.proto"]
         ),
+        // SQLite tables that sync themselves, and a synced key-value store, on the engine
+        // (Docs/SQLite.md).
+        .target(
+            name: "LogSyncSQLite",
+            dependencies: [
+                "LogSync", "SyncModel", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "LogSyncSQLiteTests",
+            dependencies: [
+                "LogSyncSQLite", "LogSync", "SyncModel", "LogSyncServer", "LogSyncTesting", "SyncTestKit",
+                "TemporaryDirectory", .product(name: "GRDB", package: "GRDB.swift"),
+            ]),
         .testTarget(
             name: "LogSyncTests",
             dependencies: [

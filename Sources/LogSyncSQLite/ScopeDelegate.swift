@@ -1,0 +1,253 @@
+import Foundation
+import GRDB
+import LogSync
+import Logging
+
+/// The delegate of one of the store's engines (private or shared).
+final class ScopeDelegate: SyncEngineDelegate, @unchecked Sendable {
+    let scope: DatabaseScope
+    /// Set once, before the engine starts.
+    weak var store: SyncedDatabase?
+
+    init(scope: DatabaseScope) { self.scope = scope }
+
+    func handleEvent(_ event: SyncEngine.Event, syncEngine: SyncEngine) async {
+        guard let store else { return }
+        do {
+            try store.handle(event, shared: scope == .shared, engine: syncEngine)
+        } catch {
+            syncEngine.logIssue("the synced database could not take \(event.kind): \(error)")
+        }
+    }
+
+    func nextRecordZoneChangeBatch(
+        _ context: SyncEngine.SendChangesContext, syncEngine: SyncEngine
+    ) async -> SyncEngine.RecordZoneChangeBatch? {
+        guard let store else { return nil }
+        return try? await SyncEngine.RecordZoneChangeBatch(state: syncEngine.state, scope: context.options.scope) {
+            id in
+            store.recordToSend(id, engine: syncEngine)
+        }
+    }
+}
+
+extension SyncEngine {
+    /// Logs what the store could not do with an event (its events cannot throw).
+    func logIssue(_ message: String) {
+        storeLogger.error("\(message)")
+    }
+}
+
+let storeLogger = Logger(label: "LogSync.SyncedDatabase")
+
+extension SyncedDatabase {
+    func handle(_ event: SyncEngine.Event, shared: Bool, engine: SyncEngine) throws {
+        switch event {
+        case .fetchedRecordZoneChanges(let changes):
+            let (requeue, drop, rows) = try apply(changes, shared: shared)
+            try engine.state.remove(pendingRecordZoneChanges: drop.map { .saveRecord($0) })
+            try queueSaves(requeue)
+            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+        case .fetchedDatabaseChanges(let changes):
+            var rows: [String: Set<String>] = [:]
+            try applying { db in
+                for deletion in changes.deletions {
+                    rows.merge(try deleteZone(deletion.zoneID, shared: shared, db)) { $0.union($1) }
+                }
+            }
+            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+        case .sentRecordZoneChanges(let sent):
+            try saved(sent.savedRecords, shared: shared)
+            for failure in sent.failedRecordSaves { try failed(failure, shared: shared, engine: engine) }
+            for (id, error) in sent.failedRecordDeletes { try failedDelete(id, error, shared: shared, engine: engine) }
+        case .sentDatabaseChanges(let sent):
+            for failure in sent.failedZoneSaves {
+                engine.logIssue("the zone \(failure.zone.zoneID.zoneName) could not be created: \(failure.error)")
+            }
+        case .accountChange:
+            notify(AppliedChanges(reason: .accountChange, rows: [:]))
+        default:
+            break
+        }
+    }
+
+    /// Deletes every row of a zone the server deleted (or that is no longer shared with the
+    /// user); returns them.
+    private func deleteZone(_ zoneID: RecordZone.ID, shared: Bool, _ db: Database) throws -> [String: Set<String>] {
+        var rows: [String: Set<String>] = [:]
+        let inZone = try Row.fetchAll(
+            db, sql: "SELECT tbl, pk FROM logsync_rows WHERE zone = ? AND owner = ? AND shared = ?",
+            arguments: [zoneID.zoneName, zoneID.ownerName, shared])
+        for table in order.reversed() {
+            guard let schema = schemas[table] else { continue }
+            for row in inZone where row["tbl"] as String == table {
+                let key: DatabaseValue = row["pk"]
+                try deleteRow(schema, key, db)
+                if let text = schema.keyText(key) { rows[table, default: []].insert(text) }
+            }
+        }
+        for table in ["logsync_kept", "logsync_shares"] {
+            try db.execute(
+                sql: "DELETE FROM \(table) WHERE zone = ? AND owner = ? AND shared = ?",
+                arguments: [zoneID.zoneName, zoneID.ownerName, shared])
+        }
+        if !shared { try db.execute(sql: "DELETE FROM logsync_zones WHERE zone = ?", arguments: [zoneID.zoneName]) }
+        return rows
+    }
+
+    // MARK: Sending
+
+    /// The record to save for a pending save: the engine's last known server record (system
+    /// fields and change tag) with the columns that differ from it or are unsaved; `nil` (and
+    /// the save dropped) for a row gone since.
+    func recordToSend(_ id: Record.ID, engine: SyncEngine) -> Record? {
+        do {
+            if let share = try writer.read({ db in try shareRecord(id, db) }) { return share }
+            guard let (keyText, table) = TableSchema.split(id.recordName), let schema = schemas[table] else {
+                return nil
+            }
+            let key = schema.keyValue(keyText)
+            let known = try engine.deviceLog.lastKnownServerRecord(for: id)
+            let record: Record? = try writer.read { db in
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql:
+                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        arguments: [key])
+                else { return nil }
+                let unsaved = Set(
+                    try String.fetchAll(
+                        db, sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key]))
+                var record =
+                    known?.systemFieldsCopy() ?? Record(recordType: schema.declaration.recordType, recordID: id)
+                func zone(_ target: String, _ key: String) -> RecordZone.ID? {
+                    guard let targetSchema = schemas[target] else { return nil }
+                    return (try? place(of: target, targetSchema.keyValue(key), db))?.zoneID
+                }
+                for column in schema.columns {
+                    let value: DatabaseValue = row[column.name]
+                    if let known, !unsaved.contains(column.name), schema.same(column, value, known[column.name]) {
+                        continue
+                    }
+                    let field = try schema.field(column, value, referenceZone: zone, assets: assetDirectory)
+                    if known == nil, field == nil { continue }
+                    record[column.name] = field
+                    if column.name == schema.declaration.parent {
+                        let parent: Record.Reference? =
+                            if case .reference(let reference)? = field { reference } else { nil }
+                        if known?.parent?.recordID != parent?.recordID { record.parent = parent }
+                    }
+                }
+                return record
+            }
+            if record == nil { try engine.state.remove(pendingRecordZoneChanges: [.saveRecord(id)]) }
+            return record
+        } catch {
+            engine.logIssue("the record \(id) could not be read from the synced database: \(error)")
+            return nil
+        }
+    }
+
+    /// The columns the server saved with the value the row still has are no longer unsaved.
+    private func saved(_ records: [Record], shared: Bool) throws {
+        try writer.write { db in
+            for record in records {
+                if record.recordType == Share.recordType {
+                    try keepShare(record, shared: shared, db)
+                    continue
+                }
+                guard let (keyText, table) = TableSchema.split(record.recordID.recordName), let schema = schemas[table]
+                else {
+                    continue
+                }
+                let key = schema.keyValue(keyText)
+                guard
+                    let row = try Row.fetchOne(
+                        db,
+                        sql:
+                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        arguments: [key])
+                else { continue }
+                for column in schema.columns where schema.same(column, row[column.name], record[column.name]) {
+                    try db.execute(
+                        sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?",
+                        arguments: [table, key, column.name])
+                }
+            }
+        }
+    }
+
+    private func failed(
+        _ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, shared: Bool, engine: SyncEngine
+    ) throws {
+        let id = failure.record.recordID
+        let error = failure.error
+        switch error.code {
+        case .serverRecordChanged:
+            guard let server = error.serverRecord else { return try refuse(id, error, deletion: false) }
+            let applied = try applying { db in try apply(server, shared: shared, db) }
+            if case .applied(true) = applied { try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)]) }
+            if let (key, table) = TableSchema.split(id.recordName) {
+                notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+            }
+        case .zoneNotFound,
+            .userDeletedZone where !shared:
+            try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: id.zoneID))])
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+        case .unknownItem:
+            // Deleted on the server since this device saw it: the deletion wins.
+            guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { return }
+            try applying { db in try deleteRow(schema, schema.keyValue(key), db) }
+            notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+        case .permissionFailure:
+            // A read-only share: the row goes back to the server's copy.
+            try restore(id, engine: engine, shared: shared)
+            try refuse(id, error, deletion: false)
+        case .quotaExceeded:
+            try refuse(id, error, deletion: false)
+            try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            if let (key, table) = TableSchema.split(id.recordName) {
+                notify(AppliedChanges(reason: .quotaViolation, rows: [table: [key]]))
+            }
+        case _ where error.isTransient:
+            break  // still pending: the engine sends it again
+        default:
+            try refuse(id, error, deletion: false)
+        }
+    }
+
+    private func failedDelete(_ id: Record.ID, _ error: SyncError, shared: Bool, engine: SyncEngine) throws {
+        switch error.code {
+        case .unknownItem: break  // already gone
+        case .permissionFailure:
+            try restore(id, engine: engine, shared: shared)
+            try refuse(id, error, deletion: true)
+        case _ where error.isTransient: break
+        default: try refuse(id, error, deletion: true)
+        }
+    }
+
+    /// Puts the engine's last known server record back into the row.
+    private func restore(_ id: Record.ID, engine: SyncEngine, shared: Bool) throws {
+        guard let known = try engine.deviceLog.lastKnownServerRecord(for: id) else { return }
+        try applying { db in
+            if let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] {
+                try db.execute(
+                    sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?",
+                    arguments: [table, schema.keyValue(key)])
+            }
+            _ = try apply(known, shared: shared, db)
+        }
+    }
+
+    /// Keeps a refusal for ``refusals()``.
+    private func refuse(_ id: Record.ID, _ error: SyncError, deletion: Bool) throws {
+        let (key, table) = TableSchema.split(id.recordName) ?? (id.recordName, "")
+        try writer.write { db in
+            try db.execute(
+                sql: "INSERT INTO logsync_refusals(tbl, pk, deletion, code, message) VALUES (?, ?, ?, ?, ?)",
+                arguments: [table, key, deletion, error.code.rawValue, error.message])
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import GRDB
+import LogSync
+
+/// Fetched records into rows, and conflicts settled.
+extension SyncedDatabase {
+    /// What applying one record did.
+    enum Applied {
+        /// The row now holds the record (and, with `unsaved`, edits of this device to send).
+        case applied(unsaved: Bool)
+        /// Kept in `logsync_kept` until its table is declared or its parent arrives.
+        case kept
+    }
+
+    /// Applies a page of fetched changes in one transaction: parents before children, deletions
+    /// children first, then any kept record that can now go in. Returns the saves to queue
+    /// again (rows whose unsaved edits survived a merge) and the saves to drop (rows deleted).
+    func apply(
+        _ changes: SyncEngine.Event.FetchedRecordZoneChanges, shared: Bool
+    ) throws -> (
+        requeue: [Record.ID], drop: [Record.ID], rows: [String: Set<String>]
+    ) {
+        let rank = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) })
+        func rankOf(_ type: String) -> Int { byRecordType[type].flatMap { rank[$0] } ?? Int.max }
+        let modifications = changes.modifications.map(\.record).enumerated().sorted {
+            (rankOf($0.element.recordType), $0.offset) < (rankOf($1.element.recordType), $1.offset)
+        }.map(\.element)
+        let deletions = changes.deletions.enumerated().sorted {
+            (rankOf($0.element.recordType), $0.offset) > (rankOf($1.element.recordType), $1.offset)
+        }.map(\.element)
+        var requeue: [Record.ID] = []
+        var drop: [Record.ID] = []
+        var rows: [String: Set<String>] = [:]
+        try applying { db in
+            for record in modifications {
+                if record.recordType == Share.recordType {
+                    try keepShare(record, shared: shared, db)
+                    continue
+                }
+                if case .applied(let unsaved) = try apply(record, shared: shared, db) {
+                    if unsaved { requeue.append(record.recordID) }
+                    if let (key, table) = TableSchema.split(record.recordID.recordName) {
+                        rows[table, default: []].insert(key)
+                    }
+                }
+            }
+            for deletion in deletions {
+                let id = deletion.recordID
+                try db.execute(
+                    sql: "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
+                    arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+                if deletion.recordType == Share.recordType {
+                    try db.execute(
+                        sql: "DELETE FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
+                        arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+                    continue
+                }
+                guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { continue }
+                try deleteRow(schema, schema.keyValue(key), db)
+                drop.append(id)
+                rows[table, default: []].insert(key)
+            }
+            requeue += try retryKept(db)
+        }
+        return (requeue, drop, rows)
+    }
+
+    /// Runs `body` in a write transaction whose writes to synced tables are not captured as
+    /// local edits.
+    func applying<T>(_ body: (Database) throws -> T) throws -> T {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE logsync_control SET applying = 1")
+            let result = try body(db)
+            try db.execute(sql: "UPDATE logsync_control SET applying = 0")
+            return result
+        }
+    }
+
+    func deleteRow(_ schema: TableSchema, _ key: DatabaseValue, _ db: Database) throws {
+        try db.execute(
+            sql:
+                "DELETE FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [key])
+        try db.execute(sql: "DELETE FROM logsync_rows WHERE tbl = ? AND pk = ?", arguments: [schema.name, key])
+        try db.execute(sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [schema.name, key])
+    }
+
+    /// Applies one server record to its row, merging this device's unsaved edits of the row by
+    /// the table's policy.
+    func apply(_ record: Record, shared: Bool, _ db: Database) throws -> Applied {
+        guard let table = byRecordType[record.recordType], let schema = schemas[table],
+            let (keyText, named) = TableSchema.split(record.recordID.recordName), named == table
+        else {
+            try keep(record, shared: shared, why: "no table syncs records of type \(record.recordType)", db)
+            return .kept
+        }
+        let key = schema.keyValue(keyText)
+        var server: [String: DatabaseValue] = [:]
+        for column in schema.columns {
+            let value = schema.column(column, record[column.name])
+            if record[column.name] == nil, schema.notNull.contains(column.name) { continue }
+            if let target = schema.references[column.name], !value.isNull, !(try rowExists(target, value, db)) {
+                try keep(record, shared: shared, why: "waiting for its \(target) row", db)
+                return .kept
+            }
+            server[column.name] = value
+        }
+        let local = try Row.fetchOne(
+            db,
+            sql:
+                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [key])
+        let unsaved = Set(
+            try String.fetchAll(
+                db, sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key]))
+        var values = server
+        var stillUnsaved: Set<String> = []
+        if let local, !unsaved.isEmpty {
+            (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
+        }
+        try upsert(schema, key, values, db)
+        try db.execute(sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key])
+        for column in stillUnsaved {
+            try db.execute(
+                sql: "INSERT INTO logsync_unsaved(tbl, pk, col) VALUES (?, ?, ?)", arguments: [table, key, column])
+        }
+        let zoneID = record.recordID.zoneID
+        try setPlace(Place(zone: zoneID.zoneName, owner: zoneID.ownerName, shared: shared), of: table, key, db)
+        try db.execute(
+            sql: "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
+            arguments: [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
+        return .applied(unsaved: !stillUnsaved.isEmpty)
+    }
+
+    private func rowExists(_ table: String, _ key: DatabaseValue, _ db: Database) throws -> Bool {
+        guard let schema = schemas[table] else { return true }
+        return try Bool.fetchOne(
+            db,
+            sql:
+                "SELECT EXISTS (SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?)",
+            arguments: [key]) ?? false
+    }
+
+    private func upsert(
+        _ schema: TableSchema, _ key: DatabaseValue, _ values: [String: DatabaseValue], _ db: Database
+    ) throws {
+        let columns = schema.columns.map(\.name).filter { values[$0] != nil }
+        let names = ([schema.primaryKey] + columns).map(\.quotedDatabaseIdentifier)
+        let updates = columns.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+        var sql =
+            "INSERT INTO \(schema.name.quotedDatabaseIdentifier)(\(names.joined(separator: ", "))) VALUES ("
+            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ") "
+        sql += "ON CONFLICT(\(schema.primaryKey.quotedDatabaseIdentifier)) DO "
+        sql += updates.isEmpty ? "NOTHING" : "UPDATE SET \(updates.joined(separator: ", "))"
+        try db.execute(sql: sql, arguments: StatementArguments([key] + columns.map { values[$0]! }))
+    }
+
+    /// The row to keep and the columns still to send, when the server's copy meets this
+    /// device's unsaved edits.
+    private func settle(
+        _ schema: TableSchema, _ key: String, local row: Row, server: [String: DatabaseValue], unsaved: Set<String>
+    ) throws -> ([String: DatabaseValue], Set<String>) {
+        var local: [String: DatabaseValue] = [:]
+        for column in schema.columns { local[column.name] = row[column.name] }
+        func differing(_ merged: [String: DatabaseValue]) -> Set<String> {
+            Set(schema.columns.map(\.name).filter { merged[$0] != nil && merged[$0] != (server[$0] ?? .null) })
+        }
+        switch schema.declaration.conflicts.rule {
+        case .serverWins:
+            return (server, [])
+        case .fieldByField:
+            var merged = server
+            for column in unsaved where local[column] != nil { merged[column] = local[column] }
+            return (merged, differing(merged).intersection(unsaved))
+        case .lastEditWins(let column):
+            guard let mine = local[column], Self.isLater(mine, than: server[column] ?? .null) else {
+                return (server, [])
+            }
+            return (local, differing(local))
+        case .custom:
+            guard let merge = schema.declaration.conflicts.merge else { return (server, []) }
+            let merged = merge(
+                ConflictPolicy.Conflict(
+                    table: schema.name, primaryKey: key, local: local.mapValues(SQLValue.init),
+                    server: server.mapValues(SQLValue.init), unsavedColumns: unsaved)
+            ).mapValues(\.databaseValue)
+            let complete = server.merging(merged) { $1 }
+            return (complete, differing(complete))
+        }
+    }
+
+    /// Whether `value` sorts after `other` as SQLite compares them (NULL first, numbers before
+    /// text before blobs).
+    static func isLater(_ value: DatabaseValue, than other: DatabaseValue) -> Bool {
+        func rank(_ value: DatabaseValue) -> Int {
+            switch value.storage {
+            case .null: 0
+            case .int64, .double: 1
+            case .string: 2
+            case .blob: 3
+            }
+        }
+        switch (value.storage, other.storage) {
+        case (.int64(let a), .int64(let b)): return a > b
+        case (.int64(let a), .double(let b)): return Double(a) > b
+        case (.double(let a), .int64(let b)): return a > Double(b)
+        case (.double(let a), .double(let b)): return a > b
+        case (.string(let a), .string(let b)): return a > b
+        case (.blob(let a), .blob(let b)): return a.lexicographicallyPrecedes(b) == false && a != b
+        default: return rank(value) > rank(other)
+        }
+    }
+
+    // MARK: Kept records
+
+    func keep(_ record: Record, shared: Bool, why: String, _ db: Database) throws {
+        let zoneID = record.recordID.zoneID
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO logsync_kept(name, zone, owner, shared, type, why, record)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                record.recordID.recordName, zoneID.zoneName, zoneID.ownerName, shared, record.recordType, why,
+                try JSONEncoder().encode(record),
+            ])
+    }
+
+    /// Applies the kept records that now can go in (their table declared, their parent
+    /// arrived), until none can; returns the saves to queue again.
+    @discardableResult
+    func retryKept(_ db: Database) throws -> [Record.ID] {
+        var requeue: [Record.ID] = []
+        while true {
+            let kept = try Row.fetchAll(db, sql: "SELECT shared, type, record FROM logsync_kept")
+                .filter { byRecordType[$0["type"] as String] != nil }
+            var progress = false
+            for row in kept {
+                let record = try JSONDecoder().decode(Record.self, from: row["record"] as Data)
+                if case .applied(let unsaved) = try apply(record, shared: row["shared"], db) {
+                    progress = true
+                    if unsaved { requeue.append(record.recordID) }
+                }
+            }
+            if !progress { return requeue }
+        }
+    }
+
+    /// ``retryKept(_:)`` in a transaction of its own (on open: a table declared by this version).
+    func retryKept() throws {
+        let requeue = try applying { db in try retryKept(db) }
+        try queueSaves(requeue)
+    }
+
+    /// Queues saves again, each on the engine of its row's database.
+    func queueSaves(_ ids: [Record.ID]) throws {
+        guard !ids.isEmpty else { return }
+        let shared = ids.filter { $0.zoneID.ownerName != RecordZone.ID.defaultOwnerName }
+        let own = ids.filter { $0.zoneID.ownerName == RecordZone.ID.defaultOwnerName }
+        if !own.isEmpty { try privateEngine.state.add(pendingRecordZoneChanges: own.map { .saveRecord($0) }) }
+        if !shared.isEmpty { try sharedEngine?.state.add(pendingRecordZoneChanges: shared.map { .saveRecord($0) }) }
+    }
+
+    func keepShare(_ record: Record, shared: Bool, _ db: Database) throws {
+        let zoneID = record.recordID.zoneID
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO logsync_shares(name, zone, owner, shared, record) VALUES (?, ?, ?, ?, ?)",
+            arguments: [
+                record.recordID.recordName, zoneID.zoneName, zoneID.ownerName, shared, try JSONEncoder().encode(record),
+            ])
+    }
+}
