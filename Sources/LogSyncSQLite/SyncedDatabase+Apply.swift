@@ -60,7 +60,9 @@ extension SyncedDatabase {
                 drop.append(id)
                 rows[table, default: []].insert(key)
             }
-            requeue += try retryKept(db)
+            let kept = try retryKept(db)
+            requeue += kept.requeue
+            rows.merge(kept.rows) { $0.union($1) }
         }
         return (requeue, drop, rows)
     }
@@ -227,10 +229,10 @@ extension SyncedDatabase {
     }
 
     /// Applies the kept records that now can go in (their table declared, their parent
-    /// arrived), until none can; returns the saves to queue again.
-    @discardableResult
-    func retryKept(_ db: Database) throws -> [Record.ID] {
+    /// arrived), until none can; returns the saves to queue again and the rows applied.
+    func retryKept(_ db: Database) throws -> (requeue: [Record.ID], rows: [String: Set<String>]) {
         var requeue: [Record.ID] = []
+        var rows: [String: Set<String>] = [:]
         while true {
             let kept = try Row.fetchAll(db, sql: "SELECT shared, type, record FROM logsync_kept")
                 .filter { byRecordType[$0["type"] as String] != nil }
@@ -240,16 +242,20 @@ extension SyncedDatabase {
                 if case .applied(let unsaved) = try apply(record, shared: row["shared"], db) {
                     progress = true
                     if unsaved { requeue.append(record.recordID) }
+                    if let (key, table) = TableSchema.split(record.recordID.recordName) {
+                        rows[table, default: []].insert(key)
+                    }
                 }
             }
-            if !progress { return requeue }
+            if !progress { return (requeue, rows) }
         }
     }
 
     /// ``retryKept(_:)`` in a transaction of its own (on open: a table declared by this version).
     func retryKept() throws {
-        let requeue = try applying { db in try retryKept(db) }
-        try queueSaves(requeue)
+        let kept = try applying { db in try retryKept(db) }
+        try queueSaves(kept.requeue)
+        if !kept.rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: kept.rows)) }
     }
 
     /// Queues saves again, each on the engine of its row's database.

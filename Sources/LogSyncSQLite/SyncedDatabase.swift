@@ -114,7 +114,13 @@ public final class SyncedDatabase: Sendable {
             }
         }
         let names = Set(tables.map(\.name))
-        let (schemas, order) = try Self.install(tables, names: names, in: writer)
+        let (schemas, order, added): ([String: TableSchema], [String], [String: Set<String>])
+        do {
+            (schemas, order, added) = try Self.install(tables, names: names, in: writer)
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode) {
+            throw SyncedDatabaseError.corruptDatabase(
+                path: writer.path, message: error.message ?? "\(error.resultCode)")
+        }
         self.schemas = schemas
         self.order = order
         self.byRecordType = Dictionary(uniqueKeysWithValues: tables.map { ($0.recordType, $0.name) })
@@ -133,6 +139,7 @@ public final class SyncedDatabase: Sendable {
         engines.withLock { $0 = (privateEngine, sharedEngine) }
         commitWatcher.store = self
         if options.handsOffOnCommit { writer.add(transactionObserver: commitWatcher, extent: .databaseLifetime) }
+        try fillNewColumns(added)
         try handOff()
         try retryKept()
     }
@@ -140,12 +147,24 @@ public final class SyncedDatabase: Sendable {
     /// Creates the store's tables and each synced table's triggers; reads the tables' shapes.
     private static func install(
         _ tables: [SyncedTable], names: Set<String>, in writer: any DatabaseWriter
-    ) throws -> ([String: TableSchema], [String]) {
+    ) throws -> ([String: TableSchema], [String], [String: Set<String>]) {
         try writer.write { db in
             try db.execute(sql: StoreTables.create)
             var schemas: [String: TableSchema] = [:]
+            var added: [String: Set<String>] = [:]
             for table in tables {
-                schemas[table.name] = try TableSchema.read(table, synced: names, in: db)
+                let schema = try TableSchema.read(table, synced: names, in: db)
+                schemas[table.name] = schema
+                let columns = schema.columns.map(\.name)
+                if let before = try String.fetchOne(
+                    db, sql: "SELECT columns FROM logsync_tables WHERE tbl = ?", arguments: [table.name])
+                {
+                    let new = Set(columns).subtracting(before.split(separator: ",").map(String.init))
+                    if !new.isEmpty { added[table.name] = new }
+                }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO logsync_tables(tbl, columns) VALUES (?, ?)",
+                    arguments: [table.name, columns.joined(separator: ",")])
             }
             let forms = schemas.mapValues(\.keyForm)
             for name in schemas.keys { schemas[name]?.referenceForms = forms }
@@ -155,7 +174,37 @@ public final class SyncedDatabase: Sendable {
                 }
                 for trigger in schema.triggers { try db.execute(sql: trigger) }
             }
-            return (schemas, Self.parentsFirst(schemas))
+            return (schemas, Self.parentsFirst(schemas), added)
+        }
+    }
+
+    /// Fills the columns a new version of the app added to a synced table from the fields the
+    /// server already held for each row (another device's newer version wrote them, or this
+    /// device kept them unknowingly): a new column syncs from its first open.
+    private func fillNewColumns(_ added: [String: Set<String>]) throws {
+        for (table, columns) in added {
+            guard let schema = schemas[table] else { continue }
+            let rows = try writer.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT pk, zone, owner, shared FROM logsync_rows WHERE tbl = ?", arguments: [table])
+            }
+            try applying { db in
+                for row in rows {
+                    let key: DatabaseValue = row["pk"]
+                    let place = Place(zone: row["zone"], owner: row["owner"], shared: row["shared"])
+                    guard let text = schema.keyText(key), let engine = engine(shared: place.shared),
+                        let known = try engine.deviceLog.lastKnownServerRecord(
+                            for: place.recordID(schema.recordName(text)))
+                    else { continue }
+                    for column in schema.columns where columns.contains(column.name) && known[column.name] != nil {
+                        try db.execute(
+                            sql:
+                                "UPDATE \(table.quotedDatabaseIdentifier) SET \(column.name.quotedDatabaseIdentifier) = ? "
+                                + "WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                            arguments: [schema.column(column, known[column.name]), key])
+                    }
+                }
+            }
         }
     }
 
@@ -185,9 +234,19 @@ public final class SyncedDatabase: Sendable {
     }
 
     /// Hands local writes to the engines and sends them.
+    ///
+    /// A send some of whose rows the server refused does not throw: a conflict is merged (and
+    /// its save queued again), a refusal kept in ``refusals()``, each as its row's table says.
+    /// Anything else (the network, the account) throws.
     public func sendChanges() async throws {
         try handOff()
-        for engine in allEngines { try await engine.sendChanges() }
+        for engine in allEngines {
+            do {
+                try await engine.sendChanges()
+            } catch let error as SyncError where error.code == .partialFailure {
+                continue
+            }
+        }
     }
 
     /// Fetches on each engine (shared after private).

@@ -150,6 +150,7 @@ enum StoreTables {
         CREATE TABLE IF NOT EXISTS logsync_refusals(
           seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, pk TEXT NOT NULL, deletion INTEGER NOT NULL,
           code INTEGER NOT NULL, message TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS logsync_tables(tbl TEXT PRIMARY KEY, columns TEXT NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS logsync_shares(
           name TEXT NOT NULL, zone TEXT NOT NULL, owner TEXT NOT NULL, shared INTEGER NOT NULL, record BLOB NOT NULL,
           PRIMARY KEY (name, zone, owner)) WITHOUT ROWID;

@@ -12,7 +12,7 @@ final class SQLiteDevice: Sendable {
     let store: SyncedDatabase
     let path: String
 
-    /// The app's schema, version 1 (`version2` adds a `color` column to notes).
+    /// The app's schema, version 1 (`version2` adds a `color` column to notes, and tags).
     static func migrate(version2: Bool) -> @Sendable (Database) throws -> Void {
         { db in
             try db.execute(
@@ -26,15 +26,22 @@ final class SQLiteDevice: Sendable {
             if version2, try !db.columns(in: "notes").contains(where: { $0.name == "color" }) {
                 try db.execute(sql: "ALTER TABLE notes ADD COLUMN color TEXT")
             }
+            if version2 {
+                try db.execute(
+                    sql: """
+                        CREATE TABLE IF NOT EXISTS tags(
+                          id TEXT PRIMARY KEY NOT NULL, noteID TEXT REFERENCES notes(id) ON DELETE CASCADE, label TEXT)
+                        """)
+            }
         }
     }
 
-    static func tables(_ notes: ConflictPolicy) -> [SyncedTable] {
+    static func tables(_ notes: ConflictPolicy, version2: Bool = false) -> [SyncedTable] {
         [
             SyncedTable("folders", zone: .named("Notes")),
             SyncedTable("notes", zone: .named("Notes"), parent: "folderID", conflicts: notes)
                 .column("attachment", as: .blobAsset(threshold: 1024)),
-        ]
+        ] + (version2 ? [SyncedTable("tags", zone: .named("Notes"), parent: "noteID")] : [])
     }
 
     init(
@@ -47,7 +54,7 @@ final class SQLiteDevice: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         path = folder.appendingPathComponent("app.sqlite").path
         store = try SyncedDatabase(
-            path: path, tables: tables ?? Self.tables(conflicts),
+            path: path, tables: tables ?? Self.tables(conflicts, version2: version2),
             privateDatabase: server.database(for: user, scope: .private, device: DeviceID(name)),
             sharedDatabase: server.database(for: user, scope: .shared, device: DeviceID(name)),
             logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
@@ -85,7 +92,7 @@ final class SQLiteDevice: Sendable {
     func contents() throws -> [String] {
         try store.writer.read { db in
             var lines: [String] = []
-            for table in ["folders", "notes"] {
+            for table in try ["folders", "notes", "tags"].filter({ try db.tableExists($0) }) {
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id") {
                     lines.append("\(table) \(row)")
                 }
