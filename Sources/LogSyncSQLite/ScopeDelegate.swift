@@ -200,6 +200,15 @@ extension SyncedDatabase {
             guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { return }
             try applying { db in try deleteRow(schema, schema.keyValue(key), db) }
             notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+        case .referenceViolation:
+            // The parent is not on the server. Sent before the parent (the parent's save still
+            // pending): again, after it. Deleted there by another device: the fetch brings the
+            // deletion, whose cascade takes this row too (and the server never had it).
+            if let parent = failure.record.parent?.recordID,
+                try engine.state.pendingRecordZoneChanges.contains(.saveRecord(parent))
+            {
+                try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+            }
         case .permissionFailure:
             // A read-only share: the row goes back to the server's copy.
             try restore(id, engine: engine, shared: shared)

@@ -67,18 +67,23 @@ extension SyncedDatabase {
         return (requeue, drop, rows)
     }
 
-    /// Runs `body` in a write transaction whose writes to synced tables are not captured as
-    /// local edits.
+    /// Runs `body` in a write transaction that applies server changes: the row it names with
+    /// ``quiet(_:_:_:)`` is written without being captured as a local edit.
     func applying<T>(_ body: (Database) throws -> T) throws -> T {
         try writer.write { db in
-            try db.execute(sql: "UPDATE logsync_control SET applying = 1")
             let result = try body(db)
-            try db.execute(sql: "UPDATE logsync_control SET applying = 0")
+            try db.execute(sql: "UPDATE logsync_control SET tbl = NULL, pk = NULL")
             return result
         }
     }
 
+    /// Names the row the next writes apply a server change to: the triggers leave it alone.
+    func quiet(_ table: String, _ key: DatabaseValue, _ db: Database) throws {
+        try db.execute(sql: "UPDATE logsync_control SET tbl = ?, pk = ?", arguments: [table, key])
+    }
+
     func deleteRow(_ schema: TableSchema, _ key: DatabaseValue, _ db: Database) throws {
+        try quiet(schema.name, key, db)
         try db.execute(
             sql:
                 "DELETE FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
@@ -120,6 +125,7 @@ extension SyncedDatabase {
         if let local, !unsaved.isEmpty {
             (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
         }
+        try quiet(table, key, db)
         try upsert(schema, key, values, db)
         try db.execute(sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key])
         for column in stillUnsaved {

@@ -196,6 +196,7 @@ public final class SyncedDatabase: Sendable {
                         let known = try engine.deviceLog.lastKnownServerRecord(
                             for: place.recordID(schema.recordName(text)))
                     else { continue }
+                    try quiet(table, key, db)
                     for column in schema.columns where columns.contains(column.name) && known[column.name] != nil {
                         try db.execute(
                             sql:
@@ -298,6 +299,9 @@ public final class SyncedDatabase: Sendable {
             let deleted: Bool = row["deleted"]
             guard let schema = schemas[table], let text = schema.keyText(key) else { continue }
             if deleted {
+                // A newer server copy waiting for its parent is moot: the row is gone here, and
+                // its deletion goes to the server.
+                try db.execute(sql: "DELETE FROM logsync_kept WHERE name = ?", arguments: [schema.recordName(text)])
                 guard let place = try self.place(of: table, key, db) else { continue }  // never synced
                 changes[place.shared, default: []].append(.deleteRecord(place.recordID(schema.recordName(text))))
                 continue

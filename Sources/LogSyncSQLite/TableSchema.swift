@@ -85,8 +85,9 @@ struct TableSchema: Sendable {
 
     /// The triggers that capture every write to the table in the transaction that makes it:
     /// the row into `logsync_outbox`, each column it changed into `logsync_unsaved`. Writes
-    /// the store itself makes while applying fetched changes (`logsync_control.applying = 1`)
-    /// are not captured.
+    /// the store itself makes to the row it is applying a fetched change to (the row named in
+    /// `logsync_control`) are not captured; what the schema's foreign-key actions do to other
+    /// rows meanwhile (a cascade, `SET NULL`) is, and goes to the server like any local edit.
     ///
     /// Triggers, not a GRDB transaction observer: they run in the writing transaction itself,
     /// whichever connection or tool writes (a migration, the `sqlite3` shell), and commit or
@@ -98,7 +99,9 @@ struct TableSchema: Sendable {
         let table = name.quotedDatabaseIdentifier
         let label = literal(name)
         let key = primaryKey.quotedDatabaseIdentifier
-        let quiet = "WHEN (SELECT applying FROM logsync_control) = 0"
+        func quiet(_ row: String) -> String {
+            "WHEN NOT EXISTS (SELECT 1 FROM logsync_control WHERE tbl = \(label) AND pk IS \(row).\(key))"
+        }
         let inserted = columns.map { "(\(label), NEW.\(key), \(literal($0.name)))" }
         let updated = columns.map { column in
             let name = column.name.quotedDatabaseIdentifier
@@ -108,20 +111,20 @@ struct TableSchema: Sendable {
         let prefix = "logsync_\(name)"
         return [
             """
-            CREATE TRIGGER \("\(prefix)_insert".quotedDatabaseIdentifier) AFTER INSERT ON \(table) \(quiet) BEGIN
+            CREATE TRIGGER \("\(prefix)_insert".quotedDatabaseIdentifier) AFTER INSERT ON \(table) \(quiet("NEW")) BEGIN
               INSERT INTO logsync_outbox(tbl, pk, deleted) VALUES (\(label), NEW.\(key), 0);
               \(inserted.isEmpty ? "" : "INSERT OR IGNORE INTO logsync_unsaved(tbl, pk, col) VALUES \(inserted.joined(separator: ", "));")
             END
             """,
             """
-            CREATE TRIGGER \("\(prefix)_update".quotedDatabaseIdentifier) AFTER UPDATE ON \(table) \(quiet) BEGIN
+            CREATE TRIGGER \("\(prefix)_update".quotedDatabaseIdentifier) AFTER UPDATE ON \(table) \(quiet("NEW")) BEGIN
               INSERT INTO logsync_outbox(tbl, pk, deleted) SELECT \(label), OLD.\(key), 1 WHERE OLD.\(key) IS NOT NEW.\(key);
               INSERT INTO logsync_outbox(tbl, pk, deleted) VALUES (\(label), NEW.\(key), 0);
               \(updated.joined(separator: "\n  "))
             END
             """,
             """
-            CREATE TRIGGER \("\(prefix)_delete".quotedDatabaseIdentifier) AFTER DELETE ON \(table) \(quiet) BEGIN
+            CREATE TRIGGER \("\(prefix)_delete".quotedDatabaseIdentifier) AFTER DELETE ON \(table) \(quiet("OLD")) BEGIN
               INSERT INTO logsync_outbox(tbl, pk, deleted) VALUES (\(label), OLD.\(key), 1);
               DELETE FROM logsync_unsaved WHERE tbl = \(label) AND pk = OLD.\(key);
             END
@@ -134,8 +137,8 @@ struct TableSchema: Sendable {
 enum StoreTables {
     static let create = """
         CREATE TABLE IF NOT EXISTS logsync_control(
-          id INTEGER PRIMARY KEY CHECK (id = 1), applying INTEGER NOT NULL DEFAULT 0);
-        INSERT OR IGNORE INTO logsync_control(id, applying) VALUES (1, 0);
+          id INTEGER PRIMARY KEY CHECK (id = 1), tbl TEXT, pk);
+        INSERT OR IGNORE INTO logsync_control(id) VALUES (1);
         CREATE TABLE IF NOT EXISTS logsync_outbox(
           seq INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT NOT NULL, pk NOT NULL, deleted INTEGER NOT NULL);
         CREATE TABLE IF NOT EXISTS logsync_unsaved(

@@ -12,7 +12,9 @@ import Testing
 struct SharingScenarios {
     // F119, F120, F123: a hierarchy share rooted at a row; the participant's edits and new rows
     // below it go to the owner's zone.
-    @Test("alice shares a folder with its notes; bob accepts, edits, adds and deletes notes in it; nothing else is shared")
+    @Test(
+        "alice shares a folder with its notes; bob accepts, edits, adds and deletes notes in it; nothing else is shared"
+    )
     func shareFolder() async throws {
         try await withServer { directory, server in
             try server.registerUser("bob", emailAddress: "bob@example.com")
