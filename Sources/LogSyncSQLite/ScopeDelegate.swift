@@ -191,8 +191,7 @@ extension SyncedDatabase {
             if let (key, table) = TableSchema.split(id.recordName) {
                 notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
             }
-        case .zoneNotFound,
-            .userDeletedZone where !shared:
+        case .zoneNotFound where !shared, .userDeletedZone where !shared:
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: id.zoneID))])
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
         case .unknownItem:

@@ -64,7 +64,7 @@ public struct SyncedTable: Sendable, Hashable {
     public struct Column: Sendable, Hashable {
         /// Its kind, or `nil` for the one its declared type gives.
         public var kind: Kind?
-        /// Whether the field is encrypted end to end (F151): the server never sees its value.
+        /// Whether the field is encrypted end to end (F129, Docs/Encryption.md): the server never sees its value.
         public var encrypted: Bool
     }
 

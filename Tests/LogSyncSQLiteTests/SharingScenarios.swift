@@ -89,7 +89,7 @@ struct SharingScenarios {
         }
     }
 
-    // F151: an encrypted column is sealed on the server; the other columns are not.
+    // F129: an encrypted column is sealed on the server; the other columns are not.
     @Test("an encrypted column reaches the server sealed")
     func encryptedColumn() async throws {
         try await withServer { directory, server in

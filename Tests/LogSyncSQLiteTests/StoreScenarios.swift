@@ -12,7 +12,7 @@ import Testing
 /// schema versions, records the device does not know, pages out of order, refusals, damage.
 @Suite("SQLite: the store's timelines")
 struct StoreScenarios {
-    // F16, F25: the write is in SQLite; the process dies before the engine appended it.
+    // F16, F18: the write is in SQLite; the process dies before the engine appended it.
     @Test("a kill between the SQLite commit and the engine's append loses nothing: the next open hands it off")
     func killBeforeHandOff() async throws {
         try await withServer { directory, server in
@@ -94,7 +94,7 @@ struct StoreScenarios {
         }
     }
 
-    // F100: pages of one record; a note arrives before its folder.
+    // F141, F157: pages of one record; a note arrives before its folder.
     @Test("a note fetched before its folder waits for it, then lands with its foreign key valid")
     func childBeforeParent() async throws {
         try await withServer(maxChangesPerPage: 1) { directory, server in
@@ -135,7 +135,7 @@ struct StoreScenarios {
         }
     }
 
-    // F140: a blob above the column's threshold travels as an asset and comes back as bytes.
+    // F129: a blob above the column's threshold travels as an asset and comes back as bytes.
     @Test("an attachment above its threshold is sent as an asset and lands in the other device's blob column")
     func blobAsAsset() async throws {
         try await withServer { directory, server in
@@ -187,7 +187,7 @@ struct StoreScenarios {
         }
     }
 
-    // F126: a record over the server's size limit.
+    // F134: a record over the server's size limit.
     @Test("a row too large for a record is refused with its table and key; the row stays on the device")
     func tooLargeKeepsTheRow() async throws {
         try await withServer { directory, server in
