@@ -3,7 +3,7 @@ import GRDB
 import LogSync
 import Synchronization
 
-/// SQLite tables that sync themselves through a ``SyncEngine``.
+/// SQLite tables that sync themselves through a `SyncEngine`.
 ///
 /// ```swift
 /// let store = try SyncedDatabase(
