@@ -135,6 +135,7 @@ let package = Package(
             name: "LogSyncSQLiteTests",
             dependencies: [
                 "LogSyncSQLite", "LogSync", "SyncModel", "LogSyncServer", "LogSyncTesting", "SyncTestKit",
+                "LogSyncDiagnostics",
                 "TemporaryDirectory", .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import LogSync
+import LogSyncDiagnostics
 import LogSyncSQLite
 import LogSyncServer
 import SyncTestKit
@@ -47,6 +48,26 @@ struct ConflictPolicyScenarios {
         ) { phone, _ async throws in
             #expect(try phone.title("n1") == "Shopping")
             #expect(try phone.column("body", of: "n1") == "milk, eggs".databaseValue)
+        }
+    }
+
+    // F92: the store's history is the engine's: blame tells the conflict from the device logs.
+    @Test("blame (logtool blame's RecordBlame) tells a row's conflict from the laptop's and phone's device logs")
+    func blameTellsTheConflict() async throws {
+        try await conflict(
+            .fieldByField, phoneEdit: "UPDATE notes SET title = 'Shopping' WHERE id = 'n1'",
+            laptopEdit: "UPDATE notes SET body = 'milk, eggs' WHERE id = 'n1'"
+        ) { phone, laptop async throws in
+            let sources = [phone, laptop].map {
+                Timeline.Source(name: $0.name, log: $0.store.privateEngine.deviceLog.log)
+            }
+            let blame = try RecordBlame.build(
+                record: "n1:notes", zone: "Notes", device: sources[1], otherDevices: [sources[0]], server: nil)
+            let kinds = blame.events.map(\.kind)
+            #expect(kinds.contains(.conflict), "\(blame.text)")
+            #expect(kinds.filter { $0 == .saved }.count >= 1, "\(blame.text)")
+            #expect(blame.current?["body"] == .string("milk, eggs"))
+            #expect(blame.current?["title"] == .string("Shopping"))
         }
     }
 
