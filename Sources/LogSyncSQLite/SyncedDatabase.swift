@@ -306,7 +306,17 @@ public final class SyncedDatabase: Sendable {
                 changes[place.shared, default: []].append(.deleteRecord(place.recordID(schema.recordName(text))))
                 continue
             }
-            guard let place = try self.placeNewRow(schema, key: key, text: text, db) else { continue }
+            let place: Place?
+            do {
+                place = try self.placeNewRow(schema, key: key, text: text, db)
+            } catch let error as SyncedDatabaseError {
+                // A key that cannot name a record: the row stays here, reported; the others go.
+                try db.execute(
+                    sql: "INSERT INTO logsync_refusals(tbl, pk, deletion, code, message) VALUES (?, ?, 0, ?, ?)",
+                    arguments: [table, text, SyncError.Code.invalidArguments.rawValue, error.description])
+                continue
+            }
+            guard let place else { continue }
             if !place.shared, !known.contains(place.zone), !zones.contains(place.zone) { zones.append(place.zone) }
             changes[place.shared, default: []].append(.saveRecord(place.recordID(schema.recordName(text))))
         }
@@ -466,8 +476,11 @@ final class CommitWatcher: TransactionObserver, @unchecked Sendable {
         guard touched else { return }
         touched = false
         guard let store else { return }
-        // After the writer's queue is free: the hand-off writes too.
-        Task.detached { try? store.handOff() }
+        // After the writer's queue is free: the hand-off writes too. A failure leaves the
+        // outbox as it is, for the next hand-off (the next commit, sync or open).
+        Task.detached {
+            do { try store.handOff() } catch { storeLogger.error("the hand-off after a commit failed: \(error)") }
+        }
     }
 
     func databaseDidRollback(_ db: Database) { touched = false }
