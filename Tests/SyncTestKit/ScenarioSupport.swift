@@ -354,3 +354,34 @@ extension RecordValue {
         if case .string(let value) = self { value } else { nil }
     }
 }
+
+/// Waits, yielding (never sleeping), until `condition` holds; gives up after `seconds` of wall
+/// time and records an issue (as it does for an error the condition throws). Returns whether it
+/// holds.
+@discardableResult
+public func waitUntil(
+    _ description: String, seconds: Double = 120, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async throws -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+    var round = 0
+    while true {
+        do {
+            if try await condition() { return true }
+        } catch {
+            Issue.record(error, "while waiting until \(description)", sourceLocation: sourceLocation)
+            return false
+        }
+        if ContinuousClock.now >= deadline {
+            Issue.record("timed out waiting until \(description)", sourceLocation: sourceLocation)
+            return false
+        }
+        round += 1
+        for _ in 0..<(round < 100 ? 1 : 20) { await Task.yield() }
+    }
+}
+
+/// Lets other tasks run for a while (yields only), for checks that something did *not* happen.
+public func letOthersRun(_ yields: Int = 2_000) async {
+    for _ in 0..<yields { await Task.yield() }
+}
