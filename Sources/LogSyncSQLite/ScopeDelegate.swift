@@ -47,7 +47,23 @@ extension SyncedDatabase {
             let (requeue, drop, rows) = try apply(changes, shared: shared)
             try engine.state.remove(pendingRecordZoneChanges: drop.map { .saveRecord($0) })
             try queueSaves(requeue)
-            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+            if !rows.isEmpty {
+                notify(
+                    AppliedChanges(reason: .serverChange, rows: rows, initialSync: try isInitialFetch(changes, shared)))
+            }
+        case .willFetchRecordZoneChanges(let will):
+            // A zone never fetched to its end is in its first fetch until it is.
+            try writer.write { db in
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO logsync_fetched(zone, owner, shared, done) VALUES (?, ?, ?, 0)",
+                    arguments: [will.zoneID.zoneName, will.zoneID.ownerName, shared])
+            }
+        case .didFetchRecordZoneChanges(let did) where did.error == nil:
+            try writer.write { db in
+                try db.execute(
+                    sql: "UPDATE logsync_fetched SET done = 1 WHERE zone = ? AND owner = ? AND shared = ?",
+                    arguments: [did.zoneID.zoneName, did.zoneID.ownerName, shared])
+            }
         case .fetchedDatabaseChanges(let changes):
             var rows: [String: Set<String>] = [:]
             try applying { db in
@@ -64,10 +80,26 @@ extension SyncedDatabase {
             for failure in sent.failedZoneSaves {
                 engine.logIssue("the zone \(failure.zone.zoneID.zoneName) could not be created: \(failure.error)")
             }
-        case .accountChange:
-            notify(AppliedChanges(reason: .accountChange, rows: [:]))
+        case .accountChange(let change):
+            // The engine forgot its change tokens (F106): the next fetch is the new account's first.
+            try writer.write {
+                try $0.execute(sql: "DELETE FROM logsync_fetched WHERE shared = ?", arguments: [shared])
+            }
+            notify(AppliedChanges(reason: .accountChange, rows: [:], accountChange: change.changeType))
         default:
             break
+        }
+    }
+
+    /// Whether a fetched page belongs to the first fetch of its zone.
+    private func isInitialFetch(_ changes: SyncEngine.Event.FetchedRecordZoneChanges, _ shared: Bool) throws -> Bool {
+        let zones = Set(changes.modifications.map(\.record.recordID.zoneID) + changes.deletions.map(\.recordID.zoneID))
+        return try writer.read { db in
+            try zones.contains { zone in
+                try Bool.fetchOne(
+                    db, sql: "SELECT done = 0 FROM logsync_fetched WHERE zone = ? AND owner = ? AND shared = ?",
+                    arguments: [zone.zoneName, zone.ownerName, shared]) ?? false
+            }
         }
     }
 
@@ -86,7 +118,7 @@ extension SyncedDatabase {
                 if let text = schema.keyText(key) { rows[table, default: []].insert(text) }
             }
         }
-        for table in ["logsync_kept", "logsync_shares"] {
+        for table in ["logsync_kept", "logsync_shares", "logsync_fetched"] {
             try db.execute(
                 sql: "DELETE FROM \(table) WHERE zone = ? AND owner = ? AND shared = ?",
                 arguments: [zoneID.zoneName, zoneID.ownerName, shared])

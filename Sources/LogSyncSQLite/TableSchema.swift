@@ -153,5 +153,8 @@ enum StoreTables {
         CREATE TABLE IF NOT EXISTS logsync_shares(
           name TEXT NOT NULL, zone TEXT NOT NULL, owner TEXT NOT NULL, shared INTEGER NOT NULL, record BLOB NOT NULL,
           PRIMARY KEY (name, zone, owner)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS logsync_fetched(
+          zone TEXT NOT NULL, owner TEXT NOT NULL, shared INTEGER NOT NULL, done INTEGER NOT NULL,
+          PRIMARY KEY (zone, owner, shared)) WITHOUT ROWID;
         """
 }
