@@ -111,8 +111,9 @@ public final class SyncedKeyValueStore: Sendable {
 
     /// The store of the values in `database`, which must sync ``table``.
     ///
-    /// - Parameter now: The clock of modification dates (a test's own); the system clock by
-    ///   default.
+    /// - Parameters:
+    ///   - database: The synced database, opened with ``table`` among its tables.
+    ///   - now: The clock of modification dates (a test's own); the system clock by default.
     /// - Throws: ``KeyValueStoreError/tableNotSynced`` if `database` was opened without
     ///   ``table``.
     public init(database: SyncedDatabase, now: @escaping @Sendable () -> Date = { Date() }) throws {
