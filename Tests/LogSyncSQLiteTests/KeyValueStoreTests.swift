@@ -260,6 +260,16 @@ struct KeyValueStoreTests {
                 }
             }
             #expect(try stored(phone) == stored(laptop))
+
+            // A value is a record of the store's zone like any row's, in the device logs that
+            // logtool reads: the laptop's log holds the server's copy, its JSON readable.
+            let id = try laptop.store.recordID(
+                table: SyncedKeyValueStore.tableName, primaryKey: SyncedKeyValueStore.recordKey("100%"))
+            #expect(id.recordName == "100%25:logsync_kv")
+            #expect(id.zoneID.zoneName == SyncedKeyValueStore.zoneName)
+            let record = try #require(try laptop.store.privateEngine.deviceLog.lastKnownServerRecord(for: id))
+            #expect(record.recordType == SyncedKeyValueStore.recordType)
+            #expect(record["value"] == .string(#"{"string":"percent"}"#))
         }
     }
 
