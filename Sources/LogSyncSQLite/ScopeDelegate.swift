@@ -49,7 +49,9 @@ extension SyncedDatabase {
             try queueSaves(requeue)
             if !rows.isEmpty {
                 notify(
-                    AppliedChanges(reason: .serverChange, rows: rows, initialSync: try isInitialFetch(changes, shared)))
+                    AppliedChanges(
+                        reason: .serverChange, rows: rows, initialSync: try isInitialFetch(changes, shared),
+                        shared: shared))
             }
         case .willFetchRecordZoneChanges(let will):
             // A zone never fetched to its end is in its first fetch until it is.
@@ -71,7 +73,7 @@ extension SyncedDatabase {
                     rows.merge(try deleteZone(deletion.zoneID, shared: shared, db)) { $0.union($1) }
                 }
             }
-            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows, shared: shared)) }
         case .sentRecordZoneChanges(let sent):
             try saved(sent.savedRecords, shared: shared)
             for failure in sent.failedRecordSaves { try failed(failure, shared: shared, engine: engine) }
@@ -85,7 +87,7 @@ extension SyncedDatabase {
             try writer.write {
                 try $0.execute(sql: "DELETE FROM logsync_fetched WHERE shared = ?", arguments: [shared])
             }
-            notify(AppliedChanges(reason: .accountChange, rows: [:], accountChange: change.changeType))
+            notify(AppliedChanges(reason: .accountChange, rows: [:], accountChange: change.changeType, shared: shared))
         default:
             break
         }
@@ -221,7 +223,7 @@ extension SyncedDatabase {
             let applied = try applying { db in try apply(server, shared: shared, db) }
             if case .applied(true) = applied { try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)]) }
             if let (key, table) = TableSchema.split(id.recordName) {
-                notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+                notify(AppliedChanges(reason: .serverChange, rows: [table: [key]], shared: shared))
             }
         case .zoneNotFound,
             .userDeletedZone where !shared:
@@ -231,7 +233,7 @@ extension SyncedDatabase {
             // Deleted on the server since this device saw it: the deletion wins.
             guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { return }
             try applying { db in try deleteRow(schema, schema.keyValue(key), db) }
-            notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+            notify(AppliedChanges(reason: .serverChange, rows: [table: [key]], shared: shared))
         case .permissionFailure:
             // A read-only share: the row goes back to the server's copy.
             try restore(id, engine: engine, shared: shared)
@@ -240,7 +242,7 @@ extension SyncedDatabase {
             try refuse(id, error, deletion: false)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
             if let (key, table) = TableSchema.split(id.recordName) {
-                notify(AppliedChanges(reason: .quotaViolation, rows: [table: [key]]))
+                notify(AppliedChanges(reason: .quotaViolation, rows: [table: [key]], shared: shared))
             }
         case _ where error.isTransient:
             break  // still pending: the engine sends it again

@@ -348,6 +348,9 @@ public final class SyncedDatabase: Sendable {
         public var initialSync: Bool = false
         /// With ``Reason/accountChange``: how the account changed (F105).
         public var accountChange: SyncEngine.Event.AccountChange.ChangeType? = nil
+        /// Whether the shared database's engine made them (rows of shares accepted; the account
+        /// change as that engine saw it), not the private database's.
+        public var shared: Bool = false
     }
 
     /// Calls `observer` after each applied page and each refusal or account change, on the
