@@ -297,7 +297,8 @@ public final class SyncedKeyValueStore: Sendable {
             deliver(Change(reason: changes.initialSync ? .initialSyncChange : .serverChange, keys: keys))
         case .quotaViolation where !keys.isEmpty:
             deliver(Change(reason: .quotaViolation, keys: keys))
-        case .accountChange:
+        case .accountChange where !changes.shared:
+            // The private database's engine: the shared one reports the same change apart.
             do {
                 if case .signIn = changes.accountChange {
                     try sendAllAgain()

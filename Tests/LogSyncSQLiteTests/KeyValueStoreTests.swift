@@ -17,14 +17,14 @@ final class KeyValueDevice: Sendable {
     private let told = Mutex<[SyncedKeyValueStore.Change]>([])
 
     init(
-        _ name: String, database: any CloudDatabase, directory: URL, handsOffOnCommit: Bool = true,
-        now: @escaping @Sendable () -> Date = { Date() }
+        _ name: String, database: any CloudDatabase, sharedDatabase: (any CloudDatabase)? = nil, directory: URL,
+        handsOffOnCommit: Bool = true, now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         let folder = directory.appendingPathComponent(name, isDirectory: true)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         path = folder.appendingPathComponent("app.sqlite").path
         store = try SyncedDatabase(
-            path: path, tables: [SyncedKeyValueStore.table], privateDatabase: database,
+            path: path, tables: [SyncedKeyValueStore.table], privateDatabase: database, sharedDatabase: sharedDatabase,
             logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
             options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: handsOffOnCommit),
             migrate: SyncedKeyValueStore.createTable)
@@ -330,7 +330,10 @@ struct KeyValueStoreTests {
             let account = SimulatedAccount<UserID>(signedIn: "alice") { user, scope in
                 server.database(for: user, scope: scope, device: "phone")
             }
-            let phone = try KeyValueDevice("phone", database: account, directory: directory)
+            // With a shared database too: its engine sees each account change as well, and the
+            // store takes it once.
+            let phone = try KeyValueDevice(
+                "phone", database: account, sharedDatabase: account.database(for: .shared), directory: directory)
             let bobsLaptop = try KeyValueDevice("bobs-laptop", server: server, user: "bob", directory: directory)
             try phone.values.set("dark", forKey: "theme")
             try phone.values.set("alice", forKey: "name")
