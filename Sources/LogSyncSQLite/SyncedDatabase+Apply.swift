@@ -42,8 +42,8 @@ extension SyncedDatabase {
                 if case .applied(let unsaved) = try apply(record, shared: shared, db) {
                     if unsaved { requeue.append(record.recordID) }
                     // A record that leaves its row as it was (this device's own save fetched
-                    // back) changed nothing an observer should hear of.
-                    if let (key, table) = name, try storedRow(table, key, db) != before {
+                    // back) changed nothing an observer should hear of; a new row always did.
+                    if let (key, table) = name, try before == nil || storedRow(table, key, db) != before {
                         rows[table, default: []].insert(key)
                     }
                 }
