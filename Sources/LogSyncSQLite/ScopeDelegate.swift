@@ -47,7 +47,25 @@ extension SyncedDatabase {
             let (requeue, drop, rows) = try apply(changes, shared: shared)
             try engine.state.remove(pendingRecordZoneChanges: drop.map { .saveRecord($0) })
             try queueSaves(requeue)
-            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+            if !rows.isEmpty {
+                notify(
+                    AppliedChanges(
+                        reason: .serverChange, rows: rows, initialSync: try isInitialFetch(changes, shared),
+                        shared: shared))
+            }
+        case .willFetchRecordZoneChanges(let will):
+            // A zone never fetched to its end is in its first fetch until it is.
+            try writer.write { db in
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO logsync_fetched(zone, owner, shared, done) VALUES (?, ?, ?, 0)",
+                    arguments: [will.zoneID.zoneName, will.zoneID.ownerName, shared])
+            }
+        case .didFetchRecordZoneChanges(let did) where did.error == nil:
+            try writer.write { db in
+                try db.execute(
+                    sql: "UPDATE logsync_fetched SET done = 1 WHERE zone = ? AND owner = ? AND shared = ?",
+                    arguments: [did.zoneID.zoneName, did.zoneID.ownerName, shared])
+            }
         case .fetchedDatabaseChanges(let changes):
             var rows: [String: Set<String>] = [:]
             try applying { db in
@@ -55,7 +73,7 @@ extension SyncedDatabase {
                     rows.merge(try deleteZone(deletion.zoneID, shared: shared, db)) { $0.union($1) }
                 }
             }
-            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows)) }
+            if !rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: rows, shared: shared)) }
         case .sentRecordZoneChanges(let sent):
             try saved(sent.savedRecords, shared: shared)
             for failure in sent.failedRecordSaves { try failed(failure, shared: shared, engine: engine) }
@@ -64,10 +82,26 @@ extension SyncedDatabase {
             for failure in sent.failedZoneSaves {
                 engine.logIssue("the zone \(failure.zone.zoneID.zoneName) could not be created: \(failure.error)")
             }
-        case .accountChange:
-            notify(AppliedChanges(reason: .accountChange, rows: [:]))
+        case .accountChange(let change):
+            // The engine forgot its change tokens (F106): the next fetch is the new account's first.
+            try writer.write {
+                try $0.execute(sql: "DELETE FROM logsync_fetched WHERE shared = ?", arguments: [shared])
+            }
+            notify(AppliedChanges(reason: .accountChange, rows: [:], accountChange: change.changeType, shared: shared))
         default:
             break
+        }
+    }
+
+    /// Whether a fetched page belongs to the first fetch of its zone.
+    private func isInitialFetch(_ changes: SyncEngine.Event.FetchedRecordZoneChanges, _ shared: Bool) throws -> Bool {
+        let zones = Set(changes.modifications.map(\.record.recordID.zoneID) + changes.deletions.map(\.recordID.zoneID))
+        return try writer.read { db in
+            try zones.contains { zone in
+                try Bool.fetchOne(
+                    db, sql: "SELECT done = 0 FROM logsync_fetched WHERE zone = ? AND owner = ? AND shared = ?",
+                    arguments: [zone.zoneName, zone.ownerName, shared]) ?? false
+            }
         }
     }
 
@@ -86,7 +120,7 @@ extension SyncedDatabase {
                 if let text = schema.keyText(key) { rows[table, default: []].insert(text) }
             }
         }
-        for table in ["logsync_kept", "logsync_shares"] {
+        for table in ["logsync_kept", "logsync_shares", "logsync_fetched"] {
             try db.execute(
                 sql: "DELETE FROM \(table) WHERE zone = ? AND owner = ? AND shared = ?",
                 arguments: [zoneID.zoneName, zoneID.ownerName, shared])
@@ -189,7 +223,7 @@ extension SyncedDatabase {
             let applied = try applying { db in try apply(server, shared: shared, db) }
             if case .applied(true) = applied { try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)]) }
             if let (key, table) = TableSchema.split(id.recordName) {
-                notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+                notify(AppliedChanges(reason: .serverChange, rows: [table: [key]], shared: shared))
             }
         case .zoneNotFound where !shared, .userDeletedZone where !shared:
             try engine.state.add(pendingDatabaseChanges: [.saveZone(RecordZone(zoneID: id.zoneID))])
@@ -198,7 +232,7 @@ extension SyncedDatabase {
             // Deleted on the server since this device saw it: the deletion wins.
             guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { return }
             try applying { db in try deleteRow(schema, schema.keyValue(key), db) }
-            notify(AppliedChanges(reason: .serverChange, rows: [table: [key]]))
+            notify(AppliedChanges(reason: .serverChange, rows: [table: [key]], shared: shared))
         case .referenceViolation:
             // The parent is not on the server. Sent before the parent (the parent's save still
             // pending): again, after it. Deleted there by another device: the fetch brings the
@@ -216,7 +250,7 @@ extension SyncedDatabase {
             try refuse(id, error, deletion: false)
             try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
             if let (key, table) = TableSchema.split(id.recordName) {
-                notify(AppliedChanges(reason: .quotaViolation, rows: [table: [key]]))
+                notify(AppliedChanges(reason: .quotaViolation, rows: [table: [key]], shared: shared))
             }
         case _ where error.isTransient:
             break  // still pending: the engine sends it again

@@ -37,9 +37,13 @@ extension SyncedDatabase {
                     try keepShare(record, shared: shared, db)
                     continue
                 }
+                let name = TableSchema.split(record.recordID.recordName)
+                let before = try name.flatMap { try storedRow($0.table, $0.key, db) }
                 if case .applied(let unsaved) = try apply(record, shared: shared, db) {
                     if unsaved { requeue.append(record.recordID) }
-                    if let (key, table) = TableSchema.split(record.recordID.recordName) {
+                    // A record that leaves its row as it was (this device's own save fetched
+                    // back) changed nothing an observer should hear of; a new row always did.
+                    if let (key, table) = name, try before == nil || storedRow(table, key, db) != before {
                         rows[table, default: []].insert(key)
                     }
                 }
@@ -56,15 +60,26 @@ extension SyncedDatabase {
                     continue
                 }
                 guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { continue }
+                let existed = try storedRow(table, key, db) != nil
                 try deleteRow(schema, schema.keyValue(key), db)
                 drop.append(id)
-                rows[table, default: []].insert(key)
+                if existed { rows[table, default: []].insert(key) }
             }
             let kept = try retryKept(db)
             requeue += kept.requeue
             rows.merge(kept.rows) { $0.union($1) }
         }
         return (requeue, drop, rows)
+    }
+
+    /// The row of a synced table whose primary key's text is `key`, as it is now.
+    private func storedRow(_ table: String, _ key: String, _ db: Database) throws -> Row? {
+        guard let schema = schemas[table] else { return nil }
+        return try Row.fetchOne(
+            db,
+            sql:
+                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+            arguments: [schema.keyValue(key)])
     }
 
     /// Runs `body` in a write transaction that applies server changes: the row it names with

@@ -415,6 +415,15 @@ public final class SyncedDatabase: Sendable {
         public var reason: Reason
         /// Table → primary keys (as text) of rows saved or deleted.
         public var rows: [String: Set<String>]
+        /// With ``Reason/serverChange``: whether the page came from the first fetch of its zone
+        /// (this device's first download of it, or the first for this account since an account
+        /// change), as `NSUbiquitousKeyValueStoreInitialSyncChange` tells apart.
+        public var initialSync: Bool = false
+        /// With ``Reason/accountChange``: how the account changed (F105).
+        public var accountChange: SyncEngine.Event.AccountChange.ChangeType? = nil
+        /// Whether the shared database's engine made them (rows of shares accepted; the account
+        /// change as that engine saw it), not the private database's.
+        public var shared: Bool = false
     }
 
     /// Calls `observer` after each applied page and each refusal or account change, on the

@@ -102,18 +102,28 @@ struct TableSchema: Sendable {
         func quiet(_ row: String) -> String {
             "WHEN NOT EXISTS (SELECT 1 FROM logsync_control WHERE tbl = \(label) AND pk IS \(row).\(key))"
         }
-        let inserted = columns.map { "(\(label), NEW.\(key), \(literal($0.name)))" }
+        // Each unsaved column once: `WHERE NOT EXISTS` rather than `INSERT OR IGNORE`, whose
+        // conflict clause the app's own statement overrides (an upsert's `ON CONFLICT DO
+        // UPDATE` would fail on the second edit of a column).
+        func unsaved(_ column: String) -> String {
+            "NOT EXISTS (SELECT 1 FROM logsync_unsaved WHERE tbl = \(label) AND pk IS NEW.\(key) AND col = \(column))"
+        }
+        let inserted =
+            columns.isEmpty
+            ? ""
+            : "INSERT INTO logsync_unsaved(tbl, pk, col) SELECT \(label), NEW.\(key), column1 FROM (VALUES "
+                + columns.map { "(\(literal($0.name)))" }.joined(separator: ", ") + ") WHERE \(unsaved("column1"));"
         let updated = columns.map { column in
             let name = column.name.quotedDatabaseIdentifier
-            return "INSERT OR IGNORE INTO logsync_unsaved(tbl, pk, col) SELECT \(label), NEW.\(key), "
-                + "\(literal(column.name)) WHERE OLD.\(name) IS NOT NEW.\(name);"
+            return "INSERT INTO logsync_unsaved(tbl, pk, col) SELECT \(label), NEW.\(key), \(literal(column.name)) "
+                + "WHERE OLD.\(name) IS NOT NEW.\(name) AND \(unsaved(literal(column.name)));"
         }
         let prefix = "logsync_\(name)"
         return [
             """
             CREATE TRIGGER \("\(prefix)_insert".quotedDatabaseIdentifier) AFTER INSERT ON \(table) \(quiet("NEW")) BEGIN
               INSERT INTO logsync_outbox(tbl, pk, deleted) VALUES (\(label), NEW.\(key), 0);
-              \(inserted.isEmpty ? "" : "INSERT OR IGNORE INTO logsync_unsaved(tbl, pk, col) VALUES \(inserted.joined(separator: ", "));")
+              \(inserted)
             END
             """,
             """
@@ -157,5 +167,8 @@ enum StoreTables {
         CREATE TABLE IF NOT EXISTS logsync_shares(
           name TEXT NOT NULL, zone TEXT NOT NULL, owner TEXT NOT NULL, shared INTEGER NOT NULL, record BLOB NOT NULL,
           PRIMARY KEY (name, zone, owner)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS logsync_fetched(
+          zone TEXT NOT NULL, owner TEXT NOT NULL, shared INTEGER NOT NULL, done INTEGER NOT NULL,
+          PRIMARY KEY (zone, owner, shared)) WITHOUT ROWID;
         """
 }
