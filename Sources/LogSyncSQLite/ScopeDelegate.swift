@@ -18,6 +18,7 @@ final class ScopeDelegate: SyncEngineDelegate, @unchecked Sendable {
         } catch {
             syncEngine.logIssue("the synced database could not take \(event.kind): \(error)")
         }
+        store.notify(event, scope: scope)
     }
 
     func nextRecordZoneChangeBatch(
