@@ -453,10 +453,11 @@ extension NotesDeviceCommand {
     struct ShareNotes: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "share",
-            abstract: "Share this user's Notes zone with other users of the server, and print the share's URL.",
+            abstract: "Share this user's folder Notes with other users of the server, and print the share's URL.",
             discussion: """
-                Saves a zone-wide share of the zone "Notes" (created on the first share) through \
-                the private database's engine, like any record. Each user named with --with is \
+                Saves a share rooted at the folder's row: the folder and every note in it, now \
+                and later (SyncedDatabase.share, F123), through the private database's engine, \
+                like any record. Each user named with --with is \
                 a participant, pending until they accept the share's URL with `notes-device \
                 accept URL`; sharing again with a participant changes their permission. Users \
                 are named by the e-mail address given to `logsync-server user add NAME --email \
@@ -516,7 +517,7 @@ extension NotesDeviceCommand {
 
     struct Unshare: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Remove users from the share of this user's Notes zone, or stop sharing it.",
+            abstract: "Remove users from the share of this user's folder Notes, or stop sharing it.",
             discussion: """
                 With --remove, saves the share without those users: the zone leaves their shared \
                 databases, and their devices drop its notes at their next sync. Without it, \
