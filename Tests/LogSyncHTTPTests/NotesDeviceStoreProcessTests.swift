@@ -38,8 +38,11 @@ struct NotesDeviceStoreProcessTests {
     // transaction) the row in the store's outbox. A process that ends right after that commit,
     // before its engine appended the pending save to its device log, leaves exactly this file:
     // here another connection makes the same commit, and no engine runs. The next run of the
-    // device hands the outbox to its engine when it opens the store, and sends the edit.
-    @Test("an edit committed to the SQLite file by a run that ended before its engine took it is sent by the next run")
+    // device hands the outbox to its engine when it opens the store (F16: a pending save, kept
+    // in the device log with the data it stands for, F29), and sends the edit.
+    @Test(
+        "F16 F29 an edit committed to the SQLite file by a run that ended before its engine took it is sent by the next run"
+    )
     func editCommittedBeforeTheEngineTookIt() async throws {
         try await DeviceProcessTests.withAlice { directory, data, token in
             let (server, url) = try await DeviceProcessTests.serve(data)
