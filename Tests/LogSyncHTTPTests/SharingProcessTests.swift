@@ -260,7 +260,7 @@ struct SharingProcessTests {
     }
 
     @Test(
-        "F119 F123 F124 bob is removed and invited back before his laptop syncs: the laptop keeps the notes it holds and fetches the new one"
+        "F119 F124 F149 bob is removed and invited back before his laptop syncs: one fetch reports the zone deleted and modified, and the laptop keeps the notes fetched again"
     )
     func removedAndInvitedBack() async throws {
         try await Self.withAlicePhoneAndBobLaptop { url, alice, bob in
@@ -274,14 +274,20 @@ struct SharingProcessTests {
                 "\(joined)")
 
             // Alice removes bob, writes another note, and invites bob back; bob's laptop has not
-            // synced meanwhile. Bob accepts again: the share is of alice's folder (F123), and bob
-            // is in it again before his laptop asked, so his shared database's feed goes on from
-            // his token: the new note, and nothing deleted.
+            // synced meanwhile. Bob accepts again: his shared database's feed lists the zone as
+            // deleted (his removal) and as modified (his new acceptance) in one event.
             try await alice.run("unshare", "--remove", "bob@example.com", server: url)
             try await alice.run("set", "milk", "title", "Milk", server: url)
             try await alice.run("share", "--with", "bob@example.com", "--permission", "read-write", server: url)
             let again = try await bob.run("accept", shareURL, server: url)
+            #expect(
+                again.contains(
+                    "bob-laptop: alice@example.com shares Notes with this user again (zone deleted meanwhile): fetching its notes anew\n"
+                ),
+                "\(again)")
             #expect(!again.contains("no longer shares Notes"), "\(again)")
+            #expect(
+                again.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#), "\(again)")
             #expect(again.contains(#"bob-laptop: fetched milk of alice@example.com {title: "Milk"}"#), "\(again)")
             let ownerName = try #require(try Self.sharedOwners(of: bob).first)
             #expect(
@@ -319,6 +325,12 @@ struct SharingProcessTests {
             #expect(stranger.contains("dave@example.com"), "\(stranger)")
             let noURL = try await alice.run("share", "--url", server: url, expecting: 1)
             #expect(noURL.contains("alice-phone knows no share of Notes"), "\(noURL)")
+
+            // The refused participant is not kept: sharing with bob saves a share of bob's alone.
+            let toBob = try await alice.run("share", "--with", "bob@example.com", server: url)
+            #expect(
+                toBob.contains("alice-phone: saved the share of Notes: bob@example.com read-only pending\n"), "\(toBob)"
+            )
         }
     }
 }

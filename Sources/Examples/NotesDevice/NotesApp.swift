@@ -136,9 +136,15 @@ final class NotesApp: Sendable {
     private func failed(_ failure: SyncEngine.Event.SentRecordZoneChanges.FailedRecordSave, scope: DatabaseScope) {
         let error = failure.error
         if failure.record.recordType == Share.recordType {
-            guard !error.isTransient, error.code != .serverRecordChanged else { return }
+            // On a conflict the store put this device's changes on the server's copy, to send
+            // again; otherwise it went back to the server's last copy (or to none).
+            guard !error.isTransient else { return }
+            if error.code == .serverRecordChanged, error.serverRecord != nil {
+                say("the share of Notes changed on the server: saving this device's changes on its copy")
+                return
+            }
             refusals.withLock { $0.append("the share of Notes: \(error.code.name) (\(error.message))") }
-            say("could not save the share of Notes: \(error.code.name) (\(error.message))")
+            say("could not save the share of Notes: \(error.code.name) (\(error.message)); its changes are dropped")
             return
         }
         guard let key = noteKey(failure.record.recordID) else {
