@@ -35,7 +35,7 @@ struct SharingProcessTests {
                 return device
             }
             // Every story ends with the server stopping cleanly.
-            _ = server
+            #expect(try await server.terminate().status == 0)
         }
     }
 
