@@ -279,6 +279,7 @@ let package = Package(
                 "LogStore", "logsync-server", "notes-device", "backend-indexer", "logtool", "ChildProcesses",
                 "PostgresProcess", "TemporaryDirectory",
                 "SyncTestKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -565,8 +566,9 @@ let package = Package(
         .executableTarget(
             name: "notes-device",
             dependencies: [
-                "LogSync", "LogSyncHTTP", "SyncModel",
+                "LogSync", "LogSyncHTTP", "LogSyncSQLite", "SyncModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/Examples/NotesDevice"
         ),

@@ -18,6 +18,7 @@ final class ScopeDelegate: SyncEngineDelegate, @unchecked Sendable {
         } catch {
             syncEngine.logIssue("the synced database could not take \(event.kind): \(error)")
         }
+        store.notify(event, scope: scope)
     }
 
     func nextRecordZoneChangeBatch(
@@ -217,6 +218,20 @@ extension SyncedDatabase {
     ) throws {
         let id = failure.record.recordID
         let error = failure.error
+        if failure.record.recordType == Share.recordType, !error.isTransient {
+            if error.code == .serverRecordChanged, let server = error.serverRecord,
+                let rebased = try rebase(failure.record, on: server, engine: engine)
+            {
+                // Changed on the server since (a participant accepted, say): this device's
+                // changes of the participants go again, on the server's copy.
+                try writer.write { db in try keepShare(rebased, shared: shared, db) }
+                try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)])
+                return
+            }
+            try failedShare(id, error, shared: shared, engine: engine)
+            try refuse(id, error, deletion: false)
+            return
+        }
         switch error.code {
         case .serverRecordChanged:
             guard let server = error.serverRecord else { return try refuse(id, error, deletion: false) }
@@ -256,6 +271,46 @@ extension SyncedDatabase {
             break  // still pending: the engine sends it again
         default:
             try refuse(id, error, deletion: false)
+        }
+    }
+
+    /// The server's copy of a share with the participant changes made here: those added or
+    /// whose permission changed since the last copy the server saved, and those removed.
+    private func rebase(_ mine: Record, on server: Record, engine: SyncEngine) throws -> Record? {
+        guard let local = try? Share(record: mine), var rebased = try? Share(record: server) else { return nil }
+        let before = try engine.deviceLog.lastKnownServerRecord(for: mine.recordID).flatMap { try? Share(record: $0) }
+        for participant in local.participants where participant.role != .owner {
+            let previous = before?.participants.first { $0.userIdentity.matches(participant.userIdentity) }
+            guard previous?.permission != participant.permission else { continue }
+            var changed =
+                rebased.participants.first { $0.userIdentity.matches(participant.userIdentity) } ?? participant
+            changed.permission = participant.permission
+            rebased.addParticipant(changed)
+        }
+        for participant in before?.participants ?? [] where participant.role != .owner {
+            if !local.participants.contains(where: { $0.userIdentity.matches(participant.userIdentity) }) {
+                rebased.removeParticipant(participant.userIdentity)
+            }
+        }
+        return rebased.record
+    }
+
+    /// A share save the server refused for good: the share kept here goes back to the server's
+    /// copy (on a conflict, the one the error carries; otherwise the last one it saved), or is
+    /// forgotten if it never saved one, so that the refused changes (an unknown participant,
+    /// say) are not sent again with the next change of the share.
+    private func failedShare(_ id: Record.ID, _ error: SyncError, shared: Bool, engine: SyncEngine) throws {
+        let server =
+            error.code == .serverRecordChanged
+            ? error.serverRecord : try engine.deviceLog.lastKnownServerRecord(for: id)
+        try writer.write { db in
+            if let server {
+                try keepShare(server, shared: shared, db)
+            } else {
+                try db.execute(
+                    sql: "DELETE FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
+                    arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+            }
         }
     }
 

@@ -52,6 +52,7 @@ public final class SyncedDatabase: Sendable {
     private let delegates: [ScopeDelegate]
     private let handOffLock = Mutex<Void>(())
     private let observers = Mutex<[UUID: @Sendable (AppliedChanges) -> Void]>([:])
+    private let eventObservers = Mutex<[UUID: @Sendable (SyncEngine.Event, DatabaseScope) -> Void]>([:])
     private let commitWatcher: CommitWatcher
 
     /// What the store does where apps differ.
@@ -435,8 +436,29 @@ public final class SyncedDatabase: Sendable {
         return token
     }
 
-    /// Stops calling an observer.
-    public func removeObserver(_ token: UUID) { _ = observers.withLock { $0.removeValue(forKey: token) } }
+    /// Calls `observer` with each event of the store's engines, once the store has handled it
+    /// (fetched rows applied, a conflict settled, a refused row restored and kept in
+    /// ``refusals()``), on the engine's task: what an app needs to tell its user what happened
+    /// to a row (saved, fetched, merged, refused) reads the rows as they now are. Returns a token
+    /// for ``removeObserver(_:)``.
+    @discardableResult
+    public func addEventObserver(
+        _ observer: @escaping @Sendable (_ event: SyncEngine.Event, _ scope: DatabaseScope) -> Void
+    ) -> UUID {
+        let token = UUID()
+        eventObservers.withLock { $0[token] = observer }
+        return token
+    }
+
+    /// Stops calling an observer (of applied changes or of events).
+    public func removeObserver(_ token: UUID) {
+        _ = observers.withLock { $0.removeValue(forKey: token) }
+        _ = eventObservers.withLock { $0.removeValue(forKey: token) }
+    }
+
+    func notify(_ event: SyncEngine.Event, scope: DatabaseScope) {
+        for observer in eventObservers.withLock({ Array($0.values) }) { observer(event, scope) }
+    }
 
     func notify(_ changes: AppliedChanges) {
         for observer in observers.withLock({ Array($0.values) }) { observer(changes) }

@@ -203,7 +203,7 @@ struct DeviceProcessTests {
 
             // The device logs know the attachment by digest and size, never by its bytes.
             for device in [phone, laptop] {
-                let log = try Data(contentsOf: device.directory.appendingPathComponent("sync/data.mdb"))
+                let log = try Data(contentsOf: device.directory.appendingPathComponent("sync/private/data.mdb"))
                 #expect(log.range(of: Data(content.prefix(64))) == nil, "\(device.name)'s device log holds no content")
             }
             #expect(try await server.terminate().status == 0)
@@ -273,14 +273,15 @@ struct DeviceProcessTests {
             #expect(try await server.terminate().status == 0)
 
             // The device log: the relaunch sent its batch under the ID the killed launch recorded.
-            let requestIDs = try Self.batchRequestIDs(in: phone.directory.appendingPathComponent("sync"))
+            let requestIDs = try Self.batchRequestIDs(in: phone.directory.appendingPathComponent("sync/private"))
             #expect(requestIDs.count == 3, "\(requestIDs)")
             #expect(
                 requestIDs.count == 3 && requestIDs[2] == requestIDs[1] && requestIDs[1] != requestIDs[0],
                 "\(requestIDs)")
             // The server: two saves of the note (the title, then the body), the second applied once.
+            // (Its row's folder and name are fields too.)
             let saved = try Self.savedFields(of: "groceries", data: data)
-            #expect(saved == [["title"], ["body", "title"]], "\(saved)")
+            #expect(saved == [["folderID", "name", "title"], ["body", "folderID", "name", "title"]], "\(saved)")
         }
     }
 
@@ -307,10 +308,10 @@ struct DeviceProcessTests {
             try Self.compactTombstones(of: "alice", data: data)
             (server, url) = try await Self.serve(data)
 
-            // Through a proxy that holds the laptop after the listing's first page (a) while the
-            // phone deletes c and writes e and f, past the listing's start; then lets the pages of
-            // d and of c's deletion through (the listing is past its start), and kills the laptop
-            // instead of forwarding the next one.
+            // Through a proxy that holds the laptop after the listing's first page (the folder the
+            // notes are in) while the phone deletes c and writes e and f, past the listing's start;
+            // then lets the pages of a, d and c's deletion through (the listing is past its start),
+            // and kills the laptop instead of forwarding the next one.
             let laptopProcess = Mutex<ChildProcess?>(nil)
             let firstPage = OneAnswer<Void>()
             let phoneDone = DispatchSemaphore(value: 0)
@@ -329,7 +330,7 @@ struct DeviceProcessTests {
                     firstPage.give(())
                     phoneDone.wait()
                     return .forward
-                case 4:
+                case 5:
                     laptopProcess.withLock { $0?.send(SIGKILL) }
                     killed.give(())
                     return .withhold
@@ -350,14 +351,15 @@ struct DeviceProcessTests {
             let stopped = await listing.finish()
             #expect(stopped.status == 128 + SIGKILL, "\(stopped)")
 
-            // The laptop's log: three pages in, past the listing's start (an ordinary token), b
+            // The laptop's log: four pages in, past the listing's start (an ordinary token), b
             // still known.
-            let sync = laptop.directory.appendingPathComponent("sync")
+            let sync = laptop.directory.appendingPathComponent("sync/private")
+            let me = try NotesDeviceStoreProcessTests.me(of: laptop)
             try Self.inspect(sync) { log throws in
                 let zoneToken = try #require(try log.snapshotState().zoneChangeTokens.first { $0.zoneID == Self.notes })
                 #expect(zoneToken.listingStart == .zero, "\(zoneToken)")
-                #expect(try log.lastKnownServerRecord(for: Self.note("b")) != nil)
-                #expect(try log.lastKnownServerRecord(for: Self.note("c")) == nil)
+                #expect(try log.lastKnownServerRecord(for: Self.note("b", of: me)) != nil)
+                #expect(try log.lastKnownServerRecord(for: Self.note("c", of: me)) == nil)
             }
 
             // Relaunched, straight to the server: the listing goes on from its page token, and
@@ -370,15 +372,18 @@ struct DeviceProcessTests {
             let expected = serverNotes.sorted { $0.key < $1.key }.map { "laptop: \($0.key) {title: \"\($0.value)\"}\n" }
             #expect(shown == expected.joined(), "\(shown)")
             try Self.inspect(sync) { log throws in
-                #expect(try log.lastKnownServerRecord(for: Self.note("b")) == nil)
+                #expect(try log.lastKnownServerRecord(for: Self.note("b", of: me)) == nil)
                 #expect(try log.log.verifyProjections() == nil)
             }
         }
     }
 
-    /// The zone `notes-device` keeps its notes in, and a note of it.
+    /// The zone `notes-device` keeps its notes in, and a note of it: the row `name.owner` of its
+    /// table `notes`, where `owner` is the user's record name.
     static let notes = RecordZone.ID(zoneName: "Notes")
-    static func note(_ name: String) -> Record.ID { Record.ID(recordName: name, zoneID: notes) }
+    static func note(_ name: String, of owner: String) -> Record.ID {
+        Record.ID(recordName: "\(name).\(owner):notes", zoneID: notes)
+    }
 
     /// Runs `body` on the device log at `directory`, opened read-only.
     static func inspect(_ directory: URL, _ body: (DeviceLog) throws -> Void) throws {
@@ -393,8 +398,8 @@ struct DeviceProcessTests {
         try server.admin.compactTombstones(of: user, before: try server.admin.currentToken(of: user))
     }
 
-    /// The title of each live note of `user`'s Notes zone, by name, in the server data `data` (no
-    /// server running on it).
+    /// The title of each live note of `user`'s Notes zone, by the note's name, in the server data
+    /// `data` (no server running on it).
     static func liveNotes(of user: UserID, data: String) async throws -> [String: String] {
         let server = try SyncServer(.init(directory: URL(fileURLWithPath: data)))
         defer { server.shutdown() }
@@ -404,8 +409,10 @@ struct DeviceProcessTests {
         while true {
             let page = try await database.fetchZoneChanges(FetchZoneChangesRequest(zoneID: notes, since: token))
             for modification in page.modifications {
-                guard case .string(let title)? = modification.record["title"] else { continue }
-                titles[modification.record.recordID.recordName] = title
+                guard case .string(let title)? = modification.record["title"],
+                    case .string(let name)? = modification.record["name"]
+                else { continue }
+                titles[name] = title
             }
             token = page.changeToken
             if !page.moreComing { return titles }
@@ -422,13 +429,13 @@ struct DeviceProcessTests {
         return ids
     }
 
-    /// The field names of each save of the note `name` in alice's private database, in order.
+    /// The field names of each save of the note named `name` in alice's private database, in order.
     static func savedFields(of name: String, data: String) throws -> [[String]] {
         let server = try SyncServer(.init(directory: URL(fileURLWithPath: data)))
         defer { server.shutdown() }
         var saves: [[String]] = []
         try server.admin.log(of: "alice").forEachEntry { entry in
-            if case .recordSaved(let record) = try ServerEntry(entry), record.recordID.recordName == name {
+            if case .recordSaved(let record) = try ServerEntry(entry), record["name"] == .string(name) {
                 saves.append(record.allKeys().sorted())
             }
         }

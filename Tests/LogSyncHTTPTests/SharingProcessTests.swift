@@ -1,5 +1,6 @@
 import ChildProcesses
 import Foundation
+import GRDB
 import LogStore
 import LogSync
 import SyncModel
@@ -8,7 +9,7 @@ import Testing
 
 /// The README's "Sharing with other users" walkthrough with every party a process of its own: a
 /// `logsync-server` with three users, and one `notes-device` of each (alice-phone, bob-laptop,
-/// carol-phone), each with its own data directory, notes.json and two device logs. Reads like the
+/// carol-phone), each with its own data directory, SQLite file and two device logs. Reads like the
 /// timeline it runs; every sync is a command run to its end, so nothing waits on a clock.
 @Suite("Sharing between users, with the server and devices as processes", .timeLimit(.minutes(3)))
 struct SharingProcessTests {
@@ -34,7 +35,7 @@ struct SharingProcessTests {
                 return device
             }
             // Every story ends with the server stopping cleanly.
-            _ = server
+            #expect(try await server.terminate().status == 0)
         }
     }
 
@@ -47,16 +48,35 @@ struct SharingProcessTests {
         }
     }
 
-    /// A device's notes.json.
-    static func contents(of device: Device) throws -> [String: Any] {
-        let data = try Data(contentsOf: device.directory.appendingPathComponent("notes.json"))
-        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    /// Reads a device's SQLite file.
+    static func read<T>(_ device: Device, _ body: (Database) throws -> T) throws -> T {
+        try DatabaseQueue(path: device.directory.appendingPathComponent("notes.sqlite").path).read(body)
     }
 
-    /// The notes of the zone `ownerName` shares, in a device's notes.json (`nil` when it holds none).
-    static func sharedNotes(of device: Device, ownerName: String) throws -> [String: [String: String]]? {
-        let shared = try contents(of: device)["shared"] as? [String: [String: Any]]
-        return shared?[ownerName]?["notes"] as? [String: [String: String]]
+    /// The user record names of the owners whose Notes a device holds (their shares accepted).
+    static func sharedOwners(of device: Device) throws -> [String] {
+        try read(device) { try String.fetchAll($0, sql: "SELECT ownerName FROM sharedOwners ORDER BY ownerName") }
+    }
+
+    /// The notes of the Notes zone of `ownerName` (the user's own with their record name) in a
+    /// device's SQLite file, each as its set fields (`nil` when the device holds no such folder).
+    static func notes(of device: Device, ownerName: String) throws -> [String: [String: String]]? {
+        try read(device) { db in
+            let folder = "Notes.\(ownerName)"
+            guard
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM folders WHERE id = ?)", arguments: [folder])
+                    == true
+            else { return nil }
+            var notes: [String: [String: String]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM notes WHERE folderID = ?", arguments: [folder]) {
+                var fields: [String: String] = [:]
+                for column in ["title", "body", "attachment"] {
+                    if let text: String = row[column] { fields[column] = text }
+                }
+                notes[row["name"]] = fields
+            }
+            return notes
+        }
     }
 
     @Test(
@@ -169,20 +189,21 @@ struct SharingProcessTests {
                     #"carol-phone: groceries of alice@example.com {body: "milk, eggs", title: "Groceries"}"#),
                 "\(carolKeeps)")
 
-            // The devices' own files: notes.json as shown, and a device log per engine.
-            let ownerName = try #require((try Self.contents(of: carol)["shared"] as? [String: Any])?.keys.first)
+            // The devices' own files: notes.sqlite as shown, and a device log per engine.
+            let ownerName = try #require(try Self.sharedOwners(of: carol).first)
             #expect(ownerName.hasPrefix("_user"), "the zone is named with the owner's user record name: \(ownerName)")
             #expect(
-                try Self.sharedNotes(of: carol, ownerName: ownerName) == [
+                try Self.notes(of: carol, ownerName: ownerName) == [
                     "groceries": ["title": "Groceries", "body": "milk, eggs"]
                 ])
-            #expect(try Self.sharedNotes(of: bob, ownerName: ownerName) == nil)
+            #expect(try Self.notes(of: bob, ownerName: ownerName) == nil)
+            #expect(try Self.sharedOwners(of: bob).isEmpty)
             #expect(
-                (try Self.contents(of: alice)["notes"] as? [String: [String: String]]) == [
+                try Self.notes(of: alice, ownerName: ownerName) == [
                     "groceries": ["title": "Groceries", "body": "milk, eggs"]
                 ])
             for device in [alice, bob, carol] {
-                for log in ["sync", "sync-shared"] {
+                for log in ["sync/private", "sync/shared"] {
                     let opened = try DeviceLog(
                         directory: device.directory.appendingPathComponent(log),
                         options: LogEnvironment.Options(readOnly: true))
@@ -228,7 +249,8 @@ struct SharingProcessTests {
             #expect(
                 stopped.contains("alice-phone: deleted the share of Notes: no other user sees these notes now\n"),
                 "\(stopped)")
-            #expect(try Self.contents(of: alice)["share"] == nil)
+            let noShare = try await alice.run("share", "--url", server: url, expecting: 1)
+            #expect(noShare.contains("alice-phone knows no share of Notes"), "\(noShare)")
             let gone = try await carol.run("sync", server: url)
             #expect(
                 gone.contains("carol-phone: alice@example.com no longer shares Notes with this user (zone deleted)"),
@@ -267,9 +289,9 @@ struct SharingProcessTests {
             #expect(
                 again.contains(#"bob-laptop: fetched groceries of alice@example.com {title: "Groceries"}"#), "\(again)")
             #expect(again.contains(#"bob-laptop: fetched milk of alice@example.com {title: "Milk"}"#), "\(again)")
-            let ownerName = try #require((try Self.contents(of: bob)["shared"] as? [String: Any])?.keys.first)
+            let ownerName = try #require(try Self.sharedOwners(of: bob).first)
             #expect(
-                try Self.sharedNotes(of: bob, ownerName: ownerName) == [
+                try Self.notes(of: bob, ownerName: ownerName) == [
                     "groceries": ["title": "Groceries"], "milk": ["title": "Milk"],
                 ])
             // The acceptance is kept: bob still edits as read-write.
@@ -293,7 +315,7 @@ struct SharingProcessTests {
                 #expect(refused.contains("bob-laptop: cannot accept \(shareURL): \(code)"), "\(refused)")
                 #expect(refused.contains("nothing accepted"), "\(refused)")
             }
-            #expect(try Self.contents(of: bob)["shared"] == nil)
+            #expect(try Self.sharedOwners(of: bob).isEmpty)
             #expect(try await bob.run("show", server: url) == "bob-laptop: todo {title: \"Mine\"}\n")
 
             try await alice.run("set", "groceries", "title", "Groceries", server: url)
@@ -303,6 +325,12 @@ struct SharingProcessTests {
             #expect(stranger.contains("dave@example.com"), "\(stranger)")
             let noURL = try await alice.run("share", "--url", server: url, expecting: 1)
             #expect(noURL.contains("alice-phone knows no share of Notes"), "\(noURL)")
+
+            // The refused participant is not kept: sharing with bob saves a share of bob's alone.
+            let toBob = try await alice.run("share", "--with", "bob@example.com", server: url)
+            #expect(
+                toBob.contains("alice-phone: saved the share of Notes: bob@example.com read-only pending\n"), "\(toBob)"
+            )
         }
     }
 }

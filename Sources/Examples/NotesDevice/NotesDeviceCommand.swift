@@ -1,8 +1,10 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import GRDB
 import LogSync
 import LogSyncHTTP
+import LogSyncSQLite
 
 /// One device of a notes app, as a process of its own, syncing through a `logsync-server`.
 /// Run two of them with different `--device` names (and data directories) and they sync.
@@ -12,11 +14,13 @@ struct NotesDeviceCommand: AsyncParsableCommand {
         commandName: "notes-device",
         abstract: "One device of a notes app, syncing its notes through a logsync-server.",
         discussion: """
-            Each note has text fields (title, body, …) and lives in the zone "Notes" of the user's \
-            private database. The device keeps its notes in DATA/notes.json and runs two engines, \
-            as a CloudKit app does: one on the private database, with its device log in DATA/sync, \
-            and one on the shared database, with its device log in DATA/sync-shared (read them \
-            with `logtool dump DATA/sync`).
+            Each note has a title, a body and an attachment, and lives in the folder Notes, in \
+            the zone "Notes" of the user's private database. The device keeps its folders and \
+            notes in a SQLite file, DATA/notes.sqlite, whose tables sync themselves \
+            (LogSyncSQLite), through two engines, as a CloudKit app has them: one on the private \
+            database, with its device log in DATA/sync/private, and one on the shared database, \
+            with its device log in DATA/sync/shared (read them with `logtool dump \
+            DATA/sync/private`).
 
             Start a server that trusts an identity issuer, sign two devices in, and they sync:
 
@@ -36,8 +40,8 @@ struct NotesDeviceCommand: AsyncParsableCommand {
             Sharing with other users of the server (signed in with an identity token that \
             carries their e-mail address, `dev-issuer sign --email ADDRESS`, or added with \
             `user add NAME --email ADDRESS`): the owner shares the zone and sends each \
-            participant the URL it prints; they accept it, then see and (if read-write) edit \
-            the owner's notes with --owner:
+            participant the URL it prints (the share of the folder Notes and its notes); they \
+            accept it, then see and (if read-write) edit the owner's notes with --owner:
 
               notes-device share --device alice-phone \\
                   --with bob@example.com --permission read-write
@@ -116,11 +120,14 @@ struct DeviceOptions: ParsableArguments {
     /// A bearer token when one is given, the device's session otherwise.
     var credentials: Credentials { bearerToken.map { .token($0) } ?? session.credentials }
 
-    /// Opens the device: its store, its engine over HTTP, its delegate.
+    /// Opens the device: its store, its engines over HTTP, what it prints. `signedIn: false`
+    /// (`show`, `share --url`) opens it without credentials: it reads its SQLite file, and
+    /// never reaches the server.
     ///
-    /// - Throws: ``NotesDeviceError`` when the device has neither a token nor a session.
-    func open(automatic: Bool = false) throws -> NotesDevice {
-        guard bearerToken != nil || FileManager.default.fileExists(atPath: sessionFile.path) else {
+    /// - Throws: ``NotesDeviceError`` when the device has neither a token nor a session, or its
+    ///   SQLite file cannot be opened.
+    func open(automatic: Bool = false, signedIn: Bool = true) throws -> NotesDevice {
+        guard !signedIn || bearerToken != nil || FileManager.default.fileExists(atPath: sessionFile.path) else {
             throw NotesDeviceError(
                 "\(device): sign the device in first (`notes-device sign-in --device \(device) --identity-token JWT`), or give a user's token with --token or in LOGSYNC_TOKEN (see `logsync-server user add`)"
             )
@@ -131,72 +138,81 @@ struct DeviceOptions: ParsableArguments {
     }
 }
 
-/// A device opened: the app's store, the HTTP client, and two engines with their delegates, as a
-/// CloudKit app has them: one on the private database (the user's own Notes zone and its share,
-/// device log DATA/sync) and one on the shared database (the Notes zones other users share with
-/// this user, device log DATA/sync-shared).
+/// A device opened: its notes store (a SQLite file whose tables sync themselves through two
+/// engines, one on the private database, device log DATA/sync/private, and one on the shared
+/// database, DATA/sync/shared), the HTTP client, and what it prints.
 struct NotesDevice {
     let app: NotesApp
-    let sharedApp: NotesApp
     let client: HTTPSyncClient
-    let engine: SyncEngine
-    let sharedEngine: SyncEngine
 
     init(
         server: URL, credentials: Credentials, device: String, directory: URL, automatic: Bool, fetchPageSize: Int?
     ) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try NotesStore(file: directory.appending(path: "notes.json"))
-        app = NotesApp(device: device, store: store, scope: .private)
-        sharedApp = NotesApp(device: device, store: store, scope: .shared)
         client = HTTPSyncClient(.init(serverURL: server, credentials: credentials, device: DeviceID(device)))
-        var configuration = SyncEngine.Configuration(
-            database: client.database(.private), logDirectory: directory.appending(path: "sync"), delegate: app)
-        configuration.automaticallySync = automatic
-        configuration.fetchResultsLimit = fetchPageSize
-        engine = try SyncEngine(configuration)
-        var shared = SyncEngine.Configuration(
-            database: client.database(.shared), logDirectory: directory.appending(path: "sync-shared"),
-            delegate: sharedApp)
-        shared.automaticallySync = automatic
-        shared.fetchResultsLimit = fetchPageSize
-        sharedEngine = try SyncEngine(shared)
-        // The zone the notes live in, until the server has confirmed it (saving a zone that
-        // exists changes nothing on the server).
-        let zone = RecordZone(zoneID: NotesStore.zoneID)
-        if store.read({ $0.zoneCreated }) != true, try !engine.state.pendingDatabaseChanges.contains(.saveZone(zone)) {
-            try engine.state.add(pendingDatabaseChanges: [.saveZone(zone)])
+        let database: SyncedDatabase
+        do {
+            // Each command hands its writes to the engines itself, right before it sends; a
+            // write whose process ended before that is handed off when the store opens again.
+            database = try SyncedDatabase(
+                path: directory.appending(path: "notes.sqlite").path, tables: NotesStore.tables,
+                privateDatabase: client.database(.private), sharedDatabase: client.database(.shared),
+                logDirectory: directory.appending(path: "sync"),
+                options: .init(
+                    configure: {
+                        $0.automaticallySync = automatic
+                        $0.fetchResultsLimit = fetchPageSize
+                    }, handsOffOnCommit: false),
+                migrate: NotesStore.migrate)
+        } catch let error as SyncedDatabaseError {
+            throw NotesDeviceError("\(device): \(error)")
         }
+        app = NotesApp(device: device, store: NotesStore(database: database))
     }
 
     var store: NotesStore { app.store }
+    var database: SyncedDatabase { store.database }
+    var engine: SyncEngine { database.privateEngine }
+    var engines: [SyncEngine] { [database.privateEngine] + (database.sharedEngine.map { [$0] } ?? []) }
 
-    /// The engine that syncs a zone: the private one for the user's own zone, the shared one
-    /// for a zone another user shares.
-    func engine(for zoneID: RecordZone.ID) -> SyncEngine { zoneID == NotesStore.zoneID ? engine : sharedEngine }
+    /// The user's record name: as the server told it once (kept in the store), or asked now.
+    /// - Throws: ``NotesDeviceError`` when the server cannot tell it.
+    func me() async throws -> String {
+        if let me = store.me { return me }
+        do {
+            let me = try await client.database(.private).currentUserRecordID().recordName
+            try store.remember(me: me)
+            return me
+        } catch let error as SyncError {
+            throw NotesDeviceError("\(app.device): could not learn who the user is: \(explain(error))")
+        }
+    }
 
-    /// The zone a command edits: the user's own, or the Notes zone `owner` shares with the user.
+    /// The owner of the Notes zone a command edits: the user, or the user who shares with them
+    /// the Notes zone of `owner` (a user record name).
     /// - Throws: ``NotesDeviceError`` naming the owner when no such share was accepted.
-    func zone(owner: String?) throws -> RecordZone.ID {
-        guard let owner else { return NotesStore.zoneID }
-        guard let zoneID = store.sharedZone(owner: owner) else {
+    func owner(_ owner: String?) async throws -> String {
+        guard let owner else { return try await me() }
+        _ = try? await me()
+        guard let ownerName = try store.sharedOwner(owner) else {
             throw NotesDeviceError(
                 "\(app.device) holds no Notes zone shared by \(owner); accept its share first (`notes-device accept URL`), or `sync`"
             )
         }
-        return zoneID
+        return ownerName
     }
 
-    /// Sends what is pending in the given engines (both by default), again while the delegates
-    /// queue merges (at most three rounds each).
+    /// Hands the store's writes to the engines and sends what is pending, again while the
+    /// store queues merges (at most three rounds each).
     /// - Throws: ``NotesDeviceError`` when the server cannot be reached; the edits stay pending.
-    func send(_ engines: [SyncEngine]? = nil) async throws {
-        for engine in engines ?? [engine, sharedEngine] {
+    func send() async throws {
+        try database.handOff()
+        for engine in engines {
             for _ in 0..<3 {
                 do {
                     try await engine.sendChanges()
                 } catch let error as SyncError where error.code == .partialFailure {
-                    // Per-record failures: the delegate has handled (and reported) each one.
+                    // Per-record failures: the store has handled each one, and the app said it.
                 } catch let error as SyncError {
                     throw NotesDeviceError(
                         "\(app.device): could not send: \(explain(error)). The edits stay pending; run `sync` again.")
@@ -208,9 +224,10 @@ struct NotesDevice {
         }
     }
 
-    /// Fetches what changed on the server, in the given engines (both by default).
-    func fetch(_ engines: [SyncEngine]? = nil) async throws {
-        for engine in engines ?? [engine, sharedEngine] {
+    /// Fetches what changed on the server, on both engines.
+    func fetch() async throws {
+        _ = try? await me()  // to tell the user's notes from those shared with them
+        for engine in engines {
             do {
                 try await engine.fetchChanges()
             } catch let error as SyncError {
@@ -220,16 +237,22 @@ struct NotesDevice {
     }
 
     /// Fails the command when the server refused a change for good in this run (each refusal
-    /// was printed when it came back).
+    /// was printed when it came back). The store's own list of refusals is cleared: the
+    /// command reported them.
     /// - Throws: ``NotesDeviceError`` naming each refused change and why.
     func checkRefusals() throws {
-        let refused = app.refusals.withLock { $0 } + sharedApp.refusals.withLock { $0 }
+        try database.clearRefusals()
+        let refused = app.refusals.withLock { $0 }
         guard !refused.isEmpty else { return }
         throw NotesDeviceError("\(app.device): the server refused \(refused.joined(separator: "; "))")
     }
 
     /// Prints every note the device holds.
-    func showAll() { show(app) }
+    func showAll() {
+        let lines = store.descriptions()
+        if lines.isEmpty { app.say("no notes") }
+        for line in lines { app.say(line) }
+    }
 }
 
 /// What went wrong, for a person: the code's name and what to do.
@@ -242,13 +265,6 @@ func explain(_ error: SyncError) -> String {
     default:
         "\(error.code.name): \(error.message)"
     }
-}
-
-/// Prints every note the store holds, own notes first, then those of each shared zone.
-func show(_ app: NotesApp) {
-    let lines = app.store.descriptions()
-    if lines.isEmpty { app.say("no notes") }
-    for line in lines { app.say(line) }
 }
 
 /// A permission given to a participant, as the command line spells it.
@@ -273,19 +289,25 @@ extension NotesDeviceCommand {
         @OptionGroup var options: DeviceOptions
         @Option(help: ownerHelp) var owner: String?
         @Argument(help: "The note's name, such as groceries.") var note: String
-        @Argument(help: "The field, such as title or body.") var field: String
+        @Argument(help: "The field: title or body.") var field: String
         @Argument(help: "The text.") var text: String
+
+        func validate() throws {
+            try validateNoteName(note)
+            guard NotesStore.fields.contains(field) else {
+                throw ValidationError(
+                    "a note has no field \(field): set \(NotesStore.fields.joined(separator: " or ")) (attach a file with `attach`)"
+                )
+            }
+        }
 
         func run() async throws {
             let device = try options.open()
-            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
-            try device.store.update(zone: id.zoneID) { notebook in
-                notebook.notes[note, default: [:]][field] = text
-                notebook.unsaved[note, default: []].insert(field)
-            }
-            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.saveRecord(id)])
-            device.app.say("sets \(field) of \(device.store.label(id)) to \"\(text)\"")
-            try await device.send([device.engine(for: id.zoneID)])
+            let owner = try await device.owner(owner)
+            try device.store.set(field, of: note, owner: owner, to: text)
+            device.app.say(
+                "sets \(field) of \(device.store.label(NotesStore.noteID(note, owner: owner))) to \"\(text)\"")
+            try await device.send()
             try device.checkRefusals()
         }
     }
@@ -305,9 +327,11 @@ extension NotesDeviceCommand {
         @Argument(help: "The note's name, such as groceries.") var note: String
         @Argument(help: "The file to attach.", completion: .file()) var file: String
 
+        func validate() throws { try validateNoteName(note) }
+
         func run() async throws {
             let device = try options.open()
-            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
+            let owner = try await device.owner(owner)
             let source = URL(fileURLWithPath: file)
             let attachments = options.directory.appending(path: "attachments")
             let copy = attachments.appending(path: UUID().uuidString + "-" + source.lastPathComponent)
@@ -317,13 +341,10 @@ extension NotesDeviceCommand {
             } catch {
                 throw NotesDeviceError("cannot attach \(file): \(error.localizedDescription)")
             }
-            try device.store.update(zone: id.zoneID) { notebook in
-                notebook.notes[note, default: [:]][Record.attachmentKey] = copy.path
-                notebook.unsaved[note, default: []].insert(Record.attachmentKey)
-            }
-            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.saveRecord(id)])
-            device.app.say("attaches \(source.lastPathComponent) to \(device.store.label(id))")
-            try await device.send([device.engine(for: id.zoneID)])
+            try device.store.set(NotesStore.attachment, of: note, owner: owner, to: copy.path)
+            device.app.say(
+                "attaches \(source.lastPathComponent) to \(device.store.label(NotesStore.noteID(note, owner: owner)))")
+            try await device.send()
             try device.checkRefusals()
         }
     }
@@ -337,17 +358,12 @@ extension NotesDeviceCommand {
 
         func run() async throws {
             let device = try options.open()
-            let id = NotesStore.recordID(note, in: try device.zone(owner: owner))
-            guard device.store.note(id) != nil else {
-                throw NotesDeviceError("\(options.device) has no note \(device.store.label(id))")
+            let key = NotesStore.noteID(note, owner: try await device.owner(owner))
+            guard try device.store.delete(key) else {
+                throw NotesDeviceError("\(options.device) has no note \(device.store.label(key))")
             }
-            try device.store.update(zone: id.zoneID) {
-                $0.notes[note] = nil
-                $0.unsaved[note] = nil
-            }
-            try device.engine(for: id.zoneID).state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
-            device.app.say("deletes \(device.store.label(id))")
-            try await device.send([device.engine(for: id.zoneID)])
+            device.app.say("deletes \(device.store.label(key))")
+            try await device.send()
             try device.checkRefusals()
         }
     }
@@ -430,18 +446,18 @@ extension NotesDeviceCommand {
         @OptionGroup var options: DeviceOptions
 
         func run() async throws {
-            let store = try NotesStore(file: options.directory.appending(path: "notes.json"))
-            show(NotesApp(device: options.device, store: store))
+            try options.open(signedIn: false).showAll()
         }
     }
 
     struct ShareNotes: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "share",
-            abstract: "Share this user's Notes zone with other users of the server, and print the share's URL.",
+            abstract: "Share this user's folder Notes with other users of the server, and print the share's URL.",
             discussion: """
-                Saves a zone-wide share of the zone "Notes" (created on the first share) through \
-                the private database's engine, like any record. Each user named with --with is \
+                Saves a share rooted at the folder's row: the folder and every note in it, now \
+                and later (SyncedDatabase.share, F123), through the private database's engine, \
+                like any record. Each user named with --with is \
                 a participant, pending until they accept the share's URL with `notes-device \
                 accept URL`; sharing again with a participant changes their permission. Users \
                 are named by the e-mail address given to `logsync-server user add NAME --email \
@@ -473,8 +489,8 @@ extension NotesDeviceCommand {
 
         func run() async throws {
             if urlOnly {
-                let store = try NotesStore(file: options.directory.appending(path: "notes.json"))
-                guard let url = store.read({ $0.share?.url }) else {
+                let device = try options.open(signedIn: false)
+                guard let url = try device.ownShare()?.url else {
                     throw NotesDeviceError(
                         "\(options.device) knows no share of Notes: share it first (`notes-device share --with ADDRESS`), or `sync`"
                     )
@@ -483,21 +499,25 @@ extension NotesDeviceCommand {
                 return
             }
             let device = try options.open()
-            try device.store.update { contents in
-                var share = contents.share ?? .init()
-                for user in users { share.unsaved[user] = permission.rawValue }
-                contents.share = share
+            let folder = NotesStore.folderID(owner: try await device.me())
+            try await device.store.writer.write {
+                try $0.execute(sql: "INSERT OR IGNORE INTO folders(id) VALUES (?)", arguments: [folder])
             }
-            try device.engine.state.add(pendingRecordZoneChanges: [.saveRecord(NotesStore.shareID)])
+            try device.database.share(
+                table: "folders", primaryKey: folder,
+                with: users.map {
+                    Share.Participant(
+                        userIdentity: identity($0), permission: permission == .readWrite ? .readWrite : .readOnly)
+                })
             device.app.say("shares Notes with \(users.joined(separator: ", ")) (\(permission.rawValue))")
-            try await device.send([device.engine])
+            try await device.send()
             try device.checkRefusals()
         }
     }
 
     struct Unshare: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Remove users from the share of this user's Notes zone, or stop sharing it.",
+            abstract: "Remove users from the share of this user's folder Notes, or stop sharing it.",
             discussion: """
                 With --remove, saves the share without those users: the zone leaves their shared \
                 databases, and their devices drop its notes at their next sync. Without it, \
@@ -514,29 +534,27 @@ extension NotesDeviceCommand {
 
         func run() async throws {
             let device = try options.open()
-            guard let share = device.store.read({ $0.share }) else {
+            guard let share = try device.ownShare() else {
                 throw NotesDeviceError(
                     "\(options.device) knows no share of Notes: nothing to remove (run `sync` if another device shared it)"
                 )
             }
+            let folder = NotesStore.folderID(owner: try await device.me())
             if users.isEmpty {
-                try device.store.update { $0.share = nil }
-                try device.engine.state.add(pendingRecordZoneChanges: [.deleteRecord(NotesStore.shareID)])
+                try device.database.stopSharing(table: "folders", primaryKey: folder)
                 device.app.say("stops sharing Notes")
             } else {
-                let known = Swift.Set(share.participants.keys.map { $0.lowercased() })
+                let known = Swift.Set(share.participants.filter { $0.role != .owner }.map { $0.label.lowercased() })
                 for user in users where !known.contains(user.lowercased()) {
                     throw NotesDeviceError(
                         "\(user) is not a participant of the share of Notes as \(options.device) knows it (\(known.sorted().joined(separator: ", "))); run `sync` first if another device changed it"
                     )
                 }
-                try device.store.update { contents in
-                    for user in users { contents.share?.unsaved[user] = "remove" }
-                }
-                try device.engine.state.add(pendingRecordZoneChanges: [.saveRecord(NotesStore.shareID)])
+                try device.database.share(
+                    table: "folders", primaryKey: folder, with: [], removing: users.map(identity))
                 device.app.say("removes \(users.joined(separator: ", ")) from the share of Notes")
             }
-            try await device.send([device.engine])
+            try await device.send()
             try device.checkRefusals()
         }
     }
@@ -545,10 +563,11 @@ extension NotesDeviceCommand {
         static let configuration = CommandConfiguration(
             abstract: "Accept a share of another user's Notes zone from its URL, and fetch its notes.",
             discussion: """
-                Reads the share's metadata (fetchShareMetadata), accepts it (acceptShares), then \
-                fetches through the shared database's engine: the owner's zone appears there, \
-                named with the owner's user record name. Its notes are then edited with `set \
-                --owner ADDRESS` and synced with `sync`.
+                Reads the share's metadata (fetchShareMetadata), accepts it and fetches through \
+                the shared database's engine (SyncedDatabase.acceptShare): the owner's zone \
+                appears there, named with the owner's user record name, and its folder and notes \
+                in the device's tables. Its notes are then edited with `set --owner ADDRESS` and \
+                synced with `sync`.
                 """)
 
         @OptionGroup var options: DeviceOptions
@@ -574,34 +593,26 @@ extension NotesDeviceCommand {
                 throw refused(error)
             }
             let zoneID = metadata.share.zoneID
-            guard NotesStore.isNotesZone(zoneID), metadata.share.isZoneWide else {
+            guard zoneID.zoneName == "Notes", metadata.share.rootRecordID?.recordName.hasSuffix(":folders") == true
+            else {
                 throw NotesDeviceError(
-                    "\(options.device): \(url) shares \(metadata.share), not a Notes zone; nothing accepted")
+                    "\(options.device): \(url) shares \(metadata.share), not a folder of Notes; nothing accepted")
             }
-            let result: Result<Share, SyncError>?
-            do {
-                let response = try await database.acceptShares([metadata])
-                result = response.results[metadata.url ?? shareURL] ?? response.results.values.first
-            } catch let error as SyncError {
-                throw refused(error)
-            }
-            switch result {
-            case .success?: break
-            case .failure(let error)?: throw refused(error)
-            case nil:
-                throw NotesDeviceError("\(options.device): cannot accept \(url): the server did not answer for it")
-            }
+            _ = try? await device.me()
             let owner = metadata.ownerIdentity.emailAddress
-            try device.store.update { contents in
-                var zone = contents.shared?[zoneID.ownerName] ?? .init()
-                zone.owner = owner ?? zone.owner
-                zone.permission = metadata.participantPermission.spelled
-                contents.shared = (contents.shared ?? [:]).merging([zoneID.ownerName: zone]) { $1 }
+            let known = try device.store.isShared(ownerName: zoneID.ownerName)
+            try device.store.keepShared(
+                ownerName: zoneID.ownerName, email: owner, permission: metadata.participantPermission.spelled)
+            do {
+                // Accepts, then fetches through the shared database's engine.
+                try await device.database.acceptShare(url: metadata.url ?? shareURL)
+            } catch let error as SyncError {
+                if !known { try device.store.forgetShared(ownerName: zoneID.ownerName) }
+                throw refused(error)
             }
             device.app.say(
                 "accepted the share of Notes of \(owner ?? zoneID.ownerName): \(metadata.participantPermission.spelled)"
             )
-            try await device.fetch([device.sharedEngine])
         }
     }
 
@@ -635,11 +646,36 @@ extension NotesDeviceCommand {
             for source in sources { source.cancel() }
             device.client.close()  // no more push hints
             await device.engine.cancelOperations()
-            await device.sharedEngine.cancelOperations()
+            await device.database.sharedEngine?.cancelOperations()
             device.app.say("stopped")
             // Now, before the automatic engine starts anything else: everything it fetched is in
-            // notes.json and its device log already.
+            // notes.sqlite and its device log already.
             Foundation.exit(0)
         }
+    }
+}
+
+extension NotesDevice {
+    /// The share of the user's folder Notes as the store keeps it (saved here or fetched); `nil`
+    /// when the user does not share it.
+    func ownShare() throws -> Share? {
+        guard let me = store.me else { return nil }
+        do {
+            return try database.share(table: "folders", primaryKey: NotesStore.folderID(owner: me))
+        } catch SyncedDatabaseError.noSuchRow {
+            return nil
+        }
+    }
+}
+
+/// A participant as the command line names them: an e-mail address, or a user record name.
+func identity(_ who: String) -> UserIdentity {
+    who.contains("@") ? UserIdentity(emailAddress: who) : UserIdentity(userRecordName: who)
+}
+
+/// A note's name names its record: ASCII, without control characters.
+func validateNoteName(_ name: String) throws {
+    guard !name.isEmpty, name.allSatisfy({ $0.isASCII && !$0.isNewline }), name.utf8.count <= 200 else {
+        throw ValidationError("a note's name is 1 to 200 ASCII characters, not \(name)")
     }
 }

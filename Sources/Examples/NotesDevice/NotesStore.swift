@@ -1,184 +1,208 @@
 import Foundation
+import GRDB
 import LogSync
-import Synchronization
+import LogSyncSQLite
 
-/// The notes app's own data on one device: each note's fields, and which fields were edited here
-/// and not yet saved to the server; the share of the user's Notes zone; the Notes zones other
-/// users share with this user. Kept in `notes.json` next to the device logs, rewritten
-/// (atomically) after every change, so an edit survives the process ending before it is sent.
+/// The notes app's data on one device: a SQLite file, DATA/notes.sqlite, with a folder per
+/// user's Notes zone and its notes (a foreign key, deleting a folder deletes its notes).
 ///
-/// The engines' device logs keep what the engines need (pending changes, tokens, the last known
-/// server record of each note); this file is what an app keeps in its own store.
+/// The tables sync themselves (``tables``: that is all the sync code the app has): every write
+/// is captured in the transaction that makes it and handed to the engines before the command
+/// sends, and a write whose process ended before the hand-off is handed off when the store opens
+/// again. The app's own bookkeeping (who the user is, the owners of shared zones) is in tables
+/// that do not sync.
+///
+/// A note's primary key is `name.owner`, its folder's `Notes.owner`, where `owner` is the user
+/// record name of the zone's owner: the same note on every device of every user it is shared
+/// with, and no two users' notes or folders on the same key.
 final class NotesStore: Sendable {
-    struct Contents: Codable, Equatable {
-        /// Note name → field → text: the notes of the user's own Notes zone.
-        var notes: [String: [String: String]] = [:]
-        /// Note name → the fields edited on this device and not yet saved.
-        var unsaved: [String: Set<String>] = [:]
-        /// Whether the server has confirmed the zone "Notes" (saved by this device or fetched).
-        var zoneCreated: Bool? = nil
-        /// The share of the user's Notes zone, if the user shares it (F119).
-        var share: OwnShare? = nil
-        /// The Notes zones other users share with this user, by the owner's user record name
-        /// (the `ownerName` of the zone's ID in the shared database, F120).
-        var shared: [String: SharedNotes]? = nil
+    /// The synced tables: the folder (the root of the share of Notes, F123) and its notes, the
+    /// attachment a file synced as an asset (F134).
+    static let tables = [
+        SyncedTable("folders", recordType: "Folder", zone: .named("Notes")),
+        SyncedTable("notes", recordType: "Note", zone: .named("Notes"), parent: "folderID")
+            .column("attachment", as: .assetFile),
+    ]
 
-        /// The notes and unsaved fields of a zone: the own Notes zone, or one shared with the
-        /// user; `nil` for a shared zone the device does not hold. Setting `nil` forgets a
-        /// shared zone.
-        subscript(notebook zoneID: RecordZone.ID) -> Notebook? {
-            get {
-                if zoneID == NotesStore.zoneID { return Notebook(notes: notes, unsaved: unsaved) }
-                return shared?[zoneID.ownerName].map { Notebook(notes: $0.notes, unsaved: $0.unsaved) }
-            }
-            set {
-                if zoneID == NotesStore.zoneID {
-                    notes = newValue?.notes ?? [:]
-                    unsaved = newValue?.unsaved ?? [:]
-                } else if let newValue {
-                    var zone = shared?[zoneID.ownerName] ?? SharedNotes()
-                    zone.notes = newValue.notes
-                    zone.unsaved = newValue.unsaved
-                    shared = (shared ?? [:]).merging([zoneID.ownerName: zone]) { $1 }
-                } else {
-                    shared?[zoneID.ownerName] = nil
-                }
-            }
+    /// The schema, version 1.
+    static func migrate(_ db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS folders(id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL DEFAULT 'Notes');
+                CREATE TABLE IF NOT EXISTS notes(
+                  id TEXT PRIMARY KEY NOT NULL,
+                  folderID TEXT NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+                  name TEXT NOT NULL DEFAULT '', title TEXT, body TEXT, attachment TEXT);
+                CREATE TABLE IF NOT EXISTS device(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS sharedOwners(
+                  ownerName TEXT PRIMARY KEY NOT NULL, email TEXT, permission TEXT);
+                """)
+    }
+
+    /// The fields `set` edits: the notes table's text columns.
+    static let fields = ["body", "title"]
+    /// The column holding a note's attachment, the path of its file.
+    static let attachment = "attachment"
+
+    let database: SyncedDatabase
+    var writer: any DatabaseWriter { database.writer }
+
+    init(database: SyncedDatabase) { self.database = database }
+
+    // MARK: Who owns what
+
+    /// The user's record name (`_user2`), as the server told it once; `nil` before that.
+    var me: String? {
+        (try? writer.read { try String.fetchOne($0, sql: "SELECT value FROM device WHERE key = 'me'") }) ?? nil
+    }
+
+    func remember(me: String) throws {
+        try writer.write {
+            try $0.execute(sql: "INSERT OR REPLACE INTO device(key, value) VALUES ('me', ?)", arguments: [me])
         }
     }
 
-    /// The notes of one zone.
-    struct Notebook: Equatable {
-        var notes: [String: [String: String]] = [:]
-        var unsaved: [String: Set<String>] = [:]
+    /// The folder of the Notes zone `owner` (a user record name) owns.
+    static func folderID(owner: String) -> String { "Notes.\(owner)" }
+    /// A note's primary key in the Notes zone of `owner`.
+    static func noteID(_ name: String, owner: String) -> String { "\(name).\(owner)" }
+
+    /// The owner of a folder or note (its key's last part), and a note's name (the rest).
+    static func split(_ key: String) -> (name: String, owner: String) {
+        guard let dot = key.lastIndex(of: ".") else { return (key, "") }
+        return (String(key[..<dot]), String(key[key.index(after: dot)...]))
     }
-
-    /// The user's share of their Notes zone, as this device last saw it, and the changes to its
-    /// participants made here and not yet saved.
-    struct OwnShare: Codable, Equatable {
-        /// The share's URL, once the server has saved the share.
-        var url: String? = nil
-        /// Each participant but the owner (e-mail address, or user record name when it has
-        /// none) → permission and acceptance status, such as `read-write accepted`.
-        var participants: [String: String] = [:]
-        /// Participant → the permission given here (`read-write`, `read-only`) or `remove`.
-        var unsaved: [String: String] = [:]
-    }
-
-    /// A Notes zone another user shares with this user.
-    struct SharedNotes: Codable, Equatable {
-        /// The owner's e-mail address, when the server told it.
-        var owner: String? = nil
-        /// What this user may do, as the share's metadata said on acceptance.
-        var permission: String? = nil
-        var notes: [String: [String: String]] = [:]
-        var unsaved: [String: Set<String>] = [:]
-    }
-
-    /// The user's own zone every note is in.
-    static let zoneID = RecordZone.ID(zoneName: "Notes")
-    /// The ID of the zone-wide share of the user's Notes zone (CloudKit's reserved name).
-    static let shareID = Record.ID(recordName: Share.zoneWideShareRecordName, zoneID: zoneID)
-
-    /// Whether a zone is one the app keeps notes in: its own, or another user's Notes zone.
-    static func isNotesZone(_ zoneID: RecordZone.ID) -> Bool { zoneID.zoneName == Self.zoneID.zoneName }
-
-    let file: URL
-    private let contents: Mutex<Contents>
-
-    /// Opens the store in `file`, empty if the file does not exist yet.
-    init(file: URL) throws {
-        self.file = file
-        if FileManager.default.fileExists(atPath: file.path) {
-            do {
-                contents = Mutex(try JSONDecoder().decode(Contents.self, from: Data(contentsOf: file)))
-            } catch {
-                throw NotesDeviceError("cannot read \(file.path): \(error)")
-            }
-        } else {
-            contents = Mutex(Contents())
-        }
-    }
-
-    /// The ID of the note `name` in the user's own zone, or in the zone `zoneID`.
-    static func recordID(_ name: String, in zoneID: RecordZone.ID = zoneID) -> Record.ID {
-        Record.ID(recordName: name, zoneID: zoneID)
-    }
-
-    /// Reads the contents.
-    func read<T>(_ body: (Contents) -> T) -> T { contents.withLock { body($0) } }
-
-    /// Changes the contents and writes them to the file.
-    @discardableResult
-    func update<T>(_ body: (inout Contents) -> T) throws -> T {
-        try contents.withLock { contents in
-            let result = body(&contents)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try encoder.encode(contents).write(to: file, options: .atomic)
-            return result
-        }
-    }
-
-    /// Changes the notes of a zone the device holds (nothing for a shared zone it does not).
-    @discardableResult
-    func update<T>(zone zoneID: RecordZone.ID, _ body: (inout Notebook) -> T) throws -> T? {
-        try update { contents in
-            guard var notebook = contents[notebook: zoneID] else { return nil }
-            let result = body(&notebook)
-            contents[notebook: zoneID] = notebook
-            return result
-        }
-    }
-
-    /// Takes the server's copy of a note: its fields, except those edited here and not yet
-    /// saved, which are sent next. Returns the note's fields now (`nil` for a zone the device
-    /// does not hold).
-    @discardableResult
-    func merge(_ record: Record) throws -> [String: String]? {
-        let name = record.recordID.recordName
-        return try update(zone: record.recordID.zoneID) { notebook in
-            let mine = notebook.unsaved[name] ?? []
-            let local = notebook.notes[name] ?? [:]
-            let merged = record.noteFields.merging(local.filter { mine.contains($0.key) }) { $1 }
-            notebook.notes[name] = merged
-            return merged
-        }
-    }
-
-    /// A note's fields, or `nil` if the device has no such note.
-    func note(_ id: Record.ID) -> [String: String]? { read { $0[notebook: id.zoneID]?.notes[id.recordName] } }
 
     /// How the owner of a shared zone is named: their e-mail address, or their user record name.
-    func ownerLabel(_ ownerName: String) -> String { read { $0.shared?[ownerName]?.owner } ?? ownerName }
+    func ownerLabel(_ ownerName: String) -> String {
+        let email = try? writer.read {
+            try String.fetchOne($0, sql: "SELECT email FROM sharedOwners WHERE ownerName = ?", arguments: [ownerName])
+        }
+        return (email ?? nil) ?? ownerName
+    }
 
     /// How a note is named in what the device prints: `groceries` in the user's own zone,
     /// `groceries of alice@example.com` in a zone shared by alice.
-    func label(_ id: Record.ID) -> String {
-        id.zoneID == Self.zoneID ? id.recordName : "\(id.recordName) of \(ownerLabel(id.zoneID.ownerName))"
+    func label(_ key: String) -> String {
+        let (name, owner) = Self.split(key)
+        return owner == me || me == nil ? name : "\(name) of \(ownerLabel(owner))"
     }
 
-    /// The shared Notes zone whose owner is `owner` (their e-mail address, ignoring case, or
-    /// their user record name), if the user has accepted its share.
-    func sharedZone(owner: String) -> RecordZone.ID? {
-        let ownerName = read { contents in
-            contents.shared?.first { name, zone in
-                name == owner || zone.owner?.lowercased() == owner.lowercased()
-            }?.key
+    /// The owner's user record name of the shared Notes zone whose owner is `owner` (their
+    /// e-mail address, ignoring case, or their user record name), if the user accepted its share.
+    func sharedOwner(_ owner: String) throws -> String? {
+        try writer.read {
+            try String.fetchOne(
+                $0, sql: "SELECT ownerName FROM sharedOwners WHERE ownerName = ? OR lower(email) = lower(?)",
+                arguments: [owner, owner])
         }
-        return ownerName.map { RecordZone.ID(zoneName: Self.zoneID.zoneName, ownerName: $0) }
+    }
+
+    /// Keeps (or updates) a zone shared with the user: its owner's address and what the user may do.
+    func keepShared(ownerName: String, email: String?, permission: String?) throws {
+        try writer.write {
+            try $0.execute(
+                sql: """
+                    INSERT INTO sharedOwners(ownerName, email, permission) VALUES (?, ?, ?)
+                    ON CONFLICT(ownerName) DO UPDATE SET email = coalesce(excluded.email, email),
+                      permission = coalesce(excluded.permission, permission)
+                    """, arguments: [ownerName, email, permission])
+        }
+    }
+
+    func isShared(ownerName: String) throws -> Bool {
+        try writer.read {
+            try Bool.fetchOne(
+                $0, sql: "SELECT EXISTS (SELECT 1 FROM sharedOwners WHERE ownerName = ?)", arguments: [ownerName])
+                ?? false
+        }
+    }
+
+    func forgetShared(ownerName: String) throws {
+        try writer.write { try $0.execute(sql: "DELETE FROM sharedOwners WHERE ownerName = ?", arguments: [ownerName]) }
+    }
+
+    /// A value the app keeps for itself (not synced).
+    func value(_ key: String) -> String? {
+        (try? writer.read { try String.fetchOne($0, sql: "SELECT value FROM device WHERE key = ?", arguments: [key]) })
+            ?? nil
+    }
+
+    func setValue(_ value: String?, _ key: String) throws {
+        try writer.write { db in
+            if let value {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO device(key, value) VALUES (?, ?)", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM device WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+
+    // MARK: Notes
+
+    /// A note's fields (those set), or `nil` if the device has no such note.
+    func note(_ key: String) -> [String: String]? {
+        let row = try? writer.read { try Row.fetchOne($0, sql: "SELECT * FROM notes WHERE id = ?", arguments: [key]) }
+        return (row ?? nil).map(Self.fields(of:))
+    }
+
+    static func fields(of row: Row) -> [String: String] {
+        var fields: [String: String] = [:]
+        for column in Self.fields + [Self.attachment] {
+            if let text: String = row[column] { fields[column] = text }
+        }
+        return fields
+    }
+
+    /// Sets a field of a note in the folder of `owner`, creating the note (and, in the user's
+    /// own zone, the folder): one transaction, captured for the engines as it commits.
+    func set(_ field: String, of name: String, owner: String, to text: String) throws {
+        let folder = Self.folderID(owner: owner)
+        let own = owner == me
+        try writer.write { db in
+            if own {
+                try db.execute(sql: "INSERT OR IGNORE INTO folders(id) VALUES (?)", arguments: [folder])
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO notes(id, folderID, name, \(field)) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET \(field) = excluded.\(field)
+                    """, arguments: [Self.noteID(name, owner: owner), folder, name, text])
+        }
+    }
+
+    /// Deletes a note; `false` if there is none.
+    func delete(_ key: String) throws -> Bool {
+        try writer.write { db in
+            try db.execute(sql: "DELETE FROM notes WHERE id = ?", arguments: [key])
+            return db.changesCount > 0
+        }
     }
 
     /// Every note the device holds, own notes first, each as `describe` prints it.
     func descriptions() -> [String] {
-        let (own, shared) = read { ($0.notes, $0.shared ?? [:]) }
-        var lines = own.sorted { $0.key < $1.key }.map { describe($0.key, $0.value) }
-        for (ownerName, zone) in shared.sorted(by: { $0.key < $1.key }) {
-            let owner = zone.owner ?? ownerName
-            lines += zone.notes.sorted { $0.key < $1.key }.map { describe("\($0.key) of \(owner)", $0.value) }
+        let rows = (try? writer.read { try Row.fetchAll($0, sql: "SELECT * FROM notes ORDER BY name") }) ?? []
+        let notes = rows.map { row in (key: row["id"] as String, label: label(row["id"]), fields: Self.fields(of: row))
         }
-        return lines
+        let own = notes.filter { me == nil || Self.split($0.key).owner == me }
+        let shared = notes.filter { me != nil && Self.split($0.key).owner != me }
+            .sorted { (Self.split($0.key).owner, $0.label) < (Self.split($1.key).owner, $1.label) }
+        return (own + shared).map { describe($0.label, $0.fields) }
     }
+}
+
+/// `groceries {body: "milk", title: "Groceries"}`; an attachment as its size and file,
+/// `{attachment: 48213 bytes at /…/assets/1f2e…, title: "Trip"}`.
+func describe(_ name: String, _ fields: [String: String]) -> String {
+    name + " {"
+        + fields.sorted { $0.key < $1.key }.map { key, value in
+            guard key == NotesStore.attachment else { return "\(key): \"\(value)\"" }
+            guard let size = (try? FileManager.default.attributesOfItem(atPath: value))?[.size] as? NSNumber else {
+                return "\(key): missing file \(value)"
+            }
+            return "\(key): \(size) bytes at \(value)"
+        }.joined(separator: ", ") + "}"
 }
 
 extension Share.Participant.Permission {
@@ -190,12 +214,6 @@ extension Share.Participant.Permission {
         case .readWrite: "read-write"
         }
     }
-
-    /// The permission a spelling names.
-    init?(spelled: String) {
-        guard let permission = Self.allCases.first(where: { $0.spelled == spelled }) else { return nil }
-        self = permission
-    }
 }
 
 extension Share.Participant {
@@ -204,6 +222,16 @@ extension Share.Participant {
 
     /// `read-write accepted`.
     var standing: String { "\(permission.spelled) \(acceptanceStatus)" }
+}
+
+extension Share {
+    /// The participants but the owner, as one phrase: `bob@example.com read-write pending, …`.
+    var participantsPhrase: String {
+        let others = Dictionary(
+            participants.filter { $0.role != .owner }.map { ($0.label, $0.standing) }, uniquingKeysWith: { $1 })
+        return others.isEmpty
+            ? "nobody yet" : others.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
 }
 
 /// Something the user asked for that cannot be done, with the reason.
