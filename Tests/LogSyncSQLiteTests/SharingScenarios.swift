@@ -10,32 +10,43 @@ import Testing
 /// user's tables; encrypted columns; a zone per row.
 @Suite("SQLite: sharing a row and its children")
 struct SharingScenarios {
+    /// Alice's folder Home, shared with bob (`permission`) once alice has synced what `seed`
+    /// wrote, and bob's store having accepted it.
+    func withHomeShared(
+        _ permission: Share.Participant.Permission, seed: (SQLiteDevice) throws -> Void,
+        _ body: (_ server: SyncServer, _ alice: SQLiteDevice, _ bob: SQLiteDevice) async throws -> Void
+    ) async throws {
+        try await withServer { directory, server in
+            try server.registerUser("bob", emailAddress: "bob@example.com")
+            let alice = try SQLiteDevice("alice-phone", server: server, user: "alice", directory: directory)
+            let bob = try SQLiteDevice("bob-phone", server: server, user: "bob", directory: directory)
+            try alice.addFolder("home", "Home")
+            try seed(alice)
+            try await alice.sync()
+            try alice.store.share(
+                table: "folders", primaryKey: "home",
+                with: [Share.Participant(emailAddress: "bob@example.com", permission: permission)])
+            try await alice.sync()
+            let url = try #require(try alice.store.share(table: "folders", primaryKey: "home")?.url)
+            try await bob.store.acceptShare(url: url)
+            try await body(server, alice, bob)
+        }
+    }
+
     // F119, F120, F123: a hierarchy share rooted at a row; the participant's edits and new rows
     // below it go to the owner's zone.
     @Test(
         "alice shares a folder with its notes; bob accepts, edits, adds and deletes notes in it; nothing else is shared"
     )
     func shareFolder() async throws {
-        try await withServer { directory, server in
-            try server.registerUser("bob", emailAddress: "bob@example.com")
-            let alice = try SQLiteDevice("alice-phone", server: server, user: "alice", directory: directory)
-            let bob = try SQLiteDevice("bob-phone", server: server, user: "bob", directory: directory)
-            try alice.addFolder("home", "Home")
+        // 09:00 alice shares Home with bob, read-write; 09:05 bob accepts: Home and its notes
+        // land in his tables, Work does not.
+        try await withHomeShared(.readWrite) { alice in
             try alice.addNote("groceries", in: "home", title: "Groceries")
             try alice.addNote("chores", in: "home", title: "Chores")
             try alice.addFolder("work", "Work")
             try alice.addNote("report", in: "work", title: "Report")
-            try await alice.sync()
-
-            // 09:00 alice shares Home with bob, read-write.
-            try alice.store.share(
-                table: "folders", primaryKey: "home",
-                with: [Share.Participant(emailAddress: "bob@example.com", permission: .readWrite)])
-            try await alice.sync()
-            let url = try #require(try alice.store.share(table: "folders", primaryKey: "home")?.url)
-
-            // 09:05 bob accepts: Home and its notes land in his tables, Work does not.
-            try await bob.store.acceptShare(url: url)
+        } _: { _, alice, bob in
             #expect(try bob.title("groceries") == "Groceries")
             #expect(try bob.title("chores") == "Chores")
             #expect(try bob.title("report") == nil)
@@ -66,20 +77,9 @@ struct SharingScenarios {
     // F121: a read-only participant's edit is refused and undone.
     @Test("a read-only participant's edit is refused, reported with its table and key, and the row goes back")
     func readOnly() async throws {
-        try await withServer { directory, server in
-            try server.registerUser("bob", emailAddress: "bob@example.com")
-            let alice = try SQLiteDevice("alice-phone", server: server, user: "alice", directory: directory)
-            let bob = try SQLiteDevice("bob-phone", server: server, user: "bob", directory: directory)
-            try alice.addFolder("home", "Home")
+        try await withHomeShared(.readOnly) { alice in
             try alice.addNote("groceries", in: "home", title: "Groceries")
-            try await alice.sync()
-            try alice.store.share(
-                table: "folders", primaryKey: "home",
-                with: [Share.Participant(emailAddress: "bob@example.com", permission: .readOnly)])
-            try await alice.sync()
-            let url = try #require(try alice.store.share(table: "folders", primaryKey: "home")?.url)
-            try await bob.store.acceptShare(url: url)
-
+        } _: { _, _, bob in
             try bob.execute("UPDATE notes SET title = 'Mine now' WHERE id = 'groceries'")
             try await bob.sync()
             #expect(try bob.title("groceries") == "Groceries")
