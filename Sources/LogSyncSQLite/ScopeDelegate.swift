@@ -110,15 +110,14 @@ extension SyncedDatabase {
             let known = try engine.deviceLog.lastKnownServerRecord(for: id)
             let record: Record? = try writer.read { db in
                 guard
-                    let row = try Row.fetchOne(
-                        db,
-                        sql:
-                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        arguments: [key])
+                    let row = try db.cachedRow(
+                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        [key])
                 else { return nil }
                 let unsaved = Set(
                     try String.fetchAll(
-                        db, sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key]))
+                        db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                        arguments: [table, key]))
                 var record =
                     known?.systemFieldsCopy() ?? Record(recordType: schema.declaration.recordType, recordID: id)
                 func zone(_ target: String, _ key: String) -> RecordZone.ID? {
@@ -163,16 +162,13 @@ extension SyncedDatabase {
                 }
                 let key = schema.keyValue(keyText)
                 guard
-                    let row = try Row.fetchOne(
-                        db,
-                        sql:
-                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        arguments: [key])
+                    let row = try db.cachedRow(
+                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        [key])
                 else { continue }
                 for column in schema.columns where schema.same(column, row[column.name], record[column.name]) {
-                    try db.execute(
-                        sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?",
-                        arguments: [table, key, column.name])
+                    try db.cachedExecute(
+                        "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?", [table, key, column.name])
                 }
             }
         }
