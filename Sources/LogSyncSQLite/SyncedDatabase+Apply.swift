@@ -104,20 +104,25 @@ extension SyncedDatabase {
             }
             server[column.name] = value
         }
-        let local = try db.cachedRow(
-            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-            [key])
         let unsaved = Set(
             try String.fetchAll(
                 db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
                 arguments: [table, key]))
         var values = server
         var stillUnsaved: Set<String> = []
-        if let local, !unsaved.isEmpty {
+        // The local row matters only to merge this device's unsaved edits: a row without any
+        // (every row of an initial sync) is not read.
+        if !unsaved.isEmpty,
+            let local = try db.cachedRow(
+                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                [key])
+        {
             (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
         }
         try upsert(schema, key, values, db)
-        try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
+        if !unsaved.isEmpty {
+            try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
+        }
         for column in stillUnsaved {
             try db.cachedExecute("INSERT INTO logsync_unsaved(tbl, pk, col) VALUES (?, ?, ?)", [table, key, column])
         }
