@@ -102,7 +102,11 @@ extension SyncedDatabase {
     /// the save dropped) for a row gone since.
     func recordToSend(_ id: Record.ID, engine: SyncEngine) -> Record? {
         do {
-            if let share = try writer.read({ db in try shareRecord(id, db) }) { return share }
+            // Only a share's name (`shareID(rootedAt:)`) can name a kept share: every other
+            // record is sent without a read of its own for the share.
+            if id.recordName.hasPrefix("share-"), let share = try writer.read({ db in try shareRecord(id, db) }) {
+                return share
+            }
             guard let (keyText, table) = TableSchema.split(id.recordName), let schema = schemas[table] else {
                 return nil
             }
