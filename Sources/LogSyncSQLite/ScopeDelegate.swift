@@ -165,12 +165,24 @@ extension SyncedDatabase {
                     continue
                 }
                 let key = schema.keyValue(keyText)
-                guard
+                let unsaved = Set(
+                    try String.fetchAll(
+                        db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                        arguments: [table, key]))
+                guard !unsaved.isEmpty,
                     let row = try db.cachedRow(
                         "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
                         [key])
                 else { continue }
-                for column in schema.columns where schema.same(column, row[column.name], record[column.name]) {
+                let done = schema.columns.filter {
+                    unsaved.contains($0.name) && schema.same($0, row[$0.name], record[$0.name])
+                }
+                // Usually every unsaved column was saved as it is: one statement for the row.
+                if done.count == unsaved.count {
+                    try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
+                    continue
+                }
+                for column in done {
                     try db.cachedExecute(
                         "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?", [table, key, column.name])
                 }
