@@ -28,7 +28,7 @@ struct PhaseResult: Codable {
     var curve: [[Int]] = []
     /// Fetched pages (the store's observer calls).
     var pages = 0
-    /// Sizes of the SQLite file and of the device log, bytes.
+    /// Sizes of the SQLite file (with its write-ahead log) and of the device log, bytes.
     var sqliteBytes = 0
     var deviceLogBytes = 0
     /// Seed.
@@ -102,10 +102,10 @@ enum Child {
         try FileManager.default.createDirectory(at: run, withIntermediateDirectories: true)
         let path = run.appendingPathComponent("app.sqlite").path
         let store = try SyncedDatabase(
-            path: path, tables: [Items.declaration], privateDatabase: server.database(for: user, device: "phone"),
+            writer: openFile(path, options), tables: [Items.declaration],
+            privateDatabase: server.database(for: user, device: "phone"),
             logDirectory: run.appendingPathComponent("logs"),
-            options: .init(configure: { $0.automaticallySync = false }),
-            migrate: { try $0.execute(sql: Items.schema) })
+            options: .init(configure: { $0.automaticallySync = false }))
         let applied = Atomic<Int>(0)
         let pages = Atomic<Int>(0)
         store.addObserver { changes in
@@ -123,7 +123,7 @@ enum Child {
         }
         result.pages = pages.load(ordering: .relaxed)
         result.hwm = Memory.read().hwm
-        result.sqliteBytes = fileSize(URL(fileURLWithPath: path))
+        result.sqliteBytes = fileSize(URL(fileURLWithPath: path)) + fileSize(URL(fileURLWithPath: path + "-wal"))
         result.deviceLogBytes = fileSize(run.appendingPathComponent("logs/private/data.mdb"))
         return result
     }
@@ -165,8 +165,7 @@ enum Child {
         defer { try? FileManager.default.removeItem(at: run) }
         try FileManager.default.createDirectory(at: run, withIntermediateDirectories: true)
         let path = run.appendingPathComponent("app.sqlite").path
-        let queue = try DatabaseQueue(path: path)
-        try queue.write { try $0.execute(sql: Items.schema) }
+        let queue = try openFile(path, options)
         let rows = (0..<options.recordCount).map { Items.row($0, series: "item") }
         var result = PhaseResult(phase: "grdb-insert", rows: rows.count)
         let sampler = PeakSampler()
@@ -180,7 +179,7 @@ enum Child {
         let count = try queue.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") ?? 0 }
         guard count == options.recordCount else { throw BenchError("the floor inserted \(count) rows") }
         result.hwm = Memory.read().hwm
-        result.sqliteBytes = fileSize(URL(fileURLWithPath: path))
+        result.sqliteBytes = fileSize(URL(fileURLWithPath: path)) + fileSize(URL(fileURLWithPath: path + "-wal"))
         return result
     }
 
@@ -198,10 +197,10 @@ enum Child {
         let path = run.appendingPathComponent("app.sqlite").path
         try FileManager.default.createDirectory(at: run, withIntermediateDirectories: true)
         let store = try SyncedDatabase(
-            path: path, tables: [Items.declaration], privateDatabase: server.database(for: user, device: "phone"),
+            writer: openFile(path, options), tables: [Items.declaration],
+            privateDatabase: server.database(for: user, device: "phone"),
             logDirectory: run.appendingPathComponent("logs"),
-            options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: false),
-            migrate: { try $0.execute(sql: Items.schema) })
+            options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: false))
         let rows = (0..<options.editCount).map { Items.row($0, series: "edit") }
         var result = PhaseResult(phase: "store-send", rows: rows.count)
         let transactionStarted = ContinuousClock.now
@@ -227,7 +226,7 @@ enum Child {
                     + "\(refusals.count) refused (\(refusals.first.map { "\($0)" } ?? "-"))")
         }
         result.hwm = Memory.read().hwm
-        result.sqliteBytes = fileSize(URL(fileURLWithPath: path))
+        result.sqliteBytes = fileSize(URL(fileURLWithPath: path)) + fileSize(URL(fileURLWithPath: path + "-wal"))
         result.deviceLogBytes = fileSize(run.appendingPathComponent("logs/private/data.mdb"))
         return result
     }
@@ -269,6 +268,16 @@ enum Child {
         result.hwm = Memory.read().hwm
         result.deviceLogBytes = fileSize(run.appendingPathComponent("logs/data.mdb"))
         return result
+    }
+
+    /// A new SQLite file with the `items` table, in the journal mode asked for.
+    static func openFile(_ path: String, _ options: SQLiteBench) throws -> DatabaseQueue {
+        let queue = try DatabaseQueue(path: path)
+        if options.journal == .wal {
+            try queue.writeWithoutTransaction { try $0.execute(sql: "PRAGMA journal_mode = WAL") }
+        }
+        try queue.write { try $0.execute(sql: Items.schema) }
+        return queue
     }
 
     // MARK: Measuring

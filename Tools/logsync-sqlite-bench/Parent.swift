@@ -6,7 +6,7 @@ enum Parent {
     static func run(_ options: SQLiteBench, _ scratch: ScratchDirectory) throws {
         printHeader(
             "logsync-sqlite-bench: a synced SQLite store against GRDB alone and against a plain engine "
-                + "(\(options.runCount) runs of each side, alternately; medians)",
+                + "(\(options.runCount) runs of each side, alternately; medians; journal mode \(options.journal.rawValue))",
             scratch: scratch)
         var verdicts: [String] = []
         for phase in options.phases {
@@ -27,7 +27,8 @@ enum Parent {
     ) throws -> PhaseResult {
         let arguments = [
             "--phase", phase.rawValue, "--phase-dir", scratch.url.path, "--records", String(options.recordCount),
-            "--edits", String(options.editCount), "--page", String(options.page),
+            "--edits", String(options.editCount), "--page", String(options.page), "--journal",
+            options.journal.rawValue,
         ]
         return try ChildProcess.run(
             arguments, resultFile: scratch.subdirectory("result-\(phase.rawValue).json"), what: phase.rawValue)

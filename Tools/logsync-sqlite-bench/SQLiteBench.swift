@@ -16,10 +16,12 @@
 //    engine's.
 //
 // Device logs `.durable` (the store's default), the server `.fast` (its cost is measured by
-// logsync-server-bench), SQLite with GRDB's defaults (rollback journal, synchronous FULL).
+// logsync-server-bench), SQLite with GRDB's defaults (rollback journal, synchronous FULL), or
+// write-ahead logging with `--journal wal` (the store's file and the floor's alike).
 //
 //   swift build -c release --product logsync-sqlite-bench --scratch-path .build-release
-//   .build-release/release/logsync-sqlite-bench [--records N] [--edits N] [--runs N] [--only fetch|send] [--quick]
+//   .build-release/release/logsync-sqlite-bench [--records N] [--edits N] [--runs N] [--only fetch|send]
+//       [--journal delete|wal] [--quick]
 //
 // See Docs/Performance-SQLite.md for what is measured and the figures on the reference machine.
 import ArgumentParser
@@ -59,6 +61,20 @@ struct SQLiteBench: BenchCommand {
         help: ArgumentHelp("The server's page size, changes per fetched page (default 400).", valueName: "N"),
         transform: count())
     var page = 400
+
+    /// The SQLite file's journal mode, for the store's file and the floor's alike.
+    enum Journal: String, ExpressibleByArgument, Codable {
+        /// SQLite's default, which `SyncedDatabase(path:…)` opens: a rollback journal.
+        case delete
+        /// Write-ahead logging (GRDB's `DatabasePool` mode), set by the app on its own connection.
+        case wal
+    }
+
+    @Option(
+        help: ArgumentHelp(
+            "The SQLite files' journal mode: delete (SQLite's default, as SyncedDatabase(path:) opens them) or wal (default delete); synchronous stays FULL.",
+            valueName: "delete|wal"))
+    var journal = Journal.delete
 
     @Option(
         name: .customLong("only"), help: ArgumentHelp("Run only the initial sync or the send.", valueName: "fetch|send")
