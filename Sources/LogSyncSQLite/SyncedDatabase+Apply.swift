@@ -148,13 +148,8 @@ extension SyncedDatabase {
         _ schema: TableSchema, _ key: DatabaseValue, _ values: [String: DatabaseValue], _ db: Database
     ) throws {
         let columns = schema.columns.map(\.name).filter { values[$0] != nil }
-        let names = ([schema.primaryKey] + columns).map(\.quotedDatabaseIdentifier)
-        let updates = columns.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
-        var sql =
-            "INSERT INTO \(schema.name.quotedDatabaseIdentifier)(\(names.joined(separator: ", "))) VALUES ("
-            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ") "
-        sql += "ON CONFLICT(\(schema.primaryKey.quotedDatabaseIdentifier)) DO "
-        sql += updates.isEmpty ? "NOTHING" : "UPDATE SET \(updates.joined(separator: ", "))"
+        let sql =
+            columns.count == schema.columns.count ? schema.upsertEveryColumn : schema.upsertSQL(columns: columns)
         try db.cachedExecute(sql, StatementArguments([key] + columns.map { values[$0]! }))
     }
 
