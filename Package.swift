@@ -546,6 +546,17 @@ let package = Package(
             ],
             path: "Tools/logsync-engine-bench"
         ),
+        // A synced SQLite store (LogSyncSQLite) against GRDB alone and against a plain engine:
+        // the initial sync, the send of local edits, the initial sync's memory.
+        .executableTarget(
+            name: "logsync-sqlite-bench",
+            dependencies: [
+                "LogSyncSQLite", "LogSync", "LogSyncServer", "SyncModel", "LogStore", "BenchSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logsync-sqlite-bench"
+        ),
 
         // The soak of the seeded simulation: many seeds of one configuration in worker processes
         // on every core, each failing seed named with the line that reruns it (Docs/Testing.md).

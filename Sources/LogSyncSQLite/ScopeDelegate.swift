@@ -137,7 +137,11 @@ extension SyncedDatabase {
     /// the save dropped) for a row gone since.
     func recordToSend(_ id: Record.ID, engine: SyncEngine) -> Record? {
         do {
-            if let share = try writer.read({ db in try shareRecord(id, db) }) { return share }
+            // Only a share's name (`shareID(rootedAt:)`) can name a kept share: every other
+            // record is sent without a read of its own for the share.
+            if id.recordName.hasPrefix("share-"), let share = try writer.read({ db in try shareRecord(id, db) }) {
+                return share
+            }
             guard let (keyText, table) = TableSchema.split(id.recordName), let schema = schemas[table] else {
                 return nil
             }
@@ -145,15 +149,14 @@ extension SyncedDatabase {
             let known = try engine.deviceLog.lastKnownServerRecord(for: id)
             let record: Record? = try writer.read { db in
                 guard
-                    let row = try Row.fetchOne(
-                        db,
-                        sql:
-                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        arguments: [key])
+                    let row = try db.cachedRow(
+                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        [key])
                 else { return nil }
                 let unsaved = Set(
                     try String.fetchAll(
-                        db, sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key]))
+                        db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                        arguments: [table, key]))
                 var record =
                     known?.systemFieldsCopy() ?? Record(recordType: schema.declaration.recordType, recordID: id)
                 func zone(_ target: String, _ key: String) -> RecordZone.ID? {
@@ -197,17 +200,26 @@ extension SyncedDatabase {
                     continue
                 }
                 let key = schema.keyValue(keyText)
-                guard
-                    let row = try Row.fetchOne(
-                        db,
-                        sql:
-                            "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        arguments: [key])
+                let unsaved = Set(
+                    try String.fetchAll(
+                        db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                        arguments: [table, key]))
+                guard !unsaved.isEmpty,
+                    let row = try db.cachedRow(
+                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                        [key])
                 else { continue }
-                for column in schema.columns where schema.same(column, row[column.name], record[column.name]) {
-                    try db.execute(
-                        sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?",
-                        arguments: [table, key, column.name])
+                let done = schema.columns.filter {
+                    unsaved.contains($0.name) && schema.same($0, row[$0.name], record[$0.name])
+                }
+                // Usually every unsaved column was saved as it is: one statement for the row.
+                if done.count == unsaved.count {
+                    try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
+                    continue
+                }
+                for column in done {
+                    try db.cachedExecute(
+                        "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?", [table, key, column.name])
                 }
             }
         }

@@ -99,12 +99,11 @@ extension SyncedDatabase {
 
     func deleteRow(_ schema: TableSchema, _ key: DatabaseValue, _ db: Database) throws {
         try quiet(schema.name, key, db)
-        try db.execute(
-            sql:
-                "DELETE FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-            arguments: [key])
-        try db.execute(sql: "DELETE FROM logsync_rows WHERE tbl = ? AND pk = ?", arguments: [schema.name, key])
-        try db.execute(sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [schema.name, key])
+        try db.cachedExecute(
+            "DELETE FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+            [key])
+        try db.cachedExecute("DELETE FROM logsync_rows WHERE tbl = ? AND pk = ?", [schema.name, key])
+        try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [schema.name, key])
     }
 
     /// Applies one server record to its row, merging this device's unsaved edits of the row by
@@ -127,40 +126,44 @@ extension SyncedDatabase {
             }
             server[column.name] = value
         }
-        let local = try Row.fetchOne(
-            db,
-            sql:
-                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-            arguments: [key])
         let unsaved = Set(
             try String.fetchAll(
-                db, sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key]))
+                db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                arguments: [table, key]))
         var values = server
         var stillUnsaved: Set<String> = []
-        if let local, !unsaved.isEmpty {
+        // The local row matters only to merge this device's unsaved edits: a row without any
+        // (every row of an initial sync) is not read.
+        if !unsaved.isEmpty,
+            let local = try db.cachedRow(
+                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                [key])
+        {
             (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
         }
         try quiet(table, key, db)
         try upsert(schema, key, values, db)
-        try db.execute(sql: "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", arguments: [table, key])
+        if !unsaved.isEmpty {
+            try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
+        }
         for column in stillUnsaved {
-            try db.execute(
-                sql: "INSERT INTO logsync_unsaved(tbl, pk, col) VALUES (?, ?, ?)", arguments: [table, key, column])
+            try db.cachedExecute("INSERT INTO logsync_unsaved(tbl, pk, col) VALUES (?, ?, ?)", [table, key, column])
         }
         let zoneID = record.recordID.zoneID
         try setPlace(Place(zone: zoneID.zoneName, owner: zoneID.ownerName, shared: shared), of: table, key, db)
-        try db.execute(
-            sql: "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
-            arguments: [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
+        try db.cachedExecute(
+            "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
+            [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
         return .applied(unsaved: !stillUnsaved.isEmpty)
     }
 
     private func rowExists(_ table: String, _ key: DatabaseValue, _ db: Database) throws -> Bool {
         guard let schema = schemas[table] else { return true }
         return try Bool.fetchOne(
-            db,
-            sql:
-                "SELECT EXISTS (SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?)",
+            db.cachedStatement(
+                sql:
+                    "SELECT EXISTS (SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?)"
+            ),
             arguments: [key]) ?? false
     }
 
@@ -168,14 +171,9 @@ extension SyncedDatabase {
         _ schema: TableSchema, _ key: DatabaseValue, _ values: [String: DatabaseValue], _ db: Database
     ) throws {
         let columns = schema.columns.map(\.name).filter { values[$0] != nil }
-        let names = ([schema.primaryKey] + columns).map(\.quotedDatabaseIdentifier)
-        let updates = columns.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
-        var sql =
-            "INSERT INTO \(schema.name.quotedDatabaseIdentifier)(\(names.joined(separator: ", "))) VALUES ("
-            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ") "
-        sql += "ON CONFLICT(\(schema.primaryKey.quotedDatabaseIdentifier)) DO "
-        sql += updates.isEmpty ? "NOTHING" : "UPDATE SET \(updates.joined(separator: ", "))"
-        try db.execute(sql: sql, arguments: StatementArguments([key] + columns.map { values[$0]! }))
+        let sql =
+            columns.count == schema.columns.count ? schema.upsertEveryColumn : schema.upsertSQL(columns: columns)
+        try db.cachedExecute(sql, StatementArguments([key] + columns.map { values[$0]! }))
     }
 
     /// The row to keep and the columns still to send, when the server's copy meets this

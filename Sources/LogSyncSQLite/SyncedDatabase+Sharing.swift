@@ -74,7 +74,7 @@ extension SyncedDatabase {
     /// A share record the store keeps (saved here or fetched).
     func shareRecord(_ id: Record.ID, _ db: Database) throws -> Record? {
         try Data.fetchOne(
-            db, sql: "SELECT record FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
+            db.cachedStatement(sql: "SELECT record FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?"),
             arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName]
         ).map { try JSONDecoder().decode(Record.self, from: $0) }
     }

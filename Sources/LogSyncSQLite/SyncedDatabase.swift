@@ -334,15 +334,15 @@ public final class SyncedDatabase: Sendable {
     }
 
     func place(of table: String, _ key: DatabaseValue, _ db: Database) throws -> Place? {
-        try Row.fetchOne(
-            db, sql: "SELECT zone, owner, shared FROM logsync_rows WHERE tbl = ? AND pk = ?", arguments: [table, key]
-        ).map { Place(zone: $0["zone"], owner: $0["owner"], shared: $0["shared"]) }
+        try db.cachedRow("SELECT zone, owner, shared FROM logsync_rows WHERE tbl = ? AND pk = ?", [table, key]).map {
+            Place(zone: $0["zone"], owner: $0["owner"], shared: $0["shared"])
+        }
     }
 
     func setPlace(_ place: Place, of table: String, _ key: DatabaseValue, _ db: Database) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO logsync_rows(tbl, pk, zone, owner, shared) VALUES (?, ?, ?, ?, ?)",
-            arguments: [table, key, place.zone, place.owner, place.shared])
+        try db.cachedExecute(
+            "INSERT OR REPLACE INTO logsync_rows(tbl, pk, zone, owner, shared) VALUES (?, ?, ?, ?, ?)",
+            [table, key, place.zone, place.owner, place.shared])
     }
 
     /// The place of a row written here: where it already is, else its parent's (a row added
@@ -351,11 +351,9 @@ public final class SyncedDatabase: Sendable {
     private func placeNewRow(_ schema: TableSchema, key: DatabaseValue, text: String, _ db: Database) throws -> Place? {
         if let place = try place(of: schema.name, key, db) { return place }
         guard
-            let row = try Row.fetchOne(
-                db,
-                sql:
-                    "SELECT * FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                arguments: [key])
+            let row = try db.cachedRow(
+                "SELECT * FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
+                [key])
         else { return nil }
         try Self.checkRecordName(schema, text)
         var place = Place(zone: "Default", owner: RecordZone.ID.defaultOwnerName, shared: false)

@@ -18,6 +18,9 @@ struct TableSchema: Sendable {
     let notNull: Set<String>
     /// Each referred table's primary-key form (filled once every table is read).
     var referenceForms: [String: KeyForm] = [:]
+    /// The upsert of a row with every column (`upsertSQL(columns:)`), built once: a fetched
+    /// record usually has every field.
+    var upsertEveryColumn = ""
 
     enum KeyForm: Sendable, Hashable { case text, uuidBytes }
 
@@ -66,9 +69,24 @@ struct TableSchema: Sendable {
             let declared = declaration.columns[column.name]
             return (column.name, declared?.kind ?? Self.kind(declaredType: column.type), declared?.encrypted ?? false)
         }
-        return TableSchema(
+        var schema = TableSchema(
             declaration: declaration, primaryKey: key, keyForm: keyForm, columns: columns, references: references,
             notNull: Set(info.filter(\.isNotNull).map(\.name)))
+        schema.upsertEveryColumn = schema.upsertSQL(columns: schema.columns.map(\.name))
+        return schema
+    }
+
+    /// Inserts the row with `columns` (after its primary key), or updates those columns of the
+    /// row with that key.
+    func upsertSQL(columns: [String]) -> String {
+        let names = ([primaryKey] + columns).map(\.quotedDatabaseIdentifier)
+        let updates = columns.map { "\($0.quotedDatabaseIdentifier) = excluded.\($0.quotedDatabaseIdentifier)" }
+        var sql =
+            "INSERT INTO \(name.quotedDatabaseIdentifier)(\(names.joined(separator: ", "))) VALUES ("
+            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ") "
+        sql += "ON CONFLICT(\(primaryKey.quotedDatabaseIdentifier)) DO "
+        sql += updates.isEmpty ? "NOTHING" : "UPDATE SET \(updates.joined(separator: ", "))"
+        return sql
     }
 
     /// The kind SQLite's affinity rules give a declared type, with `DATE` and `JSON` read as such.
