@@ -221,18 +221,21 @@ struct StoreScenarios {
                 return path.hasSuffix("phone/app.sqlite")
             }
 
-            // A good database with rows, then a page of it overwritten.
+            // A good database with rows, closed (its write-ahead log checkpointed into the
+            // file), then its pages after the schema's overwritten.
             let laptopFile: String
             do {
-                let laptop = try SQLiteDevice("laptop", server: server, directory: directory)
+                let laptop = try SQLiteDevice("laptop", server: server, directory: directory, handsOffOnCommit: false)
                 for index in 0..<200 {
                     try laptop.addNote("n\(index)", in: nil, title: String(repeating: "t", count: 100))
                 }
                 laptopFile = laptop.path
             }
+            #expect(!FileManager.default.fileExists(atPath: laptopFile + "-wal"), "the store was not closed")
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: laptopFile)[.size] as? Int)
             let handle = try FileHandle(forUpdating: URL(fileURLWithPath: laptopFile))
             try handle.seek(toOffset: 4096 * 3)
-            handle.write(Data(repeating: 0xFF, count: 4096))
+            handle.write(Data(repeating: 0xFF, count: size - 4096 * 3))
             try handle.close()
             await #expect {
                 let laptop = try SQLiteDevice("laptop", server: server, directory: directory)
