@@ -152,11 +152,7 @@ extension SyncedDatabase {
             // a tenth of a send's time. Its two reads seeing two states of a pool's file at
             // worst send a column that was already saved.
             let record: Record? = try writer.unsafeRead { db in
-                guard
-                    let row = try db.cachedRow(
-                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        [key])
-                else { return nil }
+                guard let row = try schema.row(key, db) else { return nil }
                 let unsaved = Set(
                     try String.fetchAll(
                         db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
@@ -208,11 +204,7 @@ extension SyncedDatabase {
                     try String.fetchAll(
                         db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
                         arguments: [table, key]))
-                guard !unsaved.isEmpty,
-                    let row = try db.cachedRow(
-                        "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                        [key])
-                else { continue }
+                guard !unsaved.isEmpty, let row = try schema.row(key, db) else { continue }
                 let done = schema.columns.filter {
                     unsaved.contains($0.name) && schema.same($0, row[$0.name], record[$0.name])
                 }

@@ -75,11 +75,7 @@ extension SyncedDatabase {
     /// The row of a synced table whose primary key's text is `key`, as it is now.
     private func storedRow(_ table: String, _ key: String, _ db: Database) throws -> Row? {
         guard let schema = schemas[table] else { return nil }
-        return try Row.fetchOne(
-            db,
-            sql:
-                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-            arguments: [schema.keyValue(key)])
+        return try schema.row(schema.keyValue(key), db)
     }
 
     /// Runs `body` in a write transaction that applies server changes: the row it names with
@@ -94,7 +90,7 @@ extension SyncedDatabase {
 
     /// Names the row the next writes apply a server change to: the triggers leave it alone.
     func quiet(_ table: String, _ key: DatabaseValue, _ db: Database) throws {
-        try db.execute(sql: "UPDATE logsync_control SET tbl = ?, pk = ?", arguments: [table, key])
+        try db.cachedExecute("UPDATE logsync_control SET tbl = ?, pk = ?", [table, key])
     }
 
     func deleteRow(_ schema: TableSchema, _ key: DatabaseValue, _ db: Database) throws {
@@ -134,11 +130,7 @@ extension SyncedDatabase {
         var stillUnsaved: Set<String> = []
         // The local row matters only to merge this device's unsaved edits: a row without any
         // (every row of an initial sync) is not read.
-        if !unsaved.isEmpty,
-            let local = try db.cachedRow(
-                "SELECT * FROM \(table.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                [key])
-        {
+        if !unsaved.isEmpty, let local = try schema.row(key, db) {
             (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
         }
         try quiet(table, key, db)

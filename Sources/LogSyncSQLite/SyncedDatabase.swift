@@ -309,7 +309,7 @@ public final class SyncedDatabase: Sendable {
             if deleted {
                 // A newer server copy waiting for its parent is moot: the row is gone here, and
                 // its deletion goes to the server.
-                try db.execute(sql: "DELETE FROM logsync_kept WHERE name = ?", arguments: [schema.recordName(text)])
+                try db.cachedExecute("DELETE FROM logsync_kept WHERE name = ?", [schema.recordName(text)])
                 guard let place = try self.place(of: table, key, db) else { continue }  // never synced
                 changes[place.shared, default: []].append(.deleteRecord(place.recordID(schema.recordName(text))))
                 continue
@@ -357,11 +357,7 @@ public final class SyncedDatabase: Sendable {
     /// row gone since (its deletion follows in the outbox).
     private func placeNewRow(_ schema: TableSchema, key: DatabaseValue, text: String, _ db: Database) throws -> Place? {
         if let place = try place(of: schema.name, key, db) { return place }
-        guard
-            let row = try db.cachedRow(
-                "SELECT * FROM \(schema.name.quotedDatabaseIdentifier) WHERE \(schema.primaryKey.quotedDatabaseIdentifier) = ?",
-                [key])
-        else { return nil }
+        guard let row = try schema.row(key, db) else { return nil }
         try Self.checkRecordName(schema, text)
         var place = Place(zone: "Default", owner: RecordZone.ID.defaultOwnerName, shared: false)
         if let parent = schema.declaration.parent, let target = schema.references[parent],

@@ -26,6 +26,12 @@ struct TableSchema: Sendable {
 
     var name: String { declaration.name }
 
+    /// The row whose primary key is `key`, as it is now.
+    func row(_ key: DatabaseValue, _ db: Database) throws -> Row? {
+        try db.cachedRow(
+            "SELECT * FROM \(name.quotedDatabaseIdentifier) WHERE \(primaryKey.quotedDatabaseIdentifier) = ?", [key])
+    }
+
     /// The record name of a row: `primaryKey:table`.
     func recordName(_ key: String) -> String { "\(key):\(name)" }
 
