@@ -16,14 +16,15 @@
 //    engine's.
 //
 // Device logs `.durable` (the store's default), the server `.fast` (its cost is measured by
-// logsync-server-bench), SQLite with GRDB's defaults (rollback journal, synchronous FULL), or
-// write-ahead logging with `--journal wal` (the store's file and the floor's alike).
+// logsync-server-bench), SQLite in write-ahead-log mode as `SyncedDatabase(path:)` opens it
+// (synchronous FULL), or a rollback journal with `--journal delete` (the store's file and the
+// floor's alike).
 //
 //   swift build -c release --product logsync-sqlite-bench --scratch-path .build-release
 //   .build-release/release/logsync-sqlite-bench [--records N] [--edits N] [--runs N] [--only fetch|send]
-//       [--journal delete|wal] [--quick]
+//       [--journal wal|delete] [--quick]
 //
-// See Docs/Performance-SQLite.md for what is measured and the figures on the reference machine.
+// See Docs/Performance.md ("A synced SQLite store") for what is measured and the figures on the reference machine.
 import ArgumentParser
 import BenchSupport
 import Foundation
@@ -64,17 +65,18 @@ struct SQLiteBench: BenchCommand {
 
     /// The SQLite file's journal mode, for the store's file and the floor's alike.
     enum Journal: String, ExpressibleByArgument, Codable {
-        /// SQLite's default, which `SyncedDatabase(path:…)` opens: a rollback journal.
+        /// SQLite's default: a rollback journal (an app's own `DatabaseQueue` given to
+        /// `SyncedDatabase(writer:…)`).
         case delete
-        /// Write-ahead logging (GRDB's `DatabasePool` mode), set by the app on its own connection.
+        /// Write-ahead logging, which `SyncedDatabase(path:…)` opens (and GRDB's `DatabasePool`).
         case wal
     }
 
     @Option(
         help: ArgumentHelp(
-            "The SQLite files' journal mode: delete (SQLite's default, as SyncedDatabase(path:) opens them) or wal (default delete); synchronous stays FULL.",
-            valueName: "delete|wal"))
-    var journal = Journal.delete
+            "The SQLite files' journal mode: wal (as SyncedDatabase(path:) opens them) or delete (SQLite's default); synchronous stays FULL.",
+            valueName: "wal|delete"))
+    var journal = Journal.wal
 
     @Option(
         name: .customLong("only"), help: ArgumentHelp("Run only the initial sync or the send.", valueName: "fetch|send")
