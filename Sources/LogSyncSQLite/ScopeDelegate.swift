@@ -163,8 +163,8 @@ extension SyncedDatabase {
                     guard let targetSchema = schemas[target] else { return nil }
                     return (try? place(of: target, targetSchema.keyValue(key), db))?.zoneID
                 }
-                for column in schema.columns {
-                    let value: DatabaseValue = row[column.name]
+                for (column, position) in zip(schema.columns, schema.positions) {
+                    let value: DatabaseValue = row[position]
                     if let known, !unsaved.contains(column.name), schema.same(column, value, known[column.name]) {
                         continue
                     }
@@ -205,15 +205,15 @@ extension SyncedDatabase {
                         db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
                         arguments: [table, key]))
                 guard !unsaved.isEmpty, let row = try schema.row(key, db) else { continue }
-                let done = schema.columns.filter {
-                    unsaved.contains($0.name) && schema.same($0, row[$0.name], record[$0.name])
+                let done = zip(schema.columns, schema.positions).filter { column, position in
+                    unsaved.contains(column.name) && schema.same(column, row[position], record[column.name])
                 }
                 // Usually every unsaved column was saved as it is: one statement for the row.
                 if done.count == unsaved.count {
                     try db.cachedExecute("DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ?", [table, key])
                     continue
                 }
-                for column in done {
+                for (column, _) in done {
                     try db.cachedExecute(
                         "DELETE FROM logsync_unsaved WHERE tbl = ? AND pk = ? AND col = ?", [table, key, column.name])
                 }

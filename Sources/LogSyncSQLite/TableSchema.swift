@@ -12,6 +12,9 @@ struct TableSchema: Sendable {
     let keyForm: KeyForm
     /// Every column but the primary key, in the table's order, with its kind.
     let columns: [(name: String, kind: SyncedTable.Kind, encrypted: Bool)]
+    /// Each of ``columns``' position in the table's rows (`SELECT *`), for reading a row by
+    /// index: GRDB's lookup by name folds the case of every name it compares.
+    let positions: [Int]
     /// Foreign-key column → the synced table it refers to.
     let references: [String: String]
     /// The columns declared `NOT NULL`: a record without their field leaves them as they are.
@@ -76,7 +79,8 @@ struct TableSchema: Sendable {
             return (column.name, declared?.kind ?? Self.kind(declaredType: column.type), declared?.encrypted ?? false)
         }
         var schema = TableSchema(
-            declaration: declaration, primaryKey: key, keyForm: keyForm, columns: columns, references: references,
+            declaration: declaration, primaryKey: key, keyForm: keyForm, columns: columns,
+            positions: info.indices.filter { info[$0].name != key }, references: references,
             notNull: Set(info.filter(\.isNotNull).map(\.name)))
         schema.upsertEveryColumn = schema.upsertSQL(columns: schema.columns.map(\.name))
         return schema
