@@ -32,6 +32,11 @@ extension SyncedDatabase {
         var drop: [Record.ID] = []
         var rows: [String: Set<String>] = [:]
         try applying { db in
+            // Most pages meet no unsaved edit and no kept record (an initial sync meets none):
+            // asked once per page instead of once per record.
+            var page = PageState(
+                hasUnsaved: try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM logsync_unsaved)") ?? true,
+                hasKept: try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM logsync_kept)") ?? true)
             for record in modifications {
                 if record.recordType == Share.recordType {
                     try keepShare(record, shared: shared, db)
@@ -39,7 +44,7 @@ extension SyncedDatabase {
                 }
                 let name = TableSchema.split(record.recordID.recordName)
                 let before = try name.flatMap { try storedRow($0.table, $0.key, db) }
-                if case .applied(let unsaved) = try apply(record, shared: shared, db) {
+                if case .applied(let unsaved) = try apply(record, shared: shared, db, page: &page) {
                     if unsaved { requeue.append(record.recordID) }
                     // A record that leaves its row as it was (this device's own save fetched
                     // back) changed nothing an observer should hear of; a new row always did.
@@ -104,11 +109,24 @@ extension SyncedDatabase {
 
     /// Applies one server record to its row, merging this device's unsaved edits of the row by
     /// the table's policy.
+    /// What a page's transaction knows before its first record: whether any row has unsaved
+    /// columns, whether any record is kept. A record kept by this page sets `hasKept`.
+    struct PageState {
+        var hasUnsaved = true
+        var hasKept = true
+    }
+
     func apply(_ record: Record, shared: Bool, _ db: Database) throws -> Applied {
+        var page = PageState()
+        return try apply(record, shared: shared, db, page: &page)
+    }
+
+    func apply(_ record: Record, shared: Bool, _ db: Database, page: inout PageState) throws -> Applied {
         guard let table = byRecordType[record.recordType], let schema = schemas[table],
             let (keyText, named) = TableSchema.split(record.recordID.recordName), named == table
         else {
             try keep(record, shared: shared, why: "no table syncs records of type \(record.recordType)", db)
+            page.hasKept = true
             return .kept
         }
         let key = schema.keyValue(keyText)
@@ -118,14 +136,17 @@ extension SyncedDatabase {
             if record[column.name] == nil, schema.notNull.contains(column.name) { continue }
             if let target = schema.references[column.name], !value.isNull, !(try rowExists(target, value, db)) {
                 try keep(record, shared: shared, why: "waiting for its \(target) row", db)
+                page.hasKept = true
                 return .kept
             }
             server[column.name] = value
         }
-        let unsaved = Set(
-            try String.fetchAll(
-                db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
-                arguments: [table, key]))
+        let unsaved =
+            page.hasUnsaved
+            ? Set(
+                try String.fetchAll(
+                    db.cachedStatement(sql: "SELECT col FROM logsync_unsaved WHERE tbl = ? AND pk = ?"),
+                    arguments: [table, key])) : []
         var values = server
         var stillUnsaved: Set<String> = []
         // The local row matters only to merge this device's unsaved edits: a row without any
@@ -143,9 +164,11 @@ extension SyncedDatabase {
         }
         let zoneID = record.recordID.zoneID
         try setPlace(Place(zone: zoneID.zoneName, owner: zoneID.ownerName, shared: shared), of: table, key, db)
-        try db.cachedExecute(
-            "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
-            [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
+        if page.hasKept {
+            try db.cachedExecute(
+                "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
+                [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
+        }
         return .applied(unsaved: !stillUnsaved.isEmpty)
     }
 
