@@ -468,7 +468,8 @@ let package = Package(
         .target(
             name: "BenchSupport",
             dependencies: [
-                "SyncModel", "LogStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "SyncModel", "LogStore", "LogSyncPlatform",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/BenchSupport"
         ),
