@@ -224,8 +224,13 @@ struct GracefulStopTests {
     @Test("a request in flight when the stop begins finishes, then its connection closes")
     func requestInFlightFinishes() async throws {
         // A grace period no busy machine outlasts: the request in flight must finish because the
-        // server waits for it, not because the test was quick.
-        try await withServer(.init(shutdownGracePeriod: .seconds(120))) { live in
+        // server waits for it, not because the test was quick. The half-sent body's own timeouts
+        // (30 s of no progress, 75 s idle) are longer too: on a machine busy with the rest of the
+        // suite, the wait for the first answer and the stop took longer than 30 s, and the body
+        // timeout, not the stop, closed the connection.
+        let patient = HTTPSyncServer.Configuration(
+            shutdownGracePeriod: .seconds(120), idleTimeout: .seconds(600), requestBodyTimeout: .seconds(600))
+        try await withServer(patient) { live in
             let client = try await Self.halfwayThroughASecondRequest(live)
             let stopping = Task { try await live.stop() }
             // The server stops listening before it tells its connections to finish. The deadline
