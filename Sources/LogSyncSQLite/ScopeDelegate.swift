@@ -139,7 +139,7 @@ extension SyncedDatabase {
         do {
             // Only a share's name (`shareID(rootedAt:)`) can name a kept share: every other
             // record is sent without a read of its own for the share.
-            if id.recordName.hasPrefix("share-"), let share = try writer.read({ db in try shareRecord(id, db) }) {
+            if isShare(id), let share = try writer.read({ db in try shareRecord(id, db) }) {
                 return share
             }
             guard let (keyText, table) = TableSchema.split(id.recordName), let schema = schemas[table] else {
@@ -348,11 +348,16 @@ extension SyncedDatabase {
 
     /// Keeps a refusal for ``refusals()``.
     private func refuse(_ id: Record.ID, _ error: SyncError, deletion: Bool) throws {
-        let (key, table) = TableSchema.split(id.recordName) ?? (id.recordName, "")
+        // A share's refusal names its root row, and says it was the share.
+        let share = isShare(id)
+        let name = share ? String(id.recordName.dropLast(Self.shareSuffix.count)) : id.recordName
+        let (key, table) = TableSchema.split(name) ?? (name, "")
         try writer.write { db in
             try db.execute(
                 sql: "INSERT INTO logsync_refusals(tbl, pk, deletion, code, message) VALUES (?, ?, ?, ?, ?)",
-                arguments: [table, key, deletion, error.code.rawValue, error.message])
+                arguments: [
+                    table, key, deletion, error.code.rawValue, (share ? "the row's share: " : "") + error.message,
+                ])
         }
     }
 }

@@ -4,9 +4,22 @@ import LogSync
 
 /// Sharing a row and the rows below it (a hierarchy share, F123), and accepting shares.
 extension SyncedDatabase {
-    /// The ID of the share rooted at a row.
+    /// The ID of the share rooted at a row: the row's record name and `#share`, which no row's
+    /// name (`primaryKey:table`) can be, whatever its key.
     func shareID(rootedAt root: Record.ID) -> Record.ID {
-        Record.ID(recordName: "share-\(root.recordName)", zoneID: root.zoneID)
+        Record.ID(recordName: root.recordName + Self.shareSuffix, zoneID: root.zoneID)
+    }
+
+    static let shareSuffix = "#share"
+
+    /// Whether a record is the share of a row (``share(table:primaryKey:with:removing:title:)``).
+    public func isShare(_ id: SyncModel.Record.ID) -> Bool { id.recordName.hasSuffix(Self.shareSuffix) }
+
+    /// The table and primary key of the row a record is, or `nil` for a share or a record of a
+    /// type no table declares.
+    public func row(of id: SyncModel.Record.ID) -> (table: String, primaryKey: String)? {
+        guard let (key, table) = TableSchema.split(id.recordName), schemas[table] != nil else { return nil }
+        return (table, key)
     }
 
     /// The record ID of a synced row.

@@ -36,11 +36,11 @@ final class NotesApp: Sendable {
 
     /// The primary key of the note a record is, if it is one.
     private func noteKey(_ id: SyncModel.Record.ID) -> String? {
-        id.recordName.hasSuffix(":notes") ? String(id.recordName.dropLast(":notes".count)) : nil
+        store.database.row(of: id).flatMap { $0.table == "notes" ? $0.primaryKey : nil }
     }
 
-    /// Whether a record is the share of a folder (the store names it `share-` and its root).
-    private func isShare(_ id: SyncModel.Record.ID) -> Bool { id.recordName.hasPrefix("share-") }
+    /// Whether a record is the share of a folder.
+    private func isShare(_ id: SyncModel.Record.ID) -> Bool { store.database.isShare(id) }
 
     private func isNotes(_ zoneID: RecordZone.ID) -> Bool { zoneID.zoneName == "Notes" }
 
