@@ -44,7 +44,7 @@ extension SyncedDatabase {
                 }
                 let name = TableSchema.split(record.recordID.recordName)
                 let before = try name.flatMap { try storedRow($0.table, $0.key, db) }
-                if case .applied(let unsaved) = try apply(record, shared: shared, db, page: &page) {
+                if case .applied(let unsaved) = try apply(record, shared: shared, db, page: &page, row: before) {
                     if unsaved { requeue.append(record.recordID) }
                     // A record that leaves its row as it was (this device's own save fetched
                     // back) changed nothing an observer should hear of; a new row always did.
@@ -121,7 +121,10 @@ extension SyncedDatabase {
         return try apply(record, shared: shared, db, page: &page)
     }
 
-    func apply(_ record: Record, shared: Bool, _ db: Database, page: inout PageState) throws -> Applied {
+    /// `row` is the row as the caller already read it, if it did.
+    func apply(
+        _ record: Record, shared: Bool, _ db: Database, page: inout PageState, row: Row? = nil
+    ) throws -> Applied {
         guard let table = byRecordType[record.recordType], let schema = schemas[table],
             let (keyText, named) = TableSchema.split(record.recordID.recordName), named == table
         else {
@@ -151,7 +154,7 @@ extension SyncedDatabase {
         var stillUnsaved: Set<String> = []
         // The local row matters only to merge this device's unsaved edits: a row without any
         // (every row of an initial sync) is not read.
-        if !unsaved.isEmpty, let local = try schema.row(key, db) {
+        if !unsaved.isEmpty, let local = try row ?? schema.row(key, db) {
             (values, stillUnsaved) = try settle(schema, keyText, local: local, server: server, unsaved: unsaved)
         }
         try quiet(table, key, db)
