@@ -47,7 +47,7 @@ extension SyncedDatabase {
         case .fetchedRecordZoneChanges(let changes):
             let (requeue, drop, rows) = try apply(changes, shared: shared)
             try engine.state.remove(pendingRecordZoneChanges: drop.map { .saveRecord($0) })
-            try queueSaves(requeue)
+            if !requeue.isEmpty { try handOff() }  // the merged rows, from the outbox
             if !rows.isEmpty {
                 notify(
                     AppliedChanges(
@@ -244,7 +244,7 @@ extension SyncedDatabase {
         case .serverRecordChanged:
             guard let server = error.serverRecord else { return try refuse(id, error, deletion: false) }
             let applied = try applying { db in try apply(server, shared: shared, db) }
-            if case .applied(true) = applied { try engine.state.add(pendingRecordZoneChanges: [.saveRecord(id)]) }
+            if case .applied(true) = applied { try handOff() }  // the merged row, from the outbox
             if let (key, table) = TableSchema.split(id.recordName) {
                 notify(AppliedChanges(reason: .serverChange, rows: [table: [key]], shared: shared))
             }

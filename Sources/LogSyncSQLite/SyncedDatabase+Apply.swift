@@ -165,6 +165,11 @@ extension SyncedDatabase {
         for column in stillUnsaved {
             try db.cachedExecute("INSERT INTO logsync_unsaved(tbl, pk, col) VALUES (?, ?, ?)", [table, key, column])
         }
+        if !stillUnsaved.isEmpty {
+            // The merged row goes again: through the outbox, in this transaction, so a process
+            // ending before the engine queues the save sends it from the next hand-off.
+            try db.cachedExecute("INSERT INTO logsync_outbox(tbl, pk, deleted) VALUES (?, ?, 0)", [table, key])
+        }
         let zoneID = record.recordID.zoneID
         try setPlace(Place(zone: zoneID.zoneName, owner: zoneID.ownerName, shared: shared), of: table, key, db)
         if page.hasKept {
@@ -291,17 +296,8 @@ extension SyncedDatabase {
     /// ``retryKept(_:)`` in a transaction of its own (on open: a table declared by this version).
     func retryKept() throws {
         let kept = try applying { db in try retryKept(db) }
-        try queueSaves(kept.requeue)
+        if !kept.requeue.isEmpty { try handOff() }
         if !kept.rows.isEmpty { notify(AppliedChanges(reason: .serverChange, rows: kept.rows)) }
-    }
-
-    /// Queues saves again, each on the engine of its row's database.
-    func queueSaves(_ ids: [Record.ID]) throws {
-        guard !ids.isEmpty else { return }
-        let shared = ids.filter { $0.zoneID.ownerName != RecordZone.ID.defaultOwnerName }
-        let own = ids.filter { $0.zoneID.ownerName == RecordZone.ID.defaultOwnerName }
-        if !own.isEmpty { try privateEngine.state.add(pendingRecordZoneChanges: own.map { .saveRecord($0) }) }
-        if !shared.isEmpty { try sharedEngine?.state.add(pendingRecordZoneChanges: shared.map { .saveRecord($0) }) }
     }
 
     func keepShare(_ record: Record, shared: Bool, _ db: Database) throws {
