@@ -16,14 +16,7 @@ extension TableSchema {
     }
 
     /// A primary key's stored value from its text.
-    func keyValue(_ text: String) -> DatabaseValue {
-        switch keyForm {
-        case .text: return text.databaseValue
-        case .uuidBytes:
-            guard let uuid = UUID(uuidString: text) else { return text.databaseValue }
-            return withUnsafeBytes(of: uuid.uuid) { Data($0) }.databaseValue
-        }
-    }
+    func keyValue(_ text: String) -> DatabaseValue { Self.keyValue(text, form: keyForm) }
 
     /// The row's primary key and table from a record name, `primaryKey:table`.
     static func split(_ recordName: String) -> (key: String, table: String)? {
@@ -102,6 +95,7 @@ extension TableSchema {
         referenceForms[target].map { TableSchema.keyValue(key, form: $0) } ?? key.databaseValue
     }
 
+    /// A primary key's stored value from its text, for a key of `form`.
     static func keyValue(_ text: String, form: KeyForm) -> DatabaseValue {
         switch form {
         case .text: return text.databaseValue
