@@ -4,13 +4,15 @@ import LogSync
 
 /// Columns to fields and back.
 extension TableSchema {
-    /// A primary key's text (the record name's first part) from its stored value.
-    func keyText(_ value: DatabaseValue) -> String? {
+    /// A value's text: a string as it is, a number in decimal, 16 bytes as a UUID's text (a
+    /// primary key's text, the record name's first part, or a zone column's).
+    static func text(_ value: DatabaseValue) -> String? {
         switch value.storage {
         case .string(let text): return text
         case .blob(let data) where data.count == 16:
             return data.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }.uuidString
         case .int64(let number): return String(number)
+        case .double(let number): return String(number)
         default: return nil
         }
     }
@@ -31,9 +33,9 @@ extension TableSchema {
     ) throws -> RecordValue? {
         let plain: RecordValue?
         if let target = references[column.name], !value.isNull {
-            guard let key = keyText(value), let zoneID = referenceZone(target, key) else {
+            guard let key = Self.text(value), let zoneID = referenceZone(target, key) else {
                 // A reference to a row that is not synced (yet): the key as text.
-                return keyText(value).map { .string($0) }
+                return Self.text(value).map { .string($0) }
             }
             plain = .reference(Record.Reference(recordID: Record.ID(recordName: "\(key):\(target)", zoneID: zoneID)))
         } else {

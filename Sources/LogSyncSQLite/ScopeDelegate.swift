@@ -118,7 +118,7 @@ extension SyncedDatabase {
             for row in inZone where row["tbl"] as String == table {
                 let key: DatabaseValue = row["pk"]
                 try deleteRow(schema, key, db)
-                if let text = schema.keyText(key) { rows[table, default: []].insert(text) }
+                if let text = TableSchema.text(key) { rows[table, default: []].insert(text) }
             }
         }
         for table in ["logsync_kept", "logsync_shares", "logsync_fetched"] {
@@ -315,9 +315,7 @@ extension SyncedDatabase {
             if let server {
                 try keepShare(server, shared: shared, db)
             } else {
-                try db.execute(
-                    sql: "DELETE FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
-                    arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+                try forget(id, in: .shares, db)
             }
         }
     }

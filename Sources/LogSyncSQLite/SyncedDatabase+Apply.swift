@@ -55,13 +55,9 @@ extension SyncedDatabase {
             }
             for deletion in deletions {
                 let id = deletion.recordID
-                try db.execute(
-                    sql: "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
-                    arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+                try forget(id, in: .kept, db)
                 if deletion.recordType == Share.recordType {
-                    try db.execute(
-                        sql: "DELETE FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
-                        arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+                    try forget(id, in: .shares, db)
                     continue
                 }
                 guard let (key, table) = TableSchema.split(id.recordName), let schema = schemas[table] else { continue }
@@ -172,11 +168,7 @@ extension SyncedDatabase {
         }
         let zoneID = record.recordID.zoneID
         try setPlace(Place(zone: zoneID.zoneName, owner: zoneID.ownerName, shared: shared), of: table, key, db)
-        if page.hasKept {
-            try db.cachedExecute(
-                "DELETE FROM logsync_kept WHERE name = ? AND zone = ? AND owner = ?",
-                [record.recordID.recordName, zoneID.zoneName, zoneID.ownerName])
-        }
+        if page.hasKept { try forget(record.recordID, in: .kept, db) }
         return .applied(unsaved: !stillUnsaved.isEmpty)
     }
 
@@ -256,6 +248,19 @@ extension SyncedDatabase {
     }
 
     // MARK: Kept records
+
+    /// The store's tables of whole records, keyed by record ID.
+    enum RecordTable: String {
+        case kept = "logsync_kept"
+        case shares = "logsync_shares"
+    }
+
+    /// Deletes a record's row from one of the store's record tables.
+    func forget(_ id: Record.ID, in table: RecordTable, _ db: Database) throws {
+        try db.cachedExecute(
+            "DELETE FROM \(table.rawValue) WHERE name = ? AND zone = ? AND owner = ?",
+            [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
+    }
 
     func keep(_ record: Record, shared: Bool, why: String, _ db: Database) throws {
         let zoneID = record.recordID.zoneID

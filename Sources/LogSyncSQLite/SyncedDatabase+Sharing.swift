@@ -66,11 +66,7 @@ extension SyncedDatabase {
     /// Stops sharing a row: the share is deleted with the next send.
     public func stopSharing(table: String, primaryKey: String) throws {
         let id = shareID(rootedAt: try recordID(table: table, primaryKey: primaryKey))
-        try writer.write { db in
-            try db.execute(
-                sql: "DELETE FROM logsync_shares WHERE name = ? AND zone = ? AND owner = ?",
-                arguments: [id.recordName, id.zoneID.zoneName, id.zoneID.ownerName])
-        }
+        try writer.write { db in try forget(id, in: .shares, db) }
         try privateEngine.state.add(pendingRecordZoneChanges: [.deleteRecord(id)])
     }
 

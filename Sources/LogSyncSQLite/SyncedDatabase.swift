@@ -200,7 +200,7 @@ public final class SyncedDatabase: Sendable {
                 for row in rows {
                     let key: DatabaseValue = row["pk"]
                     let place = Place(zone: row["zone"], owner: row["owner"], shared: row["shared"])
-                    guard let text = schema.keyText(key), let engine = engine(shared: place.shared),
+                    guard let text = TableSchema.text(key), let engine = engine(shared: place.shared),
                         let known = try engine.deviceLog.lastKnownServerRecord(
                             for: place.recordID(schema.recordName(text)))
                     else { continue }
@@ -305,7 +305,7 @@ public final class SyncedDatabase: Sendable {
             let table: String = row["tbl"]
             let key: DatabaseValue = row["pk"]
             let deleted: Bool = row["deleted"]
-            guard let schema = schemas[table], let text = schema.keyText(key) else { continue }
+            guard let schema = schemas[table], let text = TableSchema.text(key) else { continue }
             if deleted {
                 // A newer server copy waiting for its parent is moot: the row is gone here, and
                 // its deletion goes to the server.
@@ -368,22 +368,12 @@ public final class SyncedDatabase: Sendable {
             switch schema.declaration.zone {
             case .named(let zone): place = Place(zone: zone, owner: RecordZone.ID.defaultOwnerName, shared: false)
             case .column(let column):
-                let zone = Self.text(row[column] as DatabaseValue) ?? "Default"
+                let zone = TableSchema.text(row[column] as DatabaseValue) ?? "Default"
                 place = Place(zone: zone, owner: RecordZone.ID.defaultOwnerName, shared: false)
             }
         }
         try setPlace(place, of: schema.name, key, db)
         return place
-    }
-
-    /// A value's text: a string as it is, a number in decimal.
-    static func text(_ value: DatabaseValue) -> String? {
-        switch value.storage {
-        case .string(let text): text
-        case .int64(let number): String(number)
-        case .double(let number): String(number)
-        case .blob, .null: nil
-        }
     }
 
     static func checkRecordName(_ schema: TableSchema, _ key: String) throws {
