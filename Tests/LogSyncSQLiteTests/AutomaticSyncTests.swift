@@ -16,13 +16,10 @@ struct AutomaticSyncTests {
     func commitSchedulesASend() async throws {
         try await withServer { directory, server in
             let clock = TestClock()
-            let folder = directory.appendingPathComponent("phone", isDirectory: true)
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let phone = try SyncedDatabase(
-                path: folder.appendingPathComponent("app.sqlite").path, tables: SQLiteDevice.tables(.fieldByField),
-                privateDatabase: server.database(for: "alice", device: "phone"),
-                logDirectory: folder.appendingPathComponent("logs"),
-                options: .init(configure: { $0.clock = clock }), migrate: SQLiteDevice.migrate(version2: false))
+            let phone = try SQLiteDevice.openStore(
+                "phone", in: directory, tables: SQLiteDevice.tables(.fieldByField),
+                privateDatabase: server.database(for: "alice", device: "phone"), configure: { $0.clock = clock },
+                migrate: SQLiteDevice.migrate(version2: false))
             let laptop = try SQLiteDevice("laptop", server: server, directory: directory)
 
             try await phone.writer.write { db in

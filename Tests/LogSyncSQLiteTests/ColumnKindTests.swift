@@ -21,13 +21,9 @@ struct ColumnKindTests {
     static let tables = [SyncedTable("entries", zone: .named("Journal")).column("photo", as: .assetFile)]
 
     static func open(_ name: String, _ server: SyncServer, _ directory: URL) throws -> SyncedDatabase {
-        let folder = directory.appendingPathComponent(name, isDirectory: true)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        return try SyncedDatabase(
-            path: folder.appendingPathComponent("journal.sqlite").path, tables: tables,
-            privateDatabase: server.database(for: "alice", device: DeviceID(name)),
-            logDirectory: folder.appendingPathComponent("logs"),
-            options: .init(configure: { $0.automaticallySync = false }), migrate: migrate)
+        try SQLiteDevice.openStore(
+            name, in: directory, tables: tables, privateDatabase: server.database(for: "alice", device: DeviceID(name)),
+            migrate: migrate)
     }
 
     // F129: every value kind the columns hold round-trips; a UUID key stored as 16 bytes.
@@ -85,12 +81,10 @@ struct ColumnKindTests {
     func badDeclarations() async throws {
         try await withServer { directory, server in
             func open(_ tables: [SyncedTable], _ sql: String) throws {
-                let folder = directory.appendingPathComponent(UUID().uuidString, isDirectory: true)
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                _ = try SyncedDatabase(
-                    path: folder.appendingPathComponent("app.sqlite").path, tables: tables,
+                _ = try SQLiteDevice.openStore(
+                    UUID().uuidString, in: directory, tables: tables,
                     privateDatabase: server.database(for: "alice", device: "phone"),
-                    logDirectory: folder.appendingPathComponent("logs"), migrate: { try $0.execute(sql: sql) })
+                    migrate: { try $0.execute(sql: sql) })
             }
             #expect(throws: SyncedDatabaseError.unknownTable("missing")) {
                 try open([SyncedTable("missing")], "CREATE TABLE other(id TEXT PRIMARY KEY)")

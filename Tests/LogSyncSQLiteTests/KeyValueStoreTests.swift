@@ -20,14 +20,11 @@ final class KeyValueDevice: Sendable {
         _ name: String, database: any CloudDatabase, sharedDatabase: (any CloudDatabase)? = nil, directory: URL,
         handsOffOnCommit: Bool = true, now: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        let folder = directory.appendingPathComponent(name, isDirectory: true)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        path = folder.appendingPathComponent("app.sqlite").path
-        store = try SyncedDatabase(
-            path: path, tables: [SyncedKeyValueStore.table], privateDatabase: database, sharedDatabase: sharedDatabase,
-            logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
-            options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: handsOffOnCommit),
-            migrate: SyncedKeyValueStore.createTable)
+        path = SQLiteDevice.file(name, in: directory)
+        store = try SQLiteDevice.openStore(
+            name, in: directory, tables: [SyncedKeyValueStore.table], privateDatabase: database,
+            sharedDatabase: sharedDatabase, handsOffOnCommit: handsOffOnCommit, migrate: SyncedKeyValueStore.createTable
+        )
         values = try SyncedKeyValueStore(database: store, now: now)
         values.addObserver { [weak self] change in self?.told.withLock { $0.append(change) } }
     }

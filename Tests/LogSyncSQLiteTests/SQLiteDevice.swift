@@ -50,16 +50,34 @@ final class SQLiteDevice: Sendable {
         version2: Bool = false, handsOffOnCommit: Bool = true, tables: [SyncedTable]? = nil
     ) throws {
         self.name = name
-        let folder = directory.appendingPathComponent(name, isDirectory: true)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        path = folder.appendingPathComponent("app.sqlite").path
-        store = try SyncedDatabase(
-            path: path, tables: tables ?? Self.tables(conflicts, version2: version2),
+        path = Self.file(name, in: directory)
+        store = try Self.openStore(
+            name, in: directory, tables: tables ?? Self.tables(conflicts, version2: version2),
             privateDatabase: server.database(for: user, scope: .private, device: DeviceID(name)),
             sharedDatabase: server.database(for: user, scope: .shared, device: DeviceID(name)),
-            logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
-            options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: handsOffOnCommit),
-            migrate: Self.migrate(version2: version2))
+            handsOffOnCommit: handsOffOnCommit, migrate: Self.migrate(version2: version2))
+    }
+
+    /// The SQLite file of the device `name`: `directory/name/app.sqlite`.
+    static func file(_ name: String, in directory: URL) -> String {
+        directory.appendingPathComponent(name, isDirectory: true).appendingPathComponent("app.sqlite").path
+    }
+
+    /// Opens the store of the device `name`: its SQLite file (``file(_:in:)``) and its device
+    /// logs in `directory/name/logs`, its engines syncing by hand unless `configure` says
+    /// otherwise.
+    static func openStore(
+        _ name: String, in directory: URL, tables: [SyncedTable], privateDatabase: any CloudDatabase,
+        sharedDatabase: (any CloudDatabase)? = nil, handsOffOnCommit: Bool = true,
+        configure: @escaping @Sendable (inout SyncEngine.Configuration) -> Void = { $0.automaticallySync = false },
+        migrate: @escaping (Database) throws -> Void
+    ) throws -> SyncedDatabase {
+        let folder = directory.appendingPathComponent(name, isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return try SyncedDatabase(
+            path: file(name, in: directory), tables: tables, privateDatabase: privateDatabase,
+            sharedDatabase: sharedDatabase, logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
+            options: .init(configure: configure, handsOffOnCommit: handsOffOnCommit), migrate: migrate)
     }
 
     func sync() async throws { try await store.sync() }
@@ -89,15 +107,14 @@ final class SQLiteDevice: Sendable {
     }
 
     /// Every note and folder, as `table id: column=value …` lines, for comparing devices.
-    func contents() throws -> [String] {
+    func contents() throws -> [String] { try Self.contents(of: store) }
+
+    /// Every row of a store's notes tables (those it has), as `table id: column=value …` lines.
+    static func contents(of store: SyncedDatabase) throws -> [String] {
         try store.writer.read { db in
-            var lines: [String] = []
-            for table in try ["folders", "notes", "tags"].filter({ try db.tableExists($0) }) {
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id") {
-                    lines.append("\(table) \(row)")
-                }
+            try ["folders", "notes", "tags"].filter { try db.tableExists($0) }.flatMap { table in
+                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id").map { "\(table) \($0)" }
             }
-            return lines
         }
     }
 

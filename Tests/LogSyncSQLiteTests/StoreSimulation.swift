@@ -45,14 +45,10 @@ struct StoreSimulation {
         let network = try FaultyNetwork(
             directory: directory, seed: seed, pageSize: Int.random(in: 1...20, using: &random), devices: devices)
         let all = try devices.map { name in
-            let folder = directory.appendingPathComponent(name, isDirectory: true)
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            return try Device(name) {
-                try SyncedDatabase(
-                    path: folder.appendingPathComponent("app.sqlite").path, tables: SQLiteDevice.tables(.fieldByField),
-                    privateDatabase: network.database(device: name, user: "alice"),
-                    logDirectory: folder.appendingPathComponent("logs", isDirectory: true),
-                    options: .init(configure: { $0.automaticallySync = false }, handsOffOnCommit: false),
+            try Device(name) {
+                try SQLiteDevice.openStore(
+                    name, in: directory, tables: SQLiteDevice.tables(.fieldByField),
+                    privateDatabase: network.database(device: name, user: "alice"), handsOffOnCommit: false,
                     migrate: SQLiteDevice.migrate(version2: false))
             }
         }
@@ -67,10 +63,10 @@ struct StoreSimulation {
         network.setFaults(false)
         var settled = false
         for _ in 0..<10 where !settled {
-            let before = try all.map { try Self.contents($0.db) }
+            let before = try all.map { try SQLiteDevice.contents(of: $0.db) }
             for device in all { try await device.db.sync() }
             for device in all { try await device.db.sync() }
-            let after = try all.map { try Self.contents($0.db) }
+            let after = try all.map { try SQLiteDevice.contents(of: $0.db) }
             settled = before == after && Set(after.map { $0 }).count == 1
         }
         try check(all, network)
@@ -127,17 +123,9 @@ struct StoreSimulation {
         }
     }
 
-    static func contents(_ db: SyncedDatabase) throws -> [String] {
-        try db.writer.read { db in
-            try ["folders", "notes"].flatMap { table in
-                try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY id").map { "\(table) \($0)" }
-            }
-        }
-    }
-
     func check(_ all: [Device], _ network: FaultyNetwork) throws {
         let failure = "seed \(seed): rerun StoreSimulation(seed: \(seed), …)"
-        let contents = try all.map { try Self.contents($0.db) }
+        let contents = try all.map { try SQLiteDevice.contents(of: $0.db) }
         for (device, rows) in zip(all, contents) {
             #expect(rows == contents[0], "\(failure): \(device.name) differs from \(all[0].name)")
             let leftovers = try device.db.writer.read { db in
