@@ -32,7 +32,7 @@ struct BundleRoutes: Sendable {
             let size = try Self.integer("size", of: request, id: id)
             let upload = try await begin(user: user, id: id, size: size)
             defer { upload.close() }
-            return JSONRoutes.response(.ok, Self.wire(upload.status))
+            return JSONRoutes.response(.ok, upload.status)
         }
     }
 
@@ -56,7 +56,7 @@ struct BundleRoutes: Sendable {
             defer { upload.close() }
             if upload.stored != nil {
                 if !body.read { context.channel.close(mode: .input, promise: nil) }
-                var response = JSONRoutes.response(.ok, Self.wire(upload.status))
+                var response = JSONRoutes.response(.ok, upload.status)
                 if !body.read { response.headers[.connection] = "close" }
                 return response
             }
@@ -72,7 +72,7 @@ struct BundleRoutes: Sendable {
                         "support bundle stored",
                         metadata: ["user": "\(user.rawValue)", "bundle": "\(stored.id)", "bytes": "\(stored.size)"])
                 }
-                return JSONRoutes.response(.ok, Self.wire(upload.status))
+                return JSONRoutes.response(.ok, upload.status)
             } catch {
                 throw Self.failure(error, id)
             }
@@ -145,10 +145,6 @@ struct BundleRoutes: Sendable {
         }
         let what = id.map { "the request for support bundle \($0.short)" } ?? "the support bundle request"
         return HTTPFailure(500, SyncError(.internalError, "\(what) failed on the server", cause: "\(error)"))
-    }
-
-    static func wire(_ status: SupportBundleUploadStatus) -> WireBundles.UploadStatus {
-        WireBundles.UploadStatus(received: status.received, size: status.size, bundle: status.bundle)
     }
 
     static func wire(_ bundle: StoredBundle) -> WireBundles.Bundle {

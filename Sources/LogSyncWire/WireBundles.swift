@@ -1,4 +1,5 @@
 import Foundation
+import SyncModel
 
 /// The paths and JSON bodies of support bundle uploads (Docs/Protocol.md, "Support bundles"):
 /// a user uploads their bundle's `data.mdb` with their bearer token, as asset contents are
@@ -25,21 +26,8 @@ public enum WireBundles {
     /// `GET /v1/admin/bundles/{id}`: the stored bundle's `data.mdb` (admin token).
     public static func adminBundlePath(_ id: String) -> String { adminBundlesPath + "/" + WireAdmin.percentEncoded(id) }
 
-    /// The answer of the status route and of each `PUT`.
-    public struct UploadStatus: Sendable, Hashable, Codable {
-        /// The bytes the server holds: where the next piece starts.
-        public var received: Int64
-        /// The size announced.
-        public var size: Int64
-        /// The stored bundle's ID, once it is verified and stored.
-        public var bundle: String?
-
-        public init(received: Int64, size: Int64, bundle: String?) {
-            self.received = received
-            self.size = size
-            self.bundle = bundle
-        }
-    }
+    /// The answer of the status route and of each `PUT`: the server's own status, as JSON.
+    public typealias UploadStatus = SupportBundleUploadStatus
 
     /// A stored bundle, as the admin routes list it.
     public struct Bundle: Sendable, Hashable, Codable {

@@ -6,22 +6,6 @@ import Synchronization
 // Support bundles uploaded by users (Docs/Protocol.md, "Support bundles"; Docs/Privacy.md,
 // "Uploaded bundles"): a user uploads, only the operator reads.
 
-/// How much of a support bundle the server holds (`GET /v1/bundles/{id}/upload` and the answer
-/// of each `PUT`): the bytes received, the size announced, and once it is verified and stored,
-/// its ID.
-public struct SupportBundleUploadStatus: Sendable, Hashable, Codable {
-    public var received: Int64
-    public var size: Int64
-    /// The stored bundle's ID, once stored.
-    public var bundle: String?
-
-    public init(received: Int64, size: Int64, bundle: String?) {
-        self.received = received
-        self.size = size
-        self.bundle = bundle
-    }
-}
-
 /// One upload of a support bundle's `data.mdb` for the user signed in, begun by
 /// ``SyncServer/beginSupportBundleUpload(user:id:size:)``: pieces are written in order from
 /// ``received``; ``finish()`` checks the bytes against the ID (their SHA-256), verifies the bundle
