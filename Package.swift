@@ -203,7 +203,7 @@ let package = Package(
         .testTarget(
             name: "LogSyncServerTests",
             dependencies: [
-                "LogSyncServer", "SyncModel", "LogStore", "LogSyncTesting",
+                "LogSyncServer", "SyncModel", "LogStore", "LogSyncTesting", "SyncTestKit",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]),
@@ -338,7 +338,7 @@ let package = Package(
             name: "LogSyncPostgresTests",
             dependencies: [
                 "LogSyncPostgres", "PostgresProcess", "SyncModel", "LogSyncServer", "LogStore", "LogSync",
-                "LogSyncTesting", .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "LogSyncTesting", "SyncTestKit", .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -174,14 +174,13 @@ public final class PostgresStorage: ServerStorage {
     /// at a time across every node. Threads of this node queue on a local lock first, so they
     /// never hold connections while they wait.
     public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
-        let local = localLocks.lock(named: name)
-        local.lock()
-        defer { local.unlock() }
-        return try pool.withSession { session in
-            let key = Int64(bitPattern: Self.lockKey(name))
-            try session.query("SELECT pg_advisory_lock($1)", [.int64(key)])
-            defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [.int64(key)]) }
-            return try body()
+        try localLocks.withLock(named: name) {
+            try pool.withSession { session in
+                let key = Int64(bitPattern: Self.lockKey(name))
+                try session.query("SELECT pg_advisory_lock($1)", [.int64(key)])
+                defer { _ = try? session.query("SELECT pg_advisory_unlock($1)", [.int64(key)]) }
+                return try body()
+            }
         }
     }
 

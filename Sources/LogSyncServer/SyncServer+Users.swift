@@ -129,3 +129,11 @@ extension SyncServer {
         }
     }
 }
+
+extension SyncServer {
+    /// The name of `user`'s sharing lock in the storage's `withExclusiveLock(_:_:)`: what sharing
+    /// with them holds (acceptance, propagation). For tests that hold it.
+    package func sharingLockName(of user: UserID) throws -> String {
+        OpenDatabases.sharingLockName(of: try context.users.number(of: user))
+    }
+}

@@ -50,6 +50,9 @@ public final class SyncServer: Sendable {
         /// How long an uploaded support bundle is kept, from its upload: 30 days by default.
         /// ``SyncServer/removeExpiredSupportBundles(now:)`` removes the older ones.
         public var supportBundleRetention: TimeInterval = 30 * 86_400
+        /// What sharing's lock covers: one participant (the default), or the whole storage, as
+        /// in earlier versions; `logsync-store-bench` measures the one against the other.
+        package var sharingLock: SharingLockScope = .perParticipant
 
         public init(
             directory: URL, durability: Durability = .durable, now: @escaping @Sendable () -> Date = { Date() },
@@ -92,7 +95,7 @@ public final class SyncServer: Sendable {
         self.configuration = configuration
         self.storage = storage
         let users = try UserRegistry(storage: storage)
-        databases = OpenDatabases(storage: storage, users: users)
+        databases = OpenDatabases(storage: storage, users: users, sharingLock: configuration.sharingLock)
         context = ServerContext(
             storage: storage, users: users, databases: databases,
             limits: ServerLimits(

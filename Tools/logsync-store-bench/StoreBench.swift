@@ -11,6 +11,9 @@
 //    against one node, then against two nodes (two HTTP servers, each with its own PostgreSQL
 //    store and connections) on the same database. Records saved per second over the whole
 //    run, and the median and p99 latency of the save requests.
+// 4. Sharing: O owners sharing with O participants, commits propagated to each participant's
+//    shared database, with one lock per participant against one for the whole storage, on one
+//    node and on two (SharingBench.swift).
 //
 // PostgreSQL is started by the benchmark (initdb and pg_ctl in the scratch directory, on a free
 // loopback port; as an unprivileged user when run as root), twice: with fsync and without. The nodes run in
@@ -19,6 +22,7 @@
 //
 //   swift build -c release --product logsync-store-bench --scratch-path .build-h
 //   .build-h/release/logsync-store-bench [--records N] [--devices N] [--quick] [--dir PATH]
+//   .build-h/release/logsync-store-bench --sharing-only [--owners N] [--participants N] [--rounds N]
 //
 // Docs/Performance.md ("PostgreSQL and several nodes") has the figures of the reference machine.
 import ArgumentParser
@@ -61,7 +65,23 @@ struct StoreBench: BenchCommand {
         transform: count())
     var rounds: Int?
 
+    @Option(
+        help: ArgumentHelp("Owners and participants in the sharing phase (default 100).", valueName: "N"),
+        transform: count())
+    var owners: Int?
+
+    @Option(
+        help: ArgumentHelp("Participants each owner shares with in the sharing phase (default 5).", valueName: "N"),
+        transform: count())
+    var participants: Int?
+
+    @Flag(help: "Run the sharing phase alone.")
+    var sharingOnly = false
+
     var recordCount: Int { records ?? common.size(40_000, quick: 4_000) }
+    var ownerCount: Int { owners ?? 100 }
+    var participantsPerOwner: Int { min(participants ?? 5, ownerCount) }
+    var sharingRounds: Int { roundCount }
     var deviceCount: Int { devices ?? 100 }
     var userCount: Int { min(users ?? 20, deviceCount) }
     var roundCount: Int { rounds ?? common.size(20, quick: 5) }
@@ -90,6 +110,11 @@ struct StoreBench: BenchCommand {
         defer {
             Task { await durablePostgres.destroy() }
             Task { await fastPostgres.destroy() }
+        }
+        if sharingOnly {
+            try await measureSharing(on: durablePostgres, scratch: scratch)
+            printLoadAtEnd()
+            return
         }
         emit(
             "  PostgreSQL: \(durablePostgres.directory.path) (fsync on) and \(fastPostgres.directory.path) (fsync off)")
@@ -147,6 +172,10 @@ struct StoreBench: BenchCommand {
         }
         emit()
         emit(table(nodeRows))
+        emit()
+
+        // 4: sharing's lock, per participant against whole storage.
+        try await measureSharing(on: durablePostgres, scratch: scratch)
         printLoadAtEnd()
     }
 
@@ -186,8 +215,8 @@ struct StoreBench: BenchCommand {
     }
 
     /// A record of about `size` bytes of field data.
-    static func record(_ name: String, size: Int) -> Record {
-        var record = Record(recordType: "Item", recordID: Record.ID(recordName: name, zoneID: zone))
+    static func record(_ name: String, size: Int, in zoneID: RecordZone.ID = zone) -> Record {
+        var record = Record(recordType: "Item", recordID: Record.ID(recordName: name, zoneID: zoneID))
         record["title"] = .string(name)
         record["body"] = .string(String(repeating: "x", count: max(0, size - name.utf8.count - 16)))
         record["count"] = .int64(Int64(name.utf8.count))

@@ -12,10 +12,12 @@ protocol DatabaseDirectory: Sendable {
     ///   errors.
     func open(_ user: UserID, _ scope: DatabaseScope) throws -> OpenDatabase
 
-    /// Runs `body` holding the lock that serialises the writes to participants' shared databases
-    /// (acceptance, propagation) on every node of the storage, so that two of them never decide on
-    /// one participant's zone at once.
-    func withSharingLock<R>(_ body: () throws -> R) throws -> R
+    /// Runs `body` holding the lock that serialises the writes to the shared database of the
+    /// participant with registry number `participant` (acceptance, propagation) on every node of
+    /// the storage, so that two of them never decide on one participant's zones at once. Each
+    /// participant has a lock of their own: sharing with different participants runs in
+    /// parallel.
+    func withSharingLock<R>(of participant: UInt64, _ body: () throws -> R) throws -> R
 }
 
 /// One (user, scope) database as its server keeps it open: whose it is, its log, and what the
@@ -40,15 +42,26 @@ final class OpenDatabase: Sendable {
     }
 }
 
+/// What the lock of ``DatabaseDirectory/withSharingLock(of:_:)`` covers.
+package enum SharingLockScope: Sendable {
+    /// One lock per participant: sharing with different participants runs in parallel.
+    case perParticipant
+    /// One lock for every participant on every node, as in earlier versions: all sharing takes
+    /// turns. Kept to measure the first against.
+    case wholeStorage
+}
+
 /// The databases open in this process, each opened once, on first use, from the storage.
 final class OpenDatabases: DatabaseDirectory {
     private let storage: any ServerStorage
     private let users: UserRegistry
+    private let sharingLock: SharingLockScope
     private let open = Mutex<[PushHub.Key: OpenDatabase]>([:])
 
-    init(storage: any ServerStorage, users: UserRegistry) {
+    init(storage: any ServerStorage, users: UserRegistry, sharingLock: SharingLockScope = .perParticipant) {
         self.storage = storage
         self.users = users
+        self.sharingLock = sharingLock
     }
 
     func open(_ user: UserID, _ scope: DatabaseScope) throws -> OpenDatabase {
@@ -65,9 +78,15 @@ final class OpenDatabases: DatabaseDirectory {
         }
     }
 
-    func withSharingLock<R>(_ body: () throws -> R) throws -> R {
-        try storage.withExclusiveLock("sharing", body)
+    func withSharingLock<R>(of participant: UInt64, _ body: () throws -> R) throws -> R {
+        switch sharingLock {
+        case .perParticipant: try storage.withExclusiveLock(Self.sharingLockName(of: participant), body)
+        case .wholeStorage: try storage.withExclusiveLock("sharing", body)
+        }
     }
+
+    /// The name of participant `number`'s sharing lock in ``ServerStorage/withExclusiveLock(_:_:)``.
+    static func sharingLockName(of number: UInt64) -> String { "sharing:u\(number)" }
 
     /// Forgets `user`'s open databases: the user was deleted, and their logs with them.
     func forget(_ user: UserID) {

@@ -117,7 +117,7 @@ struct ShareAcceptance {
         let zoneID = located.owner.ownership.ownerSpelling(located.zoneID)
         // The participant's database first: if the owner's commit then fails, propagation finds
         // the zone not shared and removes it again; the other order could lose the zone.
-        try context.databases.withSharingLock {
+        try context.databases.withSharingLock(of: shared.userNumber) {
             let joined = try shared.read { snapshot in
                 try snapshot.index.value(forKey: IndexKey.zone(zoneID), in: "sharedZones") != nil
             }

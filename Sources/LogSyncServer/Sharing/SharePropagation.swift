@@ -18,13 +18,13 @@ struct SharePropagation {
     /// Brings `participant`'s shared database up to date with the owners' logs: an entry for each
     /// shared zone that changed since its last one, and a zone deletion for each zone no longer
     /// shared with them (with `reasons`' reason when given). Hints the participant's devices but
-    /// `device`. Idempotent; serialised with every other propagation and acceptance.
+    /// `device`. Idempotent; serialised with every other propagation to and acceptance by `participant`, on any node.
     func propagateShares(
         to participant: UserID, reasons: [RecordZone.ID: ShareEndReason] = [:], from device: DeviceID? = nil
     ) throws {
         let shared = try context.database(participant, .shared)
         let recordName = try context.users.actor(participant).recordName
-        try context.databases.withSharingLock {
+        try context.databases.withSharingLock(of: shared.userNumber) {
             let zones = try shared.read { snapshot in try snapshot.sharedZones() }
             var entries: [ServerEntry] = []
             for (zoneID, state) in zones {

@@ -493,10 +493,7 @@ public final class LMDBStorage: ServerStorage {
     }
 
     public func withExclusiveLock<R>(_ name: String, _ body: () throws -> R) throws -> R {
-        let lock = locks.lock(named: name)
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
+        try locks.withLock(named: name, body)
     }
 
     public func publish(_ notice: PushNotice) {
@@ -567,20 +564,40 @@ public final class LMDBServerLog: ServerLog {
     }
 }
 
-/// This process's locks of ``ServerStorage/withExclusiveLock(_:_:)``, one per name, made on
-/// first use.
+/// This process's locks of ``ServerStorage/withExclusiveLock(_:_:)``, one per name while someone
+/// holds or waits for it: names are per user (a participant's sharing lock, an owner's asset
+/// uploads), so a lock is dropped again when its last user leaves.
 package final class NamedLocks: Sendable {
-    private let locks = Mutex<[String: NSLock]>([:])
+    private struct Held {
+        let lock: NSLock
+        /// The threads holding or waiting for the lock.
+        var users: Int
+    }
+
+    private let locks = Mutex<[String: Held]>([:])
 
     package init() {}
 
-    /// The lock named `name`.
-    package func lock(named name: String) -> NSLock {
-        locks.withLock { locks in
-            if let lock = locks[name] { return lock }
-            let lock = NSLock()
-            locks[name] = lock
-            return lock
+    /// Runs `body` holding the lock named `name`.
+    package func withLock<R>(named name: String, _ body: () throws -> R) rethrows -> R {
+        let lock = locks.withLock { locks in
+            var held = locks[name] ?? Held(lock: NSLock(), users: 0)
+            held.users += 1
+            locks[name] = held
+            return held.lock
         }
+        defer {
+            locks.withLock { locks in
+                guard var held = locks[name] else { return }
+                held.users -= 1
+                locks[name] = held.users == 0 ? nil : held
+            }
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
     }
+
+    /// How many names have a lock now: the ones held or waited for.
+    package var count: Int { locks.withLock { $0.count } }
 }

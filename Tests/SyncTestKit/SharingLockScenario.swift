@@ -1,0 +1,83 @@
+import Foundation
+import LogSyncServer
+import SyncModel
+
+/// One participant's sharing lock held while another participant accepts (F119, F120): the
+/// scenario of `SharingLockTests` on LMDB and of `PostgresSharingLockTests` across two nodes.
+/// Alice shares her zone `Notes` with bob, dave his with carol: two owners, two participants,
+/// nothing in common.
+public struct SharingLockScenario: Sendable {
+    /// Each participant's share URL.
+    public let urls: [UserID: URL]
+
+    /// Registers bob and carol on `owner` and makes alice's and dave's shares.
+    public init(owner: SyncServer) async throws {
+        var urls: [UserID: URL] = [:]
+        for (sharer, participant) in [("alice", "bob"), ("dave", "carol")] as [(UserID, UserID)] {
+            try owner.registerUser(participant, emailAddress: "\(participant.rawValue)@example.com")
+            let database = owner.database(for: sharer, device: "phone")
+            _ = try await database.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            var share = Share(recordZoneID: RecordZone.ID(zoneName: "Notes"))
+            share.addParticipant(
+                Share.Participant(emailAddress: "\(participant.rawValue)@example.com", permission: .readWrite))
+            let saved = try await database.modifyRecords(saving: [share.record], deleting: [])
+            guard let record = try saved.saveResults[share.recordID]?.get(), let url = try Share(record: record).url
+            else {
+                throw ScenarioError("\(sharer)'s share was not saved with a URL")
+            }
+            urls[participant] = url
+        }
+        self.urls = urls
+    }
+
+    /// Accepts their share as `user` through `server`; whether it came back accepted.
+    public func accept(as user: UserID, through server: SyncServer) async throws -> Bool {
+        guard let url = urls[user] else { throw ScenarioError("no share for \(user)") }
+        let response = try await server.database(for: user, scope: .shared, device: "phone")
+            .acceptShares(AcceptSharesRequest(shareURLs: [url]))
+        return (try? response.results[url]?.get()) != nil
+    }
+
+    /// Holds `user`'s sharing lock on `storage` on a thread of its own until `body` returns (or
+    /// 120 seconds pass, so that a regression fails rather than hangs); whether `body` returned
+    /// while the lock was still held.
+    public static func holding(
+        _ lockName: String, on storage: any ServerStorage, while body: () async throws -> Void
+    ) async throws -> Bool {
+        let taken = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0)
+        let holder = Task {
+            await withCheckedContinuation { continuation in
+                Thread {
+                    let signalled =
+                        (try? storage.withExclusiveLock(lockName) {
+                            taken.signal()
+                            return done.wait(timeout: .now() + 120) == .success
+                        }) ?? false
+                    continuation.resume(returning: signalled)
+                }.start()
+            }
+        }
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                taken.wait()
+                continuation.resume()
+            }
+        }
+        do {
+            try await body()
+        } catch {
+            done.signal()
+            _ = await holder.value
+            throw error
+        }
+        done.signal()
+        return await holder.value
+    }
+}
+
+/// A scenario that could not be set up.
+public struct ScenarioError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
