@@ -85,7 +85,7 @@ final class PostgresReplica: Sendable {
 }
 
 extension PostgresServerLog {
-    /// A fetch's read (``ServerLog/read(notOlderThan:_:)``): from the store's replica when it has
+    /// A fetch's read (`ServerLog.read(notOlderThan:_:)`): from the store's replica when it has
     /// one that holds the log up to `offset`, else from the primary.
     func read<R>(notOlderThan offset: LogOffset, _ body: (any IndexReader) throws -> R) throws -> R {
         if let replica = storage.replica,
