@@ -107,7 +107,7 @@ package final class PostgresListener: Sendable {
         }
         if stopped { return }
         let eventLoop = group.next()
-        PostgresConnection.connect(on: eventLoop, configuration: url.connectionConfiguration, id: id, logger: logger)
+        url.connect(on: eventLoop, id: id, logger: logger).map(\.0)
             .flatMap { [channels, onNotification, logger] connection -> EventLoopFuture<PostgresConnection> in
                 // One statement per channel: the extended query protocol takes one at a time.
                 var listened = eventLoop.makeSucceededVoidFuture()

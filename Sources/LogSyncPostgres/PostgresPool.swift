@@ -17,6 +17,11 @@ import Synchronization
 /// and the next checkout connects again, so a PostgreSQL restart costs the calls in flight
 /// (which throw `SyncError(.serviceUnavailable, retryAfter: 1 s)`) and nothing more.
 ///
+/// A URL of several hosts makes each new connection find the one that suits its
+/// `target_session_attrs` (`PostgresFailover.swift`), so after a failover the connections to
+/// the lost primary are dropped and the next ones reach the promoted standby; a write that
+/// reaches a read-only server drops its connection the same way (`serviceUnavailable`).
+///
 /// Built on postgres-nio's `PostgresConnection` and its `EventLoopFuture` API rather than
 /// `PostgresClient`, whose pool runs on Swift concurrency and would starve behind threads that
 /// block.
@@ -36,7 +41,7 @@ package final class PostgresPool: Sendable {
 
     /// The connections not in use and the pool's lifecycle.
     private struct State {
-        var idle: [PostgresConnection] = []
+        var idle: [(connection: PostgresConnection, host: PostgresHost)] = []
         var nextID = 1
         var isShutDown = false
     }
@@ -77,9 +82,9 @@ package final class PostgresPool: Sendable {
             inUse.decrement()
             free.signal()
         }
-        let connection = try checkOut()
-        let session = PostgresSession(connection: connection, endpoint: url.endpoint, logger: logger)
-        defer { checkIn(connection, broken: session.health.isBroken) }
+        let (connection, host) = try checkOut()
+        let session = PostgresSession(connection: connection, endpoint: host.endpoint, logger: logger)
+        defer { checkIn(connection, host: host, broken: session.health.isBroken) }
         return try body(session)
     }
 
@@ -97,7 +102,7 @@ package final class PostgresPool: Sendable {
             defer { state.idle = [] }
             return state.idle
         }
-        for connection in idle { try? connection.close().wait() }
+        for (connection, _) in idle { try? connection.close().wait() }
         try? threads.syncShutdownGracefully()
         try? group.syncShutdownGracefully()
     }
@@ -109,7 +114,7 @@ package final class PostgresPool: Sendable {
             defer { state.idle = [] }
             return state.idle
         }
-        for connection in idle {
+        for (connection, _) in idle {
             if connection.eventLoop.inEventLoop {
                 connection.close().whenComplete { _ in }
             } else {
@@ -118,10 +123,11 @@ package final class PostgresPool: Sendable {
         }
     }
 
-    /// An idle open connection, or a new one.
-    private func checkOut() throws -> PostgresConnection {
+    /// An idle open connection, or a new one, and the host it is connected to.
+    private func checkOut() throws -> (PostgresConnection, PostgresHost) {
         while true {
-            let (candidate, id, isShutDown) = state.withLock { state -> (PostgresConnection?, Int, Bool) in
+            let (candidate, id, isShutDown) = state.withLock {
+                state -> ((connection: PostgresConnection, host: PostgresHost)?, Int, Bool) in
                 let id = state.nextID
                 if state.idle.isEmpty { state.nextID += 1 }
                 return (state.idle.popLast(), id, state.isShutDown)
@@ -130,47 +136,39 @@ package final class PostgresPool: Sendable {
                 throw PostgresFailure.unavailable("the PostgreSQL pool for \(url.endpoint) is shut down")
             }
             guard let candidate else { return try connect(id: id) }
-            if !candidate.isClosed { return candidate }
+            if !candidate.connection.isClosed { return candidate }
             logger.debug("dropping a closed PostgreSQL connection", metadata: ["endpoint": "\(url.endpoint)"])
         }
     }
 
     /// Returns `connection` to the idle list, or closes it when it failed.
-    private func checkIn(_ connection: PostgresConnection, broken: Bool) {
+    private func checkIn(_ connection: PostgresConnection, host: PostgresHost, broken: Bool) {
         if broken || connection.isClosed {
-            connection.close().whenComplete { _ in }
+            // Held until closed: postgres-nio wants a connection closed before it is released
+            // (one refused as read-only is still open here).
+            connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
             return
         }
         let keep = state.withLock { state in
             if state.isShutDown { return false }
-            state.idle.append(connection)
+            state.idle.append((connection, host))
             return true
         }
-        if !keep { connection.close().whenComplete { _ in } }
+        if !keep { connection.close().whenComplete { _ in withExtendedLifetime(connection) {} } }
     }
 
-    /// Opens connection number `id`.
-    private func connect(id: Int) throws -> PostgresConnection {
+    /// Opens connection number `id` to the first of the URL's hosts that suits it
+    /// (`target_session_attrs`), and names that host.
+    private func connect(id: Int) throws -> (PostgresConnection, PostgresHost) {
         do {
-            return try PostgresConnection.connect(
-                on: group.next(), configuration: url.connectionConfiguration, id: id, logger: logger
-            ).wait()
+            return try url.connect(on: group.next(), id: id, logger: logger).wait()
+        } catch let error as SyncError {
+            throw error
         } catch {
             switch PostgresFailure(error, sql: nil, endpoint: url.endpoint) {
             case .connection(let failure): throw failure
             case .statement(let failure): throw failure
             }
         }
-    }
-}
-
-extension PostgresURL {
-    /// postgres-nio's configuration for this URL: plain TCP (the database runs next to the
-    /// server or on a private network).
-    var connectionConfiguration: PostgresConnection.Configuration {
-        var configuration = PostgresConnection.Configuration(
-            host: host, port: port, username: user, password: password, database: database, tls: .disable)
-        configuration.options.connectTimeout = .seconds(5)
-        return configuration
     }
 }

@@ -32,6 +32,8 @@ public final class PostgresStorage: ServerStorage {
 
     let pool: PostgresPool
     let url: PostgresURL
+    /// The streaming replica fetches read when it has caught up (`replicaURL`), if any.
+    let replica: PostgresReplica?
     private let logger: Logger
     private let notifications: PostgresNotifications
     private let localLocks = NamedLocks()
@@ -40,7 +42,10 @@ public final class PostgresStorage: ServerStorage {
     /// creating or migrating its schema (`schema`).
     ///
     /// - Parameters:
-    ///   - url: The database, as `postgres://user[:password]@host[:port]/database`.
+    ///   - url: The database, as `postgres://user[:password]@host[:port]/database`; several
+    ///     hosts (`@h1:p1,h2:p2`) with `?target_session_attrs=read-write` follow a failover.
+    ///   - replicaURL: A streaming replica of that database: fetches read it when it has replayed
+    ///     past their change token (`logsync_postgres_replica_reads_total`), the primary otherwise.
     ///   - connections: How many requests this node runs against PostgreSQL at once; it opens up
     ///     to twice as many connections and one more, for the requests that hold a lock or read
     ///     one log inside another's transaction.
@@ -51,10 +56,14 @@ public final class PostgresStorage: ServerStorage {
     /// - Throws: `PostgresURLError` for a malformed URL, `SyncError(.serviceUnavailable)` when
     ///   PostgreSQL cannot be reached, `PostgresStoreError` when the schema cannot be migrated.
     public init(
-        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres"),
-        metricsFactory: any MetricsFactory = MetricsSystem.factory
+        url: String, replicaURL: String? = nil, connections: Int = 16,
+        logger: Logger = Logger(label: "logsync.postgres"), metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) throws {
         self.url = try PostgresURL(url)
+        replica = try replicaURL.map {
+            PostgresReplica(
+                url: try PostgresURL($0), connections: connections, logger: logger, metricsFactory: metricsFactory)
+        }
         self.logger = logger
         notifications = PostgresNotifications(
             url: self.url, logger: logger,
@@ -66,18 +75,21 @@ public final class PostgresStorage: ServerStorage {
             _ = try Self.schema.migrate(pool)
         } catch {
             pool.shutdown()
+            replica?.shutdown()
             throw error
         }
     }
 
-    /// ``init(url:connections:logger:metricsFactory:)`` on a thread of its own: connecting and migrating block,
+    /// ``init(url:replicaURL:connections:logger:metricsFactory:)`` on a thread of its own: connecting and migrating block,
     /// and an async caller's thread is one of Swift's few cooperative threads.
     public static func open(
-        url: String, connections: Int = 16, logger: Logger = Logger(label: "logsync.postgres"),
-        metricsFactory: any MetricsFactory = MetricsSystem.factory
+        url: String, replicaURL: String? = nil, connections: Int = 16,
+        logger: Logger = Logger(label: "logsync.postgres"), metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) async throws -> PostgresStorage {
         try await onOwnThread {
-            try PostgresStorage(url: url, connections: connections, logger: logger, metricsFactory: metricsFactory)
+            try PostgresStorage(
+                url: url, replicaURL: replicaURL, connections: connections, logger: logger,
+                metricsFactory: metricsFactory)
         }
     }
 
@@ -259,10 +271,11 @@ public final class PostgresStorage: ServerStorage {
     /// connections and joining its threads happen on a thread of their own, so a caller on a
     /// cooperative thread never waits for them.
     public func shutdown() {
-        let (notifications, pool) = (notifications, pool)
+        let (notifications, pool, replica) = (notifications, pool, replica)
         Thread.detachNewThread {
             notifications.stop()
             pool.shutdown()
+            replica?.shutdown()
         }
     }
 }

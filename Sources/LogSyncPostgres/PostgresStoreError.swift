@@ -57,7 +57,14 @@ enum PostgresFailure {
                 let message = error.serverInfo?[.message] ?? ""
                 // Class 08 (connection exception) and 57P0x (the server shutting down or
                 // starting up) mean the connection, not the statement, failed.
-                if state.hasPrefix("08") || state.hasPrefix("57P0") || state == "53300" {
+                if state == "25006" {
+                    // A write reached a read-only server: a standby, or a primary demoted by a
+                    // failover. Dropping the connection lets the next one find the primary.
+                    self = .connection(
+                        Self.unavailable(
+                            "PostgreSQL at \(endpoint) is read-only (a standby?) and refused \(what): \(message) (\(state))"
+                        ))
+                } else if state.hasPrefix("08") || state.hasPrefix("57P0") || state == "53300" {
                     self = .connection(
                         Self.unavailable(
                             "PostgreSQL at \(endpoint) ended the connection while \(what): \(message) (\(state))"))

@@ -19,6 +19,28 @@ import Testing
         #expect(ipv6.host == "::1" && ipv6.port == 5433)
     }
 
+    /// Several hosts, each with its port or 5432, and libpq's `target_session_attrs` (`any`
+    /// without one); other parameters are left alone.
+    @Test func parsesSeveralHostsAndTargetSessionAttributes() throws {
+        let url = try PostgresURL(
+            "postgres://u:pw@db1:5433,db2,[::1]:6000/logsync?sslmode=disable&target_session_attrs=read-write")
+        #expect(
+            url.hosts == [
+                PostgresHost(host: "db1", port: 5433), PostgresHost(host: "db2", port: 5432),
+                PostgresHost(host: "::1", port: 6000),
+            ])
+        #expect(url.targetSessionAttributes == .readWrite)
+        #expect(url.host == "db1" && url.port == 5433 && url.database == "logsync")
+        #expect(
+            url.description == "postgres://u:***@db1:5433,db2:5432,[::1]:6000/logsync?target_session_attrs=read-write")
+        #expect(try PostgresURL("postgres://u@h/d").targetSessionAttributes == .any)
+        for attributes in PostgresTargetSessionAttributes.allCases {
+            #expect(
+                try PostgresURL("postgres://u@h/d?target_session_attrs=\(attributes.rawValue)").targetSessionAttributes
+                    == attributes)
+        }
+    }
+
     /// The description, which servers log, never shows the password.
     @Test func descriptionHidesThePassword() throws {
         let url = try PostgresURL("postgres://alice:hunter2@db:5432/logsync")
@@ -37,6 +59,12 @@ import Testing
         ("postgres://u@h:99999/d", "port"),
         ("postgres://u@h:abc/d", "port"),
         ("postgres://u%zz@h/d", "percent"),
+        ("postgres://u@h1,/d", "host 2 of 2 is empty"),
+        ("postgres://u@,h2/d", "host 1 of 2 is empty"),
+        ("postgres://u@h1:5432,h2:0/d", "port"),
+        ("postgres://u@h1,[::1/d", "no closing ]"),
+        ("postgres://u@h/d?target_session_attrs=readwrite", "target_session_attrs \"readwrite\" is not one of"),
+        ("postgres://u@h/d?target_session_attrs", "has no =value"),
     ])
     func rejectsBadURLs(text: String, problem: String) {
         #expect {

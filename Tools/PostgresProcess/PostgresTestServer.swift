@@ -28,6 +28,9 @@ package final class PostgresTestServer: Sendable {
     let binaries: URL
     /// The user commands run as (`runuser -u`), when this process is root.
     let runAs: String?
+    /// Settings beyond the defaults, each `name=value`, given to the server as `-c` options
+    /// (which win over `ALTER SYSTEM`).
+    package let settings: [String]
     private let counter = Mutex(0)
 
     private static let sharedServer = Mutex<Task<PostgresTestServer, any Error>?>(nil)
@@ -43,13 +46,26 @@ package final class PostgresTestServer: Sendable {
         return try await task.value
     }
 
+    /// A server whose data directory is already made (a standby's), started on `port`.
+    init(
+        binaries: URL, runAs: String?, directory: URL, port: Int, durable: Bool, settings: [String]
+    ) {
+        self.binaries = binaries
+        self.runAs = runAs
+        self.directory = directory
+        self.port = port
+        self.durable = durable
+        self.settings = settings
+    }
+
     /// Creates a cluster in `directory` (a new temporary directory when nil) and starts it on a
     /// free port.
     ///
     /// - Throws: ``PostgresTestServerError`` when PostgreSQL is not installed, `initdb` fails,
     ///   or the server does not start (with the tail of its log).
-    package init(directory: URL? = nil, durable: Bool = false) async throws {
+    package init(directory: URL? = nil, durable: Bool = false, settings: [String] = []) async throws {
         self.durable = durable
+        self.settings = settings
         binaries = try Self.findBinaries()
         runAs = geteuid() == 0 ? Self.unprivilegedUser() : nil
         let directory =
@@ -57,13 +73,7 @@ package final class PostgresTestServer: Sendable {
             ?? URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("logsync-pg-\(UUID().uuidString.prefix(8).lowercased())")
         self.directory = directory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        if let runAs {
-            guard let user = getpwnam(runAs) else { throw PostgresTestServerError("no user \(runAs)") }
-            guard chown(directory.path, user.pointee.pw_uid, user.pointee.pw_gid) == 0 else {
-                throw PostgresTestServerError("cannot chown \(directory.path) to \(runAs): errno \(errno)")
-            }
-        }
+        try Self.makeDirectory(directory, for: runAs)
         let initdb = try await Self.command(
             binaries, runAs,
             ["initdb", "-D", directory.path, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"])
@@ -75,7 +85,8 @@ package final class PostgresTestServer: Sendable {
         for _ in 0..<3 {
             let port = try Self.freePort()
             do {
-                try await Self.start(binaries, runAs, directory: directory, port: port, durable: durable)
+                try await Self.start(
+                    binaries, runAs, directory: directory, port: port, durable: durable, settings: settings)
                 self.port = port
                 Self.register(self.stopCommand)
                 return
@@ -109,7 +120,7 @@ package final class PostgresTestServer: Sendable {
             binaries, runAs,
             [
                 "pg_ctl", "restart", "-w", "-m", "fast", "-D", directory.path, "-l", logPath,
-                "-o", Self.serverOptions(directory: directory, port: port, durable: durable),
+                "-o", Self.serverOptions(directory: directory, port: port, durable: durable, settings: settings),
             ])
         guard restarted.status == 0 else {
             throw PostgresTestServerError("pg_ctl restart failed: \(restarted)\nlog:\n\(logTail())")
@@ -127,7 +138,7 @@ package final class PostgresTestServer: Sendable {
 
     /// Starts the server stopped by ``stop()`` again, on the same port.
     package func startAgain() async throws {
-        try await Self.start(binaries, runAs, directory: directory, port: port, durable: durable)
+        try await Self.start(binaries, runAs, directory: directory, port: port, durable: durable, settings: settings)
     }
 
     /// Stops the server at once and deletes its directory; for tests with a server of their own.
@@ -144,9 +155,12 @@ package final class PostgresTestServer: Sendable {
         Self.logTail(directory: directory)
     }
 
+    /// Remembers this server for the exit handler, which stops it and deletes its directory.
+    func registerForExit() { Self.register(stopCommand) }
+
     /// What the exit handler runs: `pg_ctl stop -m immediate` as the right user, then the
     /// directory's removal.
-    private var stopCommand: RegisteredServer {
+    var stopCommand: RegisteredServer {
         RegisteredServer(
             arguments: Self.arguments(
                 binaries, runAs, ["pg_ctl", "stop", "-w", "-m", "immediate", "-D", directory.path]),
@@ -155,8 +169,21 @@ package final class PostgresTestServer: Sendable {
 
     // MARK: Commands
 
+    /// Creates `directory`, owned by `runAs` when given, readable by its owner alone (as
+    /// PostgreSQL wants a data directory).
+    static func makeDirectory(_ directory: URL, for runAs: String?) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        if let runAs {
+            guard let user = getpwnam(runAs) else { throw PostgresTestServerError("no user \(runAs)") }
+            guard chown(directory.path, user.pointee.pw_uid, user.pointee.pw_gid) == 0 else {
+                throw PostgresTestServerError("cannot chown \(directory.path) to \(runAs): errno \(errno)")
+            }
+        }
+        _ = chmod(directory.path, 0o700)
+    }
+
     /// Runs a PostgreSQL program from `binaries`, as `runAs` when given.
-    private static func command(
+    static func command(
         _ binaries: URL, _ runAs: String?, _ arguments: [String]
     ) async throws -> ChildProcess.Finished {
         let full = Self.arguments(binaries, runAs, arguments)
@@ -178,20 +205,22 @@ package final class PostgresTestServer: Sendable {
 
     /// The server's `-o` options: loopback only, the socket in the data directory, durability
     /// off, and room for the many pools tests open at once.
-    private static func serverOptions(directory: URL, port: Int, durable: Bool) -> String {
+    static func serverOptions(directory: URL, port: Int, durable: Bool, settings: [String]) -> String {
         "-p \(port) -c listen_addresses=127.0.0.1 -c unix_socket_directories=\(directory.path) -c max_connections=1000"
             + (durable ? "" : " -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+            + settings.map { " -c \($0)" }.joined()
     }
 
     /// `pg_ctl start`, waiting until the server accepts connections.
-    private static func start(_ binaries: URL, _ runAs: String?, directory: URL, port: Int, durable: Bool) async throws
-    {
+    static func start(
+        _ binaries: URL, _ runAs: String?, directory: URL, port: Int, durable: Bool, settings: [String]
+    ) async throws {
         let started = try await command(
             binaries, runAs,
             [
                 "pg_ctl", "start", "-w", "-t", "60", "-D", directory.path, "-l",
                 directory.appendingPathComponent("log").path,
-                "-o", serverOptions(directory: directory, port: port, durable: durable),
+                "-o", serverOptions(directory: directory, port: port, durable: durable, settings: settings),
             ])
         guard started.status == 0 else {
             throw PostgresTestServerError(
@@ -201,7 +230,7 @@ package final class PostgresTestServer: Sendable {
     }
 
     /// The last 40 lines of the log in `directory`.
-    private static func logTail(directory: URL) -> String {
+    static func logTail(directory: URL) -> String {
         let text = (try? String(contentsOf: directory.appendingPathComponent("log"), encoding: .utf8)) ?? "(no log)"
         return text.split(separator: "\n", omittingEmptySubsequences: false).suffix(40).joined(separator: "\n")
     }
@@ -270,7 +299,7 @@ package final class PostgresTestServer: Sendable {
     private static let registered = Mutex<(handlerInstalled: Bool, servers: [RegisteredServer])>((false, []))
 
     /// Remembers `server` for the exit handler, installing the handler the first time.
-    private static func register(_ server: RegisteredServer) {
+    static func register(_ server: RegisteredServer) {
         let install = registered.withLock { state in
             state.servers.append(server)
             defer { state.handlerInstalled = true }

@@ -50,7 +50,7 @@ struct DataOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Where the data is kept: lmdb:DIR (the default store, on this machine's disk) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, which several nodes can share; tokens are then kept in the database too. Default: the LOGSYNC_STORE environment variable.",
+            "Where the data is kept: lmdb:DIR (the default store, on this machine's disk) or postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, which several nodes can share (several HOST[:PORT] separated by commas with ?target_session_attrs=read-write follow the primary across a failover); tokens are then kept in the database too. Default: the LOGSYNC_STORE environment variable.",
             valueName: "store"))
     var store: String?
 
@@ -60,6 +60,13 @@ struct DataOptions: ParsableArguments {
             "With a PostgreSQL store: how many requests run against the database at once (the node opens up to twice as many connections, plus one).",
             valueName: "n"))
     var connections = 16
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "With a PostgreSQL store: a streaming replica of its database (postgres://…). Fetches read it when it has replayed past their change token, the primary otherwise; writes always go to the primary.",
+            valueName: "url"))
+    var replicaURL: String?
 
     @Option(
         name: .long,
@@ -127,6 +134,10 @@ struct DataOptions: ParsableArguments {
     func validate() throws {
         if store != nil, data != nil { throw ValidationError("give --data or --store, not both") }
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1, not \(connections)") }
+        if let replicaURL {
+            guard case .postgres = try location else { throw ValidationError("--replica-url needs a PostgreSQL store") }
+            _ = try PostgresURL(replicaURL)  // a malformed URL fails here, naming what is wrong
+        }
         if case .postgres = try location, tokens != nil {
             throw ValidationError("--tokens is for an LMDB store; a PostgreSQL store keeps its tokens in the database")
         }
@@ -152,7 +163,7 @@ struct DataOptions: ParsableArguments {
             storage = try LMDBStorage(directory: lmdbDirectory, durability: durability)
             directory = lmdbDirectory
         case .postgres(let url):
-            storage = try PostgresStorage(url: url, connections: connections, logger: logger)
+            storage = try PostgresStorage(url: url, replicaURL: replicaURL, connections: connections, logger: logger)
             directory = URL(fileURLWithPath: NSTemporaryDirectory())
         }
         var configuration = SyncServer.Configuration(directory: directory, durability: durability)

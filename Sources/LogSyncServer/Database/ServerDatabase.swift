@@ -50,6 +50,15 @@ struct ServerDatabase: Sendable {
         try log.read { index in try body(DatabaseSnapshot(index: index, scope: scope, user: user)) }
     }
 
+    /// `read`, on a snapshot that may be older but reaches `offset` (a change token's): what a
+    /// fetch reads, which a storage may answer from a replica (`ServerLog.read(notOlderThan:_:)`).
+    /// `body` may run twice.
+    func read<R>(notOlderThan offset: UInt64, _ body: (DatabaseSnapshot) throws -> R) throws -> R {
+        try log.read(notOlderThan: LogOffset(offset)) { index in
+            try body(DatabaseSnapshot(index: index, scope: scope, user: user))
+        }
+    }
+
     /// Runs `body` in a write transaction with a snapshot of the index as of its start; the
     /// entries it returns are appended in the same transaction. Returns the body's result and
     /// the offsets appended.

@@ -73,8 +73,9 @@ struct ChangeFeed {
         try request.validate()
         // A participant's feed first takes in what the owners' logs hold (Docs/Protocol.md, "Sharing").
         if scope == .shared { try propagation.propagateShares(to: user) }
-        return try database.read { snapshot in
-            let since = request.since?.offset.rawValue ?? 0
+        // Any snapshot from the token on answers, so a storage may read a replica (F142).
+        let since = request.since?.offset.rawValue ?? 0
+        return try database.read(notOlderThan: since) { snapshot in
             if let token = request.since {
                 try checkToken(offset: since, database: token.database, kind: "database", snapshot)
             }
@@ -198,7 +199,11 @@ struct ChangeFeed {
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?,
         storedRecords: inout [ArraySlice<UInt8>]?
     ) throws -> FetchZoneChangesResponse {
-        try database.read { snapshot in
+        // Any snapshot that reaches the token (and the listing it continues) answers, so a
+        // storage may read a replica (F142); the body may then run twice, so it starts afresh.
+        let reaches = max(request.since?.offset.rawValue ?? 0, request.since?.listingStart.rawValue ?? 0)
+        return try database.read(notOlderThan: reaches) { snapshot in
+            if storedRecords != nil { storedRecords = [] }
             let zoneID = request.zoneID
             // A participant learns nothing of a zone not shared with them, not even that it exists.
             let access = try viewer.map { viewer in

@@ -285,6 +285,14 @@ public protocol ServerLog: AnyObject, Sendable {
     /// Runs `body` on a consistent snapshot of the log and its index.
     func read<R>(_ body: (any IndexReader) throws -> R) throws -> R
 
+    /// Runs `body` on a consistent snapshot of the log and its index that reaches offset `offset`
+    /// at least, but may be older than ``read(_:)``'s: a fetch with a change token at `offset`,
+    /// which a storage may answer from a copy of the log that lags (a streaming replica of a
+    /// database), since any snapshot from the token on is an answer the log once gave. `body`
+    /// must have no effect but its result: it may run twice (on the copy, then on the log
+    /// itself when the copy fails or the answer is an error).
+    func read<R>(notOlderThan offset: LogOffset, _ body: (any IndexReader) throws -> R) throws -> R
+
     /// Runs `body` in a write transaction, alone among the writers of this log on every node,
     /// with the index as of its start; the entries it returns are appended at the next offsets
     /// and applied to the index in the same transaction, so a request commits whole or not at
@@ -300,6 +308,11 @@ public protocol ServerLog: AnyObject, Sendable {
 }
 
 extension ServerLog {
+    /// A storage without copies of its logs reads the log itself.
+    public func read<R>(notOlderThan offset: LogOffset, _ body: (any IndexReader) throws -> R) throws -> R {
+        try read(body)
+    }
+
     /// A log kept elsewhere than in an LMDB environment on this machine has none to inspect.
     public var inspectableLog: Log? { nil }
 }
