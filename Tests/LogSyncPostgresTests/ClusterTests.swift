@@ -356,4 +356,80 @@ struct ClusterTests {
             }
         }
     }
+
+    /// Appends `bytes` at `offset` of the owner's partial upload of `digest` and, with `store`,
+    /// stores it.
+    static func upload(
+        _ storage: PartitionedStorage, owner: UInt64, _ bytes: [UInt8], at offset: Int64 = 0,
+        digest: AssetDigest? = nil,
+        store: Bool = true
+    ) async throws -> AssetDigest {
+        let digest = digest ?? AssetHasher.digest(of: bytes)
+        try await storage.perform {
+            let partial = AssetPartial(owner: owner, digest: digest, zone: 0)
+            try bytes.withUnsafeBytes { try storage.assets.appendPartial(partial, at: offset, $0) }
+            if store { try storage.assets.storePartial(partial) }
+        }
+        return digest
+    }
+
+    /// The stored content of `digest`, whole.
+    static func content(_ storage: PartitionedStorage, owner: UInt64, _ digest: AssetDigest) async throws -> [UInt8] {
+        try await storage.perform {
+            var bytes: [UInt8] = []
+            try storage.assets.read(owner: owner, digest: digest, from: 0, maxLength: .max) { bytes += $0 }
+            return bytes
+        }
+    }
+
+    @Test("a move carries the user's asset contents and partial uploads; a stale store follows them")
+    func moveCarriesAssets() async throws {
+        let databases = try await Databases.make()
+        let (storage, stale) = try await onOwnThread { (try databases.storage(), try databases.storage()) }
+        defer {
+            storage.shutdown()
+            stale.shutdown()
+        }
+        let owner: UInt64 = 7
+        #expect(try storage.clusterName(ofUser: owner) == "main")
+        let big = (0..<1_500_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let stored = try await Self.upload(storage, owner: owner, big)
+        let partialDigest = AssetHasher.digest(of: Array(repeating: 9, count: 20))
+        _ = try await Self.upload(
+            storage, owner: owner, Array(repeating: 9, count: 10), digest: partialDigest, store: false)
+        // The stale store reads from main, and remembers it.
+        #expect(try await Self.content(stale, owner: owner, stored) == big)
+
+        let lateBytes: [UInt8] = Array("written after the copy".utf8)
+        try await onOwnThread {
+            try UserMove(storage: storage, user: owner, to: "b").run { step in
+                try Self.blocking {
+                    switch step {
+                    case .copy:
+                        _ = try await Self.upload(storage, owner: owner, lateBytes)
+                    case .fence:
+                        #expect(
+                            await Self.isRetryable {
+                                _ = try await Self.upload(
+                                    stale, owner: owner, Array(repeating: 9, count: 10), at: 10,
+                                    digest: partialDigest, store: false)
+                            })
+                    default: break
+                    }
+                }
+            }
+        }
+        // Through the stale store: the contents and the partial upload, from b.
+        #expect(try await Self.content(stale, owner: owner, stored) == big)
+        #expect(try await Self.content(stale, owner: owner, AssetHasher.digest(of: lateBytes)) == lateBytes)
+        let partial = AssetPartial(owner: owner, digest: partialDigest, zone: 0)
+        #expect(try await stale.perform { try stale.assets.partialLength(partial) } == 10)
+        _ = try await Self.upload(
+            stale, owner: owner, Array(repeating: 9, count: 10), at: 10, digest: partialDigest)
+        #expect(try await Self.content(storage, owner: owner, partialDigest) == Array(repeating: 9, count: 20))
+        for table in ["logsync_assets", "logsync_asset_chunks", "logsync_asset_partials"] {
+            #expect(try await sqlValue(databases.main, "SELECT count(*) FROM \(table) WHERE owner = 7") == 0)
+        }
+        #expect(try await sqlValue(databases.b, "SELECT count(*) FROM logsync_assets WHERE owner = 7") == 3)
+    }
 }
