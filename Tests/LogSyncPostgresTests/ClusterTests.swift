@@ -302,6 +302,57 @@ struct ClusterTests {
         }
     }
 
+    @Test("a device writing without pause through a move on two nodes loses no acknowledged write")
+    func writesDuringMove() async throws {
+        try await Self.withTwoNodes { databases, node1, node2 in
+            let phone = node1.database(for: "alice", device: "phone")
+            let laptop = node2.database(for: "alice", device: "laptop")
+            _ = try await phone.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            try await Self.save(["first"], phone)
+            _ = try await Self.changes(laptop, since: nil)
+            let alice = try Self.number(of: "alice", node1)
+            let mover = try await onOwnThread { try databases.storage() }
+            defer { mover.shutdown() }
+
+            let acknowledged = Shared<[String]>([])
+            let moved = Shared(false)
+            // Two devices, one per node, write until the move is over and a few writes more,
+            // each write tried again while the move holds its fence.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (device, database) in [("phone", phone), ("laptop", laptop)] {
+                    group.addTask {
+                        var index = 0
+                        var afterMove = 0
+                        while afterMove < 3 {
+                            if moved.value { afterMove += 1 }
+                            let name = "\(device)-\(index)"
+                            while true {
+                                do {
+                                    try await Self.save([name], database)
+                                    break
+                                } catch let error as SyncError where error.code == .serviceUnavailable {
+                                    await Task.yield()
+                                }
+                            }
+                            acknowledged.change { $0.append(name) }
+                            index += 1
+                        }
+                    }
+                }
+                group.addTask {
+                    _ = try await onOwnThread { try UserMove(storage: mover, user: alice, to: "b").run() }
+                    moved.change { $0 = true }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await Databases.entries(of: alice, on: databases.main) == 0)
+            let names = Set(try await Self.changes(node1.database(for: "alice"), since: nil).names)
+            let missing = Set(acknowledged.value).subtracting(names)
+            #expect(missing.isEmpty, "acknowledged but not on the target: \(missing.sorted())")
+            #expect(names == Set(acknowledged.value).union(["first"]))
+        }
+    }
+
     /// A crash after each step: the user is on one cluster with every acknowledged write, and
     /// running the move again finishes it.
     @Test("a move stopped after each step leaves the user whole on one cluster, and a rerun finishes it")
