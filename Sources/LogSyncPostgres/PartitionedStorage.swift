@@ -361,31 +361,64 @@ final class PartitionedLog: ServerLog {
     /// The cluster this log reads and writes now.
     var cluster: String { current.withLock { $0.cluster } }
 
-    /// Runs `body` on the log of the user's cluster, following the user after a fence. A
-    /// statement error on a cluster that fences the user (the move deleted the log's row under
-    /// a write) counts as the fence.
+    /// The log's row is gone from its cluster: the user moved away and back while this log was
+    /// open, and the log has a new row there.
+    struct LogReplacedError: Error {}
+
+    /// What the log's cluster says of it after a statement failed there.
+    private enum Verdict { case fenced, replaced, other }
+
+    /// Runs `body` on the log of the user's cluster, following the user after a fence, and
+    /// opening the log again when its row was replaced. A statement error on a cluster that
+    /// fences the user or lost the log's row (a move deleted it under a write) counts as such.
     private func routed<R>(_ body: (any ServerLog) throws -> R) throws -> R {
         for _ in 0..<3 {
             let (cluster, log) = current.withLock { $0 }
+            let verdict: Verdict
             do {
                 return try body(log)
-            } catch  where PartitionedStorage.isFence(error) || isFenced(after: error, on: cluster) {
-                let now = try storage.clusterName(ofUser: user, fresh: true)
-                guard now != cluster else { throw PartitionedStorage.moving(user) }
-                let reopened = try storage.storage(named: now).openLog(name, projection: projection)
-                current.withLock { $0 = (now, reopened) }
+            } catch {
+                verdict = self.verdict(on: error, cluster: cluster, log: log)
+                if verdict == .other { throw error }
             }
+            let now = try storage.clusterName(ofUser: user, fresh: true)
+            guard now != cluster || verdict == .replaced else { throw PartitionedStorage.moving(user) }
+            let reopened = try storage.storage(named: now).openLog(name, projection: projection)
+            current.withLock { $0 = (now, reopened) }
         }
         throw PartitionedStorage.moving(user)
     }
 
-    /// Whether `error`, a statement's, came from `cluster` fencing the user.
-    private func isFenced(after error: any Error, on cluster: String) -> Bool {
-        guard error is PostgresStoreError, let store = try? storage.storage(named: cluster) else { return false }
-        return
-            (try? store.pool.withSession { session in
-                try PartitionedStorage.checkFence(of: user, locking: false, session)
-            }) == nil
+    /// Whether `error` came from `cluster` fencing the user, or from the log's row missing there.
+    private func verdict(on error: any Error, cluster: String, log: any ServerLog) -> Verdict {
+        if PartitionedStorage.isFence(error) { return .fenced }
+        if error is LogReplacedError { return .replaced }
+        guard error is PostgresStoreError, let store = try? storage.storage(named: cluster),
+            let logID = (log as? PostgresServerLog)?.logID
+        else { return .other }
+        do {
+            try store.pool.withSession { session in try Self.check(user: user, logID: logID, locking: false, session) }
+            return .other
+        } catch {
+            return PartitionedStorage.isFence(error) ? .fenced : error is LogReplacedError ? .replaced : .other
+        }
+    }
+
+    /// Throws the user's fence on the cluster of `session`, or ``LogReplacedError`` when log
+    /// `logID` has no row there; with `locking`, takes the fence's lock shared first.
+    static func check(user: UInt64, logID: Int64, locking: Bool, _ session: PostgresSession) throws {
+        let fence =
+            locking
+            ? "logsync_user_fence($1)" : "(SELECT moved_to FROM logsync_user_fences WHERE user_number = $1)"
+        guard
+            let row = try session.query(
+                "SELECT \(fence), EXISTS (SELECT 1 FROM logsync_logs WHERE log_id = $2)",
+                [.int64(Int64(bitPattern: user)), .int64(logID)]
+            ).first
+        else { return }
+        let (movedTo, exists) = try row.decode((String?, Bool).self)
+        if let movedTo { throw PartitionedStorage.UserMovedError(user: user, movedTo: movedTo) }
+        if !exists { throw LogReplacedError() }
     }
 
     func read<R>(_ body: (any IndexReader) throws -> R) throws -> R {
@@ -413,6 +446,6 @@ final class PartitionedLog: ServerLog {
 
     private static func checkFence(_ reader: any IndexReader, user: UInt64, locking: Bool) throws {
         guard let reader = reader as? PostgresIndexReader else { return }
-        try PartitionedStorage.checkFence(of: user, locking: locking, reader.session)
+        try check(user: user, logID: reader.logID, locking: locking, reader.session)
     }
 }

@@ -353,6 +353,30 @@ struct ClusterTests {
         }
     }
 
+    @Test("moved to b and back while a node kept her log open: that node reads and writes the new rows")
+    func movedAwayAndBack() async throws {
+        try await Self.withTwoNodes { databases, node1, node2 in
+            let phone = node1.database(for: "alice", device: "phone")
+            let laptop = node2.database(for: "alice", device: "laptop")
+            _ = try await phone.modifyZones(saving: [RecordZone(zoneName: "Notes")], deleting: [])
+            try await Self.save(["n1"], phone)
+            let (seen, token) = try await Self.changes(laptop, since: nil)
+            #expect(seen == ["n1"])
+            let alice = try Self.number(of: "alice", node1)
+            let mover = try await onOwnThread { try databases.storage() }
+            defer { mover.shutdown() }
+            _ = try await onOwnThread { try UserMove(storage: mover, user: alice, to: "b").run() }
+            try await Self.save(["n2"], phone)
+            _ = try await onOwnThread { try UserMove(storage: mover, user: alice, to: "main").run() }
+            try await Self.save(["n3"], phone)
+            // The laptop's node still holds the log of main's old rows.
+            #expect(try await Self.changes(laptop, since: token).names == ["n2", "n3"])
+            try await Self.save(["n4"], laptop)
+            #expect(try await Self.changes(phone, since: token).names == ["n2", "n3", "n4"])
+            #expect(try await Databases.entries(of: alice, on: databases.b) == 0)
+        }
+    }
+
     /// A crash after each step: the user is on one cluster with every acknowledged write, and
     /// running the move again finishes it.
     @Test("a move stopped after each step leaves the user whole on one cluster, and a rerun finishes it")
