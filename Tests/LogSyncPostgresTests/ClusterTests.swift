@@ -432,6 +432,15 @@ struct ClusterTests {
         }
     }
 
+    /// The single text a query returns.
+    static func sqlText(_ url: String, _ query: String) async throws -> String? {
+        let pool = PostgresPool(url: try PostgresURL(url), size: 1, logger: quietLogger)
+        defer { pool.shutdownSoon() }
+        return try await pool.run {
+            try pool.withSession { session in try session.query(query).first?.decode(String?.self) }
+        }
+    }
+
     /// Appends `bytes` at `offset` of the owner's partial upload of `digest` and, with `store`,
     /// stores it.
     static func upload(
@@ -457,7 +466,7 @@ struct ClusterTests {
         }
     }
 
-    @Test("a move carries the user's asset contents and partial uploads; a stale store follows them")
+    @Test("a move carries the user's asset contents, bundles and partial uploads; a stale store follows them")
     func moveCarriesAssets() async throws {
         let databases = try await Databases.make()
         let (storage, stale) = try await onOwnThread { (try databases.storage(), try databases.storage()) }
@@ -474,9 +483,21 @@ struct ClusterTests {
             storage, owner: owner, Array(repeating: 9, count: 10), digest: partialDigest, store: false)
         // The stale store reads from main, and remembers it.
         #expect(try await Self.content(stale, owner: owner, stored) == big)
+        // A stored support bundle and a partial one, as rows.
+        try await sql(
+            databases.main,
+            """
+            INSERT INTO logsync_bundles (owner, id, size, uploaded_at, description) VALUES (7, 'kept', 3, now(), '{"id":"kept"}');
+            INSERT INTO logsync_bundle_chunks (owner, id, stored, start, bytes) VALUES (7, 'kept', true, 0, '\\x010203');
+            INSERT INTO logsync_bundle_partials (owner, id, length) VALUES (7, 'half', 2);
+            INSERT INTO logsync_bundle_chunks (owner, id, stored, start, bytes) VALUES (7, 'half', false, 0, '\\x0405');
+            """)
+        let bundleRows = """
+            SELECT string_agg(id || stored::text || encode(bytes, 'hex'), ',' ORDER BY id) FROM logsync_bundle_chunks WHERE owner = 7
+            """
 
         let lateBytes: [UInt8] = Array("written after the copy".utf8)
-        try await onOwnThread {
+        _ = try await onOwnThread {
             try UserMove(storage: storage, user: owner, to: "b").run { step in
                 try Self.blocking {
                     switch step {
@@ -506,5 +527,10 @@ struct ClusterTests {
             #expect(try await sqlValue(databases.main, "SELECT count(*) FROM \(table) WHERE owner = 7") == 0)
         }
         #expect(try await sqlValue(databases.b, "SELECT count(*) FROM logsync_assets WHERE owner = 7") == 3)
+        for table in ["logsync_bundles", "logsync_bundle_chunks", "logsync_bundle_partials"] {
+            #expect(try await sqlValue(databases.main, "SELECT count(*) FROM \(table) WHERE owner = 7") == 0)
+            #expect(try await sqlValue(databases.b, "SELECT count(*) FROM \(table) WHERE owner = 7") > 0)
+        }
+        #expect(try await Self.sqlText(databases.b, bundleRows) == "halffalse0405,kepttrue010203")
     }
 }
