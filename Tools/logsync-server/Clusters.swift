@@ -18,6 +18,12 @@ extension DataOptions {
                 throw ValidationError(
                     "--cluster must be NAME=postgres://… with a NAME of letters, digits, - and _, not \"\(text)\"")
             }
+            guard !parsed.contains(where: { $0.name == name }) else {
+                throw ValidationError(
+                    name == "main"
+                        ? "--cluster main: main is the --store database (the directory); name the other clusters otherwise"
+                        : "--cluster \(name) is given twice")
+            }
             let clusterURL = String(text[text.index(after: equals)...])
             guard case .postgres = try location(clusterURL, option: "--cluster \(name)") else {
                 throw ValidationError("--cluster \(name) must name a PostgreSQL database (postgres://…)")
