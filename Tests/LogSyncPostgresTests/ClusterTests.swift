@@ -157,6 +157,41 @@ struct ClusterTests {
         }
     }
 
+    @Test("a bad cluster list, an unknown target and a second move elsewhere are refused, naming what is wrong")
+    func refusals() async throws {
+        let databases = try await Databases.make()
+        let storage = try await onOwnThread { try databases.storage() }
+        defer { storage.shutdown() }
+        #expect(throws: ClusterError("a partitioned store needs at least one cluster")) {
+            try PartitionedStorage(clusters: [])
+        }
+        let named = { (name: String) in PostgresCluster(name: name, storage: storage.directory) }
+        #expect(throws: ClusterError("the cluster name \"main\" is given twice")) {
+            try PartitionedStorage(clusters: [named("main"), named("main")])
+        }
+        let bad = #expect(throws: ClusterError.self) { try PartitionedStorage(clusters: [named("a b")]) }
+        #expect(bad?.description.contains("\"a b\" cannot name a cluster") == true)
+
+        let unknown = #expect(throws: ClusterError.self) {
+            try UserMove(storage: storage, user: 3, to: "c").run()
+        }
+        #expect(unknown?.description == "no cluster is named \"c\" here (known: main, b)")
+        // A move to b stopped after its first step: a move to main is refused until it ends.
+        struct Stop: Error {}
+        #expect(try storage.clusterName(ofUser: 3) == "main")
+        _ = try await onOwnThread {
+            try? UserMove(storage: storage, user: 3, to: "b").run { if $0 == .begin { throw Stop() } }
+        }
+        let second = #expect(throws: ClusterError.self) {
+            try UserMove(storage: storage, user: 3, to: "main").run()
+        }
+        #expect(second?.description.contains("is being moved to cluster b") == true)
+        let finished = try await onOwnThread { try UserMove(storage: storage, user: 3, to: "b").run() }
+        #expect(finished.from == "main" && finished.to == "b")
+        let again = try await onOwnThread { try UserMove(storage: storage, user: 3, to: "b").run() }
+        #expect(again.from == "b" && again.to == "b")
+    }
+
     // MARK: Sync and sharing across clusters
 
     @Test("F113 F119 devices of users on both clusters sync; a share from main to b is edited both ways")
