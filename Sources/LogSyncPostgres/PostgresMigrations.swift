@@ -37,7 +37,8 @@ package struct PostgresMigrations: Sendable {
     }
 
     /// The store's schema: logs, their entries and index rows, and device tokens (1); asset
-    /// contents (2); partial uploads per zone (3).
+    /// contents (2); partial uploads per zone (3); support bundles (4); the cluster directory and
+    /// the fences of users moved to another cluster (5).
     package static let logSync = PostgresMigrations([
         Migration(
             version: 1, name: "logs, entries, index and tokens",
@@ -79,6 +80,48 @@ package struct PostgresMigrations: Sendable {
                 CREATE TABLE logsync_bundle_partials (owner bigint NOT NULL, id text NOT NULL, length bigint NOT NULL CHECK (length >= 0), updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (owner, id));
                 CREATE TABLE logsync_bundle_chunks (owner bigint NOT NULL, id text NOT NULL, stored boolean NOT NULL, start bigint NOT NULL CHECK (start >= 0), bytes bytea NOT NULL CHECK (octet_length(bytes) BETWEEN 1 AND 1048576), PRIMARY KEY (owner, id, stored, start));
                 ALTER TABLE logsync_bundle_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL;
+                """),
+        // Users partitioned across clusters (`PartitionedStorage`, `UserMove`). On the directory
+        // cluster, `logsync_directory` says which cluster holds each user (and a move under
+        // way). On every cluster, `logsync_user_fences` holds the users moved away, and a
+        // trigger refuses their asset and bundle rows; log writes check the fence themselves
+        // (`logsync_user_fence`). Both take the user's fence lock shared, the move takes it
+        // alone, so a change committed before the fence is seen by the move's tail copy and
+        // one after it is refused. The move's own statements pass (`logsync.mover`).
+        Migration(
+            version: 5, name: "cluster directory and move fences",
+            sql: """
+                CREATE TABLE logsync_directory (user_number bigint PRIMARY KEY, cluster text NOT NULL, moving_to text, moved_from text, placed_at timestamptz NOT NULL DEFAULT now());
+                CREATE INDEX logsync_directory_cluster ON logsync_directory (cluster);
+                CREATE TABLE logsync_user_fences (user_number bigint PRIMARY KEY, moved_to text NOT NULL, fenced_at timestamptz NOT NULL DEFAULT now());
+                CREATE FUNCTION logsync_user_fence(n bigint) RETURNS text LANGUAGE plpgsql VOLATILE AS $$
+                BEGIN
+                    PERFORM pg_advisory_xact_lock_shared(1819113009, (n % 2147483647)::int);
+                    RETURN (SELECT moved_to FROM logsync_user_fences WHERE user_number = n);
+                END $$;
+                CREATE FUNCTION logsync_check_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+                DECLARE
+                    target text;
+                    n bigint;
+                BEGIN
+                    IF coalesce(current_setting('logsync.mover', true), '') = 'on' THEN
+                        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                        RETURN NEW;
+                    END IF;
+                    IF TG_OP = 'DELETE' THEN n := OLD.owner; ELSE n := NEW.owner; END IF;
+                    target := logsync_user_fence(n);
+                    IF target IS NOT NULL THEN
+                        RAISE EXCEPTION 'user % moved to cluster %', n, target USING ERRCODE = 'LS001';
+                    END IF;
+                    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER logsync_assets_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_assets FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
+                CREATE TRIGGER logsync_asset_partials_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_asset_partials FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
+                CREATE TRIGGER logsync_asset_chunks_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_asset_chunks FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
+                CREATE TRIGGER logsync_bundles_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_bundles FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
+                CREATE TRIGGER logsync_bundle_partials_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_bundle_partials FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
+                CREATE TRIGGER logsync_bundle_chunks_fence BEFORE INSERT OR UPDATE OR DELETE ON logsync_bundle_chunks FOR EACH ROW EXECUTE FUNCTION logsync_check_fence();
                 """),
     ])
 

@@ -9,15 +9,15 @@ import Testing
 
 /// The pool, sessions, transactions and migrations on a database of the shared server.
 @Suite struct PostgresPoolTests {
-    /// A fresh database migrates from 0 to 4 and gets the store's tables; migrating again
+    /// A fresh database migrates from 0 to 5 and gets the store's tables; migrating again
     /// changes nothing.
     @Test func migrateCreatesTheSchemaOnce() async throws {
         let pool = try await freshPool()
         defer { pool.shutdown() }
         let first = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(first.from == 0 && first.to == 4)
+        #expect(first.from == 0 && first.to == 5)
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(second.from == 4 && second.to == 4)
+        #expect(second.from == 5 && second.to == 5)
         let tables = try await pool.run {
             try pool.withSession { session in
                 try session.query(
@@ -31,8 +31,8 @@ import Testing
         #expect(
             tables == [
                 "logsync_asset_chunks", "logsync_asset_partials", "logsync_assets", "logsync_bundle_chunks",
-                "logsync_bundle_partials", "logsync_bundles", "logsync_entries", "logsync_index", "logsync_logs",
-                "logsync_schema_migrations", "logsync_tokens",
+                "logsync_bundle_partials", "logsync_bundles", "logsync_directory", "logsync_entries", "logsync_index",
+                "logsync_logs", "logsync_schema_migrations", "logsync_tokens", "logsync_user_fences",
             ])
         let versions = try await pool.run {
             try pool.withSession {
@@ -41,7 +41,7 @@ import Testing
                 }
             }
         }
-        #expect(versions.map(\.0) == [1, 2, 3, 4])
+        #expect(versions.map(\.0) == [1, 2, 3, 4, 5])
     }
 
     /// A database of version 1 (a server from before assets), with a log in it, gains the
@@ -58,7 +58,7 @@ import Testing
             }
         }
         let second = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(second.from == 1 && second.to == 4)
+        #expect(second.from == 1 && second.to == 5)
         let (logs, assets) = try await pool.run {
             try pool.withSession { session in
                 (
@@ -91,7 +91,7 @@ import Testing
             }
         }
         let migrated = try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
-        #expect(migrated.from == 2 && migrated.to == 4)
+        #expect(migrated.from == 2 && migrated.to == 5)
         let (partials, chunks) = try await pool.run {
             try pool.withSession { session in
                 try session.execute(
@@ -122,15 +122,15 @@ import Testing
         try await pool.run {
             try PostgresMigrations.logSync.migrate(pool)
             try pool.withSession {
-                try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (5, 'future')")
+                try $0.execute("INSERT INTO logsync_schema_migrations (version, name) VALUES (6, 'future')")
             }
         }
         await #expect {
             try await pool.run { try PostgresMigrations.logSync.migrate(pool) }
         } throws: { error in
             guard let error = error as? PostgresSchemaTooNewError else { return false }
-            return error.databaseVersion == 5 && error.knownVersion == 4
-                && "\(error)".contains("version 5") && "\(error)".contains("version 4")
+            return error.databaseVersion == 6 && error.knownVersion == 5
+                && "\(error)".contains("version 6") && "\(error)".contains("version 5")
         }
     }
 

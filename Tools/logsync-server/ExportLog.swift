@@ -79,8 +79,7 @@ struct ExportLog: ParsableCommand {
                 }
                 directory = lmdb
             }
-            let storage = try DataOptions.storage(
-                location, connections: data.connections,
+            let storage = try data.storage(
                 logger: Logger(label: "logsync-server", factory: { _ in SwiftLogNoOpLogHandler() }))
             let server = try SyncServer(SyncServer.Configuration(directory: directory), storage: storage)
             defer { server.shutdown() }

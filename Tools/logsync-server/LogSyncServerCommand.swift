@@ -75,6 +75,13 @@ struct DataOptions: ParsableArguments {
             valueName: "file"))
     var tokens: String?
 
+    @Option(
+        name: .customLong("cluster"),
+        help: ArgumentHelp(
+            "Another PostgreSQL cluster holding users, as NAME=postgres://…; repeat it for each. The --store database is then the directory (cluster \"main\"), which keeps the registry, sessions, tokens and which cluster holds each user.",
+            valueName: "name=url"))
+    var clusters: [String] = []
+
     /// Where the data is kept.
     enum Location: CustomStringConvertible {
         case lmdb(URL)
@@ -131,12 +138,29 @@ struct DataOptions: ParsableArguments {
         }
     }
 
+    /// The storage these options name: with --cluster, the users partitioned across the clusters.
+    func storage(durability: Durability = .durable, logger: Logger) throws -> any ServerStorage {
+        guard !clusters.isEmpty, case .postgres(let url) = try location else {
+            if case .postgres(let url) = try location, let replicaURL {
+                return try PostgresStorage(url: url, replicaURL: replicaURL, connections: connections, logger: logger)
+            }
+            return try Self.storage(location, connections: connections, durability: durability, logger: logger)
+        }
+        return try Self.partitioned(directory: url, clusters: clusters, connections: connections, logger: logger)
+    }
+
     func validate() throws {
         if store != nil, data != nil { throw ValidationError("give --data or --store, not both") }
         guard connections >= 1 else { throw ValidationError("--connections must be at least 1, not \(connections)") }
         if let replicaURL {
             guard case .postgres = try location else { throw ValidationError("--replica-url needs a PostgreSQL store") }
+            guard clusters.isEmpty else {
+                throw ValidationError("--replica-url names one database's replica; it cannot be used with --cluster")
+            }
             _ = try PostgresURL(replicaURL)  // a malformed URL fails here, naming what is wrong
+        }
+        if !clusters.isEmpty, case .lmdb = try location {
+            throw ValidationError("--cluster needs a PostgreSQL --store (the directory)")
         }
         if case .postgres = try location, tokens != nil {
             throw ValidationError("--tokens is for an LMDB store; a PostgreSQL store keeps its tokens in the database")
@@ -162,8 +186,8 @@ struct DataOptions: ParsableArguments {
             try FileManager.default.createDirectory(at: lmdbDirectory, withIntermediateDirectories: true)
             storage = try LMDBStorage(directory: lmdbDirectory, durability: durability)
             directory = lmdbDirectory
-        case .postgres(let url):
-            storage = try PostgresStorage(url: url, replicaURL: replicaURL, connections: connections, logger: logger)
+        case .postgres:
+            storage = try self.storage(durability: durability, logger: logger)
             directory = URL(fileURLWithPath: NSTemporaryDirectory())
         }
         var configuration = SyncServer.Configuration(directory: directory, durability: durability)

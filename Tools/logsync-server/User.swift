@@ -10,7 +10,7 @@ import SyncModel
 struct User: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Manage the users who may connect.",
-        subcommands: [Add.self, List.self, Revoke.self, Delete.self, Rehash.self])
+        subcommands: [Add.self, List.self, Revoke.self, Delete.self, Rehash.self, MoveUser.self])
 
     /// The admin operations on the store `data` names, and the server to shut down after.
     static func operations(_ data: DataOptions) throws -> (AdminOperations, SyncServer) {
