@@ -261,46 +261,46 @@ public struct UserMove: Sendable {
         }
     }
 
+    /// What is stored whole and copied whole by a move: asset contents, support bundles.
+    private struct StoredKind {
+        /// The table of the stored things and the table of their chunks.
+        let table: String
+        let chunks: String
+        /// The key column as text (selected) and its match against `$2` (in `WHERE`).
+        let key: String
+        let keyMatch: String
+
+        static let contents = StoredKind(
+            table: "logsync_assets", chunks: "logsync_asset_chunks", key: "encode(digest, 'hex')",
+            keyMatch: "digest = decode($2, 'hex')")
+        static let bundles = StoredKind(
+            table: "logsync_bundles", chunks: "logsync_bundle_chunks", key: "id", keyMatch: "id = $2")
+    }
+
     /// Copies the stored contents the target lacks, each in one transaction; returns how many.
     private func copyStoredContents(_ source: PostgresStorage, _ target: PostgresStorage) throws -> Int {
-        let missing = try keys("encode(digest, 'hex')", of: "logsync_assets", on: source).subtracting(
-            keys("encode(digest, 'hex')", of: "logsync_assets", on: target))
-        for digest in missing.sorted() {
-            try target.pool.withSession { session in
-                try session.transaction { session in
-                    try session.query("SET LOCAL logsync.mover = 'on'")
-                    let key: [PostgresValue] = [owner, .string(digest)]
-                    try session.query(
-                        "DELETE FROM logsync_asset_chunks WHERE owner = $1 AND digest = decode($2, 'hex') AND stored",
-                        key)
-                    try Self.copyRows(
-                        "logsync_asset_chunks", where: "owner = $1 AND digest = decode($2, 'hex') AND stored", key,
-                        from: source, into: session)
-                    try Self.copyRows(
-                        "logsync_assets", where: "owner = $1 AND digest = decode($2, 'hex')", key, from: source,
-                        into: session)
-                }
-            }
-        }
-        return missing.count
+        try copyStored(.contents, source, target)
     }
 
     /// Copies the stored bundles the target lacks, each in one transaction; returns how many.
     private func copyStoredBundles(_ source: PostgresStorage, _ target: PostgresStorage) throws -> Int {
-        let missing = try keys("id", of: "logsync_bundles", on: source).subtracting(
-            keys("id", of: "logsync_bundles", on: target))
-        for id in missing.sorted() {
+        try copyStored(.bundles, source, target)
+    }
+
+    /// Copies the stored things of `kind` the target lacks, each with its chunks in one
+    /// transaction; returns how many.
+    private func copyStored(_ kind: StoredKind, _ source: PostgresStorage, _ target: PostgresStorage) throws -> Int {
+        let missing = try keys(kind.key, of: kind.table, on: source).subtracting(
+            keys(kind.key, of: kind.table, on: target))
+        let match = "owner = $1 AND \(kind.keyMatch)"
+        for name in missing.sorted() {
             try target.pool.withSession { session in
                 try session.transaction { session in
                     try session.query("SET LOCAL logsync.mover = 'on'")
-                    let key: [PostgresValue] = [owner, .string(id)]
-                    try session.query(
-                        "DELETE FROM logsync_bundle_chunks WHERE owner = $1 AND id = $2 AND stored", key)
-                    try Self.copyRows(
-                        "logsync_bundle_chunks", where: "owner = $1 AND id = $2 AND stored", key, from: source,
-                        into: session)
-                    try Self.copyRows(
-                        "logsync_bundles", where: "owner = $1 AND id = $2", key, from: source, into: session)
+                    let key: [PostgresValue] = [owner, .string(name)]
+                    try session.query("DELETE FROM \(kind.chunks) WHERE \(match) AND stored", key)
+                    try Self.copyRows(kind.chunks, where: "\(match) AND stored", key, from: source, into: session)
+                    try Self.copyRows(kind.table, where: match, key, from: source, into: session)
                 }
             }
         }

@@ -12,19 +12,6 @@ import Testing
 /// them, and a user moved online from one to the other.
 @Suite("PostgreSQL clusters")
 struct ClusterTests {
-    /// The second PostgreSQL server the suite shares, started on first use.
-    static let second = Mutex<Task<PostgresTestServer, any Error>?>(nil)
-
-    static func secondServer() async throws -> PostgresTestServer {
-        let task = second.withLock { task in
-            if let task { return task }
-            let started = Task { try await PostgresTestServer() }
-            task = started
-            return started
-        }
-        return try await task.value
-    }
-
     /// A new database on each server: the directory (cluster "main") and cluster "b".
     struct Databases {
         var main: String
@@ -33,7 +20,7 @@ struct ClusterTests {
         static func make() async throws -> Databases {
             Databases(
                 main: try await PostgresTestServer.shared().createDatabase(),
-                b: try await ClusterTests.secondServer().createDatabase())
+                b: try await PostgresTestServer.shared(number: 1).createDatabase())
         }
 
         /// A partitioned store over both.

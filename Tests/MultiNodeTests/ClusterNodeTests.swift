@@ -3,7 +3,6 @@ import Foundation
 import LogSyncHTTP
 import PostgresProcess
 import SyncModel
-import Synchronization
 import Testing
 
 /// `logsync-server` processes over two PostgreSQL clusters (`--store` the directory, `--cluster
@@ -11,19 +10,6 @@ import Testing
 /// devices are connected.
 @Suite("Nodes on two PostgreSQL clusters")
 struct ClusterNodeTests {
-    static let second = Mutex<Task<PostgresTestServer, any Error>?>(nil)
-
-    /// The second PostgreSQL server of the test process, started on first use.
-    static func secondServer() async throws -> PostgresTestServer {
-        let task = second.withLock { task in
-            if let task { return task }
-            let started = Task { try await PostgresTestServer() }
-            task = started
-            return started
-        }
-        return try await task.value
-    }
-
     /// The number of entries in the logs of `user` (`u<number>`) in the database at `url`.
     static func entries(_ url: String, _ user: String) throws -> Int64 {
         try logExtents(url).filter { $0.name.hasPrefix(user + "/") }.reduce(0) { $0 + $1.entries }
@@ -32,7 +18,7 @@ struct ClusterNodeTests {
     @Test("F142 users on two clusters sync through two nodes; `user move` moves one online, tokens go on")
     func moveAcrossNodes() async throws {
         let main = try await PostgresTestServer.shared().createDatabase()
-        let b = try await Self.secondServer().createDatabase()
+        let b = try await PostgresTestServer.shared(number: 1).createDatabase()
         let clusterOptions = ["--cluster", "b=\(b)"]
         try await Cluster.with(store: main) { cluster in
             func addUser(_ name: String) async throws -> String {

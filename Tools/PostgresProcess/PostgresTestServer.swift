@@ -33,15 +33,19 @@ package final class PostgresTestServer: Sendable {
     package let settings: [String]
     private let counter = Mutex(0)
 
-    private static let sharedServer = Mutex<Task<PostgresTestServer, any Error>?>(nil)
+    private static let sharedServers = Mutex<[Task<PostgresTestServer, any Error>]>([])
 
     /// The server the whole test process shares, started on first use.
     package static func shared() async throws -> PostgresTestServer {
-        let task = sharedServer.withLock { task in
-            if let task { return task }
-            let started = Task { try await PostgresTestServer() }
-            task = started
-            return started
+        try await shared(number: 0)
+    }
+
+    /// Another server the whole test process shares, started on first use: the `number`th
+    /// (0 is ``shared()``), for tests of several clusters.
+    package static func shared(number: Int) async throws -> PostgresTestServer {
+        let task = sharedServers.withLock { tasks in
+            while tasks.count <= number { tasks.append(Task { try await PostgresTestServer() }) }
+            return tasks[number]
         }
         return try await task.value
     }
