@@ -142,6 +142,7 @@ struct PushLoad: AsyncParsableCommand {
         // The commits: writer w commits at w/rate + k·writers/rate seconds.
         let interval = Double(writerCount) / commitRate
         let commits = Commits()
+        let run = UInt32.random(in: 0...UInt32.max)  // new record names in every run
         let start = ContinuousClock.now
         try await forEach(0..<writerCount, concurrently: writerCount) { writer in
             let database = client(Device(user: writer, index: 0)).database()
@@ -151,7 +152,7 @@ struct PushLoad: AsyncParsableCommand {
                 guard due < start + .seconds(duration) else { break }
                 try await Task.sleep(until: due, clock: .continuous)
                 var record = Record(
-                    recordType: "Note", recordID: Record.ID(recordName: "w\(writer)-\(round)", zoneID: zone))
+                    recordType: "Note", recordID: Record.ID(recordName: "w\(writer)-\(round)-\(run)", zoneID: zone))
                 record["n"] = .int64(Int64(round))
                 let sent = ContinuousClock.now
                 do {
@@ -160,7 +161,7 @@ struct PushLoad: AsyncParsableCommand {
                     guard case .success(let saved)? = response.saveResults[record.recordID],
                         let offset = saved.recordChangeTag.flatMap(UInt64.init)
                     else {
-                        commits.fail("no saved record with a change tag")
+                        commits.fail("no saved record with a change tag: \(response.saveResults)")
                         round += 1
                         continue
                     }
