@@ -277,7 +277,7 @@ let package = Package(
                 "LogSyncHTTP", "LogSyncHTTPServer", "LogSyncWire", "LogSyncServer", "LogSync", "LogSyncTesting",
                 "SyncModel", "LogSyncContract",
                 "LogStore", "logsync-server", "notes-device", "backend-indexer", "logtool", "ChildProcesses",
-                "PostgresProcess", "TemporaryDirectory",
+                "PostgresProcess", "TemporaryDirectory", "logsync-push-load",
                 "SyncTestKit",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -498,6 +498,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/logsync-http-bench"
+        ),
+        // Many devices' push channels from a process of its own against running logsync-server
+        // processes: push and commit latency, errors, the servers' memory per connection.
+        .executableTarget(
+            name: "logsync-push-load",
+            dependencies: [
+                "LogSyncHTTP", "LogSyncWire", "SyncModel", "BenchSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/logsync-push-load"
         ),
         // One large asset over loopback HTTP against a file copy, with both processes' peak
         // memory.

@@ -153,6 +153,12 @@ public final class HTTPSyncClient: Sendable {
     /// How many times this client's push channels have (re)connected since it was made.
     public var pushConnectionCount: Int { pushChannels.connectionCount }
 
+    /// Why the latest failed connection of this client's push channels failed, mapped as a
+    /// request's failure is (a `networkFailure` when the server could not be reached or this
+    /// process has no file descriptor left, say), or `nil` if none failed. The channels retry
+    /// on their own (``Configuration/reconnect``); this is for diagnostics and load tools.
+    public var lastPushFailure: SyncError? { pushChannels.lastFailure }
+
     /// Ends every push stream of this client's databases and stops reconnecting: no push
     /// channel connects afterwards (one whose WebSocket handshake is under way closes as soon as
     /// it completes), and a push stream opened afterwards is ended from the start. Requests are

@@ -17,6 +17,8 @@ final class PushChannels: Sendable {
         var tasks: [Int: Task<Void, Never>] = [:]
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var connections = 0
+        /// Why the latest failed connection attempt of any channel failed.
+        var lastFailure: SyncError?
         /// Set by ``closeAll()``: no channel opens or connects any more.
         var closed = false
 
@@ -80,6 +82,13 @@ final class PushChannels: Sendable {
     }
 
     var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Records why a channel's connection failed or ended.
+    func setFailure(_ failure: SyncError) {
+        state.withLock { $0.lastFailure = failure }
+    }
+
+    var lastFailure: SyncError? { state.withLock { $0.lastFailure } }
 
     /// Ends every channel, and every channel opened later at once.
     func closeAll() {
@@ -157,57 +166,12 @@ struct PushChannel: Sendable {
         let progress = Progress()
         var failures = 0
         while !Task.isCancelled {
-            do {
-                // The credentials' token of the moment: a session's access token changes with
-                // each refresh. Signed out, this throws, and the channel waits and asks again.
-                let token = try await client.currentToken.token()
-                var connectionHeaders = headers
-                connectionHeaders[.authorization] = "Bearer \(token)"
-                let wsConfiguration = WebSocketClientConfiguration(
-                    maxFrameSize: 1 << 20, additionalHeaders: connectionHeaders, closeTimeout: .seconds(1),
-                    autoPing: .enabled(timePeriod: .seconds(30)))
-                let closed = try await WebSocketClient.connect(
-                    url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
-                    logger: logger
-                ) {
-                    [continuation, registry, id, scope, logger] inbound, _, _ in
-                    for try await message in inbound.messages(maxSize: 1 << 20) {
-                        let frame: PushFrame
-                        switch message {
-                        case .binary(let buffer):
-                            frame = try Wire.decode(PushFrame.self, from: Array(buffer.readableBytesView), as: format)
-                        case .text(let text):
-                            frame = try Wire.decode(PushFrame.self, from: Array(text.utf8), as: format)
-                        }
-                        switch frame {
-                        case .subscribed:
-                            let reconnected = progress.subscribe()
-                            registry.setConnected(id, true)
-                            logger.debug("push channel subscribed", metadata: ["reconnected": "\(reconnected)"])
-                            // Hints may have been missed while disconnected: fetch once.
-                            if reconnected { continuation.yield(PushHint(databaseScope: scope)) }
-                        case .hint(let hint):
-                            continuation.yield(hint)
-                        }
-                    }
-                }
-                if closed?.closeCode == .policyViolation {
-                    // The server revoked the token (a session signed out, a token taken away):
-                    // the credentials are asked for another. A provider that has none (the
-                    // session is over) means the device is signed out: the consumer is told to
-                    // fetch, so that an engine learns of it now rather than at its next request.
-                    // A fixed token has no other; the channel just stops being hinted.
-                    logger.debug("push channel closed: the server revoked its token")
-                    do {
-                        _ = try await client.currentToken.replacement(forRejected: token)
-                    } catch  where error.code == .notAuthenticated {
-                        continuation.yield(PushHint(databaseScope: scope))
-                    } catch {
-                        logger.debug("the credentials failed", metadata: ["error": "\(error)"])
-                    }
-                }
-            } catch {
-                if !Task.isCancelled { logger.debug("push channel failed", metadata: ["error": "\(error)"]) }
+            if let refused = DescriptorBudget.process.take() {
+                registry.setFailure(refused)
+                logger.debug("push channel not opened", metadata: ["error": "\(refused)"])
+            } else {
+                await connectOnce(url: url, headers: headers, format: format, logger: logger, progress: progress)
+                DescriptorBudget.process.give()
             }
             registry.setConnected(id, false)
             if progress.endConnection() { failures = 0 }
@@ -228,5 +192,70 @@ struct PushChannel: Sendable {
         }
         continuation.finish()
         registry.remove(id)
+    }
+
+    /// One connection, from connecting to its end.
+    private func connectOnce(
+        url: String, headers: HTTPFields, format: WireFormat, logger: Logger, progress: Progress
+    ) async {
+        let configuration = client.configuration
+        do {
+            // The credentials' token of the moment: a session's access token changes with
+            // each refresh. Signed out, this throws, and the channel waits and asks again.
+            let token = try await client.currentToken.token()
+            var connectionHeaders = headers
+            connectionHeaders[.authorization] = "Bearer \(token)"
+            let wsConfiguration = WebSocketClientConfiguration(
+                maxFrameSize: 1 << 20, additionalHeaders: connectionHeaders, closeTimeout: .seconds(1),
+                autoPing: .enabled(timePeriod: .seconds(30)))
+            let closed = try await WebSocketClient.connect(
+                url: url, configuration: wsConfiguration, tlsConfiguration: configuration.tlsConfiguration,
+                logger: logger
+            ) {
+                [continuation, registry, id, scope, logger] inbound, _, _ in
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    let frame: PushFrame
+                    switch message {
+                    case .binary(let buffer):
+                        frame = try Wire.decode(PushFrame.self, from: Array(buffer.readableBytesView), as: format)
+                    case .text(let text):
+                        frame = try Wire.decode(PushFrame.self, from: Array(text.utf8), as: format)
+                    }
+                    switch frame {
+                    case .subscribed:
+                        let reconnected = progress.subscribe()
+                        registry.setConnected(id, true)
+                        logger.debug("push channel subscribed", metadata: ["reconnected": "\(reconnected)"])
+                        // Hints may have been missed while disconnected: fetch once.
+                        if reconnected { continuation.yield(PushHint(databaseScope: scope)) }
+                    case .hint(let hint):
+                        continuation.yield(hint)
+                    }
+                }
+            }
+            if closed?.closeCode == .policyViolation {
+                // The server revoked the token (a session signed out, a token taken away):
+                // the credentials are asked for another. A provider that has none (the
+                // session is over) means the device is signed out: the consumer is told to
+                // fetch, so that an engine learns of it now rather than at its next request.
+                // A fixed token has no other; the channel just stops being hinted.
+                logger.debug("push channel closed: the server revoked its token")
+                do {
+                    _ = try await client.currentToken.replacement(forRejected: token)
+                } catch  where error.code == .notAuthenticated {
+                    continuation.yield(PushHint(databaseScope: scope))
+                } catch {
+                    logger.debug("the credentials failed", metadata: ["error": "\(error)"])
+                }
+            }
+        } catch {
+            if !Task.isCancelled {
+                // Mapped as a request's failure is: out of descriptors, refused, TLS…
+                let failure = TransportFailure.map(
+                    error, doing: "push channel", mayHaveApplied: false, server: configuration.serverURL)
+                registry.setFailure(failure)
+                logger.debug("push channel failed", metadata: ["error": "\(failure)"])
+            }
+        }
     }
 }

@@ -12,6 +12,7 @@ import SyncModel
 /// |---|---|
 /// | the calling task was cancelled | `operationCancelled` |
 /// | no connection could be made (refused, unreachable, connect timeout, name not found) | `networkFailure` (transient, F89) |
+/// | no connection could be made because this process or the system has no file descriptor left (`EMFILE`, `ENFILE`) | `networkFailure`, saying so: nothing was sent |
 /// | the TLS handshake failed: the server's certificate is not trusted or not for this host, or the server does not speak TLS | `networkFailure`, saying so: nothing was sent |
 /// | the connection failed after the request may have been sent, for `modifyRecords` | `serverResponseLost` (F103: resent once with the same request ID) |
 /// | the same, for any other operation (reads, and zone and subscription saves, which are idempotent) | `networkFailure` |
@@ -42,6 +43,13 @@ enum TransportFailure {
             return SyncError(
                 .networkFailure,
                 "\(operation) could not connect securely to the server at \(server.absoluteString): \(problem)",
+                cause: cause)
+        }
+        if outOfDescriptors(error) {
+            return SyncError(
+                .networkFailure,
+                "\(operation) could not open a connection to the server at \(server.absoluteString): this process has "
+                    + "no file descriptor left (raise its limit, `ulimit -n`, or open fewer connections)",
                 cause: cause)
         }
         if neverConnected(error) {
@@ -81,6 +89,17 @@ enum TransportFailure {
         default:
             return nil
         }
+    }
+
+    /// Whether the error is this process (`EMFILE`) or the system (`ENFILE`) running out of file
+    /// descriptors while making a connection: nothing was sent, and a later attempt may find one.
+    static func outOfDescriptors(_ error: any Error) -> Bool {
+        if let error = error as? IOError { return [EMFILE, ENFILE].contains(error.errnoCode) }
+        if let error = error as? NIOConnectionError {
+            return error.connectionErrors.contains { outOfDescriptors($0.error) }
+                || error.dnsAError.map(outOfDescriptors) == true || error.dnsAAAAError.map(outOfDescriptors) == true
+        }
+        return false
     }
 
     /// Whether the error says no connection was made, so the request cannot have been sent.

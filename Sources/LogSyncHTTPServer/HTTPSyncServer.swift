@@ -175,12 +175,37 @@ public struct HTTPSyncServer: Sendable {
 
         private static let clockOrigin = ContinuousClock.now
 
+        /// The descriptors a server keeps free of connections, whatever ``maxConnections``
+        /// says: an eighth of the process's limit, at least 64 (its event loops, listening
+        /// socket, logs, store files and database connections).
+        ///
+        /// A process must never run out of descriptors: beside the connections and files that
+        /// would fail, Swift's thread pool on Linux (libdispatch) opens `/proc/<thread>/stat`
+        /// every second while work waits, and traps (SIGILL) when it cannot. So the server
+        /// stops accepting before then, as at ``maxConnections``.
+        public static func descriptorReserve(limit: Int) -> Int { max(64, limit / 8) }
+
         /// Half the process's soft descriptor limit (`RLIMIT_NOFILE`), at least 16 and at most
         /// 10,000: the default of ``maxConnections``.
         public static func defaultMaxConnections() -> Int {
             guard let limit = Platform.openFileLimit() else { return 512 }
             return min(10_000, max(16, limit / 2))
         }
+    }
+
+    /// `configured`, lowered to the process's descriptor limit less
+    /// ``Configuration/descriptorReserve(limit:)`` (at least 1), with a notice when lowered.
+    static func connectionLimit(_ configured: Int, logger: Logger) -> Int {
+        guard let limit = Platform.openFileLimit() else { return configured }
+        let allowed = max(1, limit - Configuration.descriptorReserve(limit: limit))
+        guard configured > allowed else { return configured }
+        logger.notice(
+            "the connection limit is lowered to what the descriptor limit allows; raise `ulimit -n` for more",
+            metadata: [
+                "max-connections": "\(configured)", "connections": "\(allowed)", "ulimit-n": "\(limit)",
+                "reserved": "\(Configuration.descriptorReserve(limit: limit))",
+            ])
+        return allowed
     }
 
     /// The server whose databases are served.
@@ -364,7 +389,8 @@ public struct HTTPSyncServer: Sendable {
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "logsync-server",
                 backlog: configuration.listenBacklog,
-                availableConnectionsDelegate: ConnectionLimit(maximum: configuration.maxConnections, logger: logger)),
+                availableConnectionsDelegate: ConnectionLimit(
+                    maximum: Self.connectionLimit(configuration.maxConnections, logger: logger), logger: logger)),
             services: [shutdownHook, tokenFileWatch],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

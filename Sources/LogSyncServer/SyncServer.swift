@@ -96,20 +96,20 @@ public final class SyncServer: Sendable {
         self.storage = storage
         let users = try UserRegistry(storage: storage)
         databases = OpenDatabases(storage: storage, users: users, sharingLock: configuration.sharingLock)
+        let metrics = ServerMetricHandles(factory: configuration.metricsFactory, store: storage.metricsStoreName)
         context = ServerContext(
             storage: storage, users: users, databases: databases,
             limits: ServerLimits(
                 maxChangesPerPage: configuration.maxChangesPerPage, maxBytesPerPage: configuration.maxBytesPerPage),
-            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now, pushHub: PushHub(),
-            tracer: configuration.tracer,
-            metrics: ServerMetricHandles(factory: configuration.metricsFactory, store: storage.metricsStoreName))
-        let (hub, metrics) = (context.pushHub, context.metrics)
+            schema: DeployedSchema(try users.deployedSchema()?.schema), now: configuration.now,
+            pushHub: PushHub(delivered: { sent in metrics.pushFanout.record(max(0, Date().timeIntervalSince(sent))) }),
+            tracer: configuration.tracer, metrics: metrics)
+        let hub = context.pushHub
         storage.startNotifications(
             { notice in
-                hub.publish(notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true)
-                if let sent = notice.sentAt {
-                    metrics.pushFanout.record(max(0, Date().timeIntervalSince(sent)))
-                }
+                hub.publish(
+                    notice.hint, to: notice.key, from: notice.originDevice, devices: notice.devices ?? true,
+                    sentAt: notice.sentAt)
             },
             missed: { hub.publishToEveryone() })
     }

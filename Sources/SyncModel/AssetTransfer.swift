@@ -133,23 +133,28 @@ public final class AssetFileReader {
             close(descriptor)
             throw SyncError(.assetFileNotFound, "the asset file \(url.path) is not a regular file")
         }
-        self.descriptor = descriptor
-        identity = FileIdentity(status)
-        size = identity.size
-        self.offset = offset
-        buffer = [UInt8](repeating: 0, count: chunkSize)
-        if let expectedSize, expectedSize != size {
+        // Checked before the descriptor is kept: once every property is set, a throw runs
+        // deinit, which closes it (closing it here too would close whatever file or socket
+        // another thread opened under the same number meanwhile).
+        let identity = FileIdentity(status)
+        if let expectedSize, expectedSize != identity.size {
             close(descriptor)
             throw SyncError(
                 .assetFileModified,
-                "the asset file \(url.path) holds \(size) bytes, not the \(expectedSize) it held when its digest was taken"
+                "the asset file \(url.path) holds \(identity.size) bytes, not the \(expectedSize) it held when its digest was taken"
             )
         }
-        guard offset >= 0, offset <= size else {
+        guard offset >= 0, offset <= identity.size else {
             close(descriptor)
             throw SyncError(
-                .invalidArguments, "cannot read the asset file \(url.path) from byte \(offset): it holds \(size)")
+                .invalidArguments,
+                "cannot read the asset file \(url.path) from byte \(offset): it holds \(identity.size)")
         }
+        self.descriptor = descriptor
+        self.identity = identity
+        size = identity.size
+        self.offset = offset
+        buffer = [UInt8](repeating: 0, count: chunkSize)
     }
 
     deinit { close(descriptor) }
@@ -254,7 +259,7 @@ public final class AssetDownloadFile {
             if kept < count { break }
         }
         if ftruncate(descriptor, off_t(offset)) != 0 {
-            close(descriptor)
+            // Every property is set: the throw runs deinit, which closes the descriptor (once).
             throw SyncError(.internalError, "cannot truncate \(partial.path): \(String(cString: strerror(errno)))")
         }
     }

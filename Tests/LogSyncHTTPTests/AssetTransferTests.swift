@@ -795,15 +795,20 @@ final class BlockingSocket {
     private let descriptor: Int32
 
     init(port: Int, receiveBuffer: Int32) throws {
-        descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Connected before it is kept: once `descriptor` is set, a throw runs deinit, which
+        // closes it, and a second close here would close whatever another test opened under the
+        // same number meanwhile (a server's listening socket, say).
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
         var size = receiveBuffer
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         let connected = withLoopbackAddress(port: port) { connect(descriptor, $0, $1) }
         guard connected == 0 else {
+            let failure = errno
             close(descriptor)
-            throw TestFailure("connect to port \(port) failed: \(errno)")
+            throw TestFailure("connect to port \(port) failed: \(failure)")
         }
+        self.descriptor = descriptor
     }
 
     deinit { close(descriptor) }

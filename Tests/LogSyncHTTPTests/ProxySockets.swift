@@ -14,7 +14,9 @@ final class ProxySockets: Sendable {
     let port: Int
     private let listener: Int32
     private let upstreamPort: Int
-    private let state = Mutex<(closed: Bool, sockets: Set<Int32>)>((false, []))
+    /// Whether ``close()`` was called, whether the accepting thread runs (it then closes the
+    /// listener when it ends), and the sockets open.
+    private let state = Mutex<(closed: Bool, accepting: Bool, sockets: Set<Int32>)>((false, false, []))
 
     /// Listens on a free loopback port, in front of the server on `upstreamPort`.
     init(upstreamPort: Int) throws {
@@ -33,12 +35,23 @@ final class ProxySockets: Sendable {
 
     /// Starts accepting: each client connection goes to `serve` on a thread of its own.
     func start(serving serve: @escaping @Sendable (_ client: Int32) -> Void) {
+        guard
+            state.withLock({ state in
+                guard !state.closed else { return false }
+                state.accepting = true
+                return true
+            })
+        else { return }
         Thread { [self] in
+            // The listener is closed here, once accept has stopped: closed by ``close()`` while
+            // this thread was between two accepts, its number could be another socket's by the
+            // next one.
+            defer { Glibc.close(listener) }
             while true {
                 let client = accept(listener, nil, nil)
                 if client < 0 {
                     if errno == EINTR { continue }
-                    return  // closed
+                    return  // shut down
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 Thread { serve(client) }.start()
@@ -48,15 +61,19 @@ final class ProxySockets: Sendable {
 
     /// Stops accepting and shuts down every socket still open: the threads blocked on them wake
     /// up and close them.
+    ///
+    /// The sockets are shut down while the lock is held, so none is closed meanwhile (its owner
+    /// closes it after ``untrackAndClose(_:)`` took it out): a socket closed already could be
+    /// another's by now. Calling it again does nothing.
     func close() {
-        let sockets = state.withLock { state in
+        let closeListener = state.withLock { state -> Bool? in
+            guard !state.closed else { return nil }
             state.closed = true
-            defer { state.sockets = [] }
-            return state.sockets
+            for socket in state.sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+            shutdown(listener, Int32(SHUT_RDWR))
+            return !state.accepting
         }
-        for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
-        shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
+        if closeListener == true { Glibc.close(listener) }
     }
 
     /// Registers open sockets for ``close()``; once the proxy is closed, closes them and

@@ -155,9 +155,10 @@ final class LoopbackSocket: Sendable {
         guard descriptor >= 0 else { throw TestFailure("socket failed: \(errno)") }
         let bound = withLoopbackAddress(port: port) { bind(descriptor, $0, $1) }
         guard bound == 0 else {
+            let failure = errno  // before close, which may set it
             close(descriptor)
-            if errno == EADDRINUSE { return nil }
-            throw TestFailure("bind to port \(port) failed: \(errno)")
+            if failure == EADDRINUSE { return nil }
+            throw TestFailure("bind to port \(port) failed: \(failure)")
         }
         self.descriptor = descriptor
         self.port = boundPort(descriptor)

@@ -155,12 +155,15 @@ package final class ChildProcess: Sendable {
         guard result == 0 else { throw ChildProcessError("posix_spawn_file_actions_addchdir_np failed: \(result)") }
     }
 
-    /// Runs `program arguments` (by default `logsync-server`) to its end.
+    /// Runs `program arguments` (by default `logsync-server`) to its end, with at most
+    /// `descriptorLimit` open descriptors if given (as ``start(_:program:environment:directory:descriptorLimit:)``).
     package static func run(
         _ arguments: [String], program: String = "logsync-server", environment: [String: String]? = nil,
-        directory: URL? = nil
+        directory: URL? = nil, descriptorLimit: Int? = nil
     ) async throws -> Finished {
-        let child = try start(arguments, program: program, environment: environment, directory: directory)
+        let child = try start(
+            arguments, program: program, environment: environment, directory: directory,
+            descriptorLimit: descriptorLimit)
         return await child.finish()
     }
 
