@@ -418,6 +418,7 @@ let package = Package(
             dependencies: [
                 "LogToolCore", "LogSyncDiagnostics", "LogStore", "KeyValueLog", "logtool", "LogSyncServer", "LogSync",
                 "LogSyncTesting", "ChildProcesses", "TemporaryDirectory", "two-devices", "BrowserTestSupport",
+                "SyncTestKit",
                 // `logsync-server export-log`, whose extract logtool reads beside a device's bundle.
                 "logsync-server",
             ]

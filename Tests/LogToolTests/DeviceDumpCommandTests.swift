@@ -3,6 +3,7 @@ import LogStore
 import LogSync
 import LogSyncServer
 import LogSyncTesting
+import SyncTestKit
 import TemporaryDirectory
 import Testing
 
@@ -37,6 +38,18 @@ struct DeviceDumpCommandTests {
         try laptop.edit(id("n1"), ["body": "milk, eggs"])
         try laptop.delete(id("n2"))
         await #expect(throws: SyncError.self) { try await laptop.engine.sendChanges() }
+        // Each device is hinted of the other's last commit (the phone's second send, the laptop's
+        // deletion) whenever the server's push delivery hands the hint out (F113, F154): wait for
+        // both, so that the logs no longer change.
+        await waitUntil("each device's log holds the hint of the other's last commit") {
+            try [phone, laptop].allSatisfy { device in
+                var hints = 0
+                try device.engine.deviceLog.log.forEachEntry(from: .first) {
+                    if case .pushReceived = try DeviceEntry($0) { hints += 1 }
+                }
+                return hints == 1
+            }
+        }
         return (server, phone, laptop)
     }
 
