@@ -237,7 +237,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Instrumentation", package: "swift-distributed-tracing"),
-                "LogSyncWire", "SyncModel",
+                "LogSyncWire", "SyncModel", "LogSyncPlatform",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),

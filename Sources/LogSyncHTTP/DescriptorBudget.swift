@@ -1,12 +1,7 @@
 import Foundation
+import LogSyncPlatform
 import SyncModel
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// How many push channels this process may hold open: its descriptor limit (`ulimit -n`) less a
 /// reserve, shared by every ``HTTPSyncClient`` of the process.
@@ -18,7 +13,7 @@ import Synchronization
 /// it cannot reach. The reserve is an eighth of the limit, at least 32, for the app's files,
 /// its requests' connections and the runtime.
 final class DescriptorBudget: Sendable {
-    static let process = DescriptorBudget(limit: openFileLimit())
+    static let process = DescriptorBudget(limit: Platform.openFileLimit())
 
     let channels: Int
     private let open = Mutex(0)
@@ -48,16 +43,5 @@ final class DescriptorBudget: Sendable {
     /// Gives a place back.
     func give() {
         open.withLock { $0 -= 1 }
-    }
-
-    /// The soft `RLIMIT_NOFILE`, or `nil`.
-    static func openFileLimit() -> Int? {
-        var limit = rlimit()
-        #if canImport(Glibc)
-            let status = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
-        #else
-            let status = getrlimit(RLIMIT_NOFILE, &limit)
-        #endif
-        return status == 0 ? Int(clamping: limit.rlim_cur) : nil
     }
 }
