@@ -33,13 +33,15 @@ struct PostgresSharingLockTests {
                 // Bob's acceptance on the second node waits on the first node's advisory lock.
                 bob = Task { try await scenario.accept(as: "bob", through: second) }
                 try await eventually("bob's acceptance waits for his lock", timeout: .seconds(120)) {
-                    let waiting = try? watcher.withSession { session in
-                        try session.query(
-                            """
-                            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                            """
-                        ).first?.decode(Int64.self)
+                    let waiting = try? await onOwnThread {
+                        try watcher.withSession { session in
+                            try session.query(
+                                """
+                                SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                                """
+                            ).first?.decode(Int64.self)
+                        }
                     }
                     return (waiting ?? 0) == 1
                 }

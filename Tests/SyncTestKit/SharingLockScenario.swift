@@ -1,6 +1,7 @@
 import Foundation
 import LogSyncServer
 import SyncModel
+import Synchronization
 
 /// One participant's sharing lock held while another participant accepts (F119, F120): the
 /// scenario of `SharingLockTests` on LMDB and of `PostgresSharingLockTests` across two nodes.
@@ -38,31 +39,33 @@ public struct SharingLockScenario: Sendable {
         return (try? response.results[url]?.get()) != nil
     }
 
-    /// Holds `user`'s sharing lock on `storage` on a thread of its own until `body` returns (or
-    /// 120 seconds pass, so that a regression fails rather than hangs); whether `body` returned
-    /// while the lock was still held.
+    /// Holds the lock `lockName` on `storage` on a thread of its own until `body` returns (or 120
+    /// seconds pass, so that a regression fails rather than hangs); whether `body` returned while
+    /// the lock was still held. No wait here is unbounded and none blocks a thread of Swift's
+    /// pool: the thread holding the lock says when it has it, or that it could not take it.
     public static func holding(
         _ lockName: String, on storage: any ServerStorage, while body: () async throws -> Void
     ) async throws -> Bool {
-        let taken = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
+        let taken = OneShot<Bool>()
         let holder = Task {
-            await withCheckedContinuation { continuation in
+            await withCheckedContinuation { (released: CheckedContinuation<Bool, Never>) in
                 Thread {
-                    let signalled =
-                        (try? storage.withExclusiveLock(lockName) {
-                            taken.signal()
-                            return done.wait(timeout: .now() + 120) == .success
-                        }) ?? false
-                    continuation.resume(returning: signalled)
+                    var heldThroughout = false
+                    do {
+                        try storage.withExclusiveLock(lockName) {
+                            taken.set(true)
+                            heldThroughout = done.wait(timeout: .now() + 120) == .success
+                        }
+                    } catch {}
+                    taken.set(false)
+                    released.resume(returning: heldThroughout)
                 }.start()
             }
         }
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                taken.wait()
-                continuation.resume()
-            }
+        guard await taken.value else {
+            _ = await holder.value
+            throw ScenarioError("the lock \(lockName) could not be taken")
         }
         do {
             try await body()
@@ -73,6 +76,33 @@ public struct SharingLockScenario: Sendable {
         }
         done.signal()
         return await holder.value
+    }
+}
+
+/// A value set once, from any thread, and awaited; later sets are ignored.
+final class OneShot<Value: Sendable>: Sendable {
+    private let state = Mutex<(value: Value?, waiting: [CheckedContinuation<Value, Never>])>((nil, []))
+
+    func set(_ value: Value) {
+        let waiting = state.withLock { state -> [CheckedContinuation<Value, Never>] in
+            guard state.value == nil else { return [] }
+            state.value = value
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume(returning: value) }
+    }
+
+    var value: Value {
+        get async {
+            await withCheckedContinuation { continuation in
+                let value = state.withLock { state -> Value? in
+                    if state.value == nil { state.waiting.append(continuation) }
+                    return state.value
+                }
+                if let value { continuation.resume(returning: value) }
+            }
+        }
     }
 }
 
