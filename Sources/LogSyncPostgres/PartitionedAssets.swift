@@ -15,10 +15,7 @@ struct PartitionedAssetStore: ServerAssetStore {
 
     /// Runs a read on the owner's cluster, after checking that it does not fence the owner.
     private func read<R>(_ owner: UInt64, _ body: (PostgresAssetStore) throws -> R) throws -> R {
-        try storage.routed(owner) { cluster in
-            try cluster.pool.withSession { try PartitionedStorage.checkFence(of: owner, locking: false, $0) }
-            return try body(PostgresAssetStore(pool: cluster.pool))
-        }
+        try storage.routedRead(owner) { try body(PostgresAssetStore(pool: $0)) }
     }
 
     func storedSize(owner: UInt64, digest: AssetDigest) throws -> Int64? {
@@ -76,10 +73,7 @@ struct PartitionedBundleStore: ServerBundleStore {
     }
 
     private func read<R>(_ owner: UInt64, _ body: (PostgresBundleStore) throws -> R) throws -> R {
-        try storage.routed(owner) { cluster in
-            try cluster.pool.withSession { try PartitionedStorage.checkFence(of: owner, locking: false, $0) }
-            return try body(PostgresBundleStore(pool: cluster.pool))
-        }
+        try storage.routedRead(owner) { try body(PostgresBundleStore(pool: $0)) }
     }
 
     func partialLength(owner: UInt64, id: String) throws -> Int64 {

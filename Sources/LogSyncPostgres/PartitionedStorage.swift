@@ -251,6 +251,16 @@ public final class PartitionedStorage: ServerStorage {
         throw Self.moving(number)
     }
 
+    /// ``routed(_:_:)`` for a read of asset or bundle rows, which no trigger guards: the
+    /// cluster's fence on the user is checked first, so a read of a moved user goes on to their
+    /// new cluster. (A change meets the fence by trigger.)
+    func routedRead<R>(_ number: UInt64, _ body: (PostgresPool) throws -> R) throws -> R {
+        try routed(number) { cluster in
+            try cluster.pool.withSession { try Self.checkFence(of: number, locking: false, $0) }
+            return try body(cluster.pool)
+        }
+    }
+
     // MARK: ServerStorage
 
     /// The registry and the sessions on the directory; a user's database on their cluster,
