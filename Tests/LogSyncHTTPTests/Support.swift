@@ -197,12 +197,39 @@ final class RawConnection: Sendable {
         try await open(port: live.port)
     }
 
+    /// Sends its text the moment the connection is up, on the connection's event loop.
+    private final class SendOnConnect: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let text: String
+
+        init(_ text: String) { self.text = text }
+
+        func channelActive(context: ChannelHandlerContext) {
+            context.writeAndFlush(NIOAny(ByteBuffer(string: text)), promise: nil)
+            context.fireChannelActive()
+        }
+    }
+
     /// Connects to a server on a loopback port; sends nothing.
     static func open(port: Int) async throws -> RawConnection {
+        try await open(port: port, sendingOnConnect: nil)
+    }
+
+    /// Connects to `live` and sends `request` as soon as the connection is up, from the
+    /// connection's event loop: a test task that waits its turn on a busy machine does not leave
+    /// a gap between the server's accept and the request for a short idle timeout to fall into.
+    static func open(to live: LiveServer, sendingOnConnect request: String) async throws -> RawConnection {
+        try await open(port: live.port, sendingOnConnect: request)
+    }
+
+    private static func open(port: Int, sendingOnConnect request: String?) async throws -> RawConnection {
         let received = Received()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(received) }
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(received)
+                    if let request { try channel.pipeline.syncOperations.addHandler(SendOnConnect(request)) }
+                }
             }
             .connect(host: "127.0.0.1", port: port).get()
         return RawConnection(channel: channel, received: received)
