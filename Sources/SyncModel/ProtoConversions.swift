@@ -39,6 +39,15 @@ extension ProtoConvertible {
     /// - Throws: ``SyncError`` `invalidArguments` naming the message type and what was wrong:
     ///   bytes that are not a valid encoding, or a message that does not describe a value.
     package init(protoBytes bytes: [UInt8]) throws(SyncError) {
+        try self.init(generatedProtoBytes: bytes)
+    }
+
+    /// Decodes a value from the binary encoding of its message with the generated decoder, as
+    /// ``init(protoBytes:)`` does for every type but ``Record``, which reads its usual form
+    /// directly (ProtoRecordReader.swift) and leaves the rest to this.
+    ///
+    /// - Throws: ``SyncError`` `invalidArguments`, as ``init(protoBytes:)``.
+    package init(generatedProtoBytes bytes: [UInt8]) throws(SyncError) {
         let message = try ProtoWire.decode(ProtoMessage.self, from: bytes)
         do {
             try self.init(proto: message)

@@ -177,6 +177,12 @@ extension ServerEntry {
                 return .zoneDeleted(RecordZone.ID(proto: message.zoneID), reason: reason)
             }
         case Kind.recordSaved:
+            // Read directly when the record is in the form the server writes (field 1 of the
+            // payload, nothing else), as every page read does for each record it returns.
+            if let record = Self.storedRecordBytes(of: entry)?.withUnsafeBytes(Record.readDirectly) {
+                self = .recordSaved(record)
+                return
+            }
             self = try ProtoWire.decode(Logsync_Server_RecordSaved.self, payloadOf: entry, "recordSaved") {
                 message throws(SyncError) in
                 guard message.hasRecord else { throw ProtoDecoding.missing("RecordSaved.record") }
