@@ -114,6 +114,7 @@ enum Child {
                     "--phase instrumentation: the parent runs fetch and commit, with --instrumented and without")
             case .share:
                 throw BenchError("--phase share: the parent runs share-seed, owner-fetch and participant-fetch")
+            case .decode: throw BenchError("--phase decode: the parent decodes, in its own process")
             }
             try ChildProcess.write(result, to: options.resultPath)
         } catch {

@@ -62,8 +62,8 @@ struct EngineBench: BenchCommand {
     @Option(
         name: .customLong("only"),
         help: ArgumentHelp(
-            "Run only the fetch, the send, the edits, the open or the sharing phase.",
-            valueName: "fetch|send|edits|open|share"))
+            "Run only one phase: the fetch, the send, the edits, the open, the sharing, the instrumentation, the bundle or the decode floor.",
+            valueName: "fetch|send|edits|open|share|instrumentation|bundle|decode"))
     var onlyPhase: Phase?
 
     @Option(
@@ -136,6 +136,13 @@ struct EngineBench: BenchCommand {
         transform: count())
     var bundleRuns: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "Decode floor: runs of each decoder, alternately; the best of each is kept (default 3, 1 with --quick).",
+            valueName: "N"),
+        transform: count())
+    var decodeRuns: Int?
+
     // The child's options: the parent passes its own on, with these.
     @Option(help: .hidden) var phase: Phase?
     /// The child's server and engine record metrics and spans (`Instrumentation`).
@@ -157,20 +164,28 @@ struct EngineBench: BenchCommand {
         case bundle
         case bundleExport = "bundle-export"
         case bundleCopy = "bundle-copy"
+        /// Records decoded from their bytes alone, both decoders (a parent phase, in process).
+        case decode
     }
 
     /// Records per modify request when seeding the server (the server's limit, F151).
     static let seedRequestSize = RecordWorkload.requestSize
 
     func validate() throws {
-        if let onlyPhase, ![.fetch, .send, .edits, .open, .share, .instrumentation, .bundle].contains(onlyPhase) {
+        if let onlyPhase,
+            ![.fetch, .send, .edits, .open, .share, .instrumentation, .bundle, .decode].contains(onlyPhase)
+        {
             throw ValidationError(
-                "--only: fetch, send, edits, open, share, instrumentation or bundle, not \"\(onlyPhase.rawValue)\"")
+                "--only: fetch, send, edits, open, share, instrumentation, bundle or decode, not \"\(onlyPhase.rawValue)\""
+            )
         }
     }
 
     var recordCount: Int { records.total(common) }
-    var phases: [Phase] { onlyPhase.map { [$0] } ?? [.fetch, .send, .edits, .open, .share, .instrumentation, .bundle] }
+    var phases: [Phase] {
+        onlyPhase.map { [$0] } ?? [.decode, .fetch, .send, .edits, .open, .share, .instrumentation, .bundle]
+    }
+    var decodeRunCount: Int { decodeRuns ?? common.size(3, quick: 1) }
     var shareRunCount: Int { shareRuns ?? common.size(3, quick: 1) }
     var instrumentationRunCount: Int { instrumentationRuns ?? common.size(3, quick: 1) }
     var durabilities: [DurabilityName] { durabilityList.values }

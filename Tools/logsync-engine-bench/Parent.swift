@@ -65,8 +65,33 @@ enum Parent {
                     + ".\(options.durabilities[0]); ratio: the participant's records/s over the owner's (medians), target ≥ 0.8"
             )
         }
+        if options.phases.contains(.decode) {
+            emit(
+                "  decode: \(grouped(options.recordCount)) of the records as a server saved them (system fields set), decoded "
+                    + "from their protobuf bytes by the generated decoder (SwiftProtobuf's message, then the conversion) and by "
+                    + "the direct reader (Record(protoBytes:)), then in pages of \(options.page) by Wire.decode both ways; "
+                    + "CPU time, in this process, best of \(options.decodeRunCount) alternate run(s)")
+        }
         emit("  each phase in a child process of its own (peak memory per phase)")
         emit("")
+
+        if options.phases.contains(.decode) {
+            let figures = try DecodePhase.run(options)
+            emit("decode floor (records/s, CPU time)")
+            emit(
+                table([
+                    ["decoding", "generated decoder", "direct reader", "direct / generated"],
+                    [
+                        "records alone", grouped(Int(figures.generatedRecords)), grouped(Int(figures.directRecords)),
+                        ratio(figures.directRecords / figures.generatedRecords),
+                    ],
+                    [
+                        "pages (Wire.decode)", grouped(Int(figures.generatedPages)), grouped(Int(figures.directPages)),
+                        ratio(figures.directPages / figures.generatedPages),
+                    ],
+                ]))
+            emit("")
+        }
 
         var results: [PhaseResult] = []
         var floors: [PhaseResult] = []
