@@ -9,7 +9,8 @@ import SyncModel
 /// decoders of every body in both formats (an asset upload's status among them), the measure of
 /// a request body before it is decoded (`RequestBudget`, every operation), the
 /// change-token and asset-digest parsers, the device and server entry
-/// decoders, and the device and server indexes applying decoded entries. The first byte of an
+/// decoders, the device and server indexes applying decoded entries, and the direct reader of
+/// records against the generated decoder (the same answer, or a finding). The first byte of an
 /// input picks the reader; the rest is its input. Every reader must answer with a value or a
 /// typed error; a crash, a trap or a sanitizer report is a finding.
 enum FuzzDecoders {
@@ -44,7 +45,26 @@ enum FuzzDecoders {
         case 23: _ = try? AssetDigest(parsing: String(decoding: bytes, as: UTF8.self))
         case 24:
             for operation in WireOperation.allCases { _ = try? RequestBudget.check(bytes, as: format, for: operation) }
+        case 25: compareRecordDecoders(bytes)
         default: return
+        }
+    }
+
+    /// The direct reader of records against the generated decoder: the same record (by its
+    /// bytes: a NaN is not equal to itself) or the same error, else a finding.
+    static func compareRecordDecoders(_ bytes: [UInt8]) {
+        let direct = Result { () throws(SyncError) in try Record(protoBytes: bytes) }
+        let generated = Result { () throws(SyncError) in try Record(generatedProtoBytes: bytes) }
+        switch (direct, generated) {
+        case (.success(let record), .success(let expected)):
+            precondition(
+                record.protoBytes() == expected.protoBytes() && record.changedKeys() == expected.changedKeys(),
+                "the direct reader read \(record), the generated decoder \(expected)")
+        case (.failure(let error), .failure(let expected)):
+            precondition(
+                error == expected, "the direct reader failed with \(error), the generated decoder with \(expected)")
+        default:
+            preconditionFailure("the decoders disagree: \(direct) against \(generated)")
         }
     }
 
