@@ -35,7 +35,7 @@ extension Log {
     ) throws(DiagnosticsError) {
         try walkEntries(from: start, through: end) { (entry) throws(DiagnosticsError) in
             let decoded: DeviceEntry
-            do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
+            do throws(LogStoreError) { decoded = try DeviceEntry(entry, in: self) } catch {
                 throw DeviceLogBisect.failure(error, at: entry.offset, of: self)
             }
             try body(entry, decoded)

@@ -11,6 +11,34 @@ package enum ProtoFields {
         field: Int, in bytes: [UInt8], error: (String) -> any Error
     ) throws -> [Range<Int>] {
         var found: [Range<Int>] = []
+        try walk(
+            bytes, error: error,
+            lengthDelimited: { number, range in
+                if number == UInt64(field) { found.append(range) }
+            })
+        return found
+    }
+
+    /// The value of the last occurrence of the varint field `field` at the top level of
+    /// `bytes` (as a decoder reads a repeated scalar field set twice), or `nil` when it is not
+    /// there; other fields are skipped. Malformed bytes throw what `error(description)` makes.
+    package static func varint(field: Int, in bytes: [UInt8], error: (String) -> any Error) throws -> UInt64? {
+        var found: UInt64?
+        try walk(
+            bytes, error: error, lengthDelimited: { _, _ in },
+            varint: { number, value in
+                if number == UInt64(field) { found = value }
+            })
+        return found
+    }
+
+    /// Visits the top-level fields of `bytes`: each length-delimited one with its number and
+    /// its bytes' range, each varint with its number and value.
+    private static func walk(
+        _ bytes: [UInt8], error: (String) -> any Error,
+        lengthDelimited: (_ field: UInt64, _ range: Range<Int>) -> Void,
+        varint visitVarint: (_ field: UInt64, _ value: UInt64) -> Void = { _, _ in }
+    ) throws {
         var position = 0
         func varint() throws -> UInt64 {
             var value: UInt64 = 0
@@ -35,18 +63,17 @@ package enum ProtoFields {
             let tag = try varint()
             let number = tag >> 3
             switch tag & 7 {
-            case 0: _ = try varint()
+            case 0: visitVarint(number, try varint())
             case 1: try skip(8)
             case 5: try skip(4)
             case 2:
                 let length = try varint()
                 let start = position
                 try skip(length)
-                if number == field { found.append(start..<position) }
+                lengthDelimited(number, start..<position)
             default:
                 throw error("wire type \(tag & 7) of field \(number) at byte \(position)")
             }
         }
-        return found
     }
 }

@@ -37,7 +37,9 @@ struct ServerReplayTests: NoteIDs {
     /// Every entry of a device's log with its offset, decoded.
     static func entries(_ device: TestDevice) throws -> [(offset: LogOffset, entry: DeviceEntry)] {
         var entries: [(offset: LogOffset, entry: DeviceEntry)] = []
-        try device.engine.deviceLog.log.forEachEntry { entries.append(($0.offset, try DeviceEntry($0))) }
+        try device.engine.deviceLog.log.forEachEntry {
+            entries.append(($0.offset, try DeviceEntry($0, in: device.engine.deviceLog.log)))
+        }
         return entries
     }
 

@@ -31,7 +31,7 @@ struct TimeTravelScenarios {
         var offsets: [LogOffset] = []
         var cursor = try log.log.entries(from: start.next, through: try log.log.lastOffset)
         while let entry = try cursor.next() {
-            if try DeviceEntry(entry).name == name { offsets.append(entry.offset) }
+            if try DeviceEntry(entry, in: log.log).name == name { offsets.append(entry.offset) }
         }
         return offsets
     }

@@ -424,7 +424,9 @@ struct DeviceProcessTests {
         let log = try DeviceLog(directory: directory, options: LogEnvironment.Options(readOnly: true))
         var ids: [RequestID?] = []
         try log.log.forEachEntry { entry in
-            if case .batchPrepared(_, _, _, let requestID) = try DeviceEntry(entry) { ids.append(requestID) }
+            if case .batchPrepared(_, _, _, let requestID) = try DeviceEntry(entry, in: log.log) {
+                ids.append(requestID)
+            }
         }
         return ids
     }

@@ -126,7 +126,7 @@ struct TracingOverHTTPTests {
                 try Self.entries(phone, kind: DeviceEntry.Kind.sendStarted, from: before).first)
             #expect(Self.integer(send, "logsync.device_log.offset") == started.offset.rawValue)
             let result = try #require(
-                try Self.entries(phone, kind: DeviceEntry.Kind.batchResult, from: before).first)
+                try Self.entries(phone, kind: DeviceEntry.Kind.batchSaved, from: before).first)
             #expect(Self.integer(batch, "logsync.device_log.end_offset") == result.offset.rawValue)
 
             // The server side: the commit and its write name alice's private database and the

@@ -62,7 +62,8 @@ struct EngineTracingTests {
             #expect(Self.integer(send, "logsync.device_log.end_offset") == offsets["sendFinished"]?.rawValue)
             #expect(Self.integer(zones, "logsync.device_log.offset") == offsets["databaseChangesSent"]?.rawValue)
             #expect(Self.integer(batch, "logsync.device_log.offset") == offsets["batchPrepared"]?.rawValue)
-            #expect(Self.integer(batch, "logsync.device_log.end_offset") == offsets["batchResult"]?.rawValue)
+            // The batch saved its record: its result is written against its batchPrepared (kind 15).
+            #expect(Self.integer(batch, "logsync.device_log.end_offset") == offsets["batchSaved"]?.rawValue)
         }
     }
 

@@ -22,6 +22,10 @@ struct ProjectionRuleTests {
         var tag = 0
         /// The number of entries generated so far: the offset of the last one.
         var generated: UInt64 = 0
+        /// The last batchPrepared generated, and, when the entry just generated is a result to
+        /// write against it (`batchSaved`, kind 15: every other result that saved records), it.
+        var lastPrepared: PreparedBatchReference?
+        var resultAgainst: PreparedBatchReference?
         static let zones = [F.notes, F.photos, F.shared, RecordZone.ID(zoneName: String(repeating: "L", count: 300))]
         static let ids = zones.flatMap { zone in (0..<8).map { F.id("r\($0)", zone) } }
         static let codes: [SyncError.Code] =
@@ -112,6 +116,7 @@ struct ProjectionRuleTests {
         mutating func next() -> DeviceEntry {
             let entry: DeviceEntry
             generated += 1
+            resultAgainst = nil
             switch Int.random(in: 0..<137, using: &random) {
             case 0..<35:
                 entry = .pendingRecordZoneChangesAdded(
@@ -150,6 +155,8 @@ struct ProjectionRuleTests {
                     recordsToSave: saves.map { F.clientRecord($0) }, recordIDsToDelete: deletions,
                     atomicByZone: chance(30),
                     requestID: chance(80) ? RequestID("p-\(generated)") : nil)
+                lastPrepared = PreparedBatchReference(
+                    offset: LogOffset(generated), recordsToSave: saves.map { F.clientRecord($0) })
             case 75..<92:
                 // A result for the batch in flight: each item saved, deleted, failed or unmentioned.
                 var saved: [Record] = []
@@ -181,6 +188,8 @@ struct ProjectionRuleTests {
                 }
                 entry = .batchResult(
                     saved: saved, deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes)
+                // Every other result that saved records is written against its batchPrepared.
+                if !saved.isEmpty, generated % 2 == 0 { resultAgainst = lastPrepared }
             case 100..<104:
                 entry = timelineMark()
             case 104..<110:
@@ -267,7 +276,18 @@ struct ProjectionRuleTests {
             while written < 5000 {
                 // Mostly one entry per commit, sometimes several in one transaction.
                 let count = generator.chance(10) ? Int.random(in: 2...5, using: &generator.random) : 1
-                let entries = (0..<count).map { _ in generator.next() }
+                var entries: [DeviceEntry] = []
+                for _ in 0..<count {
+                    let entry = generator.next()
+                    guard let prepared = generator.resultAgainst else {
+                        entries.append(entry)
+                        continue
+                    }
+                    // A result written against its batchPrepared is appended alone.
+                    try deviceLog.append(entries)
+                    entries = []
+                    try deviceLog.append([entry], preparedBatch: prepared)
+                }
                 try deviceLog.append(entries)
                 written += count
                 commits += 1

@@ -110,7 +110,7 @@ struct SuspendingStateTests {
             #expect(try suspending.engine.deviceLog.snapshotState() == blocking.engine.deviceLog.snapshotState())
             let entries = { (engine: SyncEngine) throws -> [DeviceEntry] in
                 var entries: [DeviceEntry] = []
-                try engine.deviceLog.log.forEachEntry { entries.append(try DeviceEntry($0)) }
+                try engine.deviceLog.log.forEachEntry { entries.append(try DeviceEntry($0, in: engine.deviceLog.log)) }
                 return entries
             }
             #expect(try entries(suspending.engine) == entries(blocking.engine))
@@ -153,7 +153,9 @@ struct SuspendingStateTests {
             // The pending list is the log's order, and each task's edits keep theirs.
             var fromLog: [SyncEngine.PendingRecordZoneChange] = []
             try engine.deviceLog.log.forEachEntry { entry in
-                if case .pendingRecordZoneChangesAdded(let changes) = try DeviceEntry(entry) { fromLog += changes }
+                if case .pendingRecordZoneChangesAdded(let changes) = try DeviceEntry(entry, in: engine.deviceLog.log) {
+                    fromLog += changes
+                }
             }
             let pending = try engine.state.pendingRecordZoneChanges
             #expect(pending == fromLog)

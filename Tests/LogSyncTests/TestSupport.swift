@@ -150,7 +150,9 @@ struct ReferenceState: Equatable {
     /// Replays the whole device log (decoding every entry) into a fresh reference state.
     static func replaying(_ deviceLog: DeviceLog) throws -> ReferenceState {
         var state = ReferenceState()
-        try deviceLog.log.forEachEntry { entry in state.apply(try DeviceEntry(entry), at: entry.offset) }
+        try deviceLog.log.forEachEntry { entry in
+            state.apply(try DeviceEntry(entry, in: deviceLog.log), at: entry.offset)
+        }
         return state
     }
 }

@@ -129,7 +129,8 @@ struct BisectTests {
                 // The replay in memory equals the index at the end, part by part.
                 let log = device.engine.deviceLog
                 var replay = DeviceStateReplay()
-                try log.log.forEachEntry { entry in replay.apply(try DeviceEntry(entry), at: entry.offset) }
+                try log.log.forEachEntry { entry in replay.apply(try DeviceEntry(entry, in: log.log), at: entry.offset)
+                }
                 let state = try log.state(at: try log.log.lastOffset)
                 #expect(DeviceInvariant.difference(state, replay.state) == nil, "seed \(seed), device \(device.name)")
             }

@@ -46,7 +46,7 @@ struct DeviceDumpCommandTests {
             try [phone, laptop].allSatisfy { device in
                 var hints = 0
                 try device.engine.deviceLog.log.forEachEntry(from: .first) {
-                    if case .pushReceived = try DeviceEntry($0) { hints += 1 }
+                    if case .pushReceived = try DeviceEntry($0, in: device.engine.deviceLog.log) { hints += 1 }
                 }
                 return hints >= 1
             }
@@ -96,7 +96,8 @@ struct DeviceDumpCommandTests {
         "sendStarted  reason=manual scope=all",
         "databaseChangesSent  saved=1 deleted=0 failed=0 zones=[Notes]",
         "batchPrepared  count=2 changes=[save:Notes/n1,save:Notes/n2] atomic=false request=*",
-        "batchResult  saved=2 deleted=0 failed=0 records=[Notes/n1,Notes/n2]",
+        // The answer, written against the batchPrepared at offset 7 (kind 15).
+        "batchSaved  saved=2 deleted=0 failed=0 records=[Notes/n1,Notes/n2] prepared=7",
         "sendFinished",
     ]
 

@@ -2,6 +2,7 @@ import Foundation
 import LogStore
 import LogToolCore
 import SyncModel
+import TemporaryDirectory
 import Testing
 
 @testable import LogSync
@@ -220,6 +221,37 @@ struct DeviceEntryDescriptionTests: EntryIDs {
         // A kind that records no trace context takes none.
         #expect(DeviceEntry.sendFinished(error: nil).newEntry.tracing(["traceparent": traceparent]).payload.isEmpty)
         #expect(DeviceEntry.traceID(in: ["traceparent": "not-a-traceparent"]) == nil)
+    }
+
+    /// A `batchSaved` entry (kind 15) holds its saved records as changes to those of its
+    /// `batchPrepared`: read with its log it is described as the `batchResult` it stands for, plus
+    /// `prepared`; alone, by counts and positions.
+    @Test func batchSavedIsDescribedWithItsLog() throws {
+        try withTemporaryDirectory { directory in
+            let log = try DeviceLog(
+                directory: directory, options: LogEnvironment.Options(durability: .fast, initialMapSize: 8 << 20))
+            var note = Record(recordType: "Note", recordID: Self.id("n1"))
+            note["title"] = .string("Groceries")
+            try log.append(.pendingRecordZoneChangesAdded([.saveRecord(note.recordID)]))
+            let preparedOffset = try log.append(
+                .batchPrepared(recordsToSave: [note], recordIDsToDelete: [], atomicByZone: false, requestID: "r1"))
+            var saved = note
+            saved.applySystemFields(Record.SystemFields(recordChangeTag: "1"))
+            let range = try log.append(
+                [.batchResult(saved: [saved], deleted: [Self.id("n2")], failedSaves: [:], failedDeletes: [:])],
+                preparedBatch: PreparedBatchReference(offset: preparedOffset, recordsToSave: [note]))
+            let entry = try #require(try log.log.entry(at: range.lowerBound))
+            #expect(entry.kind == DeviceEntry.Kind.batchSaved)
+            let withLog = try #require(try EntryDecoder.forLog(log.log).describe(entry))
+            #expect(withLog.kindName == "batchSaved")
+            #expect(
+                EntryFormatter.fieldsText(withLog.fields)
+                    == "saved=1 deleted=1 failed=0 records=[Notes/n1] deletions=[Notes/n2] prepared=2")
+            let alone = try #require(try EntryDecoder.device.describe(entry))
+            #expect(
+                EntryFormatter.fieldsText(alone.fields)
+                    == "saved=1 deleted=1 failed=0 records=[prepared:0] deletions=[Notes/n2] prepared=2")
+        }
     }
 
     /// Device kinds are decoded in a device log only: other logs use small kinds for their own

@@ -82,6 +82,8 @@ struct PhaseResult: Codable {
     /// it minus before, kB), and the records' mean encoded size (Protocol Buffers bytes).
     var appDataKB = 0
     var encodedRecordBytes = 0.0
+    /// Send: the device log's entry payload bytes by entry kind name (after the send).
+    var entryBytes: [String: Int] = [:]
     /// Instrumented phases: the spans finished, and the size of the metrics' Prometheus text.
     var spans = 0
     var metricsBytes = 0
@@ -319,6 +321,23 @@ enum Child {
             )
         }
         device.finish(&result, serverDirectory: serverDirectory)
+        // The device log against the records it sent: the mean encoded size of the records as
+        // the server saved them (the last known server records), and the payload bytes of each
+        // kind of entry (the record as sent, `batchPrepared`; its result, `batchResult` or
+        // `batchSaved`; the app's edits, `pendingRecordZoneChangesAdded`).
+        var encoded = 0
+        for index in 0..<options.recordCount {
+            let id = workload.recordID(index, series: "edit")
+            guard let saved = try engine.deviceLog.lastKnownServerRecord(for: id) else {
+                throw BenchError("no last known server record for \(id) after the send")
+            }
+            encoded += saved.protoBytes().count
+        }
+        result.encodedRecordBytes = Double(encoded) / Double(max(options.recordCount, 1))
+        try engine.deviceLog.log.forEachEntry { entry in
+            let name = DeviceEntry.Kind.name(of: entry.kind) ?? "kind \(entry.kind)"
+            result.entryBytes[name, default: 0] += entry.payload.count
+        }
         result.pendingReadSeconds = figures.pendingReadSeconds
         result.batchBuildSeconds = figures.batchBuildSeconds
         result.batches = figures.batches

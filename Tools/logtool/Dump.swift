@@ -43,7 +43,7 @@ struct Dump: AsyncParsableCommand {
             var progress = ProgressIndicator.standardError(label: "dump", total: nil, also: !isTerminal(1))
             defer { progress.finish() }
             let log = try location.openLog()
-            let formatter = EntryFormatter(decoder: .forLog(named: log.name))
+            let formatter = EntryFormatter(decoder: .forLog(log))
             var dumper = EntryDumper(format: output.entryFormat, formatter: formatter, filter: try filter.entryFilter())
             // A support bundle of a range export: its entries shown, and chosen, by the device's offsets.
             dumper.offsetBase = try location.offsetBase(of: log)

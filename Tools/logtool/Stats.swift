@@ -31,7 +31,7 @@ struct Stats: AsyncParsableCommand {
             var progress = ProgressIndicator.standardError(label: "stats", total: nil)
             defer { progress.finish() }
             let log = try location.openLog()
-            let stats = try LogStats.collect(log, decoder: .forLog(named: log.name)) { progress.report($0) }
+            let stats = try LogStats.collect(log, decoder: .forLog(log)) { progress.report($0) }
             progress.finish()
             standardOutput.write(format.json ? stats.json + "\n" : stats.text)
         }

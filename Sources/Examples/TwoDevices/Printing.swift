@@ -49,7 +49,7 @@ func showLogs(_ devices: [Device], server: SyncServer) async throws {
     print("")
     var commands = [
         ("dump \(path(device))", "the dump above"),
-        ("dump \(path(device)) --kind batchResult", "the answers to its sends"),
+        ("dump \(path(device)) --kind batchResult --kind batchSaved", "the answers to its sends"),
         ("stats \(path(device))", "its entries, counted by kind"),
         conflict.map { ("replay \(path(device)) --to \($0.offset)", "its state just after the conflict") }
             ?? ("replay \(path(device))", "its state at the end"),
@@ -123,13 +123,14 @@ func exportSupportBundles(_ devices: [Device], server: SyncServer) throws {
 }
 
 /// The first device whose log holds a save refused with `serverRecordChanged`, and the offset of
-/// that `batchResult` entry.
+/// that `batchResult` entry (or `batchSaved`, when the batch also saved records).
 func firstConflict(in devices: [Device]) throws -> (device: Device, offset: UInt64)? {
     for device in devices {
         var offset: UInt64?
         try device.engine.deviceLog.log.forEachEntry { entry in
             guard offset == nil, let described = try EntryDecoder.device.describe(entry),
-                described.kindName == "batchResult", case .list(let errors)? = described["errors"],
+                ["batchResult", "batchSaved"].contains(described.kindName),
+                case .list(let errors)? = described["errors"],
                 errors.contains(where: { $0.hasSuffix(":serverRecordChanged") })
             else { return }
             offset = entry.offset.rawValue

@@ -60,7 +60,8 @@ extension DeviceEntry {
         }
     }
 
-    /// Decodes an entry read from a device log.
+    /// Decodes an entry read from a device log. A `batchSaved` entry (kind 15) needs the log:
+    /// see `init(_:reading:)`.
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset, its kind and what
     ///   failed: a kind that is not a device kind, a payload that is not the kind's message, or
@@ -112,6 +113,15 @@ extension DeviceEntry {
                     failedSaves: try Self.failures(message.failedSaves, "BatchResult.failed_saves"),
                     failedDeletes: try Self.failures(message.failedDeletes, "BatchResult.failed_deletes"))
             }
+        case Kind.batchSaved:
+            // Its saved records are changes to the records of its batchPrepared entry. A payload
+            // that is not a BatchSaved is corrupt all the same.
+            _ = try ProtoWire.decode(Logsync_Device_BatchSaved.self, payloadOf: entry, "batchSaved")
+            throw LogStoreError(
+                .invalidArgument,
+                "batchSaved (kind \(entry.kind)) is read with its log, which holds the batchPrepared it refers to "
+                    + "(DeviceEntry(_:in:))",
+                offset: entry.offset)
         case Kind.databaseChangesSent:
             let message = try ProtoWire.decode(
                 Logsync_Device_DatabaseChangesSent.self, payloadOf: entry, "databaseChangesSent")
@@ -175,7 +185,7 @@ extension DeviceEntry {
     }
 
     /// The failure messages of a failure list, sorted by ID so that equal lists encode alike.
-    private static func failures<Message: ItemFailureMessage>(_ failures: [Message.ItemID: SyncError]) -> [Message] {
+    static func failures<Message: ItemFailureMessage>(_ failures: [Message.ItemID: SyncError]) -> [Message] {
         failures.sorted { Message.precedes($0.key, $1.key) }.map { id, error in
             var failure = Message()
             failure.setItemID(id)
@@ -238,7 +248,7 @@ extension DeviceEntry {
     }
 
     /// Decodes a failure list; each message must name its item and its error, and no item twice.
-    private static func failures<Message: ItemFailureMessage>(
+    static func failures<Message: ItemFailureMessage>(
         _ messages: [Message], _ field: String
     ) throws(SyncError) -> [Message.ItemID: SyncError] {
         var failures: [Message.ItemID: SyncError] = [:]

@@ -80,14 +80,14 @@ package enum DeviceEntry: Sendable, Equatable {
 
     /// The entry kinds of a device log (1–99).
     ///
-    /// In use: 1–5 (the app's edits of the state), 10–14 (sending), 20–25 (fetching), 30–32
+    /// In use: 1–5 (the app's edits of the state), 10–15 (sending), 20–25 (fetching), 30–32
     /// (account, subscription, push), 40–41 (scheduling) and 50 (delivery). Reserved for steps
     /// not written yet, so related kinds stay together:
     ///
     /// | kinds | for |
     /// |---|---|
     /// | 6–9 | more state edits |
-    /// | 15–19 | more send steps |
+    /// | 16–19 | more send steps |
     /// | 26–29 | more fetch steps |
     /// | 33–39 | more account and push steps |
     /// | 42–49 | more scheduling |
@@ -101,6 +101,9 @@ package enum DeviceEntry: Sendable, Equatable {
         package static let untrackedChangesFlagged: EntryKind = 5
         package static let batchPrepared: EntryKind = 11
         package static let batchResult: EntryKind = 12
+        /// A `batchResult` written against its batch's `batchPrepared`: the saved records as what
+        /// the server changed in them (read back as `batchResult`).
+        package static let batchSaved: EntryKind = 15
         package static let databaseChangesSent: EntryKind = 13
         package static let sendStarted: EntryKind = 10
         package static let sendFinished: EntryKind = 14
@@ -126,7 +129,7 @@ package enum DeviceEntry: Sendable, Equatable {
             (pendingDatabaseChangesRemoved, "pendingDatabaseChangesRemoved"),
             (untrackedChangesFlagged, "untrackedChangesFlagged"),
             (sendStarted, "sendStarted"), (batchPrepared, "batchPrepared"), (batchResult, "batchResult"),
-            (databaseChangesSent, "databaseChangesSent"), (sendFinished, "sendFinished"),
+            (databaseChangesSent, "databaseChangesSent"), (sendFinished, "sendFinished"), (batchSaved, "batchSaved"),
             (fetchStarted, "fetchStarted"), (databaseChangesFetched, "databaseChangesFetched"),
             (zoneChangesFetched, "zoneChangesFetched"), (zoneFetchFinished, "zoneFetchFinished"),
             (fetchFinished, "fetchFinished"), (changeTokenReset, "changeTokenReset"),

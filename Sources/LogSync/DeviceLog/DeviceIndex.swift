@@ -20,7 +20,7 @@ import SyncModel
 /// | `knownZones` | zone → zone ID | zones the server is known to hold |
 /// | `zoneTokens` | zone → token | each zone's change token (`ZoneChangeToken.data`) |
 /// | `zones` | zone → number | the number of each zone seen, for record keys |
-/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset, `fetched` → offset, `account` → user ID (empty: signed out), `subscription` → ID, `unanswered` → offset | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset and the last fetched page (F29), the last known account (F108), the subscription (F111), the `batchPrepared` of the last batch whose outcome is unknown (F103) |
+/// | `state` | `untracked` → 1, `zoneCounter` → last zone number, `databaseToken` → token, `delivered` → offset, `fetched` → offset, `account` → user ID (empty: signed out), `subscription` → ID, `unanswered` → offset, `prepared` → offset + record IDs | `hasPendingUntrackedChanges` (F24), counters, the database change token, the delivery offset and the last fetched page (F29), the last known account (F108), the subscription (F111), the `batchPrepared` of the last batch whose outcome is unknown (F103), the last `batchPrepared`'s offset and the IDs of its saves in order |
 ///
 /// The rules, per entry:
 /// - **Added changes** (F16–F19, F22). A change already pending is left where it is (F18). A
@@ -31,10 +31,12 @@ import SyncModel
 ///   the zone value first added. Adding a change that is in flight sets its re-added flag (F32).
 /// - **Removed changes** (F20): exact matches only (same case and ID); anything else is a no-op.
 /// - **`batchPrepared`**: ends any batch still in flight (its changes stay as they are) and marks
-///   the batch's saves and deletions in flight, with the re-added flag clear. Its outcome is
+///   the batch's saves and deletions in flight, with the re-added flag clear, and keeps its
+///   offset and the IDs of its saves in order (`prepared`), for its `batchSaved`. Its outcome is
 ///   unknown until its result: `unanswered` becomes the entry's offset if the entry records the
 ///   request ID it is sent under, and is cleared if not (an older log's batch, whose ID is lost).
-/// - **`batchResult`** (which may also list items that failed before the request, never in
+/// - **`batchResult`** (kind 12, or 15, `batchSaved`, whose saved records are named by their
+///   position in the `batchPrepared` kept in `prepared`, which must be its offset; which may also list items that failed before the request, never in
 ///   flight: an asset upload failed): for each item, clears its in-flight mark and then, unless it was re-added
 ///   while in flight, removes the exact change from the pending list if the item succeeded or
 ///   failed with a non-transient error (F21, F91); transient errors (F89) and
@@ -89,8 +91,9 @@ struct DeviceIndex: Projection {
     static let projectionName = "index"
 
     let name = DeviceIndex.projectionName
-    // 4: serverRecords point into entries (ServerRecordSlot); 5: unlisted (a listing's progress).
-    let version: UInt32 = 5
+    // 4: serverRecords point into entries (ServerRecordSlot); 5: unlisted (a listing's progress);
+    // 6: `prepared` (the IDs of the last batch's saves, for batchSaved entries).
+    let version: UInt32 = 6
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
         "unfetchedZones", "knownZones", "zoneTokens", "zones", "state", "unlisted",
@@ -99,8 +102,36 @@ struct DeviceIndex: Projection {
     func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
         let index = DeviceIndexWriter(tables: tables)
         let offset = entry.offset.rawValue
-        // The appender's own value when there is one (the same entry, not decoded again).
-        switch try (entry.decoded as? DeviceEntry) ?? DeviceEntry(entry) {
+        // The appender's own value when there is one (the same entry, not decoded again). A
+        // batchSaved entry decodes only with the prepared entry it refers to, which a projection
+        // does not read: its outline and the IDs the batchPrepared rule kept are enough.
+        let decoded: DeviceEntry
+        if let value = entry.decoded as? DeviceEntry {
+            decoded = value
+        } else if entry.kind == DeviceEntry.Kind.batchSaved {
+            let outline = try DeviceEntry.BatchSavedOutline(entry)
+            let ids = try index.preparedSaves(of: outline.preparedOffset, for: entry)
+            let saved = try outline.saved.map { saved -> Record.ID in
+                switch saved {
+                case .whole(let id): return id
+                case .prepared(let position):
+                    guard position < ids.count else {
+                        throw DeviceEntry.corruptReference(
+                            entry,
+                            "refers to record \(position) of the batchPrepared at offset "
+                                + "\(outline.preparedOffset.rawValue), which holds \(ids.count)")
+                    }
+                    return ids[position]
+                }
+            }
+            try index.applyResult(
+                saved: saved, deleted: outline.deleted, failedSaves: outline.failedSaves,
+                failedDeletes: outline.failedDeletes, at: offset)
+            return
+        } else {
+            decoded = try DeviceEntry(entry)
+        }
+        switch decoded {
         case .pendingRecordZoneChangesAdded(let changes):
             for (i, change) in changes.enumerated() {
                 try index.add(change, at: Position(offset: offset, index: UInt32(truncatingIfNeeded: i)))
@@ -123,41 +154,16 @@ struct DeviceIndex: Projection {
             try index.clearInFlight()
             for record in records { try index.markInFlight(.saveRecord(record.recordID)) }
             for id in deletions { try index.markInFlight(.deleteRecord(id)) }
+            try index.setPreparedSaves(records.map(\.recordID), at: offset)
             if requestID != nil {
                 try tables.put(bigEndian(offset), forKey: DeviceKey.unanswered, in: "state")
             } else {
                 try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
             }
         case .batchResult(let saved, let deleted, let failedSaves, let failedDeletes):
-            // Only the items sent say what became of the request: an item that failed before it
-            // (an asset upload) was never in flight.
-            var sentFailures: [SyncError] = []
-            for (id, error) in failedSaves {
-                if try index.isInFlight(.saveRecord(id)) { sentFailures.append(error) }
-            }
-            for (id, error) in failedDeletes {
-                if try index.isInFlight(.deleteRecord(id)) { sentFailures.append(error) }
-            }
-            let sent = try index.hasInFlight()
-            for (ordinal, record) in saved.enumerated() {
-                try index.settle(.saveRecord(record.recordID), succeeded: true)
-                try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
-            }
-            for id in deleted {
-                try index.settle(.deleteRecord(id), succeeded: true)
-                try index.setServerRecord(nil, for: id)
-            }
-            for (id, error) in failedSaves.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
-                try index.settle(.saveRecord(id), succeeded: false, error: error)
-            }
-            for (id, error) in failedDeletes.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
-                try index.settle(.deleteRecord(id), succeeded: false, error: error)
-            }
-            try index.clearInFlight()
-            if sent, !UnansweredBatch.outcomeUnknown(saved: saved.count, deleted: deleted.count, failures: sentFailures)
-            {
-                try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
-            }
+            try index.applyResult(
+                saved: saved.map(\.recordID), deleted: deleted, failedSaves: failedSaves, failedDeletes: failedDeletes,
+                at: offset)
         case .databaseChangesSent(let savedZones, let deletedZoneIDs, let failedZoneSaves, let failedZoneDeletes):
             for zone in savedZones {
                 try index.settle(.saveZone(zone), succeeded: true)
@@ -346,6 +352,76 @@ struct DeviceIndexWriter {
             default:
                 break
             }
+        }
+    }
+
+    // MARK: Batch results
+
+    /// The `batchResult` rule (kind 12, or 15 read back), for the IDs of the saved records in
+    /// the entry's order: a saved record's last known server record is its place in the entry at
+    /// `offset` (`ServerRecordSlot.entry`).
+    func applyResult(
+        saved: [Record.ID], deleted: [Record.ID], failedSaves: [Record.ID: SyncError],
+        failedDeletes: [Record.ID: SyncError], at offset: UInt64
+    ) throws {
+        let index = self
+        // Only the items sent say what became of the request: an item that failed before it
+        // (an asset upload) was never in flight.
+        var sentFailures: [SyncError] = []
+        for (id, error) in failedSaves {
+            if try index.isInFlight(.saveRecord(id)) { sentFailures.append(error) }
+        }
+        for (id, error) in failedDeletes {
+            if try index.isInFlight(.deleteRecord(id)) { sentFailures.append(error) }
+        }
+        let sent = try index.hasInFlight()
+        for (ordinal, id) in saved.enumerated() {
+            try index.settle(.saveRecord(id), succeeded: true)
+            try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: id)
+        }
+        for id in deleted {
+            try index.settle(.deleteRecord(id), succeeded: true)
+            try index.setServerRecord(nil, for: id)
+        }
+        for (id, error) in failedSaves.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+            try index.settle(.saveRecord(id), succeeded: false, error: error)
+        }
+        for (id, error) in failedDeletes.sorted(by: { IDOrder.precedes($0.key, $1.key) }) {
+            try index.settle(.deleteRecord(id), succeeded: false, error: error)
+        }
+        try index.clearInFlight()
+        if sent, !UnansweredBatch.outcomeUnknown(saved: saved.count, deleted: deleted.count, failures: sentFailures) {
+            try tables.removeValue(forKey: DeviceKey.unanswered, in: "state")
+        }
+    }
+
+    /// Keeps the IDs of the records a `batchPrepared` at `offset` saves, in its order, for the
+    /// `batchSaved` entry of its result, which names them by position.
+    func setPreparedSaves(_ ids: [Record.ID], at offset: UInt64) throws {
+        var message = Logsync_Device_RecordIDs()
+        message.recordIds = ids.map(\.proto)
+        try tables.put(bigEndian(offset) + ProtoWire.serialize(message), forKey: DeviceKey.prepared, in: "state")
+    }
+
+    /// The IDs `setPreparedSaves` kept, which must be those of the `batchPrepared` at `offset`
+    /// (the batch `entry`, a `batchSaved`, is the result of).
+    func preparedSaves(of offset: LogOffset, for entry: LogEntry) throws -> [Record.ID] {
+        guard let bytes = try tables.value(forKey: DeviceKey.prepared, in: "state"), bytes.count >= 8 else {
+            throw DeviceEntry.corruptReference(
+                entry, "refers to the batchPrepared at offset \(offset.rawValue), but no batch was prepared before it")
+        }
+        let kept: UInt64 = readBigEndian(bytes[0..<8])
+        guard kept == offset.rawValue else {
+            throw DeviceEntry.corruptReference(
+                entry,
+                "refers to the batchPrepared at offset \(offset.rawValue), but the batch last prepared is at offset \(kept)"
+            )
+        }
+        do {
+            let message = try ProtoWire.decode(Logsync_Device_RecordIDs.self, from: Array(bytes[8...]))
+            return try message.recordIds.map { (id) throws(SyncError) in try Record.ID(proto: id) }
+        } catch {
+            throw malformed("the IDs of the batch prepared at offset \(offset.rawValue) that do not decode: \(error)")
         }
     }
 

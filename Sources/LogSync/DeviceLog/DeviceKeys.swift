@@ -44,6 +44,7 @@ enum DeviceKey {
     static let account = Array("account".utf8)
     static let subscription = Array("subscription".utf8)
     static let unanswered = Array("unanswered".utf8)
+    static let prepared = Array("prepared".utf8)
 }
 
 /// A place in a pending list: the offset of the entry that added the change, then the change's

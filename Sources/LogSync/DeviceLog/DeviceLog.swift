@@ -152,13 +152,15 @@ public final class DeviceLog: Sendable {
     ///   projection throws; nothing was appended (or announced) then.
     @discardableResult
     package func append(
-        _ entries: [DeviceEntry], by author: Appended.Author = .engine, traceHeaders: [String: String] = [:]
+        _ entries: [DeviceEntry], by author: Appended.Author = .engine, traceHeaders: [String: String] = [:],
+        preparedBatch: PreparedBatchReference? = nil
     ) throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end
         }
-        let offsets = try committer.append(Self.encoded(entries, traceHeaders: traceHeaders))
+        let offsets = try committer.append(
+            Self.encoded(entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch))
         announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
     }
@@ -209,8 +211,13 @@ public final class DeviceLog: Sendable {
 
     /// The entries to append, the last one with `traceHeaders` (the trace context of the request
     /// it describes) when there are any.
-    private static func encoded(_ entries: [DeviceEntry], traceHeaders: [String: String]) -> [NewEntry] {
-        var encoded = entries.map(\.decodedNewEntry)
+    private static func encoded(
+        _ entries: [DeviceEntry], traceHeaders: [String: String], preparedBatch: PreparedBatchReference? = nil
+    ) -> [NewEntry] {
+        var encoded =
+            preparedBatch.map { batch in
+                entries.map { $0.decodedNewEntry(preparedAt: batch.offset, preparing: batch.recordsToSave) }
+            } ?? entries.map(\.decodedNewEntry)
         if !traceHeaders.isEmpty, let last = encoded.indices.last {
             encoded[last] = encoded[last].tracing(traceHeaders)
         }
@@ -283,5 +290,18 @@ public final class DeviceLog: Sendable {
                 state.all.remove(at: index)
             }
         }
+    }
+}
+
+/// The `batchPrepared` entry of the batch a `batchResult` reports, and the records it holds to
+/// save: the result is written against it (`batchSaved`, kind 15), each saved record as what the
+/// server changed in it.
+package struct PreparedBatchReference: Sendable {
+    package var offset: LogOffset
+    package var recordsToSave: [Record]
+
+    package init(offset: LogOffset, recordsToSave: [Record]) {
+        self.offset = offset
+        self.recordsToSave = recordsToSave
     }
 }

@@ -173,6 +173,10 @@ public enum SupportBundle {
         var batchBytes = 0
         batch.reserveCapacity(SupportBundleLayout.chunkEntries)
         var expected = first
+        // The last batchPrepared written, at its offset in the bundle, its records redacted: a
+        // batchSaved answering it is written against it again (kind 15 stays 15); one whose
+        // batchPrepared is before the range is written whole (kind 12).
+        var lastPrepared: PreparedBatchReference?
         while true {
             let entry: LogEntry?
             do throws(LogStoreError) { entry = try cursor.next() } catch {
@@ -180,10 +184,29 @@ public enum SupportBundle {
             }
             if let entry {
                 let decoded: DeviceEntry
-                do throws(LogStoreError) { decoded = try DeviceEntry(entry) } catch {
+                var preparedOffset: UInt64?
+                do throws(LogStoreError) {
+                    decoded = try DeviceEntry(entry, in: log)
+                    if entry.kind == DeviceEntry.Kind.batchSaved {
+                        preparedOffset = try DeviceEntry.BatchSavedOutline(entry).preparedOffset.rawValue
+                    }
+                } catch {
                     throw SupportBundleError(source: error, offset: entry.offset.rawValue)
                 }
-                var redacted = decoded.redacted(with: redactor).decodedNewEntry
+                let redactedEntry = decoded.redacted(with: redactor)
+                let bundleOffset = LogOffset(entry.offset.rawValue - first + 1)
+                var redacted: NewEntry
+                if let preparedOffset, let prepared = lastPrepared, preparedOffset >= first,
+                    prepared.offset.rawValue == preparedOffset - first + 1
+                {
+                    redacted = redactedEntry.decodedNewEntry(
+                        preparedAt: prepared.offset, preparing: prepared.recordsToSave)
+                } else {
+                    redacted = redactedEntry.decodedNewEntry
+                }
+                if case .batchPrepared(let records, _, _, _) = redactedEntry {
+                    lastPrepared = PreparedBatchReference(offset: bundleOffset, recordsToSave: records)
+                }
                 redacted.time = entry.time
                 batchBytes += redacted.payload.count
                 batch.append(redacted)

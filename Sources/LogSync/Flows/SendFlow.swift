@@ -145,6 +145,7 @@ struct SendFlow: Sendable {
     private func untrackedChangesFlagged(after offset: LogOffset) throws -> Bool {
         var flagged = false
         try deviceLog.log.forEachEntry(from: offset.next) { entry in
+            guard entry.kind == DeviceEntry.Kind.untrackedChangesFlagged else { return }
             if case .untrackedChangesFlagged(true) = try DeviceEntry(entry) { flagged = true }
         }
         return flagged
@@ -246,7 +247,7 @@ struct SendFlow: Sendable {
         guard !batch.recordsToSave.isEmpty || !batch.recordIDsToDelete.isEmpty else {
             // Every item failed before the request: nothing was sent or put in flight, and the
             // result reports the failures alone (an unanswered earlier batch stays unanswered).
-            return try await report(failedBeforeRequest, appBatch, prepared, step)
+            return try await report(failedBeforeRequest, appBatch, prepared, nil, step)
         }
         // The request ID names this batch: the engine's launch prefix (seeded) and the offset of
         // its batchPrepared entry, so the server can replay its answer to a resend (F103). A
@@ -323,19 +324,23 @@ struct SendFlow: Sendable {
         }
         for id in batch.recordIDsToDelete { answer.deleteResults[id] = response.deleteResults[id] }
         // The result says whether the outcome stays unknown (the index's rule, in
-        // UnansweredBatch.outcomeUnknown): then the next equal batch reuses the request ID.
-        return try await report(answer, appBatch, prepared, step)
+        // UnansweredBatch.outcomeUnknown): then the next equal batch reuses the request ID. It is
+        // written against the batchPrepared entry, which holds the records as sent: each saved
+        // record is stored as what the server changed in it.
+        return try await report(
+            answer, appBatch, prepared,
+            PreparedBatchReference(offset: preparedOffset, recordsToSave: batch.recordsToSave), step)
     }
 
     /// Reports the answer to a record batch: each save as prepared (or as the app gave it, when
     /// it failed before the request), in the app's order.
     private func report(
         _ answer: ModifyRecordsResponse, _ appBatch: SyncEngine.RecordZoneChangeBatch, _ prepared: PreparedBatch,
-        _ step: SyncStep
+        _ preparedBatch: PreparedBatchReference?, _ step: SyncStep
     ) async throws -> SendOutcome {
         try await report(
             answer, saving: prepared.recordsToReport, id: \.recordID, deleting: appBatch.recordIDsToDelete,
-            as: SyncError.ItemID.record, step
+            as: SyncError.ItemID.record, step, preparedBatch: preparedBatch
         ) {
             .batchResult(
                 saved: $0.saved, deleted: $0.deleted, failedSaves: $0.failedSaveErrors, failedDeletes: $0.failedDeletes)
@@ -356,7 +361,7 @@ struct SendFlow: Sendable {
     /// - Returns: the failures, and the one that ends the send, if any.
     private func report<ID, Saved, Item>(
         _ response: ModifyResponse<ID, Saved>, saving items: [Item], id: (Item) -> ID, deleting ids: [ID],
-        as itemID: (ID) -> SyncError.ItemID, _ step: SyncStep,
+        as itemID: (ID) -> SyncError.ItemID, _ step: SyncStep, preparedBatch: PreparedBatchReference? = nil,
         entry: (SortedAnswer<ID, Saved, Item>) -> DeviceEntry,
         event: (SortedAnswer<ID, Saved, Item>) -> SyncEngine.Event
     ) async throws -> SendOutcome {
@@ -380,7 +385,7 @@ struct SendFlow: Sendable {
                 outcome.failed(itemID(id), error)
             }
         }
-        outcome.reportOffset = try step.append(entry(answer))
+        outcome.reportOffset = try step.append(entry(answer), preparedBatch: preparedBatch)
         await delegate.deliver(event(answer))
         return outcome
     }

@@ -78,13 +78,16 @@ final class SyncStep {
     }
 
     /// Appends `entry` (after a pending delivery mark) and returns its offset; `traceHeaders`,
-    /// the trace context of the request the entry describes, is recorded with it.
+    /// the trace context of the request the entry describes, is recorded with it. A
+    /// `batchResult` is written against `preparedBatch` when given (kind 15).
     @discardableResult
-    func append(_ entry: DeviceEntry, traceHeaders: [String: String] = [:]) throws -> LogOffset {
+    func append(
+        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], preparedBatch: PreparedBatchReference? = nil
+    ) throws -> LogOffset {
         var entries: [DeviceEntry] = []
         if let mark = deliveredMark { entries.append(.eventsDelivered(through: mark)) }
         entries.append(entry)
-        let range = try deviceLog.append(entries, traceHeaders: traceHeaders)
+        let range = try deviceLog.append(entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch)
         deliveredMark = nil
         return range.upperBound.advanced(by: -1)
     }

@@ -38,6 +38,7 @@ import SyncModel
 /// | `zones` | databaseChangesSent, databaseChangesFetched | zones saved; zones modified |
 /// | `deletions` | batchResult, databaseChangesSent, databaseChangesFetched, zoneChangesFetched | records or zones deleted (databaseChangesFetched: `zone:reason`) |
 /// | `assets` | batchPrepared, batchResult, zoneChangesFetched | every asset of the records: `record.field:digest/sizeB/state`, the state `cached` (the local file is there), `missing` (named but gone) or `not-cached` (content not fetched); never the content |
+/// | `prepared` | batchSaved (described as batchResult) | the offset of the batch's `batchPrepared`, whose records the saved ones are rebuilt from |
 /// | `errors` | batchResult, databaseChangesSent | `record:code` (record name) or `zone:code` per failed item, sorted, only if any |
 /// | `error` | sendFinished, zoneFetchFinished, fetchFinished | the error code that stopped it, only if one did |
 /// | `token`, `moreComing` | databaseChangesFetched, zoneChangesFetched | the new change token's offset in the server's log; whether more pages follow |
@@ -61,10 +62,23 @@ enum DeviceEntryDescription: EntryKindCatalog {
     ///
     /// - Throws: `LogStoreError` `.corruptEntry` naming the entry's offset when the payload is
     ///   not a valid entry of its kind (as `DeviceEntry.init(_:)` reports it).
-    static func describe(_ entry: LogEntry) throws(LogStoreError) -> EntryDescription? {
+    /// A `batchSaved` entry (kind 15) holds its saved records as changes to those of its
+    /// `batchPrepared`: with `log` it is described as a `batchResult` (read with its prepared
+    /// entry) plus `prepared`; without, from itself alone (`records` then lists a record rebuilt
+    /// from the prepared entry as `prepared:i`, its position there, and no assets).
+    static func describe(_ entry: LogEntry, in log: Log? = nil) throws(LogStoreError) -> EntryDescription? {
         guard let name = Self.kindName(of: entry.kind) else { return nil }
         var builder = Builder()
-        builder.add(try DeviceEntry(entry))
+        if entry.kind == DeviceEntry.Kind.batchSaved {
+            if let log {
+                builder.add(try DeviceEntry(entry, in: log))
+            } else {
+                builder.add(try DeviceEntry.BatchSavedOutline(entry))
+            }
+            builder.add("prepared", .integer(try DeviceEntry.BatchSavedOutline(entry).preparedOffset.rawValue))
+        } else {
+            builder.add(try DeviceEntry(entry))
+        }
         if let traceID = DeviceEntry.traceID(in: try DeviceEntry.traceHeaders(of: entry)) {
             builder.add("trace", .text(traceID))
         }
@@ -133,6 +147,21 @@ enum DeviceEntryDescription: EntryKindCatalog {
             if !saved.isEmpty { addList(savedField, saved) }
             if !deleted.isEmpty { addList("deletions", deleted) }
             addErrors(errors)
+        }
+
+        /// A `batchSaved` entry described without its log.
+        mutating func add(_ outline: DeviceEntry.BatchSavedOutline) {
+            let failures = Array(outline.failedSaves) + Array(outline.failedDeletes)
+            for id in failures.map(\.key) { note(id) }
+            addOutcome(
+                saved: outline.saved.map { saved in
+                    switch saved {
+                    case .prepared(let index): "prepared:\(index)"
+                    case .whole(let id): note(id)
+                    }
+                },
+                as: "records", deleted: outline.deleted.map { note($0) },
+                errors: failures.map { (name: $0.key.recordName, code: $0.value.code) })
         }
 
         mutating func add(_ entry: DeviceEntry) {

@@ -143,6 +143,16 @@ public struct EntryDecoder: Sendable {
     public static func forLog(named name: String) -> EntryDecoder {
         name == DeviceLog.logName ? standard : server
     }
+
+    /// The decoder for `log`, as `forLog(named:)`; in a device log, a `batchSaved` entry is read
+    /// with the `batchPrepared` it refers to, from `log`.
+    public static func forLog(_ log: Log) -> EntryDecoder {
+        guard log.name == DeviceLog.logName else { return server }
+        return EntryDecoder(kinds: standard.kinds) { (entry: LogEntry) throws(LogStoreError) -> EntryDescription? in
+            if let description = try DeviceEntryDescription.describe(entry, in: log) { return description }
+            return try ServerEntryDescription.describe(entry)
+        }
+    }
 }
 
 /// One layer's entries as ``EntryDecoder`` describes them (``DeviceEntryDescription``,

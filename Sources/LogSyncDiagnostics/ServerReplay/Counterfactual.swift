@@ -131,7 +131,7 @@ public enum CounterfactualReplay {
                     throw DiagnosticsError(
                         .unreadableLog, "the entry at offset \(step.offset) of \(log.environment.path) is gone")
                 }
-                decoded = try DeviceEntry(entry)
+                decoded = try DeviceEntry(entry, in: log)
             } catch {
                 throw DeviceLogBisect.failure(error, at: step.offset, of: log)
             }

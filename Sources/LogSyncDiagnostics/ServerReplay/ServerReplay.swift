@@ -145,7 +145,7 @@ public struct ServerReplay: Sendable {
             guard let entry else { break }
             let decoded: DeviceEntry
             do throws(LogStoreError) {
-                decoded = try DeviceEntry(entry)
+                decoded = try DeviceEntry(entry, in: log)
             } catch {
                 throw ServerReplayError.reading(error, at: entry.offset, of: log)
             }

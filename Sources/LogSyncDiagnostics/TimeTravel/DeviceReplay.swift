@@ -168,7 +168,7 @@ public enum DeviceReplay {
     static func checkedDeviceEntry(_ entry: LogEntry, of log: Log) throws(LogStoreError) -> EntryDescription {
         let failure: LogStoreError
         do {
-            if let description = try EntryDecoder.device.describe(entry) { return description }
+            if let description = try DeviceEntryDescription.describe(entry, in: log) { return description }
             failure = LogStoreError(.corruptEntry, "kind \(entry.kind) is not a device entry kind")
         } catch {
             failure = error

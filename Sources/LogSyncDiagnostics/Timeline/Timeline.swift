@@ -242,10 +242,10 @@ struct TimelineBuilder {
             do throws(LogStoreError) {
                 switch role {
                 case .device:
-                    guard let description = try DeviceEntryDescription.describe(entry) else {
+                    guard let description = try DeviceEntryDescription.describe(entry, in: log) else {
                         throw LogStoreError(.corruptEntry, "kind \(entry.kind) is not a device entry kind")
                     }
-                    steps.append(device.step(try DeviceEntry(entry), entry, description, lane: lane))
+                    steps.append(device.step(try DeviceEntry(entry, in: log), entry, description, lane: lane))
                 case .server:
                     guard let description = try ServerEntryDescription.describe(entry) else {
                         throw LogStoreError(.corruptEntry, "kind \(entry.kind) is not a server entry kind")

@@ -181,7 +181,7 @@ extension SyncEngine {
     /// Every entry of the device log, decoded.
     func logEntries(from start: LogOffset = .first) throws -> [DeviceEntry] {
         var entries: [DeviceEntry] = []
-        try deviceLog.log.forEachEntry(from: start) { entries.append(try DeviceEntry($0)) }
+        try deviceLog.log.forEachEntry(from: start) { entries.append(try DeviceEntry($0, in: deviceLog.log)) }
         return entries
     }
 

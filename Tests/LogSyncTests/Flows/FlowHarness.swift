@@ -85,7 +85,9 @@ struct FlowHarness {
     /// The device log's entries from `offset` on, each with its offset.
     func entries(after offset: LogOffset = .zero) throws -> [(offset: LogOffset, entry: DeviceEntry)] {
         var entries: [(offset: LogOffset, entry: DeviceEntry)] = []
-        try deviceLog.log.forEachEntry(from: offset.next) { entries.append(($0.offset, try DeviceEntry($0))) }
+        try deviceLog.log.forEachEntry(from: offset.next) {
+            entries.append(($0.offset, try DeviceEntry($0, in: deviceLog.log)))
+        }
         return entries
     }
 

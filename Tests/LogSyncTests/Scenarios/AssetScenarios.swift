@@ -670,7 +670,7 @@ struct AssetScenarios: NoteIDs {
                 var sent: [Asset] = []
                 var fetched: [Asset] = []
                 try device.engine.deviceLog.log.forEachEntry { entry in
-                    switch try DeviceEntry(entry) {
+                    switch try DeviceEntry(entry, in: device.engine.deviceLog.log) {
                     case .batchPrepared(let records, _, _, _), .batchResult(let records, _, _, _):
                         sent += records.flatMap(\.assets).map(\.asset)
                     case .zoneChangesFetched(_, let records, _, _, _):

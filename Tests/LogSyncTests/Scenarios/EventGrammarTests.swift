@@ -545,7 +545,9 @@ final class GeneratedHistory {
         }
         for device in devices {
             try device.engine.deviceLog.log.forEachEntry { entry in
-                if case .changeTokenReset = try DeviceEntry(entry) { stats.tokenResets += 1 }
+                if case .changeTokenReset = try DeviceEntry(entry, in: device.engine.deviceLog.log) {
+                    stats.tokenResets += 1
+                }
             }
         }
     }

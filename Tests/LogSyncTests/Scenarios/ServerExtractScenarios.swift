@@ -48,10 +48,13 @@ import Testing
 
     static func deviceRecords(_ bundle: URL) throws -> [Record] {
         try records(in: DeviceReplay.openDeviceLogEntries(at: bundle.path)) { entry in
+            // The records as sent and as fetched (a batchSaved holds none of its own).
+            guard entry.kind == DeviceEntry.Kind.batchPrepared || entry.kind == DeviceEntry.Kind.zoneChangesFetched
+            else { return [] }
             switch try DeviceEntry(entry) {
-            case .batchPrepared(let saves, _, _, _): saves
-            case .zoneChangesFetched(_, let modifications, _, _, _): modifications
-            default: []
+            case .batchPrepared(let saves, _, _, _): return saves
+            case .zoneChangesFetched(_, let modifications, _, _, _): return modifications
+            default: return []
             }
         }
     }
@@ -80,6 +83,7 @@ import Testing
             #expect(deviceRecords.contains { $0.recordID == n1 && $0["body"] == body })
             // Each version the server saved (by its change tag) has the fields the device fetched.
             let fetchedRecords = try Self.records(in: DeviceReplay.openDeviceLogEntries(at: bundle.path)) { entry in
+                guard entry.kind == DeviceEntry.Kind.zoneChangesFetched else { return [] }
                 if case .zoneChangesFetched(_, let modifications, _, _, _) = try DeviceEntry(entry) {
                     return modifications
                 }

@@ -403,6 +403,137 @@ package nonisolated struct Logsync_Device_BatchResult: Sendable {
   package init() {}
 }
 
+/// Kind 15, DeviceEntry.batchResult written against the batch's own batchPrepared entry (F103
+/// keeps resending from that entry): the same outcome as BatchResult (kind 12), each saved record
+/// stored as what the server changed in the record as prepared. Read back, it is the BatchResult
+/// that holds the saved records whole; a build that does not know kind 15 refuses the entry.
+package nonisolated struct Logsync_Device_BatchSaved: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the batchPrepared entry of the batch: > 0, before this entry
+  package var preparedOffset: UInt64 {
+    get {_storage._preparedOffset}
+    set {_uniqueStorage()._preparedOffset = newValue}
+  }
+
+  /// in the order of BatchResult.saved
+  package var saved: [Logsync_Device_SavedRecordChange] {
+    get {_storage._saved}
+    set {_uniqueStorage()._saved = newValue}
+  }
+
+  package var deleted: [SyncModel.Logsync_Model_RecordID] {
+    get {_storage._deleted}
+    set {_uniqueStorage()._deleted = newValue}
+  }
+
+  /// sorted by record ID, no ID twice
+  package var failedSaves: [Logsync_Device_RecordFailure] {
+    get {_storage._failedSaves}
+    set {_uniqueStorage()._failedSaves = newValue}
+  }
+
+  /// sorted by record ID, no ID twice
+  package var failedDeletes: [Logsync_Device_RecordFailure] {
+    get {_storage._failedDeletes}
+    set {_uniqueStorage()._failedDeletes = newValue}
+  }
+
+  /// System fields the saved records share (the server's time and user of the request), which a
+  /// SavedRecordChange takes with its `kept` bits 256–2048; absent: none.
+  package var shared: SyncModel.Logsync_Model_SystemFields {
+    get {_storage._shared ?? SyncModel.Logsync_Model_SystemFields()}
+    set {_uniqueStorage()._shared = newValue}
+  }
+  /// Returns true if `shared` has been explicitly set.
+  package var hasShared: Bool {_storage._shared != nil}
+  /// Clears the value of `shared`. Subsequent reads from it will return its default value.
+  package mutating func clearShared() {_uniqueStorage()._shared = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// One saved record of a BatchSaved: the record at `prepared_index` of the prepared entry's
+/// records_to_save with the server's changes, or (`record` set) the whole record, when it is not
+/// rebuilt from a prepared one (its ID was not prepared, or its type or parent differ).
+package nonisolated struct Logsync_Device_SavedRecordChange: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// the record's position in BatchPrepared.records_to_save
+  package var preparedIndex: UInt32 {
+    get {_storage._preparedIndex}
+    set {_uniqueStorage()._preparedIndex = newValue}
+  }
+
+  /// the saved record's system fields, less those `kept` gives
+  package var systemFields: SyncModel.Logsync_Model_SystemFields {
+    get {_storage._systemFields ?? SyncModel.Logsync_Model_SystemFields()}
+    set {_uniqueStorage()._systemFields = newValue}
+  }
+  /// Returns true if `systemFields` has been explicitly set.
+  package var hasSystemFields: Bool {_storage._systemFields != nil}
+  /// Clears the value of `systemFields`. Subsequent reads from it will return its default value.
+  package mutating func clearSystemFields() {_uniqueStorage()._systemFields = nil}
+
+  /// Members of the saved system fields not written in system_fields, as bits: taken from the
+  /// prepared record's: 1 change tag, 2 creation date, 4 modification date, 8 creator, 16 last
+  /// modified user, 32 share; taken from the saved record's: 64 modification date = creation
+  /// date, 128 last modified user = creator; taken from BatchSaved.shared: 256 creation date,
+  /// 512 modification date, 1024 creator, 2048 last modified user. Other bits are refused.
+  package var kept: UInt32 {
+    get {_storage._kept}
+    set {_uniqueStorage()._kept = newValue}
+  }
+
+  /// fields the saved record holds with another value, or that the prepared one lacks
+  package var fields: Dictionary<String,SyncModel.Logsync_Model_RecordValue> {
+    get {_storage._fields}
+    set {_uniqueStorage()._fields = newValue}
+  }
+
+  /// fields of the prepared record the saved one lacks; sorted
+  package var removedKeys: [String] {
+    get {_storage._removedKeys}
+    set {_uniqueStorage()._removedKeys = newValue}
+  }
+
+  /// the saved record's changed keys; sorted (a server's answer has none)
+  package var changedKeys: [String] {
+    get {_storage._changedKeys}
+    set {_uniqueStorage()._changedKeys = newValue}
+  }
+
+  /// the saved record's Record.isParentChanged (its parent is the prepared one's)
+  package var parentChanged: Bool {
+    get {_storage._parentChanged}
+    set {_uniqueStorage()._parentChanged = newValue}
+  }
+
+  /// the whole saved record; then fields 1–7 are unset
+  package var record: SyncModel.Logsync_Model_Record {
+    get {_storage._record ?? SyncModel.Logsync_Model_Record()}
+    set {_uniqueStorage()._record = newValue}
+  }
+  /// Returns true if `record` has been explicitly set.
+  package var hasRecord: Bool {_storage._record != nil}
+  /// Clears the value of `record`. Subsequent reads from it will return its default value.
+  package mutating func clearRecord() {_uniqueStorage()._record = nil}
+
+  package var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  package init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
 /// Kind 13, DeviceEntry.databaseChangesSent: the outcome of sending pending zone changes.
 package nonisolated struct Logsync_Device_DatabaseChangesSent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -1492,6 +1623,230 @@ nonisolated extension Logsync_Device_BatchResult: SwiftProtobuf.Message, SwiftPr
     if lhs.deleted != rhs.deleted {return false}
     if lhs.failedSaves != rhs.failedSaves {return false}
     if lhs.failedDeletes != rhs.failedDeletes {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_BatchSaved: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".BatchSaved"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}prepared_offset\0\u{1}saved\0\u{1}deleted\0\u{3}failed_saves\0\u{3}failed_deletes\0\u{1}shared\0")
+
+  fileprivate class _StorageClass {
+    var _preparedOffset: UInt64 = 0
+    var _saved: [Logsync_Device_SavedRecordChange] = []
+    var _deleted: [SyncModel.Logsync_Model_RecordID] = []
+    var _failedSaves: [Logsync_Device_RecordFailure] = []
+    var _failedDeletes: [Logsync_Device_RecordFailure] = []
+    var _shared: SyncModel.Logsync_Model_SystemFields? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _preparedOffset = source._preparedOffset
+      _saved = source._saved
+      _deleted = source._deleted
+      _failedSaves = source._failedSaves
+      _failedDeletes = source._failedDeletes
+      _shared = source._shared
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularUInt64Field(value: &_storage._preparedOffset) }()
+        case 2: try { try decoder.decodeRepeatedMessageField(value: &_storage._saved) }()
+        case 3: try { try decoder.decodeRepeatedMessageField(value: &_storage._deleted) }()
+        case 4: try { try decoder.decodeRepeatedMessageField(value: &_storage._failedSaves) }()
+        case 5: try { try decoder.decodeRepeatedMessageField(value: &_storage._failedDeletes) }()
+        case 6: try { try decoder.decodeSingularMessageField(value: &_storage._shared) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._preparedOffset != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._preparedOffset, fieldNumber: 1)
+      }
+      if !_storage._saved.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._saved, fieldNumber: 2)
+      }
+      if !_storage._deleted.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._deleted, fieldNumber: 3)
+      }
+      if !_storage._failedSaves.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._failedSaves, fieldNumber: 4)
+      }
+      if !_storage._failedDeletes.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._failedDeletes, fieldNumber: 5)
+      }
+      try { if let v = _storage._shared {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+      } }()
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_BatchSaved, rhs: Logsync_Device_BatchSaved) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._preparedOffset != rhs_storage._preparedOffset {return false}
+        if _storage._saved != rhs_storage._saved {return false}
+        if _storage._deleted != rhs_storage._deleted {return false}
+        if _storage._failedSaves != rhs_storage._failedSaves {return false}
+        if _storage._failedDeletes != rhs_storage._failedDeletes {return false}
+        if _storage._shared != rhs_storage._shared {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Logsync_Device_SavedRecordChange: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  package static let protoMessageName: String = _protobuf_package + ".SavedRecordChange"
+  package static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}prepared_index\0\u{3}system_fields\0\u{1}kept\0\u{1}fields\0\u{3}removed_keys\0\u{3}changed_keys\0\u{3}parent_changed\0\u{1}record\0")
+
+  fileprivate class _StorageClass {
+    var _preparedIndex: UInt32 = 0
+    var _systemFields: SyncModel.Logsync_Model_SystemFields? = nil
+    var _kept: UInt32 = 0
+    var _fields: Dictionary<String,SyncModel.Logsync_Model_RecordValue> = [:]
+    var _removedKeys: [String] = []
+    var _changedKeys: [String] = []
+    var _parentChanged: Bool = false
+    var _record: SyncModel.Logsync_Model_Record? = nil
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _preparedIndex = source._preparedIndex
+      _systemFields = source._systemFields
+      _kept = source._kept
+      _fields = source._fields
+      _removedKeys = source._removedKeys
+      _changedKeys = source._changedKeys
+      _parentChanged = source._parentChanged
+      _record = source._record
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  package mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularUInt32Field(value: &_storage._preparedIndex) }()
+        case 2: try { try decoder.decodeSingularMessageField(value: &_storage._systemFields) }()
+        case 3: try { try decoder.decodeSingularUInt32Field(value: &_storage._kept) }()
+        case 4: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,SyncModel.Logsync_Model_RecordValue>.self, value: &_storage._fields) }()
+        case 5: try { try decoder.decodeRepeatedStringField(value: &_storage._removedKeys) }()
+        case 6: try { try decoder.decodeRepeatedStringField(value: &_storage._changedKeys) }()
+        case 7: try { try decoder.decodeSingularBoolField(value: &_storage._parentChanged) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._record) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  package func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if _storage._preparedIndex != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._preparedIndex, fieldNumber: 1)
+      }
+      try { if let v = _storage._systemFields {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+      } }()
+      if _storage._kept != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._kept, fieldNumber: 3)
+      }
+      if !_storage._fields.isEmpty {
+        try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMessageMap<SwiftProtobuf.ProtobufString,SyncModel.Logsync_Model_RecordValue>.self, value: _storage._fields, fieldNumber: 4)
+      }
+      if !_storage._removedKeys.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._removedKeys, fieldNumber: 5)
+      }
+      if !_storage._changedKeys.isEmpty {
+        try visitor.visitRepeatedStringField(value: _storage._changedKeys, fieldNumber: 6)
+      }
+      if _storage._parentChanged != false {
+        try visitor.visitSingularBoolField(value: _storage._parentChanged, fieldNumber: 7)
+      }
+      try { if let v = _storage._record {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  package static func ==(lhs: Logsync_Device_SavedRecordChange, rhs: Logsync_Device_SavedRecordChange) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._preparedIndex != rhs_storage._preparedIndex {return false}
+        if _storage._systemFields != rhs_storage._systemFields {return false}
+        if _storage._kept != rhs_storage._kept {return false}
+        if _storage._fields != rhs_storage._fields {return false}
+        if _storage._removedKeys != rhs_storage._removedKeys {return false}
+        if _storage._changedKeys != rhs_storage._changedKeys {return false}
+        if _storage._parentChanged != rhs_storage._parentChanged {return false}
+        if _storage._record != rhs_storage._record {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
