@@ -85,7 +85,16 @@ package final class PostgresPool: Sendable {
         let (connection, host) = try checkOut()
         let session = PostgresSession(connection: connection, endpoint: host.endpoint, logger: logger)
         defer { checkIn(connection, host: host, broken: session.health.isBroken) }
-        return try body(session)
+        do {
+            let result = try body(session)
+            // Statements sent ahead and never awaited are answered before the connection is
+            // reused, and their failure is the body's.
+            if session.health.hasSent { try session.flushSent() }
+            return result
+        } catch {
+            if session.health.hasSent { _ = try? session.flushSent() }
+            throw error
+        }
     }
 
     /// Runs the blocking `body` on one of the pool's `size` threads and resumes the caller with

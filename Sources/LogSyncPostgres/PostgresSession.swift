@@ -61,12 +61,32 @@ package struct PostgresSession: Sendable {
     /// `host:port`, named in errors.
     let endpoint: String
     let logger: Logger
-    /// Whether the connection failed, and how deep the open transactions are.
+    /// Whether the connection failed, how deep the open transactions are, and the statements
+    /// sent and not yet answered.
     let health = Health()
+
+    /// A statement sent ahead (``send(_:_:)``): its answer, and the timer that fails it.
+    struct Sent: Sendable {
+        let answer: EventLoopFuture<PostgresQueryResult>
+        let deadline: Scheduled<Void>
+        let sql: String
+    }
 
     /// What a session learns about its connection while in use.
     final class Health: Sendable {
         private let state = Mutex((broken: false, transactionDepth: 0))
+        private let sent = Mutex<[Sent]>([])
+        /// Adds a statement sent ahead.
+        func append(_ statement: Sent) { sent.withLock { $0.append(statement) } }
+        /// The statements sent ahead, which are no longer kept.
+        func takeSent() -> [Sent] {
+            sent.withLock { sent in
+                defer { sent = [] }
+                return sent
+            }
+        }
+        /// Whether statements were sent ahead and not yet awaited.
+        var hasSent: Bool { sent.withLock { !$0.isEmpty } }
         /// Whether the connection failed at the connection level and must not be reused.
         var isBroken: Bool { state.withLock { $0.broken } }
         /// Marks the connection unusable.
@@ -105,6 +125,55 @@ package struct PostgresSession: Sendable {
     static let answerTimeout = TimeAmount.seconds(60)
 
     private func query(_ query: PostgresQuery, within timeout: TimeAmount) throws -> [PostgresRow] {
+        let statement = try start(query, within: timeout)
+        // The statements sent ahead run first, in order: their failure is the one to report
+        // (the statements after a failed one fail only because the transaction is aborted).
+        var failure: (any Error)?
+        for sent in health.takeSent() {
+            do {
+                _ = try answer(sent)
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        do {
+            let rows = try answer(statement)
+            if let failure { throw failure }
+            return rows
+        } catch {
+            throw failure ?? error
+        }
+    }
+
+    /// Sends one statement without waiting for its answer: it runs after the statements sent
+    /// before it, and the next ``query(_:_:)`` (a transaction's `COMMIT`) waits for it and
+    /// throws its failure, if it failed. A transaction's writes whose answers are not needed
+    /// thereby cost one round trip together, not one each.
+    ///
+    /// - Throws: `SyncError(.serviceUnavailable)` when the connection is already lost.
+    package func send(_ sql: String, _ binds: [PostgresValue] = []) throws {
+        var bindings = PostgresBindings(capacity: binds.count)
+        for bind in binds { bind.append(to: &bindings) }
+        health.append(try start(PostgresQuery(unsafeSQL: sql, binds: bindings), within: Self.answerTimeout))
+    }
+
+    /// Waits for the statements sent ahead (``send(_:_:)``), when no query follows them.
+    ///
+    /// - Throws: as ``query(_:_:)``, for the first of them that failed.
+    package func flushSent() throws {
+        var failure: (any Error)?
+        for sent in health.takeSent() {
+            do {
+                _ = try answer(sent)
+            } catch {
+                failure = failure ?? error
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Writes `query` to the connection, behind any statement sent before it.
+    private func start(_ query: PostgresQuery, within timeout: TimeAmount) throws -> Sent {
         if health.isBroken {
             throw PostgresFailure.unavailable(
                 "the connection to PostgreSQL at \(endpoint) failed earlier in this session")
@@ -129,14 +198,19 @@ package struct PostgresSession: Sendable {
                     "PostgreSQL at \(endpoint) did not answer the statement \"\(PostgresStoreError.firstLine(query.sql))\" "
                         + "within \(timeout.nanoseconds / 1_000_000_000) s"))
         }
-        defer { deadline.cancel() }
+        return Sent(answer: answer.futureResult, deadline: deadline, sql: query.sql)
+    }
+
+    /// Waits for the answer to `statement` and returns its rows.
+    private func answer(_ statement: Sent) throws -> [PostgresRow] {
+        defer { statement.deadline.cancel() }
         do {
-            return Array(try answer.futureResult.wait())
+            return Array(try statement.answer.wait())
         } catch let error as SyncError {
             health.markBroken()
             throw error
         } catch {
-            switch PostgresFailure(error, sql: query.sql, endpoint: endpoint) {
+            switch PostgresFailure(error, sql: statement.sql, endpoint: endpoint) {
             case .connection(let failure):
                 health.markBroken()
                 throw failure
@@ -170,7 +244,8 @@ package struct PostgresSession: Sendable {
         var attempt = 1
         while true {
             do {
-                try query("BEGIN")
+                // Sent ahead: it travels with the transaction's first statement.
+                try send("BEGIN")
                 let result = try body(self)
                 try query("COMMIT")
                 return result

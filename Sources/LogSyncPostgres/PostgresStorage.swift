@@ -298,7 +298,8 @@ final class PostgresServerLog: ServerLog {
     func read<R>(_ body: (any IndexReader) throws -> R) throws -> R {
         try storage.pool.withSession { session in
             try session.transaction { session in
-                try session.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                // Sent ahead with BEGIN: it travels with the first read.
+                try session.send("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 return try body(PostgresIndexReader(session: session, logID: logID))
             }
         }
@@ -333,6 +334,10 @@ final class PostgresServerLog: ServerLog {
     /// Appends `entries` (offsets following the log's last, under its row lock) to log `logID`:
     /// inserts them, applies `projection` to them in `tables`, sends the index rows, and moves
     /// the log's last offset. Returns the new last offset.
+    ///
+    /// The writes are sent ahead (``PostgresSession/send(_:_:)``), not awaited one by one: the
+    /// transaction's `COMMIT` waits for them all and fails with the first that failed, so an
+    /// append costs the round trips of the projection's reads, if any, and none of its own.
     static func append(
         _ entries: [LogEntry], to logID: Int64, projection: any Projection, tables: PostgresIndexTables,
         _ session: PostgresSession
@@ -341,15 +346,15 @@ final class PostgresServerLog: ServerLog {
         try tables.applying { try projection.apply(entries, to: ProjectionTables(external: tables)) }
         try tables.flush()
         let end = entries.last?.offset.rawValue ?? 0
-        try session.query(
+        try session.send(
             "UPDATE logsync_logs SET last_offset = $2 WHERE log_id = $1",
             [.int64(logID), .int64(Int64(end))])
         return end
     }
 
-    /// Inserts `entries` in one statement.
+    /// Inserts `entries` in one statement, sent ahead.
     static func insert(_ entries: [LogEntry], logID: Int64, _ session: PostgresSession) throws {
-        try session.query(
+        try session.send(
             """
             INSERT INTO logsync_entries (log_id, "offset", kind, time_us, payload)
             SELECT $1, o, k, t, p FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bytea[]) AS e(o, k, t, p)
@@ -405,7 +410,11 @@ struct PostgresIndexReader: IndexReader {
     var readsAhead: Bool { true }
 
     func prefetch(keys: [[UInt8]], in table: String) throws {
-        try tables.prefetch(keys, in: table)
+        try tables.prefetch(keys.map { (table: table, key: $0) })
+    }
+
+    func prefetch(rows: [(table: String, key: [UInt8])]) throws {
+        try tables.prefetch(rows)
     }
 
     /// Reads the entries at `offsets` in one statement; they are kept until the transaction ends.
@@ -478,6 +487,10 @@ final class PostgresIndexTables: ExternalProjectionTables {
     private var rows: [String: [[UInt8]: [UInt8]?]] = [:]
     /// Rows written and not yet sent, by table.
     private var changed: [String: Set<[UInt8]>] = [:]
+    /// Rows this transaction read and found absent, by table, and has not written since: the
+    /// transaction holds the log's lock, so a write of one is an insert without `ON CONFLICT`,
+    /// which costs PostgreSQL about half an upsert.
+    private var absent: [String: Set<[UInt8]>] = [:]
     /// The store's own failure behind a `LogStoreError(.io)` thrown to the projection.
     private var failure: (any Error)?
     /// Entries read ahead in this transaction, by offset.
@@ -515,6 +528,7 @@ final class PostgresIndexTables: ExternalProjectionTables {
         if let known = rows[table]?[key] { return known }
         let value = try Self.select(key, in: table, logID: logID, session)
         rows[table, default: [:]][key] = .some(value)
+        if value == nil { absent[table, default: []].insert(key) }
         return value
     }
 
@@ -522,20 +536,45 @@ final class PostgresIndexTables: ExternalProjectionTables {
         try storeCall { try read(key, in: table) }
     }
 
-    /// Reads the rows of `keys` not yet known in one statement, and keeps them (or their absence).
-    func prefetch(_ keys: [[UInt8]], in table: String) throws {
-        let missing = keys.filter { rows[table]?[$0] == nil }
-        guard !missing.isEmpty else { return }
-        var known = rows[table] ?? [:]
-        for key in missing { known[key] = .some(nil) }
-        for row in try session.query(
-            "SELECT key, value FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key = ANY($3::bytea[])",
-            [.int64(logID), .string(table), .bytesArray(missing)])
-        {
-            let (key, value) = try row.decode((ByteBuffer, ByteBuffer).self)
-            known[Array(key.readableBytesView)] = .some(Array(value.readableBytesView))
+    /// Reads the rows of `wanted` (keys of tables) not yet known, in one statement, and keeps
+    /// them (or their absence).
+    func prefetch(_ wanted: [(table: String, key: [UInt8])]) throws {
+        var missing: [String: Set<[UInt8]>] = [:]
+        for (table, key) in wanted where rows[table]?[key] == nil {
+            missing[table, default: []].insert(key)
         }
-        rows[table] = known
+        guard !missing.isEmpty else { return }
+        // One point lookup per (table, key) on the primary key, as a subquery per pair: a
+        // condition `key = ANY(…)` lets the planner scan every row of a large log instead.
+        var pairs: (tables: [String], keys: [[UInt8]]) = ([], [])
+        for (table, unknown) in missing {
+            for key in unknown {
+                pairs.tables.append(table)
+                pairs.keys.append(key)
+            }
+        }
+        let result = try session.query(
+            """
+            SELECT t, k, v FROM (
+                SELECT t, k, (SELECT value FROM logsync_index WHERE log_id = $1 AND tbl = t AND key = k) AS v
+                FROM unnest($2::text[], $3::bytea[]) AS r(t, k)
+            ) AS found WHERE v IS NOT NULL
+            """,
+            [.int64(logID), .stringArray(pairs.tables), .bytesArray(pairs.keys)])
+        var found: [String: [[UInt8]: [UInt8]]] = [:]
+        for row in result {
+            let (table, key, value) = try row.decode((String, ByteBuffer, ByteBuffer).self)
+            found[table, default: [:]][Array(key.readableBytesView)] = Array(value.readableBytesView)
+        }
+        for (table, unknown) in missing {
+            var known = rows[table] ?? [:]
+            for key in unknown {
+                let value = found[table]?[key]
+                known[key] = .some(value)
+                if value == nil { absent[table, default: []].insert(key) }
+            }
+            rows[table] = known
+        }
     }
 
     func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
@@ -568,33 +607,53 @@ final class PostgresIndexTables: ExternalProjectionTables {
         }
     }
 
-    /// Sends every changed row: one upsert and one delete statement per table.
+    /// Sends every changed row, ahead (``PostgresSession/send(_:_:)``): one insert for the rows
+    /// of every table known to be absent, one upsert for the others, and one delete statement
+    /// per table with removed rows. The next statement of the transaction (a scan, a read,
+    /// `COMMIT`) waits for them.
     func flush() throws {
+        var inserts: (tables: [String], keys: [[UInt8]], values: [[UInt8]]) = ([], [], [])
+        var upserts: (tables: [String], keys: [[UInt8]], values: [[UInt8]]) = ([], [], [])
         for (table, keys) in changed {
-            var upserts: (keys: [[UInt8]], values: [[UInt8]]) = ([], [])
             var deletes: [[UInt8]] = []
             for key in keys {
                 if let value = rows[table]?[key] ?? nil {
-                    upserts.keys.append(key)
-                    upserts.values.append(value)
+                    if absent[table]?.remove(key) != nil {
+                        inserts.tables.append(table)
+                        inserts.keys.append(key)
+                        inserts.values.append(value)
+                    } else {
+                        upserts.tables.append(table)
+                        upserts.keys.append(key)
+                        upserts.values.append(value)
+                    }
                 } else {
                     deletes.append(key)
                 }
             }
-            if !upserts.keys.isEmpty {
-                try session.query(
-                    """
-                    INSERT INTO logsync_index (log_id, tbl, key, value)
-                    SELECT $1, $2, k, v FROM unnest($3::bytea[], $4::bytea[]) AS r(k, v)
-                    ON CONFLICT (log_id, tbl, key) DO UPDATE SET value = EXCLUDED.value
-                    """,
-                    [.int64(logID), .string(table), .bytesArray(upserts.keys), .bytesArray(upserts.values)])
-            }
             if !deletes.isEmpty {
-                try session.query(
+                try session.send(
                     "DELETE FROM logsync_index WHERE log_id = $1 AND tbl = $2 AND key = ANY($3::bytea[])",
                     [.int64(logID), .string(table), .bytesArray(deletes)])
+                absent[table, default: []].formUnion(deletes)
             }
+        }
+        if !inserts.keys.isEmpty {
+            try session.send(
+                """
+                INSERT INTO logsync_index (log_id, tbl, key, value)
+                SELECT $1, t, k, v FROM unnest($2::text[], $3::bytea[], $4::bytea[]) AS r(t, k, v)
+                """,
+                [.int64(logID), .stringArray(inserts.tables), .bytesArray(inserts.keys), .bytesArray(inserts.values)])
+        }
+        if !upserts.keys.isEmpty {
+            try session.send(
+                """
+                INSERT INTO logsync_index (log_id, tbl, key, value)
+                SELECT $1, t, k, v FROM unnest($2::text[], $3::bytea[], $4::bytea[]) AS r(t, k, v)
+                ON CONFLICT (log_id, tbl, key) DO UPDATE SET value = EXCLUDED.value
+                """,
+                [.int64(logID), .stringArray(upserts.tables), .bytesArray(upserts.keys), .bytesArray(upserts.values)])
         }
         changed = [:]
     }

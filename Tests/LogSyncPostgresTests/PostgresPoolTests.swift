@@ -207,6 +207,55 @@ import Testing
         #expect(count == 1)
     }
 
+    /// Statements sent ahead run in order before the next query, which fails with the first of
+    /// them that failed (not with the aborted transaction's later refusals); the transaction
+    /// then rolls back whole, and the session stays usable.
+    @Test func statementsSentAheadFailAtTheNextQuery() async throws {
+        let pool = try await freshPool()
+        defer { pool.shutdown() }
+        let (count, seen) = try await pool.run {
+            try pool.withSession { session -> (Int64, [Int32]) in
+                try session.execute("CREATE TABLE t (k int PRIMARY KEY); INSERT INTO t VALUES (1)")
+                let seen = try session.transaction { session in
+                    try session.send("INSERT INTO t VALUES (2)")
+                    try session.send("INSERT INTO t VALUES (3)")
+                    return try session.query("SELECT k FROM t ORDER BY k").map { try $0.decode(Int32.self) }
+                }
+                let failure = #expect(throws: PostgresStoreError.self) {
+                    try session.transaction { session in
+                        try session.send("INSERT INTO t VALUES (4)")
+                        try session.send("INSERT INTO t VALUES (1)")
+                        try session.send("INSERT INTO t VALUES (5)")
+                    }
+                }
+                #expect(failure?.statement == "INSERT INTO t VALUES (1)" && failure?.sqlState == "23505")
+                return (try session.query("SELECT count(*) FROM t")[0].decode(Int64.self), seen)
+            }
+        }
+        #expect(seen == [1, 2, 3])
+        #expect(count == 3)
+    }
+
+    /// A statement sent ahead outside a transaction and never followed by a query is answered
+    /// before the session ends, and its failure is the session's.
+    @Test func statementsSentAheadAreAnsweredBeforeTheSessionEnds() async throws {
+        let pool = try await freshPool(size: 1)
+        defer { pool.shutdown() }
+        try await pool.run {
+            try pool.withSession { session in
+                try session.execute("CREATE TABLE t (k int PRIMARY KEY)")
+                try session.send("INSERT INTO t VALUES (1)")
+            }
+        }
+        await #expect(throws: PostgresStoreError.self) {
+            try await pool.run { try pool.withSession { session in try session.send("INSERT INTO t VALUES (1)") } }
+        }
+        let count = try await pool.run {
+            try pool.withSession { session in try session.query("SELECT count(*) FROM t")[0].decode(Int64.self) }
+        }
+        #expect(count == 1)
+    }
+
     /// A serialization failure is retried: the body runs again and the transaction commits.
     @Test func transactionRetriesSerializationFailures() async throws {
         let pool = try await freshPool()

@@ -23,6 +23,11 @@
 //   swift build -c release --product logsync-store-bench --scratch-path .build-h
 //   .build-h/release/logsync-store-bench [--records N] [--devices N] [--quick] [--dir PATH]
 //   .build-h/release/logsync-store-bench --sharing-only [--owners N] [--participants N] [--rounds N]
+//   .build-h/release/logsync-store-bench --commit-only [--statements]
+//
+// --statements loads pg_stat_statements into both PostgreSQL servers and prints, after each
+// PostgreSQL commit phase, its statements: calls per commit request (a round trip each, unless
+// sent ahead of the next), rows, and milliseconds spent in PostgreSQL.
 //
 // Docs/Performance.md ("PostgreSQL and several nodes") has the figures of the reference machine.
 import ArgumentParser
@@ -78,6 +83,15 @@ struct StoreBench: BenchCommand {
     @Flag(help: "Run the sharing phase alone.")
     var sharingOnly = false
 
+    @Flag(help: "Run the commit and fetch phases alone.")
+    var commitOnly = false
+
+    @Flag(
+        help:
+            "Count each PostgreSQL store's statements in the commit phase (pg_stat_statements): calls per commit request and time."
+    )
+    var statements = false
+
     var recordCount: Int { records ?? common.size(40_000, quick: 4_000) }
     var ownerCount: Int { owners ?? 100 }
     var participantsPerOwner: Int { min(participants ?? 5, ownerCount) }
@@ -105,8 +119,17 @@ struct StoreBench: BenchCommand {
         emit(
             "  \(grouped(recordCount)) records per store; \(deviceCount) devices of \(userCount) users, \(roundCount) saves of 10 records each"
         )
-        let durablePostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-durable"), durable: true)
-        let fastPostgres = try await PostgresTestServer(directory: scratch.subdirectory("pg-fast"), durable: false)
+        let settings =
+            statements ? ["shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"] : []
+        let durablePostgres = try await PostgresTestServer(
+            directory: scratch.subdirectory("pg-durable"), durable: true, settings: settings)
+        let fastPostgres = try await PostgresTestServer(
+            directory: scratch.subdirectory("pg-fast"), durable: false, settings: settings)
+        if statements {
+            for server in [durablePostgres, fastPostgres] {
+                _ = try await server.psql("CREATE EXTENSION pg_stat_statements")
+            }
+        }
         defer {
             Task { await durablePostgres.destroy() }
             Task { await fastPostgres.destroy() }
@@ -134,12 +157,22 @@ struct StoreBench: BenchCommand {
             ("PostgreSQL, fsync off", { try await self.postgresStorage(on: fastPostgres) }),
         ]
         var lmdb: (commit: Double, fetch: Double) = (0, 0)
+        var statementReports: [String] = []
         for (index, (name, make)) in stores.enumerated() {
             emit("  \(name): commit and fetch…")
             let storage = try await make()
             let server = try SyncServer(
                 SyncServer.Configuration(directory: scratch.subdirectory("unused")), storage: storage)
-            let (commit, fetch) = try await commitAndFetch(server)
+            let postgres = index == 1 ? durablePostgres : index == 3 ? fastPostgres : nil
+            let counted = statements ? postgres : nil
+            let (commit, fetch) = try await commitAndFetch(server) {
+                if let counted { _ = try await counted.psql("SELECT pg_stat_statements_reset()") }
+            } afterCommit: {
+                if let counted {
+                    statementReports.append(
+                        "\(name), statements of the commit phase:\n" + (try await statementReport(counted)))
+                }
+            }
             server.shutdown()
             let perSecond = (Double(recordCount) / commit, Double(recordCount) / fetch)
             if index.isMultiple(of: 2) { lmdb = perSecond }
@@ -153,6 +186,14 @@ struct StoreBench: BenchCommand {
         emit()
         emit(table(rows))
         emit()
+        for report in statementReports {
+            emit(report)
+            emit()
+        }
+        if commitOnly {
+            printLoadAtEnd()
+            return
+        }
 
         // 3: one node against two, PostgreSQL with fsync on.
         var nodeRows: [[String]] = [
@@ -185,10 +226,41 @@ struct StoreBench: BenchCommand {
         return try PostgresStorage(url: url, connections: 16, logger: Self.quiet)
     }
 
-    /// Seconds to commit `recordCount` records in requests of 400, and to fetch them all.
-    func commitAndFetch(_ server: SyncServer) async throws -> (commit: Double, fetch: Double) {
+    /// The statements of the commit phase, from `pg_stat_statements`, most time first: calls per
+    /// commit request, rows, and milliseconds in PostgreSQL (planning and execution).
+    func statementReport(_ server: PostgresTestServer) async throws -> String {
+        let requests = Double((recordCount + 399) / 400)
+        let output = try await server.psql(
+            """
+            SELECT calls, rows, round((total_plan_time + total_exec_time)::numeric, 1),
+                   regexp_replace(left(query, 110), '\\s+', ' ', 'g')
+            FROM pg_stat_statements WHERE dbid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+            ORDER BY total_plan_time + total_exec_time DESC
+            """)
+        var rows: [[String]] = [["per request", "rows", "ms", "statement"]]
+        var calls = 0.0
+        var milliseconds = 0.0
+        for line in output.split(separator: "\n") {
+            let fields = line.split(separator: "|", maxSplits: 3).map(String.init)
+            guard fields.count == 4, let count = Double(fields[0]), let time = Double(fields[2]) else { continue }
+            calls += count
+            milliseconds += time
+            rows.append([String(format: "%.2f", count / requests), fields[1], fields[2], fields[3]])
+        }
+        rows.insert(
+            ["\(String(format: "%.2f", calls / requests))", "", String(format: "%.1f", milliseconds), "(all)"], at: 1)
+        return table(rows)
+    }
+
+    /// Seconds to commit `recordCount` records in requests of 400, and to fetch them all;
+    /// `beforeCommit` and `afterCommit` run just before and after the commits, outside the
+    /// measured times.
+    func commitAndFetch(
+        _ server: SyncServer, beforeCommit: () async throws -> Void = {}, afterCommit: () async throws -> Void = {}
+    ) async throws -> (commit: Double, fetch: Double) {
         let database = server.database(for: "bench", device: "writer")
         _ = try await database.modifyZones(saving: [RecordZone(zoneID: Self.zone)], deleting: [])
+        try await beforeCommit()
         let started = ContinuousClock.now
         var saved = 0
         while saved < recordCount {
@@ -200,6 +272,7 @@ struct StoreBench: BenchCommand {
             saved += batch.count
         }
         let commit = seconds(since: started)
+        try await afterCommit()
         let fetchStarted = ContinuousClock.now
         var fetched = 0
         var token: ZoneChangeToken? = nil

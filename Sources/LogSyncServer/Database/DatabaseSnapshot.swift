@@ -116,22 +116,25 @@ struct DatabaseSnapshot {
     }
 
     /// Announces to a store that reads ahead (``IndexReader/readsAhead``) what deciding saves
-    /// and deletions of `recordIDs` reads: their zones, their record states and the entries of
-    /// the live ones, in three round trips instead of one or two per record, and the development
-    /// schema of the saved record `types` that appending them reads (F137). A hint only: an ID
-    /// spelt otherwise than the index keeps it is simply read later.
+    /// and deletions of `recordIDs` reads: the usage, the development schema of the saved record
+    /// `types` that appending them reads (F137) and their zones; their record states and the
+    /// shares rooted at them (`Record.share`, F123); the entries of the live ones. Three round
+    /// trips instead of two or three per record. A hint only: an ID spelt otherwise than the
+    /// index keeps it is simply read later.
     func readAhead(records recordIDs: [Record.ID], types: [Record.RecordType] = []) throws {
         guard index.readsAhead, !recordIDs.isEmpty else { return }
-        if !types.isEmpty { try index.prefetch(keys: Set(types).map { Array($0.utf8) }, in: "schema") }
         var names: [RecordZone.ID: [String]] = [:]
         for recordID in recordIDs { names[recordID.zoneID, default: []].append(recordID.recordName) }
-        try index.prefetch(keys: names.keys.filter { $0 != .default }.map(IndexKey.zone), in: "zones")
+        var first: [(table: String, key: [UInt8])] = [("state", IndexKey.usage)]
+        first += Set(types).map { (table: "schema", key: Array($0.utf8)) }
+        first += names.keys.filter { $0 != .default }.map { (table: "zones", key: IndexKey.zone($0)) }
+        try index.prefetch(rows: first)
         var keys: [[UInt8]] = []
         for (zoneID, zoneNames) in names {
             guard let zone = try? zone(zoneID), zone.isLive else { continue }
             keys += zoneNames.map { IndexKey.record(incarnation: zone.incarnation, name: $0) }
         }
-        try index.prefetch(keys: keys, in: "records")
+        try index.prefetch(rows: keys.flatMap { [(table: "records", key: $0), (table: "shareRoots", key: $0)] })
         var offsets: [LogOffset] = []
         for key in keys {
             if let bytes = try index.value(forKey: key, in: "records"), let state = try? RecordState(decoding: bytes),

@@ -155,6 +155,10 @@ struct RecordModification {
                 }
             }
 
+            // Before the usage is read: a store across a network reads it with the zones.
+            try snapshot.readAhead(
+                records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete,
+                types: request.recordsToSave.map(\.recordType))
             var plan = Plan(
                 usage: try snapshot.state(IndexKey.usage), quota: quota, schema: schema,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)),
@@ -162,9 +166,6 @@ struct RecordModification {
             var outcomes: [Record.ID: Outcome] = [:]
             outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
-            try snapshot.readAhead(
-                records: request.recordsToSave.map(\.recordID) + request.recordIDsToDelete,
-                types: request.recordsToSave.map(\.recordType))
             plan.hierarchy = try RequestHierarchy(request.recordsToSave, snapshot)
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121). A participant none of whose items the shares let

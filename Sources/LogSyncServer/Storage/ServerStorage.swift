@@ -338,6 +338,9 @@ public protocol IndexReader {
     var readsAhead: Bool { get }
     /// Announces reads of `keys` of `table`.
     func prefetch(keys: [[UInt8]], in table: String) throws
+    /// Announces reads of `rows`, keys of several tables: one round trip for all of them on a
+    /// store that reads ahead.
+    func prefetch(rows: [(table: String, key: [UInt8])]) throws
     /// Announces reads of the entries at `offsets`.
     func prefetch(entries offsets: [LogOffset]) throws
 }
@@ -346,6 +349,11 @@ extension IndexReader {
     /// A store on this machine's disk reads as fast one key at a time.
     public var readsAhead: Bool { false }
     public func prefetch(keys: [[UInt8]], in table: String) throws {}
+    public func prefetch(rows: [(table: String, key: [UInt8])]) throws {
+        var keys: [String: [[UInt8]]] = [:]
+        for (table, key) in rows { keys[table, default: []].append(key) }
+        for (table, keysOfTable) in keys { try prefetch(keys: keysOfTable, in: table) }
+    }
     public func prefetch(entries offsets: [LogOffset]) throws {}
 
     func forEach(
