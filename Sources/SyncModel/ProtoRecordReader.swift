@@ -68,6 +68,32 @@ package struct ProtoReader {
         return start..<position
     }
 
+    /// Skips the content of a field of `wireType` (varint, 64-bit, length-delimited, 32-bit).
+    package mutating func skip(_ wireType: UInt8) throws(Irregular) {
+        switch wireType {
+        case 0: _ = try varint()
+        case 1: _ = try fixed64()
+        case 2: _ = try lengthDelimited()
+        case 5:
+            guard end - position >= 4 else { throw Irregular() }
+            position += 4
+        default: throw Irregular()
+        }
+    }
+
+    /// How many fields numbered `field` of `wireType` the rest of the message holds; the reader
+    /// is not moved.
+    package func count(field: Int, _ wireType: UInt8) throws(Irregular) -> Int {
+        var scan = self
+        var count = 0
+        while !scan.isAtEnd {
+            let key = try scan.key()
+            if key == (field, wireType) { count += 1 }
+            try scan.skip(key.wireType)
+        }
+        return count
+    }
+
     package mutating func fixed64() throws(Irregular) -> UInt64 {
         guard end - position >= 8 else { throw Irregular() }
         let value = bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)
@@ -241,7 +267,9 @@ extension Record {
     package static func read(from reader: inout ProtoReader) throws(ProtoReader.Irregular) -> Record {
         var recordType: String?
         var recordID: ID?
-        var values: [String: RecordValue] = [:]
+        // Sized as the generated decoder's conversion sized it: a dictionary reserved larger
+        // takes twice the buckets, and the app keeps every record it fetched.
+        var values = [String: RecordValue](minimumCapacity: try reader.count(field: 3, 2))
         var changed: Set<String> = []
         var parent: Reference?
         var parentChanged: Bool?
@@ -257,7 +285,6 @@ extension Record {
                     guard case (2, 2) = try entry.key() else { throw ProtoReader.Irregular() }
                     return (key, try entry.message(RecordValue.read(from:)))
                 }
-                if values.isEmpty { values.reserveCapacity(8) }
                 guard values.updateValue(value, forKey: key) == nil else { throw ProtoReader.Irregular() }
             case (4, 2): changed.insert(try reader.string())
             case (5, 2) where parent == nil: parent = try reader.message(Reference.read(from:))
