@@ -128,14 +128,7 @@ package struct PostgresSession: Sendable {
         let statement = try start(query, within: timeout)
         // The statements sent ahead run first, in order: their failure is the one to report
         // (the statements after a failed one fail only because the transaction is aborted).
-        var failure: (any Error)?
-        for sent in health.takeSent() {
-            do {
-                _ = try answer(sent)
-            } catch {
-                failure = failure ?? error
-            }
-        }
+        let failure = answerSent()
         do {
             let rows = try answer(statement)
             if let failure { throw failure }
@@ -161,6 +154,11 @@ package struct PostgresSession: Sendable {
     ///
     /// - Throws: as ``query(_:_:)``, for the first of them that failed.
     package func flushSent() throws {
+        if let failure = answerSent() { throw failure }
+    }
+
+    /// Waits for every statement sent ahead, in order; returns the first failure among them.
+    private func answerSent() -> (any Error)? {
         var failure: (any Error)?
         for sent in health.takeSent() {
             do {
@@ -169,7 +167,7 @@ package struct PostgresSession: Sendable {
                 failure = failure ?? error
             }
         }
-        if let failure { throw failure }
+        return failure
     }
 
     /// Writes `query` to the connection, behind any statement sent before it.
