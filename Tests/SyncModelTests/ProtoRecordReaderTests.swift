@@ -1,4 +1,5 @@
 import Foundation
+import LogStore
 import Testing
 
 @testable import SyncModel
@@ -57,11 +58,8 @@ struct ProtoRecordReaderTests {
     /// decoders give the same record or the same error.
     @Test(arguments: [1 as UInt64, 2, 3])
     func randomRecordsAndTheirMutations(seed: UInt64) throws {
-        var state = seed &* 0x9E37_79B9_7F4A_7C15
-        func next(_ bound: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int((state >> 33) % UInt64(bound))
-        }
+        var random = SeededRandom(seed: seed)
+        func next(_ bound: Int) -> Int { Int(random.next(upperBound: UInt64(bound))) }
         let keys = ["a", "B", "é", "title", "_", String(repeating: "k", count: 130), "日本", ""]
         var readDirectly = 0
         for round in 0..<200 {
