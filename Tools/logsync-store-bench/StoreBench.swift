@@ -130,10 +130,24 @@ struct StoreBench: BenchCommand {
                 _ = try await server.psql("CREATE EXTENSION pg_stat_statements")
             }
         }
-        defer {
-            Task { await durablePostgres.destroy() }
-            Task { await fastPostgres.destroy() }
+        // Both servers stopped and removed before the scratch directory is: a server left
+        // running (a detached task that never ran before the process ended) kept its directory.
+        let outcome: Result<Void, any Error>
+        do {
+            try await measure(durablePostgres, fastPostgres, in: scratch)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
         }
+        await durablePostgres.destroy()
+        await fastPostgres.destroy()
+        try outcome.get()
+    }
+
+    /// The phases, on the PostgreSQL servers with fsync on and off.
+    private func measure(
+        _ durablePostgres: PostgresTestServer, _ fastPostgres: PostgresTestServer, in scratch: ScratchDirectory
+    ) async throws {
         if sharingOnly {
             try await measureSharing(on: durablePostgres, scratch: scratch)
             printLoadAtEnd()
