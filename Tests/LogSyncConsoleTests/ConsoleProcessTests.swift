@@ -35,9 +35,7 @@ struct ConsoleProcessTests {
             let aliceToken = alice.output.trimmingCharacters(in: .whitespacesAndNewlines)
             let bobToken = bob.output.trimmingCharacters(in: .whitespacesAndNewlines)
             let adminDigests = directory.appendingPathComponent("admin-tokens")
-            let added = try await ChildProcess.run(["admin-token", "add", "--file", adminDigests.path])
-            #expect(added.status == 0, "\(added)")
-            let adminToken = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminToken = try await ChildProcess.addAdminToken(to: adminDigests)
             let adminTokenFile = directory.appendingPathComponent("admin-token")
             try Data("# the backend's admin token\n\(adminToken)\n".utf8).write(to: adminTokenFile)
 

@@ -101,9 +101,7 @@ struct AdminChangeStreamProcessTests {
                 tokens[name] = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
             }
             let adminFile = directory.appendingPathComponent("admin-tokens")
-            let minted = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
-            try #require(minted.status == 0, "\(minted)")
-            let adminToken = minted.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminToken = try await ChildProcess.addAdminToken(to: adminFile)
             let server = try ChildProcess.start(
                 ["--data", data, "--port", "0", "--admin-token-file", adminFile.path])
             let url = URL(string: "http://127.0.0.1:\(try await server.waitForPort())")!

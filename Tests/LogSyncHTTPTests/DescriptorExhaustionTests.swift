@@ -81,9 +81,7 @@ struct DescriptorExhaustionTests {
     func clientOutOfDescriptors() async throws {
         try await withServerData { data in
             let adminFile = data.deletingLastPathComponent().appendingPathComponent("admin-tokens")
-            let minted = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
-            #expect(minted.status == 0, "\(minted)")
-            let adminToken = minted.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminToken = try await ChildProcess.addAdminToken(to: adminFile)
             let server = try ChildProcess.start([
                 "--data", data.path, "--port", "0", "--admin-token-file", adminFile.path,
                 "--address-concurrent-requests", "0", "--address-request-rate", "0", "--user-request-rate", "0",

@@ -23,9 +23,7 @@ struct MetricsScrapeProcessTests {
     func scrapeAfterContractTraffic() async throws {
         try await withServerData { data in
             let adminFile = data.deletingLastPathComponent().appendingPathComponent("admin-tokens")
-            let added = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
-            #expect(added.status == 0, "\(added)")
-            let adminToken = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminToken = try await ChildProcess.addAdminToken(to: adminFile)
             // The suite's floods of requests from one address are the transport's business
             // (ClientLimitTests), not this test's: no per-client limits.
             let server = try ChildProcess.start([

@@ -77,8 +77,7 @@ struct SupportBundleUploadTests {
         _ storeArguments: [String], in directory: URL, options: [String] = [], environment: [String: String]? = nil
     ) async throws -> Served {
         let adminFile = directory.appendingPathComponent("admin-tokens")
-        let added = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
-        guard added.status == 0 else { throw TestFailure("admin-token add failed: \(added)") }
+        let adminToken = try await ChildProcess.addAdminToken(to: adminFile)
         var tokens: [String] = []
         for user in ["alice", "bob"] {
             let user = try await ChildProcess.run(["user", "add", user] + storeArguments, environment: environment)
@@ -91,7 +90,7 @@ struct SupportBundleUploadTests {
         let port = try await process.waitForPort()
         return Served(
             process: process, url: URL(string: "http://127.0.0.1:\(port)")!,
-            adminToken: added.output.trimmingCharacters(in: .whitespacesAndNewlines), alice: tokens[0],
+            adminToken: adminToken, alice: tokens[0],
             bob: tokens[1], storeArguments: storeArguments)
     }
 

@@ -19,10 +19,7 @@ struct AdminNodeTests {
             let aliceToken = try await cluster.addUser("alice")
             let bobToken = try await cluster.addUser("bob")
             let adminFile = cluster.directory.appendingPathComponent("admin-tokens")
-            let added = try await ChildProcess.run(
-                ["admin-token", "add", "--file", adminFile.path], directory: cluster.directory)
-            #expect(added.status == 0, "\(added)")
-            let adminToken = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminToken = try await ChildProcess.addAdminToken(to: adminFile, directory: cluster.directory)
             let options = ["--admin-token-file", adminFile.path]
             let node1 = try await cluster.startNode("node1", options: options)
             let node2 = try await cluster.startNode("node2", options: options)

@@ -37,13 +37,12 @@ struct AdminStreamNodeTests {
             let aliceToken = try await cluster.addUser("alice")
             let bobToken = try await cluster.addUser("bob")
             let adminFile = cluster.directory.appendingPathComponent("admin-tokens")
-            let minted = try await ChildProcess.run(["admin-token", "add", "--file", adminFile.path])
-            try #require(minted.status == 0, "\(minted)")
+            let adminToken = try await ChildProcess.addAdminToken(to: adminFile)
             let options = ["--admin-token-file", adminFile.path]
             let node1 = try await cluster.startNode("node1", options: options)
             let node2 = try await cluster.startNode("node2", options: options)
             let admin = AdminClient(
-                serverURL: node1.url, adminToken: minted.output.trimmingCharacters(in: .whitespacesAndNewlines))
+                serverURL: node1.url, adminToken: adminToken)
             let alice = cluster.client(on: node2, token: aliceToken, device: "alice-phone")
             let bob = cluster.client(on: node2, token: bobToken, device: "bob-phone")
 

@@ -32,10 +32,7 @@ struct ReplicaNodeTests {
             try await Cluster.with(store: store) { cluster in
                 let token = try await cluster.addUser("alice")
                 let adminFile = cluster.directory.appendingPathComponent("admin-tokens")
-                let added = try await ChildProcess.run(
-                    ["admin-token", "add", "--file", adminFile.path], directory: cluster.directory)
-                #expect(added.status == 0, "\(added)")
-                let adminToken = added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+                let adminToken = try await ChildProcess.addAdminToken(to: adminFile, directory: cluster.directory)
                 let node = try await cluster.startNode(
                     "node1", options: ["--replica-url", replica, "--admin-token-file", adminFile.path])
 

@@ -167,6 +167,14 @@ package final class ChildProcess: Sendable {
         return await child.finish()
     }
 
+    /// Mints an admin token with `logsync-server admin-token add --file file` (its digest added
+    /// to `file`) and returns the token; fails, naming the run, if the command does not succeed.
+    package static func addAdminToken(to file: URL, directory: URL? = nil) async throws -> String {
+        let added = try await run(["admin-token", "add", "--file", file.path], directory: directory)
+        guard added.status == 0 else { throw ChildProcessError("admin-token add failed: \(added)") }
+        return added.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The port of the server's `listening … port=N` log line; fails after 30 seconds or if the
     /// process exits first.
     package func waitForPort() async throws -> Int {
