@@ -111,7 +111,7 @@ struct ServerRecordReader {
             bytes = payload[records[Int(ordinal)]]
         }
         do {
-            return try Record(protoBytes: Array(bytes))
+            return try Record(protoBytes: bytes)
         } catch {
             throw malformed("an undecodable server record for \(what()): \(error.message)")
         }
@@ -189,7 +189,7 @@ struct ServerRecordReader {
                     "prepared_index \(index) is beyond the \(records.count) records of the batchPrepared at offset \(preparedOffset.rawValue)"
                 )
             }
-            let prepared = try Record(protoBytes: Array(preparedPayload[records[index]]))
+            let prepared = try Record(protoBytes: preparedPayload[records[index]])
             return try SavedRecordDelta.rebuild(change, from: prepared, shared: shared)
         } catch let error as SyncError {
             throw corrupt("\(what()): \(error.message)")
