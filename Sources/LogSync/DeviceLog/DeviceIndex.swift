@@ -92,8 +92,9 @@ struct DeviceIndex: Projection {
 
     let name = DeviceIndex.projectionName
     // 4: serverRecords point into entries (ServerRecordSlot); 5: unlisted (a listing's progress);
-    // 6: `prepared` (the IDs of the last batch's saves, for batchSaved entries).
-    let version: UInt32 = 6
+    // 6: `prepared` (the IDs of the last batch's saves, for batchSaved entries); 7: numbers in keys
+    // and slots as `OrderedNumber`s.
+    let version: UInt32 = 7
     let tableNames = [
         "recordPending", "recordOrder", "recordInFlight", "zonePending", "zoneOrder", "serverRecords",
         "unfetchedZones", "knownZones", "zoneTokens", "zones", "state", "unlisted",

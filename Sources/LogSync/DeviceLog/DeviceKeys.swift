@@ -8,9 +8,13 @@ import SyncModel
 /// key is its zone's number followed by its name. Every ID has a key, valid or not: a name too
 /// long for its key, or holding a NUL byte (neither passes the server's checks), is keyed by a
 /// 128-bit digest in a form no plain name can take.
+///
+/// Numbers in keys and slots (zone numbers, offsets, ordinals) are `OrderedNumber`s: as short as
+/// their values, and sorting as them. Every row of the index has some, and the record tables have
+/// a row per record, so their size is much of the index's.
 enum DeviceKey {
-    /// The longest record name kept as is in a record key (8 + 400 + 1 type byte < 511).
-    static let maxPlainRecordName = 400
+    /// The longest record name kept as is in a record key.
+    static let maxPlainRecordName = 400  // 9 + 400 + 1 type byte < 511
 
     /// A zone: its name, a NUL, its owner's name; or, for names that do not fit or hold a NUL,
     /// two NULs and a digest of both names (a plain key never starts with two NULs).
@@ -28,13 +32,13 @@ enum DeviceKey {
     static func record(zoneNumber: UInt64, name: String) -> [UInt8] {
         let bytes = Array(name.utf8)
         if bytes.count <= maxPlainRecordName, !bytes.contains(0) {
-            return bigEndian(zoneNumber) + bytes
+            return OrderedNumber.bytes(zoneNumber) + bytes
         }
-        return bigEndian(zoneNumber) + [0] + Digest.of([bytes])
+        return OrderedNumber.bytes(zoneNumber) + [0] + Digest.of([bytes])
     }
 
-    /// The 8-byte prefix of every record key of a zone.
-    static func recordPrefix(zoneNumber: UInt64) -> [UInt8] { bigEndian(zoneNumber) }
+    /// The prefix of every record key of a zone, and of no other zone's keys.
+    static func recordPrefix(zoneNumber: UInt64) -> [UInt8] { OrderedNumber.bytes(zoneNumber) }
 
     static let untracked = Array("untracked".utf8)
     static let zoneCounter = Array("zoneCounter".utf8)
@@ -48,23 +52,27 @@ enum DeviceKey {
 }
 
 /// A place in a pending list: the offset of the entry that added the change, then the change's
-/// index in that entry. Positions sort in log order.
+/// index in that entry, each an `OrderedNumber`. Positions sort in log order.
 struct Position: Hashable, Comparable {
     var offset: UInt64
     var index: UInt32
 
-    var bytes: [UInt8] { bigEndian(offset) + withUnsafeBytes(of: index.bigEndian) { Array($0) } }
+    var bytes: [UInt8] { OrderedNumber.bytes(offset) + OrderedNumber.bytes(UInt64(index)) }
 
     init(offset: UInt64, index: UInt32) {
         self.offset = offset
         self.index = index
     }
 
-    /// Reads a position from its 12 bytes: a table's key in place, or a slice of a value.
+    /// Reads a position from its bytes, and nothing after them: a table's key in place, or a
+    /// slice of a value.
     init<Bytes: Collection<UInt8>>(decoding bytes: Bytes) throws(LogStoreError) {
-        guard bytes.count == 12 else { throw malformed("a position of \(bytes.count) bytes") }
-        offset = readBigEndian(bytes.prefix(8))
-        index = UInt32(truncatingIfNeeded: readBigEndian(bytes.dropFirst(8)))
+        var rest = bytes[...]
+        guard let offset = OrderedNumber.read(&rest), let index = OrderedNumber.read(&rest),
+            index <= UInt32.max, rest.isEmpty
+        else { throw malformed("a position of \(bytes.count) bytes") }
+        self.offset = offset
+        self.index = UInt32(index)
     }
 
     static func < (lhs: Position, rhs: Position) -> Bool { (lhs.offset, lhs.index) < (rhs.offset, rhs.index) }
@@ -95,8 +103,8 @@ struct PendingSlot: Hashable {
     }
 
     init(decoding bytes: [UInt8]) throws(LogStoreError) {
-        guard bytes.count == 13, bytes[0] <= 1 else { throw malformed("a pending slot of \(bytes.count) bytes") }
-        type = bytes[0]
+        guard let type = bytes.first, type <= 1 else { throw malformed("a pending slot of \(bytes.count) bytes") }
+        self.type = type
         position = try Position(decoding: bytes[1...])
     }
 }
@@ -144,6 +152,35 @@ enum Digest {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// A number as the index keeps it in keys and slots: a byte saying how many bytes follow (0–8),
+/// then the number's big-endian bytes without leading zeros. A shorter number is a smaller one,
+/// so byte order is the numbers' order, and no number's bytes begin another's, so one number's
+/// bytes are a prefix of keys that begin with that number only. Zone numbers and ordinals take
+/// 2 bytes, offsets 4 or 5, instead of 8 each.
+enum OrderedNumber {
+    static func bytes(_ value: UInt64) -> [UInt8] {
+        let count = (UInt64.bitWidth - value.leadingZeroBitCount + 7) / 8
+        var bytes: [UInt8] = [UInt8(count)]
+        bytes.reserveCapacity(count + 1)
+        for shift in stride(from: (count - 1) * 8, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> shift))
+        }
+        return bytes
+    }
+
+    /// Reads a number from the start of `bytes` and drops it, or `nil` if `bytes` does not begin
+    /// with one (no length byte, a length over 8, too few bytes, or a leading zero: each number
+    /// has one form).
+    static func read<Bytes: Collection<UInt8>>(_ bytes: inout Bytes) -> UInt64? where Bytes.SubSequence == Bytes {
+        guard let first = bytes.first, first <= 8 else { return nil }
+        let count = Int(first)
+        let digits = bytes.dropFirst().prefix(count)
+        guard digits.count == count, digits.first != 0 else { return nil }
+        bytes = bytes.dropFirst(count + 1)
+        return readBigEndian(digits)
     }
 }
 

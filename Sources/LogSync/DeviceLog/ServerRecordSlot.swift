@@ -7,7 +7,7 @@ import SyncModel
 ///
 /// A record fetched or saved is already in the log, encoded inside the `zoneChangesFetched` or
 /// `batchResult` entry that brought it; the index points at it there instead of storing it a
-/// second time (`.entry`: 13 bytes, and no encoding when the entry is applied). In a
+/// second time (`.entry`: about 8 bytes, and no encoding when the entry is applied). In a
 /// `batchSaved` entry (kind 15) the ordinal counts its saved records, each rebuilt from the
 /// record of its `batchPrepared` and the server's changes. A conflict's
 /// server record, which sits inside an error, is stored whole (`.inline`).
@@ -15,7 +15,7 @@ import SyncModel
 /// | first byte | then |
 /// |---|---|
 /// | 0 | the record's Protocol Buffers bytes |
-/// | 1 | the entry's offset (8 bytes, big-endian), the record's ordinal among the entry's records (4 bytes, big-endian) |
+/// | 1 | the entry's offset, then the record's ordinal among the entry's records, each an `OrderedNumber` |
 ///
 /// Since the log is append-only and never compacted, an entry pointed at stays. A compaction
 /// would have to rewrite these slots.
@@ -27,7 +27,7 @@ enum ServerRecordSlot: Equatable {
         switch self {
         case .inline(let record): return [0] + record
         case .entry(let offset, let ordinal):
-            return [1] + bigEndian(offset) + withUnsafeBytes(of: ordinal.bigEndian) { Array($0) }
+            return [1] + OrderedNumber.bytes(offset) + OrderedNumber.bytes(UInt64(ordinal))
         }
     }
 
@@ -35,9 +35,15 @@ enum ServerRecordSlot: Equatable {
         switch bytes.first {
         case 0?:
             self = .inline(Array(bytes.dropFirst()))
-        case 1? where bytes.count == 13:
-            self = .entry(
-                offset: readBigEndian(bytes[1..<9]), ordinal: UInt32(truncatingIfNeeded: readBigEndian(bytes[9..<13])))
+        case 1?:
+            var rest = bytes.dropFirst()
+            if let offset = OrderedNumber.read(&rest), let ordinal = OrderedNumber.read(&rest), ordinal <= UInt32.max,
+                rest.isEmpty
+            {
+                self = .entry(offset: offset, ordinal: UInt32(ordinal))
+                return
+            }
+            fallthrough
         default:
             throw malformed(
                 "a server record slot for \(what()) of \(bytes.count) bytes starting with \(bytes.first.map(String.init) ?? "nothing")"
