@@ -151,6 +151,44 @@ struct BatchSavedTests {
         return (log, preparedOffset, range.lowerBound)
     }
 
+    @Test(
+        "Records read back one call after another keep the entries read: the same records as reading each alone, and a later entry's record once it is the last known"
+    )
+    func keptEntriesBetweenCalls() throws {
+        try withTemporaryDirectory { directory in
+            let prepared = [F.clientRecord(F.a), F.clientRecord(F.b), F.clientRecord(F.c)]
+            let saved = prepared.enumerated().map { Self.answered($1, Self.systemFields(tag: "s\($0)")) }
+            let (log, _, _) = try Self.logWithResult(
+                directory, prepared: prepared,
+                .batchResult(saved: saved, deleted: [], failedSaves: [:], failedDeletes: [:]))
+            let y = F.id("Y")
+            let page = [F.serverRecord(F.x, tag: "p1"), F.serverRecord(y, tag: "p2")]
+            try log.append(
+                .zoneChangesFetched(
+                    zoneID: F.notes, modifications: page, deletions: [],
+                    changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 2), moreComing: false))
+            // Back and forth between the batchSaved (with its batchPrepared) and the page.
+            let order = [F.a, F.x, F.b, y, F.c, F.a, F.a, y]
+            for id in order {
+                let alone = try log.lastKnownServerRecord(for: id, keepingEntries: false)
+                #expect(alone != nil)
+                #expect(try log.lastKnownServerRecord(for: id) == alone)
+            }
+            #expect(try log.lastKnownServerRecord(for: F.b) == saved[1])
+            #expect(try log.lastKnownServerRecord(for: y) == page[1])
+
+            // A later page brings b again: its record is the one now, not the kept entry's.
+            let b2 = F.serverRecord(F.b, tag: "p3", title: "Milk")
+            try log.append(
+                .zoneChangesFetched(
+                    zoneID: F.notes, modifications: [b2], deletions: [],
+                    changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 1, offset: 3), moreComing: false))
+            #expect(try log.lastKnownServerRecord(for: F.b) == b2)
+            #expect(try log.lastKnownServerRecord(for: F.c) == saved[2])
+            #expect(try log.lastKnownServerRecord(for: y) == page[1])
+        }
+    }
+
     // F21, F44, F91, F92: a result with saves, a conflict, a zone gone and a deletion.
     @Test(
         "F92 a partial failure written against its batchPrepared: read back as the batchResult, the index as for kind 12"

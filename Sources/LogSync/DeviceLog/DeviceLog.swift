@@ -45,6 +45,9 @@ public final class DeviceLog: Sendable {
     /// a walk of the table, not a decode of every change (see
     /// `DeviceSnapshot.pendingRecordZoneChanges(cache:)`).
     let pendingChangeCache = Mutex(PendingListCache())
+    /// What `lastKnownServerRecord(for:)` kept of the entries it read last: at most one page or
+    /// result, one `batchSaved` and its `batchPrepared`.
+    private let serverRecordEntries = Mutex(ServerRecordReader.Kept())
 
     /// Opens (creating it if needed) the device log in `directory`.
     ///
@@ -83,8 +86,20 @@ public final class DeviceLog: Sendable {
     /// the change-tag check: apps need not archive system fields themselves.
     ///
     /// - Throws: `LogStoreError` if the log cannot be read.
+    /// - Complexity: O(the record's size) when the entry that holds it is the one read last, as
+    ///   for the records of one page or batch in turn; otherwise O(that entry's size) as well,
+    ///   which is read and checked once.
     public func lastKnownServerRecord(for recordID: Record.ID) throws -> Record? {
-        try read { try $0.lastKnownServerRecord(for: recordID) }
+        try lastKnownServerRecord(for: recordID, keepingEntries: true)
+    }
+
+    /// `lastKnownServerRecord(for:)`, reading the entry that holds the record afresh unless
+    /// `keepingEntries` (for a benchmark that measures what keeping them saves).
+    package func lastKnownServerRecord(for recordID: Record.ID, keepingEntries: Bool) throws -> Record? {
+        var kept = keepingEntries ? serverRecordEntries.withLock { $0 } : ServerRecordReader.Kept()
+        let record = try read { try $0.lastKnownServerRecord(for: recordID, kept: &kept) }
+        if keepingEntries { serverRecordEntries.withLock { $0 = kept } }
+        return record
     }
 
     /// The engine's state as the index holds it now, read in one snapshot (for time travel and

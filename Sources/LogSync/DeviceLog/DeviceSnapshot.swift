@@ -260,8 +260,16 @@ struct DeviceSnapshot {
     /// The last record the server is known to hold under `id`: from a save's result, or from a
     /// conflict's `serverRecord`; `nil` if none is known or the server has none.
     func lastKnownServerRecord(for id: Record.ID) throws -> Record? {
+        var kept = ServerRecordReader.Kept()
+        return try lastKnownServerRecord(for: id, kept: &kept)
+    }
+
+    /// `lastKnownServerRecord(for:)`, starting from what earlier reads kept of the entries they
+    /// read (`kept`), and keeping what this one reads there.
+    func lastKnownServerRecord(for id: Record.ID, kept: inout ServerRecordReader.Kept) throws -> Record? {
         guard let key = try recordKey(id), let bytes = try value(key, in: "serverRecords") else { return nil }
-        var records = ServerRecordReader(reader: reader)
+        var records = ServerRecordReader(reader: reader, kept: kept)
+        defer { kept = records.kept }
         return try records.record(try ServerRecordSlot(decoding: bytes, for: "\(id)"), for: "\(id)")
     }
 

@@ -63,21 +63,33 @@ enum ServerRecordSlot: Equatable {
 }
 
 /// Reads records out of the entries that `ServerRecordSlot.entry` points at, keeping the last
-/// entry read with the places of its records, so that reading many records of one entry (a
-/// zone's records, all of them) reads and scans the entry once. A `batchSaved` entry's record is
-/// rebuilt from the record of its `batchPrepared` (kept the same way) and the server's changes;
-/// only the records read are decoded.
+/// entry read with the places of its records (`Kept`), so that reading many records of one entry
+/// (a zone's records, all of them) reads, checks and scans the entry once. A `batchSaved`
+/// entry's record is rebuilt from the record of its `batchPrepared` (kept the same way) and the
+/// server's changes; only the records read are decoded.
 struct ServerRecordReader {
     let reader: LogReader
-    private var cached: (offset: UInt64, payload: [UInt8], records: [Range<Int>])?
-    /// The last `batchSaved` entry read: its prepared offset, its shared system fields, and the
-    /// places of its saved records' changes.
-    private var cachedSaved:
-        (offset: UInt64, payload: [UInt8], prepared: LogOffset, shared: Record.SystemFields, changes: [Range<Int>])?
-    /// The last `batchPrepared` a `batchSaved` entry referred to, with the places of its records.
-    private var cachedPrepared: (offset: LogOffset, payload: [UInt8], records: [Range<Int>])?
+    private(set) var kept: Kept
 
-    init(reader: LogReader) { self.reader = reader }
+    /// The entries last read, with the places of their records. An entry never changes once
+    /// written (the log is append-only and never compacted), so what is kept from one snapshot
+    /// holds for any later one of the same log: `DeviceLog` keeps it between calls, and one
+    /// record after another of a page or batch costs its own bytes, not the entry's.
+    struct Kept: Sendable {
+        fileprivate var entry: (offset: UInt64, payload: [UInt8], records: [Range<Int>])?
+        /// The last `batchSaved` entry read: its prepared offset, its shared system fields, and
+        /// the places of its saved records' changes.
+        fileprivate var saved:
+            (offset: UInt64, payload: [UInt8], prepared: LogOffset, shared: Record.SystemFields, changes: [Range<Int>])?
+        /// The last `batchPrepared` a `batchSaved` entry referred to, with the places of its
+        /// records.
+        fileprivate var prepared: (offset: LogOffset, payload: [UInt8], records: [Range<Int>])?
+    }
+
+    init(reader: LogReader, kept: Kept = Kept()) {
+        self.reader = reader
+        self.kept = kept
+    }
 
     /// The record `slot` names, for `id`'s error messages.
     mutating func record(_ slot: ServerRecordSlot, for what: @autoclosure () -> String) throws -> Record {
@@ -86,15 +98,15 @@ struct ServerRecordReader {
         case .inline(let record):
             bytes = record[...]
         case .entry(let offset, let ordinal):
-            if let saved = cachedSaved, saved.offset == offset {
+            if let saved = kept.saved, saved.offset == offset {
                 return try savedRecord(ordinal, for: what())
             }
-            if cached?.offset != offset {
+            if kept.entry?.offset != offset {
                 guard let entry = try reader.entry(at: LogOffset(offset)) else {
                     throw malformed("a server record of \(what()) at offset \(offset), which the log does not hold")
                 }
                 if entry.kind == DeviceEntry.Kind.batchSaved {
-                    cachedSaved = try Self.savedOutline(entry)
+                    kept.saved = try Self.savedOutline(entry)
                     return try savedRecord(ordinal, for: what())
                 }
                 guard let field = ServerRecordSlot.recordField(of: entry.kind) else {
@@ -106,9 +118,9 @@ struct ServerRecordReader {
                     malformed(
                         "a server record of \(what()) in the entry at offset \(offset), which does not decode: \($0)")
                 }
-                cached = (offset, entry.payload, records)
+                kept.entry = (offset, entry.payload, records)
             }
-            let (_, payload, records) = cached!
+            let (_, payload, records) = kept.entry!
             guard Int(ordinal) < records.count else {
                 throw malformed(
                     "server record \(ordinal) of \(what()) in the entry at offset \(offset), which holds \(records.count)"
@@ -152,10 +164,10 @@ struct ServerRecordReader {
         return (entry.offset.rawValue, payload, LogOffset(rawValue: preparedOffset), shared, changes)
     }
 
-    /// Saved record `ordinal` of the `batchSaved` entry in `cachedSaved`, rebuilt from its
+    /// Saved record `ordinal` of the `batchSaved` entry in `kept.saved`, rebuilt from its
     /// prepared record.
     private mutating func savedRecord(_ ordinal: UInt32, for what: @autoclosure () -> String) throws -> Record {
-        let (offset, payload, preparedOffset, shared, changes) = cachedSaved!
+        let (offset, payload, preparedOffset, shared, changes) = kept.saved!
         guard Int(ordinal) < changes.count else {
             throw malformed(
                 "server record \(ordinal) of \(what()) in the entry at offset \(offset), which holds \(changes.count)")
@@ -172,7 +184,7 @@ struct ServerRecordReader {
             if change.hasRecord {
                 return try SavedRecordDelta.record(change, preparedIn: [], at: preparedOffset)
             }
-            if cachedPrepared?.offset != preparedOffset {
+            if kept.prepared?.offset != preparedOffset {
                 guard let prepared = try reader.entry(at: preparedOffset) else {
                     throw corrupt(
                         "refers to the batchPrepared at offset \(preparedOffset.rawValue), which the log does not hold")
@@ -186,9 +198,9 @@ struct ServerRecordReader {
                     LogStoreError(
                         .corruptEntry, "batchPrepared (kind \(prepared.kind)) payload: \($0)", offset: preparedOffset)
                 }
-                cachedPrepared = (preparedOffset, prepared.payload, records)
+                kept.prepared = (preparedOffset, prepared.payload, records)
             }
-            let (_, preparedPayload, records) = cachedPrepared!
+            let (_, preparedPayload, records) = kept.prepared!
             let index = Int(change.preparedIndex)
             guard index < records.count else {
                 throw corrupt(
