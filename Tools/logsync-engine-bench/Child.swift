@@ -84,6 +84,10 @@ struct PhaseResult: Codable {
     var encodedRecordBytes = 0.0
     /// Send: the device log's entry payload bytes by entry kind name (after the send).
     var entryBytes: [String: Int] = [:]
+    /// Send: CPU seconds of `lastKnownServerRecord(for:)` for every sent record in send order,
+    /// keeping the entries read between calls (as it does) and reading each call's entry alone.
+    var lookupKeptSeconds = 0.0
+    var lookupAloneSeconds = 0.0
     /// Instrumented phases: the spans finished, and the size of the metrics' Prometheus text.
     var spans = 0
     var metricsBytes = 0
@@ -325,14 +329,24 @@ enum Child {
         // the server saved them (the last known server records), and the payload bytes of each
         // kind of entry (the record as sent, `batchPrepared`; its result, `batchResult` or
         // `batchSaved`; the app's edits, `pendingRecordZoneChangesAdded`).
-        var encoded = 0
-        for index in 0..<options.recordCount {
-            let id = workload.recordID(index, series: "edit")
-            guard let saved = try engine.deviceLog.lastKnownServerRecord(for: id) else {
-                throw BenchError("no last known server record for \(id) after the send")
+        // Reading them one by one is timed both ways (processor time: the server is idle): each
+        // call reading the entry that holds its record alone, then keeping the entries read.
+        let ids = (0..<options.recordCount).map { workload.recordID($0, series: "edit") }
+        var saved: [Record] = []
+        saved.reserveCapacity(ids.count)
+        for keeping in [false, true] {
+            saved.removeAll(keepingCapacity: true)
+            let start = cpuSeconds()
+            for id in ids {
+                guard let record = try engine.deviceLog.lastKnownServerRecord(for: id, keepingEntries: keeping) else {
+                    throw BenchError("no last known server record for \(id) after the send")
+                }
+                saved.append(record)
             }
-            encoded += saved.protoBytes().count
+            let seconds = cpuSeconds() - start
+            if keeping { result.lookupKeptSeconds = seconds } else { result.lookupAloneSeconds = seconds }
         }
+        let encoded = saved.reduce(0) { $0 + $1.protoBytes().count }
         result.encodedRecordBytes = Double(encoded) / Double(max(options.recordCount, 1))
         try engine.deviceLog.log.forEachEntry { entry in
             let name = DeviceEntry.Kind.name(of: entry.kind) ?? "kind \(entry.kind)"

@@ -406,6 +406,24 @@ enum Parent {
                     + "(the last known server records), and the entries' payload bytes per record by kind")
             emit(table(sizes))
             emit("")
+
+            // Reading the saved records back one by one, as apps that rebuild edits on them do.
+            var lookups: [[String]] = [
+                [
+                    "lastKnownServerRecord(for:), every sent record in send order", "each entry read alone: records/s",
+                    "entries kept between calls: records/s", "ratio",
+                ]
+            ]
+            for r in sends where r.lookupKeptSeconds > 0 && r.lookupAloneSeconds > 0 {
+                let alone = Double(r.records) / r.lookupAloneSeconds
+                let kept = Double(r.records) / r.lookupKeptSeconds
+                lookups.append([
+                    "device log ." + r.durability, grouped(Int(alone)), grouped(Int(kept)), ratio(kept / alone),
+                ])
+            }
+            emit("sending: the saved records read back one call each (processor time)")
+            emit(table(lookups))
+            emit("")
         }
 
         var memory: [[String]] = [
