@@ -718,16 +718,16 @@ package struct ServerIndex: Projection {
     /// What a run of record changes keeps in memory until it ends (`RecordRun.end`): the states
     /// of the zones it read, the zones it touched, and the usage.
     struct RecordRun {
-        /// Each zone the run read, by its key: its state as the run left it (`nil`: no such zone).
-        var zones: [ZoneKey: ZoneState?] = [:]
-        /// The zones whose state and feed key the run changed.
-        var touched: Set<ZoneKey> = []
+        /// Each zone the run read (`zones[slots[zoneID]]`), looked up by its ID once per record.
+        var slots: [RecordZone.ID: Int] = [:]
+        var zones: [Zone] = []
 
-        /// A zone's key in the `zones` table, hashed as one run of bytes (an array of bytes
-        /// hashes them one by one, which showed in the profile).
-        struct ZoneKey: Hashable {
-            let bytes: [UInt8]
-            func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        /// A zone the run read: its key in the `zones` table, its state as the run left it
+        /// (`nil`: no such zone), and whether the run changed its state and feed key.
+        struct Zone {
+            let key: [UInt8]
+            var state: ZoneState?
+            var touched = false
         }
         var usage: UInt64?
         var usageChanged = false
@@ -759,10 +759,10 @@ package struct ServerIndex: Projection {
         /// Writes what the run kept: each touched zone's state and its feed key (at its last
         /// change), and the usage. The run is empty afterwards.
         mutating func end(_ tables: ProjectionTables) throws {
-            for key in touched {
-                guard let state = zones[key] ?? nil else { continue }
-                try tables.put(key.bytes, forKey: bigEndian(state.lastChange), in: "dbChanges")
-                try tables.put(state.encoded, forKey: key.bytes, in: "zones")
+            for zone in zones where zone.touched {
+                guard let state = zone.state else { continue }
+                try tables.put(zone.key, forKey: bigEndian(state.lastChange), in: "dbChanges")
+                try tables.put(state.encoded, forKey: zone.key, in: "zones")
             }
             if usageChanged, let usage { try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state") }
             for recordType in schemaChanged {
@@ -779,15 +779,19 @@ package struct ServerIndex: Projection {
         _ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables, _ run: inout RecordRun
     ) throws {
         let isDefaultZone = recordID.zoneID == .default
-        let zoneKey = RecordRun.ZoneKey(bytes: isDefaultZone ? [] : IndexKey.zone(recordID.zoneID))
+        var slot = -1
         var zone: ZoneState?
         if isDefaultZone {
             zone = .defaultZone
-        } else if let kept = run.zones[zoneKey] {
-            zone = kept
+        } else if let kept = run.slots[recordID.zoneID] {
+            slot = kept
+            zone = run.zones[slot].state
         } else {
-            zone = try zoneState(zoneKey.bytes, tables)
-            run.zones[zoneKey] = zone
+            let key = IndexKey.zone(recordID.zoneID)
+            zone = try zoneState(key, tables)
+            slot = run.zones.count
+            run.slots[recordID.zoneID] = slot
+            run.zones.append(RecordRun.Zone(key: key, state: zone))
         }
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
@@ -822,11 +826,12 @@ package struct ServerIndex: Projection {
         // The default zone takes no part in the database feed (F112). As `touch`: the first
         // change of the zone in the run drops its feed key; the run's end writes the new one.
         if !isDefaultZone {
-            if run.touched.insert(zoneKey).inserted, zone!.lastChange != 0, zone!.lastChange != zone!.deletedAt {
+            if !run.zones[slot].touched, zone!.lastChange != 0, zone!.lastChange != zone!.deletedAt {
                 try tables.removeValue(forKey: bigEndian(zone!.lastChange), in: "dbChanges")
             }
             zone!.lastChange = new.offset
-            run.zones[zoneKey] = zone
+            run.zones[slot].state = zone
+            run.zones[slot].touched = true
         }
     }
 
