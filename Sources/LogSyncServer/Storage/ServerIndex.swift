@@ -244,7 +244,12 @@ enum Referrers {
 enum IndexKey {
     /// A zone: its name, a NUL, its owner's name (at most 511 bytes, LMDB's key limit).
     static func zone(_ zoneID: RecordZone.ID) -> [UInt8] {
-        Array(zoneID.zoneName.utf8) + [0] + Array(zoneID.ownerName.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(zoneID.zoneName.utf8.count + 1 + zoneID.ownerName.utf8.count)
+        key.append(contentsOf: zoneID.zoneName.utf8)
+        key.append(0)
+        key.append(contentsOf: zoneID.ownerName.utf8)
+        return key
     }
 
     static func zoneID(from key: [UInt8]) -> RecordZone.ID {
@@ -257,7 +262,11 @@ enum IndexKey {
 
     /// A record: its zone's incarnation, then its name.
     static func record(incarnation: UInt64, name: String) -> [UInt8] {
-        bigEndian(incarnation) + Array(name.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(8 + name.utf8.count)
+        appendBigEndian(incarnation, to: &key)
+        key.append(contentsOf: name.utf8)
+        return key
     }
 
     /// A live record's link to its parent (`children` table): the zone's incarnation, the
@@ -285,7 +294,11 @@ enum IndexKey {
 
     /// A zone change: the zone's incarnation, then the offset of the change.
     static func zoneChange(incarnation: UInt64, offset: UInt64) -> [UInt8] {
-        bigEndian(incarnation) + bigEndian(offset)
+        var key: [UInt8] = []
+        key.reserveCapacity(16)
+        appendBigEndian(incarnation, to: &key)
+        appendBigEndian(offset, to: &key)
+        return key
     }
 
     /// A device's client change token for a zone incarnation: the incarnation, then the device.
@@ -813,9 +826,12 @@ package struct ServerIndex: Projection {
         try updateAssetReferences(
             from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
+        var change: [UInt8] = []
+        change.reserveCapacity(1 + recordID.recordName.utf8.count)
+        change.append(new.isTombstone ? 1 : 0)
+        change.append(contentsOf: recordID.recordName.utf8)
         try tables.put(
-            [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
-            forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
+            change, forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
         if spread {
             try self.spread(
                 from: recordID.recordName, new, incarnation: zone!.incarnation, new.offset, tables)
