@@ -67,16 +67,22 @@ public enum Identifier: String, Sendable, CaseIterable, CustomStringConvertible 
     /// - Complexity: O(n) in the length of `text`.
     public func violation(_ text: String, allowing exception: String? = nil) -> String? {
         if text.isEmpty { return "must not be empty" }
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0: return "must not hold a NUL character"
-            case 0x01...0x1F, 0x7F...0x9F:
-                return "must not hold control characters (it holds U+\(hex(scalar.value)))"
-            case 0xFFFD: return "must be valid UTF-8 (it holds U+FFFD, the mark of bytes that were not)"
-            default: break
+        // Printable ASCII, as most identifiers are, breaks none of the character rules: its bytes
+        // are checked at once, without decoding scalars.
+        let printableASCII =
+            text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy { $0 >= 0x20 && $0 < 0x7F } } ?? false
+        if !printableASCII {
+            for scalar in text.unicodeScalars {
+                switch scalar.value {
+                case 0: return "must not hold a NUL character"
+                case 0x01...0x1F, 0x7F...0x9F:
+                    return "must not hold control characters (it holds U+\(hex(scalar.value)))"
+                case 0xFFFD: return "must be valid UTF-8 (it holds U+FFFD, the mark of bytes that were not)"
+                default: break
+                }
             }
+            if isASCIIOnly, !text.utf8.allSatisfy({ $0 < 0x80 }) { return "must be ASCII" }
         }
-        if isASCIIOnly, !text.utf8.allSatisfy({ $0 < 0x80 }) { return "must be ASCII" }
         let bytes = text.utf8.count
         if bytes > maxBytes { return "is \(bytes) bytes long, more than \(maxBytes)" }
         if reservesLeadingUnderscore, text.hasPrefix("_"), text != exception { return "must not start with \"_\"" }

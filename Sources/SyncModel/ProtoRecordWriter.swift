@@ -66,6 +66,11 @@ package struct ProtoWriter {
         bytes.append(contentsOf: value)
     }
 
+    /// Bytes already in the wire format (fields written by another writer), appended as they are.
+    package mutating func raw(_ value: ArraySlice<UInt8>) {
+        bytes.append(contentsOf: value)
+    }
+
     /// A length-delimited field holding `value` as it is: bytes, or an embedded message already
     /// encoded (such as a record's stored `serializedProto()` bytes).
     package mutating func lengthDelimited(_ field: Int, _ value: some Collection<UInt8>) {
@@ -74,19 +79,30 @@ package struct ProtoWriter {
         bytes.append(contentsOf: value)
     }
 
-    /// A length-delimited field whose content `body` writes: written in place, then its length
-    /// put in front of it.
+    /// A length-delimited field whose content `body` writes: written in place after a byte kept
+    /// for its length, which most contents fit in; a longer length moves the content up to make
+    /// room for its other bytes.
     package mutating func message(_ field: Int, _ body: (inout ProtoWriter) -> Void) {
         key(field, 2)
         let start = bytes.count
+        bytes.append(0)
         body(&self)
-        let length = bytes.count - start
+        let length = bytes.count - start - 1
         if length < 0x80 {
-            bytes.insert(UInt8(length), at: start)
-        } else {
-            var prefix = ProtoWriter()
-            prefix.varint(UInt64(length))
-            bytes.insert(contentsOf: prefix.bytes, at: start)
+            bytes[start] = UInt8(length)
+            return
+        }
+        var size = 1
+        while UInt64(length) >> (7 * size) != 0 { size += 1 }
+        for _ in 1..<size { bytes.append(0) }
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress! + start
+            UnsafeMutableRawPointer(base + size).copyMemory(from: base + 1, byteCount: length)  // memmove
+            var value = UInt64(length)
+            for index in 0..<size {
+                base[index] = UInt8(truncatingIfNeeded: value) | (index < size - 1 ? 0x80 : 0)
+                value >>= 7
+            }
         }
     }
 }
@@ -181,6 +197,14 @@ extension Record {
 
     /// Writes the fields of the record's message (`Logsync_Model_Record`), as `serializedProto()`.
     package func write(to writer: inout ProtoWriter) {
+        writeTypeIDAndFields(to: &writer)
+        writeMarksAndSystemFields(to: &writer)
+    }
+
+    /// The first part of `write(to:)`: the record's type, ID and fields (message fields 1–3),
+    /// which two records with the same type, ID and fields write alike whatever their change
+    /// marks, parent and system fields.
+    package func writeTypeIDAndFields(to writer: inout ProtoWriter) {
         if !recordType.isEmpty { writer.string(1, recordType) }
         writer.message(2) { recordID.write(to: &$0) }
         for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
@@ -189,6 +213,11 @@ extension Record {
                 entry.message(2) { value.write(to: &$0) }
             }
         }
+    }
+
+    /// The rest of `write(to:)` after `writeTypeIDAndFields(to:)`: changed keys, parent, its
+    /// change mark and the system fields (message fields 4–7).
+    package func writeMarksAndSystemFields(to writer: inout ProtoWriter) {
         for key in changedKeys() { writer.string(4, key) }
         if let parent { writer.message(5) { parent.write(to: &$0) } }
         if isParentChanged { writer.bool(6, true) }

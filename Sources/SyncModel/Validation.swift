@@ -50,6 +50,12 @@ extension Record {
     ///   `limitExceeded` for a record that is too large.
     /// - Complexity: O(n) in the size of the fields.
     public func validate() throws(SyncError) {
+        _ = try validatedSize()
+    }
+
+    /// ``validate()``, returning the ``estimatedSize`` it measured (a server saving the record
+    /// needs it next).
+    package func validatedSize() throws(SyncError) -> Int {
         try recordID.validate()
         func invalid(_ message: String) -> SyncError {
             SyncError(.invalidArguments, message, item: .record(recordID))
@@ -66,7 +72,12 @@ extension Record {
                     "invalid record name \(Identifier.shown(parent.recordID.recordName)) of the parent: \(problem)")
             }
         }
-        for key in allKeys() {
+        // The fields in their own order, and only when one breaks a rule again in key order, so
+        // that the error names the first such key.
+        let broken = fields.contains { key, value in
+            Identifier.fieldKey.violation(key) != nil || violation(of: value) != nil
+        }
+        for key in broken ? allKeys() : [] {
             if let problem = Identifier.fieldKey.violation(key) {
                 throw invalid("invalid field key \(Identifier.shown(key)): \(problem)")
             }
@@ -75,7 +86,7 @@ extension Record {
                 throw invalid("field \(quoted(key)): \(problem)")
             }
         }
-        for (key, asset) in assets {
+        for (key, asset) in hasAssets ? assets : [] {
             guard let digest = asset.digest, let size = asset.size else {
                 throw invalid(
                     "field \(quoted(key)): \(asset) has no digest and size; its file is uploaded before the record is saved"
@@ -96,6 +107,7 @@ extension Record {
                 "record holds \(size) bytes of field data, more than \(Limits.maxRecordBytes)",
                 item: .record(recordID))
         }
+        return size
     }
 
     /// Checks one field value: references stay in the zone, lists are homogeneous and flat.

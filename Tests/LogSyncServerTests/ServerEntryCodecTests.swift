@@ -204,6 +204,23 @@ struct ServerEntryCodecTests {
         }
     }
 
+    /// A record saved as sent has its `recordSaved` entry made from the bytes of its type, ID
+    /// and fields that the request's fingerprint wrote (F160): the payload is the record's own.
+    @Test func recordSavedFromTheRequestsBytes() {
+        var client = Record(recordType: "Note", recordID: Self.n1)
+        client["title"] = .string(String(repeating: "long title ", count: 40))
+        client["due"] = .date(Self.t0)
+        client.parent = Record.Reference(recordID: Self.n2)
+        var written = ProtoWriter()
+        client.writeTypeIDAndFields(to: &written)
+        var saved = client
+        saved.applySystemFields(Self.savedRecord(tag: "12").systemFields)
+        let entry = ServerEntry.recordSavedEntry(
+            saved, estimatedSize: saved.estimatedSize, typeIDAndFields: written.bytes[...])
+        #expect(entry.payload == ServerEntry.recordSaved(saved).newEntry.payload)
+        #expect(entry.kind == ServerEntry.Kind.recordSaved)
+    }
+
     @Test func removedKeysSurviveInStoredResponses() throws {
         let sample = try #require(Self.samples.first { $0.kind == ServerEntry.Kind.requestCompleted })
         let decoded = try ServerEntry(Self.logEntry(sample.entry.newEntry))

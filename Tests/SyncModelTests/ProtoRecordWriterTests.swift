@@ -95,6 +95,22 @@ struct ProtoRecordWriterTests {
         try Self.expectSameBytes(record)
     }
 
+    /// Lengths that take two and three bytes (over 127 and over 16,383): `ProtoWriter.message`
+    /// keeps one byte for the length and moves a longer content up. And the two parts a server
+    /// writes apart (type, ID and fields; the rest) make the whole.
+    @Test(arguments: [100, 127, 128, 200, 16_383, 16_384, 20_000, 2_100_000])
+    func longLengths(length: Int) throws {
+        var record = Record(recordType: "Item", recordID: Record.ID(recordName: "long", zoneID: Self.zone))
+        record["text"] = .string(String(repeating: "x", count: length))
+        record["list"] = .list((0..<(length / 64)).map { .int64(Int64($0)) })
+        record.applySystemFields(Record.SystemFields(recordChangeTag: "7", creationDate: Self.t0))
+        try Self.expectSameBytes(record)
+        var parts = ProtoWriter()
+        record.writeTypeIDAndFields(to: &parts)
+        record.writeMarksAndSystemFields(to: &parts)
+        #expect(parts.bytes == record.serializedProto())
+    }
+
     /// Many records of random shape: keys of every length (a map entry over 127 bytes takes a
     /// two-byte length), keys that sort differently by bytes and by Swift's `<`, values of every
     /// kind, changed keys with and without values.

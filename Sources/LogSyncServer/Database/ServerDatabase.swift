@@ -68,14 +68,24 @@ struct ServerDatabase: Sendable {
     func write<R>(
         _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [ServerEntry], result: R)
     ) throws -> (R, Range<LogOffset>) {
+        try writeEncoded { snapshot, next -> (entries: [NewEntry], result: R) in
+            let (entries, result) = try body(snapshot, next)
+            // The index gets the entries as they are, not decoded again from their bytes.
+            return (entries.map(\.decodedNewEntry), result)
+        }
+    }
+
+    /// `write`, for a body that encodes its entries itself, each carrying its `ServerEntry` as
+    /// its decoded form (`ServerEntry.decodedNewEntry`).
+    func writeEncoded<R>(
+        _ body: (DatabaseSnapshot, _ nextOffset: UInt64) throws -> (entries: [NewEntry], result: R)
+    ) throws -> (R, Range<LogOffset>) {
         let (user, scope) = (user, scope)
         let written = try context.tracer.withSpan(CommitTrace.appendSpan) { span in
             let (result, offsets) = try log.write { index in
                 let snapshot = DatabaseSnapshot(index: index, scope: scope, user: user)
                 let next = try snapshot.lastOffset + 1
-                let (entries, result) = try body(snapshot, next)
-                // The index gets the entries as they are, not decoded again from their bytes.
-                return (entries.map(\.decodedNewEntry), result)
+                return try body(snapshot, next)
             }
             let written = offsets.isEmpty ? nil : (offsets.lowerBound, offsets.upperBound.advanced(by: -1))
             CommitTrace.tag(span, user: user, scope: scope, first: written?.0, last: written?.1)

@@ -18,13 +18,28 @@ struct RequestHierarchy {
         var depth: Int
     }
 
-    /// The parents of the records `saves` create, or move (their parent marked changed).
-    init(_ saves: [Record], _ snapshot: DatabaseSnapshot) throws {
-        for record in saves where ServerDatabase.violation(record.validate) == nil {
+    /// The parents of the records `saves` create, or move (their parent marked changed), of those
+    /// whose own checks passed (`violations[i]` is `nil`). Keeps the zones it looks up in `zones`
+    /// (as `RecordModification.Plan.zones`), and sets `current[i]` to the state of `saves[i]` it
+    /// read (`.none`: not read, the record being invalid or its zone not live).
+    init(
+        _ saves: [Record], violations: [SyncError?], _ snapshot: DatabaseSnapshot,
+        zones: inout [RecordZone.ID: ZoneState?], current: inout [RecordState??]
+    ) throws {
+        current = Array(repeating: .none, count: saves.count)
+        for (index, record) in saves.enumerated() where violations[index] == nil {
             let recordID = record.recordID
-            guard let zone = try snapshot.zone(recordID.zoneID), zone.isLive else { continue }
-            let current = try snapshot.record(recordID, incarnation: zone.incarnation)
-            guard current.map({ $0.isTombstone }) ?? true || record.isParentChanged else { continue }
+            let zone: ZoneState?
+            if let known = zones[recordID.zoneID] {
+                zone = known
+            } else {
+                zone = try snapshot.zone(recordID.zoneID)
+                zones[recordID.zoneID] = zone
+            }
+            guard let zone, zone.isLive else { continue }
+            let state = try snapshot.record(recordID, incarnation: zone.incarnation)
+            current[index] = .some(state)
+            guard state.map({ $0.isTombstone }) ?? true || record.isParentChanged else { continue }
             parents[recordID.zoneID, default: [:]][recordID.recordName] = record.parent?.recordID.recordName ?? ""
         }
     }

@@ -49,7 +49,6 @@ struct RecordModification {
                 .badDatabase, "the public database is not supported by this server yet", requestID: request.requestID)
         }
         if scope == .shared { return try SharedDatabase(database).modifyRecords(request, from: device) }
-        try request.validate()  // limits and duplicates, over the request as sent
         // A record in another user's zone fails alone (invalidArguments); the others are decided
         // under the zone IDs the database keeps, and answered in the request's spelling (F127,
         // F138). A request refused whole this way writes nothing, not even its request ID.
@@ -112,7 +111,10 @@ struct RecordModification {
     ) throws -> ModifyRecordsResponse {
         // Only a request with an ID is ever compared with another (F160); the fingerprint encodes
         // every record, so a request without an ID skips it.
-        let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request)
+        // Its bytes of each record's type, ID and fields are those of the record's recordSaved
+        // entry when the record is saved as sent.
+        var written = WrittenRecords()
+        let fingerprint = request.requestID == nil ? 0 : Self.fingerprint(of: request, writing: &written)
         let quota = limits.quota(of: user)
         let schema = deployedSchema.schema
         let now = clock()
@@ -121,8 +123,8 @@ struct RecordModification {
         var affected = Set<UInt64>()
         var actorLeft = false
         let modifier = actor?.recordID ?? database.userRecordID
-        let (response, offsets) = try database.write {
-            snapshot, next -> (entries: [ServerEntry], result: ModifyRecordsResponse) in
+        let (response, offsets) = try database.writeEncoded {
+            snapshot, next -> (entries: [NewEntry], result: ModifyRecordsResponse) in
             // A replayed request gets its first outcome and changes nothing (F160).
             if let requestID = request.requestID,
                 let stored = try snapshot.index.value(
@@ -163,65 +165,105 @@ struct RecordModification {
                 usage: try snapshot.state(IndexKey.usage), quota: quota, schema: schema,
                 savedInRequest: Set(request.recordsToSave.map(\.recordID)),
                 deletedInRequest: Set(request.recordIDsToDelete))
-            var outcomes: [Record.ID: Outcome] = [:]
-            outcomes.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count)
+            // Each item's outcome, in request order (the request names no record twice).
+            var saveOutcomes: [Outcome] = []
+            saveOutcomes.reserveCapacity(request.recordsToSave.count)
+            var deleteOutcomes: [Outcome] = []
+            deleteOutcomes.reserveCapacity(request.recordIDsToDelete.count)
             var access: [RecordZone.ID: ParticipantAccess] = [:]
-            plan.hierarchy = try RequestHierarchy(request.recordsToSave, snapshot)
+            // Each record's own checks, once: the hierarchy, the shares and the decision need them,
+            // and the decision its size, which they measure.
+            var violations: [SyncError?] = []
+            violations.reserveCapacity(request.recordsToSave.count)
+            var sizes: [Int] = []
+            sizes.reserveCapacity(request.recordsToSave.count)
+            for record in request.recordsToSave {
+                do throws(SyncError) {
+                    sizes.append(try record.validatedSize())
+                    violations.append(nil)
+                } catch {
+                    sizes.append(0)
+                    violations.append(error)
+                }
+            }
+            var current: [RecordState??] = []
+            plan.hierarchy = try RequestHierarchy(
+                request.recordsToSave, violations: violations, snapshot, zones: &plan.zones, current: &current)
             // Decide every item against the state before the request; a participant's items
             // first against the shares (F121). A participant none of whose items the shares let
             // through (a stranger, a removed participant, a read-only one writing) writes nothing
             // here, not even the request's outcome: nobody can grow an owner's log by guessing
             // zones (Docs/Protocol.md, "Authentication and isolation").
             var admitted = actor == nil
-            for record in request.recordsToSave {
+            for (index, record) in request.recordsToSave.enumerated() {
                 if let actor {
                     if let outcome = try shareRules.participantCheck(
                         saving: record, actor, snapshot, &access, plan.hierarchy)
                     {
-                        outcomes[record.recordID] = outcome
+                        saveOutcomes.append(outcome)
                         continue
                     }
-                    admitted = admitted || ServerDatabase.violation(record.validate) == nil
+                    admitted = admitted || violations[index] == nil
                 }
-                outcomes[record.recordID] = try decideSave(
-                    record, request.savePolicy, snapshot, &plan, now: now, modifier: modifier)
+                saveOutcomes.append(
+                    try decideSave(
+                        record, violation: violations[index], size: sizes[index], current: current[index],
+                        request.savePolicy, snapshot, &plan, now: now, modifier: modifier))
             }
             for recordID in request.recordIDsToDelete {
                 if let actor {
                     if let outcome = try shareRules.participantCheck(
                         deleting: recordID, actor, snapshot, &access, now: now)
                     {
-                        outcomes[recordID] = outcome
+                        deleteOutcomes.append(outcome)
                         if case .leave = outcome { admitted = true }  // leaving a share is theirs to do (F124)
                         continue
                     }
                     admitted = admitted || ServerDatabase.violation(recordID.validate) == nil
                 }
-                outcomes[recordID] = try decideDelete(recordID, snapshot, &plan)
+                deleteOutcomes.append(try decideDelete(recordID, snapshot, &plan))
             }
-            affected = try shareRules.sharesAffected(by: outcomes, snapshot)
+            // Only shares, and deletions, can change who shares what: the saves of other records are
+            // not looked at (nor copied).
+            let shareSaves = request.recordsToSave.indices.lazy.filter {
+                request.recordsToSave[$0].recordType == Share.recordType
+            }
+            affected = try shareRules.sharesAffected(
+                by: shareSaves.map { (request.recordsToSave[$0].recordID, saveOutcomes[$0]) }, snapshot
+            )
+            .union(shareRules.sharesAffected(by: zip(request.recordIDsToDelete, deleteOutcomes), snapshot))
             // Atomic zones: one failure fails the zone's other items with batchRequestFailed (F148).
-            if request.atomically {
+            func isFailure(_ outcome: Outcome) -> Bool { if case .failure = outcome { true } else { false } }
+            if request.atomically, saveOutcomes.contains(where: isFailure) || deleteOutcomes.contains(where: isFailure)
+            {
+                let savedIDs = request.recordsToSave.lazy.map(\.recordID)
                 var failedZones = Set<RecordZone.ID>()
-                for (recordID, outcome) in outcomes {
+                for (recordID, failed) in Array(zip(savedIDs, saveOutcomes.map(isFailure)))
+                    + zip(request.recordIDsToDelete, deleteOutcomes.map(isFailure))
+                {
                     // A zone ID that breaks the naming rules names no zone (and no LMDB key).
-                    if case .failure = outcome, ServerDatabase.violation(recordID.zoneID.validate) == nil,
+                    if failed, ServerDatabase.violation(recordID.zoneID.validate) == nil,
                         try snapshot.zone(recordID.zoneID)?.capabilities.contains(.atomic) == true
                     {
                         failedZones.insert(recordID.zoneID)
                     }
                 }
-                for (recordID, outcome) in outcomes where failedZones.contains(recordID.zoneID) {
-                    if case .failure = outcome { continue }
-                    outcomes[recordID] = .failure(
+                func failed(_ recordID: Record.ID, _ outcome: inout Outcome) {
+                    guard failedZones.contains(recordID.zoneID) else { return }
+                    if case .failure = outcome { return }
+                    outcome = .failure(
                         SyncError(
                             .batchRequestFailed, "another change in atomic \(recordID.zoneID) failed",
                             item: .record(recordID),
                             requestID: request.requestID))
                 }
+                for (index, recordID) in savedIDs.enumerated() { failed(recordID, &saveOutcomes[index]) }
+                for (index, recordID) in request.recordIDsToDelete.enumerated() {
+                    failed(recordID, &deleteOutcomes[index])
+                }
             }
             // Append the successful items in request order; tags are their entries' offsets.
-            var entries: [ServerEntry] = []
+            var entries: [NewEntry] = []
             entries.reserveCapacity(request.recordsToSave.count + request.recordIDsToDelete.count + 1)
             var response = ModifyRecordsResponse()
             response.saveResults.reserveCapacity(request.recordsToSave.count)
@@ -230,13 +272,19 @@ struct RecordModification {
             outcome.saved.reserveCapacity(request.recordsToSave.count)
             var offset = next
             let shares = RecordShareReferences(
-                saving: request.recordsToSave, deleting: request.recordIDsToDelete, outcomes: outcomes)
-            for record in request.recordsToSave {
-                switch outcomes[record.recordID]! {
-                case .save(var saved):
+                saving: request.recordsToSave, saveOutcomes, deleting: request.recordIDsToDelete, deleteOutcomes)
+            for (index, record) in request.recordsToSave.enumerated() {
+                switch saveOutcomes[index] {
+                case .save(var saved, let size, let asSent):
+                    let zone = try plan.zones[record.recordID.zoneID] ?? snapshot.zone(record.recordID.zoneID)
                     saved.applySystemFields(
-                        saved.systemFields.with(tag: String(offset), share: try shares.share(of: saved, snapshot)))
-                    entries.append(.recordSaved(saved))
+                        saved.systemFields.with(
+                            tag: String(offset), share: try shares.share(of: saved, in: zone, snapshot)))
+                    entries.append(
+                        ServerEntry.recordSavedEntry(
+                            saved, estimatedSize: Int(size),
+                            typeIDAndFields: asSent && !written.heads.isEmpty
+                                ? written.bytes[written.heads[index]] : nil))
                     outcome.saved.append(RequestOutcome.Saved(record.recordID, at: LogOffset(offset)))
                     offset += 1
                     response.saveResults[record.recordID] = .success(saved)
@@ -249,10 +297,10 @@ struct RecordModification {
                     preconditionFailure("a save decided as a deletion")
                 }
             }
-            for recordID in request.recordIDsToDelete {
-                switch outcomes[recordID]! {
+            for (index, recordID) in request.recordIDsToDelete.enumerated() {
+                switch deleteOutcomes[index] {
                 case .delete(let recordType):
-                    entries.append(.recordDeleted(recordID, recordType: recordType))
+                    entries.append(ServerEntry.recordDeleted(recordID, recordType: recordType).decodedNewEntry)
                     offset += 1
                     response.deleteResults[recordID] = .success(())
                     changedZones.insert(recordID.zoneID)
@@ -262,7 +310,7 @@ struct RecordModification {
                     // The participant's deletion of the share is their leaving: the owner's share
                     // records it, and the zone leaves the participant's shared database (F124).
                     share.applySystemFields(share.systemFields.with(tag: String(offset)))
-                    entries.append(.recordSaved(share))
+                    entries.append(ServerEntry.recordSaved(share).decodedNewEntry)
                     offset += 1
                     response.deleteResults[recordID] = .success(())
                     changedZones.insert(recordID.zoneID)
@@ -277,10 +325,12 @@ struct RecordModification {
             // Deleting a record deletes the records that reference it with deleteSelf, in the
             // change feeds but not in the sender's results (F135, F136).
             let untouched = plan.savedInRequest.union(request.recordIDsToDelete)
-            let deleted = request.recordIDsToDelete.filter { if case .delete = outcomes[$0]! { true } else { false } }
+            let deleted = zip(request.recordIDsToDelete, deleteOutcomes).compactMap { recordID, outcome in
+                if case .delete = outcome { recordID } else { nil }
+            }
             let cascaded = try cascade(from: deleted, sparing: untouched, snapshot)
             for (recordID, recordType) in cascaded {
-                entries.append(.recordDeleted(recordID, recordType: recordType))
+                entries.append(ServerEntry.recordDeleted(recordID, recordType: recordType).decodedNewEntry)
                 offset += 1
             }
             // Deleting the root of a hierarchy share deletes the share (F124), even when the
@@ -290,21 +340,24 @@ struct RecordModification {
             for (share, numbers) in try shareRules.sharesRooted(
                 at: deleted + cascaded.map(\.0), sparing: Set(deleted), snapshot)
             {
-                entries.append(.recordDeleted(share, recordType: Share.recordType))
+                entries.append(ServerEntry.recordDeleted(share, recordType: Share.recordType).decodedNewEntry)
                 offset += 1
                 affected.formUnion(numbers)
             }
             if let token = request.clientChangeToken {
                 for zoneID in changedZones.sorted(by: { $0.zoneName < $1.zoneName }) where zoneID != .default {
                     entries.append(
-                        .clientChangeTokenUpdated(
-                            zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)))
+                        ServerEntry.clientChangeTokenUpdated(
+                            zoneID, device: actor?.deviceKey(device) ?? device, token: Array(token)
+                        ).decodedNewEntry)
                 }
             }
             if let requestID = request.requestID, admitted {
                 outcome.others.deleteResults = response.deleteResults
                 entries.append(
-                    .requestOutcome(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0))
+                    ServerEntry.requestOutcome(
+                        requestID, fingerprint: fingerprint, outcome: outcome, actor: actor?.number ?? 0
+                    ).decodedNewEntry)
             }
             return (entries, response)
         }
@@ -344,7 +397,9 @@ struct RecordModification {
     }
 
     enum Outcome {
-        case save(Record)
+        /// The record as saved, and the size of its field data (`Record.estimatedSize`);
+        /// `asSent`: its type, ID and fields are those of the request's record.
+        case save(Record, size: UInt64, asSent: Bool)
         case delete(recordType: Record.RecordType)
         case alreadyDeleted
         /// A participant deleted the share: the share as it is once they have left.
@@ -419,16 +474,19 @@ struct RecordModification {
         return .success(zone)
     }
 
+    /// Decides the save of `client`, whose own checks gave `violation` and measured its `size`
+    /// (`Record.validatedSize()`); `current` is its record state when the hierarchy looked it up
+    /// already (`.none`: not looked up).
     private func decideSave(
-        _ client: Record, _ policy: SavePolicy, _ snapshot: DatabaseSnapshot, _ plan: inout Plan, now: Date,
-        modifier: Record.ID
+        _ client: Record, violation: SyncError?, size: Int, current known: RecordState??, _ policy: SavePolicy,
+        _ snapshot: DatabaseSnapshot, _ plan: inout Plan, now: Date, modifier: Record.ID
     ) throws -> Outcome {
         let recordID = client.recordID
         let zone: ZoneState
         switch try liveZone(
             of: recordID, snapshot, &plan,
             validating: { () throws(SyncError) in
-                try client.validate()
+                if let violation { throw violation }
                 try Self.checkSealed(client)
             })
         {
@@ -438,7 +496,6 @@ struct RecordModification {
         // Production mode: the record's type and every field it carries are in the deployed
         // schema, with values of their kinds (F137).
         if let schema = plan.schema, let violation = schema.violation(saving: client) { return .failure(violation) }
-        let size = client.estimatedSize
         if size > Limits.maxRecordBytes {
             return .failure(
                 SyncError(
@@ -452,7 +509,7 @@ struct RecordModification {
             if let failure = try snapshot.checkAssets(of: client, zone: zone) { return .failure(failure) }
             client = client.withoutAssetFiles
         }
-        let current = try snapshot.record(recordID, incarnation: zone.incarnation)
+        let current = try known ?? snapshot.record(recordID, incarnation: zone.incarnation)
         let server = try current.flatMap { state in state.isTombstone ? nil : try snapshot.savedRecord(at: state.offset)
         }
 
@@ -583,7 +640,7 @@ struct RecordModification {
         plan.usage = usage
 
         saved.applySystemFields(Self.systemFields(previous: server, modifier: modifier, now: now))
-        return .save(saved)
+        return .save(saved, size: newSize, asSent: savedIsClient && !client.hasAssets)
     }
 
     /// Refuses a record holding an opened encrypted value (F129): a server, its log and its
@@ -627,16 +684,43 @@ struct RecordModification {
         return .delete(recordType: current.recordType)
     }
 
+    /// The records of a request as `fingerprint(of:writing:)` wrote them: the bytes of record
+    /// `i`'s type, ID and fields (`Record.writeTypeIDAndFields(to:)`) are `bytes[heads[i]]`.
+    struct WrittenRecords {
+        var bytes: [UInt8] = []
+        var heads: [Range<Int>] = []
+    }
+
     /// A checksum of everything a modify request asks for (records with their values, their
     /// deterministic protobuf bytes; deletions; policy), to tell a replay from a reused request ID.
-    static func fingerprint(of request: ModifyRecordsRequest) -> UInt32 {
+    /// The records' bytes are left in `written`.
+    static func fingerprint(of request: ModifyRecordsRequest, writing written: inout WrittenRecords) -> UInt32 {
         var crc = CRC32C.checksum([UInt8(request.savePolicy.rawValue), request.atomically ? 1 : 0])
         func add(_ bytes: [UInt8]) {
             crc = bigEndian(UInt64(bytes.count)).withUnsafeBytes { CRC32C.update(crc, $0) }
             crc = bytes.withUnsafeBytes { CRC32C.update(crc, $0) }
         }
-        // the bytes of protoBytes(), written directly
-        for record in request.recordsToSave { add(record.serializedProto()) }
+        // the bytes of protoBytes(), written directly, one record after the other into one buffer
+        var writer = ProtoWriter(capacity: 512 * request.recordsToSave.count)
+        var ends: [Int] = []
+        ends.reserveCapacity(request.recordsToSave.count)
+        written.heads.reserveCapacity(request.recordsToSave.count)
+        for record in request.recordsToSave {
+            let start = writer.bytes.count
+            record.writeTypeIDAndFields(to: &writer)
+            written.heads.append(start..<writer.bytes.count)
+            record.writeMarksAndSystemFields(to: &writer)
+            ends.append(writer.bytes.count)
+        }
+        writer.bytes.withUnsafeBytes { all in
+            var start = 0
+            for end in ends {
+                crc = bigEndian(UInt64(end - start)).withUnsafeBytes { CRC32C.update(crc, $0) }
+                crc = CRC32C.update(crc, UnsafeRawBufferPointer(rebasing: all[start..<end]))
+                start = end
+            }
+        }
+        written.bytes = writer.bytes
         for recordID in request.recordIDsToDelete { add(recordID.protoBytes()) }
         add(request.clientChangeToken.map { Array($0) } ?? [])
         return crc

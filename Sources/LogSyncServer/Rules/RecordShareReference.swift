@@ -11,27 +11,31 @@ struct RecordShareReferences {
     /// The shares the request deletes.
     private var deletedShares = Set<Record.ID>()
 
-    /// What the request saves and deletes, from the decided outcomes of its items.
+    /// What the request saves and deletes, from the decided outcomes of its items (in request
+    /// order: `saveOutcomes[i]` is that of `records[i]`).
     init(
-        saving records: [Record], deleting recordIDs: [Record.ID], outcomes: [Record.ID: RecordModification.Outcome]
+        saving records: [Record], _ saveOutcomes: [RecordModification.Outcome], deleting recordIDs: [Record.ID],
+        _ deleteOutcomes: [RecordModification.Outcome]
     ) {
-        for record in records where record.recordType == Share.recordType {
-            if case .save(let saved)? = outcomes[record.recordID], let root = Share(validated: saved).rootRecordID {
+        for index in records.indices where records[index].recordType == Share.recordType {
+            if case .save(let saved, _, _) = saveOutcomes[index], let root = Share(validated: saved).rootRecordID {
                 newRoots[root] = saved.recordID
             }
         }
-        for recordID in recordIDs {
-            if case .delete(let recordType)? = outcomes[recordID], recordType == Share.recordType {
+        for (recordID, outcome) in zip(recordIDs, deleteOutcomes) {
+            if case .delete(let recordType) = outcome, recordType == Share.recordType {
                 deletedShares.insert(recordID)
             }
         }
     }
 
-    /// The share `record` names once the request is applied.
-    func share(of record: Record, _ snapshot: DatabaseSnapshot) throws -> Record.Reference? {
+    /// The share `record` names once the request is applied; `zone` is the state of its zone.
+    func share(of record: Record, in zone: ZoneState?, _ snapshot: DatabaseSnapshot) throws -> Record.Reference? {
         guard record.recordType != Share.recordType else { return nil }
-        if let share = newRoots[record.recordID] { return Record.Reference(recordID: share, action: .none) }
-        guard let zone = try snapshot.zone(record.recordID.zoneID), zone.isLive,
+        if !newRoots.isEmpty, let share = newRoots[record.recordID] {
+            return Record.Reference(recordID: share, action: .none)
+        }
+        guard let zone, zone.isLive,
             let name = try snapshot.shareRooted(at: record.recordID.recordName, incarnation: zone.incarnation)
         else { return nil }
         let share = Record.ID(recordName: name, zoneID: record.recordID.zoneID)

@@ -157,13 +157,13 @@ struct ShareRules {
     /// The users named by the shares the decided outcomes save, delete or leave, before and after
     /// (their shared databases are brought up to date after the commit).
     func sharesAffected(
-        by outcomes: [Record.ID: RecordModification.Outcome], _ snapshot: DatabaseSnapshot
+        by outcomes: some Sequence<(Record.ID, RecordModification.Outcome)>, _ snapshot: DatabaseSnapshot
     ) throws -> Set<UInt64> {
         var numbers = Set<UInt64>()
         for (recordID, outcome) in outcomes {
             let after: Record?
             switch outcome {
-            case .save(let record) where record.recordType == Share.recordType: after = record
+            case .save(let record, _, _) where record.recordType == Share.recordType: after = record
             case .leave(let record): after = record
             case .delete(let recordType) where recordType == Share.recordType: after = nil
             default: continue

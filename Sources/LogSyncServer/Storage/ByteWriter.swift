@@ -97,6 +97,11 @@ extension IndexValue {
 
 func bigEndian(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
 
+/// Appends `value`'s 8 big-endian bytes to `bytes` (a key built in one array).
+func appendBigEndian(_ value: UInt64, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+}
+
 func readBigEndian(_ bytes: UnsafeRawBufferPointer, at position: Int = 0) -> UInt64 {
     bytes[position..<(position + 8)].reduce(0) { $0 << 8 | UInt64($1) }
 }

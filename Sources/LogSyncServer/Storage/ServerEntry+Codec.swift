@@ -27,11 +27,7 @@ extension ServerEntry {
                     $0.reason = reason.proto
                 })
         case .recordSaved(let record):
-            // The bytes of RecordSaved { record = record.proto }, written directly: the entry most
-            // written, and SwiftProtobuf's encoder is slow on nested messages.
-            var writer = ProtoWriter(capacity: 80 + record.estimatedSize * 5 / 4)
-            writer.message(1) { record.write(to: &$0) }
-            return NewEntry(kind: Kind.recordSaved, payload: writer.bytes)
+            return Self.recordSavedPayload(record, estimatedSize: record.estimatedSize)
         case .recordDeleted(let recordID, let recordType):
             return Self.entry(
                 Kind.recordDeleted,
@@ -61,21 +57,27 @@ extension ServerEntry {
                     $0.actor = actor
                 })
         case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
-            return Self.entry(
-                Kind.requestOutcome,
-                Logsync_Server_RequestOutcome.with {
-                    $0.requestID = requestID.rawValue
-                    $0.fingerprint = fingerprint
-                    $0.actor = actor
-                    $0.saved = outcome.saved.map { saved in
-                        Logsync_Server_SavedRecordRef.with {
-                            $0.recordID = saved.recordID.proto
-                            $0.offset = saved.offset.rawValue
+            // Written directly: a request of 400 records names 400 of them.
+            let entry = Self.requestOutcomeEntry(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor)
+            assert(
+                entry.payload
+                    == Self.entry(
+                        Kind.requestOutcome,
+                        Logsync_Server_RequestOutcome.with {
+                            $0.requestID = requestID.rawValue
+                            $0.fingerprint = fingerprint
+                            $0.actor = actor
+                            $0.saved = outcome.saved.map { saved in
+                                Logsync_Server_SavedRecordRef.with {
+                                    $0.recordID = saved.recordID.proto
+                                    $0.offset = saved.offset.rawValue
+                                }
+                            }
+                            $0.others = outcome.others.proto
+                            $0.operationGroupID = outcome.operationGroupID ?? ""
                         }
-                    }
-                    $0.others = outcome.others.proto
-                    $0.operationGroupID = outcome.operationGroupID ?? ""
-                })
+                    ).payload, "requestOutcome written unlike SwiftProtobuf")
+            return entry
         case .assetStored(let digest, let size, let zone):
             return Self.entry(
                 Kind.assetStored,
@@ -370,7 +372,68 @@ extension ServerEntry {
         return entry
     }
 
+    /// `recordSaved(record).decodedNewEntry`, for a record whose `Record.estimatedSize` the
+    /// caller has measured already, and, when it has written them, the bytes of its type, ID
+    /// and fields (`Record.writeTypeIDAndFields(to:)`, of a record with the same type, ID and
+    /// fields), which the entry then copies instead of writing them again.
+    static func recordSavedEntry(
+        _ record: Record, estimatedSize: Int, typeIDAndFields: ArraySlice<UInt8>? = nil
+    ) -> NewEntry {
+        var entry: NewEntry
+        if let typeIDAndFields {
+            var writer = ProtoWriter(capacity: 80 + typeIDAndFields.count + estimatedSize / 4)
+            writer.message(1) {
+                $0.raw(typeIDAndFields)
+                record.writeMarksAndSystemFields(to: &$0)
+            }
+            entry = NewEntry(kind: Kind.recordSaved, payload: writer.bytes)
+            assert(
+                entry.payload == recordSavedPayload(record, estimatedSize: estimatedSize).payload,
+                "the copied bytes of \(record.recordID) are not those of the record")
+        } else {
+            entry = recordSavedPayload(record, estimatedSize: estimatedSize)
+        }
+        entry.decoded = ServerEntry.recordSaved(record)
+        return entry
+    }
+
+    /// The bytes of `RecordSaved { record = record.proto }`, written directly: the entry most
+    /// written, and SwiftProtobuf's encoder is slow on nested messages.
+    private static func recordSavedPayload(_ record: Record, estimatedSize: Int) -> NewEntry {
+        var writer = ProtoWriter(capacity: 80 + estimatedSize * 5 / 4)
+        writer.message(1) { record.write(to: &$0) }
+        return NewEntry(kind: Kind.recordSaved, payload: writer.bytes)
+    }
+
     // MARK: Helpers
+
+    /// The bytes of `RequestOutcome`, written directly (as SwiftProtobuf writes them).
+    private static func requestOutcomeEntry(
+        _ requestID: RequestID, fingerprint: UInt32, outcome: RequestOutcome, actor: UInt64
+    ) -> NewEntry {
+        var writer = ProtoWriter(capacity: 64 + 48 * outcome.saved.count)
+        if !requestID.rawValue.isEmpty { writer.string(1, requestID.rawValue) }
+        if fingerprint != 0 {
+            writer.key(2, 5)  // fixed32, little-endian
+            writer.raw((0..<4).map { UInt8(truncatingIfNeeded: fingerprint >> ($0 * 8)) }[...])
+        }
+        if actor != 0 {
+            writer.key(3, 0)
+            writer.varint(actor)
+        }
+        for saved in outcome.saved {
+            writer.message(4) {
+                $0.message(1) { saved.recordID.write(to: &$0) }
+                if saved.offset.rawValue != 0 {
+                    $0.key(2, 0)
+                    $0.varint(saved.offset.rawValue)
+                }
+            }
+        }
+        writer.lengthDelimited(5, ProtoWire.serialize(outcome.others.proto))
+        if let group = outcome.operationGroupID, !group.isEmpty { writer.string(6, group) }
+        return NewEntry(kind: Kind.requestOutcome, payload: writer.bytes)
+    }
 
     private static func entry(_ kind: EntryKind, _ message: some SwiftProtobuf.Message) -> NewEntry {
         NewEntry(kind: kind, payload: ProtoWire.serialize(message))

@@ -244,7 +244,12 @@ enum Referrers {
 enum IndexKey {
     /// A zone: its name, a NUL, its owner's name (at most 511 bytes, LMDB's key limit).
     static func zone(_ zoneID: RecordZone.ID) -> [UInt8] {
-        Array(zoneID.zoneName.utf8) + [0] + Array(zoneID.ownerName.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(zoneID.zoneName.utf8.count + 1 + zoneID.ownerName.utf8.count)
+        key.append(contentsOf: zoneID.zoneName.utf8)
+        key.append(0)
+        key.append(contentsOf: zoneID.ownerName.utf8)
+        return key
     }
 
     static func zoneID(from key: [UInt8]) -> RecordZone.ID {
@@ -257,7 +262,11 @@ enum IndexKey {
 
     /// A record: its zone's incarnation, then its name.
     static func record(incarnation: UInt64, name: String) -> [UInt8] {
-        bigEndian(incarnation) + Array(name.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(8 + name.utf8.count)
+        appendBigEndian(incarnation, to: &key)
+        key.append(contentsOf: name.utf8)
+        return key
     }
 
     /// A live record's link to its parent (`children` table): the zone's incarnation, the
@@ -285,7 +294,11 @@ enum IndexKey {
 
     /// A zone change: the zone's incarnation, then the offset of the change.
     static func zoneChange(incarnation: UInt64, offset: UInt64) -> [UInt8] {
-        bigEndian(incarnation) + bigEndian(offset)
+        var key: [UInt8] = []
+        key.reserveCapacity(16)
+        appendBigEndian(incarnation, to: &key)
+        appendBigEndian(offset, to: &key)
+        return key
     }
 
     /// A device's client change token for a zone incarnation: the incarnation, then the device.
@@ -718,16 +731,16 @@ package struct ServerIndex: Projection {
     /// What a run of record changes keeps in memory until it ends (`RecordRun.end`): the states
     /// of the zones it read, the zones it touched, and the usage.
     struct RecordRun {
-        /// Each zone the run read, by its key: its state as the run left it (`nil`: no such zone).
-        var zones: [ZoneKey: ZoneState?] = [:]
-        /// The zones whose state and feed key the run changed.
-        var touched: Set<ZoneKey> = []
+        /// Each zone the run read (`zones[slots[zoneID]]`), looked up by its ID once per record.
+        var slots: [RecordZone.ID: Int] = [:]
+        var zones: [Zone] = []
 
-        /// A zone's key in the `zones` table, hashed as one run of bytes (an array of bytes
-        /// hashes them one by one, which showed in the profile).
-        struct ZoneKey: Hashable {
-            let bytes: [UInt8]
-            func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
+        /// A zone the run read: its key in the `zones` table, its state as the run left it
+        /// (`nil`: no such zone), and whether the run changed its state and feed key.
+        struct Zone {
+            let key: [UInt8]
+            var state: ZoneState?
+            var touched = false
         }
         var usage: UInt64?
         var usageChanged = false
@@ -759,10 +772,10 @@ package struct ServerIndex: Projection {
         /// Writes what the run kept: each touched zone's state and its feed key (at its last
         /// change), and the usage. The run is empty afterwards.
         mutating func end(_ tables: ProjectionTables) throws {
-            for key in touched {
-                guard let state = zones[key] ?? nil else { continue }
-                try tables.put(key.bytes, forKey: bigEndian(state.lastChange), in: "dbChanges")
-                try tables.put(state.encoded, forKey: key.bytes, in: "zones")
+            for zone in zones where zone.touched {
+                guard let state = zone.state else { continue }
+                try tables.put(zone.key, forKey: bigEndian(state.lastChange), in: "dbChanges")
+                try tables.put(state.encoded, forKey: zone.key, in: "zones")
             }
             if usageChanged, let usage { try tables.put(bigEndian(usage), forKey: IndexKey.usage, in: "state") }
             for recordType in schemaChanged {
@@ -779,15 +792,19 @@ package struct ServerIndex: Projection {
         _ recordID: Record.ID, to new: RecordState, _ tables: ProjectionTables, _ run: inout RecordRun
     ) throws {
         let isDefaultZone = recordID.zoneID == .default
-        let zoneKey = RecordRun.ZoneKey(bytes: isDefaultZone ? [] : IndexKey.zone(recordID.zoneID))
+        var slot = -1
         var zone: ZoneState?
         if isDefaultZone {
             zone = .defaultZone
-        } else if let kept = run.zones[zoneKey] {
-            zone = kept
+        } else if let kept = run.slots[recordID.zoneID] {
+            slot = kept
+            zone = run.zones[slot].state
         } else {
-            zone = try zoneState(zoneKey.bytes, tables)
-            run.zones[zoneKey] = zone
+            let key = IndexKey.zone(recordID.zoneID)
+            zone = try zoneState(key, tables)
+            slot = run.zones.count
+            run.slots[recordID.zoneID] = slot
+            run.zones.append(RecordRun.Zone(key: key, state: zone))
         }
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
@@ -809,9 +826,12 @@ package struct ServerIndex: Projection {
         try updateAssetReferences(
             from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
         try tables.put(new.encoded, forKey: key, in: "records")
+        var change: [UInt8] = []
+        change.reserveCapacity(1 + recordID.recordName.utf8.count)
+        change.append(new.isTombstone ? 1 : 0)
+        change.append(contentsOf: recordID.recordName.utf8)
         try tables.put(
-            [new.isTombstone ? 1 : 0] + Array(recordID.recordName.utf8),
-            forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
+            change, forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
         if spread {
             try self.spread(
                 from: recordID.recordName, new, incarnation: zone!.incarnation, new.offset, tables)
@@ -822,11 +842,12 @@ package struct ServerIndex: Projection {
         // The default zone takes no part in the database feed (F112). As `touch`: the first
         // change of the zone in the run drops its feed key; the run's end writes the new one.
         if !isDefaultZone {
-            if run.touched.insert(zoneKey).inserted, zone!.lastChange != 0, zone!.lastChange != zone!.deletedAt {
+            if !run.zones[slot].touched, zone!.lastChange != 0, zone!.lastChange != zone!.deletedAt {
                 try tables.removeValue(forKey: bigEndian(zone!.lastChange), in: "dbChanges")
             }
             zone!.lastChange = new.offset
-            run.zones[zoneKey] = zone
+            run.zones[slot].state = zone
+            run.zones[slot].touched = true
         }
     }
 
