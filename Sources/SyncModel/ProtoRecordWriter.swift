@@ -74,6 +74,11 @@ package struct ProtoWriter {
         bytes.append(contentsOf: value)
     }
 
+    /// Bytes already in the wire format (whole fields), as they are.
+    package mutating func raw(_ value: some Collection<UInt8>) {
+        bytes.append(contentsOf: value)
+    }
+
     /// A length-delimited field whose content `body` writes: written in place, then its length
     /// put in front of it.
     package mutating func message(_ field: Int, _ body: (inout ProtoWriter) -> Void) {
