@@ -27,7 +27,10 @@ enum ServerRecordSlot: Equatable {
         switch self {
         case .inline(let record): return [0] + record
         case .entry(let offset, let ordinal):
-            return [1] + bigEndian(offset) + withUnsafeBytes(of: ordinal.bigEndian) { Array($0) }
+            var bytes = [UInt8](repeating: 1, count: 13)
+            for index in 0..<8 { bytes[1 + index] = UInt8(truncatingIfNeeded: offset >> (56 - 8 * index)) }
+            for index in 0..<4 { bytes[9 + index] = UInt8(truncatingIfNeeded: ordinal >> (24 - 8 * index)) }
+            return bytes
         }
     }
 
