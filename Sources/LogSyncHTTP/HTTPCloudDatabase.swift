@@ -53,6 +53,17 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         try await call(.fetchZoneChanges, Wire.encode(request, as: format), Wire.decode)
     }
 
+    /// `fetchZoneChanges`, each record with its bytes in the answer (where the page is read
+    /// directly), for a device that logs the page to copy instead of encoding each record again.
+    package func fetchZoneChangesKeepingRecordBytes(
+        _ request: FetchZoneChangesRequest
+    ) async throws -> FetchedZoneChanges {
+        try await call(.fetchZoneChanges, Wire.encode(request, as: format)) {
+            (_: FetchedZoneChanges.Type, answer, format) throws(SyncError) in
+            try Wire.decodeKeepingRecordBytes(FetchZoneChangesResponse.self, from: answer, as: format)
+        }
+    }
+
     public func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
         try await call(.modifySubscriptions, Wire.encode(request, as: format), Wire.decode)
     }
@@ -157,3 +168,5 @@ public struct HTTPCloudDatabase: CloudDatabase, ShareOperations, ZoneKeyDirector
         }
     }
 }
+
+extension HTTPCloudDatabase: RecordBytesFetching {}

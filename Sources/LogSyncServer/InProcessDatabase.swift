@@ -237,3 +237,18 @@ extension InProcessDatabase {
         return page
     }
 }
+
+extension InProcessDatabase: RecordBytesFetching {
+    /// `fetchZoneChanges`, each record also as the bytes the log stores it in, where the page
+    /// returns the records exactly as stored (`ZoneChangesPage`): a device logging the page
+    /// copies them instead of encoding each record again.
+    package func fetchZoneChangesKeepingRecordBytes(
+        _ request: FetchZoneChangesRequest
+    ) async throws -> FetchedZoneChanges {
+        let page = try await perform("fetchZoneChanges", group: request.operationGroup) {
+            try $0.fetchZoneChangesPage(request, for: device, decodingToo: true)
+        }
+        server.context.metrics.recordsFetched.increment(by: page.response.modifications.count)
+        return FetchedZoneChanges(response: page.response, recordBytes: page.storedRecords)
+    }
+}

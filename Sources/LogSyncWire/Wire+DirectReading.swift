@@ -12,6 +12,15 @@ import SyncModel
 extension Wire {
     /// The page `bytes` hold, or `nil` when they are not in the form the encoders write.
     static func readDirectly(_: FetchZoneChangesResponse.Type, from bytes: [UInt8]) -> FetchZoneChangesResponse? {
+        var unused: [Range<Int>]? = nil
+        return readDirectly(FetchZoneChangesResponse.self, from: bytes, recordRanges: &unused)
+    }
+
+    /// The page `bytes` hold, or `nil` when they are not in the form the encoders write; with
+    /// `recordRanges` not `nil`, where each record's bytes are in `bytes`, in order.
+    static func readDirectly(
+        _: FetchZoneChangesResponse.Type, from bytes: [UInt8], recordRanges: inout [Range<Int>]?
+    ) -> FetchZoneChangesResponse? {
         bytes.withUnsafeBytes { buffer -> FetchZoneChangesResponse? in
             var reader = ProtoReader(buffer)
             var zoneID: RecordZone.ID?
@@ -24,7 +33,12 @@ extension Wire {
                 while !reader.isAtEnd {
                     switch try reader.key() {
                     case (1, 2) where zoneID == nil: zoneID = try reader.message(RecordZone.ID.read(from:))
-                    case (2, 2): modifications.append(.init(record: try reader.message(Record.read(from:))))
+                    case (2, 2):
+                        let range = try reader.lengthDelimited()
+                        var record = ProtoReader(buffer, range)
+                        modifications.append(.init(record: try Record.read(from: &record)))
+                        guard record.isAtEnd else { throw ProtoReader.Irregular() }
+                        recordRanges?.append(range)
                     case (3, 2):
                         deletions.append(
                             try reader.message { deletion throws(ProtoReader.Irregular) in

@@ -380,6 +380,26 @@ public enum Wire {
         return try decodeGenerated(FetchZoneChangesResponse.self, from: bytes, as: format)
     }
 
+    /// Decodes a `FetchZoneChangesResponse` as ``decode(_:from:as:)-(FetchZoneChangesResponse.Type,_,_)``
+    /// does, with the bytes of each of its records (slices of `bytes`) when the page was read
+    /// directly: each decodes to exactly its record, so a device logging the page can write them
+    /// instead of encoding the records again. `recordBytes` is `nil` otherwise (JSON, or a page
+    /// left to the generated decoder).
+    ///
+    /// - Throws: `SyncError` `invalidArguments` naming what is wrong.
+    package static func decodeKeepingRecordBytes(
+        _: FetchZoneChangesResponse.Type, from bytes: [UInt8], as format: WireFormat
+    ) throws(SyncError) -> FetchedZoneChanges {
+        if format == .protobuf {
+            var ranges: [Range<Int>]? = []
+            if let page = readDirectly(FetchZoneChangesResponse.self, from: bytes, recordRanges: &ranges) {
+                return FetchedZoneChanges(response: page, recordBytes: ranges?.map { bytes[$0] })
+            }
+        }
+        return FetchedZoneChanges(
+            response: try decodeGenerated(FetchZoneChangesResponse.self, from: bytes, as: format), recordBytes: nil)
+    }
+
     /// Decodes a `FetchZoneChangesResponse` with the generated decoder alone, as
     /// ``decode(_:from:as:)-(FetchZoneChangesResponse.Type,_,_)`` does with what it does not
     /// read directly (and as the decode benchmark measures it against the direct reader).

@@ -120,3 +120,27 @@ public struct FetchZoneChangesResponse: Sendable, Hashable, Codable {
         self.clientChangeToken = clientChangeToken
     }
 }
+
+/// A page of a zone's change feed with the bytes each of its records was read from
+/// (``RecordBytesFetching``).
+package struct FetchedZoneChanges: Sendable {
+    /// The page.
+    package var response: FetchZoneChangesResponse
+    /// For each record of `response.modifications`, in order, the `Record` protobuf bytes it was
+    /// read from (a server log's stored record, as the server keeps and sends it), which decode to
+    /// exactly that record; `nil` when they were not kept.
+    package var recordBytes: [ArraySlice<UInt8>]?
+
+    package init(response: FetchZoneChangesResponse, recordBytes: [ArraySlice<UInt8>]?) {
+        self.response = response
+        self.recordBytes = recordBytes
+    }
+}
+
+/// A database that can hand over a fetched page's records with the bytes they were read from, so
+/// that a device that logs the page writes those bytes instead of encoding each record again
+/// (the in-process server, the HTTP client). The page is the one `fetchZoneChanges` returns.
+package protocol RecordBytesFetching: CloudDatabase {
+    /// `fetchZoneChanges`, with each record's bytes where they can be kept.
+    func fetchZoneChangesKeepingRecordBytes(_ request: FetchZoneChangesRequest) async throws -> FetchedZoneChanges
+}

@@ -602,6 +602,46 @@ struct DeviceEntryCodecTests {
         }
     }
 
+    @Test(
+        "A fetched page written from its records' bytes is the entry its records encode to; cut or flipped, it is read or a corrupt entry naming its offset"
+    )
+    func zoneChangesFetchedFromRecordBytes() throws {
+        let records = [F.serverRecord(F.a, tag: "1"), F.serverRecord(F.b, tag: "2", title: "Milk")]
+        let entry = DeviceEntry.zoneChangesFetched(
+            zoneID: F.notes, modifications: records,
+            deletions: [RecordZoneChange.Deletion(recordID: F.id("gone"), recordType: "Note")],
+            changeToken: ZoneChangeToken(zoneID: F.notes, incarnation: 2, offset: 42, database: 7), moreComing: true)
+        let fromBytes = entry.decodedNewEntry(recordBytes: records.map { $0.protoBytes()[...] })
+        #expect(fromBytes.kind == DeviceEntry.Kind.zoneChangesFetched)
+        #expect(fromBytes.payload == entry.newEntry.payload)
+        #expect(fromBytes.decoded as? DeviceEntry == entry)
+        #expect(try DeviceEntry(Self.logEntry(fromBytes)) == entry)
+        // Bytes that are not one per record, and other kinds: encoded as ever.
+        #expect(entry.decodedNewEntry(recordBytes: [records[0].protoBytes()[...]]).payload == entry.newEntry.payload)
+        let other = DeviceEntry.eventsDelivered(through: LogOffset(3))
+        #expect(other.decodedNewEntry(recordBytes: []).payload == other.newEntry.payload)
+
+        // Every cut and every flipped bit of the entry: a value, or a corrupt entry naming offset 42.
+        func check(_ payload: [UInt8], _ what: String) {
+            let logEntry = LogEntry(
+                offset: 42, kind: fromBytes.kind, time: EntryTime(microsecondsSince1970: 1), payload: payload)
+            do {
+                _ = try DeviceEntry(logEntry)
+            } catch {
+                #expect(error.code == .corruptEntry, "\(what)")
+                #expect(error.offset == LogOffset(42), "\(what)")
+                #expect(error.description.contains("at offset 42"), "\(what)")
+            }
+        }
+        let payload = fromBytes.payload
+        for length in 0..<payload.count { check(Array(payload[..<length]), "cut at \(length)") }
+        for bit in 0..<(payload.count * 8) {
+            var flipped = payload
+            flipped[bit / 8] ^= 1 << (bit % 8)
+            check(flipped, "bit \(bit) flipped")
+        }
+    }
+
     @Test("Change types describe themselves with their case and ID")
     func descriptions() {
         #expect(RecordChange.saveRecord(F.a).description == "saveRecord(record \"A\" in zone \"Notes\")")

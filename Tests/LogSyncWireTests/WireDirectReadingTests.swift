@@ -118,4 +118,87 @@ struct WireDirectReadingTests {
         let withList = ModifyRecordsRequest(recordsToSave: WireDirectEncodingTests.records)
         #expect(!Self.expectSameRequest(withList, mutated: false))
     }
+
+    /// `decodeKeepingRecordBytes` on `bytes`: the page (or the error) `decode` gives, and where it
+    /// keeps the records' bytes, one slice of `bytes` per record that decodes to it. Returns
+    /// whether it kept them.
+    @discardableResult
+    static func expectSameKeepingRecordBytes(
+        _ bytes: [UInt8], as format: WireFormat = .protobuf, _ what: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) -> Bool {
+        let expected = Result { () throws(SyncError) in
+            try Wire.decode(FetchZoneChangesResponse.self, from: bytes, as: format)
+        }
+        let kept = Result { () throws(SyncError) in
+            try Wire.decodeKeepingRecordBytes(FetchZoneChangesResponse.self, from: bytes, as: format)
+        }
+        switch (expected, kept) {
+        case (.success(let expected), .success(let fetched)):
+            // By their bytes: a NaN is not equal to itself.
+            #expect(
+                Wire.encode(fetched.response, as: .protobuf) == Wire.encode(expected, as: .protobuf), "\(what)",
+                sourceLocation: sourceLocation)
+            guard let recordBytes = fetched.recordBytes else { return false }
+            #expect(
+                recordBytes.count == fetched.response.modifications.count, "\(what)", sourceLocation: sourceLocation)
+            for (slice, modification) in zip(recordBytes, fetched.response.modifications) {
+                #expect(
+                    (try? Record(protoBytes: Array(slice)).protoBytes()) == modification.record.protoBytes(),
+                    "\(what)", sourceLocation: sourceLocation)
+                #expect(
+                    bytes.withUnsafeBufferPointer { $0.baseAddress }
+                        == slice.withUnsafeBufferPointer {
+                            $0.baseAddress.map { $0 - slice.startIndex }
+                        }, "\(what): a slice of the answer, not a copy", sourceLocation: sourceLocation)
+            }
+            return true
+        case (.failure(let expected), .failure(let error)):
+            #expect(error == expected, "\(what)", sourceLocation: sourceLocation)
+        default:
+            Issue.record(
+                "the decoders disagree on \(what): \(expected) against \(kept)", sourceLocation: sourceLocation)
+        }
+        return false
+    }
+
+    @Test(
+        "pages with their records' bytes: the page decode gives, each record's bytes decoding to it; then every cut and flipped bit"
+    )
+    func pagesKeepingRecordBytes() {
+        let token = ZoneChangeToken(zoneID: Fixture.notes, incarnation: 2, offset: 40)
+        let page = FetchZoneChangesResponse(
+            zoneID: Fixture.notes, modifications: Self.plainRecords.map { .init(record: $0) },
+            deletions: [
+                RecordZoneChange.Deletion(
+                    recordID: Record.ID(recordName: "gone", zoneID: Fixture.notes), recordType: "Note")
+            ], changeToken: token, moreComing: true, clientChangeToken: Data([1, 2]))
+        let bytes = Wire.encode(page, as: .protobuf)
+        #expect(Self.expectSameKeepingRecordBytes(bytes, "the bytes as encoded"))
+        // The stored records a server copies into its page are the bytes kept.
+        let stored = Self.plainRecords.map { $0.protoBytes()[...] }
+        let fromStored = Wire.encode(
+            FetchZoneChangesResponse(
+                zoneID: page.zoneID, deletions: page.deletions, changeToken: token, moreComing: true,
+                clientChangeToken: Data([1, 2])), storedRecords: stored)
+        #expect(fromStored == bytes)
+        #expect(
+            (try? Wire.decodeKeepingRecordBytes(FetchZoneChangesResponse.self, from: bytes, as: .protobuf))?
+                .recordBytes?.map(Array.init) == stored.map(Array.init))
+        for length in 0..<bytes.count {
+            Self.expectSameKeepingRecordBytes(Array(bytes[..<length]), "cut at \(length)")
+        }
+        for bit in 0..<(bytes.count * 8) {
+            var flipped = bytes
+            flipped[bit / 8] ^= 1 << (bit % 8)
+            Self.expectSameKeepingRecordBytes(flipped, "bit \(bit) flipped")
+        }
+        // A page the direct reader leaves to the generated decoder (a list value), and JSON:
+        // decoded as ever, no bytes kept.
+        let withList = FetchZoneChangesResponse(
+            zoneID: Fixture.notes, modifications: WireDirectEncodingTests.records.map { .init(record: $0) },
+            deletions: [], changeToken: token, moreComing: false, clientChangeToken: nil)
+        #expect(!Self.expectSameKeepingRecordBytes(Wire.encode(withList, as: .protobuf), "a page with a list"))
+        #expect(!Self.expectSameKeepingRecordBytes(Wire.encode(page, as: .json), as: .json, "JSON"))
+    }
 }

@@ -27,8 +27,10 @@ func seed(
 }
 
 /// A `CloudDatabase` that forwards to the in-process server and adds up the time spent in it,
-/// so that a phase's time can be split between the server and the device.
-final class TimedDatabase: CloudDatabase {
+/// so that a phase's time can be split between the server and the device. It hands over a
+/// page's records with their stored bytes as the server does (`RecordBytesFetching`), timed as
+/// `fetchZoneChanges`.
+final class TimedDatabase: RecordBytesFetching {
     let base: InProcessDatabase
     private let totals = Mutex<[String: (calls: Int, seconds: Double)]>([:])
 
@@ -66,6 +68,9 @@ final class TimedDatabase: CloudDatabase {
     }
     func fetchZoneChanges(_ request: FetchZoneChangesRequest) async throws -> FetchZoneChangesResponse {
         try await timed(#function) { try await base.fetchZoneChanges(request) }
+    }
+    func fetchZoneChangesKeepingRecordBytes(_ request: FetchZoneChangesRequest) async throws -> FetchedZoneChanges {
+        try await timed("fetchZoneChanges(_:)") { try await base.fetchZoneChangesKeepingRecordBytes(request) }
     }
     func modifySubscriptions(_ request: ModifySubscriptionsRequest) async throws -> ModifySubscriptionsResponse {
         try await timed(#function) { try await base.modifySubscriptions(request) }

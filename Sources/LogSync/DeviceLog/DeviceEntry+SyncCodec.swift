@@ -8,6 +8,49 @@ import SyncModel
 // edits and the batch entries are in DeviceEntry+Codec.swift, which dispatches here.
 
 extension DeviceEntry {
+    /// A `zoneChangesFetched` entry whose records field (2) `writeRecords` writes (about
+    /// `recordsSize` bytes): the fields in number order, zone_id, the records, then the rest.
+    private static func zoneChangesFetchedEntry(
+        zoneID: RecordZone.ID, recordsSize: Int, writeRecords: (inout ProtoWriter) -> Void,
+        deletions: [RecordZoneChange.Deletion], token: ZoneChangeToken, moreComing: Bool
+    ) -> NewEntry {
+        var head = Logsync_Device_ZoneChangesFetched()
+        head.zoneID = zoneID.proto
+        var message = Logsync_Device_ZoneChangesFetched()
+        message.deletions = deletions.map { deletion in
+            var proto = Logsync_Device_RecordDeletion()
+            proto.recordID = deletion.recordID.proto
+            proto.recordType = deletion.recordType
+            return proto
+        }
+        message.changeToken = token.data
+        message.moreComing = moreComing
+        let headBytes = ProtoWire.serialize(head)
+        let tailBytes = ProtoWire.serialize(message)
+        var writer = ProtoWriter(capacity: headBytes.count + recordsSize + tailBytes.count)
+        writer.raw(headBytes[...])
+        writeRecords(&writer)
+        writer.raw(tailBytes[...])
+        return NewEntry(kind: Kind.zoneChangesFetched, payload: writer.bytes)
+    }
+
+    /// The entry as `decodedNewEntry` makes it, a `zoneChangesFetched` with its records written
+    /// as `recordBytes` (each the `Record` bytes the record was read from, in order: what the
+    /// server stored and sent) instead of encoded again. The entry is a kind 22 entry as ever,
+    /// read by every build; its records decode to the same values. Any other entry, or bytes
+    /// that do not match the records in number, is `decodedNewEntry`.
+    func decodedNewEntry(recordBytes: [ArraySlice<UInt8>]) -> NewEntry {
+        guard case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, let moreComing) = self,
+            recordBytes.count == modifications.count
+        else { return decodedNewEntry }
+        var entry = Self.zoneChangesFetchedEntry(
+            zoneID: zoneID, recordsSize: recordBytes.reduce(0) { $0 + $1.count + 4 },
+            writeRecords: { writer in for bytes in recordBytes { writer.lengthDelimited(2, bytes) } },
+            deletions: deletions, token: token, moreComing: moreComing)
+        entry.decoded = self
+        return entry
+    }
+
     /// The entry of a sync step; called by `newEntry` for the cases it does not encode itself.
     var syncStepEntry: NewEntry {
         switch self {
@@ -50,22 +93,11 @@ extension DeviceEntry {
             message.moreComing = moreComing
             return Self.entry(Kind.databaseChangesFetched, message)
         case .zoneChangesFetched(let zoneID, let modifications, let deletions, let token, let moreComing):
-            // The fields in number order: zone_id, the records written directly (field 2), then the rest.
-            var head = Logsync_Device_ZoneChangesFetched()
-            head.zoneID = zoneID.proto
-            var message = Logsync_Device_ZoneChangesFetched()
-            message.deletions = deletions.map { deletion in
-                var proto = Logsync_Device_RecordDeletion()
-                proto.recordID = deletion.recordID.proto
-                proto.recordType = deletion.recordType
-                return proto
-            }
-            message.changeToken = token.data
-            message.moreComing = moreComing
-            return NewEntry(
-                kind: Kind.zoneChangesFetched,
-                payload: ProtoWire.serialize(head) + Self.records(modifications, field: 2)
-                    + ProtoWire.serialize(message))
+            return Self.zoneChangesFetchedEntry(
+                zoneID: zoneID, recordsSize: modifications.reduce(0) { $0 + 80 + $1.estimatedSize * 5 / 4 },
+                writeRecords: { writer in
+                    for record in modifications { writer.message(2) { record.write(to: &$0) } }
+                }, deletions: deletions, token: token, moreComing: moreComing)
         case .zoneFetchFinished(let zoneID, let error):
             var message = Logsync_Device_ZoneFetchFinished()
             message.zoneID = zoneID.proto

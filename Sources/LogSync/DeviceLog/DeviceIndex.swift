@@ -195,10 +195,7 @@ struct DeviceIndex: Projection {
             }
             try tables.put(Array(token.data), forKey: DeviceKey.zone(zoneID), in: "zoneTokens")
             try index.setZone(zoneID, in: "knownZones", true)
-            for (ordinal, record) in modifications.enumerated() {
-                try index.setServerRecord(.entry(offset: offset, ordinal: UInt32(ordinal)), for: record.recordID)
-                try index.markListed(record.recordID)
-            }
+            try index.setFetchedServerRecords(modifications, at: offset)
             for deletion in deletions { try index.setServerRecord(nil, for: deletion.recordID) }
         case .zoneFetchFinished(let zoneID, let error):
             switch error?.code {
@@ -534,9 +531,30 @@ struct DeviceIndexWriter {
         for key in keys { try tables.put([1], forKey: key, in: "unlisted") }
     }
 
-    /// A page returned `id`: it is not among the records a listing left out.
-    func markListed(_ id: Record.ID) throws {
-        try tables.removeValue(forKey: try recordKey(id), in: "unlisted")
+    /// A fetched page's records, at `offset`: the last known server record of each is its place
+    /// in the page's entry (`setServerRecord`), and the page returned it, so it is not among the
+    /// records a listing left out (`unlisted`), record by record in that order. The zone's number
+    /// is looked up once for a run of records of one zone (a page's records are all of its
+    /// zone), and nothing is removed from `unlisted` when it is empty (as it is during an
+    /// initial sync): the same rows as looking each record's key up twice.
+    func setFetchedServerRecords(_ records: [Record], at offset: UInt64) throws {
+        let mayBeUnlisted = try tables.count(of: "unlisted") > 0
+        var zone: (id: RecordZone.ID, number: UInt64)?
+        for (ordinal, record) in records.enumerated() {
+            let id = record.recordID
+            let number: UInt64
+            if let zone, zone.id == id.zoneID {
+                number = zone.number
+            } else {
+                number = try zoneNumber(id.zoneID)
+                zone = (id.zoneID, number)
+            }
+            let key = DeviceKey.record(zoneNumber: number, name: id.recordName)
+            try tables.put(
+                ServerRecordSlot.entry(offset: offset, ordinal: UInt32(ordinal)).bytes, forKey: key, in: "serverRecords"
+            )
+            if mayBeUnlisted { try tables.removeValue(forKey: key, in: "unlisted") }
+        }
     }
 
     /// Ends the listing of `zoneID`, if one was under way.

@@ -163,19 +163,22 @@ public final class DeviceLog: Sendable {
     ///   - author: who made the entries: `.app` for edits of `SyncEngine.State`.
     ///   - traceHeaders: the trace context of the request the last entry describes, recorded
     ///     with it (`DeviceEntry.traceHeaders(of:)`); none by default.
+    ///   - recordBytes: the bytes each record of the last entry, a fetched page
+    ///     (`zoneChangesFetched`), was read from, written instead of encoding the records again
+    ///     (`DeviceEntry.decodedNewEntry(recordBytes:)`); `nil` by default.
     /// - Throws: `LogStoreError` (for example `.mapFull` when the disk is full) or what a
     ///   projection throws; nothing was appended (or announced) then.
     @discardableResult
     package func append(
         _ entries: [DeviceEntry], by author: Appended.Author = .engine, traceHeaders: [String: String] = [:],
-        preparedBatch: PreparedBatchReference? = nil
+        preparedBatch: PreparedBatchReference? = nil, recordBytes: [ArraySlice<UInt8>]? = nil
     ) throws -> Range<LogOffset> {
         guard !entries.isEmpty else {
             let end = try log.lastOffset.next
             return end..<end
         }
         let offsets = try committer.append(
-            Self.encoded(entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch))
+            Self.encoded(entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch, recordBytes: recordBytes))
         announce(Appended(entries: entries, offsets: offsets, author: author))
         return offsets
     }
@@ -225,14 +228,20 @@ public final class DeviceLog: Sendable {
     }
 
     /// The entries to append, the last one with `traceHeaders` (the trace context of the request
-    /// it describes) when there are any.
+    /// it describes) when there are any, and its records written as `recordBytes` when given.
     private static func encoded(
-        _ entries: [DeviceEntry], traceHeaders: [String: String], preparedBatch: PreparedBatchReference? = nil
+        _ entries: [DeviceEntry], traceHeaders: [String: String], preparedBatch: PreparedBatchReference? = nil,
+        recordBytes: [ArraySlice<UInt8>]? = nil
     ) -> [NewEntry] {
-        var encoded =
-            preparedBatch.map { batch in
-                entries.map { $0.decodedNewEntry(preparedAt: batch.offset, preparing: batch.recordsToSave) }
-            } ?? entries.map(\.decodedNewEntry)
+        var encoded = entries.indices.map { index in
+            if let batch = preparedBatch {
+                entries[index].decodedNewEntry(preparedAt: batch.offset, preparing: batch.recordsToSave)
+            } else if let recordBytes, index == entries.count - 1 {
+                entries[index].decodedNewEntry(recordBytes: recordBytes)
+            } else {
+                entries[index].decodedNewEntry
+            }
+        }
         if !traceHeaders.isEmpty, let last = encoded.indices.last {
             encoded[last] = encoded[last].tracing(traceHeaders)
         }

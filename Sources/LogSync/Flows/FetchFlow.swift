@@ -201,13 +201,19 @@ struct FetchFlow: Sendable {
             span.attributes[SyncTracing.zone] = zoneID.zoneName
             let token = try step.read { try $0.zoneChangeToken(for: zoneID) }
             let response: FetchZoneChangesResponse
+            // The bytes each record was read from, where the database keeps them: the page's
+            // entry copies them instead of encoding each record again.
+            var recordBytes: [ArraySlice<UInt8>]?
             do {
-                response = try await InstrumentationContext.$current.withValue(span.context) {
-                    try await database.fetchZoneChanges(
-                        FetchZoneChangesRequest(
-                            zoneID: zoneID, since: token,
-                            resultsLimit: configuration.resultsLimit ?? fetchResultsLimit,
-                            operationGroup: step.operationGroup))
+                let request = FetchZoneChangesRequest(
+                    zoneID: zoneID, since: token, resultsLimit: configuration.resultsLimit ?? fetchResultsLimit,
+                    operationGroup: step.operationGroup)
+                (response, recordBytes) = try await InstrumentationContext.$current.withValue(span.context) {
+                    if let keeping = database as? any RecordBytesFetching {
+                        let fetched = try await keeping.fetchZoneChangesKeepingRecordBytes(request)
+                        return (fetched.response, fetched.recordBytes)
+                    }
+                    return (try await database.fetchZoneChanges(request), nil)
                 }
             } catch {
                 let error = SyncError.from(error, during: "fetchZoneChanges")
@@ -222,6 +228,16 @@ struct FetchFlow: Sendable {
                 break
             }
             var modifications = response.modifications
+            // A record whose encrypted values are opened, or whose assets' contents are
+            // downloaded, is no longer the record its bytes hold: the page is encoded then.
+            if let bytes = recordBytes,
+                bytes.count != modifications.count
+                    || modifications.contains(where: {
+                        $0.record.hasEncryptedValues || (configuration.shouldFetchAssetContents && $0.record.hasAssets)
+                    })
+            {
+                recordBytes = nil
+            }
             do throws(SyncError) {
                 let opened = try await keys.openingEncryptedValues(modifications)
                 modifications = opened.modifications
@@ -252,7 +268,7 @@ struct FetchFlow: Sendable {
                 .zoneChangesFetched(
                     zoneID: zoneID, modifications: modifications.map(\.record), deletions: response.deletions,
                     changeToken: response.changeToken, moreComing: response.moreComing),
-                traceHeaders: SyncTracing.injectedHeaders(tracer, context: span.context),
+                traceHeaders: SyncTracing.injectedHeaders(tracer, context: span.context), recordBytes: recordBytes,
                 delivering: changed
                     ? .fetchedRecordZoneChanges(
                         .init(modifications: modifications, deletions: response.deletions))

@@ -79,15 +79,18 @@ final class SyncStep {
 
     /// Appends `entry` (after a pending delivery mark) and returns its offset; `traceHeaders`,
     /// the trace context of the request the entry describes, is recorded with it. A
-    /// `batchResult` is written against `preparedBatch` when given (kind 15).
+    /// `batchResult` is written against `preparedBatch` when given (kind 15); a fetched page's
+    /// records as `recordBytes`, the bytes they were read from, when given.
     @discardableResult
     func append(
-        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], preparedBatch: PreparedBatchReference? = nil
+        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], preparedBatch: PreparedBatchReference? = nil,
+        recordBytes: [ArraySlice<UInt8>]? = nil
     ) throws -> LogOffset {
         var entries: [DeviceEntry] = []
         if let mark = deliveredMark { entries.append(.eventsDelivered(through: mark)) }
         entries.append(entry)
-        let range = try deviceLog.append(entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch)
+        let range = try deviceLog.append(
+            entries, traceHeaders: traceHeaders, preparedBatch: preparedBatch, recordBytes: recordBytes)
         deliveredMark = nil
         return range.upperBound.advanced(by: -1)
     }
@@ -110,12 +113,14 @@ final class SyncStep {
 
     /// Appends the entry of a fetched page; if the page has changes to report (`event` is not
     /// `nil`), delivers its event and notes that the entry's events have been handled. Returns
-    /// the entry's offset; `traceHeaders` is the trace context of the page's request.
+    /// the entry's offset; `traceHeaders` is the trace context of the page's request, and
+    /// `recordBytes` the bytes its records were read from (written instead of encoding them).
     @discardableResult
     func append(
-        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], delivering event: SyncEngine.Event?
+        _ entry: DeviceEntry, traceHeaders: [String: String] = [:], recordBytes: [ArraySlice<UInt8>]? = nil,
+        delivering event: SyncEngine.Event?
     ) async throws -> LogOffset {
-        let offset = try append(entry, traceHeaders: traceHeaders)
+        let offset = try append(entry, traceHeaders: traceHeaders, recordBytes: recordBytes)
         guard let event else { return offset }
         await delegate.deliver(event)
         deliveredMark = offset

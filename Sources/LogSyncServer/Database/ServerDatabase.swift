@@ -464,8 +464,10 @@ struct ServerDatabase: Sendable {
     }
 
     /// `fetchZoneChanges`, its records left as stored where they can be (see `ChangeFeed`).
-    func fetchZoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
-        try ChangeFeed(self).zoneChangesPage(request, for: device)
+    func fetchZoneChangesPage(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, decodingToo: Bool = false
+    ) throws -> ZoneChangesPage {
+        try ChangeFeed(self).zoneChangesPage(request, for: device, decodingToo: decodingToo)
     }
 
     /// Registers a device key of this database's user (see `ZoneKeyRules`).

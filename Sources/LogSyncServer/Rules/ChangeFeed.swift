@@ -172,7 +172,12 @@ struct ChangeFeed {
     /// `response.modifications` (empty), for a wire encoder to copy instead of decoding the
     /// record and encoding it again. Otherwise (a participant's fetch, a zone named in another
     /// spelling, `desiredKeys`) the records are decoded as `fetchZoneChanges` returns them.
-    func zoneChangesPage(_ request: FetchZoneChangesRequest, for device: DeviceID?) throws -> ZoneChangesPage {
+    /// With `decodingToo`, a page whose records are left as stored also holds them decoded in
+    /// `response.modifications`, each decoded from its bytes in `storedRecords` (a device that
+    /// logs the page writes those bytes instead of encoding the records again).
+    func zoneChangesPage(
+        _ request: FetchZoneChangesRequest, for device: DeviceID?, decodingToo: Bool = false
+    ) throws -> ZoneChangesPage {
         guard scope != .shared, request.desiredKeys == nil,
             database.ownership.ownZoneID(request.zoneID) == request.zoneID
         else {
@@ -180,7 +185,8 @@ struct ChangeFeed {
         }
         try request.validate()
         var stored: [ArraySlice<UInt8>]? = []
-        let response = try ownZoneChanges(request, for: device, viewer: nil, storedRecords: &stored)
+        let response = try ownZoneChanges(
+            request, for: device, viewer: nil, storedRecords: &stored, decodingToo: decodingToo)
         return ZoneChangesPage(response: response, storedRecords: stored)
     }
 
@@ -194,10 +200,11 @@ struct ChangeFeed {
 
     /// `fetchZoneChanges` of a zone named by the ID this database keeps it under; with
     /// `storedRecords` non-nil, the records' stored bytes are appended to it instead of the
-    /// decoded records to the response's modifications (`fetchZoneChangesPage`).
+    /// decoded records to the response's modifications (`fetchZoneChangesPage`), or, with
+    /// `decodingToo`, besides them.
     private func ownZoneChanges(
         _ request: FetchZoneChangesRequest, for device: DeviceID?, viewer: ShareActor?,
-        storedRecords: inout [ArraySlice<UInt8>]?
+        storedRecords: inout [ArraySlice<UInt8>]?, decodingToo: Bool = false
     ) throws -> FetchZoneChangesResponse {
         // Any snapshot that reaches the token (and the listing it continues) answers, so a
         // storage may read a replica (F142); the body may then run twice, so it starts afresh.
@@ -303,7 +310,12 @@ struct ChangeFeed {
                     // The budget counts the record's stored (encoded) size, the same either way.
                     let entry = try snapshot.savedEntry(at: savedAt)
                     bytes += entry.payload.count
-                    if storedRecords != nil {
+                    if storedRecords != nil, decodingToo {
+                        // The record decoded as below, and the bytes it was decoded from.
+                        let record = try snapshot.savedRecord(in: entry)
+                        response.modifications.append(RecordZoneChange.Modification(record: record))
+                        storedRecords!.append(ServerEntry.storedRecordBytes(of: entry) ?? record.serializedProto()[...])
+                    } else if storedRecords != nil {
                         // An entry not in the form RecordSaved writes is decoded and the record
                         // encoded again: the same bytes, the slow way.
                         storedRecords!.append(
@@ -369,7 +381,8 @@ struct ChangeFeed {
 
 /// A page of a zone's changes whose records may be left as stored (`fetchZoneChangesPage`).
 package struct ZoneChangesPage: Sendable {
-    /// The page; its modifications are empty when `storedRecords` holds the records.
+    /// The page; its modifications are empty when `storedRecords` holds the records, unless
+    /// they were asked for too (`decodingToo`).
     package var response: FetchZoneChangesResponse
     /// The page's records, each its `Record.serializedProto()` bytes as the log holds them,
     /// in the order `response.modifications` would have them; `nil` when they are decoded

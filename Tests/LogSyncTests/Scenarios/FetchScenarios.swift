@@ -503,6 +503,34 @@ struct FetchScenarios {
         }
     }
 
+    // MARK: The fetched pages' entries (F39, F141)
+
+    @Test("A page's records are logged as the server's stored bytes: the entries are byte for byte the records encoded")
+    func pagesLoggedFromStoredBytes() async throws {
+        try await Self.withSeeded([Self.zoneA, Self.zoneB], perZone: 5, readerFetchResultsLimit: 3) {
+            server, writer, reader in
+            #expect(reader.database is any RecordBytesFetching)
+            try await reader.engine.fetchChanges()
+            #expect(reader.notes.count == 10)
+            var pages = 0
+            try reader.engine.deviceLog.log.forEachEntry { entry in
+                guard entry.kind == DeviceEntry.Kind.zoneChangesFetched else { return }
+                let decoded = try DeviceEntry(entry)
+                guard case .zoneChangesFetched(_, let records, _, _, _) = decoded, !records.isEmpty else { return }
+                pages += 1
+                let encoded = decoded.newEntry.tracing(try DeviceEntry.traceHeaders(of: entry))
+                #expect(entry.payload == encoded.payload, "the page at \(entry.offset)")
+            }
+            #expect(pages == 4)
+            // Each record's last known server record reads from its place in its page.
+            for index in 0..<5 {
+                let id = Self.note("B-\(index)", Self.zoneB)
+                #expect(try reader.engine.deviceLog.lastKnownServerRecord(for: id)?.recordID == id)
+            }
+            try reader.expectProjectionsHold()
+        }
+    }
+
     // MARK: Tokens (F3, F28, F100)
 
     /// The zones the writer seeds (five notes each) and the reader's page size (`nil`: the
