@@ -43,19 +43,27 @@ extension Projection {
 /// environment, or tables kept elsewhere (``ExternalProjectionTables``, a server's PostgreSQL
 /// store), so that one projection's code maintains its index whatever holds it.
 public struct ProjectionTables {
-    private enum Storage {
-        case lmdb(WriteTransaction, ProjectionSet.Member)
-        case external(any ExternalProjectionTables)
-    }
-    private let storage: Storage
+    // One of the two: the append's transaction with the projection's LMDB tables, or tables
+    // kept elsewhere. Kept as separate fields, not an enum, so that each get or put reads the
+    // one it needs instead of copying the whole case.
+    private let transaction: WriteTransaction?
+    private let lmdbTables: [String: Table]
+    private let projectionName: String
+    private let external: (any ExternalProjectionTables)?
 
     init(transaction: WriteTransaction, member: ProjectionSet.Member) {
-        storage = .lmdb(transaction, member)
+        self.transaction = transaction
+        lmdbTables = member.tables
+        projectionName = member.projection.name
+        external = nil
     }
 
     /// Tables kept by `external` inside its own transaction.
     public init(external: any ExternalProjectionTables) {
-        storage = .external(external)
+        transaction = nil
+        lmdbTables = [:]
+        projectionName = ""
+        self.external = external
     }
 
     /// The LMDB table named `name`, which the projection must have declared in `tableNames`.
@@ -63,36 +71,71 @@ public struct ProjectionTables {
     /// - Throws: `LogStoreError(.invalidArgument)` for an undeclared name, or for tables not
     ///   kept in LMDB.
     public func table(_ name: String) throws(LogStoreError) -> Table {
-        guard case .lmdb(_, let member) = storage else {
+        guard transaction != nil else {
             throw LogStoreError(.invalidArgument, "table \"\(name)\" is not kept in LMDB")
         }
-        guard let table = member.tables[name] else {
-            throw LogStoreError(
-                .invalidArgument, "projection \"\(member.projection.name)\" declared no table \"\(name)\"")
+        guard let table = lmdbTables[name] else {
+            throw LogStoreError(.invalidArgument, "projection \"\(projectionName)\" declared no table \"\(name)\"")
         }
         return table
     }
 
-    public func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
-        switch storage {
-        case .lmdb(let transaction, _): try transaction.value(forKey: key, in: self.table(table))
-        case .external(let tables): try tables.value(forKey: key, in: table)
+    /// The table named `name`, found once, for the gets and puts of a projection that uses it
+    /// many times in one `apply` (each call by name looks the name up again). A handle is for
+    /// these tables only: the tables of another `apply` call may be kept elsewhere.
+    ///
+    /// - Throws: `LogStoreError(.invalidArgument)` when the projection declared no table `name`.
+    public func handle(_ name: String) throws(LogStoreError) -> ProjectionTable {
+        if transaction == nil { return ProjectionTable(name: name, table: nil) }
+        return ProjectionTable(name: name, table: try table(name))
+    }
+
+    /// The LMDB table of `handle`, or `nil` when these tables are kept elsewhere.
+    private func lmdb(_ handle: ProjectionTable) throws(LogStoreError) -> (WriteTransaction, Table)? {
+        guard let transaction else { return nil }
+        guard let table = handle.table else {
+            throw LogStoreError(
+                .invalidArgument, "table \"\(handle.name)\" was found in tables not kept in LMDB")
         }
+        return (transaction, table)
+    }
+
+    public func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? {
+        if let transaction { return try transaction.value(forKey: key, in: self.table(table)) }
+        return try external!.value(forKey: key, in: table)
+    }
+
+    public func value(forKey key: [UInt8], in handle: ProjectionTable) throws(LogStoreError) -> [UInt8]? {
+        if case (let transaction, let table)? = try lmdb(handle) {
+            return try transaction.value(forKey: key, in: table)
+        }
+        return try external!.value(forKey: key, in: handle.name)
     }
 
     public func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
-        switch storage {
-        case .lmdb(let transaction, _): try transaction.put(value, forKey: key, in: self.table(table))
-        case .external(let tables): try tables.put(value, forKey: key, in: table)
+        if let transaction { return try transaction.put(value, forKey: key, in: self.table(table)) }
+        try external!.put(value, forKey: key, in: table)
+    }
+
+    public func put(_ value: [UInt8], forKey key: [UInt8], in handle: ProjectionTable) throws(LogStoreError) {
+        if case (let transaction, let table)? = try lmdb(handle) {
+            return try transaction.put(value, forKey: key, in: table)
         }
+        try external!.put(value, forKey: key, in: handle.name)
     }
 
     @discardableResult
     public func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool {
-        switch storage {
-        case .lmdb(let transaction, _): try transaction.removeValue(forKey: key, in: self.table(table))
-        case .external(let tables): try tables.removeValue(forKey: key, in: table)
+        if let transaction { return try transaction.removeValue(forKey: key, in: self.table(table)) }
+        return try external!.removeValue(forKey: key, in: table)
+    }
+
+    @discardableResult
+    public func removeValue(forKey key: [UInt8], in handle: ProjectionTable) throws(LogStoreError) -> Bool {
+        if case (let transaction, let table)? = try lmdb(handle) {
+            return try transaction.removeValue(forKey: key, in: table)
         }
+        return try external!.removeValue(forKey: key, in: handle.name)
     }
 
     /// Visits the keys of `table` from `start` (or the first) in byte order, while `body` returns
@@ -101,18 +144,23 @@ public struct ProjectionTables {
         in table: String, from start: [UInt8]? = nil,
         _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
     ) throws {
-        switch storage {
-        case .lmdb(let transaction, _): try transaction.forEach(in: self.table(table), from: start, body)
-        case .external(let tables): try tables.forEach(in: table, from: start, body)
-        }
+        if let transaction { return try transaction.forEach(in: self.table(table), from: start, body) }
+        try external!.forEach(in: table, from: start, body)
     }
 
     public func count(of table: String) throws(LogStoreError) -> Int {
-        switch storage {
-        case .lmdb(let transaction, _): try transaction.count(of: self.table(table))
-        case .external(let tables): try tables.count(of: table)
-        }
+        if let transaction { return try transaction.count(of: self.table(table)) }
+        return try external!.count(of: table)
     }
+}
+
+/// A projection's table found once by name (``ProjectionTables/handle(_:)``), for the tables it
+/// was found in.
+public struct ProjectionTable: Sendable, Hashable {
+    /// The table's name, as the projection declared it.
+    public let name: String
+    /// The LMDB table, or `nil` for tables kept elsewhere.
+    let table: Table?
 }
 
 /// A projection's tables kept outside LMDB, inside the writer's own transaction: what a store

@@ -223,4 +223,99 @@ struct ProjectionTests {
             #expect(try log.lastOffset == .zero)
         }
     }
+
+    /// Counts entries by name and through a handle found once per `apply`: both tables must end
+    /// alike, in LMDB and in tables kept elsewhere.
+    struct HandleProjection: Projection {
+        let name = "handles"
+        let tableNames = ["byName", "byHandle"]
+        func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+            try apply([entry], to: tables)
+        }
+        func apply(_ entries: [LogEntry], to tables: ProjectionTables) throws {
+            let handle = try tables.handle("byHandle")
+            #expect(handle.name == "byHandle")
+            for entry in entries {
+                let key = entry.payload
+                let byName = try tables.value(forKey: key, in: "byName").map(LatestValueProjection.decodeUInt64) ?? 0
+                try tables.put(LatestValueProjection.encodeUInt64(byName + 1), forKey: key, in: "byName")
+                let byHandle = try tables.value(forKey: key, in: handle).map(LatestValueProjection.decodeUInt64) ?? 0
+                try tables.put(LatestValueProjection.encodeUInt64(byHandle + 1), forKey: key, in: handle)
+                if entry.payload == [9] {
+                    #expect(try tables.removeValue(forKey: key, in: handle))
+                    #expect(try tables.removeValue(forKey: key, in: "byName"))
+                }
+            }
+        }
+    }
+
+    final class MemoryTables: ExternalProjectionTables {
+        var tables: [String: [[UInt8]: [UInt8]]] = [:]
+        func value(forKey key: [UInt8], in table: String) throws(LogStoreError) -> [UInt8]? { tables[table]?[key] }
+        func put(_ value: [UInt8], forKey key: [UInt8], in table: String) throws(LogStoreError) {
+            tables[table, default: [:]][key] = value
+        }
+        func removeValue(forKey key: [UInt8], in table: String) throws(LogStoreError) -> Bool {
+            tables[table, default: [:]].removeValue(forKey: key) != nil
+        }
+        func forEach(
+            in table: String, from start: [UInt8]?,
+            _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+        ) throws {
+            for (key, value) in (tables[table] ?? [:]).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) })
+            where start.map({ !key.lexicographicallyPrecedes($0) }) ?? true {
+                let more = try key.withUnsafeBytes { key in try value.withUnsafeBytes { try body(key, $0) } }
+                if !more { return }
+            }
+        }
+        func count(of table: String) throws(LogStoreError) -> Int { tables[table]?.count ?? 0 }
+    }
+
+    @Test func aTableFoundOnceByItsHandleEndsAsOneFoundByName() async throws {
+        let payloads: [[UInt8]] = [[1], [2], [1], [9], [3], [1], [9]]
+        try withTemporaryDirectory { directory in
+            let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [HandleProjection()])
+            try log.append(payloads.prefix(3).map { NewEntry(kind: 1, payload: $0) })
+            for payload in payloads.dropFirst(3) { try log.append(NewEntry(kind: 1, payload: payload)) }
+            try log.read { reader in
+                for key in [[1], [2], [3], [9]] as [[UInt8]] {
+                    let byName = try reader.transaction.value(
+                        forKey: key, in: try reader.table("byName", of: "handles"))
+                    let byHandle = try reader.transaction.value(
+                        forKey: key, in: try reader.table("byHandle", of: "handles"))
+                    #expect(byName == byHandle)
+                }
+                #expect(
+                    try reader.transaction.value(forKey: [1], in: try reader.table("byHandle", of: "handles"))
+                        == LatestValueProjection.encodeUInt64(3))
+            }
+            #expect(try log.verifyProjections() == nil)
+        }
+        let memory = MemoryTables()
+        let entries = payloads.enumerated().map { index, payload in
+            LogEntry(
+                offset: LogOffset(rawValue: UInt64(index + 1)), kind: 1, time: .init(microsecondsSince1970: 0),
+                payload: payload)
+        }
+        try HandleProjection().apply(entries, to: ProjectionTables(external: memory))
+        #expect(memory.tables["byName"] == memory.tables["byHandle"])
+        #expect(memory.tables["byHandle"]?[[1]] == LatestValueProjection.encodeUInt64(3))
+    }
+
+    @Test func aHandleNeedsADeclaredTable() async throws {
+        struct UndeclaredHandle: Projection {
+            let name = "sloppy"
+            let tableNames = ["a"]
+            func apply(_ entry: LogEntry, to tables: ProjectionTables) throws {
+                try tables.put([1], forKey: [1], in: try tables.handle("b"))
+            }
+        }
+        try withTemporaryDirectory { directory in
+            let log = try Log.open(at: directory, options: .init(durability: .fast), projections: [UndeclaredHandle()])
+            #expect { try log.append(NewEntry(kind: 1, payload: [])) } throws: { error in
+                (error as? LogStoreError)?.code == .invalidArgument && "\(error)".contains("\"b\"")
+            }
+            #expect(try log.lastOffset == .zero)
+        }
+    }
 }

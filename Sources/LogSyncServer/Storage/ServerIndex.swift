@@ -417,7 +417,7 @@ package struct ServerIndex: Projection {
     /// change, its state and the usage are those after the last record), with a few LMDB reads
     /// and writes per zone and run instead of six per record. Any other entry ends the run first.
     package func apply(_ entries: [LogEntry], to tables: ProjectionTables) throws {
-        var run = RecordRun()
+        var run = try RecordRun(tables)
         for entry in entries {
             let offset = entry.offset.rawValue
             let decoded = try (entry.decoded as? ServerEntry) ?? ServerEntry(entry)
@@ -459,7 +459,7 @@ package struct ServerIndex: Projection {
             if record.recordType == Share.recordType {
                 try shareSaved(record, offset, tables)
             } else {
-                var run = RecordRun()
+                var run = try RecordRun(tables)
                 try run.grow(schemaWith: record, tables)
                 try run.end(tables)
             }
@@ -722,7 +722,7 @@ package struct ServerIndex: Projection {
     }
 
     func recordChanged(_ recordID: Record.ID, to new: RecordState, time: UInt64, _ tables: ProjectionTables) throws {
-        var run = RecordRun()
+        var run = try RecordRun(tables)
         run.time = time
         try recordChanged(recordID, to: new, tables, &run)
         try run.end(tables)
@@ -731,6 +731,15 @@ package struct ServerIndex: Projection {
     /// What a run of record changes keeps in memory until it ends (`RecordRun.end`): the states
     /// of the zones it read, the zones it touched, and the usage.
     struct RecordRun {
+        /// The tables each record change reads and writes, found by name once per run.
+        let records: ProjectionTable
+        let zoneChanges: ProjectionTable
+
+        init(_ tables: ProjectionTables) throws(LogStoreError) {
+            records = try tables.handle("records")
+            zoneChanges = try tables.handle("zoneChanges")
+        }
+
         /// Each zone the run read (`zones[slots[zoneID]]`), looked up by its ID once per record.
         var slots: [RecordZone.ID: Int] = [:]
         var zones: [Zone] = []
@@ -782,7 +791,13 @@ package struct ServerIndex: Projection {
                 try tables.put(
                     RecordSchema.encode(fields: schema[recordType]!), forKey: Array(recordType.utf8), in: "schema")
             }
-            self = RecordRun()
+            slots = [:]
+            zones = []
+            usage = nil
+            usageChanged = false
+            time = 0
+            schema = [:]
+            schemaChanged = []
         }
     }
 
@@ -809,14 +824,14 @@ package struct ServerIndex: Projection {
         guard zone?.isLive == true else { return }  // the server never writes into a missing zone
         let key = IndexKey.record(incarnation: zone!.incarnation, name: recordID.recordName)
         var usage = try run.usage ?? self.usage(tables)
-        let old = try tables.value(forKey: key, in: "records").map { (bytes) throws(LogStoreError) in
+        let old = try tables.value(forKey: key, in: run.records).map { (bytes) throws(LogStoreError) in
             try RecordState(decoding: bytes)
         }
         var new = new
         if new.isTombstone { new.parent = old?.parent ?? "" }
         if let old {
             try tables.removeValue(
-                forKey: old.changeKey(incarnation: zone!.incarnation, name: recordID.recordName), in: "zoneChanges")
+                forKey: old.changeKey(incarnation: zone!.incarnation, name: recordID.recordName), in: run.zoneChanges)
             usage -= min(usage, old.size)
         }
         let spread = try place(recordID.recordName, &new, old: old, incarnation: zone!.incarnation, tables)
@@ -825,13 +840,14 @@ package struct ServerIndex: Projection {
             to: new.deleteSelfTargets, tables)
         try updateAssetReferences(
             from: old?.assets ?? [], to: new.assets, incarnation: zone!.incarnation, time: run.time, tables)
-        try tables.put(new.encoded, forKey: key, in: "records")
+        try tables.put(new.encoded, forKey: key, in: run.records)
         var change: [UInt8] = []
         change.reserveCapacity(1 + recordID.recordName.utf8.count)
         change.append(new.isTombstone ? 1 : 0)
         change.append(contentsOf: recordID.recordName.utf8)
         try tables.put(
-            change, forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: "zoneChanges")
+            change, forKey: IndexKey.zoneChange(incarnation: zone!.incarnation, offset: new.offset), in: run.zoneChanges
+        )
         if spread {
             try self.spread(
                 from: recordID.recordName, new, incarnation: zone!.incarnation, new.offset, tables)
