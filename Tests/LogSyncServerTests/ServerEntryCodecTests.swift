@@ -169,6 +169,32 @@ struct ServerEntryCodecTests {
         ]
     }()
 
+    @Test("requestOutcome, written directly, is byte for byte what SwiftProtobuf writes")
+    func requestOutcomeAsSwiftProtobufWritesIt() throws {
+        var outcomes = 0
+        for sample in Self.samples {
+            guard case .requestOutcome(let requestID, let fingerprint, let outcome, let actor) = sample.entry else {
+                continue
+            }
+            let message = Logsync_Server_RequestOutcome.with {
+                $0.requestID = requestID.rawValue
+                $0.fingerprint = fingerprint
+                $0.actor = actor
+                $0.saved = outcome.saved.map { saved in
+                    Logsync_Server_SavedRecordRef.with {
+                        $0.recordID = saved.recordID.proto
+                        $0.offset = saved.offset.rawValue
+                    }
+                }
+                $0.others = outcome.others.proto
+                $0.operationGroupID = outcome.operationGroupID ?? ""
+            }
+            #expect(sample.entry.newEntry.payload == ProtoWire.serialize(message), "\(requestID)")
+            outcomes += 1
+        }
+        #expect(outcomes == 4)
+    }
+
     /// The entry as the log returns it after an append at `offset`.
     static func logEntry(_ new: NewEntry, offset: LogOffset = 42) -> LogEntry {
         LogEntry(offset: offset, kind: new.kind, time: EntryTime(microsecondsSince1970: 1), payload: new.payload)

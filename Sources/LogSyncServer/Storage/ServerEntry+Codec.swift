@@ -58,26 +58,7 @@ extension ServerEntry {
                 })
         case .requestOutcome(let requestID, let fingerprint, let outcome, let actor):
             // Written directly: a request of 400 records names 400 of them.
-            let entry = Self.requestOutcomeEntry(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor)
-            assert(
-                entry.payload
-                    == Self.entry(
-                        Kind.requestOutcome,
-                        Logsync_Server_RequestOutcome.with {
-                            $0.requestID = requestID.rawValue
-                            $0.fingerprint = fingerprint
-                            $0.actor = actor
-                            $0.saved = outcome.saved.map { saved in
-                                Logsync_Server_SavedRecordRef.with {
-                                    $0.recordID = saved.recordID.proto
-                                    $0.offset = saved.offset.rawValue
-                                }
-                            }
-                            $0.others = outcome.others.proto
-                            $0.operationGroupID = outcome.operationGroupID ?? ""
-                        }
-                    ).payload, "requestOutcome written unlike SwiftProtobuf")
-            return entry
+            return Self.requestOutcomeEntry(requestID, fingerprint: fingerprint, outcome: outcome, actor: actor)
         case .assetStored(let digest, let size, let zone):
             return Self.entry(
                 Kind.assetStored,
@@ -407,7 +388,8 @@ extension ServerEntry {
 
     // MARK: Helpers
 
-    /// The bytes of `RequestOutcome`, written directly (as SwiftProtobuf writes them).
+    /// The bytes of `RequestOutcome`, written directly: byte for byte what SwiftProtobuf writes
+    /// (`ServerEntryCodecTests` compares the two).
     private static func requestOutcomeEntry(
         _ requestID: RequestID, fingerprint: UInt32, outcome: RequestOutcome, actor: UInt64
     ) -> NewEntry {
