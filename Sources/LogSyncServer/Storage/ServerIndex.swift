@@ -736,8 +736,13 @@ package struct ServerIndex: Projection {
         let zoneChanges: ProjectionTable
 
         init(_ tables: ProjectionTables) throws(LogStoreError) {
-            records = try tables.handle("records")
-            zoneChanges = try tables.handle("zoneChanges")
+            self.init(records: try tables.handle("records"), zoneChanges: try tables.handle("zoneChanges"))
+        }
+
+        /// An empty run on the tables `records` and `zoneChanges` already found.
+        private init(records: ProjectionTable, zoneChanges: ProjectionTable) {
+            self.records = records
+            self.zoneChanges = zoneChanges
         }
 
         /// Each zone the run read (`zones[slots[zoneID]]`), looked up by its ID once per record.
@@ -791,13 +796,7 @@ package struct ServerIndex: Projection {
                 try tables.put(
                     RecordSchema.encode(fields: schema[recordType]!), forKey: Array(recordType.utf8), in: "schema")
             }
-            slots = [:]
-            zones = []
-            usage = nil
-            usageChanged = false
-            time = 0
-            schema = [:]
-            schemaChanged = []
+            self = RecordRun(records: records, zoneChanges: zoneChanges)
         }
     }
 
