@@ -437,10 +437,14 @@ struct AssetTransferTests {
             let proxy = try CuttingProxy(
                 upstreamPort: fixture.live.port, direction: .toServer, after: 3 << 20, cut: .stall)
             defer { proxy.close() }
-            let client = fixture.client(port: proxy.port, stallTimeout: .seconds(2))
+            // The client notices the stall after 10 s without progress. With 2 s, a busy machine
+            // could hold the upload that long before its first 3 MB were through: the client then
+            // resumes on a new connection, and the proxy, which counts 3 MB per connection, may
+            // never stall one.
+            let client = fixture.client(port: proxy.port, stallTimeout: .seconds(10))
             defer { client.close() }
             let upload = Task { try await client.database().uploadAsset(request) }
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(300)
             while proxy.cuts == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
             #expect(proxy.cuts == 1)
             try Data(assetContent(content.count, seed: 26)).write(to: request.fileURL)
