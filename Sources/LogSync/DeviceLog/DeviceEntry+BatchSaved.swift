@@ -62,16 +62,7 @@ extension DeviceEntry {
         }
         let message = try ProtoWire.decode(Logsync_Device_BatchSaved.self, payloadOf: entry, "batchSaved")
         let preparedOffset = try Self.preparedOffset(of: message, in: entry)
-        guard let preparedEntry = try lookup(preparedOffset) else {
-            throw Self.corruptReference(
-                entry, "refers to the batchPrepared at offset \(preparedOffset.rawValue), which the log does not hold")
-        }
-        guard preparedEntry.kind == Kind.batchPrepared else {
-            throw Self.corruptReference(
-                entry,
-                "refers to the batchPrepared at offset \(preparedOffset.rawValue), an entry of kind \(preparedEntry.kind)"
-            )
-        }
+        let preparedEntry = try Self.preparedEntry(at: preparedOffset, lookup) { Self.corruptReference(entry, $0) }
         let prepared = try ProtoWire.decode(
             Logsync_Device_BatchPrepared.self, payloadOf: preparedEntry, "batchPrepared")
         let records = try ProtoWire.converting(preparedEntry, "batchPrepared") { () throws(SyncError) in
@@ -106,12 +97,32 @@ extension DeviceEntry {
     static func preparedOffset(
         of message: Logsync_Device_BatchSaved, in entry: LogEntry
     ) throws(LogStoreError) -> LogOffset {
-        guard message.preparedOffset > 0, message.preparedOffset < entry.offset.rawValue else {
+        try preparedOffset(message.preparedOffset, in: entry)
+    }
+
+    /// `offset`, read as the prepared offset of the `batchSaved` entry `entry`: not 0, and
+    /// before the entry.
+    static func preparedOffset(_ offset: UInt64, in entry: LogEntry) throws(LogStoreError) -> LogOffset {
+        guard offset > 0, offset < entry.offset.rawValue else {
             throw corruptReference(
-                entry,
-                "refers to the batchPrepared at offset \(message.preparedOffset), which is not an offset before it")
+                entry, "refers to the batchPrepared at offset \(offset), which is not an offset before it")
         }
-        return LogOffset(rawValue: message.preparedOffset)
+        return LogOffset(rawValue: offset)
+    }
+
+    /// The `batchPrepared` entry at `offset` that a `batchSaved` entry refers to, read through
+    /// `lookup`; a reference to no entry or to another kind is what `corrupt` makes of it.
+    static func preparedEntry(
+        at offset: LogOffset, _ lookup: (LogOffset) throws(LogStoreError) -> LogEntry?,
+        corrupt: (String) -> LogStoreError
+    ) throws(LogStoreError) -> LogEntry {
+        guard let prepared = try lookup(offset) else {
+            throw corrupt("refers to the batchPrepared at offset \(offset.rawValue), which the log does not hold")
+        }
+        guard prepared.kind == Kind.batchPrepared else {
+            throw corrupt("refers to the batchPrepared at offset \(offset.rawValue), an entry of kind \(prepared.kind)")
+        }
+        return prepared
     }
 
     static func corruptReference(_ entry: LogEntry, _ what: String) -> LogStoreError {

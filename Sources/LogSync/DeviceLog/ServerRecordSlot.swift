@@ -146,11 +146,8 @@ struct ServerRecordReader {
             LogStoreError(.corruptEntry, "batchSaved (kind \(entry.kind)) payload: \(what)", offset: entry.offset)
         }
         let payload = entry.payload
-        let preparedOffset = try ProtoFields.varint(field: 1, in: payload, error: corrupt) ?? 0
-        guard preparedOffset > 0, preparedOffset < entry.offset.rawValue else {
-            throw DeviceEntry.corruptReference(
-                entry, "refers to the batchPrepared at offset \(preparedOffset), which is not an offset before it")
-        }
+        let preparedOffset = try DeviceEntry.preparedOffset(
+            try ProtoFields.varint(field: 1, in: payload, error: corrupt) ?? 0, in: entry)
         var shared = Record.SystemFields()
         if let range = try ProtoFields.lengthDelimited(field: 6, in: payload, error: corrupt).last {
             shared = try ProtoWire.converting(entry, "batchSaved") { () throws(SyncError) in
@@ -161,7 +158,7 @@ struct ServerRecordReader {
             }
         }
         let changes = try ProtoFields.lengthDelimited(field: 2, in: payload, error: corrupt)
-        return (entry.offset.rawValue, payload, LogOffset(rawValue: preparedOffset), shared, changes)
+        return (entry.offset.rawValue, payload, preparedOffset, shared, changes)
     }
 
     /// Saved record `ordinal` of the `batchSaved` entry in `kept.saved`, rebuilt from its
@@ -185,15 +182,9 @@ struct ServerRecordReader {
                 return try SavedRecordDelta.record(change, preparedIn: [], at: preparedOffset)
             }
             if kept.prepared?.offset != preparedOffset {
-                guard let prepared = try reader.entry(at: preparedOffset) else {
-                    throw corrupt(
-                        "refers to the batchPrepared at offset \(preparedOffset.rawValue), which the log does not hold")
-                }
-                guard prepared.kind == DeviceEntry.Kind.batchPrepared else {
-                    throw corrupt(
-                        "refers to the batchPrepared at offset \(preparedOffset.rawValue), an entry of kind \(prepared.kind)"
-                    )
-                }
+                let prepared = try DeviceEntry.preparedEntry(
+                    at: preparedOffset, { (offset) throws(LogStoreError) in try reader.entry(at: offset) },
+                    corrupt: corrupt)
                 let records = try ProtoFields.lengthDelimited(field: 1, in: prepared.payload) {
                     LogStoreError(
                         .corruptEntry, "batchPrepared (kind \(prepared.kind)) payload: \($0)", offset: preparedOffset)
